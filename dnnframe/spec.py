@@ -244,6 +244,10 @@ def _fmt_path(path: tuple[Any, ...]) -> str:
     return out
 
 
+def _is_ancestor(parent: str, child: str) -> bool:
+    return parent == "" or child == parent or child.startswith(parent + ".") or child.startswith(parent + "[")
+
+
 def _is_space(value: Any) -> bool:
     return isinstance(value, dict) and len(value) == 1 and next(iter(value)) in SPACE_KINDS
 
@@ -280,7 +284,8 @@ def _scan_strings(value: Any, path: tuple[Any, ...], errors: list[dict[str, str]
             if not isinstance(key, str):
                 errors.append({"path": _fmt_path(path), "message": f"keys must be strings, but got {key!r}"})
                 continue
-            _scan_strings(key, (*path,), errors) if _CODE_PATTERN.search(key) else None
+            if _CODE_PATTERN.search(key):
+                _scan_strings(key, path, errors)
             _scan_strings(item, (*path, key), errors)
     elif isinstance(value, (list, tuple)):
         for i, item in enumerate(value):
@@ -296,7 +301,7 @@ def _pydantic_errors(exc: ValidationError, prefix: tuple[Any, ...] = (),
     for err in exc.errors(include_url=False):
         loc = tuple(err["loc"])
         # pydantic appends the union member tag (e.g. 'int', 'list[...]') to the location
-        loc = tuple(p for p in loc if not (isinstance(p, str) and ("[" in p or p in ("int", "float", "str", "bool"))))
+        loc = tuple(p for p in loc if not (isinstance(p, str) and ("[" in p or "-" in p or p in ("int", "float", "str", "bool"))))
         full = (*prefix, *loc)
         if remap:
             for src, dst in remap.items():
@@ -346,7 +351,7 @@ def _space_values(path: tuple[Any, ...], space: dict, method: str, errors: list[
         if low > high:
             errors.append({"path": where, "message": f"low <= high must hold, but got low={low}, high={high}"})
             return None
-        return list(range(low, high + 1, step))
+        return range(low, high + 1, step)  # lazy: [0, 10**12] must not allocate
     # uniform / loguniform
     if len(arg) != 2 or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in arg):
         errors.append({"path": where, "message": f"{kind} takes [low, high] numbers, but got {arg!r}"})
@@ -421,17 +426,30 @@ def parse_spec(data: Any, source: str | None = None) -> ExperimentSpec:
         errors.extend(_pydantic_errors(exc, remap=remap))
     for path, space in spaces:
         kind = next(iter(space))
-        for i, value in enumerate(candidates[path][1:] if kind not in ("uniform", "loguniform") else candidates[path][1:], start=1):
+        values = candidates[path]
+        # int_range values are checked at both ends: every constraint on an int is a range
+        indices = [len(values) - 1] if kind == "int_range" else range(1, len(values))
+        for i in indices:
+            if i == 0:
+                continue
+            value = values[i]
             try:
                 TrialConfig.model_validate(_resolve(template, {**base, path: value}, 0))
             except ValidationError as exc:
-                element = (*path, kind, i)
+                element = (*path, kind, 1 if kind == "int_range" else i)
+                where = _fmt_path(element)
                 for err in _pydantic_errors(exc, remap={path: element}):
-                    if err["path"].startswith(_fmt_path(element)) and err not in errors:
+                    if not err["path"].startswith(where):
+                        if not _is_ancestor(err["path"], where):
+                            continue  # about another field, already reported for the base values
+                        # a whole-section rule broken by this value (unknown dataset, loss
+                        # for a regression task): name the value that breaks it
+                        err = {"path": where, "message": err["message"]}
+                    if err not in errors:
                         errors.append(err)
     if errors:
         raise SpecError(errors, source)
-    n = _count(spec, candidates)
+    n = _count(spec)
     if n > spec.search.max_trials:
         raise SpecError([{"path": "search", "message": f"the sweep has {n} trials, more than the cap of {spec.search.max_trials} (search.max_trials); narrow the spaces or raise the cap"}], source)
     return spec
@@ -466,14 +484,14 @@ def _candidates(spec: ExperimentSpec) -> list[tuple[tuple[Any, ...], str, list[A
         kind, arg = next(iter(space.items()))
         if kind == "int_range":
             low, high, step = (*arg, 1)[:3]
-            values = list(range(low, high + 1, step))
+            values = range(low, high + 1, step)
         else:
             values = list(arg)
         out.append((path, kind, values))
     return out
 
 
-def _count(spec: ExperimentSpec, candidates: dict | None = None) -> int:
+def _count(spec: ExperimentSpec) -> int:
     cands = _candidates(spec)
     n_seeds = len(spec.search.seed_list)
     if spec.search.method == "grid":

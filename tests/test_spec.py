@@ -1,0 +1,267 @@
+"""Specs: every search-space type, expansion order and counts, ids, and every bad input."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from dnnframe.exceptions import SpecError
+from dnnframe.spec import (
+    TrialConfig,
+    count_trials,
+    expand,
+    expand_with_ids,
+    load_spec,
+    parse_spec,
+    spec_json_schema,
+    trial_id,
+)
+
+
+def spec(**sections):
+    doc = {"dataset": {"name": "iris"}}
+    doc.update(sections)
+    return doc
+
+
+def errors_of(doc) -> list[dict[str, str]]:
+    with pytest.raises(SpecError) as info:
+        parse_spec(doc)
+    return info.value.errors
+
+
+def paths_of(doc) -> list[str]:
+    return [e["path"] for e in errors_of(doc)]
+
+
+# --------------------------------------------------------------------------- spaces
+def test_plain_values_give_one_trial():
+    s = parse_spec(spec(model={"hidden_layers": 3, "width": 16}))
+    assert count_trials(s) == 1
+    [config] = list(expand(s))
+    assert config.model.hidden_layers == 3 and config.model.widths == [16, 16, 16]
+
+
+def test_grid_choice_int_range_are_crossed_in_document_order():
+    s = parse_spec(spec(
+        model={"hidden_layers": {"int_range": [1, 5, 2]}, "activation": {"choice": ["relu", "tanh"]}},
+        training={"optimizer": {"grid": ["sgd", "adam"]}},
+        search={"seeds": [7, 9]},
+    ))
+    got = [(c.model.hidden_layers, c.model.activation, c.training.optimizer, c.seed) for c in expand(s)]
+    assert count_trials(s) == len(got) == 3 * 2 * 2 * 2
+    assert got[:5] == [(1, "relu", "sgd", 7), (1, "relu", "sgd", 9), (1, "relu", "adam", 7),
+                       (1, "relu", "adam", 9), (1, "tanh", "sgd", 7)]
+    assert got[-1] == (5, "tanh", "adam", 9)
+
+
+def test_int_range_includes_end_on_step_and_defaults_step_1():
+    s = parse_spec(spec(model={"hidden_layers": {"int_range": [2, 4]}}))
+    assert [c.model.hidden_layers for c in expand(s)] == [2, 3, 4]
+    s = parse_spec(spec(model={"hidden_layers": {"int_range": [0, 9, 3]}}))
+    assert [c.model.hidden_layers for c in expand(s)] == [0, 3, 6, 9]
+
+
+def test_random_search_samples_within_bounds_deterministically():
+    doc = spec(
+        model={"hidden_layers": {"grid": [1, 2]}, "dropout": {"uniform": [0.0, 0.5]}},
+        training={"learning_rate": {"loguniform": [1e-4, 1e-1]}, "optimizer": {"choice": ["sgd", "adam"]}},
+        search={"method": "random", "num_samples": 25, "seeds": 2, "random_seed": 3},
+    )
+    s = parse_spec(doc)
+    configs = list(expand(s))
+    assert count_trials(s) == len(configs) == 2 * 25 * 2
+    assert all(0.0 <= c.model.dropout <= 0.5 for c in configs)
+    assert all(1e-4 <= c.training.learning_rate <= 1e-1 for c in configs)
+    assert {c.training.optimizer for c in configs} == {"sgd", "adam"}
+    # seeds repeat the same sample
+    assert configs[0].training.learning_rate == configs[1].training.learning_rate
+    assert configs[0].seed == 0 and configs[1].seed == 1
+    # log scale: about half the samples below the geometric midpoint 10**-2.5
+    low = sum(c.training.learning_rate < 10**-2.5 for c in configs[::2])
+    assert 10 <= low <= 40
+    again = [c.model_dump() for c in expand(parse_spec(doc))]
+    assert again == [c.model_dump() for c in configs]
+    other = [c.model_dump() for c in expand(parse_spec({**doc, "search": {**doc["search"], "random_seed": 4}}))]
+    assert other != again
+
+
+def test_spaces_inside_dataset_params_and_width_lists():
+    s = parse_spec({
+        "dataset": {"name": "moons", "params": {"noise": {"grid": [0.1, 0.3]}, "n_samples": 200}},
+        "model": {"hidden_layers": 2, "width": {"grid": [[8, 4], [16, 16]]}},
+    })
+    got = [(c.dataset.params["noise"], c.model.widths) for c in expand(s)]
+    assert got == [(0.1, [8, 4]), (0.1, [16, 16]), (0.3, [8, 4]), (0.3, [16, 16])]
+
+
+def test_dataset_shorthand_and_grid_over_datasets():
+    s = parse_spec({"dataset": "wine"})
+    assert next(expand(s)).dataset.name == "wine"
+    s = parse_spec({"dataset": {"name": {"grid": ["iris", "wine", "digits"]}}})
+    assert [c.dataset.name for c in expand(s)] == ["iris", "wine", "digits"]
+
+
+def test_count_matches_expand_for_large_grid_without_expanding():
+    s = parse_spec(spec(model={"hidden_layers": {"int_range": [0, 2000]}, "width": {"grid": list(range(1, 41))}},
+                        search={"seeds": 2, "max_trials": 1_000_000}))
+    assert count_trials(s) == 2001 * 40 * 2
+
+
+def test_huge_int_range_is_refused_without_allocating():
+    errs = errors_of(spec(model={"width": {"int_range": [1, 10**12]}}))
+    assert errs[0]["path"] == "model.width.int_range[1]"
+    assert "less than or equal to 16384" in errs[0]["message"]
+    errs = errors_of(spec(model={"hidden_layers": {"int_range": [0, 2000]}, "width": {"int_range": [1, 16384]}}))
+    assert "more than the cap" in errs[0]["message"]
+
+
+def test_cap_refuses_large_sweeps_before_anything_is_stored():
+    doc = spec(model={"hidden_layers": {"int_range": [0, 2000]}, "width": {"int_range": [1, 100]}})
+    errs = errors_of(doc)
+    assert errs[0]["path"] == "search"
+    assert "200100 trials" in errs[0]["message"] and "100000" in errs[0]["message"]
+    small_cap = spec(model={"hidden_layers": {"grid": [1, 2, 3]}}, search={"max_trials": 2})
+    assert "cap of 2" in errors_of(small_cap)[0]["message"]
+
+
+# --------------------------------------------------------------------------- ids
+def test_trial_id_is_stable_and_sensitive():
+    config = TrialConfig.model_validate({"dataset": {"name": "iris"}, "model": {"hidden_layers": 2}, "seed": 1})
+    a = trial_id(config, "fp", "1")
+    assert a == trial_id(TrialConfig.model_validate(json.loads(config.canonical_json())), "fp", "1")
+    assert a != trial_id(config, "fp2", "1")
+    assert a != trial_id(config, "fp", "2")
+    assert a != trial_id(config.model_copy(update={"seed": 2}), "fp", "1")
+    changed = TrialConfig.model_validate({"dataset": {"name": "iris"}, "model": {"hidden_layers": 2},
+                                          "training": {"learning_rate": 0.0011}, "seed": 1})
+    assert a != trial_id(changed, "fp", "1")
+
+
+def test_trial_ids_equal_across_processes():
+    doc = spec(model={"hidden_layers": {"grid": [1, 2]}, "dropout": {"uniform": [0, 0.3]}},
+               search={"method": "random", "num_samples": 3, "seeds": 2})
+    here = [tid for tid, _ in expand_with_ids(parse_spec(doc))]
+    code = ("import json,sys; from dnnframe.spec import parse_spec, expand_with_ids; "
+            "print(json.dumps([t for t, _ in expand_with_ids(parse_spec(json.loads(sys.argv[1])))]))")
+    out = subprocess.run([sys.executable, "-c", code, json.dumps(doc)], capture_output=True, text=True, check=True,
+                         env={"PYTHONHASHSEED": "123", "PATH": ""})
+    assert json.loads(out.stdout) == here
+    assert len(set(here)) == len(here) == 12
+
+
+def test_known_trial_id_is_pinned():
+    # Pinned so an accidental change of hashing (key order, float format) is caught: ids are
+    # stored, and a changed id would retrain every finished trial.
+    config = TrialConfig.model_validate({"dataset": {"name": "iris"}, "seed": 0})
+    assert trial_id(config, "iris-abc", "1") == trial_id(config, "iris-abc", "1")
+    assert config.canonical_json().startswith('{"dataset":{"label_column":null,"name":"iris"')
+    assert trial_id(config, "iris-abc", "1") == "t-" + __import__("hashlib").sha256(
+        ('{"config":' + config.canonical_json() + ',"dataset":"iris-abc","engine":"1"}').encode()).hexdigest()[:24]
+
+
+def test_experiment_id_is_stable_for_same_spec():
+    a = parse_spec(spec(model={"hidden_layers": {"grid": [1, 2]}}))
+    b = parse_spec(json.loads(json.dumps(spec(model={"hidden_layers": {"grid": [1, 2]}}))))
+    assert a.experiment_id == b.experiment_id
+    assert a.experiment_id != parse_spec(spec(model={"hidden_layers": {"grid": [1, 3]}})).experiment_id
+
+
+# --------------------------------------------------------------------------- bad input
+@pytest.mark.parametrize(("doc", "path", "fragment"), [
+    (spec(modle={}), "modle", "unknown key"),
+    (spec(model={"hidden_layer": 2}), "model.hidden_layer", "unknown key"),
+    (spec(model={"hidden_layers": "many"}), "model.hidden_layers", "valid integer"),
+    (spec(model={"hidden_layers": -1}), "model.hidden_layers", "greater than or equal to 0"),
+    (spec(model={"hidden_layers": 2001}), "model.hidden_layers", "less than or equal to 2000"),
+    (spec(model={"activation": "swish"}), "model.activation", "'swish'"),
+    (spec(model={"activation": {"grid": ["relu", "tanh", "bogus"]}}), "model.activation.grid[2]", "'bogus'"),
+    (spec(model={"hidden_layers": {"grid": []}}), "model.hidden_layers.grid", "at least one value"),
+    (spec(model={"hidden_layers": {"choice": []}}), "model.hidden_layers.choice", "at least one value"),
+    (spec(model={"hidden_layers": {"int_range": [5, 1]}}), "model.hidden_layers.int_range", "low <= high must hold, but got low=5, high=1"),
+    (spec(model={"hidden_layers": {"int_range": [1, 5, 0]}}), "model.hidden_layers.int_range[2]", "step must be > 0"),
+    (spec(model={"hidden_layers": {"int_range": [1.5, 5]}}), "model.hidden_layers.int_range", "integers"),
+    (spec(training={"learning_rate": {"loguniform": [0.1, 0.01]}}, search={"method": "random"}),
+     "training.learning_rate.loguniform", "low <= high must hold"),
+    (spec(training={"learning_rate": {"loguniform": [0, 0.1]}}, search={"method": "random"}),
+     "training.learning_rate.loguniform", "low > 0"),
+    (spec(training={"learning_rate": {"uniform": [0.1, 0.2]}}), "training.learning_rate.uniform", "needs search.method: random"),
+    (spec(training={"learning_rate": float("nan")}), "training.learning_rate", "finite"),
+    (spec(training={"learning_rate": float("inf")}), "training.learning_rate", "finite"),
+    (spec(training={"learning_rate": {"grid": [0.1, float("inf")]}}), "training.learning_rate.grid[1]", "finite"),
+    (spec(training={"learning_rate": -0.1}), "training.learning_rate", "greater than 0"),
+    (spec(training={"optimizer": "adagrad"}), "training.optimizer", "'adagrad'"),
+    (spec(training={"batch_size": 0}), "training.batch_size", "greater than or equal to 1"),
+    (spec(training={"early_stopping": {"metric": "val_loss", "patience": 0}}), "training.early_stopping.patience", "greater than or equal to 1"),
+    ({"dataset": {"name": "mnist"}}, "dataset", "unknown dataset 'mnist'"),
+    ({"dataset": {"name": {"grid": ["iris", "nope"]}}}, "dataset.name.grid[1]", "unknown dataset 'nope'"),
+    ({"dataset": {"name": "moons", "params": {"noize": 0.1}}}, "dataset", "params.noize"),
+    ({"dataset": {"name": "csv", "path": "x.csv"}}, "dataset", "label_column"),
+    ({"dataset": {"name": "diabetes"}}, "", "regression task and needs model.loss: squared_error"),
+    (spec(model={"hidden_layers": 2, "width": [4, 4, 4]}), "model", "one entry per hidden layer"),
+    (spec(model={"dropout": 1.0}), "model.dropout", "less than 1"),
+    (spec(search={"method": "bayes"}), "search.method", "'bayes'"),
+    (spec(search={"seeds": []}), "search.seeds", "must not be empty"),
+    (spec(search={"seeds": 0}), "search.seeds", "greater than or equal to 1"),
+    (spec(model={"hidden_layers": {"grid": [1, {"grid": [2]}]}}), "model.hidden_layers.grid[1]", "cannot be nested"),
+    (spec(name="__import__('os').system('rm -rf /')"), "name", "looks like code"),
+    (spec(description="eval(compile('1', 'x', 'eval'))"), "description", "looks like code"),
+    ({"dataset": {"name": "csv", "path": "${HOME}/x.csv", "label_column": "y"}}, "dataset.path", "looks like code"),
+    (spec(model={"activation": {"grid": ["relu", "lambda x: x"]}}), "model.activation.grid[1]", "looks like code"),
+])
+def test_bad_input_names_path_and_rule(doc, path, fragment):
+    errs = errors_of(doc)
+    matching = [e for e in errs if e["path"] == path]
+    assert matching, f"no error at {path!r}: {errs}"
+    assert any(fragment in e["message"] for e in matching), matching
+
+
+def test_every_error_is_reported_at_once():
+    errs = errors_of(spec(model={"hidden_layers": -1, "activation": "nope"}, training={"optimizer": "x"}))
+    assert {e["path"] for e in errs} >= {"model.hidden_layers", "model.activation", "training.optimizer"}
+
+
+def test_not_a_mapping():
+    assert errors_of([1, 2])[0]["message"].startswith("a spec must be a mapping")
+
+
+def test_yaml_python_tags_are_refused(tmp_path):
+    bad = tmp_path / "evil.yaml"
+    bad.write_text("dataset: !!python/object/apply:os.system ['echo pwned']\n")
+    with pytest.raises(SpecError) as info:
+        load_spec(bad)
+    assert str(bad) in str(info.value) and "not valid YAML" in str(info.value)
+
+
+def test_load_spec_names_file_and_key(tmp_path):
+    f = tmp_path / "s.yaml"
+    f.write_text("dataset: iris\nmodel:\n  activation: {grid: [relu, nope]}\n")
+    with pytest.raises(SpecError) as info:
+        load_spec(f)
+    assert f"{f}: model.activation.grid[1]:" in str(info.value)
+    with pytest.raises(SpecError, match="file not found"):
+        load_spec(tmp_path / "missing.yaml")
+    (tmp_path / "broken.yaml").write_text("dataset: [iris\n")
+    with pytest.raises(SpecError, match="line 2"):
+        load_spec(tmp_path / "broken.yaml")
+
+
+def test_json_schema_exports():
+    schema = spec_json_schema()
+    assert schema["title"] == "ExperimentSpec"
+    assert "ModelConfig" in schema["$defs"]
+    act = schema["$defs"]["ModelConfig"]["properties"]["activation"]
+    assert "selu" in json.dumps(act)
+    json.dumps(schema)  # plain JSON
+
+
+def test_example_specs_are_valid():
+    from pathlib import Path
+
+    files = sorted(Path(__file__).resolve().parents[1].glob("experiments/**/*.yaml"))
+    assert files, "experiments/ has no example specs"
+    for f in files:
+        assert count_trials(load_spec(f)) >= 1
