@@ -1,0 +1,183 @@
+"""Layers as small composable objects over symbolic PyTensor tensors (Lasagne style).
+
+Each layer owns shared variables (its parameters), builds its symbolic output with
+``get_output(x, deterministic)`` and fills its parameters from a NumPy generator with
+``initialise(rng, init)``. Shapes are checked when a layer is built.
+
+A run of hidden layers of equal width is one :class:`DenseStackLayer`: its weights are a
+3-D shared tensor ``(n_layers, width, width)`` and its forward pass is a ``pytensor.scan``
+over the first axis, so the graph — and the compile time — does not grow with depth, and
+the number of layers is a runtime value: the same compiled function trains a stack of 2
+or 2000 layers (only the shared values change shape).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from .flags import configure
+
+configure()  # THEANO_FLAGS must be mapped before PyTensor reads its flags
+
+import pytensor  # noqa: E402
+import pytensor.tensor as pt  # noqa: E402
+from pytensor.tensor.random.utils import RandomStream  # noqa: E402
+
+SELU_ALPHA = 1.6732632423543772
+SELU_SCALE = 1.0507009873554805
+
+
+def _elu(x):
+    # exp of the clipped input: the untaken branch must not overflow into inf * 0 = NaN grads
+    return pt.switch(x > 0, x, pt.exp(pt.minimum(x, 0)) - 1)
+
+
+ACTIVATIONS: dict[str, Callable] = {
+    "relu": lambda x: pt.maximum(x, 0),
+    "leaky_relu": lambda x: pt.maximum(x, 0.01 * x),
+    "elu": _elu,
+    "selu": lambda x: SELU_SCALE * pt.switch(x > 0, x, SELU_ALPHA * (pt.exp(pt.minimum(x, 0)) - 1)),
+    "tanh": pt.tanh,
+    "sigmoid": pt.sigmoid,
+    "softplus": pt.softplus,
+    "linear": lambda x: x,
+}
+
+
+def init_weights(rng: np.random.Generator, init: str, n_in: int, n_out: int) -> np.ndarray:
+    """One ``(n_in, n_out)`` weight matrix drawn with the named scheme (float64)."""
+    if init == "glorot":  # Glorot & Bengio 2010, uniform
+        limit = np.sqrt(6.0 / (n_in + n_out))
+        return rng.uniform(-limit, limit, size=(n_in, n_out))
+    if init == "he":  # He et al. 2015, normal
+        return rng.normal(0.0, np.sqrt(2.0 / n_in), size=(n_in, n_out))
+    if init == "lecun":  # LeCun 1998, normal
+        return rng.normal(0.0, np.sqrt(1.0 / n_in), size=(n_in, n_out))
+    if init == "orthogonal":  # Saxe et al. 2014
+        a = rng.normal(size=(max(n_in, n_out), min(n_in, n_out)))
+        q, r = np.linalg.qr(a)
+        q = q * np.sign(np.diag(r))  # unique decomposition → a uniform draw
+        return q if n_in >= n_out else q.T
+    raise ValueError(f"init must be one of glorot, he, lecun, orthogonal, but got {init!r}")
+
+
+class Layer:
+    """Base class: ``params`` (shared variables), ``regularizable`` (weights for L2)."""
+
+    params: list
+    regularizable: list
+
+    def get_output(self, x, deterministic: bool = False):
+        """Symbolic output for the symbolic input ``x``."""
+        raise NotImplementedError
+
+    def initialise(self, rng: np.random.Generator, init: str) -> None:
+        """Draw fresh parameter values (no recompilation: only shared values change)."""
+
+    @property
+    def n_params(self) -> int:
+        return int(sum(p.get_value(borrow=True).size for p in self.params))
+
+
+def _check_positive(name: str, value: int) -> None:
+    if not isinstance(value, (int, np.integer)) or value < 1:
+        raise ValueError(f"{name} must be a positive integer, but got {value!r}")
+
+
+def _activation(name: str) -> Callable:
+    if name not in ACTIVATIONS:
+        raise ValueError(f"activation must be one of {', '.join(ACTIVATIONS)}, but got {name!r}")
+    return ACTIVATIONS[name]
+
+
+class DenseLayer(Layer):
+    """``activation(x @ W + b)``; with ``residual`` (needs n_in == n_out) ``x + that``."""
+
+    def __init__(self, n_in: int, n_out: int, activation: str = "linear", residual: bool = False,
+                 dtype: str = "float64", name: str = "dense"):
+        _check_positive("n_in", n_in)
+        _check_positive("n_out", n_out)
+        if residual and n_in != n_out:
+            raise ValueError(f"a residual dense layer needs n_in == n_out, but got n_in={n_in}, n_out={n_out}")
+        self.n_in, self.n_out, self.dtype, self.residual = n_in, n_out, dtype, residual
+        self.activation = _activation(activation)
+        self.W = pytensor.shared(np.zeros((n_in, n_out), dtype=dtype), name=f"{name}.W")
+        self.b = pytensor.shared(np.zeros((n_out,), dtype=dtype), name=f"{name}.b")
+        self.params, self.regularizable = [self.W, self.b], [self.W]
+
+    def get_output(self, x, deterministic: bool = False):
+        out = self.activation(pt.dot(x, self.W) + self.b)
+        return x + out if self.residual else out
+
+    def initialise(self, rng: np.random.Generator, init: str) -> None:
+        self.W.set_value(init_weights(rng, init, self.n_in, self.n_out).astype(self.dtype))
+        self.b.set_value(np.zeros(self.n_out, dtype=self.dtype))
+
+
+class DropoutLayer(Layer):
+    """Inverted dropout: zero each unit with probability ``p`` while training, scale by 1/(1-p).
+
+    ``p`` is a shared scalar, so trials that differ only in the rate share one compiled graph.
+    """
+
+    def __init__(self, p, srng: RandomStream):
+        self.p, self.srng = p, srng
+        self.params, self.regularizable = [], []
+
+    def get_output(self, x, deterministic: bool = False):
+        if deterministic:
+            return x
+        keep = pt.cast(self.srng.uniform(0.0, 1.0, size=x.shape) >= self.p, x.dtype)
+        return x * keep / (1 - self.p)
+
+
+class DenseStackLayer(Layer):
+    """``n_layers`` dense layers ``width → width`` as one scan over stacked weights.
+
+    Each step is ``h ← [h +] dropout(activation(h @ W[l] + b[l]))``. ``n_layers`` is set by
+    :meth:`initialise` and may change between trials without recompiling. Dropout masks
+    for all layers are drawn outside the scan in one seeded random op and fed in as a
+    sequence (reproducible, and the scan stays free of random state).
+    """
+
+    def __init__(self, width: int, activation: str = "relu", residual: bool = False, dropout=None,
+                 srng: RandomStream | None = None, dtype: str = "float64", name: str = "stack"):
+        _check_positive("width", width)
+        if dropout is not None and srng is None:
+            raise ValueError("a dropout stack needs a RandomStream (srng)")
+        self.width, self.dtype, self.residual = width, dtype, residual
+        self.activation = _activation(activation)
+        self.dropout, self.srng = dropout, srng
+        self.n_layers = 1
+        self.W = pytensor.shared(np.zeros((1, width, width), dtype=dtype), name=f"{name}.W")
+        self.b = pytensor.shared(np.zeros((1, width), dtype=dtype), name=f"{name}.b")
+        self.params, self.regularizable = [self.W, self.b], [self.W]
+
+    def get_output(self, x, deterministic: bool = False):
+        act, residual = self.activation, self.residual
+
+        def step(W, b, *rest):
+            *mask, h = rest
+            out = act(pt.dot(h, W) + b)
+            if mask:
+                out = out * mask[0]
+            return h + out if residual else out
+
+        sequences = [self.W, self.b]
+        if self.dropout is not None and not deterministic:
+            size = (self.W.shape[0], x.shape[0], self.width)
+            keep = pt.cast(self.srng.uniform(0.0, 1.0, size=size) >= self.dropout, x.dtype)
+            sequences.append(keep / (1 - self.dropout))
+        outputs = pytensor.scan(step, sequences=sequences, outputs_info=[x], return_updates=False)
+        return outputs[-1]
+
+    def initialise(self, rng: np.random.Generator, init: str, n_layers: int | None = None) -> None:
+        if n_layers is not None:
+            _check_positive("n_layers", n_layers)
+            self.n_layers = int(n_layers)
+        w = self.width
+        W = np.stack([init_weights(rng, init, w, w) for _ in range(self.n_layers)])
+        self.W.set_value(W.astype(self.dtype))
+        self.b.set_value(np.zeros((self.n_layers, w), dtype=self.dtype))

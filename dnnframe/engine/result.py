@@ -1,0 +1,49 @@
+"""The result of one training run (no PyTensor import: the runner and store read it)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+Status = Literal["COMPLETE", "DIVERGED", "CANCELLED"]
+
+
+def json_safe(value: Any) -> Any:
+    """Turn NaN/inf into None and numpy scalars into Python numbers, recursively."""
+    if isinstance(value, dict):
+        return {str(k): json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_safe(v) for v in value]
+    if hasattr(value, "item") and not isinstance(value, (str, bytes)):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+@dataclass
+class TrialResult:
+    """What :func:`dnnframe.engine.train` returns.
+
+    ``status`` is COMPLETE, DIVERGED (loss became NaN/inf at ``diverged_epoch``) or
+    CANCELLED (``on_epoch`` returned True). ``metrics`` holds the final train/val/test loss
+    and accuracy (accuracy is None for regression, val_* None without a validation split);
+    with early stopping they are those of the restored best epoch (``best_epoch``).
+    """
+
+    status: Status
+    metrics: dict[str, float | None]
+    history: list[dict[str, Any]]
+    timings: dict[str, float]
+    n_params: int
+    environment: dict[str, Any]
+    diverged_epoch: int | None = None
+    stopped_early: bool = False
+    epochs_run: int = 0
+    best_epoch: int | None = None
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-safe dict (NaN/inf become None)."""
+        return json_safe(asdict(self))

@@ -1,0 +1,378 @@
+"""``train(config, on_epoch)``: build (or reuse) a compiled network and train one trial.
+
+Compiled functions are cached per process under a :class:`GraphShape` — everything that
+changes the symbolic graph (layer widths pattern, activation, residual, dropout on/off,
+loss, optimiser, dtype, mode). Depth of an equal-width run, learning rate, momentum, L2,
+dropout rate, seed and data are runtime values (shared variables), so a depth sweep at
+one width compiles once.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import platform
+import sys
+import threading
+import time
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .flags import configure
+
+_FLAGS = configure()
+
+import pytensor  # noqa: E402
+import pytensor.tensor as pt  # noqa: E402
+from pytensor.tensor.random.utils import RandomStream  # noqa: E402
+
+from .layers import DenseLayer, DenseStackLayer, DropoutLayer, Layer  # noqa: E402
+from .result import TrialResult  # noqa: E402
+from .updates import make_updates, reset_state  # noqa: E402
+
+EVAL_CHUNK = 4096  # rows per evaluation call: bounds memory on big splits and deep stacks
+
+
+@dataclass(frozen=True)
+class GraphShape:
+    """Everything that decides the compiled graph; equal shapes share compiled functions.
+
+    ``segments`` is a tuple of ``("dense", n_in, n_out)`` and ``("stack", width)``; the
+    number of layers in a stack is not part of the shape.
+    """
+
+    n_features: int
+    n_outputs: int
+    segments: tuple
+    activation: str
+    residual: bool
+    dropout: bool
+    loss: str
+    classification: bool
+    optimizer: str
+    dtype: str
+    mode: str
+
+
+def segments_for(n_features: int, widths: list[int]) -> tuple[tuple, tuple[int, ...]]:
+    """Split hidden widths into graph segments plus the layer count of each stack.
+
+    The first layer of each run of equal widths is a dense layer (its input width differs,
+    except possibly for the very first); the rest of the run is one scanned stack.
+    """
+    segments: list[tuple] = []
+    counts: list[int] = []
+    prev = n_features
+    i = 0
+    while i < len(widths):
+        w = widths[i]
+        segments.append(("dense", prev, w))
+        j = i + 1
+        while j < len(widths) and widths[j] == w:
+            j += 1
+        if j - i > 1:
+            segments.append(("stack", w))
+            counts.append(j - i - 1)
+        prev, i = w, j
+    return tuple(segments), tuple(counts)
+
+
+class CompiledModel:
+    """Layers, hyperparameter shared variables and the compiled train/eval functions."""
+
+    def __init__(self, shape: GraphShape):
+        self.shape = shape
+        dtype = shape.dtype
+        with warnings.catch_warnings():
+            # RandomStream is deprecated in favour of shared_rng, but still the tidy way to
+            # reseed every random op of a cached graph at once (srng.seed)
+            warnings.simplefilter("ignore", FutureWarning)
+            self.srng = RandomStream(0)
+        self.lr = pytensor.shared(np.asarray(0.01, dtype=dtype), name="learning_rate")
+        self.momentum = pytensor.shared(np.asarray(0.9, dtype=dtype), name="momentum")
+        self.l2 = pytensor.shared(np.asarray(0.0, dtype=dtype), name="l2")
+        self.p_drop = pytensor.shared(np.asarray(0.0, dtype=dtype), name="dropout")
+        self.layers: list[Layer] = []
+        self.stacks: list[DenseStackLayer] = []
+        for k, seg in enumerate(shape.segments):
+            if seg[0] == "dense":
+                _, n_in, n_out = seg
+                self.layers.append(DenseLayer(n_in, n_out, shape.activation,
+                                              residual=shape.residual and n_in == n_out,
+                                              dtype=dtype, name=f"hidden{k}"))
+                if shape.dropout:
+                    self.layers.append(DropoutLayer(self.p_drop, self.srng))
+            else:
+                stack = DenseStackLayer(seg[1], shape.activation, residual=shape.residual,
+                                        dropout=self.p_drop if shape.dropout else None,
+                                        srng=self.srng, dtype=dtype, name=f"stack{k}")
+                self.layers.append(stack)
+                self.stacks.append(stack)
+        last = shape.segments[-1][-1] if shape.segments else shape.n_features
+        self.layers.append(DenseLayer(last, shape.n_outputs, "linear", dtype=dtype, name="output"))
+        self.params = [p for layer in self.layers for p in layer.params]
+        self.regularizable = [p for layer in self.layers for p in layer.regularizable]
+
+        X = pt.matrix("X", dtype=dtype)
+        y = pt.lvector("y") if shape.classification and shape.loss == "softmax_crossentropy" \
+            else pt.matrix("y", dtype=dtype)
+        out_train = self._forward(X, deterministic=False)
+        out_eval = self._forward(X, deterministic=True)
+        loss_rows_train, correct_train = self._loss_rows(out_train, y)
+        loss_rows_eval, correct_eval = self._loss_rows(out_eval, y)
+        loss = loss_rows_train.mean()
+        penalty = sum(pt.sum(W ** 2) for W in self.regularizable)
+        objective = loss + self.l2 * penalty
+        grads = pytensor.grad(objective, self.params)
+        updates, self.opt_state = make_updates(shape.optimizer, self.params, grads, self.lr, self.momentum)
+        self.train_fn = pytensor.function([X, y], [loss, correct_train], updates=updates,
+                                          mode=shape.mode, name="train_step")
+        self.eval_fn = pytensor.function([X, y], [loss_rows_eval.sum(), correct_eval],
+                                         mode=shape.mode, name="evaluate")
+        self._warm_up(X.type, y.type)
+
+    def _warm_up(self, x_type, y_type) -> None:
+        # The C backend builds some thunks on the first call; do it here so that cost is
+        # counted as compile time, not as the first epoch. reset() follows before training.
+        X0 = np.zeros((2, self.shape.n_features), dtype=x_type.dtype)
+        y0 = np.zeros((2,) if y_type.ndim == 1 else (2, self.shape.n_outputs), dtype=y_type.dtype)
+        self.train_fn(X0, y0)
+        self.eval_fn(X0, y0)
+
+    def _forward(self, x, deterministic: bool):
+        for layer in self.layers:
+            x = layer.get_output(x, deterministic=deterministic)
+        return x
+
+    def _loss_rows(self, out, y):
+        if self.shape.loss == "softmax_crossentropy":
+            logp = pt.special.log_softmax(out, axis=1)
+            rows = -logp[pt.arange(y.shape[0]), y]
+            correct = pt.sum(pt.eq(pt.argmax(out, axis=1), y))
+        else:
+            rows = pt.mean((out - y) ** 2, axis=1)
+            correct = pt.sum(pt.eq(pt.argmax(out, axis=1), pt.argmax(y, axis=1)))
+        return rows, correct
+
+    @property
+    def n_params(self) -> int:
+        return int(sum(p.get_value(borrow=True).size for p in self.params))
+
+    def reset(self, config, counts: tuple[int, ...], rng: np.random.Generator) -> None:
+        """Fresh weights, zero optimiser state, this trial's hyperparameters and dropout seed."""
+        init = config.model.init
+        stacks = iter(zip(self.stacks, counts))
+        for layer in self.layers:
+            if isinstance(layer, DenseStackLayer):
+                stack, n = next(stacks)
+                stack.initialise(rng, init, n_layers=n)
+            elif isinstance(layer, DenseLayer) and layer is self.layers[-1]:
+                # the output layer of a classifier uses Glorot whatever the hidden init:
+                # the spec's init describes the hidden stack under study
+                layer.initialise(rng, "glorot")
+            else:
+                layer.initialise(rng, init)
+        reset_state(self.opt_state)
+        dtype = self.shape.dtype
+        t = config.training
+        self.lr.set_value(np.asarray(t.learning_rate, dtype=dtype))
+        self.momentum.set_value(np.asarray(t.momentum, dtype=dtype))
+        self.l2.set_value(np.asarray(t.l2, dtype=dtype))
+        self.p_drop.set_value(np.asarray(config.model.dropout, dtype=dtype))
+        self.srng.seed(int(rng.integers(2**31)))
+
+    def snapshot(self) -> list[np.ndarray]:
+        return [p.get_value(borrow=False) for p in self.params]
+
+    def restore(self, values: list[np.ndarray]) -> None:
+        for p, v in zip(self.params, values):
+            p.set_value(v)
+
+
+_CACHE: dict[GraphShape, CompiledModel] = {}
+_CACHE_LOCK = threading.Lock()
+
+
+def compiled_model(shape: GraphShape) -> tuple[CompiledModel, bool]:
+    """The cached model for ``shape`` (compiling it on first use); returns (model, was_cached)."""
+    with _CACHE_LOCK:
+        model = _CACHE.get(shape)
+        if model is not None:
+            return model, True
+        # unrolled width lists can still be long; scan keeps equal-width runs shallow
+        limit = sys.getrecursionlimit()
+        sys.setrecursionlimit(max(limit, 20_000))
+        try:
+            model = CompiledModel(shape)
+        finally:
+            sys.setrecursionlimit(limit)
+        _CACHE[shape] = model
+        return model, False
+
+
+def clear_cache() -> None:
+    """Forget every compiled model of this process."""
+    with _CACHE_LOCK:
+        _CACHE.clear()
+
+
+def _environment(cached: bool) -> dict[str, Any]:
+    import dnnframe
+
+    return {
+        "python": platform.python_version(),
+        "numpy": np.__version__,
+        "pytensor": pytensor.__version__,
+        "dnnframe": getattr(dnnframe, "__version__", None),
+        "host": platform.node(),
+        "platform": platform.platform(),
+        "pid": os.getpid(),
+        "floatX": str(pytensor.config.floatX),
+        "mode": _FLAGS.mode,
+        "blas__ldflags": str(pytensor.config.blas__ldflags),
+        "flags": _FLAGS.to_dict(),
+        "device": _FLAGS.device,
+        "requested_device": _FLAGS.requested_device,
+        "compile_cache_hit": cached,
+    }
+
+
+def _targets(y: np.ndarray, shape: GraphShape) -> np.ndarray:
+    if shape.loss == "softmax_crossentropy":
+        return y.astype(np.int64)
+    if shape.classification:  # squared error on class labels: regress one-hot codes
+        return np.eye(shape.n_outputs, dtype=shape.dtype)[y]
+    return y.reshape(-1, 1).astype(shape.dtype)
+
+
+def _evaluate(model: CompiledModel, X: np.ndarray, y: np.ndarray, classification: bool) -> tuple[float | None, float | None]:
+    if len(X) == 0:
+        return None, None
+    loss_sum, correct = 0.0, 0
+    for start in range(0, len(X), EVAL_CHUNK):
+        loss, c = model.eval_fn(X[start:start + EVAL_CHUNK], y[start:start + EVAL_CHUNK])
+        loss_sum += float(loss)
+        correct += int(c)
+    return loss_sum / len(X), (correct / len(X) if classification else None)
+
+
+def _better(metric: str, value: float, best: float | None, min_delta: float) -> bool:
+    if best is None:
+        return True
+    if metric.endswith("accuracy"):
+        return value > best + min_delta
+    return value < best - min_delta
+
+
+def train(config, on_epoch: Callable[[int, dict], bool | None] | None = None) -> TrialResult:
+    """Train the network described by ``config`` (a :class:`~dnnframe.spec.TrialConfig`).
+
+    ``on_epoch(epoch, metrics)`` is called after every epoch with ``{"epoch", "train_loss",
+    "train_accuracy", "val_loss", "val_accuracy", "seconds"}`` (train_* are the running
+    means over the epoch's minibatches; val_* are computed without dropout); returning True
+    stops training and the result is CANCELLED. A NaN/inf loss ends the trial as DIVERGED.
+    Same config and seed give bit-identical results in the same environment.
+    """
+    from ..datasets import load_dataset
+
+    t_start = time.perf_counter()
+    model_cfg, train_cfg = config.model, config.training
+    data = load_dataset(config.dataset, model_cfg.loss)
+    dtype = str(pytensor.config.floatX)
+    classification = data.task == "classification"
+    segments, counts = segments_for(data.n_features, model_cfg.widths)
+    shape = GraphShape(
+        n_features=data.n_features, n_outputs=data.n_outputs, segments=segments,
+        activation=model_cfg.activation, residual=model_cfg.residual, dropout=model_cfg.dropout > 0,
+        loss=model_cfg.loss, classification=classification, optimizer=train_cfg.optimizer,
+        dtype=dtype, mode=_FLAGS.mode,
+    )
+    X_train, X_val, X_test = (np.ascontiguousarray(a, dtype=dtype) for a in (data.X_train, data.X_val, data.X_test))
+    y_train, y_val, y_test = (_targets(a, shape) for a in (data.y_train, data.y_val, data.y_test))
+    t_data = time.perf_counter()
+
+    model, cached = compiled_model(shape)
+    t_compile = time.perf_counter()
+
+    # independent streams for init, shuffling and dropout, all derived from the trial seed
+    init_rng, shuffle_rng = (np.random.default_rng(s) for s in np.random.SeedSequence(config.seed).spawn(2))
+    model.reset(config, counts, init_rng)
+
+    notes: list[str] = list(_FLAGS.notes)
+    es = train_cfg.early_stopping
+    monitor = es.metric if es else None
+    if monitor and monitor.startswith("val_") and len(X_val) == 0:
+        monitor = "train_" + monitor[4:]
+        notes.append(f"no validation split: early stopping monitors {monitor} instead of {es.metric}")
+    if monitor and monitor.endswith("accuracy") and not classification:
+        monitor = monitor.replace("accuracy", "loss")
+        notes.append(f"regression has no accuracy: early stopping monitors {monitor} instead")
+
+    n = len(X_train)
+    batch = min(train_cfg.batch_size, n)
+    history: list[dict[str, Any]] = []
+    status, diverged_epoch, stopped_early = "COMPLETE", None, False
+    best_value, best_epoch, best_params, since_best = None, None, None, 0
+    epoch = 0
+    for epoch in range(1, train_cfg.max_epochs + 1):
+        t0 = time.perf_counter()
+        order = shuffle_rng.permutation(n)
+        loss_sum, correct, diverged = 0.0, 0, False
+        for start in range(0, n, batch):
+            idx = order[start:start + batch]
+            loss, c = model.train_fn(X_train[idx], y_train[idx])
+            loss = float(loss)
+            if not math.isfinite(loss):
+                diverged = True
+                break
+            loss_sum += loss * len(idx)
+            correct += int(c)
+        if diverged:
+            status, diverged_epoch = "DIVERGED", epoch
+            history.append({"epoch": epoch, "train_loss": None, "train_accuracy": None,
+                            "val_loss": None, "val_accuracy": None, "seconds": time.perf_counter() - t0})
+            break
+        val_loss, val_acc = _evaluate(model, X_val, y_val, classification)
+        metrics = {"epoch": epoch, "train_loss": loss_sum / n,
+                   "train_accuracy": correct / n if classification else None,
+                   "val_loss": val_loss, "val_accuracy": val_acc, "seconds": time.perf_counter() - t0}
+        if val_loss is not None and not math.isfinite(val_loss):
+            status, diverged_epoch = "DIVERGED", epoch
+            history.append(metrics)
+            break
+        history.append(metrics)
+        stop = bool(on_epoch(epoch, dict(metrics))) if on_epoch is not None else False
+        if monitor:
+            value = metrics[monitor]
+            if _better(monitor, value, best_value, es.min_delta):
+                best_value, best_epoch, since_best = value, epoch, 0
+                best_params = model.snapshot()
+            else:
+                since_best += 1
+        if stop:
+            status = "CANCELLED"
+            break
+        if monitor and since_best >= es.patience:
+            stopped_early = True
+            break
+    t_train = time.perf_counter()
+
+    if best_params is not None and status != "DIVERGED":
+        model.restore(best_params)  # final metrics are those of the best epoch
+    final: dict[str, float | None] = {}
+    for split, X, y in (("train", X_train, y_train), ("val", X_val, y_val), ("test", X_test, y_test)):
+        loss, acc = _evaluate(model, X, y, classification)
+        final[f"{split}_loss"], final[f"{split}_accuracy"] = loss, acc
+    t_end = time.perf_counter()
+    return TrialResult(
+        status=status, metrics=final, history=history,
+        timings={"data": t_data - t_start, "compile": t_compile - t_data, "train": t_train - t_compile,
+                 "evaluate": t_end - t_train, "total": t_end - t_start},
+        n_params=model.n_params, environment=_environment(cached), diverged_epoch=diverged_epoch,
+        stopped_early=stopped_early, epochs_run=len(history), best_epoch=best_epoch if monitor else None,
+        notes=notes,
+    )
