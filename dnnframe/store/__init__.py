@@ -1,0 +1,62 @@
+"""Result stores: one contract (``base.ResultStore``), backends chosen by URL.
+
+>>> store = open_store("sqlite:///results.db")   # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import os
+
+from ..exceptions import NotFoundError, SchemaVersionError, StoreCorruptError, StoreError
+from .base import (
+    SCHEMA_VERSION,
+    ExperimentRecord,
+    ResultStore,
+    TrialRecord,
+    TrialState,
+    WorkerRecord,
+)
+
+DEFAULT_STORE_URL = "sqlite:///dnnframe.db"
+
+__all__ = [
+    "DEFAULT_STORE_URL", "SCHEMA_VERSION", "ExperimentRecord", "NotFoundError", "ResultStore",
+    "SchemaVersionError", "StoreCorruptError", "StoreError", "TrialRecord", "TrialState",
+    "WorkerRecord", "default_store_url", "open_store",
+]
+
+
+def default_store_url() -> str:
+    """``$DNNFRAME_STORE_URL`` if set, else ``sqlite:///dnnframe.db`` (in the working directory)."""
+    return os.environ.get("DNNFRAME_STORE_URL") or DEFAULT_STORE_URL
+
+
+def open_store(url: str | ResultStore | None = None) -> ResultStore:
+    """Turn ``None`` (the default URL), a URL or a store instance into a ResultStore.
+
+    URLs: ``sqlite:///relative.db``, ``sqlite:////absolute/path.db``, ``mongodb://host/db``
+    (``mongodb+srv://`` too; database defaults to ``dnnframe``), ``mongomock://`` (an
+    in-process fake MongoDB, tests only).
+
+    Raises:
+        StoreError: unknown scheme or unreachable store (the message names the URL).
+        StoreCorruptError: the file is not a dnnframe store (it is left untouched).
+        SchemaVersionError: the store was written by a newer dnnframe.
+    """
+    if isinstance(url, ResultStore):
+        return url
+    if url is None:
+        url = default_store_url()
+    if not isinstance(url, str):
+        raise StoreError(f"store URL must be a string, got {type(url).__name__}")
+    url = url.strip()
+    if url.startswith("sqlite:"):
+        from .sqlite import SQLiteStore, parse_sqlite_url
+
+        return SQLiteStore(parse_sqlite_url(url), url=url)
+    if url.startswith(("mongodb://", "mongodb+srv://", "mongomock://")):
+        from .mongodb import MongoStore
+
+        return MongoStore.from_url(url)
+    raise StoreError(f"store URL {url!r} is not supported: use sqlite:///path/to/file.db, "
+                     "mongodb://host:port/database or mongomock:// (tests)")

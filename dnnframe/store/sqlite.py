@@ -1,0 +1,476 @@
+"""SQLite backend: the embedded default (``sqlite:///dnnframe.db``). Contract: see base.py."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from ..exceptions import NotFoundError, SchemaVersionError, StoreCorruptError, StoreError
+from .base import (
+    SCHEMA_VERSION,
+    ExperimentRecord,
+    ResultStore,
+    TrialRecord,
+    TrialState,
+    WorkerRecord,
+    check_finish_state,
+    dumps,
+    now,
+    resolve_sort_path,
+    state_list,
+)
+
+_HEADER = b"SQLite format 3\x00"
+_META = "dnnframe_meta"
+_BUSY_TIMEOUT_S = 30.0
+_BUSY_RETRIES = 8
+# Connections inherited through fork must never be closed (or garbage-collected, which
+# closes them) in the child: that would release the parent's locks. They are parked here.
+_FORK_ORPHANS: list[sqlite3.Connection] = []
+
+_SCHEMA = f"""
+CREATE TABLE IF NOT EXISTS {_META} (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS experiments (
+    id TEXT PRIMARY KEY, name TEXT NOT NULL, spec TEXT NOT NULL, n_trials INTEGER NOT NULL,
+    created_at REAL NOT NULL, cancel_requested INTEGER NOT NULL DEFAULT 0);
+CREATE TABLE IF NOT EXISTS trials (
+    id TEXT PRIMARY KEY, state TEXT NOT NULL, config TEXT NOT NULL, result TEXT,
+    metrics TEXT NOT NULL DEFAULT '[]', error TEXT, worker TEXT,
+    attempts INTEGER NOT NULL DEFAULT 0, created_at REAL NOT NULL, started_at REAL,
+    finished_at REAL, heartbeat_at REAL, seq INTEGER NOT NULL);
+CREATE INDEX IF NOT EXISTS trials_seq ON trials (seq);
+CREATE INDEX IF NOT EXISTS trials_state ON trials (state, heartbeat_at);
+CREATE TABLE IF NOT EXISTS experiment_trials (
+    experiment_id TEXT NOT NULL REFERENCES experiments(id), trial_id TEXT NOT NULL REFERENCES trials(id),
+    PRIMARY KEY (experiment_id, trial_id)) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS experiment_trials_trial ON experiment_trials (trial_id, experiment_id);
+CREATE TABLE IF NOT EXISTS workers (
+    name TEXT PRIMARY KEY, host TEXT, pid INTEGER, current_trial TEXT,
+    trials_done INTEGER NOT NULL DEFAULT 0, last_seen REAL NOT NULL, info TEXT NOT NULL DEFAULT '{{}}');
+"""
+
+_TRIAL_COLS = ("t.id, t.state, t.config, t.result, t.metrics, t.error, t.worker, t.attempts, "
+               "t.created_at, t.started_at, t.finished_at, t.heartbeat_at, t.seq, "
+               "(SELECT json_group_array(experiment_id) FROM experiment_trials "
+               "WHERE trial_id = t.id)")
+_NEXT_SEQ = "(SELECT coalesce(max(seq), 0) + 1 FROM trials)"
+# A trial counts as cancelled when none of its experiments is still live.
+_ALL_EXPERIMENTS_CANCELLED = (
+    "NOT EXISTS (SELECT 1 FROM experiment_trials et JOIN experiments e ON e.id = et.experiment_id "
+    "WHERE et.trial_id = trials.id AND e.cancel_requested = 0)")
+
+
+def _trial(row: tuple) -> TrialRecord:
+    return TrialRecord(
+        id=row[0], state=TrialState(row[1]), config=json.loads(row[2]),
+        result=json.loads(row[3]) if row[3] is not None else None, metrics=json.loads(row[4]),
+        error=row[5], worker=row[6], attempts=row[7], created_at=row[8], started_at=row[9],
+        finished_at=row[10], heartbeat_at=row[11], seq=row[12],
+        experiment_ids=sorted(json.loads(row[13])) if row[13] else [])
+
+
+def parse_sqlite_url(url: str) -> Path:
+    """``sqlite:///rel/path.db`` → ``rel/path.db``; ``sqlite:////abs/path.db`` → ``/abs/path.db``."""
+    if not url.startswith("sqlite:///"):
+        raise StoreError(f"store URL {url!r}: a SQLite URL looks like sqlite:///relative/path.db "
+                         "or sqlite:////absolute/path.db")
+    path = url[len("sqlite:///"):]
+    if path in ("", ":memory:") or path.startswith("file:"):
+        raise StoreError(f"store URL {url!r}: an in-memory or URI SQLite store cannot be shared "
+                         "by worker processes; give a file path")
+    return Path(path)
+
+
+class SQLiteStore(ResultStore):
+    """ResultStore in one SQLite file (WAL mode); one connection per process and thread."""
+
+    def __init__(self, path: str | Path, url: str | None = None):
+        self.path = Path(path)
+        self.url = url or f"sqlite:///{self.path}"
+        self._local = threading.local()
+        self._lock = threading.Lock()
+        self._conns: list[tuple[int, sqlite3.Connection]] = []
+        self._closed = False
+        self._check_existing()
+        self._init_schema()
+
+    # ------------------------------------------------------------ opening and safety
+    def _check_existing(self) -> None:
+        """Refuse, without writing a byte, a file that is not a (compatible) dnnframe store."""
+        p = self.path
+        if not p.parent.is_dir():
+            raise StoreError(f"store URL {self.url!r}: directory {str(p.parent)!r} does not exist")
+        if not p.exists():
+            return
+        if p.is_dir():
+            raise StoreError(f"store URL {self.url!r}: {str(p)!r} is a directory, not a file")
+        try:
+            with open(p, "rb") as fh:
+                header = fh.read(100)
+        except OSError as e:
+            raise StoreError(f"store file {str(p)!r} cannot be read: {e.strerror or e}") from e
+        if not header:
+            return  # an empty file is an empty database: fine to initialise
+        if len(header) < 100 or not header.startswith(_HEADER):
+            raise StoreCorruptError(
+                f"store file {str(p)!r} is not a SQLite database (bad header); it was left "
+                "untouched. Point DNNFRAME_STORE_URL at another file or move this one away.")
+        try:
+            ro = sqlite3.connect(f"file:{p.resolve()}?mode=ro", uri=True, timeout=_BUSY_TIMEOUT_S)
+        except sqlite3.Error as e:
+            raise StoreError(f"store file {str(p)!r} cannot be opened: {e}") from e
+        try:
+            tables = {r[0] for r in ro.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table'")}
+            if not tables:
+                return
+            if _META not in tables:
+                raise StoreCorruptError(
+                    f"store file {str(p)!r} is a SQLite database but not a dnnframe store "
+                    f"(tables: {', '.join(sorted(tables))}); it was left untouched.")
+            row = ro.execute(f"SELECT value FROM {_META} WHERE key = 'schema_version'").fetchone()
+            version = int(row[0]) if row else 0
+            if version > SCHEMA_VERSION:
+                raise SchemaVersionError(
+                    f"store file {str(p)!r} has schema version {version}, written by a newer "
+                    f"dnnframe; this dnnframe reads up to version {SCHEMA_VERSION}. Upgrade "
+                    "dnnframe (pip install -U dnnframe) to open it.")
+        except sqlite3.DatabaseError as e:
+            raise StoreCorruptError(
+                f"store file {str(p)!r} is damaged ({e}); it was left untouched.") from e
+        finally:
+            ro.close()
+
+    def _init_schema(self) -> None:
+        with self._tx() as c:
+            for stmt in _SCHEMA.split(";"):
+                if stmt.strip():
+                    c.execute(stmt)
+            c.execute(f"INSERT OR IGNORE INTO {_META} VALUES ('schema_version', ?)",
+                      (str(SCHEMA_VERSION),))
+            c.execute(f"INSERT OR IGNORE INTO {_META} VALUES ('created_at', ?)", (str(now()),))
+
+    def _connect(self) -> sqlite3.Connection:
+        try:
+            conn = sqlite3.connect(str(self.path), timeout=_BUSY_TIMEOUT_S, isolation_level=None,
+                                   check_same_thread=False)
+            # WAL: readers never block the writer; NORMAL sync is durable across crashes of the
+            # process (the OS keeps the WAL), only a power cut may lose the last commits.
+            mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+            if mode.lower() != "wal":
+                raise StoreError(f"store file {str(self.path)!r}: cannot switch to WAL mode ({mode})")
+            conn.execute("PRAGMA synchronous=NORMAL")
+            conn.execute("PRAGMA foreign_keys=ON")
+        except sqlite3.DatabaseError as e:
+            raise self._wrap(e) from e
+        return conn
+
+    def _conn(self) -> sqlite3.Connection:
+        if self._closed:
+            raise StoreError(f"store {self.url!r} is closed")
+        pid = os.getpid()
+        local = self._local
+        if getattr(local, "pid", None) != pid:
+            if getattr(local, "conn", None) is not None:
+                _FORK_ORPHANS.append(local.conn)  # inherited through fork: never touch it
+            local.conn = self._connect()
+            local.pid = pid
+            with self._lock:
+                self._conns.append((pid, local.conn))
+        return local.conn
+
+    def _wrap(self, e: sqlite3.Error) -> StoreError:
+        msg = str(e)
+        if isinstance(e, sqlite3.DatabaseError) and ("malformed" in msg or "not a database" in msg):
+            return StoreCorruptError(f"store file {str(self.path)!r} is damaged: {msg}")
+        return StoreError(f"store {self.url!r}: {msg}")
+
+    @contextlib.contextmanager
+    def _tx(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction (BEGIN IMMEDIATE: take the write lock up front, so two
+        writers never deadlock upgrading read locks), retried while the file is busy."""
+        conn = self._conn()
+        for attempt in range(_BUSY_RETRIES):
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+                break
+            except sqlite3.OperationalError as e:
+                if "locked" not in str(e) and "busy" not in str(e):
+                    raise self._wrap(e) from e
+                if attempt == _BUSY_RETRIES - 1:
+                    raise StoreError(f"store {self.url!r} stayed locked by other writers "
+                                     f"for over {_BUSY_TIMEOUT_S * _BUSY_RETRIES:.0f}s") from e
+                time.sleep(0.05 * 2 ** attempt)
+            except sqlite3.DatabaseError as e:
+                raise self._wrap(e) from e
+        try:
+            yield conn
+        except BaseException as e:
+            conn.execute("ROLLBACK")
+            if isinstance(e, sqlite3.Error):
+                raise self._wrap(e) from e
+            raise
+        else:
+            conn.execute("COMMIT")
+
+    def _read(self, sql: str, params: tuple | list = ()) -> list[tuple]:
+        try:
+            return self._conn().execute(sql, params).fetchall()
+        except sqlite3.Error as e:
+            raise self._wrap(e) from e
+
+    def close(self) -> None:
+        pid = os.getpid()
+        with self._lock:
+            mine = [c for p, c in self._conns if p == pid]
+            self._conns = []
+        for c in mine:
+            with contextlib.suppress(sqlite3.Error):
+                c.close()
+        self._closed = True
+
+    # ------------------------------------------------------------ experiments
+    def create_experiment(self, experiment_id: str, name: str, spec: dict[str, Any],
+                          n_trials: int) -> ExperimentRecord:
+        if not experiment_id or not isinstance(experiment_id, str):
+            raise ValueError(f"experiment_id must be a non-empty string, got {experiment_id!r}")
+        if not isinstance(n_trials, int) or n_trials < 0:
+            raise ValueError(f"n_trials must be a non-negative integer, got {n_trials!r}")
+        with self._tx() as c:
+            c.execute("INSERT OR IGNORE INTO experiments (id, name, spec, n_trials, created_at) "
+                      "VALUES (?, ?, ?, ?, ?)", (experiment_id, name, dumps(spec), n_trials, now()))
+        return self.get_experiment(experiment_id)
+
+    def _experiment(self, row: tuple) -> ExperimentRecord:
+        return ExperimentRecord(id=row[0], name=row[1], spec=json.loads(row[2]), n_trials=row[3],
+                                created_at=row[4], cancel_requested=bool(row[5]),
+                                counts=self._count_states(row[0]))
+
+    def get_experiment(self, experiment_id: str) -> ExperimentRecord:
+        rows = self._read("SELECT id, name, spec, n_trials, created_at, cancel_requested "
+                          "FROM experiments WHERE id = ?", (experiment_id,))
+        if not rows:
+            raise NotFoundError(f"experiment {experiment_id!r} not found in {self.url}")
+        return self._experiment(rows[0])
+
+    def list_experiments(self, limit: int = 100, offset: int = 0) -> list[ExperimentRecord]:
+        _check_page(limit, offset)
+        rows = self._read("SELECT id, name, spec, n_trials, created_at, cancel_requested "
+                          "FROM experiments ORDER BY created_at DESC, rowid DESC LIMIT ? OFFSET ?",
+                          (-1 if limit is None else limit, offset))
+        return [self._experiment(r) for r in rows]
+
+    def _count_states(self, experiment_id: str | None) -> dict[str, int]:
+        if experiment_id is None:
+            rows = self._read("SELECT state, count(*) FROM trials GROUP BY state")
+        else:
+            rows = self._read("SELECT t.state, count(*) FROM experiment_trials et JOIN trials t "
+                              "ON t.id = et.trial_id WHERE et.experiment_id = ? GROUP BY t.state",
+                              (experiment_id,))
+        return {s: n for s, n in rows}
+
+    def cancel_experiment(self, experiment_id: str) -> int:
+        with self._tx() as c:
+            if c.execute("UPDATE experiments SET cancel_requested = 1 WHERE id = ?",
+                         (experiment_id,)).rowcount == 0:
+                raise NotFoundError(f"experiment {experiment_id!r} not found in {self.url}")
+            cur = c.execute(
+                f"UPDATE trials SET state = 'CANCELLED', finished_at = ?, seq = {_NEXT_SEQ}, "
+                "error = 'experiment cancelled before the trial started' "
+                "WHERE state = 'QUEUED' AND id IN (SELECT trial_id FROM experiment_trials "
+                f"WHERE experiment_id = ?) AND {_ALL_EXPERIMENTS_CANCELLED}",
+                (now(), experiment_id))
+            return cur.rowcount
+
+    # ------------------------------------------------------------ trials
+    def create_trials(self, experiment_id: str, trials: list[tuple[str, dict[str, Any]]]) -> int:
+        rows = []
+        for i, item in enumerate(trials):
+            try:
+                tid, config = item
+            except (TypeError, ValueError):
+                raise ValueError(f"trials[{i}] must be a (trial_id, config_dict) pair, "
+                                 f"got {item!r:.100}") from None
+            if not tid or not isinstance(tid, str):
+                raise ValueError(f"trials[{i}]: trial id must be a non-empty string, got {tid!r}")
+            if not isinstance(config, dict):
+                raise ValueError(f"trials[{i}] ({tid}): config must be a dict, "
+                                 f"got {type(config).__name__}")
+            rows.append((tid, dumps(config)))
+        t = now()
+        with self._tx() as c:
+            if c.execute("SELECT 1 FROM experiments WHERE id = ?", (experiment_id,)).fetchone() is None:
+                raise NotFoundError(f"experiment {experiment_id!r} not found in {self.url}")
+            seq = c.execute(f"SELECT {_NEXT_SEQ}").fetchone()[0]
+            before = c.total_changes
+            c.executemany("INSERT OR IGNORE INTO trials (id, state, config, created_at, seq) "
+                          f"VALUES (?, 'QUEUED', ?, {t!r}, {seq})", rows)
+            created = c.total_changes - before
+            c.executemany("INSERT OR IGNORE INTO experiment_trials (experiment_id, trial_id) "
+                          "VALUES (?, ?)", [(experiment_id, r[0]) for r in rows])
+        return created
+
+    def claim_trial(self, trial_id: str, worker: str,
+                    max_attempts: int | None = None) -> TrialRecord | None:
+        if not worker or not isinstance(worker, str):
+            raise ValueError(f"worker must be a non-empty string, got {worker!r}")
+        if max_attempts is not None and (not isinstance(max_attempts, int) or max_attempts < 1):
+            raise ValueError(f"max_attempts must be an integer >= 1, got {max_attempts!r}")
+        t = now()
+        with self._tx() as c:
+            row = c.execute(f"SELECT state, attempts, {_ALL_EXPERIMENTS_CANCELLED} AND EXISTS "
+                            "(SELECT 1 FROM experiment_trials WHERE trial_id = trials.id) "
+                            "FROM trials WHERE id = ?", (trial_id,)).fetchone()
+            if row is None:
+                raise NotFoundError(f"trial {trial_id!r} not found in {self.url}")
+            state, attempts, cancelled = row
+            if state != "QUEUED":
+                return None
+            if cancelled:
+                c.execute(f"UPDATE trials SET state = 'CANCELLED', finished_at = ?, "
+                          f"seq = {_NEXT_SEQ}, error = 'experiment cancelled before the trial "
+                          "started' WHERE id = ?", (t, trial_id))
+                return None
+            if max_attempts is not None and attempts >= max_attempts:
+                c.execute(f"UPDATE trials SET state = 'FAILED', finished_at = ?, seq = {_NEXT_SEQ}, "
+                          "error = ? WHERE id = ?",
+                          (t, f"delivery cap reached: claimed {attempts} times, "
+                              f"max_attempts={max_attempts} (the trial keeps losing its worker)",
+                           trial_id))
+                return None
+            c.execute(f"UPDATE trials SET state = 'RUNNING', worker = ?, attempts = attempts + 1, "
+                      f"started_at = ?, heartbeat_at = ?, metrics = '[]', seq = {_NEXT_SEQ} "
+                      "WHERE id = ?", (worker, t, t, trial_id))
+            return _trial(c.execute(f"SELECT {_TRIAL_COLS} FROM trials t WHERE t.id = ?",
+                                    (trial_id,)).fetchone())
+
+    def heartbeat(self, trial_id: str, worker: str) -> bool:
+        with self._tx() as c:
+            return c.execute("UPDATE trials SET heartbeat_at = ? WHERE id = ? AND "
+                             "state = 'RUNNING' AND worker = ?",
+                             (now(), trial_id, worker)).rowcount > 0
+
+    def append_metrics(self, trial_id: str, metrics: dict[str, Any]) -> None:
+        if not isinstance(metrics, dict):
+            raise ValueError(f"metrics must be a dict, got {type(metrics).__name__}")
+        with self._tx() as c:
+            # json_insert '$[#]' appends in place: no read-modify-write round trip.
+            c.execute(f"UPDATE trials SET metrics = json_insert(metrics, '$[#]', json(?)), "
+                      f"heartbeat_at = ?, seq = {_NEXT_SEQ} WHERE id = ? AND state = 'RUNNING'",
+                      (dumps(metrics), now(), trial_id))
+
+    def finish_trial(self, trial_id: str, state: TrialState, result: dict[str, Any] | None = None,
+                     error: str | None = None, worker: str | None = None) -> bool:
+        st = check_finish_state(state)
+        result_json = dumps(result) if result is not None else None
+        allowed = "state = 'RUNNING'" + (" OR state = 'QUEUED'" if st is TrialState.CANCELLED else "")
+        owner = " AND (state = 'QUEUED' OR worker = ?)" if worker is not None else ""
+        params: list[Any] = [st.value, result_json, error, now(), trial_id]
+        if worker is not None:
+            params.append(worker)
+        with self._tx() as c:
+            n = c.execute(f"UPDATE trials SET state = ?, result = ?, error = ?, finished_at = ?, "
+                          f"seq = {_NEXT_SEQ} WHERE id = ? AND ({allowed}){owner}", params).rowcount
+            if n == 0 and c.execute("SELECT 1 FROM trials WHERE id = ?", (trial_id,)).fetchone() is None:
+                raise NotFoundError(f"trial {trial_id!r} not found in {self.url}")
+            return n > 0
+
+    def requeue_stale(self, timeout_s: float) -> list[str]:
+        if timeout_s < 0:
+            raise ValueError(f"timeout_s must be >= 0, got {timeout_s!r}")
+        with self._tx() as c:
+            rows = c.execute(f"UPDATE trials SET state = 'QUEUED', worker = NULL, seq = {_NEXT_SEQ} "
+                             "WHERE state = 'RUNNING' AND heartbeat_at < ? RETURNING id",
+                             (now() - timeout_s,)).fetchall()
+        return sorted(r[0] for r in rows)
+
+    # ------------------------------------------------------------ queries
+    def get_trial(self, trial_id: str) -> TrialRecord:
+        rows = self._read(f"SELECT {_TRIAL_COLS} FROM trials t WHERE t.id = ?", (trial_id,))
+        if not rows:
+            raise NotFoundError(f"trial {trial_id!r} not found in {self.url}")
+        return _trial(rows[0])
+
+    def is_cancel_requested(self, trial_id: str) -> bool:
+        rows = self._read(f"SELECT state = 'CANCELLED' OR ({_ALL_EXPERIMENTS_CANCELLED} AND EXISTS "
+                          "(SELECT 1 FROM experiment_trials WHERE trial_id = trials.id)) "
+                          "FROM trials WHERE id = ?", (trial_id,))
+        if not rows:
+            raise NotFoundError(f"trial {trial_id!r} not found in {self.url}")
+        return bool(rows[0][0])
+
+    def list_trials(self, experiment_id: str | None = None,
+                    state: TrialState | list[TrialState] | None = None,
+                    sort_by: str | None = None, descending: bool = False,
+                    limit: int | None = None, offset: int = 0,
+                    since: int | None = None) -> list[TrialRecord]:
+        _check_page(limit, offset)
+        where, params = [], []
+        if experiment_id is not None:
+            where.append("t.id IN (SELECT trial_id FROM experiment_trials WHERE experiment_id = ?)")
+            params.append(experiment_id)
+        states = state_list(state)
+        if states is not None:
+            where.append(f"t.state IN ({', '.join('?' * len(states))})")
+            params.extend(states)
+        if since is not None:
+            where.append("t.seq > ?")
+            params.append(int(since))
+        direction = "DESC" if descending else "ASC"
+        if sort_by is None:
+            order = f"t.seq {direction}, t.rowid {direction}" if since is not None else \
+                f"t.created_at {direction}, t.rowid {direction}"
+        else:
+            path = resolve_sort_path(sort_by)
+            if "." in path:
+                column, _, rest = path.partition(".")
+                # The JSON path is a bound parameter and the column comes from a fixed set.
+                expr = f"json_extract(t.{column}, ?)"
+                order = f"{expr} IS NULL, {expr} {direction}, t.rowid"
+                params.extend([f"$.{rest}", f"$.{rest}"])
+            else:
+                order = f"t.{path} IS NULL, t.{path} {direction}, t.rowid"
+        sql = f"SELECT {_TRIAL_COLS} FROM trials t"
+        if where:
+            sql += " WHERE " + " AND ".join(where)
+        sql += f" ORDER BY {order} LIMIT ? OFFSET ?"
+        params.extend([-1 if limit is None else limit, offset])
+        return [_trial(r) for r in self._read(sql, params)]
+
+    def latest_seq(self) -> int:
+        return self._read("SELECT coalesce(max(seq), 0) FROM trials")[0][0]
+
+    # ------------------------------------------------------------ workers
+    def register_worker(self, name: str, host: str | None = None, pid: int | None = None,
+                        current_trial: str | None = None, trials_done: int = 0,
+                        info: dict[str, Any] | None = None) -> None:
+        if not name or not isinstance(name, str):
+            raise ValueError(f"worker name must be a non-empty string, got {name!r}")
+        with self._tx() as c:
+            c.execute("INSERT OR REPLACE INTO workers (name, host, pid, current_trial, trials_done, "
+                      "last_seen, info) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                      (name, host, pid, current_trial, trials_done, now(), dumps(info or {})))
+
+    def list_workers(self, seen_within_s: float | None = None) -> list[WorkerRecord]:
+        sql = "SELECT name, host, pid, current_trial, trials_done, last_seen, info FROM workers"
+        params: tuple = ()
+        if seen_within_s is not None:
+            sql += " WHERE last_seen >= ?"
+            params = (now() - seen_within_s,)
+        rows = self._read(sql + " ORDER BY name", params)
+        return [WorkerRecord(name=r[0], host=r[1], pid=r[2], current_trial=r[3], trials_done=r[4],
+                             last_seen=r[5], info=json.loads(r[6])) for r in rows]
+
+
+def _check_page(limit: int | None, offset: int) -> None:
+    if limit is not None and (not isinstance(limit, int) or limit < 0):
+        raise ValueError(f"limit must be a non-negative integer or None, got {limit!r}")
+    if not isinstance(offset, int) or offset < 0:
+        raise ValueError(f"offset must be a non-negative integer, got {offset!r}")

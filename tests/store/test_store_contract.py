@@ -1,0 +1,366 @@
+"""The ResultStore contract, run against every backend (see conftest.py)."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import time
+
+import pytest
+
+from dnnframe.exceptions import NotFoundError
+from dnnframe.store import ResultStore, TrialState
+
+CFG = {"model": {"hidden_layers": 2, "width": 8}, "seed": 0}
+
+
+def cfg(layers: int, seed: int = 0) -> dict:
+    return {"model": {"hidden_layers": layers, "width": 8}, "seed": seed}
+
+
+def make(store: ResultStore, n: int = 3, eid: str = "exp1") -> list[str]:
+    store.create_experiment(eid, f"name-{eid}", {"spec": eid}, n)
+    ids = [f"{eid}-t{i}" for i in range(n)]
+    store.create_trials(eid, [(t, cfg(i + 1)) for i, t in enumerate(ids)])
+    return ids
+
+
+def run(store: ResultStore, tid: str, acc: float | None, state=TrialState.COMPLETE,
+        epochs: int = 2, worker: str = "w") -> None:
+    assert store.claim_trial(tid, worker) is not None
+    for e in range(epochs):
+        store.append_metrics(tid, {"epoch": e, "val_loss": 1.0 / (e + 1)})
+    result = {"status": state.value, "metrics": {"test_accuracy": acc},
+              "timings": {"train": 10 - (acc or 0)}, "history": [{"epoch": 0}]}
+    assert store.finish_trial(tid, state, result=result, worker=worker)
+
+
+# ---------------------------------------------------------------- experiments
+def test_create_experiment_is_idempotent(store):
+    a = store.create_experiment("e", "first", {"x": 1}, 4)
+    b = store.create_experiment("e", "second", {"x": 2}, 9)
+    assert (b.name, b.spec, b.n_trials, b.created_at) == ("first", {"x": 1}, 4, a.created_at)
+    assert [e.id for e in store.list_experiments()] == ["e"]
+    assert store.get_experiment("e").status == "QUEUED"
+
+
+def test_unknown_ids_raise_not_found(store):
+    with pytest.raises(NotFoundError, match="nope"):
+        store.get_experiment("nope")
+    with pytest.raises(NotFoundError, match="nope"):
+        store.get_trial("nope")
+    with pytest.raises(NotFoundError, match="nope"):
+        store.create_trials("nope", [("t", {})])
+    with pytest.raises(NotFoundError, match="nope"):
+        store.claim_trial("nope", "w")
+    with pytest.raises(NotFoundError, match="nope"):
+        store.cancel_experiment("nope")
+    with pytest.raises(NotFoundError, match="nope"):
+        store.finish_trial("nope", TrialState.COMPLETE)
+
+
+def test_bad_arguments_are_named(store):
+    store.create_experiment("e", "n", {}, 1)
+    with pytest.raises(ValueError, match=r"trials\[0\].*config must be a dict"):
+        store.create_trials("e", [("t", "not a dict")])
+    with pytest.raises(ValueError, match="trial id"):
+        store.create_trials("e", [("", {})])
+    with pytest.raises(ValueError, match="n_trials"):
+        store.create_experiment("e2", "n", {}, -1)
+    store.create_trials("e", [("t", {})])
+    with pytest.raises(ValueError, match="finished state"):
+        store.finish_trial("t", TrialState.RUNNING)
+    with pytest.raises(ValueError, match="'BOGUS' is not a trial state"):
+        store.finish_trial("t", "BOGUS")
+    with pytest.raises(ValueError, match="max_attempts"):
+        store.claim_trial("t", "w", max_attempts=0)
+
+
+def test_experiment_listing_newest_first_with_counts(store):
+    make(store, 2, "a")
+    time.sleep(0.01)
+    make(store, 3, "b")
+    exps = store.list_experiments()
+    assert [e.id for e in exps] == ["b", "a"]
+    assert exps[0].counts == {"QUEUED": 3}
+    assert [e.id for e in store.list_experiments(limit=1, offset=1)] == ["a"]
+
+
+def test_status_follows_trial_states(store):
+    ids = make(store, 2)
+    assert store.get_experiment("exp1").status == "QUEUED"
+    store.claim_trial(ids[0], "w")
+    assert store.get_experiment("exp1").status == "RUNNING"
+    store.finish_trial(ids[0], TrialState.COMPLETE, worker="w")
+    assert store.get_experiment("exp1").status == "RUNNING"  # one done, one waiting
+    run(store, ids[1], 0.5)
+    exp = store.get_experiment("exp1")
+    assert exp.status == "COMPLETE" and exp.counts == {"COMPLETE": 2}
+
+
+# ---------------------------------------------------------------- trials
+def test_create_trials_is_idempotent_and_shares_rows(store):
+    ids = make(store, 3, "a")
+    assert store.create_trials("a", [(t, CFG) for t in ids]) == 0
+    run(store, ids[0], 0.9)
+    store.create_experiment("b", "b", {}, 2)
+    assert store.create_trials("b", [(ids[0], CFG), ("new", CFG)]) == 1
+    t0 = store.get_trial(ids[0])
+    assert t0.experiment_ids == ["a", "b"]
+    assert t0.state is TrialState.COMPLETE and t0.config == cfg(1)  # kept, not replaced
+    assert len(store.list_trials()) == 4
+    assert {t.id for t in store.list_trials(experiment_id="b")} == {ids[0], "new"}
+    assert store.counts_by_state("b")["COMPLETE"] == 1
+    assert store.counts_by_state()["QUEUED"] == 3
+
+
+def test_claim_is_exclusive_and_counts_attempts(store):
+    (tid,) = make(store, 1)
+    rec = store.claim_trial(tid, "w1")
+    assert rec is not None and rec.state is TrialState.RUNNING
+    assert (rec.worker, rec.attempts) == ("w1", 1)
+    assert rec.started_at is not None and rec.heartbeat_at is not None
+    assert store.claim_trial(tid, "w2") is None
+    assert store.get_trial(tid).worker == "w1"
+
+
+def test_heartbeat_only_by_owner_while_running(store):
+    (tid,) = make(store, 1)
+    assert store.heartbeat(tid, "w1") is False  # not running yet
+    store.claim_trial(tid, "w1")
+    before = store.get_trial(tid).heartbeat_at
+    time.sleep(0.01)
+    assert store.heartbeat(tid, "w1") is True
+    assert store.get_trial(tid).heartbeat_at > before
+    assert store.heartbeat(tid, "intruder") is False
+    store.finish_trial(tid, TrialState.COMPLETE, worker="w1")
+    assert store.heartbeat(tid, "w1") is False
+
+
+def test_metrics_append_in_order_and_nan_becomes_null(store):
+    (tid,) = make(store, 1)
+    store.append_metrics(tid, {"epoch": 0})  # not running: ignored
+    store.claim_trial(tid, "w")
+    for e in range(5):
+        store.append_metrics(tid, {"epoch": e, "val_loss": float("nan") if e == 4 else e / 10})
+    m = store.get_trial(tid).metrics
+    assert [x["epoch"] for x in m] == [0, 1, 2, 3, 4]
+    assert m[4]["val_loss"] is None and m[1]["val_loss"] == 0.1
+
+
+def test_finished_trial_is_read_only(store):
+    (tid,) = make(store, 1)
+    run(store, tid, 0.8, epochs=3)
+    done = store.get_trial(tid)
+    assert done.result["metrics"]["test_accuracy"] == 0.8 and done.finished_at is not None
+    # duplicate/late writes: refused, nothing changes
+    assert store.finish_trial(tid, TrialState.FAILED, error="late", worker="w") is False
+    assert store.finish_trial(tid, TrialState.COMPLETE, result={"metrics": {}}) is False
+    store.append_metrics(tid, {"epoch": 99})
+    assert store.claim_trial(tid, "w2") is None
+    assert store.get_trial(tid) == done
+
+
+def test_finish_by_other_worker_refused(store):
+    (tid,) = make(store, 1)
+    store.claim_trial(tid, "owner")
+    assert store.finish_trial(tid, TrialState.COMPLETE, worker="stranger") is False
+    assert store.get_trial(tid).state is TrialState.RUNNING
+    assert store.finish_trial(tid, TrialState.FAILED, error="Traceback: boom", worker="owner")
+    t = store.get_trial(tid)
+    assert t.state is TrialState.FAILED and t.error == "Traceback: boom"
+
+
+def test_queued_can_only_be_cancelled(store):
+    a, b = make(store, 2)
+    assert store.finish_trial(a, TrialState.COMPLETE) is False
+    assert store.finish_trial(a, TrialState.CANCELLED, error="user") is True
+    assert store.get_trial(a).state is TrialState.CANCELLED
+    assert store.claim_trial(a, "w") is None
+
+
+def test_delivery_cap_marks_failed(store):
+    (tid,) = make(store, 1)
+    for i in range(2):
+        assert store.claim_trial(tid, f"w{i}", max_attempts=2) is not None
+        time.sleep(0.02)
+        assert store.requeue_stale(0.01) == [tid]
+    assert store.claim_trial(tid, "w3", max_attempts=2) is None
+    t = store.get_trial(tid)
+    assert t.state is TrialState.FAILED and t.attempts == 2
+    assert t.error.startswith("delivery cap reached")
+
+
+def test_requeue_stale_only_old_heartbeats(store):
+    a, b = make(store, 2)
+    store.claim_trial(a, "lost")
+    time.sleep(0.05)
+    store.claim_trial(b, "alive")
+    assert store.requeue_stale(0.03) == [a]
+    ta = store.get_trial(a)
+    assert ta.state is TrialState.QUEUED and ta.worker is None and ta.attempts == 1
+    assert store.get_trial(b).state is TrialState.RUNNING
+    # the lost worker comes back late: its writes are refused
+    assert store.heartbeat(a, "lost") is False
+    assert store.finish_trial(a, TrialState.COMPLETE, worker="lost") is False
+    again = store.claim_trial(a, "new")
+    assert again.attempts == 2 and again.metrics == []
+    assert store.finish_trial(a, TrialState.COMPLETE, worker="lost") is False
+
+
+def test_cancel_experiment(store):
+    a, b, c = make(store, 3)
+    store.create_experiment("other", "o", {}, 1)
+    store.create_trials("other", [(c, CFG)])  # c is shared with a live experiment
+    store.claim_trial(a, "w")
+    assert store.is_cancel_requested(a) is False
+    assert store.cancel_experiment("exp1") == 1  # b only: a runs, c is still wanted by "other"
+    assert store.get_trial(b).state is TrialState.CANCELLED
+    assert store.get_trial(c).state is TrialState.QUEUED
+    assert store.is_cancel_requested(a) is True and store.is_cancel_requested(c) is False
+    assert store.get_experiment("exp1").status == "RUNNING"
+    assert store.finish_trial(a, TrialState.CANCELLED, worker="w")
+    store.cancel_experiment("other")
+    assert store.get_trial(c).state is TrialState.CANCELLED
+    exp = store.get_experiment("exp1")
+    assert exp.cancel_requested and exp.status == "CANCELLED"
+
+
+def test_claim_after_cancel_does_not_run(store):
+    store.create_experiment("e", "e", {}, 1)
+    store.cancel_experiment("e")
+    store.create_trials("e", [("late", CFG)])  # created after the cancel
+    assert store.claim_trial("late", "w") is None
+    assert store.get_trial("late").state is TrialState.CANCELLED
+
+
+# ---------------------------------------------------------------- queries
+@pytest.fixture
+def filled(store):
+    ids = make(store, 6)
+    accs = [0.5, 0.9, None, 0.7]
+    for tid, acc in zip(ids, accs):
+        run(store, tid, acc)
+    store.claim_trial(ids[4], "w")
+    return store, ids
+
+
+def test_filter_by_state(filled):
+    store, ids = filled
+    assert {t.id for t in store.list_trials(state=TrialState.RUNNING)} == {ids[4]}
+    assert {t.id for t in store.list_trials(state=["QUEUED", TrialState.RUNNING])} == {ids[4], ids[5]}
+    with pytest.raises(ValueError, match="'DONE' is not a trial state"):
+        store.list_trials(state="DONE")
+
+
+def test_sort_by_metric_nulls_last_both_ways(filled):
+    store, ids = filled
+    asc = [t.id for t in store.list_trials(sort_by="test_accuracy")]
+    assert asc[:3] == [ids[0], ids[3], ids[1]]
+    desc = [t.id for t in store.list_trials(sort_by="result.metrics.test_accuracy", descending=True)]
+    assert desc[:3] == [ids[1], ids[3], ids[0]]
+    assert set(asc[3:]) == set(desc[3:]) == {ids[2], ids[4], ids[5]}
+    secs = [t.id for t in store.list_trials(sort_by="train_seconds", limit=2)]
+    assert secs == [ids[1], ids[3]]
+
+
+def test_sort_by_config_path_and_columns(filled):
+    store, ids = filled
+    by_layers = [t.id for t in store.list_trials(sort_by="config.model.hidden_layers", descending=True)]
+    assert by_layers == list(reversed(ids))
+    by_state = [t.state.value for t in store.list_trials(sort_by="state")]
+    assert by_state == sorted(by_state)
+    assert [t.id for t in store.list_trials()] == ids  # default: creation order
+
+
+@pytest.mark.parametrize("bad", ["result; DROP TABLE trials", "config.a-b", "$where", "spec.x",
+                                 "result.metrics.'x'", ""])
+def test_sort_by_is_validated(store, bad):
+    with pytest.raises(ValueError, match="sort_by"):
+        store.list_trials(sort_by=bad)
+
+
+def test_pagination(filled):
+    store, ids = filled
+    pages = [store.list_trials(limit=4, offset=0), store.list_trials(limit=4, offset=4)]
+    assert [t.id for p in pages for t in p] == ids
+    assert store.list_trials(limit=0) == []
+    with pytest.raises(ValueError, match="offset"):
+        store.list_trials(offset=-1)
+
+
+def test_since_cursor_returns_changes_only(store):
+    assert store.latest_seq() == 0
+    a, b, c = make(store, 3)
+    cursor = store.latest_seq()
+    assert cursor > 0 and store.list_trials(since=cursor) == []
+    store.claim_trial(b, "w")
+    changed = store.list_trials(since=cursor)
+    assert [t.id for t in changed] == [b]
+    cursor2 = store.latest_seq()
+    store.append_metrics(b, {"epoch": 0})
+    store.claim_trial(a, "w")
+    assert [t.id for t in store.list_trials(since=cursor2)] == [b, a]  # in change order
+    assert store.latest_seq() > cursor2
+    assert [t.id for t in store.list_trials(since=cursor, experiment_id="exp1",
+                                            state=TrialState.RUNNING)] == [b, a]
+
+
+def test_best_trial(filled):
+    store, ids = filled
+    assert store.best_trial("exp1").id == ids[1]
+    assert store.best_trial("exp1", metric="test_accuracy", mode="min").id == ids[0]
+    assert store.best_trial("exp1", metric="val_loss") is None  # nobody has it
+    with pytest.raises(ValueError, match="mode"):
+        store.best_trial("exp1", mode="top")
+
+
+def test_export_jsonl_and_csv(filled, tmp_path):
+    store, ids = filled
+    path = tmp_path / "out.jsonl"
+    assert store.export_jsonl(path, experiment_id="exp1") == 6
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    assert [r["id"] for r in rows] == ids
+    assert rows[1]["result"]["metrics"]["test_accuracy"] == 0.9
+    assert rows[1]["metrics"][1] == {"epoch": 1, "val_loss": 0.5}
+    assert rows[4]["state"] == "RUNNING"
+    buf = io.StringIO()
+    assert store.export_csv(buf, state=TrialState.COMPLETE) == 4
+    table = list(csv.DictReader(io.StringIO(buf.getvalue())))
+    assert [r["id"] for r in table] == ids[:4]
+    assert table[1]["result.metrics.test_accuracy"] == "0.9"
+    assert table[1]["config.model.hidden_layers"] == "2"
+    assert table[2]["result.metrics.test_accuracy"] == ""
+    assert "result.history" not in table[0]
+
+
+def test_workers(store):
+    store.register_worker("w1", host="h", pid=12, current_trial="t", trials_done=3,
+                          info={"queue": "default"})
+    store.register_worker("w2", host="h", pid=13)
+    store.register_worker("w1", host="h", pid=12, current_trial=None, trials_done=4)
+    ws = store.list_workers()
+    assert [w.name for w in ws] == ["w1", "w2"]
+    assert (ws[0].current_trial, ws[0].trials_done, ws[0].pid) == (None, 4, 12)
+    assert ws[0].last_seen > time.time() - 60
+    assert len(store.list_workers(seen_within_s=60)) == 2
+    assert store.list_workers(seen_within_s=-10) == []
+
+
+def test_reopen_keeps_everything(url, backend):
+    from dnnframe.store import open_store
+
+    if backend == "mongomock":
+        pytest.skip("mongomock keeps data per client object; reopening is covered by sqlite "
+                    "and real MongoDB")
+    s = open_store(url)
+    ids = make(s, 2)
+    run(s, ids[0], 0.3)
+    s.close()
+    s2 = open_store(url)
+    try:
+        assert s2.get_trial(ids[0]).result["metrics"]["test_accuracy"] == 0.3
+        assert s2.get_experiment("exp1").counts == {"COMPLETE": 1, "QUEUED": 1}
+    finally:
+        s2.close()

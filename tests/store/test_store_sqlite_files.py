@@ -1,0 +1,170 @@
+"""SQLite file safety: corrupt or foreign files are refused untouched; schema versions;
+URLs; and several real processes claiming from one file."""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from dnnframe.exceptions import SchemaVersionError, StoreCorruptError, StoreError
+from dnnframe.store import SCHEMA_VERSION, TrialState, open_store
+
+
+def snapshot(path: Path) -> dict[str, bytes]:
+    """Bytes of the file and any sidecar (-wal, -shm, -journal) next to it."""
+    return {p.name: p.read_bytes() for p in path.parent.iterdir() if p.name.startswith(path.name)}
+
+
+@pytest.mark.parametrize("content", [
+    b"this is a CSV file, not a database\n1,2,3\n" * 10,
+    b"SQLite format 3\x00" + b"\xff" * 5000,   # right header, garbage after it
+    b"SQLite",                                 # truncated header
+])
+def test_corrupt_file_is_refused_and_untouched(tmp_path, content):
+    path = tmp_path / "results.db"
+    path.write_bytes(content)
+    before = snapshot(path)
+    with pytest.raises(StoreCorruptError, match="results.db"):
+        open_store(f"sqlite:///{path}")
+    assert snapshot(path) == before
+
+
+def test_foreign_sqlite_database_is_refused_and_untouched(tmp_path):
+    path = tmp_path / "app.db"
+    con = sqlite3.connect(path)
+    con.execute("CREATE TABLE users (id INTEGER PRIMARY KEY, name TEXT)")
+    con.execute("INSERT INTO users VALUES (1, 'ada')")
+    con.commit()
+    con.close()
+    before = snapshot(path)
+    with pytest.raises(StoreCorruptError, match=r"not a dnnframe store \(tables: users\)"):
+        open_store(f"sqlite:///{path}")
+    assert snapshot(path) == before
+
+
+def test_newer_schema_version_is_refused(tmp_path):
+    path = tmp_path / "new.db"
+    open_store(f"sqlite:///{path}").close()
+    con = sqlite3.connect(path)
+    con.execute("UPDATE dnnframe_meta SET value = ? WHERE key = 'schema_version'",
+                (str(SCHEMA_VERSION + 1),))
+    con.commit()
+    con.close()
+    before = snapshot(path)
+    with pytest.raises(SchemaVersionError, match=f"schema version {SCHEMA_VERSION + 1}.*newer"):
+        open_store(f"sqlite:///{path}")
+    # A WAL-mode database can only be read with its -wal/-shm sidecars, which SQLite creates
+    # empty for the read; the database file itself must not change.
+    assert path.read_bytes() == before[path.name]
+
+
+def test_schema_version_recorded(tmp_path):
+    path = tmp_path / "s.db"
+    open_store(f"sqlite:///{path}").close()
+    con = sqlite3.connect(path)
+    (v,) = con.execute("SELECT value FROM dnnframe_meta WHERE key = 'schema_version'").fetchone()
+    con.close()
+    assert int(v) == SCHEMA_VERSION
+
+
+def test_empty_file_is_initialised(tmp_path):
+    path = tmp_path / "empty.db"
+    path.touch()
+    with open_store(f"sqlite:///{path}") as s:
+        s.create_experiment("e", "e", {}, 0)
+    assert path.stat().st_size > 0
+
+
+@pytest.mark.parametrize("url, message", [
+    ("sqlite:///{tmp}/missing/dir/x.db", "does not exist"),
+    ("sqlite:///{tmp}", "is a directory"),
+    ("sqlite:///:memory:", "in-memory"),
+    ("sqlite://relative.db", "sqlite:///relative/path.db"),
+    ("postgres://db/x", "not supported"),
+])
+def test_bad_urls_name_the_url(tmp_path, url, message):
+    url = url.format(tmp=tmp_path)
+    with pytest.raises(StoreError, match=message) as err:
+        open_store(url)
+    assert url in str(err.value) or "directory" in message
+
+
+def test_default_url_from_environment(tmp_path, monkeypatch):
+    monkeypatch.setenv("DNNFRAME_STORE_URL", f"sqlite:///{tmp_path}/env.db")
+    with open_store(None) as s:
+        assert s.url.endswith("env.db")
+    assert (tmp_path / "env.db").exists()
+    same = open_store(s)
+    assert same is s
+
+
+def test_store_survives_fork_of_parent_connection(tmp_path):
+    """A store used before fork works in the child (fresh connection) and in the parent after."""
+    url = f"sqlite:///{tmp_path}/fork.db"
+    s = open_store(url)
+    s.create_experiment("e", "e", {}, 2)
+    s.create_trials("e", [("a", {}), ("b", {})])
+    ctx = mp.get_context("fork")
+    p = ctx.Process(target=_claim_one_inherited, args=(s, "a"))
+    p.start()
+    p.join(30)
+    assert p.exitcode == 0
+    assert s.get_trial("a").state is TrialState.COMPLETE
+    assert s.claim_trial("b", "parent") is not None
+    s.close()
+
+
+def _claim_one_inherited(store, tid):
+    assert store.claim_trial(tid, "child") is not None
+    assert store.finish_trial(tid, TrialState.COMPLETE, worker="child")
+
+
+def _worker(url: str, name: str, ids: list[str], out) -> None:
+    store = open_store(url)
+    finished = []
+    for tid in ids:
+        rec = store.claim_trial(tid, name, max_attempts=3)
+        if rec is None:
+            continue
+        store.heartbeat(tid, name)
+        store.append_metrics(tid, {"epoch": 0, "worker": name})
+        if store.finish_trial(tid, TrialState.COMPLETE, result={"by": name}, worker=name):
+            finished.append(tid)
+    store.close()
+    out.put((name, finished))
+
+
+@pytest.mark.slow
+def test_processes_claim_and_finish_each_trial_exactly_once(tmp_path):
+    """4 processes race over the same 200 trials (each walks the list from a different
+    starting point); every trial must end COMPLETE exactly once, by the worker that won it."""
+    url = f"sqlite:///{tmp_path}/race.db"
+    n, procs = 200, 4
+    with open_store(url) as s:
+        s.create_experiment("race", "race", {}, n)
+        ids = [f"t{i:03d}" for i in range(n)]
+        s.create_trials("race", [(t, {"i": i}) for i, t in enumerate(ids)])
+    ctx = mp.get_context("spawn")  # fresh interpreters: nothing shared but the file
+    out = ctx.Queue()
+    workers = [ctx.Process(target=_worker,
+                           args=(url, f"w{k}", ids[k * 50:] + ids[:k * 50], out))
+               for k in range(procs)]
+    for p in workers:
+        p.start()
+    results = dict(out.get(timeout=120) for _ in workers)
+    for p in workers:
+        p.join(30)
+        assert p.exitcode == 0
+    done = [t for fin in results.values() for t in fin]
+    assert sorted(done) == ids  # each exactly once
+    with open_store(url) as s:
+        trials = {t.id: t for t in s.list_trials(experiment_id="race")}
+        assert s.counts_by_state("race")["COMPLETE"] == n
+    winner = {t: w for w, fin in results.items() for t in fin}
+    for tid, t in trials.items():
+        assert t.attempts == 1 and t.worker == winner[tid] and t.result == {"by": winner[tid]}
+        assert t.metrics == [{"epoch": 0, "worker": winner[tid]}]
+    assert sum(1 for fin in results.values() if fin) >= 2  # they really did race
