@@ -1,0 +1,265 @@
+"""docker-compose.yml and its deploy/ companions: schema-valid, locked down, consistent.
+
+Everything here runs without a Docker engine (see conftest.py): ``docker compose config``
+validates against the Compose Specification and resolves the model; the assertions then
+read that resolved model, so they check what an engine would actually be given.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+from deploy_support import (
+    COMPOSE_FILE,
+    ENV_EXAMPLE,
+    EXPOSE_FILE,
+    REPO,
+    REQUIRED_SECRETS,
+    WORKER_HOST_FILE,
+    read_env_file,
+    resolve,
+)
+
+PUBLISHED = {"dashboard": 8000, "flower": 5555, "rabbitmq": 15672}
+DNNFRAME_SERVICES = ("worker", "worker-gpu", "dashboard", "flower")
+BACKENDS = ("rabbitmq", "mongo")
+RABBITMQ_CONF = REPO / "deploy" / "rabbitmq" / "rabbitmq.conf"
+
+
+def test_compose_file_validates_with_env_example(run_compose) -> None:
+    proc = run_compose([COMPOSE_FILE], ["--profile", "gpu", "config", "--quiet"], ENV_EXAMPLE)
+    assert proc.returncode == 0, f"docker compose config rejected the file:\n{proc.stderr}"
+
+
+def test_validation_catches_a_broken_file(run_compose, tmp_path: Path) -> None:
+    # The check above is only worth something if the validator rejects schema errors.
+    broken = yaml.safe_load(COMPOSE_FILE.read_text())
+    broken["services"]["worker"]["restart"] = ["not", "a", "string"]
+    path = tmp_path / "broken.yml"
+    path.write_text(yaml.safe_dump(broken))
+    proc = run_compose([path], ["config", "--quiet"], ENV_EXAMPLE)
+    assert proc.returncode != 0 and "restart" in proc.stderr, proc.stderr
+
+
+@pytest.mark.parametrize("secret", REQUIRED_SECRETS)
+def test_secrets_have_no_default(run_compose, tmp_path: Path, secret: str) -> None:
+    values = read_env_file(ENV_EXAMPLE)
+    del values[secret]
+    env_file = tmp_path / "missing.env"
+    env_file.write_text("".join(f"{k}={v}\n" for k, v in values.items()))
+    proc = run_compose([COMPOSE_FILE], ["config", "--quiet"], env_file)
+    assert proc.returncode != 0, f"compose started without {secret}: it must have no default"
+    assert secret in proc.stderr, f"the error should name {secret}:\n{proc.stderr}"
+
+
+def _environment_items(node: object):
+    """Every (key, value) of every environment mapping in a raw compose document."""
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key == "environment" and isinstance(value, dict):
+                yield from value.items()
+            else:
+                yield from _environment_items(value)
+    elif isinstance(node, list):
+        for item in node:
+            yield from _environment_items(item)
+
+
+REQUIRED_REF = re.compile(r"^\$\{[A-Z_]+:\?[^}]*\}$")
+
+
+@pytest.mark.parametrize("path", [COMPOSE_FILE, WORKER_HOST_FILE])
+def test_credentials_come_from_env_only(path: Path) -> None:
+    raw = yaml.safe_load(path.read_text())
+    if path == COMPOSE_FILE:
+        env = raw["services"]["mongo"]["environment"]
+        assert env["MONGO_INITDB_ROOT_USERNAME"].startswith("${MONGO_USER:?")
+        assert env["MONGO_INITDB_ROOT_PASSWORD"].startswith("${MONGO_PASSWORD:?")
+    for key, value in _environment_items(raw):
+        if re.search(r"PASS|USER|AUTH", key):
+            assert REQUIRED_REF.match(str(value)), f"{path.name}: {key} must be ${{VAR:?}}"
+    # Credentials inside URLs (scheme://user:password@host) are required references too.
+    for user, password in re.findall(r"://(\$\{[^}]*\}):(\$\{[^}]*\})@", path.read_text()):
+        assert REQUIRED_REF.match(user) and REQUIRED_REF.match(password), (user, password)
+    outside_refs = re.sub(r"\$\{[^}]*\}", "", path.read_text())
+    literal = re.search(r"://[^$/\s]+:[^$/\s]+@", outside_refs)
+    assert not literal, f"{path.name}: a literal credential {literal.group(0) if literal else ''}"
+
+
+@pytest.mark.parametrize("env_choice", ["env-example", "secrets-only"])
+def test_only_three_ports_published_on_localhost(run_compose, secrets_only_env,
+                                                env_choice: str) -> None:
+    # "secrets-only" leaves DNNFRAME_PUBLISH_ADDRESS unset: the file's own default counts.
+    env_file = ENV_EXAMPLE if env_choice == "env-example" else secrets_only_env
+    model = resolve(run_compose, [COMPOSE_FILE], env_file)
+    published = {name: svc.get("ports") or [] for name, svc in model["services"].items()}
+    assert {n for n, p in published.items() if p} == set(PUBLISHED), published
+    for name, target in PUBLISHED.items():
+        [port] = published[name]
+        assert port["target"] == target, (name, port)
+        assert port.get("host_ip") == "127.0.0.1", f"{name} must bind 127.0.0.1 by default: {port}"
+    for name, svc in model["services"].items():
+        assert svc.get("network_mode") != "host", name
+        assert not svc.get("expose"), f"{name}: only the stack's network may reach it"
+
+
+def test_publish_address_is_configurable(run_compose) -> None:
+    model = resolve(run_compose, [COMPOSE_FILE], ENV_EXAMPLE,
+                    extra_env={"DNNFRAME_PUBLISH_ADDRESS": "10.1.2.3"})
+    for name in PUBLISHED:
+        assert model["services"][name]["ports"][0]["host_ip"] == "10.1.2.3"
+
+
+def test_every_service_has_a_healthcheck_and_restart_policy(stack) -> None:
+    for name, svc in stack["services"].items():
+        test = (svc.get("healthcheck") or {}).get("test")
+        assert test and test[0] in ("CMD", "CMD-SHELL"), f"{name} has no healthcheck"
+        assert svc.get("restart") in ("unless-stopped", "always", "on-failure"), name
+
+
+def test_dependencies_wait_for_healthy_services(stack) -> None:
+    services = stack["services"]
+    for name in ("worker", "worker-gpu", "dashboard"):
+        assert set(services[name]["depends_on"]) == set(BACKENDS), name
+    assert set(services["flower"]["depends_on"]) == {"rabbitmq"}
+    for name, svc in services.items():
+        for dep, cond in (svc.get("depends_on") or {}).items():
+            assert cond["condition"] == "service_healthy", (name, dep)
+            assert "healthcheck" in services[dep], f"{name} waits on {dep}, which has no check"
+
+
+def test_worker_is_scalable(stack) -> None:
+    for name in ("worker", "worker-gpu"):
+        svc = stack["services"][name]
+        assert "container_name" not in svc, f"{name}: container_name forbids --scale"
+        assert not svc.get("ports"), f"{name}: published ports forbid --scale"
+    command = stack["services"]["worker"]["command"]
+    concurrency = [a for a in command if a.startswith("--concurrency=")]
+    assert concurrency == ["--concurrency=1"], command  # DNNFRAME_WORKERS in .env.example
+    raw = yaml.safe_load(COMPOSE_FILE.read_text())
+    assert "--concurrency=${DNNFRAME_WORKERS:-1}" in raw["services"]["worker"]["command"]
+
+
+def test_gpu_profile(run_compose, stack) -> None:
+    gpu = stack["services"]["worker-gpu"]
+    assert gpu["profiles"] == ["gpu"]
+    assert "device=cuda" in gpu["environment"]["THEANO_FLAGS"].split(",")
+    assert "--queues=gpu" in gpu["command"]
+    [device] = gpu["deploy"]["resources"]["reservations"]["devices"]
+    assert device["driver"] == "nvidia" and device["capabilities"] == ["gpu"]
+    # Without the profile the GPU worker is not part of the stack.
+    plain = resolve(run_compose, [COMPOSE_FILE], ENV_EXAMPLE, profiles=())
+    assert "worker-gpu" not in plain["services"]
+
+
+def test_one_configuration_story(stack) -> None:
+    services = stack["services"]
+    base = {k: v for k, v in services["worker"]["environment"].items() if k != "THEANO_FLAGS"}
+    assert {"DNNFRAME_BROKER_URL", "DNNFRAME_STORE_URL", "DNNFRAME_DATA_DIR",
+            "DNNFRAME_TASK_TIME_LIMIT", "DNNFRAME_HEARTBEAT_TIMEOUT"} <= set(base)
+    for name in DNNFRAME_SERVICES:
+        env = services[name]["environment"]
+        same = {k: v for k, v in env.items() if k.startswith("DNNFRAME_")}
+        assert same == base, f"{name} sees different DNNFRAME_* settings than the worker"
+        assert services[name]["image"] == services["worker"]["image"], name
+    assert base["DNNFRAME_BROKER_URL"].startswith("amqp://") and "@rabbitmq:5672" in base[
+        "DNNFRAME_BROKER_URL"]
+    assert base["DNNFRAME_STORE_URL"].startswith("mongodb://") and "@mongo:27017/" in base[
+        "DNNFRAME_STORE_URL"]
+
+
+def test_every_dnnframe_variable_in_env_example_reaches_the_containers(stack) -> None:
+    compose_only = {"DNNFRAME_PUBLISH_ADDRESS", "DNNFRAME_DASHBOARD_PORT", "DNNFRAME_FLOWER_PORT",
+                    "DNNFRAME_RABBITMQ_UI_PORT", "DNNFRAME_IMAGE", "DNNFRAME_WORKERS",
+                    "DNNFRAME_GPU_WORKERS", "DNNFRAME_GPU_COUNT", "DNNFRAME_GPU_THEANO_FLAGS"}
+    env = stack["services"]["dashboard"]["environment"]
+    for key in read_env_file(ENV_EXAMPLE):
+        if key.startswith("DNNFRAME_") and key not in compose_only:
+            assert key in env, f".env.example sets {key} but no container receives it"
+
+
+def test_volumes_for_compile_cache_and_data(stack) -> None:
+    services = stack["services"]
+    for name in DNNFRAME_SERVICES:
+        mounts = {v["target"]: v for v in services[name]["volumes"]}
+        assert mounts["/cache/pytensor"]["type"] == "volume", name
+        assert mounts["/data"]["source"] == "dnnframe-data", name
+        assert services[name]["environment"]["DNNFRAME_DATA_DIR"] == "/data"
+    assert mongo_volume(services["mongo"]) == "mongo-data"
+
+
+def mongo_volume(svc: dict) -> str:
+    """The named volume holding MongoDB's data files."""
+    [mount] = [v for v in svc["volumes"] if v["target"] == "/data/db"]
+    assert mount["type"] == "volume"
+    return mount["source"]
+
+
+def _consumer_timeout_ms() -> int:
+    match = re.search(r"^consumer_timeout\s*=\s*(\d+)\s*$", RABBITMQ_CONF.read_text(), re.M)
+    assert match, f"{RABBITMQ_CONF} sets no consumer_timeout"
+    return int(match.group(1))
+
+
+def test_rabbitmq_config_is_mounted_and_outlasts_the_task_time_limit(stack) -> None:
+    rabbit = stack["services"]["rabbitmq"]
+    mounts = {Path(v["source"]).resolve(): v for v in rabbit["volumes"] if v["type"] == "bind"}
+    conf = mounts[RABBITMQ_CONF.resolve()]
+    assert conf["target"].startswith("/etc/rabbitmq/conf.d/") and conf["read_only"]
+    plugins = mounts[(REPO / "deploy" / "rabbitmq" / "enabled_plugins").resolve()]
+    assert plugins["target"] == "/etc/rabbitmq/enabled_plugins"
+    assert "rabbitmq_management" in Path(plugins["source"]).read_text()
+    assert rabbit["image"].startswith("rabbitmq:") and "management" in rabbit["image"]
+
+    raw = COMPOSE_FILE.read_text()
+    compose_default = int(re.search(r"DNNFRAME_TASK_TIME_LIMIT:-(\d+)", raw).group(1))
+    limits = {"docker-compose.yml default": compose_default,
+              ".env.example": int(read_env_file(ENV_EXAMPLE)["DNNFRAME_TASK_TIME_LIMIT"]),
+              "resolved": int(stack["services"]["worker"]["environment"]
+                              ["DNNFRAME_TASK_TIME_LIMIT"])}
+    timeout_ms = _consumer_timeout_ms()
+    for where, seconds in limits.items():
+        assert timeout_ms > seconds * 1000, (
+            f"consumer_timeout {timeout_ms} ms must exceed the task time limit ({where}: "
+            f"{seconds} s), or RabbitMQ closes the channel of a long trial")
+
+
+def test_worker_host_file_mirrors_the_stack(run_compose, stack, tmp_path: Path) -> None:
+    env_file = tmp_path / "worker.env"
+    env_file.write_text("DNNFRAME_BROKER_URL=amqp://u:p@main-host:5672/\n"
+                        "DNNFRAME_STORE_URL=mongodb://u:p@main-host:27017/dnnframe\n")
+    remote = resolve(run_compose, [WORKER_HOST_FILE], env_file)
+    assert set(remote["services"]) == {"worker", "worker-gpu"}
+    for name in ("worker", "worker-gpu"):
+        here, there = stack["services"][name], remote["services"][name]
+        assert there["command"] == here["command"], name
+        assert there["healthcheck"]["test"] == here["healthcheck"]["test"], name
+        assert there["environment"]["THEANO_FLAGS"] == here["environment"]["THEANO_FLAGS"]
+        assert there["environment"]["DNNFRAME_BROKER_URL"] == "amqp://u:p@main-host:5672/"
+        assert not there.get("ports") and "container_name" not in there
+        for key in ("DNNFRAME_TASK_TIME_LIMIT", "DNNFRAME_HEARTBEAT_TIMEOUT", "DNNFRAME_DATA_DIR"):
+            assert there["environment"][key] == here["environment"][key], (name, key)
+    assert Path(remote["services"]["worker"]["build"]["context"]).resolve() == REPO
+    # Without the broker and store URLs the remote workers refuse to start.
+    proc = run_compose([WORKER_HOST_FILE], ["config", "--quiet"], None)
+    assert proc.returncode != 0 and "DNNFRAME_BROKER_URL" in proc.stderr, proc.stderr
+
+
+def test_backends_are_exposed_only_on_request(run_compose) -> None:
+    proc = run_compose([COMPOSE_FILE, EXPOSE_FILE], ["config", "--quiet"], ENV_EXAMPLE)
+    assert proc.returncode != 0 and "DNNFRAME_BACKEND_ADDRESS" in proc.stderr, proc.stderr
+    model = resolve(run_compose, [COMPOSE_FILE, EXPOSE_FILE], ENV_EXAMPLE,
+                    extra_env={"DNNFRAME_BACKEND_ADDRESS": "10.0.0.5"})
+    ports = {n: {(p["host_ip"], p["target"]) for p in s.get("ports") or []}
+             for n, s in model["services"].items()}
+    assert ports["rabbitmq"] == {("127.0.0.1", 15672), ("10.0.0.5", 5672)}
+    assert ports["mongo"] == {("10.0.0.5", 27017)}
+
+
+def test_dockerignore_keeps_secrets_and_local_state_out() -> None:
+    ignored = (REPO / ".dockerignore").read_text().split()
+    for entry in (".env", ".venv", ".git", "*.db"):
+        assert entry in ignored, f".dockerignore must exclude {entry}"
