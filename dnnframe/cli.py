@@ -8,6 +8,7 @@ non-zero exit code: 2 for an invalid spec or usage, 1 for everything else.
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -50,6 +51,371 @@ def validate(specs: tuple[Path, ...]) -> None:
                    f"name {spec.name!r})")
     if failed:
         sys.exit(EXIT_SPEC_ERROR)
+
+
+# --------------------------------------------------------------------------- shared options
+def store_option(f):  # noqa: ANN001, ANN201 - a click decorator
+    """``--store URL`` (env ``DNNFRAME_STORE_URL``)."""
+    return click.option("--store", "store_url", envvar="DNNFRAME_STORE_URL", default=None,
+                        metavar="URL", show_envvar=True,
+                        help="Result store: sqlite:///path.db (default sqlite:///dnnframe.db) "
+                             "or mongodb://host/db.")(f)
+
+
+def _open_store(url: str | None):  # noqa: ANN202
+    from .store import default_store_url, open_store
+
+    return open_store(url or default_store_url())
+
+
+def _resolve_experiment(store, ref: str | None):  # noqa: ANN001, ANN202
+    """An experiment by exact id, unique id prefix or name (latest with that name);
+    None → the most recently created experiment."""
+    from .exceptions import NotFoundError
+
+    if ref is None:
+        latest = store.list_experiments(limit=1)
+        if not latest:
+            raise NotFoundError(f"the store {store.url} has no experiments yet; "
+                                "start one with: dnnframe run SPEC")
+        return latest[0]
+    try:
+        return store.get_experiment(ref)
+    except NotFoundError:
+        pass
+    every = store.list_experiments(limit=None)
+    by_prefix = [e for e in every if e.id.startswith(ref)]
+    if len(by_prefix) == 1:
+        return by_prefix[0]
+    by_name = [e for e in every if e.name == ref]  # newest first
+    if by_name:
+        return by_name[0]
+    if len(by_prefix) > 1:
+        raise NotFoundError(f"{ref!r} matches {len(by_prefix)} experiments: "
+                            + ", ".join(e.id for e in by_prefix[:5]))
+    raise NotFoundError(f"no experiment {ref!r} (id, id prefix or name) in {store.url}; "
+                        "see: dnnframe ls")
+
+
+def _objective(exp) -> tuple[str, str]:  # noqa: ANN001
+    obj = (exp.spec.get("search") or {}).get("objective") or {}
+    return obj.get("metric", "test_accuracy"), obj.get("mode", "max")
+
+
+def _summary(store, exp, store_url: str, wall: float | None = None, interrupted: bool = False,
+             trained: int | None = None, top: int = 5) -> dict:  # noqa: ANN001
+    """Machine-readable summary of an experiment (``--json`` output)."""
+    from .report import aggregate, trial_rows, varied_columns
+
+    exp = store.get_experiment(exp.id)
+    metric, mode = _objective(exp)
+    rows = trial_rows(store, exp.id)
+    varied = [c for c in varied_columns(rows) if c != "seed"]
+    best_trials = sorted((r for r in rows if r["state"] == "COMPLETE" and r.get(metric) is not None),
+                         key=lambda r: r[metric], reverse=(mode == "max"))
+    best_configs = aggregate(rows, varied, metric) if varied else []
+    best_configs.sort(key=lambda a: a["mean"], reverse=(mode == "max"))
+    counts = store.counts_by_state(exp.id)
+    failed = [{"trial_id": r["trial_id"], "error": r["error"]} for r in rows if r["state"] == "FAILED"]
+    out = {
+        "experiment_id": exp.id, "name": exp.name, "status": exp.status, "store": store_url,
+        "n_trials": len(rows), "counts": counts, "objective": {"metric": metric, "mode": mode},
+        "varied": varied, "interrupted": interrupted,
+        "best": ({k: best_trials[0][k] for k in ("trial_id", metric, *varied, "seed")}
+                 if best_trials else None),
+        "best_configs": best_configs[:top],
+        "failed": failed,
+    }
+    if wall is not None:
+        out["wall_seconds"] = round(wall, 3)
+    if trained is not None:
+        out["trials_run_now"] = trained
+    return out
+
+
+def _print_summary(console, summary: dict, resume_hint: str | None = None) -> None:  # noqa: ANN001
+    from rich.table import Table
+
+    metric = summary["objective"]["metric"]
+    counts = {k: v for k, v in summary["counts"].items() if v}
+    console.print(f"[bold]{summary['name']}[/] ({summary['experiment_id']}): {summary['status']}, "
+                  f"{summary['n_trials']} trials — " + ", ".join(f"{k} {v}" for k, v in counts.items()))
+    if summary["best_configs"]:
+        table = Table(title=f"Best configurations by mean {metric} over seeds")
+        cols = [*summary["varied"], "n", "mean", "std"]
+        for c in cols:
+            table.add_column(c, justify="right")
+        for a in summary["best_configs"]:
+            table.add_row(*[f"{a[c]:.4f}" if isinstance(a[c], float) else str(a[c]) for c in cols])
+        console.print(table)
+    if summary["best"]:
+        b = summary["best"]
+        console.print(f"best trial: {b['trial_id']}  {metric} = {b[metric]:.4f}")
+    for f in summary["failed"][:5]:
+        console.print(f"[red]FAILED[/] {f['trial_id']}: {f['error']}")
+    if "wall_seconds" in summary:
+        console.print(f"wall time {summary['wall_seconds']:.1f}s")
+    console.print(f"results: {summary['store']}  (dnnframe status {summary['experiment_id']}, "
+                  f"dnnframe report {summary['experiment_id']})")
+    if resume_hint:
+        console.print(resume_hint)
+
+
+# --------------------------------------------------------------------------- run
+@cli.command()
+@click.argument("spec_path", metavar="SPEC", type=click.Path(dir_okay=False, path_type=Path))
+@store_option
+@click.option("--workers", "-w", type=click.IntRange(min=1), envvar="DNNFRAME_WORKERS",
+              show_envvar=True, default=None, help="Worker processes (default: one per core).")
+@click.option("--broker", "broker_url", default=None, metavar="URL",
+              help="Send trials to Celery workers over this broker (amqp://...) instead of "
+                   "local processes. $DNNFRAME_BROKER_URL is used only with --distributed.")
+@click.option("--distributed", is_flag=True, help="Use $DNNFRAME_BROKER_URL (Celery workers).")
+@click.option("--retry-failed", is_flag=True, help="Also re-run trials a previous run left FAILED.")
+@click.option("--quiet", "-q", is_flag=True, help="No progress bar or summary.")
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON summary on stdout.")
+def run(spec_path: Path, store_url: str | None, workers: int | None, broker_url: str | None,
+        distributed: bool, retry_failed: bool, quiet: bool, as_json: bool) -> None:
+    """Run every trial of a spec and show progress; rerunning resumes where it stopped.
+
+    Trials already COMPLETE in the store are not trained again. Ctrl-C stops cleanly:
+    queued trials are cancelled, running ones stop after their epoch; press it again to
+    stop at once.
+    """
+    import os
+    import time
+
+    from rich.console import Console
+
+    from .executors import LocalExecutor, make_executor
+    from .spec import load_spec
+    from .store import default_store_url
+    from .submit import submit_experiment
+
+    console = Console(stderr=True, quiet=quiet)
+    spec = load_spec(spec_path)  # SpecError → exit 2 naming the file and key
+    store_url = store_url or default_store_url()
+    store = _open_store(store_url)
+    if distributed and not broker_url:
+        broker_url = os.environ.get("DNNFRAME_BROKER_URL")
+        if not broker_url:
+            raise click.UsageError("--distributed needs --broker URL or $DNNFRAME_BROKER_URL")
+    started = time.perf_counter()
+    if broker_url:
+        executor = make_executor(store_url, broker_url=broker_url)
+    else:
+        executor = LocalExecutor(store_url, workers=workers)
+    interrupted = False
+    trained = 0
+    try:
+        result = submit_experiment(spec, store, executor, retry_failed=retry_failed)
+        exp = result.experiment
+        trained = len(result.submitted_trial_ids)
+        if not quiet:
+            where = f"{executor.workers} local workers" if isinstance(executor, LocalExecutor) else broker_url
+            console.print(f"{spec.name} ({exp.id}): {len(result.trial_ids)} trials, "
+                          f"{trained} to run on {where}; store {store_url}")
+        interrupted = _follow(console, store, executor, exp, quiet)
+    finally:
+        if interrupted:
+            executor.shutdown(wait=False)
+        else:
+            executor.shutdown(wait=True)
+    summary = _summary(store, exp, store_url, wall=time.perf_counter() - started,
+                       interrupted=interrupted, trained=trained)
+    store.close()
+    if as_json:
+        click.echo(json.dumps(summary, indent=2, default=str))
+    if not quiet:
+        hint = f"interrupted — resume with: dnnframe run {spec_path}" if interrupted else None
+        _print_summary(console, summary, hint)
+    if interrupted:
+        sys.exit(130)
+    if summary["counts"].get("FAILED"):
+        sys.exit(1)
+
+
+def _follow(console, store, executor, exp, quiet: bool) -> bool:  # noqa: ANN001
+    """Show progress until the experiment's trials are finished. Returns True if interrupted."""
+    import time
+
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        SpinnerColumn,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
+    metric, mode = _objective(exp)
+    total = exp.n_trials or sum(store.counts_by_state(exp.id).values())
+    progress = Progress(SpinnerColumn(), TextColumn("[bold]{task.description}"), BarColumn(),
+                        MofNCompleteColumn(), TextColumn("running {task.fields[running]}"),
+                        TextColumn("failed {task.fields[failed]}"), TimeElapsedColumn(),
+                        TextColumn("ETA"), TimeRemainingColumn(),
+                        TextColumn("{task.fields[best]}"), console=console, disable=quiet,
+                        transient=False)
+    has_wait = hasattr(executor, "wait")
+    last_done = -1
+    best_text = ""
+
+    def poll() -> tuple[int, bool]:
+        nonlocal last_done, best_text
+        counts = store.counts_by_state(exp.id)
+        active = counts.get("QUEUED", 0) + counts.get("RUNNING", 0)
+        done = sum(counts.values()) - active
+        if done != last_done:
+            best = store.best_trial(exp.id, metric, mode)
+            if best is not None and best.value(metric) is not None:
+                best_text = f"best {metric} {best.value(metric):.4f}"
+            last_done = done
+        progress.update(task, completed=done, running=counts.get("RUNNING", 0),
+                        failed=counts.get("FAILED", 0), best=best_text)
+        return done, active == 0
+
+    with progress:
+        first = store.counts_by_state(exp.id)
+        task = progress.add_task(exp.name, total=total,
+                                 completed=sum(first.values()) - first.get("QUEUED", 0) - first.get("RUNNING", 0),
+                                 running=0, failed=first.get("FAILED", 0), best="")
+        try:
+            while True:
+                finished = executor.wait(timeout=0.5) if has_wait else (time.sleep(0.5) or False)
+                _, settled = poll()
+                if (finished and has_wait) or (settled and not has_wait):
+                    return False
+        except KeyboardInterrupt:
+            pass
+        console.print("[yellow]interrupted:[/] no new trials start; running trials stop after "
+                      "their current epoch (Ctrl-C again to stop at once)")
+        try:
+            executor.cancel(exp.id)
+            while True:
+                finished = executor.wait(timeout=0.5) if has_wait else (time.sleep(0.5) or False)
+                _, settled = poll()
+                if finished or settled:
+                    break
+        except KeyboardInterrupt:
+            console.print("[yellow]stopping now:[/] running trials are recorded CANCELLED")
+        return True
+
+
+# --------------------------------------------------------------------------- status / ls
+@cli.command()
+@click.argument("experiment", required=False)
+@store_option
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def status(experiment: str | None, store_url: str | None, as_json: bool) -> None:
+    """Show an experiment (id, id prefix or name; default the latest): counts, best trials,
+    running and failed trials."""
+    from rich.console import Console
+
+    from .store import default_store_url
+
+    url = store_url or default_store_url()
+    store = _open_store(url)
+    exp = _resolve_experiment(store, experiment)
+    summary = _summary(store, exp, url)
+    running = [{"trial_id": t.id, "worker": t.worker, "epochs": len(t.metrics),
+                "heartbeat_at": t.heartbeat_at}
+               for t in store.list_trials(exp.id, state="RUNNING")]
+    summary["running"] = running
+    store.close()
+    if as_json:
+        click.echo(json.dumps(summary, indent=2, default=str))
+        return
+    console = Console()
+    _print_summary(console, summary)
+    for r in running:
+        console.print(f"RUNNING {r['trial_id']} on {r['worker']} (epoch {r['epochs']})")
+
+
+@cli.command(name="ls")
+@store_option
+@click.option("--limit", default=50, show_default=True, type=click.IntRange(min=1))
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def ls_cmd(store_url: str | None, limit: int, as_json: bool) -> None:
+    """List experiments, newest first."""
+    import time
+
+    from rich.console import Console
+    from rich.table import Table
+
+    store = _open_store(store_url)
+    exps = store.list_experiments(limit=limit)
+    store.close()
+    rows = [{"id": e.id, "name": e.name, "created_at": e.created_at, "n_trials": e.n_trials,
+             "status": e.status, "counts": e.counts} for e in exps]
+    if as_json:
+        click.echo(json.dumps(rows, indent=2))
+        return
+    table = Table()
+    for c in ("id", "name", "created", "trials", "complete", "failed", "status"):
+        table.add_column(c)
+    for r in rows:
+        table.add_row(r["id"], r["name"], time.strftime("%Y-%m-%d %H:%M", time.localtime(r["created_at"])),
+                      str(r["n_trials"]), str(r["counts"].get("COMPLETE", 0)),
+                      str(r["counts"].get("FAILED", 0)), r["status"])
+    Console().print(table if rows else "no experiments yet; start one with: dnnframe run SPEC")
+
+
+# --------------------------------------------------------------------------- export / report
+@cli.command()
+@click.argument("experiment")
+@store_option
+@click.option("--format", "fmt", type=click.Choice(["csv", "jsonl"]), default="csv", show_default=True)
+@click.option("--output", "-o", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="File to write (default: stdout).")
+def export(experiment: str, store_url: str | None, fmt: str, output: Path | None) -> None:
+    """Export every trial of an experiment as CSV (flat) or JSON lines (everything)."""
+    store = _open_store(store_url)
+    exp = _resolve_experiment(store, experiment)
+    write = store.export_csv if fmt == "csv" else store.export_jsonl
+    if output is None:
+        n = write(sys.stdout, exp.id)
+    else:
+        tmp = output.with_name(output.name + ".tmp")  # never leave a half-written file behind
+        n = write(tmp, exp.id)
+        tmp.replace(output)
+        click.echo(f"wrote {n} trials to {output}", err=True)
+    store.close()
+
+
+@cli.command()
+@click.argument("experiment")
+@store_option
+@click.option("--output", "-o", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="HTML file (default: report-<experiment id>.html).")
+def report(experiment: str, store_url: str | None, output: Path | None) -> None:
+    """Write a self-contained HTML report (plotly charts, plotly.js inlined; works offline)."""
+    from .report import write_report
+
+    store = _open_store(store_url)
+    exp = _resolve_experiment(store, experiment)
+    path = write_report(store, exp.id, output or Path(f"report-{exp.id}.html"))
+    store.close()
+    click.echo(str(path))
+
+
+# --------------------------------------------------------------------------- serve
+@cli.command()
+@store_option
+@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option("--port", default=5000, show_default=True, type=int)
+@click.option("--debug", is_flag=True)
+def serve(store_url: str | None, host: str, port: int, debug: bool) -> None:
+    """Start the dashboard (REST API and live experiment pages)."""
+    import os
+
+    if store_url:
+        os.environ["DNNFRAME_STORE_URL"] = store_url  # the app reads its config from the environment
+    try:
+        from dashboard import create_app
+    except ImportError as exc:
+        raise DnnframeError(f"the dashboard package cannot be imported: {exc}") from None
+    create_app().run(host=host, port=port, debug=debug)
 
 
 def main(argv: list[str] | None = None) -> None:

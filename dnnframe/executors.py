@@ -1,0 +1,618 @@
+"""Executors: where trials run. One small interface, two implementations.
+
+``LocalExecutor`` trains on a pool of worker processes on this machine (the embedded
+default of ``dnnframe run``); ``CeleryExecutor`` (below, in its own section) sends trial ids
+over RabbitMQ to Celery workers. Both only pass trial ids — each worker opens the store
+itself and calls :func:`dnnframe.runner.run_trial`, so a trial behaves the same everywhere.
+"""
+
+from __future__ import annotations
+
+import abc
+import collections
+import logging
+import multiprocessing
+import multiprocessing.connection
+import os
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from .exceptions import DnnframeError, StoreError
+
+log = logging.getLogger(__name__)
+
+# Each worker process runs one trial at a time on one core: pin every math library to one
+# thread so N workers use N cores instead of N x cores threads fighting over them. These are
+# read when a library loads, so they are in the worker's environment from its first line.
+THREAD_ENV = {
+    "OMP_NUM_THREADS": "1",
+    "OPENBLAS_NUM_THREADS": "1",
+    "MKL_NUM_THREADS": "1",
+    "VECLIB_MAXIMUM_THREADS": "1",
+    "NUMEXPR_NUM_THREADS": "1",
+}
+
+
+class Executor(abc.ABC):
+    """Runs trials given their ids. Implementations: :class:`LocalExecutor`, ``CeleryExecutor``.
+
+    ``submit`` returns at once; results arrive in the store. Executors are context managers
+    (``shutdown(wait=True)`` on exit).
+    """
+
+    @abc.abstractmethod
+    def submit(self, trial_ids: list[str]) -> None:
+        """Queue trials (already stored QUEUED) for execution; returns without waiting."""
+
+    @abc.abstractmethod
+    def cancel(self, experiment_id: str) -> int:
+        """Cancel an experiment: queued trials never start, running ones stop after their
+        current epoch. Returns how many queued trials were cancelled."""
+
+    @abc.abstractmethod
+    def shutdown(self, wait: bool = True) -> None:
+        """Release the executor; with ``wait`` first let submitted trials finish."""
+
+    def __enter__(self) -> Executor:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.shutdown(wait=exc[0] is None)
+
+
+def default_workers() -> int:
+    """``$DNNFRAME_WORKERS`` if set, else the number of cores this process may use."""
+    env = os.environ.get("DNNFRAME_WORKERS", "").strip()
+    if env:
+        try:
+            n = int(env)
+        except ValueError:
+            raise DnnframeError(f"DNNFRAME_WORKERS must be a positive integer, but got {env!r}") from None
+        if n < 1:
+            raise DnnframeError(f"DNNFRAME_WORKERS must be a positive integer, but got {env!r}")
+        return n
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def default_store_url() -> str:
+    """``$DNNFRAME_STORE_URL`` or the embedded default ``sqlite:///dnnframe.db``."""
+    from .store import default_store_url as store_default
+
+    return store_default()
+
+
+# =========================================================================== LocalExecutor
+def _death_reason(exitcode: int | None, pid: int | None) -> str:
+    if exitcode is not None and exitcode < 0:
+        try:
+            name = signal.Signals(-exitcode).name
+        except ValueError:
+            name = f"signal {-exitcode}"
+        hint = {
+            "SIGKILL": " (the out-of-memory killer or kill -9 does this)",
+            "SIGSEGV": " (a segmentation fault in native code)",
+            "SIGABRT": " (native code aborted)",
+            "SIGBUS": " (a bus error in native code)",
+        }.get(name, "")
+        return f"worker process {pid} was killed by {name} ({-exitcode}) while running this trial{hint}"
+    return f"worker process {pid} exited with code {exitcode} while running this trial"
+
+
+def _worker_main(conn: multiprocessing.connection.Connection, store_url: str,
+                 train_fn: Callable[..., Any] | None, max_attempts: int | None) -> None:
+    """Body of one long-lived worker process: receive trial ids, run them one at a time.
+
+    Long-lived on purpose: the engine caches compiled PyTensor functions per process, so
+    trials of the same graph shape compile once per worker, not once per trial.
+    """
+    # Ctrl-C reaches the whole process group; the parent coordinates a clean stop, so a
+    # worker must not die half-way through writing a trial.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    os.environ.update(THREAD_ENV)
+    try:
+        from threadpoolctl import threadpool_limits
+
+        threadpool_limits(1)
+    except Exception:  # threadpoolctl is optional; the environment already pins threads
+        pass
+    from .runner import default_worker_name, run_trial
+    from .store import open_store
+
+    try:
+        store = open_store(store_url)
+    except Exception as exc:
+        conn.send(("fatal", f"worker cannot open the store {store_url}: {exc}"))
+        return
+    if train_fn is None:
+        try:  # import PyTensor while the parent is still expanding/submitting
+            from .engine import train as _train  # noqa: F401  (applies THEANO_FLAGS first)
+        except Exception:
+            pass
+    worker = default_worker_name()
+    done = 0
+
+    def register(current: str | None) -> None:
+        try:  # the worker list is informative; a failed write must not stop training
+            store.register_worker(worker, host=worker.rsplit(":", 1)[0], pid=os.getpid(),
+                                  current_trial=current, trials_done=done,
+                                  info={"executor": "local"})
+        except Exception:
+            log.warning("worker %s: could not register", worker, exc_info=True)
+
+    register(None)
+    conn.send(("ready", os.getpid()))
+    try:
+        while True:
+            try:
+                msg = conn.recv()
+            except (EOFError, OSError):
+                break  # parent went away
+            if msg[0] == "stop":
+                break
+            trial_id = msg[1]
+            started = time.perf_counter()
+            register(trial_id)
+            try:
+                state = run_trial(trial_id, store, worker=worker, max_attempts=max_attempts,
+                                  train_fn=train_fn)
+                done += 1
+                register(None)
+                conn.send(("done", trial_id, state.value if state is not None else None,
+                           time.perf_counter() - started, None))
+            except Exception as exc:  # a store failure: run_trial handles training errors
+                log.exception("worker %s: trial %s could not be run", worker, trial_id)
+                conn.send(("done", trial_id, None, time.perf_counter() - started,
+                           f"{type(exc).__name__}: {exc}"))
+    finally:
+        store.close()
+
+
+@dataclass
+class _Worker:
+    process: multiprocessing.process.BaseProcess
+    conn: multiprocessing.connection.Connection
+    ready: bool = False
+    trial_id: str | None = None
+    stopping: bool = False
+    dead: bool = False
+
+
+@dataclass
+class LocalStats:
+    """Counters of a :class:`LocalExecutor` (snapshot)."""
+
+    submitted: int = 0
+    finished: int = 0
+    crashed: int = 0
+    running: list[str] = field(default_factory=list)
+    pending: int = 0
+    states: dict[str, int] = field(default_factory=dict)
+    worker_restarts: int = 0
+
+
+_ENV_LOCK = threading.Lock()
+
+
+class LocalExecutor(Executor):
+    """Train trials on ``workers`` processes on this machine (one per core by default).
+
+    Workers are spawned once and kept: each runs one trial at a time and keeps the engine's
+    compile cache warm. Their math libraries are pinned to one thread. A trial that kills
+    its process (segfault, out-of-memory kill) is recorded FAILED with the exit signal, the
+    worker is replaced and the sweep goes on.
+
+    Args:
+        store_url: the store URL every worker opens (default ``$DNNFRAME_STORE_URL`` or
+            ``sqlite:///dnnframe.db``); must name a store other processes can open.
+        workers: number of processes (default :func:`default_workers`).
+        train_fn: passed to ``run_trial`` (default the engine); must be picklable — a
+            module-level function.
+        max_attempts: passed to ``run_trial``.
+        start_method: multiprocessing start method; ``spawn`` so no parent threads or open
+            database handles are inherited.
+    """
+
+    def __init__(self, store_url: str | None = None, workers: int | None = None, *,
+                 train_fn: Callable[..., Any] | None = None, max_attempts: int | None = None,
+                 start_method: str = "spawn") -> None:
+        self.store_url = store_url or default_store_url()
+        self.workers = int(workers) if workers is not None else default_workers()
+        if self.workers < 1:
+            raise DnnframeError(f"workers must be >= 1, but got {self.workers}")
+        self._train_fn = train_fn
+        self._max_attempts = max_attempts
+        self._ctx = multiprocessing.get_context(start_method)
+        self._lock = threading.Condition()
+        self._pending: collections.deque[str] = collections.deque()
+        self._pool: list[_Worker] = []
+        self._stats = LocalStats()
+        self._closing = False
+        self._killing = False
+        self._error: BaseException | None = None
+        self._wake_r, self._wake_w = self._ctx.Pipe(duplex=False)
+        self._dead_store = None  # opened lazily in the dispatcher thread
+        self._requeued: set[str] = set()
+        with self._lock:
+            for _ in range(self.workers):
+                self._pool.append(self._start_worker())
+        self._thread = threading.Thread(target=self._dispatch_loop, name="dnnframe-local-executor",
+                                        daemon=True)
+        self._thread.start()
+
+    # ------------------------------------------------------------------ public API
+    def submit(self, trial_ids: list[str]) -> None:
+        """Queue trial ids (in order) for the worker processes."""
+        with self._lock:
+            if self._closing:
+                raise DnnframeError("this executor has been shut down")
+            self._pending.extend(trial_ids)
+            self._stats.submitted += len(trial_ids)
+        self._wake()
+
+    def cancel(self, experiment_id: str) -> int:
+        """Cancel ``experiment_id`` in the store; drop its not-yet-started trials here."""
+        from .store import open_store
+
+        store = open_store(self.store_url)
+        try:
+            n = store.cancel_experiment(experiment_id)
+            ids = {t.id for t in store.list_trials(experiment_id)}
+        finally:
+            store.close()
+        with self._lock:
+            kept = [t for t in self._pending if t not in ids]
+            dropped = len(self._pending) - len(kept)
+            self._pending = collections.deque(kept)
+            self._stats.submitted -= dropped
+            self._lock.notify_all()
+        self._wake()
+        return n
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Block until every submitted trial has finished; False if ``timeout`` ran out.
+
+        Raises:
+            DnnframeError: when the worker pool broke (e.g. workers cannot open the store).
+        """
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._lock:
+            while True:
+                if self._error is not None:
+                    raise self._error
+                if not self._pending and not any(w.trial_id for w in self._pool):
+                    return True
+                remaining = None if deadline is None else deadline - time.monotonic()
+                if remaining is not None and remaining <= 0:
+                    return False
+                self._lock.wait(remaining if remaining is not None else 1.0)
+
+    @property
+    def stats(self) -> LocalStats:
+        """A snapshot of the counters: submitted, finished, crashed, running trial ids, ..."""
+        with self._lock:
+            s = self._stats
+            return LocalStats(s.submitted, s.finished, s.crashed,
+                              [w.trial_id for w in self._pool if w.trial_id], len(self._pending),
+                              dict(s.states), s.worker_restarts)
+
+    def shutdown(self, wait: bool = True) -> None:
+        """Stop the pool. ``wait=True`` lets queued and running trials finish first;
+        ``wait=False`` drops queued trials and terminates the workers at once — their running
+        trials are recorded CANCELLED (interrupted)."""
+        if wait:
+            try:
+                self.wait()
+            except DnnframeError:
+                pass
+        with self._lock:
+            self._closing = True
+            if not wait:
+                self._killing = True
+                self._stats.submitted -= len(self._pending)
+                self._pending.clear()
+        self._wake()
+        if not wait:
+            with self._lock:
+                for w in self._pool:
+                    if w.process.is_alive():
+                        w.process.terminate()
+        self._thread.join(timeout=60)
+        for w in self._pool:
+            w.process.join(timeout=5)
+            if w.process.is_alive():
+                w.process.kill()
+                w.process.join(timeout=5)
+
+    # ------------------------------------------------------------------ internals
+    def _wake(self) -> None:
+        try:
+            self._wake_w.send_bytes(b"x")
+        except OSError:
+            pass
+
+    def _start_worker(self) -> _Worker:
+        parent, child = self._ctx.Pipe(duplex=True)
+        proc = self._ctx.Process(target=_worker_main, name="dnnframe-worker",
+                                 args=(child, self.store_url, self._train_fn, self._max_attempts),
+                                 daemon=True)
+        # Spawned children copy os.environ when they start: pin their math libraries from
+        # the first instruction (the parent's own environment is restored right after).
+        with _ENV_LOCK:
+            saved = {k: os.environ.get(k) for k in THREAD_ENV}
+            os.environ.update(THREAD_ENV)
+            try:
+                proc.start()
+            finally:
+                for k, v in saved.items():
+                    if v is None:
+                        os.environ.pop(k, None)
+                    else:
+                        os.environ[k] = v
+        child.close()
+        return _Worker(proc, parent)
+
+    def _record_crash(self, w: _Worker) -> None:
+        from .store import TrialState, open_store
+
+        trial_id = w.trial_id
+        pid = w.process.pid
+        if self._killing:
+            state, reason = TrialState.CANCELLED, f"interrupted: worker process {pid} was stopped"
+        else:
+            state, reason = TrialState.FAILED, _death_reason(w.process.exitcode, pid)
+        try:
+            if self._dead_store is None:
+                self._dead_store = open_store(self.store_url)
+            from .runner import default_worker_name
+
+            worker_name = default_worker_name().rsplit(":", 1)[0] + f":{pid}"
+            recorded = self._dead_store.finish_trial(trial_id, state, error=reason, worker=worker_name)
+            if (not recorded and not self._killing and trial_id not in self._requeued
+                    and self._dead_store.get_trial(trial_id).state is TrialState.QUEUED):
+                # the worker died before it claimed the trial: not the trial's fault, run it again
+                self._requeued.add(trial_id)
+                self._pending.appendleft(trial_id)
+                return
+        except Exception:
+            log.exception("could not record the crash of trial %s", trial_id)
+        log.warning("trial %s: %s", trial_id, reason)
+        self._stats.crashed += state is TrialState.FAILED
+        self._stats.finished += 1
+        self._stats.states[state.value] = self._stats.states.get(state.value, 0) + 1
+
+    def _dispatch_loop(self) -> None:
+        try:
+            self._dispatch()
+        except BaseException as exc:  # surface in wait() instead of hanging it
+            log.exception("local executor dispatcher failed")
+            with self._lock:
+                self._error = exc if isinstance(exc, DnnframeError) else DnnframeError(
+                    f"local executor failed: {type(exc).__name__}: {exc}")
+                self._lock.notify_all()
+        finally:
+            if self._dead_store is not None:
+                self._dead_store.close()
+
+    def _dispatch(self) -> None:
+        startup_failures = 0
+        while True:
+            with self._lock:
+                # hand queued trials to idle workers
+                for w in self._pool:
+                    if w.ready and w.trial_id is None and not w.stopping and self._pending:
+                        w.trial_id = self._pending.popleft()
+                        try:
+                            w.conn.send(("run", w.trial_id))
+                        except OSError:
+                            pass  # the death is handled below via its sentinel
+                if self._closing and not self._pending and not any(w.trial_id for w in self._pool):
+                    for w in self._pool:
+                        if not w.stopping:
+                            w.stopping = True
+                            try:
+                                w.conn.send(("stop",))
+                            except OSError:
+                                pass
+                    if all(w.dead for w in self._pool):
+                        self._lock.notify_all()
+                        return
+                waitables: list[Any] = [self._wake_r]
+                for w in self._pool:
+                    if not w.dead:
+                        waitables += [w.conn, w.process.sentinel]
+            ready = multiprocessing.connection.wait(waitables, timeout=0.5)
+            with self._lock:
+                if self._wake_r in ready:
+                    while self._wake_r.poll():
+                        self._wake_r.recv_bytes()
+                for i, w in enumerate(list(self._pool)):
+                    if w.dead:
+                        continue
+                    if w.conn in ready:
+                        try:
+                            while w.conn.poll():
+                                msg = w.conn.recv()
+                                self._on_message(w, msg)
+                        except (EOFError, OSError):
+                            pass
+                    if w.process.sentinel in ready or not w.process.is_alive():
+                        w.process.join(timeout=1)
+                        if w.process.exitcode is None:
+                            continue
+                        if w.trial_id is not None:
+                            self._record_crash(w)
+                            w.trial_id = None
+                        elif not w.ready and not w.stopping:
+                            startup_failures += 1
+                        w.conn.close()
+                        w.dead = True
+                        if (self._closing and w.stopping) or self._killing:
+                            w.stopping = True  # stays dead; the loop ends when all are dead
+                            continue
+                        if startup_failures >= 3 * self.workers:
+                            raise DnnframeError("worker processes keep dying before they start; "
+                                                "see the log above")
+                        self._stats.worker_restarts += 1
+                        self._pool[i] = self._start_worker()
+                self._lock.notify_all()
+
+    def _on_message(self, w: _Worker, msg: tuple) -> None:
+        kind = msg[0]
+        if kind == "ready":
+            w.ready = True
+        elif kind == "fatal":
+            raise DnnframeError(msg[1])
+        elif kind == "done":
+            _, trial_id, state, _seconds, error = msg
+            if error:
+                log.error("trial %s could not be run: %s", trial_id, error)
+            w.trial_id = None
+            self._stats.finished += 1
+            key = state or ("ERROR" if error else "SKIPPED")
+            self._stats.states[key] = self._stats.states.get(key, 0) + 1
+
+
+def run_in_process(trial_ids: Iterable[str], store_url: str | None = None,
+                   train_fn: Callable[..., Any] | None = None) -> dict[str, str | None]:
+    """Run trials one after another in this process (debugging, ``--workers 0``-like use)."""
+    from .runner import run_trial
+    from .store import open_store
+
+    store = open_store(store_url or default_store_url())
+    try:
+        return {tid: (s.value if (s := run_trial(tid, store, train_fn=train_fn)) else None)
+                for tid in trial_ids}
+    finally:
+        store.close()
+
+
+def make_executor(store_url: str | None = None, broker_url: str | None = None,
+                  workers: int | None = None) -> Executor:
+    """Pick the executor: Celery when a broker URL is given (or ``$DNNFRAME_BROKER_URL``),
+    otherwise a :class:`LocalExecutor` with ``workers`` processes."""
+    broker_url = broker_url or os.environ.get("DNNFRAME_BROKER_URL") or None
+    store_url = store_url or default_store_url()
+    if broker_url:
+        # CeleryExecutor is defined in the section below (it imports celery lazily itself).
+        celery_executor = globals().get("CeleryExecutor")
+        if celery_executor is None:
+            raise DnnframeError("a broker URL was given but this dnnframe has no CeleryExecutor")
+        return celery_executor(broker_url, store_url)
+    return LocalExecutor(store_url, workers=workers)
+
+
+__all__ = ["Executor", "LocalExecutor", "LocalStats", "StoreError", "THREAD_ENV", "default_store_url",
+           "default_workers", "make_executor", "run_in_process"]
+
+
+# =========================================================================== CeleryExecutor
+# (issue 6) CeleryExecutor(broker_url, store_url, queue="default") is appended below.
+
+
+class CeleryExecutor(Executor):
+    """Send trial ids over a broker (RabbitMQ) to Celery workers (``dnnframe worker``).
+
+    Only the trial id travels (JSON); each worker opens the store named by *its own*
+    ``$DNNFRAME_STORE_URL`` — which must be the same store as ``store_url`` here — and calls
+    :func:`dnnframe.runner.run_trial`. Publishes are confirmed by the broker and persistent,
+    so a trial accepted by ``submit`` survives a broker restart. Results arrive in the store;
+    :meth:`wait` watches it.
+
+    Args:
+        broker_url: e.g. ``amqp://user:pass@host:5672//`` (default ``$DNNFRAME_BROKER_URL``).
+        store_url: the shared store (default ``$DNNFRAME_STORE_URL`` / ``sqlite:///dnnframe.db``).
+        queue: the queue trials are routed to: ``default`` (CPU workers), ``gpu`` (workers
+            started with ``THEANO_FLAGS=device=cuda``) or any name workers consume.
+    """
+
+    def __init__(self, broker_url: str | None = None, store_url: str | None = None,
+                 queue: str = "default") -> None:
+        if not isinstance(queue, str) or not queue.strip():
+            raise DnnframeError(f"queue must be a non-empty queue name, but got {queue!r}")
+        from tasks import create_app  # celery is imported only when this executor is used
+
+        self.broker_url = broker_url or os.environ.get("DNNFRAME_BROKER_URL") or None
+        self.store_url = store_url or default_store_url()
+        self.queue = queue
+        self.app = create_app(self.broker_url)
+        self._submitted: list[str] = []
+        self._store: Any = None
+        self._lock = threading.Lock()
+
+    def _open_store(self) -> Any:
+        if self._store is None:
+            from .store import open_store
+
+            self._store = open_store(self.store_url)
+        return self._store
+
+    def submit(self, trial_ids: list[str]) -> None:
+        """Publish one ``tasks.train_trial`` message per id to :attr:`queue` (confirmed).
+
+        Raises:
+            DnnframeError: the broker cannot be reached (after retrying for ~30 s); the
+                message names the broker without its password.
+        """
+        from tasks.config import TRAIN_TASK
+
+        ids = list(trial_ids)
+        if not ids:
+            return
+        policy = {"max_retries": 10, "interval_start": 0.2, "interval_step": 0.5,
+                  "interval_max": 5}
+        try:
+            with self.app.producer_or_acquire() as producer:
+                for tid in ids:
+                    self.app.send_task(TRAIN_TASK, args=[tid], queue=self.queue,
+                                       producer=producer, retry=True, retry_policy=policy)
+        except Exception as exc:
+            safe = self.app.connection_for_write().as_uri()  # password masked
+            raise DnnframeError(f"cannot send trials to the broker {safe}: {exc}") from exc
+        with self._lock:
+            self._submitted.extend(ids)
+
+    def cancel(self, experiment_id: str) -> int:
+        """Cancel in the store: queued trials are refused at claim (their messages become
+        no-ops), running ones stop after their current epoch. Returns queued trials cancelled."""
+        return self._open_store().cancel_experiment(experiment_id)
+
+    def wait(self, timeout: float | None = None, poll_s: float = 0.2) -> bool:
+        """Block until every submitted trial is finished in the store; False on ``timeout``."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        store = self._open_store()
+        with self._lock:
+            remaining = set(self._submitted)
+        # One full look, then only what changed since (the store's seq cursor).
+        cursor = store.latest_seq()
+        remaining = {tid for tid in remaining if not store.get_trial(tid).state.is_finished}
+        while remaining:
+            if deadline is not None and time.monotonic() >= deadline:
+                return False
+            time.sleep(poll_s)
+            changed = store.list_trials(since=cursor)
+            if changed:
+                cursor = max(cursor, max(t.seq for t in changed))
+                remaining -= {t.id for t in changed if t.state.is_finished}
+        return True
+
+    def shutdown(self, wait: bool = True) -> None:
+        """With ``wait``, block until submitted trials finish; then close connections.
+        Trials already sent stay queued for the workers either way."""
+        try:
+            if wait:
+                self.wait()
+        finally:
+            self.app.close()
+            if self._store is not None:
+                self._store.close()
+                self._store = None
+
+
+__all__ += ["CeleryExecutor"]

@@ -1,0 +1,317 @@
+"""Paper figures and tables from stored results: depth vs accuracy and vs training time.
+
+The building blocks are plain functions over "rows" (one flat dict per trial, see
+:func:`trial_rows`) so the paper-reproduction scripts, the dashboard and ``dnnframe
+report`` share them: :func:`aggregate` / :func:`aggregate_by_depth` (mean and spread over
+seeds), :func:`linear_fit` (slope, intercept, R²), :func:`markdown_table`, and
+:func:`render_html` — one self-contained HTML page with plotly.js inlined (no network).
+
+>>> rows = [{"hidden_layers": 1, "test_accuracy": 0.9}, {"hidden_layers": 1, "test_accuracy": 0.8},
+...         {"hidden_layers": 2, "test_accuracy": 0.95}]
+>>> [(a["hidden_layers"], a["n"], round(a["mean"], 2)) for a in aggregate_by_depth(rows)]
+[(1, 2, 0.85), (2, 1, 0.95)]
+>>> fit = linear_fit([1, 2, 3], [2.0, 4.0, 6.0]); (round(fit.slope, 6), round(fit.r2, 6))
+(2.0, 1.0)
+"""
+
+from __future__ import annotations
+
+import html
+import math
+import statistics
+import time
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .store.base import ResultStore, TrialRecord
+
+METRICS = ("test_accuracy", "test_loss", "val_accuracy", "val_loss", "train_accuracy", "train_loss")
+CONFIG_COLUMNS = ("dataset", "hidden_layers", "width", "activation", "init", "dropout", "residual",
+                  "optimizer", "learning_rate", "batch_size", "max_epochs", "l2", "seed")
+
+
+# --------------------------------------------------------------------------- rows
+def trial_row(trial: TrialRecord) -> dict[str, Any]:
+    """Flatten one stored trial: id, state, the swept config values, final metrics, timings."""
+    cfg = trial.config or {}
+    model = cfg.get("model", {})
+    training = cfg.get("training", {})
+    width = model.get("width")
+    row: dict[str, Any] = {
+        "trial_id": trial.id,
+        "state": trial.state.value if hasattr(trial.state, "value") else str(trial.state),
+        "dataset": cfg.get("dataset", {}).get("name"),
+        "hidden_layers": model.get("hidden_layers"),
+        "width": "x".join(map(str, width)) if isinstance(width, list) else width,
+        "activation": model.get("activation"),
+        "init": model.get("init"),
+        "dropout": model.get("dropout"),
+        "residual": model.get("residual"),
+        "optimizer": training.get("optimizer"),
+        "learning_rate": training.get("learning_rate"),
+        "batch_size": training.get("batch_size"),
+        "max_epochs": training.get("max_epochs"),
+        "l2": training.get("l2"),
+        "seed": cfg.get("seed"),
+    }
+    result = trial.result or {}
+    metrics = result.get("metrics") or {}
+    for m in METRICS:
+        row[m] = metrics.get(m)
+    timings = result.get("timings") or {}
+    row["train_seconds"] = timings.get("train")
+    row["compile_seconds"] = timings.get("compile")
+    row["total_seconds"] = timings.get("total")
+    row["epochs_run"] = result.get("epochs_run")
+    row["n_params"] = result.get("n_params")
+    row["history"] = result.get("history") or list(trial.metrics or [])
+    row["error"] = (trial.error or "").strip().splitlines()[-1] if trial.error else None
+    return row
+
+
+def trial_rows(store: ResultStore, experiment_id: str) -> list[dict[str, Any]]:
+    """One :func:`trial_row` per trial of the experiment (raises NotFoundError if unknown)."""
+    store.get_experiment(experiment_id)
+    return [trial_row(t) for t in store.list_trials(experiment_id)]
+
+
+def varied_columns(rows: Sequence[dict[str, Any]]) -> list[str]:
+    """Config columns that take more than one value across ``rows`` (what the sweep swept)."""
+    return [c for c in CONFIG_COLUMNS if len({repr(r.get(c)) for r in rows}) > 1]
+
+
+# --------------------------------------------------------------------------- statistics
+def _finite(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def aggregate(rows: Iterable[dict[str, Any]], by: str | Sequence[str], metric: str,
+              states: Sequence[str] | None = ("COMPLETE",)) -> list[dict[str, Any]]:
+    """Group rows by ``by`` and summarise ``metric``: n, mean, std (sample; 0 for n=1), min, max.
+
+    Rows whose metric is missing/non-finite or whose state is not in ``states`` (None: any)
+    are left out. Groups come sorted by their key.
+    """
+    keys = [by] if isinstance(by, str) else list(by)
+    groups: dict[tuple, list[float]] = defaultdict(list)
+    for r in rows:
+        if states is not None and r.get("state", "COMPLETE") not in states:
+            continue
+        v = r.get(metric)
+        if _finite(v):
+            groups[tuple(r.get(k) for k in keys)].append(float(v))
+    out = []
+    for key in sorted(groups, key=lambda k: tuple((x is None, x if not isinstance(x, str) else 0, str(x)) for x in k)):
+        vals = groups[key]
+        out.append({**dict(zip(keys, key)), "metric": metric, "n": len(vals),
+                    "mean": statistics.fmean(vals),
+                    "std": statistics.stdev(vals) if len(vals) > 1 else 0.0,
+                    "min": min(vals), "max": max(vals)})
+    return out
+
+
+def aggregate_by_depth(rows: Iterable[dict[str, Any]], metric: str = "test_accuracy",
+                       states: Sequence[str] | None = ("COMPLETE",)) -> list[dict[str, Any]]:
+    """:func:`aggregate` by ``hidden_layers``: mean and spread of ``metric`` at each depth."""
+    return aggregate(rows, "hidden_layers", metric, states)
+
+
+@dataclass(frozen=True)
+class LinearFit:
+    """Least-squares line ``y = slope * x + intercept`` with its coefficient of determination."""
+
+    slope: float
+    intercept: float
+    r2: float
+    n: int
+
+    def predict(self, x: float) -> float:
+        """The fitted y at ``x``."""
+        return self.slope * x + self.intercept
+
+
+def linear_fit(xs: Sequence[float], ys: Sequence[float]) -> LinearFit:
+    """Ordinary least squares of ``ys`` on ``xs``; R² is 1 - SS_res/SS_tot (1.0 if ys are constant
+    and fitted exactly). Needs at least two distinct x values."""
+    pts = [(float(x), float(y)) for x, y in zip(xs, ys) if _finite(x) and _finite(y)]
+    if len({x for x, _ in pts}) < 2:
+        raise ValueError(f"a linear fit needs at least two distinct x values, but got {sorted({x for x, _ in pts})}")
+    n = len(pts)
+    mx = sum(x for x, _ in pts) / n
+    my = sum(y for _, y in pts) / n
+    sxx = sum((x - mx) ** 2 for x, _ in pts)
+    sxy = sum((x - mx) * (y - my) for x, y in pts)
+    slope = sxy / sxx
+    intercept = my - slope * mx
+    ss_tot = sum((y - my) ** 2 for _, y in pts)
+    ss_res = sum((y - (slope * x + intercept)) ** 2 for x, y in pts)
+    r2 = 1.0 - ss_res / ss_tot if ss_tot > 0 else (1.0 if ss_res < 1e-12 else 0.0)
+    return LinearFit(slope, intercept, r2, n)
+
+
+def time_vs_depth_fit(rows: Iterable[dict[str, Any]], metric: str = "train_seconds") -> LinearFit:
+    """Linear fit of a timing (``train_seconds`` or ``compile_seconds``) against hidden layers
+    over every COMPLETE trial."""
+    pts = [(r["hidden_layers"], r[metric]) for r in rows
+           if r.get("state") == "COMPLETE" and _finite(r.get(metric)) and _finite(r.get("hidden_layers"))]
+    return linear_fit([p[0] for p in pts], [p[1] for p in pts])
+
+
+def markdown_table(rows: Sequence[dict[str, Any]], columns: Sequence[str],
+                   headers: Sequence[str] | None = None, floatfmt: str = ".4f") -> str:
+    """A GitHub-flavoured markdown table of ``columns`` (floats formatted with ``floatfmt``)."""
+    def fmt(v: Any) -> str:
+        if v is None:
+            return ""
+        if isinstance(v, float):
+            return format(v, floatfmt)
+        return str(v).replace("|", "\\|")
+
+    heads = list(headers) if headers else list(columns)
+    lines = ["| " + " | ".join(heads) + " |", "|" + "|".join("---" for _ in heads) + "|"]
+    lines += ["| " + " | ".join(fmt(r.get(c)) for c in columns) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------- figures
+def figures(rows: Sequence[dict[str, Any]], metric: str = "test_accuracy") -> dict[str, Any]:
+    """The report's plotly figures keyed by name: ``depth_metric``, ``depth_time``,
+    ``depth_compile`` and ``learning_curves`` (those with no data are left out)."""
+    import plotly.graph_objects as go
+
+    figs: dict[str, Any] = {}
+    done = [r for r in rows if r.get("state") == "COMPLETE"]
+
+    def depth_figure(column: str, title: str, ytitle: str, fit: bool) -> Any | None:
+        agg = aggregate_by_depth(done, column)
+        if not agg:
+            return None
+        fig = go.Figure()
+        pts = [r for r in done if _finite(r.get(column))]
+        fig.add_trace(go.Scatter(x=[r["hidden_layers"] for r in pts], y=[r[column] for r in pts],
+                                 mode="markers", name="trials", opacity=0.45,
+                                 text=[f"{r['trial_id']} seed={r['seed']}" for r in pts]))
+        fig.add_trace(go.Scatter(x=[a["hidden_layers"] for a in agg], y=[a["mean"] for a in agg],
+                                 error_y={"type": "data", "array": [a["std"] for a in agg], "visible": True},
+                                 mode="lines+markers", name="mean ± std over seeds"))
+        if fit and len(agg) >= 2:
+            lf = time_vs_depth_fit(done, column)
+            xs = [agg[0]["hidden_layers"], agg[-1]["hidden_layers"]]
+            fig.add_trace(go.Scatter(x=xs, y=[lf.predict(x) for x in xs], mode="lines",
+                                     line={"dash": "dot"},
+                                     name=f"linear fit: {lf.slope:.3g}s/layer, R²={lf.r2:.3f}"))
+        fig.update_layout(title=title, xaxis_title="hidden layers", yaxis_title=ytitle,
+                          template="plotly_white", height=420)
+        return fig
+
+    for name, column, title, ytitle, fit in (
+        ("depth_metric", metric, f"Hidden layers vs {metric}", metric, False),
+        ("depth_time", "train_seconds", "Hidden layers vs training time", "training time (s)", True),
+        ("depth_compile", "compile_seconds", "Hidden layers vs compile time", "compile time (s)", True),
+    ):
+        fig = depth_figure(column, title, ytitle, fit)
+        if fig is not None:
+            figs[name] = fig
+
+    curves = [r for r in rows if r.get("history")]
+    if curves:
+        fig = go.Figure()
+        key = "val_accuracy" if any(h.get("val_accuracy") is not None for r in curves for h in r["history"]) else "val_loss"
+        for r in curves[:200]:  # a readable chart, not every trial of a huge sweep
+            hist = r["history"]
+            fig.add_trace(go.Scatter(x=[h.get("epoch") for h in hist], y=[h.get(key) for h in hist],
+                                     mode="lines", name=f"L={r['hidden_layers']} s={r['seed']} {r['trial_id'][:10]}",
+                                     opacity=0.7))
+        fig.update_layout(title=f"Learning curves ({key} per epoch)", xaxis_title="epoch",
+                          yaxis_title=key, template="plotly_white", height=460)
+        figs["learning_curves"] = fig
+    return figs
+
+
+# --------------------------------------------------------------------------- HTML
+def _html_table(rows: Sequence[dict[str, Any]], columns: Sequence[str]) -> str:
+    def cell(v: Any) -> str:
+        if isinstance(v, float):
+            return f"{v:.4g}"
+        return html.escape("" if v is None else str(v))
+
+    head = "".join(f"<th>{html.escape(c)}</th>" for c in columns)
+    body = "".join("<tr>" + "".join(f"<td>{cell(r.get(c))}</td>" for c in columns) + "</tr>" for r in rows)
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def render_html(store: ResultStore, experiment_id: str) -> str:
+    """One self-contained HTML report of an experiment: plotly.js inlined, no network needed."""
+    import plotly.io as pio
+
+    exp = store.get_experiment(experiment_id)
+    rows = trial_rows(store, experiment_id)
+    objective = (exp.spec.get("search") or {}).get("objective") or {}
+    metric = objective.get("metric", "test_accuracy")
+    mode = objective.get("mode", "max")
+    if metric not in (*METRICS, "train_seconds", "compile_seconds"):
+        metric = "test_accuracy"
+    figs = figures(rows, metric)
+    parts = []
+    for i, fig in enumerate(figs.values()):
+        # plotly.js (from the installed plotly package) goes in once, inline, with the first chart
+        parts.append(pio.to_html(fig, include_plotlyjs=(i == 0), full_html=False,
+                                 config={"displaylogo": False}))
+    counts: dict[str, int] = defaultdict(int)
+    for r in rows:
+        counts[r["state"]] += 1
+    varied = [c for c in varied_columns(rows) if c != "seed"]
+    by_config = aggregate(rows, varied, metric) if varied else []
+    by_config.sort(key=lambda a: a["mean"], reverse=(mode == "max"))
+    done = sorted((r for r in rows if r["state"] == "COMPLETE" and _finite(r.get(metric))),
+                  key=lambda r: r[metric], reverse=(mode == "max"))
+    fit_lines = []
+    for col in ("train_seconds", "compile_seconds"):
+        try:
+            lf = time_vs_depth_fit(rows, col)
+            fit_lines.append(f"<li>{col} ≈ {lf.slope:.4g} × hidden_layers + {lf.intercept:.4g} "
+                             f"(R² = {lf.r2:.3f}, n = {lf.n})</li>")
+        except (ValueError, KeyError):
+            pass
+    trial_cols = ["trial_id", "state", *varied, "seed", metric, "train_seconds", "compile_seconds",
+                  "epochs_run", "n_params", "error"]
+    summary_cols = [*varied, "n", "mean", "std", "min", "max"]
+    esc = html.escape
+    return f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8">
+<title>dnnframe report: {esc(exp.name)}</title>
+<style>
+body {{ font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1200px; color: #222; }}
+table {{ border-collapse: collapse; font-size: 13px; margin: 1em 0; }}
+td, th {{ border: 1px solid #ddd; padding: 3px 8px; text-align: right; }}
+th {{ background: #f4f4f4; }} code {{ background: #f4f4f4; padding: 1px 4px; }}
+</style></head><body>
+<h1>{esc(exp.name)}</h1>
+<p>Experiment <code>{esc(exp.id)}</code> · {len(rows)} trials ·
+{", ".join(f"{esc(k)}: {v}" for k, v in sorted(counts.items()))} ·
+objective: {esc(mode)} <code>{esc(metric)}</code> · generated {time.strftime("%Y-%m-%d %H:%M:%S %Z")}</p>
+<p>{esc(str(exp.spec.get("description") or ""))}</p>
+<h2>Charts</h2>
+{"".join(parts) or "<p>No finished trials yet.</p>"}
+<h2>Timing fits</h2><ul>{"".join(fit_lines) or "<li>not enough depths for a fit</li>"}</ul>
+<h2>By configuration ({esc(metric)}, mean over seeds)</h2>
+{_html_table(by_config, summary_cols) if by_config else "<p>Only one configuration.</p>"}
+<h2>Best trials</h2>
+{_html_table(done[:10], trial_cols)}
+<h2>All trials</h2>
+{_html_table(rows, trial_cols)}
+</body></html>
+"""
+
+
+def write_report(store: ResultStore, experiment_id: str, path: str | Path) -> Path:
+    """Write :func:`render_html` to ``path`` (atomically: a temp file renamed into place)."""
+    path = Path(path)
+    text = render_html(store, experiment_id)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    tmp.replace(path)
+    return path

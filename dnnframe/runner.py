@@ -1,0 +1,128 @@
+"""Run one trial: claim it, train it, report each epoch, record how it ended.
+
+:func:`run_trial` is the single place where a training exception becomes a FAILED trial
+(with its traceback); the local process pool and the Celery task both call it, so a trial
+behaves the same wherever it runs. It only needs a trial id and a store: the resolved
+configuration is re-read from the store, never shipped with the message.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import time
+import traceback
+from collections.abc import Callable
+from typing import Any
+
+from .exceptions import StoreError, TrialCancelled
+from .store.base import ResultStore, TrialState
+
+log = logging.getLogger(__name__)
+
+TrainFn = Callable[..., Any]
+
+# A results database hiccup must not kill a run (Sacred's lesson): per-epoch writes are
+# best effort, the final write is retried before giving up.
+_FINISH_RETRIES = 5
+
+
+def default_worker_name() -> str:
+    """``host:pid`` — unique per live process, readable in the dashboard."""
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def _default_train_fn() -> TrainFn:
+    from .engine import train  # lazy: importing the engine pulls in nothing heavy, train does
+
+    return train
+
+
+def _finish(store: ResultStore, trial_id: str, state: TrialState, result: dict[str, Any] | None,
+            error: str | None, worker: str) -> bool:
+    delay = 0.2
+    for attempt in range(_FINISH_RETRIES):
+        try:
+            return store.finish_trial(trial_id, state, result=result, error=error, worker=worker)
+        except StoreError:
+            if attempt == _FINISH_RETRIES - 1:
+                raise
+            log.warning("trial %s: storing the final state failed, retrying in %.1fs", trial_id, delay,
+                        exc_info=True)
+            time.sleep(delay)
+            delay *= 2
+    return False  # unreachable; keeps type checkers happy
+
+
+def run_trial(trial_id: str, store: ResultStore, worker: str | None = None,
+              max_attempts: int | None = None, train_fn: TrainFn | None = None) -> TrialState | None:
+    """Claim and train one trial, recording every epoch and the final state in ``store``.
+
+    Args:
+        trial_id: the trial to run; it must exist in ``store``.
+        store: the result store (already open in this process).
+        worker: name recorded on the trial; defaults to ``host:pid``.
+        max_attempts: delivery cap passed to ``store.claim_trial`` (a trial claimed more
+            often than this is marked FAILED instead of run again).
+        train_fn: ``train(config, on_epoch=...) -> TrialResult``; defaults to
+            :func:`dnnframe.engine.train` (benchmarks pass a cheap stand-in).
+
+    Returns:
+        The final :class:`TrialState`, or None when the trial was not claimable (already
+        finished, running elsewhere, cancelled, or over its delivery cap) — a redelivered
+        message is a no-op.
+
+    A training exception makes the trial FAILED with its traceback; cancellation of the
+    experiment (seen after an epoch) makes it CANCELLED; a KeyboardInterrupt in this process
+    makes it CANCELLED and is re-raised. Nothing but the final write changes a finished row.
+    """
+    from .spec import TrialConfig
+
+    worker = worker or default_worker_name()
+    record = store.claim_trial(trial_id, worker, max_attempts=max_attempts)
+    if record is None:
+        return None
+    train = train_fn or _default_train_fn()
+    lost = False  # another worker owns the trial now (our heartbeat was refused)
+
+    def on_epoch(epoch: int, metrics: dict[str, Any]) -> bool:
+        nonlocal lost
+        try:
+            store.append_metrics(trial_id, dict(metrics))
+            if not store.heartbeat(trial_id, worker):
+                lost = True
+                return True
+            return bool(store.is_cancel_requested(trial_id))
+        except StoreError:
+            log.warning("trial %s: could not record epoch %s; training goes on", trial_id, epoch,
+                        exc_info=True)
+            return False
+
+    started = time.perf_counter()
+    try:
+        config = TrialConfig.model_validate(record.config)
+        result = train(config, on_epoch=on_epoch)
+    except KeyboardInterrupt:
+        _finish(store, trial_id, TrialState.CANCELLED, None, "interrupted (KeyboardInterrupt)", worker)
+        raise
+    except TrialCancelled as exc:
+        _finish(store, trial_id, TrialState.CANCELLED, None, f"cancelled: {exc}", worker)
+        return TrialState.CANCELLED
+    except Exception as exc:
+        tb = traceback.format_exc()
+        log.error("trial %s failed after %.1fs (config %s): %s", trial_id,
+                  time.perf_counter() - started, record.config, exc)
+        _finish(store, trial_id, TrialState.FAILED, None, tb, worker)
+        return TrialState.FAILED
+    if lost:
+        log.warning("trial %s: heartbeat refused, another worker owns it; result dropped", trial_id)
+        return None
+    state = TrialState(result.status)
+    error = None
+    if state is TrialState.DIVERGED:
+        error = f"diverged at epoch {getattr(result, 'diverged_epoch', None)} (loss became non-finite)"
+    elif state is TrialState.CANCELLED:
+        error = f"cancelled after {getattr(result, 'epochs_run', '?')} epochs (experiment cancelled)"
+    _finish(store, trial_id, state, result.to_dict(), error, worker)
+    return state

@@ -1,0 +1,74 @@
+"""Submit a sweep: store the experiment and its trials, hand unfinished trials to an executor.
+
+Submitting is idempotent. The experiment id and every trial id are hashes of what
+determines them, so submitting the same spec again reuses the same rows: COMPLETE (and
+other finished) trials are not trained again, trials a previous run left CANCELLED (an
+interrupted ``dnnframe run``) are queued again, and only QUEUED trials go to the executor.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from .spec import ExperimentSpec, count_trials, expand_with_ids
+from .store.base import ExperimentRecord, ResultStore, TrialState
+
+if TYPE_CHECKING:
+    from .executors import Executor
+
+
+@dataclass
+class SubmitResult:
+    """What a submission did: the experiment, all its trial ids (in expansion order), the ids
+    that were new to the store, the ids re-queued from an earlier interrupted run, and the
+    ids handed to the executor."""
+
+    experiment: ExperimentRecord
+    trial_ids: list[str]
+    new_trial_ids: list[str]
+    requeued_trial_ids: list[str] = field(default_factory=list)
+    submitted_trial_ids: list[str] = field(default_factory=list)
+
+
+def submit_experiment(spec: ExperimentSpec, store: ResultStore, executor: Executor | None = None,
+                      retry_failed: bool = False) -> SubmitResult:
+    """Store ``spec``'s experiment and trials (idempotently) and run the unfinished ones.
+
+    Args:
+        spec: a validated spec (:func:`dnnframe.spec.parse_spec` / ``load_spec``).
+        store: where the experiment and its trials live.
+        executor: receives the ids of the trials still QUEUED; None only stores them.
+        retry_failed: also re-queue trials a previous run left FAILED.
+
+    Returns:
+        A :class:`SubmitResult`.
+    """
+    pairs = [(tid, cfg.model_dump(mode="json")) for tid, cfg in expand_with_ids(spec)]
+    trial_ids = list(dict.fromkeys(tid for tid, _ in pairs))  # a duplicated config is one trial
+    experiment_id = spec.experiment_id
+    existing = {t.id for t in store.list_trials(experiment_id)} if _experiment_exists(store, experiment_id) else set()
+    store.create_experiment(experiment_id, spec.name, spec.to_dict(), count_trials(spec))
+    store.create_trials(experiment_id, pairs)
+    new_ids = [tid for tid in trial_ids if tid not in existing]
+
+    # A resubmission resumes: lift the cancel flag of an interrupted run and queue its
+    # CANCELLED (and on request FAILED) trials again. COMPLETE trials stay as they are.
+    states = [TrialState.CANCELLED] + ([TrialState.FAILED] if retry_failed else [])
+    requeued = store.requeue_trials(experiment_id, states)
+
+    queued = {t.id for t in store.list_trials(experiment_id, state=TrialState.QUEUED)}
+    to_run = [tid for tid in trial_ids if tid in queued]
+    if executor is not None and to_run:
+        executor.submit(to_run)
+    return SubmitResult(store.get_experiment(experiment_id), trial_ids, new_ids, list(requeued), to_run)
+
+
+def _experiment_exists(store: ResultStore, experiment_id: str) -> bool:
+    from .exceptions import NotFoundError
+
+    try:
+        store.get_experiment(experiment_id)
+    except NotFoundError:
+        return False
+    return True
