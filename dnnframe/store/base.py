@@ -327,6 +327,20 @@ class ResultStore(abc.ABC):
             NotFoundError: unknown experiment.
         """
 
+    def requeue_trials(self, experiment_id: str,
+                       states: list[TrialState] | tuple[TrialState, ...] = (TrialState.CANCELLED,)) -> list[str]:
+        """Resume an experiment: lift its ``cancel_requested`` flag and move its trials in
+        ``states`` (finished states, e.g. CANCELLED of an interrupted run) back to QUEUED,
+        clearing result, error, worker, metrics and ``attempts``. COMPLETE trials are never
+        touched unless asked for. Used when the same spec is submitted again.
+
+        Returns:
+            The ids of the trials re-queued, sorted.
+        Raises:
+            NotFoundError: unknown experiment.  ValueError: QUEUED or RUNNING in ``states``.
+        """
+        raise NotImplementedError(f"{type(self).__name__} does not implement requeue_trials")
+
     @abc.abstractmethod
     def get_experiment(self, experiment_id: str) -> ExperimentRecord:
         """The experiment with its trial ``counts``. Raises NotFoundError if unknown."""
