@@ -1,0 +1,101 @@
+"""The dashboard's one API error type and the one handler that turns errors into JSON.
+
+Views raise :class:`APIError` (or let a ``SpecError``/``DatasetError``/``NotFoundError`` or an
+HTTP exception escape); they never build error JSON by hand.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from flask import Flask, Response, jsonify, request
+from werkzeug.exceptions import HTTPException
+
+from dnnframe.exceptions import DatasetError, NotFoundError, SpecError
+
+
+class APIError(Exception):
+    """An error answered as JSON: ``{"status", "error", "message", "errors"?}``.
+
+    ``errors`` lists field problems as ``{"path": "model.width", "message": ...}`` so a
+    client (or the sweep form) can show each one next to its field.
+    """
+
+    def __init__(self, status: int, message: str, errors: list[dict[str, str]] | None = None,
+                 headers: dict[str, str] | None = None):
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.errors = errors
+        self.headers = headers or {}
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON body of the error response."""
+        from http import HTTPStatus
+
+        try:
+            phrase = HTTPStatus(self.status).phrase
+        except ValueError:
+            phrase = "Error"
+        body: dict[str, Any] = {"status": self.status, "error": phrase, "message": self.message}
+        if self.errors is not None:
+            body["errors"] = self.errors
+        return body
+
+
+def _wants_json() -> bool:
+    # API paths always answer JSON; pages answer JSON only when the client asks for it.
+    if request.path.startswith("/api/"):
+        return True
+    best = request.accept_mimetypes.best_match(["text/html", "application/json"])
+    return best == "application/json"
+
+
+def to_api_error(exc: BaseException) -> APIError:
+    """Map any error the views let escape onto an :class:`APIError`."""
+    if isinstance(exc, APIError):
+        return exc
+    if isinstance(exc, SpecError):
+        return APIError(400, "the spec is invalid: " + "; ".join(
+            f"{e['path'] or '<root>'}: {e['message']}" for e in exc.errors), exc.errors)
+    if isinstance(exc, DatasetError):
+        return APIError(400, str(exc), [{"path": "dataset", "message": str(exc)}])
+    if isinstance(exc, NotFoundError):
+        return APIError(404, str(exc))
+    if isinstance(exc, HTTPException):
+        headers = {}
+        if exc.code == 405 and exc.valid_methods:  # type: ignore[attr-defined]
+            headers["Allow"] = ", ".join(exc.valid_methods)  # type: ignore[attr-defined]
+        message = exc.description or exc.name
+        if exc.code == 413:
+            limit = _content_limit()
+            message = f"the request body is larger than the limit of {limit} bytes"
+        return APIError(exc.code or 500, message, headers=headers)
+    return APIError(500, "internal server error (the details are in the server log)")
+
+
+def _content_limit() -> int | None:
+    from flask import current_app
+
+    return current_app.config.get("MAX_CONTENT_LENGTH")
+
+
+def register_error_handlers(app: Flask) -> None:
+    """Install the one handler: JSON for the API, a plain page for browsers."""
+
+    @app.errorhandler(Exception)
+    def handle(exc: Exception) -> Response | tuple[Any, int]:
+        error = to_api_error(exc)
+        if error.status >= 500:
+            app.logger.exception("unhandled error on %s %s", request.method, request.path,
+                                 exc_info=exc)
+        if _wants_json():
+            response = jsonify(error.to_dict())
+        else:
+            from flask import render_template
+
+            response = app.make_response(render_template("error.html", error=error))
+        response.status_code = error.status
+        for key, value in error.headers.items():
+            response.headers[key] = value
+        return response

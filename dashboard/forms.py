@@ -1,0 +1,146 @@
+"""The sweep form: its fields turned into a spec (the same JSON the REST API accepts), and
+spec error paths mapped back onto the form's fields.
+
+Ranges and lists are typed the way people write them: ``1-4`` (every integer), ``2-16:2``
+(a step), ``1, 2, 4`` (a list), ``32`` (one value).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from werkzeug.datastructures import MultiDict
+
+FIELDS = ("name", "dataset", "upload", "label_column", "hidden_layers", "width", "activation",
+          "optimizer", "learning_rate", "epochs", "batch_size", "seeds")
+
+# spec path prefix → form field (longest prefix first)
+_PATH_TO_FIELD = [
+    ("dataset.label_column", "label_column"), ("dataset.upload", "upload"), ("dataset.path", "dataset"),
+    ("dataset", "dataset"), ("model.hidden_layers", "hidden_layers"), ("model.width", "width"),
+    ("model.activation", "activation"), ("model", "hidden_layers"),
+    ("training.optimizer", "optimizer"), ("training.learning_rate", "learning_rate"),
+    ("training.max_epochs", "epochs"), ("training.batch_size", "batch_size"),
+    ("training", "optimizer"), ("search.seeds", "seeds"), ("search", "seeds"), ("name", "name"),
+]
+
+_RANGE = re.compile(r"^\s*(-?\d+)\s*(?:-|\.\.)\s*(-?\d+)\s*(?::\s*(\d+)\s*)?$")
+
+DEFAULT_FORM = {"name": "layer-sweep", "dataset": "iris", "hidden_layers": "1-3", "width": "16",
+                "activation": ["relu"], "optimizer": ["adam"], "learning_rate": "0.01",
+                "epochs": "10", "batch_size": "32", "seeds": "2"}
+
+
+class FormErrors(Exception):
+    """Fields that cannot even be turned into a spec (``{field: message}``)."""
+
+    def __init__(self, fields: dict[str, str]):
+        super().__init__("; ".join(f"{k}: {v}" for k, v in fields.items()))
+        self.fields = fields
+
+
+def _split(text: str) -> list[str]:
+    return [p.strip() for p in re.split(r"[,\s]+", text.strip()) if p.strip()]
+
+
+def _one_or_grid(values: list[Any]) -> Any:
+    return values[0] if len(values) == 1 else {"grid": values}
+
+
+def _ints(field: str, text: str, errors: dict[str, str], allow_range: bool = True) -> Any:
+    text = (text or "").strip()
+    if not text:
+        errors[field] = "required"
+        return None
+    m = _RANGE.match(text) if allow_range else None
+    if m:
+        low, high, step = int(m.group(1)), int(m.group(2)), int(m.group(3) or 1)
+        return {"int_range": [low, high, step]} if low != high else low
+    try:
+        return _one_or_grid([int(p) for p in _split(text)])
+    except ValueError:
+        hint = "a number, a range like 1-4 or 2-16:2, or a list like 1, 2, 4" if allow_range \
+            else "a number or a list like 16, 32"
+        errors[field] = f"must be {hint}, but got {text!r}"
+        return None
+
+
+def _floats(field: str, text: str, errors: dict[str, str]) -> Any:
+    text = (text or "").strip()
+    if not text:
+        errors[field] = "required"
+        return None
+    try:
+        return _one_or_grid([float(p) for p in _split(text)])
+    except ValueError:
+        errors[field] = f"must be a number or a list like 0.001, 0.01, but got {text!r}"
+        return None
+
+
+def form_to_spec(form: MultiDict) -> dict[str, Any]:
+    """Build a spec document from the form's fields.
+
+    Raises:
+        FormErrors: naming each field that is not even well-formed.
+    """
+    errors: dict[str, str] = {}
+    dataset_name = (form.get("dataset") or "").strip()
+    if not dataset_name:
+        errors["dataset"] = "choose a dataset"
+    dataset: dict[str, Any] = {"name": dataset_name}
+    if dataset_name == "csv":
+        upload = (form.get("upload") or "").strip()
+        if not upload:
+            errors["upload"] = "upload a CSV file first"
+        dataset["upload"] = upload
+        label = (form.get("label_column") or "").strip()
+        if not label:
+            errors["label_column"] = "choose the label column"
+        dataset["label_column"] = label
+    activations = [a for a in form.getlist("activation") if a]
+    optimizers = [o for o in form.getlist("optimizer") if o]
+    if not activations:
+        errors["activation"] = "choose at least one activation"
+    if not optimizers:
+        errors["optimizer"] = "choose at least one optimiser"
+    seeds_text = (form.get("seeds") or "1").strip()
+    try:
+        seeds = int(seeds_text)
+    except ValueError:
+        errors["seeds"] = f"must be a whole number of seeds, but got {seeds_text!r}"
+        seeds = 1
+    spec = {
+        "name": (form.get("name") or "").strip() or "experiment",
+        "dataset": dataset,
+        "model": {"hidden_layers": _ints("hidden_layers", form.get("hidden_layers", ""), errors),
+                  "width": _ints("width", form.get("width", ""), errors, allow_range=False),
+                  "activation": _one_or_grid(activations)},
+        "training": {"optimizer": _one_or_grid(optimizers),
+                     "learning_rate": _floats("learning_rate", form.get("learning_rate", ""), errors),
+                     "max_epochs": _ints("epochs", form.get("epochs", ""), errors),
+                     "batch_size": _ints("batch_size", form.get("batch_size") or "32", errors,
+                                         allow_range=False)},
+        "search": {"seeds": seeds},
+    }
+    if errors:
+        raise FormErrors(errors)
+    return spec
+
+
+def field_for_path(path: str) -> str:
+    """The form field a spec error path belongs to (``model.width.grid[1]`` → ``width``)."""
+    for prefix, field in _PATH_TO_FIELD:
+        if path == prefix or path.startswith(prefix + ".") or path.startswith(prefix + "["):
+            return field
+    return "name" if not path else "form"
+
+
+def errors_by_field(errors: list[dict[str, str]]) -> dict[str, str]:
+    """Group spec errors by form field (messages joined)."""
+    out: dict[str, str] = {}
+    for e in errors:
+        field = field_for_path(e.get("path", ""))
+        msg = e["message"]
+        out[field] = f"{out[field]}; {msg}" if field in out else msg
+    return out

@@ -1,0 +1,216 @@
+// Experiment page: follows GET /api/v1/experiments/<id>/trials?since=<cursor> every second
+// and redraws the progress, the sortable trial table and the plotly charts.
+(function () {
+  "use strict";
+  const meta = JSON.parse(document.getElementById("experiment-data").textContent);
+  const trials = new Map();
+  let cursor = 0;
+  let sortKey = "seq", sortDesc = false;
+  let finishedPolls = 0;
+  const FINISHED = new Set(["COMPLETE", "FAILED", "DIVERGED", "PRUNED", "CANCELLED"]);
+  const PLOT_CONFIG = { displaylogo: false, responsive: true };
+  const LAYOUT = {
+    margin: { l: 60, r: 20, t: 40, b: 50 }, height: 320,
+    paper_bgcolor: "rgba(0,0,0,0)", plot_bgcolor: "#fbfbfd",
+    font: { family: "system-ui, -apple-system, 'Segoe UI', sans-serif", size: 12, color: "#222" },
+  };
+
+  function fmt(v, digits) {
+    if (v === null || v === undefined || Number.isNaN(v)) return "";
+    if (typeof v === "number") return Number.isInteger(v) ? String(v) : v.toFixed(digits === undefined ? 4 : digits);
+    if (Array.isArray(v)) return v.join("/");
+    return String(v);
+  }
+
+  function row(t) {
+    return {
+      id: t.id, seq: t.seq, state: t.state, hidden_layers: t.params.hidden_layers,
+      width: fmt(t.params.width), activation: t.params.activation, optimizer: t.params.optimizer,
+      learning_rate: t.params.learning_rate, seed: t.params.seed, epoch: t.epoch,
+      test_accuracy: t.metrics.test_accuracy, val_accuracy: t.metrics.val_accuracy,
+      train_seconds: t.train_seconds, error: t.error,
+    };
+  }
+
+  // ----------------------------------------------------------------- table
+  const tbody = document.querySelector("#trials tbody");
+  for (const th of document.querySelectorAll("#trials th[data-key]")) {
+    th.addEventListener("click", function () {
+      const key = th.dataset.key;
+      sortDesc = sortKey === key ? !sortDesc : th.hasAttribute("data-num");
+      sortKey = key;
+      for (const o of document.querySelectorAll("#trials th")) o.classList.remove("asc", "desc");
+      th.classList.add(sortDesc ? "desc" : "asc");
+      renderTable();
+    });
+  }
+
+  function renderTable() {
+    const rows = Array.from(trials.values()).map(row);
+    rows.sort(function (a, b) {
+      const x = a[sortKey], y = b[sortKey];
+      const xm = x === null || x === undefined, ym = y === null || y === undefined;
+      if (xm || ym) return xm === ym ? a.seq - b.seq : (xm ? 1 : -1); // blanks last
+      const c = typeof x === "number" && typeof y === "number" ? x - y : String(x).localeCompare(String(y));
+      return sortDesc ? -c : c;
+    });
+    const html = rows.map(function (r) {
+      const title = r.error ? ' title="' + escapeHtml(r.error) + '"' : "";
+      return '<tr data-trial="' + r.id + '" data-state="' + r.state + '">' +
+        '<td><span class="state state-' + r.state + '"' + title + ">" + r.state + "</span></td>" +
+        "<td>" + fmt(r.hidden_layers) + "</td><td>" + fmt(r.width) + "</td><td>" + fmt(r.activation) +
+        "</td><td>" + fmt(r.optimizer) + "</td><td>" + fmt(r.learning_rate, 5) + "</td><td>" + fmt(r.seed) +
+        "</td><td>" + fmt(r.epoch) + '</td><td class="num">' + fmt(r.test_accuracy) + '</td><td class="num">' +
+        fmt(r.val_accuracy) + '</td><td class="num">' + fmt(r.train_seconds, 2) + "</td>" +
+        '<td><a href="' + meta.trial_url.replace("TRIAL_ID", r.id) + '"><code>' + r.id.slice(0, 10) + "…</code></a></td></tr>";
+    }).join("");
+    tbody.innerHTML = html;
+  }
+
+  function escapeHtml(s) {
+    return String(s).replace(/[&<>"']/g, function (c) {
+      return { "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" }[c];
+    });
+  }
+
+  // ----------------------------------------------------------------- charts
+  const SERIES_PARAMS = ["width", "activation", "optimizer", "learning_rate", "batch_size", "max_epochs", "dataset"];
+
+  function seriesLabeler(list) {
+    const varying = SERIES_PARAMS.filter(function (p) {
+      return new Set(list.map(function (t) { return JSON.stringify(t.params[p]); })).size > 1;
+    });
+    return function (t) {
+      if (!varying.length) return "all";
+      return varying.map(function (p) { return p + "=" + fmt(t.params[p], 5); }).join(", ");
+    };
+  }
+
+  function meanStd(values) {
+    const n = values.length;
+    const mean = values.reduce(function (a, b) { return a + b; }, 0) / n;
+    const variance = n > 1 ? values.reduce(function (a, b) { return a + (b - mean) * (b - mean); }, 0) / (n - 1) : 0;
+    return [mean, Math.sqrt(variance)];
+  }
+
+  // Hidden layers (x) vs a per-trial value (y): mean and ± one standard deviation over seeds.
+  function depthTraces(list, value, collapse) {
+    const label = collapse ? function () { return "all"; } : seriesLabeler(list);
+    const groups = new Map();
+    for (const t of list) {
+      const y = value(t);
+      if (y === null || y === undefined) continue;
+      const key = label(t);
+      if (!groups.has(key)) groups.set(key, new Map());
+      const byDepth = groups.get(key);
+      const d = t.params.hidden_layers;
+      if (!byDepth.has(d)) byDepth.set(d, []);
+      byDepth.get(d).push(y);
+    }
+    if (groups.size > 12) return depthTraces(list, value, true); // too many series to read
+    return Array.from(groups.entries()).map(function ([name, byDepth]) {
+      const depths = Array.from(byDepth.keys()).sort(function (a, b) { return a - b; });
+      const stats = depths.map(function (d) { return meanStd(byDepth.get(d)); });
+      return {
+        type: "scatter", mode: "lines+markers", name: name, x: depths,
+        y: stats.map(function (s) { return s[0]; }),
+        error_y: { type: "data", array: stats.map(function (s) { return s[1]; }), visible: true },
+        text: depths.map(function (d) { return byDepth.get(d).length + " seed(s)"; }),
+      };
+    });
+  }
+
+  function renderCharts() {
+    if (typeof Plotly === "undefined") return;
+    const all = Array.from(trials.values());
+    const done = all.filter(function (t) { return t.state === "COMPLETE"; });
+    const objective = meta.objective && meta.objective.metric && meta.objective.metric.indexOf("test_") === 0
+      ? meta.objective.metric : "test_accuracy";
+    Plotly.react("chart-accuracy", depthTraces(done, function (t) { return t.metrics[objective]; }),
+      Object.assign({}, LAYOUT, { title: { text: "Hidden layers vs " + objective.replace("_", " ") + " (mean ± sd over seeds)" },
+        xaxis: { title: { text: "hidden layers" }, dtick: 1 }, yaxis: { title: { text: objective.replace("_", " ") } } }), PLOT_CONFIG);
+    Plotly.react("chart-time", depthTraces(done, function (t) { return t.train_seconds; }),
+      Object.assign({}, LAYOUT, { title: { text: "Hidden layers vs training time (mean ± sd over seeds)" },
+        xaxis: { title: { text: "hidden layers" }, dtick: 1 }, yaxis: { title: { text: "seconds" }, rangemode: "tozero" } }), PLOT_CONFIG);
+
+    const curveMetric = all.some(function (t) { return (t.history || []).some(function (h) { return h.val_accuracy !== undefined && h.val_accuracy !== null; }); })
+      ? "val_accuracy" : "val_loss";
+    const curves = all.filter(function (t) { return t.history && t.history.length; }).slice(0, 80).map(function (t) {
+      return {
+        type: "scatter", mode: "lines", name: t.params.hidden_layers + " layers, seed " + t.params.seed,
+        x: t.history.map(function (h) { return h.epoch; }), y: t.history.map(function (h) { return h[curveMetric]; }),
+        line: { width: 1.5 }, opacity: t.state === "RUNNING" ? 1 : 0.75,
+      };
+    });
+    Plotly.react("chart-curves", curves, Object.assign({}, LAYOUT, {
+      title: { text: "Learning curves (" + curveMetric.replace("_", " ") + ")" }, showlegend: curves.length <= 12,
+      xaxis: { title: { text: "epoch" } }, yaxis: { title: { text: curveMetric.replace("_", " ") } } }), PLOT_CONFIG);
+
+    const pts = done.filter(function (t) { return t.metrics[objective] !== undefined; });
+    const cat = function (key) {
+      const values = Array.from(new Set(all.map(function (t) { return String(t.params[key]); }))).sort();
+      return { label: key, values: pts.map(function (t) { return values.indexOf(String(t.params[key])); }),
+        tickvals: values.map(function (_, i) { return i; }), ticktext: values };
+    };
+    const dims = [
+      { label: "hidden layers", values: pts.map(function (t) { return t.params.hidden_layers; }) },
+      Object.assign(cat("width"), { label: "width" }),
+      { label: "log10 lr", values: pts.map(function (t) { return Math.log10(t.params.learning_rate); }) },
+      cat("activation"), Object.assign(cat("optimizer"), { label: "optimiser" }),
+      { label: "seed", values: pts.map(function (t) { return t.params.seed; }) },
+      { label: objective.replace("_", " "), values: pts.map(function (t) { return t.metrics[objective]; }) },
+    ];
+    Plotly.react("chart-parallel", pts.length ? [{
+      type: "parcoords", dimensions: dims,
+      line: { color: pts.map(function (t) { return t.metrics[objective]; }), colorscale: "Viridis", showscale: true },
+    }] : [], Object.assign({}, LAYOUT, { title: { text: "Hyperparameters → " + objective.replace("_", " ") },
+      margin: { l: 60, r: 60, t: 70, b: 30 } }), PLOT_CONFIG);
+  }
+
+  // ----------------------------------------------------------------- progress + polling
+  function renderProgress(data) {
+    const counts = data.counts || {};
+    const finished = Object.keys(counts).reduce(function (a, k) { return a + (FINISHED.has(k) ? counts[k] : 0); }, 0);
+    const pct = data.n_trials ? (100 * finished / data.n_trials) : 100;
+    document.getElementById("progress-fill").style.width = pct.toFixed(1) + "%";
+    document.getElementById("progress-text").textContent = finished + " / " + data.n_trials + " trials finished";
+    document.getElementById("counts").innerHTML = Object.keys(counts).filter(function (k) { return counts[k]; })
+      .map(function (k) { return '<span class="state state-' + k + '">' + k + " " + counts[k] + "</span>"; }).join(" ");
+    const status = document.getElementById("status");
+    status.textContent = data.status;
+    status.className = "state state-" + data.status;
+    const done = Array.from(trials.values()).filter(function (t) { return t.metrics.test_accuracy !== undefined; });
+    if (done.length) {
+      const best = done.reduce(function (a, b) { return b.metrics.test_accuracy > a.metrics.test_accuracy ? b : a; });
+      document.getElementById("best").textContent = "best test accuracy " + fmt(best.metrics.test_accuracy) + " — " +
+        best.params.hidden_layers + " layers × " + fmt(best.params.width) + ", " + best.params.activation + ", " +
+        best.params.optimizer + " lr " + fmt(best.params.learning_rate, 5);
+    }
+    return finished >= data.n_trials;
+  }
+
+  async function poll() {
+    let more = true, changed = false, last = null;
+    try {
+      while (more) {
+        const res = await fetch(meta.trials_url + "?history=1&since=" + cursor);
+        if (!res.ok) throw new Error("HTTP " + res.status);
+        last = await res.json();
+        for (const t of last.trials) trials.set(t.id, t);
+        changed = changed || last.trials.length > 0;
+        cursor = last.cursor;
+        more = last.more;
+      }
+    } catch (e) {
+      document.getElementById("progress-text").textContent = "lost contact with the server (" + e.message + "), retrying…";
+      setTimeout(poll, 2000);
+      return;
+    }
+    const finished = renderProgress(last);
+    if (changed) { renderTable(); renderCharts(); }
+    finishedPolls = finished ? finishedPolls + 1 : 0;
+    if (finishedPolls < 3) setTimeout(poll, 1000);
+    else setTimeout(poll, 10000); // finished: keep an eye out for a resubmission, slowly
+  }
+  poll();
+})();

@@ -1,0 +1,102 @@
+// Sweep form: live trial count and field errors from POST /api/v1/validate, CSV upload
+// with the label column picked from the file's header.
+(function () {
+  "use strict";
+  const form = document.getElementById("sweep-form");
+  if (!form) return;
+  const csrf = form.querySelector("input[name=csrf_token]").value;
+  const countEl = document.getElementById("trial-count");
+  const specEl = document.getElementById("spec-json");
+  const submitBtn = document.getElementById("submit");
+  let timer = null;
+  let generation = 0;
+
+  function showErrors(fields) {
+    for (const el of form.querySelectorAll(".field-error[data-field]")) {
+      el.textContent = (fields && fields[el.dataset.field]) || "";
+    }
+    for (const input of form.querySelectorAll("input, select")) {
+      const name = input.name || input.id;
+      input.classList.toggle("invalid", Boolean(fields && fields[name]));
+    }
+  }
+
+  async function validate() {
+    const mine = ++generation;
+    const body = new URLSearchParams(new FormData(form));
+    let data;
+    try {
+      const res = await fetch(form.dataset.validateUrl, { method: "POST", body: body });
+      data = await res.json();
+    } catch (e) {
+      countEl.textContent = "cannot reach the server";
+      return;
+    }
+    if (mine !== generation) return; // a newer edit already asked
+    if (data.valid) {
+      showErrors({});
+      countEl.textContent = data.n_trials + (data.n_trials === 1 ? " trial" : " trials");
+      countEl.className = "count ok";
+      specEl.textContent = JSON.stringify(data.spec, null, 2);
+    } else {
+      showErrors(data.fields || {});
+      countEl.textContent = "fix the highlighted fields";
+      countEl.className = "count bad";
+      specEl.textContent = data.spec ? JSON.stringify(data.spec, null, 2) : "";
+    }
+  }
+
+  function schedule() {
+    clearTimeout(timer);
+    timer = setTimeout(validate, 250);
+  }
+
+  const dataset = document.getElementById("dataset");
+  const csvFields = document.getElementById("csv-fields");
+  dataset.addEventListener("change", function () {
+    csvFields.hidden = dataset.value !== "csv";
+  });
+
+  const fileInput = document.getElementById("csv-file");
+  const labelSelect = document.getElementById("label_column");
+  const uploadInput = document.getElementById("upload");
+  const info = document.getElementById("upload-info");
+  fileInput.addEventListener("change", async function () {
+    const file = fileInput.files[0];
+    if (!file) return;
+    info.textContent = "uploading " + file.name + "…";
+    const body = new FormData();
+    body.append("file", file);
+    let res, data;
+    try {
+      res = await fetch(form.dataset.uploadUrl, { method: "POST", body: body, headers: { "X-CSRF-Token": csrf } });
+      data = await res.json();
+    } catch (e) {
+      info.textContent = "upload failed: cannot reach the server";
+      return;
+    }
+    if (!res.ok) {
+      uploadInput.value = "";
+      info.textContent = "";
+      showErrors({ upload: data.message });
+      return;
+    }
+    uploadInput.value = data.id;
+    info.textContent = file.name + ": " + data.rows + " rows, columns " + data.header.join(", ");
+    labelSelect.innerHTML = "";
+    for (const col of data.header) {
+      const opt = document.createElement("option");
+      opt.value = opt.textContent = col;
+      labelSelect.appendChild(opt);
+    }
+    // the label is the one non-numeric column, or by convention the last column
+    const guess = data.label_candidates.length === 1 ? data.label_candidates[0] : data.header[data.header.length - 1];
+    labelSelect.value = guess;
+    schedule();
+  });
+
+  form.addEventListener("input", schedule);
+  form.addEventListener("change", schedule);
+  form.addEventListener("submit", function () { submitBtn.disabled = true; submitBtn.textContent = "Submitting…"; });
+  validate();
+})();

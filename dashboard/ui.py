@@ -1,0 +1,143 @@
+"""Pages: the experiment index, the sweep form, live experiment pages; plotly.js served locally."""
+
+from __future__ import annotations
+
+import hmac
+import secrets
+from pathlib import Path
+from typing import Any
+
+from flask import (
+    Blueprint,
+    abort,
+    current_app,
+    redirect,
+    render_template,
+    request,
+    send_file,
+    session,
+    url_for,
+)
+
+from dnnframe.exceptions import NotFoundError, SpecError
+
+from . import services
+from .errors import APIError
+from .forms import DEFAULT_FORM, FormErrors, errors_by_field, form_to_spec
+from .service import check_web_spec, experiment_json
+
+bp = Blueprint("ui", __name__)
+
+ACTIVATIONS = ["relu", "leaky_relu", "elu", "selu", "tanh", "sigmoid", "softplus", "linear"]
+OPTIMIZERS = ["sgd", "momentum", "nesterov", "adam", "rmsprop"]
+
+
+# --------------------------------------------------------------------------- CSRF
+def csrf_token() -> str:
+    """The session's CSRF token (created on first use)."""
+    token = session.get("csrf")
+    if not token:
+        token = session["csrf"] = secrets.token_urlsafe(32)
+    return token
+
+
+def check_csrf() -> None:
+    """Form POSTs must echo the session's token (field ``csrf_token`` or header X-CSRF-Token)."""
+    given = request.form.get("csrf_token") or request.headers.get("X-CSRF-Token") or ""
+    expected = session.get("csrf") or ""
+    if not expected or not hmac.compare_digest(given.encode(), expected.encode()):
+        raise APIError(400, "the form's CSRF token is missing or stale; reload the page and try again",
+                       [{"path": "csrf_token", "message": "missing or stale"}])
+
+
+@bp.app_context_processor
+def _inject() -> dict[str, Any]:
+    return {"csrf_token": csrf_token, "config": current_app.config}
+
+
+# --------------------------------------------------------------------------- assets
+@bp.get("/vendor/plotly.min.js")
+def plotly_js() -> Any:
+    """plotly.js from the installed plotly package (nothing is loaded from the internet)."""
+    import plotly
+
+    path = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
+    if not path.is_file():
+        abort(404, description="plotly.min.js is missing from the installed plotly package")
+    return send_file(path, mimetype="text/javascript", max_age=86400)
+
+
+# --------------------------------------------------------------------------- pages
+@bp.get("/")
+def index() -> str:
+    """All experiments with their progress."""
+    store = services().store
+    experiments = [experiment_json(e) for e in store.list_experiments(limit=200)]
+    return render_template("index.html", experiments=experiments)
+
+
+def _datasets() -> list[dict[str, Any]]:
+    from dnnframe.datasets import list_datasets
+
+    return [d for d in list_datasets() if d["name"] != "csv"]
+
+
+@bp.route("/experiments/new", methods=["GET", "POST"])
+def new_experiment() -> Any:
+    """The sweep form; a valid POST submits and goes to the experiment's page."""
+    form: dict[str, Any] = dict(DEFAULT_FORM)
+    errors: dict[str, str] = {}
+    status = 200
+    if request.method == "POST":
+        check_csrf()
+        form = {k: request.form.get(k, "") for k in request.form}
+        form["activation"] = request.form.getlist("activation")
+        form["optimizer"] = request.form.getlist("optimizer")
+        try:
+            spec = check_web_spec(form_to_spec(request.form))
+            from .api import submit_spec
+
+            result, _created = submit_spec(spec)
+            return redirect(url_for("ui.experiment_page", experiment_id=result.experiment.id), 303)
+        except FormErrors as exc:
+            errors = exc.fields
+        except SpecError as exc:
+            errors = errors_by_field(exc.errors)
+        status = 400
+    return render_template("new.html", form=form, errors=errors, datasets=_datasets(),
+                           activations=ACTIVATIONS, optimizers=OPTIMIZERS), status
+
+
+@bp.post("/uploads")
+def upload() -> Any:
+    """The form's CSV upload (CSRF-protected; the API's POST /datasets uses the bearer token)."""
+    check_csrf()
+    from .api import _upload_response
+
+    return _upload_response()
+
+
+@bp.get("/experiments/<experiment_id>")
+def experiment_page(experiment_id: str) -> str:
+    """Live view of one experiment (the page polls the API's since-cursor)."""
+    store = services().store
+    try:
+        exp = store.get_experiment(experiment_id)
+    except NotFoundError:
+        raise APIError(404, f"no experiment with id {experiment_id!r}") from None
+    return render_template("experiment.html", exp=experiment_json(exp, store, best=True))
+
+
+@bp.post("/experiments/<experiment_id>/cancel")
+def cancel_page(experiment_id: str) -> Any:
+    """The experiment page's cancel button."""
+    check_csrf()
+    svc = services()
+    try:
+        svc.store.get_experiment(experiment_id)
+    except NotFoundError:
+        raise APIError(404, f"no experiment with id {experiment_id!r}") from None
+    svc.store.cancel_experiment(experiment_id)
+    if svc.has_executor:
+        svc.executor.cancel(experiment_id)
+    return redirect(url_for("ui.experiment_page", experiment_id=experiment_id), 303)

@@ -1,0 +1,41 @@
+"""Helpers shared by the dashboard tests."""
+
+from __future__ import annotations
+
+import threading
+
+from dnnframe.executors import Executor
+
+
+class RecordingExecutor(Executor):
+    """Records what the API hands to the executor, and runs nothing.
+
+    The API tests check *what* the app submits and cancels; training for real is the job of
+    the browser test (a real LocalExecutor) and of the executor's own tests.
+    """
+
+    def __init__(self) -> None:
+        self.submitted: list[list[str]] = []
+        self.cancelled: list[str] = []
+        self._lock = threading.Lock()
+
+    def submit(self, trial_ids: list[str]) -> None:
+        with self._lock:
+            self.submitted.append(list(trial_ids))
+
+    def cancel(self, experiment_id: str) -> int:
+        with self._lock:
+            self.cancelled.append(experiment_id)
+        return 0
+
+    def shutdown(self, wait: bool = True) -> None:
+        pass
+
+
+TINY_SPEC = {
+    "name": "tiny",
+    "dataset": {"name": "iris"},
+    "model": {"hidden_layers": {"grid": [1, 2]}, "width": 4},
+    "training": {"max_epochs": 2, "batch_size": 32, "learning_rate": 0.01},
+    "search": {"seeds": 2},
+}
