@@ -418,6 +418,54 @@ def serve(store_url: str | None, host: str, port: int, debug: bool) -> None:
     create_app().run(host=host, port=port, debug=debug)
 
 
+# --------------------------------------------------------------------------- worker (issue 6)
+@cli.command(context_settings={"ignore_unknown_options": True})
+@store_option
+@click.option("--broker", "broker_url", envvar="DNNFRAME_BROKER_URL", default=None, metavar="URL",
+              show_envvar=True, help="Broker (default amqp://guest:guest@127.0.0.1:5672//).")
+@click.option("--queues", "-Q", default="default", show_default=True,
+              help="Comma-separated queues to consume: default (CPU), gpu, or your own.")
+@click.option("--concurrency", "-c", type=click.IntRange(min=1), envvar="DNNFRAME_WORKERS",
+              default=None, help="Processes, each training one trial at a time (default: cores).")
+@click.option("--hostname", "-n", default=None, help="Node name (default celery@<host>).")
+@click.option("--loglevel", "-l", default="INFO", show_default=True)
+@click.argument("celery_args", nargs=-1, type=click.UNPROCESSED)
+def worker(store_url: str | None, broker_url: str | None, queues: str, concurrency: int | None,
+           hostname: str | None, loglevel: str, celery_args: tuple[str, ...]) -> None:
+    """Start a Celery worker (``celery -A tasks worker`` with dnnframe's defaults).
+
+    Arguments after ``--`` go to ``celery worker`` as they are (``-- --without-mingle``).
+
+    One trial per process at a time (prefetch 1, fair scheduling), messages acknowledged
+    only when a trial finished. A worker consuming ``gpu`` gets THEANO_FLAGS=device=cuda
+    unless THEANO_FLAGS is already set.
+    """
+    import os
+
+    from .executors import THREAD_ENV, default_workers
+
+    # The Celery app reads its configuration from the environment when it is imported.
+    if store_url:
+        os.environ["DNNFRAME_STORE_URL"] = store_url
+    if broker_url:
+        os.environ["DNNFRAME_BROKER_URL"] = broker_url
+    names = [q.strip() for q in queues.split(",") if q.strip()]
+    if not names:
+        raise click.UsageError("--queues needs at least one queue name")
+    if "gpu" in names and not os.environ.get("THEANO_FLAGS"):
+        os.environ["THEANO_FLAGS"] = "device=cuda,floatX=float32"
+    for key, value in THREAD_ENV.items():
+        os.environ.setdefault(key, value)
+    from tasks import app
+
+    argv = ["worker", f"--queues={','.join(names)}",
+            f"--concurrency={concurrency or default_workers()}",
+            "--prefetch-multiplier=1", "-O", "fair", f"--loglevel={loglevel}"]
+    if hostname:
+        argv.append(f"--hostname={hostname}")
+    app.worker_main(argv + list(celery_args))
+
+
 def main(argv: list[str] | None = None) -> None:
     """Console-script entry point: run the CLI, turning dnnframe errors into clean exits."""
     try:

@@ -1,0 +1,76 @@
+"""Train functions for tests and benchmarks, selected with ``DNNFRAME_TRAIN_FN=tasks.hooks:NAME``.
+
+They follow the engine's contract — ``train(config, on_epoch=None) -> TrialResult``,
+``on_epoch`` returning True asks to stop — without building a network, so the machinery
+around a trial (broker, claim, heartbeats, reaper, delivery cap) can be exercised and timed
+on its own. Never set ``DNNFRAME_TRAIN_FN`` on a production worker.
+
+Environment knobs (read per call):
+``DNNFRAME_HOOK_EPOCHS`` (default 3), ``DNNFRAME_HOOK_EPOCH_SECONDS`` (default 0.5), and
+``DNNFRAME_HOOK_POISON_SEED`` (see ``kill_worker_train``) and
+``DNNFRAME_HOOK_LOG``: a file to which ``sleepy_train`` appends ``"<trial seed> <pid>"``
+each time it *completes* a training run (tests count duplicated work with it).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from collections.abc import Callable
+from typing import Any
+
+from dnnframe.engine.result import TrialResult
+
+
+def _result(status: str, history: list[dict[str, Any]], seconds: float) -> TrialResult:
+    last = history[-1] if history else {}
+    return TrialResult(
+        status=status,  # type: ignore[arg-type]
+        metrics={"train_loss": last.get("train_loss"), "val_loss": last.get("val_loss"),
+                 "test_loss": last.get("val_loss"), "train_accuracy": last.get("train_accuracy"),
+                 "val_accuracy": last.get("val_accuracy"), "test_accuracy": last.get("val_accuracy")},
+        history=history, timings={"data": 0.0, "compile": 0.0, "train": seconds, "total": seconds},
+        n_params=0, environment={"train_fn": "tasks.hooks", "pid": os.getpid()},
+        epochs_run=len(history))
+
+
+def noop_train(config: Any, on_epoch: Callable[[int, dict], bool | None] | None = None) -> TrialResult:
+    """Return a COMPLETE result at once (dispatch-overhead benchmarks)."""
+    return _result("COMPLETE", [], 0.0)
+
+
+def sleepy_train(config: Any, on_epoch: Callable[[int, dict], bool | None] | None = None) -> TrialResult:
+    """Sleep ``DNNFRAME_HOOK_EPOCH_SECONDS`` per epoch for ``DNNFRAME_HOOK_EPOCHS`` epochs,
+    reporting each epoch and honouring cancellation like the engine does."""
+    epochs = int(os.environ.get("DNNFRAME_HOOK_EPOCHS", "3"))
+    per_epoch = float(os.environ.get("DNNFRAME_HOOK_EPOCH_SECONDS", "0.5"))
+    started = time.perf_counter()
+    history: list[dict[str, Any]] = []
+    for epoch in range(1, epochs + 1):
+        time.sleep(per_epoch)
+        loss = 1.0 / epoch
+        metrics = {"epoch": epoch, "train_loss": loss, "train_accuracy": 1 - loss / 2,
+                   "val_loss": loss, "val_accuracy": 1 - loss / 2, "seconds": per_epoch}
+        history.append(metrics)
+        if on_epoch is not None and on_epoch(epoch, dict(metrics)):
+            return _result("CANCELLED", history, time.perf_counter() - started)
+    log_path = os.environ.get("DNNFRAME_HOOK_LOG")
+    if log_path:
+        with open(log_path, "a") as fh:  # one short append per line: atomic with O_APPEND
+            fh.write(json.dumps({"seed": getattr(config, "seed", None), "pid": os.getpid()}) + "\n")
+    return _result("COMPLETE", history, time.perf_counter() - started)
+
+
+def kill_worker_train(config: Any, on_epoch: Callable[[int, dict], bool | None] | None = None) -> TrialResult:
+    """SIGKILL the process that trains (a poison trial: segfault/OOM-kill stand-in).
+
+    With ``DNNFRAME_HOOK_POISON_SEED`` set, only the trial with that seed is poison; the
+    others run :func:`sleepy_train`.
+    """
+    poison = os.environ.get("DNNFRAME_HOOK_POISON_SEED", "").strip()
+    if poison and str(getattr(config, "seed", None)) != poison:
+        return sleepy_train(config, on_epoch)
+    os.kill(os.getpid(), signal.SIGKILL)
+    raise AssertionError("unreachable")  # pragma: no cover

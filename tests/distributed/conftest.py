@@ -1,0 +1,222 @@
+"""Harness for the distributed tests: the real RabbitMQ, real ``celery -A tasks worker``
+processes, a real SQLite store file. Never eager mode.
+
+Every test gets its own queue name (so tests and stray messages never meet) and its own
+store file; every worker is started in its own session and its whole process group is
+killed at teardown, pass or fail. Worker logs are kept in the test's tmp dir and printed
+when a test fails.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+BROKER_URL = os.environ.get("DNNFRAME_TEST_BROKER_URL", "amqp://guest:guest@127.0.0.1:5672//")
+
+
+def _broker_problem() -> str | None:
+    from kombu import Connection
+
+    try:
+        with Connection(BROKER_URL, connect_timeout=3) as conn:
+            conn.ensure_connection(max_retries=1)
+    except Exception as exc:
+        return (f"RabbitMQ is not reachable at {BROKER_URL} ({exc}); start it with "
+                "`rabbitmq-server -detached` (.ci/run does this)")
+    return None
+
+
+@pytest.fixture(scope="session")
+def broker_url() -> str:
+    """The real broker; a missing one FAILS the test, naming what to start."""
+    problem = _broker_problem()
+    if problem:
+        pytest.fail(problem)
+    return BROKER_URL
+
+
+@pytest.fixture
+def queue_name(broker_url: str) -> Iterator[str]:
+    """A queue of this test only; deleted afterwards."""
+    name = f"dnnframe-test-{uuid.uuid4().hex[:10]}"
+    yield name
+    delete_queue(broker_url, name)
+
+
+def delete_queue(broker_url: str, name: str) -> None:
+    """Delete a queue (and its messages) if it exists."""
+    from kombu import Connection
+
+    try:
+        with Connection(broker_url, connect_timeout=3) as conn:
+            conn.default_channel.queue_delete(name)
+    except Exception:
+        pass
+
+
+def queue_depth(broker_url: str, name: str) -> int:
+    """Ready messages in ``name`` (0 if it does not exist)."""
+    from kombu import Connection
+
+    with Connection(broker_url, connect_timeout=3) as conn:
+        try:
+            return conn.default_channel.queue_declare(name, passive=True).message_count
+        except Exception:
+            return 0
+
+
+@pytest.fixture
+def store_url(tmp_path: Path) -> str:
+    """A fresh SQLite store file shared by the test and its workers."""
+    return f"sqlite:///{tmp_path / 'store.db'}"
+
+
+@dataclass
+class WorkerProc:
+    """One ``celery -A tasks worker`` (or ``dnnframe worker``) process group."""
+
+    name: str
+    proc: subprocess.Popen
+    log: Path
+    env: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def nodename(self) -> str:
+        return f"{self.name}@{socket.gethostname()}"
+
+    def log_text(self) -> str:
+        return self.log.read_text(errors="replace") if self.log.exists() else ""
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def children(self) -> list[int]:
+        """PIDs of the pool processes (direct children of the worker's main process)."""
+        out = subprocess.run(["ps", "-o", "pid=", "--ppid", str(self.proc.pid)],
+                             capture_output=True, text=True).stdout
+        return [int(p) for p in out.split()]
+
+    def kill_group(self, sig: int = signal.SIGKILL) -> None:
+        """Signal the whole process group (main process and pool), like a dying machine."""
+        try:
+            os.killpg(self.proc.pid, sig)
+        except ProcessLookupError:
+            pass
+
+    def stop(self) -> None:
+        """Warm shutdown, then SIGKILL the group if it lingers; always reaps."""
+        if self.alive():
+            self.kill_group(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                pass
+        self.kill_group(signal.SIGKILL)  # pool children that outlived their parent
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            pass
+
+
+def worker_env(store_url: str, broker_url: str, **extra: str) -> dict[str, str]:
+    """Environment of a test worker: repo on the path, the test's store and broker."""
+    env = dict(os.environ)
+    env.update({
+        "PYTHONPATH": f"{REPO}{os.pathsep}{env.get('PYTHONPATH', '')}",
+        "DNNFRAME_STORE_URL": store_url,
+        "DNNFRAME_BROKER_URL": broker_url,
+        "PYTHONUNBUFFERED": "1",
+    })
+    env.update(extra)
+    return env
+
+
+@pytest.fixture
+def start_worker(tmp_path: Path, store_url: str, broker_url: str,
+                 request: pytest.FixtureRequest) -> Iterator[Callable[..., WorkerProc]]:
+    """Factory: ``start_worker(queue, concurrency=1, cli=False, **env)`` → a ready worker.
+
+    ``cli=True`` starts it through ``dnnframe worker`` instead of ``celery -A tasks worker``.
+    Every worker started here is killed (whole process group) at teardown.
+    """
+    started: list[WorkerProc] = []
+
+    def start(queue: str, concurrency: int = 1, cli: bool = False, ready_timeout: float = 60,
+              **env: str) -> WorkerProc:
+        name = f"w{len(started) + 1}-{uuid.uuid4().hex[:6]}"
+        log = tmp_path / f"{name}.log"
+        if cli:
+            cmd = [sys.executable, "-m", "dnnframe.cli", "worker", "-Q", queue, "-c",
+                   str(concurrency), "-n", f"{name}@%h", "--"]
+        else:
+            cmd = [sys.executable, "-m", "celery", "-A", "tasks", "worker", "-Q", queue,
+                   "-c", str(concurrency), "-n", f"{name}@%h", "--prefetch-multiplier=1",
+                   "-O", "fair", "--loglevel=INFO"]
+        # mingle/gossip only slow the start-up of short-lived test workers down
+        cmd += ["--without-mingle", "--without-gossip"]
+        fh = open(log, "wb")
+        proc = subprocess.Popen(cmd, cwd=REPO, env=worker_env(store_url, broker_url, **env),
+                                stdout=fh, stderr=subprocess.STDOUT, start_new_session=True)
+        fh.close()
+        w = WorkerProc(name, proc, log, env)
+        started.append(w)
+        deadline = time.monotonic() + ready_timeout
+        while " ready." not in w.log_text():
+            if not w.alive():
+                pytest.fail(f"worker {name} exited with {proc.returncode}:\n{w.log_text()[-4000:]}")
+            if time.monotonic() > deadline:
+                pytest.fail(f"worker {name} not ready after {ready_timeout}s:\n{w.log_text()[-4000:]}")
+            time.sleep(0.1)
+        return w
+
+    yield start
+    for w in started:
+        w.stop()
+    rep = getattr(request.node, "rep_call", None)
+    if rep is not None and rep.failed:
+        for w in started:
+            sys.stderr.write(f"\n===== log of worker {w.name} =====\n{w.log_text()[-6000:]}\n")
+
+
+@pytest.hookimpl(tryfirst=True, hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Iterator[None]:
+    # Make the call phase's outcome visible to fixtures (to print worker logs on failure).
+    outcome = yield
+    rep = outcome.get_result()
+    setattr(item, f"rep_{rep.when}", rep)
+
+
+def make_spec(name: str, trials: int, **training: object):
+    """A valid digits spec expanding to ``trials`` trials (one per seed)."""
+    from dnnframe.spec import parse_spec
+
+    return parse_spec({
+        "name": name,
+        "dataset": {"name": "digits"},
+        "model": {"hidden_layers": 1, "width": 16, "activation": "relu"},
+        "training": {"optimizer": "adam", "learning_rate": 0.003, "batch_size": 64,
+                     "max_epochs": 3, **training},
+        "search": {"seeds": trials},
+    })
+
+
+def wait_until(predicate: Callable[[], bool], timeout: float, what: str,
+               poll: float = 0.2) -> None:
+    """Poll ``predicate`` until true; fail naming ``what`` after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(poll)

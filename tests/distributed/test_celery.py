@@ -1,0 +1,226 @@
+"""Distributed training through Celery over the real RabbitMQ, with real worker processes.
+
+Most tests train with ``tasks.hooks`` stand-ins (``DNNFRAME_TRAIN_FN``) so that timings are
+predictable and a worker can be killed in the middle of a trial; one test trains the real
+engine end to end.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from dnnframe.executors import CeleryExecutor
+from dnnframe.store import TrialState, open_store
+from dnnframe.submit import submit_experiment
+
+from .conftest import make_spec, queue_depth, wait_until
+
+pytestmark = pytest.mark.slow
+
+SLEEPY = "tasks.hooks:sleepy_train"
+
+
+def _states(store, experiment_id: str) -> dict[str, str]:
+    return {t.id: t.state.value for t in store.list_trials(experiment_id)}
+
+
+def test_sweep_completes_through_two_workers(broker_url, store_url, queue_name, start_worker):
+    """A 6-trial sweep through 2 workers (one via `celery -A tasks worker`, one via `dnnframe
+    worker`): every trial COMPLETE once, both workers worked, worker state is visible in the
+    store and through Celery's inspect API."""
+    env = {"DNNFRAME_TRAIN_FN": SLEEPY, "DNNFRAME_HOOK_EPOCHS": "2",
+           "DNNFRAME_HOOK_EPOCH_SECONDS": "0.3"}
+    w1 = start_worker(queue_name, **env)
+    w2 = start_worker(queue_name, cli=True, **env)
+    store = open_store(store_url)
+    spec = make_spec("two-workers", 6)
+    with CeleryExecutor(broker_url, store_url, queue=queue_name) as ex:
+        result = submit_experiment(spec, store, ex)
+        assert len(result.submitted_trial_ids) == 6
+        # While trials run, Celery's inspect API sees both workers and their active tasks.
+        replies = ex.app.control.inspect(destination=[w1.nodename, w2.nodename], timeout=2).ping()
+        assert set(replies or {}) == {w1.nodename, w2.nodename}
+        assert ex.wait(timeout=60)
+    trials = store.list_trials(spec.experiment_id)
+    assert [t.state for t in trials] == [TrialState.COMPLETE] * 6
+    assert all(t.attempts == 1 and len(t.metrics) == 2 for t in trials)
+    nodes = Counter(t.worker.split(":")[0] for t in trials)
+    assert set(nodes) == {w1.nodename, w2.nodename}, nodes
+    procs = {w.name: w for w in store.list_workers() if w.info.get("role") == "process"}
+    assert sum(w.trials_done for w in procs.values()) == 6
+    assert all(w.current_trial is None and w.host and w.pid for w in procs.values())
+    assert queue_depth(broker_url, queue_name) == 0
+    store.close()
+
+
+def test_real_engine_trial_through_celery(broker_url, store_url, queue_name, start_worker):
+    """No hooks: the worker trains digits with the PyTensor engine and stores the result."""
+    start_worker(queue_name)
+    store = open_store(store_url)
+    spec = make_spec("engine", 1, max_epochs=2)
+    with CeleryExecutor(broker_url, store_url, queue=queue_name) as ex:
+        submit_experiment(spec, store, ex)
+        assert ex.wait(timeout=240), "the engine trial did not finish in 240 s"
+    (trial,) = store.list_trials(spec.experiment_id)
+    assert trial.state is TrialState.COMPLETE, trial.error
+    assert trial.result["epochs_run"] == 2 and len(trial.metrics) == 2
+    assert trial.result["metrics"]["test_accuracy"] > 0.2
+    store.close()
+
+
+def test_sigkill_worker_mid_trial_every_trial_completes_once(
+        broker_url, store_url, queue_name, start_worker, tmp_path: Path):
+    """SIGKILL a whole worker (main process and pool) while it trains: its trial is
+    redelivered/reaped and finished by the other worker; no trial runs to completion twice
+    and none is recorded twice."""
+    done_log = tmp_path / "completions.jsonl"
+    env = {"DNNFRAME_TRAIN_FN": SLEEPY, "DNNFRAME_HOOK_EPOCHS": "6",
+           "DNNFRAME_HOOK_EPOCH_SECONDS": "0.5", "DNNFRAME_HOOK_LOG": str(done_log),
+           "DNNFRAME_HEARTBEAT_TIMEOUT": "3"}
+    victim = start_worker(queue_name, **env)
+    survivor = start_worker(queue_name, **env)
+    store = open_store(store_url)
+    spec = make_spec("sigkill", 4)
+    with CeleryExecutor(broker_url, store_url, queue=queue_name) as ex:
+        submit_experiment(spec, store, ex)
+
+        def victim_mid_trial() -> bool:
+            return any(t.state is TrialState.RUNNING and t.worker.startswith(victim.nodename)
+                       and len(t.metrics) >= 2 for t in store.list_trials(spec.experiment_id))
+
+        wait_until(victim_mid_trial, 30, "the victim worker to be 2 epochs into a trial")
+        killed = [t.id for t in store.list_trials(spec.experiment_id, state=TrialState.RUNNING)
+                  if t.worker.startswith(victim.nodename)]
+        victim.kill_group(signal.SIGKILL)
+        victim.proc.wait(timeout=10)
+        assert ex.wait(timeout=60), _states(store, spec.experiment_id)
+    trials = store.list_trials(spec.experiment_id)
+    assert [t.state for t in trials] == [TrialState.COMPLETE] * 4
+    (killed_id,) = killed
+    redone = store.get_trial(killed_id)
+    assert redone.attempts == 2 and redone.worker.startswith(survivor.nodename)
+    assert len(redone.metrics) == 6  # the dead attempt's epochs were cleared at the re-claim
+    # exactly once: every seed trained to completion one time, across both workers
+    seeds = Counter(json.loads(line)["seed"] for line in done_log.read_text().splitlines())
+    assert sorted(seeds.values()) == [1, 1, 1, 1], seeds
+    assert "requeued" in survivor.log_text() or redone.attempts == 2
+    store.close()
+
+
+def test_broker_restart_during_sweep(broker_url, store_url, queue_name, start_worker,
+                                     tmp_path: Path):
+    """Stop and start the RabbitMQ application in the middle of a sweep: connections drop
+    (workers log it), queued messages survive (durable, confirmed), workers reconnect, the
+    sweep completes with every trial once."""
+    done_log = tmp_path / "completions.jsonl"
+    env = {"DNNFRAME_TRAIN_FN": SLEEPY, "DNNFRAME_HOOK_EPOCHS": "3",
+           "DNNFRAME_HOOK_EPOCH_SECONDS": "0.4", "DNNFRAME_HOOK_LOG": str(done_log),
+           "DNNFRAME_HEARTBEAT_TIMEOUT": "5"}
+    w1 = start_worker(queue_name, **env)
+    w2 = start_worker(queue_name, **env)
+    store = open_store(store_url)
+    spec = make_spec("broker-restart", 6)
+    with CeleryExecutor(broker_url, store_url, queue=queue_name) as ex:
+        submit_experiment(spec, store, ex)
+        wait_until(lambda: store.counts_by_state(spec.experiment_id)["RUNNING"] >= 1, 20,
+                   "a trial to start")
+        try:
+            subprocess.run(["rabbitmqctl", "stop_app"], check=True, capture_output=True, timeout=60)
+            time.sleep(2)
+        finally:
+            subprocess.run(["rabbitmqctl", "start_app"], check=True, capture_output=True, timeout=120)
+        assert ex.wait(timeout=90), _states(store, spec.experiment_id)
+    assert [t.state for t in store.list_trials(spec.experiment_id)] == [TrialState.COMPLETE] * 6
+    # honest restart: both workers saw their connection drop and came back
+    for w in (w1, w2):
+        text = w.log_text()
+        assert "Connection to broker lost" in text or "consumer: Cannot connect" in text, text[-3000:]
+    seeds = Counter(json.loads(line)["seed"] for line in done_log.read_text().splitlines())
+    assert sorted(seeds) == list(range(6)) or len(seeds) == 6
+    store.close()
+
+
+def test_poison_trial_fails_after_delivery_cap(broker_url, store_url, queue_name, start_worker):
+    """A trial that SIGKILLs its worker process every time is FAILED with the reason after
+    DNNFRAME_MAX_ATTEMPTS claims; the other trials of the sweep complete."""
+    env = {"DNNFRAME_TRAIN_FN": "tasks.hooks:kill_worker_train", "DNNFRAME_HOOK_POISON_SEED": "0",
+           "DNNFRAME_HOOK_EPOCHS": "1", "DNNFRAME_HOOK_EPOCH_SECONDS": "0.1",
+           "DNNFRAME_HEARTBEAT_TIMEOUT": "2", "DNNFRAME_MAX_ATTEMPTS": "2"}
+    w = start_worker(queue_name, **env)
+    store = open_store(store_url)
+    spec = make_spec("poison", 3)
+    with CeleryExecutor(broker_url, store_url, queue=queue_name) as ex:
+        submit_experiment(spec, store, ex)
+        assert ex.wait(timeout=60), _states(store, spec.experiment_id)
+    by_seed = {t.config["seed"]: t for t in store.list_trials(spec.experiment_id)}
+    poison = by_seed[0]
+    assert poison.state is TrialState.FAILED
+    assert "delivery cap reached" in poison.error
+    assert poison.attempts == 2
+    assert all(by_seed[s].state is TrialState.COMPLETE for s in (1, 2))
+    assert w.alive(), "the worker's main process must survive its pool processes dying"
+    store.close()
+
+
+def test_cancel_stops_queued_and_running_trials(broker_url, store_url, queue_name, start_worker):
+    """Cancel while one trial runs and others wait: the running one stops at its next epoch
+    (CANCELLED), the queued ones never start, and their messages are consumed as no-ops."""
+    env = {"DNNFRAME_TRAIN_FN": SLEEPY, "DNNFRAME_HOOK_EPOCHS": "40",
+           "DNNFRAME_HOOK_EPOCH_SECONDS": "0.2"}
+    start_worker(queue_name, **env)
+    store = open_store(store_url)
+    spec = make_spec("cancel", 4)
+    with CeleryExecutor(broker_url, store_url, queue=queue_name) as ex:
+        submit_experiment(spec, store, ex)
+        wait_until(lambda: any(len(t.metrics) >= 1 for t in store.list_trials(spec.experiment_id)),
+                   20, "the first epoch")
+        assert ex.cancel(spec.experiment_id) == 3
+        assert ex.wait(timeout=30), _states(store, spec.experiment_id)
+    trials = store.list_trials(spec.experiment_id)
+    assert [t.state for t in trials] == [TrialState.CANCELLED] * 4
+    assert sum(1 for t in trials if t.started_at is not None) == 1
+    assert all(len(t.metrics) < 40 for t in trials)
+    wait_until(lambda: queue_depth(broker_url, queue_name) == 0, 10, "the queue to drain")
+    store.close()
+
+
+def test_flower_lists_the_worker(broker_url, store_url, queue_name, start_worker, tmp_path: Path):
+    """`celery -A tasks flower` runs against this app and its API lists our worker."""
+    import socket as _socket
+
+    import requests
+
+    from .conftest import REPO, worker_env
+
+    w = start_worker(queue_name)
+    with _socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    log = tmp_path / "flower.log"
+    with open(log, "wb") as fh:
+        flower = subprocess.Popen(
+            [os.path.join(os.path.dirname(os.sys.executable), "celery"), "-A", "tasks", "flower",
+             f"--port={port}", "--address=127.0.0.1"],
+            cwd=REPO, env=worker_env(store_url, broker_url, FLOWER_UNAUTHENTICATED_API="1"),
+            stdout=fh, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        def lists_worker() -> bool:
+            try:
+                r = requests.get(f"http://127.0.0.1:{port}/api/workers",
+                                 params={"refresh": "1"}, timeout=5)
+            except requests.ConnectionError:
+                return False
+            return r.status_code == 200 and w.nodename in r.json()
+
+        wait_until(lists_worker, 45, f"Flower to list {w.nodename} (log: {log})", poll=0.5)
+    finally:
+        os.killpg(flower.pid, signal.SIGKILL)
+        flower.wait(timeout=10)
