@@ -23,7 +23,7 @@ configure()  # THEANO_FLAGS must be mapped before PyTensor reads its flags
 
 import pytensor  # noqa: E402
 import pytensor.tensor as pt  # noqa: E402
-from pytensor.tensor.random.utils import RandomStream  # noqa: E402
+import pytensor.tensor.random as ptr  # noqa: E402
 
 SELU_ALPHA = 1.6732632423543772
 SELU_SCALE = 1.0507009873554805
@@ -61,6 +61,30 @@ def init_weights(rng: np.random.Generator, init: str, n_in: int, n_out: int) -> 
         q = q * np.sign(np.diag(r))  # unique decomposition → a uniform draw
         return q if n_in >= n_out else q.T
     raise ValueError(f"init must be one of glorot, he, lecun, orthogonal, but got {init!r}")
+
+
+class RandomChain:
+    """One seeded random generator shared by every dropout op of a graph.
+
+    Each draw threads the generator state to the next (``rng → next_rng``); the compiled
+    training function updates the shared state with the last one (:meth:`updates`), and
+    :meth:`seed` resets it, so a cached graph replays exactly for the same seed.
+    """
+
+    def __init__(self, name: str = "dropout_rng"):
+        self.shared = ptr.shared_rng(seed=0, name=name)
+        self.current = self.shared
+
+    def uniform(self, size):
+        """Symbolic U[0, 1) draw of ``size`` (advances the chain)."""
+        self.current, x = self.current.uniform(0.0, 1.0, size=size)
+        return x
+
+    def updates(self) -> list:
+        return [] if self.current is self.shared else [(self.shared, self.current)]
+
+    def seed(self, seed: int) -> None:
+        self.shared.set_value(np.random.default_rng(seed))
 
 
 class Layer:
@@ -122,14 +146,14 @@ class DropoutLayer(Layer):
     ``p`` is a shared scalar, so trials that differ only in the rate share one compiled graph.
     """
 
-    def __init__(self, p, srng: RandomStream):
+    def __init__(self, p, srng: RandomChain):
         self.p, self.srng = p, srng
         self.params, self.regularizable = [], []
 
     def get_output(self, x, deterministic: bool = False):
         if deterministic:
             return x
-        keep = pt.cast(self.srng.uniform(0.0, 1.0, size=x.shape) >= self.p, x.dtype)
+        keep = pt.cast(self.srng.uniform(x.shape) >= self.p, x.dtype)
         return x * keep / (1 - self.p)
 
 
@@ -140,13 +164,14 @@ class DenseStackLayer(Layer):
     :meth:`initialise` and may change between trials without recompiling. Dropout masks
     for all layers are drawn outside the scan in one seeded random op and fed in as a
     sequence (reproducible, and the scan stays free of random state).
+    Mask values are cast to the input's dtype.
     """
 
     def __init__(self, width: int, activation: str = "relu", residual: bool = False, dropout=None,
-                 srng: RandomStream | None = None, dtype: str = "float64", name: str = "stack"):
+                 srng: RandomChain | None = None, dtype: str = "float64", name: str = "stack"):
         _check_positive("width", width)
         if dropout is not None and srng is None:
-            raise ValueError("a dropout stack needs a RandomStream (srng)")
+            raise ValueError("a dropout stack needs a RandomChain (srng)")
         self.width, self.dtype, self.residual = width, dtype, residual
         self.activation = _activation(activation)
         self.dropout, self.srng = dropout, srng
@@ -168,7 +193,7 @@ class DenseStackLayer(Layer):
         sequences = [self.W, self.b]
         if self.dropout is not None and not deterministic:
             size = (self.W.shape[0], x.shape[0], self.width)
-            keep = pt.cast(self.srng.uniform(0.0, 1.0, size=size) >= self.dropout, x.dtype)
+            keep = pt.cast(self.srng.uniform(size) >= self.dropout, x.dtype)
             sequences.append(keep / (1 - self.dropout))
         outputs = pytensor.scan(step, sequences=sequences, outputs_info=[x], return_updates=False)
         return outputs[-1]

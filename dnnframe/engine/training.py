@@ -15,7 +15,6 @@ import platform
 import sys
 import threading
 import time
-import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -28,9 +27,8 @@ _FLAGS = configure()
 
 import pytensor  # noqa: E402
 import pytensor.tensor as pt  # noqa: E402
-from pytensor.tensor.random.utils import RandomStream  # noqa: E402
 
-from .layers import DenseLayer, DenseStackLayer, DropoutLayer, Layer  # noqa: E402
+from .layers import DenseLayer, DenseStackLayer, DropoutLayer, Layer, RandomChain  # noqa: E402
 from .result import TrialResult  # noqa: E402
 from .updates import make_updates, reset_state  # noqa: E402
 
@@ -87,11 +85,7 @@ class CompiledModel:
     def __init__(self, shape: GraphShape):
         self.shape = shape
         dtype = shape.dtype
-        with warnings.catch_warnings():
-            # RandomStream is deprecated in favour of shared_rng, but still the tidy way to
-            # reseed every random op of a cached graph at once (srng.seed)
-            warnings.simplefilter("ignore", FutureWarning)
-            self.srng = RandomStream(0)
+        self.srng = RandomChain()
         self.lr = pytensor.shared(np.asarray(0.01, dtype=dtype), name="learning_rate")
         self.momentum = pytensor.shared(np.asarray(0.9, dtype=dtype), name="momentum")
         self.l2 = pytensor.shared(np.asarray(0.0, dtype=dtype), name="l2")
@@ -120,8 +114,8 @@ class CompiledModel:
         X = pt.matrix("X", dtype=dtype)
         y = pt.lvector("y") if shape.classification and shape.loss == "softmax_crossentropy" \
             else pt.matrix("y", dtype=dtype)
-        out_train = self._forward(X, deterministic=False)
         out_eval = self._forward(X, deterministic=True)
+        out_train = self._forward(X, deterministic=False)  # last: the dropout chain ends here
         loss_rows_train, correct_train = self._loss_rows(out_train, y)
         loss_rows_eval, correct_eval = self._loss_rows(out_eval, y)
         loss = loss_rows_train.mean()
@@ -129,7 +123,7 @@ class CompiledModel:
         objective = loss + self.l2 * penalty
         grads = pytensor.grad(objective, self.params)
         updates, self.opt_state = make_updates(shape.optimizer, self.params, grads, self.lr, self.momentum)
-        self.train_fn = pytensor.function([X, y], [loss, correct_train], updates=updates,
+        self.train_fn = pytensor.function([X, y], [loss, correct_train], updates=updates + self.srng.updates(),
                                           mode=shape.mode, name="train_step")
         self.eval_fn = pytensor.function([X, y], [loss_rows_eval.sum(), correct_eval],
                                          mode=shape.mode, name="evaluate")

@@ -1,0 +1,242 @@
+"""Engine correctness: gradients, accuracy, parity with scikit-learn, determinism, lifecycle.
+
+Compiles are the slow part (the C backend builds its ops once per machine, then caches
+them); tests reuse a few graph shapes so most trials hit the per-process compiled cache.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from dnnframe.datasets import load_dataset
+from dnnframe.spec import TrialConfig
+
+pytestmark = pytest.mark.timeout(900)
+
+
+def make_config(dataset="iris", seed=0, **sections) -> TrialConfig:
+    model = {"hidden_layers": 1, "width": 16, "activation": "relu", **sections.pop("model", {})}
+    training = {"optimizer": "adam", "learning_rate": 0.01, "batch_size": 32, "max_epochs": 3,
+                **sections.pop("training", {})}
+    ds = dataset if isinstance(dataset, dict) else {"name": dataset}
+    return TrialConfig.model_validate({"dataset": ds, "model": model, "training": training, "seed": seed})
+
+
+def comparable(result) -> dict:
+    """A result without the parts that legitimately differ between runs (times, pid)."""
+    d = result.to_dict()
+    d.pop("timings")
+    d.pop("environment")
+    for h in d["history"]:
+        h.pop("seconds")
+    return d
+
+
+@pytest.fixture(scope="module")
+def engine():
+    from dnnframe.engine import training
+
+    return training
+
+
+# --------------------------------------------------------------------------- gradients
+def test_gradients_match_finite_differences(engine):
+    """One SGD step of the compiled training function equals p - lr * numerical gradient.
+
+    The net has a dense layer, a scanned residual stack of 2 layers and the output layer,
+    so the gradient through ``scan`` is checked too.
+    """
+    import pytensor
+
+    assert pytensor.config.floatX == "float64", "the gradient check needs float64"
+    segments, counts = engine.segments_for(4, [5, 5, 5])
+    assert segments == (("dense", 4, 5), ("stack", 5)) and counts == (2,)
+    shape = engine.GraphShape(n_features=4, n_outputs=3, segments=segments, activation="tanh",
+                              residual=True, dropout=False, loss="softmax_crossentropy",
+                              classification=True, optimizer="sgd", dtype="float64",
+                              mode=engine._FLAGS.mode)
+    model, _ = engine.compiled_model(shape)
+    config = make_config(training={"optimizer": "sgd", "learning_rate": 0.1}, model={"activation": "tanh"})
+    model.reset(config, counts, np.random.default_rng(3))
+    rng = np.random.default_rng(4)
+    for p in model.params:  # non-zero biases too, so every path carries gradient
+        p.set_value(rng.normal(scale=0.5, size=p.get_value().shape))
+    X = rng.normal(size=(6, 4))
+    y = np.array([0, 1, 2, 0, 1, 2])
+
+    def loss() -> float:
+        return float(model.eval_fn(X, y)[0]) / len(X)
+
+    before = model.snapshot()
+    numeric = []
+    eps = 1e-6
+    for p, value in zip(model.params, before):
+        g = np.zeros_like(value)
+        for i in np.ndindex(value.shape):
+            v = value.copy()
+            v[i] += eps
+            p.set_value(v)
+            up = loss()
+            v[i] -= 2 * eps
+            p.set_value(v)
+            down = loss()
+            g[i] = (up - down) / (2 * eps)
+        p.set_value(value)
+        numeric.append(g)
+    model.train_fn(X, y)
+    for p, value, g in zip(model.params, before, numeric):
+        analytic = (value - p.get_value()) / 0.1
+        np.testing.assert_allclose(analytic, g, rtol=1e-5, atol=1e-7, err_msg=p.name)
+
+
+# --------------------------------------------------------------------------- accuracy
+def test_digits_reaches_95_percent():
+    from dnnframe.engine import train
+
+    config = make_config("digits", model={"width": 64},
+                         training={"learning_rate": 1e-3, "max_epochs": 30, "batch_size": 32})
+    result = train(config)
+    assert result.status == "COMPLETE"
+    assert result.metrics["test_accuracy"] >= 0.95, result.metrics
+    assert result.epochs_run == 30 and len(result.history) == 30
+    assert result.n_params == 64 * 64 + 64 + 64 * 10 + 10
+    assert set(result.timings) >= {"data", "compile", "train", "total"}
+    json.dumps(result.to_dict(), allow_nan=False)
+
+
+@pytest.mark.parametrize("dataset", ["digits", "breast_cancer"])
+def test_accuracy_close_to_sklearn_mlp(dataset):
+    """Same architecture, optimiser, batch size, epochs, no L2: within a few points."""
+    from sklearn.exceptions import ConvergenceWarning
+    from sklearn.neural_network import MLPClassifier
+
+    from dnnframe.engine import train
+
+    epochs, width, lr, batch = 20, 32, 1e-3, 32
+    config = make_config(dataset, model={"width": width},
+                         training={"learning_rate": lr, "max_epochs": epochs, "batch_size": batch})
+    ours = [train(config.model_copy(update={"seed": s})).metrics["test_accuracy"] for s in range(3)]
+    data = load_dataset(config.dataset)
+    theirs = []
+    for s in range(3):
+        clf = MLPClassifier(hidden_layer_sizes=(width,), activation="relu", solver="adam",
+                            learning_rate_init=lr, batch_size=batch, max_iter=epochs, alpha=0.0,
+                            shuffle=True, random_state=s, tol=0.0, n_iter_no_change=epochs + 1)
+        with pytest.warns(ConvergenceWarning):
+            clf.fit(data.X_train, data.y_train)
+        theirs.append(clf.score(data.X_test, data.y_test))
+    assert abs(np.mean(ours) - np.mean(theirs)) <= 0.03, (ours, theirs)
+
+
+# --------------------------------------------------------------------------- determinism
+def test_same_seed_is_bit_identical_even_after_recompiling(engine):
+    from dnnframe.engine import train
+
+    config = make_config(model={"hidden_layers": 3, "dropout": 0.2}, seed=7)
+    first = train(config)
+    second = train(config)  # cached compiled functions, re-initialised state
+    assert second.environment["compile_cache_hit"] is True
+    engine.clear_cache()
+    third = train(config)  # freshly compiled
+    assert third.environment["compile_cache_hit"] is False
+    assert comparable(first) == comparable(second) == comparable(third)
+    other = train(config.model_copy(update={"seed": 8}))
+    assert comparable(other)["history"] != comparable(first)["history"]
+
+
+# --------------------------------------------------------------------------- lifecycle
+def test_huge_learning_rate_diverges_without_crashing():
+    from dnnframe.engine import train
+
+    config = make_config(training={"optimizer": "sgd", "learning_rate": 1e10, "max_epochs": 10})
+    result = train(config)
+    assert result.status == "DIVERGED"
+    assert 1 <= result.diverged_epoch <= 10 and result.epochs_run == result.diverged_epoch
+    last = result.to_dict()["history"][-1]
+    assert last["train_loss"] is None or last["val_loss"] is None  # the NaN that ended it
+    json.dumps(result.to_dict(), allow_nan=False)  # NaNs become null
+
+
+def test_on_epoch_true_cancels():
+    from dnnframe.engine import train
+
+    seen = []
+
+    def on_epoch(epoch, metrics):
+        seen.append((epoch, metrics))
+        return epoch == 2
+
+    result = train(make_config(training={"max_epochs": 10}), on_epoch=on_epoch)
+    assert result.status == "CANCELLED" and result.epochs_run == 2
+    assert [e for e, _ in seen] == [1, 2]
+    assert set(seen[0][1]) == {"epoch", "train_loss", "train_accuracy", "val_loss", "val_accuracy", "seconds"}
+    assert result.metrics["test_accuracy"] is not None
+
+
+def test_early_stopping_restores_the_best_epoch():
+    from dnnframe.engine import train
+
+    # min_delta so large that nothing after epoch 1 counts as an improvement
+    es = {"metric": "val_loss", "patience": 2, "min_delta": 1e6}
+    result = train(make_config(training={"max_epochs": 10, "early_stopping": es}))
+    assert result.stopped_early and result.epochs_run == 3 and result.best_epoch == 1
+    assert result.metrics["val_loss"] == pytest.approx(result.history[0]["val_loss"], rel=1e-12)
+
+
+def test_regression_without_validation_split_and_squared_error_classification():
+    from dnnframe.engine import train
+
+    es = {"metric": "val_accuracy", "patience": 50}
+    config = make_config({"name": "diabetes", "validation_fraction": 0.0},
+                         model={"loss": "squared_error"}, training={"early_stopping": es})
+    result = train(config)
+    assert result.status == "COMPLETE"
+    assert result.metrics["test_accuracy"] is None and result.metrics["val_loss"] is None
+    assert result.metrics["test_loss"] < 1.5  # standardised targets: 1.0 is predicting the mean
+    assert any("train_loss" in note for note in result.notes)
+    onehot = train(make_config(model={"loss": "squared_error"}, training={"max_epochs": 20}))
+    assert onehot.metrics["test_accuracy"] > 0.8
+
+
+def test_deep_stack_trains_and_shares_the_compiled_graph():
+    """300 layers: no RecursionError; then depth 4 reuses the same compiled functions."""
+    from dnnframe.engine import train
+
+    deep = train(make_config(model={"hidden_layers": 300, "width": 8, "init": "orthogonal", "activation": "tanh"},
+                             training={"max_epochs": 1}))
+    assert deep.status == "COMPLETE" and np.isfinite(deep.metrics["test_loss"])
+    assert deep.n_params == 4 * 8 + 8 + 299 * (8 * 8 + 8) + 8 * 3 + 3
+    shallow = train(make_config(model={"hidden_layers": 4, "width": 8, "init": "orthogonal", "activation": "tanh"},
+                                training={"max_epochs": 1}))
+    assert shallow.environment["compile_cache_hit"] is True
+
+
+def test_width_list_builds_dense_and_stacked_segments(engine):
+    from dnnframe.engine import train
+
+    assert engine.segments_for(4, [8, 8, 8, 6, 6, 3]) == (
+        (("dense", 4, 8), ("stack", 8), ("dense", 8, 6), ("stack", 6), ("dense", 6, 3)), (2, 1))
+    result = train(make_config(model={"hidden_layers": 6, "width": [8, 8, 8, 6, 6, 3], "residual": True},
+                               training={"max_epochs": 2}))
+    assert result.status == "COMPLETE"
+    assert result.n_params == (4 * 8 + 8) + 2 * 72 + (8 * 6 + 6) + 42 + (6 * 3 + 3) + (3 * 3 + 3)
+
+
+@pytest.mark.parametrize("setting", [
+    *[("activation", a) for a in ["relu", "leaky_relu", "elu", "selu", "tanh", "sigmoid", "softplus", "linear"]],
+    *[("init", i) for i in ["glorot", "he", "lecun", "orthogonal"]],
+    *[("optimizer", o) for o in ["sgd", "momentum", "nesterov", "adam", "rmsprop"]],
+])
+def test_every_activation_init_and_optimizer_runs(setting):
+    from dnnframe.engine import train
+
+    key, value = setting
+    model = {"hidden_layers": 3, "width": 8, "dropout": 0.1, "residual": True}
+    training = {"max_epochs": 1, "learning_rate": 0.01}
+    (training if key == "optimizer" else model)[key] = value
+    result = train(make_config(model=model, training=training))
+    assert result.status == "COMPLETE", (setting, result.metrics)
+    assert np.isfinite(result.metrics["train_loss"])
