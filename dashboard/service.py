@@ -47,8 +47,46 @@ def check_web_spec(data: Any) -> ExperimentSpec:
         raise SpecError([{"path": "search", "message": (
             f"the sweep has {n} trials, more than this server accepts ({cap}); "
             "narrow the search spaces or use fewer seeds")}], "request body")
+    _check_dataset_size(spec, int(current_app.config["MAX_DATASET_CELLS"]))
     _check_upload(spec)
     return spec
+
+
+def _largest(value: Any, default: float) -> float:
+    """The largest number a leaf or a search space over it can take."""
+    if isinstance(value, bool):
+        return default
+    if isinstance(value, (int, float)):
+        return float(value)
+    if isinstance(value, dict) and len(value) == 1:
+        kind, arg = next(iter(value.items()))
+        if isinstance(arg, list):
+            if kind == "int_range" and len(arg) >= 2:
+                arg = arg[1:2]
+            nums = [v for v in arg if isinstance(v, (int, float)) and not isinstance(v, bool)]
+            return float(max(nums)) if nums else default
+    return default
+
+
+# Defaults of the generators' size parameters (dnnframe.datasets), used when a spec omits them.
+_SIZE_DEFAULTS = {"mnist1d": (5000, 40), "classification": (1000, 20), "regression": (1000, 10)}
+
+
+def _check_dataset_size(spec: ExperimentSpec, cap: int) -> None:
+    """A generated dataset is built in the server (to fingerprint it) before anything is
+    stored, so a web request may not ask for more than ``cap`` feature values."""
+    ds = spec.dataset
+    params = ds.get("params")
+    if not isinstance(params, dict):
+        return
+    rows_default, cols_default = _SIZE_DEFAULTS.get(str(ds.get("name")), (1000, 2))
+    rows = _largest(params.get("n_samples", params.get("num_samples")), rows_default)
+    cols = _largest(params.get("n_features"), cols_default)
+    if rows * cols > cap:
+        raise SpecError([{"path": "dataset.params", "message": (
+            f"the generated dataset would hold {int(rows)} x {int(cols)} = {int(rows * cols)} "
+            f"values, more than this server generates per request ({cap}); use fewer "
+            "n_samples/n_features or run it with the CLI")}], "request body")
 
 
 def _check_upload(spec: ExperimentSpec) -> None:

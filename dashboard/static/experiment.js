@@ -137,14 +137,14 @@
       ? "val_accuracy" : "val_loss";
     const curves = all.filter(function (t) { return t.history && t.history.length; }).slice(0, 80).map(function (t) {
       return {
-        type: "scatter", mode: "lines", name: t.params.hidden_layers + " layers, seed " + t.params.seed,
+        type: "scatter", mode: "lines", name: t.params.hidden_layers + (t.params.hidden_layers === 1 ? " layer" : " layers") + ", seed " + t.params.seed,
         x: t.history.map(function (h) { return h.epoch; }), y: t.history.map(function (h) { return h[curveMetric]; }),
         line: { width: 1.5 }, opacity: t.state === "RUNNING" ? 1 : 0.75,
       };
     });
     Plotly.react("chart-curves", curves, Object.assign({}, LAYOUT, {
       title: { text: "Learning curves (" + curveMetric.replace("_", " ") + ")" }, showlegend: curves.length <= 12,
-      xaxis: { title: { text: "epoch" } }, yaxis: { title: { text: curveMetric.replace("_", " ") } } }), PLOT_CONFIG);
+      xaxis: { title: { text: "epoch" }, dtick: 1 }, yaxis: { title: { text: curveMetric.replace("_", " ") } } }), PLOT_CONFIG);
 
     const pts = done.filter(function (t) { return t.metrics[objective] !== undefined; });
     const cat = function (key) {
@@ -163,8 +163,8 @@
     Plotly.react("chart-parallel", pts.length ? [{
       type: "parcoords", dimensions: dims,
       line: { color: pts.map(function (t) { return t.metrics[objective]; }), colorscale: "Viridis", showscale: true },
-    }] : [], Object.assign({}, LAYOUT, { title: { text: "Hyperparameters → " + objective.replace("_", " ") },
-      margin: { l: 60, r: 60, t: 70, b: 30 } }), PLOT_CONFIG);
+    }] : [], Object.assign({}, LAYOUT, { title: { text: "Hyperparameters → " + objective.replace("_", " "), y: 0.98 },
+      margin: { l: 60, r: 60, t: 90, b: 30 } }), PLOT_CONFIG);
   }
 
   // ----------------------------------------------------------------- progress + polling
@@ -183,7 +183,7 @@
     if (done.length) {
       const best = done.reduce(function (a, b) { return b.metrics.test_accuracy > a.metrics.test_accuracy ? b : a; });
       document.getElementById("best").textContent = "best test accuracy " + fmt(best.metrics.test_accuracy) + " — " +
-        best.params.hidden_layers + " layers × " + fmt(best.params.width) + ", " + best.params.activation + ", " +
+        best.params.hidden_layers + " hidden layer(s) × " + fmt(best.params.width) + ", " + best.params.activation + ", " +
         best.params.optimizer + " lr " + fmt(best.params.learning_rate, 5);
     }
     return finished >= data.n_trials;

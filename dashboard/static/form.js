@@ -26,7 +26,7 @@
     const body = new URLSearchParams(new FormData(form));
     let data;
     try {
-      const res = await fetch(form.dataset.validateUrl, { method: "POST", body: body });
+      const res = await fetch(form.getAttribute("data-validate-url"), { method: "POST", body: body });
       data = await res.json();
     } catch (e) {
       countEl.textContent = "cannot reach the server";
@@ -69,7 +69,7 @@
     body.append("file", file);
     let res, data;
     try {
-      res = await fetch(form.dataset.uploadUrl, { method: "POST", body: body, headers: { "X-CSRF-Token": csrf } });
+      res = await fetch(form.getAttribute("data-upload-url"), { method: "POST", body: body, headers: { "X-CSRF-Token": csrf } });
       data = await res.json();
     } catch (e) {
       info.textContent = "upload failed: cannot reach the server";

@@ -356,3 +356,11 @@ def test_config_from_environment_and_test_config_wins(monkeypatch, make_app):
     assert app.config["API_TOKEN"] == "12345" and app.config["MAX_TRIALS"] == 7
     assert app.config["FLOWER_URL"] == "http://flower:5555"
     assert make_app(API_TOKEN=None).config["API_TOKEN"] is None
+
+
+def test_huge_generated_dataset_is_refused(client, recorder):
+    spec = {"dataset": {"name": "classification",
+                        "params": {"n_samples": {"grid": [100, 1_000_000]}, "n_features": 10_000}}}
+    r = client.post("/api/v1/experiments", json=spec)
+    assert r.status_code == 400 and r.json["errors"][0]["path"] == "dataset.params"
+    assert recorder.submitted == []

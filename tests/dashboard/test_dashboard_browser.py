@@ -1,0 +1,131 @@
+"""End to end in real headless Chromium: fill the sweep form, submit, watch the trials train.
+
+Real parts only: the app is served by a real HTTP server on 127.0.0.1, trials run in a real
+LocalExecutor process pool through the engine, results land in a real SQLite file, and the
+page follows them through the API's since-cursor.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from dashboard import create_app
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic"]
+
+
+def artifacts_dir() -> Path:
+    path = Path(os.environ.get("DNNFRAME_TEST_ARTIFACTS", "test-artifacts"))
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+@pytest.fixture
+def live_server(tmp_path, data_dir, monkeypatch):
+    """The app on a real werkzeug server with the real local executor (no broker)."""
+    from werkzeug.serving import make_server
+
+    monkeypatch.delenv("DNNFRAME_BROKER_URL", raising=False)
+    monkeypatch.delenv("DNNFRAME_API_TOKEN", raising=False)
+    app = create_app({"STORE_URL": f"sqlite:///{tmp_path / 'e2e.db'}", "WORKERS": 1})
+    server = make_server("127.0.0.1", 0, app, threaded=True)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_port}", app
+    finally:
+        server.shutdown()
+        thread.join(10)
+        app.extensions["dnnframe"].shutdown()
+
+
+def _browser(playwright):
+    if not Path(CHROMIUM).is_file():
+        pytest.fail(f"{CHROMIUM} is missing: install Debian's chromium package "
+                    "(apt-get install chromium; .ci/run does this)")
+    return playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+
+
+def _table_state(page) -> dict:
+    return page.evaluate("""() => {
+        const rows = Array.from(document.querySelectorAll('#trials tbody tr'));
+        const chart = document.getElementById('chart-accuracy');
+        const points = (chart.data || []).reduce((n, t) => n + (t.x ? t.x.length : 0), 0);
+        return {rows: rows.length, states: rows.map(r => r.dataset.state), points: points,
+                progress: document.getElementById('progress-text').textContent};
+    }""")
+
+
+@pytest.mark.slow
+def test_submit_sweep_in_chromium_and_watch_it_complete(live_server):
+    from playwright.sync_api import expect, sync_playwright
+
+    base, app = live_server
+    with sync_playwright() as p:
+        browser = _browser(p)
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 1400})
+            errors: list[str] = []
+            page.on("pageerror", lambda exc: errors.append(str(exc)))
+            page.on("request", lambda req: errors.append("external request " + req.url)
+                    if not req.url.startswith(base) else None)
+            page.goto(base + "/experiments/new")
+
+            page.fill("#name", "browser-e2e")
+            page.select_option("#dataset", "iris")
+            page.fill("#hidden_layers", "1-2")
+            page.fill("#width", "4")
+            page.fill("#epochs", "2")
+            page.fill("#seeds", "1")
+            page.fill("#batch_size", "32")
+            # a bad value: the server's message appears next to the field before submitting
+            page.fill("#learning_rate", "-0.5")
+            expect(page.locator("#error-learning_rate")).to_contain_text("greater than 0", timeout=10_000)
+            page.fill("#learning_rate", "0.05")
+            expect(page.locator("#trial-count")).to_have_text("2 trials", timeout=10_000)
+            expect(page.locator("#error-learning_rate")).to_have_text("")
+
+            page.click("#submit")
+            page.wait_for_url("**/experiments/exp-*", timeout=30_000)
+            expect(page.locator("#trials tbody tr")).to_have_count(2, timeout=10_000)
+
+            samples = []
+            deadline = time.monotonic() + 240
+            while time.monotonic() < deadline:
+                state = _table_state(page)
+                if not samples or state != samples[-1]:
+                    samples.append(state)
+                if state["states"].count("COMPLETE") == 2 and state["points"] == 2:
+                    break
+                if any(s in ("FAILED", "DIVERGED") for s in state["states"]):
+                    break
+                page.wait_for_timeout(250)
+            final = samples[-1]
+            shot = artifacts_dir() / "dashboard-experiment.png"
+            page.screenshot(path=str(shot), full_page=True)
+            print(f"\nscreenshot: {shot.resolve()}")
+            print("observed:", samples)
+
+            assert final["states"] == ["COMPLETE", "COMPLETE"], (final, samples)
+            assert final["points"] == 2  # hidden layers 1 and 2 on the accuracy chart
+            # the page changed without a reload: it showed unfinished trials first
+            assert any(s["states"].count("COMPLETE") < 2 for s in samples), samples
+            assert samples[0]["points"] < final["points"], samples
+            expect(page.locator("#progress-text")).to_have_text("2 / 2 trials finished")
+            # the table sorts by a clicked column
+            column = "#trials tbody tr td:nth-child(2)"
+            page.click("#trials th[data-key=hidden_layers]")  # numbers sort descending first
+            assert page.eval_on_selector_all(column, "tds => tds.map(t => t.textContent)") == ["2", "1"]
+            page.click("#trials th[data-key=hidden_layers]")
+            assert page.eval_on_selector_all(column, "tds => tds.map(t => t.textContent)") == ["1", "2"]
+            assert page.evaluate("document.getElementById('chart-parallel').data[0].type") == "parcoords"
+            assert errors == []
+        finally:
+            browser.close()

@@ -1,0 +1,143 @@
+"""Pages through Flask's test client: index, sweep form (CSRF, field errors), experiment page."""
+
+from __future__ import annotations
+
+import io
+import re
+
+import pytest
+from dashboard_support import TINY_SPEC
+from werkzeug.datastructures import MultiDict
+
+from dashboard.forms import FormErrors, errors_by_field, form_to_spec
+
+FORM = {"name": "ui-sweep", "dataset": "iris", "hidden_layers": "1-2", "width": "4",
+        "activation": "relu", "optimizer": "adam", "learning_rate": "0.01", "epochs": "2",
+        "batch_size": "32", "seeds": "1"}
+
+
+def _csrf(client) -> str:
+    html = client.get("/experiments/new").get_data(as_text=True)
+    return re.search(r'name="csrf_token" value="([^"]+)"', html).group(1)
+
+
+def test_form_page_has_fields_and_token(client):
+    r = client.get("/experiments/new")
+    html = r.get_data(as_text=True)
+    assert r.status_code == 200
+    for field in ("hidden_layers", "width", "activation", "optimizer", "learning_rate", "epochs", "seeds",
+                  "label_column", "csv-file"):
+        assert f'id="{field}"' in html or f'name="{field}"' in html, field
+    assert 'value="iris"' in html and "/api/v1/validate" in html
+
+
+def test_form_post_without_or_with_wrong_csrf_is_refused(client, recorder):
+    r = client.post("/experiments/new", data=FORM)
+    assert r.status_code == 400 and "CSRF" in r.get_data(as_text=True)
+    _csrf(client)
+    r = client.post("/experiments/new", data={**FORM, "csrf_token": "forged"})
+    assert r.status_code == 400 and recorder.submitted == []
+
+
+def test_form_shows_server_errors_next_to_fields(client, recorder):
+    token = _csrf(client)
+    r = client.post("/experiments/new", data={**FORM, "csrf_token": token, "learning_rate": "-1",
+                                               "width": "many"})
+    html = r.get_data(as_text=True)
+    assert r.status_code == 400 and recorder.submitted == []
+    assert re.search(r'id="error-width"[^>]*>must be a number', html)
+    r = client.post("/experiments/new", data={**FORM, "csrf_token": token, "learning_rate": "-1"})
+    assert re.search(r'id="error-learning_rate"[^>]*>[^<]*greater than 0', r.get_data(as_text=True))
+
+
+def test_form_submits_and_redirects_to_the_experiment(client, store, recorder):
+    token = _csrf(client)
+    r = client.post("/experiments/new", data={**FORM, "csrf_token": token})
+    assert r.status_code == 303
+    exp_id = r.headers["Location"].rsplit("/", 1)[-1]
+    assert store.get_experiment(exp_id).n_trials == 2 and len(recorder.submitted[0]) == 2
+    page = client.get(r.headers["Location"])
+    html = page.get_data(as_text=True)
+    assert page.status_code == 200 and "ui-sweep" in html and exp_id in html
+    assert "/vendor/plotly.min.js" in html
+    assert not re.search(r'(src|href)="(https?:)?//', html), "pages must not load anything from the internet"
+    index = client.get("/").get_data(as_text=True)
+    assert "ui-sweep" in index and f"/experiments/{exp_id}" in index
+
+
+def test_experiment_page_cancel_needs_csrf(client, store):
+    exp_id = client.post("/api/v1/experiments", json=TINY_SPEC).json["id"]
+    assert client.post(f"/experiments/{exp_id}/cancel").status_code == 400
+    token = _csrf(client)
+    r = client.post(f"/experiments/{exp_id}/cancel", data={"csrf_token": token})
+    assert r.status_code == 303 and store.get_experiment(exp_id).cancel_requested
+
+
+def test_unknown_experiment_page_is_404_page(client):
+    r = client.get("/experiments/exp-nope")
+    assert r.status_code == 404 and "text/html" in r.content_type
+
+
+def test_queue_links_only_when_configured(make_app, client):
+    exp_id = client.post("/api/v1/experiments", json=TINY_SPEC).json["id"]
+    assert "Flower" not in client.get(f"/experiments/{exp_id}").get_data(as_text=True)
+    app = make_app(FLOWER_URL="http://localhost:5555", RABBITMQ_UI_URL="http://localhost:15672")
+    html = app.test_client().get(f"/experiments/{exp_id}").get_data(as_text=True)
+    assert 'href="http://localhost:5555"' in html and 'href="http://localhost:15672"' in html
+
+
+def test_plotly_is_served_from_the_installed_package(client):
+    import plotly
+
+    r = client.get("/vendor/plotly.min.js")
+    assert r.status_code == 200 and "javascript" in r.content_type
+    expected = (plotly.__file__.rsplit("/", 1)[0] + "/package_data/plotly.min.js")
+    with open(expected, "rb") as fh:
+        assert r.data == fh.read()
+    r.close()
+
+
+def test_form_upload_needs_csrf_then_stores(client):
+    data = {"file": (io.BytesIO(b"x,y,label\n1,2,a\n3,4,b\n"), "d.csv")}
+    assert client.post("/uploads", data=data, content_type="multipart/form-data").status_code == 400
+    token = _csrf(client)
+    data = {"file": (io.BytesIO(b"x,y,label\n1,2,a\n3,4,b\n"), "d.csv")}
+    r = client.post("/uploads", data=data, content_type="multipart/form-data",
+                    headers={"X-CSRF-Token": token})
+    assert r.status_code == 201 and r.json["label_candidates"] == ["label"]
+
+
+# --------------------------------------------------------------------------- form → spec
+@pytest.mark.parametrize("text, expected", [
+    ("3", 3), ("1-4", {"int_range": [1, 4, 1]}), ("2-16:2", {"int_range": [2, 16, 2]}),
+    ("1, 2, 4", {"grid": [1, 2, 4]}), ("5-5", 5), ("1..3", {"int_range": [1, 3, 1]}),
+])
+def test_hidden_layer_ranges_and_lists(text, expected):
+    spec = form_to_spec(MultiDict({**FORM, "hidden_layers": text}))
+    assert spec["model"]["hidden_layers"] == expected
+
+
+def test_multiple_choices_become_grids():
+    form = MultiDict([*FORM.items()])
+    form.setlist("activation", ["relu", "tanh"])
+    form.setlist("optimizer", ["adam"])
+    spec = form_to_spec(form)
+    assert spec["model"]["activation"] == {"grid": ["relu", "tanh"]}
+    assert spec["training"]["optimizer"] == "adam"
+    assert spec["search"]["seeds"] == 1
+
+
+def test_malformed_fields_are_all_named():
+    form = MultiDict({**FORM, "hidden_layers": "", "learning_rate": "fast", "seeds": "two",
+                      "dataset": "csv"})
+    form.setlist("activation", [])
+    with pytest.raises(FormErrors) as info:
+        form_to_spec(form)
+    assert set(info.value.fields) == {"hidden_layers", "learning_rate", "seeds", "activation",
+                                      "upload", "label_column"}
+
+
+def test_spec_error_paths_map_to_fields():
+    errors = [{"path": "model.width.grid[1]", "message": "a"}, {"path": "training.max_epochs", "message": "b"},
+              {"path": "search", "message": "c"}, {"path": "dataset.label_column", "message": "d"}]
+    assert errors_by_field(errors) == {"width": "a", "epochs": "b", "seeds": "c", "label_column": "d"}
