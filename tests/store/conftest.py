@@ -1,31 +1,13 @@
-"""One contract suite, every backend: a real SQLite file, mongomock, and a real MongoDB server
-whenever DNNFRAME_TEST_MONGODB_URL is set (no MongoDB server can be installed here)."""
+"""Fixtures: every test taking ``store`` runs once per backend in ``BACKENDS``."""
 
 from __future__ import annotations
 
-import os
-import uuid
 from collections.abc import Iterator
 
 import pytest
+from store_support import BACKENDS, store_url
 
 from dnnframe.store import ResultStore, open_store
-
-BACKENDS = ["sqlite"]  # mongo backends: next commit
-
-
-def store_url(backend: str, tmp_path) -> str:
-    """A fresh, empty store URL for ``backend``."""
-    if backend == "sqlite":
-        return f"sqlite:///{tmp_path / 'store.db'}"
-    db = f"dnnframe_test_{uuid.uuid4().hex[:12]}"
-    if backend == "mongomock":
-        return f"mongomock://localhost/{db}"
-    base = os.environ.get("DNNFRAME_TEST_MONGODB_URL")
-    if not base:
-        pytest.skip("real MongoDB case: set DNNFRAME_TEST_MONGODB_URL=mongodb://host:27017 "
-                    "(no MongoDB server exists on this machine; mongomock covers the contract)")
-    return base.rstrip("/") + "/" + db
 
 
 @pytest.fixture(params=BACKENDS)

@@ -195,9 +195,9 @@ def test_delivery_cap_marks_failed(store):
 def test_requeue_stale_only_old_heartbeats(store):
     a, b = make(store, 2)
     store.claim_trial(a, "lost")
-    time.sleep(0.05)
+    time.sleep(0.5)
     store.claim_trial(b, "alive")
-    assert store.requeue_stale(0.03) == [a]
+    assert store.requeue_stale(0.4) == [a]  # generous margins: CI machines stall
     ta = store.get_trial(a)
     assert ta.state is TrialState.QUEUED and ta.worker is None and ta.attempts == 1
     assert store.get_trial(b).state is TrialState.RUNNING
@@ -348,12 +348,9 @@ def test_workers(store):
     assert store.list_workers(seen_within_s=-10) == []
 
 
-def test_reopen_keeps_everything(url, backend):
+def test_reopen_keeps_everything(url):
     from dnnframe.store import open_store
 
-    if backend == "mongomock":
-        pytest.skip("mongomock keeps data per client object; reopening is covered by sqlite "
-                    "and real MongoDB")
     s = open_store(url)
     ids = make(s, 2)
     run(s, ids[0], 0.3)

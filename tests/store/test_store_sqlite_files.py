@@ -8,6 +8,7 @@ import sqlite3
 from pathlib import Path
 
 import pytest
+from store_support import MONGODB_URL, store_url
 
 from dnnframe.exceptions import SchemaVersionError, StoreCorruptError, StoreError
 from dnnframe.store import SCHEMA_VERSION, TrialState, open_store
@@ -122,8 +123,9 @@ def _claim_one_inherited(store, tid):
     assert store.finish_trial(tid, TrialState.COMPLETE, worker="child")
 
 
-def _worker(url: str, name: str, ids: list[str], out) -> None:
+def _worker(url: str, name: str, ids: list[str], out, barrier) -> None:
     store = open_store(url)
+    barrier.wait(60)  # spawn start-up is slow: start racing together
     finished = []
     for tid in ids:
         rec = store.claim_trial(tid, name, max_attempts=3)
@@ -138,10 +140,11 @@ def _worker(url: str, name: str, ids: list[str], out) -> None:
 
 
 @pytest.mark.slow
-def test_processes_claim_and_finish_each_trial_exactly_once(tmp_path):
+@pytest.mark.parametrize("backend", ["sqlite"] + (["mongodb"] if MONGODB_URL else []))
+def test_processes_claim_and_finish_each_trial_exactly_once(tmp_path, backend):
     """4 processes race over the same 200 trials (each walks the list from a different
     starting point); every trial must end COMPLETE exactly once, by the worker that won it."""
-    url = f"sqlite:///{tmp_path}/race.db"
+    url = store_url(backend, tmp_path)
     n, procs = 200, 4
     with open_store(url) as s:
         s.create_experiment("race", "race", {}, n)
@@ -149,8 +152,9 @@ def test_processes_claim_and_finish_each_trial_exactly_once(tmp_path):
         s.create_trials("race", [(t, {"i": i}) for i, t in enumerate(ids)])
     ctx = mp.get_context("spawn")  # fresh interpreters: nothing shared but the file
     out = ctx.Queue()
+    barrier = ctx.Barrier(procs)
     workers = [ctx.Process(target=_worker,
-                           args=(url, f"w{k}", ids[k * 50:] + ids[:k * 50], out))
+                           args=(url, f"w{k}", ids[k * 50:] + ids[:k * 50], out, barrier))
                for k in range(procs)]
     for p in workers:
         p.start()

@@ -1,0 +1,448 @@
+"""MongoDB backend (``mongodb://host/db``; ``mongomock://`` in tests). Contract: see base.py.
+
+Each mutating call is one atomic single-document update (find-and-modify for claims) or a
+guarded multi-document update whose filter re-checks the state, so concurrent workers on many
+machines never both run a trial. A network hiccup (``AutoReconnect``) is retried a few times
+with back-off rather than killing a run (Sacred's lesson). Caveat: ``seq`` values come from a
+counter document, so two writes racing may become visible slightly out of ``seq`` order; a
+dashboard that polls with ``since`` should re-ask from a cursor a few changes back.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import threading
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
+from urllib.parse import urlsplit, urlunsplit
+
+import pymongo
+from pymongo import ReturnDocument
+from pymongo.errors import (
+    AutoReconnect,
+    BulkWriteError,
+    ConfigurationError,
+    DuplicateKeyError,
+    InvalidURI,
+    PyMongoError,
+)
+
+from ..exceptions import NotFoundError, SchemaVersionError, StoreCorruptError, StoreError
+from .base import (
+    SCHEMA_VERSION,
+    ExperimentRecord,
+    ResultStore,
+    TrialRecord,
+    TrialState,
+    WorkerRecord,
+    check_finish_state,
+    json_safe,
+    now,
+    resolve_sort_path,
+    state_list,
+)
+
+F = TypeVar("F", bound=Callable[..., Any])
+_RETRIES = 5
+_COLLECTIONS = ("meta", "experiments", "trials", "workers", "counters")
+# mongomock clients do not share data; one per host per process lets a second open_store()
+# of the same mongomock:// URL (a test's dashboard and runner) see the same documents.
+_MOCK_CLIENTS: dict[str, Any] = {}
+_MOCK_LOCK = threading.Lock()
+
+
+def redact(url: str) -> str:
+    """The URL with any password replaced by ``***`` (safe for error messages and logs)."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return url
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+def _retry(fn: F) -> F:
+    """Retry on AutoReconnect (primary step-down, dropped connection) with back-off; other
+    driver errors become StoreError naming the URL."""
+
+    @functools.wraps(fn)
+    def wrapper(self: MongoStore, *args: Any, **kwargs: Any) -> Any:
+        for attempt in range(_RETRIES):
+            try:
+                return fn(self, *args, **kwargs)
+            except AutoReconnect as e:
+                if attempt == _RETRIES - 1:
+                    raise StoreError(f"store {redact(self.url)}: still unreachable after "
+                                     f"{_RETRIES} attempts: {e}") from e
+                time.sleep(min(0.2 * 2 ** attempt, 3.0))
+            except PyMongoError as e:
+                raise StoreError(f"store {redact(self.url)}: {e}") from e
+        raise AssertionError("unreachable")
+
+    return wrapper  # type: ignore[return-value]
+
+
+def _trial(doc: dict[str, Any]) -> TrialRecord:
+    return TrialRecord(
+        id=doc["_id"], experiment_ids=sorted(doc.get("experiment_ids", [])),
+        state=TrialState(doc["state"]), config=doc.get("config") or {}, result=doc.get("result"),
+        metrics=doc.get("metrics") or [], error=doc.get("error"), worker=doc.get("worker"),
+        attempts=doc.get("attempts", 0), created_at=doc.get("created_at", 0.0),
+        started_at=doc.get("started_at"), finished_at=doc.get("finished_at"),
+        heartbeat_at=doc.get("heartbeat_at"), seq=doc.get("seq", 0))
+
+
+class MongoStore(ResultStore):
+    """ResultStore in a MongoDB database: collections experiments, trials, workers, meta."""
+
+    def __init__(self, db: Any, url: str):
+        self._db = db
+        self.url = url
+        self._init_schema()
+
+    @classmethod
+    def from_url(cls, url: str) -> MongoStore:
+        """Connect (checking the server answers) and open the database named in the URL path."""
+        if url.startswith("mongomock://"):
+            try:
+                import mongomock
+            except ImportError as e:
+                raise StoreError(f"store URL {url!r} needs the mongomock package "
+                                 "(pip install mongomock)") from e
+            name = urlsplit(url).path.strip("/") or "dnnframe"
+            key = urlsplit(url).netloc  # one fake server per host, like a real one
+            with _MOCK_LOCK:
+                client = _MOCK_CLIENTS.setdefault(key, mongomock.MongoClient())
+            return cls(client[name], url)
+        try:
+            parsed = pymongo.uri_parser.parse_uri(url)
+            timeout_ms = int(float(os.environ.get("DNNFRAME_MONGO_TIMEOUT_S", "5")) * 1000)
+            client = pymongo.MongoClient(url, serverSelectionTimeoutMS=timeout_ms,
+                                         connectTimeoutMS=timeout_ms, retryWrites=True)
+            client.admin.command("ping")
+        except (InvalidURI, ConfigurationError, ValueError) as e:
+            raise StoreError(f"store URL {redact(url)!r} is not a valid MongoDB URL: {e}") from e
+        except PyMongoError as e:
+            raise StoreError(f"store URL {redact(url)!r}: MongoDB server unreachable: {e}") from e
+        return cls(client[parsed.get("database") or "dnnframe"], url)
+
+    @_retry
+    def _init_schema(self) -> None:
+        meta = self._db.meta.find_one({"_id": "schema"})
+        if meta is None:
+            foreign = sorted(set(self._db.list_collection_names()) - set(_COLLECTIONS))
+            if foreign:
+                raise StoreCorruptError(
+                    f"store {redact(self.url)!r}: database {self._db.name!r} holds other "
+                    f"collections ({', '.join(foreign)}) and no dnnframe schema document; "
+                    "it was left untouched. Use another database name in the URL.")
+            try:
+                self._db.meta.insert_one({"_id": "schema", "version": SCHEMA_VERSION,
+                                          "app": "dnnframe", "created_at": now()})
+            except DuplicateKeyError:  # another process initialised it first
+                pass
+            meta = self._db.meta.find_one({"_id": "schema"})
+        version = int(meta.get("version", 0))
+        if version > SCHEMA_VERSION:
+            raise SchemaVersionError(
+                f"store {redact(self.url)!r} has schema version {version}, written by a newer "
+                f"dnnframe; this dnnframe reads up to version {SCHEMA_VERSION}. Upgrade dnnframe.")
+        t = self._db.trials
+        t.create_index([("experiment_ids", 1), ("order", 1)])
+        t.create_index([("state", 1), ("heartbeat_at", 1)])
+        t.create_index([("seq", 1)])
+        t.create_index([("order", 1)])
+        self._db.experiments.create_index([("created_at", -1)])
+
+    def _next(self, counter: str, n: int = 1) -> int:
+        """Reserve ``n`` values of a counter; returns the last one."""
+        doc = self._db.counters.find_one_and_update(
+            {"_id": counter}, {"$inc": {"value": n}}, upsert=True,
+            return_document=ReturnDocument.AFTER)
+        return int(doc["value"])
+
+    def close(self) -> None:
+        if not self.url.startswith("mongomock://"):
+            self._db.client.close()
+
+    # ------------------------------------------------------------ experiments
+    @_retry
+    def create_experiment(self, experiment_id: str, name: str, spec: dict[str, Any],
+                          n_trials: int) -> ExperimentRecord:
+        if not experiment_id or not isinstance(experiment_id, str):
+            raise ValueError(f"experiment_id must be a non-empty string, got {experiment_id!r}")
+        if not isinstance(n_trials, int) or n_trials < 0:
+            raise ValueError(f"n_trials must be a non-negative integer, got {n_trials!r}")
+        self._db.experiments.update_one(
+            {"_id": experiment_id},
+            {"$setOnInsert": {"name": name, "spec": json_safe(spec), "n_trials": n_trials,
+                              "created_at": now(), "cancel_requested": False,
+                              "order": self._next("experiment_order")}},
+            upsert=True)
+        return self.get_experiment(experiment_id)
+
+    def _experiment(self, doc: dict[str, Any]) -> ExperimentRecord:
+        return ExperimentRecord(id=doc["_id"], name=doc["name"], spec=doc["spec"],
+                                n_trials=doc["n_trials"], created_at=doc["created_at"],
+                                cancel_requested=bool(doc.get("cancel_requested")),
+                                counts=self._count_states(doc["_id"]))
+
+    @_retry
+    def get_experiment(self, experiment_id: str) -> ExperimentRecord:
+        doc = self._db.experiments.find_one({"_id": experiment_id})
+        if doc is None:
+            raise NotFoundError(f"experiment {experiment_id!r} not found in {redact(self.url)}")
+        return self._experiment(doc)
+
+    @_retry
+    def list_experiments(self, limit: int = 100, offset: int = 0) -> list[ExperimentRecord]:
+        _check_page(limit, offset)
+        if limit == 0:
+            return []
+        cur = self._db.experiments.find().sort([("created_at", -1), ("order", -1)]).skip(offset)
+        if limit is not None:
+            cur = cur.limit(limit)
+        return [self._experiment(d) for d in cur]
+
+    @_retry
+    def _count_states(self, experiment_id: str | None) -> dict[str, int]:
+        match = {} if experiment_id is None else {"experiment_ids": experiment_id}
+        rows = self._db.trials.aggregate([{"$match": match},
+                                          {"$group": {"_id": "$state", "n": {"$sum": 1}}}])
+        return {r["_id"]: r["n"] for r in rows}
+
+    @_retry
+    def cancel_experiment(self, experiment_id: str) -> int:
+        res = self._db.experiments.update_one({"_id": experiment_id},
+                                              {"$set": {"cancel_requested": True}})
+        if res.matched_count == 0:
+            raise NotFoundError(f"experiment {experiment_id!r} not found in {redact(self.url)}")
+        live = [d["_id"] for d in self._db.experiments.find({"cancel_requested": False}, {"_id": 1})]
+        res = self._db.trials.update_many(
+            {"$and": [{"experiment_ids": experiment_id}, {"experiment_ids": {"$nin": live}}],
+             "state": "QUEUED"},
+            {"$set": {"state": "CANCELLED", "finished_at": now(), "seq": self._next("seq"),
+                      "error": "experiment cancelled before the trial started"}})
+        return res.modified_count
+
+    # ------------------------------------------------------------ trials
+    @_retry
+    def create_trials(self, experiment_id: str, trials: list[tuple[str, dict[str, Any]]]) -> int:
+        items: list[tuple[str, dict[str, Any]]] = []
+        for i, item in enumerate(trials):
+            try:
+                tid, config = item
+            except (TypeError, ValueError):
+                raise ValueError(f"trials[{i}] must be a (trial_id, config_dict) pair, "
+                                 f"got {item!r:.100}") from None
+            if not tid or not isinstance(tid, str):
+                raise ValueError(f"trials[{i}]: trial id must be a non-empty string, got {tid!r}")
+            if not isinstance(config, dict):
+                raise ValueError(f"trials[{i}] ({tid}): config must be a dict, "
+                                 f"got {type(config).__name__}")
+            items.append((tid, json_safe(config)))
+        if self._db.experiments.find_one({"_id": experiment_id}, {"_id": 1}) is None:
+            raise NotFoundError(f"experiment {experiment_id!r} not found in {redact(self.url)}")
+        ids = list(dict.fromkeys(t for t, _ in items))
+        existing: set[str] = set()
+        for i in range(0, len(ids), 10_000):
+            existing.update(d["_id"] for d in self._db.trials.find(
+                {"_id": {"$in": ids[i:i + 10_000]}}, {"_id": 1}))
+        new = [(t, c) for t, c in dict(items).items() if t not in existing]
+        created = 0
+        if new:
+            seq = self._next("seq")
+            last = self._next("trial_order", len(new))
+            t = now()
+            docs = [{"_id": tid, "experiment_ids": [experiment_id], "state": "QUEUED",
+                     "config": c, "result": None, "metrics": [], "error": None, "worker": None,
+                     "attempts": 0, "created_at": t, "started_at": None, "finished_at": None,
+                     "heartbeat_at": None, "seq": seq, "order": last - len(new) + 1 + k}
+                    for k, (tid, c) in enumerate(new)]
+            try:
+                created = len(self._db.trials.insert_many(docs, ordered=False).inserted_ids)
+            except BulkWriteError as e:  # a concurrent submit created some of them first
+                created = e.details.get("nInserted", 0)
+        if existing or created < len(new):
+            self._db.trials.update_many({"_id": {"$in": ids}},
+                                        {"$addToSet": {"experiment_ids": experiment_id}})
+        return created
+
+    def _all_cancelled(self, experiment_ids: list[str]) -> bool:
+        return bool(experiment_ids) and self._db.experiments.count_documents(
+            {"_id": {"$in": experiment_ids}, "cancel_requested": False}) == 0
+
+    @_retry
+    def claim_trial(self, trial_id: str, worker: str,
+                    max_attempts: int | None = None) -> TrialRecord | None:
+        if not worker or not isinstance(worker, str):
+            raise ValueError(f"worker must be a non-empty string, got {worker!r}")
+        if max_attempts is not None and (not isinstance(max_attempts, int) or max_attempts < 1):
+            raise ValueError(f"max_attempts must be an integer >= 1, got {max_attempts!r}")
+        doc = self._db.trials.find_one({"_id": trial_id},
+                                       {"state": 1, "attempts": 1, "experiment_ids": 1})
+        if doc is None:
+            raise NotFoundError(f"trial {trial_id!r} not found in {redact(self.url)}")
+        if doc["state"] != "QUEUED":
+            return None
+        t = now()
+        if self._all_cancelled(doc.get("experiment_ids", [])):
+            self._db.trials.update_one(
+                {"_id": trial_id, "state": "QUEUED"},
+                {"$set": {"state": "CANCELLED", "finished_at": t, "seq": self._next("seq"),
+                          "error": "experiment cancelled before the trial started"}})
+            return None
+        query: dict[str, Any] = {"_id": trial_id, "state": "QUEUED"}
+        if max_attempts is not None:
+            if doc.get("attempts", 0) >= max_attempts:
+                self._db.trials.update_one(
+                    {**query, "attempts": {"$gte": max_attempts}},
+                    {"$set": {"state": "FAILED", "finished_at": t, "seq": self._next("seq"),
+                              "error": f"delivery cap reached: claimed {doc['attempts']} times, "
+                                       f"max_attempts={max_attempts} (the trial keeps losing "
+                                       "its worker)"}})
+                return None
+            query["attempts"] = {"$lt": max_attempts}
+        got = self._db.trials.find_one_and_update(
+            query, {"$set": {"state": "RUNNING", "worker": worker, "started_at": t,
+                             "heartbeat_at": t, "metrics": [], "seq": self._next("seq")},
+                    "$inc": {"attempts": 1}},
+            return_document=ReturnDocument.AFTER)
+        return _trial(got) if got is not None else None
+
+    @_retry
+    def heartbeat(self, trial_id: str, worker: str) -> bool:
+        res = self._db.trials.update_one({"_id": trial_id, "state": "RUNNING", "worker": worker},
+                                         {"$set": {"heartbeat_at": now()}})
+        return res.matched_count > 0
+
+    @_retry
+    def append_metrics(self, trial_id: str, metrics: dict[str, Any]) -> None:
+        if not isinstance(metrics, dict):
+            raise ValueError(f"metrics must be a dict, got {type(metrics).__name__}")
+        self._db.trials.update_one(
+            {"_id": trial_id, "state": "RUNNING"},
+            {"$push": {"metrics": json_safe(metrics)},
+             "$set": {"heartbeat_at": now(), "seq": self._next("seq")}})
+
+    @_retry
+    def finish_trial(self, trial_id: str, state: TrialState, result: dict[str, Any] | None = None,
+                     error: str | None = None, worker: str | None = None) -> bool:
+        st = check_finish_state(state)
+        running: dict[str, Any] = {"state": "RUNNING"}
+        if worker is not None:
+            running["worker"] = worker
+        allowed = [running] + ([{"state": "QUEUED"}] if st is TrialState.CANCELLED else [])
+        res = self._db.trials.update_one(
+            {"_id": trial_id, "$or": allowed},
+            {"$set": {"state": st.value, "result": json_safe(result) if result is not None else None,
+                      "error": error, "finished_at": now(), "seq": self._next("seq")}})
+        if res.matched_count == 0 and self._db.trials.find_one({"_id": trial_id}, {"_id": 1}) is None:
+            raise NotFoundError(f"trial {trial_id!r} not found in {redact(self.url)}")
+        return res.matched_count > 0
+
+    @_retry
+    def requeue_stale(self, timeout_s: float) -> list[str]:
+        if timeout_s < 0:
+            raise ValueError(f"timeout_s must be >= 0, got {timeout_s!r}")
+        stale = {"state": "RUNNING", "heartbeat_at": {"$lt": now() - timeout_s}}
+        ids = [d["_id"] for d in self._db.trials.find(stale, {"_id": 1})]
+        if not ids:
+            return []
+        seq = self._next("seq")
+        done = []
+        for tid in ids:  # guarded one by one: a trial that heartbeats meanwhile stays RUNNING
+            res = self._db.trials.update_one({**stale, "_id": tid},
+                                             {"$set": {"state": "QUEUED", "worker": None,
+                                                       "seq": seq}})
+            if res.modified_count:
+                done.append(tid)
+        return sorted(done)
+
+    # ------------------------------------------------------------ queries
+    @_retry
+    def get_trial(self, trial_id: str) -> TrialRecord:
+        doc = self._db.trials.find_one({"_id": trial_id})
+        if doc is None:
+            raise NotFoundError(f"trial {trial_id!r} not found in {redact(self.url)}")
+        return _trial(doc)
+
+    @_retry
+    def is_cancel_requested(self, trial_id: str) -> bool:
+        doc = self._db.trials.find_one({"_id": trial_id}, {"state": 1, "experiment_ids": 1})
+        if doc is None:
+            raise NotFoundError(f"trial {trial_id!r} not found in {redact(self.url)}")
+        return doc["state"] == "CANCELLED" or self._all_cancelled(doc.get("experiment_ids", []))
+
+    @_retry
+    def list_trials(self, experiment_id: str | None = None,
+                    state: TrialState | list[TrialState] | None = None,
+                    sort_by: str | None = None, descending: bool = False,
+                    limit: int | None = None, offset: int = 0,
+                    since: int | None = None) -> list[TrialRecord]:
+        _check_page(limit, offset)
+        match: dict[str, Any] = {}
+        if experiment_id is not None:
+            match["experiment_ids"] = experiment_id
+        states = state_list(state)
+        if states is not None:
+            match["state"] = {"$in": states}
+        if since is not None:
+            match["seq"] = {"$gt": int(since)}
+        if limit == 0:
+            return []
+        direction = -1 if descending else 1
+        if sort_by is None:
+            keys = [("seq", direction), ("order", direction)] if since is not None else \
+                [("created_at", direction), ("order", direction)]
+            cur = self._db.trials.find(match).sort(keys).skip(offset)
+            if limit is not None:
+                cur = cur.limit(limit)
+            return [_trial(d) for d in cur]
+        path = resolve_sort_path(sort_by)
+        field = "_id" if path == "id" else path  # validated identifiers only: no operators
+        pipeline: list[dict[str, Any]] = [
+            {"$match": match},
+            {"$addFields": {"_sort_key": f"${field}"}},
+            # Mongo sorts null/missing first ascending; dnnframe wants them last both ways.
+            {"$addFields": {"_sort_null": {"$cond": [
+                {"$eq": [{"$ifNull": ["$_sort_key", None]}, None]}, 1, 0]}}},
+            {"$sort": {"_sort_null": 1, "_sort_key": direction, "order": 1}},
+            {"$skip": offset},
+        ]
+        if limit is not None:
+            pipeline.append({"$limit": limit})
+        pipeline.append({"$project": {"_sort_key": 0, "_sort_null": 0}})
+        return [_trial(d) for d in self._db.trials.aggregate(pipeline)]
+
+    # ------------------------------------------------------------ workers
+    @_retry
+    def register_worker(self, name: str, host: str | None = None, pid: int | None = None,
+                        current_trial: str | None = None, trials_done: int = 0,
+                        info: dict[str, Any] | None = None) -> None:
+        if not name or not isinstance(name, str):
+            raise ValueError(f"worker name must be a non-empty string, got {name!r}")
+        self._db.workers.replace_one(
+            {"_id": name},
+            {"host": host, "pid": pid, "current_trial": current_trial, "trials_done": trials_done,
+             "last_seen": now(), "info": json_safe(info or {})}, upsert=True)
+
+    @_retry
+    def list_workers(self, seen_within_s: float | None = None) -> list[WorkerRecord]:
+        query = {} if seen_within_s is None else {"last_seen": {"$gte": now() - seen_within_s}}
+        return [WorkerRecord(name=d["_id"], host=d.get("host"), pid=d.get("pid"),
+                             current_trial=d.get("current_trial"),
+                             trials_done=d.get("trials_done", 0), last_seen=d["last_seen"],
+                             info=d.get("info") or {})
+                for d in self._db.workers.find(query).sort("_id", 1)]
+
+
+def _check_page(limit: int | None, offset: int) -> None:
+    if limit is not None and (not isinstance(limit, int) or limit < 0):
+        raise ValueError(f"limit must be a non-negative integer or None, got {limit!r}")
+    if not isinstance(offset, int) or offset < 0:
+        raise ValueError(f"offset must be a non-negative integer, got {offset!r}")

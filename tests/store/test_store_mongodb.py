@@ -1,0 +1,99 @@
+"""MongoDB-specific behaviour: URLs, schema document, foreign databases, hiccup retries."""
+
+from __future__ import annotations
+
+import mongomock
+import pytest
+from pymongo.errors import AutoReconnect
+from store_support import MONGODB_URL
+
+from dnnframe.exceptions import SchemaVersionError, StoreCorruptError, StoreError
+from dnnframe.store import SCHEMA_VERSION, TrialState, open_store
+from dnnframe.store.mongodb import redact
+
+
+def test_real_mongodb_server():
+    """The contract suite runs against a real server only when one is configured."""
+    if not MONGODB_URL:
+        pytest.skip("no MongoDB server can be installed on this machine; set "
+                    "DNNFRAME_TEST_MONGODB_URL=mongodb://host:27017 to run the whole contract "
+                    "suite and the multi-process test against a real server")
+    s = open_store(MONGODB_URL.rstrip("/") + "/dnnframe_test_ping")
+    try:
+        assert s.list_experiments(limit=1) is not None
+    finally:
+        s._db.client.drop_database("dnnframe_test_ping")
+        s.close()
+
+
+def test_unreachable_server_names_url_without_password(monkeypatch):
+    monkeypatch.setenv("DNNFRAME_MONGO_TIMEOUT_S", "0.3")
+    with pytest.raises(StoreError, match=r"mongodb://user:\*\*\*@127\.0\.0\.1:1/db.*unreachable") as e:
+        open_store("mongodb://user:secret@127.0.0.1:1/db")
+    assert "secret" not in str(e.value)
+
+
+def test_invalid_mongodb_url():
+    with pytest.raises(StoreError, match="not a valid MongoDB URL"):
+        open_store("mongodb://host:notaport/db")
+
+
+def test_redact():
+    assert redact("mongodb://u:p@h/db") == "mongodb://u:***@h/db"
+    assert redact("mongodb://h/db") == "mongodb://h/db"
+
+
+def test_same_mongomock_url_shares_data():
+    a = open_store("mongomock://localhost/shared_case")
+    a.create_experiment("e", "e", {}, 0)
+    b = open_store("mongomock://localhost/shared_case")
+    assert b.get_experiment("e").name == "e"
+
+
+def test_newer_schema_refused():
+    url = "mongomock://localhost/newer_schema"
+    s = open_store(url)
+    s._db.meta.update_one({"_id": "schema"}, {"$set": {"version": SCHEMA_VERSION + 1}})
+    with pytest.raises(SchemaVersionError, match=f"schema version {SCHEMA_VERSION + 1}.*newer"):
+        open_store(url)
+
+
+def test_foreign_database_refused_untouched():
+    url = "mongomock://localhost/someone_elses"
+    s = open_store("mongomock://localhost/placeholder")
+    db = s._db.client["someone_elses"]
+    db.users.insert_one({"_id": 1, "name": "ada"})
+    with pytest.raises(StoreCorruptError, match=r"other collections \(users\)"):
+        open_store(url)
+    assert db.list_collection_names() == ["users"]
+
+
+def test_autoreconnect_is_retried(monkeypatch):
+    s = open_store("mongomock://localhost/hiccup")
+    s.create_experiment("e", "e", {}, 1)
+    s.create_trials("e", [("t", {})])
+    real = mongomock.collection.Collection.find_one_and_update
+    failures = {"left": 2}
+
+    def flaky(self, *args, **kwargs):
+        if self.name == "trials" and failures["left"]:
+            failures["left"] -= 1
+            raise AutoReconnect("primary stepped down")
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(mongomock.collection.Collection, "find_one_and_update", flaky)
+    rec = s.claim_trial("t", "w")
+    assert rec is not None and rec.state is TrialState.RUNNING and failures["left"] == 0
+
+
+def test_persistent_outage_becomes_store_error(monkeypatch):
+    s = open_store("mongomock://localhost/outage")
+    s.create_experiment("e", "e", {}, 0)
+
+    def down(self, *args, **kwargs):
+        raise AutoReconnect("connection refused")
+
+    monkeypatch.setattr("dnnframe.store.mongodb.time.sleep", lambda s: None)
+    monkeypatch.setattr(mongomock.collection.Collection, "find_one", down)
+    with pytest.raises(StoreError, match="mongomock://localhost/outage.*unreachable after 5"):
+        s.get_experiment("e")
