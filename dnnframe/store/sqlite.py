@@ -111,17 +111,12 @@ class SQLiteStore(ResultStore):
             return
         if p.is_dir():
             raise StoreError(f"store URL {self.url!r}: {str(p)!r} is a directory, not a file")
-        try:
-            with open(p, "rb") as fh:
-                header = fh.read(100)
-        except OSError as e:
-            raise StoreError(f"store file {str(p)!r} cannot be read: {e.strerror or e}") from e
-        if not header:
-            return  # an empty file is an empty database: fine to initialise
-        if len(header) < 100 or not header.startswith(_HEADER):
-            raise StoreCorruptError(
-                f"store file {str(p)!r} is not a SQLite database (bad header); it was left "
-                "untouched. Point DNNFRAME_STORE_URL at another file or move this one away.")
+        # The header is checked by SQLite itself ("file is not a database"), never by
+        # opening the file with open(): closing any descriptor of a database file drops every
+        # POSIX lock this process holds on it, so another process could then believe it is
+        # the last user, checkpoint and delete the WAL under our live connections (writes lost).
+        if not os.access(p, os.R_OK):
+            raise StoreError(f"store file {str(p)!r} cannot be read (permission denied)")
         try:
             ro = sqlite3.connect(f"file:{p.resolve()}?mode=ro", uri=True, timeout=_BUSY_TIMEOUT_S)
         except sqlite3.Error as e:
@@ -143,6 +138,10 @@ class SQLiteStore(ResultStore):
                     f"dnnframe; this dnnframe reads up to version {SCHEMA_VERSION}. Upgrade "
                     "dnnframe (pip install -U dnnframe) to open it.")
         except sqlite3.DatabaseError as e:
+            if "not a database" in str(e):
+                raise StoreCorruptError(
+                    f"store file {str(p)!r} is not a SQLite database (bad header); it was left "
+                    "untouched. Point DNNFRAME_STORE_URL at another file or move this one away.") from e
             raise StoreCorruptError(
                 f"store file {str(p)!r} is damaged ({e}); it was left untouched.") from e
         finally:
