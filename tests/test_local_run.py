@@ -1,0 +1,127 @@
+"""LocalExecutor: real worker processes, a real SQLite file.
+
+Training functions are injected (module-level so spawned workers can import them): one
+kills its own process to show a crashing trial is recorded FAILED and the sweep goes on.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+
+import pytest
+
+from dnnframe.engine.result import TrialResult
+from dnnframe.executors import LocalExecutor
+from dnnframe.spec import parse_spec
+from dnnframe.store import TrialState, open_store
+from dnnframe.submit import submit_experiment
+
+
+def _spec(seeds: int, name: str = "local-test", epochs: int = 2) -> dict:
+    return {"name": name, "dataset": {"name": "iris"}, "model": {"hidden_layers": 1, "width": 8},
+            "training": {"max_epochs": epochs, "batch_size": 32}, "search": {"seeds": seeds}}
+
+
+def _ok(epochs: int = 1, **env) -> TrialResult:
+    return TrialResult(status="COMPLETE", metrics={"test_accuracy": 0.5},
+                       history=[{"epoch": 1}], timings={"train": 0.0, "total": 0.0},
+                       n_params=1, environment=env, epochs_run=epochs)
+
+
+def crash_on_seed_1(config, on_epoch=None):
+    """Seed 1 dies the way an out-of-memory kill does: SIGKILL, no Python cleanup."""
+    if config.seed == 1:
+        os.kill(os.getpid(), signal.SIGKILL)
+    return _ok()
+
+
+def exit_on_seed_2(config, on_epoch=None):
+    if config.seed == 2:
+        os._exit(3)
+    return _ok()
+
+
+def report_threads(config, on_epoch=None):
+    import numpy  # noqa: F401  (loads OpenBLAS so threadpoolctl sees it)
+    from threadpoolctl import threadpool_info
+
+    return _ok(pid=os.getpid(), env={k: os.environ.get(k) for k in
+                                     ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")},
+               blas_threads=[p["num_threads"] for p in threadpool_info()])
+
+
+@pytest.fixture
+def url(tmp_path) -> str:
+    return f"sqlite:///{tmp_path / 'local.db'}"
+
+
+def test_a_trial_that_kills_its_process_is_failed_and_the_sweep_goes_on(url):
+    store = open_store(url)
+    with LocalExecutor(url, workers=2, train_fn=crash_on_seed_1) as ex:
+        result = submit_experiment(parse_spec(_spec(seeds=5)), store, ex)
+        assert ex.wait(timeout=120), "the sweep did not finish"
+        stats = ex.stats
+    trials = {t.config["seed"]: t for t in store.list_trials(result.experiment.id)}
+    assert trials[1].state is TrialState.FAILED
+    assert "SIGKILL" in trials[1].error and "out-of-memory" in trials[1].error
+    assert all(trials[s].state is TrialState.COMPLETE for s in (0, 2, 3, 4))
+    assert stats.crashed == 1 and stats.worker_restarts >= 1
+
+
+def test_a_worker_exit_code_is_reported(url):
+    store = open_store(url)
+    with LocalExecutor(url, workers=1, train_fn=exit_on_seed_2) as ex:
+        result = submit_experiment(parse_spec(_spec(seeds=4)), store, ex)
+        assert ex.wait(timeout=120)
+    trials = {t.config["seed"]: t for t in store.list_trials(result.experiment.id)}
+    assert trials[2].state is TrialState.FAILED and "exited with code 3" in trials[2].error
+    assert [trials[s].state for s in (0, 1, 3)] == [TrialState.COMPLETE] * 3
+
+
+def test_workers_pin_math_libraries_to_one_thread_and_are_reused(url, monkeypatch):
+    monkeypatch.setenv("OPENBLAS_NUM_THREADS", "7")  # the parent's own setting
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    store = open_store(url)
+    with LocalExecutor(url, workers=2, train_fn=report_threads) as ex:
+        result = submit_experiment(parse_spec(_spec(seeds=6)), store, ex)
+        assert ex.wait(timeout=120)
+    envs = [t.result["environment"] for t in store.list_trials(result.experiment.id)]
+    assert all(e["env"] == {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1",
+                            "MKL_NUM_THREADS": "1"} for e in envs)
+    assert all(n == 1 for e in envs for n in e["blas_threads"])
+    # long-lived workers: 6 trials ran in at most 2 processes
+    assert len({e["pid"] for e in envs}) <= 2
+    # the parent's own environment was left alone
+    assert os.environ["OPENBLAS_NUM_THREADS"] == "7" and "OMP_NUM_THREADS" not in os.environ
+
+
+def test_real_engine_compiles_once_per_graph_shape_per_worker(url):
+    store = open_store(url)
+    with LocalExecutor(url, workers=1) as ex:
+        result = submit_experiment(parse_spec(_spec(seeds=3, name="compile-cache")), store, ex)
+        assert ex.wait(timeout=300)
+    trials = sorted(store.list_trials(result.experiment.id), key=lambda t: t.config["seed"])
+    assert [t.state for t in trials] == [TrialState.COMPLETE] * 3
+    assert len({t.worker for t in trials}) == 1
+    compile_s = [t.result["timings"]["compile"] for t in trials]
+    # the first trial may hit PyTensor's on-disk cache; later ones reuse the in-process function
+    assert max(compile_s[1:]) < 0.05, compile_s
+
+
+def test_cancel_stops_queued_trials_and_resubmit_resumes(url):
+    store = open_store(url)
+    spec = parse_spec(_spec(seeds=4, name="cancel"))
+    with LocalExecutor(url, workers=1, train_fn=crash_on_seed_1) as ex:
+        # cancel before anything is submitted: every trial ends CANCELLED without running
+        result = submit_experiment(spec, store)
+        assert ex.cancel(result.experiment.id) == 4
+    counts = store.counts_by_state(result.experiment.id)
+    assert counts["CANCELLED"] == 4
+    with LocalExecutor(url, workers=1, train_fn=report_threads) as ex:
+        again = submit_experiment(spec, store, ex)
+        assert sorted(again.requeued_trial_ids) == sorted(again.trial_ids)
+        assert again.new_trial_ids == []
+        assert ex.wait(timeout=120)
+    assert store.counts_by_state(result.experiment.id)["COMPLETE"] == 4, [(t.state, t.error) for t in store.list_trials(result.experiment.id)]
+    assert not store.get_experiment(result.experiment.id).cancel_requested
