@@ -243,6 +243,20 @@ def check_finish_state(state: TrialState | str) -> TrialState:
     return st
 
 
+REQUEUABLE_STATES = ("CANCELLED", "FAILED", "DIVERGED", "PRUNED")
+
+
+def requeue_state_list(states: list[TrialState] | tuple[TrialState, ...] | TrialState | str
+                       ) -> list[str]:
+    """Validate the ``states`` of ``requeue_trials``: finished, and never COMPLETE."""
+    names = state_list(states) or []
+    bad = [s for s in names if s not in REQUEUABLE_STATES]
+    if bad:
+        raise ValueError(f"requeue_trials cannot requeue {', '.join(bad)} trials; allowed: "
+                         f"{', '.join(REQUEUABLE_STATES)} (COMPLETE results are never discarded)")
+    return names
+
+
 def state_list(state: TrialState | str | list[TrialState] | list[str] | None) -> list[str] | None:
     """Normalise the ``state`` filter of ``list_trials`` to a list of state names (or None)."""
     if state is None:
@@ -327,19 +341,24 @@ class ResultStore(abc.ABC):
             NotFoundError: unknown experiment.
         """
 
+    @abc.abstractmethod
     def requeue_trials(self, experiment_id: str,
-                       states: list[TrialState] | tuple[TrialState, ...] = (TrialState.CANCELLED,)) -> list[str]:
-        """Resume an experiment: lift its ``cancel_requested`` flag and move its trials in
-        ``states`` (finished states, e.g. CANCELLED of an interrupted run) back to QUEUED,
-        clearing result, error, worker, metrics and ``attempts``. COMPLETE trials are never
-        touched unless asked for. Used when the same spec is submitted again.
+                       states: list[TrialState] | tuple[TrialState, ...] | TrialState
+                       = (TrialState.CANCELLED,)) -> list[str]:
+        """Resume an experiment: lift ``cancel_requested`` and put its trials in ``states`` back
+        to QUEUED (the one sanctioned way out of a finished state).
+
+        Meant for a deliberate resubmission (CANCELLED, and on request FAILED, DIVERGED or
+        PRUNED trials). The trial's result, error, worker and times are cleared and
+        ``attempts`` is reset so the delivery cap counts afresh. COMPLETE trials are never
+        requeued: a stored result is never thrown away.
 
         Returns:
-            The ids of the trials re-queued, sorted.
+            The requeued trial ids.
         Raises:
-            NotFoundError: unknown experiment.  ValueError: QUEUED or RUNNING in ``states``.
+            NotFoundError: unknown experiment.  ValueError: a state other than CANCELLED,
+            FAILED, DIVERGED or PRUNED.
         """
-        raise NotImplementedError(f"{type(self).__name__} does not implement requeue_trials")
 
     @abc.abstractmethod
     def get_experiment(self, experiment_id: str) -> ExperimentRecord:

@@ -40,6 +40,7 @@ from .base import (
     check_finish_state,
     json_safe,
     now,
+    requeue_state_list,
     resolve_sort_path,
     state_list,
 )
@@ -228,6 +229,33 @@ class MongoStore(ResultStore):
             {"$set": {"state": "CANCELLED", "finished_at": now(), "seq": self._next("seq"),
                       "error": "experiment cancelled before the trial started"}})
         return res.modified_count
+
+    @_retry
+    def requeue_trials(self, experiment_id: str,
+                       states: list[TrialState] | tuple[TrialState, ...] | TrialState
+                       = (TrialState.CANCELLED,)) -> list[str]:
+        names = requeue_state_list(states)
+        res = self._db.experiments.update_one({"_id": experiment_id},
+                                              {"$set": {"cancel_requested": False}})
+        if res.matched_count == 0:
+            raise NotFoundError(f"experiment {experiment_id!r} not found in {redact(self.url)}")
+        if not names:
+            return []
+        query = {"experiment_ids": experiment_id, "state": {"$in": names}}
+        ids = [d["_id"] for d in self._db.trials.find(query, {"_id": 1})]
+        if not ids:
+            return []
+        seq = self._next("seq")
+        done = []
+        for tid in ids:  # guarded per trial: the state is re-checked by the update itself
+            r = self._db.trials.update_one(
+                {**query, "_id": tid},
+                {"$set": {"state": "QUEUED", "result": None, "error": None, "worker": None,
+                          "attempts": 0, "started_at": None, "finished_at": None,
+                          "heartbeat_at": None, "metrics": [], "seq": seq}})
+            if r.modified_count:
+                done.append(tid)
+        return sorted(done)
 
     # ------------------------------------------------------------ trials
     @_retry

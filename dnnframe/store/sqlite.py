@@ -23,6 +23,7 @@ from .base import (
     check_finish_state,
     dumps,
     now,
+    requeue_state_list,
     resolve_sort_path,
     state_list,
 )
@@ -289,21 +290,20 @@ class SQLiteStore(ResultStore):
             return cur.rowcount
 
     def requeue_trials(self, experiment_id: str,
-                       states: list[TrialState] | tuple[TrialState, ...] = (TrialState.CANCELLED,)) -> list[str]:
-        names = [TrialState(s).value for s in states]
-        if any(not TrialState(s).is_finished for s in names):
-            raise ValueError(f"only finished states can be re-queued, got {names}")
+                       states: list[TrialState] | tuple[TrialState, ...] | TrialState
+                       = (TrialState.CANCELLED,)) -> list[str]:
+        names = requeue_state_list(states)
         with self._tx() as c:
             if c.execute("UPDATE experiments SET cancel_requested = 0 WHERE id = ?",
                          (experiment_id,)).rowcount == 0:
                 raise NotFoundError(f"experiment {experiment_id!r} not found in {self.url}")
             if not names:
                 return []
-            marks = ", ".join("?" for _ in names)
             rows = c.execute(
-                f"UPDATE trials SET state = 'QUEUED', result = NULL, error = NULL, worker = NULL, "
-                f"metrics = '[]', attempts = 0, started_at = NULL, finished_at = NULL, "
-                f"heartbeat_at = NULL, seq = {_NEXT_SEQ} WHERE state IN ({marks}) AND id IN "
+                "UPDATE trials SET state = 'QUEUED', result = NULL, error = NULL, worker = NULL, "
+                "attempts = 0, started_at = NULL, finished_at = NULL, heartbeat_at = NULL, "
+                f"metrics = '[]', seq = {_NEXT_SEQ} WHERE state IN "
+                f"({', '.join('?' * len(names))}) AND id IN "
                 "(SELECT trial_id FROM experiment_trials WHERE experiment_id = ?) RETURNING id",
                 (*names, experiment_id)).fetchall()
         return sorted(r[0] for r in rows)

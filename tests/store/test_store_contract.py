@@ -235,6 +235,29 @@ def test_claim_after_cancel_does_not_run(store):
     assert store.get_trial("late").state is TrialState.CANCELLED
 
 
+def test_requeue_trials_resumes_a_cancelled_experiment(store):
+    a, b, c = make(store, 3)
+    run(store, a, 0.9)
+    store.claim_trial(b, "w")
+    store.finish_trial(b, TrialState.FAILED, error="Traceback: boom", worker="w")
+    store.cancel_experiment("exp1")
+    assert store.get_trial(c).state is TrialState.CANCELLED
+    cursor = store.latest_seq()
+    assert store.requeue_trials("exp1", [TrialState.CANCELLED]) == [c]
+    exp = store.get_experiment("exp1")
+    assert not exp.cancel_requested and exp.counts == {"COMPLETE": 1, "FAILED": 1, "QUEUED": 1}
+    assert [t.id for t in store.list_trials(since=cursor)] == [c]
+    assert store.requeue_trials("exp1", TrialState.FAILED) == [b]
+    tb = store.get_trial(b)
+    assert (tb.state, tb.error, tb.attempts, tb.finished_at) == (TrialState.QUEUED, None, 0, None)
+    assert store.claim_trial(b, "w2", max_attempts=1) is not None  # cap counts afresh
+    assert store.get_trial(a).result["metrics"]["test_accuracy"] == 0.9
+    with pytest.raises(ValueError, match="cannot requeue COMPLETE"):
+        store.requeue_trials("exp1", [TrialState.COMPLETE])
+    with pytest.raises(NotFoundError, match="nope"):
+        store.requeue_trials("nope", [TrialState.CANCELLED])
+
+
 # ---------------------------------------------------------------- queries
 @pytest.fixture
 def filled(store):
