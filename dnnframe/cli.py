@@ -399,6 +399,34 @@ def report(experiment: str, store_url: str | None, output: Path | None) -> None:
     click.echo(str(path))
 
 
+@cli.command(name="paper-report")
+@click.argument("outdir", type=click.Path(file_okay=False, path_type=Path))
+@store_option
+@click.option("--experiment", "-e", "experiments", multiple=True,
+              help="Experiment id, id prefix or name (repeatable; default: all in the store).")
+@click.option("--repro", nargs=2, metavar="STORE_A STORE_B", default=None,
+              help="RQ5: compare the --repro-experiment run into two stores.")
+@click.option("--repro-experiment", default="paper-rq5-repro", show_default=True)
+@click.option("--no-png", is_flag=True, help="Skip the static PNGs (kaleido).")
+def paper_report(outdir: Path, store_url: str | None, experiments: tuple[str, ...],
+                 repro: tuple[str, str] | None, repro_experiment: str, no_png: bool) -> None:
+    """Write the paper reproduction report (markdown, JSON, figures) into OUTDIR."""
+    from .paper import write_paper_report, write_repro_report
+    from .store import open_store
+
+    command = "dnnframe " + " ".join(sys.argv[1:])
+    store = _open_store(store_url)
+    ids = [_resolve_experiment(store, e).id for e in experiments] or None
+    summary = write_paper_report(store, outdir, ids, png=not no_png, command=command)
+    store.close()
+    click.echo(f"{outdir}/report.md: {summary['n_trials']} trials")
+    if repro:
+        a, b = open_store(repro[0]), open_store(repro[1])
+        cmp = write_repro_report(a, b, _resolve_experiment(a, repro_experiment).id, outdir, command)
+        click.echo(f"{outdir}/repro.md: identical={cmp['identical_metrics']}, "
+                   f"environment on {cmp['with_environment']}/{cmp['n_results']} results")
+
+
 # --------------------------------------------------------------------------- serve
 @cli.command()
 @store_option

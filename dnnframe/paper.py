@@ -42,7 +42,7 @@ from .store.base import ResultStore, TrialState
 __all__ = ["ANALYSED_STATES", "CHANCE_MARGIN", "LinearFit", "aggregate_by_depth", "build_figures",
            "collapse_depth", "collect_rows", "compare_stores", "linear_fit", "majority_rate",
            "markdown_table", "plateau_summary", "style_label", "time_fits", "trial_row",
-           "write_paper_report"]
+           "write_paper_report", "write_repro_report"]
 
 # States whose result is worth analysing: a DIVERGED trial is a real outcome of a deep stack
 # (its signal exploded), FAILED/CANCELLED/PRUNED are not measurements of the network.
@@ -312,6 +312,7 @@ def build_figures(rows: Sequence[dict[str, Any]], groups: Sequence[dict[str, Any
         return fig
 
     acc = frame("Test accuracy vs depth (mean ± std over seeds)", "test accuracy", True)
+    acc.update_yaxes(range=[0, 1.02])
     for col, ds in enumerate(datasets, start=1):
         chance = next((g["chance"] for g in groups if g["dataset"] == ds and g["chance"] is not None), None)
         for st in styles:
@@ -481,3 +482,26 @@ def _report_markdown(summary: dict[str, Any], groups: Sequence[dict[str, Any]], 
                      f"| {_fmt(p['chance'])} | {p['improves_past_band']} |")
     lines += ["", "## Every (dataset, style, depth)", "", markdown_table(groups)]
     return "\n".join(lines) + "\n"
+
+
+def write_repro_report(store_a: ResultStore, store_b: ResultStore, experiment_id: str,
+                       outdir: str | Path, command: str | None = None) -> dict[str, Any]:
+    """RQ5: :func:`compare_stores` written to ``repro.json`` and ``repro.md`` in ``outdir``."""
+    out = Path(outdir)
+    out.mkdir(parents=True, exist_ok=True)
+    cmp = compare_stores(store_a, store_b, experiment_id)
+    cmp["store_a"], cmp["store_b"] = store_a.url, store_b.url
+    (out / "repro.json").write_text(json.dumps(cmp, indent=1, default=str) + "\n", encoding="utf-8")
+    env = cmp["environment_example"] or {}
+    lines = ["# Reproducibility check (RQ5): generated", ""]
+    if command:
+        lines += ["Regenerate with:", "", "```", command, "```", ""]
+    lines += [f"Experiment `{experiment_id}` run twice, into `{store_a.url}` and `{store_b.url}`.", "",
+              f"- trials: {cmp['n_a']} and {cmp['n_b']}; same trial ids: {cmp['same_trial_ids']}",
+              f"- final metrics and every per-epoch loss/accuracy identical: **{cmp['identical_metrics']}**"
+              f" ({len(cmp['mismatches'])} mismatches)",
+              f"- results carrying their environment: {cmp['with_environment']} of {cmp['n_results']}", "",
+              "Example environment stored with a result:", "", "```json",
+              json.dumps(env, indent=1, default=str), "```", ""]
+    (out / "repro.md").write_text("\n".join(lines), encoding="utf-8")
+    return cmp
