@@ -1,0 +1,210 @@
+"""The ``dnnframe`` command line, run as real subprocesses against real SQLite files."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from dnnframe.store import open_store
+
+REPO = Path(__file__).resolve().parents[1]
+
+TINY = {"name": "cli-tiny", "dataset": {"name": "iris"},
+        "model": {"hidden_layers": {"grid": [1, 2]}, "width": 8},
+        "training": {"max_epochs": 2, "batch_size": 32}, "search": {"seeds": 2}}
+
+
+def cli(*args: str, cwd: Path, env: dict | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
+    """Run ``python -m dnnframe.cli ARGS`` in a fresh process."""
+    full_env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+    full_env.pop("DNNFRAME_STORE_URL", None)
+    full_env.update(env or {})
+    return subprocess.run([sys.executable, "-m", "dnnframe.cli", *args], cwd=cwd, env=full_env,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def write_spec(path: Path, spec: dict) -> Path:
+    path.write_text(yaml.safe_dump(spec), encoding="utf-8")
+    return path
+
+
+@pytest.fixture(scope="module")
+def swept(tmp_path_factory):
+    """One real sweep (4 tiny trials on 2 workers) shared by the read-only tests."""
+    root = tmp_path_factory.mktemp("cli")
+    spec = write_spec(root / "tiny.yaml", TINY)
+    url = f"sqlite:///{root / 'results.db'}"
+    proc = cli("run", str(spec), "--store", url, "--workers", "2", "--json", cwd=root)
+    assert proc.returncode == 0, proc.stderr
+    return {"root": root, "spec": spec, "url": url, "summary": json.loads(proc.stdout),
+            "stderr": proc.stderr}
+
+
+def test_run_trains_every_trial_and_prints_a_summary(swept):
+    s = swept["summary"]
+    assert s["counts"]["COMPLETE"] == 4 and s["n_trials"] == 4 and s["trials_run_now"] == 4
+    assert s["status"] == "COMPLETE" and s["store"] == swept["url"]
+    assert s["best"]["test_accuracy"] == max(c["max"] for c in s["best_configs"])
+    assert [c["hidden_layers"] for c in s["best_configs"]] and s["varied"] == ["hidden_layers"]
+    assert "Best configurations" in swept["stderr"] and swept["url"] in swept["stderr"]
+    with open_store(swept["url"]) as store:
+        trials = store.list_trials(s["experiment_id"])
+    assert len({t.worker for t in trials}) == 2, "two workers should share the sweep"
+    assert all(len(t.metrics) == 2 for t in trials)
+
+
+def test_rerunning_the_same_spec_retrains_nothing(swept):
+    with open_store(swept["url"]) as store:
+        before = {t.id: t.started_at for t in store.list_trials(swept["summary"]["experiment_id"])}
+    proc = cli("run", str(swept["spec"]), "--store", swept["url"], "--json", "--quiet", cwd=swept["root"])
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["trials_run_now"] == 0 and proc.stderr == ""
+    with open_store(swept["url"]) as store:
+        after = {t.id: t.started_at for t in store.list_trials(swept["summary"]["experiment_id"])}
+    assert after == before
+
+
+@pytest.mark.parametrize("fmt", ["csv", "jsonl"])
+def test_export_writes_every_trial(swept, fmt):
+    out = swept["root"] / f"export.{fmt}"
+    proc = cli("export", swept["summary"]["experiment_id"], "--store", swept["url"], "--format", fmt,
+               "-o", str(out), cwd=swept["root"])
+    assert proc.returncode == 0, proc.stderr
+    if fmt == "csv":
+        rows = list(csv.DictReader(out.open()))
+        assert sorted(int(r["config.model.hidden_layers"]) for r in rows) == [1, 1, 2, 2]
+        assert all(r["state"] == "COMPLETE" and 0 <= float(r["result.metrics.test_accuracy"]) <= 1
+                   for r in rows)
+    else:
+        rows = [json.loads(line) for line in out.read_text().splitlines()]
+        assert len(rows) == 4 and all(len(r["result"]["history"]) == 2 for r in rows)
+    # to stdout, by experiment name
+    proc = cli("export", "cli-tiny", "--store", swept["url"], "--format", fmt, cwd=swept["root"])
+    assert proc.returncode == 0 and len(proc.stdout.strip().splitlines()) == (5 if fmt == "csv" else 4)
+
+
+def test_report_is_self_contained_html(swept):
+    out = swept["root"] / "report.html"
+    proc = cli("report", swept["summary"]["experiment_id"], "--store", swept["url"], "-o", str(out),
+               cwd=swept["root"])
+    assert proc.returncode == 0, proc.stderr
+    text = out.read_text()
+    assert "plotly.js v" in text and len(text) > 1_000_000  # the library itself, inlined
+    assert not re.search(r"<script[^>]*\bsrc=", text), "no external scripts"
+    assert not re.search(r"<link[^>]*href=[\"']?https?:", text), "no external stylesheets"
+    for title in ("Hidden layers vs test_accuracy", "Hidden layers vs training time", "Learning curves"):
+        assert title in text
+    assert swept["summary"]["best"]["trial_id"] in text
+
+
+def test_status_and_ls(swept):
+    exp_id = swept["summary"]["experiment_id"]
+    proc = cli("status", "--store", swept["url"], "--json", cwd=swept["root"])  # latest experiment
+    assert proc.returncode == 0, proc.stderr
+    status = json.loads(proc.stdout)
+    assert status["experiment_id"] == exp_id and status["counts"]["COMPLETE"] == 4
+    proc = cli("status", exp_id[:10], cwd=swept["root"], env={"DNNFRAME_STORE_URL": swept["url"]})
+    assert proc.returncode == 0 and "COMPLETE 4" in proc.stdout
+    proc = cli("ls", "--store", swept["url"], "--json", cwd=swept["root"])
+    assert [e["id"] for e in json.loads(proc.stdout)] == [exp_id]
+    proc = cli("status", "nope", "--store", swept["url"], cwd=swept["root"])
+    assert proc.returncode == 1 and "no experiment 'nope'" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_validate_counts_trials_or_names_every_error(tmp_path):
+    good = write_spec(tmp_path / "good.yaml", TINY)
+    proc = cli("validate", str(good), cwd=tmp_path)
+    assert proc.returncode == 0 and "4 trials" in proc.stdout
+    bad = write_spec(tmp_path / "bad.yaml", {**TINY, "model": {"hidden_layers": {"grid": [1, -1]},
+                                                                 "activation": "swish"}})
+    proc = cli("validate", str(good), str(bad), cwd=tmp_path)
+    assert proc.returncode == 2
+    assert f"{bad}: model.hidden_layers.grid[1]:" in proc.stderr
+    assert f"{bad}: model.activation:" in proc.stderr and "swish" in proc.stderr
+    proc = cli("run", str(bad), "--store", f"sqlite:///{tmp_path / 'x.db'}", cwd=tmp_path)
+    assert proc.returncode == 2 and "model.activation" in proc.stderr
+    assert not (tmp_path / "x.db").exists(), "an invalid spec must not touch the store"
+
+
+@pytest.mark.parametrize("url, message", [
+    ("sqlite:////nonexistent-dir/sub/x.db", "does not exist"),
+    ("postgres://db/x", "not supported"),
+    ("sqlite:///{tmp}/corrupt.db", "not a SQLite database"),
+])
+def test_bad_store_is_a_clear_error_not_a_traceback(tmp_path, url, message):
+    (tmp_path / "corrupt.db").write_bytes(b"not a database at all\n" * 20)
+    spec = write_spec(tmp_path / "tiny.yaml", TINY)
+    url = url.format(tmp=tmp_path)
+    for args, env in ((["run", str(spec), "--store", url], None),
+                      (["run", str(spec)], {"DNNFRAME_STORE_URL": url}),
+                      (["ls", "--store", url], None)):
+        proc = cli(*args, cwd=tmp_path, env=env)
+        assert proc.returncode == 1, proc.stderr
+        assert proc.stderr.startswith("error:") and message in proc.stderr
+        assert "Traceback" not in proc.stderr
+    assert (tmp_path / "corrupt.db").read_bytes() == b"not a database at all\n" * 20
+
+
+def test_sigint_stops_cleanly_and_a_rerun_resumes(tmp_path):
+    # long enough per trial (digits, 25 epochs of batch 8) that the sweep is mid-way when we stop it
+    spec = write_spec(tmp_path / "long.yaml", {
+        "name": "interrupt-me", "dataset": {"name": "digits"},
+        "model": {"hidden_layers": 1, "width": 32},
+        "training": {"max_epochs": 25, "batch_size": 8}, "search": {"seeds": 8}})
+    url = f"sqlite:///{tmp_path / 'resume.db'}"
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    env.pop("DNNFRAME_STORE_URL", None)
+    # its own session: SIGINT goes to the whole process group, as Ctrl-C in a terminal does
+    proc = subprocess.Popen([sys.executable, "-m", "dnnframe.cli", "run", str(spec), "--store", url,
+                             "--workers", "2", "--json"], cwd=tmp_path, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    deadline = time.monotonic() + 240
+    counts: dict = {}
+    try:
+        while time.monotonic() < deadline and proc.poll() is None:
+            if (tmp_path / "resume.db").exists():
+                with open_store(url) as store:
+                    exps = store.list_experiments()
+                    counts = store.counts_by_state(exps[0].id) if exps else {}
+                if counts.get("COMPLETE", 0) >= 2:
+                    break
+            time.sleep(0.05)
+        assert proc.poll() is None, f"the sweep ended before it could be interrupted: {counts}"
+        os.killpg(proc.pid, signal.SIGINT)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 130, err
+    assert "resume with: dnnframe run" in err and "Traceback" not in err
+    summary = json.loads(out)
+    assert summary["interrupted"] is True
+    with open_store(url) as store:
+        exp_id = summary["experiment_id"]
+        first = {t.id: t for t in store.list_trials(exp_id)}
+    states = [t.state.value for t in first.values()]
+    assert "RUNNING" not in states and "QUEUED" not in states, states
+    done_first = {tid: t.started_at for tid, t in first.items() if t.state.value == "COMPLETE"}
+    assert 2 <= len(done_first) < 8, states
+    assert {s for s in states if s != "COMPLETE"} == {"CANCELLED"}
+
+    proc2 = cli("run", str(spec), "--store", url, "--workers", "2", "--json", "--quiet", cwd=tmp_path)
+    assert proc2.returncode == 0, proc2.stderr
+    again = json.loads(proc2.stdout)
+    assert again["trials_run_now"] == 8 - len(done_first)
+    with open_store(url) as store:
+        final = store.list_trials(exp_id)
+    assert len(final) == 8 and all(t.state.value == "COMPLETE" for t in final)
+    assert all(t.attempts == 1 for t in final), "every trial completed exactly once"
+    assert {t.id: t.started_at for t in final if t.id in done_first} == done_first
