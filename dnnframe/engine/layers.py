@@ -117,22 +117,31 @@ def _activation(name: str) -> Callable:
 
 
 class DenseLayer(Layer):
-    """``activation(x @ W + b)``; with ``residual`` (needs n_in == n_out) ``x + that``."""
+    """``activation(x @ W + b)``; with ``residual`` (needs n_in == n_out) ``x + that``.
+
+    ``dropout`` (a shared rate, with ``srng``) drops units of the activation before the
+    residual sum, exactly as a step of :class:`DenseStackLayer` does.
+    """
 
     def __init__(self, n_in: int, n_out: int, activation: str = "linear", residual: bool = False,
-                 dtype: str = "float64", name: str = "dense"):
+                 dtype: str = "float64", name: str = "dense", dropout=None, srng: RandomChain | None = None):
         _check_positive("n_in", n_in)
         _check_positive("n_out", n_out)
         if residual and n_in != n_out:
             raise ValueError(f"a residual dense layer needs n_in == n_out, but got n_in={n_in}, n_out={n_out}")
+        if dropout is not None and srng is None:
+            raise ValueError("a dense layer with dropout needs a RandomChain (srng)")
         self.n_in, self.n_out, self.dtype, self.residual = n_in, n_out, dtype, residual
         self.activation = _activation(activation)
+        self.dropout = DropoutLayer(dropout, srng) if dropout is not None else None
         self.W = pytensor.shared(np.zeros((n_in, n_out), dtype=dtype), name=f"{name}.W")
         self.b = pytensor.shared(np.zeros((n_out,), dtype=dtype), name=f"{name}.b")
         self.params, self.regularizable = [self.W, self.b], [self.W]
 
     def get_output(self, x, deterministic: bool = False):
         out = self.activation(pt.dot(x, self.W) + self.b)
+        if self.dropout is not None:
+            out = self.dropout.get_output(out, deterministic)
         return x + out if self.residual else out
 
     def initialise(self, rng: np.random.Generator, init: str) -> None:

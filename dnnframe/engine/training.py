@@ -17,7 +17,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -28,9 +28,12 @@ _FLAGS = configure()
 import pytensor  # noqa: E402
 import pytensor.tensor as pt  # noqa: E402
 
-from .layers import DenseLayer, DenseStackLayer, DropoutLayer, Layer, RandomChain  # noqa: E402
+from .layers import DenseLayer, DenseStackLayer, Layer, RandomChain  # noqa: E402
 from .result import TrialResult  # noqa: E402
 from .updates import make_updates, reset_state  # noqa: E402
+
+if TYPE_CHECKING:
+    from ..spec import TrialConfig
 
 EVAL_CHUNK = 4096  # rows per evaluation call: bounds memory on big splits and deep stacks
 
@@ -97,9 +100,9 @@ class CompiledModel:
                 _, n_in, n_out = seg
                 self.layers.append(DenseLayer(n_in, n_out, shape.activation,
                                               residual=shape.residual and n_in == n_out,
-                                              dtype=dtype, name=f"hidden{k}"))
-                if shape.dropout:
-                    self.layers.append(DropoutLayer(self.p_drop, self.srng))
+                                              dtype=dtype, name=f"hidden{k}",
+                                              dropout=self.p_drop if shape.dropout else None,
+                                              srng=self.srng))
             else:
                 stack = DenseStackLayer(seg[1], shape.activation, residual=shape.residual,
                                         dropout=self.p_drop if shape.dropout else None,
@@ -262,8 +265,9 @@ def _better(metric: str, value: float, best: float | None, min_delta: float) -> 
     return value < best - min_delta
 
 
-def train(config, on_epoch: Callable[[int, dict], bool | None] | None = None) -> TrialResult:
-    """Train the network described by ``config`` (a :class:`~dnnframe.spec.TrialConfig`).
+def train(config: TrialConfig | dict, on_epoch: Callable[[int, dict], bool | None] | None = None) -> TrialResult:
+    """Train the network described by ``config`` (a :class:`~dnnframe.spec.TrialConfig`,
+    or its JSON dict).
 
     ``on_epoch(epoch, metrics)`` is called after every epoch with ``{"epoch", "train_loss",
     "train_accuracy", "val_loss", "val_accuracy", "seconds"}`` (train_* are the running
@@ -272,8 +276,11 @@ def train(config, on_epoch: Callable[[int, dict], bool | None] | None = None) ->
     Same config and seed give bit-identical results in the same environment.
     """
     from ..datasets import load_dataset
+    from ..spec import TrialConfig
 
     t_start = time.perf_counter()
+    if isinstance(config, dict):  # a stored config document
+        config = TrialConfig.model_validate(config)
     model_cfg, train_cfg = config.model, config.training
     data = load_dataset(config.dataset, model_cfg.loss)
     dtype = str(pytensor.config.floatX)

@@ -240,3 +240,13 @@ def test_every_activation_init_and_optimizer_runs(setting):
     result = train(make_config(model=model, training=training))
     assert result.status == "COMPLETE", (setting, result.metrics)
     assert np.isfinite(result.metrics["train_loss"])
+
+
+def test_no_hidden_layers_from_a_config_dict():
+    """Depth 0 is logistic regression; a stored config dict is accepted as well."""
+    from dnnframe.engine import train
+
+    result = train({"dataset": {"name": "iris"}, "model": {"hidden_layers": 0},
+                    "training": {"max_epochs": 30, "learning_rate": 0.05}})
+    assert result.status == "COMPLETE" and result.n_params == 4 * 3 + 3
+    assert result.metrics["test_accuracy"] >= 0.8
