@@ -1,0 +1,115 @@
+"""report.py: aggregation over seeds, linear fits, markdown tables and the HTML report.
+
+Results are produced through the real runner and a real SQLite store with a training
+function whose outputs are known (time grows linearly with depth), so the numbers the report
+shows can be checked exactly.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+import pytest
+
+from dnnframe import report
+from dnnframe.engine.result import TrialResult
+from dnnframe.runner import run_trial
+from dnnframe.spec import parse_spec
+from dnnframe.store import open_store
+from dnnframe.submit import submit_experiment
+
+SPEC = {"name": "report-test", "description": "depth 1-4 on iris",
+        "dataset": {"name": "iris"}, "model": {"hidden_layers": {"grid": [1, 2, 3, 4]}, "width": 8},
+        "training": {"max_epochs": 3}, "search": {"seeds": 3}}
+
+
+def known_train(config, on_epoch=None):
+    """accuracy = 0.9 - 0.01*depth + 0.001*seed; train time = 0.5 + 0.25*depth seconds."""
+    depth, seed = config.model.hidden_layers, config.seed
+    history = []
+    for e in range(1, 4):
+        m = {"epoch": e, "train_loss": 1.0 / e, "val_loss": 1.1 / e, "val_accuracy": 0.3 * e,
+             "train_accuracy": 0.3 * e, "seconds": 0.01}
+        history.append(m)
+        on_epoch(e, m)
+    return TrialResult(status="COMPLETE",
+                       metrics={"test_accuracy": 0.9 - 0.01 * depth + 0.001 * seed, "test_loss": 0.1},
+                       history=history,
+                       timings={"data": 0.0, "compile": 0.1 * depth, "train": 0.5 + 0.25 * depth,
+                                "total": 1.0},
+                       n_params=100 * depth, environment={}, epochs_run=3)
+
+
+@pytest.fixture
+def populated(tmp_path):
+    store = open_store(f"sqlite:///{tmp_path / 'report.db'}")
+    result = submit_experiment(parse_spec(SPEC), store)
+    for tid in result.trial_ids:
+        run_trial(tid, store, train_fn=known_train)
+    yield store, result.experiment.id
+    store.close()
+
+
+def test_aggregate_by_depth_gives_mean_and_spread_over_seeds(populated):
+    store, exp_id = populated
+    rows = report.trial_rows(store, exp_id)
+    agg = report.aggregate_by_depth(rows, "test_accuracy")
+    assert [a["hidden_layers"] for a in agg] == [1, 2, 3, 4]
+    for a in agg:
+        assert a["n"] == 3
+        assert a["mean"] == pytest.approx(0.9 - 0.01 * a["hidden_layers"] + 0.001)
+        assert a["std"] == pytest.approx(0.001)  # sample std of seeds 0, 1, 2 times 0.001
+        assert a["max"] - a["min"] == pytest.approx(0.002)
+
+
+def test_aggregate_leaves_out_unfinished_and_missing_values():
+    rows = [{"state": "COMPLETE", "hidden_layers": 1, "m": 1.0},
+            {"state": "FAILED", "hidden_layers": 1, "m": 5.0},
+            {"state": "COMPLETE", "hidden_layers": 1, "m": None},
+            {"state": "COMPLETE", "hidden_layers": 1, "m": math.nan}]
+    assert report.aggregate(rows, "hidden_layers", "m") == [
+        {"hidden_layers": 1, "metric": "m", "n": 1, "mean": 1.0, "std": 0.0, "min": 1.0, "max": 1.0}]
+
+
+def test_time_vs_depth_fit_recovers_the_line(populated):
+    rows = report.trial_rows(populated[0], populated[1])
+    fit = report.time_vs_depth_fit(rows)
+    assert (fit.slope, fit.intercept, fit.r2, fit.n) == (pytest.approx(0.25), pytest.approx(0.5),
+                                                         pytest.approx(1.0), 12)
+    assert report.time_vs_depth_fit(rows, "compile_seconds").slope == pytest.approx(0.1)
+
+
+def test_linear_fit_r2_and_errors():
+    fit = report.linear_fit([1, 2, 3, 4], [1.0, 3.0, 2.0, 4.0])
+    assert fit.slope == pytest.approx(0.8) and fit.r2 == pytest.approx(0.64)
+    with pytest.raises(ValueError, match="two distinct x values"):
+        report.linear_fit([2, 2], [1.0, 3.0])
+
+
+def test_markdown_table():
+    text = report.markdown_table([{"a": 1, "b": 0.123456, "c": None}, {"a": "x|y", "b": 2.0}],
+                                 ["a", "b", "c"], ["A", "B", "C"], floatfmt=".2f")
+    assert text.splitlines() == ["| A | B | C |", "|---|---|---|", "| 1 | 0.12 |  |",
+                                 "| x\\|y | 2.00 |  |"]
+
+
+def test_html_report_is_self_contained_with_all_charts(populated, tmp_path):
+    store, exp_id = populated
+    path = report.write_report(store, exp_id, tmp_path / "r.html")
+    text = path.read_text()
+    assert text.count("plotly.js v") == 1  # inlined exactly once
+    assert not re.search(r"<script[^>]*\bsrc=", text)
+    for title in ("Hidden layers vs test_accuracy", "Hidden layers vs training time",
+                  "Hidden layers vs compile time", "Learning curves (val_accuracy per epoch)"):
+        assert title in text
+    assert "train_seconds ≈ 0.25 × hidden_layers + 0.5 (R² = 1.000, n = 12)" in text
+    assert "depth 1-4 on iris" in text and "COMPLETE: 12" in text
+    assert not list(tmp_path.glob("*.tmp")), "written atomically"
+
+
+def test_report_of_an_unknown_experiment_is_not_found(populated):
+    from dnnframe.exceptions import NotFoundError
+
+    with pytest.raises(NotFoundError):
+        report.render_html(populated[0], "exp-missing")
