@@ -26,6 +26,7 @@ DEFAULTS: dict[str, Any] = {
     "FLOWER_URL": None,
     "RABBITMQ_UI_URL": None,
     "MAX_CONTENT_LENGTH": 8 * 1024 * 1024,  # request bodies (specs and CSV uploads)
+    "MAX_UPLOAD_BYTES": None,     # CSV uploads (None → MAX_CONTENT_LENGTH)
     "MAX_TRIALS": 10_000,         # sweeps larger than this are refused before anything is stored
     "MAX_DATASET_CELLS": 20_000_000,  # generated datasets a web request may ask for (rows x features)
     "EXECUTOR": None,             # an Executor instance to use instead of make_executor (embedding)

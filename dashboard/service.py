@@ -108,7 +108,9 @@ def _check_upload(spec: ExperimentSpec) -> None:
         try:
             parse_csv(path.read_bytes(), label, task)
         except DatasetError as exc:
-            field = "dataset.label_column" if "label column" in str(exc) else "dataset.upload"
+            # a text column is only wrong as a feature: choosing it as the label fixes that
+            label_related = "label column" in str(exc) or "must be numeric" in str(exc)
+            field = "dataset.label_column" if label_related else "dataset.upload"
             raise SpecError([{"path": field, "message": str(exc)}], "request body") from None
 
 

@@ -129,3 +129,38 @@ def test_submit_sweep_in_chromium_and_watch_it_complete(live_server):
             assert errors == []
         finally:
             browser.close()
+
+
+def test_csv_upload_fills_label_choices_and_counts(live_server, tmp_path):
+    """The form uploads a CSV, offers its header as label columns and validates the sweep."""
+    from playwright.sync_api import expect, sync_playwright
+
+    base, app = live_server
+    csv_file = tmp_path / "flowers.csv"
+    rows = ["petal,sepal,kind"] + [f"{i % 7}.5,{i % 5}.25,{'ab'[i % 2]}" for i in range(40)]
+    csv_file.write_text("\n".join(rows) + "\n")
+    with sync_playwright() as p:
+        browser = _browser(p)
+        try:
+            page = browser.new_page()
+            page.goto(base + "/experiments/new")
+            page.select_option("#dataset", "csv")
+            expect(page.locator("#csv-fields")).to_be_visible()
+            page.set_input_files("#csv-file", str(csv_file))
+            expect(page.locator("#upload-info")).to_contain_text("40 rows", timeout=10_000)
+            assert page.eval_on_selector_all("#label_column option", "os => os.map(o => o.value)") == \
+                ["petal", "sepal", "kind"]
+            expect(page.locator("#label_column")).to_have_value("kind")  # the non-numeric column
+            page.fill("#hidden_layers", "1, 3")
+            page.fill("#seeds", "1")
+            expect(page.locator("#trial-count")).to_have_text("2 trials", timeout=10_000)
+            # a numeric column as label makes 'kind' a (non-numeric) feature: error at the field
+            page.select_option("#label_column", "petal")
+            expect(page.locator("#error-label_column")).to_contain_text("'kind': feature values must be numeric",
+                                                                     timeout=10_000)
+            page.select_option("#label_column", "kind")
+            expect(page.locator("#trial-count")).to_have_text("2 trials", timeout=10_000)
+            upload_id = page.input_value("#upload")
+            assert (Path(os.environ["DNNFRAME_DATA_DIR"]) / "uploads" / f"{upload_id}.csv").is_file()
+        finally:
+            browser.close()
