@@ -250,3 +250,14 @@ def test_no_hidden_layers_from_a_config_dict():
                     "training": {"max_epochs": 30, "learning_rate": 0.05}})
     assert result.status == "COMPLETE" and result.n_params == 4 * 3 + 3
     assert result.metrics["test_accuracy"] >= 0.8
+
+
+def test_a_well_conditioned_deep_stack_learns():
+    """Depth 100 learns when the network allows it (tanh + orthogonal init keeps signals
+    alive), so chance accuracy of deep relu stacks is a property of the net, not the engine."""
+    from dnnframe.engine import train
+
+    result = train(make_config("digits", model={"hidden_layers": 100, "width": 32, "activation": "tanh",
+                                                "init": "orthogonal"},
+                               training={"learning_rate": 1e-3, "max_epochs": 10, "batch_size": 64}))
+    assert result.metrics["test_accuracy"] >= 0.8, result.metrics
