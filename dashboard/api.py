@@ -293,13 +293,25 @@ def _plain(value: Any) -> Any:
     return value
 
 
+@functools.lru_cache(maxsize=4)
+def _celery_app(broker: str) -> Any:
+    # one client app per broker, so its connection pool is reused across requests
+    from celery import Celery
+
+    app = Celery("dnnframe-dashboard", broker=broker)
+    # a page must not hang on a broker that is down: fail fast instead of retrying
+    app.conf.broker_connection_timeout = 1.0
+    app.conf.broker_connection_max_retries = 1
+    app.conf.broker_transport_options = {"max_retries": 1, "interval_start": 0, "interval_step": 0.2}
+    return app
+
+
 def _celery_inspect(broker: str, timeout: float) -> dict[str, Any]:
     try:
-        from celery import Celery
-
-        app = Celery(broker=broker)
-        reply = app.control.inspect(timeout=timeout).active() or {}
-        return {"ok": True, "active": {name: len(tasks) for name, tasks in reply.items()}}
+        inspect = _celery_app(broker).control.inspect(timeout=timeout)
+        active = inspect.active() or {}
+        return {"ok": True, "workers": sorted(active),
+                "active": {name: [t.get("args") for t in tasks] for name, tasks in active.items()}}
     except Exception as exc:  # noqa: BLE001 - a broker hiccup must not break the page
         return {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
 

@@ -11,7 +11,7 @@ from typing import Any
 from flask import Flask, Response, jsonify, request
 from werkzeug.exceptions import HTTPException
 
-from dnnframe.exceptions import DatasetError, NotFoundError, SpecError
+from dnnframe.exceptions import DatasetError, NotFoundError, SpecError, StoreError
 
 
 class APIError(Exception):
@@ -62,6 +62,8 @@ def to_api_error(exc: BaseException) -> APIError:
         return APIError(400, str(exc), [{"path": "dataset", "message": str(exc)}])
     if isinstance(exc, NotFoundError):
         return APIError(404, str(exc))
+    if isinstance(exc, StoreError):
+        return APIError(503, f"the result store is unavailable: {exc}")
     if isinstance(exc, HTTPException):
         headers = {}
         if exc.code == 405 and exc.valid_methods:  # type: ignore[attr-defined]

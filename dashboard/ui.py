@@ -50,6 +50,38 @@ def check_csrf() -> None:
                        [{"path": "csrf_token", "message": "missing or stale"}])
 
 
+def token_required() -> bool:
+    """True when writes need the API token and this browser session has not given it yet."""
+    return bool(current_app.config.get("API_TOKEN")) and not session.get("token_ok")
+
+
+def check_write_allowed() -> None:
+    """Form writes: CSRF always; the API token too (once per session) when one is configured,
+    so the pages are no way around DNNFRAME_API_TOKEN."""
+    check_csrf()
+    if token_required():
+        raise APIError(401, "this server requires its API token for changes: sign in at /login first")
+
+
+@bp.route("/login", methods=["GET", "POST"])
+def login() -> Any:
+    """Give the API token once per browser session (only needed when DNNFRAME_API_TOKEN is set)."""
+    error = None
+    status = 200
+    next_url = request.values.get("next") or url_for("ui.new_experiment")
+    if not next_url.startswith("/") or next_url.startswith("//"):
+        next_url = url_for("ui.index")  # never redirect off this site
+    if request.method == "POST":
+        check_csrf()
+        expected = str(current_app.config.get("API_TOKEN") or "")
+        given = request.form.get("token", "")
+        if expected and hmac.compare_digest(given.encode(), expected.encode()):
+            session["token_ok"] = True
+            return redirect(next_url, 303)
+        error, status = "that is not the server's API token", 401
+    return render_template("login.html", error=error, next_url=next_url), status
+
+
 @bp.app_context_processor
 def _inject() -> dict[str, Any]:
     return {"csrf_token": csrf_token, "config": current_app.config}
@@ -88,8 +120,10 @@ def new_experiment() -> Any:
     form: dict[str, Any] = dict(DEFAULT_FORM)
     errors: dict[str, str] = {}
     status = 200
+    if request.method == "GET" and token_required():
+        return redirect(url_for("ui.login", next=request.path))
     if request.method == "POST":
-        check_csrf()
+        check_write_allowed()
         form = {k: request.form.get(k, "") for k in request.form}
         form["activation"] = request.form.getlist("activation")
         form["optimizer"] = request.form.getlist("optimizer")
@@ -111,7 +145,7 @@ def new_experiment() -> Any:
 @bp.post("/uploads")
 def upload() -> Any:
     """The form's CSV upload (CSRF-protected; the API's POST /datasets uses the bearer token)."""
-    check_csrf()
+    check_write_allowed()
     from .api import _upload_response
 
     return _upload_response()
@@ -131,7 +165,7 @@ def experiment_page(experiment_id: str) -> str:
 @bp.post("/experiments/<experiment_id>/cancel")
 def cancel_page(experiment_id: str) -> Any:
     """The experiment page's cancel button."""
-    check_csrf()
+    check_write_allowed()
     svc = services()
     try:
         svc.store.get_experiment(experiment_id)

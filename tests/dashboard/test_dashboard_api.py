@@ -364,3 +364,31 @@ def test_huge_generated_dataset_is_refused(client, recorder):
     r = client.post("/api/v1/experiments", json=spec)
     assert r.status_code == 400 and r.json["errors"][0]["path"] == "dataset.params"
     assert recorder.submitted == []
+
+
+BROKER = "amqp://guest:guest@127.0.0.1:5672//"
+
+
+def test_with_a_broker_workers_include_celerys_view_and_submits_go_to_celery(make_app, monkeypatch):
+    """Against the real RabbitMQ (start it with `rabbitmq-server -detached`)."""
+    import socket
+
+    try:
+        socket.create_connection(("127.0.0.1", 5672), timeout=2).close()
+    except OSError:
+        pytest.fail("RabbitMQ is not reachable at 127.0.0.1:5672: start it with rabbitmq-server -detached")
+    from dnnframe.executors import CeleryExecutor
+
+    app = make_app(BROKER_URL=BROKER, EXECUTOR=None, CELERY_INSPECT_TIMEOUT=0.5)
+    r = app.test_client().get("/api/v1/workers")
+    assert r.status_code == 200 and r.json["celery"]["ok"] is True, r.json
+    assert isinstance(r.json["celery"]["workers"], list)
+    with app.app_context():
+        assert isinstance(app.extensions["dnnframe"].executor, CeleryExecutor)
+    assert app.test_client().get("/api/v1/health").json["executor"] == "celery"
+
+
+def test_unreachable_broker_is_reported_not_a_crash(make_app):
+    app = make_app(BROKER_URL="amqp://guest:guest@127.0.0.1:1//", CELERY_INSPECT_TIMEOUT=0.5)
+    r = app.test_client().get("/api/v1/workers")
+    assert r.status_code == 200 and r.json["celery"]["ok"] is False and r.json["celery"]["error"]

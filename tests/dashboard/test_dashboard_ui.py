@@ -141,3 +141,27 @@ def test_spec_error_paths_map_to_fields():
     errors = [{"path": "model.width.grid[1]", "message": "a"}, {"path": "training.max_epochs", "message": "b"},
               {"path": "search", "message": "c"}, {"path": "dataset.label_column", "message": "d"}]
     assert errors_by_field(errors) == {"width": "a", "epochs": "b", "seeds": "c", "label_column": "d"}
+
+
+def test_pages_need_the_api_token_too_when_one_is_set(make_app, recorder):
+    client = make_app(API_TOKEN="s3cret").test_client()
+    r = client.get("/experiments/new")
+    assert r.status_code == 302 and "/login" in r.headers["Location"]
+    html = client.get("/login?next=/experiments/new").get_data(as_text=True)
+    token = re.search(r'name="csrf_token" value="([^"]+)"', html).group(1)
+    # forms cannot be used to go around the token
+    r = client.post("/experiments/new", data={**FORM, "csrf_token": token})
+    assert r.status_code == 401 and recorder.submitted == []
+    r = client.post("/login", data={"csrf_token": token, "token": "wrong", "next": "/experiments/new"})
+    assert r.status_code == 401 and "not the server" in r.get_data(as_text=True)
+    r = client.post("/login", data={"csrf_token": token, "token": "s3cret", "next": "https://evil.example/"})
+    assert r.status_code == 303 and r.headers["Location"] == "/"
+    r = client.post("/experiments/new", data={**FORM, "csrf_token": token})
+    assert r.status_code == 303 and len(recorder.submitted) == 1
+
+
+def test_store_outage_is_503_page_and_json(make_app):
+    client = make_app(STORE_URL="nosuchscheme://x").test_client()
+    assert client.get("/").status_code == 503
+    r = client.get("/api/v1/experiments")
+    assert r.status_code == 503 and "store" in r.json["message"]
