@@ -162,6 +162,18 @@ def experiment_page(experiment_id: str) -> str:
     return render_template("experiment.html", exp=experiment_json(exp, store, best=True))
 
 
+@bp.get("/trials/<trial_id>")
+def trial_page(trial_id: str) -> str:
+    """One trial: its learning curve, final metrics, timings, config, environment and error."""
+    from .service import trial_json
+
+    try:
+        trial = services().store.get_trial(trial_id)
+    except NotFoundError:
+        raise APIError(404, f"no trial with id {trial_id!r}") from None
+    return render_template("trial.html", trial=trial_json(trial, full=True))
+
+
 @bp.post("/experiments/<experiment_id>/cancel")
 def cancel_page(experiment_id: str) -> Any:
     """The experiment page's cancel button."""

@@ -62,7 +62,7 @@
         "</td><td>" + fmt(r.optimizer) + "</td><td>" + fmt(r.learning_rate, 5) + "</td><td>" + fmt(r.seed) +
         "</td><td>" + fmt(r.epoch) + '</td><td class="num">' + fmt(r.test_accuracy) + '</td><td class="num">' +
         fmt(r.val_accuracy) + '</td><td class="num">' + fmt(r.train_seconds, 2) + "</td>" +
-        '<td><a href="' + meta.trial_url.replace("TRIAL_ID", r.id) + '"><code>' + r.id.slice(0, 10) + "…</code></a></td></tr>";
+        '<td><a href="' + meta.trial_page.replace("TRIAL_ID", r.id) + '"><code>' + r.id.slice(0, 10) + "…</code></a></td></tr>";
     }).join("");
     tbody.innerHTML = html;
   }
@@ -124,8 +124,11 @@
     if (typeof Plotly === "undefined") return;
     const all = Array.from(trials.values());
     const done = all.filter(function (t) { return t.state === "COMPLETE"; });
-    const objective = meta.objective && meta.objective.metric && meta.objective.metric.indexOf("test_") === 0
+    let objective = meta.objective && meta.objective.metric && meta.objective.metric.indexOf("test_") === 0
       ? meta.objective.metric : "test_accuracy";
+    if (done.length && !done.some(function (t) { return t.metrics[objective] !== undefined; })) {
+      objective = "test_loss"; // regression trials have no accuracy
+    }
     Plotly.react("chart-accuracy", depthTraces(done, function (t) { return t.metrics[objective]; }),
       Object.assign({}, LAYOUT, { title: { text: "Hidden layers vs " + objective.replace("_", " ") + " (mean ± sd over seeds)" },
         xaxis: { title: { text: "hidden layers" }, dtick: 1 }, yaxis: { title: { text: objective.replace("_", " ") } } }), PLOT_CONFIG);

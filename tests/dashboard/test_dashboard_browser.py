@@ -126,6 +126,11 @@ def test_submit_sweep_in_chromium_and_watch_it_complete(live_server):
             page.click("#trials th[data-key=hidden_layers]")
             assert page.eval_on_selector_all(column, "tds => tds.map(t => t.textContent)") == ["1", "2"]
             assert page.evaluate("document.getElementById('chart-parallel').data[0].type") == "parcoords"
+            # a trial's own page draws its learning curve
+            page.click("#trials tbody tr:first-child td:last-child a")
+            page.wait_for_url("**/trials/t-*")
+            expect(page.locator("#chart-loss .main-svg").first).to_be_visible(timeout=10_000)
+            assert page.evaluate("document.getElementById('chart-loss').data[1].y.length") == 2
             assert errors == []
         finally:
             browser.close()

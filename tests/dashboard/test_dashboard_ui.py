@@ -165,3 +165,18 @@ def test_store_outage_is_503_page_and_json(make_app):
     assert client.get("/").status_code == 503
     r = client.get("/api/v1/experiments")
     assert r.status_code == 503 and "store" in r.json["message"]
+
+
+def test_trial_page_shows_curve_data_config_and_error(client, store):
+    from dnnframe.store.base import TrialState
+
+    exp_id = client.post("/api/v1/experiments", json=TINY_SPEC).json["id"]
+    tid = store.list_trials(exp_id)[0].id
+    store.claim_trial(tid, "w1")
+    store.append_metrics(tid, {"epoch": 1, "train_loss": 0.9, "val_loss": 0.8, "val_accuracy": 0.5})
+    store.finish_trial(tid, TrialState.FAILED, error="Traceback (most recent call last):\nValueError: <boom>", worker="w1")
+    r = client.get(f"/trials/{tid}")
+    html = r.get_data(as_text=True)
+    assert r.status_code == 200 and "ValueError: &lt;boom&gt;" in html and '"val_loss": 0.8' in html
+    assert f"/experiments/{exp_id}" in html and "/vendor/plotly.min.js" in html
+    assert client.get("/trials/t-nope").status_code == 404
