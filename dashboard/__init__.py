@@ -31,6 +31,7 @@ DEFAULTS: dict[str, Any] = {
     "MAX_DATASET_CELLS": 20_000_000,  # generated datasets a web request may ask for (rows x features)
     "EXECUTOR": None,             # an Executor instance to use instead of make_executor (embedding)
     "CELERY_INSPECT_TIMEOUT": 1.0,
+    "SESSION_COOKIE_SAMESITE": "Lax",  # with the CSRF token: cross-site form posts carry no session
 }
 
 # Keys whose environment value must stay a string even if it looks like JSON ("123").
@@ -62,6 +63,13 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     app.register_blueprint(ui_bp)
     register_error_handlers(app)
     app.extensions["dnnframe"] = Services(app)
+
+    @app.after_request
+    def _security_headers(response):  # type: ignore[no-untyped-def]
+        response.headers.setdefault("X-Content-Type-Options", "nosniff")
+        response.headers.setdefault("X-Frame-Options", "DENY")
+        return response
+
     return app
 
 
