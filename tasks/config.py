@@ -133,5 +133,4 @@ def celery_settings(broker: str | None = None) -> dict[str, Any]:
         "task_default_exchange": "dnnframe",
         "task_default_routing_key": "default",
         "task_create_missing_queues": True,
-        "broker_pool_limit": 4,
     }

@@ -111,7 +111,7 @@ def test_sigkill_worker_mid_trial_every_trial_completes_once(
     # exactly once: every seed trained to completion one time, across both workers
     seeds = Counter(json.loads(line)["seed"] for line in done_log.read_text().splitlines())
     assert sorted(seeds.values()) == [1, 1, 1, 1], seeds
-    assert "requeued" in survivor.log_text() or redone.attempts == 2
+    assert f"reaper: trial {killed_id}" in survivor.log_text()  # the survivor's reaper sent it back
     store.close()
 
 
@@ -144,7 +144,7 @@ def test_broker_restart_during_sweep(broker_url, store_url, queue_name, start_wo
         text = w.log_text()
         assert "Connection to broker lost" in text or "consumer: Cannot connect" in text, text[-3000:]
     seeds = Counter(json.loads(line)["seed"] for line in done_log.read_text().splitlines())
-    assert sorted(seeds) == list(range(6)) or len(seeds) == 6
+    assert sorted(seeds.values()) == [1] * 6, seeds  # redeliveries after reconnect were no-ops
     store.close()
 
 
@@ -211,16 +211,22 @@ def test_flower_lists_the_worker(broker_url, store_url, queue_name, start_worker
              f"--port={port}", "--address=127.0.0.1"],
             cwd=REPO, env=worker_env(store_url, broker_url, FLOWER_UNAUTHENTICATED_API="1"),
             stdout=fh, stderr=subprocess.STDOUT, start_new_session=True)
+    seen: list[str] = []
     try:
         def lists_worker() -> bool:
             try:
                 r = requests.get(f"http://127.0.0.1:{port}/api/workers",
-                                 params={"refresh": "1"}, timeout=5)
-            except requests.ConnectionError:
+                                 params={"refresh": "1"}, timeout=20)
+            except (requests.ConnectionError, requests.Timeout):  # Flower still starting
                 return False
+            seen.append(f"{r.status_code} {r.text[:300]}")
             return r.status_code == 200 and w.nodename in r.json()
 
-        wait_until(lists_worker, 45, f"Flower to list {w.nodename} (log: {log})", poll=0.5)
+        try:
+            wait_until(lists_worker, 60, f"Flower to list {w.nodename}", poll=1.0)
+        except BaseException:
+            print(log.read_text(errors="replace")[-5000:], seen[-3:])
+            raise
     finally:
         os.killpg(flower.pid, signal.SIGKILL)
         flower.wait(timeout=10)
