@@ -88,6 +88,18 @@ def default_store_url() -> str:
     return store_default()
 
 
+def graph_key(config: dict[str, Any]) -> str:
+    """What decides a trial's compiled graph (the engine caches one compiled function per
+    graph per process): the dataset and model, the optimiser and whether L2 is on — not the
+    seed, learning rate, batch size or epochs. Trials with the same key reuse a compile."""
+    import json
+
+    training = config.get("training", {})
+    return json.dumps({"dataset": config.get("dataset"), "model": config.get("model"),
+                       "optimizer": training.get("optimizer"), "l2": bool(training.get("l2"))},
+                      sort_keys=True)
+
+
 # =========================================================================== LocalExecutor
 def _death_reason(exitcode: int | None, pid: int | None) -> str:
     if exitcode is not None and exitcode < 0:
@@ -131,10 +143,15 @@ def _worker_main(conn: multiprocessing.connection.Connection, store_url: str,
         conn.send(("fatal", f"worker cannot open the store {store_url}: {exc}"))
         return
     if train_fn is None:
-        try:  # import PyTensor while the parent is still expanding/submitting
-            from .engine import train as _train  # noqa: F401  (applies THEANO_FLAGS first)
+        # Import what every trial needs (PyTensor via the engine, which applies THEANO_FLAGS
+        # first; scikit-learn's dataset loaders) while the parent is still submitting, so the
+        # first trial of each worker does not pay seconds of imports.
+        try:
+            import sklearn.datasets  # noqa: F401
+
+            from .engine import train as _train  # noqa: F401
         except Exception:
-            pass
+            log.warning("worker warm-up import failed; trials will report it", exc_info=True)
     worker = default_worker_name()
     done = 0
 
@@ -182,6 +199,7 @@ class _Worker:
     trial_id: str | None = None
     stopping: bool = False
     dead: bool = False
+    graphs: set[str] = field(default_factory=set)  # graph keys this process has compiled
 
 
 @dataclass
@@ -239,6 +257,7 @@ class LocalExecutor(Executor):
         self._wake_r, self._wake_w = self._ctx.Pipe(duplex=False)
         self._dead_store = None  # opened lazily in the dispatcher thread
         self._requeued: set[str] = set()
+        self._graph_keys: dict[str, str] = {}
         with self._lock:
             for _ in range(self.workers):
                 self._pool.append(self._start_worker())
@@ -247,11 +266,20 @@ class LocalExecutor(Executor):
         self._thread.start()
 
     # ------------------------------------------------------------------ public API
-    def submit(self, trial_ids: list[str]) -> None:
-        """Queue trial ids (in order) for the worker processes."""
+    accepts_graph_keys = True  # submit_experiment passes graph keys for compile affinity
+
+    def submit(self, trial_ids: list[str], graph_keys: dict[str, str] | None = None) -> None:
+        """Queue trial ids (in order) for the worker processes.
+
+        ``graph_keys`` (trial id → :func:`graph_key`) lets a worker keep taking trials whose
+        graph it has already compiled, and different workers start on different graphs,
+        instead of every worker compiling every graph.
+        """
         with self._lock:
             if self._closing:
                 raise DnnframeError("this executor has been shut down")
+            if graph_keys:
+                self._graph_keys.update(graph_keys)
             self._pending.extend(trial_ids)
             self._stats.submitted += len(trial_ids)
         self._wake()
@@ -292,6 +320,20 @@ class LocalExecutor(Executor):
                 if remaining is not None and remaining <= 0:
                     return False
                 self._lock.wait(remaining if remaining is not None else 1.0)
+
+    def wait_ready(self, timeout: float | None = None) -> bool:
+        """Block until every worker process has started (opened the store, imported the
+        engine); False if ``timeout`` ran out. Benchmarks use it to time the pool start."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._lock:
+            while not all(w.ready for w in self._pool):
+                if self._error is not None:
+                    raise self._error
+                remaining = None if deadline is None else deadline - time.monotonic()
+                if remaining is not None and remaining <= 0:
+                    return False
+                self._lock.wait(remaining if remaining is not None else 1.0)
+            return True
 
     @property
     def stats(self) -> LocalStats:
@@ -407,7 +449,7 @@ class LocalExecutor(Executor):
                 # hand queued trials to idle workers
                 for w in self._pool:
                     if w.ready and w.trial_id is None and not w.stopping and self._pending:
-                        w.trial_id = self._pending.popleft()
+                        w.trial_id = self._take_for(w)
                         try:
                             w.conn.send(("run", w.trial_id))
                         except OSError:
@@ -463,6 +505,32 @@ class LocalExecutor(Executor):
                         self._pool[i] = self._start_worker()
                 self._lock.notify_all()
 
+    _AFFINITY_SCAN = 2000  # how far into the queue to look for a better-suited trial
+
+    def _take_for(self, w: _Worker) -> str:
+        """Next trial for worker ``w``: one whose graph it already compiled, else one whose
+        graph no other worker has compiled, else the oldest queued trial."""
+        keys = self._graph_keys
+        chosen = 0
+        if keys:
+            others = set().union(*(o.graphs for o in self._pool if o is not w and not o.dead))
+            fallback = None
+            for i, tid in enumerate(self._pending):
+                if i >= self._AFFINITY_SCAN:
+                    break
+                key = keys.get(tid)
+                if key in w.graphs:
+                    fallback = i
+                    break
+                if fallback is None and key not in others:
+                    fallback = i
+            chosen = fallback or 0
+        tid = self._pending[chosen]
+        del self._pending[chosen]
+        if tid in keys:
+            w.graphs.add(keys[tid])
+        return tid
+
     def _on_message(self, w: _Worker, msg: tuple) -> None:
         kind = msg[0]
         if kind == "ready":
@@ -509,7 +577,7 @@ def make_executor(store_url: str | None = None, broker_url: str | None = None,
 
 
 __all__ = ["Executor", "LocalExecutor", "LocalStats", "StoreError", "THREAD_ENV", "default_store_url",
-           "default_workers", "make_executor", "run_in_process"]
+           "default_workers", "graph_key", "make_executor", "run_in_process"]
 
 
 # =========================================================================== CeleryExecutor

@@ -26,6 +26,9 @@ TrainFn = Callable[..., Any]
 # A results database hiccup must not kill a run (Sacred's lesson): per-epoch writes are
 # best effort, the final write is retried before giving up.
 _FINISH_RETRIES = 5
+# Heartbeat and cancellation check at most this often (the learning curve is still written
+# every epoch): tiny trials run many epochs a second, and each check is a store round trip.
+CHECK_INTERVAL_S = 1.0
 
 
 def default_worker_name() -> str:
@@ -85,11 +88,15 @@ def run_trial(trial_id: str, store: ResultStore, worker: str | None = None,
         return None
     train = train_fn or _default_train_fn()
     lost = False  # another worker owns the trial now (our heartbeat was refused)
+    last_check = -float("inf")  # the first epoch always checks
 
     def on_epoch(epoch: int, metrics: dict[str, Any]) -> bool:
-        nonlocal lost
+        nonlocal lost, last_check
         try:
             store.append_metrics(trial_id, dict(metrics))
+            if time.monotonic() - last_check < CHECK_INTERVAL_S:
+                return False
+            last_check = time.monotonic()
             if not store.heartbeat(trial_id, worker):
                 lost = True
                 return True

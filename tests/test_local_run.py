@@ -125,3 +125,25 @@ def test_cancel_stops_queued_trials_and_resubmit_resumes(url):
         assert ex.wait(timeout=120)
     assert store.counts_by_state(result.experiment.id)["COMPLETE"] == 4, [(t.state, t.error) for t in store.list_trials(result.experiment.id)]
     assert not store.get_experiment(result.experiment.id).cancel_requested
+
+
+def record_pid_slowly(config, on_epoch=None):
+    import time
+
+    time.sleep(0.05)
+    return _ok(pid=os.getpid())
+
+
+def test_workers_keep_to_the_graphs_they_compiled(url):
+    spec = parse_spec({**_spec(seeds=4, name="affinity"),
+                       "model": {"hidden_layers": {"grid": [1, 2]}, "width": 8}})
+    store = open_store(url)
+    with LocalExecutor(url, workers=2, train_fn=record_pid_slowly) as ex:
+        assert ex.wait_ready(timeout=120)
+        result = submit_experiment(spec, store, ex)
+        assert ex.wait(timeout=120)
+    pairs = {(t.result["environment"]["pid"], t.config["model"]["hidden_layers"])
+             for t in store.list_trials(result.experiment.id)}
+    # in queue order both workers would compile both depths (4 pairs); with affinity each
+    # worker stays on its depth (2 pairs; 3 if one worker ran ahead and helped the other)
+    assert len(pairs) <= 3, pairs
