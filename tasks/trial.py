@@ -21,6 +21,7 @@ import logging
 import os
 import socket
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -36,6 +37,8 @@ log = logging.getLogger(__name__)
 # Store outages while claiming: retry with backoff (capped at a minute) for about 15 minutes
 # rather than acknowledging the message and leaving the trial QUEUED with nothing to run it.
 STORE_RETRIES = 20
+# Worker state (current trial, trials done) reaches the store at most this often.
+STATE_WRITE_S = 0.1
 
 # Each worker process trains one trial at a time on one core: pin math libraries to one
 # thread (set before any library loads in the pool processes).
@@ -80,6 +83,8 @@ class _ProcessState:
         self.store: Any = None
         self.trials_done = 0
         self.current: tuple[str, str] | None = None  # (trial_id, worker name)
+        self.state: dict[str, Any] = {}  # register_worker kwargs still to write
+        self.dirty = False
         self.wake = threading.Event()
         self.thread: threading.Thread | None = None
         self.train_fn: Callable[..., Any] | None = None
@@ -105,27 +110,47 @@ class _ProcessState:
             self.thread.start()
 
     def _beat(self) -> None:
+        # One thread per process does every background write: the trial's heartbeat every
+        # interval, and worker state when it changed — at most every STATE_WRITE_S, so a
+        # burst of short trials costs a few writes a second, not two per trial.
         interval = max(0.2, config.heartbeat_timeout() / 5)
+        next_beat = time.monotonic() + interval
+        last_state = 0.0
         while True:
-            self.wake.wait(interval)
+            now = time.monotonic()
+            timeout = next_beat - now
+            if self.dirty:
+                timeout = min(timeout, last_state + STATE_WRITE_S - now)
+            self.wake.wait(max(0.0, timeout))
             self.wake.clear()
+            now = time.monotonic()
             with self.lock:
                 current = self.current
-            if current is None:
-                continue
+                state = self.state if self.dirty and now >= last_state + STATE_WRITE_S else None
+                if state is not None:
+                    self.dirty = False
             try:
-                self.open_store().heartbeat(*current)
-            except Exception:  # a store hiccup must not kill the thread; the next beat retries
-                log.warning("heartbeat of trial %s failed", current[0], exc_info=True)
+                if state is not None:
+                    last_state = now
+                    self.open_store().register_worker(**state)
+                if now >= next_beat:
+                    next_beat = now + interval
+                    if current is not None:
+                        self.open_store().heartbeat(*current)
+            except Exception:  # a store hiccup must not kill the thread; the next pass retries
+                log.warning("heartbeat / worker state write failed", exc_info=True)
 
-    def register(self, node: str, queue: str | None, current_trial: str | None) -> None:
-        try:
-            self.open_store().register_worker(
-                f"{node}:{os.getpid()}", host=socket.gethostname(), pid=os.getpid(),
-                current_trial=current_trial, trials_done=self.trials_done,
-                info={"node": node, "queue": queue, "role": "process"})
-        except Exception:  # worker state is for display; never fail a trial over it
-            log.warning("could not record worker state", exc_info=True)
+    def set_state(self, node: str, queue: str | None, current: tuple[str, str] | None) -> None:
+        """Record the running trial (for heartbeats) and queue a worker-state write."""
+        with self.lock:
+            self.current = current
+            self.state = {
+                "name": f"{node}:{os.getpid()}", "host": socket.gethostname(),
+                "pid": os.getpid(), "current_trial": current[0] if current else None,
+                "trials_done": self.trials_done,
+                "info": {"node": node, "queue": queue, "role": "process"}}
+            self.dirty = True
+        self.wake.set()
 
 
 _proc = _ProcessState()
@@ -161,9 +186,7 @@ def train_trial(self: Any, trial_id: str) -> str | None:
                          max_retries=STORE_RETRIES) from exc
     train_fn = proc.get_train_fn()
     proc.start_heartbeats()
-    with proc.lock:
-        proc.current = (trial_id, worker)
-    proc.register(node, queue, trial_id)
+    proc.set_state(node, queue, (trial_id, worker))
     state = None
     try:
         state = run_trial(trial_id, store, worker=worker, max_attempts=config.max_attempts(),
@@ -179,11 +202,9 @@ def train_trial(self: Any, trial_id: str) -> str | None:
         raise self.retry(exc=exc, countdown=min(60, 2 ** self.request.retries),
                          max_retries=STORE_RETRIES) from exc
     finally:
-        with proc.lock:
-            proc.current = None
         if state is not None:
             proc.trials_done += 1
-        proc.register(node, queue, None)
+        proc.set_state(node, queue, None)
     return state.value if state is not None else None
 
 
