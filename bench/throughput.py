@@ -1,0 +1,335 @@
+"""Sweep throughput (paper RQ3 and RQ4): how many configurations per second, at each stage.
+
+McLeod (2015) claims 10,000-50,000 configurations per second for a pure-Python modular
+system, and that process-based parallelism gets past the GIL. This benchmark measures the
+platform at every stage a configuration goes through, each figure with its setting:
+
+1. ``spec``   validate + expand + trial id (pure Python, no I/O): 1 process; then the same
+              work split in 2 threads vs 2 processes (the GIL question, RQ3).
+2. ``store``  ``submit_experiment`` into a fresh SQLite file: expansion, ids and the
+              QUEUED rows written (what "submitting a sweep" costs per configuration).
+3. ``local``  trials run end to end by ``LocalExecutor`` with 1 and 2 worker processes:
+              (a) a no-op ``train_fn`` (claim → one epoch of metrics → finish: the platform's
+              per-trial overhead), (b) real training of a tiny network (iris, 1 hidden layer
+              of 4 units, 1 epoch), (c) compute-bound training (digits, 8 x 128 ReLU, 4
+              epochs), where 2 processes can show their parallelism.
+4. ``celery`` the same two through RabbitMQ and real ``celery -A tasks worker`` processes
+              with concurrency 1 and 2 (the broker must run at $DNNFRAME_BROKER_URL or
+              amqp://guest:guest@127.0.0.1:5672//).
+
+Usage::
+
+    python bench/throughput.py                    # everything, ~3-5 minutes on 2 cores
+    python bench/throughput.py --only spec store  # the fast, pure-Python part
+    python bench/throughput.py --json docs/paper/throughput.json
+
+Every rate is configurations (or trials) per second of wall time; the paper's claim is
+printed beside each as a ratio. The load average at start is printed: on a shared machine
+the 2-worker figures are only as good as the idle cores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures as cf
+import json
+import os
+import platform
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from dnnframe.spec import count_trials, expand, expand_with_ids, parse_spec  # noqa: E402
+
+PAPER_LOW, PAPER_HIGH = 10_000, 50_000
+BROKER_URL = os.environ.get("DNNFRAME_BROKER_URL", "amqp://guest:guest@127.0.0.1:5672//")
+
+
+# --------------------------------------------------------------------------- specs
+def big_spec(n_lr: int = 40, tag: int = 0) -> dict[str, Any]:
+    """A grid of 100 depths x 5 activations x ``n_lr`` learning rates (20,000 for n_lr=40)."""
+    return {
+        "name": f"throughput-{tag}",
+        "dataset": {"name": "iris"},
+        "model": {"hidden_layers": {"int_range": [1, 100]}, "width": 8,
+                  "activation": {"grid": ["relu", "tanh", "sigmoid", "elu", "selu"]}},
+        "training": {"optimizer": "adam",
+                     "learning_rate": {"grid": [round(1e-4 * (1 + i + 1000 * tag), 8) for i in range(n_lr)]},
+                     "max_epochs": 1},
+    }
+
+
+def tiny_spec(n: int, name: str) -> dict[str, Any]:
+    """``n`` tiny trials (iris, 1 hidden layer of 4 units, 1 epoch, one batch), differing by seed."""
+    return {"name": name, "dataset": {"name": "iris"},
+            "model": {"hidden_layers": 1, "width": 4, "activation": "tanh"},
+            "training": {"optimizer": "sgd", "learning_rate": 0.1, "batch_size": 128, "max_epochs": 1},
+            "search": {"seeds": n}}
+
+
+def medium_spec(n: int, name: str) -> dict[str, Any]:
+    """``n`` compute-bound trials (digits, 8 hidden layers of 128 ReLU units, 4 epochs of Adam):
+    where the time goes into numerics, so worker processes can show their parallelism."""
+    return {"name": name, "dataset": {"name": "digits"},
+            "model": {"hidden_layers": 8, "width": 128, "activation": "relu", "init": "he"},
+            "training": {"optimizer": "adam", "learning_rate": 0.001, "batch_size": 32, "max_epochs": 4},
+            "search": {"seeds": n}}
+
+
+def noop_train(config: Any, on_epoch: Any = None) -> Any:
+    """A stand-in for ``engine.train``: one epoch reported, no numerics (platform overhead only)."""
+    from dnnframe.engine.result import TrialResult
+
+    metrics = {"epoch": 1, "train_loss": 1.0, "train_accuracy": 0.5, "val_loss": 1.0,
+               "val_accuracy": 0.5, "seconds": 0.0}
+    stop = bool(on_epoch(1, dict(metrics))) if on_epoch is not None else False
+    return TrialResult(status="CANCELLED" if stop else "COMPLETE",
+                       metrics={"test_accuracy": 0.5, "test_loss": 1.0}, history=[metrics],
+                       timings={"data": 0.0, "compile": 0.0, "train": 0.0, "total": 0.0}, n_params=0,
+                       environment={"python": platform.python_version(), "train_fn": "noop"},
+                       epochs_run=1)
+
+
+# --------------------------------------------------------------------------- 1. spec
+def _expand_ids(spec_doc: dict[str, Any]) -> int:
+    return sum(1 for _ in expand_with_ids(parse_spec(spec_doc)))
+
+
+def bench_spec(results: list[dict[str, Any]]) -> None:
+    doc = big_spec()
+    t = time.perf_counter()
+    spec = parse_spec(doc)
+    parse_s = time.perf_counter() - t
+    n = count_trials(spec)
+    t = time.perf_counter()
+    n_expanded = sum(1 for _ in expand(spec))
+    expand_s = time.perf_counter() - t
+    t = time.perf_counter()
+    n_ids = _expand_ids(doc)
+    ids_s = time.perf_counter() - t
+    assert n == n_expanded == n_ids
+    record(results, "spec", "validate spec (once) + expand to TrialConfig", "1 process", n, parse_s + expand_s)
+    record(results, "spec", "validate + expand + trial id (sha256 of config+data+engine)", "1 process", n,
+           parse_s + ids_s)
+
+    # RQ3: the same pure-Python work in 2 halves, on 2 threads vs 2 processes.
+    halves = [big_spec(n_lr=20, tag=1), big_spec(n_lr=20, tag=2)]
+    n_half = sum(count_trials(parse_spec(h)) for h in halves)
+    with cf.ThreadPoolExecutor(2) as pool:
+        t = time.perf_counter()
+        assert sum(pool.map(_expand_ids, halves)) == n_half
+        threads_s = time.perf_counter() - t
+    with cf.ProcessPoolExecutor(2) as pool:
+        list(pool.map(_expand_ids, [big_spec(n_lr=1, tag=3)] * 2))  # start + import, not timed
+        t = time.perf_counter()
+        assert sum(pool.map(_expand_ids, halves)) == n_half
+        procs_s = time.perf_counter() - t
+    record(results, "spec", "validate + expand + trial id", "2 threads (GIL)", n_half, threads_s)
+    record(results, "spec", "validate + expand + trial id", "2 processes", n_half, procs_s)
+
+
+# --------------------------------------------------------------------------- 2. store
+def bench_store(results: list[dict[str, Any]], tmp: Path) -> None:
+    from dnnframe.store import open_store
+    from dnnframe.submit import submit_experiment
+
+    spec = parse_spec(big_spec(n_lr=10))  # 5,000 configurations
+    store = open_store(f"sqlite:///{tmp / 'submit.db'}")
+    t = time.perf_counter()
+    res = submit_experiment(spec, store, executor=None)
+    s = time.perf_counter() - t
+    assert len(res.new_trial_ids) == count_trials(spec)
+    record(results, "store", "submit_experiment: expand + ids + QUEUED rows (one transaction)",
+           "1 process, SQLite file", len(res.new_trial_ids), s)
+    store.close()
+
+
+# --------------------------------------------------------------------------- 3. local
+def _warm_up(store: Any, executor: Any, workers: int, name: str, make_spec: Any = None) -> None:
+    """Run 2 trials per worker first (other seeds, so other trial ids): each worker process
+    compiles the graph once, a one-off cost the timed sweep must not include."""
+    from dnnframe.submit import submit_experiment
+
+    doc = (make_spec or tiny_spec)(2 * workers, name + "-warm-up")
+    doc["search"]["seeds"] = list(range(10_000, 10_000 + 2 * workers))
+    submit_experiment(parse_spec(doc), store, executor)
+    executor.wait()
+
+
+def _finished_rate(store: Any, experiment_id: str) -> tuple[int, float | None]:
+    """Trials finished and the steady rate between the first and the last finish."""
+    done = sorted(t.finished_at for t in store.list_trials(experiment_id) if t.finished_at)
+    if len(done) < 2 or done[-1] <= done[0]:
+        return len(done), None
+    return len(done), (len(done) - 1) / (done[-1] - done[0])
+
+
+def bench_local(results: list[dict[str, Any]], tmp: Path, n_noop: int, n_train: int, n_medium: int) -> None:
+    from dnnframe.executors import LocalExecutor
+    from dnnframe.store import open_store
+    from dnnframe.submit import submit_experiment
+
+    for workers in (1, 2):
+        for kind, n, train_fn, make in (("no-op train_fn", n_noop, noop_train, tiny_spec),
+                                        ("tiny real training", n_train, None, tiny_spec),
+                                        ("compute-bound training", n_medium, None, medium_spec)):
+            url = f"sqlite:///{tmp / f'local-{workers}-{kind[:4]}.db'}"
+            store = open_store(url)
+            spec = parse_spec(make(n, f"local-{workers}-{kind}"))
+            ex = LocalExecutor(url, workers=workers, train_fn=train_fn)
+            ex.wait_ready()  # process start + imports are a one-off, not per trial
+            _warm_up(store, ex, workers, f"local-{workers}-{kind}", make)
+            t = time.perf_counter()
+            res = submit_experiment(spec, store, ex)
+            ex.wait()
+            s = time.perf_counter() - t
+            ex.shutdown()
+            finished, steady = _finished_rate(store, res.experiment.id)
+            assert finished == n, f"{finished} of {n} trials finished"
+            record(results, "local", f"submit + run to COMPLETE, {kind}", f"LocalExecutor, {workers} worker(s)",
+                   n, s, steady=steady)
+            store.close()
+
+
+# --------------------------------------------------------------------------- 4. celery
+def _start_celery(store_url: str, queue: str, concurrency: int, log: Path, noop: bool) -> subprocess.Popen:
+    env = dict(os.environ)
+    env.update({"PYTHONPATH": f"{REPO}{os.pathsep}{env.get('PYTHONPATH', '')}", "DNNFRAME_STORE_URL": store_url,
+                "DNNFRAME_BROKER_URL": BROKER_URL, "PYTHONUNBUFFERED": "1"})
+    if noop:
+        env["DNNFRAME_TRAIN_FN"] = "bench.throughput:noop_train"
+    cmd = [sys.executable, "-m", "celery", "-A", "tasks", "worker", "-Q", queue, "-c", str(concurrency),
+           "-n", f"bench-{uuid.uuid4().hex[:6]}@%h", "--prefetch-multiplier=1", "-O", "fair",
+           "--loglevel=INFO", "--without-mingle", "--without-gossip"]
+    fh = open(log, "wb")
+    proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=fh, stderr=subprocess.STDOUT, start_new_session=True)
+    fh.close()
+    return proc
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def bench_celery(results: list[dict[str, Any]], tmp: Path, n_noop: int, n_train: int, n_medium: int) -> None:
+    from kombu import Connection
+
+    from dnnframe.executors import CeleryExecutor
+    from dnnframe.store import open_store
+    from dnnframe.submit import submit_experiment
+
+    try:
+        with Connection(BROKER_URL, connect_timeout=3) as conn:
+            conn.ensure_connection(max_retries=1)
+    except Exception as exc:
+        raise SystemExit(f"RabbitMQ is not reachable at {BROKER_URL} ({exc}); start it with "
+                         "`rabbitmq-server -detached` or run with --only spec store local") from None
+    for concurrency in (1, 2):
+        for kind, n, noop, make in (("no-op train_fn", n_noop, True, tiny_spec),
+                                    ("tiny real training", n_train, False, tiny_spec),
+                                    ("compute-bound training", n_medium, False, medium_spec)):
+            url = f"sqlite:///{tmp / f'celery-{concurrency}-{kind[:4]}.db'}"
+            queue = f"bench-{uuid.uuid4().hex[:8]}"
+            store = open_store(url)
+            spec = parse_spec(make(n, f"celery-{concurrency}-{kind}"))
+            log = tmp / f"celery-{concurrency}-{kind[:4]}.log"
+            proc = _start_celery(url, queue, concurrency, log, noop)
+            try:
+                # worker start-up is a one-off: wait until it consumes, then time the sweep
+                deadline = time.monotonic() + 90
+                while b" ready." not in log.read_bytes():
+                    if proc.poll() is not None or time.monotonic() > deadline:
+                        raise SystemExit(f"celery worker did not start:\n{log.read_text()[-3000:]}")
+                    time.sleep(0.2)
+                ex = CeleryExecutor(BROKER_URL, url, queue=queue)
+                _warm_up(store, ex, concurrency, f"celery-{concurrency}-{kind}", make)
+                ex = CeleryExecutor(BROKER_URL, url, queue=queue)  # wait() covers only the timed trials
+                t = time.perf_counter()
+                res = submit_experiment(spec, store, ex)
+                if not ex.wait(timeout=600):
+                    raise SystemExit(f"celery run did not finish in 600 s:\n{log.read_text()[-3000:]}")
+                s = time.perf_counter() - t
+                ex.shutdown(wait=False)
+            finally:
+                _stop(proc)
+                try:
+                    with Connection(BROKER_URL, connect_timeout=3) as conn:
+                        conn.default_channel.queue_delete(queue)
+                except Exception:
+                    pass
+            finished, steady = _finished_rate(store, res.experiment.id)
+            assert finished == n, f"{finished} of {n} trials finished"
+            record(results, "celery", f"submit + run to COMPLETE, {kind}",
+                   f"Celery + RabbitMQ, 1 worker, concurrency {concurrency}", n, s, steady=steady)
+            store.close()
+
+
+# --------------------------------------------------------------------------- output
+def record(results: list[dict[str, Any]], stage: str, what: str, setting: str, n: int, seconds: float,
+           steady: float | None = None) -> None:
+    """Append one measurement and print it beside the paper's claimed range."""
+    rate = n / seconds if seconds > 0 else float("inf")
+    row = {"stage": stage, "what": what, "setting": setting, "n": n, "seconds": seconds, "per_s": rate,
+           "steady_per_s": steady, "vs_paper_low": rate / PAPER_LOW, "vs_paper_high": rate / PAPER_HIGH}
+    results.append(row)
+    extra = f"  (steady {steady:,.1f}/s)" if steady else ""
+    print(f"{stage:7s} {rate:12,.1f}/s  {n:6d} in {seconds:7.2f}s  x{rate / PAPER_LOW:8.4f} of 10k, "
+          f"x{rate / PAPER_HIGH:8.4f} of 50k  | {what} [{setting}]{extra}", flush=True)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Run the selected stages and print (and optionally save) configurations per second."""
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--only", nargs="+", choices=["spec", "store", "local", "celery"],
+                    default=["spec", "store", "local", "celery"])
+    ap.add_argument("--noop-trials", type=int, default=1000)
+    ap.add_argument("--train-trials", type=int, default=500)
+    ap.add_argument("--medium-trials", type=int, default=24)
+    ap.add_argument("--json", type=Path, default=None, help="also write the results here")
+    args = ap.parse_args(argv)
+    load = os.getloadavg()
+    print(f"# dnnframe throughput, {platform.node()} {os.cpu_count()} cores, Python {platform.python_version()}, "
+          f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} at start; paper claim "
+          f"{PAPER_LOW:,}-{PAPER_HIGH:,} configurations/s", flush=True)
+    results: list[dict[str, Any]] = []
+    tmp = Path(tempfile.mkdtemp(prefix="dnnframe-throughput-"))
+    try:
+        if "spec" in args.only:
+            bench_spec(results)
+        if "store" in args.only:
+            bench_store(results, tmp)
+        if "local" in args.only:
+            bench_local(results, tmp, args.noop_trials, args.train_trials, args.medium_trials)
+        if "celery" in args.only:
+            bench_celery(results, tmp, args.noop_trials, args.train_trials, args.medium_trials)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    best = max(results, key=lambda r: r["per_s"])
+    print(f"# highest: {best['per_s']:,.0f} configurations/s — {best['what']} [{best['setting']}] = "
+          f"{best['per_s'] / PAPER_LOW:.2f}x the paper's low claim, {best['per_s'] / PAPER_HIGH:.2f}x its high claim")
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps({"host": platform.node(), "cores": os.cpu_count(), "load_average": load,
+                                         "python": platform.python_version(), "results": results},
+                                        indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()
