@@ -173,7 +173,7 @@ def test_one_configuration_story(stack) -> None:
 
 def test_every_dnnframe_variable_in_env_example_reaches_the_containers(stack) -> None:
     compose_only = {"DNNFRAME_PUBLISH_ADDRESS", "DNNFRAME_DASHBOARD_PORT", "DNNFRAME_FLOWER_PORT",
-                    "DNNFRAME_RABBITMQ_UI_PORT", "DNNFRAME_IMAGE", "DNNFRAME_WORKERS",
+                    "DNNFRAME_RABBITMQ_UI_PORT", "DNNFRAME_IMAGE",
                     "DNNFRAME_GPU_WORKERS", "DNNFRAME_GPU_COUNT", "DNNFRAME_GPU_THEANO_FLAGS"}
     env = stack["services"]["dashboard"]["environment"]
     for key in read_env_file(ENV_EXAMPLE):
@@ -240,7 +240,8 @@ def test_worker_host_file_mirrors_the_stack(run_compose, stack, tmp_path: Path) 
         assert there["environment"]["THEANO_FLAGS"] == here["environment"]["THEANO_FLAGS"]
         assert there["environment"]["DNNFRAME_BROKER_URL"] == "amqp://u:p@main-host:5672/"
         assert not there.get("ports") and "container_name" not in there
-        for key in ("DNNFRAME_TASK_TIME_LIMIT", "DNNFRAME_HEARTBEAT_TIMEOUT", "DNNFRAME_DATA_DIR"):
+        for key in ("DNNFRAME_TASK_TIME_LIMIT", "DNNFRAME_HEARTBEAT_TIMEOUT", "DNNFRAME_DATA_DIR",
+                    "DNNFRAME_MAX_ATTEMPTS", "DNNFRAME_WORKERS"):
             assert there["environment"][key] == here["environment"][key], (name, key)
     assert Path(remote["services"]["worker"]["build"]["context"]).resolve() == REPO
     # Without the broker and store URLs the remote workers refuse to start.

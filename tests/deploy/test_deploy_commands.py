@@ -1,0 +1,242 @@
+"""Every container command and healthcheck of docker-compose.yml runs here as a plain process.
+
+No Docker engine exists where these tests run, so the commands the containers would run
+are taken from the resolved compose model and started on this machine against the local
+RabbitMQ (amqp://guest:guest@127.0.0.1:5672//) and a SQLite store in a temp folder. Only
+what a container cannot do here changes: ports become free local ports, the bind address
+127.0.0.1, the worker's queue and node name unique to the test (so it takes no message of
+another test). The healthcheck commands then run exactly as compose would run them.
+
+What the worker does with a trial, what the dashboard serves and how Flower shows workers
+are tested by tests/tasks and tests/dashboard; here it is the wiring of the deployment.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from deploy_support import REPO, read_env_file
+
+BIN = Path(sys.executable).parent
+LOCAL_BROKER = "amqp://guest:guest@127.0.0.1:5672//"
+
+
+def free_port() -> int:
+    """A TCP port nothing listens on right now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def executable(word: str) -> str:
+    """The console script a container command starts, from this environment's bin/."""
+    path = BIN / word
+    if not path.exists():
+        pytest.fail(f"`{word}` (a compose command) is not installed in {BIN}: "
+                    "pip install -e '.[dev]' should provide it")
+    return str(path)
+
+
+@pytest.fixture
+def process_env(tmp_path: Path) -> dict[str, str]:
+    """The container environment, pointed at this machine's broker and a temp store."""
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("DNNFRAME_", "FLOWER_", "CELERY_"))}
+    env.update({"DNNFRAME_BROKER_URL": LOCAL_BROKER,
+                "DNNFRAME_STORE_URL": f"sqlite:///{tmp_path / 'store.db'}",
+                "DNNFRAME_DATA_DIR": str(tmp_path / "data"),
+                "PYTHONPATH": str(REPO)})
+    return env
+
+
+@contextlib.contextmanager
+def running(cmd: list[str], env: dict[str, str], log: Path, stop_timeout: float = 20
+            ) -> Iterator[subprocess.Popen]:
+    """Start a long-running command; afterwards stop it as `docker stop` does (SIGTERM,
+    then SIGKILL once ``stop_timeout`` has passed)."""
+    with log.open("w") as out:
+        proc = subprocess.Popen(cmd, env=env, cwd=REPO, stdout=out, stderr=subprocess.STDOUT)
+    try:
+        yield proc
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=stop_timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=10)
+
+
+def wait_until(check, proc: subprocess.Popen, log: Path, what: str, timeout: float = 60):
+    """Poll ``check()`` until it is truthy; fail with the process log if it never is."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            pytest.fail(f"{what} exited with {proc.returncode}:\n{log.read_text()[-3000:]}")
+        result = check()
+        if result:
+            return result
+        time.sleep(0.5)
+    pytest.fail(f"{what} not ready after {timeout} s:\n{log.read_text()[-3000:]}")
+
+
+def run_healthcheck(test: list[str], env: dict[str, str], replace: dict[str, str]
+                    ) -> subprocess.CompletedProcess:
+    """Run a compose healthcheck ``test`` as the engine would (CMD or CMD-SHELL)."""
+    kind, *rest = test
+    # `compose config` output keeps compose's $$ escape; the engine gets a single $.
+    rest = [_replace(word.replace("$$", "$"), replace) for word in rest]
+    if kind == "CMD-SHELL":
+        # ... which the container's shell then expands.
+        cmd = ["/bin/sh", "-c", rest[0]]
+        env = {**env, "PATH": f"{BIN}:{env.get('PATH', '')}"}
+    else:
+        cmd = [executable(rest[0]) if rest[0] != "python" else sys.executable] + rest[1:]
+    return subprocess.run(cmd, env=env, cwd=REPO, capture_output=True, text=True, timeout=60)
+
+
+def _replace(word: str, replace: dict[str, str]) -> str:
+    for old, new in replace.items():
+        word = word.replace(old, new)
+    return word
+
+
+def test_commands_use_installed_console_scripts(stack) -> None:
+    for name in ("worker", "worker-gpu", "dashboard", "flower"):
+        executable(stack["services"][name]["command"][0])
+
+
+def test_celery_app_and_queues_exist(stack) -> None:
+    from celery import Celery
+
+    import tasks
+    from tasks import config
+
+    assert isinstance(tasks.app, Celery), "`celery -A tasks` needs tasks.app"
+    assert config.TRAIN_TASK in tasks.app.tasks, "the worker would have nothing to run"
+    for name in ("worker", "worker-gpu", "flower"):
+        command = stack["services"][name]["command"]
+        assert command[:3] == ["celery", "-A", "tasks"], (name, command)
+        for arg in command:
+            if arg.startswith("--queues="):
+                unknown = set(arg.split("=", 1)[1].split(",")) - set(config.QUEUES)
+                assert not unknown, f"{name} consumes {unknown}, not in tasks.config.QUEUES"
+    # The stack's own time limit outlasts nothing the broker allows (see the compose tests).
+    assert config.DEFAULT_TASK_TIME_LIMIT < 30 * 60, "a stock broker's consumer_timeout is 30 min"
+
+
+@pytest.mark.parametrize("service", ["worker", "worker-gpu"])
+def test_worker_command_options_are_real(stack, process_env, service: str) -> None:
+    command = stack["services"][service]["command"]
+    celery = [executable("celery")] + command[1:]
+    ok = subprocess.run(celery + ["--help"], env=process_env, cwd=REPO, capture_output=True,
+                        text=True, timeout=120)
+    assert ok.returncode == 0, f"{command} is not a valid celery command:\n{ok.stderr}"
+    bad = subprocess.run(celery + ["--no-such-option", "--help"], env=process_env, cwd=REPO,
+                         capture_output=True, text=True, timeout=120)
+    assert bad.returncode != 0, "celery accepted an unknown option: this check proves nothing"
+
+
+def test_dashboard_command_parses(stack) -> None:
+    from dnnframe.cli import cli
+
+    command = stack["services"]["dashboard"]["command"]
+    assert command[:2] == ["dnnframe", "serve"], command
+    ctx = cli.commands["serve"].make_context("serve", list(command[2:]))
+    assert (ctx.params["host"], ctx.params["port"]) == ("0.0.0.0", 8000)
+
+
+def test_dashboard_process_passes_its_healthcheck(stack, process_env, tmp_path: Path) -> None:
+    svc = stack["services"]["dashboard"]
+    port = str(free_port())
+    cmd = [executable("dnnframe")] + [
+        _replace(w, {"0.0.0.0": "127.0.0.1", "8000": port}) for w in svc["command"][1:]]
+    replace = {"127.0.0.1:8000": f"127.0.0.1:{port}"}
+    log = tmp_path / "dashboard.log"
+    with running(cmd, process_env, log) as proc:
+        wait_until(lambda: run_healthcheck(svc["healthcheck"]["test"], process_env,
+                                           replace).returncode == 0, proc, log, "dashboard")
+    # Once it is gone the same check fails: it really asks the server.
+    down = run_healthcheck(svc["healthcheck"]["test"], process_env, replace)
+    assert down.returncode != 0
+
+
+def _get(url: str, auth: str | None = None) -> int:
+    request = urllib.request.Request(url)
+    if auth:
+        request.add_header("Authorization", "Basic " + base64.b64encode(auth.encode()).decode())
+    try:
+        with urllib.request.urlopen(request, timeout=5) as response:
+            return response.status
+    except urllib.error.HTTPError as exc:
+        return exc.code
+    except OSError:
+        return 0
+
+
+def test_flower_process_requires_login_and_passes_its_healthcheck(stack, process_env,
+                                                                   tmp_path: Path) -> None:
+    svc = stack["services"]["flower"]
+    port = str(free_port())
+    cmd = [executable("celery")] + [_replace(w, {"5555": port}) for w in svc["command"][1:]]
+    auth = read_env_file(REPO / ".env.example")["FLOWER_BASIC_AUTH"]
+    # Flower reads its login from the environment, as in the container.
+    env = {**process_env, "FLOWER_BASIC_AUTH": svc["environment"]["FLOWER_BASIC_AUTH"]}
+    assert env["FLOWER_BASIC_AUTH"] == auth
+    base = f"http://127.0.0.1:{port}"
+    log = tmp_path / "flower.log"
+    # Flower 2 logs "shutting down" on SIGTERM but does not exit (its event thread keeps
+    # it alive); `docker stop` kills it after the grace period, and so does this test.
+    with running(cmd, env, log, stop_timeout=3) as proc:
+        wait_until(lambda: _get(f"{base}/healthcheck") == 200, proc, log, "flower")
+        hc = run_healthcheck(svc["healthcheck"]["test"], env, {"127.0.0.1:5555": base[7:]})
+        assert hc.returncode == 0, hc.stderr
+        assert _get(f"{base}/api/workers") == 401, "Flower's API must need the login"
+        assert _get(f"{base}/api/workers", "admin:wrong") == 401
+        assert _get(f"{base}/api/workers", auth) == 200
+
+
+def test_worker_process_passes_its_healthcheck(stack, process_env, tmp_path: Path) -> None:
+    svc = stack["services"]["worker"]
+    tag = f"deploytest-{uuid.uuid4().hex[:10]}"
+    # A queue nobody publishes to, so this worker takes no other test's trial.
+    cmd = [executable("celery")] + [
+        f"--queues={tag}" if w.startswith("--queues=") else w for w in svc["command"][1:]]
+    cmd += ["--hostname", f"celery@{tag}", "--without-mingle", "--without-gossip"]
+    env = {**process_env, "HOSTNAME": tag}
+    test = svc["healthcheck"]["test"]
+    assert test[0] == "CMD-SHELL" and "celery@$$HOSTNAME" in test[1], test
+    log = tmp_path / "worker.log"
+    with running(cmd, env, log) as proc:
+        wait_until(lambda: "ready" in log.read_text(), proc, log, "worker", timeout=90)
+        hc = run_healthcheck(test, env, {})
+        assert hc.returncode == 0, f"worker healthcheck failed:\n{hc.stdout}{hc.stderr}"
+        # A shorter reply timeout only so the test does not wait 10 s for a silence.
+        other = run_healthcheck(test, {**env, "HOSTNAME": tag + "-absent"},
+                                {"--timeout 10": "--timeout 2"})
+        assert other.returncode != 0, "the healthcheck passed for a worker that does not exist"
+
+
+def test_rabbitmq_and_mongo_healthchecks_name_real_tools(stack) -> None:
+    # The tools live in their images, not here; check the commands are the documented ones.
+    assert stack["services"]["rabbitmq"]["healthcheck"]["test"][:2] == [
+        "CMD", "rabbitmq-diagnostics"]
+    assert stack["services"]["mongo"]["healthcheck"]["test"][:2] == ["CMD", "mongosh"]
+    if shutil.which("rabbitmq-diagnostics"):
+        # The same check against this machine's broker, which .ci/run starts.
+        proc = subprocess.run(stack["services"]["rabbitmq"]["healthcheck"]["test"][1:],
+                              capture_output=True, text=True, timeout=60)
+        assert proc.returncode == 0, f"rabbitmq-diagnostics ping failed:\n{proc.stderr}"
