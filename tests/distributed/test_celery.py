@@ -230,3 +230,29 @@ def test_flower_lists_the_worker(broker_url, store_url, queue_name, start_worker
     finally:
         os.killpg(flower.pid, signal.SIGKILL)
         flower.wait(timeout=10)
+
+
+def test_queue_routing_separates_workers(broker_url, store_url, queue_name, start_worker):
+    """Trials go to the executor's queue only: a worker on another queue (say CPU while the
+    sweep targets GPU) never sees them, and the reaper's routing record names the queue."""
+    env = {"DNNFRAME_TRAIN_FN": SLEEPY, "DNNFRAME_HOOK_EPOCHS": "1",
+           "DNNFRAME_HOOK_EPOCH_SECONDS": "0.05"}
+    other_queue = f"{queue_name}-cpu"
+    try:
+        target = start_worker(queue_name, **env)
+        bystander = start_worker(other_queue, **env)
+        store = open_store(store_url)
+        spec = make_spec("routing", 4)
+        with CeleryExecutor(broker_url, store_url, queue=queue_name) as ex:
+            submit_experiment(spec, store, ex)
+            assert ex.wait(timeout=30), _states(store, spec.experiment_id)
+        trials = store.list_trials(spec.experiment_id)
+        assert {t.worker.split(":")[0] for t in trials} == {target.nodename}
+        assert bystander.nodename not in {t.worker.split(":")[0] for t in trials}
+        wait_until(lambda: any(w.info.get("queue") == queue_name for w in store.list_workers()),
+                   5, "the worker state to record the queue")
+        store.close()
+    finally:
+        from .conftest import delete_queue
+
+        delete_queue(broker_url, other_queue)
