@@ -187,6 +187,7 @@ def run(spec_path: Path, store_url: str | None, workers: int | None, broker_url:
 
     from rich.console import Console
 
+    from .exceptions import NotFoundError
     from .executors import LocalExecutor, make_executor
     from .spec import load_spec
     from .store import default_store_url
@@ -208,6 +209,11 @@ def run(spec_path: Path, store_url: str | None, workers: int | None, broker_url:
     interrupted = False
     trained = 0
     try:
+        # Trials left RUNNING by a run that was killed outright (kill -9, power cut) have a
+        # stale heartbeat: queue them again so this run finishes them.
+        stale = store.requeue_stale(float(os.environ.get("DNNFRAME_HEARTBEAT_TIMEOUT") or 600))
+        if stale and not quiet:
+            console.print(f"re-queued {len(stale)} trials whose worker stopped sending heartbeats")
         result = submit_experiment(spec, store, executor, retry_failed=retry_failed)
         exp = result.experiment
         trained = len(result.submitted_trial_ids)
@@ -216,11 +222,22 @@ def run(spec_path: Path, store_url: str | None, workers: int | None, broker_url:
             console.print(f"{spec.name} ({exp.id}): {len(result.trial_ids)} trials, "
                           f"{trained} to run on {where}; store {store_url}")
         interrupted = _follow(console, store, executor, exp, quiet)
+    except KeyboardInterrupt:
+        # Ctrl-C before the progress loop took over (while storing the trials)
+        interrupted = True
+        try:
+            executor.cancel(spec.experiment_id)
+        except DnnframeError:
+            pass  # the experiment was not stored yet: nothing to cancel
     finally:
-        if interrupted:
-            executor.shutdown(wait=False)
-        else:
-            executor.shutdown(wait=True)
+        executor.shutdown(wait=not interrupted)
+    try:
+        exp = store.get_experiment(spec.experiment_id)
+    except NotFoundError:
+        if not interrupted:
+            raise
+        click.echo("interrupted before the experiment was stored; nothing was run", err=True)
+        sys.exit(130)
     summary = _summary(store, exp, store_url, wall=time.perf_counter() - started,
                        interrupted=interrupted, trained=trained)
     store.close()

@@ -208,3 +208,23 @@ def test_sigint_stops_cleanly_and_a_rerun_resumes(tmp_path):
     assert len(final) == 8 and all(t.state.value == "COMPLETE" for t in final)
     assert all(t.attempts == 1 for t in final), "every trial completed exactly once"
     assert {t.id: t.started_at for t in final if t.id in done_first} == done_first
+
+
+def test_a_rerun_finishes_trials_a_killed_run_left_running(tmp_path):
+    from dnnframe.spec import parse_spec
+    from dnnframe.submit import submit_experiment
+
+    url = f"sqlite:///{tmp_path / 'killed.db'}"
+    spec_path = write_spec(tmp_path / "tiny.yaml", TINY)
+    with open_store(url) as store:
+        result = submit_experiment(parse_spec(TINY), store)
+        orphan = result.trial_ids[0]
+        assert store.claim_trial(orphan, "gone-host:4242") is not None  # its worker then died
+    proc = cli("run", str(spec_path), "--store", url, "--json", cwd=tmp_path,
+               env={"DNNFRAME_HEARTBEAT_TIMEOUT": "0"})
+    assert proc.returncode == 0, proc.stderr
+    assert "re-queued 1 trials" in proc.stderr
+    with open_store(url) as store:
+        t = store.get_trial(orphan)
+        assert t.state.value == "COMPLETE" and t.attempts == 2 and t.worker != "gone-host:4242"
+        assert store.counts_by_state(result.experiment.id)["COMPLETE"] == 4
