@@ -136,11 +136,11 @@ def test_worker_is_scalable(stack) -> None:
         svc = stack["services"][name]
         assert "container_name" not in svc, f"{name}: container_name forbids --scale"
         assert not svc.get("ports"), f"{name}: published ports forbid --scale"
-    command = stack["services"]["worker"]["command"]
-    concurrency = [a for a in command if a.startswith("--concurrency=")]
-    assert concurrency == ["--concurrency=1"], command  # DNNFRAME_WORKERS in .env.example
+    # The process count comes from the environment (`dnnframe worker` reads DNNFRAME_WORKERS).
+    assert stack["services"]["worker"]["environment"]["DNNFRAME_WORKERS"] == "1"
+    assert not any(a.startswith("--concurrency") for a in stack["services"]["worker"]["command"])
     raw = yaml.safe_load(COMPOSE_FILE.read_text())
-    assert "--concurrency=${DNNFRAME_WORKERS:-1}" in raw["services"]["worker"]["command"]
+    assert "--concurrency=${DNNFRAME_GPU_WORKERS:-1}" in raw["services"]["worker-gpu"]["command"]
 
 
 def test_gpu_profile(run_compose, stack) -> None:
