@@ -264,3 +264,20 @@ def test_dockerignore_keeps_secrets_and_local_state_out() -> None:
     ignored = (REPO / ".dockerignore").read_text().split()
     for entry in (".env", ".venv", ".git", "*.db"):
         assert entry in ignored, f".dockerignore must exclude {entry}"
+
+
+def test_every_setting_is_documented() -> None:
+    """docs/deploy.md's tables name every DNNFRAME_* variable the code or .env.example uses."""
+    docs = (REPO / "docs" / "deploy.md").read_text()
+    used: set[str] = set()
+    for package in ("dnnframe", "tasks", "dashboard"):
+        for source in (REPO / package).rglob("*.py"):
+            used.update(re.findall(r"\b(DNNFRAME_[A-Z][A-Z0-9_]*[A-Z0-9])\b", source.read_text()))
+    used.update(read_env_file(ENV_EXAMPLE))
+    for compose_file in (COMPOSE_FILE, WORKER_HOST_FILE, EXPOSE_FILE):
+        lines = [x for x in compose_file.read_text().splitlines() if not x.strip().startswith("#")]
+        used.update(re.findall(r"\$\{([A-Z][A-Z0-9_]*)", "\n".join(lines)))
+    wildcards = re.findall(r"`(DNNFRAME_[A-Z_]+)_\*`", docs)
+    missing = sorted(v for v in used if f"`{v}`" not in docs and not v.startswith("DNNFRAME_TEST_")
+                     and not any(v.startswith(w + "_") for w in wildcards))
+    assert not missing, f"docs/deploy.md does not document {missing}"
