@@ -104,37 +104,44 @@ def _expand_ids(spec_doc: dict[str, Any]) -> int:
     return sum(1 for _ in expand_with_ids(parse_spec(spec_doc)))
 
 
-def bench_spec(results: list[dict[str, Any]]) -> None:
+def bench_spec(results: list[dict[str, Any]], repeats: int = 3) -> None:
+    # Best of ``repeats``, interleaved: on a shared machine the best run is the one least
+    # disturbed by others, and interleaving keeps a burst of load from hitting one setting only.
     doc = big_spec()
-    t = time.perf_counter()
-    spec = parse_spec(doc)
-    parse_s = time.perf_counter() - t
-    n = count_trials(spec)
-    t = time.perf_counter()
-    n_expanded = sum(1 for _ in expand(spec))
-    expand_s = time.perf_counter() - t
-    t = time.perf_counter()
-    n_ids = _expand_ids(doc)
-    ids_s = time.perf_counter() - t
-    assert n == n_expanded == n_ids
-    record(results, "spec", "validate spec (once) + expand to TrialConfig", "1 process", n, parse_s + expand_s)
-    record(results, "spec", "validate + expand + trial id (sha256 of config+data+engine)", "1 process", n,
-           parse_s + ids_s)
-
-    # RQ3: the same pure-Python work in 2 halves, on 2 threads vs 2 processes.
     halves = [big_spec(n_lr=20, tag=1), big_spec(n_lr=20, tag=2)]
     n_half = sum(count_trials(parse_spec(h)) for h in halves)
-    with cf.ThreadPoolExecutor(2) as pool:
-        t = time.perf_counter()
-        assert sum(pool.map(_expand_ids, halves)) == n_half
-        threads_s = time.perf_counter() - t
-    with cf.ProcessPoolExecutor(2) as pool:
-        list(pool.map(_expand_ids, [big_spec(n_lr=1, tag=3)] * 2))  # start + import, not timed
-        t = time.perf_counter()
-        assert sum(pool.map(_expand_ids, halves)) == n_half
-        procs_s = time.perf_counter() - t
-    record(results, "spec", "validate + expand + trial id", "2 threads (GIL)", n_half, threads_s)
-    record(results, "spec", "validate + expand + trial id", "2 processes", n_half, procs_s)
+    best: dict[str, float] = {}
+
+    def keep(key: str, seconds: float) -> None:
+        best[key] = min(best.get(key, float("inf")), seconds)
+
+    with cf.ThreadPoolExecutor(2) as threads, cf.ProcessPoolExecutor(2) as procs:
+        list(procs.map(_expand_ids, [big_spec(n_lr=1, tag=3)] * 2))  # start + import, not timed
+        for _ in range(repeats):
+            t = time.perf_counter()
+            spec = parse_spec(doc)
+            n = sum(1 for _ in expand(spec))
+            keep("expand", time.perf_counter() - t)
+            t = time.perf_counter()
+            assert _expand_ids(doc) == n
+            keep("ids", time.perf_counter() - t)
+            t, c = time.perf_counter(), time.process_time()
+            assert sum(threads.map(_expand_ids, halves)) == n_half
+            wall = time.perf_counter() - t
+            if wall < best.get("threads", float("inf")):
+                best["threads_cpu"] = (time.process_time() - c) / wall  # ≈1.0: one core at a time
+            keep("threads", wall)
+            t = time.perf_counter()
+            assert sum(procs.map(_expand_ids, halves)) == n_half
+            keep("procs", time.perf_counter() - t)
+    setting = f"best of {repeats}"
+    record(results, "spec", "validate spec + expand to TrialConfig", f"1 process, {setting}", n, best["expand"])
+    record(results, "spec", "validate spec + expand + trial id (sha256 of config+data+engine)",
+           f"1 process, {setting}", n, best["ids"])
+    # RQ3: the same pure-Python work in 2 halves, on 2 threads vs 2 processes.
+    record(results, "spec", "validate spec + expand + trial id",
+           f"2 threads (GIL; CPU/wall {best['threads_cpu']:.2f}), {setting}", n_half, best["threads"])
+    record(results, "spec", "validate spec + expand + trial id", f"2 processes, {setting}", n_half, best["procs"])
 
 
 # --------------------------------------------------------------------------- 2. store
@@ -165,12 +172,15 @@ def _warm_up(store: Any, executor: Any, workers: int, name: str, make_spec: Any 
     executor.wait()
 
 
-def _finished_rate(store: Any, experiment_id: str) -> tuple[int, float | None]:
-    """Trials finished and the steady rate between the first and the last finish."""
-    done = sorted(t.finished_at for t in store.list_trials(experiment_id) if t.finished_at)
+def _finished_rate(store: Any, experiment_id: str) -> tuple[int, float | None, int]:
+    """Trials finished, the steady rate between the first and the last finish, and how many
+    timed trials paid a cold compile (should be 0 after the warm-up)."""
+    trials = store.list_trials(experiment_id)
+    done = sorted(t.finished_at for t in trials if t.finished_at)
+    cold = sum(1 for t in trials if ((t.result or {}).get("timings") or {}).get("compile", 0) > 0.5)
     if len(done) < 2 or done[-1] <= done[0]:
-        return len(done), None
-    return len(done), (len(done) - 1) / (done[-1] - done[0])
+        return len(done), None, cold
+    return len(done), (len(done) - 1) / (done[-1] - done[0]), cold
 
 
 def bench_local(results: list[dict[str, Any]], tmp: Path, n_noop: int, n_train: int, n_medium: int) -> None:
@@ -193,10 +203,10 @@ def bench_local(results: list[dict[str, Any]], tmp: Path, n_noop: int, n_train: 
             ex.wait()
             s = time.perf_counter() - t
             ex.shutdown()
-            finished, steady = _finished_rate(store, res.experiment.id)
+            finished, steady, cold = _finished_rate(store, res.experiment.id)
             assert finished == n, f"{finished} of {n} trials finished"
             record(results, "local", f"submit + run to COMPLETE, {kind}", f"LocalExecutor, {workers} worker(s)",
-                   n, s, steady=steady)
+                   n, s, steady=steady, cold=cold)
             store.close()
 
 
@@ -274,22 +284,24 @@ def bench_celery(results: list[dict[str, Any]], tmp: Path, n_noop: int, n_train:
                         conn.default_channel.queue_delete(queue)
                 except Exception:
                     pass
-            finished, steady = _finished_rate(store, res.experiment.id)
+            finished, steady, cold = _finished_rate(store, res.experiment.id)
             assert finished == n, f"{finished} of {n} trials finished"
             record(results, "celery", f"submit + run to COMPLETE, {kind}",
-                   f"Celery + RabbitMQ, 1 worker, concurrency {concurrency}", n, s, steady=steady)
+                   f"Celery + RabbitMQ, 1 worker, concurrency {concurrency}", n, s, steady=steady, cold=cold)
             store.close()
 
 
 # --------------------------------------------------------------------------- output
 def record(results: list[dict[str, Any]], stage: str, what: str, setting: str, n: int, seconds: float,
-           steady: float | None = None) -> None:
+           steady: float | None = None, cold: int | None = None) -> None:
     """Append one measurement and print it beside the paper's claimed range."""
     rate = n / seconds if seconds > 0 else float("inf")
     row = {"stage": stage, "what": what, "setting": setting, "n": n, "seconds": seconds, "per_s": rate,
-           "steady_per_s": steady, "vs_paper_low": rate / PAPER_LOW, "vs_paper_high": rate / PAPER_HIGH}
+           "steady_per_s": steady, "cold_compiles": cold, "vs_paper_low": rate / PAPER_LOW,
+           "vs_paper_high": rate / PAPER_HIGH}
     results.append(row)
     extra = f"  (steady {steady:,.1f}/s)" if steady else ""
+    extra += f" ({cold} cold compiles in the timed trials)" if cold else ""
     print(f"{stage:7s} {rate:12,.1f}/s  {n:6d} in {seconds:7.2f}s  x{rate / PAPER_LOW:8.4f} of 10k, "
           f"x{rate / PAPER_HIGH:8.4f} of 50k  | {what} [{setting}]{extra}", flush=True)
 
