@@ -179,7 +179,8 @@ def test_write_paper_report_files_and_table(tmp_path: Path, store) -> None:
     assert data["n_trials"] == summary["n_trials"] == len(ACC) + 1
     assert data["collapse_depth"] == [{"dataset": "iris", "style": "tanh/glorot/sgd", "depth": 100}]
     html = (out / "figures.html").read_text()
-    assert html.count("Plotly.newPlot") == 3
+    assert html.count("Plotly.newPlot") == 4  # accuracy, train time, compile time, signal at init
+    assert [r["depth"] for r in data["signal_at_init"]] == [1, 10, 100, 1000]
     # works offline: plotly.js is inlined (megabytes), no script is fetched from anywhere
     assert "<script src=" not in html.replace("<script src=\"data:", "") and len(html) > 1_000_000
 
@@ -208,3 +209,15 @@ def test_cli_paper_report_with_repro(tmp_path: Path) -> None:
     repro = json.loads((out / "repro.json").read_text())
     assert repro["identical_metrics"] is True and not math.isnan(repro["n_results"])
     assert (out / "report.md").exists() and (out / "repro.md").exists()
+
+
+def test_signal_at_init_shows_vanishing_and_exploding_signal() -> None:
+    sig = {r["depth"]: r for r in paper.signal_at_init("iris", "sigmoid", "glorot", False, [1, 4, 32])}
+    assert sig[1]["grad_ratio"] == pytest.approx(1.0)  # one hidden layer: first is last
+    # sigmoid plain stack: every input ends at the same point, the first layer gets no gradient
+    assert sig[1]["act_std"] > 0.05 and sig[4]["act_std"] < sig[1]["act_std"] / 10 and sig[32]["act_std"] < 1e-10
+    assert sig[32]["grad_ratio"] < 1e-10
+    res = {r["depth"]: r for r in paper.signal_at_init("iris", "relu", "he", True, [1, 64])}
+    assert res[64]["act_rms"] > 1e6 * res[1]["act_rms"]  # identity + ReLU branch: grows ~2x per layer
+    with pytest.raises(ValueError, match="activation='elu'"):
+        paper.signal_at_init("iris", "elu", "he", False, [2])
