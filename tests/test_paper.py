@@ -30,6 +30,11 @@ DEPTHS = [1, 2, 4, 8, 16, 32, 64, 128, 256, 500, 550, 600, 650, 700, 1000]
     ("rq1_modern_relu_he_residual.yaml", 135),
     ("rq1_modern_tanh_residual.yaml", 135),
     ("rq1_modern_selu.yaml", 135),
+    ("rq1_digits_2015_plain.yaml", 90),
+    ("rq1_digits_modern_relu_he.yaml", 30),
+    ("rq1_digits_modern_relu_he_residual.yaml", 30),
+    ("rq1_digits_modern_tanh_residual.yaml", 30),
+    ("rq1_digits_modern_selu.yaml", 30),
     ("rq5_repro.yaml", 24),
     ("pilot.yaml", 12),
 ])
@@ -39,22 +44,28 @@ def test_paper_specs_validate_with_their_trial_counts(name: str, n_trials: int) 
     assert len(list(expand(spec))) == n_trials
 
 
-def test_depth_sweeps_cover_1_to_1000_on_three_datasets_with_dense_500_700_band() -> None:
-    for path in sorted(PAPER_DIR.glob("rq1_*.yaml")):
-        trials = list(expand(load_spec(path)))
-        assert sorted({t.model.hidden_layers for t in trials}) == DEPTHS, path.name
-        assert {t.dataset.name for t in trials} == {"iris", "wine", "breast_cancer"}, path.name
-        assert len({t.seed for t in trials}) == 3, path.name
-        # every depth of every dataset has every seed: the mean over seeds is over the same seeds
-        assert len(trials) == len(DEPTHS) * 3 * 3 * len({t.model.activation for t in trials})
+def test_depth_sweeps_cover_1_to_1000_on_four_datasets_with_dense_500_700_band() -> None:
+    small = sorted(p for p in PAPER_DIR.glob("rq1_*.yaml") if "digits" not in p.name)
+    digits = sorted(PAPER_DIR.glob("rq1_digits_*.yaml"))
+    assert len(small) == len(digits) == 5
+    for paths, datasets, n_seeds in ((small, {"iris", "wine", "breast_cancer"}, 3), (digits, {"digits"}, 2)):
+        for path in paths:
+            trials = list(expand(load_spec(path)))
+            assert sorted({t.model.hidden_layers for t in trials}) == DEPTHS, path.name
+            assert {t.dataset.name for t in trials} == datasets, path.name
+            assert len({t.seed for t in trials}) == n_seeds, path.name
+            # every depth of every dataset has every seed: the mean over seeds is over the same seeds
+            assert len(trials) == len(DEPTHS) * len(datasets) * n_seeds * len({t.model.activation for t in trials})
 
 
 def test_2015_and_modern_styles_differ_as_described() -> None:
-    old = list(expand(load_spec(PAPER_DIR / "rq1_2015_plain.yaml")))
+    old = [t for name in ("rq1_2015_plain.yaml", "rq1_digits_2015_plain.yaml")
+           for t in expand(load_spec(PAPER_DIR / name))]
     assert {t.model.activation for t in old} == {"sigmoid", "tanh", "relu"}
     assert {(t.model.init, t.training.optimizer, t.model.residual) for t in old} == {("glorot", "sgd", False)}
     modern = {paper.style_label(t.model_dump(mode="json"))
-              for p in PAPER_DIR.glob("rq1_modern_*.yaml") for t in expand(load_spec(p))}
+              for p in [*PAPER_DIR.glob("rq1_modern_*.yaml"), *PAPER_DIR.glob("rq1_digits_modern_*.yaml")]
+              for t in expand(load_spec(p))}
     assert modern == {"relu/he/adam", "relu/he/adam/residual", "tanh/glorot/adam/residual", "selu/lecun/adam"}
 
 
