@@ -228,3 +228,16 @@ def test_a_rerun_finishes_trials_a_killed_run_left_running(tmp_path):
         t = store.get_trial(orphan)
         assert t.state.value == "COMPLETE" and t.attempts == 2 and t.worker != "gone-host:4242"
         assert store.counts_by_state(result.experiment.id)["COMPLETE"] == 4
+
+
+def test_example_specs_are_valid_rest_bodies(tmp_path):
+    from dnnframe.spec import count_trials, parse_spec
+
+    paths = sorted((REPO / "experiments").glob("*.yaml"))
+    names = {p.name for p in paths}
+    assert {"quickstart.yaml", "depth.yaml", "activation_optimizer.yaml"} <= names
+    for p in paths:  # the dict a REST client would POST
+        assert count_trials(parse_spec(yaml.safe_load(p.read_text()))) >= 1
+    proc = cli("validate", *map(str, paths), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "experiments/quickstart.yaml: ok, 6 trials" in proc.stdout
