@@ -390,14 +390,18 @@ def compare_stores(store_a: ResultStore, store_b: ResultStore, experiment_id: st
         hb = [{k: e.get(k) for k in epoch_keys} for e in (rb.result or {}).get("history", [])]
         if ha != hb:
             mismatches.append({"trial_id": tid, "field": "history"})
-    envs = [t.result.get("environment") for t in [*a.values(), *b.values()] if t.result]
+    both = [*a.values(), *b.values()]
+    envs = [t.result.get("environment") for t in both if t.result]
     with_env = sum(1 for e in envs if e)
+    # observable: every finished trial says who ran it, when, and how each epoch went
+    observable = sum(1 for t in both if t.worker and t.started_at and t.finished_at
+                     and (t.result or {}).get("history") and (t.result or {}).get("timings"))
     return {
         "experiment_id": experiment_id, "n_a": len(a), "n_b": len(b),
         "same_trial_ids": set(a) == set(b),
         "identical_metrics": set(a) == set(b) and not mismatches and bool(a),
         "mismatches": mismatches,
-        "n_results": len(envs), "with_environment": with_env,
+        "n_results": len(envs), "with_environment": with_env, "with_worker_times_history": observable,
         "environment_example": next((e for e in envs if e), None),
     }
 
@@ -648,7 +652,9 @@ def write_repro_report(store_a: ResultStore, store_b: ResultStore, experiment_id
               f"- trials: {cmp['n_a']} and {cmp['n_b']}; same trial ids: {cmp['same_trial_ids']}",
               f"- final metrics and every per-epoch loss/accuracy identical: **{cmp['identical_metrics']}**"
               f" ({len(cmp['mismatches'])} mismatches)",
-              f"- results carrying their environment: {cmp['with_environment']} of {cmp['n_results']}", "",
+              f"- results carrying their environment: {cmp['with_environment']} of {cmp['n_results']}",
+              f"- trials recording their worker, start/finish times, per-epoch history and timings: "
+              f"{cmp['with_worker_times_history']} of {cmp['n_a'] + cmp['n_b']}", "",
               "Example environment stored with a result:", "", "```json",
               json.dumps(env, indent=1, default=str), "```", ""]
     (out / "repro.md").write_text("\n".join(lines), encoding="utf-8")

@@ -170,6 +170,7 @@ def test_compare_stores_identical_and_different(tmp_path: Path, store) -> None:
     same = paper.compare_stores(store, twin, "exp-paper-test")
     assert same["identical_metrics"] is True and same["same_trial_ids"] is True
     assert same["with_environment"] == same["n_results"] == 2 * (len(ACC) + 1)
+    assert same["with_worker_times_history"] == 2 * (len(ACC) + 1)
     other = open_store(f"sqlite:///{tmp_path / 'other.db'}")
     _fill(other, jitter=1e-12)  # a last-bit difference must be caught
     diff = paper.compare_stores(store, other, "exp-paper-test")
