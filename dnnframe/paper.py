@@ -482,8 +482,15 @@ def build_figures(rows: Sequence[dict[str, Any]], groups: Sequence[dict[str, Any
                 xs = [min(r["depth"] for r in pts), max(r["depth"] for r in pts)]
                 tt.add_trace(go.Scatter(x=xs, y=[fit.slope * x + fit.intercept for x in xs], mode="lines",
                                         line={"color": colour[st], "dash": "dot"},
-                                        name=f"{ds} {st}: R²={fit.r2:.3f}", legendgroup=st, showlegend=True),
+                                        name=f"{ds} {st}: R²={fit.r2:.3f}", legendgroup=st, showlegend=False),
                              row=1, col=col)
+        # R² of each style's line, listed in the corner of the dataset's panel
+        text = "<br>".join(f"{st}: R²={fits[(ds, st)].r2:.3f}" for st in styles if (ds, st) in fits)
+        if text:
+            axis = "" if col == 1 else str(col)
+            tt.add_annotation(text=text, xref=f"x{axis} domain", yref=f"y{axis} domain", x=0.02, y=0.98,
+                              showarrow=False, align="left", xanchor="left", yanchor="top",
+                              font={"size": 10}, bgcolor="rgba(255,255,255,0.8)")
 
     ct = frame("Compile time vs depth (each trial; 0 = graph already compiled in that worker)",
                "compile seconds", False)
