@@ -11,6 +11,7 @@ cd "$(dirname "$0")/../.."
 OUT=${PAPER_DIR:-/tmp/dnnframe-paper}
 WORKERS=${DNNFRAME_WORKERS:-2}
 DNNFRAME=${DNNFRAME:-dnnframe}
+unset DNNFRAME_BROKER_URL  # the sweeps run on local worker processes (LocalExecutor)
 PYTHON=${PYTHON:-python}
 mkdir -p "$OUT"
 STORE="sqlite:///$OUT/paper.db"
