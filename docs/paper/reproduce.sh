@@ -3,6 +3,7 @@
 #
 #   docs/paper/reproduce.sh                 # ~35-45 min on 2 cores (see README.md)
 #   PAPER_DIR=/data/paper DNNFRAME_WORKERS=8 docs/paper/reproduce.sh
+#   DNNFRAME="python -m dnnframe.cli" PYTHON=python docs/paper/reproduce.sh   # no console script
 #
 # Stores (SQLite files) go to $PAPER_DIR (default /tmp/dnnframe-paper), outside the repo.
 # Re-running resumes: trials already COMPLETE in the store are not trained again.
@@ -21,17 +22,17 @@ for spec in rq1_2015_plain rq1_modern_relu_he rq1_modern_relu_he_residual rq1_mo
             rq1_modern_selu rq1_digits_2015_plain rq1_digits_modern_relu_he \
             rq1_digits_modern_relu_he_residual rq1_digits_modern_tanh_residual rq1_digits_modern_selu; do
   echo "$(date -u +%H:%M:%S) run $spec"
-  "$DNNFRAME" run "experiments/paper/$spec.yaml" --store "$STORE" --workers "$WORKERS" -q --json \
+  $DNNFRAME run "experiments/paper/$spec.yaml" --store "$STORE" --workers "$WORKERS" -q --json \
     > "$OUT/$spec.json" || echo "$spec: exit $? (see $OUT/$spec.json)"
 done
 
 # RQ5: the same spec twice, into two stores, with 2 and with 1 worker.
-"$DNNFRAME" run experiments/paper/rq5_repro.yaml --store "sqlite:///$OUT/repro_a.db" --workers 2 -q --json > "$OUT/repro_a.json"
-"$DNNFRAME" run experiments/paper/rq5_repro.yaml --store "sqlite:///$OUT/repro_b.db" --workers 1 -q --json > "$OUT/repro_b.json"
+$DNNFRAME run experiments/paper/rq5_repro.yaml --store "sqlite:///$OUT/repro_a.db" --workers 2 -q --json > "$OUT/repro_a.json"
+$DNNFRAME run experiments/paper/rq5_repro.yaml --store "sqlite:///$OUT/repro_b.db" --workers 1 -q --json > "$OUT/repro_b.json"
 
 # The report: report.md, summary.json, figures.html (+ PNGs), repro.md, repro.json.
 echo "$(date -u +%H:%M:%S) report"
-"$DNNFRAME" paper-report docs/paper --store "$STORE" \
+$DNNFRAME paper-report docs/paper --store "$STORE" \
   --repro "sqlite:///$OUT/repro_a.db" "sqlite:///$OUT/repro_b.db"
 
 # RQ3/RQ4: throughput (needs RabbitMQ for the Celery part).
