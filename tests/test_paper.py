@@ -35,6 +35,8 @@ DEPTHS = [1, 2, 4, 8, 16, 32, 64, 128, 256, 500, 550, 600, 650, 700, 1000]
     ("rq1_digits_modern_relu_he_residual.yaml", 30),
     ("rq1_digits_modern_tanh_residual.yaml", 30),
     ("rq1_digits_modern_selu.yaml", 30),
+    ("rq2_long_2015_tanh.yaml", 20),
+    ("rq2_long_modern_selu.yaml", 20),
     ("rq5_repro.yaml", 24),
     ("pilot.yaml", 12),
 ])

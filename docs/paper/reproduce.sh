@@ -26,6 +26,13 @@ for spec in rq1_2015_plain rq1_modern_relu_he rq1_modern_relu_he_residual rq1_mo
     > "$OUT/$spec.json" || echo "$spec: exit $? (see $OUT/$spec.json)"
 done
 
+# RQ2 control: the deep plain stacks trained 5x longer without early stopping (own store).
+for spec in rq2_long_2015_tanh rq2_long_modern_selu; do
+  echo "$(date -u +%H:%M:%S) run $spec"
+  $DNNFRAME run "experiments/paper/$spec.yaml" --store "sqlite:///$OUT/long.db" --workers "$WORKERS" -q --json \
+    > "$OUT/$spec.json" || echo "$spec: exit $? (see $OUT/$spec.json)"
+done
+
 # RQ5: the same spec twice, into two stores, with 2 and with 1 worker.
 $DNNFRAME run experiments/paper/rq5_repro.yaml --store "sqlite:///$OUT/repro_a.db" --workers 2 -q --json > "$OUT/repro_a.json"
 $DNNFRAME run experiments/paper/rq5_repro.yaml --store "sqlite:///$OUT/repro_b.db" --workers 1 -q --json > "$OUT/repro_b.json"
@@ -34,6 +41,8 @@ $DNNFRAME run experiments/paper/rq5_repro.yaml --store "sqlite:///$OUT/repro_b.d
 echo "$(date -u +%H:%M:%S) report"
 $DNNFRAME paper-report docs/paper --store "$STORE" \
   --repro "sqlite:///$OUT/repro_a.db" "sqlite:///$OUT/repro_b.db"
+
+$DNNFRAME paper-report docs/paper/long_training --store "sqlite:///$OUT/long.db"
 
 # RQ3/RQ4: throughput (needs RabbitMQ for the Celery part).
 "$PYTHON" bench/throughput.py --json docs/paper/throughput.json | tee docs/paper/throughput.txt
