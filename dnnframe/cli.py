@@ -167,15 +167,21 @@ def _print_summary(console, summary: dict, resume_hint: str | None = None) -> No
 @store_option
 @click.option("--workers", "-w", type=click.IntRange(min=1), envvar="DNNFRAME_WORKERS",
               show_envvar=True, default=None, help="Worker processes (default: one per core).")
-@click.option("--broker", "broker_url", default=None, metavar="URL",
-              help="Send trials to Celery workers over this broker (amqp://...) instead of "
-                   "local processes. $DNNFRAME_BROKER_URL is used only with --distributed.")
-@click.option("--distributed", is_flag=True, help="Use $DNNFRAME_BROKER_URL (Celery workers).")
+@click.option("--broker", "broker_url", envvar="DNNFRAME_BROKER_URL", show_envvar=True, default=None,
+              metavar="URL", help="Send trials to Celery workers over this broker (amqp://...) "
+                                  "instead of local processes.")
+@click.option("--distributed", is_flag=True,
+              help="Require a broker (--broker or $DNNFRAME_BROKER_URL); fail if none is set.")
+@click.option("--local", "force_local", is_flag=True,
+              help="Train on local processes even when $DNNFRAME_BROKER_URL is set.")
+@click.option("--queue", default="default", show_default=True,
+              help="Celery queue the trials go to (e.g. gpu for workers started with -Q gpu).")
 @click.option("--retry-failed", is_flag=True, help="Also re-run trials a previous run left FAILED.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar or summary.")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON summary on stdout.")
 def run(spec_path: Path, store_url: str | None, workers: int | None, broker_url: str | None,
-        distributed: bool, retry_failed: bool, quiet: bool, as_json: bool) -> None:
+        distributed: bool, force_local: bool, queue: str, retry_failed: bool, quiet: bool,
+        as_json: bool) -> None:
     """Run every trial of a spec and show progress; rerunning resumes where it stopped.
 
     Trials already COMPLETE in the store are not trained again. Ctrl-C stops cleanly:
@@ -197,13 +203,15 @@ def run(spec_path: Path, store_url: str | None, workers: int | None, broker_url:
     spec = load_spec(spec_path)  # SpecError → exit 2 naming the file and key
     store_url = store_url or default_store_url()
     store = _open_store(store_url)
-    if distributed and not broker_url:
-        broker_url = os.environ.get("DNNFRAME_BROKER_URL")
-        if not broker_url:
-            raise click.UsageError("--distributed needs --broker URL or $DNNFRAME_BROKER_URL")
+    if distributed and force_local:
+        raise click.UsageError("--distributed and --local contradict each other")
+    if force_local:
+        broker_url = None
+    elif distributed and not broker_url:
+        raise click.UsageError("--distributed needs --broker URL or $DNNFRAME_BROKER_URL")
     started = time.perf_counter()
     if broker_url:
-        executor = make_executor(store_url, broker_url=broker_url)
+        executor = make_executor(store_url, broker_url=broker_url, queue=queue)
     else:
         executor = LocalExecutor(store_url, workers=workers)
     interrupted = False
@@ -221,6 +229,10 @@ def run(spec_path: Path, store_url: str | None, workers: int | None, broker_url:
             where = f"{executor.workers} local workers" if isinstance(executor, LocalExecutor) else broker_url
             console.print(f"{spec.name} ({exp.id}): {len(result.trial_ids)} trials, "
                           f"{trained} to run on {where}; store {store_url}")
+        if broker_url and trained and not quiet and not store.list_workers(seen_within_s=120):
+            console.print("[yellow]no worker has reported to this store in the last 2 minutes:[/] "
+                          "trials wait in the queue until one starts (dnnframe worker, with the "
+                          "same DNNFRAME_STORE_URL and DNNFRAME_BROKER_URL)")
         interrupted = _follow(console, store, executor, exp, quiet)
     except KeyboardInterrupt:
         # Ctrl-C before the progress loop took over (while storing the trials)

@@ -562,9 +562,9 @@ def run_in_process(trial_ids: Iterable[str], store_url: str | None = None,
 
 
 def make_executor(store_url: str | None = None, broker_url: str | None = None,
-                  workers: int | None = None) -> Executor:
-    """Pick the executor: Celery when a broker URL is given (or ``$DNNFRAME_BROKER_URL``),
-    otherwise a :class:`LocalExecutor` with ``workers`` processes."""
+                  workers: int | None = None, queue: str = "default") -> Executor:
+    """Pick the executor: Celery (publishing to ``queue``) when a broker URL is given (or
+    ``$DNNFRAME_BROKER_URL``), otherwise a :class:`LocalExecutor` with ``workers`` processes."""
     broker_url = broker_url or os.environ.get("DNNFRAME_BROKER_URL") or None
     store_url = store_url or default_store_url()
     if broker_url:
@@ -572,7 +572,7 @@ def make_executor(store_url: str | None = None, broker_url: str | None = None,
         celery_executor = globals().get("CeleryExecutor")
         if celery_executor is None:
             raise DnnframeError("a broker URL was given but this dnnframe has no CeleryExecutor")
-        return celery_executor(broker_url, store_url)
+        return celery_executor(broker_url, store_url, queue=queue)
     return LocalExecutor(store_url, workers=workers)
 
 

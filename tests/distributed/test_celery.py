@@ -256,3 +256,31 @@ def test_queue_routing_separates_workers(broker_url, store_url, queue_name, star
         from .conftest import delete_queue
 
         delete_queue(broker_url, other_queue)
+
+
+def test_cli_run_uses_broker_from_environment(broker_url, store_url, queue_name, start_worker,
+                                              tmp_path: Path):
+    """`dnnframe run SPEC` with only DNNFRAME_BROKER_URL/DNNFRAME_STORE_URL set (configuration,
+    no code change) sends the trials to Celery workers; `--local` overrides it."""
+    import sys
+
+    from .conftest import REPO, worker_env
+
+    worker = start_worker(queue_name, DNNFRAME_TRAIN_FN=SLEEPY, DNNFRAME_HOOK_EPOCHS="1",
+                          DNNFRAME_HOOK_EPOCH_SECONDS="0.1")
+    spec_file = tmp_path / "spec.yaml"
+    spec_file.write_text("name: via-broker\ndataset: iris\nmodel: {hidden_layers: {grid: [1, 2]}, width: 4}\n"
+                         "training: {max_epochs: 1}\nsearch: {seeds: 2}\n")
+    env = worker_env(store_url, broker_url)
+    out = subprocess.run([sys.executable, "-m", "dnnframe.cli", "run", str(spec_file), "--queue", queue_name,
+                          "--json", "--quiet"], cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    summary = json.loads(out.stdout)
+    assert summary["counts"]["COMPLETE"] == 4
+    store = open_store(store_url)
+    trials = store.list_trials(summary["experiment_id"])
+    assert {t.worker.split(":")[0] for t in trials} == {worker.nodename}
+    store.close()
+    both = subprocess.run([sys.executable, "-m", "dnnframe.cli", "run", str(spec_file), "--local", "--distributed"],
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=60)
+    assert both.returncode == 2 and "contradict" in both.stderr

@@ -1,0 +1,15 @@
+"""Suite-wide isolation: a developer's own dnnframe settings must not leak into the tests."""
+
+from __future__ import annotations
+
+import os
+
+
+def pytest_configure(config) -> None:  # noqa: ANN001 - pytest hook
+    # Settings a user may have exported (a broker, a store, a token) would reroute the CLI
+    # and the app under test; each test that needs one sets it itself. Removed for the whole
+    # session, before any fixture (module-scoped ones included) starts a subprocess.
+    # DNNFRAME_TEST_* variables configure the suite and stay.
+    for name in list(os.environ):
+        if name.startswith("DNNFRAME_") and not name.startswith("DNNFRAME_TEST_"):
+            del os.environ[name]
