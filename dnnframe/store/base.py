@@ -231,6 +231,24 @@ def dumps(value: Any) -> str:
     return json.dumps(json_safe(value), separators=(",", ":"), allow_nan=False)
 
 
+def check_trial_items(trials: list[tuple[str, dict[str, Any]]]) -> list[tuple[str, dict[str, Any]]]:
+    """Validate ``create_trials`` input: (non-empty id, config dict) pairs, else ValueError."""
+    items = []
+    for i, item in enumerate(trials):
+        try:
+            tid, config = item
+        except (TypeError, ValueError):
+            raise ValueError(f"trials[{i}] must be a (trial_id, config_dict) pair, "
+                             f"got {item!r:.100}") from None
+        if not tid or not isinstance(tid, str):
+            raise ValueError(f"trials[{i}]: trial id must be a non-empty string, got {tid!r}")
+        if not isinstance(config, dict):
+            raise ValueError(f"trials[{i}] ({tid}): config must be a dict, "
+                             f"got {type(config).__name__}")
+        items.append((tid, config))
+    return items
+
+
 def check_finish_state(state: TrialState | str) -> TrialState:
     """Coerce ``state`` to a terminal TrialState or raise ValueError naming it."""
     try:

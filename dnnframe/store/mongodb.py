@@ -38,6 +38,7 @@ from .base import (
     TrialState,
     WorkerRecord,
     check_finish_state,
+    check_trial_items,
     json_safe,
     now,
     requeue_state_list,
@@ -260,19 +261,7 @@ class MongoStore(ResultStore):
     # ------------------------------------------------------------ trials
     @_retry
     def create_trials(self, experiment_id: str, trials: list[tuple[str, dict[str, Any]]]) -> int:
-        items: list[tuple[str, dict[str, Any]]] = []
-        for i, item in enumerate(trials):
-            try:
-                tid, config = item
-            except (TypeError, ValueError):
-                raise ValueError(f"trials[{i}] must be a (trial_id, config_dict) pair, "
-                                 f"got {item!r:.100}") from None
-            if not tid or not isinstance(tid, str):
-                raise ValueError(f"trials[{i}]: trial id must be a non-empty string, got {tid!r}")
-            if not isinstance(config, dict):
-                raise ValueError(f"trials[{i}] ({tid}): config must be a dict, "
-                                 f"got {type(config).__name__}")
-            items.append((tid, json_safe(config)))
+        items = [(tid, json_safe(config)) for tid, config in check_trial_items(trials)]
         if self._db.experiments.find_one({"_id": experiment_id}, {"_id": 1}) is None:
             raise NotFoundError(f"experiment {experiment_id!r} not found in {redact(self.url)}")
         ids = list(dict.fromkeys(t for t, _ in items))

@@ -21,6 +21,7 @@ from .base import (
     TrialState,
     WorkerRecord,
     check_finish_state,
+    check_trial_items,
     dumps,
     now,
     requeue_state_list,
@@ -310,19 +311,7 @@ class SQLiteStore(ResultStore):
 
     # ------------------------------------------------------------ trials
     def create_trials(self, experiment_id: str, trials: list[tuple[str, dict[str, Any]]]) -> int:
-        rows = []
-        for i, item in enumerate(trials):
-            try:
-                tid, config = item
-            except (TypeError, ValueError):
-                raise ValueError(f"trials[{i}] must be a (trial_id, config_dict) pair, "
-                                 f"got {item!r:.100}") from None
-            if not tid or not isinstance(tid, str):
-                raise ValueError(f"trials[{i}]: trial id must be a non-empty string, got {tid!r}")
-            if not isinstance(config, dict):
-                raise ValueError(f"trials[{i}] ({tid}): config must be a dict, "
-                                 f"got {type(config).__name__}")
-            rows.append((tid, dumps(config)))
+        rows = [(tid, dumps(config)) for tid, config in check_trial_items(trials)]
         t = now()
         with self._tx() as c:
             if c.execute("SELECT 1 FROM experiments WHERE id = ?", (experiment_id,)).fetchone() is None:
