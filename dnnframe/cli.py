@@ -14,6 +14,7 @@ from pathlib import Path
 
 import click
 
+from . import settings
 from .exceptions import DnnframeError, SpecError
 
 EXIT_SPEC_ERROR = 2
@@ -188,7 +189,6 @@ def run(spec_path: Path, store_url: str | None, workers: int | None, broker_url:
     queued trials are cancelled, running ones stop after their epoch; press it again to
     stop at once.
     """
-    import os
     import time
 
     from rich.console import Console
@@ -219,7 +219,7 @@ def run(spec_path: Path, store_url: str | None, workers: int | None, broker_url:
     try:
         # Trials left RUNNING by a run that was killed outright (kill -9, power cut) have a
         # stale heartbeat: queue them again so this run finishes them.
-        stale = store.requeue_stale(float(os.environ.get("DNNFRAME_HEARTBEAT_TIMEOUT") or 600))
+        stale = store.requeue_stale(settings.heartbeat_timeout())
         if stale and not quiet:
             console.print(f"re-queued {len(stale)} trials whose worker stopped sending heartbeats")
         result = submit_experiment(spec, store, executor, retry_failed=retry_failed)

@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from . import settings
 from .exceptions import DnnframeError, StoreError
 
 log = logging.getLogger(__name__)
@@ -66,19 +67,7 @@ class Executor(abc.ABC):
 
 def default_workers() -> int:
     """``$DNNFRAME_WORKERS`` if set, else the number of cores this process may use."""
-    env = os.environ.get("DNNFRAME_WORKERS", "").strip()
-    if env:
-        try:
-            n = int(env)
-        except ValueError:
-            raise DnnframeError(f"DNNFRAME_WORKERS must be a positive integer, but got {env!r}") from None
-        if n < 1:
-            raise DnnframeError(f"DNNFRAME_WORKERS must be a positive integer, but got {env!r}")
-        return n
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
+    return settings.workers()
 
 
 def default_store_url() -> str:

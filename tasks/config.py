@@ -28,31 +28,26 @@ from typing import Any
 
 from kombu import Exchange, Queue
 
+from dnnframe.settings import (  # noqa: F401 - re-exported: the worker's settings in one place
+    DEFAULT_HEARTBEAT_TIMEOUT,
+    DEFAULT_MAX_ATTEMPTS,
+    SettingsError,
+    env_seconds,
+    heartbeat_timeout,
+    max_attempts,
+)
+from dnnframe.store import default_store_url
+
 DEFAULT_BROKER_URL = "amqp://guest:guest@127.0.0.1:5672//"
 DEFAULT_TASK_TIME_LIMIT = 1680.0
-DEFAULT_HEARTBEAT_TIMEOUT = 300.0
-DEFAULT_MAX_ATTEMPTS = 3
 #: Queues every deployment has: CPU workers consume ``default``, workers started with
 #: ``THEANO_FLAGS=device=cuda`` consume ``gpu``. Any other name is created on first use.
 QUEUES = ("default", "gpu")
 TRAIN_TASK = "tasks.train_trial"
 
 
-class ConfigError(ValueError):
-    """An environment variable of the Celery app has a value that cannot be used."""
-
-
-def _positive_float(name: str, default: float) -> float:
-    raw = os.environ.get(name, "").strip()
-    if not raw:
-        return default
-    try:
-        value = float(raw)
-    except ValueError:
-        raise ConfigError(f"{name} must be a number of seconds, but got {raw!r}") from None
-    if not value > 0:
-        raise ConfigError(f"{name} must be > 0 seconds, but got {raw!r}")
-    return value
+# Settings shared with the CLI and the local executor live in dnnframe.settings.
+ConfigError = SettingsError
 
 
 def broker_url() -> str:
@@ -62,33 +57,14 @@ def broker_url() -> str:
 
 def store_url() -> str:
     """``$DNNFRAME_STORE_URL`` or the embedded default ``sqlite:///dnnframe.db``."""
-    return os.environ.get("DNNFRAME_STORE_URL", "").strip() or "sqlite:///dnnframe.db"
+    return default_store_url()
 
 
 def task_time_limits() -> tuple[float, float]:
     """(soft, hard) time limit of one trial in seconds, from ``$DNNFRAME_TASK_TIME_LIMIT``."""
-    hard = _positive_float("DNNFRAME_TASK_TIME_LIMIT", DEFAULT_TASK_TIME_LIMIT)
+    hard = env_seconds("DNNFRAME_TASK_TIME_LIMIT", DEFAULT_TASK_TIME_LIMIT)
     soft = hard - min(60.0, hard * 0.1)
     return soft, hard
-
-
-def heartbeat_timeout() -> float:
-    """Seconds without a heartbeat after which a RUNNING trial is requeued."""
-    return _positive_float("DNNFRAME_HEARTBEAT_TIMEOUT", DEFAULT_HEARTBEAT_TIMEOUT)
-
-
-def max_attempts() -> int:
-    """Delivery cap of one trial (``$DNNFRAME_MAX_ATTEMPTS``, default 3)."""
-    raw = os.environ.get("DNNFRAME_MAX_ATTEMPTS", "").strip()
-    if not raw:
-        return DEFAULT_MAX_ATTEMPTS
-    try:
-        value = int(raw)
-    except ValueError:
-        raise ConfigError(f"DNNFRAME_MAX_ATTEMPTS must be a positive integer, but got {raw!r}") from None
-    if value < 1:
-        raise ConfigError(f"DNNFRAME_MAX_ATTEMPTS must be a positive integer, but got {raw!r}")
-    return value
 
 
 def celery_settings(broker: str | None = None) -> dict[str, Any]:
