@@ -3,8 +3,11 @@
 A trial is RUNNING in the store from its claim until its final write; its worker process
 refreshes ``heartbeat_at`` every ``heartbeat_timeout / 5`` seconds. When a worker dies
 (SIGKILL, OOM kill, lost machine), the trial's heartbeat goes stale. Its message is given
-back by the broker (acks_late: the connection or the pool process died before the ack), but
-that redelivery finds the trial still RUNNING and is a no-op, so the reaper must both
+back by the broker (acks_late: the connection or the pool process died before the ack). When
+only a pool process died and the message comes back to the same node, the task sees the
+owner's pid is gone and releases and reruns the trial at once (``tasks.trial``); otherwise
+(whole worker or machine lost) that redelivery finds the trial still RUNNING and is a no-op,
+so the reaper must both
 *requeue the trial in the store* (``requeue_stale``) and *publish its task again* — the
 store requeue alone puts nothing on the queue. Duplicates (a redelivered message and a
 re-published one) are harmless: the store claim lets exactly one of them run it, and the

@@ -15,7 +15,8 @@ Trial life cycle
 ----------------
 ``QUEUED → RUNNING → COMPLETE | FAILED | DIVERGED | PRUNED | CANCELLED`` and
 ``QUEUED → CANCELLED | FAILED`` (cancelled before start, delivery cap reached), plus
-``RUNNING → QUEUED`` by :meth:`ResultStore.requeue_stale`.
+``RUNNING → QUEUED`` by :meth:`ResultStore.requeue_stale` (silent heartbeat) and
+:meth:`ResultStore.release_trial` (the owner is known to be dead).
 
 Ownership: a RUNNING trial belongs to the ``worker`` that claimed it. Only that worker may
 heartbeat it and finish it; a write from any other worker (say, a worker whose trial was
@@ -445,6 +446,25 @@ class ResultStore(abc.ABC):
 
         Returns:
             The requeued trial ids (the caller resubmits them to its executor).
+        """
+
+    @abc.abstractmethod
+    def release_trial(self, trial_id: str, worker: str) -> bool:
+        """Atomically put a RUNNING trial owned by ``worker`` back to QUEUED: RUNNING → QUEUED.
+
+        For a caller that knows the owner is dead (a Celery task redelivered after its pool
+        process was killed finds the trial owned by a pid that no longer exists), so it need
+        not wait for :meth:`requeue_stale`'s heartbeat timeout. ``worker`` and
+        ``heartbeat_at`` are cleared (a late write from the old owner is refused) and ``seq``
+        is bumped; ``attempts`` is kept, so the death counts toward the delivery cap of the
+        next ``claim_trial``.
+
+        Returns:
+            True if this call released the trial; False (and writes nothing) when it is not
+            RUNNING or is owned by another worker (say, the reaper requeued it and someone
+            else claimed it meanwhile).
+        Raises:
+            NotFoundError: unknown trial.  ValueError: empty ``worker``.
         """
 
     # ---------------------------------------------------------------- queries

@@ -380,6 +380,18 @@ class MongoStore(ResultStore):
                 done.append(tid)
         return sorted(done)
 
+    @_retry
+    def release_trial(self, trial_id: str, worker: str) -> bool:
+        if not worker or not isinstance(worker, str):
+            raise ValueError(f"worker must be a non-empty string, got {worker!r}")
+        res = self._db.trials.update_one(
+            {"_id": trial_id, "state": "RUNNING", "worker": worker},
+            {"$set": {"state": "QUEUED", "worker": None, "heartbeat_at": None,
+                      "seq": self._next("seq")}})
+        if res.matched_count == 0 and self._db.trials.find_one({"_id": trial_id}, {"_id": 1}) is None:
+            raise NotFoundError(f"trial {trial_id!r} not found in {redact(self.url)}")
+        return res.matched_count > 0
+
     # ------------------------------------------------------------ queries
     @_retry
     def get_trial(self, trial_id: str) -> TrialRecord:

@@ -399,6 +399,17 @@ class SQLiteStore(ResultStore):
                              (now() - timeout_s,)).fetchall()
         return sorted(r[0] for r in rows)
 
+    def release_trial(self, trial_id: str, worker: str) -> bool:
+        if not worker or not isinstance(worker, str):
+            raise ValueError(f"worker must be a non-empty string, got {worker!r}")
+        with self._tx() as c:
+            n = c.execute(f"UPDATE trials SET state = 'QUEUED', worker = NULL, heartbeat_at = NULL, "
+                          f"seq = {_NEXT_SEQ} WHERE id = ? AND state = 'RUNNING' AND worker = ?",
+                          (trial_id, worker)).rowcount
+            if n == 0 and c.execute("SELECT 1 FROM trials WHERE id = ?", (trial_id,)).fetchone() is None:
+                raise NotFoundError(f"trial {trial_id!r} not found in {self.url}")
+            return n > 0
+
     # ------------------------------------------------------------ queries
     def get_trial(self, trial_id: str) -> TrialRecord:
         rows = self._read(f"SELECT {_TRIAL_COLS} FROM trials t WHERE t.id = ?", (trial_id,))

@@ -115,6 +115,45 @@ def test_sigkill_worker_mid_trial_every_trial_completes_once(
     store.close()
 
 
+def test_sigkill_pool_process_reruns_trial_at_once(
+        broker_url, store_url, queue_name, start_worker, tmp_path: Path):
+    """SIGKILL only the pool process training a trial (an OOM kill), with the default
+    300 s heartbeat timeout: the redelivered message sees the owner's pid is gone on this
+    node, releases the trial and trains it again within seconds, not after the reaper's
+    timeout; it completes exactly once, on its second attempt."""
+    done_log = tmp_path / "completions.jsonl"
+    env = {"DNNFRAME_TRAIN_FN": SLEEPY, "DNNFRAME_HOOK_EPOCHS": "6",
+           "DNNFRAME_HOOK_EPOCH_SECONDS": "0.5", "DNNFRAME_HOOK_LOG": str(done_log)}
+    assert "DNNFRAME_HEARTBEAT_TIMEOUT" not in os.environ  # the default (300 s) applies
+    w = start_worker(queue_name, **env)
+    store = open_store(store_url)
+    spec = make_spec("oom-kill", 1)
+    with CeleryExecutor(broker_url, store_url, queue=queue_name) as ex:
+        submit_experiment(spec, store, ex)
+        (tid,) = [t.id for t in store.list_trials(spec.experiment_id)]
+        wait_until(lambda: len(store.get_trial(tid).metrics) >= 2, 30,
+                   "the pool process to be 2 epochs into the trial")
+        owner = store.get_trial(tid).worker
+        node, _, pid = owner.rpartition(":")
+        assert node == w.nodename and int(pid) in w.children(), (owner, w.children())
+        os.kill(int(pid), signal.SIGKILL)
+        killed_at = time.monotonic()
+        wait_until(lambda: store.get_trial(tid).state.is_finished, 30,
+                   "the killed trial to finish without waiting for the reaper")
+        recovered_s = time.monotonic() - killed_at
+        assert ex.wait(timeout=10), _states(store, spec.experiment_id)
+    t = store.get_trial(tid)
+    assert t.state is TrialState.COMPLETE and t.attempts == 2, (t.state, t.attempts, t.error)
+    assert t.worker.startswith(f"{w.nodename}:") and t.worker != owner  # a fresh pool process
+    assert len(t.metrics) == 6  # the dead attempt's epochs were cleared at the re-claim
+    assert [json.loads(line)["seed"] for line in done_log.read_text().splitlines()] == [0]
+    log_text = w.log_text()
+    assert f"trial {tid}: its owner {owner} died" in log_text
+    assert f"reaper: trial {tid}" not in log_text, f"took {recovered_s:.1f}s via the reaper"
+    assert w.alive(), "the worker's main process must survive its pool process dying"
+    store.close()
+
+
 def test_broker_restart_during_sweep(broker_url, store_url, queue_name, start_worker,
                                      tmp_path: Path):
     """Stop and start the RabbitMQ application in the middle of a sweep: connections drop

@@ -209,6 +209,34 @@ def test_requeue_stale_only_old_heartbeats(store):
     assert store.finish_trial(a, TrialState.COMPLETE, worker="lost") is False
 
 
+def test_release_trial_only_by_owner_while_running_keeps_attempts(store):
+    a, b = make(store, 2)
+    store.claim_trial(a, "dead")
+    store.append_metrics(a, {"epoch": 1})
+    cursor = store.latest_seq()
+    assert store.release_trial(a, "other") is False  # not the owner
+    assert store.get_trial(a).state is TrialState.RUNNING
+    assert store.release_trial(b, "dead") is False  # QUEUED, not RUNNING
+    assert store.release_trial(a, "dead") is True
+    t = store.get_trial(a)
+    assert (t.state, t.worker, t.heartbeat_at, t.attempts) == (TrialState.QUEUED, None, None, 1)
+    assert [x.id for x in store.list_trials(since=cursor)] == [a]  # seq bumped
+    assert store.release_trial(a, "dead") is False  # already released
+    # the dead owner's late writes are refused; the next claim counts the death
+    assert store.heartbeat(a, "dead") is False
+    assert store.finish_trial(a, TrialState.COMPLETE, worker="dead") is False
+    again = store.claim_trial(a, "new", max_attempts=2)
+    assert again.attempts == 2 and again.metrics == []
+    assert store.release_trial(a, "new") is True
+    assert store.claim_trial(a, "newer", max_attempts=2) is None  # the cap still holds
+    assert store.get_trial(a).state is TrialState.FAILED
+    assert store.release_trial(a, "newer") is False  # finished trials stay finished
+    with pytest.raises(NotFoundError, match="nope"):
+        store.release_trial("nope", "w")
+    with pytest.raises(ValueError, match="worker"):
+        store.release_trial(a, "")
+
+
 def test_cancel_experiment(store):
     a, b, c = make(store, 3)
     store.create_experiment("other", "o", {}, 1)
