@@ -220,8 +220,9 @@ def test_a_rerun_finishes_trials_a_killed_run_left_running(tmp_path):
         result = submit_experiment(parse_spec(TINY), store)
         orphan = result.trial_ids[0]
         assert store.claim_trial(orphan, "gone-host:4242") is not None  # its worker then died
+    time.sleep(0.6)  # its heartbeat is now older than the timeout below
     proc = cli("run", str(spec_path), "--store", url, "--json", cwd=tmp_path,
-               env={"DNNFRAME_HEARTBEAT_TIMEOUT": "0"})
+               env={"DNNFRAME_HEARTBEAT_TIMEOUT": "0.5"})
     assert proc.returncode == 0, proc.stderr
     assert "re-queued 1 trials" in proc.stderr
     with open_store(url) as store:
