@@ -42,6 +42,9 @@ from .exceptions import SpecError
 
 DEFAULT_MAX_TRIALS = 100_000
 MAX_HIDDEN_LAYERS = 2000
+# Hidden-to-hidden weights of one network: beyond this a trial cannot fit a worker's memory
+# (400 MB per float64 copy; Adam keeps three more), so it is refused up front, not OOM-killed.
+MAX_HIDDEN_WEIGHTS = 50_000_000
 
 Activation = Literal["relu", "leaky_relu", "elu", "selu", "tanh", "sigmoid", "softplus", "linear"]
 Init = Literal["glorot", "he", "lecun", "orthogonal"]
@@ -126,6 +129,13 @@ class ModelConfig(_Strict):
                 f"a width list needs one entry per hidden layer, but got {len(self.width)} "
                 f"widths for hidden_layers={self.hidden_layers}"
             )
+        widths = self.widths
+        weights = sum(a * b for a, b in zip(widths, widths[1:]))
+        if weights > MAX_HIDDEN_WEIGHTS:
+            raise ValueError(
+                f"the hidden layers have {weights:,} weights, more than the limit of "
+                f"{MAX_HIDDEN_WEIGHTS:,} (each copy is {weights * 8 / 2**30:.1f} GiB in float64 and "
+                "optimisers keep several); use fewer or narrower layers")
         return self
 
     @property
@@ -452,7 +462,39 @@ def parse_spec(data: Any, source: str | None = None) -> ExperimentSpec:
     n = _count(spec)
     if n > spec.search.max_trials:
         raise SpecError([{"path": "search", "message": f"the sweep has {n} trials, more than the cap of {spec.search.max_trials} (search.max_trials); narrow the spaces or raise the cap"}], source)
-    return spec
+    return _regression_objective(spec, source)
+
+
+def _regression_objective(spec: ExperimentSpec, source: str | None) -> ExperimentSpec:
+    """Regression trials have no accuracy: default their objective to test_loss (min), and
+    refuse an accuracy objective that was asked for explicitly."""
+    from .datasets import dataset_task
+
+    def values(section: dict, key: str, default: Any) -> list[Any]:
+        value = section.get(key, default)
+        return list(next(iter(value.values()))) if _is_space(value) else [value]
+
+    dataset = spec.dataset
+    losses = values(spec.model, "loss", "softmax_crossentropy")
+    regression = any(
+        dataset_task(DatasetConfig.model_construct(name=name), loss) == "regression"
+        for name in values(dataset, "name", None) for loss in losses
+        if isinstance(name, str) and (name == "csv" or name in _registered_names())
+    )
+    if not regression or "accuracy" not in spec.search.objective.metric:
+        return spec
+    if "objective" in spec.search.model_fields_set:
+        raise SpecError([{"path": "search.objective.metric", "message": (
+            f"regression trials (loss squared_error) have no accuracy; use test_loss or val_loss "
+            f"with mode: min, but got {spec.search.objective.metric!r}")}], source)
+    search = spec.search.model_copy(update={"objective": Objective(metric="test_loss", mode="min")})
+    return spec.model_copy(update={"search": search})
+
+
+def _registered_names() -> set[str]:
+    from .datasets import REGISTRY
+
+    return set(REGISTRY)
 
 
 def load_spec(path: str | Path) -> ExperimentSpec:

@@ -203,6 +203,8 @@ def test_experiment_id_is_stable_for_same_spec():
     ({"dataset": {"name": "diabetes"}}, "", "regression task and needs model.loss: squared_error"),
     (spec(model={"hidden_layers": 2, "width": [4, 4, 4]}), "model", "one entry per hidden layer"),
     (spec(model={"dropout": 1.0}), "model.dropout", "less than 1"),
+    (spec(model={"hidden_layers": 2000, "width": 16384}), "model", "more than the limit of 50,000,000"),
+    (spec(model={"hidden_layers": {"grid": [2, 500]}, "width": 4096}), "model.hidden_layers.grid[1]", "weights"),
     (spec(search={"method": "bayes"}), "search.method", "'bayes'"),
     (spec(search={"seeds": []}), "search.seeds", "must not be empty"),
     (spec(search={"seeds": 0}), "search.seeds", "greater than or equal to 1"),
@@ -265,3 +267,14 @@ def test_example_specs_are_valid():
     assert files, "experiments/ has no example specs"
     for f in files:
         assert count_trials(load_spec(f)) >= 1
+
+
+def test_regression_defaults_objective_to_test_loss_and_refuses_accuracy():
+    s = parse_spec({"dataset": "diabetes", "model": {"loss": "squared_error"}})
+    assert (s.search.objective.metric, s.search.objective.mode) == ("test_loss", "min")
+    assert s.experiment_id == parse_spec(s.to_dict()).experiment_id
+    errs = errors_of({"dataset": "diabetes", "model": {"loss": "squared_error"},
+                      "search": {"objective": {"metric": "test_accuracy"}}})
+    assert errs[0]["path"] == "search.objective.metric" and "no accuracy" in errs[0]["message"]
+    # squared error on a classification dataset still has an accuracy
+    assert parse_spec({"dataset": "iris", "model": {"loss": "squared_error"}}).search.objective.metric == "test_accuracy"
