@@ -506,7 +506,40 @@ def load_spec(path: str | Path) -> ExperimentSpec:
         raise SpecError([{"path": "", "message": "file not found"}], str(path)) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise SpecError([{"path": "", "message": f"cannot read the file: {exc}"}], str(path)) from None
-    return parse_spec(parse_spec_text(text, str(path)), source=str(path))
+    data = parse_spec_text(text, str(path))
+    _resolve_csv_paths(data, path.parent)
+    spec = parse_spec(data, source=str(path))
+    missing = [p for p in _csv_paths(spec.dataset) if not Path(p).is_file()]
+    if missing:
+        raise SpecError([{"path": "dataset.path", "message": f"CSV file not found: {p}"} for p in missing],
+                        str(path))
+    return spec
+
+
+def _csv_paths(dataset: dict[str, Any]) -> list[str]:
+    value = dataset.get("path")
+    values = next(iter(value.values())) if _is_space(value) else [value]
+    return [v for v in values if isinstance(v, str)]
+
+
+def _resolve_csv_paths(data: Any, base: Path) -> None:
+    """A relative ``dataset.path`` in a spec file means relative to that file (as a user
+    reading the file expects), not to wherever ``dnnframe`` was started."""
+    dataset = data.get("dataset") if isinstance(data, dict) else None
+    if not isinstance(dataset, dict) or "path" not in dataset:
+        return
+
+    def resolve(p: Any) -> Any:
+        if isinstance(p, str) and p and not Path(p).is_absolute():
+            return str((base / p).resolve())
+        return p
+
+    value = dataset["path"]
+    if _is_space(value) and isinstance(next(iter(value.values())), list):
+        kind, items = next(iter(value.items()))
+        dataset["path"] = {kind: [resolve(p) for p in items]}
+    else:
+        dataset["path"] = resolve(value)
 
 
 def parse_spec_text(text: str, source: str | None = None) -> Any:

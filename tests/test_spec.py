@@ -278,3 +278,18 @@ def test_regression_defaults_objective_to_test_loss_and_refuses_accuracy():
     assert errs[0]["path"] == "search.objective.metric" and "no accuracy" in errs[0]["message"]
     # squared error on a classification dataset still has an accuracy
     assert parse_spec({"dataset": "iris", "model": {"loss": "squared_error"}}).search.objective.metric == "test_accuracy"
+
+
+def test_csv_path_in_a_spec_file_is_relative_to_the_file_and_must_exist(tmp_path, monkeypatch):
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "d.csv").write_text("x,y\n1,a\n2,b\n")
+    f = tmp_path / "data" / "spec.yaml"
+    f.write_text("dataset: {name: csv, path: d.csv, label_column: y}\n")
+    monkeypatch.chdir(tmp_path)  # not the spec's folder
+    s = load_spec(f)
+    assert s.dataset["path"] == str(tmp_path / "data" / "d.csv")
+    f.write_text("dataset: {name: csv, path: {grid: [d.csv, missing.csv]}, label_column: y}\n")
+    with pytest.raises(SpecError) as info:
+        load_spec(f)
+    assert info.value.errors == [{"path": "dataset.path",
+                                  "message": f"CSV file not found: {tmp_path / 'data' / 'missing.csv'}"}]
