@@ -9,6 +9,7 @@ non-zero exit code: 2 for an invalid spec or usage, 1 for everything else.
 from __future__ import annotations
 
 import json
+import socket
 import sys
 from pathlib import Path
 
@@ -195,8 +196,9 @@ def run(spec_path: Path, store_url: str | None, workers: int | None, broker_url:
 
     from .exceptions import NotFoundError
     from .executors import LocalExecutor, make_executor
+    from .runner import release_if_owner_died
     from .spec import load_spec
-    from .store import default_store_url
+    from .store import TrialState, default_store_url
     from .submit import submit_experiment
 
     console = Console(stderr=True, quiet=quiet)
@@ -220,8 +222,14 @@ def run(spec_path: Path, store_url: str | None, workers: int | None, broker_url:
         # Trials left RUNNING by a run that was killed outright (kill -9, power cut) have a
         # stale heartbeat: queue them again so this run finishes them.
         stale = store.requeue_stale(settings.heartbeat_timeout())
+        # Trials of a killed run whose worker process is gone (on this host) need not wait
+        # for the heartbeat to go stale.
+        host = socket.gethostname()
+        stale += [t.id for t in store.list_trials(state=TrialState.RUNNING)
+                  if release_if_owner_died(store, t.id, host)]
         if stale and not quiet:
-            console.print(f"re-queued {len(stale)} trials whose worker stopped sending heartbeats")
+            console.print(f"re-queued {len(stale)} trials whose worker stopped (killed process or "
+                          "no heartbeat)")
         result = submit_experiment(spec, store, executor, retry_failed=retry_failed)
         exp = result.experiment
         trained = len(result.submitted_trial_ids)

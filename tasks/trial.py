@@ -156,46 +156,6 @@ class _ProcessState:
 _proc = _ProcessState()
 
 
-def _pid_is_dead(pid: int) -> bool:
-    """True only when no process ``pid`` exists here (a process we may not signal exists)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    except OSError:  # EPERM: someone's process has that pid; assume it may be the owner
-        return False
-    return False
-
-
-def release_if_owner_died(store: Any, trial_id: str, node: str) -> bool:
-    """Put ``trial_id`` back to QUEUED if its owner was a now-dead process of this Celery node.
-
-    A pool process killed mid-trial (SIGKILL, OOM) leaves its trial RUNNING under
-    ``"<node>:<pid>"``; ``reject_on_worker_lost`` redelivers the message within seconds, but
-    the claim refuses a RUNNING trial, so without this the trial would wait for the reaper's
-    heartbeat timeout. Only owners on *this* node are checked: same node name means same
-    host (and pid namespace), the only place where a pid says anything. An owner whose pid
-    still exists (or was reused) is left alone, and so is every other node's (the reaper
-    handles those). Returns True if this call released the trial.
-    """
-    from dnnframe.store import TrialState
-
-    trial = store.get_trial(trial_id)
-    if trial.state is not TrialState.RUNNING or not trial.worker:
-        return False
-    owner_node, _, owner_pid = trial.worker.rpartition(":")
-    if (owner_node != node or not owner_pid.isdigit() or int(owner_pid) == os.getpid()
-            or not _pid_is_dead(int(owner_pid))):
-        log.info("trial %s: redelivered while RUNNING under %s (alive, or not on this node); "
-                 "left to its owner or the reaper", trial_id, trial.worker)
-        return False
-    if not store.release_trial(trial_id, trial.worker):
-        return False  # the reaper or another redelivery got there first
-    log.warning("trial %s: its owner %s died (no such process on this node); released it to "
-                "run again now (attempt %d so far)", trial_id, trial.worker, trial.attempts)
-    return True
-
-
 @signals.worker_process_init.connect
 def _reset_process_state(**_: Any) -> None:
     # A fresh pool process must not reuse the parent's store connection or threads.
@@ -213,7 +173,7 @@ def train_trial(self: Any, trial_id: str) -> str | None:
     A trial left RUNNING by a dead pool process of this same node is released and run
     again at once (see :func:`release_if_owner_died`).
     """
-    from dnnframe.runner import run_trial
+    from dnnframe.runner import release_if_owner_died, run_trial
 
     if not isinstance(trial_id, str) or not trial_id:
         raise DnnframeError(f"tasks.train_trial needs a trial id string, but got {trial_id!r}")

@@ -242,3 +242,43 @@ def test_example_specs_are_valid_rest_bodies(tmp_path):
     proc = cli("validate", *map(str, paths), cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert "experiments/quickstart.yaml: ok, 6 trials" in proc.stdout
+
+
+def test_rerun_after_kill_9_of_the_whole_run_finishes_orphaned_trials_at_once(tmp_path):
+    """kill -9 of `dnnframe run` and its workers (a closed terminal, the OOM killer) leaves
+    trials RUNNING under dead processes; a rerun right away — with the default 300 s heartbeat
+    timeout — requeues them because their owners no longer exist, and finishes the sweep."""
+    spec = write_spec(tmp_path / "long.yaml", {
+        "name": "kill-me", "dataset": {"name": "digits"},
+        "model": {"hidden_layers": 1, "width": 32},
+        "training": {"max_epochs": 40, "batch_size": 8}, "search": {"seeds": 4}})
+    url = f"sqlite:///{tmp_path / 'killed.db'}"
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    proc = subprocess.Popen([sys.executable, "-m", "dnnframe.cli", "run", str(spec), "--store", url,
+                             "--workers", "2", "--quiet"], cwd=tmp_path, env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    running: list = []
+    try:
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline and proc.poll() is None:
+            if (tmp_path / "killed.db").exists():
+                with open_store(url) as store:
+                    running = [t for t in store.list_trials(state="RUNNING") if t.metrics]
+                if running:
+                    break
+            time.sleep(0.05)
+        assert running and proc.poll() is None, "no trial was mid-way before the sweep ended"
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)  # the CLI and its worker processes, no cleanup
+        proc.wait()
+    time.sleep(0.5)
+    with open_store(url) as store:
+        orphaned = {t.id for t in store.list_trials(state="RUNNING")}
+    assert orphaned, "the kill left no RUNNING trial behind"
+    again = cli("run", str(spec), "--store", url, "--workers", "2", "--json", cwd=tmp_path, timeout=240)
+    assert again.returncode == 0, again.stderr
+    assert f"re-queued {len(orphaned)} trials" in again.stderr
+    with open_store(url) as store:
+        final = {t.id: t for t in store.list_trials()}
+    assert all(t.state.value == "COMPLETE" for t in final.values()), [t.state for t in final.values()]
+    assert all(final[tid].attempts == 2 for tid in orphaned)
