@@ -30,11 +30,11 @@ DEPTHS = [1, 2, 4, 8, 16, 32, 64, 128, 256, 500, 550, 600, 650, 700, 1000]
     ("rq1_modern_relu_he_residual.yaml", 135),
     ("rq1_modern_tanh_residual.yaml", 135),
     ("rq1_modern_selu.yaml", 135),
-    ("rq1_digits_2015_plain.yaml", 90),
-    ("rq1_digits_modern_relu_he.yaml", 30),
-    ("rq1_digits_modern_relu_he_residual.yaml", 30),
-    ("rq1_digits_modern_tanh_residual.yaml", 30),
-    ("rq1_digits_modern_selu.yaml", 30),
+    ("rq1_digits_2015_plain.yaml", 135),
+    ("rq1_digits_modern_relu_he.yaml", 45),
+    ("rq1_digits_modern_relu_he_residual.yaml", 45),
+    ("rq1_digits_modern_tanh_residual.yaml", 45),
+    ("rq1_digits_modern_selu.yaml", 45),
     ("rq2_long_2015_tanh.yaml", 20),
     ("rq2_long_modern_selu.yaml", 20),
     ("rq5_repro.yaml", 24),
@@ -50,7 +50,7 @@ def test_depth_sweeps_cover_1_to_1000_on_four_datasets_with_dense_500_700_band()
     small = sorted(p for p in PAPER_DIR.glob("rq1_*.yaml") if "digits" not in p.name)
     digits = sorted(PAPER_DIR.glob("rq1_digits_*.yaml"))
     assert len(small) == len(digits) == 5
-    for paths, datasets, n_seeds in ((small, {"iris", "wine", "breast_cancer"}, 3), (digits, {"digits"}, 2)):
+    for paths, datasets, n_seeds in ((small, {"iris", "wine", "breast_cancer"}, 3), (digits, {"digits"}, 3)):
         for path in paths:
             trials = list(expand(load_spec(path)))
             assert sorted({t.model.hidden_layers for t in trials}) == DEPTHS, path.name
