@@ -45,6 +45,12 @@ MAX_HIDDEN_LAYERS = 2000
 # Hidden-to-hidden weights of one network: beyond this a trial cannot fit a worker's memory
 # (400 MB per float64 copy; Adam keeps three more), so it is refused up front, not OOM-killed.
 MAX_HIDDEN_WEIGHTS = 50_000_000
+# Values in one int_range (more could never fit under any trial cap).
+MAX_SPACE_VALUES = 10_000_000
+# Sweeps up to this many trials are validated trial by trial when parsed, so every
+# combination rule (width x depth, split fractions) is checked before anything is stored;
+# larger ones are checked value by value here and trial by trial when expanded.
+FULL_CHECK_TRIALS = 5_000
 
 Activation = Literal["relu", "leaky_relu", "elu", "selu", "tanh", "sigmoid", "softplus", "linear"]
 Init = Literal["glorot", "he", "lecun", "orthogonal"]
@@ -70,6 +76,9 @@ _CODE_PATTERN = re.compile(
     r"open|system|popen|subprocess)\b\s*[\(\w]|\$\{|\$\(|`|!!python",
     re.IGNORECASE,
 )
+
+
+_CONTROL_CHARS = re.compile(r"[\x00-\x1f\x7f]")
 
 
 class _Strict(BaseModel):
@@ -263,12 +272,14 @@ def _is_space(value: Any) -> bool:
 
 
 def _find_spaces(value: Any, path: tuple[Any, ...] = ()) -> Iterator[tuple[tuple[Any, ...], dict]]:
-    """Yield (path, space) for each search space, in document order (deterministic)."""
+    """Yield (path, space) for each search space, in sorted key order: the expansion must
+    not depend on how a document happens to order its keys, since the experiment id (a hash
+    of key-sorted JSON) does not."""
     if _is_space(value):
         yield path, value
     elif isinstance(value, dict):
-        for key, item in value.items():
-            yield from _find_spaces(item, (*path, key))
+        for key in sorted(value):
+            yield from _find_spaces(value[key], (*path, key))
 
 
 def _set_path(doc: dict, path: tuple[Any, ...], value: Any) -> None:
@@ -281,7 +292,10 @@ def _set_path(doc: dict, path: tuple[Any, ...], value: Any) -> None:
 def _scan_strings(value: Any, path: tuple[Any, ...], errors: list[dict[str, str]]) -> None:
     """Refuse code-looking strings and non-finite numbers anywhere in the document."""
     if isinstance(value, str):
-        if _CODE_PATTERN.search(value):
+        if _CONTROL_CHARS.search(value) and path != ("description",):
+            errors.append({"path": _fmt_path(path),
+                           "message": f"must not contain control characters, but got {value[:80]!r}"})
+        elif _CODE_PATTERN.search(value):
             errors.append({"path": _fmt_path(path),
                            "message": f"looks like code and is refused (nothing in a spec is executed): {value[:80]!r}"})
     elif isinstance(value, bool) or value is None or isinstance(value, int):
@@ -361,7 +375,11 @@ def _space_values(path: tuple[Any, ...], space: dict, method: str, errors: list[
         if low > high:
             errors.append({"path": where, "message": f"low <= high must hold, but got low={low}, high={high}"})
             return None
-        return range(low, high + 1, step)  # lazy: [0, 10**12] must not allocate
+        n = (high - low) // step + 1  # arithmetic: len(range(...)) overflows past 2**63
+        if n > MAX_SPACE_VALUES:
+            errors.append({"path": where, "message": f"int_range has {n} values, more than the limit of {MAX_SPACE_VALUES}"})
+            return None
+        return range(low, high + 1, step)  # lazy: never materialised
     # uniform / loguniform
     if len(arg) != 2 or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in arg):
         errors.append({"path": where, "message": f"{kind} takes [low, high] numbers, but got {arg!r}"})
@@ -437,6 +455,10 @@ def parse_spec(data: Any, source: str | None = None) -> ExperimentSpec:
     for path, space in spaces:
         kind = next(iter(space))
         values = candidates[path]
+        if kind in ("uniform", "loguniform"):
+            # samples are floats strictly inside the bounds: check one such value too (an
+            # integer field cannot take them)
+            values = [*values, values[0] + (values[1] - values[0]) * 0.372]
         # int_range values are checked at both ends: every constraint on an int is a range
         indices = [len(values) - 1] if kind == "int_range" else range(1, len(values))
         for i in indices:
@@ -446,7 +468,7 @@ def parse_spec(data: Any, source: str | None = None) -> ExperimentSpec:
             try:
                 TrialConfig.model_validate(_resolve(template, {**base, path: value}, 0))
             except ValidationError as exc:
-                element = (*path, kind, 1 if kind == "int_range" else i)
+                element = (*path, kind) if kind in ("uniform", "loguniform") else (*path, kind, 1 if kind == "int_range" else i)
                 where = _fmt_path(element)
                 for err in _pydantic_errors(exc, remap={path: element}):
                     if not err["path"].startswith(where):
@@ -462,6 +484,12 @@ def parse_spec(data: Any, source: str | None = None) -> ExperimentSpec:
     n = _count(spec)
     if n > spec.search.max_trials:
         raise SpecError([{"path": "search", "message": f"the sweep has {n} trials, more than the cap of {spec.search.max_trials} (search.max_trials); narrow the spaces or raise the cap"}], source)
+    if n <= FULL_CHECK_TRIALS:
+        try:
+            for _ in _expand(spec, validate_seeds=False):
+                pass
+        except SpecError as exc:
+            raise SpecError(exc.errors, source) from None
     return _regression_objective(spec, source)
 
 
@@ -583,20 +611,37 @@ def count_trials(spec: ExperimentSpec) -> int:
 def expand(spec: ExperimentSpec) -> Iterator[TrialConfig]:
     """Yield every resolved :class:`TrialConfig` in a deterministic order.
 
-    Grid: the cartesian product of all discrete spaces in document order (the last space
+    Grid: the cartesian product of all discrete spaces in sorted path order (the last space
     varies fastest), each repeated for every seed. Random: the product of ``grid`` spaces,
     then ``num_samples`` draws of the other spaces from a generator seeded with
     ``search.random_seed``, each repeated for every seed.
+
+    Raises:
+        SpecError: a combination of values breaks a rule that no single value breaks
+            (e.g. depth x width over the weight limit), naming the combination.
     """
+    return _expand(spec)
+
+
+def _expand(spec: ExperimentSpec, validate_seeds: bool = True) -> Iterator[TrialConfig]:
     template = _section_template(spec.to_dict())
     cands = _candidates(spec)
-    seeds = spec.search.seed_list
+    seeds = spec.search.seed_list if validate_seeds else spec.search.seed_list[:1]
+
+    def resolved(assignment: dict[tuple[Any, ...], Any], seed: int) -> TrialConfig:
+        try:
+            return TrialConfig.model_validate(_resolve(template, assignment, seed))
+        except ValidationError as exc:
+            combo = ", ".join(f"{_fmt_path(p)}={v!r}" for p, v in assignment.items())
+            raise SpecError([{**e, "message": f"{e['message']} (for the combination {combo})"}
+                             for e in _pydantic_errors(exc)]) from None
+
     if spec.search.method == "grid":
         paths = [p for p, _, _ in cands]
         for combo in itertools.product(*(v for _, _, v in cands)):
             assignment = dict(zip(paths, combo))
             for seed in seeds:
-                yield TrialConfig.model_validate(_resolve(template, assignment, seed))
+                yield resolved(assignment, seed)
         return
     grid = [(p, v) for p, kind, v in cands if kind == "grid"]
     sampled = [(p, kind, v) for p, kind, v in cands if kind != "grid"]
@@ -612,7 +657,7 @@ def expand(spec: ExperimentSpec) -> Iterator[TrialConfig]:
                 else:
                     assignment[path] = copy.deepcopy(values[int(rng.integers(len(values)))])
             for seed in seeds:
-                yield TrialConfig.model_validate(_resolve(template, assignment, seed))
+                yield resolved(assignment, seed)
 
 
 def trial_id(config: TrialConfig, dataset_fingerprint: str, engine_version: str | None = None) -> str:

@@ -45,17 +45,28 @@ def test_plain_values_give_one_trial():
     assert config.model.hidden_layers == 3 and config.model.widths == [16, 16, 16]
 
 
-def test_grid_choice_int_range_are_crossed_in_document_order():
+def test_grid_choice_int_range_are_crossed_in_sorted_path_order():
     s = parse_spec(spec(
         model={"hidden_layers": {"int_range": [1, 5, 2]}, "activation": {"choice": ["relu", "tanh"]}},
         training={"optimizer": {"grid": ["sgd", "adam"]}},
         search={"seeds": [7, 9]},
     ))
-    got = [(c.model.hidden_layers, c.model.activation, c.training.optimizer, c.seed) for c in expand(s)]
+    got = [(c.model.activation, c.model.hidden_layers, c.training.optimizer, c.seed) for c in expand(s)]
     assert count_trials(s) == len(got) == 3 * 2 * 2 * 2
-    assert got[:5] == [(1, "relu", "sgd", 7), (1, "relu", "sgd", 9), (1, "relu", "adam", 7),
-                       (1, "relu", "adam", 9), (1, "tanh", "sgd", 7)]
-    assert got[-1] == (5, "tanh", "adam", 9)
+    # model.activation < model.hidden_layers < training.optimizer; the last varies fastest
+    assert got[:5] == [("relu", 1, "sgd", 7), ("relu", 1, "sgd", 9), ("relu", 1, "adam", 7),
+                       ("relu", 1, "adam", 9), ("relu", 3, "sgd", 7)]
+    assert got[-1] == ("tanh", 5, "adam", 9)
+
+
+def test_key_order_changes_neither_the_experiment_nor_its_trials():
+    a = {"dataset": "iris", "model": {"dropout": {"uniform": [0, 0.5]}, "width": {"choice": [4, 8, 16]}},
+         "search": {"method": "random", "num_samples": 3}}
+    b = {"search": a["search"], "model": {"width": {"choice": [4, 8, 16]}, "dropout": {"uniform": [0, 0.5]}},
+         "dataset": "iris"}
+    sa, sb = parse_spec(a), parse_spec(b)
+    assert sa.experiment_id == sb.experiment_id
+    assert [c.model_dump() for c in expand(sa)] == [c.model_dump() for c in expand(sb)]
 
 
 def test_int_range_includes_end_on_step_and_defaults_step_1():
@@ -113,6 +124,11 @@ def test_count_matches_expand_for_large_grid_without_expanding():
 
 def test_huge_int_range_is_refused_without_allocating():
     errs = errors_of(spec(model={"width": {"int_range": [1, 10**12]}}))
+    assert errs[0] == {"path": "model.width.int_range",
+                       "message": "int_range has 1000000000000 values, more than the limit of 10000000"}
+    errs = errors_of(spec(model={"hidden_layers": {"int_range": [0, 10**20]}}))  # past 2**63
+    assert errs[0]["path"] == "model.hidden_layers.int_range"
+    errs = errors_of(spec(model={"width": {"int_range": [1, 20000]}}))
     assert errs[0]["path"] == "model.width.int_range[1]"
     assert "less than or equal to 16384" in errs[0]["message"]
     errs = errors_of(spec(model={"hidden_layers": {"int_range": [0, 2000]}, "width": {"int_range": [1, 16384]}}))
@@ -205,6 +221,14 @@ def test_experiment_id_is_stable_for_same_spec():
     (spec(model={"dropout": 1.0}), "model.dropout", "less than 1"),
     (spec(model={"hidden_layers": 2000, "width": 16384}), "model", "more than the limit of 50,000,000"),
     (spec(model={"hidden_layers": {"grid": [2, 500]}, "width": 4096}), "model.hidden_layers.grid[1]", "weights"),
+    # rules broken only by a combination of values, each fine alone
+    (spec(model={"hidden_layers": {"grid": [1, 2000]}, "width": {"grid": [4, 16384]}}), "model",
+     "for the combination model.hidden_layers=2000, model.width=16384"),
+    ({"dataset": {"name": "iris", "test_fraction": {"grid": [0.2, 0.6]}, "validation_fraction": {"grid": [0.1, 0.35]}}},
+     "dataset", "must be < 0.9"),
+    (spec(model={"hidden_layers": {"uniform": [1, 3]}}, search={"method": "random"}),
+     "model.hidden_layers.uniform", "valid integer"),
+    ({"dataset": {"name": "csv", "path": "a\x00b.csv", "label_column": "y"}}, "dataset.path", "control characters"),
     (spec(search={"method": "bayes"}), "search.method", "'bayes'"),
     (spec(search={"seeds": []}), "search.seeds", "must not be empty"),
     (spec(search={"seeds": 0}), "search.seeds", "greater than or equal to 1"),
