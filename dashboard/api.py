@@ -8,7 +8,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from flask import Blueprint, Response, current_app, jsonify, request, url_for
+from flask import Blueprint, Response, current_app, jsonify, request, session, url_for
 
 from dnnframe import __version__
 from dnnframe.exceptions import DnnframeError, NotFoundError, SpecError
@@ -29,10 +29,22 @@ bp = Blueprint("api", __name__, url_prefix="/api/v1")
 
 STATES = ("QUEUED", "RUNNING", "COMPLETE", "FAILED", "DIVERGED", "PRUNED", "CANCELLED")
 MAX_PAGE = 1000
+# SQLite stores 64-bit signed integers; a larger offset or cursor cannot even be bound.
+MAX_INT_ARG = 2**63 - 1
 
 
-def require_token(view: Callable[..., Any]) -> Callable[..., Any]:
-    """Write endpoints need ``Authorization: Bearer <DNNFRAME_API_TOKEN>`` when one is set."""
+def require_token(view: Callable[..., Any] | None = None, *,
+                  json_only: bool = False) -> Callable[..., Any]:
+    """Write endpoints need ``Authorization: Bearer <DNNFRAME_API_TOKEN>`` when one is set.
+
+    Without a configured token a browser could still be made to write from another site
+    (cookies play no part, so SameSite does not help), so such requests must come from this
+    site (Origin/Referer) and a body a cross-site form can send must carry the session's
+    CSRF token; JSON bodies need no token (a cross-site page cannot send one without CORS).
+    ``json_only`` endpoints refuse any other body themselves, with a clearer 400.
+    """
+    if view is None:
+        return functools.partial(require_token, json_only=json_only)
 
     @functools.wraps(view)
     def wrapped(*args: Any, **kwargs: Any) -> Any:
@@ -46,9 +58,63 @@ def require_token(view: Callable[..., Any]) -> Callable[..., Any]:
                                     "'Authorization: Bearer <token>'", headers=challenge)
             if not hmac.compare_digest(given.strip().encode(), str(expected).encode()):
                 raise APIError(401, "the API token is wrong", headers=challenge)
+        else:
+            check_same_site(check_body=not json_only)
         return view(*args, **kwargs)
 
     return wrapped
+
+
+def _netloc(url: str) -> tuple[str, int] | None:
+    """(host, port) of an absolute http(s) URL, or None when it is not one (e.g. Origin: null)."""
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError:
+        return None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return None
+    return parts.hostname.lower(), port or (443 if parts.scheme == "https" else 80)
+
+
+def _same_host(url: str) -> bool:
+    origin = _netloc(url)
+    if origin is None:
+        return False
+    # request.host omits a default port; take the origin's scheme for it (a TLS proxy in
+    # front makes request.scheme "http" while the browser's origin is https)
+    scheme = url.split(":", 1)[0].lower()
+    own = _netloc(f"{scheme}://{request.host}")
+    return own == origin
+
+
+def check_same_site(check_body: bool = True) -> None:
+    """Refuse a write that a browser sent from another site (unauthenticated API only).
+
+    Browsers send Origin on cross-origin POSTs (Referer when an old one does not), so a
+    header naming another host is refused; clients such as curl send neither and pass.
+    A body other than JSON (what cross-site forms and no-cors fetches send) must also echo
+    the session's CSRF token, as the dashboard's own forms do.
+    """
+    origin = request.headers.get("Origin")
+    header, value = ("Origin", origin) if origin is not None else ("Referer", request.headers.get("Referer"))
+    if value is not None and not _same_host(value):
+        raise APIError(403, f"cross-site request refused: the {header} header ({value[:200]!r}) names "
+                            f"another site than this server ({request.host!r})",
+                       [{"path": header, "message": "must name this server"}])
+    has_body = bool(request.content_length) or bool(request.mimetype)
+    if not check_body or request.is_json or not has_body:
+        return
+    given = request.headers.get("X-CSRF-Token") or request.form.get("csrf_token") or ""
+    expected = session.get("csrf") or ""
+    if not expected or not hmac.compare_digest(given.encode(), expected.encode()):
+        raise APIError(403, f"a {request.mimetype or 'non-JSON'} body needs the dashboard session's "
+                            "CSRF token (field csrf_token or header X-CSRF-Token) while no API token "
+                            "is configured; send JSON, or set DNNFRAME_API_TOKEN and send "
+                            "'Authorization: Bearer <token>'",
+                       [{"path": "csrf_token", "message": "missing or stale"}])
 
 
 def _int_arg(name: str, default: int | None, low: int = 0, high: int | None = None) -> int | None:
@@ -60,8 +126,9 @@ def _int_arg(name: str, default: int | None, low: int = 0, high: int | None = No
     except ValueError:
         raise APIError(400, f"query parameter {name} must be an integer, but got {raw!r}",
                        [{"path": name, "message": "must be an integer"}]) from None
-    if value < low or (high is not None and value > high):
-        bound = f"between {low} and {high}" if high is not None else f">= {low}"
+    high = MAX_INT_ARG if high is None else min(high, MAX_INT_ARG)
+    if value < low or value > high:
+        bound = f"between {low} and {high}"
         raise APIError(400, f"query parameter {name} must be {bound}, but got {value}",
                        [{"path": name, "message": f"must be {bound}"}])
     return value
@@ -129,7 +196,7 @@ def validate() -> Any:
 
 
 @bp.post("/experiments")
-@require_token
+@require_token(json_only=True)
 def create_experiment() -> Any:
     """Store a sweep and queue its trials; the same spec again is the same experiment."""
     spec = check_web_spec(read_json_body(request))

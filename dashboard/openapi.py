@@ -35,6 +35,7 @@ def _resp(description: str, schema: str | dict[str, Any] = "Object") -> dict[str
 
 def _errors(*codes: int) -> dict[str, Any]:
     text = {400: "invalid input; `errors` names every invalid field", 401: "missing or wrong API token",
+            403: "cross-site request, or a form body without the session's CSRF token (no API token set)",
             404: "unknown id", 413: "request body too large", 503: "store or executor unavailable"}
     return {str(c): _resp(text[c], "Error") for c in codes}
 
@@ -92,14 +93,14 @@ def _document() -> str:
         "/experiments": {
             "get": {"summary": "List experiments, newest first", "operationId": "listExperiments",
                     "parameters": [_param("limit", "query", {"type": "integer", "minimum": 1, "maximum": 1000}, "page size"),
-                                   _param("offset", "query", {"type": "integer", "minimum": 0}, "skip this many")],
+                                   _param("offset", "query", {"type": "integer", "minimum": 0, "maximum": 2**63 - 1}, "skip this many")],
                     "responses": {"200": _resp("experiments"), **_errors(400)}},
             "post": {"summary": "Submit a sweep (idempotent: the same spec is the same experiment)",
                      "operationId": "createExperiment", "security": _SECURED,
                      "requestBody": {"required": True, "content": _json("ExperimentSpec")},
                      "responses": {"201": _resp("created and queued", "Submitted"),
                                    "200": _resp("already submitted: the existing experiment", "Submitted"),
-                                   **_errors(400, 401, 413, 503)}}},
+                                   **_errors(400, 401, 403, 413, 503)}}},
         "/experiments/{experiment_id}": {"get": {
             "summary": "An experiment: spec, progress by state, best trial", "operationId": "getExperiment",
             "parameters": [_EXP_ID], "responses": {"200": _resp("experiment"), **_errors(404)}}},
@@ -112,8 +113,8 @@ def _document() -> str:
                                   "a metric (test_accuracy, train_seconds, …), a column (created_at, seq) or a dotted path (config.model.hidden_layers)"),
                            _param("order", "query", {"type": "string", "enum": ["asc", "desc"]}, "sort order"),
                            _param("limit", "query", {"type": "integer", "minimum": 1, "maximum": 1000}, "page size"),
-                           _param("offset", "query", {"type": "integer", "minimum": 0}, "skip this many"),
-                           _param("since", "query", {"type": "integer", "minimum": 0}, "change cursor from the previous answer"),
+                           _param("offset", "query", {"type": "integer", "minimum": 0, "maximum": 2**63 - 1}, "skip this many"),
+                           _param("since", "query", {"type": "integer", "minimum": 0, "maximum": 2**63 - 1}, "change cursor from the previous answer"),
                            _param("history", "query", {"type": "string", "enum": ["0", "1"]}, "include per-epoch metrics")],
             "responses": {"200": _resp("trials and the next cursor"), **_errors(400, 404)}}},
         "/experiments/{experiment_id}/export": {"get": {
@@ -125,7 +126,7 @@ def _document() -> str:
         "/experiments/{experiment_id}/cancel": {"post": {
             "summary": "Cancel: queued trials are cancelled, running ones stop after their epoch",
             "operationId": "cancelExperiment", "security": _SECURED, "parameters": [_EXP_ID],
-            "responses": {"200": _resp("cancelled"), **_errors(401, 404)}}},
+            "responses": {"200": _resp("cancelled"), **_errors(401, 403, 404)}}},
         "/trials/{trial_id}": {"get": {
             "summary": "A trial: config, per-epoch metrics, timings, environment, error",
             "operationId": "getTrial",
@@ -139,7 +140,7 @@ def _document() -> str:
             "requestBody": {"required": True, "content": {"multipart/form-data": {"schema": {
                 "type": "object", "required": ["file"], "properties": {
                     "file": {"type": "string", "format": "binary"}, "label_column": {"type": "string"}}}}}},
-            "responses": {"201": _resp("stored", "Upload"), **_errors(400, 401, 413)}}},
+            "responses": {"201": _resp("stored", "Upload"), **_errors(400, 401, 403, 413)}}},
     }
     doc = {
         "openapi": "3.1.0",

@@ -107,11 +107,33 @@ def _check_upload(spec: ExperimentSpec) -> None:
         task = "regression" if loss == "squared_error" else "classification"
         try:
             parse_csv(path.read_bytes(), label, task)
+        except csv.Error as exc:
+            # uploads are checked when stored, but a file the limit changed under must not 500
+            raise SpecError([{"path": "dataset.upload", "message": f"the CSV is malformed: {exc}"}],
+                            "request body") from None
         except DatasetError as exc:
             # a text column is only wrong as a feature: choosing it as the label fixes that
             label_related = "label column" in str(exc) or "must be numeric" in str(exc)
             field = "dataset.label_column" if label_related else "dataset.upload"
             raise SpecError([{"path": field, "message": str(exc)}], "request body") from None
+
+
+# No spec nests more than a handful of levels; deeper bodies are refused before the spec code
+# (and pydantic's serializer, which gives up past a few hundred levels) ever sees them.
+MAX_JSON_DEPTH = 64
+
+
+def _json_depth_exceeds(value: Any, limit: int) -> bool:
+    """True when ``value`` nests containers more than ``limit`` levels (checked iteratively)."""
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, (dict, list)):
+            if depth > limit:
+                return True
+            children = item.values() if isinstance(item, dict) else item
+            stack.extend((child, depth + 1) for child in children if isinstance(child, (dict, list)))
+    return False
 
 
 def read_json_body(request) -> Any:
@@ -120,9 +142,18 @@ def read_json_body(request) -> Any:
         raise APIError(400, f"the body must be JSON (Content-Type: application/json), but got "
                             f"{request.mimetype or 'no content type'!r}",
                        [{"path": "", "message": "expected a JSON object"}])
-    data = request.get_json(silent=True)
+    try:
+        data = request.get_json(silent=True)
+    except RecursionError:
+        # json's C decoder gives up past the interpreter's recursion limit; that is the
+        # client's body, not a server fault
+        raise APIError(400, "the JSON body is nested too deeply",
+                       [{"path": "", "message": "JSON nested too deeply"}]) from None
     if data is None:
         raise APIError(400, "the body is not valid JSON", [{"path": "", "message": "not valid JSON"}])
+    if _json_depth_exceeds(data, MAX_JSON_DEPTH):
+        raise APIError(400, f"the JSON body is nested too deeply (more than {MAX_JSON_DEPTH} levels)",
+                       [{"path": "", "message": "JSON nested too deeply"}])
     return data
 
 
@@ -146,7 +177,10 @@ def store_upload(data: bytes, filename: str | None, label_column: str | None) ->
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError:
         raise APIError(400, "the CSV must be UTF-8 text", [{"path": "file", "message": "not UTF-8 text"}]) from None
-    rows = [r for r in csv.reader(io.StringIO(text)) if any(c.strip() for c in r)]
+    try:
+        rows = [r for r in csv.reader(io.StringIO(text)) if any(c.strip() for c in r)]
+    except csv.Error as exc:
+        raise _csv_error(exc) from None
     if len(rows) < 2:
         raise APIError(400, "the CSV needs a header row and at least one data row",
                        [{"path": "file", "message": "needs a header row and at least one data row"}])
@@ -154,6 +188,8 @@ def store_upload(data: bytes, filename: str | None, label_column: str | None) ->
     if label_column:
         try:
             parse_csv(data, label_column, "classification")
+        except csv.Error as exc:
+            raise _csv_error(exc) from None
         except DatasetError as exc:
             field = "label_column" if "label column" in str(exc) else "file"
             raise APIError(400, str(exc), [{"path": field, "message": str(exc)}]) from None
@@ -171,6 +207,16 @@ def store_upload(data: bytes, filename: str | None, label_column: str | None) ->
         os.replace(tmp, path)
     return {"id": upload_id, "filename": filename, "header": header, "rows": len(rows) - 1,
             "label_candidates": candidates, "bytes": len(data)}
+
+
+def _csv_error(exc: csv.Error) -> APIError:
+    """A 400 for what Python's csv module refuses (a cell over its field size limit, ...)."""
+    text = str(exc)
+    if "field larger than field limit" in text:
+        text = (f"a cell is longer than the limit of {csv.field_size_limit()} characters "
+                f"({text})")
+    msg = "the CSV is malformed: " + text
+    return APIError(400, msg, [{"path": "file", "message": text}])
 
 
 def _label_candidates(rows: list[list[str]], header: list[str]) -> list[str]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 import secrets
 from pathlib import Path
@@ -50,9 +51,28 @@ def check_csrf() -> None:
                        [{"path": "csrf_token", "message": "missing or stale"}])
 
 
+def token_digest(token: str) -> str:
+    """A keyed hash of an API token, kept in the session instead of a bare "signed in" flag.
+
+    Comparing it with the current token's digest on every write means changing
+    DNNFRAME_API_TOKEN signs every browser out. Keyed with SECRET_KEY because the session
+    cookie is signed, not encrypted: a plain hash would let its holder guess a weak token offline.
+    """
+    key = current_app.config["SECRET_KEY"]
+    key = key if isinstance(key, bytes) else str(key).encode()
+    return hmac.new(key, b"dnnframe-api-token:" + token.encode(), hashlib.sha256).hexdigest()
+
+
 def token_required() -> bool:
-    """True when writes need the API token and this browser session has not given it yet."""
-    return bool(current_app.config.get("API_TOKEN")) and not session.get("token_ok")
+    """True when writes need the API token and this browser session has not given the
+    current one (it never signed in, or the token changed since)."""
+    expected = current_app.config.get("API_TOKEN")
+    if not expected:
+        return False
+    given = session.get("token_hash")
+    if not isinstance(given, str):
+        return True
+    return not hmac.compare_digest(given.encode(), token_digest(str(expected)).encode())
 
 
 def check_write_allowed() -> None:
@@ -76,7 +96,7 @@ def login() -> Any:
         expected = str(current_app.config.get("API_TOKEN") or "")
         given = request.form.get("token", "")
         if expected and hmac.compare_digest(given.encode(), expected.encode()):
-            session["token_ok"] = True
+            session["token_hash"] = token_digest(expected)
             return redirect(next_url, 303)
         error, status = "that is not the server's API token", 401
     return render_template("login.html", error=error, next_url=next_url), status

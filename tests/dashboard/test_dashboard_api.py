@@ -264,10 +264,19 @@ def test_workers_from_store(client, store):
 
 
 # --------------------------------------------------------------------------- datasets
+def session_csrf(client) -> str:
+    """The CSRF token of the client's dashboard session (what the pages embed)."""
+    with client.session_transaction() as sess:
+        return sess.setdefault("csrf", "test-session-csrf-token")
+
+
 def _upload(client, data, label=None, **kw):
     form = {"file": (io.BytesIO(data), "data.csv")}
     if label is not None:
         form["label_column"] = label
+    if "headers" not in kw:
+        # without an API token a multipart write needs the session's CSRF token
+        kw["headers"] = {"X-CSRF-Token": session_csrf(client)}
     return client.post("/api/v1/datasets", data=form, content_type="multipart/form-data", **kw)
 
 
@@ -309,7 +318,8 @@ def test_upload_rejects_bad_csv(client, data, label, needle):
 
 def test_upload_without_file_and_oversized(make_app):
     client = make_app(MAX_CONTENT_LENGTH=2000).test_client()
-    r = client.post("/api/v1/datasets", data={}, content_type="multipart/form-data")
+    r = client.post("/api/v1/datasets", data={}, content_type="multipart/form-data",
+                    headers={"X-CSRF-Token": session_csrf(client)})
     assert r.status_code == 400 and r.json["errors"][0]["path"] == "file"
     big = b"a,b\n" + b"1,2\n" * 1000
     assert _upload(client, big).status_code == 413
