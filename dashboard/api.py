@@ -93,10 +93,11 @@ def _same_host(url: str) -> bool:
 def check_same_site(check_body: bool = True) -> None:
     """Refuse a write that a browser sent from another site (unauthenticated API only).
 
-    Browsers send Origin on cross-origin POSTs (Referer when an old one does not), so a
-    header naming another host is refused; clients such as curl send neither and pass.
-    A body other than JSON (what cross-site forms and no-cors fetches send) must also echo
-    the session's CSRF token, as the dashboard's own forms do.
+    Browsers send Origin on every cross-origin POST (Referer when an old one does not), so
+    a header naming another host (or ``Origin: null``) is refused. Clients such as curl send
+    neither and pass: ``curl -F file=@data.csv …/datasets`` works on a token-less server.
+    A browser request from this site with a body other than JSON must also echo the
+    session's CSRF token, as the dashboard's own forms do.
     """
     origin = request.headers.get("Origin")
     header, value = ("Origin", origin) if origin is not None else ("Referer", request.headers.get("Referer"))
@@ -105,7 +106,7 @@ def check_same_site(check_body: bool = True) -> None:
                             f"another site than this server ({request.host!r})",
                        [{"path": header, "message": "must name this server"}])
     has_body = bool(request.content_length) or bool(request.mimetype)
-    if not check_body or request.is_json or not has_body:
+    if not check_body or value is None or request.is_json or not has_body:
         return
     given = request.headers.get("X-CSRF-Token") or request.form.get("csrf_token") or ""
     expected = session.get("csrf") or ""
