@@ -256,7 +256,10 @@ def parse_csv(data: bytes, label_column: str, task: Task = "classification") -> 
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError:
         raise DatasetError("CSV must be UTF-8 text") from None
-    rows = list(csv.reader(io.StringIO(text)))
+    try:
+        rows = list(csv.reader(io.StringIO(text)))
+    except csv.Error as exc:  # e.g. a cell longer than the csv module's field limit
+        raise DatasetError(f"CSV cannot be parsed: {exc}") from None
     rows = [r for r in rows if any(cell.strip() for cell in r)]
     if len(rows) < 2:
         raise DatasetError("CSV needs a header row and at least one data row")

@@ -51,6 +51,8 @@ MAX_SPACE_VALUES = 10_000_000
 # combination rule (width x depth, split fractions) is checked before anything is stored;
 # larger ones are checked value by value here and trial by trial when expanded.
 FULL_CHECK_TRIALS = 5_000
+# Deepest nesting a spec may have (real specs need about 6).
+MAX_NESTING = 32
 
 Activation = Literal["relu", "leaky_relu", "elu", "selu", "tanh", "sigmoid", "softplus", "linear"]
 Init = Literal["glorot", "he", "lecun", "orthogonal"]
@@ -263,6 +265,22 @@ def _fmt_path(path: tuple[Any, ...]) -> str:
     return out
 
 
+def _depth(value: Any) -> int:
+    """Nesting depth of plain JSON, computed without recursion (a hostile document may be
+    nested deeper than Python's recursion limit)."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, level = stack.pop()
+        deepest = max(deepest, level)
+        if deepest > MAX_NESTING:
+            return deepest
+        if isinstance(item, dict):
+            stack.extend((v, level + 1) for v in item.values())
+        elif isinstance(item, (list, tuple)):
+            stack.extend((v, level + 1) for v in item)
+    return deepest
+
+
 def _is_ancestor(parent: str, child: str) -> bool:
     return parent == "" or child == parent or child.startswith(parent + ".") or child.startswith(parent + "[")
 
@@ -422,6 +440,8 @@ def parse_spec(data: Any, source: str | None = None) -> ExperimentSpec:
     errors: list[dict[str, str]] = []
     if not isinstance(data, dict):
         raise SpecError([{"path": "", "message": f"a spec must be a mapping, but got {type(data).__name__}"}], source)
+    if _depth(data) > MAX_NESTING:
+        raise SpecError([{"path": "", "message": f"nested more than {MAX_NESTING} levels deep; a spec is a few levels of mappings and lists"}], source)
     _scan_strings(data, (), errors)
     if errors:
         raise SpecError(errors, source)

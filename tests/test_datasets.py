@@ -102,6 +102,7 @@ def test_csv_dataset_end_to_end(tmp_path):
     ("y\n1\n", "at least one feature column"),
     ("a,a,y\n1,2,3\n", "duplicate column names"),
     ("a,y\nnan,1\n", "must be finite"),
+    ("a,y\n1," + "9" * 200_000 + "\n", "CSV cannot be parsed: field larger than field limit"),
 ])
 def test_csv_errors_name_row_and_column(text, fragment):
     with pytest.raises(DatasetError) as info:

@@ -317,3 +317,11 @@ def test_csv_path_in_a_spec_file_is_relative_to_the_file_and_must_exist(tmp_path
         load_spec(f)
     assert info.value.errors == [{"path": "dataset.path",
                                   "message": f"CSV file not found: {tmp_path / 'data' / 'missing.csv'}"}]
+
+
+def test_deeply_nested_documents_are_refused_cleanly():
+    deep: object = 1
+    for _ in range(5000):  # deeper than Python's recursion limit
+        deep = [deep]
+    errs = errors_of({"dataset": "iris", "model": {"width": {"grid": [deep]}}})
+    assert errs[0]["path"] == "" and "nested more than 32 levels" in errs[0]["message"]
