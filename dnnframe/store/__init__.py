@@ -31,15 +31,19 @@ def default_store_url() -> str:
     return os.environ.get("DNNFRAME_STORE_URL") or DEFAULT_STORE_URL
 
 
-def open_store(url: str | ResultStore | None = None) -> ResultStore:
+def open_store(url: str | ResultStore | None = None, create: bool = True) -> ResultStore:
     """Turn ``None`` (the default URL), a URL or a store instance into a ResultStore.
 
     URLs: ``sqlite:///relative.db``, ``sqlite:////absolute/path.db``, ``mongodb://host/db``
     (``mongodb+srv://`` too; database defaults to ``dnnframe``), ``mongomock://`` (an
     in-process fake MongoDB, tests only).
 
+    With ``create=False`` (read-only commands) a store that does not exist yet is an error
+    instead of being created: a mistyped path must not leave an empty database behind.
+
     Raises:
-        StoreError: unknown scheme or unreachable store (the message names the URL).
+        StoreError: unknown scheme or unreachable store (the message names the URL); with
+            ``create=False``, "no store at ..." when nothing exists there yet.
         StoreCorruptError: the file is not a dnnframe store (it is left untouched).
         SchemaVersionError: the store was written by a newer dnnframe.
     """
@@ -53,10 +57,10 @@ def open_store(url: str | ResultStore | None = None) -> ResultStore:
     if url.startswith("sqlite:"):
         from .sqlite import SQLiteStore, parse_sqlite_url
 
-        return SQLiteStore(parse_sqlite_url(url), url=url)
+        return SQLiteStore(parse_sqlite_url(url), url=url, create=create)
     if url.startswith(("mongodb://", "mongodb+srv://", "mongomock://")):
         from .mongodb import MongoStore
 
-        return MongoStore.from_url(url)
+        return MongoStore.from_url(url, create=create)
     raise StoreError(f"store URL {url!r} is not supported: use sqlite:///path/to/file.db, "
                      "mongodb://host:port/database or mongomock:// (tests)")

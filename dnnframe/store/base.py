@@ -10,6 +10,10 @@ Vocabulary
   (creation, claim, metrics append, finish, requeue, cancel) gives the trial a ``seq`` larger
   than any before it, so ``list_trials(since=cursor)`` returns exactly what changed after
   ``cursor`` (``latest_seq()`` is the cursor to remember). Heartbeats do not bump ``seq``.
+  A call that writes many rows at once (``create_trials``, ``cancel_experiment``,
+  ``requeue_trials``, ``requeue_stale``) gives each row its *own* seq, never a shared one: a
+  reader paging with ``since=max(seq of the last page), limit=N`` would otherwise skip the
+  rest of a tie larger than ``N``.
 
 Trial life cycle
 ----------------
@@ -19,7 +23,7 @@ Trial life cycle
 :meth:`ResultStore.release_trial` (the owner is known to be dead).
 
 Ownership: a RUNNING trial belongs to the ``worker`` that claimed it. Only that worker may
-heartbeat it and finish it; a write from any other worker (say, a worker whose trial was
+heartbeat it, append its metrics (when ``worker`` is passed) and finish it; a write from any other worker (say, a worker whose trial was
 requeued after a network partition and claimed by someone else) is refused. A finished trial
 is read-only forever: late or duplicate writes are refused (``finish_trial`` returns False,
 ``append_metrics`` and ``heartbeat`` do nothing), never a second result.
@@ -415,11 +419,20 @@ class ResultStore(abc.ABC):
         """
 
     @abc.abstractmethod
-    def append_metrics(self, trial_id: str, metrics: dict[str, Any]) -> None:
+    def append_metrics(self, trial_id: str, metrics: dict[str, Any],
+                       worker: str | None = None) -> bool:
         """Append one epoch's metrics to a RUNNING trial (also refreshes its heartbeat).
 
-        Ignored when the trial is not RUNNING (a finished trial is read-only). Non-finite
-        floats are stored as null.
+        Ignored when the trial is not RUNNING (a finished trial is read-only). With
+        ``worker``, also ignored unless that worker owns the trial: a stale worker whose trial
+        was requeued and claimed by another never writes into the new owner's learning curve.
+        Non-finite floats are stored as null.
+
+        Returns:
+            True if the metrics were written; False if refused (the caller, if it passed
+            ``worker``, has lost the trial and should stop).
+        Raises:
+            ValueError: ``metrics`` is not a dict.
         """
 
     @abc.abstractmethod

@@ -101,13 +101,13 @@ def _trial(doc: dict[str, Any]) -> TrialRecord:
 class MongoStore(ResultStore):
     """ResultStore in a MongoDB database: collections experiments, trials, workers, meta."""
 
-    def __init__(self, db: Any, url: str):
+    def __init__(self, db: Any, url: str, create: bool = True):
         self._db = db
         self.url = url
-        self._init_schema()
+        self._init_schema(create)
 
     @classmethod
-    def from_url(cls, url: str) -> MongoStore:
+    def from_url(cls, url: str, create: bool = True) -> MongoStore:
         """Connect (checking the server answers) and open the database named in the URL path."""
         if url.startswith("mongomock://"):
             try:
@@ -119,7 +119,7 @@ class MongoStore(ResultStore):
             key = urlsplit(url).netloc  # one fake server per host, like a real one
             with _MOCK_LOCK:
                 client = _MOCK_CLIENTS.setdefault(key, mongomock.MongoClient())
-            return cls(client[name], url)
+            return cls(client[name], url, create)
         try:
             parsed = pymongo.uri_parser.parse_uri(url)
             timeout_ms = int(float(os.environ.get("DNNFRAME_MONGO_TIMEOUT_S", "5")) * 1000)
@@ -130,11 +130,14 @@ class MongoStore(ResultStore):
             raise StoreError(f"store URL {redact(url)!r} is not a valid MongoDB URL: {e}") from e
         except PyMongoError as e:
             raise StoreError(f"store URL {redact(url)!r}: MongoDB server unreachable: {e}") from e
-        return cls(client[parsed.get("database") or "dnnframe"], url)
+        return cls(client[parsed.get("database") or "dnnframe"], url, create)
 
     @_retry
-    def _init_schema(self) -> None:
+    def _init_schema(self, create: bool = True) -> None:
         meta = self._db.meta.find_one({"_id": "schema"})
+        if meta is None and not create:
+            raise StoreError(f"no store at {redact(self.url)!r}: database {self._db.name!r} "
+                             "holds no dnnframe data (nothing has been run with this store yet?)")
         if meta is None:
             foreign = sorted(set(self._db.list_collection_names()) - set(_COLLECTIONS))
             if foreign:
@@ -224,12 +227,44 @@ class MongoStore(ResultStore):
         if res.matched_count == 0:
             raise NotFoundError(f"experiment {experiment_id!r} not found in {redact(self.url)}")
         live = [d["_id"] for d in self._db.experiments.find({"cancel_requested": False}, {"_id": 1})]
+        query = {"$and": [{"experiment_ids": experiment_id}, {"experiment_ids": {"$nin": live}}],
+                 "state": "QUEUED"}
+        return len(self._update_each(query, {"state": "CANCELLED", "finished_at": now(),
+                                             "error": "experiment cancelled before the trial "
+                                                      "started"}))
+
+    def _update_each(self, query: dict[str, Any], changes: dict[str, Any]) -> list[str]:
+        """``$set changes`` on every trial matching ``query``, each with its own ``seq``.
+
+        One ``$inc`` reserves a block of seqs spanning the trials' (unique) ``order`` values
+        and one pipeline update sets ``seq = base + order``: distinct per row, in creation
+        order, in a single round trip (gaps in the block are harmless). The filter is
+        re-checked by the update itself, so a trial that changed meanwhile is left alone.
+        Returns the ids updated.
+        """
+        docs = list(self._db.trials.find(query, {"_id": 1, "order": 1}).sort("order", 1))
+        if not docs:
+            return []
+        ids = [d["_id"] for d in docs]
+        orders = [d.get("order") for d in docs]
+        if any(not isinstance(o, int) for o in orders):  # no order to number by: one by one
+            first = self._next("seq", len(ids)) - len(ids) + 1
+            return [tid for k, tid in enumerate(ids) if self._db.trials.update_one(
+                {**query, "_id": tid}, {"$set": {**changes, "seq": first + k}}).modified_count]
+        low, span = orders[0], orders[-1] - orders[0] + 1
+        base = self._next("seq", span) - span + 1 - low
+        sets = {k: {"$literal": v} for k, v in changes.items()}  # values, never expressions
         res = self._db.trials.update_many(
-            {"$and": [{"experiment_ids": experiment_id}, {"experiment_ids": {"$nin": live}}],
-             "state": "QUEUED"},
-            {"$set": {"state": "CANCELLED", "finished_at": now(), "seq": self._next("seq"),
-                      "error": "experiment cancelled before the trial started"}})
-        return res.modified_count
+            {**query, "_id": {"$in": ids}},
+            [{"$set": {**sets, "seq": {"$add": ["$order", base]}}}])
+        if res.modified_count == len(ids):
+            return ids
+        # Some changed meanwhile: the ones updated carry this call's seq block (one written
+        # again since, say claimed already, is left out: nobody needs to resubmit it).
+        done = {d["_id"] for d in self._db.trials.find(
+            {"_id": {"$in": ids}, "seq": {"$gte": base + low, "$lt": base + low + span}},
+            {"_id": 1})}
+        return [tid for tid in ids if tid in done]
 
     @_retry
     def requeue_trials(self, experiment_id: str,
@@ -243,20 +278,10 @@ class MongoStore(ResultStore):
         if not names:
             return []
         query = {"experiment_ids": experiment_id, "state": {"$in": names}}
-        ids = [d["_id"] for d in self._db.trials.find(query, {"_id": 1})]
-        if not ids:
-            return []
-        seq = self._next("seq")
-        done = []
-        for tid in ids:  # guarded per trial: the state is re-checked by the update itself
-            r = self._db.trials.update_one(
-                {**query, "_id": tid},
-                {"$set": {"state": "QUEUED", "result": None, "error": None, "worker": None,
-                          "attempts": 0, "started_at": None, "finished_at": None,
-                          "heartbeat_at": None, "metrics": [], "seq": seq}})
-            if r.modified_count:
-                done.append(tid)
-        return sorted(done)
+        return sorted(self._update_each(
+            query, {"state": "QUEUED", "result": None, "error": None, "worker": None,
+                    "attempts": 0, "started_at": None, "finished_at": None,
+                    "heartbeat_at": None, "metrics": []}))
 
     # ------------------------------------------------------------ trials
     @_retry
@@ -272,13 +297,15 @@ class MongoStore(ResultStore):
         new = [(t, c) for t, c in dict(items).items() if t not in existing]
         created = 0
         if new:
-            seq = self._next("seq")
+            # One seq per document, reserved with one $inc: a cursor reader paging with a
+            # limit must never meet a tie larger than its page.
+            first_seq = self._next("seq", len(new)) - len(new) + 1
             last = self._next("trial_order", len(new))
             t = now()
             docs = [{"_id": tid, "experiment_ids": [experiment_id], "state": "QUEUED",
                      "config": c, "result": None, "metrics": [], "error": None, "worker": None,
                      "attempts": 0, "created_at": t, "started_at": None, "finished_at": None,
-                     "heartbeat_at": None, "seq": seq, "order": last - len(new) + 1 + k}
+                     "heartbeat_at": None, "seq": first_seq + k, "order": last - len(new) + 1 + k}
                     for k, (tid, c) in enumerate(new)]
             try:
                 created = len(self._db.trials.insert_many(docs, ordered=False).inserted_ids)
@@ -338,13 +365,17 @@ class MongoStore(ResultStore):
         return res.matched_count > 0
 
     @_retry
-    def append_metrics(self, trial_id: str, metrics: dict[str, Any]) -> None:
+    def append_metrics(self, trial_id: str, metrics: dict[str, Any],
+                       worker: str | None = None) -> bool:
         if not isinstance(metrics, dict):
             raise ValueError(f"metrics must be a dict, got {type(metrics).__name__}")
-        self._db.trials.update_one(
-            {"_id": trial_id, "state": "RUNNING"},
-            {"$push": {"metrics": json_safe(metrics)},
-             "$set": {"heartbeat_at": now(), "seq": self._next("seq")}})
+        query: dict[str, Any] = {"_id": trial_id, "state": "RUNNING"}
+        if worker is not None:
+            query["worker"] = worker
+        res = self._db.trials.update_one(
+            query, {"$push": {"metrics": json_safe(metrics)},
+                    "$set": {"heartbeat_at": now(), "seq": self._next("seq")}})
+        return res.matched_count > 0
 
     @_retry
     def finish_trial(self, trial_id: str, state: TrialState, result: dict[str, Any] | None = None,
@@ -366,19 +397,9 @@ class MongoStore(ResultStore):
     def requeue_stale(self, timeout_s: float) -> list[str]:
         if timeout_s < 0:
             raise ValueError(f"timeout_s must be >= 0, got {timeout_s!r}")
+        # Guarded per trial: one that heartbeats meanwhile stays RUNNING.
         stale = {"state": "RUNNING", "heartbeat_at": {"$lt": now() - timeout_s}}
-        ids = [d["_id"] for d in self._db.trials.find(stale, {"_id": 1})]
-        if not ids:
-            return []
-        seq = self._next("seq")
-        done = []
-        for tid in ids:  # guarded one by one: a trial that heartbeats meanwhile stays RUNNING
-            res = self._db.trials.update_one({**stale, "_id": tid},
-                                             {"$set": {"state": "QUEUED", "worker": None,
-                                                       "seq": seq}})
-            if res.modified_count:
-                done.append(tid)
-        return sorted(done)
+        return sorted(self._update_each(stale, {"state": "QUEUED", "worker": None}))
 
     @_retry
     def release_trial(self, trial_id: str, worker: str) -> bool:

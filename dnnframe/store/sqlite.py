@@ -69,6 +69,20 @@ _ALL_EXPERIMENTS_CANCELLED = (
     "WHERE et.trial_id = trials.id AND e.cancel_requested = 0)")
 
 
+def _next_seq(c: sqlite3.Connection) -> int:
+    return c.execute(f"SELECT {_NEXT_SEQ}").fetchone()[0]
+
+
+def _update_each(c: sqlite3.Connection, assignments: str, ids: list[str],
+                 params: tuple = ()) -> None:
+    """Apply ``SET assignments`` to each of ``ids`` (inside the caller's transaction), giving
+    every row its own ``seq``: a cursor reader paging with ``limit`` must never meet a tie
+    larger than its page (it would skip the rest of the tied rows)."""
+    seq = _next_seq(c)
+    c.executemany(f"UPDATE trials SET {assignments}, seq = ? WHERE id = ?",
+                  [(*params, seq + i, tid) for i, tid in enumerate(ids)])
+
+
 def _trial(row: tuple) -> TrialRecord:
     return TrialRecord(
         id=row[0], state=TrialState(row[1]), config=json.loads(row[2]),
@@ -93,24 +107,32 @@ def parse_sqlite_url(url: str) -> Path:
 class SQLiteStore(ResultStore):
     """ResultStore in one SQLite file (WAL mode); one connection per process and thread."""
 
-    def __init__(self, path: str | Path, url: str | None = None):
+    def __init__(self, path: str | Path, url: str | None = None, create: bool = True):
         self.path = Path(path)
         self.url = url or f"sqlite:///{self.path}"
         self._local = threading.local()
         self._lock = threading.Lock()
         self._conns: list[tuple[int, sqlite3.Connection]] = []
         self._closed = False
-        self._check_existing()
+        if not self._check_existing() and not create:
+            # Read-only callers (status, ls, export, report) must not leave an empty store
+            # behind for a mistyped path; an existing empty database is left untouched too.
+            what = "the file is an empty database" if self.path.exists() else "no such file"
+            raise StoreError(f"no store at {str(self.path)!r} ({what}; nothing has been run "
+                             "with this store yet?)")
         self._init_schema()
 
     # ------------------------------------------------------------ opening and safety
-    def _check_existing(self) -> None:
-        """Refuse, without writing a byte, a file that is not a (compatible) dnnframe store."""
+    def _check_existing(self) -> bool:
+        """Refuse, without writing a byte, a file that is not a (compatible) dnnframe store.
+
+        Returns True when the file already holds a dnnframe store, False when there is no
+        file yet or an empty database."""
         p = self.path
         if not p.parent.is_dir():
             raise StoreError(f"store URL {self.url!r}: directory {str(p.parent)!r} does not exist")
         if not p.exists():
-            return
+            return False
         if p.is_dir():
             raise StoreError(f"store URL {self.url!r}: {str(p)!r} is a directory, not a file")
         # The header is checked by SQLite itself ("file is not a database"), never by
@@ -127,7 +149,7 @@ class SQLiteStore(ResultStore):
             tables = {r[0] for r in ro.execute(
                 "SELECT name FROM sqlite_master WHERE type = 'table'")}
             if not tables:
-                return
+                return False
             if _META not in tables:
                 raise StoreCorruptError(
                     f"store file {str(p)!r} is a SQLite database but not a dnnframe store "
@@ -139,6 +161,7 @@ class SQLiteStore(ResultStore):
                     f"store file {str(p)!r} has schema version {version}, written by a newer "
                     f"dnnframe; this dnnframe reads up to version {SCHEMA_VERSION}. Upgrade "
                     "dnnframe (pip install -U dnnframe) to open it.")
+            return True
         except sqlite3.DatabaseError as e:
             if "not a database" in str(e):
                 raise StoreCorruptError(
@@ -282,13 +305,14 @@ class SQLiteStore(ResultStore):
             if c.execute("UPDATE experiments SET cancel_requested = 1 WHERE id = ?",
                          (experiment_id,)).rowcount == 0:
                 raise NotFoundError(f"experiment {experiment_id!r} not found in {self.url}")
-            cur = c.execute(
-                f"UPDATE trials SET state = 'CANCELLED', finished_at = ?, seq = {_NEXT_SEQ}, "
-                "error = 'experiment cancelled before the trial started' "
-                "WHERE state = 'QUEUED' AND id IN (SELECT trial_id FROM experiment_trials "
-                f"WHERE experiment_id = ?) AND {_ALL_EXPERIMENTS_CANCELLED}",
-                (now(), experiment_id))
-            return cur.rowcount
+            ids = [r[0] for r in c.execute(
+                "SELECT id FROM trials WHERE state = 'QUEUED' AND id IN (SELECT trial_id FROM "
+                f"experiment_trials WHERE experiment_id = ?) AND {_ALL_EXPERIMENTS_CANCELLED} "
+                "ORDER BY rowid", (experiment_id,))]
+            _update_each(c, "state = 'CANCELLED', finished_at = ?, "
+                            "error = 'experiment cancelled before the trial started'",
+                         ids, (now(),))
+            return len(ids)
 
     def requeue_trials(self, experiment_id: str,
                        states: list[TrialState] | tuple[TrialState, ...] | TrialState
@@ -300,14 +324,14 @@ class SQLiteStore(ResultStore):
                 raise NotFoundError(f"experiment {experiment_id!r} not found in {self.url}")
             if not names:
                 return []
-            rows = c.execute(
-                "UPDATE trials SET state = 'QUEUED', result = NULL, error = NULL, worker = NULL, "
-                "attempts = 0, started_at = NULL, finished_at = NULL, heartbeat_at = NULL, "
-                f"metrics = '[]', seq = {_NEXT_SEQ} WHERE state IN "
-                f"({', '.join('?' * len(names))}) AND id IN "
-                "(SELECT trial_id FROM experiment_trials WHERE experiment_id = ?) RETURNING id",
-                (*names, experiment_id)).fetchall()
-        return sorted(r[0] for r in rows)
+            ids = [r[0] for r in c.execute(
+                f"SELECT id FROM trials WHERE state IN ({', '.join('?' * len(names))}) AND id IN "
+                "(SELECT trial_id FROM experiment_trials WHERE experiment_id = ?) ORDER BY rowid",
+                (*names, experiment_id))]
+            _update_each(c, "state = 'QUEUED', result = NULL, error = NULL, worker = NULL, "
+                            "attempts = 0, started_at = NULL, finished_at = NULL, "
+                            "heartbeat_at = NULL, metrics = '[]'", ids)
+        return sorted(ids)
 
     # ------------------------------------------------------------ trials
     def create_trials(self, experiment_id: str, trials: list[tuple[str, dict[str, Any]]]) -> int:
@@ -316,10 +340,13 @@ class SQLiteStore(ResultStore):
         with self._tx() as c:
             if c.execute("SELECT 1 FROM experiments WHERE id = ?", (experiment_id,)).fetchone() is None:
                 raise NotFoundError(f"experiment {experiment_id!r} not found in {self.url}")
-            seq = c.execute(f"SELECT {_NEXT_SEQ}").fetchone()[0]
+            # One seq per row (gaps where an existing id is ignored are harmless): a cursor
+            # reader paging with a limit must never meet a tie larger than its page.
+            seq = _next_seq(c)
             before = c.total_changes
             c.executemany("INSERT OR IGNORE INTO trials (id, state, config, created_at, seq) "
-                          f"VALUES (?, 'QUEUED', ?, {t!r}, {seq})", rows)
+                          f"VALUES (?, 'QUEUED', ?, {t!r}, ?)",
+                          [(tid, cfg, seq + i) for i, (tid, cfg) in enumerate(rows)])
             created = c.total_changes - before
             c.executemany("INSERT OR IGNORE INTO experiment_trials (experiment_id, trial_id) "
                           "VALUES (?, ?)", [(experiment_id, r[0]) for r in rows])
@@ -365,14 +392,19 @@ class SQLiteStore(ResultStore):
                              "state = 'RUNNING' AND worker = ?",
                              (now(), trial_id, worker)).rowcount > 0
 
-    def append_metrics(self, trial_id: str, metrics: dict[str, Any]) -> None:
+    def append_metrics(self, trial_id: str, metrics: dict[str, Any],
+                       worker: str | None = None) -> bool:
         if not isinstance(metrics, dict):
             raise ValueError(f"metrics must be a dict, got {type(metrics).__name__}")
+        owner = " AND worker = ?" if worker is not None else ""
+        params: list[Any] = [dumps(metrics), now(), trial_id]
+        if worker is not None:
+            params.append(worker)
         with self._tx() as c:
             # json_insert '$[#]' appends in place: no read-modify-write round trip.
-            c.execute(f"UPDATE trials SET metrics = json_insert(metrics, '$[#]', json(?)), "
-                      f"heartbeat_at = ?, seq = {_NEXT_SEQ} WHERE id = ? AND state = 'RUNNING'",
-                      (dumps(metrics), now(), trial_id))
+            return c.execute(f"UPDATE trials SET metrics = json_insert(metrics, '$[#]', json(?)), "
+                             f"heartbeat_at = ?, seq = {_NEXT_SEQ} WHERE id = ? AND "
+                             f"state = 'RUNNING'{owner}", params).rowcount > 0
 
     def finish_trial(self, trial_id: str, state: TrialState, result: dict[str, Any] | None = None,
                      error: str | None = None, worker: str | None = None) -> bool:
@@ -394,10 +426,11 @@ class SQLiteStore(ResultStore):
         if timeout_s < 0:
             raise ValueError(f"timeout_s must be >= 0, got {timeout_s!r}")
         with self._tx() as c:
-            rows = c.execute(f"UPDATE trials SET state = 'QUEUED', worker = NULL, seq = {_NEXT_SEQ} "
-                             "WHERE state = 'RUNNING' AND heartbeat_at < ? RETURNING id",
-                             (now() - timeout_s,)).fetchall()
-        return sorted(r[0] for r in rows)
+            ids = [r[0] for r in c.execute(
+                "SELECT id FROM trials WHERE state = 'RUNNING' AND heartbeat_at < ? ORDER BY rowid",
+                (now() - timeout_s,))]
+            _update_each(c, "state = 'QUEUED', worker = NULL", ids)
+        return sorted(ids)
 
     def release_trial(self, trial_id: str, worker: str) -> bool:
         if not worker or not isinstance(worker, str):

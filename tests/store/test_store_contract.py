@@ -10,7 +10,7 @@ import time
 import pytest
 
 from dnnframe.exceptions import NotFoundError
-from dnnframe.store import ResultStore, TrialState
+from dnnframe.store import ResultStore, TrialRecord, TrialState
 
 CFG = {"model": {"hidden_layers": 2, "width": 8}, "seed": 0}
 
@@ -410,5 +410,77 @@ def test_reopen_keeps_everything(url):
     try:
         assert s2.get_trial(ids[0]).result["metrics"]["test_accuracy"] == 0.3
         assert s2.get_experiment("exp1").counts == {"COMPLETE": 1, "QUEUED": 1}
+    finally:
+        s2.close()
+
+
+# ---------------------------------------------------------------- cursor paging of big batches
+def follow(store: ResultStore, cursor: int, limit: int) -> tuple[int, dict[str, TrialRecord]]:
+    """What a live page does: ask ``since=cursor`` a page at a time, advance to max(seq)."""
+    seen: dict[str, TrialRecord] = {}
+    while True:
+        page = store.list_trials(since=cursor, limit=limit)
+        for t in page:
+            seen[t.id] = t
+        if len(page) < limit:
+            return max([cursor, *(t.seq for t in page)]), seen
+        cursor = max(t.seq for t in page)
+
+
+def test_cursor_pages_see_every_row_of_a_batch_larger_than_a_page(store):
+    ids = make(store, 1500)
+    assert len({t.seq for t in store.list_trials()}) == 1500  # one seq per row, no ties
+    cursor, seen = follow(store, 0, 1000)
+    assert sorted(seen) == sorted(ids)
+    assert store.cancel_experiment("exp1") == 1500
+    cursor, seen = follow(store, cursor, 1000)
+    assert sorted(seen) == sorted(ids)
+    assert {t.state for t in seen.values()} == {TrialState.CANCELLED}
+    assert len(store.requeue_trials("exp1")) == 1500
+    cursor, seen = follow(store, cursor, 1000)
+    assert sorted(seen) == sorted(ids)
+    assert {t.state for t in seen.values()} == {TrialState.QUEUED}
+    # requeue_stale writes many rows at once too
+    for tid in ids[:3]:
+        store.claim_trial(tid, "w")
+    cursor = store.latest_seq()
+    assert store.requeue_stale(0) == sorted(ids[:3])
+    cursor, seen = follow(store, cursor, 2)
+    assert sorted(seen) == sorted(ids[:3])
+
+
+# ---------------------------------------------------------------- metrics ownership
+def test_append_metrics_by_a_stale_worker_is_refused(store):
+    (tid,) = make(store, 1)
+    store.claim_trial(tid, "w1")
+    assert store.append_metrics(tid, {"epoch": 1, "who": "w1"}, worker="w1") is True
+    assert store.requeue_stale(0) == [tid]
+    assert store.claim_trial(tid, "w2") is not None
+    assert store.append_metrics(tid, {"epoch": 1, "who": "w2"}, worker="w2") is True
+    cursor = store.latest_seq()
+    assert store.append_metrics(tid, {"epoch": 2, "who": "w1"}, worker="w1") is False
+    t = store.get_trial(tid)
+    assert t.metrics == [{"epoch": 1, "who": "w2"}] and t.worker == "w2"
+    assert store.list_trials(since=cursor) == []  # a refused write changes nothing visible
+    store.finish_trial(tid, TrialState.COMPLETE, worker="w2")
+    assert store.append_metrics(tid, {"epoch": 3}, worker="w2") is False  # finished: read-only
+    assert store.append_metrics(tid, {"epoch": 3}) is False
+
+
+# ---------------------------------------------------------------- opening without creating
+def test_open_without_create_refuses_a_missing_store(url, backend, tmp_path):
+    from dnnframe.exceptions import StoreError
+    from dnnframe.store import open_store
+
+    with pytest.raises(StoreError, match=r"no store at .*nothing has been run with this store yet"):
+        open_store(url, create=False)
+    if backend == "sqlite":
+        assert list(tmp_path.iterdir()) == [], "a read-only open must not create the file"
+    s = open_store(url)  # creating is the default
+    make(s, 1)
+    s.close()
+    s2 = open_store(url, create=False)
+    try:
+        assert [e.id for e in s2.list_experiments()] == ["exp1"]
     finally:
         s2.close()

@@ -97,3 +97,16 @@ def test_persistent_outage_becomes_store_error(monkeypatch):
     monkeypatch.setattr(mongomock.collection.Collection, "find_one", down)
     with pytest.raises(StoreError, match="mongomock://localhost/outage.*unreachable after 5"):
         s.get_experiment("e")
+
+
+def test_batch_writes_without_order_field_still_get_one_seq_per_trial():
+    # documents written before trials carried ``order`` are numbered one by one
+    s = open_store("mongomock://localhost/no_order_field")
+    s.create_experiment("e", "e", {}, 5)
+    s.create_trials("e", [(f"t{i}", {}) for i in range(5)])
+    s._db.trials.update_many({}, {"$unset": {"order": ""}})
+    cursor = s.latest_seq()
+    assert s.cancel_experiment("e") == 5
+    changed = s.list_trials(since=cursor)
+    assert len(changed) == 5 and len({t.seq for t in changed}) == 5
+    assert {t.state for t in changed} == {TrialState.CANCELLED}
