@@ -131,13 +131,17 @@ def run_trial(trial_id: str, store: ResultStore, worker: str | None = None,
     if record is None:
         return None
     train = train_fn or _default_train_fn()
-    lost = False  # another worker owns the trial now (our heartbeat was refused)
+    lost = False  # another worker owns the trial now (our heartbeat or metrics were refused)
     last_check = -float("inf")  # the first epoch always checks
 
     def on_epoch(epoch: int, metrics: dict[str, Any]) -> bool:
         nonlocal lost, last_check
         try:
-            store.append_metrics(trial_id, dict(metrics))
+            # Owner-checked every epoch (the heartbeat below is throttled): a worker whose trial
+            # was requeued and claimed by another stops before writing into its curve.
+            if not store.append_metrics(trial_id, dict(metrics), worker=worker):
+                lost = True
+                return True
             if time.monotonic() - last_check < CHECK_INTERVAL_S:
                 return False
             last_check = time.monotonic()
@@ -167,7 +171,8 @@ def run_trial(trial_id: str, store: ResultStore, worker: str | None = None,
         _finish(store, trial_id, TrialState.FAILED, None, tb, worker)
         return TrialState.FAILED
     if lost:
-        log.warning("trial %s: heartbeat refused, another worker owns it; result dropped", trial_id)
+        log.warning("trial %s: heartbeat or metrics refused, another worker owns it; result "
+                    "dropped", trial_id)
         return None
     state = TrialState(result.status)
     error = None

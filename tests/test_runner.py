@@ -105,6 +105,32 @@ def test_cancelling_the_experiment_stops_a_running_trial_after_its_epoch(store, 
     assert store.get_trial(trial_ids[1]).state is TrialState.CANCELLED
 
 
+def test_a_worker_that_lost_its_trial_stops_without_touching_the_new_owners_curve(store, trial_ids):
+    tid = trial_ids[0]
+    epochs_trained = []
+
+    def train(config, on_epoch=None):
+        for e in range(1, 10):
+            epochs_trained.append(e)
+            if on_epoch(e, {"epoch": e, "who": "w1"}):
+                return _result("CANCELLED", e)
+            if e == 1:
+                # w1 stalls past the heartbeat timeout: the reaper requeues its trial and w2
+                # claims it and logs its own first epoch, while w1 (a zombie) keeps training.
+                assert store.requeue_stale(0) == [tid]
+                assert store.claim_trial(tid, "w2") is not None
+                assert store.append_metrics(tid, {"epoch": 1, "who": "w2"}, worker="w2")
+        return _result("COMPLETE", 9)
+
+    # w1's next epoch comes well within the heartbeat throttle: only the metrics write can
+    # tell it that it lost the trial.
+    assert run_trial(tid, store, worker="w1", train_fn=train) is None
+    assert epochs_trained == [1, 2]  # stopped at the first refused write
+    t = store.get_trial(tid)
+    assert (t.state, t.worker, t.result) == (TrialState.RUNNING, "w2", None)
+    assert t.metrics == [{"epoch": 1, "who": "w2"}]
+
+
 def test_keyboard_interrupt_marks_the_trial_cancelled_and_propagates(store, trial_ids):
     def train(config, on_epoch=None):
         raise KeyboardInterrupt
