@@ -64,10 +64,12 @@ def store_option(f):  # noqa: ANN001, ANN201 - a click decorator
                              "or mongodb://host/db.")(f)
 
 
-def _open_store(url: str | None):  # noqa: ANN202
+def _open_store(url: str | None, create: bool = True):  # noqa: ANN202
+    """Open the store; read-only commands pass ``create=False`` so a mistyped URL is an
+    error ("no store at ...") rather than a new empty database."""
     from .store import default_store_url, open_store
 
-    return open_store(url or default_store_url())
+    return open_store(url or default_store_url(), create=create)
 
 
 def _resolve_experiment(store, ref: str | None):  # noqa: ANN001, ANN202
@@ -352,7 +354,7 @@ def status(experiment: str | None, store_url: str | None, as_json: bool) -> None
     from .store import default_store_url
 
     url = store_url or default_store_url()
-    store = _open_store(url)
+    store = _open_store(url, create=False)
     exp = _resolve_experiment(store, experiment)
     summary = _summary(store, exp, url)
     running = [{"trial_id": t.id, "worker": t.worker, "epochs": len(t.metrics),
@@ -380,7 +382,7 @@ def ls_cmd(store_url: str | None, limit: int, as_json: bool) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    store = _open_store(store_url)
+    store = _open_store(store_url, create=False)
     exps = store.list_experiments(limit=limit)
     store.close()
     rows = [{"id": e.id, "name": e.name, "created_at": e.created_at, "n_trials": e.n_trials,
@@ -407,15 +409,18 @@ def ls_cmd(store_url: str | None, limit: int, as_json: bool) -> None:
               help="File to write (default: stdout).")
 def export(experiment: str, store_url: str | None, fmt: str, output: Path | None) -> None:
     """Export every trial of an experiment as CSV (flat) or JSON lines (everything)."""
-    store = _open_store(store_url)
+    store = _open_store(store_url, create=False)
     exp = _resolve_experiment(store, experiment)
     write = store.export_csv if fmt == "csv" else store.export_jsonl
     if output is None:
         n = write(sys.stdout, exp.id)
     else:
         tmp = output.with_name(output.name + ".tmp")  # never leave a half-written file behind
-        n = write(tmp, exp.id)
-        tmp.replace(output)
+        try:
+            n = write(tmp, exp.id)
+            tmp.replace(output)
+        finally:
+            tmp.unlink(missing_ok=True)  # gone already after a successful replace
         click.echo(f"wrote {n} trials to {output}", err=True)
     store.close()
 
@@ -429,7 +434,7 @@ def report(experiment: str, store_url: str | None, output: Path | None) -> None:
     """Write a self-contained HTML report (plotly charts, plotly.js inlined; works offline)."""
     from .report import write_report
 
-    store = _open_store(store_url)
+    store = _open_store(store_url, create=False)
     exp = _resolve_experiment(store, experiment)
     path = write_report(store, exp.id, output or Path(f"report-{exp.id}.html"))
     store.close()
@@ -452,7 +457,7 @@ def paper_report(outdir: Path, store_url: str | None, experiments: tuple[str, ..
     from .store import open_store
 
     command = "dnnframe " + " ".join(sys.argv[1:])
-    store = _open_store(store_url)
+    store = _open_store(store_url, create=False)
     ids = [_resolve_experiment(store, e).id for e in experiments] or None
     summary = write_paper_report(store, outdir, ids, png=not no_png, command=command)
     store.close()
@@ -540,6 +545,12 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(EXIT_SPEC_ERROR)
     except DnnframeError as exc:
         click.echo(f"error: {exc}", err=True)
+        sys.exit(1)
+    except OSError as exc:
+        # An output file that cannot be written (missing directory, no permission, disk
+        # full) is the user's to fix: one line naming the path, not a traceback.
+        where = f"{exc.filename}: " if exc.filename else ""
+        click.echo(f"error: {where}{exc.strerror or exc}", err=True)
         sys.exit(1)
 
 

@@ -312,6 +312,9 @@ def write_report(store: ResultStore, experiment_id: str, path: str | Path) -> Pa
     path = Path(path)
     text = render_html(store, experiment_id)
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    tmp.replace(path)
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        tmp.replace(path)
+    finally:
+        tmp.unlink(missing_ok=True)  # a failed write leaves no half-written temp file
     return path

@@ -121,6 +121,52 @@ def test_status_and_ls(swept):
     assert proc.returncode == 1 and "no experiment 'nope'" in proc.stderr and "Traceback" not in proc.stderr
 
 
+@pytest.mark.parametrize("command, name", [("export", "x.csv"), ("report", "x.html")])
+def test_unwritable_output_is_one_line_error_naming_the_path(swept, tmp_path, command, name):
+    out = tmp_path / "no-such-dir" / name
+    proc = cli(command, swept["summary"]["experiment_id"], "--store", swept["url"], "-o", str(out),
+               cwd=tmp_path)
+    assert proc.returncode == 1, proc.stderr
+    assert "Traceback" not in proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error:") and str(out) in lines[0], proc.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("command, name", [("export", "x.csv"), ("report", "x.html")])
+def test_failed_output_rename_leaves_no_temp_file(swept, tmp_path, monkeypatch, capsys,
+                                                  command, name):
+    from dnnframe.cli import main
+
+    def refuse(self, target):
+        raise PermissionError(13, "Permission denied", str(target))
+
+    monkeypatch.setattr(Path, "replace", refuse)  # the temp file is written, the rename fails
+    out = tmp_path / name
+    with pytest.raises(SystemExit) as exc:
+        main([command, swept["summary"]["experiment_id"], "--store", swept["url"], "-o", str(out)])
+    assert exc.value.code == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error:") and str(out) in err and "Permission denied" in err
+    assert list(tmp_path.iterdir()) == [], "no half-written temp file is left behind"
+
+
+def test_read_only_commands_do_not_create_a_store(tmp_path):
+    db = tmp_path / "typo.db"
+    url = f"sqlite:///{db}"
+    for args in (["status"], ["ls"], ["export", "exp"], ["report", "exp"],
+                 ["paper-report", str(tmp_path / "paper")]):
+        proc = cli(*args, "--store", url, cwd=tmp_path)
+        assert proc.returncode == 1, (args, proc.stderr)
+        assert proc.stderr.startswith(f"error: no store at '{db}'"), (args, proc.stderr)
+        assert "nothing has been run with this store yet" in proc.stderr
+        assert "Traceback" not in proc.stderr
+        assert list(tmp_path.iterdir()) == [], f"{args[0]} created {list(tmp_path.iterdir())}"
+    proc = cli("status", cwd=tmp_path)  # the default store too
+    assert proc.returncode == 1 and "no store at 'dnnframe.db'" in proc.stderr, proc.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_validate_counts_trials_or_names_every_error(tmp_path):
     good = write_spec(tmp_path / "good.yaml", TINY)
     proc = cli("validate", str(good), cwd=tmp_path)
