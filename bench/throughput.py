@@ -313,7 +313,7 @@ def main(argv: list[str] | None = None) -> None:
                     default=["spec", "store", "local", "celery"])
     ap.add_argument("--noop-trials", type=int, default=1000)
     ap.add_argument("--train-trials", type=int, default=500)
-    ap.add_argument("--medium-trials", type=int, default=24)
+    ap.add_argument("--medium-trials", type=int, default=40)
     ap.add_argument("--json", type=Path, default=None, help="also write the results here")
     args = ap.parse_args(argv)
     load = os.getloadavg()
