@@ -13,11 +13,16 @@ store requeue alone puts nothing on the queue. Duplicates (a redelivered message
 re-published one) are harmless: the store claim lets exactly one of them run it, and the
 ``attempts`` counter of the claim caps a trial that keeps killing its workers.
 
-Where it runs, and why: a daemon thread in the main process of every worker
-(``worker_ready`` signal). No extra service to deploy or keep alive (Celery beat would be
-one more single point of failure); there is a reaper whenever there is a worker to do the
-work; and ``requeue_stale`` is atomic in the store, so with several workers each stale
-trial is requeued — and re-published — by exactly one of them. The requeued task goes back
+Where it runs, and why: a small process beside every worker, started from the worker's
+main process (``worker_ready`` signal) with the *spawn* method and ended with it. No extra
+service to deploy or keep alive (Celery beat would be one more single point of failure);
+there is a reaper whenever there is a worker to do the work; and ``requeue_stale`` is
+atomic in the store, so with several workers each stale trial is requeued — and
+re-published — by exactly one of them. Not a thread of the main process: Celery forks
+pool processes from it at any moment, and a process that forks while it holds SQLite
+connections hands its children SQLite's per-process lock state (SQLite's "do not carry an
+open database across fork"); a pool process forked in the middle of a reaper pass then
+waited on a lock nobody held. The main process touches no store at all. The requeued task goes back
 to the queue its dead owner took it from (recorded in the store's worker state), so a
 ``gpu`` trial stays on the ``gpu`` queue.
 """
@@ -25,7 +30,9 @@ to the queue its dead owner took it from (recorded in the store's worker state),
 from __future__ import annotations
 
 import logging
+import multiprocessing
 import os
+import signal
 import socket
 import threading
 from typing import Any
@@ -34,8 +41,8 @@ from . import config
 
 log = logging.getLogger(__name__)
 
-_thread: threading.Thread | None = None
-_stop = threading.Event()
+_process: Any = None  # the reaper process of this worker (multiprocessing.Process)
+_stop = threading.Event()  # set only to end _loop early when it runs in-process (tests)
 
 
 def reap_once(store: Any, celery_app: Any, timeout_s: float,
@@ -72,17 +79,19 @@ def reap_once(store: Any, celery_app: Any, timeout_s: float,
     return out
 
 
-def _loop(celery_app: Any, hostname: str, queues: list[str]) -> None:
+def _loop(celery_app: Any, hostname: str, queues: list[str], parent_pid: int) -> None:
     from dnnframe.store import open_store
 
     timeout = config.heartbeat_timeout()
     interval = max(0.25, min(timeout / 4, 30.0))
     store = None
     while not _stop.wait(interval):
+        if os.getppid() != parent_pid:
+            break  # the worker is gone (even a SIGKILLed one): so is its reaper
         try:
             if store is None:
                 store = open_store(config.store_url())
-                store.register_worker(hostname, host=socket.gethostname(), pid=os.getpid(),
+                store.register_worker(hostname, host=socket.gethostname(), pid=parent_pid,
                                       info={"role": "node", "queues": queues})
             reap_once(store, celery_app, timeout, default_queue=queues[0] if queues else "default")
         except Exception:  # keep reaping through store or broker hiccups
@@ -91,22 +100,36 @@ def _loop(celery_app: Any, hostname: str, queues: list[str]) -> None:
         store.close()
 
 
-def start_reaper_thread(celery_app: Any, hostname: str, consumer: Any = None) -> None:
-    """Start the reaper thread of this worker (idempotent); see the module docstring."""
-    global _thread
-    if _thread is not None and _thread.is_alive():
+def _process_main(broker_url: str, hostname: str, queues: list[str], parent_pid: int) -> None:
+    from . import create_app
+
+    logging.basicConfig(level=logging.INFO,
+                        format="[%(asctime)s: %(levelname)s/reaper] %(message)s")
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the worker's to handle
+    _loop(create_app(broker_url), hostname, queues, parent_pid)
+
+
+def start_reaper(celery_app: Any, hostname: str, consumer: Any = None) -> None:
+    """Start this worker's reaper process (idempotent); see the module docstring."""
+    global _process
+    if _process is not None and _process.is_alive():
         return
     queues: list[str] = []
     try:
         queues = sorted(celery_app.amqp.queues.consume_from or celery_app.amqp.queues)
     except Exception:
         pass
-    _stop.clear()
-    _thread = threading.Thread(target=_loop, args=(celery_app, hostname, queues),
-                               name="dnnframe-reaper", daemon=True)
-    _thread.start()
+    broker = celery_app.connection_for_write().as_uri(include_password=True)
+    ctx = multiprocessing.get_context("spawn")
+    _process = ctx.Process(target=_process_main, args=(broker, hostname, queues, os.getpid()),
+                           name="dnnframe-reaper", daemon=True)
+    _process.start()
 
 
-def stop_reaper_thread() -> None:
-    """Ask the reaper thread to stop (worker shutdown)."""
-    _stop.set()
+def stop_reaper() -> None:
+    """Stop this worker's reaper process (worker shutdown)."""
+    global _process
+    if _process is not None and _process.is_alive():
+        _process.terminate()
+        _process.join(timeout=5)
+    _process = None

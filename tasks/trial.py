@@ -9,7 +9,7 @@ needs:
   trial whose process really vanished goes stale;
 * worker state in the store (``register_worker``): host, pid, current trial, trials done,
   and the queue the trial came from (the reaper sends a requeued trial back to it);
-* the reaper thread in each worker's main process (:mod:`tasks.reaper`);
+* the reaper process beside each worker's main process (:mod:`tasks.reaper`);
 * ``$DNNFRAME_TRAIN_FN``, a testing/benchmark hook naming a ``module:function`` to call
   instead of the engine's ``train`` (fault injection, no-op trials for dispatch benchmarks).
 """
@@ -231,11 +231,11 @@ def _on_worker_ready(sender: Any = None, **_: Any) -> None:
     from . import reaper
 
     hostname = getattr(sender, "hostname", None) or f"celery@{socket.gethostname()}"
-    reaper.start_reaper_thread(app, hostname, consumer=sender)
+    reaper.start_reaper(app, hostname, consumer=sender)
 
 
 @signals.worker_shutdown.connect
 def _on_worker_shutdown(**_: Any) -> None:
     from . import reaper
 
-    reaper.stop_reaper_thread()
+    reaper.stop_reaper()
