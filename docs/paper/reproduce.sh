@@ -46,4 +46,7 @@ $DNNFRAME paper-report docs/paper/long_training --store "sqlite:///$OUT/long.db"
 
 # RQ3/RQ4: throughput (needs RabbitMQ for the Celery part).
 "$PYTHON" bench/throughput.py --json docs/paper/throughput.json | tee docs/paper/throughput.txt
+# Compile time and epoch time vs depth, one fresh process per depth.
+"$PYTHON" bench/engine.py --depths 2,10,100,250,500,700,1000 --width 16 --epochs 2 2>&1 \
+  | grep -v Warn > docs/paper/compile_vs_depth.txt
 echo "$(date -u +%H:%M:%S) done"
