@@ -23,6 +23,7 @@ from typing import Any
 
 from . import settings
 from .exceptions import DnnframeError, StoreError
+from .store import default_store_url
 
 log = logging.getLogger(__name__)
 
@@ -68,13 +69,6 @@ class Executor(abc.ABC):
 def default_workers() -> int:
     """``$DNNFRAME_WORKERS`` if set, else the number of cores this process may use."""
     return settings.workers()
-
-
-def default_store_url() -> str:
-    """``$DNNFRAME_STORE_URL`` or the embedded default ``sqlite:///dnnframe.db``."""
-    from .store import default_store_url as store_default
-
-    return store_default()
 
 
 def graph_key(config: dict[str, Any]) -> str:
