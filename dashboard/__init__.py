@@ -18,11 +18,16 @@ from flask import Flask, current_app
 
 from dnnframe import __version__
 
+from .security import check_allowed_host, default_allowed_hosts, parse_hosts
+
 DEFAULTS: dict[str, Any] = {
     "STORE_URL": None,            # None → open_store's default (sqlite:///dnnframe.db)
     "BROKER_URL": None,           # None → LocalExecutor process pool on this machine
     "WORKERS": None,              # local pool size (None → the executor's default)
     "API_TOKEN": None,            # when set, write endpoints need "Authorization: Bearer <token>"
+    "ALLOWED_HOSTS": None,        # Host names this server answers to (None → BIND_HOST + local names)
+    "BIND_HOST": None,            # the address the server listens on (set by `dnnframe serve`)
+    "SECRET_KEY": None,           # signs the session cookie; several processes must share it
     "FLOWER_URL": None,
     "RABBITMQ_UI_URL": None,
     "MAX_CONTENT_LENGTH": 8 * 1024 * 1024,  # request bodies (specs and CSV uploads)
@@ -35,7 +40,8 @@ DEFAULTS: dict[str, Any] = {
 }
 
 # Keys whose environment value must stay a string even if it looks like JSON ("123").
-_STRING_KEYS = ("API_TOKEN", "SECRET_KEY", "STORE_URL", "BROKER_URL", "FLOWER_URL", "RABBITMQ_UI_URL")
+_STRING_KEYS = ("API_TOKEN", "SECRET_KEY", "STORE_URL", "BROKER_URL", "FLOWER_URL", "RABBITMQ_UI_URL",
+                "ALLOWED_HOSTS", "BIND_HOST")
 
 
 def create_app(test_config: dict[str, Any] | None = None) -> Flask:
@@ -50,9 +56,11 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     if test_config:
         app.config.from_mapping(test_config)
     if not app.config.get("SECRET_KEY"):
-        # Only signs the session that carries the CSRF token; a per-process key is enough
-        # for one server, set DNNFRAME_SECRET_KEY when running several behind a balancer.
+        # One process (the laptop server) may draw its own key; gunicorn's configuration
+        # draws one in its master for all its workers (dashboard/gunicorn_config.py).
         app.config["SECRET_KEY"] = secrets.token_hex(32)
+    app.config["ALLOWED_HOSTS"] = (parse_hosts(app.config.get("ALLOWED_HOSTS"))
+                                   or default_allowed_hosts(app.config.get("BIND_HOST")))
     app.config["VERSION"] = __version__
 
     from .api import bp as api_bp
@@ -62,6 +70,7 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     app.register_blueprint(api_bp)
     app.register_blueprint(ui_bp)
     register_error_handlers(app)
+    app.before_request(check_allowed_host)
     app.extensions["dnnframe"] = Services(app)
 
     @app.after_request

@@ -43,9 +43,14 @@ class APIError(Exception):
         return body
 
 
+# Page endpoints that scripts call with fetch(): their errors are JSON whatever Accept says,
+# so the page can show the server's message instead of failing to parse an HTML page.
+JSON_ENDPOINTS = {"ui.upload"}
+
+
 def _wants_json() -> bool:
     # API paths always answer JSON; pages answer JSON only when the client asks for it.
-    if request.path.startswith("/api/"):
+    if request.path.startswith("/api/") or request.endpoint in JSON_ENDPOINTS:
         return True
     best = request.accept_mimetypes.best_match(["text/html", "application/json"])
     return best == "application/json"
@@ -61,7 +66,9 @@ def to_api_error(exc: BaseException) -> APIError:
     if isinstance(exc, DatasetError):
         return APIError(400, str(exc), [{"path": "dataset", "message": str(exc)}])
     if isinstance(exc, NotFoundError):
-        return APIError(404, str(exc))
+        # the store names its own location after "not found in": not the client's business
+        what = str(exc).partition(" not found in ")[0]
+        return APIError(404, what if what == str(exc) else f"{what} not found")
     if isinstance(exc, StoreError):
         return APIError(503, f"the result store is unavailable: {exc}")
     if isinstance(exc, HTTPException):

@@ -10,9 +10,7 @@ from typing import Any
 from dnnframe import __version__
 from dnnframe.spec import spec_json_schema
 
-_STATES = ["QUEUED", "RUNNING", "COMPLETE", "FAILED", "DIVERGED", "PRUNED", "CANCELLED"]
-_SORT = ["test_accuracy", "test_loss", "val_accuracy", "val_loss", "train_accuracy", "train_loss",
-         "train_seconds", "compile_seconds", "created_at", "finished_at", "seq"]
+from .service import SORT_KEYS, TRIAL_STATES
 
 
 def _rewrite_refs(node: Any) -> Any:
@@ -86,10 +84,11 @@ def _document() -> str:
                                   "responses": {"200": _resp("OpenAPI document")}}},
         "/validate": {"post": {
             "summary": "Validate a spec (JSON) or the sweep form's fields (form-encoded); stores nothing",
-            "operationId": "validate",
+            "operationId": "validate", "security": _SECURED,
             "requestBody": {"required": True, "content": {
                 **_json("ExperimentSpec"), "application/x-www-form-urlencoded": {"schema": form_fields}}},
-            "responses": {"200": _resp("valid: the trial count", "Validated"), **_errors(400, 413)}}},
+            "responses": {"200": _resp("valid: the trial count", "Validated"),
+                          **_errors(400, 401, 403, 413)}}},
         "/experiments": {
             "get": {"summary": "List experiments, newest first", "operationId": "listExperiments",
                     "parameters": [_param("limit", "query", {"type": "integer", "minimum": 1, "maximum": 1000}, "page size"),
@@ -108,13 +107,15 @@ def _document() -> str:
             "summary": "Trials: filter by state, sort by a metric, paginate; since=<cursor> for live updates",
             "operationId": "listTrials",
             "parameters": [_EXP_ID,
-                           _param("state", "query", {"type": "string", "enum": _STATES}, "only trials in this state"),
-                           _param("sort", "query", {"type": "string", "examples": _SORT},
-                                  "a metric (test_accuracy, train_seconds, …), a column (created_at, seq) or a dotted path (config.model.hidden_layers)"),
+                           _param("state", "query", {"type": "string", "enum": list(TRIAL_STATES)}, "only trials in this state"),
+                           _param("sort", "query", {"type": "string", "examples": sorted(SORT_KEYS)},
+                                  "one of the listed keys or a dotted path (config.model.hidden_layers); "
+                                  "not with since, which pages in change order"),
                            _param("order", "query", {"type": "string", "enum": ["asc", "desc"]}, "sort order"),
                            _param("limit", "query", {"type": "integer", "minimum": 1, "maximum": 1000}, "page size"),
                            _param("offset", "query", {"type": "integer", "minimum": 0, "maximum": 2**63 - 1}, "skip this many"),
-                           _param("since", "query", {"type": "integer", "minimum": 0, "maximum": 2**63 - 1}, "change cursor from the previous answer"),
+                           _param("since", "query", {"type": "integer", "minimum": 0, "maximum": 2**63 - 1},
+                                  "change cursor from the previous answer (pages in change order: no sort)"),
                            _param("history", "query", {"type": "string", "enum": ["0", "1"]}, "include per-epoch metrics")],
             "responses": {"200": _resp("trials and the next cursor"), **_errors(400, 404)}}},
         "/experiments/{experiment_id}/export": {"get": {

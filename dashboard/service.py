@@ -12,11 +12,15 @@ import os
 import tempfile
 from typing import Any
 
-from flask import current_app
+from flask import current_app, jsonify, request
 
-from dnnframe.exceptions import DatasetError, SpecError
+from dnnframe.exceptions import DatasetError, DnnframeError, NotFoundError, SpecError
 from dnnframe.spec import ExperimentSpec, count_trials, parse_spec
+from dnnframe.store import TrialState
+from dnnframe.store.base import SORT_ALIASES, SORT_COLUMNS
+from dnnframe.submit import submit_experiment
 
+from . import services
 from .errors import APIError
 
 # --------------------------------------------------------------------------- specs
@@ -157,7 +161,36 @@ def read_json_body(request) -> Any:
     return data
 
 
+# --------------------------------------------------------------------------- submitting
+
+
+def submit_spec(spec: Any) -> tuple[Any, bool]:
+    """Submit through the configured executor; True when the experiment is new."""
+    svc = services()
+    store = svc.store
+    try:
+        store.get_experiment(spec.experiment_id)
+        created = False
+    except NotFoundError:
+        created = True
+    try:
+        executor = svc.executor
+    except DnnframeError as exc:
+        raise APIError(503, f"cannot reach the executor: {exc}") from None
+    return submit_experiment(spec, store, executor), created
+
+
 # --------------------------------------------------------------------------- uploads
+
+
+def upload_response() -> Any:
+    """Answer a CSV upload (multipart field ``file``, optional ``label_column``) with its id."""
+    file = request.files.get("file")
+    if file is None:
+        raise APIError(400, "send the CSV as multipart/form-data field 'file'",
+                       [{"path": "file", "message": "missing"}])
+    info = store_upload(file.read(), file.filename, (request.form.get("label_column") or "").strip() or None)
+    return jsonify(info), 201
 
 
 def store_upload(data: bytes, filename: str | None, label_column: str | None) -> dict[str, Any]:
@@ -250,6 +283,9 @@ def _label_candidates(rows: list[list[str]], header: list[str]) -> list[str]:
 # --------------------------------------------------------------------------- JSON views
 
 FINAL_METRICS = ("test_accuracy", "test_loss", "val_accuracy", "val_loss", "train_accuracy", "train_loss")
+TRIAL_STATES = tuple(state.value for state in TrialState)
+# short sort keys: store columns, timing aliases and the final metrics every trial records
+SORT_KEYS = frozenset((*SORT_COLUMNS, *SORT_ALIASES, *FINAL_METRICS))
 
 
 def _state(value: Any) -> str:
@@ -265,7 +301,8 @@ def experiment_json(exp: Any, store: Any | None = None, best: bool = False) -> d
         "cancel_requested": bool(exp.cancel_requested), "counts": counts,
         "finished": finished,
         "progress": (finished / exp.n_trials) if exp.n_trials else 1.0,
-        "status": _status(exp, counts, finished),
+        "status": exp.status,
+        "status_text": status_text(exp.status, counts, exp.n_trials),
     }
     if best and store is not None:
         out["spec"] = exp.spec
@@ -282,15 +319,14 @@ def experiment_json(exp: Any, store: Any | None = None, best: bool = False) -> d
     return out
 
 
-def _status(exp: Any, counts: dict[str, int], finished: int) -> str:
-    try:
-        return str(exp.status)
-    except Exception:  # noqa: BLE001 - the record's own derivation is preferred when present
-        if exp.cancel_requested:
-            return "CANCELLED"
-        if finished >= exp.n_trials:
-            return "COMPLETE"
-        return "RUNNING" if counts.get("RUNNING") or finished else "QUEUED"
+def status_text(status: str, counts: dict[str, int], n_trials: int) -> str:
+    """The experiment's status in words, saying how many trials failed once it is over."""
+    failed = counts.get("FAILED", 0)
+    if status == "FAILED":
+        return f"failed: all {failed} trials failed" if failed != 1 else "failed: the trial failed"
+    if status == "COMPLETE_WITH_FAILURES":
+        return f"finished, {failed} of {n_trials} failed"
+    return {"COMPLETE": "finished"}.get(status, status.lower())
 
 
 def trial_json(trial: Any, history: bool = False, full: bool = False) -> dict[str, Any]:

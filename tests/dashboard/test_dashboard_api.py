@@ -327,6 +327,7 @@ def test_upload_without_file_and_oversized(make_app):
 
 # --------------------------------------------------------------------------- auth
 WRITES = [("post", "/api/v1/experiments", {"json": TINY_SPEC}),
+          ("post", "/api/v1/validate", {"json": TINY_SPEC}),
           ("post", "/api/v1/experiments/exp-x/cancel", {}),
           ("post", "/api/v1/datasets", {"data": {"file": (io.BytesIO(IRIS_CSV), "d.csv")},
                                          "content_type": "multipart/form-data"})]
@@ -353,7 +354,7 @@ def test_right_token_writes_and_reads_need_none(make_app):
     for path in ["/api/v1/experiments", f"/api/v1/experiments/{exp_id}", f"/api/v1/experiments/{exp_id}/trials",
                  "/api/v1/workers", "/api/v1/health", "/api/v1/openapi.json"]:
         assert client.get(path).status_code == 200, path
-    assert client.post("/api/v1/validate", json=TINY_SPEC).status_code == 200
+    assert client.post("/api/v1/validate", json=TINY_SPEC, headers=auth).status_code == 200
     assert client.post(f"/api/v1/experiments/{exp_id}/cancel", headers=auth).status_code == 200
     assert _upload(client, IRIS_CSV, headers=auth).status_code == 201
 
