@@ -9,6 +9,7 @@ import pytest
 from dashboard_support import TINY_SPEC
 from werkzeug.datastructures import MultiDict
 
+from dashboard.formatting import duration, significant
 from dashboard.forms import FormErrors, errors_by_field, form_to_spec
 
 FORM = {"name": "ui-sweep", "dataset": "iris", "hidden_layers": "1-2", "width": "4",
@@ -180,3 +181,58 @@ def test_trial_page_shows_curve_data_config_and_error(client, store):
     assert r.status_code == 200 and "ValueError: &lt;boom&gt;" in html and '"val_loss": 0.8' in html
     assert f"/experiments/{exp_id}" in html and "/vendor/plotly.min.js" in html
     assert client.get("/trials/t-nope").status_code == 404
+
+
+def test_format_and_range_errors_show_together_once_each(client, recorder):
+    """``abc`` layers (format), width 0 and epochs -3 (ranges): all three at once, one message each."""
+    r = client.post("/api/v1/validate", data={**FORM, "hidden_layers": "abc", "width": "0", "epochs": "-3"})
+    fields = r.json["fields"]
+    assert r.status_code == 400 and set(fields) == {"hidden_layers", "width", "epochs"}
+    assert fields["hidden_layers"].startswith("must be a number, a range like 1-4")
+    assert "greater than or equal to 1" in fields["width"] and ";" not in fields["width"]
+    assert "-3" in fields["epochs"] and ";" not in fields["epochs"]
+    token = _csrf(client)
+    html = client.post("/experiments/new", data={**FORM, "csrf_token": token, "hidden_layers": "abc",
+                                                 "width": "0", "epochs": "-3"}).get_data(as_text=True)
+    for field in ("hidden_layers", "width", "epochs"):
+        assert re.search(rf'id="error-{field}"[^>]*>\S', html), field
+    assert recorder.submitted == []
+
+
+def test_one_message_per_spec_path():
+    errors = [{"path": "model.width", "message": "must be >= 1, but got 0"},
+              {"path": "model.width", "message": "Input should be a valid list, but got 0"},
+              {"path": "model.width.grid[1]", "message": "must be >= 1, but got -2"}]
+    assert errors_by_field(errors) == {"width": "must be >= 1, but got 0; must be >= 1, but got -2"}
+
+
+@pytest.mark.parametrize("value, text", [
+    (0.8333333333333334, "0.8333"), (0.5, "0.5"), (1.0, "1"), (12345.678, "1.235e4"),
+    (8.72e-05, "8.72e-5"), (3, 3), ("relu", "relu"), (0.0, "0"),
+])
+def test_significant_digits(value, text):
+    assert significant(value) == text
+
+
+@pytest.mark.parametrize("seconds, text", [
+    (8.72e-05, "0.0872 ms"), (0.25, "250 ms"), (3.14159, "3.14 s"), (59.96, "60 s"),
+    (600.2, "10 min 0 s"), (None, None),
+])
+def test_durations_read_as_ms_or_s(seconds, text):
+    assert duration(seconds) == text
+
+
+def test_trial_page_rounds_metrics_and_times(client, store):
+    from dnnframe.store.base import TrialState
+
+    exp_id = client.post("/api/v1/experiments", json=TINY_SPEC).json["id"]
+    tid = store.list_trials(exp_id)[0].id
+    store.claim_trial(tid, "w1")
+    result = {"metrics": {"test_accuracy": 0.8333333333333334, "test_loss": 0.41234567},
+              "timings": {"data": 8.72e-05, "compile": 2.5, "train": 0.123456}}
+    store.finish_trial(tid, TrialState.COMPLETE, result=result, worker="w1")
+    html = client.get(f"/trials/{tid}").get_data(as_text=True)
+    metrics = re.search(r'id="final-metrics">(.*?)</table>', html, re.S).group(1)
+    timings = re.search(r'id="timings">(.*?)</table>', html, re.S).group(1)
+    assert ">0.8333<" in metrics and ">0.4123<" in metrics and "0.83333" not in metrics
+    assert ">0.0872 ms<" in timings and ">2.5 s<" in timings and ">123 ms<" in timings
