@@ -74,7 +74,12 @@ def check_allowed_host() -> None:
                        [{"path": "Host", "message": "not an allowed host"}])
 
 
-# --------------------------------------------------------------------------- CSRF
+# --------------------------------------------------------------------------- secrets
+def same_secret(given: object, expected: object) -> bool:
+    """Compare a secret the client sent with ours in constant time (never leak by timing)."""
+    return bool(expected) and hmac.compare_digest(str(given).encode(), str(expected).encode())
+
+
 def csrf_token() -> str:
     """The session's CSRF token (created on first use)."""
     token = session.get("csrf")
@@ -86,8 +91,7 @@ def csrf_token() -> str:
 def csrf_given_matches() -> bool:
     """True when the request echoes the session's CSRF token (form field or header)."""
     given = request.headers.get("X-CSRF-Token") or request.form.get("csrf_token") or ""
-    expected = session.get("csrf") or ""
-    return bool(expected) and hmac.compare_digest(str(given).encode(), str(expected).encode())
+    return same_secret(given, session.get("csrf") or "")
 
 
 def token_digest(token: str) -> str:
@@ -108,7 +112,7 @@ def session_signed_in() -> bool:
     given = session.get("token_hash")
     if not expected or not isinstance(given, str):
         return False
-    return hmac.compare_digest(given.encode(), token_digest(str(expected)).encode())
+    return same_secret(given, token_digest(str(expected)))
 
 
 # --------------------------------------------------------------------------- the API token
@@ -147,7 +151,7 @@ def _check_bearer(expected: str) -> None:
     if scheme.lower() != "bearer" or not given:
         raise APIError(401, "this endpoint needs an API token: send "
                             "'Authorization: Bearer <token>'", headers=challenge)
-    if not hmac.compare_digest(given.strip().encode(), expected.encode()):
+    if not same_secret(given.strip(), expected):
         raise APIError(401, "the API token is wrong", headers=challenge)
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hmac
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +21,13 @@ from . import services
 from .errors import APIError
 from .formatting import duration, significant
 from .forms import DEFAULT_FORM, check_form
-from .security import csrf_given_matches, csrf_token, session_signed_in, token_digest
+from .security import (
+    csrf_given_matches,
+    csrf_token,
+    same_secret,
+    session_signed_in,
+    token_digest,
+)
 from .service import experiment_json, submit_spec, trial_json, upload_response
 
 bp = Blueprint("ui", __name__)
@@ -67,7 +72,7 @@ def login() -> Any:
         check_csrf()
         expected = str(current_app.config.get("API_TOKEN") or "")
         given = request.form.get("token", "")
-        if expected and hmac.compare_digest(given.encode(), expected.encode()):
+        if same_secret(given, expected):
             session["token_hash"] = token_digest(expected)
             return redirect(next_url, 303)
         error, status = "that is not the server's API token", 401

@@ -27,10 +27,10 @@ TOKEN = "s3cret"
 class Gunicorn:
     """A gunicorn process whose output lines are read into a queue as they come."""
 
-    def __init__(self, env: dict[str, str]):
+    def __init__(self, env: dict[str, str], command: list[str] | None = None):
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "gunicorn", "--config", "python:dashboard.gunicorn_config",
-             "--bind", "127.0.0.1:0", "--workers", "2", "dashboard.wsgi:app"],
+            command or [sys.executable, "-m", "gunicorn", "--config", "python:dashboard.gunicorn_config",
+                        "--bind", "127.0.0.1:0", "--workers", "2", "dashboard.wsgi:app"],
             cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
             start_new_session=True)
         self.lines: queue.Queue[str] = queue.Queue()
@@ -67,13 +67,17 @@ class Gunicorn:
             self.proc.wait(30)
 
 
-@pytest.fixture
-def gunicorn(tmp_path, data_dir):
+def _env(tmp_path: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items()
            if k not in ("DNNFRAME_SECRET_KEY", "DNNFRAME_ALLOWED_HOSTS", "DNNFRAME_BIND_HOST",
                         "DNNFRAME_BROKER_URL", "GUNICORN_CMD_ARGS", "WEB_CONCURRENCY")}
     env.update({"DNNFRAME_STORE_URL": f"sqlite:///{tmp_path / 'web.db'}", "DNNFRAME_API_TOKEN": TOKEN})
-    server = Gunicorn(env)
+    return env
+
+
+@pytest.fixture
+def gunicorn(tmp_path, data_dir):
+    server = Gunicorn(_env(tmp_path))
     try:
         yield server
     finally:
@@ -144,3 +148,18 @@ def test_two_workers_share_sessions_and_sigterm_finishes_the_request_in_flight(g
     log = "".join(gunicorn.output)
     for pid in workers:
         assert f"Worker exiting (pid: {pid})" in log
+
+
+def test_dnnframe_serve_production_runs_gunicorn(tmp_path, data_dir):
+    dnnframe = Path(sys.executable).with_name("dnnframe")
+    server = Gunicorn(_env(tmp_path), [str(dnnframe), "serve", "--production", "--web-workers", "1",
+                                       "--port", "0"])
+    try:
+        port = int(server.wait_for(r"Listening at: http://127\.0\.0\.1:(\d+)").group(1))
+        server.wait_for(r"Booting worker with pid")
+        assert requests.get(f"http://127.0.0.1:{port}/api/v1/health", timeout=30).json()["status"] == "ok"
+        server.wait_for(r'"GET /api/v1/health HTTP/1.1" 200')  # the access log, on stdout
+        server.proc.send_signal(signal.SIGTERM)
+        assert server.proc.wait(60) == 0
+    finally:
+        server.stop()
