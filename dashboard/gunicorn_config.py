@@ -7,7 +7,6 @@ every worker the same session key.
 
 from __future__ import annotations
 
-import logging
 import os
 import secrets
 from typing import Any
@@ -30,14 +29,16 @@ forwarded_allow_ips = os.environ.get("FORWARDED_ALLOW_IPS", "127.0.0.1")
 # worker would make a session from one worker invalid on the next. Without
 # DNNFRAME_SECRET_KEY the master draws one key for all its workers: sessions then last as
 # long as this server (several servers behind a balancer must set the variable).
-if not os.environ.get("DNNFRAME_SECRET_KEY"):
+_DREW_KEY = not os.environ.get("DNNFRAME_SECRET_KEY")
+if _DREW_KEY:
     os.environ["DNNFRAME_SECRET_KEY"] = secrets.token_hex(32)
-    logging.getLogger("gunicorn.error").info(
-        "DNNFRAME_SECRET_KEY is not set: the workers share a key drawn at start-up")
 
 
 def when_ready(server: Any) -> None:
     """Default the allowed hosts to the addresses gunicorn listens on (before workers fork)."""
+    if _DREW_KEY:
+        server.log.info("DNNFRAME_SECRET_KEY is not set: the workers share a key drawn at start-up; "
+                        "set it to keep sessions across restarts or several servers")
     hosts = []
     for address in server.cfg.bind:
         parsed = parse_address(address)

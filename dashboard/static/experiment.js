@@ -15,9 +15,10 @@
     font: { family: "system-ui, -apple-system, 'Segoe UI', sans-serif", size: 12, color: "#222" },
   };
 
-  function fmt(v, digits) {
+  // numbers with 4 significant digits: 0.8333, 0.05, 12.35, 1e-7
+  function fmt(v) {
     if (v === null || v === undefined || Number.isNaN(v)) return "";
-    if (typeof v === "number") return Number.isInteger(v) ? String(v) : v.toFixed(digits === undefined ? 4 : digits);
+    if (typeof v === "number") return Number.isInteger(v) ? String(v) : String(Number(v.toPrecision(4)));
     if (Array.isArray(v)) return v.join("/");
     return String(v);
   }
@@ -78,9 +79,9 @@
       return '<tr data-trial="' + r.id + '" data-state="' + r.state + '">' +
         '<td><span class="state state-' + r.state + '"' + title + ">" + r.state + "</span></td>" +
         "<td>" + fmt(r.hidden_layers) + "</td><td>" + fmt(r.width) + "</td><td>" + fmt(r.activation) +
-        "</td><td>" + fmt(r.optimizer) + "</td><td>" + fmt(r.learning_rate, 5) + "</td><td>" + fmt(r.seed) +
+        "</td><td>" + fmt(r.optimizer) + "</td><td>" + fmt(r.learning_rate) + "</td><td>" + fmt(r.seed) +
         "</td><td>" + fmt(r.epoch) + '</td><td class="num">' + fmt(r.test_accuracy) + '</td><td class="num">' +
-        fmt(r.val_accuracy) + '</td><td class="num">' + fmt(r.train_seconds, 2) + "</td>" +
+        fmt(r.val_accuracy) + '</td><td class="num">' + fmt(r.train_seconds) + "</td>" +
         '<td><a href="' + meta.trial_page.replace("TRIAL_ID", r.id) + '"><code>' + r.id.slice(0, 10) + "…</code></a></td></tr>";
     }).join("");
     tbody.innerHTML = html;
@@ -109,7 +110,7 @@
     const varying = varyingParams(list, candidates);
     return function (t) {
       if (!varying.length) return "all";
-      return varying.map(function (p) { return (PARAM_LABELS[p] || p) + " " + fmt(t.params[p], 5); }).join(", ");
+      return varying.map(function (p) { return (PARAM_LABELS[p] || p) + " " + fmt(t.params[p]); }).join(", ");
     };
   }
 
@@ -206,7 +207,8 @@
 
     const curveMetric = all.some(function (t) { return (t.history || []).some(function (h) { return h.val_accuracy !== undefined && h.val_accuracy !== null; }); })
       ? "val_accuracy" : "val_loss";
-    const withHistory = all.filter(function (t) { return t.history && t.history.length; }).slice(0, 80);
+    const withHistory = all.filter(function (t) { return t.history && t.history.length; })
+      .sort(function (a, b) { return stableOrder(row(a), row(b)); }).slice(0, 80);
     const curveLabel = seriesLabeler(withHistory, PARAMS);
     const curves = withHistory.map(function (t) {
       return {
@@ -227,24 +229,35 @@
       return { label: key, values: pts.map(function (t) { return values.indexOf(String(t.params[key])); }),
         tickvals: values.map(function (_, i) { return i; }), ticktext: values };
     };
-    // integer parameters get their own values as ticks (a few) or integer steps (many)
-    const integers = function (key, label) {
-      const values = pts.map(function (t) { return t.params[key]; });
-      const distinct = Array.from(new Set(values)).sort(function (a, b) { return a - b; });
-      const ticks = distinct.length <= 10 ? distinct : (function () {
-        const step = integerStep(distinct[distinct.length - 1] - distinct[0]), out = [];
-        for (let v = Math.ceil(distinct[0] / step) * step; v <= distinct[distinct.length - 1]; v += step) out.push(v);
-        return out;
-      })();
-      return { label: label, values: values, tickvals: ticks, ticktext: ticks.map(String),
-        range: distinct.length === 1 ? [distinct[0] - 1, distinct[0] + 1] : undefined };
+    // numeric parameters: a few distinct values are the ticks themselves (integers, or the
+    // learning rates on a log axis); many integers get integer steps; one value sits mid-axis
+    const numeric = function (key, label, transform) {
+      const raw = pts.map(function (t) { return t.params[key]; });
+      const distinct = Array.from(new Set(raw)).sort(function (a, b) { return a - b; });
+      const values = raw.map(transform || Number);
+      let ticks = distinct;
+      if (distinct.length > 10 && !transform) {
+        const step = integerStep(distinct[distinct.length - 1] - distinct[0]);
+        ticks = [];
+        for (let v = Math.ceil(distinct[0] / step) * step; v <= distinct[distinct.length - 1]; v += step) ticks.push(v);
+      }
+      const dim = { label: label, values: values };
+      if (ticks.length <= 10) {
+        dim.tickvals = ticks.map(transform || Number);
+        dim.ticktext = ticks.map(function (v) { return fmt(v); });
+      }
+      if (distinct.length === 1) {
+        const v = values[0];
+        dim.range = [v - 1, v + 1];
+      }
+      return dim;
     };
     const dims = [
-      integers("hidden_layers", "hidden layers"),
+      numeric("hidden_layers", "hidden layers"),
       Object.assign(cat("width"), { label: "width" }),
-      { label: "log10 lr", values: pts.map(function (t) { return Math.log10(t.params.learning_rate); }) },
+      numeric("learning_rate", "lr (log)", Math.log10),
       cat("activation"), Object.assign(cat("optimizer"), { label: "optimiser" }),
-      integers("seed", "seed"),
+      numeric("seed", "seed"),
       { label: objective.replace("_", " "), values: pts.map(function (t) { return t.metrics[objective]; }) },
     ];
     draw("chart-parallel", pts.length ? [{
@@ -271,7 +284,7 @@
       const best = done.reduce(function (a, b) { return b.metrics.test_accuracy > a.metrics.test_accuracy ? b : a; });
       document.getElementById("best").textContent = "best test accuracy " + fmt(best.metrics.test_accuracy) + " — " +
         best.params.hidden_layers + " hidden layer(s) × " + fmt(best.params.width) + ", " + best.params.activation + ", " +
-        best.params.optimizer + " lr " + fmt(best.params.learning_rate, 5);
+        best.params.optimizer + " lr " + fmt(best.params.learning_rate);
     }
     return finished >= data.n_trials;
   }
