@@ -21,34 +21,43 @@ from dnnframe import __version__
 from .security import check_allowed_host, default_allowed_hosts, parse_hosts
 
 DEFAULTS: dict[str, Any] = {
-    "STORE_URL": None,            # None → open_store's default (sqlite:///dnnframe.db)
-    "BROKER_URL": None,           # None → LocalExecutor process pool on this machine
-    "WORKERS": None,              # local pool size (None → the executor's default)
-    "API_TOKEN": None,            # when set, write endpoints need "Authorization: Bearer <token>"
-    "ALLOWED_HOSTS": None,        # Host names this server answers to (None → BIND_HOST + local names)
-    "BIND_HOST": None,            # the address the server listens on (set by `dnnframe serve`)
-    "SECRET_KEY": None,           # signs the session cookie; several processes must share it
+    "STORE_URL": None,  # None → open_store's default (sqlite:///dnnframe.db)
+    "BROKER_URL": None,  # None → LocalExecutor process pool on this machine
+    "WORKERS": None,  # local pool size (None → the executor's default)
+    "API_TOKEN": None,  # when set, write endpoints need "Authorization: Bearer <token>"
+    "ALLOWED_HOSTS": None,  # Host names this server answers to (None → BIND_HOST + local names)
+    "BIND_HOST": None,  # the address the server listens on (set by `dnnframe serve`)
+    "SECRET_KEY": None,  # signs the session cookie; several processes must share it
     "FLOWER_URL": None,
     "RABBITMQ_UI_URL": None,
     "MAX_CONTENT_LENGTH": 8 * 1024 * 1024,  # request bodies (specs and CSV uploads)
-    "MAX_UPLOAD_BYTES": None,     # CSV uploads (None → MAX_CONTENT_LENGTH)
-    "MAX_TRIALS": 10_000,         # sweeps larger than this are refused before anything is stored
-    "MAX_DATASET_CELLS": 20_000_000,  # generated datasets a web request may ask for (rows x features)
-    "EXECUTOR": None,             # an Executor instance to use instead of make_executor (embedding)
+    "MAX_UPLOAD_BYTES": None,  # CSV uploads (None → MAX_CONTENT_LENGTH)
+    "MAX_TRIALS": 10_000,  # sweeps larger than this are refused before anything is stored
+    # generated datasets a web request may ask for (rows x features)
+    "MAX_DATASET_CELLS": 20_000_000,
+    "EXECUTOR": None,  # an Executor instance to use instead of make_executor (embedding)
     "CELERY_INSPECT_TIMEOUT": 1.0,
     "SESSION_COOKIE_SAMESITE": "Lax",  # with the CSRF token: cross-site form posts carry no session
 }
 
 # Keys whose environment value must stay a string even if it looks like JSON ("123").
-_STRING_KEYS = ("API_TOKEN", "SECRET_KEY", "STORE_URL", "BROKER_URL", "FLOWER_URL", "RABBITMQ_UI_URL",
-                "ALLOWED_HOSTS", "BIND_HOST")
+_STRING_KEYS = (
+    "API_TOKEN",
+    "SECRET_KEY",
+    "STORE_URL",
+    "BROKER_URL",
+    "FLOWER_URL",
+    "RABBITMQ_UI_URL",
+    "ALLOWED_HOSTS",
+    "BIND_HOST",
+)
 
 
 def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     """Build the Flask application (API + UI blueprints, one JSON error handler)."""
     app = Flask(__name__)
     app.config.from_mapping(DEFAULTS)
-    raw_env = {k[len("DNNFRAME_"):]: v for k, v in os.environ.items() if k.startswith("DNNFRAME_")}
+    raw_env = {k[len("DNNFRAME_") :]: v for k, v in os.environ.items() if k.startswith("DNNFRAME_")}
     app.config.from_prefixed_env("DNNFRAME")
     for key in _STRING_KEYS:
         if key in raw_env:
@@ -59,8 +68,9 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
         # One process (the laptop server) may draw its own key; gunicorn's configuration
         # draws one in its master for all its workers (dashboard/gunicorn_config.py).
         app.config["SECRET_KEY"] = secrets.token_hex(32)
-    app.config["ALLOWED_HOSTS"] = (parse_hosts(app.config.get("ALLOWED_HOSTS"))
-                                   or default_allowed_hosts(app.config.get("BIND_HOST")))
+    app.config["ALLOWED_HOSTS"] = parse_hosts(
+        app.config.get("ALLOWED_HOSTS")
+    ) or default_allowed_hosts(app.config.get("BIND_HOST"))
     app.config["VERSION"] = __version__
 
     from .api import bp as api_bp
@@ -114,8 +124,11 @@ class Services:
 
                     url = self.config.get("STORE_URL")  # None → the executor's default
                     workers = self.config.get("WORKERS")
-                    self._executor = make_executor(url, broker_url=self.config.get("BROKER_URL"),
-                                                   workers=int(workers) if workers else None)
+                    self._executor = make_executor(
+                        url,
+                        broker_url=self.config.get("BROKER_URL"),
+                        workers=int(workers) if workers else None,
+                    )
                     self._owns_executor = True
                     # the local pool's worker processes must not outlive the server
                     atexit.register(self.shutdown)

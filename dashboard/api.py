@@ -44,13 +44,19 @@ def _int_arg(name: str, default: int | None, low: int = 0, high: int | None = No
     try:
         value = int(raw)
     except ValueError:
-        raise APIError(400, f"query parameter {name} must be an integer, but got {raw!r}",
-                       [{"path": name, "message": "must be an integer"}]) from None
+        raise APIError(
+            400,
+            f"query parameter {name} must be an integer, but got {raw!r}",
+            [{"path": name, "message": "must be an integer"}],
+        ) from None
     high = MAX_INT_ARG if high is None else min(high, MAX_INT_ARG)
     if value < low or value > high:
         bound = f"between {low} and {high}"
-        raise APIError(400, f"query parameter {name} must be {bound}, but got {value}",
-                       [{"path": name, "message": f"must be {bound}"}])
+        raise APIError(
+            400,
+            f"query parameter {name} must be {bound}, but got {value}",
+            [{"path": name, "message": f"must be {bound}"}],
+        )
     return value
 
 
@@ -65,9 +71,14 @@ def health() -> Any:
         services().store.list_experiments(limit=1)
     except DnnframeError as exc:
         raise APIError(503, f"the result store is unavailable: {exc}") from None
-    return jsonify({"status": "ok", "version": __version__,
-                    "store_ms": round((time.perf_counter() - started) * 1000, 2),
-                    "executor": "celery" if current_app.config.get("BROKER_URL") else "local"})
+    return jsonify(
+        {
+            "status": "ok",
+            "version": __version__,
+            "store_ms": round((time.perf_counter() - started) * 1000, 2),
+            "executor": "celery" if current_app.config.get("BROKER_URL") else "local",
+        }
+    )
 
 
 @bp.get("/openapi.json")
@@ -97,8 +108,14 @@ def validate() -> Any:
             return jsonify(body), 400
     else:
         spec = check_web_spec(read_json_body(request))
-    return jsonify({"valid": True, "n_trials": count_trials(spec), "experiment_id": spec.experiment_id,
-                    "spec": spec.to_dict()})
+    return jsonify(
+        {
+            "valid": True,
+            "n_trials": count_trials(spec),
+            "experiment_id": spec.experiment_id,
+            "spec": spec.to_dict(),
+        }
+    )
 
 
 @bp.post("/experiments")
@@ -107,11 +124,16 @@ def create_experiment() -> Any:
     """Store a sweep and queue its trials; the same spec again is the same experiment."""
     spec = check_web_spec(read_json_body(request))
     result, created = submit_spec(spec)
-    body = {"id": result.experiment.id, "name": result.experiment.name,
-            "n_trials": result.experiment.n_trials, "new_trials": len(result.new_trial_ids),
-            "queued_trials": len(result.submitted_trial_ids), "created": created,
-            "url": url_for("ui.experiment_page", experiment_id=result.experiment.id),
-            "api_url": url_for("api.get_experiment", experiment_id=result.experiment.id)}
+    body = {
+        "id": result.experiment.id,
+        "name": result.experiment.name,
+        "n_trials": result.experiment.n_trials,
+        "new_trials": len(result.new_trial_ids),
+        "queued_trials": len(result.submitted_trial_ids),
+        "created": created,
+        "url": url_for("ui.experiment_page", experiment_id=result.experiment.id),
+        "api_url": url_for("api.get_experiment", experiment_id=result.experiment.id),
+    }
     response = jsonify(body)
     response.status_code = 201 if created else 200
     response.headers["Location"] = body["api_url"]
@@ -125,7 +147,9 @@ def list_experiments() -> Any:
     offset = _int_arg("offset", 0, 0)
     store = services().store
     exps = store.list_experiments(limit=limit, offset=offset)
-    return jsonify({"experiments": [experiment_json(e) for e in exps], "limit": limit, "offset": offset})
+    return jsonify(
+        {"experiments": [experiment_json(e) for e in exps], "limit": limit, "offset": offset}
+    )
 
 
 @bp.get("/experiments/<experiment_id>")
@@ -144,42 +168,71 @@ def list_trials(experiment_id: str) -> Any:
     """
     store = services().store
     exp = store.get_experiment(experiment_id)
-    states = [s.strip().upper() for v in request.args.getlist("state") for s in v.split(",") if s.strip()]
+    states = [
+        s.strip().upper() for v in request.args.getlist("state") for s in v.split(",") if s.strip()
+    ]
     bad = [s for s in states if s not in TRIAL_STATES]
     if bad:
-        raise APIError(400, f"unknown state {bad[0]!r}; known: {', '.join(TRIAL_STATES)}",
-                       [{"path": "state", "message": f"must be one of {', '.join(TRIAL_STATES)}"}])
+        raise APIError(
+            400,
+            f"unknown state {bad[0]!r}; known: {', '.join(TRIAL_STATES)}",
+            [{"path": "state", "message": f"must be one of {', '.join(TRIAL_STATES)}"}],
+        )
     sort = _sort_arg()
     since = _int_arg("since", None, 0)
     if since is not None and sort not in (None, "seq"):
         # the cursor is a change number: only a page in change order can say where the next
         # one starts without skipping rows
-        raise APIError(400, f"since= follows changes in change order and cannot be combined with "
-                            f"sort={sort!r}; drop since to sort, or drop sort to follow changes",
-                       [{"path": "sort", "message": "must be empty or 'seq' when since is given"}])
+        raise APIError(
+            400,
+            f"since= follows changes in change order and cannot be combined with "
+            f"sort={sort!r}; drop since to sort, or drop sort to follow changes",
+            [{"path": "sort", "message": "must be empty or 'seq' when since is given"}],
+        )
     order = (request.args.get("order") or ("desc" if sort else "asc")).lower()
     if order not in ("asc", "desc"):
-        raise APIError(400, f"order must be asc or desc, but got {order!r}",
-                       [{"path": "order", "message": "must be asc or desc"}])
+        raise APIError(
+            400,
+            f"order must be asc or desc, but got {order!r}",
+            [{"path": "order", "message": "must be asc or desc"}],
+        )
     if since is not None and order == "desc":
-        raise APIError(400, "since= pages run in ascending change order; drop order=desc",
-                       [{"path": "order", "message": "must be asc when since is given"}])
+        raise APIError(
+            400,
+            "since= pages run in ascending change order; drop order=desc",
+            [{"path": "order", "message": "must be asc when since is given"}],
+        )
     limit = _int_arg("limit", 100 if sort else MAX_PAGE, 1, MAX_PAGE)
     offset = _int_arg("offset", 0, 0)
     history = request.args.get("history", "").lower() in ("1", "true", "yes")
     # one row more than asked says whether another page exists
     rows = store.list_trials(
-        experiment_id, state=[TrialState(s) for s in states] or None,
-        sort_by=sort, descending=(order == "desc"), limit=limit + 1, offset=offset, since=since)
+        experiment_id,
+        state=[TrialState(s) for s in states] or None,
+        sort_by=sort,
+        descending=(order == "desc"),
+        limit=limit + 1,
+        offset=offset,
+        since=since,
+    )
     more = len(rows) > limit
     trials = rows[:limit]
     cursor = max([t.seq for t in trials], default=since or 0)
     exp_json = experiment_json(exp)
-    return jsonify({"experiment_id": experiment_id, "trials": [trial_json(t, history=history) for t in trials],
-                    "cursor": cursor, "limit": limit, "offset": offset,
-                    "more": more, "counts": exp_json["counts"],
-                    "n_trials": exp.n_trials, "status": exp_json["status"],
-                    "status_text": exp_json["status_text"]})
+    return jsonify(
+        {
+            "experiment_id": experiment_id,
+            "trials": [trial_json(t, history=history) for t in trials],
+            "cursor": cursor,
+            "limit": limit,
+            "offset": offset,
+            "more": more,
+            "counts": exp_json["counts"],
+            "n_trials": exp.n_trials,
+            "status": exp_json["status"],
+            "status_text": exp_json["status_text"],
+        }
+    )
 
 
 def _sort_arg() -> str | None:
@@ -188,10 +241,14 @@ def _sort_arg() -> str | None:
     if sort is None:
         return None
     allowed = sorted(SORT_KEYS)
-    rule = (f"must be one of {', '.join(allowed)}, or a dotted path starting with 'config.' "
-            "or 'result.'")
+    rule = (
+        f"must be one of {', '.join(allowed)}, or a dotted path starting with 'config.' "
+        "or 'result.'"
+    )
     if sort not in SORT_KEYS and not sort.startswith(("config.", "result.")):
-        raise APIError(400, f"unknown sort key {sort[:100]!r}: {rule}", [{"path": "sort", "message": rule}])
+        raise APIError(
+            400, f"unknown sort key {sort[:100]!r}: {rule}", [{"path": "sort", "message": rule}]
+        )
     try:
         resolve_sort_path(sort)
     except ValueError as exc:
@@ -206,8 +263,11 @@ def export(experiment_id: str) -> Response:
 
     fmt = (request.args.get("format") or "csv").lower()
     if fmt not in ("csv", "jsonl"):
-        raise APIError(400, f"format must be csv or jsonl, but got {fmt!r}",
-                       [{"path": "format", "message": "must be csv or jsonl"}])
+        raise APIError(
+            400,
+            f"format must be csv or jsonl, but got {fmt!r}",
+            [{"path": "format", "message": "must be csv or jsonl"}],
+        )
     store = services().store
     store.get_experiment(experiment_id)  # 404 for an unknown id
     buffer = io.StringIO()
@@ -231,8 +291,13 @@ def cancel(experiment_id: str) -> Any:
     n = svc.store.cancel_experiment(experiment_id)
     if svc.has_executor:
         svc.executor.cancel(experiment_id)
-    return jsonify({"id": experiment_id, "cancelled_trials": n,
-                    **experiment_json(svc.store.get_experiment(experiment_id))})
+    return jsonify(
+        {
+            "id": experiment_id,
+            "cancelled_trials": n,
+            **experiment_json(svc.store.get_experiment(experiment_id)),
+        }
+    )
 
 
 # --------------------------------------------------------------------------- trials, workers, data
@@ -253,7 +318,9 @@ def workers() -> Any:
     body: dict[str, Any] = {"workers": rows, "celery": None}
     broker = current_app.config.get("BROKER_URL")
     if broker:
-        body["celery"] = _celery_inspect(broker, float(current_app.config["CELERY_INSPECT_TIMEOUT"]))
+        body["celery"] = _celery_inspect(
+            broker, float(current_app.config["CELERY_INSPECT_TIMEOUT"])
+        )
     return jsonify(body)
 
 
@@ -274,7 +341,11 @@ def _celery_app(broker: str) -> Any:
     # a page must not hang on a broker that is down: fail fast instead of retrying
     app.conf.broker_connection_timeout = 1.0
     app.conf.broker_connection_max_retries = 1
-    app.conf.broker_transport_options = {"max_retries": 1, "interval_start": 0, "interval_step": 0.2}
+    app.conf.broker_transport_options = {
+        "max_retries": 1,
+        "interval_start": 0,
+        "interval_step": 0.2,
+    }
     return app
 
 
@@ -282,8 +353,11 @@ def _celery_inspect(broker: str, timeout: float) -> dict[str, Any]:
     try:
         inspect = _celery_app(broker).control.inspect(timeout=timeout)
         active = inspect.active() or {}
-        return {"ok": True, "workers": sorted(active),
-                "active": {name: [t.get("args") for t in tasks] for name, tasks in active.items()}}
+        return {
+            "ok": True,
+            "workers": sorted(active),
+            "active": {name: [t.get("args") for t in tasks] for name, tasks in active.items()},
+        }
     except Exception as exc:  # noqa: BLE001 - a broker hiccup must not break the page
         return {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
 

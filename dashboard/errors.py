@@ -21,8 +21,13 @@ class APIError(Exception):
     client (or the sweep form) can show each one next to its field.
     """
 
-    def __init__(self, status: int, message: str, errors: list[dict[str, str]] | None = None,
-                 headers: dict[str, str] | None = None):
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        errors: list[dict[str, str]] | None = None,
+        headers: dict[str, str] | None = None,
+    ):
         super().__init__(message)
         self.status = status
         self.message = message
@@ -61,8 +66,12 @@ def to_api_error(exc: BaseException) -> APIError:
     if isinstance(exc, APIError):
         return exc
     if isinstance(exc, SpecError):
-        return APIError(400, "the spec is invalid: " + "; ".join(
-            f"{e['path'] or '<root>'}: {e['message']}" for e in exc.errors), exc.errors)
+        return APIError(
+            400,
+            "the spec is invalid: "
+            + "; ".join(f"{e['path'] or '<root>'}: {e['message']}" for e in exc.errors),
+            exc.errors,
+        )
     if isinstance(exc, DatasetError):
         return APIError(400, str(exc), [{"path": "dataset", "message": str(exc)}])
     if isinstance(exc, NotFoundError):
@@ -96,8 +105,9 @@ def register_error_handlers(app: Flask) -> None:
     def handle(exc: Exception) -> Response | tuple[Any, int]:
         error = to_api_error(exc)
         if error.status >= 500:
-            app.logger.exception("unhandled error on %s %s", request.method, request.path,
-                                 exc_info=exc)
+            app.logger.exception(
+                "unhandled error on %s %s", request.method, request.path, exc_info=exc
+            )
         if _wants_json():
             response = jsonify(error.to_dict())
         else:

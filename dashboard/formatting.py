@@ -25,7 +25,11 @@ def significant(value: Any, digits: int = 4) -> Any:
 
 def duration(seconds: Any) -> Any:
     """Seconds as people read them: ``8.72e-05`` → ``0.087 ms``, ``3.2`` → ``3.2 s``."""
-    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not math.isfinite(seconds):
+    if (
+        isinstance(seconds, bool)
+        or not isinstance(seconds, (int, float))
+        or not math.isfinite(seconds)
+    ):
         return seconds
     if abs(seconds) < 1:
         return f"{significant(float(seconds) * 1000, 3)} ms"

@@ -19,19 +19,38 @@ from .service import check_web_spec
 
 # spec path prefix → form field (longest prefix first)
 _PATH_TO_FIELD = [
-    ("dataset.label_column", "label_column"), ("dataset.upload", "upload"), ("dataset.path", "dataset"),
-    ("dataset", "dataset"), ("model.hidden_layers", "hidden_layers"), ("model.width", "width"),
-    ("model.activation", "activation"), ("model", "hidden_layers"),
-    ("training.optimizer", "optimizer"), ("training.learning_rate", "learning_rate"),
-    ("training.max_epochs", "epochs"), ("training.batch_size", "batch_size"),
-    ("training", "optimizer"), ("search.seeds", "seeds"), ("search", "seeds"), ("name", "name"),
+    ("dataset.label_column", "label_column"),
+    ("dataset.upload", "upload"),
+    ("dataset.path", "dataset"),
+    ("dataset", "dataset"),
+    ("model.hidden_layers", "hidden_layers"),
+    ("model.width", "width"),
+    ("model.activation", "activation"),
+    ("model", "hidden_layers"),
+    ("training.optimizer", "optimizer"),
+    ("training.learning_rate", "learning_rate"),
+    ("training.max_epochs", "epochs"),
+    ("training.batch_size", "batch_size"),
+    ("training", "optimizer"),
+    ("search.seeds", "seeds"),
+    ("search", "seeds"),
+    ("name", "name"),
 ]
 
 _RANGE = re.compile(r"^\s*(-?\d+)\s*(?:-|\.\.)\s*(-?\d+)\s*(?::\s*(\d+)\s*)?$")
 
-DEFAULT_FORM = {"name": "layer-sweep", "dataset": "iris", "hidden_layers": "1-3", "width": "16",
-                "activation": ["relu"], "optimizer": ["adam"], "learning_rate": "0.01",
-                "epochs": "10", "batch_size": "32", "seeds": "2"}
+DEFAULT_FORM = {
+    "name": "layer-sweep",
+    "dataset": "iris",
+    "hidden_layers": "1-3",
+    "width": "16",
+    "activation": ["relu"],
+    "optimizer": ["adam"],
+    "learning_rate": "0.01",
+    "epochs": "10",
+    "batch_size": "32",
+    "seeds": "2",
+}
 
 
 class FormErrors(Exception):
@@ -62,8 +81,11 @@ def _ints(field: str, text: str, errors: dict[str, str], allow_range: bool = Tru
     try:
         return _one_or_grid([int(p) for p in _split(text)])
     except ValueError:
-        hint = "a number, a range like 1-4 or 2-16:2, or a list like 1, 2, 4" if allow_range \
+        hint = (
+            "a number, a range like 1-4 or 2-16:2, or a list like 1, 2, 4"
+            if allow_range
             else "a number or a list like 16, 32"
+        )
         errors[field] = f"must be {hint}, but got {text!r}"
         return None
 
@@ -139,14 +161,19 @@ def _read_form(form: MultiDict) -> tuple[dict[str, Any], dict[str, str]]:
     except ValueError:
         errors["seeds"] = f"must be a whole number of seeds, but got {seeds_text!r}"
         seeds = 1
-    model = {"hidden_layers": _ints("hidden_layers", form.get("hidden_layers", ""), errors),
-             "width": _ints("width", form.get("width", ""), errors, allow_range=False),
-             "activation": _one_or_grid(activations) if activations else None}
-    training = {"optimizer": _one_or_grid(optimizers) if optimizers else None,
-                "learning_rate": _floats("learning_rate", form.get("learning_rate", ""), errors),
-                "max_epochs": _ints("epochs", form.get("epochs", ""), errors),
-                "batch_size": _ints("batch_size", form.get("batch_size") or "32", errors,
-                                    allow_range=False)}
+    model = {
+        "hidden_layers": _ints("hidden_layers", form.get("hidden_layers", ""), errors),
+        "width": _ints("width", form.get("width", ""), errors, allow_range=False),
+        "activation": _one_or_grid(activations) if activations else None,
+    }
+    training = {
+        "optimizer": _one_or_grid(optimizers) if optimizers else None,
+        "learning_rate": _floats("learning_rate", form.get("learning_rate", ""), errors),
+        "max_epochs": _ints("epochs", form.get("epochs", ""), errors),
+        "batch_size": _ints(
+            "batch_size", form.get("batch_size") or "32", errors, allow_range=False
+        ),
+    }
     spec = {
         "name": (form.get("name") or "").strip() or "experiment",
         "dataset": dataset,

@@ -1,4 +1,6 @@
-"""gunicorn settings for the dashboard: ``gunicorn -c python:dashboard.gunicorn_config dashboard.wsgi:app``.
+"""gunicorn settings for the dashboard.
+
+``gunicorn -c python:dashboard.gunicorn_config dashboard.wsgi:app`` uses them.
 
 Every value can still be overridden on gunicorn's command line or in ``GUNICORN_CMD_ARGS``.
 Loaded in gunicorn's master process before any worker starts, which is what lets it give
@@ -20,7 +22,7 @@ threads = int(os.environ.get("DNNFRAME_WEB_THREADS", "4"))
 # SIGTERM: stop accepting, let requests in flight finish for up to graceful_timeout seconds.
 graceful_timeout = 20
 timeout = 60
-accesslog = "-"   # stdout, one line per request
+accesslog = "-"  # stdout, one line per request
 errorlog = "-"
 access_log_format = '%(h)s "%(r)s" %(s)s %(b)s %(M)sms pid=%(p)s'
 forwarded_allow_ips = os.environ.get("FORWARDED_ALLOW_IPS", "127.0.0.1")
@@ -37,8 +39,10 @@ if _DREW_KEY:
 def when_ready(server: Any) -> None:
     """Default the allowed hosts to the addresses gunicorn listens on (before workers fork)."""
     if _DREW_KEY:
-        server.log.info("DNNFRAME_SECRET_KEY is not set: the workers share a key drawn at start-up; "
-                        "set it to keep sessions across restarts or several servers")
+        server.log.info(
+            "DNNFRAME_SECRET_KEY is not set: the workers share a key drawn at start-up; "
+            "set it to keep sessions across restarts or several servers"
+        )
     hosts = []
     for address in server.cfg.bind:
         parsed = parse_address(address)

@@ -68,10 +68,13 @@ def check_allowed_host() -> None:
         return
     name = request_hostname(request.host)
     if name is None or name.rstrip(".") not in allowed:
-        raise APIError(400, f"the Host header names {request.host[:200]!r}, which this server does "
-                            f"not answer to (allowed: {', '.join(allowed)}); add it to "
-                            "DNNFRAME_ALLOWED_HOSTS if it is yours",
-                       [{"path": "Host", "message": "not an allowed host"}])
+        raise APIError(
+            400,
+            f"the Host header names {request.host[:200]!r}, which this server does "
+            f"not answer to (allowed: {', '.join(allowed)}); add it to "
+            "DNNFRAME_ALLOWED_HOSTS if it is yours",
+            [{"path": "Host", "message": "not an allowed host"}],
+        )
 
 
 # --------------------------------------------------------------------------- secrets
@@ -116,8 +119,9 @@ def session_signed_in() -> bool:
 
 
 # --------------------------------------------------------------------------- the API token
-def require_token(view: Callable[..., Any] | None = None, *, json_only: bool = False,
-                  allow_session: bool = False) -> Callable[..., Any]:
+def require_token(
+    view: Callable[..., Any] | None = None, *, json_only: bool = False, allow_session: bool = False
+) -> Callable[..., Any]:
     """Guard a write endpoint: the bearer token when one is set, same-site checks otherwise.
 
     Without a configured token a browser could still be made to write from another site
@@ -136,8 +140,12 @@ def require_token(view: Callable[..., Any] | None = None, *, json_only: bool = F
         expected = current_app.config.get("API_TOKEN")
         if not expected:
             check_same_site(check_body=not json_only)
-        elif not (allow_session and "Authorization" not in request.headers
-                  and session_signed_in() and csrf_given_matches()):
+        elif not (
+            allow_session
+            and "Authorization" not in request.headers
+            and session_signed_in()
+            and csrf_given_matches()
+        ):
             _check_bearer(str(expected))
         return view(*args, **kwargs)
 
@@ -149,8 +157,11 @@ def _check_bearer(expected: str) -> None:
     scheme, _, given = header.partition(" ")
     challenge = {"WWW-Authenticate": 'Bearer realm="dnnframe"'}
     if scheme.lower() != "bearer" or not given:
-        raise APIError(401, "this endpoint needs an API token: send "
-                            "'Authorization: Bearer <token>'", headers=challenge)
+        raise APIError(
+            401,
+            "this endpoint needs an API token: send 'Authorization: Bearer <token>'",
+            headers=challenge,
+        )
     if not same_secret(given.strip(), expected):
         raise APIError(401, "the API token is wrong", headers=challenge)
 
@@ -187,18 +198,25 @@ def check_same_site(check_body: bool = True) -> None:
     session's CSRF token, as the dashboard's own forms do.
     """
     origin = request.headers.get("Origin")
-    header, value = (("Origin", origin) if origin is not None
-                     else ("Referer", request.headers.get("Referer")))
+    header, value = (
+        ("Origin", origin) if origin is not None else ("Referer", request.headers.get("Referer"))
+    )
     if value is not None and not _same_host(value):
-        raise APIError(403, f"cross-site request refused: the {header} header ({value[:200]!r}) "
-                            f"names another site than this server ({request.host!r})",
-                       [{"path": header, "message": "must name this server"}])
+        raise APIError(
+            403,
+            f"cross-site request refused: the {header} header ({value[:200]!r}) "
+            f"names another site than this server ({request.host!r})",
+            [{"path": header, "message": "must name this server"}],
+        )
     has_body = bool(request.content_length) or bool(request.mimetype)
     if not check_body or value is None or request.is_json or not has_body:
         return
     if not csrf_given_matches():
-        raise APIError(403, f"a {request.mimetype or 'non-JSON'} body needs the dashboard "
-                            "session's CSRF token (field csrf_token or header X-CSRF-Token) while "
-                            "no API token is configured; send JSON, or set DNNFRAME_API_TOKEN and "
-                            "send 'Authorization: Bearer <token>'",
-                       [{"path": "csrf_token", "message": "missing or stale"}])
+        raise APIError(
+            403,
+            f"a {request.mimetype or 'non-JSON'} body needs the dashboard "
+            "session's CSRF token (field csrf_token or header X-CSRF-Token) while "
+            "no API token is configured; send JSON, or set DNNFRAME_API_TOKEN and "
+            "send 'Authorization: Bearer <token>'",
+            [{"path": "csrf_token", "message": "missing or stale"}],
+        )

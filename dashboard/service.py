@@ -33,10 +33,20 @@ def check_web_spec(data: Any) -> ExperimentSpec:
     ``upload`` ids from ``POST /api/v1/datasets``. Every problem is reported at once.
     """
     errors: list[dict[str, str]] = []
-    if isinstance(data, dict) and isinstance(data.get("dataset"), dict) and "path" in data["dataset"]:
-        errors.append({"path": "dataset.path", "message": (
-            "server file paths are not accepted over the web; upload the CSV with "
-            "POST /api/v1/datasets and use dataset.upload with the returned id")})
+    if (
+        isinstance(data, dict)
+        and isinstance(data.get("dataset"), dict)
+        and "path" in data["dataset"]
+    ):
+        errors.append(
+            {
+                "path": "dataset.path",
+                "message": (
+                    "server file paths are not accepted over the web; upload the CSV with "
+                    "POST /api/v1/datasets and use dataset.upload with the returned id"
+                ),
+            }
+        )
     spec = None
     try:
         spec = parse_spec(data, source="request body")
@@ -48,9 +58,18 @@ def check_web_spec(data: Any) -> ExperimentSpec:
     cap = int(current_app.config["MAX_TRIALS"])
     n = count_trials(spec)
     if n > cap:
-        raise SpecError([{"path": "search", "message": (
-            f"the sweep has {n} trials, more than this server accepts ({cap}); "
-            "narrow the search spaces or use fewer seeds")}], "request body")
+        raise SpecError(
+            [
+                {
+                    "path": "search",
+                    "message": (
+                        f"the sweep has {n} trials, more than this server accepts ({cap}); "
+                        "narrow the search spaces or use fewer seeds"
+                    ),
+                }
+            ],
+            "request body",
+        )
     _check_dataset_size(spec, int(current_app.config["MAX_DATASET_CELLS"]))
     _check_upload(spec)
     return spec
@@ -87,10 +106,20 @@ def _check_dataset_size(spec: ExperimentSpec, cap: int) -> None:
     rows = _largest(params.get("n_samples", params.get("num_samples")), rows_default)
     cols = _largest(params.get("n_features"), cols_default)
     if rows * cols > cap:
-        raise SpecError([{"path": "dataset.params", "message": (
-            f"the generated dataset would hold {int(rows)} x {int(cols)} = {int(rows * cols)} "
-            f"values, more than this server generates per request ({cap}); use fewer "
-            "n_samples/n_features or run it with the CLI")}], "request body")
+        raise SpecError(
+            [
+                {
+                    "path": "dataset.params",
+                    "message": (
+                        f"the generated dataset would hold {int(rows)} x {int(cols)} = "
+                        f"{int(rows * cols)} "
+                        f"values, more than this server generates per request ({cap}); use fewer "
+                        "n_samples/n_features or run it with the CLI"
+                    ),
+                }
+            ],
+            "request body",
+        )
 
 
 def _check_upload(spec: ExperimentSpec) -> None:
@@ -102,9 +131,18 @@ def _check_upload(spec: ExperimentSpec) -> None:
         return
     path = upload_path(ds["upload"])
     if not path.is_file():
-        raise SpecError([{"path": "dataset.upload", "message": (
-            f"no uploaded dataset with id {ds['upload']!r}; upload it with POST /api/v1/datasets")}],
-            "request body")
+        raise SpecError(
+            [
+                {
+                    "path": "dataset.upload",
+                    "message": (
+                        f"no uploaded dataset with id {ds['upload']!r}; "
+                        "upload it with POST /api/v1/datasets"
+                    ),
+                }
+            ],
+            "request body",
+        )
     label = ds.get("label_column")
     if isinstance(label, str):
         loss = spec.model.get("loss")
@@ -113,8 +151,10 @@ def _check_upload(spec: ExperimentSpec) -> None:
             parse_csv(path.read_bytes(), label, task)
         except csv.Error as exc:
             # uploads are checked when stored, but a file the limit changed under must not 500
-            raise SpecError([{"path": "dataset.upload", "message": f"the CSV is malformed: {exc}"}],
-                            "request body") from None
+            raise SpecError(
+                [{"path": "dataset.upload", "message": f"the CSV is malformed: {exc}"}],
+                "request body",
+            ) from None
         except DatasetError as exc:
             # a text column is only wrong as a feature: choosing it as the label fixes that
             label_related = "label column" in str(exc) or "must be numeric" in str(exc)
@@ -136,28 +176,41 @@ def _json_depth_exceeds(value: Any, limit: int) -> bool:
             if depth > limit:
                 return True
             children = item.values() if isinstance(item, dict) else item
-            stack.extend((child, depth + 1) for child in children if isinstance(child, (dict, list)))
+            stack.extend(
+                (child, depth + 1) for child in children if isinstance(child, (dict, list))
+            )
     return False
 
 
 def read_json_body(request) -> Any:
     """The request's JSON body, or a 400 that says why it is not one."""
     if not request.is_json:
-        raise APIError(400, f"the body must be JSON (Content-Type: application/json), but got "
-                            f"{request.mimetype or 'no content type'!r}",
-                       [{"path": "", "message": "expected a JSON object"}])
+        raise APIError(
+            400,
+            f"the body must be JSON (Content-Type: application/json), but got "
+            f"{request.mimetype or 'no content type'!r}",
+            [{"path": "", "message": "expected a JSON object"}],
+        )
     try:
         data = request.get_json(silent=True)
     except RecursionError:
         # json's C decoder gives up past the interpreter's recursion limit; that is the
         # client's body, not a server fault
-        raise APIError(400, "the JSON body is nested too deeply",
-                       [{"path": "", "message": "JSON nested too deeply"}]) from None
+        raise APIError(
+            400,
+            "the JSON body is nested too deeply",
+            [{"path": "", "message": "JSON nested too deeply"}],
+        ) from None
     if data is None:
-        raise APIError(400, "the body is not valid JSON", [{"path": "", "message": "not valid JSON"}])
+        raise APIError(
+            400, "the body is not valid JSON", [{"path": "", "message": "not valid JSON"}]
+        )
     if _json_depth_exceeds(data, MAX_JSON_DEPTH):
-        raise APIError(400, f"the JSON body is nested too deeply (more than {MAX_JSON_DEPTH} levels)",
-                       [{"path": "", "message": "JSON nested too deeply"}])
+        raise APIError(
+            400,
+            f"the JSON body is nested too deeply (more than {MAX_JSON_DEPTH} levels)",
+            [{"path": "", "message": "JSON nested too deeply"}],
+        )
     return data
 
 
@@ -187,9 +240,14 @@ def upload_response() -> Any:
     """Answer a CSV upload (multipart field ``file``, optional ``label_column``) with its id."""
     file = request.files.get("file")
     if file is None:
-        raise APIError(400, "send the CSV as multipart/form-data field 'file'",
-                       [{"path": "file", "message": "missing"}])
-    info = store_upload(file.read(), file.filename, (request.form.get("label_column") or "").strip() or None)
+        raise APIError(
+            400,
+            "send the CSV as multipart/form-data field 'file'",
+            [{"path": "file", "message": "missing"}],
+        )
+    info = store_upload(
+        file.read(), file.filename, (request.form.get("label_column") or "").strip() or None
+    )
     return jsonify(info), 201
 
 
@@ -201,7 +259,9 @@ def store_upload(data: bytes, filename: str | None, label_column: str | None) ->
     """
     from dnnframe.datasets import parse_csv, upload_path
 
-    cap = int(current_app.config.get("MAX_UPLOAD_BYTES") or current_app.config["MAX_CONTENT_LENGTH"])
+    cap = int(
+        current_app.config.get("MAX_UPLOAD_BYTES") or current_app.config["MAX_CONTENT_LENGTH"]
+    )
     if len(data) > cap:
         raise APIError(413, f"the CSV is {len(data)} bytes, more than the limit of {cap} bytes")
     if not data.strip():
@@ -209,14 +269,19 @@ def store_upload(data: bytes, filename: str | None, label_column: str | None) ->
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError:
-        raise APIError(400, "the CSV must be UTF-8 text", [{"path": "file", "message": "not UTF-8 text"}]) from None
+        raise APIError(
+            400, "the CSV must be UTF-8 text", [{"path": "file", "message": "not UTF-8 text"}]
+        ) from None
     try:
         rows = [r for r in csv.reader(io.StringIO(text)) if any(c.strip() for c in r)]
     except csv.Error as exc:
         raise _csv_error(exc) from None
     if len(rows) < 2:
-        raise APIError(400, "the CSV needs a header row and at least one data row",
-                       [{"path": "file", "message": "needs a header row and at least one data row"}])
+        raise APIError(
+            400,
+            "the CSV needs a header row and at least one data row",
+            [{"path": "file", "message": "needs a header row and at least one data row"}],
+        )
     header = [h.strip() for h in rows[0]]
     if label_column:
         try:
@@ -238,27 +303,38 @@ def store_upload(data: bytes, filename: str | None, label_column: str | None) ->
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
         os.replace(tmp, path)
-    return {"id": upload_id, "filename": filename, "header": header, "rows": len(rows) - 1,
-            "label_candidates": candidates, "bytes": len(data)}
+    return {
+        "id": upload_id,
+        "filename": filename,
+        "header": header,
+        "rows": len(rows) - 1,
+        "label_candidates": candidates,
+        "bytes": len(data),
+    }
 
 
 def _csv_error(exc: csv.Error) -> APIError:
     """A 400 for what Python's csv module refuses (a cell over its field size limit, ...)."""
     text = str(exc)
     if "field larger than field limit" in text:
-        text = (f"a cell is longer than the limit of {csv.field_size_limit()} characters "
-                f"({text})")
+        text = f"a cell is longer than the limit of {csv.field_size_limit()} characters ({text})"
     msg = "the CSV is malformed: " + text
     return APIError(400, msg, [{"path": "file", "message": text}])
 
 
 def _label_candidates(rows: list[list[str]], header: list[str]) -> list[str]:
     if len(header) < 2:
-        raise APIError(400, "the CSV needs at least two columns (features and a label)",
-                       [{"path": "file", "message": "needs at least two columns"}])
+        raise APIError(
+            400,
+            "the CSV needs at least two columns (features and a label)",
+            [{"path": "file", "message": "needs at least two columns"}],
+        )
     if len(set(header)) != len(header):
-        raise APIError(400, f"the CSV header has duplicate column names: {header}",
-                       [{"path": "file", "message": "duplicate column names"}])
+        raise APIError(
+            400,
+            f"the CSV header has duplicate column names: {header}",
+            [{"path": "file", "message": "duplicate column names"}],
+        )
     non_numeric: list[str] = []
     for r, row in enumerate(rows[1:], start=2):
         if len(row) != len(header):
@@ -274,15 +350,24 @@ def _label_candidates(rows: list[list[str]], header: list[str]) -> list[str]:
             if not ok:
                 non_numeric.append(name)
     if len(non_numeric) > 1:
-        msg = (f"feature columns must be numeric, but {', '.join(map(repr, non_numeric))} are not "
-               "(only the label column may hold text)")
+        msg = (
+            f"feature columns must be numeric, but {', '.join(map(repr, non_numeric))} are not "
+            "(only the label column may hold text)"
+        )
         raise APIError(400, msg, [{"path": "file", "message": msg}])
     return non_numeric or list(header)
 
 
 # --------------------------------------------------------------------------- JSON views
 
-FINAL_METRICS = ("test_accuracy", "test_loss", "val_accuracy", "val_loss", "train_accuracy", "train_loss")
+FINAL_METRICS = (
+    "test_accuracy",
+    "test_loss",
+    "val_accuracy",
+    "val_loss",
+    "train_accuracy",
+    "train_loss",
+)
 TRIAL_STATES = tuple(state.value for state in TrialState)
 # short sort keys: store columns, timing aliases and the final metrics every trial records
 SORT_KEYS = frozenset((*SORT_COLUMNS, *SORT_ALIASES, *FINAL_METRICS))
@@ -297,8 +382,12 @@ def experiment_json(exp: Any, store: Any | None = None, best: bool = False) -> d
     counts = {(_state(k)): int(v) for k, v in (exp.counts or {}).items()}
     finished = sum(v for k, v in counts.items() if k not in ("QUEUED", "RUNNING"))
     out: dict[str, Any] = {
-        "id": exp.id, "name": exp.name, "n_trials": exp.n_trials, "created_at": exp.created_at,
-        "cancel_requested": bool(exp.cancel_requested), "counts": counts,
+        "id": exp.id,
+        "name": exp.name,
+        "n_trials": exp.n_trials,
+        "created_at": exp.created_at,
+        "cancel_requested": bool(exp.cancel_requested),
+        "counts": counts,
         "finished": finished,
         "progress": (finished / exp.n_trials) if exp.n_trials else 1.0,
         "status": exp.status,
@@ -338,33 +427,54 @@ def trial_json(trial: Any, history: bool = False, full: bool = False) -> dict[st
     timings = result.get("timings") or {}
     last = trial.metrics[-1] if trial.metrics else {}
     out: dict[str, Any] = {
-        "id": trial.id, "state": _state(trial.state), "seq": trial.seq,
+        "id": trial.id,
+        "state": _state(trial.state),
+        "seq": trial.seq,
         "params": {
-            "hidden_layers": model.get("hidden_layers"), "width": model.get("width"),
-            "activation": model.get("activation"), "optimizer": training.get("optimizer"),
-            "learning_rate": training.get("learning_rate"), "batch_size": training.get("batch_size"),
-            "max_epochs": training.get("max_epochs"), "seed": cfg.get("seed"),
+            "hidden_layers": model.get("hidden_layers"),
+            "width": model.get("width"),
+            "activation": model.get("activation"),
+            "optimizer": training.get("optimizer"),
+            "learning_rate": training.get("learning_rate"),
+            "batch_size": training.get("batch_size"),
+            "max_epochs": training.get("max_epochs"),
+            "seed": cfg.get("seed"),
             "dataset": (cfg.get("dataset") or {}).get("name"),
         },
         "metrics": {k: final.get(k) for k in FINAL_METRICS if k in final},
         "epoch": last.get("epoch") if last else None,
         "epochs_run": result.get("epochs_run", len(trial.metrics)),
-        "train_seconds": timings.get("train"), "compile_seconds": timings.get("compile"),
-        "total_seconds": timings.get("total"), "n_params": result.get("n_params"),
-        "worker": trial.worker, "attempts": trial.attempts,
-        "started_at": trial.started_at, "finished_at": trial.finished_at,
+        "train_seconds": timings.get("train"),
+        "compile_seconds": timings.get("compile"),
+        "total_seconds": timings.get("total"),
+        "n_params": result.get("n_params"),
+        "worker": trial.worker,
+        "attempts": trial.attempts,
+        "started_at": trial.started_at,
+        "finished_at": trial.finished_at,
     }
     if not out["metrics"] and last:
         # a running trial shows its latest epoch so the table moves before it finishes
-        out["metrics"] = {k: last[k] for k in ("val_accuracy", "val_loss", "train_accuracy",
-                                               "train_loss") if k in last}
+        out["metrics"] = {
+            k: last[k]
+            for k in ("val_accuracy", "val_loss", "train_accuracy", "train_loss")
+            if k in last
+        }
     if history or full:
         out["history"] = list(trial.metrics)
     if full:
-        out.update({"config": cfg, "result": trial.result, "error": trial.error,
-                    "experiment_ids": list(trial.experiment_ids), "created_at": trial.created_at,
-                    "heartbeat_at": trial.heartbeat_at,
-                    "timings": timings, "environment": result.get("environment")})
+        out.update(
+            {
+                "config": cfg,
+                "result": trial.result,
+                "error": trial.error,
+                "experiment_ids": list(trial.experiment_ids),
+                "created_at": trial.created_at,
+                "heartbeat_at": trial.heartbeat_at,
+                "timings": timings,
+                "environment": result.get("environment"),
+            }
+        )
     if trial.error and not full:
         out["error"] = trial.error.strip().splitlines()[-1][:300]
     return out

@@ -42,8 +42,11 @@ OPTIMIZERS = ["sgd", "momentum", "nesterov", "adam", "rmsprop"]
 def check_csrf() -> None:
     """Form POSTs must echo the session's token (field ``csrf_token`` or header X-CSRF-Token)."""
     if not csrf_given_matches():
-        raise APIError(400, "the form's CSRF token is missing or stale; reload the page and try again",
-                       [{"path": "csrf_token", "message": "missing or stale"}])
+        raise APIError(
+            400,
+            "the form's CSRF token is missing or stale; reload the page and try again",
+            [{"path": "csrf_token", "message": "missing or stale"}],
+        )
 
 
 def token_required() -> bool:
@@ -57,7 +60,9 @@ def check_write_allowed() -> None:
     so the pages are no way around DNNFRAME_API_TOKEN."""
     check_csrf()
     if token_required():
-        raise APIError(401, "this server requires its API token for changes: sign in at /login first")
+        raise APIError(
+            401, "this server requires its API token for changes: sign in at /login first"
+        )
 
 
 @bp.route("/login", methods=["GET", "POST"])
@@ -129,8 +134,14 @@ def new_experiment() -> Any:
             result, _created = submit_spec(spec)
             return redirect(url_for("ui.experiment_page", experiment_id=result.experiment.id), 303)
         status = 400
-    return render_template("new.html", form=form, errors=errors, datasets=_datasets(),
-                           activations=ACTIVATIONS, optimizers=OPTIMIZERS), status
+    return render_template(
+        "new.html",
+        form=form,
+        errors=errors,
+        datasets=_datasets(),
+        activations=ACTIVATIONS,
+        optimizers=OPTIMIZERS,
+    ), status
 
 
 @bp.post("/uploads")

@@ -29,10 +29,26 @@ class Gunicorn:
 
     def __init__(self, env: dict[str, str], command: list[str] | None = None):
         self.proc = subprocess.Popen(
-            command or [sys.executable, "-m", "gunicorn", "--config", "python:dashboard.gunicorn_config",
-                        "--bind", "127.0.0.1:0", "--workers", "2", "dashboard.wsgi:app"],
-            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-            start_new_session=True)
+            command
+            or [
+                sys.executable,
+                "-m",
+                "gunicorn",
+                "--config",
+                "python:dashboard.gunicorn_config",
+                "--bind",
+                "127.0.0.1:0",
+                "--workers",
+                "2",
+                "dashboard.wsgi:app",
+            ],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            start_new_session=True,
+        )
         self.lines: queue.Queue[str] = queue.Queue()
         self.output: list[str] = []
         threading.Thread(target=self._read, daemon=True).start()
@@ -50,7 +66,9 @@ class Gunicorn:
             try:
                 line = self.lines.get(timeout=timeout)
             except queue.Empty:
-                raise AssertionError(f"no line matching {pattern!r}:\n{''.join(self.output)}") from None
+                raise AssertionError(
+                    f"no line matching {pattern!r}:\n{''.join(self.output)}"
+                ) from None
             if line == "":
                 raise AssertionError(f"gunicorn ended before {pattern!r}:\n{''.join(self.output)}")
             match = re.search(pattern, line)
@@ -59,7 +77,7 @@ class Gunicorn:
 
     def served_by(self, request_line: str) -> int:
         """The pid of the worker whose access log line shows ``request_line`` next."""
-        return int(self.wait_for(re.escape(request_line) + r'.* pid=<(\d+)>').group(1))
+        return int(self.wait_for(re.escape(request_line) + r".* pid=<(\d+)>").group(1))
 
     def stop(self) -> None:
         if self.proc.poll() is None:
@@ -68,10 +86,22 @@ class Gunicorn:
 
 
 def _env(tmp_path: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("DNNFRAME_SECRET_KEY", "DNNFRAME_ALLOWED_HOSTS", "DNNFRAME_BIND_HOST",
-                        "DNNFRAME_BROKER_URL", "GUNICORN_CMD_ARGS", "WEB_CONCURRENCY")}
-    env.update({"DNNFRAME_STORE_URL": f"sqlite:///{tmp_path / 'web.db'}", "DNNFRAME_API_TOKEN": TOKEN})
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k
+        not in (
+            "DNNFRAME_SECRET_KEY",
+            "DNNFRAME_ALLOWED_HOSTS",
+            "DNNFRAME_BIND_HOST",
+            "DNNFRAME_BROKER_URL",
+            "GUNICORN_CMD_ARGS",
+            "WEB_CONCURRENCY",
+        )
+    }
+    env.update(
+        {"DNNFRAME_STORE_URL": f"sqlite:///{tmp_path / 'web.db'}", "DNNFRAME_API_TOKEN": TOKEN}
+    )
     return env
 
 
@@ -84,8 +114,16 @@ def gunicorn(tmp_path, data_dir):
         server.stop()
 
 
-FORM = {"dataset": "iris", "hidden_layers": "1-2", "width": "4", "activation": "relu",
-        "optimizer": "adam", "learning_rate": "0.01", "epochs": "2", "seeds": "1"}
+FORM = {
+    "dataset": "iris",
+    "hidden_layers": "1-2",
+    "width": "4",
+    "activation": "relu",
+    "optimizer": "adam",
+    "learning_rate": "0.01",
+    "epochs": "2",
+    "seeds": "1",
+}
 
 
 def _fresh(session: requests.Session) -> requests.Session:
@@ -104,8 +142,11 @@ def test_two_workers_share_sessions_and_sigterm_finishes_the_request_in_flight(g
     html = browser.get(base + "/login").text
     csrf = re.search(r'name="csrf_token" value="([^"]+)"', html).group(1)
     gunicorn.served_by("GET /login")
-    r = browser.post(base + "/login", data={"csrf_token": csrf, "token": TOKEN, "next": "/"},
-                     allow_redirects=False)
+    r = browser.post(
+        base + "/login",
+        data={"csrf_token": csrf, "token": TOKEN, "next": "/"},
+        allow_redirects=False,
+    )
     assert r.status_code == 303
     signed_in_by = gunicorn.served_by("POST /login")
 
@@ -126,13 +167,18 @@ def test_two_workers_share_sessions_and_sigterm_finishes_the_request_in_flight(g
     assert r.status_code == 400 and "evil.example" in r.json()["message"]
 
     # SIGTERM while a request is in flight: it still gets its answer, then the server exits 0
-    body = json.dumps({"name": "graceful", "dataset": {"name": "iris"},
-                       "model": {"hidden_layers": 1, "width": 4}}).encode()
+    body = json.dumps(
+        {"name": "graceful", "dataset": {"name": "iris"}, "model": {"hidden_layers": 1, "width": 4}}
+    ).encode()
     with socket.create_connection(("127.0.0.1", port), timeout=60) as sock:
-        sock.sendall((f"POST /api/v1/validate HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
-                      f"Authorization: Bearer {TOKEN}\r\nContent-Type: application/json\r\n"
-                      f"Content-Length: {len(body)}\r\nExpect: 100-continue\r\n"
-                      "Connection: close\r\n\r\n").encode())
+        sock.sendall(
+            (
+                f"POST /api/v1/validate HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
+                f"Authorization: Bearer {TOKEN}\r\nContent-Type: application/json\r\n"
+                f"Content-Length: {len(body)}\r\nExpect: 100-continue\r\n"
+                "Connection: close\r\n\r\n"
+            ).encode()
+        )
         # a worker thread has parsed the headers and waits for the body: the request is in flight
         assert sock.recv(64).startswith(b"HTTP/1.1 100 Continue")
         gunicorn.proc.send_signal(signal.SIGTERM)
@@ -152,12 +198,17 @@ def test_two_workers_share_sessions_and_sigterm_finishes_the_request_in_flight(g
 
 def test_dnnframe_serve_production_runs_gunicorn(tmp_path, data_dir):
     dnnframe = Path(sys.executable).with_name("dnnframe")
-    server = Gunicorn(_env(tmp_path), [str(dnnframe), "serve", "--production", "--web-workers", "1",
-                                       "--port", "0"])
+    server = Gunicorn(
+        _env(tmp_path),
+        [str(dnnframe), "serve", "--production", "--web-workers", "1", "--port", "0"],
+    )
     try:
         port = int(server.wait_for(r"Listening at: http://127\.0\.0\.1:(\d+)").group(1))
         server.wait_for(r"Booting worker with pid")
-        assert requests.get(f"http://127.0.0.1:{port}/api/v1/health", timeout=30).json()["status"] == "ok"
+        assert (
+            requests.get(f"http://127.0.0.1:{port}/api/v1/health", timeout=30).json()["status"]
+            == "ok"
+        )
         server.wait_for(r'"GET /api/v1/health HTTP/1.1" 200')  # the access log, on stdout
         server.proc.send_signal(signal.SIGTERM)
         assert server.proc.wait(60) == 0

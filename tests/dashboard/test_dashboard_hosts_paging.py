@@ -17,8 +17,13 @@ SIX_SPEC = {**TINY_SPEC, "model": {"hidden_layers": {"grid": [1, 2, 3]}, "width"
 def _finish(store, trial_id, acc, state=TrialState.COMPLETE):
     assert store.claim_trial(trial_id, "w1") is not None
     result = {"metrics": {"test_accuracy": acc, "test_loss": 1 - acc}, "timings": {"train": 1.0}}
-    assert store.finish_trial(trial_id, state, result=result, worker="w1",
-                              error="RuntimeError: boom" if state == TrialState.FAILED else None)
+    assert store.finish_trial(
+        trial_id,
+        state,
+        result=result,
+        worker="w1",
+        error="RuntimeError: boom" if state == TrialState.FAILED else None,
+    )
 
 
 # --------------------------------------------------------------------------- allowed hosts
@@ -34,8 +39,9 @@ def test_foreign_host_with_matching_origin_is_refused_naming_the_host(client, re
     assert client.get("/", headers={"Host": "evil.example"}).status_code == 400
 
 
-@pytest.mark.parametrize("host", ["localhost", "localhost:5000", "127.0.0.1:8000", "[::1]:5000",
-                                  "LOCALHOST"])
+@pytest.mark.parametrize(
+    "host", ["localhost", "localhost:5000", "127.0.0.1:8000", "[::1]:5000", "LOCALHOST"]
+)
 def test_local_names_are_allowed_by_default(client, host):
     assert client.get("/api/v1/health", headers={"Host": host}).status_code == 200
 
@@ -43,7 +49,9 @@ def test_local_names_are_allowed_by_default(client, host):
 def test_allowed_hosts_from_the_environment_replace_the_default(monkeypatch, make_app):
     monkeypatch.setenv("DNNFRAME_ALLOWED_HOSTS", "dash.example.org, 10.0.0.5")
     client = make_app().test_client()
-    assert client.get("/api/v1/health", headers={"Host": "dash.example.org:8000"}).status_code == 200
+    assert (
+        client.get("/api/v1/health", headers={"Host": "dash.example.org:8000"}).status_code == 200
+    )
     assert client.get("/api/v1/health", headers={"Host": "10.0.0.5"}).status_code == 200
     r = client.get("/api/v1/health", headers={"Host": "localhost"})
     assert r.status_code == 400 and "dash.example.org, 10.0.0.5" in r.json["message"]
@@ -66,9 +74,20 @@ def test_validate_needs_the_token_when_one_is_set_or_a_signed_in_session(make_ap
     # the sweep form's own validation: a session that signed in, echoing its CSRF token
     html = client.get("/login").get_data(as_text=True)
     csrf = re.search(r'name="csrf_token" value="([^"]+)"', html).group(1)
-    form = {"dataset": "iris", "hidden_layers": "1", "width": "4", "activation": "relu",
-            "optimizer": "adam", "learning_rate": "0.01", "epochs": "2", "seeds": "1"}
-    assert client.post("/api/v1/validate", data=form, headers={"X-CSRF-Token": csrf}).status_code == 401
+    form = {
+        "dataset": "iris",
+        "hidden_layers": "1",
+        "width": "4",
+        "activation": "relu",
+        "optimizer": "adam",
+        "learning_rate": "0.01",
+        "epochs": "2",
+        "seeds": "1",
+    }
+    assert (
+        client.post("/api/v1/validate", data=form, headers={"X-CSRF-Token": csrf}).status_code
+        == 401
+    )
     client.post("/login", data={"csrf_token": csrf, "token": "s3cret", "next": "/"})
     assert client.post("/api/v1/validate", data=form).status_code == 401  # no CSRF token
     r = client.post("/api/v1/validate", data=form, headers={"X-CSRF-Token": csrf})
@@ -91,8 +110,12 @@ def test_unknown_sort_key_is_400_naming_the_allowed_keys(client):
     assert r.status_code == 400 and r.json["errors"][0]["path"] == "sort"
     for key in ("test_accuracy", "train_seconds", "created_at", "'config.'"):
         assert key in r.json["message"], key
-    assert client.get(f"/api/v1/experiments/{exp_id}/trials?sort=config.model.hidden_layers"
-                      ).status_code == 200
+    assert (
+        client.get(
+            f"/api/v1/experiments/{exp_id}/trials?sort=config.model.hidden_layers"
+        ).status_code
+        == 200
+    )
 
 
 def test_following_changes_in_pages_of_two_returns_every_trial_once(client, store):
@@ -133,8 +156,11 @@ def test_all_failed_is_failed_and_some_failed_says_how_many(client, store):
     assert body["status"] == "FAILED" and body["status_text"] == "failed: all 4 trials failed"
     assert "all 4 trials failed" in client.get(f"/experiments/{exp_id}").get_data(as_text=True)
 
-    mixed = {**TINY_SPEC, "model": {"hidden_layers": {"grid": [1, 2]}, "width": 5},
-             "search": {"seeds": 1}}
+    mixed = {
+        **TINY_SPEC,
+        "model": {"hidden_layers": {"grid": [1, 2]}, "width": 5},
+        "search": {"seeds": 1},
+    }
     other = client.post("/api/v1/experiments", json=mixed).json["id"]
     first, second = [t.id for t in store.list_trials(other)]
     _finish(store, first, 0.9)
@@ -151,12 +177,20 @@ def test_the_forms_upload_errors_are_json_whatever_accept_says(make_app):
     html = client.get("/experiments/new").get_data(as_text=True)
     csrf = re.search(r'name="csrf_token" value="([^"]+)"', html).group(1)
     headers = {"X-CSRF-Token": csrf, "Accept": "*/*"}  # what fetch() sends by default
-    r = client.post("/uploads", data={"file": (io.BytesIO(b"only\n1\n2\n"), "one.csv")},
-                    content_type="multipart/form-data", headers=headers)
+    r = client.post(
+        "/uploads",
+        data={"file": (io.BytesIO(b"only\n1\n2\n"), "one.csv")},
+        content_type="multipart/form-data",
+        headers=headers,
+    )
     assert r.status_code == 400 and r.is_json and "at least two columns" in r.json["message"]
     big = b"a,b\n" + b"1,2\n" * 1000
-    r = client.post("/uploads", data={"file": (io.BytesIO(big), "big.csv")},
-                    content_type="multipart/form-data", headers=headers)
+    r = client.post(
+        "/uploads",
+        data={"file": (io.BytesIO(big), "big.csv")},
+        content_type="multipart/form-data",
+        headers=headers,
+    )
     assert r.status_code == 413 and r.is_json and "2000 bytes" in r.json["message"]
 
 
