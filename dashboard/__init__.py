@@ -8,17 +8,21 @@ runs in.
 
 from __future__ import annotations
 
-import atexit
 import os
 import secrets
-import threading
 from typing import Any
 
-from flask import Flask, current_app
+from flask import Flask
 
 from dnnframe import __version__
 
+from .api import bp as api_bp
+from .context import Services, services
+from .errors import register_error_handlers
 from .security import check_allowed_host, default_allowed_hosts, parse_hosts
+from .ui import bp as ui_bp
+
+__all__ = ["DEFAULTS", "Services", "create_app", "services"]
 
 DEFAULTS: dict[str, Any] = {
     "STORE_URL": None,  # None → open_store's default (sqlite:///dnnframe.db)
@@ -73,10 +77,6 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     ) or default_allowed_hosts(app.config.get("BIND_HOST"))
     app.config["VERSION"] = __version__
 
-    from .api import bp as api_bp
-    from .errors import register_error_handlers
-    from .ui import bp as ui_bp
-
     app.register_blueprint(api_bp)
     app.register_blueprint(ui_bp)
     register_error_handlers(app)
@@ -90,65 +90,3 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
         return response
 
     return app
-
-
-class Services:
-    """The store and executor one app uses, opened on first use (so importing is cheap)."""
-
-    def __init__(self, app: Flask):
-        self.config = app.config
-        self._lock = threading.Lock()
-        self._store = None
-        self._executor = app.config.get("EXECUTOR")
-        self._owns_executor = False
-
-    @property
-    def store(self):  # -> ResultStore
-        if self._store is None:
-            with self._lock:
-                if self._store is None:
-                    from dnnframe.store import open_store
-
-                    self._store = open_store(self.config.get("STORE_URL"))
-        return self._store
-
-    def store_url(self) -> str | None:
-        return self.config.get("STORE_URL")
-
-    @property
-    def executor(self):  # -> Executor
-        if self._executor is None:
-            with self._lock:
-                if self._executor is None:
-                    from dnnframe.executors import make_executor
-
-                    url = self.config.get("STORE_URL")  # None → the executor's default
-                    workers = self.config.get("WORKERS")
-                    self._executor = make_executor(
-                        url,
-                        broker_url=self.config.get("BROKER_URL"),
-                        workers=int(workers) if workers else None,
-                    )
-                    self._owns_executor = True
-                    # the local pool's worker processes must not outlive the server
-                    atexit.register(self.shutdown)
-        return self._executor
-
-    @property
-    def has_executor(self) -> bool:
-        return self._executor is not None
-
-    def shutdown(self) -> None:
-        """Stop the executor this app created (not one it was given) and close the store."""
-        with self._lock:
-            if self._executor is not None and self._owns_executor:
-                self._executor.shutdown(wait=False)
-                self._executor = None
-            if self._store is not None:
-                self._store.close()
-                self._store = None
-
-
-def services() -> Services:
-    """The current app's :class:`Services`."""
-    return current_app.extensions["dnnframe"]

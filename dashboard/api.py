@@ -14,7 +14,7 @@ from dnnframe.spec import count_trials
 from dnnframe.store import TrialState
 from dnnframe.store.base import resolve_sort_path
 
-from . import services
+from .context import services
 from .errors import APIError
 from .forms import check_form
 from .openapi import openapi_document
@@ -27,8 +27,8 @@ from .service import (
     read_json_body,
     submit_spec,
     trial_json,
-    upload_response,
 )
+from .uploads import upload_response
 
 bp = Blueprint("api", __name__, url_prefix="/api/v1")
 

@@ -6,9 +6,10 @@ HTTP exception escape); they never build error JSON by hand.
 
 from __future__ import annotations
 
+from http import HTTPStatus
 from typing import Any
 
-from flask import Flask, Response, jsonify, request
+from flask import Flask, Response, current_app, jsonify, render_template, request
 from werkzeug.exceptions import HTTPException
 
 from dnnframe.exceptions import DatasetError, NotFoundError, SpecError, StoreError
@@ -36,8 +37,6 @@ class APIError(Exception):
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON body of the error response."""
-        from http import HTTPStatus
-
         try:
             phrase = HTTPStatus(self.status).phrase
         except ValueError:
@@ -93,8 +92,6 @@ def to_api_error(exc: BaseException) -> APIError:
 
 
 def _content_limit() -> int | None:
-    from flask import current_app
-
     return current_app.config.get("MAX_CONTENT_LENGTH")
 
 
@@ -111,8 +108,6 @@ def register_error_handlers(app: Flask) -> None:
         if _wants_json():
             response = jsonify(error.to_dict())
         else:
-            from flask import render_template
-
             response = app.make_response(render_template("error.html", error=error))
         response.status_code = error.status
         for key, value in error.headers.items():

@@ -17,7 +17,9 @@ from flask import (
     url_for,
 )
 
-from . import services
+from dnnframe.datasets import list_datasets
+
+from .context import services
 from .errors import APIError
 from .formatting import duration, significant
 from .forms import DEFAULT_FORM, check_form
@@ -28,7 +30,8 @@ from .security import (
     session_signed_in,
     token_digest,
 )
-from .service import experiment_json, submit_spec, trial_json, upload_response
+from .service import experiment_json, submit_spec, trial_json
+from .uploads import upload_response
 
 bp = Blueprint("ui", __name__)
 bp.add_app_template_filter(significant, "sig")
@@ -111,8 +114,6 @@ def index() -> str:
 
 
 def _datasets() -> list[dict[str, Any]]:
-    from dnnframe.datasets import list_datasets
-
     return [d for d in list_datasets() if d["name"] != "csv"]
 
 
