@@ -296,6 +296,7 @@ def test_experiment_page_waits_then_draws_readable_charts_in_a_stable_table(quie
             for chart in CHARTS:  # no empty axes before the first result
                 expect(page.locator(f"#{chart}")).to_contain_text("Waiting for the first")
                 assert page.evaluate(f"document.getElementById('{chart}').data") is None
+            page.screenshot(path=str(artifacts_dir() / "dashboard-experiment-waiting.png"))
             order = page.eval_on_selector_all(
                 "#trials tbody tr", "rs => rs.map(r => r.dataset.trial)"
             )
