@@ -262,6 +262,8 @@
     ];
     draw("chart-parallel", pts.length ? [{
       type: "parcoords", dimensions: dims, labelangle: 0, labelside: "top",
+      // a halo behind the tick labels keeps them readable where lines cross them
+      tickfont: { size: 11, shadow: "auto" },
       line: { color: pts.map(function (t) { return t.metrics[objective]; }), colorscale: "Viridis", showscale: true },
     }] : [], Object.assign({}, LAYOUT, { title: { text: "Hyperparameters → " + objective.replace("_", " "), y: 0.98 },
       margin: { l: 60, r: 60, t: 90, b: 30 } }), waiting);
