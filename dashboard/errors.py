@@ -6,9 +6,10 @@ HTTP exception escape); they never build error JSON by hand.
 
 from __future__ import annotations
 
+from http import HTTPStatus
 from typing import Any
 
-from flask import Flask, Response, jsonify, request
+from flask import Flask, Response, current_app, jsonify, render_template, request
 from werkzeug.exceptions import HTTPException
 
 from dnnframe.exceptions import DatasetError, NotFoundError, SpecError, StoreError
@@ -21,8 +22,13 @@ class APIError(Exception):
     client (or the sweep form) can show each one next to its field.
     """
 
-    def __init__(self, status: int, message: str, errors: list[dict[str, str]] | None = None,
-                 headers: dict[str, str] | None = None):
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        errors: list[dict[str, str]] | None = None,
+        headers: dict[str, str] | None = None,
+    ):
         super().__init__(message)
         self.status = status
         self.message = message
@@ -31,8 +37,6 @@ class APIError(Exception):
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON body of the error response."""
-        from http import HTTPStatus
-
         try:
             phrase = HTTPStatus(self.status).phrase
         except ValueError:
@@ -43,9 +47,14 @@ class APIError(Exception):
         return body
 
 
+# Page endpoints that scripts call with fetch(): their errors are JSON whatever Accept says,
+# so the page can show the server's message instead of failing to parse an HTML page.
+JSON_ENDPOINTS = {"ui.upload"}
+
+
 def _wants_json() -> bool:
     # API paths always answer JSON; pages answer JSON only when the client asks for it.
-    if request.path.startswith("/api/"):
+    if request.path.startswith("/api/") or request.endpoint in JSON_ENDPOINTS:
         return True
     best = request.accept_mimetypes.best_match(["text/html", "application/json"])
     return best == "application/json"
@@ -56,12 +65,18 @@ def to_api_error(exc: BaseException) -> APIError:
     if isinstance(exc, APIError):
         return exc
     if isinstance(exc, SpecError):
-        return APIError(400, "the spec is invalid: " + "; ".join(
-            f"{e['path'] or '<root>'}: {e['message']}" for e in exc.errors), exc.errors)
+        return APIError(
+            400,
+            "the spec is invalid: "
+            + "; ".join(f"{e['path'] or '<root>'}: {e['message']}" for e in exc.errors),
+            exc.errors,
+        )
     if isinstance(exc, DatasetError):
         return APIError(400, str(exc), [{"path": "dataset", "message": str(exc)}])
     if isinstance(exc, NotFoundError):
-        return APIError(404, str(exc))
+        # the store names its own location after "not found in": not the client's business
+        what = str(exc).partition(" not found in ")[0]
+        return APIError(404, what if what == str(exc) else f"{what} not found")
     if isinstance(exc, StoreError):
         return APIError(503, f"the result store is unavailable: {exc}")
     if isinstance(exc, HTTPException):
@@ -77,8 +92,6 @@ def to_api_error(exc: BaseException) -> APIError:
 
 
 def _content_limit() -> int | None:
-    from flask import current_app
-
     return current_app.config.get("MAX_CONTENT_LENGTH")
 
 
@@ -89,13 +102,12 @@ def register_error_handlers(app: Flask) -> None:
     def handle(exc: Exception) -> Response | tuple[Any, int]:
         error = to_api_error(exc)
         if error.status >= 500:
-            app.logger.exception("unhandled error on %s %s", request.method, request.path,
-                                 exc_info=exc)
+            app.logger.exception(
+                "unhandled error on %s %s", request.method, request.path, exc_info=exc
+            )
         if _wants_json():
             response = jsonify(error.to_dict())
         else:
-            from flask import render_template
-
             response = app.make_response(render_template("error.html", error=error))
         response.status_code = error.status
         for key, value in error.headers.items():

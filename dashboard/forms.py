@@ -12,24 +12,45 @@ from typing import Any
 
 from werkzeug.datastructures import MultiDict
 
-FIELDS = ("name", "dataset", "upload", "label_column", "hidden_layers", "width", "activation",
-          "optimizer", "learning_rate", "epochs", "batch_size", "seeds")
+from dnnframe.exceptions import SpecError
+from dnnframe.spec import ExperimentSpec
+
+from .service import check_web_spec
 
 # spec path prefix → form field (longest prefix first)
 _PATH_TO_FIELD = [
-    ("dataset.label_column", "label_column"), ("dataset.upload", "upload"), ("dataset.path", "dataset"),
-    ("dataset", "dataset"), ("model.hidden_layers", "hidden_layers"), ("model.width", "width"),
-    ("model.activation", "activation"), ("model", "hidden_layers"),
-    ("training.optimizer", "optimizer"), ("training.learning_rate", "learning_rate"),
-    ("training.max_epochs", "epochs"), ("training.batch_size", "batch_size"),
-    ("training", "optimizer"), ("search.seeds", "seeds"), ("search", "seeds"), ("name", "name"),
+    ("dataset.label_column", "label_column"),
+    ("dataset.upload", "upload"),
+    ("dataset.path", "dataset"),
+    ("dataset", "dataset"),
+    ("model.hidden_layers", "hidden_layers"),
+    ("model.width", "width"),
+    ("model.activation", "activation"),
+    ("model", "hidden_layers"),
+    ("training.optimizer", "optimizer"),
+    ("training.learning_rate", "learning_rate"),
+    ("training.max_epochs", "epochs"),
+    ("training.batch_size", "batch_size"),
+    ("training", "optimizer"),
+    ("search.seeds", "seeds"),
+    ("search", "seeds"),
+    ("name", "name"),
 ]
 
 _RANGE = re.compile(r"^\s*(-?\d+)\s*(?:-|\.\.)\s*(-?\d+)\s*(?::\s*(\d+)\s*)?$")
 
-DEFAULT_FORM = {"name": "layer-sweep", "dataset": "iris", "hidden_layers": "1-3", "width": "16",
-                "activation": ["relu"], "optimizer": ["adam"], "learning_rate": "0.01",
-                "epochs": "10", "batch_size": "32", "seeds": "2"}
+DEFAULT_FORM = {
+    "name": "layer-sweep",
+    "dataset": "iris",
+    "hidden_layers": "1-3",
+    "width": "16",
+    "activation": ["relu"],
+    "optimizer": ["adam"],
+    "learning_rate": "0.01",
+    "epochs": "10",
+    "batch_size": "32",
+    "seeds": "2",
+}
 
 
 class FormErrors(Exception):
@@ -60,8 +81,11 @@ def _ints(field: str, text: str, errors: dict[str, str], allow_range: bool = Tru
     try:
         return _one_or_grid([int(p) for p in _split(text)])
     except ValueError:
-        hint = "a number, a range like 1-4 or 2-16:2, or a list like 1, 2, 4" if allow_range \
+        hint = (
+            "a number, a range like 1-4 or 2-16:2, or a list like 1, 2, 4"
+            if allow_range
             else "a number or a list like 16, 32"
+        )
         errors[field] = f"must be {hint}, but got {text!r}"
         return None
 
@@ -84,6 +108,33 @@ def form_to_spec(form: MultiDict) -> dict[str, Any]:
     Raises:
         FormErrors: naming each field that is not even well-formed.
     """
+    spec, errors = _read_form(form)
+    if errors:
+        raise FormErrors(errors)
+    return spec
+
+
+def check_form(form: MultiDict) -> tuple[ExperimentSpec | None, dict[str, Any], dict[str, str]]:
+    """Check every field at once: ``(spec or None, the spec document, {field: message})``.
+
+    A field that is not even well-formed (``abc`` as a width) is left out of the document,
+    so the spec rules still judge every other field (``0`` as the number of epochs) and the
+    form shows all its errors in one round.
+    """
+    data, errors = _read_form(form)
+    try:
+        spec = check_web_spec(data)
+    except SpecError as exc:
+        for field, message in errors_by_field(exc.errors).items():
+            errors.setdefault(field, message)
+        return None, data, errors
+    if errors:
+        return None, data, errors
+    return spec, data, {}
+
+
+def _read_form(form: MultiDict) -> tuple[dict[str, Any], dict[str, str]]:
+    """The spec document of the well-formed fields, and a message for each malformed one."""
     errors: dict[str, str] = {}
     dataset_name = (form.get("dataset") or "").strip()
     if not dataset_name:
@@ -110,22 +161,28 @@ def form_to_spec(form: MultiDict) -> dict[str, Any]:
     except ValueError:
         errors["seeds"] = f"must be a whole number of seeds, but got {seeds_text!r}"
         seeds = 1
+    model = {
+        "hidden_layers": _ints("hidden_layers", form.get("hidden_layers", ""), errors),
+        "width": _ints("width", form.get("width", ""), errors, allow_range=False),
+        "activation": _one_or_grid(activations) if activations else None,
+    }
+    training = {
+        "optimizer": _one_or_grid(optimizers) if optimizers else None,
+        "learning_rate": _floats("learning_rate", form.get("learning_rate", ""), errors),
+        "max_epochs": _ints("epochs", form.get("epochs", ""), errors),
+        "batch_size": _ints(
+            "batch_size", form.get("batch_size") or "32", errors, allow_range=False
+        ),
+    }
     spec = {
         "name": (form.get("name") or "").strip() or "experiment",
         "dataset": dataset,
-        "model": {"hidden_layers": _ints("hidden_layers", form.get("hidden_layers", ""), errors),
-                  "width": _ints("width", form.get("width", ""), errors, allow_range=False),
-                  "activation": _one_or_grid(activations)},
-        "training": {"optimizer": _one_or_grid(optimizers),
-                     "learning_rate": _floats("learning_rate", form.get("learning_rate", ""), errors),
-                     "max_epochs": _ints("epochs", form.get("epochs", ""), errors),
-                     "batch_size": _ints("batch_size", form.get("batch_size") or "32", errors,
-                                         allow_range=False)},
+        # a malformed field is left out: its own message says what is wrong with it
+        "model": {k: v for k, v in model.items() if v is not None},
+        "training": {k: v for k, v in training.items() if v is not None},
         "search": {"seeds": seeds},
     }
-    if errors:
-        raise FormErrors(errors)
-    return spec
+    return spec, errors
 
 
 def field_for_path(path: str) -> str:
@@ -137,10 +194,20 @@ def field_for_path(path: str) -> str:
 
 
 def errors_by_field(errors: list[dict[str, str]]) -> dict[str, str]:
-    """Group spec errors by form field (messages joined)."""
+    """Group spec errors by form field, one message per spec path.
+
+    A value that fails every alternative of a union (a number, or a list of numbers) is
+    reported once per alternative at the same path; the first one is about the value as the
+    form wrote it, the others only repeat it.
+    """
     out: dict[str, str] = {}
+    seen: set[str] = set()
     for e in errors:
-        field = field_for_path(e.get("path", ""))
+        path = e.get("path", "")
+        if path in seen:
+            continue
+        seen.add(path)
+        field = field_for_path(path)
         msg = e["message"]
         out[field] = f"{out[field]}; {msg}" if field in out else msg
     return out

@@ -10,15 +10,19 @@ from typing import Any
 from dnnframe import __version__
 from dnnframe.spec import spec_json_schema
 
-_STATES = ["QUEUED", "RUNNING", "COMPLETE", "FAILED", "DIVERGED", "PRUNED", "CANCELLED"]
-_SORT = ["test_accuracy", "test_loss", "val_accuracy", "val_loss", "train_accuracy", "train_loss",
-         "train_seconds", "compile_seconds", "created_at", "finished_at", "seq"]
+from .service import SORT_KEYS, TRIAL_STATES
 
 
 def _rewrite_refs(node: Any) -> Any:
     if isinstance(node, dict):
-        return {k: ("#/components/schemas/" + v.split("/")[-1] if k == "$ref" and isinstance(v, str)
-                    else _rewrite_refs(v)) for k, v in node.items()}
+        return {
+            k: (
+                "#/components/schemas/" + v.split("/")[-1]
+                if k == "$ref" and isinstance(v, str)
+                else _rewrite_refs(v)
+            )
+            for k, v in node.items()
+        }
     if isinstance(node, list):
         return [_rewrite_refs(v) for v in node]
     return node
@@ -34,15 +38,28 @@ def _resp(description: str, schema: str | dict[str, Any] = "Object") -> dict[str
 
 
 def _errors(*codes: int) -> dict[str, Any]:
-    text = {400: "invalid input; `errors` names every invalid field", 401: "missing or wrong API token",
-            403: "cross-site request, or a form body without the session's CSRF token (no API token set)",
-            404: "unknown id", 413: "request body too large", 503: "store or executor unavailable"}
+    text = {
+        400: "invalid input; `errors` names every invalid field",
+        401: "missing or wrong API token",
+        403: "cross-site request, or a form body without the session's CSRF token "
+        "(no API token set)",
+        404: "unknown id",
+        413: "request body too large",
+        503: "store or executor unavailable",
+    }
     return {str(c): _resp(text[c], "Error") for c in codes}
 
 
-def _param(name: str, where: str, schema: dict[str, Any], description: str, required: bool = False) -> dict[str, Any]:
-    return {"name": name, "in": where, "required": required or where == "path", "schema": schema,
-            "description": description}
+def _param(
+    name: str, where: str, schema: dict[str, Any], description: str, required: bool = False
+) -> dict[str, Any]:
+    return {
+        "name": name,
+        "in": where,
+        "required": required or where == "path",
+        "schema": schema,
+        "description": description,
+    }
 
 
 _EXP_ID = _param("experiment_id", "path", {"type": "string"}, "experiment id (exp-…)")
@@ -57,101 +74,304 @@ def _document() -> str:
     for sub in schemas.values():
         sub.pop("$defs", None)
     schemas["ExperimentSpec"] = _rewrite_refs(spec_schema)
-    schemas.update({
-        "Object": {"type": "object"},
-        "Error": {"type": "object", "required": ["status", "error", "message"], "properties": {
-            "status": {"type": "integer"}, "error": {"type": "string"}, "message": {"type": "string"},
-            "errors": {"type": "array", "items": {"type": "object", "required": ["path", "message"],
-                                                   "properties": {"path": {"type": "string"},
-                                                                  "message": {"type": "string"}}}}}},
-        "Submitted": {"type": "object", "required": ["id", "n_trials"], "properties": {
-            "id": {"type": "string"}, "name": {"type": "string"}, "n_trials": {"type": "integer"},
-            "new_trials": {"type": "integer"}, "queued_trials": {"type": "integer"},
-            "created": {"type": "boolean"}, "url": {"type": "string"}, "api_url": {"type": "string"}}},
-        "Validated": {"type": "object", "required": ["valid", "n_trials"], "properties": {
-            "valid": {"type": "boolean"}, "n_trials": {"type": "integer"},
-            "experiment_id": {"type": "string"}, "spec": {"type": "object"}}},
-        "Upload": {"type": "object", "required": ["id", "header", "rows"], "properties": {
-            "id": {"type": "string"}, "header": {"type": "array", "items": {"type": "string"}},
-            "rows": {"type": "integer"}, "label_candidates": {"type": "array", "items": {"type": "string"}}}},
-    })
-    form_fields = {"type": "object", "properties": {
-        k: {"type": "string"} for k in ("name", "dataset", "upload", "label_column", "hidden_layers",
-                                        "width", "activation", "optimizer", "learning_rate", "epochs",
-                                        "batch_size", "seeds")}}
+    schemas.update(
+        {
+            "Object": {"type": "object"},
+            "Error": {
+                "type": "object",
+                "required": ["status", "error", "message"],
+                "properties": {
+                    "status": {"type": "integer"},
+                    "error": {"type": "string"},
+                    "message": {"type": "string"},
+                    "errors": {
+                        "type": "array",
+                        "items": {
+                            "type": "object",
+                            "required": ["path", "message"],
+                            "properties": {
+                                "path": {"type": "string"},
+                                "message": {"type": "string"},
+                            },
+                        },
+                    },
+                },
+            },
+            "Submitted": {
+                "type": "object",
+                "required": ["id", "n_trials"],
+                "properties": {
+                    "id": {"type": "string"},
+                    "name": {"type": "string"},
+                    "n_trials": {"type": "integer"},
+                    "new_trials": {"type": "integer"},
+                    "queued_trials": {"type": "integer"},
+                    "created": {"type": "boolean"},
+                    "url": {"type": "string"},
+                    "api_url": {"type": "string"},
+                },
+            },
+            "Validated": {
+                "type": "object",
+                "required": ["valid", "n_trials"],
+                "properties": {
+                    "valid": {"type": "boolean"},
+                    "n_trials": {"type": "integer"},
+                    "experiment_id": {"type": "string"},
+                    "spec": {"type": "object"},
+                },
+            },
+            "Upload": {
+                "type": "object",
+                "required": ["id", "header", "rows"],
+                "properties": {
+                    "id": {"type": "string"},
+                    "header": {"type": "array", "items": {"type": "string"}},
+                    "rows": {"type": "integer"},
+                    "label_candidates": {"type": "array", "items": {"type": "string"}},
+                },
+            },
+        }
+    )
+    form_fields = {
+        "type": "object",
+        "properties": {
+            k: {"type": "string"}
+            for k in (
+                "name",
+                "dataset",
+                "upload",
+                "label_column",
+                "hidden_layers",
+                "width",
+                "activation",
+                "optimizer",
+                "learning_rate",
+                "epochs",
+                "batch_size",
+                "seeds",
+            )
+        },
+    }
     paths: dict[str, Any] = {
-        "/health": {"get": {"summary": "Liveness and store check", "operationId": "health",
-                            "responses": {"200": _resp("ok"), **_errors(503)}}},
-        "/openapi.json": {"get": {"summary": "This document", "operationId": "openapi",
-                                  "responses": {"200": _resp("OpenAPI document")}}},
-        "/validate": {"post": {
-            "summary": "Validate a spec (JSON) or the sweep form's fields (form-encoded); stores nothing",
-            "operationId": "validate",
-            "requestBody": {"required": True, "content": {
-                **_json("ExperimentSpec"), "application/x-www-form-urlencoded": {"schema": form_fields}}},
-            "responses": {"200": _resp("valid: the trial count", "Validated"), **_errors(400, 413)}}},
+        "/health": {
+            "get": {
+                "summary": "Liveness and store check",
+                "operationId": "health",
+                "responses": {"200": _resp("ok"), **_errors(503)},
+            }
+        },
+        "/openapi.json": {
+            "get": {
+                "summary": "This document",
+                "operationId": "openapi",
+                "responses": {"200": _resp("OpenAPI document")},
+            }
+        },
+        "/validate": {
+            "post": {
+                "summary": "Validate a spec (JSON) or the sweep form's fields (form-encoded); "
+                "stores nothing",
+                "operationId": "validate",
+                "security": _SECURED,
+                "requestBody": {
+                    "required": True,
+                    "content": {
+                        **_json("ExperimentSpec"),
+                        "application/x-www-form-urlencoded": {"schema": form_fields},
+                    },
+                },
+                "responses": {
+                    "200": _resp("valid: the trial count", "Validated"),
+                    **_errors(400, 401, 403, 413),
+                },
+            }
+        },
         "/experiments": {
-            "get": {"summary": "List experiments, newest first", "operationId": "listExperiments",
-                    "parameters": [_param("limit", "query", {"type": "integer", "minimum": 1, "maximum": 1000}, "page size"),
-                                   _param("offset", "query", {"type": "integer", "minimum": 0, "maximum": 2**63 - 1}, "skip this many")],
-                    "responses": {"200": _resp("experiments"), **_errors(400)}},
-            "post": {"summary": "Submit a sweep (idempotent: the same spec is the same experiment)",
-                     "operationId": "createExperiment", "security": _SECURED,
-                     "requestBody": {"required": True, "content": _json("ExperimentSpec")},
-                     "responses": {"201": _resp("created and queued", "Submitted"),
-                                   "200": _resp("already submitted: the existing experiment", "Submitted"),
-                                   **_errors(400, 401, 403, 413, 503)}}},
-        "/experiments/{experiment_id}": {"get": {
-            "summary": "An experiment: spec, progress by state, best trial", "operationId": "getExperiment",
-            "parameters": [_EXP_ID], "responses": {"200": _resp("experiment"), **_errors(404)}}},
-        "/experiments/{experiment_id}/trials": {"get": {
-            "summary": "Trials: filter by state, sort by a metric, paginate; since=<cursor> for live updates",
-            "operationId": "listTrials",
-            "parameters": [_EXP_ID,
-                           _param("state", "query", {"type": "string", "enum": _STATES}, "only trials in this state"),
-                           _param("sort", "query", {"type": "string", "examples": _SORT},
-                                  "a metric (test_accuracy, train_seconds, …), a column (created_at, seq) or a dotted path (config.model.hidden_layers)"),
-                           _param("order", "query", {"type": "string", "enum": ["asc", "desc"]}, "sort order"),
-                           _param("limit", "query", {"type": "integer", "minimum": 1, "maximum": 1000}, "page size"),
-                           _param("offset", "query", {"type": "integer", "minimum": 0, "maximum": 2**63 - 1}, "skip this many"),
-                           _param("since", "query", {"type": "integer", "minimum": 0, "maximum": 2**63 - 1}, "change cursor from the previous answer"),
-                           _param("history", "query", {"type": "string", "enum": ["0", "1"]}, "include per-epoch metrics")],
-            "responses": {"200": _resp("trials and the next cursor"), **_errors(400, 404)}}},
-        "/experiments/{experiment_id}/export": {"get": {
-            "summary": "Export trials as CSV or JSON Lines", "operationId": "exportExperiment",
-            "parameters": [_EXP_ID, _param("format", "query", {"type": "string", "enum": ["csv", "jsonl"]}, "file format")],
-            "responses": {"200": {"description": "the file", "content": {
-                "text/csv": {"schema": {"type": "string"}}, "application/x-ndjson": {"schema": {"type": "string"}}}},
-                **_errors(400, 404)}}},
-        "/experiments/{experiment_id}/cancel": {"post": {
-            "summary": "Cancel: queued trials are cancelled, running ones stop after their epoch",
-            "operationId": "cancelExperiment", "security": _SECURED, "parameters": [_EXP_ID],
-            "responses": {"200": _resp("cancelled"), **_errors(401, 403, 404)}}},
-        "/trials/{trial_id}": {"get": {
-            "summary": "A trial: config, per-epoch metrics, timings, environment, error",
-            "operationId": "getTrial",
-            "parameters": [_param("trial_id", "path", {"type": "string"}, "trial id (t-…)")],
-            "responses": {"200": _resp("trial"), **_errors(404)}}},
-        "/workers": {"get": {"summary": "Worker state (from the store; Celery's view when a broker is set)",
-                             "operationId": "listWorkers", "responses": {"200": _resp("workers")}}},
-        "/datasets": {"post": {
-            "summary": "Upload a CSV dataset → an id for dataset.upload", "operationId": "uploadDataset",
-            "security": _SECURED,
-            "requestBody": {"required": True, "content": {"multipart/form-data": {"schema": {
-                "type": "object", "required": ["file"], "properties": {
-                    "file": {"type": "string", "format": "binary"}, "label_column": {"type": "string"}}}}}},
-            "responses": {"201": _resp("stored", "Upload"), **_errors(400, 401, 403, 413)}}},
+            "get": {
+                "summary": "List experiments, newest first",
+                "operationId": "listExperiments",
+                "parameters": [
+                    _param(
+                        "limit",
+                        "query",
+                        {"type": "integer", "minimum": 1, "maximum": 1000},
+                        "page size",
+                    ),
+                    _param(
+                        "offset",
+                        "query",
+                        {"type": "integer", "minimum": 0, "maximum": 2**63 - 1},
+                        "skip this many",
+                    ),
+                ],
+                "responses": {"200": _resp("experiments"), **_errors(400)},
+            },
+            "post": {
+                "summary": "Submit a sweep (idempotent: the same spec is the same experiment)",
+                "operationId": "createExperiment",
+                "security": _SECURED,
+                "requestBody": {"required": True, "content": _json("ExperimentSpec")},
+                "responses": {
+                    "201": _resp("created and queued", "Submitted"),
+                    "200": _resp("already submitted: the existing experiment", "Submitted"),
+                    **_errors(400, 401, 403, 413, 503),
+                },
+            },
+        },
+        "/experiments/{experiment_id}": {
+            "get": {
+                "summary": "An experiment: spec, progress by state, best trial",
+                "operationId": "getExperiment",
+                "parameters": [_EXP_ID],
+                "responses": {"200": _resp("experiment"), **_errors(404)},
+            }
+        },
+        "/experiments/{experiment_id}/trials": {
+            "get": {
+                "summary": "Trials: filter by state, sort by a metric, paginate; "
+                "since=<cursor> for live updates",
+                "operationId": "listTrials",
+                "parameters": [
+                    _EXP_ID,
+                    _param(
+                        "state",
+                        "query",
+                        {"type": "string", "enum": list(TRIAL_STATES)},
+                        "only trials in this state",
+                    ),
+                    _param(
+                        "sort",
+                        "query",
+                        {"type": "string", "examples": sorted(SORT_KEYS)},
+                        "one of the listed keys or a dotted path (config.model.hidden_layers); "
+                        "not with since, which pages in change order",
+                    ),
+                    _param(
+                        "order", "query", {"type": "string", "enum": ["asc", "desc"]}, "sort order"
+                    ),
+                    _param(
+                        "limit",
+                        "query",
+                        {"type": "integer", "minimum": 1, "maximum": 1000},
+                        "page size",
+                    ),
+                    _param(
+                        "offset",
+                        "query",
+                        {"type": "integer", "minimum": 0, "maximum": 2**63 - 1},
+                        "skip this many",
+                    ),
+                    _param(
+                        "since",
+                        "query",
+                        {"type": "integer", "minimum": 0, "maximum": 2**63 - 1},
+                        "change cursor from the previous answer (pages in change order: no sort)",
+                    ),
+                    _param(
+                        "history",
+                        "query",
+                        {"type": "string", "enum": ["0", "1"]},
+                        "include per-epoch metrics",
+                    ),
+                ],
+                "responses": {"200": _resp("trials and the next cursor"), **_errors(400, 404)},
+            }
+        },
+        "/experiments/{experiment_id}/export": {
+            "get": {
+                "summary": "Export trials as CSV or JSON Lines",
+                "operationId": "exportExperiment",
+                "parameters": [
+                    _EXP_ID,
+                    _param(
+                        "format",
+                        "query",
+                        {"type": "string", "enum": ["csv", "jsonl"]},
+                        "file format",
+                    ),
+                ],
+                "responses": {
+                    "200": {
+                        "description": "the file",
+                        "content": {
+                            "text/csv": {"schema": {"type": "string"}},
+                            "application/x-ndjson": {"schema": {"type": "string"}},
+                        },
+                    },
+                    **_errors(400, 404),
+                },
+            }
+        },
+        "/experiments/{experiment_id}/cancel": {
+            "post": {
+                "summary": "Cancel: queued trials are cancelled, "
+                "running ones stop after their epoch",
+                "operationId": "cancelExperiment",
+                "security": _SECURED,
+                "parameters": [_EXP_ID],
+                "responses": {"200": _resp("cancelled"), **_errors(401, 403, 404)},
+            }
+        },
+        "/trials/{trial_id}": {
+            "get": {
+                "summary": "A trial: config, per-epoch metrics, timings, environment, error",
+                "operationId": "getTrial",
+                "parameters": [_param("trial_id", "path", {"type": "string"}, "trial id (t-…)")],
+                "responses": {"200": _resp("trial"), **_errors(404)},
+            }
+        },
+        "/workers": {
+            "get": {
+                "summary": "Worker state (from the store; Celery's view when a broker is set)",
+                "operationId": "listWorkers",
+                "responses": {"200": _resp("workers")},
+            }
+        },
+        "/datasets": {
+            "post": {
+                "summary": "Upload a CSV dataset → an id for dataset.upload",
+                "operationId": "uploadDataset",
+                "security": _SECURED,
+                "requestBody": {
+                    "required": True,
+                    "content": {
+                        "multipart/form-data": {
+                            "schema": {
+                                "type": "object",
+                                "required": ["file"],
+                                "properties": {
+                                    "file": {"type": "string", "format": "binary"},
+                                    "label_column": {"type": "string"},
+                                },
+                            }
+                        }
+                    },
+                },
+                "responses": {"201": _resp("stored", "Upload"), **_errors(400, 401, 403, 413)},
+            }
+        },
     }
     doc = {
         "openapi": "3.1.0",
-        "info": {"title": "dnnframe API", "version": __version__,
-                 "description": "Submit neural-network layer-design sweeps and follow their results. "
-                                "Errors are JSON ({status, error, message, errors[{path, message}]})."},
+        "info": {
+            "title": "dnnframe API",
+            "version": __version__,
+            "description": "Submit neural-network layer-design sweeps and follow their results. "
+            "Errors are JSON ({status, error, message, errors[{path, message}]}).",
+        },
         "servers": [{"url": "/api/v1"}],
         "paths": paths,
-        "components": {"schemas": schemas,
-                       "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer",
-                                                      "description": "DNNFRAME_API_TOKEN, when the server sets one"}}},
+        "components": {
+            "schemas": schemas,
+            "securitySchemes": {
+                "bearer": {
+                    "type": "http",
+                    "scheme": "bearer",
+                    "description": "DNNFRAME_API_TOKEN, when the server sets one",
+                }
+            },
+        },
     }
     return json.dumps(doc)
 

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
-import hmac
-import secrets
 from pathlib import Path
 from typing import Any
 
@@ -20,59 +17,45 @@ from flask import (
     url_for,
 )
 
-from dnnframe.exceptions import NotFoundError, SpecError
+from dnnframe.datasets import list_datasets
 
-from . import services
+from .context import services
 from .errors import APIError
-from .forms import DEFAULT_FORM, FormErrors, errors_by_field, form_to_spec
-from .service import check_web_spec, experiment_json
+from .formatting import duration, significant
+from .forms import DEFAULT_FORM, check_form
+from .security import (
+    csrf_given_matches,
+    csrf_token,
+    same_secret,
+    session_signed_in,
+    token_digest,
+)
+from .service import experiment_json, submit_spec, trial_json
+from .uploads import upload_response
 
 bp = Blueprint("ui", __name__)
+bp.add_app_template_filter(significant, "sig")
+bp.add_app_template_filter(duration, "duration")
 
 ACTIVATIONS = ["relu", "leaky_relu", "elu", "selu", "tanh", "sigmoid", "softplus", "linear"]
 OPTIMIZERS = ["sgd", "momentum", "nesterov", "adam", "rmsprop"]
 
 
-# --------------------------------------------------------------------------- CSRF
-def csrf_token() -> str:
-    """The session's CSRF token (created on first use)."""
-    token = session.get("csrf")
-    if not token:
-        token = session["csrf"] = secrets.token_urlsafe(32)
-    return token
-
-
+# --------------------------------------------------------------------------- writes
 def check_csrf() -> None:
     """Form POSTs must echo the session's token (field ``csrf_token`` or header X-CSRF-Token)."""
-    given = request.form.get("csrf_token") or request.headers.get("X-CSRF-Token") or ""
-    expected = session.get("csrf") or ""
-    if not expected or not hmac.compare_digest(given.encode(), expected.encode()):
-        raise APIError(400, "the form's CSRF token is missing or stale; reload the page and try again",
-                       [{"path": "csrf_token", "message": "missing or stale"}])
-
-
-def token_digest(token: str) -> str:
-    """A keyed hash of an API token, kept in the session instead of a bare "signed in" flag.
-
-    Comparing it with the current token's digest on every write means changing
-    DNNFRAME_API_TOKEN signs every browser out. Keyed with SECRET_KEY because the session
-    cookie is signed, not encrypted: a plain hash would let its holder guess a weak token offline.
-    """
-    key = current_app.config["SECRET_KEY"]
-    key = key if isinstance(key, bytes) else str(key).encode()
-    return hmac.new(key, b"dnnframe-api-token:" + token.encode(), hashlib.sha256).hexdigest()
+    if not csrf_given_matches():
+        raise APIError(
+            400,
+            "the form's CSRF token is missing or stale; reload the page and try again",
+            [{"path": "csrf_token", "message": "missing or stale"}],
+        )
 
 
 def token_required() -> bool:
     """True when writes need the API token and this browser session has not given the
     current one (it never signed in, or the token changed since)."""
-    expected = current_app.config.get("API_TOKEN")
-    if not expected:
-        return False
-    given = session.get("token_hash")
-    if not isinstance(given, str):
-        return True
-    return not hmac.compare_digest(given.encode(), token_digest(str(expected)).encode())
+    return bool(current_app.config.get("API_TOKEN")) and not session_signed_in()
 
 
 def check_write_allowed() -> None:
@@ -80,7 +63,9 @@ def check_write_allowed() -> None:
     so the pages are no way around DNNFRAME_API_TOKEN."""
     check_csrf()
     if token_required():
-        raise APIError(401, "this server requires its API token for changes: sign in at /login first")
+        raise APIError(
+            401, "this server requires its API token for changes: sign in at /login first"
+        )
 
 
 @bp.route("/login", methods=["GET", "POST"])
@@ -95,7 +80,7 @@ def login() -> Any:
         check_csrf()
         expected = str(current_app.config.get("API_TOKEN") or "")
         given = request.form.get("token", "")
-        if expected and hmac.compare_digest(given.encode(), expected.encode()):
+        if same_secret(given, expected):
             session["token_hash"] = token_digest(expected)
             return redirect(next_url, 303)
         error, status = "that is not the server's API token", 401
@@ -129,8 +114,6 @@ def index() -> str:
 
 
 def _datasets() -> list[dict[str, Any]]:
-    from dnnframe.datasets import list_datasets
-
     return [d for d in list_datasets() if d["name"] != "csv"]
 
 
@@ -147,50 +130,40 @@ def new_experiment() -> Any:
         form = {k: request.form.get(k, "") for k in request.form}
         form["activation"] = request.form.getlist("activation")
         form["optimizer"] = request.form.getlist("optimizer")
-        try:
-            spec = check_web_spec(form_to_spec(request.form))
-            from .api import submit_spec
-
+        spec, _data, errors = check_form(request.form)
+        if spec is not None:
             result, _created = submit_spec(spec)
             return redirect(url_for("ui.experiment_page", experiment_id=result.experiment.id), 303)
-        except FormErrors as exc:
-            errors = exc.fields
-        except SpecError as exc:
-            errors = errors_by_field(exc.errors)
         status = 400
-    return render_template("new.html", form=form, errors=errors, datasets=_datasets(),
-                           activations=ACTIVATIONS, optimizers=OPTIMIZERS), status
+    return render_template(
+        "new.html",
+        form=form,
+        errors=errors,
+        datasets=_datasets(),
+        activations=ACTIVATIONS,
+        optimizers=OPTIMIZERS,
+    ), status
 
 
 @bp.post("/uploads")
 def upload() -> Any:
     """The form's CSV upload (CSRF-protected; the API's POST /datasets uses the bearer token)."""
     check_write_allowed()
-    from .api import _upload_response
-
-    return _upload_response()
+    return upload_response()
 
 
 @bp.get("/experiments/<experiment_id>")
 def experiment_page(experiment_id: str) -> str:
     """Live view of one experiment (the page polls the API's since-cursor)."""
     store = services().store
-    try:
-        exp = store.get_experiment(experiment_id)
-    except NotFoundError:
-        raise APIError(404, f"no experiment with id {experiment_id!r}") from None
+    exp = store.get_experiment(experiment_id)
     return render_template("experiment.html", exp=experiment_json(exp, store, best=True))
 
 
 @bp.get("/trials/<trial_id>")
 def trial_page(trial_id: str) -> str:
     """One trial: its learning curve, final metrics, timings, config, environment and error."""
-    from .service import trial_json
-
-    try:
-        trial = services().store.get_trial(trial_id)
-    except NotFoundError:
-        raise APIError(404, f"no trial with id {trial_id!r}") from None
+    trial = services().store.get_trial(trial_id)
     return render_template("trial.html", trial=trial_json(trial, full=True))
 
 
@@ -199,10 +172,7 @@ def cancel_page(experiment_id: str) -> Any:
     """The experiment page's cancel button."""
     check_write_allowed()
     svc = services()
-    try:
-        svc.store.get_experiment(experiment_id)
-    except NotFoundError:
-        raise APIError(404, f"no experiment with id {experiment_id!r}") from None
+    svc.store.get_experiment(experiment_id)
     svc.store.cancel_experiment(experiment_id)
     if svc.has_executor:
         svc.executor.cancel(experiment_id)

@@ -475,12 +475,30 @@ def paper_report(outdir: Path, store_url: str | None, experiments: tuple[str, ..
 @click.option("--host", default="127.0.0.1", show_default=True)
 @click.option("--port", default=5000, show_default=True, type=int)
 @click.option("--debug", is_flag=True)
-def serve(store_url: str | None, host: str, port: int, debug: bool) -> None:
-    """Start the dashboard (REST API and live experiment pages)."""
+@click.option("--production", is_flag=True,
+              help="Serve with gunicorn: several worker processes, graceful shutdown, access log.")
+@click.option("--web-workers", type=click.IntRange(min=1), default=None,
+              help="gunicorn worker processes (implies --production; default $WEB_CONCURRENCY or 2).")
+def serve(store_url: str | None, host: str, port: int, debug: bool, production: bool,
+          web_workers: int | None) -> None:
+    """Start the dashboard (REST API and live experiment pages).
+
+    Without --production one process serves it (Werkzeug's server, for a laptop); with it,
+    gunicorn runs dashboard.wsgi:app with the settings in dashboard/gunicorn_config.py.
+    """
     import os
 
     if store_url:
         os.environ["DNNFRAME_STORE_URL"] = store_url  # the app reads its config from the environment
+    # requests must name the address it listens on (or a local name): see DNNFRAME_ALLOWED_HOSTS
+    os.environ.setdefault("DNNFRAME_BIND_HOST", host)
+    if production or web_workers:
+        bind = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+        args = [sys.executable, "-m", "gunicorn", "--config", "python:dashboard.gunicorn_config",
+                "--bind", bind]
+        if web_workers:
+            args += ["--workers", str(web_workers)]
+        os.execv(sys.executable, [*args, "dashboard.wsgi:app"])
     try:
         from dashboard import create_app
     except ImportError as exc:

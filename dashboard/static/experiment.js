@@ -5,7 +5,7 @@
   const meta = JSON.parse(document.getElementById("experiment-data").textContent);
   const trials = new Map();
   let cursor = 0;
-  let sortKey = "seq", sortDesc = false;
+  let sortKey = null, sortDesc = false; // null: the sweep's own order (parameters, then id)
   let finishedPolls = 0;
   const FINISHED = new Set(["COMPLETE", "FAILED", "DIVERGED", "PRUNED", "CANCELLED"]);
   const PLOT_CONFIG = { displaylogo: false, responsive: true };
@@ -15,9 +15,10 @@
     font: { family: "system-ui, -apple-system, 'Segoe UI', sans-serif", size: 12, color: "#222" },
   };
 
-  function fmt(v, digits) {
+  // numbers with 4 significant digits: 0.8333, 0.05, 12.35, 1e-7
+  function fmt(v) {
     if (v === null || v === undefined || Number.isNaN(v)) return "";
-    if (typeof v === "number") return Number.isInteger(v) ? String(v) : v.toFixed(digits === undefined ? 4 : digits);
+    if (typeof v === "number") return Number.isInteger(v) ? String(v) : String(Number(v.toPrecision(4)));
     if (Array.isArray(v)) return v.join("/");
     return String(v);
   }
@@ -25,7 +26,7 @@
   function row(t) {
     return {
       id: t.id, seq: t.seq, state: t.state, hidden_layers: t.params.hidden_layers,
-      width: fmt(t.params.width), activation: t.params.activation, optimizer: t.params.optimizer,
+      width: t.params.width, activation: t.params.activation, optimizer: t.params.optimizer,
       learning_rate: t.params.learning_rate, seed: t.params.seed, epoch: t.epoch,
       test_accuracy: t.metrics.test_accuracy, val_accuracy: t.metrics.val_accuracy,
       train_seconds: t.train_seconds, error: t.error,
@@ -45,23 +46,42 @@
     });
   }
 
+  function compareValues(x, y) {
+    const xm = x === null || x === undefined, ym = y === null || y === undefined;
+    if (xm || ym) return xm === ym ? 0 : (xm ? 1 : -1); // blanks last
+    return typeof x === "number" && typeof y === "number" ? x - y : String(x).localeCompare(String(y));
+  }
+
+  // A trial's place never depends on its state or change number, so rows stay put while
+  // trials move from QUEUED to RUNNING to COMPLETE.
+  const STABLE_KEYS = ["hidden_layers", "width", "activation", "optimizer", "learning_rate", "seed", "id"];
+  function stableOrder(a, b) {
+    for (const k of STABLE_KEYS) {
+      const c = compareValues(a[k], b[k]);
+      if (c) return c;
+    }
+    return 0;
+  }
+
   function renderTable() {
     const rows = Array.from(trials.values()).map(row);
     rows.sort(function (a, b) {
-      const x = a[sortKey], y = b[sortKey];
-      const xm = x === null || x === undefined, ym = y === null || y === undefined;
-      if (xm || ym) return xm === ym ? a.seq - b.seq : (xm ? 1 : -1); // blanks last
-      const c = typeof x === "number" && typeof y === "number" ? x - y : String(x).localeCompare(String(y));
-      return sortDesc ? -c : c;
+      if (sortKey !== null) {
+        const x = a[sortKey], y = b[sortKey];
+        const blank = (x === null || x === undefined) !== (y === null || y === undefined);
+        const c = compareValues(x, y);
+        if (c) return blank || !sortDesc ? c : -c;
+      }
+      return stableOrder(a, b);
     });
     const html = rows.map(function (r) {
       const title = r.error ? ' title="' + escapeHtml(r.error) + '"' : "";
       return '<tr data-trial="' + r.id + '" data-state="' + r.state + '">' +
         '<td><span class="state state-' + r.state + '"' + title + ">" + r.state + "</span></td>" +
         "<td>" + fmt(r.hidden_layers) + "</td><td>" + fmt(r.width) + "</td><td>" + fmt(r.activation) +
-        "</td><td>" + fmt(r.optimizer) + "</td><td>" + fmt(r.learning_rate, 5) + "</td><td>" + fmt(r.seed) +
+        "</td><td>" + fmt(r.optimizer) + "</td><td>" + fmt(r.learning_rate) + "</td><td>" + fmt(r.seed) +
         "</td><td>" + fmt(r.epoch) + '</td><td class="num">' + fmt(r.test_accuracy) + '</td><td class="num">' +
-        fmt(r.val_accuracy) + '</td><td class="num">' + fmt(r.train_seconds, 2) + "</td>" +
+        fmt(r.val_accuracy) + '</td><td class="num">' + fmt(r.train_seconds) + "</td>" +
         '<td><a href="' + meta.trial_page.replace("TRIAL_ID", r.id) + '"><code>' + r.id.slice(0, 10) + "…</code></a></td></tr>";
     }).join("");
     tbody.innerHTML = html;
@@ -74,16 +94,39 @@
   }
 
   // ----------------------------------------------------------------- charts
-  const SERIES_PARAMS = ["width", "activation", "optimizer", "learning_rate", "batch_size", "max_epochs", "dataset"];
+  // Every parameter a trial has; a chart's series are named by the ones that vary.
+  const PARAMS = ["hidden_layers", "width", "activation", "optimizer", "learning_rate", "batch_size",
+    "max_epochs", "dataset", "seed"];
+  const PARAM_LABELS = { hidden_layers: "layers", learning_rate: "lr", batch_size: "batch",
+    max_epochs: "epochs", optimizer: "optimiser" };
 
-  function seriesLabeler(list) {
-    const varying = SERIES_PARAMS.filter(function (p) {
+  function varyingParams(list, candidates) {
+    return candidates.filter(function (p) {
       return new Set(list.map(function (t) { return JSON.stringify(t.params[p]); })).size > 1;
     });
+  }
+
+  function seriesLabeler(list, candidates) {
+    const varying = varyingParams(list, candidates);
     return function (t) {
       if (!varying.length) return "all";
-      return varying.map(function (p) { return p + "=" + fmt(t.params[p], 5); }).join(", ");
+      return varying.map(function (p) { return (PARAM_LABELS[p] || p) + " " + fmt(t.params[p]); }).join(", ");
     };
+  }
+
+  // An integer tick step that gives at most about `count` ticks over [0, span]: 1, 2, 5, 10, 20, …
+  function integerStep(span, count) {
+    const raw = Math.max(1, span / (count || 8));
+    const magnitude = Math.pow(10, Math.floor(Math.log10(raw)));
+    for (const m of [1, 2, 5, 10]) {
+      if (m * magnitude >= raw) return m * magnitude;
+    }
+    return 10 * magnitude;
+  }
+
+  function integerAxis(values, title) {
+    const lo = Math.min.apply(null, values), hi = Math.max.apply(null, values);
+    return { title: { text: title }, tickmode: "linear", tick0: 0, dtick: integerStep(hi - lo), tickformat: "d" };
   }
 
   function meanStd(values) {
@@ -94,8 +137,9 @@
   }
 
   // Hidden layers (x) vs a per-trial value (y): mean and ± one standard deviation over seeds.
+  const SERIES_PARAMS = PARAMS.filter(function (p) { return p !== "hidden_layers" && p !== "seed"; });
   function depthTraces(list, value, collapse) {
-    const label = collapse ? function () { return "all"; } : seriesLabeler(list);
+    const label = collapse ? function () { return "all"; } : seriesLabeler(list, SERIES_PARAMS);
     const groups = new Map();
     for (const t of list) {
       const y = value(t);
@@ -120,34 +164,64 @@
     });
   }
 
+  // A chart with nothing to draw says why instead of showing empty default axes.
+  function draw(id, traces, layout, emptyText) {
+    const el = document.getElementById(id);
+    if (!traces.length) {
+      if (el.dataset.waiting !== emptyText) {
+        Plotly.purge(el);
+        el.textContent = "";
+        const note = document.createElement("div");
+        note.className = "chart-waiting";
+        note.textContent = emptyText;
+        el.appendChild(note);
+        el.dataset.waiting = emptyText;
+      }
+      return;
+    }
+    if (el.dataset.waiting !== undefined) {
+      el.textContent = "";
+      delete el.dataset.waiting;
+    }
+    Plotly.react(el, traces, layout, PLOT_CONFIG);
+  }
+
   function renderCharts() {
     if (typeof Plotly === "undefined") return;
     const all = Array.from(trials.values());
     const done = all.filter(function (t) { return t.state === "COMPLETE"; });
+    const over = all.length > 0 && all.every(function (t) { return FINISHED.has(t.state); });
+    const waiting = over ? "No trial completed: nothing to plot" : "Waiting for the first trial to finish…";
     let objective = meta.objective && meta.objective.metric && meta.objective.metric.indexOf("test_") === 0
       ? meta.objective.metric : "test_accuracy";
     if (done.length && !done.some(function (t) { return t.metrics[objective] !== undefined; })) {
       objective = "test_loss"; // regression trials have no accuracy
     }
-    Plotly.react("chart-accuracy", depthTraces(done, function (t) { return t.metrics[objective]; }),
+    const depths = done.map(function (t) { return t.params.hidden_layers; });
+    draw("chart-accuracy", depthTraces(done, function (t) { return t.metrics[objective]; }),
       Object.assign({}, LAYOUT, { title: { text: "Hidden layers vs " + objective.replace("_", " ") + " (mean ± sd over seeds)" },
-        xaxis: { title: { text: "hidden layers" }, dtick: 1 }, yaxis: { title: { text: objective.replace("_", " ") } } }), PLOT_CONFIG);
-    Plotly.react("chart-time", depthTraces(done, function (t) { return t.train_seconds; }),
+        xaxis: integerAxis(depths, "hidden layers"), yaxis: { title: { text: objective.replace("_", " ") } } }), waiting);
+    draw("chart-time", depthTraces(done, function (t) { return t.train_seconds; }),
       Object.assign({}, LAYOUT, { title: { text: "Hidden layers vs training time (mean ± sd over seeds)" },
-        xaxis: { title: { text: "hidden layers" }, dtick: 1 }, yaxis: { title: { text: "seconds" }, rangemode: "tozero" } }), PLOT_CONFIG);
+        xaxis: integerAxis(depths, "hidden layers"), yaxis: { title: { text: "seconds" }, rangemode: "tozero" } }), waiting);
 
     const curveMetric = all.some(function (t) { return (t.history || []).some(function (h) { return h.val_accuracy !== undefined && h.val_accuracy !== null; }); })
       ? "val_accuracy" : "val_loss";
-    const curves = all.filter(function (t) { return t.history && t.history.length; }).slice(0, 80).map(function (t) {
+    const withHistory = all.filter(function (t) { return t.history && t.history.length; })
+      .sort(function (a, b) { return stableOrder(row(a), row(b)); }).slice(0, 80);
+    const curveLabel = seriesLabeler(withHistory, PARAMS);
+    const curves = withHistory.map(function (t) {
       return {
-        type: "scatter", mode: "lines", name: t.params.hidden_layers + (t.params.hidden_layers === 1 ? " layer" : " layers") + ", seed " + t.params.seed,
+        type: "scatter", mode: "lines", name: curveLabel(t),
         x: t.history.map(function (h) { return h.epoch; }), y: t.history.map(function (h) { return h[curveMetric]; }),
         line: { width: 1.5 }, opacity: t.state === "RUNNING" ? 1 : 0.75,
       };
     });
-    Plotly.react("chart-curves", curves, Object.assign({}, LAYOUT, {
+    const epochs = withHistory.reduce(function (a, t) { return a.concat(t.history.map(function (h) { return h.epoch; })); }, []);
+    draw("chart-curves", curves, Object.assign({}, LAYOUT, {
       title: { text: "Learning curves (" + curveMetric.replace("_", " ") + ")" }, showlegend: curves.length <= 12,
-      xaxis: { title: { text: "epoch" }, dtick: 1 }, yaxis: { title: { text: curveMetric.replace("_", " ") } } }), PLOT_CONFIG);
+      xaxis: integerAxis(epochs, "epoch"), yaxis: { title: { text: curveMetric.replace("_", " ") } } }),
+      over ? "No learning curve was recorded" : "Waiting for the first epoch…");
 
     const pts = done.filter(function (t) { return t.metrics[objective] !== undefined; });
     const cat = function (key) {
@@ -155,19 +229,44 @@
       return { label: key, values: pts.map(function (t) { return values.indexOf(String(t.params[key])); }),
         tickvals: values.map(function (_, i) { return i; }), ticktext: values };
     };
+    // numeric parameters: a few distinct values are the ticks themselves (integers, or the
+    // learning rates on a log axis); many integers get integer steps; one value sits mid-axis
+    const numeric = function (key, label, transform) {
+      const raw = pts.map(function (t) { return t.params[key]; });
+      const distinct = Array.from(new Set(raw)).sort(function (a, b) { return a - b; });
+      const values = raw.map(transform || Number);
+      let ticks = distinct;
+      if (distinct.length > 10 && !transform) {
+        const step = integerStep(distinct[distinct.length - 1] - distinct[0]);
+        ticks = [];
+        for (let v = Math.ceil(distinct[0] / step) * step; v <= distinct[distinct.length - 1]; v += step) ticks.push(v);
+      }
+      const dim = { label: label, values: values };
+      if (ticks.length <= 10) {
+        dim.tickvals = ticks.map(transform || Number);
+        dim.ticktext = ticks.map(function (v) { return fmt(v); });
+      }
+      if (distinct.length === 1) {
+        const v = values[0];
+        dim.range = [v - 1, v + 1];
+      }
+      return dim;
+    };
     const dims = [
-      { label: "hidden layers", values: pts.map(function (t) { return t.params.hidden_layers; }) },
+      numeric("hidden_layers", "hidden layers"),
       Object.assign(cat("width"), { label: "width" }),
-      { label: "log10 lr", values: pts.map(function (t) { return Math.log10(t.params.learning_rate); }) },
+      numeric("learning_rate", "lr (log)", Math.log10),
       cat("activation"), Object.assign(cat("optimizer"), { label: "optimiser" }),
-      { label: "seed", values: pts.map(function (t) { return t.params.seed; }) },
+      numeric("seed", "seed"),
       { label: objective.replace("_", " "), values: pts.map(function (t) { return t.metrics[objective]; }) },
     ];
-    Plotly.react("chart-parallel", pts.length ? [{
-      type: "parcoords", dimensions: dims,
+    draw("chart-parallel", pts.length ? [{
+      type: "parcoords", dimensions: dims, labelangle: 0, labelside: "top",
+      // a halo behind the tick labels keeps them readable where lines cross them
+      tickfont: { size: 11, shadow: "auto" },
       line: { color: pts.map(function (t) { return t.metrics[objective]; }), colorscale: "Viridis", showscale: true },
     }] : [], Object.assign({}, LAYOUT, { title: { text: "Hyperparameters → " + objective.replace("_", " "), y: 0.98 },
-      margin: { l: 60, r: 60, t: 90, b: 30 } }), PLOT_CONFIG);
+      margin: { l: 60, r: 60, t: 90, b: 30 } }), waiting);
   }
 
   // ----------------------------------------------------------------- progress + polling
@@ -180,14 +279,14 @@
     document.getElementById("counts").innerHTML = Object.keys(counts).filter(function (k) { return counts[k]; })
       .map(function (k) { return '<span class="state state-' + k + '">' + k + " " + counts[k] + "</span>"; }).join(" ");
     const status = document.getElementById("status");
-    status.textContent = data.status;
+    status.textContent = data.status_text || data.status;
     status.className = "state state-" + data.status;
     const done = Array.from(trials.values()).filter(function (t) { return t.metrics.test_accuracy !== undefined; });
     if (done.length) {
       const best = done.reduce(function (a, b) { return b.metrics.test_accuracy > a.metrics.test_accuracy ? b : a; });
       document.getElementById("best").textContent = "best test accuracy " + fmt(best.metrics.test_accuracy) + " — " +
         best.params.hidden_layers + " hidden layer(s) × " + fmt(best.params.width) + ", " + best.params.activation + ", " +
-        best.params.optimizer + " lr " + fmt(best.params.learning_rate, 5);
+        best.params.optimizer + " lr " + fmt(best.params.learning_rate);
     }
     return finished >= data.n_trials;
   }

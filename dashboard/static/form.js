@@ -10,8 +10,30 @@
   const submitBtn = document.getElementById("submit");
   let timer = null;
   let generation = 0;
+  let uploadError = "";
+
+  // POST to this server and read its JSON answer; an answer that is not JSON (a proxy's error
+  // page, say) still gives a message naming the HTTP status, not "cannot reach the server".
+  async function postJSON(url, body, headers) {
+    let res;
+    try {
+      res = await fetch(url, { method: "POST", body: body,
+        headers: Object.assign({ "Accept": "application/json", "X-CSRF-Token": csrf }, headers || {}) });
+    } catch (e) {
+      return { ok: false, data: { message: "cannot reach the server" } };
+    }
+    let data;
+    try {
+      data = await res.json();
+    } catch (e) {
+      data = { message: "the server answered HTTP " + res.status + " " + res.statusText };
+    }
+    return { ok: res.ok, status: res.status, data: data };
+  }
 
   function showErrors(fields) {
+    fields = Object.assign({}, fields || {});
+    if (uploadError) fields.upload = uploadError;
     for (const el of form.querySelectorAll(".field-error[data-field]")) {
       el.textContent = (fields && fields[el.dataset.field]) || "";
     }
@@ -24,15 +46,14 @@
   async function validate() {
     const mine = ++generation;
     const body = new URLSearchParams(new FormData(form));
-    let data;
-    try {
-      const res = await fetch(form.getAttribute("data-validate-url"), { method: "POST", body: body });
-      data = await res.json();
-    } catch (e) {
-      countEl.textContent = "cannot reach the server";
+    const answer = await postJSON(form.getAttribute("data-validate-url"), body);
+    const data = answer.data;
+    if (mine !== generation) return; // a newer edit already asked
+    if (!data.valid && !data.fields) {
+      countEl.textContent = data.message || "the server refused the form";
+      countEl.className = "count bad";
       return;
     }
-    if (mine !== generation) return; // a newer edit already asked
     if (data.valid) {
       showErrors({});
       countEl.textContent = data.n_trials + (data.n_trials === 1 ? " trial" : " trials");
@@ -67,20 +88,17 @@
     info.textContent = "uploading " + file.name + "…";
     const body = new FormData();
     body.append("file", file);
-    let res, data;
-    try {
-      res = await fetch(form.getAttribute("data-upload-url"), { method: "POST", body: body, headers: { "X-CSRF-Token": csrf } });
-      data = await res.json();
-    } catch (e) {
-      info.textContent = "upload failed: cannot reach the server";
-      return;
-    }
-    if (!res.ok) {
+    const answer = await postJSON(form.getAttribute("data-upload-url"), body);
+    const data = answer.data;
+    if (!answer.ok) {
       uploadInput.value = "";
       info.textContent = "";
-      showErrors({ upload: data.message });
+      uploadError = "upload failed: " + (data.message || "the server refused the file");
+      showErrors({});
+      schedule();
       return;
     }
+    uploadError = "";
     uploadInput.value = data.id;
     info.textContent = file.name + ": " + data.rows + " rows, columns " + data.header.join(", ");
     labelSelect.innerHTML = "";

@@ -110,11 +110,13 @@ class ExperimentRecord:
 
     @property
     def status(self) -> str:
-        """Derived from trial states: QUEUED, RUNNING, COMPLETE (all finished) or CANCELLED.
+        """Derived from trial states: QUEUED, RUNNING, COMPLETE, COMPLETE_WITH_FAILURES,
+        FAILED or CANCELLED.
 
         RUNNING while any trial runs, or while some trials are finished and others still wait
         (work in progress); CANCELLED once cancel was requested and nothing runs any more;
-        COMPLETE when every trial is finished; QUEUED before any trial started.
+        once every trial is finished: FAILED when all of them failed, COMPLETE_WITH_FAILURES
+        when some did, COMPLETE otherwise; QUEUED before any trial started.
         """
         running = self.counts.get(TrialState.RUNNING.value, 0)
         queued = self.counts.get(TrialState.QUEUED.value, 0)
@@ -125,7 +127,12 @@ class ExperimentRecord:
             return "CANCELLED"
         if queued:
             return "RUNNING" if queued < total else "QUEUED"
-        return "COMPLETE" if total else "QUEUED"
+        failed = self.counts.get(TrialState.FAILED.value, 0)
+        if not total:
+            return "QUEUED"
+        if failed:
+            return "FAILED" if failed == total else "COMPLETE_WITH_FAILURES"
+        return "COMPLETE"
 
 
 @dataclass

@@ -28,8 +28,12 @@ def make_app(tmp_path: Path, data_dir: Path, recorder: RecordingExecutor):
     apps = []
 
     def make(**config):
-        settings = {"TESTING": True, "STORE_URL": f"sqlite:///{tmp_path / 'store.db'}",
-                    "EXECUTOR": recorder, **config}
+        settings = {
+            "TESTING": True,
+            "STORE_URL": f"sqlite:///{tmp_path / 'store.db'}",
+            "EXECUTOR": recorder,
+            **config,
+        }
         app = create_app(settings)
         apps.append(app)
         return app

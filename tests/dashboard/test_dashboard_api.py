@@ -22,8 +22,11 @@ def _submit(client, spec=None, **kw):
 def _finish(store, trial_id, acc, seconds=1.0, state=TrialState.COMPLETE):
     assert store.claim_trial(trial_id, "w1") is not None
     store.append_metrics(trial_id, {"epoch": 1, "val_accuracy": acc, "val_loss": 1 - acc})
-    result = {"metrics": {"test_accuracy": acc, "test_loss": 1 - acc},
-              "timings": {"train": seconds, "compile": 0.1, "total": seconds + 0.2}, "epochs_run": 1}
+    result = {
+        "metrics": {"test_accuracy": acc, "test_loss": 1 - acc},
+        "timings": {"train": seconds, "compile": 0.1, "total": seconds + 0.2},
+        "epochs_run": 1,
+    }
     assert store.finish_trial(trial_id, state, result=result, worker="w1")
 
 
@@ -53,7 +56,7 @@ def test_openapi_documents_every_api_route(app, client):
     for rule in app.url_map.iter_rules():
         if not rule.rule.startswith("/api/v1/"):
             continue
-        path = rule.rule[len("/api/v1"):].replace("<", "{").replace(">", "}")
+        path = rule.rule[len("/api/v1") :].replace("<", "{").replace(">", "}")
         for method in rule.methods - {"HEAD", "OPTIONS"}:
             assert (path, method) in documented, f"{method} {path} is not in the OpenAPI document"
 
@@ -107,11 +110,21 @@ def test_validate_refuses_server_paths(client):
 
 
 def test_validate_form_fields_map_errors_to_fields(client):
-    form = {"dataset": "iris", "hidden_layers": "1-3", "width": "8, 16", "activation": ["relu", "tanh"],
-            "optimizer": "adam", "learning_rate": "0.01", "epochs": "2", "seeds": "2"}
+    form = {
+        "dataset": "iris",
+        "hidden_layers": "1-3",
+        "width": "8, 16",
+        "activation": ["relu", "tanh"],
+        "optimizer": "adam",
+        "learning_rate": "0.01",
+        "epochs": "2",
+        "seeds": "2",
+    }
     r = client.post("/api/v1/validate", data=form)
     assert r.status_code == 200 and r.json["n_trials"] == 3 * 2 * 2 * 2
-    r = client.post("/api/v1/validate", data={**form, "hidden_layers": "one", "learning_rate": "-0.1"})
+    r = client.post(
+        "/api/v1/validate", data={**form, "hidden_layers": "one", "learning_rate": "-0.1"}
+    )
     assert r.status_code == 400
     assert "hidden_layers" in r.json["fields"]
     r = client.post("/api/v1/validate", data={**form, "learning_rate": "-0.1", "width": "0"})
@@ -119,11 +132,14 @@ def test_validate_form_fields_map_errors_to_fields(client):
     assert set(r.json["fields"]) == {"learning_rate", "width"}
 
 
-@pytest.mark.parametrize("kwargs, needle", [
-    ({"data": "not json", "content_type": "text/plain"}, "must be JSON"),
-    ({"data": "{broken", "content_type": "application/json"}, "not valid JSON"),
-    ({"json": [1, 2]}, "mapping"),
-])
+@pytest.mark.parametrize(
+    "kwargs, needle",
+    [
+        ({"data": "not json", "content_type": "text/plain"}, "must be JSON"),
+        ({"data": "{broken", "content_type": "application/json"}, "not valid JSON"),
+        ({"json": [1, 2]}, "mapping"),
+    ],
+)
 def test_non_spec_bodies_are_400(client, kwargs, needle):
     r = client.post("/api/v1/experiments", **kwargs)
     assert r.status_code == 400 and needle in r.json["message"]
@@ -204,18 +220,32 @@ def test_trials_filter_sort_paginate_and_follow(client, store):
     assert client.get(base + "?state=RUNNING,QUEUED").json["trials"][0]["id"] == ids[1]
 
 
-@pytest.mark.parametrize("query, field", [
-    ("state=DONE", "state"), ("sort=1abc", "sort"), ("sort=config.x;drop", "sort"),
-    ("order=sideways", "order"), ("limit=100000", "limit"), ("since=-1", "since"),
-])
+@pytest.mark.parametrize(
+    "query, field",
+    [
+        ("state=DONE", "state"),
+        ("sort=1abc", "sort"),
+        ("sort=config.x;drop", "sort"),
+        ("order=sideways", "order"),
+        ("limit=100000", "limit"),
+        ("since=-1", "since"),
+    ],
+)
 def test_trials_bad_query_is_400_naming_it(client, query, field):
     exp_id = _submit(client).json["id"]
     r = client.get(f"/api/v1/experiments/{exp_id}/trials?{query}")
     assert r.status_code == 400 and r.json["errors"][0]["path"] == field
 
 
-@pytest.mark.parametrize("path", ["/api/v1/experiments/exp-nope", "/api/v1/experiments/exp-nope/trials",
-                                  "/api/v1/experiments/exp-nope/export", "/api/v1/trials/t-nope"])
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/api/v1/experiments/exp-nope",
+        "/api/v1/experiments/exp-nope/trials",
+        "/api/v1/experiments/exp-nope/export",
+        "/api/v1/trials/t-nope",
+    ],
+)
 def test_unknown_ids_are_json_404(client, path):
     r = client.get(path)
     assert r.status_code == 404 and "nope" in r.json["message"]
@@ -230,7 +260,9 @@ def test_get_trial_has_config_history_timings_error(client, store):
     assert t["timings"]["train"] == 2.5 and t["state"] == "COMPLETE" and t["error"] is None
     other = store.list_trials(exp_id)[1].id
     store.claim_trial(other, "w1")
-    store.finish_trial(other, TrialState.FAILED, error="Traceback ...\nValueError: boom", worker="w1")
+    store.finish_trial(
+        other, TrialState.FAILED, error="Traceback ...\nValueError: boom", worker="w1"
+    )
     assert client.get(f"/api/v1/trials/{other}").json["error"].endswith("ValueError: boom")
 
 
@@ -287,10 +319,20 @@ def test_upload_csv_and_use_it_in_a_spec(client, data_dir, recorder):
     assert r.json["label_candidates"] == ["species"]
     upload_id = r.json["id"]
     assert (data_dir / "uploads" / f"{upload_id}.csv").read_bytes() == IRIS_CSV
-    assert _upload(client, IRIS_CSV, label="species").json["id"] == upload_id  # same content, same id
-    spec = {"dataset": {"name": "csv", "upload": upload_id, "label_column": "species",
-                        "test_fraction": 0.25, "validation_fraction": 0.25},
-            "model": {"hidden_layers": 1, "width": 2}, "training": {"max_epochs": 1}}
+    assert (
+        _upload(client, IRIS_CSV, label="species").json["id"] == upload_id
+    )  # same content, same id
+    spec = {
+        "dataset": {
+            "name": "csv",
+            "upload": upload_id,
+            "label_column": "species",
+            "test_fraction": 0.25,
+            "validation_fraction": 0.25,
+        },
+        "model": {"hidden_layers": 1, "width": 2},
+        "training": {"max_epochs": 1},
+    }
     r = client.post("/api/v1/experiments", json=spec)
     assert r.status_code == 201, r.json
     bad = copy.deepcopy(spec)
@@ -302,15 +344,18 @@ def test_upload_csv_and_use_it_in_a_spec(client, data_dir, recorder):
     assert r.status_code == 400 and r.json["errors"][0]["path"] == "dataset.upload"
 
 
-@pytest.mark.parametrize("data, label, needle", [
-    (b"", None, "empty"),
-    (b"a,b\n", None, "at least one data row"),
-    (b"a,b,c\n1,x,y\n", None, "'b', 'c'"),
-    (b"a,b,c\n1,x,y\n", "c", "column 'b'"),
-    (b"a,b\n1,2\n", "z", "label column 'z'"),
-    (b"a,b\n1,2,3\n", None, "row 2"),
-    (b"\xff\xfe\x00", None, "UTF-8"),
-])
+@pytest.mark.parametrize(
+    "data, label, needle",
+    [
+        (b"", None, "empty"),
+        (b"a,b\n", None, "at least one data row"),
+        (b"a,b,c\n1,x,y\n", None, "'b', 'c'"),
+        (b"a,b,c\n1,x,y\n", "c", "column 'b'"),
+        (b"a,b\n1,2\n", "z", "label column 'z'"),
+        (b"a,b\n1,2,3\n", None, "row 2"),
+        (b"\xff\xfe\x00", None, "UTF-8"),
+    ],
+)
 def test_upload_rejects_bad_csv(client, data, label, needle):
     r = _upload(client, data, label)
     assert r.status_code == 400 and needle in r.json["message"], r.json
@@ -318,18 +363,28 @@ def test_upload_rejects_bad_csv(client, data, label, needle):
 
 def test_upload_without_file_and_oversized(make_app):
     client = make_app(MAX_CONTENT_LENGTH=2000).test_client()
-    r = client.post("/api/v1/datasets", data={}, content_type="multipart/form-data",
-                    headers={"X-CSRF-Token": session_csrf(client)})
+    r = client.post(
+        "/api/v1/datasets",
+        data={},
+        content_type="multipart/form-data",
+        headers={"X-CSRF-Token": session_csrf(client)},
+    )
     assert r.status_code == 400 and r.json["errors"][0]["path"] == "file"
     big = b"a,b\n" + b"1,2\n" * 1000
     assert _upload(client, big).status_code == 413
 
 
 # --------------------------------------------------------------------------- auth
-WRITES = [("post", "/api/v1/experiments", {"json": TINY_SPEC}),
-          ("post", "/api/v1/experiments/exp-x/cancel", {}),
-          ("post", "/api/v1/datasets", {"data": {"file": (io.BytesIO(IRIS_CSV), "d.csv")},
-                                         "content_type": "multipart/form-data"})]
+WRITES = [
+    ("post", "/api/v1/experiments", {"json": TINY_SPEC}),
+    ("post", "/api/v1/validate", {"json": TINY_SPEC}),
+    ("post", "/api/v1/experiments/exp-x/cancel", {}),
+    (
+        "post",
+        "/api/v1/datasets",
+        {"data": {"file": (io.BytesIO(IRIS_CSV), "d.csv")}, "content_type": "multipart/form-data"},
+    ),
+]
 
 
 @pytest.mark.parametrize("method, path, kwargs", WRITES, ids=[w[1] for w in WRITES])
@@ -337,8 +392,14 @@ WRITES = [("post", "/api/v1/experiments", {"json": TINY_SPEC}),
 def test_write_endpoints_need_the_token(make_app, method, path, kwargs, header):
     client = make_app(API_TOKEN="s3cret").test_client()
     headers = {"Authorization": header} if header else {}
-    kwargs = copy.deepcopy(kwargs) if "data" not in kwargs else {
-        "data": {"file": (io.BytesIO(IRIS_CSV), "d.csv")}, "content_type": "multipart/form-data"}
+    kwargs = (
+        copy.deepcopy(kwargs)
+        if "data" not in kwargs
+        else {
+            "data": {"file": (io.BytesIO(IRIS_CSV), "d.csv")},
+            "content_type": "multipart/form-data",
+        }
+    )
     r = getattr(client, method)(path, headers=headers, **kwargs)
     assert r.status_code == 401 and r.is_json
     assert r.headers["WWW-Authenticate"].startswith("Bearer")
@@ -350,10 +411,16 @@ def test_right_token_writes_and_reads_need_none(make_app):
     r = client.post("/api/v1/experiments", json=TINY_SPEC, headers=auth)
     assert r.status_code == 201
     exp_id = r.json["id"]
-    for path in ["/api/v1/experiments", f"/api/v1/experiments/{exp_id}", f"/api/v1/experiments/{exp_id}/trials",
-                 "/api/v1/workers", "/api/v1/health", "/api/v1/openapi.json"]:
+    for path in [
+        "/api/v1/experiments",
+        f"/api/v1/experiments/{exp_id}",
+        f"/api/v1/experiments/{exp_id}/trials",
+        "/api/v1/workers",
+        "/api/v1/health",
+        "/api/v1/openapi.json",
+    ]:
         assert client.get(path).status_code == 200, path
-    assert client.post("/api/v1/validate", json=TINY_SPEC).status_code == 200
+    assert client.post("/api/v1/validate", json=TINY_SPEC, headers=auth).status_code == 200
     assert client.post(f"/api/v1/experiments/{exp_id}/cancel", headers=auth).status_code == 200
     assert _upload(client, IRIS_CSV, headers=auth).status_code == 201
 
@@ -369,8 +436,12 @@ def test_config_from_environment_and_test_config_wins(monkeypatch, make_app):
 
 
 def test_huge_generated_dataset_is_refused(client, recorder):
-    spec = {"dataset": {"name": "classification",
-                        "params": {"n_samples": {"grid": [100, 1_000_000]}, "n_features": 10_000}}}
+    spec = {
+        "dataset": {
+            "name": "classification",
+            "params": {"n_samples": {"grid": [100, 1_000_000]}, "n_features": 10_000},
+        }
+    }
     r = client.post("/api/v1/experiments", json=spec)
     assert r.status_code == 400 and r.json["errors"][0]["path"] == "dataset.params"
     assert recorder.submitted == []
@@ -386,7 +457,9 @@ def test_with_a_broker_workers_include_celerys_view_and_submits_go_to_celery(mak
     try:
         socket.create_connection(("127.0.0.1", 5672), timeout=2).close()
     except OSError:
-        pytest.fail("RabbitMQ is not reachable at 127.0.0.1:5672: start it with rabbitmq-server -detached")
+        pytest.fail(
+            "RabbitMQ is not reachable at 127.0.0.1:5672: start it with rabbitmq-server -detached"
+        )
     from dnnframe.executors import CeleryExecutor
 
     app = make_app(BROKER_URL=BROKER, EXECUTOR=None, CELERY_INSPECT_TIMEOUT=0.5)

@@ -17,8 +17,15 @@ import pytest
 from dashboard import create_app
 
 CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic"]
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-quic",
+]
 
 
 def artifacts_dir() -> Path:
@@ -48,8 +55,10 @@ def live_server(tmp_path, data_dir, monkeypatch):
 
 def _browser(playwright):
     if not Path(CHROMIUM).is_file():
-        pytest.fail(f"{CHROMIUM} is missing: install Debian's chromium package "
-                    "(apt-get install chromium; .ci/run does this)")
+        pytest.fail(
+            f"{CHROMIUM} is missing: install Debian's chromium package "
+            "(apt-get install chromium; .ci/run does this)"
+        )
     return playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
 
 
@@ -74,8 +83,14 @@ def test_submit_sweep_in_chromium_and_watch_it_complete(live_server):
             page = browser.new_page(viewport={"width": 1280, "height": 1400})
             errors: list[str] = []
             page.on("pageerror", lambda exc: errors.append(str(exc)))
-            page.on("request", lambda req: errors.append("external request " + req.url)
-                    if not req.url.startswith(base) else None)
+            page.on(
+                "request",
+                lambda req: (
+                    errors.append("external request " + req.url)
+                    if not req.url.startswith(base)
+                    else None
+                ),
+            )
             page.goto(base + "/experiments/new")
 
             page.fill("#name", "browser-e2e")
@@ -87,7 +102,9 @@ def test_submit_sweep_in_chromium_and_watch_it_complete(live_server):
             page.fill("#batch_size", "32")
             # a bad value: the server's message appears next to the field before submitting
             page.fill("#learning_rate", "-0.5")
-            expect(page.locator("#error-learning_rate")).to_contain_text("greater than 0", timeout=10_000)
+            expect(page.locator("#error-learning_rate")).to_contain_text(
+                "greater than 0", timeout=10_000
+            )
             page.fill("#learning_rate", "0.05")
             expect(page.locator("#trial-count")).to_have_text("2 trials", timeout=10_000)
             expect(page.locator("#error-learning_rate")).to_have_text("")
@@ -122,10 +139,19 @@ def test_submit_sweep_in_chromium_and_watch_it_complete(live_server):
             # the table sorts by a clicked column
             column = "#trials tbody tr td:nth-child(2)"
             page.click("#trials th[data-key=hidden_layers]")  # numbers sort descending first
-            assert page.eval_on_selector_all(column, "tds => tds.map(t => t.textContent)") == ["2", "1"]
+            assert page.eval_on_selector_all(column, "tds => tds.map(t => t.textContent)") == [
+                "2",
+                "1",
+            ]
             page.click("#trials th[data-key=hidden_layers]")
-            assert page.eval_on_selector_all(column, "tds => tds.map(t => t.textContent)") == ["1", "2"]
-            assert page.evaluate("document.getElementById('chart-parallel').data[0].type") == "parcoords"
+            assert page.eval_on_selector_all(column, "tds => tds.map(t => t.textContent)") == [
+                "1",
+                "2",
+            ]
+            assert (
+                page.evaluate("document.getElementById('chart-parallel').data[0].type")
+                == "parcoords"
+            )
             # a trial's own page draws its learning curve
             page.click("#trials tbody tr:first-child td:last-child a")
             page.wait_for_url("**/trials/t-*")
@@ -153,19 +179,180 @@ def test_csv_upload_fills_label_choices_and_counts(live_server, tmp_path):
             expect(page.locator("#csv-fields")).to_be_visible()
             page.set_input_files("#csv-file", str(csv_file))
             expect(page.locator("#upload-info")).to_contain_text("40 rows", timeout=10_000)
-            assert page.eval_on_selector_all("#label_column option", "os => os.map(o => o.value)") == \
-                ["petal", "sepal", "kind"]
+            assert page.eval_on_selector_all(
+                "#label_column option", "os => os.map(o => o.value)"
+            ) == ["petal", "sepal", "kind"]
             expect(page.locator("#label_column")).to_have_value("kind")  # the non-numeric column
             page.fill("#hidden_layers", "1, 3")
             page.fill("#seeds", "1")
             expect(page.locator("#trial-count")).to_have_text("2 trials", timeout=10_000)
             # a numeric column as label makes 'kind' a (non-numeric) feature: error at the field
             page.select_option("#label_column", "petal")
-            expect(page.locator("#error-label_column")).to_contain_text("'kind': feature values must be numeric",
-                                                                     timeout=10_000)
+            expect(page.locator("#error-label_column")).to_contain_text(
+                "'kind': feature values must be numeric", timeout=10_000
+            )
             page.select_option("#label_column", "kind")
             expect(page.locator("#trial-count")).to_have_text("2 trials", timeout=10_000)
             upload_id = page.input_value("#upload")
-            assert (Path(os.environ["DNNFRAME_DATA_DIR"]) / "uploads" / f"{upload_id}.csv").is_file()
+            assert (
+                Path(os.environ["DNNFRAME_DATA_DIR"]) / "uploads" / f"{upload_id}.csv"
+            ).is_file()
+        finally:
+            browser.close()
+
+
+def test_a_refused_csv_shows_the_servers_message_in_the_form(live_server, tmp_path):
+    from playwright.sync_api import expect, sync_playwright
+
+    base, app = live_server
+    csv_file = tmp_path / "one-column.csv"
+    csv_file.write_text("only\n1\n2\n3\n")
+    with sync_playwright() as p:
+        browser = _browser(p)
+        try:
+            page = browser.new_page()
+            page.goto(base + "/experiments/new")
+            page.select_option("#dataset", "csv")
+            page.set_input_files("#csv-file", str(csv_file))
+            expect(page.locator("#error-upload")).to_contain_text(
+                "upload failed: the CSV needs at least two columns", timeout=10_000
+            )
+            assert "cannot reach" not in page.inner_text("#sweep-form")
+            assert page.input_value("#upload") == ""
+        finally:
+            browser.close()
+
+
+@pytest.fixture
+def quiet_server(tmp_path, data_dir):
+    """The app on a real server whose executor runs nothing: the test moves the trials."""
+    from dashboard_support import RecordingExecutor
+    from werkzeug.serving import make_server
+
+    app = create_app(
+        {
+            "STORE_URL": f"sqlite:///{tmp_path / 'quiet.db'}",
+            "EXECUTOR": RecordingExecutor(),
+            "ALLOWED_HOSTS": "127.0.0.1",
+        }
+    )
+    server = make_server("127.0.0.1", 0, app, threaded=True)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_port}", app.extensions["dnnframe"].store
+    finally:
+        server.shutdown()
+        thread.join(10)
+        app.extensions["dnnframe"].shutdown()
+
+
+def _train(store, trial_id: str, epochs: int, accuracy: float) -> None:
+    from dnnframe.store.base import TrialState
+
+    assert store.claim_trial(trial_id, "w1") is not None
+    for epoch in range(1, epochs + 1):
+        store.append_metrics(
+            trial_id,
+            {
+                "epoch": epoch,
+                "val_accuracy": accuracy * epoch / epochs,
+                "val_loss": 1 - accuracy * epoch / epochs,
+            },
+        )
+    result = {
+        "metrics": {"test_accuracy": accuracy, "test_loss": 1 - accuracy},
+        "timings": {"train": 0.5 + accuracy, "compile": 0.1},
+        "epochs_run": epochs,
+    }
+    assert store.finish_trial(trial_id, TrialState.COMPLETE, result=result, worker="w1")
+
+
+CHARTS = ["chart-accuracy", "chart-time", "chart-curves", "chart-parallel"]
+
+
+def test_experiment_page_waits_then_draws_readable_charts_in_a_stable_table(quiet_server):
+    import requests
+    from playwright.sync_api import expect, sync_playwright
+
+    base, store = quiet_server
+    spec = {
+        "name": "forty-epochs",
+        "dataset": {"name": "iris"},
+        "model": {"hidden_layers": {"grid": [1, 2]}, "width": 4},
+        "training": {"max_epochs": 40, "batch_size": 32, "learning_rate": 0.01},
+        "search": {"seeds": 2},
+    }
+    exp_id = requests.post(base + "/api/v1/experiments", json=spec, timeout=30).json()["id"]
+    trial_ids = [t.id for t in store.list_trials(exp_id)]
+    with sync_playwright() as p:
+        browser = _browser(p)
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 1400})
+            errors: list[str] = []
+            page.on("pageerror", lambda exc: errors.append(str(exc)))
+            page.goto(base + f"/experiments/{exp_id}")
+            expect(page.locator("#trials tbody tr")).to_have_count(4, timeout=10_000)
+            for chart in CHARTS:  # no empty axes before the first result
+                expect(page.locator(f"#{chart}")).to_contain_text("Waiting for the first")
+                assert page.evaluate(f"document.getElementById('{chart}').data") is None
+            page.screenshot(path=str(artifacts_dir() / "dashboard-experiment-waiting.png"))
+            order = page.eval_on_selector_all(
+                "#trials tbody tr", "rs => rs.map(r => r.dataset.trial)"
+            )
+
+            # the last row finishes first: rows keep their places while states change
+            _train(store, order[-1], 40, 0.8)
+            expect(page.locator(f"#trials tbody tr[data-trial='{order[-1]}']")).to_have_attribute(
+                "data-state", "COMPLETE", timeout=10_000
+            )
+            assert (
+                page.eval_on_selector_all("#trials tbody tr", "rs => rs.map(r => r.dataset.trial)")
+                == order
+            )
+            expect(page.locator("#chart-accuracy .main-svg").first).to_be_visible(timeout=10_000)
+
+            for trial_id, accuracy in zip(order[:-1], (0.6, 0.7, 0.9)):
+                _train(store, trial_id, 40, accuracy)
+            expect(page.locator("#trials tbody tr[data-state=COMPLETE]")).to_have_count(
+                4, timeout=10_000
+            )
+            assert (
+                page.eval_on_selector_all("#trials tbody tr", "rs => rs.map(r => r.dataset.trial)")
+                == order
+            )
+            curves = page.evaluate("""() => {
+                const el = document.getElementById('chart-curves');
+                return {names: el.data.map(t => t.name), dtick: el.layout.xaxis.dtick,
+                        ticks: Array.from(el.querySelectorAll('.xtick text'))
+                            .map(t => t.textContent)};
+            }""")
+            # every parameter that varies names a curve, so no two legend entries are alike
+            assert sorted(curves["names"]) == [
+                "layers 1, seed 0",
+                "layers 1, seed 1",
+                "layers 2, seed 0",
+                "layers 2, seed 1",
+            ]
+            # epochs 1..40: integer ticks every 5 epochs, not one per epoch
+            assert curves["dtick"] == 5 and curves["ticks"][:7] == [
+                "5",
+                "10",
+                "15",
+                "20",
+                "25",
+                "30",
+                "35",
+            ]
+            assert len(curves["ticks"]) <= 8
+            seed_axis = page.evaluate("""() => document.getElementById('chart-parallel').data[0]
+                .dimensions.find(d => d.label === 'seed')""")
+            assert seed_axis["tickvals"] == [0, 1] and seed_axis["ticktext"] == ["0", "1"]
+            expect(page.locator("#status")).to_have_text("finished")
+            shot = artifacts_dir() / "dashboard-experiment-charts.png"
+            page.screenshot(path=str(shot), full_page=True)
+            print(f"\nscreenshot: {shot.resolve()}")
+            assert errors == []
+            assert sorted(order) == sorted(trial_ids)
         finally:
             browser.close()

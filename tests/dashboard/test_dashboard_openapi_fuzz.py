@@ -18,15 +18,22 @@ MAX_EXAMPLES = 25
 OPERATIONS = [(path, method) for path, ops in openapi_document()["paths"].items() for method in ops]
 
 
-@pytest.mark.parametrize("path, method", OPERATIONS, ids=[f"{m.upper()} {p}" for p, m in OPERATIONS])
+@pytest.mark.parametrize(
+    "path, method", OPERATIONS, ids=[f"{m.upper()} {p}" for p, m in OPERATIONS]
+)
 def test_no_server_errors(make_app, path, method):
     app = make_app()
     schema = schemathesis.openapi.from_wsgi("/api/v1/openapi.json", app)
     operation = schema[path][method]
 
     @given(case=operation.as_strategy())
-    @settings(max_examples=MAX_EXAMPLES, deadline=None, derandomize=True, database=None,
-              suppress_health_check=list(HealthCheck))
+    @settings(
+        max_examples=MAX_EXAMPLES,
+        deadline=None,
+        derandomize=True,
+        database=None,
+        suppress_health_check=list(HealthCheck),
+    )
     def check(case):
         case.call_and_validate(checks=[not_a_server_error])
 

@@ -32,8 +32,9 @@ def test_changing_the_api_token_signs_browser_sessions_out(make_app, recorder):
     with client.session_transaction() as sess:
         # the session keeps a keyed digest, never the token or a bare "signed in" flag
         assert "token-A" not in str(dict(sess)) and "token_ok" not in sess
-    exp_id = client.post("/api/v1/experiments", json=TINY_SPEC,
-                         headers={"Authorization": "Bearer token-A"}).json["id"]
+    exp_id = client.post(
+        "/api/v1/experiments", json=TINY_SPEC, headers={"Authorization": "Bearer token-A"}
+    ).json["id"]
     cookie = client.get_cookie("session").value
 
     # same signing key, new token: the old session cookie no longer allows writes
@@ -51,9 +52,14 @@ def test_changing_the_api_token_signs_browser_sessions_out(make_app, recorder):
 
 
 # --------------------------------------------------------------------------- 4xx, not 500
-@pytest.mark.parametrize("path", [f"/api/v1/experiments?offset={HUGE}",
-                                  "/api/v1/experiments/{exp}/trials?offset=" + HUGE,
-                                  "/api/v1/experiments/{exp}/trials?since=" + HUGE])
+@pytest.mark.parametrize(
+    "path",
+    [
+        f"/api/v1/experiments?offset={HUGE}",
+        "/api/v1/experiments/{exp}/trials?offset=" + HUGE,
+        "/api/v1/experiments/{exp}/trials?since=" + HUGE,
+    ],
+)
 def test_integers_past_the_store_range_are_400_naming_the_parameter(client, path):
     exp_id = client.post("/api/v1/experiments", json=TINY_SPEC).json["id"]
     r = client.get(path.format(exp=exp_id))
@@ -65,12 +71,18 @@ def test_integers_past_the_store_range_are_400_naming_the_parameter(client, path
 
 
 @pytest.mark.parametrize("path", ["/api/v1/validate", "/api/v1/experiments"])
-@pytest.mark.parametrize("template, depth", [
-    ("{}", 100_000),  # past the JSON decoder's recursion limit
-    ("{}", 5_000),
-    ('{{"dataset": {{"name": "iris", "params": {{"x": {}}}}}}}', 300),  # parses, then deep in the spec
-    ('{{"dataset": "iris", "model": {{"width": {{"grid": {}}}}}}}', 300),
-])
+@pytest.mark.parametrize(
+    "template, depth",
+    [
+        ("{}", 100_000),  # past the JSON decoder's recursion limit
+        ("{}", 5_000),
+        (
+            '{{"dataset": {{"name": "iris", "params": {{"x": {}}}}}}}',
+            300,
+        ),  # parses, then deep in the spec
+        ('{{"dataset": "iris", "model": {{"width": {{"grid": {}}}}}}}', 300),
+    ],
+)
 def test_deeply_nested_json_is_400(client, recorder, path, template, depth):
     body = template.format("[" * depth + "]" * depth)
     r = client.post(path, data=body, content_type="application/json")
@@ -82,10 +94,16 @@ def test_csv_cell_over_the_field_limit_is_400(client, data_dir):
     big = b"a,b\n1," + b"9" * (csv.field_size_limit() + 10) + b"\n2,3\n"
     headers = {"X-CSRF-Token": _session_csrf(client)}
     for form in ({}, {"label_column": "b"}):
-        r = client.post("/api/v1/datasets", data={"file": (io.BytesIO(big), "a.csv"), **form},
-                        content_type="multipart/form-data", headers=headers)
+        r = client.post(
+            "/api/v1/datasets",
+            data={"file": (io.BytesIO(big), "a.csv"), **form},
+            content_type="multipart/form-data",
+            headers=headers,
+        )
         assert r.status_code == 400, r.json
-        assert "longer than the limit" in r.json["message"] and r.json["errors"][0]["path"] == "file"
+        assert (
+            "longer than the limit" in r.json["message"] and r.json["errors"][0]["path"] == "file"
+        )
     assert not (data_dir / "uploads").exists() or not list((data_dir / "uploads").iterdir())
 
 
@@ -97,18 +115,27 @@ def _upload_form():
 def test_cross_site_form_post_cannot_cancel(client, store, recorder):
     exp_id = client.post("/api/v1/experiments", json=TINY_SPEC).json["id"]
     evil = {"Origin": "https://evil.example"}
-    for kwargs in ({"data": {}}, {"data": {"x": "1"}, "content_type": "multipart/form-data"},
-                   {"data": "x=1", "content_type": "text/plain"}):
+    for kwargs in (
+        {"data": {}},
+        {"data": {"x": "1"}, "content_type": "multipart/form-data"},
+        {"data": "x=1", "content_type": "text/plain"},
+    ):
         r = client.post(f"/api/v1/experiments/{exp_id}/cancel", headers=evil, **kwargs)
         assert r.status_code == 403 and "Origin" in r.json["message"], r.json
-    r = client.post(f"/api/v1/experiments/{exp_id}/cancel",
-                    headers={"Referer": "https://evil.example/page"}, data={})
+    r = client.post(
+        f"/api/v1/experiments/{exp_id}/cancel",
+        headers={"Referer": "https://evil.example/page"},
+        data={},
+    )
     assert r.status_code == 403 and "Referer" in r.json["message"]
     r = client.post(f"/api/v1/experiments/{exp_id}/cancel", headers={"Origin": "null"}, data={})
     assert r.status_code == 403
     # a same-site browser form body needs the session's CSRF token
-    r = client.post(f"/api/v1/experiments/{exp_id}/cancel", data={"x": "1"},
-                    headers={"Origin": "http://localhost"})
+    r = client.post(
+        f"/api/v1/experiments/{exp_id}/cancel",
+        data={"x": "1"},
+        headers={"Origin": "http://localhost"},
+    )
     assert r.status_code == 403 and "CSRF" in r.json["message"]
     r = client.post("/api/v1/experiments", json=TINY_SPEC, headers=evil)
     assert r.status_code == 403
@@ -119,31 +146,47 @@ def test_cross_site_form_post_cannot_cancel(client, store, recorder):
     assert client.post(f"/api/v1/experiments/{exp_id}/cancel", headers=same).status_code == 200
     assert client.post(f"/api/v1/experiments/{exp_id}/cancel", json={}).status_code == 200
     token = _session_csrf(client)
-    r = client.post(f"/api/v1/experiments/{exp_id}/cancel", data={"csrf_token": token},
-                    headers={"Referer": "http://localhost/experiments/" + exp_id})
+    r = client.post(
+        f"/api/v1/experiments/{exp_id}/cancel",
+        data={"csrf_token": token},
+        headers={"Referer": "http://localhost/experiments/" + exp_id},
+    )
     assert r.status_code == 200 and recorder.cancelled == [exp_id] * 3
 
 
 def test_cross_site_multipart_upload_is_refused(client, data_dir):
-    r = client.post("/api/v1/datasets", data=_upload_form(), content_type="multipart/form-data",
-                    headers={"Origin": "https://evil.example"})
+    r = client.post(
+        "/api/v1/datasets",
+        data=_upload_form(),
+        content_type="multipart/form-data",
+        headers={"Origin": "https://evil.example"},
+    )
     assert r.status_code == 403
-    r = client.post("/api/v1/datasets", data=_upload_form(), content_type="multipart/form-data",
-                    headers={"Origin": "http://localhost"})
+    r = client.post(
+        "/api/v1/datasets",
+        data=_upload_form(),
+        content_type="multipart/form-data",
+        headers={"Origin": "http://localhost"},
+    )
     assert r.status_code == 403 and r.json["errors"][0]["path"] == "csrf_token"
     assert not (data_dir / "uploads").exists()
     # a client that is no browser (curl -F file=@data.csv) states no origin and may upload
     r = client.post("/api/v1/datasets", data=_upload_form(), content_type="multipart/form-data")
     assert r.status_code == 201, r.json
     token = _session_csrf(client)
-    r = client.post("/api/v1/datasets", data={**_upload_form(), "csrf_token": token},
-                    content_type="multipart/form-data", headers={"Origin": "http://localhost"})
+    r = client.post(
+        "/api/v1/datasets",
+        data={**_upload_form(), "csrf_token": token},
+        content_type="multipart/form-data",
+        headers={"Origin": "http://localhost"},
+    )
     assert r.status_code == 201, r.json
 
 
 def test_bearer_token_requests_skip_the_browser_checks(make_app):
     client = make_app(API_TOKEN="s3cret").test_client()
     auth = {"Authorization": "Bearer s3cret", "Origin": "https://tool.example"}
-    r = client.post("/api/v1/datasets", data=_upload_form(), content_type="multipart/form-data",
-                    headers=auth)
+    r = client.post(
+        "/api/v1/datasets", data=_upload_form(), content_type="multipart/form-data", headers=auth
+    )
     assert r.status_code == 201, r.json

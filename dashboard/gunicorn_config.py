@@ -1,0 +1,52 @@
+"""gunicorn settings for the dashboard.
+
+``gunicorn -c python:dashboard.gunicorn_config dashboard.wsgi:app`` uses them.
+
+Every value can still be overridden on gunicorn's command line or in ``GUNICORN_CMD_ARGS``.
+Loaded in gunicorn's master process before any worker starts, which is what lets it give
+every worker the same session key.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from typing import Any
+
+from gunicorn.util import parse_address
+
+# Processes × threads: a request mostly waits on the store, so threads are cheap concurrency.
+workers = int(os.environ.get("WEB_CONCURRENCY", "2"))
+worker_class = "gthread"
+threads = int(os.environ.get("DNNFRAME_WEB_THREADS", "4"))
+# SIGTERM: stop accepting, let requests in flight finish for up to graceful_timeout seconds.
+graceful_timeout = 20
+timeout = 60
+accesslog = "-"  # stdout, one line per request
+errorlog = "-"
+access_log_format = '%(h)s "%(r)s" %(s)s %(b)s %(M)sms pid=%(p)s'
+forwarded_allow_ips = os.environ.get("FORWARDED_ALLOW_IPS", "127.0.0.1")
+
+# Sessions (and the CSRF token in them) are signed with SECRET_KEY; a key drawn by each
+# worker would make a session from one worker invalid on the next. Without
+# DNNFRAME_SECRET_KEY the master draws one key for all its workers: sessions then last as
+# long as this server (several servers behind a balancer must set the variable).
+_DREW_KEY = not os.environ.get("DNNFRAME_SECRET_KEY")
+if _DREW_KEY:
+    os.environ["DNNFRAME_SECRET_KEY"] = secrets.token_hex(32)
+
+
+def when_ready(server: Any) -> None:
+    """Default the allowed hosts to the addresses gunicorn listens on (before workers fork)."""
+    if _DREW_KEY:
+        server.log.info(
+            "DNNFRAME_SECRET_KEY is not set: the workers share a key drawn at start-up; "
+            "set it to keep sessions across restarts or several servers"
+        )
+    hosts = []
+    for address in server.cfg.bind:
+        parsed = parse_address(address)
+        if isinstance(parsed, tuple):  # not a unix socket or a file descriptor
+            hosts.append(str(parsed[0]))
+    if hosts:
+        os.environ.setdefault("DNNFRAME_BIND_HOST", ",".join(hosts))

@@ -1,0 +1,222 @@
+"""Who may write, and from where: allowed hosts, the API token, same-site checks, CSRF tokens.
+
+Reads are public. Writes need ``Authorization: Bearer <DNNFRAME_API_TOKEN>`` when a token is
+set; without one, a browser write must come from this site and a non-JSON body must echo the
+session's CSRF token. Every request must name an allowed host, so a page served from another
+name that resolves to this server (DNS rebinding) gets nothing from it.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import hmac
+import secrets
+import socket
+from collections.abc import Callable, Iterable
+from typing import Any
+from urllib.parse import urlsplit
+
+from flask import current_app, request, session
+
+from .errors import APIError
+
+LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1")
+# Binding one of these listens on every interface; it is not a name a browser uses.
+WILDCARD_ADDRESSES = ("0.0.0.0", "::")
+
+
+# --------------------------------------------------------------------------- allowed hosts
+def default_allowed_hosts(bind_hosts: str | None = None) -> list[str]:
+    """The bound addresses (a comma list) and this machine's local names.
+
+    A wildcard bind adds the machine's host names (a container's name, say); any other name
+    a server is reached by goes into ``DNNFRAME_ALLOWED_HOSTS``.
+    """
+    hosts = list(LOCAL_HOSTS)
+    for bound in (bind_hosts or "").split(","):
+        bound = bound.strip().strip("[]")
+        if not bound:
+            continue
+        if bound in WILDCARD_ADDRESSES:
+            hosts += [socket.gethostname(), socket.getfqdn()]
+        else:
+            hosts.append(bound)
+    return list(dict.fromkeys(h.lower() for h in hosts if h))
+
+
+def parse_hosts(value: str | Iterable[str] | None) -> list[str]:
+    """``"a, b"`` or ``["a", "b"]`` → lower-case host names; ``*`` allows any host."""
+    if value is None:
+        return []
+    items = value.split(",") if isinstance(value, str) else list(value)
+    return [str(h).strip().strip("[]").lower() for h in items if str(h).strip()]
+
+
+def request_hostname(host_header: str) -> str | None:
+    """The host name of a Host header (``[::1]:5000`` → ``::1``), None when malformed."""
+    try:
+        return urlsplit("//" + host_header).hostname
+    except ValueError:
+        return None
+
+
+def check_allowed_host() -> None:
+    """Refuse a request whose Host header names a host this server does not answer to."""
+    allowed = current_app.config["ALLOWED_HOSTS"]
+    if "*" in allowed:
+        return
+    name = request_hostname(request.host)
+    if name is None or name.rstrip(".") not in allowed:
+        raise APIError(
+            400,
+            f"the Host header names {request.host[:200]!r}, which this server does "
+            f"not answer to (allowed: {', '.join(allowed)}); add it to "
+            "DNNFRAME_ALLOWED_HOSTS if it is yours",
+            [{"path": "Host", "message": "not an allowed host"}],
+        )
+
+
+# --------------------------------------------------------------------------- secrets
+def same_secret(given: object, expected: object) -> bool:
+    """Compare a secret the client sent with ours in constant time (never leak by timing)."""
+    return bool(expected) and hmac.compare_digest(str(given).encode(), str(expected).encode())
+
+
+def csrf_token() -> str:
+    """The session's CSRF token (created on first use)."""
+    token = session.get("csrf")
+    if not token:
+        token = session["csrf"] = secrets.token_urlsafe(32)
+    return token
+
+
+def csrf_given_matches() -> bool:
+    """True when the request echoes the session's CSRF token (form field or header)."""
+    given = request.headers.get("X-CSRF-Token") or request.form.get("csrf_token") or ""
+    return same_secret(given, session.get("csrf") or "")
+
+
+def token_digest(token: str) -> str:
+    """A keyed hash of an API token, kept in the session instead of a bare "signed in" flag.
+
+    Comparing it with the current token's digest on every write means changing
+    DNNFRAME_API_TOKEN signs every browser out. Keyed with SECRET_KEY because the session
+    cookie is signed, not encrypted: a plain hash would let its holder guess a weak token offline.
+    """
+    key = current_app.config["SECRET_KEY"]
+    key = key if isinstance(key, bytes) else str(key).encode()
+    return hmac.new(key, b"dnnframe-api-token:" + token.encode(), hashlib.sha256).hexdigest()
+
+
+def session_signed_in() -> bool:
+    """True when this browser session gave the server's current API token at /login."""
+    expected = current_app.config.get("API_TOKEN")
+    given = session.get("token_hash")
+    if not expected or not isinstance(given, str):
+        return False
+    return same_secret(given, token_digest(str(expected)))
+
+
+# --------------------------------------------------------------------------- the API token
+def require_token(
+    view: Callable[..., Any] | None = None, *, json_only: bool = False, allow_session: bool = False
+) -> Callable[..., Any]:
+    """Guard a write endpoint: the bearer token when one is set, same-site checks otherwise.
+
+    Without a configured token a browser could still be made to write from another site
+    (cookies play no part, so SameSite does not help), so such requests must come from this
+    site (Origin/Referer) and a body a cross-site form can send must carry the session's
+    CSRF token; JSON bodies need no token (a cross-site page cannot send one without CORS).
+    ``json_only`` endpoints refuse any other body themselves, with a clearer 400.
+    ``allow_session`` also lets a dashboard session that signed in (plus its CSRF token)
+    through, for endpoints the pages call.
+    """
+    if view is None:
+        return functools.partial(require_token, json_only=json_only, allow_session=allow_session)
+
+    @functools.wraps(view)
+    def wrapped(*args: Any, **kwargs: Any) -> Any:
+        expected = current_app.config.get("API_TOKEN")
+        if not expected:
+            check_same_site(check_body=not json_only)
+        elif not (
+            allow_session
+            and "Authorization" not in request.headers
+            and session_signed_in()
+            and csrf_given_matches()
+        ):
+            _check_bearer(str(expected))
+        return view(*args, **kwargs)
+
+    return wrapped
+
+
+def _check_bearer(expected: str) -> None:
+    header = request.headers.get("Authorization", "")
+    scheme, _, given = header.partition(" ")
+    challenge = {"WWW-Authenticate": 'Bearer realm="dnnframe"'}
+    if scheme.lower() != "bearer" or not given:
+        raise APIError(
+            401,
+            "this endpoint needs an API token: send 'Authorization: Bearer <token>'",
+            headers=challenge,
+        )
+    if not same_secret(given.strip(), expected):
+        raise APIError(401, "the API token is wrong", headers=challenge)
+
+
+def _netloc(url: str) -> tuple[str, int] | None:
+    """(host, port) of an absolute http(s) URL, or None when it is not one (e.g. Origin: null)."""
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError:
+        return None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return None
+    return parts.hostname.lower(), port or (443 if parts.scheme == "https" else 80)
+
+
+def _same_host(url: str) -> bool:
+    origin = _netloc(url)
+    if origin is None:
+        return False
+    # request.host omits a default port; take the origin's scheme for it (a TLS proxy in
+    # front makes request.scheme "http" while the browser's origin is https)
+    scheme = url.split(":", 1)[0].lower()
+    return _netloc(f"{scheme}://{request.host}") == origin
+
+
+def check_same_site(check_body: bool = True) -> None:
+    """Refuse a write that a browser sent from another site (unauthenticated API only).
+
+    Browsers send Origin on every cross-origin POST (Referer when an old one does not), so
+    a header naming another host (or ``Origin: null``) is refused. Clients such as curl send
+    neither and pass: ``curl -F file=@data.csv …/datasets`` works on a token-less server.
+    A browser request from this site with a body other than JSON must also echo the
+    session's CSRF token, as the dashboard's own forms do.
+    """
+    origin = request.headers.get("Origin")
+    header, value = (
+        ("Origin", origin) if origin is not None else ("Referer", request.headers.get("Referer"))
+    )
+    if value is not None and not _same_host(value):
+        raise APIError(
+            403,
+            f"cross-site request refused: the {header} header ({value[:200]!r}) "
+            f"names another site than this server ({request.host!r})",
+            [{"path": header, "message": "must name this server"}],
+        )
+    has_body = bool(request.content_length) or bool(request.mimetype)
+    if not check_body or value is None or request.is_json or not has_body:
+        return
+    if not csrf_given_matches():
+        raise APIError(
+            403,
+            f"a {request.mimetype or 'non-JSON'} body needs the dashboard "
+            "session's CSRF token (field csrf_token or header X-CSRF-Token) while "
+            "no API token is configured; send JSON, or set DNNFRAME_API_TOKEN and "
+            "send 'Authorization: Bearer <token>'",
+            [{"path": "csrf_token", "message": "missing or stale"}],
+        )
