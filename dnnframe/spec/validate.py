@@ -7,6 +7,7 @@ small document (spaces left out), and whole sweeps are expanded only when small.
 
 from __future__ import annotations
 
+import json
 import math
 from typing import Any
 
@@ -139,7 +140,15 @@ def _probes(space: Space) -> list[tuple[Path, Any]]:
     """
     path, kind, values = space.path, space.kind, space.values
     if kind in ("grid", "choice"):
-        return [((*path, kind, i), values[i]) for i in range(1, len(values))]
+        # a value listed twice is checked (and reported) once, at its first place
+        seen = {_value_key(values[0])}
+        probes = []
+        for i in range(1, len(values)):
+            key = _value_key(values[i])
+            if key not in seen:
+                seen.add(key)
+                probes.append(((*path, kind, i), values[i]))
+        return probes
     if kind == "int_range":
         return [((*path, kind, 1), values[-1])] if len(values) > 1 else []
     low, high = values
@@ -147,6 +156,13 @@ def _probes(space: Space) -> list[tuple[Path, Any]]:
     if inside.is_integer() and low < high:
         inside = math.nextafter(inside, high)
     return [((*path, kind), high), ((*path, kind), inside)]
+
+
+def _value_key(value: Any) -> tuple[str, Any]:
+    # the type is part of the key: 1, 1.0 and True are equal but not equally valid
+    if isinstance(value, (dict, list)):
+        return ("json", json.dumps(value, sort_keys=True))
+    return (type(value).__name__, value)
 
 
 def _report_probe(exc: ValidationError, path: Path, element: Path, errors: ErrorList) -> None:
