@@ -1,4 +1,4 @@
-"""The paper-reproduction specs and the analysis in dnnframe.paper, on a real SQLite store.
+"""The paper-reproduction specs and the analysis in dnnframe.analysis.paper, on a real SQLite store.
 
 Nothing here trains a network: results are written into a store by hand with known
 accuracies and timings, so means, spreads, fits and R² can be checked exactly.
@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from dnnframe import paper
+from dnnframe.analysis import paper
 from dnnframe.cli import cli
 from dnnframe.spec import TrialConfig, count_trials, expand, load_spec
 from dnnframe.store import open_store
