@@ -33,7 +33,9 @@ def data_dir() -> Path:
 def upload_path(upload_id: str) -> Path:
     """The file of an uploaded CSV, from its id (a hash of its content)."""
     if not UPLOAD_ID.match(upload_id):
-        raise DatasetError(f"upload id must be 8-64 lowercase hex characters, but got {upload_id!r}")
+        raise DatasetError(
+            f"upload id must be 8-64 lowercase hex characters, but got {upload_id!r}"
+        )
     return data_dir() / "uploads" / f"{upload_id}.csv"
 
 
@@ -49,7 +51,9 @@ class CsvSummary:
 def _rows(data: bytes, max_bytes: int) -> tuple[list[str], list[list[str]]]:
     """Header and non-blank data rows of CSV bytes; DatasetError(field="file") when unreadable."""
     if len(data) > max_bytes:
-        raise DatasetError(f"CSV is {len(data)} bytes, more than the limit of {max_bytes}", field="file")
+        raise DatasetError(
+            f"CSV is {len(data)} bytes, more than the limit of {max_bytes}", field="file"
+        )
     if not data.strip():
         raise DatasetError("CSV file is empty", field="file")
     try:
@@ -59,8 +63,11 @@ def _rows(data: bytes, max_bytes: int) -> tuple[list[str], list[list[str]]]:
     try:
         rows = [r for r in csv.reader(io.StringIO(text)) if any(cell.strip() for cell in r)]
     except csv.Error as exc:  # e.g. a cell longer than the csv module's field limit
-        raise DatasetError(f"CSV cannot be parsed: {exc} (cells are limited to "
-                           f"{csv.field_size_limit()} characters)", field="file") from None
+        raise DatasetError(
+            f"CSV cannot be parsed: {exc} (cells are limited to "
+            f"{csv.field_size_limit()} characters)",
+            field="file",
+        ) from None
     if len(rows) < 2:
         raise DatasetError("CSV needs a header row and at least one data row", field="file")
     header = [h.strip() for h in rows[0]]
@@ -70,8 +77,9 @@ def _rows(data: bytes, max_bytes: int) -> tuple[list[str], list[list[str]]]:
         raise DatasetError("CSV needs at least one feature column besides the label", field="file")
     for r, row in enumerate(rows[1:], start=2):
         if len(row) != len(header):
-            raise DatasetError(f"CSV row {r} has {len(row)} fields, the header has {len(header)}",
-                               field="file")
+            raise DatasetError(
+                f"CSV row {r} has {len(row)} fields, the header has {len(header)}", field="file"
+            )
     return header, rows[1:]
 
 
@@ -83,8 +91,12 @@ def _number(cell: str) -> float | None:
     return value if math.isfinite(value) else None
 
 
-def validate_csv_bytes(data: bytes, label_column: str | None = None, task: Task = "classification",
-                       max_bytes: int = MAX_CSV_BYTES) -> CsvSummary:
+def validate_csv_bytes(
+    data: bytes,
+    label_column: str | None = None,
+    task: Task = "classification",
+    max_bytes: int = MAX_CSV_BYTES,
+) -> CsvSummary:
     """Check CSV bytes the way training will read them, without keeping the arrays.
 
     With ``label_column`` the file must parse exactly as :func:`parse_csv` parses it.
@@ -105,8 +117,11 @@ def validate_csv_bytes(data: bytes, label_column: str | None = None, task: Task 
             if name not in non_numeric and _number(cell) is None:
                 non_numeric.append(name)
     if len(non_numeric) > 1:
-        raise DatasetError(f"feature columns must be numeric, but {', '.join(map(repr, non_numeric))} "
-                           "are not (only the label column may hold text)", field="file")
+        raise DatasetError(
+            f"feature columns must be numeric, but {', '.join(map(repr, non_numeric))} "
+            "are not (only the label column may hold text)",
+            field="file",
+        )
     return CsvSummary(header, len(rows), non_numeric or list(header))
 
 
@@ -114,35 +129,41 @@ def _count_rows(data: bytes) -> int:
     return len(_rows(data, max(len(data), 1))[1])
 
 
-def parse_csv(data: bytes, label_column: str, task: Task = "classification",
-              max_bytes: int = MAX_CSV_BYTES) -> tuple[np.ndarray, np.ndarray, list[str]]:
+def parse_csv(
+    data: bytes, label_column: str, task: Task = "classification", max_bytes: int = MAX_CSV_BYTES
+) -> tuple[np.ndarray, np.ndarray, list[str]]:
     """Parse CSV bytes: numeric feature columns plus a label column.
 
     Returns (X, y, header). Raises DatasetError naming the row/column that is wrong.
     """
     header, rows = _rows(data, max_bytes)
     if label_column not in header:
-        raise DatasetError(f"label column {label_column!r} is not in the CSV header {header}",
-                           field="label_column")
+        raise DatasetError(
+            f"label column {label_column!r} is not in the CSV header {header}", field="label_column"
+        )
     li = header.index(label_column)
     X = np.empty((len(rows), len(header) - 1))
     labels = []
     for r, row in enumerate(rows, start=2):
-        feats = row[:li] + row[li + 1:]
+        feats = row[:li] + row[li + 1 :]
         for c, cell in enumerate(feats):
             value = _number(cell)
             if value is None:
                 col = header[c if c < li else c + 1]
                 rule = "numeric" if _is_text(cell) else "finite"
-                raise DatasetError(f"CSV row {r}, column {col!r}: feature values must be {rule}, "
-                                   f"but got {cell!r}", field="file")
+                raise DatasetError(
+                    f"CSV row {r}, column {col!r}: feature values must be {rule}, but got {cell!r}",
+                    field="file",
+                )
             X[r - 2, c] = value
         labels.append(row[li].strip())
     if task == "regression":
         numbers = [_number(v) for v in labels]
         if any(v is None for v in numbers):
-            raise DatasetError(f"label column {label_column!r} must be numeric for a regression loss",
-                               field="label_column")
+            raise DatasetError(
+                f"label column {label_column!r} must be numeric for a regression loss",
+                field="label_column",
+            )
         y = np.array(numbers, dtype=np.float64)
     else:
         # numeric labels in numeric order, then text labels alphabetically

@@ -86,13 +86,17 @@ def _moons(p: MoonsParams):
 def _circles(p: CirclesParams):
     from sklearn.datasets import make_circles
 
-    return make_circles(n_samples=p.n_samples, noise=p.noise, factor=p.factor, random_state=p.random_state)
+    return make_circles(
+        n_samples=p.n_samples, noise=p.noise, factor=p.factor, random_state=p.random_state
+    )
 
 
 def _spirals(p: SpiralsParams):
     rng = np.random.default_rng(p.random_state)
-    per_class = [p.n_samples // p.n_classes + (1 if i < p.n_samples % p.n_classes else 0)
-                 for i in range(p.n_classes)]
+    per_class = [
+        p.n_samples // p.n_classes + (1 if i < p.n_samples % p.n_classes else 0)
+        for i in range(p.n_classes)
+    ]
     xs, ys = [], []
     for k, n in enumerate(per_class):
         r = np.linspace(0.05, 1.0, n)
@@ -109,28 +113,47 @@ def _classification(p: ClassificationParams):
     if p.n_informative + p.n_redundant > p.n_features:
         raise ValueError(
             f"n_informative + n_redundant <= n_features must hold, but got "
-            f"{p.n_informative} + {p.n_redundant} > {p.n_features}")
-    if p.n_classes > 2 ** p.n_informative:
-        raise ValueError(f"n_classes <= 2**n_informative must hold, but got n_classes={p.n_classes}, n_informative={p.n_informative}")
-    return make_classification(n_samples=p.n_samples, n_features=p.n_features, n_informative=p.n_informative,
-                               n_redundant=p.n_redundant, n_classes=p.n_classes, class_sep=p.class_sep,
-                               random_state=p.random_state)
+            f"{p.n_informative} + {p.n_redundant} > {p.n_features}"
+        )
+    if p.n_classes > 2**p.n_informative:
+        raise ValueError(
+            f"n_classes <= 2**n_informative must hold, but got n_classes={p.n_classes}, "
+            f"n_informative={p.n_informative}"
+        )
+    return make_classification(
+        n_samples=p.n_samples,
+        n_features=p.n_features,
+        n_informative=p.n_informative,
+        n_redundant=p.n_redundant,
+        n_classes=p.n_classes,
+        class_sep=p.class_sep,
+        random_state=p.random_state,
+    )
 
 
 def _regression(p: RegressionParams):
     from sklearn.datasets import make_regression
 
     if p.n_informative > p.n_features:
-        raise ValueError(f"n_informative <= n_features must hold, but got {p.n_informative} > {p.n_features}")
-    return make_regression(n_samples=p.n_samples, n_features=p.n_features, n_informative=p.n_informative,
-                           noise=p.noise, random_state=p.random_state)
+        raise ValueError(
+            f"n_informative <= n_features must hold, but got {p.n_informative} > {p.n_features}"
+        )
+    return make_regression(
+        n_samples=p.n_samples,
+        n_features=p.n_features,
+        n_informative=p.n_informative,
+        noise=p.noise,
+        random_state=p.random_state,
+    )
 
 
 def _mnist1d(p: Mnist1dParams):
     try:
         from mnist1d.data import get_dataset_args, make_dataset
     except ImportError:
-        raise DatasetError("dataset 'mnist1d' needs the optional extra: pip install 'dnnframe[mnist1d]'") from None
+        raise DatasetError(
+            "dataset 'mnist1d' needs the optional extra: pip install 'dnnframe[mnist1d]'"
+        ) from None
     args = get_dataset_args()
     args.num_samples, args.seed = p.num_samples, p.random_state
     data = make_dataset(args)  # generated offline from the package's templates
@@ -151,33 +174,104 @@ class DatasetInfo:
 REGISTRY: dict[str, DatasetInfo] = {
     info.name: info
     for info in [
-        DatasetInfo("digits", "classification", _NoParams, _sk("load_digits", "classification"),
-                    "8x8 handwritten digits, 1797 samples, 64 features, 10 classes (scikit-learn)"),
-        DatasetInfo("iris", "classification", _NoParams, _sk("load_iris", "classification"),
-                    "Iris flowers, 150 samples, 4 features, 3 classes (scikit-learn)"),
-        DatasetInfo("wine", "classification", _NoParams, _sk("load_wine", "classification"),
-                    "Wine cultivars, 178 samples, 13 features, 3 classes (scikit-learn)"),
-        DatasetInfo("breast_cancer", "classification", _NoParams, _sk("load_breast_cancer", "classification"),
-                    "Breast cancer Wisconsin, 569 samples, 30 features, 2 classes (scikit-learn)"),
-        DatasetInfo("diabetes", "regression", _NoParams, _sk("load_diabetes", "regression"),
-                    "Diabetes progression, 442 samples, 10 features, regression (scikit-learn)"),
-        DatasetInfo("moons", "classification", MoonsParams, _moons, "two interleaving half circles (generated)"),
-        DatasetInfo("circles", "classification", CirclesParams, _circles, "two concentric circles (generated)"),
-        DatasetInfo("spirals", "classification", SpiralsParams, _spirals, "interleaved spiral arms (generated)"),
-        DatasetInfo("classification", "classification", ClassificationParams, _classification,
-                    "scikit-learn make_classification (generated)"),
-        DatasetInfo("regression", "regression", RegressionParams, _regression,
-                    "scikit-learn make_regression (generated)"),
-        DatasetInfo("mnist1d", "classification", Mnist1dParams, _mnist1d,
-                    "MNIST-1D, 40 features, 10 classes (generated offline; extra 'mnist1d')"),
+        DatasetInfo(
+            "digits",
+            "classification",
+            _NoParams,
+            _sk("load_digits", "classification"),
+            "8x8 handwritten digits, 1797 samples, 64 features, 10 classes (scikit-learn)",
+        ),
+        DatasetInfo(
+            "iris",
+            "classification",
+            _NoParams,
+            _sk("load_iris", "classification"),
+            "Iris flowers, 150 samples, 4 features, 3 classes (scikit-learn)",
+        ),
+        DatasetInfo(
+            "wine",
+            "classification",
+            _NoParams,
+            _sk("load_wine", "classification"),
+            "Wine cultivars, 178 samples, 13 features, 3 classes (scikit-learn)",
+        ),
+        DatasetInfo(
+            "breast_cancer",
+            "classification",
+            _NoParams,
+            _sk("load_breast_cancer", "classification"),
+            "Breast cancer Wisconsin, 569 samples, 30 features, 2 classes (scikit-learn)",
+        ),
+        DatasetInfo(
+            "diabetes",
+            "regression",
+            _NoParams,
+            _sk("load_diabetes", "regression"),
+            "Diabetes progression, 442 samples, 10 features, regression (scikit-learn)",
+        ),
+        DatasetInfo(
+            "moons",
+            "classification",
+            MoonsParams,
+            _moons,
+            "two interleaving half circles (generated)",
+        ),
+        DatasetInfo(
+            "circles",
+            "classification",
+            CirclesParams,
+            _circles,
+            "two concentric circles (generated)",
+        ),
+        DatasetInfo(
+            "spirals",
+            "classification",
+            SpiralsParams,
+            _spirals,
+            "interleaved spiral arms (generated)",
+        ),
+        DatasetInfo(
+            "classification",
+            "classification",
+            ClassificationParams,
+            _classification,
+            "scikit-learn make_classification (generated)",
+        ),
+        DatasetInfo(
+            "regression",
+            "regression",
+            RegressionParams,
+            _regression,
+            "scikit-learn make_regression (generated)",
+        ),
+        DatasetInfo(
+            "mnist1d",
+            "classification",
+            Mnist1dParams,
+            _mnist1d,
+            "MNIST-1D, 40 features, 10 classes (generated offline; extra 'mnist1d')",
+        ),
     ]
 }
 
 
 def list_datasets() -> list[dict[str, Any]]:
     """Name, task, description and parameter schema of every built-in dataset, plus csv."""
-    out = [{"name": i.name, "task": i.task, "description": i.description,
-            "params": i.params.model_json_schema().get("properties", {})} for i in REGISTRY.values()]
-    out.append({"name": "csv", "task": "classification or regression (by loss)",
-                "description": "a user CSV: path (or upload id) and label_column", "params": {}})
+    out = [
+        {
+            "name": i.name,
+            "task": i.task,
+            "description": i.description,
+            "params": i.params.model_json_schema().get("properties", {}),
+        }
+        for i in REGISTRY.values()
+    ]
+    out.append(
+        {
+            "name": "csv",
+            "task": "classification or regression (by loss)",
+            "description": "a user CSV: path (or upload id) and label_column",
+            "params": {},
+        }
+    )
     return out

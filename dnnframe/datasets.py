@@ -36,10 +36,24 @@ from .csv_data import (
 from .dataset_registry import REGISTRY, DatasetInfo, list_datasets
 from .exceptions import DatasetError
 
-__all__ = ["MAX_CSV_BYTES", "REGISTRY", "CsvSummary", "Dataset", "DatasetConfig", "DatasetInfo",
-           "Task", "data_dir", "dataset_fingerprint", "dataset_task", "list_datasets",
-           "load_dataset", "parse_csv", "upload_path", "validate_csv_bytes",
-           "validate_dataset_config"]
+__all__ = [
+    "MAX_CSV_BYTES",
+    "REGISTRY",
+    "CsvSummary",
+    "Dataset",
+    "DatasetConfig",
+    "DatasetInfo",
+    "Task",
+    "data_dir",
+    "dataset_fingerprint",
+    "dataset_task",
+    "list_datasets",
+    "load_dataset",
+    "parse_csv",
+    "upload_path",
+    "validate_csv_bytes",
+    "validate_dataset_config",
+]
 
 # Test and validation together may take at most this share of the rows, so training keeps
 # at least a tenth of them.
@@ -120,15 +134,19 @@ def validate_dataset_config(cfg: DatasetConfig) -> None:
             raise ValueError("a csv dataset takes no params")
         if cfg.upload and not UPLOAD_ID.match(cfg.upload):
             raise ValueError(
-                f"upload must be an upload id (8-64 hex characters), but got {cfg.upload!r}")
+                f"upload must be an upload id (8-64 hex characters), but got {cfg.upload!r}"
+            )
         return
     if cfg.name not in REGISTRY:
         known = [*REGISTRY, "csv"]
-        raise ValueError(f"unknown dataset {cfg.name!r}{_did_you_mean(cfg.name, known)}; "
-                         f"known: {', '.join(known)}")
+        raise ValueError(
+            f"unknown dataset {cfg.name!r}{_did_you_mean(cfg.name, known)}; "
+            f"known: {', '.join(known)}"
+        )
     if cfg.path or cfg.upload or cfg.label_column:
         raise ValueError(
-            f"path, upload and label_column apply to name: csv only, not to {cfg.name!r}")
+            f"path, upload and label_column apply to name: csv only, not to {cfg.name!r}"
+        )
     params_model = REGISTRY[cfg.name].params
     try:
         params_model.model_validate(cfg.params)
@@ -155,7 +173,9 @@ def _csv_fingerprint(data: bytes) -> str:
     return "csv-" + hashlib.sha256(data).hexdigest()[:24]
 
 
-def _raw(cfg: DatasetConfig, task: Task, csv_bytes: bytes | None = None) -> tuple[np.ndarray, np.ndarray]:
+def _raw(
+    cfg: DatasetConfig, task: Task, csv_bytes: bytes | None = None
+) -> tuple[np.ndarray, np.ndarray]:
     if cfg.name == "csv":
         data = csv_bytes if csv_bytes is not None else _csv_file(cfg).read_bytes()
         X, y, _ = parse_csv(data, cfg.label_column or "", task)
@@ -218,8 +238,9 @@ def _split(X: np.ndarray, y: np.ndarray, cfg: DatasetConfig, task: Task):
 
     def split(idx, size, labels):
         try:
-            return train_test_split(idx, test_size=size, random_state=cfg.split_seed,
-                                    stratify=stratify(labels))
+            return train_test_split(
+                idx, test_size=size, random_state=cfg.split_seed, stratify=stratify(labels)
+            )
         except ValueError:  # a class too small to stratify: split without it
             return train_test_split(idx, test_size=size, random_state=cfg.split_seed)
 
@@ -232,7 +253,8 @@ def _split(X: np.ndarray, y: np.ndarray, cfg: DatasetConfig, task: Task):
         train, val = rest, rest[:0]
     if len(train) < 1:
         raise DatasetError(
-            f"dataset {cfg.name!r} has {len(X)} rows: too few to split with these fractions")
+            f"dataset {cfg.name!r} has {len(X)} rows: too few to split with these fractions"
+        )
     return np.sort(train), np.sort(val), np.sort(test)
 
 
@@ -240,7 +262,8 @@ def _build(cfg: DatasetConfig, task: Task, fingerprint: str, csv_bytes: bytes | 
     X, y = _raw(cfg, task, csv_bytes)
     if X.ndim != 2 or len(X) != len(y):
         raise DatasetError(
-            f"dataset {cfg.name!r}: features must be a 2-D array with one label per row")
+            f"dataset {cfg.name!r}: features must be a 2-D array with one label per row"
+        )
     if task == "classification":
         classes, y = np.unique(y, return_inverse=True)
         y = y.astype(np.int64)

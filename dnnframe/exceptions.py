@@ -26,13 +26,17 @@ class SpecError(DnnframeError, ValueError):
             more = self.n_errors - self.MAX_LISTED
             self.errors.append({"path": "", "message": f"… and {more} more"})
         self.source = source
-        super().__init__("\n".join(self.lines()) or f"{source + ': ' if source else ''}invalid spec")
+        super().__init__(
+            "\n".join(self.lines()) or f"{source + ': ' if source else ''}invalid spec"
+        )
 
     def lines(self, source: str | None = None) -> list[str]:
         """One line per problem: ``file: key.path: message`` (no key for the whole document)."""
         where = self.source or source
         prefix = f"{where}: " if where else ""
-        return [f"{prefix}{e['path'] + ': ' if e['path'] else ''}{e['message']}" for e in self.errors]
+        return [
+            f"{prefix}{e['path'] + ': ' if e['path'] else ''}{e['message']}" for e in self.errors
+        ]
 
 
 class DatasetError(DnnframeError, ValueError):
@@ -51,7 +55,7 @@ class StoreError(DnnframeError):
 
 
 class StoreCorruptError(StoreError):
-    """The store file exists but is not a dnnframe store (or is damaged); it is never overwritten."""
+    """The store file is not a dnnframe store (or is damaged); it is never overwritten."""
 
 
 class SchemaVersionError(StoreError):

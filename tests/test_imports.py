@@ -167,7 +167,8 @@ def test_allowed_edges_still_exist() -> None:
     ("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from ..runner import x\n", set()),
     ("import json\nfrom pydantic import BaseModel\n", set()),
 ])
-def test_imports_are_resolved_like_python_does(tmp_path: Path, source: str, expected: set[str]) -> None:
+def test_imports_are_resolved_like_python_does(tmp_path: Path, source: str,
+                                               expected: set[str]) -> None:
     module = tmp_path / "probe.py"
     module.write_text(source)
     known = {"dnnframe.spec", "dnnframe.spec.models", "dnnframe.datasets", "dnnframe.engine",

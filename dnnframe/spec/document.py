@@ -56,10 +56,15 @@ def scan_values(value: Any, errors: ErrorList) -> None:
                     errors.add(path, f"keys must be strings, but got {key!r}")
                     continue
                 if _CONTROL_CHARS.search(key):
-                    errors.add(path, f"keys must not contain control characters, but got {key[:80]!r}")
+                    errors.add(
+                        path, f"keys must not contain control characters, but got {key[:80]!r}"
+                    )
                 stack.append((child, (*path, key)))
         elif isinstance(item, (list, tuple)):
             stack.extend(((child, (*path, i)) for i, child in reversed(list(enumerate(item)))))
         else:
-            errors.add(path, "must be plain JSON (string, number, bool, null, list or mapping), "
-                             f"but got {type(item).__name__}")
+            errors.add(
+                path,
+                "must be plain JSON (string, number, bool, null, list or mapping), "
+                f"but got {type(item).__name__}",
+            )

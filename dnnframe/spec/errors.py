@@ -30,8 +30,12 @@ def fmt_path(path: Path) -> str:
 
 def is_ancestor(parent: str, child: str) -> bool:
     """Whether the formatted path ``parent`` contains (or is) ``child``."""
-    return (parent == "" or child == parent or child.startswith(parent + ".")
-            or child.startswith(parent + "["))
+    return (
+        parent == ""
+        or child == parent
+        or child.startswith(parent + ".")
+        or child.startswith(parent + "[")
+    )
 
 
 class ErrorList:
@@ -71,15 +75,14 @@ def _one_union_member(errors: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if at is not None:
             members.setdefault(tuple(loc[:at]), {}).setdefault(loc[at], []).append(i)
     drop: set[int] = set()
+    def wrong_type(indices: list[int], depth: int) -> bool:
+        return all(errors[i]["type"].endswith("_type") and len(errors[i]["loc"]) == depth
+                   for i in indices)
+
     for prefix, by_member in members.items():
         if len(by_member) < 2:
             continue
-
-        def wrong_type(indices: list[int]) -> bool:
-            return all(errors[i]["type"].endswith("_type") and len(errors[i]["loc"]) == len(prefix) + 1
-                       for i in indices)
-
-        meant = [m for m, indices in by_member.items() if not wrong_type(indices)]
+        meant = [m for m, ix in by_member.items() if not wrong_type(ix, len(prefix) + 1)]
         keep = meant or [next(iter(by_member))]
         drop.update(i for m, indices in by_member.items() if m not in keep for i in indices)
     return [err for i, err in enumerate(errors) if i not in drop]
@@ -112,8 +115,9 @@ def unknown_key_message(key: str, known: list[str]) -> str:
     return UNKNOWN_KEY + (f"; did you mean {close[0]!r}?" if close else "")
 
 
-def pydantic_errors(exc: ValidationError, root: type[BaseModel],
-                    remap: dict[Path, Path] | None = None) -> list[dict[str, str]]:
+def pydantic_errors(
+    exc: ValidationError, root: type[BaseModel], remap: dict[Path, Path] | None = None
+) -> list[dict[str, str]]:
     """Turn a ValidationError of ``root`` into ``{"path", "message"}`` entries.
 
     ``remap`` moves errors under a path to another path (a value checked in place of a
@@ -125,18 +129,26 @@ def pydantic_errors(exc: ValidationError, root: type[BaseModel],
     for err in _one_union_member(exc.errors(include_url=False)):
         loc = tuple(p for p in err["loc"] if not _is_union_tag(p))
         unknown = err["type"] == "extra_forbidden"
-        msg = unknown_key_message(str(loc[-1]), _known_keys(root, loc[:-1])) if unknown else err["msg"]
+        msg = (
+            unknown_key_message(str(loc[-1]), _known_keys(root, loc[:-1]))
+            if unknown
+            else err["msg"]
+        )
         for src, dst in (remap or {}).items():
             # a key inside a space's value moves with the value; the space's own key does not
             if loc[: len(src)] == src and not (unknown and len(loc) == len(src)):
-                loc = dst + loc[len(src):]
+                loc = dst + loc[len(src) :]
                 break
         if unknown:
             out.add(loc, msg)
             continue
         if err["type"] == "value_error" and "error" in err.get("ctx", {}):
             msg = str(err["ctx"]["error"])  # our own rule's message, without pydantic's prefix
-        if "input" in err and err["type"] != "missing" and not isinstance(err["input"], (dict, list)):
+        if (
+            "input" in err
+            and err["type"] != "missing"
+            and not isinstance(err["input"], (dict, list))
+        ):
             msg = f"{msg}, but got {err['input']!r}"
         out.add(loc, msg)
     return out.items

@@ -24,8 +24,9 @@ def spec_spaces(spec: ExperimentSpec) -> list[Space]:
 
 def count_trials(spec: ExperimentSpec) -> int:
     """How many trials ``expand(spec)`` yields, computed without expanding."""
-    return count_from_spaces(spec_spaces(spec), spec.search.method, spec.search.num_samples,
-                             len(spec.search.seed_list))
+    return count_from_spaces(
+        spec_spaces(spec), spec.search.method, spec.search.num_samples, len(spec.search.seed_list)
+    )
 
 
 def skeleton(doc: dict[str, Any], spaces: list[Space]) -> dict[str, Any]:
@@ -95,8 +96,12 @@ def _resolved(base: dict, assignment: dict[Path, Any], seed: int) -> TrialConfig
         return TrialConfig.model_validate(doc)
     except ValidationError as exc:
         combo = ", ".join(f"{fmt_path(p)}={v!r}" for p, v in assignment.items())
-        raise SpecError([{**e, "message": f"{e['message']} (for the combination {combo})"}
-                         for e in pydantic_errors(exc, TrialConfig)]) from None
+        raise SpecError(
+            [
+                {**e, "message": f"{e['message']} (for the combination {combo})"}
+                for e in pydantic_errors(exc, TrialConfig)
+            ]
+        ) from None
 
 
 def _assignments(spec: ExperimentSpec, spaces: list[Space]) -> Iterator[dict[Path, Any]]:

@@ -12,16 +12,21 @@ from .expand import expand
 from .models import ExperimentSpec, TrialConfig, canonical_json
 
 
-def trial_id(config: TrialConfig, dataset_fingerprint: str,
-             engine_version: str | None = None) -> str:
+def trial_id(
+    config: TrialConfig, dataset_fingerprint: str, engine_version: str | None = None
+) -> str:
     """Stable id of a trial: a hash of everything that determines its result.
 
     The resolved config (which includes the seed), the dataset's content fingerprint and
     the engine version. Same inputs → same id in every process and on every platform.
     """
-    payload = canonical_json({"config": json.loads(config.canonical_json()),
-                              "dataset": dataset_fingerprint,
-                              "engine": engine_version or ENGINE_VERSION})
+    payload = canonical_json(
+        {
+            "config": json.loads(config.canonical_json()),
+            "dataset": dataset_fingerprint,
+            "engine": engine_version or ENGINE_VERSION,
+        }
+    )
     return "t-" + hashlib.sha256(payload.encode()).hexdigest()[:24]
 
 

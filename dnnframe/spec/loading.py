@@ -21,14 +21,18 @@ def load_spec(path: str | Path) -> ExperimentSpec:
     except FileNotFoundError:
         raise SpecError([{"path": "", "message": "spec file not found"}], str(path)) from None
     except (OSError, UnicodeDecodeError) as exc:
-        raise SpecError([{"path": "", "message": f"cannot read the file: {exc}"}], str(path)) from None
+        raise SpecError(
+            [{"path": "", "message": f"cannot read the file: {exc}"}], str(path)
+        ) from None
     data = parse_spec_text(text, str(path))
     _resolve_csv_paths(data, path.parent)
     spec = parse_spec(data, source=str(path))
     missing = [p for p in _csv_paths(spec.dataset) if not Path(p).is_file()]
     if missing:
-        raise SpecError([{"path": "dataset.path", "message": f"CSV file not found: {p}"} for p in missing],
-                        str(path))
+        raise SpecError(
+            [{"path": "dataset.path", "message": f"CSV file not found: {p}"} for p in missing],
+            str(path),
+        )
     return spec
 
 
@@ -40,8 +44,9 @@ def parse_spec_text(text: str, source: str | None = None) -> Any:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
         problem = getattr(exc, "problem", None) or str(exc)
-        raise SpecError([{"path": "", "message": f"not valid YAML/JSON: {where}{problem}"}],
-                        source) from None
+        raise SpecError(
+            [{"path": "", "message": f"not valid YAML/JSON: {where}{problem}"}], source
+        ) from None
 
 
 def _csv_paths(dataset: dict[str, Any]) -> list[str]:

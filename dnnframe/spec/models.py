@@ -24,8 +24,14 @@ Loss = Literal[LOSSES]  # type: ignore[valid-type]
 Optimizer = Literal[OPTIMIZERS]  # type: ignore[valid-type]
 EpochMetric = Literal["val_loss", "val_accuracy", "train_loss", "train_accuracy"]
 ObjectiveMetric = Literal[
-    "test_accuracy", "test_loss", "val_accuracy", "val_loss", "train_accuracy", "train_loss",
-    "train_seconds", "compile_seconds",
+    "test_accuracy",
+    "test_loss",
+    "val_accuracy",
+    "val_loss",
+    "train_accuracy",
+    "train_loss",
+    "train_seconds",
+    "compile_seconds",
 ]
 
 PositiveFloat = Annotated[float, Field(gt=0, allow_inf_nan=False)]
@@ -36,8 +42,9 @@ Width = Annotated[int, Field(ge=1, le=MAX_WIDTH)]
 
 def canonical_json(value: Any) -> str:
     """Key-sorted compact ASCII JSON: the same value gives the same text on every platform."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=True,
-                      allow_nan=False)
+    return json.dumps(
+        value, sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=False
+    )
 
 
 class _Strict(BaseModel):
@@ -77,7 +84,8 @@ class ModelConfig(_Strict):
             raise ValueError(
                 f"the hidden layers have {weights:,} weights, more than the limit of "
                 f"{MAX_HIDDEN_WEIGHTS:,} (each copy is {weights * 8 / 2**30:.1f} GiB in float64 "
-                "and optimisers keep several); use fewer or narrower layers")
+                "and optimisers keep several); use fewer or narrower layers"
+            )
         return self
 
     @property
@@ -114,7 +122,8 @@ class TrialConfig(_Strict):
         if task == "regression" and self.model.loss != "squared_error":
             raise ValueError(
                 f"dataset {self.dataset.name!r} is a regression task and needs model.loss: "
-                f"squared_error, but got {self.model.loss!r}")
+                f"squared_error, but got {self.model.loss!r}"
+            )
         return self
 
     def canonical_json(self) -> str:
@@ -135,8 +144,9 @@ class SearchConfig(_Strict):
 
     method: Literal["grid", "random"] = "grid"
     num_samples: int = Field(1, ge=1, le=1_000_000, description="random: samples per grid point")
-    seeds: (Annotated[int, Field(ge=1, le=10_000)]
-            | list[Annotated[int, Field(ge=0, le=2**32 - 1)]]) = 1
+    seeds: (
+        Annotated[int, Field(ge=1, le=10_000)] | list[Annotated[int, Field(ge=0, le=2**32 - 1)]]
+    ) = 1
     random_seed: int = Field(0, ge=0, le=2**32 - 1, description="seed of the random sampler")
     objective: Objective = Field(default_factory=Objective)
     max_trials: int = Field(DEFAULT_MAX_TRIALS, ge=1, le=10_000_000)
@@ -190,11 +200,17 @@ class ExperimentSpec(BaseModel):
 def spec_json_schema() -> dict[str, Any]:
     """JSON Schema of the spec format (used by the OpenAPI document and the web form)."""
     schema = ExperimentSpec.model_json_schema()
-    schema["$defs"] = {**schema.get("$defs", {}), **{
-        name: model.model_json_schema()
-        for name, model in (("DatasetConfig", DatasetConfig), ("ModelConfig", ModelConfig),
-                            ("TrainingConfig", TrainingConfig))
-    }}
+    schema["$defs"] = {
+        **schema.get("$defs", {}),
+        **{
+            name: model.model_json_schema()
+            for name, model in (
+                ("DatasetConfig", DatasetConfig),
+                ("ModelConfig", ModelConfig),
+                ("TrainingConfig", TrainingConfig),
+            )
+        },
+    }
     schema["description"] = (
         "A dnnframe sweep. dataset/model/training follow DatasetConfig/ModelConfig/"
         "TrainingConfig; any leaf value may be a search space: {grid|choice: [...]}, "

@@ -64,8 +64,11 @@ def find_spaces(value: Any, path: Path = ()) -> Iterator[tuple[Path, dict]]:
 
 def sections(doc: dict[str, Any]) -> dict[str, Any]:
     """The parts of a spec that may hold spaces and make up a trial config."""
-    return {"dataset": doc.get("dataset"), "model": doc.get("model", {}),
-            "training": doc.get("training", {})}
+    return {
+        "dataset": doc.get("dataset"),
+        "model": doc.get("model", {}),
+        "training": doc.get("training", {}),
+    }
 
 
 def check_space(path: Path, space: dict, method: str, errors: ErrorList) -> Space | None:
@@ -95,8 +98,12 @@ def _check_listed(path: Path, kind: str, arg: list, errors: ErrorList) -> Space 
 
 def _check_int_range(path: Path, arg: list, errors: ErrorList) -> Space | None:
     where = (*path, "int_range")
-    if len(arg) not in (2, 3) or not all(isinstance(v, int) and not isinstance(v, bool) for v in arg):
-        errors.add(where, f"int_range takes [low, high] or [low, high, step] integers, but got {arg!r}")
+    if len(arg) not in (2, 3) or not all(
+        isinstance(v, int) and not isinstance(v, bool) for v in arg
+    ):
+        errors.add(
+            where, f"int_range takes [low, high] or [low, high, step] integers, but got {arg!r}"
+        )
         return None
     low, high, step = (*arg, 1)[:3]
     if step <= 0:
@@ -112,10 +119,13 @@ def _check_int_range(path: Path, arg: list, errors: ErrorList) -> Space | None:
     return Space(path, "int_range", range(low, high + 1, step))  # lazy: never materialised
 
 
-def _check_continuous(path: Path, kind: str, arg: list, method: str,
-                      errors: ErrorList) -> Space | None:
+def _check_continuous(
+    path: Path, kind: str, arg: list, method: str, errors: ErrorList
+) -> Space | None:
     where = (*path, kind)
-    if len(arg) != 2 or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in arg):
+    if len(arg) != 2 or not all(
+        isinstance(v, (int, float)) and not isinstance(v, bool) for v in arg
+    ):
         errors.add(where, f"{kind} takes [low, high] numbers, but got {arg!r}")
         return None
     low, high = float(arg[0]), float(arg[1])

@@ -67,10 +67,19 @@ def parse_spec(data: Any, source: str | None = None) -> ExperimentSpec:
 def _check_document(data: Any) -> None:
     """A mapping of bounded nesting (checked before anything recurses into it)."""
     if not isinstance(data, dict):
-        raise _Invalid([{"path": "", "message": f"a spec must be a mapping, but got {type(data).__name__}"}])
+        raise _Invalid(
+            [{"path": "", "message": f"a spec must be a mapping, but got {type(data).__name__}"}]
+        )
     if nesting_depth(data) > MAX_NESTING:
-        raise _Invalid([{"path": "", "message": f"nested more than {MAX_NESTING} levels deep; a spec "
-                                                 "is a few levels of mappings and lists"}])
+        raise _Invalid(
+            [
+                {
+                    "path": "",
+                    "message": f"nested more than {MAX_NESTING} levels deep; a spec "
+                    "is a few levels of mappings and lists",
+                }
+            ]
+        )
 
 
 def _validate_top_level(data: dict) -> ExperimentSpec:
@@ -87,19 +96,30 @@ def _check_spaces(spec: ExperimentSpec) -> list[Space]:
     spaces = spaces_of(spec.to_dict(), spec.search.method, errors)
     for space in spaces:
         if space.path == ("dataset", "params"):
-            errors.add(space.path, "put search spaces on individual params, not on the whole mapping")
+            errors.add(
+                space.path, "put search spaces on individual params, not on the whole mapping"
+            )
     _raise_if(errors)
     return spaces
 
 
 def _check_trial_cap(spec: ExperimentSpec, spaces: list[Space]) -> None:
     """Refuse a sweep over ``search.max_trials`` from the spaces' lengths alone."""
-    n = count_from_spaces(spaces, spec.search.method, spec.search.num_samples,
-                          len(spec.search.seed_list))
+    n = count_from_spaces(
+        spaces, spec.search.method, spec.search.num_samples, len(spec.search.seed_list)
+    )
     if n > spec.search.max_trials:
-        raise _Invalid([{"path": "search", "message": (
-            f"the sweep has {n} trials, more than the cap of {spec.search.max_trials} "
-            "(search.max_trials); narrow the spaces or raise the cap")}])
+        raise _Invalid(
+            [
+                {
+                    "path": "search",
+                    "message": (
+                        f"the sweep has {n} trials, more than the cap of {spec.search.max_trials} "
+                        "(search.max_trials); narrow the spaces or raise the cap"
+                    ),
+                }
+            ]
+        )
 
 
 def _check_plain_values(data: dict) -> None:
@@ -200,14 +220,23 @@ def _regression_objective(spec: ExperimentSpec) -> ExperimentSpec:
     losses = values(spec.model, "loss", "softmax_crossentropy")
     regression = any(
         dataset_task(DatasetConfig.model_construct(name=name), loss) == "regression"
-        for name in values(spec.dataset, "name", None) for loss in losses
+        for name in values(spec.dataset, "name", None)
+        for loss in losses
         if isinstance(name, str) and (name == "csv" or name in REGISTRY)
     )
     if not regression or "accuracy" not in spec.search.objective.metric:
         return spec
     if "objective" in spec.search.model_fields_set:
-        raise _Invalid([{"path": "search.objective.metric", "message": (
-            "regression trials (loss squared_error) have no accuracy; use test_loss or val_loss "
-            f"with mode: min, but got {spec.search.objective.metric!r}")}])
+        raise _Invalid(
+            [
+                {
+                    "path": "search.objective.metric",
+                    "message": (
+                        "regression trials (loss squared_error) have no accuracy; use test_loss "
+                        f"or val_loss with mode: min, but got {spec.search.objective.metric!r}"
+                    ),
+                }
+            ]
+        )
     search = spec.search.model_copy(update={"objective": Objective(metric="test_loss", mode="min")})
     return spec.model_copy(update={"search": search})

@@ -17,7 +17,8 @@ Everything here reads a :class:`~dnnframe.store.base.ResultStore` and never trai
 * :func:`write_paper_report` writes ``report.md``, ``summary.json``, one self-contained
   ``figures.html`` (plotly.js inlined, works offline) and PNGs when kaleido can render.
 
->>> rows = [{"dataset": "iris", "style": "s", "hidden_layers": d, "depth": d, "seed": s, "state": "COMPLETE",
+>>> rows = [{"dataset": "iris", "style": "s", "hidden_layers": d, "depth": d, "seed": s,
+...          "state": "COMPLETE",
 ...          "test_accuracy": a, "train_seconds": 1.0 + d, "compile_seconds": 2.0,
 ...          "seconds_per_epoch": 0.1 + d / 10, "epochs_run": 10, "chance": 0.33}
 ...         for d, s, a in [(1, 0, 0.9), (1, 1, 0.8), (10, 0, 0.5), (10, 1, 0.5)]]
@@ -28,7 +29,6 @@ Everything here reads a :class:`~dnnframe.store.base.ResultStore` and never trai
 (2.0, 1.0, 1.0)
 """
 
-
 from __future__ import annotations
 
 from ...report import LinearFit, linear_fit
@@ -37,17 +37,37 @@ from .figures import build_figures, write_figures_html, write_pngs
 from .report import markdown_table, write_paper_report
 from .repro import compare_stores, write_repro_report
 from .rows import (
-           ANALYSED_STATES,
-           CHANCE_MARGIN,
-           collect_rows,
-           majority_rate,
-           style_label,
-           trial_row,
+    ANALYSED_STATES,
+    CHANCE_MARGIN,
+    collect_rows,
+    majority_rate,
+    style_label,
+    trial_row,
 )
 from .signal import signal_at_init, signal_figure, signal_for_rows, signal_markdown
 
-__all__ = ["ANALYSED_STATES", "CHANCE_MARGIN", "LinearFit", "aggregate_by_depth", "build_figures",
-           "collapse_depth", "collect_rows", "compare_stores", "linear_fit", "majority_rate",
-           "markdown_table", "plateau_summary", "signal_at_init", "signal_figure", "signal_for_rows",
-           "signal_markdown", "style_label", "time_fits", "trial_row", "write_figures_html",
-           "write_paper_report", "write_pngs", "write_repro_report"]
+__all__ = [
+    "ANALYSED_STATES",
+    "CHANCE_MARGIN",
+    "LinearFit",
+    "aggregate_by_depth",
+    "build_figures",
+    "collapse_depth",
+    "collect_rows",
+    "compare_stores",
+    "linear_fit",
+    "majority_rate",
+    "markdown_table",
+    "plateau_summary",
+    "signal_at_init",
+    "signal_figure",
+    "signal_for_rows",
+    "signal_markdown",
+    "style_label",
+    "time_fits",
+    "trial_row",
+    "write_figures_html",
+    "write_paper_report",
+    "write_pngs",
+    "write_repro_report",
+]

@@ -26,9 +26,16 @@ def aggregate_by_depth(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     states = ANALYSED_STATES
 
     def by_key(metric: str) -> dict[tuple, dict[str, Any]]:
-        return {tuple(a[k] for k in _GROUP_KEYS): a for a in report.aggregate(rows, _GROUP_KEYS, metric, states)}
+        return {
+            tuple(a[k] for k in _GROUP_KEYS): a
+            for a in report.aggregate(rows, _GROUP_KEYS, metric, states)
+        }
 
-    acc, train, per_epoch = by_key("test_accuracy"), by_key("train_seconds"), by_key("seconds_per_epoch")
+    acc, train, per_epoch = (
+        by_key("test_accuracy"),
+        by_key("train_seconds"),
+        by_key("seconds_per_epoch"),
+    )
     comp, epochs = by_key("compile_seconds"), by_key("epochs_run")
     members: dict[tuple, list[dict[str, Any]]] = defaultdict(list)
     for r in rows:
@@ -38,21 +45,32 @@ def aggregate_by_depth(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     for key in sorted(members, key=lambda k: (str(k[0]), str(k[1]), k[2])):
         ms = members[key]
         a = acc.get(key, {})
-        out.append({
-            "dataset": key[0], "style": key[1], "depth": key[2], "n": len(ms),
-            "n_diverged": sum(1 for r in ms if r["state"] == TrialState.DIVERGED.value),
-            "acc_mean": a.get("mean"), "acc_std": a.get("std"), "acc_min": a.get("min"), "acc_max": a.get("max"),
-            "train_s_mean": train.get(key, {}).get("mean"), "train_s_std": train.get(key, {}).get("std"),
-            "s_per_epoch_mean": per_epoch.get(key, {}).get("mean"),
-            "compile_s_mean": comp.get(key, {}).get("mean"), "compile_s_std": comp.get(key, {}).get("std"),
-            "epochs_mean": epochs.get(key, {}).get("mean"),
-            "chance": next((r["chance"] for r in ms if r.get("chance") is not None), None),
-        })
+        out.append(
+            {
+                "dataset": key[0],
+                "style": key[1],
+                "depth": key[2],
+                "n": len(ms),
+                "n_diverged": sum(1 for r in ms if r["state"] == TrialState.DIVERGED.value),
+                "acc_mean": a.get("mean"),
+                "acc_std": a.get("std"),
+                "acc_min": a.get("min"),
+                "acc_max": a.get("max"),
+                "train_s_mean": train.get(key, {}).get("mean"),
+                "train_s_std": train.get(key, {}).get("std"),
+                "s_per_epoch_mean": per_epoch.get(key, {}).get("mean"),
+                "compile_s_mean": comp.get(key, {}).get("mean"),
+                "compile_s_std": comp.get(key, {}).get("std"),
+                "epochs_mean": epochs.get(key, {}).get("mean"),
+                "chance": next((r["chance"] for r in ms if r.get("chance") is not None), None),
+            }
+        )
     return out
 
 
-def time_fits(rows: Iterable[dict[str, Any]], field: str = "seconds_per_epoch",
-              min_depth: int = 1) -> dict[tuple[str, str], LinearFit]:
+def time_fits(
+    rows: Iterable[dict[str, Any]], field: str = "seconds_per_epoch", min_depth: int = 1
+) -> dict[tuple[str, str], LinearFit]:
     """A :func:`linear_fit` of ``field`` against depth per (dataset, style), over every trial.
 
     ``seconds_per_epoch`` is the default because early stopping and divergence make the
@@ -71,7 +89,9 @@ def time_fits(rows: Iterable[dict[str, Any]], field: str = "seconds_per_epoch",
     return fits
 
 
-def collapse_depth(groups: Iterable[dict[str, Any]], margin: float = CHANCE_MARGIN) -> dict[tuple[str, str], int | None]:
+def collapse_depth(
+    groups: Iterable[dict[str, Any]], margin: float = CHANCE_MARGIN
+) -> dict[tuple[str, str], int | None]:
     """Per (dataset, style): the smallest depth whose mean accuracy is within ``margin`` of chance.
 
     None when the style never falls to chance on that dataset. Groups without a chance
@@ -81,13 +101,19 @@ def collapse_depth(groups: Iterable[dict[str, Any]], margin: float = CHANCE_MARG
     for g in sorted(groups, key=lambda g: g["depth"]):
         key = (g["dataset"], g["style"])
         out.setdefault(key, None)
-        if out[key] is None and g["chance"] is not None and g["acc_mean"] is not None \
-                and g["acc_mean"] <= g["chance"] + margin:
+        if (
+            out[key] is None
+            and g["chance"] is not None
+            and g["acc_mean"] is not None
+            and g["acc_mean"] <= g["chance"] + margin
+        ):
             out[key] = g["depth"]
     return out
 
 
-def plateau_summary(groups: Iterable[dict[str, Any]], band: tuple[int, int] = (500, 700)) -> list[dict[str, Any]]:
+def plateau_summary(
+    groups: Iterable[dict[str, Any]], band: tuple[int, int] = (500, 700)
+) -> list[dict[str, Any]]:
     """RQ2 per (dataset, style): best depth and accuracy, accuracy in the 500–700 band, at the
     deepest depth, and whether anything deeper than the band beats the band's best.
 
@@ -111,11 +137,19 @@ def plateau_summary(groups: Iterable[dict[str, Any]], band: tuple[int, int] = (5
         if in_best and above_best:
             noise = max(in_best["acc_std"] or 0.0, above_best["acc_std"] or 0.0)
             improves = above_best["acc_mean"] - in_best["acc_mean"] > noise
-        out.append({
-            "dataset": dataset, "style": style,
-            "best_depth": best["depth"], "best_acc": best["acc_mean"],
-            "band_acc_mean": statistics.fmean(g["acc_mean"] for g in inside) if inside else None,
-            "deepest_depth": gs[-1]["depth"], "deepest_acc": gs[-1]["acc_mean"],
-            "chance": gs[0]["chance"], "improves_past_band": improves,
-        })
+        out.append(
+            {
+                "dataset": dataset,
+                "style": style,
+                "best_depth": best["depth"],
+                "best_acc": best["acc_mean"],
+                "band_acc_mean": statistics.fmean(g["acc_mean"] for g in inside)
+                if inside
+                else None,
+                "deepest_depth": gs[-1]["depth"],
+                "deepest_acc": gs[-1]["acc_mean"],
+                "chance": gs[0]["chance"],
+                "improves_past_band": improves,
+            }
+        )
     return out

@@ -56,7 +56,10 @@ def trial_row(record: Any, chance: float | None = None) -> dict[str, Any]:
     (= hidden_layers), ``seconds_per_epoch`` and ``chance`` (the majority-class rate)."""
     row = report.trial_row(record)
     row.pop("history", None)  # per-epoch curves are not needed for the depth tables
-    model, training = (record.config or {}).get("model", {}), (record.config or {}).get("training", {})
+    model, training = (
+        (record.config or {}).get("model", {}),
+        (record.config or {}).get("training", {}),
+    )
     row["style"] = style_label({"model": model, "training": training})
     row["depth"] = row["hidden_layers"]
     epochs, train_s = row.get("epochs_run") or 0, row.get("train_seconds")
@@ -65,8 +68,9 @@ def trial_row(record: Any, chance: float | None = None) -> dict[str, Any]:
     return row
 
 
-def collect_rows(store: ResultStore, experiment_ids: Sequence[str] | None = None,
-                 with_chance: bool = True) -> list[dict[str, Any]]:
+def collect_rows(
+    store: ResultStore, experiment_ids: Sequence[str] | None = None, with_chance: bool = True
+) -> list[dict[str, Any]]:
     """Rows for every COMPLETE or DIVERGED trial of ``experiment_ids`` (all experiments if None).
 
     A trial shared by two experiments appears once. ``chance`` is the majority-class test

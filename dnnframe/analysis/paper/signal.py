@@ -26,13 +26,24 @@ def _act_and_grad(name: str, z: Any) -> tuple[Any, Any]:
         return np.maximum(z, 0.0), (z > 0).astype(z.dtype)
     if name == "selu":
         e = np.exp(np.minimum(z, 0.0))
-        return (SELU_SCALE * np.where(z > 0, z, SELU_ALPHA * (e - 1.0)),
-                SELU_SCALE * np.where(z > 0, 1.0, SELU_ALPHA * e))
-    raise ValueError(f"signal_at_init supports sigmoid, tanh, relu, selu, but got activation={name!r}")
+        return (
+            SELU_SCALE * np.where(z > 0, z, SELU_ALPHA * (e - 1.0)),
+            SELU_SCALE * np.where(z > 0, 1.0, SELU_ALPHA * e),
+        )
+    raise ValueError(
+        f"signal_at_init supports sigmoid, tanh, relu, selu, but got activation={name!r}"
+    )
 
 
-def signal_at_init(dataset: str, activation: str, init: str, residual: bool, depths: Sequence[int],
-                   width: int = 16, seed: int = 0) -> list[dict[str, Any]]:
+def signal_at_init(
+    dataset: str,
+    activation: str,
+    init: str,
+    residual: bool,
+    depths: Sequence[int],
+    width: int = 16,
+    seed: int = 0,
+) -> list[dict[str, Any]]:
     """Why deep stacks fail: forward and backward signal of freshly initialised networks.
 
     Builds the same network as the engine (a first dense layer, ``depth - 1`` equal-width
@@ -78,12 +89,21 @@ def signal_at_init(dataset: str, activation: str, init: str, residual: bool, dep
             act_rms = float(np.sqrt(np.mean(h * h)))
             first, last = grad_norms[-1], grad_norms[0]
             ratio = first / last if last > 0 and math.isfinite(last) else None
-        out.append({"dataset": dataset, "style": style_label({"model": {"activation": activation, "init": init,
-                                                                          "residual": residual},
-                                                                "training": {"optimizer": "-"}}),
-                    "depth": depth, "act_std": act_std if math.isfinite(act_std) else None,
-                    "act_rms": act_rms if math.isfinite(act_rms) else None,
-                    "grad_ratio": ratio if ratio is not None and math.isfinite(ratio) else None})
+        out.append(
+            {
+                "dataset": dataset,
+                "style": style_label(
+                    {
+                        "model": {"activation": activation, "init": init, "residual": residual},
+                        "training": {"optimizer": "-"},
+                    }
+                ),
+                "depth": depth,
+                "act_std": act_std if math.isfinite(act_std) else None,
+                "act_rms": act_rms if math.isfinite(act_rms) else None,
+                "grad_ratio": ratio if ratio is not None and math.isfinite(ratio) else None,
+            }
+        )
     return out
 
 
@@ -92,8 +112,12 @@ def signal_for_rows(rows: Sequence[dict[str, Any]], seed: int = 0) -> list[dict[
     at the depths those rows were trained at (styles it does not support are skipped)."""
     keys: dict[tuple, set[int]] = defaultdict(set)
     for r in rows:
-        if r.get("activation") in ("sigmoid", "tanh", "relu", "selu") and isinstance(r.get("width"), int):
-            keys[(r["dataset"], r["activation"], r["init"], bool(r["residual"]), r["width"])].add(r["depth"])
+        if r.get("activation") in ("sigmoid", "tanh", "relu", "selu") and isinstance(
+            r.get("width"), int
+        ):
+            keys[(r["dataset"], r["activation"], r["init"], bool(r["residual"]), r["width"])].add(
+                r["depth"]
+            )
     out = []
     for (dataset, act, init, residual, width), depths in sorted(keys.items()):
         out += signal_at_init(dataset, act, init, residual, sorted(depths), width=width, seed=seed)
@@ -101,7 +125,8 @@ def signal_for_rows(rows: Sequence[dict[str, Any]], seed: int = 0) -> list[dict[
 
 
 def signal_figure(signal: Sequence[dict[str, Any]]) -> Any:
-    """Spread of the last hidden layer over inputs, and gradient ratio first/last, vs depth (log-log)."""
+    """Spread of the last hidden layer over inputs, and gradient ratio first/last, vs depth
+    (log-log)."""
     import plotly.graph_objects as go
     from plotly.colors import qualitative
     from plotly.subplots import make_subplots
@@ -116,28 +141,61 @@ def signal_figure(signal: Sequence[dict[str, Any]]) -> Any:
             name = st.replace("/-", "")
             for row, key in ((1, "act_std"), (2, "grad_ratio")):
                 ok = [r for r in pts if r[key] is not None and r[key] > 0]
-                fig.add_trace(go.Scatter(x=[r["depth"] for r in ok], y=[r[key] for r in ok], mode="lines+markers",
-                                         name=name, legendgroup=name, showlegend=(col == 1 and row == 1),
-                                         line={"color": colour[st]}), row=row, col=col)
+                fig.add_trace(
+                    go.Scatter(
+                        x=[r["depth"] for r in ok],
+                        y=[r[key] for r in ok],
+                        mode="lines+markers",
+                        name=name,
+                        legendgroup=name,
+                        showlegend=(col == 1 and row == 1),
+                        line={"color": colour[st]},
+                    ),
+                    row=row,
+                    col=col,
+                )
     fig.update_xaxes(type="log", title_text="hidden layers (log)")
     fig.update_yaxes(type="log", exponentformat="power")
     fig.update_yaxes(title_text="last-layer spread over inputs", row=1, col=1)
     fig.update_yaxes(title_text="‖∇W first‖ / ‖∇W last‖", row=2, col=1)
-    fig.update_layout(title="Why deep plain stacks fail: signal of the freshly initialised network "
-                            "(spread → 0: every input looks the same; gradient ratio ≪ 1 vanishing, ≫ 1 exploding)",
-                      height=760, width=max(520, 430 * len(datasets)), template="plotly_white",
-                      legend={"orientation": "h", "y": -0.12})
+    fig.update_layout(
+        title="Why deep plain stacks fail: signal of the freshly initialised network "
+        "(spread → 0: every input looks the same; gradient ratio ≪ 1 vanishing, ≫ 1 exploding)",
+        height=760,
+        width=max(520, 430 * len(datasets)),
+        template="plotly_white",
+        legend={"orientation": "h", "y": -0.12},
+    )
     return fig
 
 
 def signal_markdown(rows: Sequence[dict[str, Any]]) -> str:
     """A markdown table of :func:`signal_at_init` rows (style names without the optimiser)."""
-    fmt_rows = [{**r, "style": r["style"].replace("/-", ""),
-                 "act_std": _sci(r["act_std"]), "act_rms": _sci(r["act_rms"]), "grad_ratio": _sci(r["grad_ratio"])}
-                for r in rows]
-    return report.markdown_table(fmt_rows, ("dataset", "style", "depth", "act_std", "act_rms", "grad_ratio"),
-                                 ("dataset", "style", "depth", "last-layer spread over inputs",
-                                  "last-layer RMS", "‖∇W first‖ / ‖∇W last‖")) + "\n"
+    fmt_rows = [
+        {
+            **r,
+            "style": r["style"].replace("/-", ""),
+            "act_std": _sci(r["act_std"]),
+            "act_rms": _sci(r["act_rms"]),
+            "grad_ratio": _sci(r["grad_ratio"]),
+        }
+        for r in rows
+    ]
+    return (
+        report.markdown_table(
+            fmt_rows,
+            ("dataset", "style", "depth", "act_std", "act_rms", "grad_ratio"),
+            (
+                "dataset",
+                "style",
+                "depth",
+                "last-layer spread over inputs",
+                "last-layer RMS",
+                "‖∇W first‖ / ‖∇W last‖",
+            ),
+        )
+        + "\n"
+    )
 
 
 def _sci(v: float | None) -> str:
