@@ -405,3 +405,16 @@ def test_continuous_probe_inside_integer_bounds_is_not_whole():
     # though both bounds are whole numbers
     errs = errors_of(spec(training={"batch_size": {"uniform": [2, 4]}}, search={"method": "random"}))
     assert errs[0]["path"] == "training.batch_size.uniform" and "valid integer" in errs[0]["message"]
+
+
+def test_listed_values_are_bounded_even_under_a_raised_cap():
+    doc = spec(model={"width": {"grid": list(range(1, 16001))}, "activation": {"choice": ["relu"] * 5000}},
+               search={"method": "random", "max_trials": 10_000_000})
+    errs = errors_of(doc)
+    assert errs == [{"path": "", "message": "the spec lists 21000 values in grid and choice spaces, "
+                     "more than the limit of 20000; use int_range for long integer sweeps"}]
+    # an int_range of any length is checked at its ends
+    ok = parse_spec(spec(model={"hidden_layers": {"int_range": [0, 2000]}},
+                         training={"batch_size": {"int_range": [1, 4000]}},
+                         search={"max_trials": 10_000_000}))
+    assert count_trials(ok) == 2001 * 4000

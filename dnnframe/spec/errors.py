@@ -71,21 +71,21 @@ def _one_union_member(errors: list[dict[str, Any]]) -> list[dict[str, Any]]:
     members: dict[tuple, dict[str, list[int]]] = {}
     for i, err in enumerate(errors):
         loc = err["loc"]
-        at = next((j for j, part in enumerate(loc) if _is_union_tag(part)), None)
-        if at is not None:
-            members.setdefault(tuple(loc[:at]), {}).setdefault(loc[at], []).append(i)
+        for at, part in enumerate(loc):
+            if _is_union_tag(part):
+                members.setdefault(tuple(loc[:at]), {}).setdefault(part, []).append(i)
+                break
     drop: set[int] = set()
-    def wrong_type(indices: list[int], depth: int) -> bool:
-        return all(errors[i]["type"].endswith("_type") and len(errors[i]["loc"]) == depth
-                   for i in indices)
-
     for prefix, by_member in members.items():
         if len(by_member) < 2:
             continue
-        meant = [m for m, ix in by_member.items() if not wrong_type(ix, len(prefix) + 1)]
+        depth = len(prefix) + 1
+        meant = [m for m, ix in by_member.items()
+                 if not all(errors[i]["type"].endswith("_type") and len(errors[i]["loc"]) == depth
+                            for i in ix)]
         keep = meant or [next(iter(by_member))]
-        drop.update(i for m, indices in by_member.items() if m not in keep for i in indices)
-    return [err for i, err in enumerate(errors) if i not in drop]
+        drop.update(i for m, ix in by_member.items() if m not in keep for i in ix)
+    return [err for i, err in enumerate(errors) if i not in drop] if drop else errors
 
 
 def _model_in(annotation: Any) -> type[BaseModel] | None:

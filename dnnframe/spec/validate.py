@@ -31,6 +31,11 @@ FULL_CHECK_TRIALS = 5_000
 # 1/2, whose probe is a whole number for bounds like [1, 3].
 INTERIOR_FRACTION = 0.372
 
+# Values listed in grid and choice spaces, all spaces together: each is validated in place,
+# so this bounds the time a spec can cost (well under a second). A longer integer sweep
+# is an int_range, which is checked at its ends whatever its length.
+MAX_LISTED_VALUES = 20_000
+
 
 class _Invalid(Exception):
     """Raised by a step with every problem it found; ``parse_spec`` turns it into SpecError."""
@@ -56,6 +61,7 @@ def parse_spec(data: Any, source: str | None = None) -> ExperimentSpec:
         spec = _validate_top_level(data)
         spaces = _check_spaces(spec)
         _check_trial_cap(spec, spaces)
+        _check_listed_values(spaces)
         _check_plain_values(data)
         _check_space_values(spec, spaces)
         _check_combinations(spec, spaces)
@@ -122,6 +128,15 @@ def _check_trial_cap(spec: ExperimentSpec, spaces: list[Space]) -> None:
         )
 
 
+def _check_listed_values(spaces: list[Space]) -> None:
+    """Refuse more listed values than validation may spend time on."""
+    listed = sum(len(s.values) for s in spaces if s.kind in ("grid", "choice"))
+    if listed > MAX_LISTED_VALUES:
+        raise _Invalid([{"path": "", "message": (
+            f"the spec lists {listed} values in grid and choice spaces, more than the limit of "
+            f"{MAX_LISTED_VALUES}; use int_range for long integer sweeps")}])
+
+
 def _check_plain_values(data: dict) -> None:
     errors = ErrorList()
     scan_values(data, errors)
@@ -135,9 +150,11 @@ def _check_space_values(spec: ExperimentSpec, spaces: list[Space]) -> None:
     base = with_values(skeleton(spec.to_dict(), spaces), {s.path: s.values[0] for s in spaces})
     base["seed"] = 0
     misspelt: set[str] = set()
+    base_errors = 0
     try:
         TrialConfig.model_validate(base)
     except ValidationError as exc:
+        base_errors = exc.error_count()
         found = pydantic_errors(exc, TrialConfig, {s.path: (*s.path, s.kind, 0) for s in spaces})
         errors.extend(found)
         misspelt = {e["path"] for e in found if e["message"].startswith(UNKNOWN_KEY)}
@@ -148,7 +165,11 @@ def _check_space_values(spec: ExperimentSpec, spaces: list[Space]) -> None:
             try:
                 TrialConfig.model_validate(with_values(base, {space.path: value}))
             except ValidationError as exc:
-                _report_probe(exc, space.path, element, errors)
+                if len(errors.items) < SpecError.MAX_LISTED:
+                    _report_probe(exc, space.path, element, errors)
+                elif exc.error_count() > base_errors:
+                    # beyond what is listed only the count is shown: skip composing messages
+                    errors.add(element, "invalid value")
     _raise_if(errors)
 
 
