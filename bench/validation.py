@@ -33,8 +33,11 @@ from dnnframe.spec import parse_spec  # noqa: E402
 
 def width_grid(n: int, max_trials: int = 100_000) -> dict:
     """A spec whose only space is a grid of ``n`` valid widths."""
-    return {"dataset": "iris", "model": {"width": {"grid": [1 + i % 16384 for i in range(n)]}},
-            "search": {"max_trials": max_trials}}
+    return {
+        "dataset": "iris",
+        "model": {"width": {"grid": [1 + i % 16384 for i in range(n)]}},
+        "search": {"max_trials": max_trials},
+    }
 
 
 def best_seconds(doc: dict, repeat: int) -> tuple[float, str]:
@@ -55,12 +58,19 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
-    invalid = {"dataset": "iris", "model": {"width": {"grid": list(range(-20_000, 0))}},
-               "search": {"max_trials": 10_000_000}}
-    rows = [("16k valid grid", width_grid(16_000)), ("600k grid over the cap", width_grid(600_000)),
-            ("600k grid, cap raised", width_grid(600_000, 10_000_000)),
-            ("20k invalid values", invalid),
-            ("2k valid grid", width_grid(2_000)), ("8k valid grid", width_grid(8_000))]
+    invalid = {
+        "dataset": "iris",
+        "model": {"width": {"grid": list(range(-20_000, 0))}},
+        "search": {"max_trials": 10_000_000},
+    }
+    rows = [
+        ("16k valid grid", width_grid(16_000)),
+        ("600k grid over the cap", width_grid(600_000)),
+        ("600k grid, cap raised", width_grid(600_000, 10_000_000)),
+        ("20k invalid values", invalid),
+        ("2k valid grid", width_grid(2_000)),
+        ("8k valid grid", width_grid(8_000)),
+    ]
     times = {}
     for label, doc in rows:
         seconds, outcome = best_seconds(doc, args.repeat)

@@ -146,7 +146,7 @@ def describe(component: list[str], graph: dict[str, set[str]]) -> str:
 
 def test_no_import_cycles() -> None:
     graph = import_graph()
-    for (importer, imported) in ALLOWED_EDGES:
+    for importer, imported in ALLOWED_EDGES:
         graph[importer].discard(imported)
     cycles = find_cycles(graph)
     assert not cycles, "\n".join(describe(c, graph) for c in cycles)
@@ -158,21 +158,34 @@ def test_allowed_edges_still_exist() -> None:
     assert not stale, f"remove these from ALLOWED_EDGES, the imports are gone: {stale}"
 
 
-@pytest.mark.parametrize(("source", "expected"), [
-    ("import dnnframe.spec.models\n", {"dnnframe.spec.models"}),
-    ("from dnnframe.spec import parse_spec\n", {"dnnframe.spec"}),
-    ("from . import models\n", {"dnnframe.spec.models"}),
-    ("from ..datasets import DatasetConfig\n", {"dnnframe.datasets"}),
-    ("def f():\n    from ..engine import constants\n", {"dnnframe.engine.constants"}),
-    ("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from ..runner import x\n", set()),
-    ("import json\nfrom pydantic import BaseModel\n", set()),
-])
-def test_imports_are_resolved_like_python_does(tmp_path: Path, source: str,
-                                               expected: set[str]) -> None:
+@pytest.mark.parametrize(
+    ("source", "expected"),
+    [
+        ("import dnnframe.spec.models\n", {"dnnframe.spec.models"}),
+        ("from dnnframe.spec import parse_spec\n", {"dnnframe.spec"}),
+        ("from . import models\n", {"dnnframe.spec.models"}),
+        ("from ..datasets import DatasetConfig\n", {"dnnframe.datasets"}),
+        ("def f():\n    from ..engine import constants\n", {"dnnframe.engine.constants"}),
+        (
+            "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from ..runner import x\n",
+            set(),
+        ),
+        ("import json\nfrom pydantic import BaseModel\n", set()),
+    ],
+)
+def test_imports_are_resolved_like_python_does(
+    tmp_path: Path, source: str, expected: set[str]
+) -> None:
     module = tmp_path / "probe.py"
     module.write_text(source)
-    known = {"dnnframe.spec", "dnnframe.spec.models", "dnnframe.datasets", "dnnframe.engine",
-             "dnnframe.engine.constants", "dnnframe.runner"}
+    known = {
+        "dnnframe.spec",
+        "dnnframe.spec.models",
+        "dnnframe.datasets",
+        "dnnframe.engine",
+        "dnnframe.engine.constants",
+        "dnnframe.runner",
+    }
     assert imports_of("dnnframe.spec.probe", module, known) == expected
 
 
