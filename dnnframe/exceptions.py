@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import re
+
+_MORE = re.compile(r"… and (\d+) more")
+
 
 class DnnframeError(Exception):
     """Root of every error dnnframe raises on purpose."""
@@ -19,12 +23,20 @@ class SpecError(DnnframeError, ValueError):
     MAX_LISTED = 20
 
     def __init__(self, errors: list[dict[str, str]], source: str | None = None):
-        errors = list(errors)
-        self.n_errors = len(errors)
-        self.errors = errors[: self.MAX_LISTED]
-        if self.n_errors > self.MAX_LISTED:
-            more = self.n_errors - self.MAX_LISTED
-            self.errors.append({"path": "", "message": f"… and {more} more"})
+        # the errors of another SpecError may be passed on: count its "… and N more" as N
+        listed, unlisted = [], 0
+        for e in errors:
+            more = _MORE.fullmatch(e["message"]) if not e["path"] else None
+            if more:
+                unlisted += int(more.group(1))
+            else:
+                listed.append(e)
+        self.n_errors = len(listed) + unlisted
+        self.errors = listed[: self.MAX_LISTED]
+        if self.n_errors > len(self.errors):
+            self.errors.append(
+                {"path": "", "message": f"… and {self.n_errors - len(self.errors)} more"}
+            )
         self.source = source
         super().__init__(
             "\n".join(self.lines()) or f"{source + ': ' if source else ''}invalid spec"

@@ -589,6 +589,9 @@ def test_error_listing_is_capped_at_twenty_with_the_rest_counted():
     assert exc.errors[0]["path"] == "model.width.grid[1]"
     assert exc.errors[19]["path"] == "model.width.grid[20]"
     assert exc.errors[20] == {"path": "", "message": "… and 1980 more"}
+    # passed on (a caller adding its own problems), the count stays right
+    again = SpecError([{"path": "dataset.path", "message": "not accepted"}, *exc.errors])
+    assert again.n_errors == 2001 and again.errors[-1]["message"] == "… and 1981 more"
     lines = str(exc).splitlines()
     assert len(lines) == 21 and lines[-1] == "… and 1980 more"
 
