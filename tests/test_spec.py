@@ -635,3 +635,13 @@ def test_listed_values_are_bounded_even_under_a_raised_cap():
         )
     )
     assert count_trials(ok) == 2001 * 4000
+
+
+@pytest.mark.parametrize("yaml_value", ["!!binary /w==", "!!set {a, b}", "2020-01-01"])
+def test_yaml_values_that_are_not_json_are_refused(tmp_path, yaml_value):
+    f = tmp_path / "s.yaml"
+    f.write_text(f"dataset: iris\nmodel:\n  width: {{grid: [4, {yaml_value}]}}\n")
+    with pytest.raises(SpecError) as info:
+        load_spec(f)
+    assert info.value.errors[0]["path"] == "model.width.grid[1]"
+    assert "must be plain JSON" in info.value.errors[0]["message"]

@@ -59,7 +59,7 @@ def parse_spec(data: Any, source: str | None = None) -> ExperimentSpec:
     try:
         _check_document(data)
         spec = _validate_top_level(data)
-        spaces = _check_spaces(spec)
+        spaces = _check_spaces(data, spec)
         _check_trial_cap(spec, spaces)
         _check_listed_values(spaces)
         _check_plain_values(data)
@@ -96,10 +96,14 @@ def _validate_top_level(data: dict) -> ExperimentSpec:
         raise _Invalid(pydantic_errors(exc, ExperimentSpec)) from None
 
 
-def _check_spaces(spec: ExperimentSpec) -> list[Space]:
-    """Each search space's own shape, and no space over a whole params mapping."""
+def _check_spaces(data: dict, spec: ExperimentSpec) -> list[Space]:
+    """Each search space's own shape, and no space over a whole params mapping.
+
+    Reads the document as given: it is not yet known to be plain JSON, so it is not
+    serialised before :func:`_check_plain_values` has looked at every value.
+    """
     errors = ErrorList()
-    spaces = spaces_of(spec.to_dict(), spec.search.method, errors)
+    spaces = spaces_of(data, spec.search.method, errors)
     for space in spaces:
         if space.path == ("dataset", "params"):
             errors.add(
