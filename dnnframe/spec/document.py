@@ -12,7 +12,7 @@ import math
 import re
 from typing import Any
 
-from .errors import ErrorList, Path
+from .errors import ErrorList, KeyPath
 
 # Deepest nesting a spec may have (real specs need about 6).
 MAX_NESTING = 32
@@ -39,7 +39,7 @@ def nesting_depth(value: Any, limit: int = MAX_NESTING) -> int:
 
 def scan_values(value: Any, errors: ErrorList) -> None:
     """Record every non-finite number, non-string key, non-JSON value and control character."""
-    stack: list[tuple[Any, Path]] = [(value, ())]
+    stack: list[tuple[Any, KeyPath]] = [(value, ())]
     while stack:
         item, path = stack.pop()
         if isinstance(item, str):

@@ -8,7 +8,8 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-Path = tuple[Any, ...]
+# A location in a spec document: mapping keys and list indices, outermost first.
+KeyPath = tuple[Any, ...]
 
 UNKNOWN_KEY = "unknown key (not part of the spec format)"
 
@@ -17,7 +18,7 @@ UNKNOWN_KEY = "unknown key (not part of the spec format)"
 _UNION_TAGS = ("int", "float", "str", "bool")
 
 
-def fmt_path(path: Path) -> str:
+def fmt_path(path: KeyPath) -> str:
     """``("model", "width", "grid", 2)`` → ``model.width.grid[2]``."""
     out = ""
     for part in path:
@@ -45,7 +46,7 @@ class ErrorList:
         self.items: list[dict[str, str]] = []
         self._seen: set[tuple[str, str]] = set()
 
-    def add(self, path: Path | str, message: str) -> None:
+    def add(self, path: KeyPath | str, message: str) -> None:
         """Record a problem at ``path`` (a tuple, or an already formatted path)."""
         where = path if isinstance(path, str) else fmt_path(path)
         if (where, message) not in self._seen:
@@ -98,7 +99,7 @@ def _model_in(annotation: Any) -> type[BaseModel] | None:
     return None
 
 
-def _known_keys(root: type[BaseModel], loc: Path) -> list[str]:
+def _known_keys(root: type[BaseModel], loc: KeyPath) -> list[str]:
     """The keys the model at ``loc`` (a path of field names from ``root``) accepts."""
     model: type[BaseModel] | None = root
     for part in loc:
@@ -116,7 +117,7 @@ def unknown_key_message(key: str, known: list[str]) -> str:
 
 
 def pydantic_errors(
-    exc: ValidationError, root: type[BaseModel], remap: dict[Path, Path] | None = None
+    exc: ValidationError, root: type[BaseModel], remap: dict[KeyPath, KeyPath] | None = None
 ) -> list[dict[str, str]]:
     """Turn a ValidationError of ``root`` into ``{"path", "message"}`` entries.
 

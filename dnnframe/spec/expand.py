@@ -12,7 +12,7 @@ import numpy as np
 from pydantic import ValidationError
 
 from ..exceptions import SpecError
-from .errors import ErrorList, Path, fmt_path, pydantic_errors
+from .errors import ErrorList, KeyPath, fmt_path, pydantic_errors
 from .models import ExperimentSpec, TrialConfig
 from .spaces import Space, count_from_spaces, sections, spaces_of
 
@@ -35,7 +35,7 @@ def skeleton(doc: dict[str, Any], spaces: list[Space]) -> dict[str, Any]:
     return _without_spaces(sections(doc), (), {s.path for s in spaces})
 
 
-def _without_spaces(value: Any, path: Path, space_paths: set[Path]) -> Any:
+def _without_spaces(value: Any, path: KeyPath, space_paths: set[KeyPath]) -> Any:
     if path in space_paths:
         return None
     if isinstance(value, dict):
@@ -43,7 +43,7 @@ def _without_spaces(value: Any, path: Path, space_paths: set[Path]) -> Any:
     return copy.deepcopy(value)  # spaces sit only under mappings
 
 
-def set_path(doc: dict, path: Path, value: Any) -> None:
+def set_path(doc: dict, path: KeyPath, value: Any) -> None:
     """Set ``doc[path[0]][path[1]]... = value`` in place."""
     target = doc
     for part in path[:-1]:
@@ -51,7 +51,7 @@ def set_path(doc: dict, path: Path, value: Any) -> None:
     target[path[-1]] = value
 
 
-def with_values(base: dict, assignment: dict[Path, Any]) -> dict:
+def with_values(base: dict, assignment: dict[KeyPath, Any]) -> dict:
     """A copy of ``base`` with each path of ``assignment`` set; only the mappings along
     those paths are copied, so the cost does not grow with the rest of the document."""
     out = dict(base)
@@ -89,7 +89,7 @@ def expand_checked(spec: ExperimentSpec, seeds: list[int] | None = None) -> Iter
             yield _resolved(base, assignment, seed)
 
 
-def _resolved(base: dict, assignment: dict[Path, Any], seed: int) -> TrialConfig:
+def _resolved(base: dict, assignment: dict[KeyPath, Any], seed: int) -> TrialConfig:
     doc = with_values(base, {path: copy.deepcopy(v) for path, v in assignment.items()})
     doc["seed"] = seed
     try:
@@ -104,7 +104,7 @@ def _resolved(base: dict, assignment: dict[Path, Any], seed: int) -> TrialConfig
         ) from None
 
 
-def _assignments(spec: ExperimentSpec, spaces: list[Space]) -> Iterator[dict[Path, Any]]:
+def _assignments(spec: ExperimentSpec, spaces: list[Space]) -> Iterator[dict[KeyPath, Any]]:
     if spec.search.method == "grid":
         paths = [s.path for s in spaces]
         for combo in itertools.product(*(s.values for s in spaces)):

@@ -19,7 +19,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .errors import ErrorList, Path
+from .errors import ErrorList, KeyPath
 
 SPACE_KINDS = ("grid", "choice", "uniform", "loguniform", "int_range")
 DISCRETE_KINDS = ("grid", "choice", "int_range")
@@ -42,7 +42,7 @@ class Space:
     the ``[low, high]`` bounds of a continuous one.
     """
 
-    path: Path
+    path: KeyPath
     kind: str
     values: Sequence[Any]
 
@@ -51,7 +51,7 @@ class Space:
         return self.kind in DISCRETE_KINDS
 
 
-def find_spaces(value: Any, path: Path = ()) -> Iterator[tuple[Path, dict]]:
+def find_spaces(value: Any, path: KeyPath = ()) -> Iterator[tuple[KeyPath, dict]]:
     """Yield (path, space) for each search space, in sorted key order: the expansion must
     not depend on how a document happens to order its keys, since the experiment id (a hash
     of key-sorted JSON) does not."""
@@ -71,7 +71,7 @@ def sections(doc: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def check_space(path: Path, space: dict, method: str, errors: ErrorList) -> Space | None:
+def check_space(path: KeyPath, space: dict, method: str, errors: ErrorList) -> Space | None:
     """Check a space's own shape; the :class:`Space`, or None after recording why not."""
     kind, arg = next(iter(space.items()))
     where = (*path, kind)
@@ -85,7 +85,7 @@ def check_space(path: Path, space: dict, method: str, errors: ErrorList) -> Spac
     return _check_continuous(path, kind, arg, method, errors)
 
 
-def _check_listed(path: Path, kind: str, arg: list, errors: ErrorList) -> Space | None:
+def _check_listed(path: KeyPath, kind: str, arg: list, errors: ErrorList) -> Space | None:
     if not arg:
         errors.add((*path, kind), f"{kind} must list at least one value, but got []")
         return None
@@ -96,7 +96,7 @@ def _check_listed(path: Path, kind: str, arg: list, errors: ErrorList) -> Space 
     return Space(path, kind, arg)
 
 
-def _check_int_range(path: Path, arg: list, errors: ErrorList) -> Space | None:
+def _check_int_range(path: KeyPath, arg: list, errors: ErrorList) -> Space | None:
     where = (*path, "int_range")
     if len(arg) not in (2, 3) or not all(
         isinstance(v, int) and not isinstance(v, bool) for v in arg
@@ -120,7 +120,7 @@ def _check_int_range(path: Path, arg: list, errors: ErrorList) -> Space | None:
 
 
 def _check_continuous(
-    path: Path, kind: str, arg: list, method: str, errors: ErrorList
+    path: KeyPath, kind: str, arg: list, method: str, errors: ErrorList
 ) -> Space | None:
     where = (*path, kind)
     if len(arg) != 2 or not all(

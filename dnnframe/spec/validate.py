@@ -16,7 +16,7 @@ from pydantic import ValidationError
 from ..datasets import REGISTRY, DatasetConfig, dataset_task
 from ..exceptions import SpecError
 from .document import MAX_NESTING, nesting_depth, scan_values
-from .errors import UNKNOWN_KEY, ErrorList, Path, fmt_path, is_ancestor, pydantic_errors
+from .errors import UNKNOWN_KEY, ErrorList, KeyPath, fmt_path, is_ancestor, pydantic_errors
 from .expand import expand_checked, skeleton, with_values
 from .models import ExperimentSpec, Objective, TrialConfig
 from .spaces import Space, count_from_spaces, is_space, spaces_of
@@ -177,7 +177,7 @@ def _check_space_values(spec: ExperimentSpec, spaces: list[Space]) -> None:
     _raise_if(errors)
 
 
-def _probes(space: Space) -> list[tuple[Path, Any]]:
+def _probes(space: Space) -> list[tuple[KeyPath, Any]]:
     """The values of a space to check beyond its first, each with the element it is reported at.
 
     Every listed value; an int_range's end (every constraint on an int is a range); a
@@ -210,7 +210,7 @@ def _value_key(value: Any) -> tuple[str, Any]:
     return (type(value).__name__, value)
 
 
-def _report_probe(exc: ValidationError, path: Path, element: Path, errors: ErrorList) -> None:
+def _report_probe(exc: ValidationError, path: KeyPath, element: KeyPath, errors: ErrorList) -> None:
     where = fmt_path(element)
     for err in pydantic_errors(exc, TrialConfig, remap={path: element}):
         if is_ancestor(where, err["path"]):
