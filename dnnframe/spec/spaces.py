@@ -23,9 +23,9 @@ from .errors import ErrorList, KeyPath
 
 SPACE_KINDS = ("grid", "choice", "uniform", "loguniform", "int_range")
 DISCRETE_KINDS = ("grid", "choice", "int_range")
-CONTINUOUS_KINDS = ("uniform", "loguniform")
 # Values in one int_range (more could never fit under any trial cap).
 MAX_SPACE_VALUES = 10_000_000
+# The parts of a spec that make up a trial config and may hold spaces.
 SECTIONS = ("dataset", "model", "training")
 
 
@@ -46,10 +46,6 @@ class Space:
     kind: str
     values: Sequence[Any]
 
-    @property
-    def discrete(self) -> bool:
-        return self.kind in DISCRETE_KINDS
-
 
 def find_spaces(value: Any, path: KeyPath = ()) -> Iterator[tuple[KeyPath, dict]]:
     """Yield (path, space) for each search space, in sorted key order: the expansion must
@@ -63,12 +59,8 @@ def find_spaces(value: Any, path: KeyPath = ()) -> Iterator[tuple[KeyPath, dict]
 
 
 def sections(doc: dict[str, Any]) -> dict[str, Any]:
-    """The parts of a spec that may hold spaces and make up a trial config."""
-    return {
-        "dataset": doc.get("dataset"),
-        "model": doc.get("model", {}),
-        "training": doc.get("training", {}),
-    }
+    """The :data:`SECTIONS` of a spec document (model and training default to empty)."""
+    return {key: doc.get(key, None if key == "dataset" else {}) for key in SECTIONS}
 
 
 def check_space(path: KeyPath, space: dict, method: str, errors: ErrorList) -> Space | None:
