@@ -453,7 +453,7 @@ def report(experiment: str, store_url: str | None, output: Path | None) -> None:
 def paper_report(outdir: Path, store_url: str | None, experiments: tuple[str, ...],
                  repro: tuple[str, str] | None, repro_experiment: str, no_png: bool) -> None:
     """Write the paper reproduction report (markdown, JSON, figures) into OUTDIR."""
-    from .paper import write_paper_report, write_repro_report
+    from .analysis.paper import write_paper_report, write_repro_report
     from .store import open_store
 
     command = "dnnframe " + " ".join(sys.argv[1:])

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import re
+
+_MORE = re.compile(r"… and (\d+) more")
+
 
 class DnnframeError(Exception):
     """Root of every error dnnframe raises on purpose."""
@@ -10,20 +14,52 @@ class DnnframeError(Exception):
 class SpecError(DnnframeError, ValueError):
     """A spec (file, REST body or form) is invalid.
 
-    ``errors`` lists every problem as ``{"path": "model.activation.grid[2]", "message": ...}``
-    so the CLI can name the key and the API can answer 400 naming each field.
+    ``errors`` lists the problems as ``{"path": "model.activation.grid[2]", "message": ...}``
+    so the CLI can name the key and the API can answer 400 naming each field. At most
+    ``MAX_LISTED`` are kept, followed by one ``"… and N more"`` entry; ``n_errors`` is the
+    full count.
     """
 
+    MAX_LISTED = 20
+
     def __init__(self, errors: list[dict[str, str]], source: str | None = None):
-        self.errors = list(errors)
+        # the errors of another SpecError may be passed on: count its "… and N more" as N
+        listed, unlisted = [], 0
+        for e in errors:
+            more = _MORE.fullmatch(e["message"]) if not e["path"] else None
+            if more:
+                unlisted += int(more.group(1))
+            else:
+                listed.append(e)
+        self.n_errors = len(listed) + unlisted
+        self.errors = listed[: self.MAX_LISTED]
+        if self.n_errors > len(self.errors):
+            self.errors.append(
+                {"path": "", "message": f"… and {self.n_errors - len(self.errors)} more"}
+            )
         self.source = source
-        where = f"{source}: " if source else ""
-        lines = [f"{where}{e['path'] or '<root>'}: {e['message']}" for e in self.errors]
-        super().__init__("\n".join(lines) if lines else f"{where}invalid spec")
+        super().__init__(
+            "\n".join(self.lines()) or f"{source + ': ' if source else ''}invalid spec"
+        )
+
+    def lines(self, source: str | None = None) -> list[str]:
+        """One line per problem: ``file: key.path: message`` (no key for the whole document)."""
+        where = self.source or source
+        prefix = f"{where}: " if where else ""
+        return [
+            f"{prefix}{e['path'] + ': ' if e['path'] else ''}{e['message']}" for e in self.errors
+        ]
 
 
 class DatasetError(DnnframeError, ValueError):
-    """A dataset cannot be found, read or validated."""
+    """A dataset cannot be found, read or validated.
+
+    ``field`` names the input at fault when there is one (``"file"``, ``"label_column"``).
+    """
+
+    def __init__(self, message: str, field: str | None = None):
+        super().__init__(message)
+        self.field = field
 
 
 class StoreError(DnnframeError):
@@ -31,7 +67,7 @@ class StoreError(DnnframeError):
 
 
 class StoreCorruptError(StoreError):
-    """The store file exists but is not a dnnframe store (or is damaged); it is never overwritten."""
+    """The store file is not a dnnframe store (or is damaged); it is never overwritten."""
 
 
 class SchemaVersionError(StoreError):

@@ -9,9 +9,16 @@ import sys
 import numpy as np
 import pytest
 
-from dnnframe.datasets import REGISTRY, dataset_fingerprint, list_datasets, load_dataset, parse_csv
+from dnnframe.datasets import (
+    REGISTRY,
+    DatasetConfig,
+    dataset_fingerprint,
+    list_datasets,
+    load_dataset,
+    parse_csv,
+    validate_csv_bytes,
+)
 from dnnframe.exceptions import DatasetError
-from dnnframe.spec import DatasetConfig
 
 SHIPPED = {"digits": (64, 10), "iris": (4, 3), "wine": (13, 3), "breast_cancer": (30, 2)}
 
@@ -30,13 +37,21 @@ def test_shipped_datasets_load_and_split(name):
         data.X_train[0, 0] = 1.0  # shared between trials: read-only
 
 
-@pytest.mark.parametrize(("name", "params", "n_features", "n_classes"), [
-    ("moons", {"n_samples": 300, "noise": 0.1}, 2, 2),
-    ("circles", {"n_samples": 300}, 2, 2),
-    ("spirals", {"n_samples": 301, "n_classes": 3}, 2, 3),
-    ("classification", {"n_samples": 200, "n_features": 8, "n_informative": 4, "n_classes": 4}, 8, 4),
-    ("mnist1d", {"num_samples": 400}, 40, 10),
-])
+@pytest.mark.parametrize(
+    ("name", "params", "n_features", "n_classes"),
+    [
+        ("moons", {"n_samples": 300, "noise": 0.1}, 2, 2),
+        ("circles", {"n_samples": 300}, 2, 2),
+        ("spirals", {"n_samples": 301, "n_classes": 3}, 2, 3),
+        (
+            "classification",
+            {"n_samples": 200, "n_features": 8, "n_informative": 4, "n_classes": 4},
+            8,
+            4,
+        ),
+        ("mnist1d", {"num_samples": 400}, 40, 10),
+    ],
+)
 def test_generated_datasets(name, params, n_features, n_classes):
     data = load_dataset(DatasetConfig(name=name, params=params))
     assert data.n_features == n_features and data.n_classes == n_classes
@@ -48,21 +63,32 @@ def test_regression_datasets_standardise_targets():
     data = load_dataset(DatasetConfig(name="diabetes"), loss="squared_error")
     assert data.task == "regression" and data.n_classes is None and data.n_outputs == 1
     assert abs(data.y_train.mean()) < 1e-9 and abs(data.y_train.std() - 1) < 1e-9
-    reg = load_dataset(DatasetConfig(name="regression", params={"n_samples": 100}), loss="squared_error")
+    reg = load_dataset(
+        DatasetConfig(name="regression", params={"n_samples": 100}), loss="squared_error"
+    )
     assert reg.y_train.dtype == np.float64
 
 
 def test_split_is_deterministic_across_processes_and_depends_on_split_seed():
     cfg = DatasetConfig(name="wine", split_seed=5)
     data = load_dataset(cfg)
-    code = ("import json,sys,hashlib; from dnnframe.datasets import load_dataset; from dnnframe.spec import DatasetConfig;"
-            "d = load_dataset(DatasetConfig.model_validate(json.loads(sys.argv[1])));"
-            "print(hashlib.sha256(d.X_train.tobytes() + d.y_test.tobytes()).hexdigest())")
-    out = subprocess.run([sys.executable, "-c", code, json.dumps(cfg.model_dump())], capture_output=True,
-                         text=True, check=True)
+    code = (
+        "import json,sys,hashlib; from dnnframe.datasets import load_dataset, DatasetConfig;"
+        "d = load_dataset(DatasetConfig.model_validate(json.loads(sys.argv[1])));"
+        "print(hashlib.sha256(d.X_train.tobytes() + d.y_test.tobytes()).hexdigest())"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code, json.dumps(cfg.model_dump())],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     import hashlib
 
-    assert out.stdout.strip() == hashlib.sha256(data.X_train.tobytes() + data.y_test.tobytes()).hexdigest()
+    assert (
+        out.stdout.strip()
+        == hashlib.sha256(data.X_train.tobytes() + data.y_test.tobytes()).hexdigest()
+    )
     other = load_dataset(DatasetConfig(name="wine", split_seed=6))
     assert not np.array_equal(other.X_test, data.X_test)
 
@@ -86,7 +112,9 @@ def test_fingerprint_is_content_based(tmp_path):
 
 def test_csv_dataset_end_to_end(tmp_path):
     rng = np.random.default_rng(0)
-    rows = ["f1,species,f2"] + [f"{rng.normal():.4f},{'cat' if i % 2 else 'dog'},{rng.normal():.4f}" for i in range(60)]
+    rows = ["f1,species,f2"] + [
+        f"{rng.normal():.4f},{'cat' if i % 2 else 'dog'},{rng.normal():.4f}" for i in range(60)
+    ]
     f = tmp_path / "pets.csv"
     f.write_text("\n".join(rows) + "\n")
     data = load_dataset(DatasetConfig(name="csv", path=str(f), label_column="species"))
@@ -94,16 +122,19 @@ def test_csv_dataset_end_to_end(tmp_path):
     assert len(data.X_train) + len(data.X_val) + len(data.X_test) == 60
 
 
-@pytest.mark.parametrize(("text", "fragment"), [
-    ("a,b\n1,x\n", "label column 'y' is not in the CSV header"),
-    ("a,y\n1,0\nfoo,1\n", "row 3, column 'a': feature values must be numeric, but got 'foo'"),
-    ("a,y\n1,0\n2\n", "row 3 has 1 fields"),
-    ("a,y\n", "at least one data row"),
-    ("y\n1\n", "at least one feature column"),
-    ("a,a,y\n1,2,3\n", "duplicate column names"),
-    ("a,y\nnan,1\n", "must be finite"),
-    ("a,y\n1," + "9" * 200_000 + "\n", "CSV cannot be parsed: field larger than field limit"),
-])
+@pytest.mark.parametrize(
+    ("text", "fragment"),
+    [
+        ("a,b\n1,x\n", "label column 'y' is not in the CSV header"),
+        ("a,y\n1,0\nfoo,1\n", "row 3, column 'a': feature values must be numeric, but got 'foo'"),
+        ("a,y\n1,0\n2\n", "row 3 has 1 fields"),
+        ("a,y\n", "at least one data row"),
+        ("y\n1\n", "at least one feature column"),
+        ("a,a,y\n1,2,3\n", "duplicate column names"),
+        ("a,y\nnan,1\n", "must be finite"),
+        ("a,y\n1," + "9" * 200_000 + "\n", "CSV cannot be parsed: field larger than field limit"),
+    ],
+)
 def test_csv_errors_name_row_and_column(text, fragment):
     with pytest.raises(DatasetError) as info:
         parse_csv(text.encode(), "y")
@@ -123,3 +154,74 @@ def test_list_datasets_covers_registry():
     assert names == {*REGISTRY, "csv"}
     moons = next(d for d in list_datasets() if d["name"] == "moons")
     assert "noise" in moons["params"]
+
+
+def test_cache_follows_a_csv_edited_in_place(tmp_path):
+    # a long-lived worker must train on the file as it is now, as the trial id (content
+    # fingerprint) says, not on what it cached for the same path earlier
+    f = tmp_path / "d.csv"
+    f.write_text("x,y\n" + "".join(f"{i},{i % 2}\n" for i in range(20)))
+    cfg = DatasetConfig(name="csv", path=str(f), label_column="y", standardize=False)
+    before = load_dataset(cfg)
+    assert load_dataset(cfg) is before  # unchanged content: served from the cache
+    f.write_text("x,y\n" + "".join(f"{100 + i},{i % 2}\n" for i in range(20)))
+    after = load_dataset(cfg)
+    assert after.fingerprint == dataset_fingerprint(cfg) != before.fingerprint
+    assert after.X_train.min() >= 100 and before.X_train.max() < 20
+
+
+def test_dataset_errors_are_wrapped_once(monkeypatch):
+    monkeypatch.setitem(sys.modules, "mnist1d", None)  # the optional extra is not installed
+    monkeypatch.setitem(sys.modules, "mnist1d.data", None)
+    with pytest.raises(DatasetError) as info:
+        load_dataset(DatasetConfig(name="mnist1d", params={"num_samples": 321}))
+    assert (
+        str(info.value)
+        == "dataset 'mnist1d' needs the optional extra: pip install 'dnnframe[mnist1d]'"
+    )
+
+
+def test_generator_rule_errors_name_the_dataset_once():
+    cfg = DatasetConfig(
+        name="classification", params={"n_features": 2, "n_informative": 2, "n_redundant": 1}
+    )
+    with pytest.raises(DatasetError) as info:
+        load_dataset(cfg)
+    assert str(info.value) == (
+        "dataset 'classification': n_informative + n_redundant <= n_features must hold, "
+        "but got 2 + 1 > 2"
+    )
+
+
+@pytest.mark.parametrize(
+    ("text", "label", "field", "fragment"),
+    [
+        (b"", None, "file", "CSV file is empty"),
+        (b"\xff\xfe", None, "file", "UTF-8"),
+        (b"a,b\n", None, "file", "at least one data row"),
+        (b"a\n1\n", None, "file", "at least one feature column"),
+        (b"a,b\n1,2\n3\n", None, "file", "row 3 has 1 fields"),
+        (b"a,b,c\nx,y,1\n", None, "file", "'a', 'b' are not"),
+        (b"a,b\n1,2\n", "c", "label_column", "label column 'c' is not in the CSV header"),
+        (b"a,b\nx,1\n", "b", "file", "row 2, column 'a': feature values must be numeric"),
+    ],
+)
+def test_validate_csv_bytes_names_field_and_rule(text, label, field, fragment):
+    with pytest.raises(DatasetError) as info:
+        validate_csv_bytes(text, label)
+    assert info.value.field == field and fragment in str(info.value)
+
+
+def test_validate_csv_bytes_summarises_a_good_file():
+    summary = validate_csv_bytes(b"f1,kind,f2\n1,cat,2\n3,dog,4\n\n")
+    assert (summary.header, summary.rows, summary.label_candidates) == (
+        ["f1", "kind", "f2"],
+        2,
+        ["kind"],
+    )
+    numeric = validate_csv_bytes(b"a,b\n1,2\n")
+    assert numeric.label_candidates == ["a", "b"]
+    chosen = validate_csv_bytes(b"a,b\n1,x\n", label_column="b")
+    assert (chosen.rows, chosen.label_candidates) == (1, ["b"])
+    with pytest.raises(DatasetError, match="more than the limit of 4"):
+        validate_csv_bytes(b"a,b\n1,2\n", max_bytes=4)

@@ -1,4 +1,4 @@
-"""The paper-reproduction specs and the analysis in dnnframe.paper, on a real SQLite store.
+"""The paper-reproduction specs and the analysis in dnnframe.analysis.paper, on a real SQLite store.
 
 Nothing here trains a network: results are written into a store by hand with known
 accuracies and timings, so means, spreads, fits and R² can be checked exactly.
@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from dnnframe import paper
+from dnnframe.analysis import paper
 from dnnframe.cli import cli
 from dnnframe.spec import TrialConfig, count_trials, expand, load_spec
 from dnnframe.store import open_store
@@ -24,22 +24,25 @@ PAPER_DIR = Path(__file__).resolve().parents[1] / "experiments" / "paper"
 DEPTHS = [1, 2, 4, 8, 16, 32, 64, 128, 256, 500, 550, 600, 650, 700, 1000]
 
 
-@pytest.mark.parametrize(("name", "n_trials"), [
-    ("rq1_2015_plain.yaml", 405),
-    ("rq1_modern_relu_he.yaml", 135),
-    ("rq1_modern_relu_he_residual.yaml", 135),
-    ("rq1_modern_tanh_residual.yaml", 135),
-    ("rq1_modern_selu.yaml", 135),
-    ("rq1_digits_2015_plain.yaml", 135),
-    ("rq1_digits_modern_relu_he.yaml", 45),
-    ("rq1_digits_modern_relu_he_residual.yaml", 45),
-    ("rq1_digits_modern_tanh_residual.yaml", 45),
-    ("rq1_digits_modern_selu.yaml", 45),
-    ("rq2_long_2015_tanh.yaml", 20),
-    ("rq2_long_modern_selu.yaml", 20),
-    ("rq5_repro.yaml", 24),
-    ("pilot.yaml", 12),
-])
+@pytest.mark.parametrize(
+    ("name", "n_trials"),
+    [
+        ("rq1_2015_plain.yaml", 405),
+        ("rq1_modern_relu_he.yaml", 135),
+        ("rq1_modern_relu_he_residual.yaml", 135),
+        ("rq1_modern_tanh_residual.yaml", 135),
+        ("rq1_modern_selu.yaml", 135),
+        ("rq1_digits_2015_plain.yaml", 135),
+        ("rq1_digits_modern_relu_he.yaml", 45),
+        ("rq1_digits_modern_relu_he_residual.yaml", 45),
+        ("rq1_digits_modern_tanh_residual.yaml", 45),
+        ("rq1_digits_modern_selu.yaml", 45),
+        ("rq2_long_2015_tanh.yaml", 20),
+        ("rq2_long_modern_selu.yaml", 20),
+        ("rq5_repro.yaml", 24),
+        ("pilot.yaml", 12),
+    ],
+)
 def test_paper_specs_validate_with_their_trial_counts(name: str, n_trials: int) -> None:
     spec = load_spec(PAPER_DIR / name)
     assert count_trials(spec) == n_trials
@@ -50,51 +53,110 @@ def test_depth_sweeps_cover_1_to_1000_on_four_datasets_with_dense_500_700_band()
     small = sorted(p for p in PAPER_DIR.glob("rq1_*.yaml") if "digits" not in p.name)
     digits = sorted(PAPER_DIR.glob("rq1_digits_*.yaml"))
     assert len(small) == len(digits) == 5
-    for paths, datasets, n_seeds in ((small, {"iris", "wine", "breast_cancer"}, 3), (digits, {"digits"}, 3)):
+    for paths, datasets, n_seeds in (
+        (small, {"iris", "wine", "breast_cancer"}, 3),
+        (digits, {"digits"}, 3),
+    ):
         for path in paths:
             trials = list(expand(load_spec(path)))
             assert sorted({t.model.hidden_layers for t in trials}) == DEPTHS, path.name
             assert {t.dataset.name for t in trials} == datasets, path.name
             assert len({t.seed for t in trials}) == n_seeds, path.name
-            # every depth of every dataset has every seed: the mean over seeds is over the same seeds
-            assert len(trials) == len(DEPTHS) * len(datasets) * n_seeds * len({t.model.activation for t in trials})
+            # every depth of every dataset has every seed: the mean over seeds is over the same
+            # seeds
+            assert len(trials) == len(DEPTHS) * len(datasets) * n_seeds * len(
+                {t.model.activation for t in trials}
+            )
 
 
 def test_2015_and_modern_styles_differ_as_described() -> None:
-    old = [t for name in ("rq1_2015_plain.yaml", "rq1_digits_2015_plain.yaml")
-           for t in expand(load_spec(PAPER_DIR / name))]
+    old = [
+        t
+        for name in ("rq1_2015_plain.yaml", "rq1_digits_2015_plain.yaml")
+        for t in expand(load_spec(PAPER_DIR / name))
+    ]
     assert {t.model.activation for t in old} == {"sigmoid", "tanh", "relu"}
-    assert {(t.model.init, t.training.optimizer, t.model.residual) for t in old} == {("glorot", "sgd", False)}
-    modern = {paper.style_label(t.model_dump(mode="json"))
-              for p in [*PAPER_DIR.glob("rq1_modern_*.yaml"), *PAPER_DIR.glob("rq1_digits_modern_*.yaml")]
-              for t in expand(load_spec(p))}
-    assert modern == {"relu/he/adam", "relu/he/adam/residual", "tanh/glorot/adam/residual", "selu/lecun/adam"}
+    assert {(t.model.init, t.training.optimizer, t.model.residual) for t in old} == {
+        ("glorot", "sgd", False)
+    }
+    modern = {
+        paper.style_label(t.model_dump(mode="json"))
+        for p in [*PAPER_DIR.glob("rq1_modern_*.yaml"), *PAPER_DIR.glob("rq1_digits_modern_*.yaml")]
+        for t in expand(load_spec(p))
+    }
+    assert modern == {
+        "relu/he/adam",
+        "relu/he/adam/residual",
+        "tanh/glorot/adam/residual",
+        "selu/lecun/adam",
+    }
 
 
 # --------------------------------------------------------------------------- synthetic store
 def _config(dataset: str, depth: int, seed: int, activation: str = "tanh") -> dict:
-    return TrialConfig.model_validate({
-        "dataset": {"name": dataset}, "model": {"hidden_layers": depth, "width": 4, "activation": activation},
-        "training": {"optimizer": "sgd"}, "seed": seed}).model_dump(mode="json")
+    return TrialConfig.model_validate(
+        {
+            "dataset": {"name": dataset},
+            "model": {"hidden_layers": depth, "width": 4, "activation": activation},
+            "training": {"optimizer": "sgd"},
+            "seed": seed,
+        }
+    ).model_dump(mode="json")
 
 
 def _result(acc: float | None, train_s: float, compile_s: float, epochs: int) -> dict:
-    return {"status": "COMPLETE", "metrics": {"test_accuracy": acc, "val_accuracy": acc, "train_accuracy": acc,
-                                              "test_loss": 1.0, "val_loss": 1.0, "train_loss": 1.0},
-            "history": [{"epoch": e + 1, "train_loss": 1.0 / (e + 1), "train_accuracy": acc,
-                         "val_loss": 1.0, "val_accuracy": acc, "seconds": train_s / epochs} for e in range(epochs)],
-            "timings": {"data": 0.0, "compile": compile_s, "train": train_s, "total": compile_s + train_s},
-            "n_params": 10, "environment": {"python": "3.11", "pytensor": "3.0.7", "host": "h"},
-            "epochs_run": epochs}
+    return {
+        "status": "COMPLETE",
+        "metrics": {
+            "test_accuracy": acc,
+            "val_accuracy": acc,
+            "train_accuracy": acc,
+            "test_loss": 1.0,
+            "val_loss": 1.0,
+            "train_loss": 1.0,
+        },
+        "history": [
+            {
+                "epoch": e + 1,
+                "train_loss": 1.0 / (e + 1),
+                "train_accuracy": acc,
+                "val_loss": 1.0,
+                "val_accuracy": acc,
+                "seconds": train_s / epochs,
+            }
+            for e in range(epochs)
+        ],
+        "timings": {
+            "data": 0.0,
+            "compile": compile_s,
+            "train": train_s,
+            "total": compile_s + train_s,
+        },
+        "n_params": 10,
+        "environment": {"python": "3.11", "pytensor": "3.0.7", "host": "h"},
+        "epochs_run": epochs,
+    }
 
 
 # (depth, seed) -> test accuracy on iris; deep stacks fall to 1/3 (iris' test split is balanced)
-ACC = {(1, 0): 0.90, (1, 1): 0.80, (10, 0): 0.70, (10, 1): 0.60, (100, 0): 1 / 3, (100, 1): 1 / 3,
-       (1000, 0): 1 / 3, (1000, 1): 0.40}
+ACC = {
+    (1, 0): 0.90,
+    (1, 1): 0.80,
+    (10, 0): 0.70,
+    (10, 1): 0.60,
+    (100, 0): 1 / 3,
+    (100, 1): 1 / 3,
+    (1000, 0): 1 / 3,
+    (1000, 1): 0.40,
+}
 
 
-def _fill(store, experiment_id: str = "exp-paper-test", state: TrialState = TrialState.COMPLETE,
-          jitter: float = 0.0) -> list[str]:
+def _fill(
+    store,
+    experiment_id: str = "exp-paper-test",
+    state: TrialState = TrialState.COMPLETE,
+    jitter: float = 0.0,
+) -> list[str]:
     store.create_experiment(experiment_id, "paper-test", {"name": "paper-test"}, len(ACC) + 1)
     trials = [(f"t-{d}-{s}", _config("iris", d, s)) for d, s in ACC]
     trials.append(("t-diverged", _config("iris", 1000, 2)))
@@ -103,11 +165,15 @@ def _fill(store, experiment_id: str = "exp-paper-test", state: TrialState = Tria
         tid = f"t-{d}-{s}"
         assert store.claim_trial(tid, "w") is not None
         # seconds per epoch exactly 0.01 + 0.002 * depth, 10 epochs; compile flat at 3 s
-        store.finish_trial(tid, state, result=_result(acc + jitter, 10 * (0.01 + 0.002 * d), 3.0, 10), worker="w")
+        store.finish_trial(
+            tid, state, result=_result(acc + jitter, 10 * (0.01 + 0.002 * d), 3.0, 10), worker="w"
+        )
     assert store.claim_trial("t-diverged", "w") is not None
     diverged = _result(None, 0.5, 3.0, 2)
     diverged["status"] = "DIVERGED"
-    store.finish_trial("t-diverged", TrialState.DIVERGED, result=diverged, error="diverged", worker="w")
+    store.finish_trial(
+        "t-diverged", TrialState.DIVERGED, result=diverged, error="diverged", worker="w"
+    )
     return [t for t, _ in trials]
 
 
@@ -141,7 +207,9 @@ def test_time_fit_recovers_slope_intercept_and_r2(store) -> None:
     rows = paper.collect_rows(store)
     fit = paper.time_fits(rows)[("iris", "tanh/glorot/sgd")]
     # the diverged trial (2 epochs, 0.25 s/epoch at depth 1000) is off the line: R² < 1
-    clean = paper.time_fits([r for r in rows if r["state"] == "COMPLETE"])[("iris", "tanh/glorot/sgd")]
+    clean = paper.time_fits([r for r in rows if r["state"] == "COMPLETE"])[
+        ("iris", "tanh/glorot/sgd")
+    ]
     assert clean.slope == pytest.approx(0.002)
     assert clean.intercept == pytest.approx(0.01)
     assert clean.r2 == pytest.approx(1.0)
@@ -151,7 +219,8 @@ def test_time_fit_recovers_slope_intercept_and_r2(store) -> None:
     xs = [r["depth"] for r in rows]
     mean_y = statistics.fmean(ys)
     expected_r2 = 1 - sum((y - (fit.slope * x + fit.intercept)) ** 2 for x, y in zip(xs, ys)) / sum(
-        (y - mean_y) ** 2 for y in ys)
+        (y - mean_y) ** 2 for y in ys
+    )
     assert fit.r2 == pytest.approx(expected_r2)
 
 
@@ -196,7 +265,7 @@ def test_write_paper_report_files_and_table(tmp_path: Path, store) -> None:
     assert html.count("Plotly.newPlot") == 4  # accuracy, train time, compile time, signal at init
     assert [r["depth"] for r in data["signal_at_init"]] == [1, 10, 100, 1000]
     # works offline: plotly.js is inlined (megabytes), no script is fetched from anywhere
-    assert "<script src=" not in html.replace("<script src=\"data:", "") and len(html) > 1_000_000
+    assert "<script src=" not in html.replace('<script src="data:', "") and len(html) > 1_000_000
 
 
 def test_empty_store_is_a_clear_error(tmp_path: Path) -> None:
@@ -215,9 +284,21 @@ def test_cli_paper_report_with_repro(tmp_path: Path) -> None:
         _fill(s)
         s.close()
     out = tmp_path / "docs"
-    res = CliRunner().invoke(cli, ["paper-report", str(out), "--store", f"sqlite:///{a}", "--no-png",
-                                   "--repro", f"sqlite:///{a}", f"sqlite:///{b}",
-                                   "--repro-experiment", "paper-test"])
+    res = CliRunner().invoke(
+        cli,
+        [
+            "paper-report",
+            str(out),
+            "--store",
+            f"sqlite:///{a}",
+            "--no-png",
+            "--repro",
+            f"sqlite:///{a}",
+            f"sqlite:///{b}",
+            "--repro-experiment",
+            "paper-test",
+        ],
+    )
     assert res.exit_code == 0, res.output
     assert "identical=True" in res.output
     repro = json.loads((out / "repro.json").read_text())
@@ -226,12 +307,20 @@ def test_cli_paper_report_with_repro(tmp_path: Path) -> None:
 
 
 def test_signal_at_init_shows_vanishing_and_exploding_signal() -> None:
-    sig = {r["depth"]: r for r in paper.signal_at_init("iris", "sigmoid", "glorot", False, [1, 4, 32])}
+    sig = {
+        r["depth"]: r for r in paper.signal_at_init("iris", "sigmoid", "glorot", False, [1, 4, 32])
+    }
     assert sig[1]["grad_ratio"] == pytest.approx(1.0)  # one hidden layer: first is last
     # sigmoid plain stack: every input ends at the same point, the first layer gets no gradient
-    assert sig[1]["act_std"] > 0.05 and sig[4]["act_std"] < sig[1]["act_std"] / 10 and sig[32]["act_std"] < 1e-10
+    assert (
+        sig[1]["act_std"] > 0.05
+        and sig[4]["act_std"] < sig[1]["act_std"] / 10
+        and sig[32]["act_std"] < 1e-10
+    )
     assert sig[32]["grad_ratio"] < 1e-10
     res = {r["depth"]: r for r in paper.signal_at_init("iris", "relu", "he", True, [1, 64])}
-    assert res[64]["act_rms"] > 1e6 * res[1]["act_rms"]  # identity + ReLU branch: grows ~2x per layer
+    assert (
+        res[64]["act_rms"] > 1e6 * res[1]["act_rms"]
+    )  # identity + ReLU branch: grows ~2x per layer
     with pytest.raises(ValueError, match="activation='elu'"):
         paper.signal_at_init("iris", "elu", "he", False, [2])

@@ -8,13 +8,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from .constants import ENGINE_VERSION
 from .result import TrialResult
 
 if TYPE_CHECKING:
     from .training import train
-
-# Bump when a change to the engine changes results: it is part of every trial id.
-ENGINE_VERSION = "1"
 
 __all__ = ["ENGINE_VERSION", "TrialResult", "train"]
 

@@ -25,8 +25,7 @@ import pytensor  # noqa: E402
 import pytensor.tensor as pt  # noqa: E402
 import pytensor.tensor.random as ptr  # noqa: E402
 
-SELU_ALPHA = 1.6732632423543772
-SELU_SCALE = 1.0507009873554805
+from .constants import SELU_ALPHA, SELU_SCALE  # noqa: E402
 
 
 def _elu(x):

@@ -1,0 +1,15 @@
+"""Engine constants that must be readable without loading PyTensor.
+
+Trial ids include ``ENGINE_VERSION``, and analyses outside the engine reproduce its SELU,
+so both live here rather than beside the symbolic code.
+"""
+
+from __future__ import annotations
+
+# Bump when a change to the engine changes results: it is part of every trial id.
+ENGINE_VERSION = "1"
+
+# Klambauer et al. 2017, "Self-Normalizing Neural Networks": the fixed point of mean 0 and
+# variance 1 under LeCun-normal weights.
+SELU_ALPHA = 1.6732632423543772
+SELU_SCALE = 1.0507009873554805

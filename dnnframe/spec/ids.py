@@ -1,0 +1,40 @@
+"""Trial ids: a hash of everything that determines a trial's result."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterator
+
+from ..datasets import dataset_fingerprint
+from ..engine.constants import ENGINE_VERSION
+from .expand import expand
+from .models import ExperimentSpec, TrialConfig, canonical_json
+
+
+def trial_id(
+    config: TrialConfig, dataset_fingerprint: str, engine_version: str | None = None
+) -> str:
+    """Stable id of a trial: a hash of everything that determines its result.
+
+    The resolved config (which includes the seed), the dataset's content fingerprint and
+    the engine version. Same inputs → same id in every process and on every platform.
+    """
+    payload = canonical_json(
+        {
+            "config": json.loads(config.canonical_json()),
+            "dataset": dataset_fingerprint,
+            "engine": engine_version or ENGINE_VERSION,
+        }
+    )
+    return "t-" + hashlib.sha256(payload.encode()).hexdigest()[:24]
+
+
+def expand_with_ids(spec: ExperimentSpec) -> Iterator[tuple[str, TrialConfig]]:
+    """``expand`` plus each trial's id; each distinct dataset is fingerprinted once."""
+    fingerprints: dict[str, str] = {}
+    for config in expand(spec):
+        key = canonical_json(config.dataset.model_dump(mode="json"))
+        if key not in fingerprints:
+            fingerprints[key] = dataset_fingerprint(config.dataset)
+        yield trial_id(config, fingerprints[key]), config

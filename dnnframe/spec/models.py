@@ -1,0 +1,219 @@
+"""The spec's data models: a resolved trial config, and a sweep that may hold search spaces."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from ..datasets import DatasetConfig, dataset_task
+from ..vocabulary import ACTIVATIONS, INITS, LOSSES, OPTIMIZERS
+
+DEFAULT_MAX_TRIALS = 100_000
+MAX_HIDDEN_LAYERS = 2000
+MAX_WIDTH = 16384
+# Hidden-to-hidden weights of one network: beyond this a trial cannot fit a worker's memory
+# (400 MB per float64 copy; Adam keeps three more), so it is refused up front, not OOM-killed.
+MAX_HIDDEN_WEIGHTS = 50_000_000
+
+Activation = Literal[ACTIVATIONS]  # type: ignore[valid-type]
+Init = Literal[INITS]  # type: ignore[valid-type]
+Loss = Literal[LOSSES]  # type: ignore[valid-type]
+Optimizer = Literal[OPTIMIZERS]  # type: ignore[valid-type]
+EpochMetric = Literal["val_loss", "val_accuracy", "train_loss", "train_accuracy"]
+ObjectiveMetric = Literal[
+    "test_accuracy",
+    "test_loss",
+    "val_accuracy",
+    "val_loss",
+    "train_accuracy",
+    "train_loss",
+    "train_seconds",
+    "compile_seconds",
+]
+
+PositiveFloat = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+NonNegFloat = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+Fraction = Annotated[float, Field(ge=0, lt=1, allow_inf_nan=False)]
+Width = Annotated[int, Field(ge=1, le=MAX_WIDTH)]
+
+
+def canonical_json(value: Any) -> str:
+    """Key-sorted compact ASCII JSON: the same value gives the same text on every platform."""
+    return json.dumps(
+        value, sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=False
+    )
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+# --------------------------------------------------------------------------- resolved config
+class EarlyStopping(_Strict):
+    """Stop when ``metric`` has not improved by ``min_delta`` for ``patience`` epochs."""
+
+    metric: EpochMetric = "val_loss"
+    patience: int = Field(5, ge=1, le=100_000)
+    min_delta: NonNegFloat = 0.0
+
+
+class ModelConfig(_Strict):
+    """The network: ``hidden_layers`` dense layers of ``width`` units, then the output head."""
+
+    hidden_layers: int = Field(1, ge=0, le=MAX_HIDDEN_LAYERS)
+    width: Width | list[Width] = 32
+    activation: Activation = "relu"
+    init: Init = "glorot"
+    dropout: Fraction = 0.0
+    residual: bool = False
+    loss: Loss = "softmax_crossentropy"
+
+    @model_validator(mode="after")
+    def _check(self) -> ModelConfig:
+        if isinstance(self.width, list) and len(self.width) != self.hidden_layers:
+            raise ValueError(
+                f"a width list needs one entry per hidden layer, but got {len(self.width)} "
+                f"widths for hidden_layers={self.hidden_layers}"
+            )
+        widths = self.widths
+        weights = sum(a * b for a, b in zip(widths, widths[1:]))
+        if weights > MAX_HIDDEN_WEIGHTS:
+            raise ValueError(
+                f"the hidden layers have {weights:,} weights, more than the limit of "
+                f"{MAX_HIDDEN_WEIGHTS:,} (each copy is {weights * 8 / 2**30:.1f} GiB in float64 "
+                "and optimisers keep several); use fewer or narrower layers"
+            )
+        return self
+
+    @property
+    def widths(self) -> list[int]:
+        """The width of each hidden layer."""
+        if isinstance(self.width, list):
+            return list(self.width)
+        return [self.width] * self.hidden_layers
+
+
+class TrainingConfig(_Strict):
+    """How the network is trained."""
+
+    optimizer: Optimizer = "adam"
+    learning_rate: PositiveFloat = 1e-3
+    momentum: Annotated[float, Field(ge=0, lt=1, allow_inf_nan=False)] = 0.9
+    batch_size: int = Field(64, ge=1, le=1_000_000)
+    max_epochs: int = Field(20, ge=1, le=100_000)
+    early_stopping: EarlyStopping | None = None
+    l2: NonNegFloat = 0.0
+
+
+class TrialConfig(_Strict):
+    """One fully resolved configuration: what a worker trains. No search spaces remain."""
+
+    dataset: DatasetConfig
+    model: ModelConfig = Field(default_factory=ModelConfig)
+    training: TrainingConfig = Field(default_factory=TrainingConfig)
+    seed: int = Field(0, ge=0, le=2**32 - 1)
+
+    @model_validator(mode="after")
+    def _check(self) -> TrialConfig:
+        task = dataset_task(self.dataset, self.model.loss)
+        if task == "regression" and self.model.loss != "squared_error":
+            raise ValueError(
+                f"dataset {self.dataset.name!r} is a regression task and needs model.loss: "
+                f"squared_error, but got {self.model.loss!r}"
+            )
+        return self
+
+    def canonical_json(self) -> str:
+        """Key-sorted compact JSON: the same config gives the same text on every platform."""
+        return canonical_json(self.model_dump(mode="json"))
+
+
+# --------------------------------------------------------------------------- spec with spaces
+class Objective(_Strict):
+    """What "best trial" means: the metric and whether higher or lower is better."""
+
+    metric: ObjectiveMetric = "test_accuracy"
+    mode: Literal["max", "min"] = "max"
+
+
+class SearchConfig(_Strict):
+    """How the sweep is searched: grid or random, seeds, the objective and the trial cap."""
+
+    method: Literal["grid", "random"] = "grid"
+    num_samples: int = Field(1, ge=1, le=1_000_000, description="random: samples per grid point")
+    seeds: (
+        Annotated[int, Field(ge=1, le=10_000)] | list[Annotated[int, Field(ge=0, le=2**32 - 1)]]
+    ) = 1
+    random_seed: int = Field(0, ge=0, le=2**32 - 1, description="seed of the random sampler")
+    objective: Objective = Field(default_factory=Objective)
+    max_trials: int = Field(DEFAULT_MAX_TRIALS, ge=1, le=10_000_000)
+
+    @field_validator("seeds")
+    @classmethod
+    def _seeds_unique(cls, v: int | list[int]) -> int | list[int]:
+        if isinstance(v, list):
+            if not v:
+                raise ValueError("seeds must not be empty")
+            if len(set(v)) != len(v):
+                raise ValueError(f"seeds must be unique, but got {v}")
+        return v
+
+    @property
+    def seed_list(self) -> list[int]:
+        """The training seeds every configuration is repeated with."""
+        return list(range(self.seeds)) if isinstance(self.seeds, int) else list(self.seeds)
+
+
+class ExperimentSpec(BaseModel):
+    """A validated sweep. ``dataset``, ``model`` and ``training`` may hold search spaces;
+    they are kept as plain JSON (validated) and resolved by :func:`dnnframe.spec.expand`."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = Field("experiment", min_length=1, max_length=200)
+    description: str = Field("", max_length=10_000)
+    dataset: dict[str, Any]
+    model: dict[str, Any] = Field(default_factory=dict)
+    training: dict[str, Any] = Field(default_factory=dict)
+    search: SearchConfig = Field(default_factory=SearchConfig)
+
+    @field_validator("dataset", mode="before")
+    @classmethod
+    def _dataset_shorthand(cls, v: Any) -> Any:
+        # `dataset: digits` is short for `dataset: {name: digits}`
+        return {"name": v} if isinstance(v, str) else v
+
+    def to_dict(self) -> dict[str, Any]:
+        """The spec as plain JSON (what the store keeps and the API returns)."""
+        return self.model_dump(mode="json")
+
+    @property
+    def experiment_id(self) -> str:
+        """Stable id: the same spec submitted twice is the same experiment."""
+        digest = hashlib.sha256(canonical_json(self.to_dict()).encode()).hexdigest()
+        return "exp-" + digest[:16]
+
+
+def spec_json_schema() -> dict[str, Any]:
+    """JSON Schema of the spec format (used by the OpenAPI document and the web form)."""
+    schema = ExperimentSpec.model_json_schema()
+    schema["$defs"] = {
+        **schema.get("$defs", {}),
+        **{
+            name: model.model_json_schema()
+            for name, model in (
+                ("DatasetConfig", DatasetConfig),
+                ("ModelConfig", ModelConfig),
+                ("TrainingConfig", TrainingConfig),
+            )
+        },
+    }
+    schema["description"] = (
+        "A dnnframe sweep. dataset/model/training follow DatasetConfig/ModelConfig/"
+        "TrainingConfig; any leaf value may be a search space: {grid|choice: [...]}, "
+        "{int_range: [low, high, step]}, {uniform|loguniform: [low, high]}."
+    )
+    return schema

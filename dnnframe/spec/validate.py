@@ -1,0 +1,267 @@
+"""``parse_spec``: a spec document in, a validated :class:`ExperimentSpec` out, in steps.
+
+The cost is linear in the document's size: the trial cap is checked from the spaces'
+lengths before any value is looked at, each search-space value is checked once against a
+small document (spaces left out), and whole sweeps are expanded only when small.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+from pydantic import ValidationError
+
+from ..datasets import REGISTRY, DatasetConfig, dataset_task
+from ..exceptions import SpecError
+from .document import MAX_NESTING, nesting_depth, scan_values
+from .errors import UNKNOWN_KEY, ErrorList, KeyPath, fmt_path, is_ancestor, pydantic_errors
+from .expand import expand_checked, skeleton, with_values
+from .models import ExperimentSpec, Objective, TrialConfig
+from .spaces import Space, count_from_spaces, is_space, spaces_of
+
+# Sweeps up to this many trials are validated trial by trial when parsed, so every
+# combination rule (width x depth, split fractions) is checked before anything is stored;
+# larger ones are checked value by value here and trial by trial when expanded.
+FULL_CHECK_TRIALS = 5_000
+
+# Where inside [low, high] a continuous space is probed: samples are floats strictly inside
+# the bounds, which an integer field refuses even when both bounds are whole numbers. Not
+# 1/2, whose probe is a whole number for bounds like [1, 3].
+INTERIOR_FRACTION = 0.372
+
+# Values listed in grid and choice spaces, all spaces together: each is validated in place,
+# so this bounds the time a spec can cost (well under a second). A longer integer sweep
+# is an int_range, which is checked at its ends whatever its length.
+MAX_LISTED_VALUES = 20_000
+
+
+class _Invalid(Exception):
+    """Raised by a step with every problem it found; ``parse_spec`` turns it into SpecError."""
+
+    def __init__(self, errors: ErrorList | list[dict[str, str]]):
+        super().__init__()
+        self.errors = errors.items if isinstance(errors, ErrorList) else errors
+
+
+def _raise_if(errors: ErrorList) -> None:
+    if errors:
+        raise _Invalid(errors)
+
+
+def parse_spec(data: Any, source: str | None = None) -> ExperimentSpec:
+    """Validate a spec document (already parsed JSON/YAML) into an :class:`ExperimentSpec`.
+
+    Raises:
+        SpecError: listing the problems with their paths (``model.activation.grid[2]``).
+    """
+    try:
+        _check_document(data)
+        spec = _validate_top_level(data)
+        spaces = _check_spaces(data, spec)
+        _check_trial_cap(spec, spaces)
+        _check_listed_values(spaces)
+        _check_plain_values(data)
+        _check_space_values(spec, spaces)
+        _check_combinations(spec, spaces)
+        return _regression_objective(spec)
+    except _Invalid as exc:
+        raise SpecError(exc.errors, source) from None
+
+
+def _check_document(data: Any) -> None:
+    """A mapping of bounded nesting (checked before anything recurses into it)."""
+    if not isinstance(data, dict):
+        raise _Invalid(
+            [{"path": "", "message": f"a spec must be a mapping, but got {type(data).__name__}"}]
+        )
+    if nesting_depth(data) > MAX_NESTING:
+        raise _Invalid(
+            [
+                {
+                    "path": "",
+                    "message": f"nested more than {MAX_NESTING} levels deep; a spec "
+                    "is a few levels of mappings and lists",
+                }
+            ]
+        )
+
+
+def _validate_top_level(data: dict) -> ExperimentSpec:
+    """Top-level keys, the search section and free text; sections stay plain JSON."""
+    try:
+        return ExperimentSpec.model_validate(data)
+    except ValidationError as exc:
+        raise _Invalid(pydantic_errors(exc, ExperimentSpec)) from None
+
+
+def _check_spaces(data: dict, spec: ExperimentSpec) -> list[Space]:
+    """Each search space's own shape, and no space over a whole params mapping.
+
+    Reads the document as given: it is not yet known to be plain JSON, so it is not
+    serialised before :func:`_check_plain_values` has looked at every value.
+    """
+    errors = ErrorList()
+    spaces = spaces_of(data, spec.search.method, errors)
+    for space in spaces:
+        if space.path == ("dataset", "params"):
+            errors.add(
+                space.path, "put search spaces on individual params, not on the whole mapping"
+            )
+    _raise_if(errors)
+    return spaces
+
+
+def _check_trial_cap(spec: ExperimentSpec, spaces: list[Space]) -> None:
+    """Refuse a sweep over ``search.max_trials`` from the spaces' lengths alone."""
+    n = count_from_spaces(
+        spaces, spec.search.method, spec.search.num_samples, len(spec.search.seed_list)
+    )
+    if n > spec.search.max_trials:
+        raise _Invalid(
+            [
+                {
+                    "path": "search",
+                    "message": (
+                        f"the sweep has {n} trials, more than the cap of {spec.search.max_trials} "
+                        "(search.max_trials); narrow the spaces or raise the cap"
+                    ),
+                }
+            ]
+        )
+
+
+def _check_listed_values(spaces: list[Space]) -> None:
+    """Refuse more listed values than validation may spend time on."""
+    listed = sum(len(s.values) for s in spaces if s.kind in ("grid", "choice"))
+    if listed > MAX_LISTED_VALUES:
+        raise _Invalid([{"path": "", "message": (
+            f"the spec lists {listed} values in grid and choice spaces, more than the limit of "
+            f"{MAX_LISTED_VALUES}; use int_range for long integer sweeps")}])
+
+
+def _check_plain_values(data: dict) -> None:
+    errors = ErrorList()
+    scan_values(data, errors)
+    _raise_if(errors)
+
+
+def _check_space_values(spec: ExperimentSpec, spaces: list[Space]) -> None:
+    """Check every value of every space in place, the other spaces at their first value, so
+    an error names the exact element: ``model.activation.grid[2]``."""
+    errors = ErrorList()
+    base = with_values(skeleton(spec.to_dict(), spaces), {s.path: s.values[0] for s in spaces})
+    base["seed"] = 0
+    misspelt: set[str] = set()
+    base_errors = 0
+    try:
+        TrialConfig.model_validate(base)
+    except ValidationError as exc:
+        base_errors = exc.error_count()
+        found = pydantic_errors(exc, TrialConfig, {s.path: (*s.path, s.kind, 0) for s in spaces})
+        errors.extend(found)
+        misspelt = {e["path"] for e in found if e["message"].startswith(UNKNOWN_KEY)}
+    for space in spaces:
+        if fmt_path(space.path) in misspelt:
+            continue  # reported once, at the key
+        for element, value in _probes(space):
+            try:
+                TrialConfig.model_validate(with_values(base, {space.path: value}))
+            except ValidationError as exc:
+                if len(errors.items) < SpecError.MAX_LISTED:
+                    _report_probe(exc, space.path, element, errors)
+                elif exc.error_count() > base_errors:
+                    # beyond what is listed only the count is shown: skip composing messages
+                    errors.add(element, "invalid value")
+    _raise_if(errors)
+
+
+def _probes(space: Space) -> list[tuple[KeyPath, Any]]:
+    """The values of a space to check beyond its first, each with the element it is reported at.
+
+    Every listed value; an int_range's end (every constraint on an int is a range); a
+    continuous space's upper bound and one value strictly inside.
+    """
+    path, kind, values = space.path, space.kind, space.values
+    if kind in ("grid", "choice"):
+        # a value listed twice is checked (and reported) once, at its first place
+        seen = {_value_key(values[0])}
+        probes = []
+        for i in range(1, len(values)):
+            key = _value_key(values[i])
+            if key not in seen:
+                seen.add(key)
+                probes.append(((*path, kind, i), values[i]))
+        return probes
+    if kind == "int_range":
+        return [((*path, kind, 1), values[-1])] if len(values) > 1 else []
+    low, high = values
+    inside = low + (high - low) * INTERIOR_FRACTION
+    if inside.is_integer() and low < high:
+        inside = math.nextafter(inside, high)
+    return [((*path, kind), high), ((*path, kind), inside)]
+
+
+def _value_key(value: Any) -> tuple[str, Any]:
+    # the type is part of the key: 1, 1.0 and True are equal but not equally valid
+    if isinstance(value, (dict, list)):
+        return ("json", json.dumps(value, sort_keys=True))
+    return (type(value).__name__, value)
+
+
+def _report_probe(exc: ValidationError, path: KeyPath, element: KeyPath, errors: ErrorList) -> None:
+    where = fmt_path(element)
+    for err in pydantic_errors(exc, TrialConfig, remap={path: element}):
+        if is_ancestor(where, err["path"]):
+            errors.add(err["path"], err["message"])
+        elif is_ancestor(err["path"], where):
+            # a whole-section rule broken by this value (unknown dataset, loss for a
+            # regression task): name the value that breaks it
+            errors.add(where, err["message"])
+        # otherwise it is about another field, already reported for the first values
+
+
+def _check_combinations(spec: ExperimentSpec, spaces: list[Space]) -> None:
+    """Expand a small sweep (first seed only) to check rules no single value breaks."""
+    n = count_from_spaces(spaces, spec.search.method, spec.search.num_samples, 1)
+    if n > FULL_CHECK_TRIALS:
+        return
+    try:
+        for _ in expand_checked(spec, seeds=spec.search.seed_list[:1]):
+            pass
+    except SpecError as exc:
+        raise _Invalid(exc.errors) from None
+
+
+def _regression_objective(spec: ExperimentSpec) -> ExperimentSpec:
+    """Regression trials have no accuracy: default their objective to test_loss (min), and
+    refuse an accuracy objective that was asked for explicitly."""
+
+    def values(section: dict, key: str, default: Any) -> list[Any]:
+        value = section.get(key, default)
+        return list(next(iter(value.values()))) if is_space(value) else [value]
+
+    losses = values(spec.model, "loss", "softmax_crossentropy")
+    regression = any(
+        dataset_task(DatasetConfig.model_construct(name=name), loss) == "regression"
+        for name in values(spec.dataset, "name", None)
+        for loss in losses
+        if isinstance(name, str) and (name == "csv" or name in REGISTRY)
+    )
+    if not regression or "accuracy" not in spec.search.objective.metric:
+        return spec
+    if "objective" in spec.search.model_fields_set:
+        raise _Invalid(
+            [
+                {
+                    "path": "search.objective.metric",
+                    "message": (
+                        "regression trials (loss squared_error) have no accuracy; use test_loss "
+                        f"or val_loss with mode: min, but got {spec.search.objective.metric!r}"
+                    ),
+                }
+            ]
+        )
+    search = spec.search.model_copy(update={"objective": Objective(metric="test_loss", mode="min")})
+    return spec.model_copy(update={"search": search})
