@@ -18,6 +18,7 @@ from flask import (
 )
 
 from dnnframe.datasets import list_datasets
+from dnnframe.vocabulary import ACTIVATIONS, OPTIMIZERS
 
 from .context import services
 from .errors import APIError
@@ -37,8 +38,6 @@ bp = Blueprint("ui", __name__)
 bp.add_app_template_filter(significant, "sig")
 bp.add_app_template_filter(duration, "duration")
 
-ACTIVATIONS = ["relu", "leaky_relu", "elu", "selu", "tanh", "sigmoid", "softplus", "linear"]
-OPTIMIZERS = ["sgd", "momentum", "nesterov", "adam", "rmsprop"]
 
 
 # --------------------------------------------------------------------------- writes
@@ -140,8 +139,8 @@ def new_experiment() -> Any:
         form=form,
         errors=errors,
         datasets=_datasets(),
-        activations=ACTIVATIONS,
-        optimizers=OPTIMIZERS,
+        activations=list(ACTIVATIONS),
+        optimizers=list(OPTIMIZERS),
     ), status
 
 

@@ -215,7 +215,7 @@ def test_a_refused_csv_shows_the_servers_message_in_the_form(live_server, tmp_pa
             page.select_option("#dataset", "csv")
             page.set_input_files("#csv-file", str(csv_file))
             expect(page.locator("#error-upload")).to_contain_text(
-                "upload failed: the CSV needs at least two columns", timeout=10_000
+                "upload failed: CSV needs at least one feature column", timeout=10_000
             )
             assert "cannot reach" not in page.inner_text("#sweep-form")
             assert page.input_value("#upload") == ""

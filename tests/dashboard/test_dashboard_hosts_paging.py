@@ -183,7 +183,7 @@ def test_the_forms_upload_errors_are_json_whatever_accept_says(make_app):
         content_type="multipart/form-data",
         headers=headers,
     )
-    assert r.status_code == 400 and r.is_json and "at least two columns" in r.json["message"]
+    assert r.status_code == 400 and r.is_json and "at least one feature column" in r.json["message"]
     big = b"a,b\n" + b"1,2\n" * 1000
     r = client.post(
         "/uploads",

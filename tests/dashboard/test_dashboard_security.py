@@ -102,7 +102,7 @@ def test_csv_cell_over_the_field_limit_is_400(client, data_dir):
         )
         assert r.status_code == 400, r.json
         assert (
-            "longer than the limit" in r.json["message"] and r.json["errors"][0]["path"] == "file"
+            "cells are limited to" in r.json["message"] and r.json["errors"][0]["path"] == "file"
         )
     assert not (data_dir / "uploads").exists() or not list((data_dir / "uploads").iterdir())
 
