@@ -488,7 +488,7 @@ def serve(store_url: str | None, host: str, port: int, debug: bool) -> None:
     create_app().run(host=host, port=port, debug=debug)
 
 
-# --------------------------------------------------------------------------- worker (issue 6)
+# --------------------------------------------------------------------------- worker
 @cli.command(context_settings={"ignore_unknown_options": True})
 @store_option
 @click.option("--broker", "broker_url", envvar="DNNFRAME_BROKER_URL", default=None, metavar="URL",
@@ -512,7 +512,7 @@ def worker(store_url: str | None, broker_url: str | None, queues: str, concurren
     """
     import os
 
-    from .executors import THREAD_ENV, default_workers
+    from .executors import THREAD_ENV
 
     # The Celery app reads its configuration from the environment when it is imported.
     if store_url:
@@ -526,10 +526,11 @@ def worker(store_url: str | None, broker_url: str | None, queues: str, concurren
         os.environ["THEANO_FLAGS"] = "device=cuda,floatX=float32"
     for key, value in THREAD_ENV.items():
         os.environ.setdefault(key, value)
-    from tasks import app
+    from .executors.celery_worker import worker_app
 
+    app = worker_app()
     argv = ["worker", f"--queues={','.join(names)}",
-            f"--concurrency={concurrency or default_workers()}",
+            f"--concurrency={concurrency or settings.workers()}",
             "--prefetch-multiplier=1", "-O", "fair", f"--loglevel={loglevel}"]
     if hostname:
         argv.append(f"--hostname={hostname}")

@@ -4,7 +4,9 @@ its value cannot be used."""
 
 from __future__ import annotations
 
+import importlib
 import os
+from collections.abc import Callable
 
 from .exceptions import DnnframeError
 
@@ -66,3 +68,27 @@ def heartbeat_timeout() -> float:
 def max_attempts() -> int:
     """Deliveries of one trial before it is FAILED (``$DNNFRAME_MAX_ATTEMPTS``, default 3)."""
     return env_count("DNNFRAME_MAX_ATTEMPTS", DEFAULT_MAX_ATTEMPTS)
+
+
+def resolve_train_fn() -> Callable[..., object] | None:
+    """The function named by ``$DNNFRAME_TRAIN_FN`` (``module:function``), or None.
+
+    A testing/benchmark hook: workers train with it instead of the engine.
+
+    Raises:
+        SettingsError: the value is malformed or cannot be imported.
+    """
+    spec = os.environ.get("DNNFRAME_TRAIN_FN", "").strip()
+    if not spec:
+        return None
+    module_name, sep, attr = spec.partition(":")
+    if not sep or not module_name or not attr:
+        raise SettingsError(
+            f"DNNFRAME_TRAIN_FN must look like 'package.module:function', but got {spec!r}")
+    try:
+        fn = getattr(importlib.import_module(module_name), attr)
+    except (ImportError, AttributeError) as exc:
+        raise SettingsError(f"DNNFRAME_TRAIN_FN={spec!r} cannot be imported: {exc}") from exc
+    if not callable(fn):
+        raise SettingsError(f"DNNFRAME_TRAIN_FN={spec!r} is not callable")
+    return fn

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from .executors.packing import graph_key
 from .spec import ExperimentSpec, count_trials, expand_with_ids
 from .store.base import ExperimentRecord, ResultStore, TrialState
 
@@ -60,13 +61,8 @@ def submit_experiment(spec: ExperimentSpec, store: ResultStore, executor: Execut
     queued = {t.id for t in store.list_trials(experiment_id, state=TrialState.QUEUED)}
     to_run = [tid for tid in trial_ids if tid in queued]
     if executor is not None and to_run:
-        if getattr(executor, "accepts_graph_keys", False):
-            from .executors import graph_key
-
-            configs = dict(pairs)
-            executor.submit(to_run, graph_keys={tid: graph_key(configs[tid]) for tid in to_run})
-        else:
-            executor.submit(to_run)
+        configs = dict(pairs)
+        executor.submit(to_run, graph_keys={tid: graph_key(configs[tid]) for tid in to_run})
     return SubmitResult(store.get_experiment(experiment_id), trial_ids, new_ids, list(requeued), to_run)
 
 

@@ -19,9 +19,12 @@ class RecordingExecutor(Executor):
         self.cancelled: list[str] = []
         self._lock = threading.Lock()
 
-    def submit(self, trial_ids: list[str]) -> None:
+    def submit(self, trial_ids: list[str], graph_keys: dict[str, str] | None = None) -> None:
         with self._lock:
             self.submitted.append(list(trial_ids))
+
+    def wait(self, timeout: float | None = None) -> bool:
+        return True
 
     def cancel(self, experiment_id: str) -> int:
         with self._lock:

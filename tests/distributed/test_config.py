@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from tasks import app, config, create_app
-from tasks.trial import resolve_train_fn
+from dnnframe.executors import celery as config
+from dnnframe.executors.celery import create_app
+from dnnframe.settings import SettingsError, heartbeat_timeout, max_attempts, resolve_train_fn
+from tasks import app
 
 
 def test_json_only_late_acks_prefetch_one():
@@ -34,9 +36,9 @@ def test_default_time_limit_below_rabbitmq_consumer_timeout(monkeypatch):
 ])
 def test_bad_settings_name_the_variable(monkeypatch, name, value, needle):
     monkeypatch.setenv(name, value)
-    with pytest.raises(config.ConfigError, match=needle):
+    with pytest.raises(SettingsError, match=needle):
         config.celery_settings() if name == "DNNFRAME_TASK_TIME_LIMIT" else (
-            config.heartbeat_timeout() if "HEARTBEAT" in name else config.max_attempts())
+            heartbeat_timeout() if "HEARTBEAT" in name else max_attempts())
 
 
 def test_train_fn_hook(monkeypatch):
@@ -45,8 +47,8 @@ def test_train_fn_hook(monkeypatch):
     monkeypatch.setenv("DNNFRAME_TRAIN_FN", "tasks.hooks:noop_train")
     assert resolve_train_fn().__name__ == "noop_train"
     monkeypatch.setenv("DNNFRAME_TRAIN_FN", "tasks.hooks")
-    with pytest.raises(config.ConfigError, match="must look like 'package.module:function'"):
+    with pytest.raises(SettingsError, match="must look like 'package.module:function'"):
         resolve_train_fn()
     monkeypatch.setenv("DNNFRAME_TRAIN_FN", "tasks.hooks:nope")
-    with pytest.raises(config.ConfigError, match="cannot be imported"):
+    with pytest.raises(SettingsError, match="cannot be imported"):
         resolve_train_fn()

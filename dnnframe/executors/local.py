@@ -1,14 +1,8 @@
-"""Executors: where trials run. One small interface, two implementations.
-
-``LocalExecutor`` trains on a pool of worker processes on this machine (the embedded
-default of ``dnnframe run``); ``CeleryExecutor`` (below, in its own section) sends trial ids
-over RabbitMQ to Celery workers. Both only pass trial ids — each worker opens the store
-itself and calls :func:`dnnframe.runner.run_trial`, so a trial behaves the same everywhere.
-"""
+"""The local process pool: trains trials on long-lived worker processes on this machine
+(the embedded default of ``dnnframe run``)."""
 
 from __future__ import annotations
 
-import abc
 import collections
 import logging
 import multiprocessing
@@ -17,73 +11,18 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
 
-from . import settings
-from .exceptions import DnnframeError, StoreError
-from .store import default_store_url
+from .. import settings
+from ..exceptions import DnnframeError
+from ..runner import TrainFn, default_worker_name, run_trial
+from ..store import TrialState, default_store_url, open_store
+from ..store.base import ResultStore
+from .base import THREAD_ENV, Executor
 
 log = logging.getLogger(__name__)
 
-# Each worker process runs one trial at a time on one core: pin every math library to one
-# thread so N workers use N cores instead of N x cores threads fighting over them. These are
-# read when a library loads, so they are in the worker's environment from its first line.
-THREAD_ENV = {
-    "OMP_NUM_THREADS": "1",
-    "OPENBLAS_NUM_THREADS": "1",
-    "MKL_NUM_THREADS": "1",
-    "VECLIB_MAXIMUM_THREADS": "1",
-    "NUMEXPR_NUM_THREADS": "1",
-}
 
-
-class Executor(abc.ABC):
-    """Runs trials given their ids. Implementations: :class:`LocalExecutor`, ``CeleryExecutor``.
-
-    ``submit`` returns at once; results arrive in the store. Executors are context managers
-    (``shutdown(wait=True)`` on exit).
-    """
-
-    @abc.abstractmethod
-    def submit(self, trial_ids: list[str]) -> None:
-        """Queue trials (already stored QUEUED) for execution; returns without waiting."""
-
-    @abc.abstractmethod
-    def cancel(self, experiment_id: str) -> int:
-        """Cancel an experiment: queued trials never start, running ones stop after their
-        current epoch. Returns how many queued trials were cancelled."""
-
-    @abc.abstractmethod
-    def shutdown(self, wait: bool = True) -> None:
-        """Release the executor; with ``wait`` first let submitted trials finish."""
-
-    def __enter__(self) -> Executor:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.shutdown(wait=exc[0] is None)
-
-
-def default_workers() -> int:
-    """``$DNNFRAME_WORKERS`` if set, else the number of cores this process may use."""
-    return settings.workers()
-
-
-def graph_key(config: dict[str, Any]) -> str:
-    """What decides a trial's compiled graph (the engine caches one compiled function per
-    graph per process): the dataset and model, the optimiser and whether L2 is on — not the
-    seed, learning rate, batch size or epochs. Trials with the same key reuse a compile."""
-    import json
-
-    training = config.get("training", {})
-    return json.dumps({"dataset": config.get("dataset"), "model": config.get("model"),
-                       "optimizer": training.get("optimizer"), "l2": bool(training.get("l2"))},
-                      sort_keys=True)
-
-
-# =========================================================================== LocalExecutor
 def _death_reason(exitcode: int | None, pid: int | None) -> str:
     if exitcode is not None and exitcode < 0:
         try:
@@ -101,7 +40,7 @@ def _death_reason(exitcode: int | None, pid: int | None) -> str:
 
 
 def _worker_main(conn: multiprocessing.connection.Connection, store_url: str,
-                 train_fn: Callable[..., Any] | None, max_attempts: int | None) -> None:
+                 train_fn: TrainFn | None, max_attempts: int | None) -> None:
     """Body of one long-lived worker process: receive trial ids, run them one at a time.
 
     Long-lived on purpose: the engine caches compiled PyTensor functions per process, so
@@ -117,9 +56,6 @@ def _worker_main(conn: multiprocessing.connection.Connection, store_url: str,
         threadpool_limits(1)
     except Exception:  # threadpoolctl is optional; the environment already pins threads
         pass
-    from .runner import default_worker_name, run_trial
-    from .store import open_store
-
     try:
         store = open_store(store_url)
     except Exception as exc:
@@ -132,7 +68,7 @@ def _worker_main(conn: multiprocessing.connection.Connection, store_url: str,
         try:
             import sklearn.datasets  # noqa: F401
 
-            from .engine import train as _train  # noqa: F401
+            from ..engine import train as _train  # noqa: F401
         except Exception:
             log.warning("worker warm-up import failed; trials will report it", exc_info=True)
     worker = default_worker_name()
@@ -212,7 +148,7 @@ class LocalExecutor(Executor):
     Args:
         store_url: the store URL every worker opens (default ``$DNNFRAME_STORE_URL`` or
             ``sqlite:///dnnframe.db``); must name a store other processes can open.
-        workers: number of processes (default :func:`default_workers`).
+        workers: number of processes (default ``$DNNFRAME_WORKERS``, else one per core).
         train_fn: passed to ``run_trial`` (default the engine); must be picklable — a
             module-level function.
         max_attempts: passed to ``run_trial``.
@@ -221,10 +157,10 @@ class LocalExecutor(Executor):
     """
 
     def __init__(self, store_url: str | None = None, workers: int | None = None, *,
-                 train_fn: Callable[..., Any] | None = None, max_attempts: int | None = None,
+                 train_fn: TrainFn | None = None, max_attempts: int | None = None,
                  start_method: str = "spawn") -> None:
         self.store_url = store_url or default_store_url()
-        self.workers = int(workers) if workers is not None else default_workers()
+        self.workers = int(workers) if workers is not None else settings.workers()
         if self.workers < 1:
             raise DnnframeError(f"workers must be >= 1, but got {self.workers}")
         self._train_fn = train_fn
@@ -238,8 +174,9 @@ class LocalExecutor(Executor):
         self._killing = False
         self._error: BaseException | None = None
         self._wake_r, self._wake_w = self._ctx.Pipe(duplex=False)
-        self._dead_store = None  # opened lazily in the dispatcher thread
-        self._requeued: set[str] = set()
+        self._dead_store: ResultStore | None = None  # opened lazily by the dispatcher thread
+        self._requeued: set[str] = set()  # trials requeued after a pre-claim crash
+        self._recording = 0  # crashes taken from the pool, not yet settled
         self._graph_keys: dict[str, str] = {}
         with self._lock:
             for _ in range(self.workers):
@@ -249,7 +186,10 @@ class LocalExecutor(Executor):
         self._thread.start()
 
     # ------------------------------------------------------------------ public API
-    accepts_graph_keys = True  # submit_experiment passes graph keys for compile affinity
+    @property
+    def parallelism(self) -> int:
+        """The number of worker processes."""
+        return self.workers
 
     def submit(self, trial_ids: list[str], graph_keys: dict[str, str] | None = None) -> None:
         """Queue trial ids (in order) for the worker processes.
@@ -269,8 +209,6 @@ class LocalExecutor(Executor):
 
     def cancel(self, experiment_id: str) -> int:
         """Cancel ``experiment_id`` in the store; drop its not-yet-started trials here."""
-        from .store import open_store
-
         store = open_store(self.store_url)
         try:
             n = store.cancel_experiment(experiment_id)
@@ -297,7 +235,8 @@ class LocalExecutor(Executor):
             while True:
                 if self._error is not None:
                     raise self._error
-                if not self._pending and not any(w.trial_id for w in self._pool):
+                if (not self._pending and not self._recording
+                        and not any(w.trial_id for w in self._pool)):
                     return True
                 remaining = None if deadline is None else deadline - time.monotonic()
                 if remaining is not None and remaining <= 0:
@@ -383,34 +322,45 @@ class LocalExecutor(Executor):
         child.close()
         return _Worker(proc, parent)
 
-    def _record_crash(self, w: _Worker) -> None:
-        from .store import TrialState, open_store
-
-        trial_id = w.trial_id
-        pid = w.process.pid
-        if self._killing:
+    def _record_crash(self, trial_id: str, pid: int | None, exitcode: int | None,
+                      killing: bool) -> TrialState | None:
+        """Record how the trial of a dead worker process ended. Store I/O: called without
+        the lock. Returns the recorded state, or None when the trial should run again (its
+        worker died before it claimed the trial: not the trial's fault)."""
+        if killing:
             state, reason = TrialState.CANCELLED, f"interrupted: worker process {pid} was stopped"
         else:
-            state, reason = TrialState.FAILED, _death_reason(w.process.exitcode, pid)
+            state, reason = TrialState.FAILED, _death_reason(exitcode, pid)
         try:
             if self._dead_store is None:
                 self._dead_store = open_store(self.store_url)
-            from .runner import default_worker_name
-
             worker_name = default_worker_name().rsplit(":", 1)[0] + f":{pid}"
-            recorded = self._dead_store.finish_trial(trial_id, state, error=reason, worker=worker_name)
-            if (not recorded and not self._killing and trial_id not in self._requeued
+            recorded = self._dead_store.finish_trial(trial_id, state, error=reason,
+                                                     worker=worker_name)
+            if (not recorded and not killing and trial_id not in self._requeued
                     and self._dead_store.get_trial(trial_id).state is TrialState.QUEUED):
-                # the worker died before it claimed the trial: not the trial's fault, run it again
                 self._requeued.add(trial_id)
-                self._pending.appendleft(trial_id)
-                return
+                return None
         except Exception:
             log.exception("could not record the crash of trial %s", trial_id)
         log.warning("trial %s: %s", trial_id, reason)
-        self._stats.crashed += state is TrialState.FAILED
-        self._stats.finished += 1
-        self._stats.states[state.value] = self._stats.states.get(state.value, 0) + 1
+        return state
+
+    def _settle_crashes(self, crashes: list[tuple[str, int | None, int | None]]) -> None:
+        """Record the crashes (outside the lock), then requeue or count them (inside)."""
+        killing = self._killing
+        outcomes = [(c[0], self._record_crash(*c, killing)) for c in crashes]
+        with self._lock:
+            for trial_id, state in outcomes:
+                self._recording -= 1
+                if state is None:
+                    self._pending.appendleft(trial_id)
+                    continue
+                self._stats.crashed += state is TrialState.FAILED
+                self._stats.finished += 1
+                self._stats.states[state.value] = self._stats.states.get(state.value, 0) + 1
+            self._lock.notify_all()
+        self._wake()
 
     def _dispatch_loop(self) -> None:
         try:
@@ -428,6 +378,7 @@ class LocalExecutor(Executor):
     def _dispatch(self) -> None:
         startup_failures = 0
         while True:
+            crashes: list[tuple[str, int | None, int | None]] = []
             with self._lock:
                 # hand queued trials to idle workers
                 for w in self._pool:
@@ -448,7 +399,7 @@ class LocalExecutor(Executor):
                     if all(w.dead for w in self._pool):
                         self._lock.notify_all()
                         return
-                waitables: list[Any] = [self._wake_r]
+                waitables: list[object] = [self._wake_r]
                 for w in self._pool:
                     if not w.dead:
                         waitables += [w.conn, w.process.sentinel]
@@ -472,7 +423,8 @@ class LocalExecutor(Executor):
                         if w.process.exitcode is None:
                             continue
                         if w.trial_id is not None:
-                            self._record_crash(w)
+                            crashes.append((w.trial_id, w.process.pid, w.process.exitcode))
+                            self._recording += 1
                             w.trial_id = None
                         elif not w.ready and not w.stopping:
                             startup_failures += 1
@@ -487,6 +439,8 @@ class LocalExecutor(Executor):
                         self._stats.worker_restarts += 1
                         self._pool[i] = self._start_worker()
                 self._lock.notify_all()
+            if crashes:
+                self._settle_crashes(crashes)
 
     _AFFINITY_SCAN = 2000  # how far into the queue to look for a better-suited trial
 
@@ -530,176 +484,3 @@ class LocalExecutor(Executor):
             self._stats.states[key] = self._stats.states.get(key, 0) + 1
 
 
-def run_in_process(trial_ids: Iterable[str], store_url: str | None = None,
-                   train_fn: Callable[..., Any] | None = None) -> dict[str, str | None]:
-    """Run trials one after another in this process (debugging, ``--workers 0``-like use)."""
-    from .runner import run_trial
-    from .store import open_store
-
-    store = open_store(store_url or default_store_url())
-    try:
-        return {tid: (s.value if (s := run_trial(tid, store, train_fn=train_fn)) else None)
-                for tid in trial_ids}
-    finally:
-        store.close()
-
-
-def make_executor(store_url: str | None = None, broker_url: str | None = None,
-                  workers: int | None = None, queue: str = "default") -> Executor:
-    """Pick the executor: Celery (publishing to ``queue``) when a broker URL is given (or
-    ``$DNNFRAME_BROKER_URL``), otherwise a :class:`LocalExecutor` with ``workers`` processes."""
-    broker_url = broker_url or os.environ.get("DNNFRAME_BROKER_URL") or None
-    store_url = store_url or default_store_url()
-    if broker_url:
-        # CeleryExecutor is defined in the section below (it imports celery lazily itself).
-        celery_executor = globals().get("CeleryExecutor")
-        if celery_executor is None:
-            raise DnnframeError("a broker URL was given but this dnnframe has no CeleryExecutor")
-        return celery_executor(broker_url, store_url, queue=queue)
-    return LocalExecutor(store_url, workers=workers)
-
-
-__all__ = ["Executor", "LocalExecutor", "LocalStats", "StoreError", "THREAD_ENV", "default_store_url",
-           "default_workers", "graph_key", "make_executor", "run_in_process"]
-
-
-# =========================================================================== CeleryExecutor
-# (issue 6) CeleryExecutor(broker_url, store_url, queue="default") is appended below.
-
-
-class CeleryExecutor(Executor):
-    """Send trial ids over a broker (RabbitMQ) to Celery workers (``dnnframe worker``).
-
-    Only the trial id travels (JSON); each worker opens the store named by *its own*
-    ``$DNNFRAME_STORE_URL`` — which must be the same store as ``store_url`` here — and calls
-    :func:`dnnframe.runner.run_trial`. Publishes are confirmed by the broker and persistent,
-    so a trial accepted by ``submit`` survives a broker restart. Results arrive in the store;
-    :meth:`wait` watches it.
-
-    Args:
-        broker_url: e.g. ``amqp://user:pass@host:5672//`` (default ``$DNNFRAME_BROKER_URL``).
-        store_url: the shared store (default ``$DNNFRAME_STORE_URL`` / ``sqlite:///dnnframe.db``).
-        queue: the queue trials are routed to: ``default`` (CPU workers), ``gpu`` (workers
-            started with ``THEANO_FLAGS=device=cuda``) or any name workers consume.
-    """
-
-    def __init__(self, broker_url: str | None = None, store_url: str | None = None,
-                 queue: str = "default") -> None:
-        if not isinstance(queue, str) or not queue.strip():
-            raise DnnframeError(f"queue must be a non-empty queue name, but got {queue!r}")
-        from tasks import create_app  # celery is imported only when this executor is used
-
-        self.broker_url = broker_url or os.environ.get("DNNFRAME_BROKER_URL") or None
-        self.store_url = store_url or default_store_url()
-        self.queue = queue
-        self.app = create_app(self.broker_url)
-        # Publisher confirms and transactions exclude each other on a channel; submit uses
-        # transactions (see submit), so this app's channels must not be in confirm mode.
-        self.app.conf.broker_transport_options = {}
-        self._submitted: list[str] = []
-        self._store: Any = None
-        self._lock = threading.RLock()
-        self._conn: Any = None
-        self._channel: Any = None
-
-    def _close_connection(self) -> None:
-        with self._lock:
-            conn, self._conn, self._channel = self._conn, None, None
-        if conn is not None:
-            try:
-                conn.close()
-            except Exception:  # already broken; nothing more to release
-                pass
-
-    def _open_store(self) -> Any:
-        if self._store is None:
-            from .store import open_store
-
-            self._store = open_store(self.store_url)
-        return self._store
-
-    def submit(self, trial_ids: list[str]) -> None:
-        """Publish one ``tasks.train_trial`` message per id to :attr:`queue`.
-
-        Messages are persistent and published in AMQP transactions of up to 500: when the
-        commit returns, the broker has taken them all (one round trip per batch instead of
-        one publisher confirm per message). A batch that fails is published again whole;
-        a duplicate message is harmless (the store claim runs a trial once).
-
-        Raises:
-            DnnframeError: the broker cannot be reached (after retrying for ~30 s); the
-                message names the broker without its password.
-        """
-        ids = list(trial_ids)
-        for start in range(0, len(ids), 500):
-            self._publish_batch(ids[start:start + 500])
-        with self._lock:
-            self._submitted.extend(ids)
-
-    def _publish_batch(self, ids: list[str]) -> None:
-        from kombu import Producer
-
-        from tasks.config import TRAIN_TASK
-
-        delay, last_exc = 0.2, None
-        for _attempt in range(10):
-            try:
-                with self._lock:
-                    if self._channel is None:  # one connection, kept open between submits
-                        self._conn = self.app.connection_for_write()
-                        self._conn.ensure_connection(max_retries=1)
-                        self._channel = self._conn.channel()
-                        self._channel.tx_select()
-                    producer = Producer(self._channel)
-                    for tid in ids:
-                        self.app.send_task(TRAIN_TASK, args=[tid], queue=self.queue,
-                                           producer=producer)
-                    self._channel.tx_commit()
-                    return
-            except Exception as exc:  # connection refused/dropped: redo the whole batch
-                last_exc = exc
-                self._close_connection()
-                time.sleep(delay)
-                delay = min(delay * 2, 5.0)
-        safe = self.app.connection_for_write().as_uri()  # password masked
-        raise DnnframeError(f"cannot send trials to the broker {safe}: {last_exc}") from last_exc
-
-    def cancel(self, experiment_id: str) -> int:
-        """Cancel in the store: queued trials are refused at claim (their messages become
-        no-ops), running ones stop after their current epoch. Returns queued trials cancelled."""
-        return self._open_store().cancel_experiment(experiment_id)
-
-    def wait(self, timeout: float | None = None, poll_s: float = 0.2) -> bool:
-        """Block until every submitted trial is finished in the store; False on ``timeout``."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        store = self._open_store()
-        with self._lock:
-            remaining = set(self._submitted)
-        # One full look, then only what changed since (the store's seq cursor).
-        cursor = store.latest_seq()
-        remaining = {tid for tid in remaining if not store.get_trial(tid).state.is_finished}
-        while remaining:
-            if deadline is not None and time.monotonic() >= deadline:
-                return False
-            time.sleep(poll_s)
-            changed = store.list_trials(since=cursor)
-            if changed:
-                cursor = max(cursor, max(t.seq for t in changed))
-                remaining -= {t.id for t in changed if t.state.is_finished}
-        return True
-
-    def shutdown(self, wait: bool = True) -> None:
-        """With ``wait``, block until submitted trials finish; then close connections.
-        Trials already sent stay queued for the workers either way."""
-        try:
-            if wait:
-                self.wait()
-        finally:
-            self._close_connection()
-            self.app.close()
-            if self._store is not None:
-                self._store.close()
-                self._store = None
-
-
-__all__ += ["CeleryExecutor"]

@@ -1,36 +1,33 @@
-"""The one task (``tasks.train_trial``), per-process worker state, heartbeats, worker signals.
+"""What a Celery worker runs: the task, per-process worker state and heartbeats, and the
+worker signals that start the reaper. :func:`install` puts it all on an app (``tasks``
+does, for ``celery -A tasks worker``).
 
-The task is thin: it takes a trial id, and :func:`dnnframe.runner.run_trial` does the rest
-(claim in the store, train, record). What this module adds is what only a Celery worker
-needs:
-
-* a heartbeat thread per worker process that refreshes the running trial every
-  ``heartbeat_timeout / 5`` seconds, independent of how long an epoch takes, so only a
-  trial whose process really vanished goes stale;
-* worker state in the store (``register_worker``): host, pid, current trial, trials done,
-  and the queue the trial came from (the reaper sends a requeued trial back to it);
-* the reaper process beside each worker's main process (:mod:`tasks.reaper`);
-* ``$DNNFRAME_TRAIN_FN``, a testing/benchmark hook naming a ``module:function`` to call
-  instead of the engine's ``train`` (fault injection, no-op trials for dispatch benchmarks).
+The task is thin: it takes trial ids and :mod:`dnnframe.runner` does the rest (claim,
+train, record). What this module adds is what only a Celery worker needs: a heartbeat
+thread per process (independent of how long an epoch or a compile takes, so only a trial
+whose process really vanished goes stale), and worker state in the store (host, pid,
+current trial, trials done, and the queue its message came from, so the reaper can send a
+requeued trial back to it).
 """
 
 from __future__ import annotations
 
-import importlib
 import logging
 import os
 import socket
 import threading
 import time
-from collections.abc import Callable
-from typing import Any
 
-from celery import signals
-from celery.exceptions import SoftTimeLimitExceeded  # noqa: F401  (documented: becomes FAILED)
+from celery import Celery, Task, signals
 
-from dnnframe.exceptions import DnnframeError, NotFoundError, StoreError
-
-from . import app, config
+from .. import settings
+from ..exceptions import DnnframeError, NotFoundError, StoreError
+from ..runner import TrainFn, release_if_owner_died, run_trial
+from ..store import default_store_url, open_store
+from ..store.base import ResultStore
+from . import reaper
+from .base import THREAD_ENV
+from .celery import TRAIN_TASK, create_app, task_time_limits
 
 log = logging.getLogger(__name__)
 
@@ -40,66 +37,30 @@ STORE_RETRIES = 20
 # Worker state (current trial, trials done) reaches the store at most this often.
 STATE_WRITE_S = 0.1
 
-# Each worker process trains one trial at a time on one core: pin math libraries to one
-# thread (set before any library loads in the pool processes).
-_THREAD_ENV = {
-    "OMP_NUM_THREADS": "1",
-    "OPENBLAS_NUM_THREADS": "1",
-    "MKL_NUM_THREADS": "1",
-    "VECLIB_MAXIMUM_THREADS": "1",
-    "NUMEXPR_NUM_THREADS": "1",
-}
-
-
-def resolve_train_fn() -> Callable[..., Any] | None:
-    """The function named by ``$DNNFRAME_TRAIN_FN`` (``module:function``), or None.
-
-    A testing/benchmark hook: the worker trains with it instead of the engine.
-
-    Raises:
-        config.ConfigError: the value is malformed or cannot be imported.
-    """
-    spec = os.environ.get("DNNFRAME_TRAIN_FN", "").strip()
-    if not spec:
-        return None
-    module_name, sep, attr = spec.partition(":")
-    if not sep or not module_name or not attr:
-        raise config.ConfigError(
-            f"DNNFRAME_TRAIN_FN must look like 'package.module:function', but got {spec!r}")
-    try:
-        fn = getattr(importlib.import_module(module_name), attr)
-    except (ImportError, AttributeError) as exc:
-        raise config.ConfigError(f"DNNFRAME_TRAIN_FN={spec!r} cannot be imported: {exc}") from exc
-    if not callable(fn):
-        raise config.ConfigError(f"DNNFRAME_TRAIN_FN={spec!r} is not callable")
-    return fn
-
 
 class _ProcessState:
     """What one worker process knows: its store, its trial, its heartbeat thread."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
-        self.store: Any = None
+        self.store: ResultStore | None = None
         self.trials_done = 0
         self.current: tuple[str, str] | None = None  # (trial_id, worker name)
-        self.state: dict[str, Any] = {}  # register_worker kwargs still to write
+        self.state: dict[str, object] = {}  # register_worker kwargs still to write
         self.dirty = False
         self.wake = threading.Event()
         self.thread: threading.Thread | None = None
-        self.train_fn: Callable[..., Any] | None = None
+        self.train_fn: TrainFn | None = None
         self.train_fn_loaded = False
 
-    def open_store(self) -> Any:
+    def open_store(self) -> ResultStore:
         if self.store is None:
-            from dnnframe.store import open_store
-
-            self.store = open_store(config.store_url())
+            self.store = open_store(default_store_url())
         return self.store
 
-    def get_train_fn(self) -> Callable[..., Any] | None:
+    def get_train_fn(self) -> TrainFn | None:
         if not self.train_fn_loaded:
-            self.train_fn = resolve_train_fn()
+            self.train_fn = settings.resolve_train_fn()
             self.train_fn_loaded = True
         return self.train_fn
 
@@ -111,9 +72,9 @@ class _ProcessState:
 
     def _beat(self) -> None:
         # One thread per process does every background write: the trial's heartbeat every
-        # interval, and worker state when it changed — at most every STATE_WRITE_S, so a
+        # interval, and worker state when it changed, at most every STATE_WRITE_S, so a
         # burst of short trials costs a few writes a second, not two per trial.
-        interval = max(0.2, config.heartbeat_timeout() / 5)
+        interval = max(0.2, settings.heartbeat_timeout() / 5)
         next_beat = time.monotonic() + interval
         last_state = 0.0
         while True:
@@ -156,27 +117,16 @@ class _ProcessState:
 _proc = _ProcessState()
 
 
-@signals.worker_process_init.connect
-def _reset_process_state(**_: Any) -> None:
-    # A fresh pool process must not reuse the parent's store connection or threads.
-    global _proc
-    _proc = _ProcessState()
-
-
-@app.task(name=config.TRAIN_TASK, bind=True, acks_late=True, reject_on_worker_lost=True,
-          ignore_result=True)
-def train_trial(self: Any, trial_id: str) -> str | None:
+def train_trial(self: Task, trial_id: str) -> str | None:
     """Run one stored trial by id (claim → train → record); returns its final state or None.
 
     None means the store refused the claim: the trial is running elsewhere, finished
     (a redelivered message), cancelled, or over its delivery cap (then it is FAILED).
     A trial left RUNNING by a dead pool process of this same node is released and run
-    again at once (see :func:`release_if_owner_died`).
+    again at once (see :func:`dnnframe.runner.release_if_owner_died`).
     """
-    from dnnframe.runner import release_if_owner_died, run_trial
-
     if not isinstance(trial_id, str) or not trial_id:
-        raise DnnframeError(f"tasks.train_trial needs a trial id string, but got {trial_id!r}")
+        raise DnnframeError(f"{TRAIN_TASK} needs a trial id string, but got {trial_id!r}")
     node = self.request.hostname or f"celery@{socket.gethostname()}"
     worker = f"{node}:{os.getpid()}"
     queue = (self.request.delivery_info or {}).get("routing_key")
@@ -187,20 +137,21 @@ def train_trial(self: Any, trial_id: str) -> str | None:
         raise self.retry(exc=exc, countdown=min(60, 2 ** self.request.retries),
                          max_retries=STORE_RETRIES) from exc
     train_fn = proc.get_train_fn()
+    max_attempts = settings.max_attempts()
     proc.start_heartbeats()
     proc.set_state(node, queue, (trial_id, worker))
     state = None
     try:
-        state = run_trial(trial_id, store, worker=worker, max_attempts=config.max_attempts(),
+        state = run_trial(trial_id, store, worker=worker, max_attempts=max_attempts,
                           train_fn=train_fn)
         if state is None and release_if_owner_died(store, trial_id, node):
             # Once: a normal capped claim, so a trial that keeps killing its process still
             # ends FAILED at DNNFRAME_MAX_ATTEMPTS.
-            state = run_trial(trial_id, store, worker=worker,
-                              max_attempts=config.max_attempts(), train_fn=train_fn)
+            state = run_trial(trial_id, store, worker=worker, max_attempts=max_attempts,
+                              train_fn=train_fn)
     except NotFoundError as exc:
         raise DnnframeError(
-            f"trial {trial_id} is not in this worker's store {config.store_url()!r}: the "
+            f"trial {trial_id} is not in this worker's store {default_store_url()!r}: the "
             "submitter and the workers must use the same DNNFRAME_STORE_URL") from exc
     except StoreError as exc:
         # Claim or final write failed: try again later. A trial that did get claimed stays
@@ -215,27 +166,50 @@ def train_trial(self: Any, trial_id: str) -> str | None:
     return state.value if state is not None else None
 
 
-@signals.worker_init.connect
-def _on_worker_init(**_: Any) -> None:
-    for key, value in _THREAD_ENV.items():
+def _reset_process_state(**_: object) -> None:
+    # A fresh pool process must not reuse the parent's store connection or threads.
+    global _proc
+    _proc = _ProcessState()
+
+
+def _on_worker_init(**_: object) -> None:
+    for key, value in THREAD_ENV.items():
         os.environ.setdefault(key, value)
     # Fail at start-up, not on the first trial, when the configuration is unusable.
-    config.task_time_limits()
-    config.heartbeat_timeout()
-    config.max_attempts()
-    resolve_train_fn()
+    task_time_limits()
+    settings.heartbeat_timeout()
+    settings.max_attempts()
+    settings.resolve_train_fn()
 
 
-@signals.worker_ready.connect
-def _on_worker_ready(sender: Any = None, **_: Any) -> None:
-    from . import reaper
-
+def _on_worker_ready(sender: object = None, **_: object) -> None:
     hostname = getattr(sender, "hostname", None) or f"celery@{socket.gethostname()}"
-    reaper.start_reaper(app, hostname, consumer=sender)
+    if _app is not None:
+        reaper.start_reaper(_app, hostname)
 
 
-@signals.worker_shutdown.connect
-def _on_worker_shutdown(**_: Any) -> None:
-    from . import reaper
-
+def _on_worker_shutdown(**_: object) -> None:
     reaper.stop_reaper()
+
+
+_app: Celery | None = None
+
+
+def install(celery_app: Celery) -> None:
+    """Register the task and the worker signal handlers on ``celery_app`` (the worker's)."""
+    global _app
+    _app = celery_app
+    celery_app.task(name=TRAIN_TASK, bind=True, acks_late=True, reject_on_worker_lost=True,
+                    ignore_result=True)(train_trial)
+    signals.worker_process_init.connect(_reset_process_state, dispatch_uid="dnnframe-proc")
+    signals.worker_init.connect(_on_worker_init, dispatch_uid="dnnframe-init")
+    signals.worker_ready.connect(_on_worker_ready, dispatch_uid="dnnframe-ready")
+    signals.worker_shutdown.connect(_on_worker_shutdown, dispatch_uid="dnnframe-shutdown")
+
+
+def worker_app(broker_url: str | None = None) -> Celery:
+    """A Celery app for a worker: dnnframe's settings, the task and the signal handlers."""
+    celery_app = create_app(broker_url)
+    celery_app.set_default()
+    install(celery_app)
+    return celery_app
