@@ -223,7 +223,7 @@ def run(spec_path: Path, store_url: str | None, workers: int | None, broker_url:
     try:
         # Trials left RUNNING by a run that was killed outright (kill -9, power cut) have a
         # stale heartbeat: queue them again so this run finishes them.
-        stale = store.requeue_stale(settings.heartbeat_timeout())
+        stale = store.requeue_stale(settings.get().heartbeat_timeout)
         # Trials of a killed run whose worker process is gone (on this host) need not wait
         # for the heartbeat to go stale.
         host = socket.gethostname()
@@ -530,7 +530,7 @@ def worker(store_url: str | None, broker_url: str | None, queues: str, concurren
 
     app = worker_app()
     argv = ["worker", f"--queues={','.join(names)}",
-            f"--concurrency={concurrency or settings.workers()}",
+            f"--concurrency={concurrency or settings.get().worker_count}",
             "--prefetch-multiplier=1", "-O", "fair", f"--loglevel={loglevel}"]
     if hostname:
         argv.append(f"--hostname={hostname}")

@@ -8,8 +8,6 @@ from dnnframe.executors.celery import (
     QUEUES,
     TRAIN_TASK,
     celery_settings,
-    task_time_limits,
 )
 
-__all__ = ["DEFAULT_TASK_TIME_LIMIT", "QUEUES", "TRAIN_TASK", "celery_settings",
-           "task_time_limits"]
+__all__ = ["DEFAULT_TASK_TIME_LIMIT", "QUEUES", "TRAIN_TASK", "celery_settings"]

@@ -6,9 +6,9 @@
 
 from __future__ import annotations
 
-import os
 from typing import TYPE_CHECKING
 
+from .. import settings
 from ..store import default_store_url
 from .base import THREAD_ENV, Executor
 from .local import LocalExecutor, LocalStats
@@ -30,7 +30,7 @@ def make_executor(store_url: str | None = None, broker_url: str | None = None,
                   workers: int | None = None, queue: str = "default") -> Executor:
     """Pick the executor: Celery (publishing to ``queue``) when a broker URL is given (or
     ``$DNNFRAME_BROKER_URL``), otherwise a :class:`LocalExecutor` with ``workers`` processes."""
-    broker_url = broker_url or os.environ.get("DNNFRAME_BROKER_URL") or None
+    broker_url = broker_url or settings.get().broker_url
     store_url = store_url or default_store_url()
     if broker_url:
         from .celery import CeleryExecutor

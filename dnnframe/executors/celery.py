@@ -16,7 +16,6 @@ with the reason.
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 
@@ -31,7 +30,7 @@ from ..store.base import ResultStore
 from .base import Executor
 
 DEFAULT_BROKER_URL = "amqp://guest:guest@127.0.0.1:5672//"
-DEFAULT_TASK_TIME_LIMIT = 1680.0
+DEFAULT_TASK_TIME_LIMIT = settings.Settings.model_fields["task_time_limit"].default
 #: Queues every deployment has: CPU workers consume ``default``, workers started with
 #: ``THEANO_FLAGS=device=cuda`` consume ``gpu``. Any other name is created on first use.
 QUEUES = ("default", "gpu")
@@ -40,24 +39,14 @@ TRAIN_TASK = "tasks.train_trial"
 _PUBLISH_BATCH = 500
 
 
-def broker_url() -> str:
-    """``$DNNFRAME_BROKER_URL`` or the local RabbitMQ."""
-    return os.environ.get("DNNFRAME_BROKER_URL", "").strip() or DEFAULT_BROKER_URL
-
-
-def task_time_limits() -> tuple[float, float]:
-    """(soft, hard) time limit of one task in seconds, from ``$DNNFRAME_TASK_TIME_LIMIT``."""
-    hard = settings.env_seconds("DNNFRAME_TASK_TIME_LIMIT", DEFAULT_TASK_TIME_LIMIT)
-    soft = hard - min(60.0, hard * 0.1)
-    return soft, hard
-
-
 def celery_settings(broker: str | None = None) -> dict[str, object]:
-    """The Celery configuration of dnnframe (see the module docstring for the time limit)."""
-    soft, hard = task_time_limits()
+    """The Celery configuration of dnnframe (see the module docstring for the time limit);
+    ``broker`` defaults to ``$DNNFRAME_BROKER_URL``, else the local RabbitMQ."""
+    current = settings.get()
+    soft, hard = current.task_time_limits
     exchange = Exchange("dnnframe", type="direct", durable=True)
     return {
-        "broker_url": broker or broker_url(),
+        "broker_url": broker or current.broker_url or DEFAULT_BROKER_URL,
         # Messages carry trial ids and nothing else; JSON only, so no pickle ever runs.
         "task_serializer": "json",
         "result_serializer": "json",
@@ -128,7 +117,7 @@ class CeleryExecutor(Executor):
                  queue: str = "default") -> None:
         if not isinstance(queue, str) or not queue.strip():
             raise DnnframeError(f"queue must be a non-empty queue name, but got {queue!r}")
-        self.broker_url = broker_url or os.environ.get("DNNFRAME_BROKER_URL") or None
+        self.broker_url = broker_url or settings.get().broker_url
         self.store_url = store_url or default_store_url()
         self.queue = queue
         self.app = create_app(self.broker_url)

@@ -27,7 +27,7 @@ from ..store import default_store_url, open_store
 from ..store.base import ResultStore
 from . import reaper
 from .base import THREAD_ENV
-from .celery import TRAIN_TASK, create_app, task_time_limits
+from .celery import TRAIN_TASK, create_app
 
 log = logging.getLogger(__name__)
 
@@ -74,7 +74,7 @@ class _ProcessState:
         # One thread per process does every background write: the trial's heartbeat every
         # interval, and worker state when it changed, at most every STATE_WRITE_S, so a
         # burst of short trials costs a few writes a second, not two per trial.
-        interval = max(0.2, settings.heartbeat_timeout() / 5)
+        interval = max(0.2, settings.get().heartbeat_timeout / 5)
         next_beat = time.monotonic() + interval
         last_state = 0.0
         while True:
@@ -137,7 +137,7 @@ def train_trial(self: Task, trial_id: str) -> str | None:
         raise self.retry(exc=exc, countdown=min(60, 2 ** self.request.retries),
                          max_retries=STORE_RETRIES) from exc
     train_fn = proc.get_train_fn()
-    max_attempts = settings.max_attempts()
+    max_attempts = settings.get().max_attempts
     proc.start_heartbeats()
     proc.set_state(node, queue, (trial_id, worker))
     state = None
@@ -176,9 +176,7 @@ def _on_worker_init(**_: object) -> None:
     for key, value in THREAD_ENV.items():
         os.environ.setdefault(key, value)
     # Fail at start-up, not on the first trial, when the configuration is unusable.
-    task_time_limits()
-    settings.heartbeat_timeout()
-    settings.max_attempts()
+    settings.get()
     settings.resolve_train_fn()
 
 

@@ -160,7 +160,7 @@ class LocalExecutor(Executor):
                  train_fn: TrainFn | None = None, max_attempts: int | None = None,
                  start_method: str = "spawn") -> None:
         self.store_url = store_url or default_store_url()
-        self.workers = int(workers) if workers is not None else settings.workers()
+        self.workers = int(workers) if workers is not None else settings.get().worker_count
         if self.workers < 1:
             raise DnnframeError(f"workers must be >= 1, but got {self.workers}")
         self._train_fn = train_fn

@@ -65,7 +65,7 @@ def reap_once(store: ResultStore, celery_app: Celery, timeout_s: float,
 
 
 def _loop(celery_app: Celery, hostname: str, queues: list[str], parent_pid: int) -> None:
-    timeout = settings.heartbeat_timeout()
+    timeout = settings.get().heartbeat_timeout
     interval = max(0.25, min(timeout / 4, 30.0))
     store = None
     while not _stop.wait(interval):
