@@ -9,7 +9,6 @@ non-zero exit code: 2 for an invalid spec or usage, 1 for everything else.
 from __future__ import annotations
 
 import json
-import socket
 import sys
 from pathlib import Path
 
@@ -196,54 +195,60 @@ def run(spec_path: Path, store_url: str | None, workers: int | None, broker_url:
 
     from rich.console import Console
 
-    from .exceptions import NotFoundError
-    from .executors import LocalExecutor, make_executor
-    from .runner import release_if_owner_died
     from .spec import load_spec
-    from .store import TrialState, default_store_url
-    from .submit import submit_experiment
+    from .store import default_store_url
 
     console = Console(stderr=True, quiet=quiet)
     spec = load_spec(spec_path)  # SpecError → exit 2 naming the file and key
     store_url = store_url or default_store_url()
     store = _open_store(store_url)
+    broker_url = _broker_for_run(broker_url, distributed, force_local)
+    started = time.perf_counter()
+    executor = _make_run_executor(store_url, broker_url, workers, queue)
+    interrupted, trained = _submit_and_follow(console, store, executor, spec, store_url,
+                                              broker_url, retry_failed, quiet)
+    exp = _stored_experiment(store, spec.experiment_id, interrupted)
+    summary = _summary(store, exp, store_url, wall=time.perf_counter() - started,
+                       interrupted=interrupted, trained=trained)
+    store.close()
+    _report_run(console, summary, spec_path, interrupted, quiet, as_json)
+
+
+def _broker_for_run(broker_url: str | None, distributed: bool, force_local: bool) -> str | None:
+    """The broker ``dnnframe run`` uses (None: the local process pool), from its flags."""
     if distributed and force_local:
         raise click.UsageError("--distributed and --local contradict each other")
     if force_local:
-        broker_url = None
-    elif distributed and not broker_url:
+        return None
+    if distributed and not broker_url:
         raise click.UsageError("--distributed needs --broker URL or $DNNFRAME_BROKER_URL")
-    started = time.perf_counter()
+    return broker_url
+
+
+def _make_run_executor(store_url: str, broker_url: str | None, workers: int | None,
+                       queue: str):  # noqa: ANN202 - an Executor
+    from .executors import LocalExecutor, make_executor
+
     if broker_url:
-        executor = make_executor(store_url, broker_url=broker_url, queue=queue)
-    else:
-        executor = LocalExecutor(store_url, workers=workers)
+        return make_executor(store_url, broker_url=broker_url, queue=queue)
+    return LocalExecutor(store_url, workers=workers)
+
+
+def _submit_and_follow(console, store, executor, spec, store_url: str,  # noqa: ANN001
+                       broker_url: str | None, retry_failed: bool,
+                       quiet: bool) -> tuple[bool, int]:
+    """Submit the spec, show progress until it is done or interrupted, shut the executor
+    down. Returns (interrupted, number of trials handed to the executor)."""
+    from .submit import submit_experiment
+
     interrupted = False
     trained = 0
     try:
-        # Trials left RUNNING by a run that was killed outright (kill -9, power cut) have a
-        # stale heartbeat: queue them again so this run finishes them.
-        stale = store.requeue_stale(settings.get().heartbeat_timeout)
-        # Trials of a killed run whose worker process is gone (on this host) need not wait
-        # for the heartbeat to go stale.
-        host = socket.gethostname()
-        stale += [t.id for t in store.list_trials(state=TrialState.RUNNING)
-                  if release_if_owner_died(store, t.id, host)]
-        if stale and not quiet:
-            console.print(f"re-queued {len(stale)} trials whose worker stopped (killed process or "
-                          "no heartbeat)")
         result = submit_experiment(spec, store, executor, retry_failed=retry_failed)
-        exp = result.experiment
         trained = len(result.submitted_trial_ids)
         if not quiet:
-            where = f"{executor.workers} local workers" if isinstance(executor, LocalExecutor) else broker_url
-            console.print(f"{spec.name} ({exp.id}): {len(result.trial_ids)} trials, "
-                          f"{trained} to run on {where}; store {store_url}")
-        if broker_url and trained and not quiet and not store.list_workers(seen_within_s=120):
-            console.print("[yellow]no worker has reported to this store in the last 2 minutes:[/] "
-                          "trials wait in the queue until one starts (dnnframe worker, with the "
-                          "same DNNFRAME_STORE_URL and DNNFRAME_BROKER_URL)")
-        interrupted = _follow(console, store, executor, exp, quiet)
+            _announce_run(console, store, executor, result, store_url, broker_url)
+        interrupted = _follow(console, store, executor, result.experiment, quiet)
     except KeyboardInterrupt:
         # Ctrl-C before the progress loop took over (while storing the trials)
         interrupted = True
@@ -253,16 +258,44 @@ def run(spec_path: Path, store_url: str | None, workers: int | None, broker_url:
             pass  # the experiment was not stored yet: nothing to cancel
     finally:
         executor.shutdown(wait=not interrupted)
+    return interrupted, trained
+
+
+def _announce_run(console, store, executor, result, store_url: str,  # noqa: ANN001
+                  broker_url: str | None) -> None:
+    from .executors import LocalExecutor
+
+    exp = result.experiment
+    trained = len(result.submitted_trial_ids)
+    if result.recovered_trial_ids:
+        console.print(f"re-queued {len(result.recovered_trial_ids)} trials whose worker stopped "
+                      "(killed process or no heartbeat)")
+    where = (f"{executor.workers} local workers" if isinstance(executor, LocalExecutor)
+             else broker_url)
+    console.print(f"{exp.name} ({exp.id}): {len(result.trial_ids)} trials, "
+                  f"{trained} to run on {where}; store {store_url}")
+    if broker_url and trained and not store.list_workers(seen_within_s=120):
+        console.print("[yellow]no worker has reported to this store in the last 2 minutes:[/] "
+                      "trials wait in the queue until one starts (dnnframe worker, with the "
+                      "same DNNFRAME_STORE_URL and DNNFRAME_BROKER_URL)")
+
+
+def _stored_experiment(store, experiment_id: str, interrupted: bool):  # noqa: ANN001, ANN202
+    """The experiment as stored; exit 130 when an interrupt came before it was stored."""
+    from .exceptions import NotFoundError
+
     try:
-        exp = store.get_experiment(spec.experiment_id)
+        return store.get_experiment(experiment_id)
     except NotFoundError:
         if not interrupted:
             raise
         click.echo("interrupted before the experiment was stored; nothing was run", err=True)
         sys.exit(130)
-    summary = _summary(store, exp, store_url, wall=time.perf_counter() - started,
-                       interrupted=interrupted, trained=trained)
-    store.close()
+
+
+def _report_run(console, summary: dict, spec_path: Path, interrupted: bool,  # noqa: ANN001
+                quiet: bool, as_json: bool) -> None:
+    """Print the summary; exit 130 when interrupted, 1 when a trial FAILED."""
     if as_json:
         click.echo(json.dumps(summary, indent=2, default=str))
     if not quiet:
@@ -276,7 +309,6 @@ def run(spec_path: Path, store_url: str | None, workers: int | None, broker_url:
 
 def _follow(console, store, executor, exp, quiet: bool) -> bool:  # noqa: ANN001
     """Show progress until the experiment's trials are finished. Returns True if interrupted."""
-    import time
 
     from rich.progress import (
         BarColumn,
@@ -296,7 +328,6 @@ def _follow(console, store, executor, exp, quiet: bool) -> bool:  # noqa: ANN001
                         TextColumn("ETA"), TimeRemainingColumn(),
                         TextColumn("{task.fields[best]}"), console=console, disable=quiet,
                         transient=False)
-    has_wait = hasattr(executor, "wait")
     last_done = -1
     best_text = ""
 
@@ -321,10 +352,10 @@ def _follow(console, store, executor, exp, quiet: bool) -> bool:  # noqa: ANN001
                                  running=0, failed=first.get("FAILED", 0), best="")
         try:
             while True:
-                finished = executor.wait(timeout=0.5) if has_wait else (time.sleep(0.5) or False)
-                _, settled = poll()
-                if (finished and has_wait) or (settled and not has_wait):
+                if executor.wait(timeout=0.5):
+                    poll()
                     return False
+                poll()
         except KeyboardInterrupt:
             pass
         console.print("[yellow]interrupted:[/] no new trials start; running trials stop after "
@@ -332,7 +363,7 @@ def _follow(console, store, executor, exp, quiet: bool) -> bool:  # noqa: ANN001
         try:
             executor.cancel(exp.id)
             while True:
-                finished = executor.wait(timeout=0.5) if has_wait else (time.sleep(0.5) or False)
+                finished = executor.wait(timeout=0.5)
                 _, settled = poll()
                 if finished or settled:
                     break

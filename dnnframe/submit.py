@@ -8,33 +8,54 @@ interrupted ``dnnframe run``) are queued again, and only QUEUED trials go to the
 
 from __future__ import annotations
 
+import socket
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
+from . import settings
+from .exceptions import NotFoundError
+from .executors.base import Executor
 from .executors.packing import graph_key
+from .runner import release_if_owner_died
 from .spec import ExperimentSpec, count_trials, expand_with_ids
 from .store.base import ExperimentRecord, ResultStore, TrialState
-
-if TYPE_CHECKING:
-    from .executors import Executor
 
 
 @dataclass
 class SubmitResult:
     """What a submission did: the experiment, all its trial ids (in expansion order), the ids
-    that were new to the store, the ids re-queued from an earlier interrupted run, and the
-    ids handed to the executor."""
+    that were new to the store, the ids re-queued from an earlier interrupted run, the ids
+    handed to the executor, and the trials of any experiment whose worker had stopped
+    (see :func:`recover_abandoned_trials`)."""
 
     experiment: ExperimentRecord
     trial_ids: list[str]
     new_trial_ids: list[str]
     requeued_trial_ids: list[str] = field(default_factory=list)
     submitted_trial_ids: list[str] = field(default_factory=list)
+    recovered_trial_ids: list[str] = field(default_factory=list)
+
+
+def recover_abandoned_trials(store: ResultStore) -> list[str]:
+    """Put trials whose worker stopped back to QUEUED; returns their ids.
+
+    Two kinds: RUNNING trials whose heartbeat is older than ``$DNNFRAME_HEARTBEAT_TIMEOUT``
+    (a run killed outright, a lost machine), and RUNNING trials whose owner was a process of
+    this host that no longer exists (a killed ``dnnframe run``), which need not wait for the
+    timeout. Both keep their ``attempts``, so the delivery cap still holds.
+    """
+    recovered = store.requeue_stale(settings.get().heartbeat_timeout)
+    host = socket.gethostname()
+    recovered += [t.id for t in store.list_trials(state=TrialState.RUNNING)
+                  if release_if_owner_died(store, t.id, host)]
+    return recovered
 
 
 def submit_experiment(spec: ExperimentSpec, store: ResultStore, executor: Executor | None = None,
                       retry_failed: bool = False) -> SubmitResult:
     """Store ``spec``'s experiment and trials (idempotently) and run the unfinished ones.
+
+    First recovers trials whose worker stopped (:func:`recover_abandoned_trials`), so every
+    entry point (CLI, dashboard) resumes the same way.
 
     Args:
         spec: a validated spec (:func:`dnnframe.spec.parse_spec` / ``load_spec``).
@@ -45,10 +66,12 @@ def submit_experiment(spec: ExperimentSpec, store: ResultStore, executor: Execut
     Returns:
         A :class:`SubmitResult`.
     """
+    recovered = recover_abandoned_trials(store)
     pairs = [(tid, cfg.model_dump(mode="json")) for tid, cfg in expand_with_ids(spec)]
     trial_ids = list(dict.fromkeys(tid for tid, _ in pairs))  # a duplicated config is one trial
     experiment_id = spec.experiment_id
-    existing = {t.id for t in store.list_trials(experiment_id)} if _experiment_exists(store, experiment_id) else set()
+    existing = ({t.id for t in store.list_trials(experiment_id)}
+                if _experiment_exists(store, experiment_id) else set())
     store.create_experiment(experiment_id, spec.name, spec.to_dict(), count_trials(spec))
     store.create_trials(experiment_id, pairs)
     new_ids = [tid for tid in trial_ids if tid not in existing]
@@ -63,12 +86,11 @@ def submit_experiment(spec: ExperimentSpec, store: ResultStore, executor: Execut
     if executor is not None and to_run:
         configs = dict(pairs)
         executor.submit(to_run, graph_keys={tid: graph_key(configs[tid]) for tid in to_run})
-    return SubmitResult(store.get_experiment(experiment_id), trial_ids, new_ids, list(requeued), to_run)
+    return SubmitResult(store.get_experiment(experiment_id), trial_ids, new_ids, list(requeued),
+                        to_run, recovered)
 
 
 def _experiment_exists(store: ResultStore, experiment_id: str) -> bool:
-    from .exceptions import NotFoundError
-
     try:
         store.get_experiment(experiment_id)
     except NotFoundError:

@@ -147,3 +147,31 @@ def test_workers_keep_to_the_graphs_they_compiled(url):
     # in queue order both workers would compile both depths (4 pairs); with affinity each
     # worker stays on its depth (2 pairs; 3 if one worker ran ahead and helped the other)
     assert len(pairs) <= 3, pairs
+
+
+def test_submit_recovers_trials_whose_worker_stopped(url, monkeypatch):
+    """Every entry point resumes the same way: submit_experiment itself puts back a trial
+    whose owner process on this host is gone, and one whose heartbeat went stale."""
+    import socket
+    import subprocess
+    import sys
+
+    store = open_store(url)
+    spec = parse_spec(_spec(seeds=3, name="recover"))
+    first = submit_experiment(spec, store)
+    orphan, stale, alive_elsewhere = first.trial_ids
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()  # its pid now names no process
+    assert store.claim_trial(orphan, f"{socket.gethostname()}:{gone.pid}") is not None
+    assert store.claim_trial(stale, "another-host:1") is not None
+    assert store.claim_trial(alive_elsewhere, "another-host:2") is not None
+    store.heartbeat(alive_elsewhere, "another-host:2")
+    monkeypatch.setenv("DNNFRAME_HEARTBEAT_TIMEOUT", "3600")
+    again = submit_experiment(spec, store)
+    assert again.recovered_trial_ids == [orphan]  # another host: wait for the timeout
+    assert store.get_trial(orphan).state is TrialState.QUEUED
+    assert again.submitted_trial_ids == [orphan]
+    monkeypatch.setenv("DNNFRAME_HEARTBEAT_TIMEOUT", "0.000001")
+    last = submit_experiment(spec, store)
+    assert sorted(last.recovered_trial_ids) == sorted([stale, alive_elsewhere])
+    assert {store.get_trial(t).attempts for t in (orphan, stale, alive_elsewhere)} == {1}
