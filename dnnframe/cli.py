@@ -180,11 +180,15 @@ def _print_summary(console, summary: dict, resume_hint: str | None = None) -> No
 @click.option("--queue", default="default", show_default=True,
               help="Celery queue the trials go to (e.g. gpu for workers started with -Q gpu).")
 @click.option("--retry-failed", is_flag=True, help="Also re-run trials a previous run left FAILED.")
+@click.option("--pack-size", type=click.IntRange(min=1), default=None,
+              help="Most trials per pack (trials sharing one compiled graph, trained as one "
+                   "unit of work); 1 sends each trial alone. Default: the spec's "
+                   "search.pack_size, else $DNNFRAME_PACK_SIZE, else automatic.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar or summary.")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON summary on stdout.")
 def run(spec_path: Path, store_url: str | None, workers: int | None, broker_url: str | None,
-        distributed: bool, force_local: bool, queue: str, retry_failed: bool, quiet: bool,
-        as_json: bool) -> None:
+        distributed: bool, force_local: bool, queue: str, retry_failed: bool,
+        pack_size: int | None, quiet: bool, as_json: bool) -> None:
     """Run every trial of a spec and show progress; rerunning resumes where it stopped.
 
     Trials already COMPLETE in the store are not trained again. Ctrl-C stops cleanly:
@@ -206,7 +210,7 @@ def run(spec_path: Path, store_url: str | None, workers: int | None, broker_url:
     started = time.perf_counter()
     executor = _make_run_executor(store_url, broker_url, workers, queue)
     interrupted, trained = _submit_and_follow(console, store, executor, spec, store_url,
-                                              broker_url, retry_failed, quiet)
+                                              broker_url, retry_failed, pack_size, quiet)
     exp = _stored_experiment(store, spec.experiment_id, interrupted)
     summary = _summary(store, exp, store_url, wall=time.perf_counter() - started,
                        interrupted=interrupted, trained=trained)
@@ -235,7 +239,7 @@ def _make_run_executor(store_url: str, broker_url: str | None, workers: int | No
 
 
 def _submit_and_follow(console, store, executor, spec, store_url: str,  # noqa: ANN001
-                       broker_url: str | None, retry_failed: bool,
+                       broker_url: str | None, retry_failed: bool, pack_size: int | None,
                        quiet: bool) -> tuple[bool, int]:
     """Submit the spec, show progress until it is done or interrupted, shut the executor
     down. Returns (interrupted, number of trials handed to the executor)."""
@@ -244,7 +248,8 @@ def _submit_and_follow(console, store, executor, spec, store_url: str,  # noqa: 
     interrupted = False
     trained = 0
     try:
-        result = submit_experiment(spec, store, executor, retry_failed=retry_failed)
+        result = submit_experiment(spec, store, executor, retry_failed=retry_failed,
+                                   pack_size=pack_size)
         trained = len(result.submitted_trial_ids)
         if not quiet:
             _announce_run(console, store, executor, result, store_url, broker_url)
@@ -273,7 +278,8 @@ def _announce_run(console, store, executor, result, store_url: str,  # noqa: ANN
     where = (f"{executor.workers} local workers" if isinstance(executor, LocalExecutor)
              else broker_url)
     console.print(f"{exp.name} ({exp.id}): {len(result.trial_ids)} trials, "
-                  f"{trained} to run on {where}; store {store_url}")
+                  f"{trained} to run in {len(result.packs)} packs on {where}; "
+                  f"store {store_url}")
     if broker_url and trained and not store.list_workers(seen_within_s=120):
         console.print("[yellow]no worker has reported to this store in the last 2 minutes:[/] "
                       "trials wait in the queue until one starts (dnnframe worker, with the "

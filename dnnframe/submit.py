@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from . import settings
 from .exceptions import NotFoundError
 from .executors.base import Executor
-from .executors.packing import graph_key
+from .executors.packing import graph_key, make_packs
 from .runner import release_if_owner_died
 from .spec import ExperimentSpec, count_trials, expand_with_ids
 from .store.base import ExperimentRecord, ResultStore, TrialState
@@ -24,8 +24,8 @@ from .store.base import ExperimentRecord, ResultStore, TrialState
 class SubmitResult:
     """What a submission did: the experiment, all its trial ids (in expansion order), the ids
     that were new to the store, the ids re-queued from an earlier interrupted run, the ids
-    handed to the executor, and the trials of any experiment whose worker had stopped
-    (see :func:`recover_abandoned_trials`)."""
+    handed to the executor, the trials of any experiment whose worker had stopped
+    (see :func:`recover_abandoned_trials`), and the packs the executor received."""
 
     experiment: ExperimentRecord
     trial_ids: list[str]
@@ -33,6 +33,7 @@ class SubmitResult:
     requeued_trial_ids: list[str] = field(default_factory=list)
     submitted_trial_ids: list[str] = field(default_factory=list)
     recovered_trial_ids: list[str] = field(default_factory=list)
+    packs: list[list[str]] = field(default_factory=list)
 
 
 def recover_abandoned_trials(store: ResultStore) -> list[str]:
@@ -51,17 +52,21 @@ def recover_abandoned_trials(store: ResultStore) -> list[str]:
 
 
 def submit_experiment(spec: ExperimentSpec, store: ResultStore, executor: Executor | None = None,
-                      retry_failed: bool = False) -> SubmitResult:
+                      retry_failed: bool = False, pack_size: int | None = None) -> SubmitResult:
     """Store ``spec``'s experiment and trials (idempotently) and run the unfinished ones.
 
     First recovers trials whose worker stopped (:func:`recover_abandoned_trials`), so every
-    entry point (CLI, dashboard) resumes the same way.
+    entry point (CLI, dashboard) resumes the same way. The trials still QUEUED go to the
+    executor in packs of trials that share a compiled graph (:func:`make_packs`).
 
     Args:
         spec: a validated spec (:func:`dnnframe.spec.parse_spec` / ``load_spec``).
         store: where the experiment and its trials live.
-        executor: receives the ids of the trials still QUEUED; None only stores them.
+        executor: receives the packs of the trials still QUEUED; None only stores them.
         retry_failed: also re-queue trials a previous run left FAILED.
+        pack_size: most trials per pack (``dnnframe run --pack-size``); None takes the
+            spec's ``search.pack_size``, else ``$DNNFRAME_PACK_SIZE``, else an automatic
+            size (see :func:`dnnframe.executors.packing.auto_pack_size`).
 
     Returns:
         A :class:`SubmitResult`.
@@ -83,11 +88,24 @@ def submit_experiment(spec: ExperimentSpec, store: ResultStore, executor: Execut
 
     queued = {t.id for t in store.list_trials(experiment_id, state=TrialState.QUEUED)}
     to_run = [tid for tid in trial_ids if tid in queued]
+    packs: list[list[str]] = []
     if executor is not None and to_run:
         configs = dict(pairs)
-        executor.submit(to_run, graph_keys={tid: graph_key(configs[tid]) for tid in to_run})
+        size = resolve_pack_size(spec, pack_size)
+        packs = make_packs(to_run, configs, size, executor.parallelism)
+        executor.submit(packs, graph_keys=[graph_key(configs[pack[0]]) for pack in packs])
     return SubmitResult(store.get_experiment(experiment_id), trial_ids, new_ids, list(requeued),
-                        to_run, recovered)
+                        to_run, recovered, packs)
+
+
+def resolve_pack_size(spec: ExperimentSpec, pack_size: int | None = None) -> int | None:
+    """The pack size a submission uses: ``pack_size`` (the command line), else the spec's
+    ``search.pack_size``, else ``$DNNFRAME_PACK_SIZE``; None means automatic."""
+    if pack_size is not None:
+        return pack_size
+    # search.pack_size is being added to the spec; older specs have no such field.
+    from_spec = getattr(spec.search, "pack_size", None)
+    return from_spec if from_spec is not None else settings.get().pack_size
 
 
 def _experiment_exists(store: ResultStore, experiment_id: str) -> bool:

@@ -13,9 +13,10 @@ import pytest
 
 from dnnframe.engine.result import TrialResult
 from dnnframe.executors import LocalExecutor
-from dnnframe.spec import parse_spec
+from dnnframe.executors.packing import make_packs
+from dnnframe.spec import expand_with_ids, parse_spec
 from dnnframe.store import TrialState, open_store
-from dnnframe.submit import submit_experiment
+from dnnframe.submit import resolve_pack_size, submit_experiment
 
 
 def _spec(seeds: int, name: str = "local-test", epochs: int = 2) -> dict:
@@ -175,3 +176,58 @@ def test_submit_recovers_trials_whose_worker_stopped(url, monkeypatch):
     last = submit_experiment(spec, store)
     assert sorted(last.recovered_trial_ids) == sorted([stale, alive_elsewhere])
     assert {store.get_trial(t).attempts for t in (orphan, stale, alive_elsewhere)} == {1}
+
+
+def _queued(doc: dict) -> tuple[list[str], dict[str, dict]]:
+    pairs = [(tid, cfg.model_dump(mode="json")) for tid, cfg in expand_with_ids(parse_spec(doc))]
+    return [tid for tid, _ in pairs], dict(pairs)
+
+
+def test_packs_group_trials_of_one_graph_in_near_equal_sizes():
+    ids, configs = _queued(_spec(seeds=5, name="packs"))
+    assert make_packs(ids, configs, 2, workers=1) == [ids[0:2], ids[2:4], ids[4:5]]
+    assert make_packs(ids, configs, 1, workers=1) == [[tid] for tid in ids]  # one trial each
+    assert make_packs(ids, configs, 3, workers=1) == [ids[0:3], ids[3:5]]
+
+
+def test_automatic_packs_are_never_fewer_than_workers_nor_mix_graphs():
+    ids, configs = _queued(_spec(seeds=10, name="auto"))
+    assert [len(p) for p in make_packs(ids, configs, None, workers=4)] == [2, 2, 2, 2, 2]
+    assert [len(p) for p in make_packs(ids, configs, None, workers=1)] == [10]
+    assert [len(p) for p in make_packs(ids[:3], configs, None, workers=4)] == [1, 1, 1]
+    depth_ids, depth_configs = _queued({**_spec(seeds=2, name="depths"),
+                                        "model": {"hidden_layers": {"grid": [1, 2]}, "width": 8}})
+    packs = make_packs(depth_ids, depth_configs, None, workers=1)
+    assert len(packs) == 2
+    assert [{depth_configs[t]["model"]["hidden_layers"] for t in p} for p in packs] == [{1}, {2}]
+
+
+def test_automatic_pack_size_respects_the_memory_budget():
+    ids, configs = _queued({**_spec(seeds=4, name="wide"),
+                            "model": {"hidden_layers": 8, "width": 1024}})
+    # one member of this shape needs more than the whole budget: one trial per pack
+    assert [len(p) for p in make_packs(ids, configs, None, workers=1)] == [1, 1, 1, 1]
+
+
+def test_pack_size_comes_from_the_command_line_then_the_spec_then_the_environment(monkeypatch):
+    spec = parse_spec(_spec(seeds=2, name="size"))
+    monkeypatch.delenv("DNNFRAME_PACK_SIZE", raising=False)
+    assert resolve_pack_size(spec) is None
+    monkeypatch.setenv("DNNFRAME_PACK_SIZE", "4")
+    assert resolve_pack_size(spec) == 4
+    assert resolve_pack_size(spec, 2) == 2
+
+
+def test_local_executor_runs_packs_and_counts_every_member(url):
+    store = open_store(url)
+    with LocalExecutor(url, workers=2, train_fn=record_pid_slowly) as ex:
+        result = submit_experiment(parse_spec(_spec(seeds=6, name="packed")), store, ex,
+                                   pack_size=3)
+        assert ex.wait(timeout=120)
+        stats = ex.stats
+    assert [len(p) for p in result.packs] == [3, 3]
+    trials = {t.id: t for t in store.list_trials(result.experiment.id)}
+    assert all(t.state is TrialState.COMPLETE and t.attempts == 1 for t in trials.values())
+    for pack in result.packs:  # a pack runs in one worker process
+        assert len({trials[tid].result["environment"]["pid"] for tid in pack}) == 1
+    assert stats.finished == 6 and stats.states == {"COMPLETE": 6}

@@ -7,6 +7,7 @@ An executor only moves trial ids. Each worker opens the store itself and calls
 from __future__ import annotations
 
 import abc
+from collections.abc import Sequence
 
 # A worker process trains on one core: pin every math library to one thread so N workers
 # use N cores instead of N x cores threads fighting over them. Libraries read these when
@@ -36,11 +37,11 @@ class Executor(abc.ABC):
         return 1
 
     @abc.abstractmethod
-    def submit(self, trial_ids: list[str], graph_keys: dict[str, str] | None = None) -> None:
-        """Queue trials (already stored QUEUED); returns without waiting.
+    def submit(self, packs: Sequence[list[str]], graph_keys: Sequence[str] | None = None) -> None:
+        """Queue packs of trials (already stored QUEUED); returns without waiting.
 
-        ``graph_keys`` (trial id → graph key): an executor that keeps worker processes may
-        use it to send a trial to a worker that already compiled its graph.
+        ``graph_keys[i]`` is the graph key of ``packs[i]``: an executor that keeps worker
+        processes may use it to send a pack to a worker that already compiled its graph.
         """
 
     @abc.abstractmethod

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Sequence
 
 from celery import Celery
 from kombu import Connection, Exchange, Producer, Queue
@@ -34,6 +35,9 @@ DEFAULT_TASK_TIME_LIMIT = settings.Settings.model_fields["task_time_limit"].defa
 #: Queues every deployment has: CPU workers consume ``default``, workers started with
 #: ``THEANO_FLAGS=device=cuda`` consume ``gpu``. Any other name is created on first use.
 QUEUES = ("default", "gpu")
+#: The task that trains a pack (its one argument: a list of trial ids).
+PACK_TASK = "tasks.train_pack"
+#: The one-trial task of earlier releases; workers still run messages already queued.
 TRAIN_TASK = "tasks.train_trial"
 # Messages are published in AMQP transactions of this many.
 _PUBLISH_BATCH = 500
@@ -98,13 +102,13 @@ def create_app(broker_url: str | None = None) -> Celery:
 
 
 class CeleryExecutor(Executor):
-    """Send trial ids over a broker (RabbitMQ) to Celery workers (``dnnframe worker``).
+    """Send packs over a broker (RabbitMQ) to Celery workers (``dnnframe worker``).
 
-    Only the trial id travels (JSON); each worker opens the store named by *its own*
-    ``$DNNFRAME_STORE_URL`` — which must be the same store as ``store_url`` here — and calls
-    :func:`dnnframe.runner.run_trial`. Publishes are confirmed by the broker and persistent,
-    so a trial accepted by ``submit`` survives a broker restart. Results arrive in the store;
-    :meth:`wait` watches it.
+    Only trial ids travel (JSON, one message per pack); each worker opens the store named
+    by *its own* ``$DNNFRAME_STORE_URL`` (which must be the same store as ``store_url``
+    here) and calls :func:`dnnframe.runner.run_pack`. Messages are persistent and committed
+    to the broker, so a pack accepted by ``submit`` survives a broker restart. Results
+    arrive in the store; :meth:`wait` watches it.
 
     Args:
         broker_url: e.g. ``amqp://user:pass@host:5672//`` (default ``$DNNFRAME_BROKER_URL``).
@@ -144,25 +148,32 @@ class CeleryExecutor(Executor):
             self._store = open_store(self.store_url)
         return self._store
 
-    def submit(self, trial_ids: list[str], graph_keys: dict[str, str] | None = None) -> None:
-        """Publish one ``tasks.train_trial`` message per id to :attr:`queue`.
+    @property
+    def parallelism(self) -> int:
+        """Packs the workers can run at once, as far as a submitter can know:
+        ``$DNNFRAME_WORKERS``, else this machine's cores."""
+        return settings.get().worker_count
+
+    def submit(self, packs: Sequence[list[str]], graph_keys: Sequence[str] | None = None) -> None:
+        """Publish one ``tasks.train_pack`` message per pack to :attr:`queue`.
 
         Messages are persistent and published in AMQP transactions of up to 500: when the
         commit returns, the broker has taken them all (one round trip per batch instead of
         one publisher confirm per message). A batch that fails is published again whole;
-        a duplicate message is harmless (the store claim runs a trial once).
+        a duplicate message is harmless (the store claim runs a trial once). Workers take
+        packs in any order, so ``graph_keys`` is not used.
 
         Raises:
             DnnframeError: the broker cannot be reached (after retrying for ~30 s); the
                 message names the broker without its password.
         """
-        ids = list(trial_ids)
-        for start in range(0, len(ids), _PUBLISH_BATCH):
-            self._publish_batch(ids[start:start + _PUBLISH_BATCH])
+        packs = [list(p) for p in packs if p]
+        for start in range(0, len(packs), _PUBLISH_BATCH):
+            self._publish_batch(packs[start:start + _PUBLISH_BATCH])
         with self._lock:
-            self._submitted.extend(ids)
+            self._submitted.extend(t for p in packs for t in p)
 
-    def _publish_batch(self, ids: list[str]) -> None:
+    def _publish_batch(self, packs: list[list[str]]) -> None:
         delay, last_exc = 0.2, None
         for _attempt in range(10):
             try:
@@ -173,8 +184,8 @@ class CeleryExecutor(Executor):
                         self._channel = self._conn.channel()
                         self._channel.tx_select()
                     producer = Producer(self._channel)
-                    for tid in ids:
-                        self.app.send_task(TRAIN_TASK, args=[tid], queue=self.queue,
+                    for pack in packs:
+                        self.app.send_task(PACK_TASK, args=[pack], queue=self.queue,
                                            producer=producer)
                     self._channel.tx_commit()
                     return

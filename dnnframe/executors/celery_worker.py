@@ -2,7 +2,7 @@
 worker signals that start the reaper. :func:`install` puts it all on an app (``tasks``
 does, for ``celery -A tasks worker``).
 
-The task is thin: it takes trial ids and :mod:`dnnframe.runner` does the rest (claim,
+The task is thin: it takes a pack of trial ids and :mod:`dnnframe.runner` does the rest (claim,
 train, record). What this module adds is what only a Celery worker needs: a heartbeat
 thread per process (independent of how long an epoch or a compile takes, so only a trial
 whose process really vanished goes stale), and worker state in the store (host, pid,
@@ -22,12 +22,12 @@ from celery import Celery, Task, signals
 
 from .. import settings
 from ..exceptions import DnnframeError, NotFoundError, StoreError
-from ..runner import TrainFn, release_if_owner_died, run_trial
+from ..runner import TrainFn, release_if_owner_died, run_pack
 from ..store import default_store_url, open_store
-from ..store.base import ResultStore
+from ..store.base import ResultStore, TrialState
 from . import reaper
 from .base import THREAD_ENV
-from .celery import TRAIN_TASK, create_app
+from .celery import PACK_TASK, TRAIN_TASK, create_app
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +45,7 @@ class _ProcessState:
         self.lock = threading.Lock()
         self.store: ResultStore | None = None
         self.trials_done = 0
-        self.current: tuple[str, str] | None = None  # (trial_id, worker name)
+        self.current: tuple[tuple[str, ...], str] | None = None  # (pack, worker name)
         self.state: dict[str, object] = {}  # register_worker kwargs still to write
         self.dirty = False
         self.wake = threading.Event()
@@ -97,17 +97,20 @@ class _ProcessState:
                 if now >= next_beat:
                     next_beat = now + interval
                     if current is not None:
-                        self.open_store().heartbeat(*current)
+                        pack, worker = current
+                        for trial_id in pack:  # refused (False) for members not running
+                            self.open_store().heartbeat(trial_id, worker)
             except Exception:  # a store hiccup must not kill the thread; the next pass retries
                 log.warning("heartbeat / worker state write failed", exc_info=True)
 
-    def set_state(self, node: str, queue: str | None, current: tuple[str, str] | None) -> None:
-        """Record the running trial (for heartbeats) and queue a worker-state write."""
+    def set_state(self, node: str, queue: str | None,
+                  current: tuple[tuple[str, ...], str] | None) -> None:
+        """Record the running pack (for heartbeats) and queue a worker-state write."""
         with self.lock:
             self.current = current
             self.state = {
                 "name": f"{node}:{os.getpid()}", "host": socket.gethostname(),
-                "pid": os.getpid(), "current_trial": current[0] if current else None,
+                "pid": os.getpid(), "current_trial": current[0][0] if current else None,
                 "trials_done": self.trials_done,
                 "info": {"node": node, "queue": queue, "role": "process"}}
             self.dirty = True
@@ -117,53 +120,69 @@ class _ProcessState:
 _proc = _ProcessState()
 
 
-def train_trial(self: Task, trial_id: str) -> str | None:
-    """Run one stored trial by id (claim → train → record); returns its final state or None.
+def train_pack(self: Task, trial_ids: list[str]) -> dict[str, str | None]:
+    """Run a pack of stored trials by id (claim → train → record each member); returns
+    each member's final state, or None for a member the store refused to claim (running
+    elsewhere, finished: a redelivered message, cancelled, or over its delivery cap).
 
-    None means the store refused the claim: the trial is running elsewhere, finished
-    (a redelivered message), cancelled, or over its delivery cap (then it is FAILED).
-    A trial left RUNNING by a dead pool process of this same node is released and run
+    A member left RUNNING by a dead pool process of this same node is released and run
     again at once (see :func:`dnnframe.runner.release_if_owner_died`).
     """
+    if (not isinstance(trial_ids, list) or not trial_ids
+            or not all(isinstance(t, str) and t for t in trial_ids)):
+        raise DnnframeError(f"{PACK_TASK} needs a non-empty list of trial id strings, "
+                            f"but got {trial_ids!r}")
+    return _run_pack(self, trial_ids)
+
+
+def train_trial(self: Task, trial_id: str) -> str | None:
+    """Run one stored trial by id: a pack of one (messages of earlier releases)."""
     if not isinstance(trial_id, str) or not trial_id:
         raise DnnframeError(f"{TRAIN_TASK} needs a trial id string, but got {trial_id!r}")
-    node = self.request.hostname or f"celery@{socket.gethostname()}"
+    return _run_pack(self, [trial_id]).get(trial_id)
+
+
+def _run_pack(task: Task, trial_ids: list[str]) -> dict[str, str | None]:
+    node = task.request.hostname or f"celery@{socket.gethostname()}"
     worker = f"{node}:{os.getpid()}"
-    queue = (self.request.delivery_info or {}).get("routing_key")
+    queue = (task.request.delivery_info or {}).get("routing_key")
     proc = _proc
     try:
         store = proc.open_store()
     except StoreError as exc:
-        raise self.retry(exc=exc, countdown=min(60, 2 ** self.request.retries),
+        raise task.retry(exc=exc, countdown=min(60, 2 ** task.request.retries),
                          max_retries=STORE_RETRIES) from exc
     train_fn = proc.get_train_fn()
     max_attempts = settings.get().max_attempts
     proc.start_heartbeats()
-    proc.set_state(node, queue, (trial_id, worker))
-    state = None
+    proc.set_state(node, queue, (tuple(trial_ids), worker))
+    states: dict[str, TrialState | None] = {}
     try:
-        state = run_trial(trial_id, store, worker=worker, max_attempts=max_attempts,
+        states = run_pack(trial_ids, store, worker=worker, max_attempts=max_attempts,
                           train_fn=train_fn)
-        if state is None and release_if_owner_died(store, trial_id, node):
+        released = [tid for tid, state in states.items()
+                    if state is None and release_if_owner_died(store, tid, node)]
+        if released:
             # Once: a normal capped claim, so a trial that keeps killing its process still
             # ends FAILED at DNNFRAME_MAX_ATTEMPTS.
-            state = run_trial(trial_id, store, worker=worker, max_attempts=max_attempts,
-                              train_fn=train_fn)
+            states.update(run_pack(released, store, worker=worker, max_attempts=max_attempts,
+                                   train_fn=train_fn))
     except NotFoundError as exc:
         raise DnnframeError(
-            f"trial {trial_id} is not in this worker's store {default_store_url()!r}: the "
-            "submitter and the workers must use the same DNNFRAME_STORE_URL") from exc
+            f"a trial of pack {trial_ids} is not in this worker's store "
+            f"{default_store_url()!r}: the submitter and the workers must use the same "
+            "DNNFRAME_STORE_URL") from exc
     except StoreError as exc:
-        # Claim or final write failed: try again later. A trial that did get claimed stays
-        # RUNNING without heartbeats and is requeued by the reaper, so nothing is lost.
-        log.warning("trial %s: store unavailable (%s); retrying", trial_id, exc)
-        raise self.retry(exc=exc, countdown=min(60, 2 ** self.request.retries),
+        # Claim or final write failed: try again later. Members already finished are
+        # no-ops then; one that was claimed stays RUNNING without heartbeats and is
+        # requeued by the reaper, so nothing is lost.
+        log.warning("pack %s: store unavailable (%s); retrying", trial_ids, exc)
+        raise task.retry(exc=exc, countdown=min(60, 2 ** task.request.retries),
                          max_retries=STORE_RETRIES) from exc
     finally:
-        if state is not None:
-            proc.trials_done += 1
+        proc.trials_done += sum(state is not None for state in states.values())
         proc.set_state(node, queue, None)
-    return state.value if state is not None else None
+    return {tid: state.value if state is not None else None for tid, state in states.items()}
 
 
 def _reset_process_state(**_: object) -> None:
@@ -197,8 +216,9 @@ def install(celery_app: Celery) -> None:
     """Register the task and the worker signal handlers on ``celery_app`` (the worker's)."""
     global _app
     _app = celery_app
-    celery_app.task(name=TRAIN_TASK, bind=True, acks_late=True, reject_on_worker_lost=True,
-                    ignore_result=True)(train_trial)
+    for name, body in ((PACK_TASK, train_pack), (TRAIN_TASK, train_trial)):
+        celery_app.task(name=name, bind=True, acks_late=True, reject_on_worker_lost=True,
+                        ignore_result=True)(body)
     signals.worker_process_init.connect(_reset_process_state, dispatch_uid="dnnframe-proc")
     signals.worker_init.connect(_on_worker_init, dispatch_uid="dnnframe-init")
     signals.worker_ready.connect(_on_worker_ready, dispatch_uid="dnnframe-ready")

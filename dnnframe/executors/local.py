@@ -1,5 +1,5 @@
-"""The local process pool: trains trials on long-lived worker processes on this machine
-(the embedded default of ``dnnframe run``)."""
+"""The local process pool: trains packs of trials on long-lived worker processes on this
+machine (the embedded default of ``dnnframe run``)."""
 
 from __future__ import annotations
 
@@ -11,11 +11,12 @@ import os
 import signal
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from .. import settings
 from ..exceptions import DnnframeError
-from ..runner import TrainFn, default_worker_name, run_trial
+from ..runner import TrainFn, default_worker_name, run_pack
 from ..store import TrialState, default_store_url, open_store
 from ..store.base import ResultStore
 from .base import THREAD_ENV, Executor
@@ -41,7 +42,7 @@ def _death_reason(exitcode: int | None, pid: int | None) -> str:
 
 def _worker_main(conn: multiprocessing.connection.Connection, store_url: str,
                  train_fn: TrainFn | None, max_attempts: int | None) -> None:
-    """Body of one long-lived worker process: receive trial ids, run them one at a time.
+    """Body of one long-lived worker process: receive packs, run them one at a time.
 
     Long-lived on purpose: the engine caches compiled PyTensor functions per process, so
     trials of the same graph shape compile once per worker, not once per trial.
@@ -92,20 +93,18 @@ def _worker_main(conn: multiprocessing.connection.Connection, store_url: str,
                 break  # parent went away
             if msg[0] == "stop":
                 break
-            trial_id = msg[1]
-            started = time.perf_counter()
-            register(trial_id)
+            pack: list[str] = msg[1]
+            register(pack[0])
             try:
-                state = run_trial(trial_id, store, worker=worker, max_attempts=max_attempts,
+                states = run_pack(pack, store, worker=worker, max_attempts=max_attempts,
                                   train_fn=train_fn)
-                done += 1
+                done += sum(state is not None for state in states.values())
                 register(None)
-                conn.send(("done", trial_id, state.value if state is not None else None,
-                           time.perf_counter() - started, None))
-            except Exception as exc:  # a store failure: run_trial handles training errors
-                log.exception("worker %s: trial %s could not be run", worker, trial_id)
-                conn.send(("done", trial_id, None, time.perf_counter() - started,
-                           f"{type(exc).__name__}: {exc}"))
+                conn.send(("done", pack, {tid: state.value if state is not None else None
+                                          for tid, state in states.items()}, None))
+            except Exception as exc:  # a store failure: run_pack handles training errors
+                log.exception("worker %s: pack %s could not be run", worker, pack)
+                conn.send(("done", pack, {}, f"{type(exc).__name__}: {exc}"))
     finally:
         store.close()
 
@@ -115,7 +114,7 @@ class _Worker:
     process: multiprocessing.process.BaseProcess
     conn: multiprocessing.connection.Connection
     ready: bool = False
-    trial_id: str | None = None
+    pack: list[str] | None = None  # the pack this process is running
     stopping: bool = False
     dead: bool = False
     graphs: set[str] = field(default_factory=set)  # graph keys this process has compiled
@@ -134,13 +133,19 @@ class LocalStats:
     worker_restarts: int = 0
 
 
+@dataclass
+class _Pack:
+    trial_ids: list[str]
+    graph_key: str | None = None
+
+
 _ENV_LOCK = threading.Lock()
 
 
 class LocalExecutor(Executor):
     """Train trials on ``workers`` processes on this machine (one per core by default).
 
-    Workers are spawned once and kept: each runs one trial at a time and keeps the engine's
+    Workers are spawned once and kept: each runs one pack at a time and keeps the engine's
     compile cache warm. Their math libraries are pinned to one thread. A trial that kills
     its process (segfault, out-of-memory kill) is recorded FAILED with the exit signal, the
     worker is replaced and the sweep goes on.
@@ -149,9 +154,9 @@ class LocalExecutor(Executor):
         store_url: the store URL every worker opens (default ``$DNNFRAME_STORE_URL`` or
             ``sqlite:///dnnframe.db``); must name a store other processes can open.
         workers: number of processes (default ``$DNNFRAME_WORKERS``, else one per core).
-        train_fn: passed to ``run_trial`` (default the engine); must be picklable — a
+        train_fn: passed to ``run_pack`` (default the engine); must be picklable — a
             module-level function.
-        max_attempts: passed to ``run_trial``.
+        max_attempts: passed to ``run_pack``.
         start_method: multiprocessing start method; ``spawn`` so no parent threads or open
             database handles are inherited.
     """
@@ -167,7 +172,7 @@ class LocalExecutor(Executor):
         self._max_attempts = max_attempts
         self._ctx = multiprocessing.get_context(start_method)
         self._lock = threading.Condition()
-        self._pending: collections.deque[str] = collections.deque()
+        self._pending: collections.deque[_Pack] = collections.deque()
         self._pool: list[_Worker] = []
         self._stats = LocalStats()
         self._closing = False
@@ -177,7 +182,6 @@ class LocalExecutor(Executor):
         self._dead_store: ResultStore | None = None  # opened lazily by the dispatcher thread
         self._requeued: set[str] = set()  # trials requeued after a pre-claim crash
         self._recording = 0  # crashes taken from the pool, not yet settled
-        self._graph_keys: dict[str, str] = {}
         with self._lock:
             for _ in range(self.workers):
                 self._pool.append(self._start_worker())
@@ -191,20 +195,24 @@ class LocalExecutor(Executor):
         """The number of worker processes."""
         return self.workers
 
-    def submit(self, trial_ids: list[str], graph_keys: dict[str, str] | None = None) -> None:
-        """Queue trial ids (in order) for the worker processes.
+    def submit(self, packs: Sequence[list[str]], graph_keys: Sequence[str] | None = None) -> None:
+        """Queue packs (in order) for the worker processes.
 
-        ``graph_keys`` (trial id → :func:`graph_key`) lets a worker keep taking trials whose
-        graph it has already compiled, and different workers start on different graphs,
-        instead of every worker compiling every graph.
+        ``graph_keys`` (one per pack) lets a worker keep taking packs whose graph it has
+        already compiled, and different workers start on different graphs, instead of every
+        worker compiling every graph.
         """
+        keys = list(graph_keys) if graph_keys is not None else [None] * len(packs)
+        if len(keys) != len(packs):
+            raise ValueError(f"graph_keys must have one key per pack ({len(packs)}), "
+                             f"but got {len(keys)}")
         with self._lock:
             if self._closing:
                 raise DnnframeError("this executor has been shut down")
-            if graph_keys:
-                self._graph_keys.update(graph_keys)
-            self._pending.extend(trial_ids)
-            self._stats.submitted += len(trial_ids)
+            for pack, key in zip(packs, keys):
+                if pack:
+                    self._pending.append(_Pack(list(pack), key))
+                    self._stats.submitted += len(pack)
         self._wake()
 
     def cancel(self, experiment_id: str) -> int:
@@ -216,10 +224,13 @@ class LocalExecutor(Executor):
         finally:
             store.close()
         with self._lock:
-            kept = [t for t in self._pending if t not in ids]
-            dropped = len(self._pending) - len(kept)
-            self._pending = collections.deque(kept)
-            self._stats.submitted -= dropped
+            kept: collections.deque[_Pack] = collections.deque()
+            for pack in self._pending:
+                members = [t for t in pack.trial_ids if t not in ids]
+                self._stats.submitted -= len(pack.trial_ids) - len(members)
+                if members:
+                    kept.append(_Pack(members, pack.graph_key))
+            self._pending = kept
             self._lock.notify_all()
         self._wake()
         return n
@@ -236,7 +247,7 @@ class LocalExecutor(Executor):
                 if self._error is not None:
                     raise self._error
                 if (not self._pending and not self._recording
-                        and not any(w.trial_id for w in self._pool)):
+                        and not any(w.pack for w in self._pool)):
                     return True
                 remaining = None if deadline is None else deadline - time.monotonic()
                 if remaining is not None and remaining <= 0:
@@ -263,7 +274,8 @@ class LocalExecutor(Executor):
         with self._lock:
             s = self._stats
             return LocalStats(s.submitted, s.finished, s.crashed,
-                              [w.trial_id for w in self._pool if w.trial_id], len(self._pending),
+                              [t for w in self._pool for t in (w.pack or ())],
+                              sum(len(p.trial_ids) for p in self._pending),
                               dict(s.states), s.worker_restarts)
 
     def shutdown(self, wait: bool = True) -> None:
@@ -279,7 +291,7 @@ class LocalExecutor(Executor):
             self._closing = True
             if not wait:
                 self._killing = True
-                self._stats.submitted -= len(self._pending)
+                self._stats.submitted -= sum(len(p.trial_ids) for p in self._pending)
                 self._pending.clear()
         self._wake()
         if not wait:
@@ -323,10 +335,11 @@ class LocalExecutor(Executor):
         return _Worker(proc, parent)
 
     def _record_crash(self, trial_id: str, pid: int | None, exitcode: int | None,
-                      killing: bool) -> TrialState | None:
-        """Record how the trial of a dead worker process ended. Store I/O: called without
-        the lock. Returns the recorded state, or None when the trial should run again (its
-        worker died before it claimed the trial: not the trial's fault)."""
+                      killing: bool) -> tuple[TrialState, bool] | None:
+        """Record how a member of a dead worker's pack ended. Store I/O: called without the
+        lock. Returns (the state to count, whether this crash failed it), or None when the
+        trial should run again (the worker died before claiming it: not the trial's fault).
+        """
         if killing:
             state, reason = TrialState.CANCELLED, f"interrupted: worker process {pid} was stopped"
         else:
@@ -335,32 +348,43 @@ class LocalExecutor(Executor):
             if self._dead_store is None:
                 self._dead_store = open_store(self.store_url)
             worker_name = default_worker_name().rsplit(":", 1)[0] + f":{pid}"
-            recorded = self._dead_store.finish_trial(trial_id, state, error=reason,
-                                                     worker=worker_name)
-            if (not recorded and not killing and trial_id not in self._requeued
-                    and self._dead_store.get_trial(trial_id).state is TrialState.QUEUED):
-                self._requeued.add(trial_id)
-                return None
+            if not self._dead_store.finish_trial(trial_id, state, error=reason,
+                                                 worker=worker_name):
+                current = self._dead_store.get_trial(trial_id).state
+                if current.is_finished:  # a member that ended before the crash
+                    return current, False
+                if (current is TrialState.QUEUED and not killing
+                        and trial_id not in self._requeued):
+                    self._requeued.add(trial_id)
+                    return None
         except Exception:
             log.exception("could not record the crash of trial %s", trial_id)
         log.warning("trial %s: %s", trial_id, reason)
-        return state
+        return state, state is TrialState.FAILED
 
-    def _settle_crashes(self, crashes: list[tuple[str, int | None, int | None]]) -> None:
-        """Record the crashes (outside the lock), then requeue or count them (inside)."""
+    def _settle_crashes(self, crashes: list[tuple[list[str], int | None, int | None]]) -> None:
+        """Record the dead workers' packs (outside the lock), then requeue the members that
+        never started as one pack and count the others (inside)."""
         killing = self._killing
-        outcomes = [(c[0], self._record_crash(*c, killing)) for c in crashes]
+        settled = [(pack, [(tid, self._record_crash(tid, pid, code, killing)) for tid in pack.trial_ids])
+                   for pack, pid, code in crashes]
         with self._lock:
-            for trial_id, state in outcomes:
+            for pack, outcomes in settled:
                 self._recording -= 1
-                if state is None:
-                    self._pending.appendleft(trial_id)
-                    continue
-                self._stats.crashed += state is TrialState.FAILED
-                self._stats.finished += 1
-                self._stats.states[state.value] = self._stats.states.get(state.value, 0) + 1
+                again = [tid for tid, outcome in outcomes if outcome is None]
+                if again:
+                    self._pending.appendleft(_Pack(again, pack.graph_key))
+                for _tid, outcome in outcomes:
+                    if outcome is not None:
+                        state, crashed = outcome
+                        self._stats.crashed += crashed
+                        self._count(state.value)
             self._lock.notify_all()
         self._wake()
+
+    def _count(self, state: str) -> None:
+        self._stats.finished += 1
+        self._stats.states[state] = self._stats.states.get(state, 0) + 1
 
     def _dispatch_loop(self) -> None:
         try:
@@ -378,17 +402,17 @@ class LocalExecutor(Executor):
     def _dispatch(self) -> None:
         startup_failures = 0
         while True:
-            crashes: list[tuple[str, int | None, int | None]] = []
+            crashes: list[tuple[_Pack, int | None, int | None]] = []
             with self._lock:
-                # hand queued trials to idle workers
+                # hand queued packs to idle workers
                 for w in self._pool:
-                    if w.ready and w.trial_id is None and not w.stopping and self._pending:
-                        w.trial_id = self._take_for(w)
+                    if w.ready and w.pack is None and not w.stopping and self._pending:
+                        w.pack = self._take_for(w)
                         try:
-                            w.conn.send(("run", w.trial_id))
+                            w.conn.send(("run", w.pack.trial_ids))
                         except OSError:
                             pass  # the death is handled below via its sentinel
-                if self._closing and not self._pending and not any(w.trial_id for w in self._pool):
+                if self._closing and not self._pending and not any(w.pack for w in self._pool):
                     for w in self._pool:
                         if not w.stopping:
                             w.stopping = True
@@ -422,10 +446,10 @@ class LocalExecutor(Executor):
                         w.process.join(timeout=1)
                         if w.process.exitcode is None:
                             continue
-                        if w.trial_id is not None:
-                            crashes.append((w.trial_id, w.process.pid, w.process.exitcode))
+                        if w.pack is not None:
+                            crashes.append((w.pack, w.process.pid, w.process.exitcode))
                             self._recording += 1
-                            w.trial_id = None
+                            w.pack = None
                         elif not w.ready and not w.stopping:
                             startup_failures += 1
                         w.conn.close()
@@ -442,31 +466,26 @@ class LocalExecutor(Executor):
             if crashes:
                 self._settle_crashes(crashes)
 
-    _AFFINITY_SCAN = 2000  # how far into the queue to look for a better-suited trial
+    _AFFINITY_SCAN = 2000  # how far into the queue to look for a better-suited pack
 
-    def _take_for(self, w: _Worker) -> str:
-        """Next trial for worker ``w``: one whose graph it already compiled, else one whose
-        graph no other worker has compiled, else the oldest queued trial."""
-        keys = self._graph_keys
-        chosen = 0
-        if keys:
-            others = set().union(*(o.graphs for o in self._pool if o is not w and not o.dead))
-            fallback = None
-            for i, tid in enumerate(self._pending):
-                if i >= self._AFFINITY_SCAN:
-                    break
-                key = keys.get(tid)
-                if key in w.graphs:
-                    fallback = i
-                    break
-                if fallback is None and key not in others:
-                    fallback = i
-            chosen = fallback or 0
-        tid = self._pending[chosen]
-        del self._pending[chosen]
-        if tid in keys:
-            w.graphs.add(keys[tid])
-        return tid
+    def _take_for(self, w: _Worker) -> _Pack:
+        """Next pack for worker ``w``: one whose graph it already compiled, else one whose
+        graph no other worker has compiled, else the oldest queued pack."""
+        others = set().union(*(o.graphs for o in self._pool if o is not w and not o.dead))
+        chosen = None
+        for i, pack in enumerate(self._pending):
+            if i >= self._AFFINITY_SCAN or pack.graph_key is None:
+                break
+            if pack.graph_key in w.graphs:
+                chosen = i
+                break
+            if chosen is None and pack.graph_key not in others:
+                chosen = i
+        pack = self._pending[chosen or 0]
+        del self._pending[chosen or 0]
+        if pack.graph_key is not None:
+            w.graphs.add(pack.graph_key)
+        return pack
 
     def _on_message(self, w: _Worker, msg: tuple) -> None:
         kind = msg[0]
@@ -475,12 +494,10 @@ class LocalExecutor(Executor):
         elif kind == "fatal":
             raise DnnframeError(msg[1])
         elif kind == "done":
-            _, trial_id, state, _seconds, error = msg
+            _, pack, states, error = msg
             if error:
-                log.error("trial %s could not be run: %s", trial_id, error)
-            w.trial_id = None
-            self._stats.finished += 1
-            key = state or ("ERROR" if error else "SKIPPED")
-            self._stats.states[key] = self._stats.states.get(key, 0) + 1
-
-
+                log.error("pack %s could not be run: %s", pack, error)
+            w.pack = None
+            for tid in pack:
+                state = states.get(tid)
+                self._count(state or ("ERROR" if error else "SKIPPED"))

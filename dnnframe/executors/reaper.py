@@ -4,9 +4,9 @@ A RUNNING trial's worker refreshes its heartbeat; when a whole worker or machine
 heartbeat goes stale, and the broker's redelivery of its message is a no-op (the claim
 refuses a RUNNING trial). So the reaper both requeues stale trials in the store
 (``requeue_stale``, atomic: with several workers each trial is requeued by exactly one)
-and publishes them again, to the queue their dead owner consumed. Duplicated messages are
-harmless: the claim runs a trial once, and its ``attempts`` counter caps a trial that
-keeps killing its workers.
+and publishes them again, as packs, to the queue their dead owner consumed. Duplicated
+messages are harmless: the claim runs a trial once, and its ``attempts`` counter caps a
+trial that keeps killing its workers.
 
 It runs as a small spawned process beside every Celery worker (no extra service to keep
 alive). Not a thread of the worker's main process: Celery forks pool processes from it at
@@ -29,7 +29,8 @@ from celery import Celery
 from .. import settings
 from ..store import default_store_url, open_store
 from ..store.base import ResultStore, TrialState
-from .celery import TRAIN_TASK, create_app
+from .celery import PACK_TASK, create_app
+from .packing import make_packs
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +40,8 @@ _stop = threading.Event()  # ends _loop early when it runs in-process (tests)
 
 def reap_once(store: ResultStore, celery_app: Celery, timeout_s: float,
               default_queue: str = "default") -> list[tuple[str, str]]:
-    """Requeue RUNNING trials silent for ``timeout_s`` seconds and publish their tasks again.
+    """Requeue RUNNING trials silent for ``timeout_s`` seconds and publish them again, as
+    packs of trials that share a graph, to the queue their owner consumed.
 
     Returns ``(trial_id, queue)`` for each trial requeued and re-published; a trial whose
     owner's queue is unknown goes to ``default_queue``.
@@ -50,18 +52,22 @@ def reap_once(store: ResultStore, celery_app: Celery, timeout_s: float,
     if not requeued:
         return []
     queues = {w.name: (w.info or {}).get("queue") for w in store.list_workers()}
-    out = []
+    by_queue: dict[str, list[str]] = {}
+    for trial_id in requeued:
+        queue = queues.get(owners.get(trial_id) or "") or default_queue
+        by_queue.setdefault(queue, []).append(trial_id)
+        log.warning("reaper: trial %s had no heartbeat for %.0fs (worker %s vanished); "
+                    "requeued to %r", trial_id, timeout_s, owners.get(trial_id), queue)
+    current = settings.get()
     with celery_app.producer_or_acquire() as producer:
-        for trial_id in requeued:
-            queue = queues.get(owners.get(trial_id) or "") or default_queue
-            celery_app.send_task(TRAIN_TASK, args=[trial_id], queue=queue,
-                                 producer=producer, retry=True,
-                                 retry_policy={"max_retries": None, "interval_start": 0.5,
-                                               "interval_step": 1, "interval_max": 10})
-            out.append((trial_id, queue))
-            log.warning("reaper: trial %s had no heartbeat for %.0fs (worker %s vanished); "
-                        "requeued to %r", trial_id, timeout_s, owners.get(trial_id), queue)
-    return out
+        for queue, ids in by_queue.items():
+            configs = {tid: store.get_trial(tid).config for tid in ids}
+            for pack in make_packs(ids, configs, current.pack_size, current.worker_count):
+                celery_app.send_task(PACK_TASK, args=[pack], queue=queue,
+                                     producer=producer, retry=True,
+                                     retry_policy={"max_retries": None, "interval_start": 0.5,
+                                                   "interval_step": 1, "interval_max": 10})
+    return [(tid, queue) for queue, ids in by_queue.items() for tid in ids]
 
 
 def _loop(celery_app: Celery, hostname: str, queues: list[str], parent_pid: int) -> None:

@@ -19,9 +19,9 @@ class RecordingExecutor(Executor):
         self.cancelled: list[str] = []
         self._lock = threading.Lock()
 
-    def submit(self, trial_ids: list[str], graph_keys: dict[str, str] | None = None) -> None:
+    def submit(self, packs: list[list[str]], graph_keys: list[str] | None = None) -> None:
         with self._lock:
-            self.submitted.append(list(trial_ids))
+            self.submitted.append([tid for pack in packs for tid in pack])
 
     def wait(self, timeout: float | None = None) -> bool:
         return True

@@ -115,6 +115,49 @@ def test_sigkill_worker_mid_trial_every_trial_completes_once(
     store.close()
 
 
+def test_sigkill_worker_mid_pack_every_member_completes_once(
+        broker_url, store_url, queue_name, start_worker, tmp_path: Path):
+    """One pack of 4 trials; SIGKILL the whole worker running it while its second member
+    trains: the first member stays COMPLETE, the pack's redelivered message runs the
+    members that never started, the reaper sends the killed member back, and every member
+    ends COMPLETE, trained to completion exactly once."""
+    done_log = tmp_path / "completions.jsonl"
+    env = {"DNNFRAME_TRAIN_FN": SLEEPY, "DNNFRAME_HOOK_EPOCHS": "6",
+           "DNNFRAME_HOOK_EPOCH_SECONDS": "0.3", "DNNFRAME_HOOK_LOG": str(done_log),
+           "DNNFRAME_HEARTBEAT_TIMEOUT": "3"}
+    workers = [start_worker(queue_name, **env), start_worker(queue_name, **env)]
+    store = open_store(store_url)
+    spec = make_spec("sigkill-pack", 4)
+    with CeleryExecutor(broker_url, store_url, queue=queue_name) as ex:
+        result = submit_experiment(spec, store, ex, pack_size=4)
+        assert result.packs == [result.trial_ids]
+        first, second, *rest = result.trial_ids
+
+        def second_member_training() -> bool:
+            return (store.get_trial(first).state is TrialState.COMPLETE
+                    and store.get_trial(second).state is TrialState.RUNNING
+                    and len(store.get_trial(second).metrics) >= 1)
+
+        wait_until(second_member_training, 30, "the pack's second member to be training")
+        owner = store.get_trial(second).worker
+        (victim,) = [w for w in workers if owner.startswith(f"{w.nodename}:")]
+        (survivor,) = [w for w in workers if w is not victim]
+        victim.kill_group(signal.SIGKILL)
+        victim.proc.wait(timeout=10)
+        assert ex.wait(timeout=90), _states(store, spec.experiment_id)
+    trials = {t.id: t for t in store.list_trials(spec.experiment_id)}
+    assert [t.state for t in trials.values()] == [TrialState.COMPLETE] * 4
+    assert trials[first].attempts == 1 and trials[first].worker.startswith(victim.nodename)
+    assert trials[second].attempts == 2 and trials[second].worker.startswith(survivor.nodename)
+    assert all(trials[t].attempts == 1 and trials[t].worker.startswith(survivor.nodename)
+               for t in rest)
+    assert all(len(t.metrics) == 6 for t in trials.values())
+    seeds = Counter(json.loads(line)["seed"] for line in done_log.read_text().splitlines())
+    assert seeds == {0: 1, 1: 1, 2: 1, 3: 1}, seeds
+    assert f"reaper: trial {second}" in survivor.log_text()
+    store.close()
+
+
 def test_sigkill_pool_process_reruns_trial_at_once(
         broker_url, store_url, queue_name, start_worker, tmp_path: Path):
     """SIGKILL only the pool process training a trial (an OOM kill), with the default
