@@ -114,12 +114,13 @@ def _summary(store, exp, store_url: str, wall: float | None = None, interrupted:
     metric, mode = _objective(exp)
     rows = trial_rows(store, exp.id)
     varied = [c for c in varied_columns(rows) if c != "seed"]
-    best_trials = sorted((r for r in rows if r["state"] == "COMPLETE" and r.get(metric) is not None),
-                         key=lambda r: r[metric], reverse=(mode == "max"))
+    scored = (r for r in rows if r["state"] == "COMPLETE" and r.get(metric) is not None)
+    best_trials = sorted(scored, key=lambda r: r[metric], reverse=(mode == "max"))
     best_configs = aggregate(rows, varied, metric) if varied else []
     best_configs.sort(key=lambda a: a["mean"], reverse=(mode == "max"))
     counts = store.counts_by_state(exp.id)
-    failed = [{"trial_id": r["trial_id"], "error": r["error"]} for r in rows if r["state"] == "FAILED"]
+    failed = [{"trial_id": r["trial_id"], "error": r["error"]}
+              for r in rows if r["state"] == "FAILED"]
     out = {
         "experiment_id": exp.id, "name": exp.name, "status": exp.status, "store": store_url,
         "n_trials": len(rows), "counts": counts, "objective": {"metric": metric, "mode": mode},
@@ -141,8 +142,9 @@ def _print_summary(console, summary: dict, resume_hint: str | None = None) -> No
 
     metric = summary["objective"]["metric"]
     counts = {k: v for k, v in summary["counts"].items() if v}
+    by_state = ", ".join(f"{k} {v}" for k, v in counts.items())
     console.print(f"[bold]{summary['name']}[/] ({summary['experiment_id']}): {summary['status']}, "
-                  f"{summary['n_trials']} trials — " + ", ".join(f"{k} {v}" for k, v in counts.items()))
+                  f"{summary['n_trials']} trials — {by_state}")
     if summary["best_configs"]:
         table = Table(title=f"Best configurations by mean {metric} over seeds")
         cols = [*summary["varied"], "n", "mean", "std"]
@@ -170,9 +172,10 @@ def _print_summary(console, summary: dict, resume_hint: str | None = None) -> No
 @store_option
 @click.option("--workers", "-w", type=click.IntRange(min=1), envvar="DNNFRAME_WORKERS",
               show_envvar=True, default=None, help="Worker processes (default: one per core).")
-@click.option("--broker", "broker_url", envvar="DNNFRAME_BROKER_URL", show_envvar=True, default=None,
-              metavar="URL", help="Send trials to Celery workers over this broker (amqp://...) "
-                                  "instead of local processes.")
+@click.option("--broker", "broker_url", envvar="DNNFRAME_BROKER_URL", show_envvar=True,
+              default=None, metavar="URL",
+              help="Send trials to Celery workers over this broker (amqp://...) instead of "
+                   "local processes.")
 @click.option("--distributed", is_flag=True,
               help="Require a broker (--broker or $DNNFRAME_BROKER_URL); fail if none is set.")
 @click.option("--local", "force_local", is_flag=True,
@@ -353,9 +356,9 @@ def _follow(console, store, executor, exp, quiet: bool) -> bool:  # noqa: ANN001
 
     with progress:
         first = store.counts_by_state(exp.id)
-        task = progress.add_task(exp.name, total=total,
-                                 completed=sum(first.values()) - first.get("QUEUED", 0) - first.get("RUNNING", 0),
-                                 running=0, failed=first.get("FAILED", 0), best="")
+        settled = sum(first.values()) - first.get("QUEUED", 0) - first.get("RUNNING", 0)
+        task = progress.add_task(exp.name, total=total, completed=settled, running=0,
+                                 failed=first.get("FAILED", 0), best="")
         try:
             while True:
                 if executor.wait(timeout=0.5):
@@ -517,7 +520,7 @@ def serve(store_url: str | None, host: str, port: int, debug: bool) -> None:
     import os
 
     if store_url:
-        os.environ["DNNFRAME_STORE_URL"] = store_url  # the app reads its config from the environment
+        os.environ["DNNFRAME_STORE_URL"] = store_url  # the app reads its settings from it
     try:
         from dashboard import create_app
     except ImportError as exc:

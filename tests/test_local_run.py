@@ -48,7 +48,8 @@ def report_threads(config, on_epoch=None):
     from threadpoolctl import threadpool_info
 
     return _ok(pid=os.getpid(), env={k: os.environ.get(k) for k in
-                                     ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")},
+                                     ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS",
+                                      "MKL_NUM_THREADS")},
                blas_threads=[p["num_threads"] for p in threadpool_info()])
 
 
@@ -105,9 +106,10 @@ def test_real_engine_compiles_once_per_graph_shape_per_worker(url):
     trials = sorted(store.list_trials(result.experiment.id), key=lambda t: t.config["seed"])
     assert [t.state for t in trials] == [TrialState.COMPLETE] * 3
     assert len({t.worker for t in trials}) == 1
-    compile_s = [t.result["timings"]["compile"] for t in trials]
-    # the first trial may hit PyTensor's on-disk cache; later ones reuse the in-process function
-    assert max(compile_s[1:]) < 0.05, compile_s
+    # the first trial of the worker compiles (or loads PyTensor's on-disk cache); the others
+    # reuse the function compiled in the same process
+    hits = [t.result["environment"]["compile_cache_hit"] for t in trials]
+    assert sorted(hits) == [False, True, True], hits
 
 
 def test_cancel_stops_queued_trials_and_resubmit_resumes(url):
@@ -124,7 +126,8 @@ def test_cancel_stops_queued_trials_and_resubmit_resumes(url):
         assert sorted(again.requeued_trial_ids) == sorted(again.trial_ids)
         assert again.new_trial_ids == []
         assert ex.wait(timeout=120)
-    assert store.counts_by_state(result.experiment.id)["COMPLETE"] == 4, [(t.state, t.error) for t in store.list_trials(result.experiment.id)]
+    assert store.counts_by_state(result.experiment.id)["COMPLETE"] == 4, [
+        (t.state, t.error) for t in store.list_trials(result.experiment.id)]
     assert not store.get_experiment(result.experiment.id).cancel_requested
 
 

@@ -36,7 +36,8 @@ def _death_reason(exitcode: int | None, pid: int | None) -> str:
             "SIGABRT": " (native code aborted)",
             "SIGBUS": " (a bus error in native code)",
         }.get(name, "")
-        return f"worker process {pid} was killed by {name} ({-exitcode}) while running this trial{hint}"
+        return (f"worker process {pid} was killed by {name} ({-exitcode}) while running this "
+                f"trial{hint}")
     return f"worker process {pid} exited with code {exitcode} while running this trial"
 
 
@@ -57,6 +58,11 @@ def _worker_main(conn: multiprocessing.connection.Connection, store_url: str,
         threadpool_limits(1)
     except Exception:  # threadpoolctl is optional; the environment already pins threads
         pass
+    try:
+        train_fn = train_fn or settings.resolve_train_fn()
+    except settings.SettingsError as exc:
+        conn.send(("fatal", str(exc)))
+        return
     try:
         store = open_store(store_url)
     except Exception as exc:
@@ -154,8 +160,8 @@ class LocalExecutor(Executor):
         store_url: the store URL every worker opens (default ``$DNNFRAME_STORE_URL`` or
             ``sqlite:///dnnframe.db``); must name a store other processes can open.
         workers: number of processes (default ``$DNNFRAME_WORKERS``, else one per core).
-        train_fn: passed to ``run_pack`` (default the engine); must be picklable — a
-            module-level function.
+        train_fn: passed to ``run_pack``; must be picklable (a module-level function).
+            Default: the ``$DNNFRAME_TRAIN_FN`` test hook if set, else the engine.
         max_attempts: passed to ``run_pack``.
         start_method: multiprocessing start method; ``spawn`` so no parent threads or open
             database handles are inherited.
@@ -366,7 +372,8 @@ class LocalExecutor(Executor):
         """Record the dead workers' packs (outside the lock), then requeue the members that
         never started as one pack and count the others (inside)."""
         killing = self._killing
-        settled = [(pack, [(tid, self._record_crash(tid, pid, code, killing)) for tid in pack.trial_ids])
+        settled = [(pack, [(tid, self._record_crash(tid, pid, code, killing))
+                           for tid in pack.trial_ids])
                    for pack, pid, code in crashes]
         with self._lock:
             for pack, outcomes in settled:

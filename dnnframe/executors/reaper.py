@@ -22,7 +22,7 @@ import multiprocessing.process
 import os
 import signal
 import socket
-import threading
+import time
 
 from celery import Celery
 
@@ -35,7 +35,6 @@ from .packing import make_packs
 log = logging.getLogger(__name__)
 
 _process: multiprocessing.process.BaseProcess | None = None  # this worker's reaper
-_stop = threading.Event()  # ends _loop early when it runs in-process (tests)
 
 
 def reap_once(store: ResultStore, celery_app: Celery, timeout_s: float,
@@ -74,7 +73,8 @@ def _loop(celery_app: Celery, hostname: str, queues: list[str], parent_pid: int)
     timeout = settings.get().heartbeat_timeout
     interval = max(0.25, min(timeout / 4, 30.0))
     store = None
-    while not _stop.wait(interval):
+    while True:
+        time.sleep(interval)
         if os.getppid() != parent_pid:
             break  # the worker is gone (even a SIGKILLed one): so is its reaper
         try:

@@ -57,7 +57,8 @@ def test_train_fn_hook(monkeypatch):
 @pytest.mark.parametrize("name,value,message", [
     ("DNNFRAME_WORKERS", "x", "DNNFRAME_WORKERS must be a positive integer, but got 'x'"),
     ("DNNFRAME_PACK_SIZE", "0", "DNNFRAME_PACK_SIZE must be a positive integer, but got '0'"),
-    ("DNNFRAME_TASK_TIME_LIMIT", "inf", "DNNFRAME_TASK_TIME_LIMIT must be > 0 seconds, but got 'inf'"),
+    ("DNNFRAME_TASK_TIME_LIMIT", "inf",
+     "DNNFRAME_TASK_TIME_LIMIT must be > 0 seconds, but got 'inf'"),
 ])
 def test_settings_errors_name_the_variable_and_value(monkeypatch, name, value, message):
     monkeypatch.setenv(name, value)
