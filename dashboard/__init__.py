@@ -8,13 +8,12 @@ runs in.
 
 from __future__ import annotations
 
-import os
 import secrets
 from typing import Any
 
 from flask import Flask
 
-from dnnframe import __version__
+from dnnframe import __version__, settings
 
 from .api import bp as api_bp
 from .context import Services, services
@@ -44,28 +43,13 @@ DEFAULTS: dict[str, Any] = {
     "SESSION_COOKIE_SAMESITE": "Lax",  # with the CSRF token: cross-site form posts carry no session
 }
 
-# Keys whose environment value must stay a string even if it looks like JSON ("123").
-_STRING_KEYS = (
-    "API_TOKEN",
-    "SECRET_KEY",
-    "STORE_URL",
-    "BROKER_URL",
-    "FLOWER_URL",
-    "RABBITMQ_UI_URL",
-    "ALLOWED_HOSTS",
-    "BIND_HOST",
-)
-
 
 def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     """Build the Flask application (API + UI blueprints, one JSON error handler)."""
     app = Flask(__name__)
     app.config.from_mapping(DEFAULTS)
-    raw_env = {k[len("DNNFRAME_") :]: v for k, v in os.environ.items() if k.startswith("DNNFRAME_")}
     app.config.from_prefixed_env("DNNFRAME")
-    for key in _STRING_KEYS:
-        if key in raw_env:
-            app.config[key] = raw_env[key]
+    app.config.from_mapping(settings.get().dashboard_config())  # typed: a token stays a string
     if test_config:
         app.config.from_mapping(test_config)
     if not app.config.get("SECRET_KEY"):

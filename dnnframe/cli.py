@@ -9,7 +9,6 @@ non-zero exit code: 2 for an invalid spec or usage, 1 for everything else.
 from __future__ import annotations
 
 import json
-import socket
 import sys
 from pathlib import Path
 
@@ -115,12 +114,13 @@ def _summary(store, exp, store_url: str, wall: float | None = None, interrupted:
     metric, mode = _objective(exp)
     rows = trial_rows(store, exp.id)
     varied = [c for c in varied_columns(rows) if c != "seed"]
-    best_trials = sorted((r for r in rows if r["state"] == "COMPLETE" and r.get(metric) is not None),
-                         key=lambda r: r[metric], reverse=(mode == "max"))
+    scored = (r for r in rows if r["state"] == "COMPLETE" and r.get(metric) is not None)
+    best_trials = sorted(scored, key=lambda r: r[metric], reverse=(mode == "max"))
     best_configs = aggregate(rows, varied, metric) if varied else []
     best_configs.sort(key=lambda a: a["mean"], reverse=(mode == "max"))
     counts = store.counts_by_state(exp.id)
-    failed = [{"trial_id": r["trial_id"], "error": r["error"]} for r in rows if r["state"] == "FAILED"]
+    failed = [{"trial_id": r["trial_id"], "error": r["error"]}
+              for r in rows if r["state"] == "FAILED"]
     out = {
         "experiment_id": exp.id, "name": exp.name, "status": exp.status, "store": store_url,
         "n_trials": len(rows), "counts": counts, "objective": {"metric": metric, "mode": mode},
@@ -142,8 +142,9 @@ def _print_summary(console, summary: dict, resume_hint: str | None = None) -> No
 
     metric = summary["objective"]["metric"]
     counts = {k: v for k, v in summary["counts"].items() if v}
+    by_state = ", ".join(f"{k} {v}" for k, v in counts.items())
     console.print(f"[bold]{summary['name']}[/] ({summary['experiment_id']}): {summary['status']}, "
-                  f"{summary['n_trials']} trials — " + ", ".join(f"{k} {v}" for k, v in counts.items()))
+                  f"{summary['n_trials']} trials — {by_state}")
     if summary["best_configs"]:
         table = Table(title=f"Best configurations by mean {metric} over seeds")
         cols = [*summary["varied"], "n", "mean", "std"]
@@ -171,9 +172,10 @@ def _print_summary(console, summary: dict, resume_hint: str | None = None) -> No
 @store_option
 @click.option("--workers", "-w", type=click.IntRange(min=1), envvar="DNNFRAME_WORKERS",
               show_envvar=True, default=None, help="Worker processes (default: one per core).")
-@click.option("--broker", "broker_url", envvar="DNNFRAME_BROKER_URL", show_envvar=True, default=None,
-              metavar="URL", help="Send trials to Celery workers over this broker (amqp://...) "
-                                  "instead of local processes.")
+@click.option("--broker", "broker_url", envvar="DNNFRAME_BROKER_URL", show_envvar=True,
+              default=None, metavar="URL",
+              help="Send trials to Celery workers over this broker (amqp://...) instead of "
+                   "local processes.")
 @click.option("--distributed", is_flag=True,
               help="Require a broker (--broker or $DNNFRAME_BROKER_URL); fail if none is set.")
 @click.option("--local", "force_local", is_flag=True,
@@ -181,11 +183,15 @@ def _print_summary(console, summary: dict, resume_hint: str | None = None) -> No
 @click.option("--queue", default="default", show_default=True,
               help="Celery queue the trials go to (e.g. gpu for workers started with -Q gpu).")
 @click.option("--retry-failed", is_flag=True, help="Also re-run trials a previous run left FAILED.")
+@click.option("--pack-size", type=click.IntRange(min=1), default=None,
+              help="Most trials per pack (trials sharing one compiled graph, trained as one "
+                   "unit of work); 1 sends each trial alone. Default: the spec's "
+                   "search.pack_size, else $DNNFRAME_PACK_SIZE, else automatic.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar or summary.")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON summary on stdout.")
 def run(spec_path: Path, store_url: str | None, workers: int | None, broker_url: str | None,
-        distributed: bool, force_local: bool, queue: str, retry_failed: bool, quiet: bool,
-        as_json: bool) -> None:
+        distributed: bool, force_local: bool, queue: str, retry_failed: bool,
+        pack_size: int | None, quiet: bool, as_json: bool) -> None:
     """Run every trial of a spec and show progress; rerunning resumes where it stopped.
 
     Trials already COMPLETE in the store are not trained again. Ctrl-C stops cleanly:
@@ -196,54 +202,61 @@ def run(spec_path: Path, store_url: str | None, workers: int | None, broker_url:
 
     from rich.console import Console
 
-    from .exceptions import NotFoundError
-    from .executors import LocalExecutor, make_executor
-    from .runner import release_if_owner_died
     from .spec import load_spec
-    from .store import TrialState, default_store_url
-    from .submit import submit_experiment
+    from .store import default_store_url
 
     console = Console(stderr=True, quiet=quiet)
     spec = load_spec(spec_path)  # SpecError → exit 2 naming the file and key
     store_url = store_url or default_store_url()
     store = _open_store(store_url)
+    broker_url = _broker_for_run(broker_url, distributed, force_local)
+    started = time.perf_counter()
+    executor = _make_run_executor(store_url, broker_url, workers, queue)
+    interrupted, trained = _submit_and_follow(console, store, executor, spec, store_url,
+                                              broker_url, retry_failed, pack_size, quiet)
+    exp = _stored_experiment(store, spec.experiment_id, interrupted)
+    summary = _summary(store, exp, store_url, wall=time.perf_counter() - started,
+                       interrupted=interrupted, trained=trained)
+    store.close()
+    _report_run(console, summary, spec_path, interrupted, quiet, as_json)
+
+
+def _broker_for_run(broker_url: str | None, distributed: bool, force_local: bool) -> str | None:
+    """The broker ``dnnframe run`` uses (None: the local process pool), from its flags."""
     if distributed and force_local:
         raise click.UsageError("--distributed and --local contradict each other")
     if force_local:
-        broker_url = None
-    elif distributed and not broker_url:
+        return None
+    if distributed and not broker_url:
         raise click.UsageError("--distributed needs --broker URL or $DNNFRAME_BROKER_URL")
-    started = time.perf_counter()
+    return broker_url
+
+
+def _make_run_executor(store_url: str, broker_url: str | None, workers: int | None,
+                       queue: str):  # noqa: ANN202 - an Executor
+    from .executors import LocalExecutor, make_executor
+
     if broker_url:
-        executor = make_executor(store_url, broker_url=broker_url, queue=queue)
-    else:
-        executor = LocalExecutor(store_url, workers=workers)
+        return make_executor(store_url, broker_url=broker_url, queue=queue)
+    return LocalExecutor(store_url, workers=workers)
+
+
+def _submit_and_follow(console, store, executor, spec, store_url: str,  # noqa: ANN001
+                       broker_url: str | None, retry_failed: bool, pack_size: int | None,
+                       quiet: bool) -> tuple[bool, int]:
+    """Submit the spec, show progress until it is done or interrupted, shut the executor
+    down. Returns (interrupted, number of trials handed to the executor)."""
+    from .submit import submit_experiment
+
     interrupted = False
     trained = 0
     try:
-        # Trials left RUNNING by a run that was killed outright (kill -9, power cut) have a
-        # stale heartbeat: queue them again so this run finishes them.
-        stale = store.requeue_stale(settings.heartbeat_timeout())
-        # Trials of a killed run whose worker process is gone (on this host) need not wait
-        # for the heartbeat to go stale.
-        host = socket.gethostname()
-        stale += [t.id for t in store.list_trials(state=TrialState.RUNNING)
-                  if release_if_owner_died(store, t.id, host)]
-        if stale and not quiet:
-            console.print(f"re-queued {len(stale)} trials whose worker stopped (killed process or "
-                          "no heartbeat)")
-        result = submit_experiment(spec, store, executor, retry_failed=retry_failed)
-        exp = result.experiment
+        result = submit_experiment(spec, store, executor, retry_failed=retry_failed,
+                                   pack_size=pack_size)
         trained = len(result.submitted_trial_ids)
         if not quiet:
-            where = f"{executor.workers} local workers" if isinstance(executor, LocalExecutor) else broker_url
-            console.print(f"{spec.name} ({exp.id}): {len(result.trial_ids)} trials, "
-                          f"{trained} to run on {where}; store {store_url}")
-        if broker_url and trained and not quiet and not store.list_workers(seen_within_s=120):
-            console.print("[yellow]no worker has reported to this store in the last 2 minutes:[/] "
-                          "trials wait in the queue until one starts (dnnframe worker, with the "
-                          "same DNNFRAME_STORE_URL and DNNFRAME_BROKER_URL)")
-        interrupted = _follow(console, store, executor, exp, quiet)
+            _announce_run(console, store, executor, result, store_url, broker_url)
+        interrupted = _follow(console, store, executor, result.experiment, quiet)
     except KeyboardInterrupt:
         # Ctrl-C before the progress loop took over (while storing the trials)
         interrupted = True
@@ -253,16 +266,45 @@ def run(spec_path: Path, store_url: str | None, workers: int | None, broker_url:
             pass  # the experiment was not stored yet: nothing to cancel
     finally:
         executor.shutdown(wait=not interrupted)
+    return interrupted, trained
+
+
+def _announce_run(console, store, executor, result, store_url: str,  # noqa: ANN001
+                  broker_url: str | None) -> None:
+    from .executors import LocalExecutor
+
+    exp = result.experiment
+    trained = len(result.submitted_trial_ids)
+    if result.recovered_trial_ids:
+        console.print(f"re-queued {len(result.recovered_trial_ids)} trials whose worker stopped "
+                      "(killed process or no heartbeat)")
+    where = (f"{executor.workers} local workers" if isinstance(executor, LocalExecutor)
+             else broker_url)
+    console.print(f"{exp.name} ({exp.id}): {len(result.trial_ids)} trials, "
+                  f"{trained} to run in {len(result.packs)} packs on {where}; "
+                  f"store {store_url}")
+    if broker_url and trained and not store.list_workers(seen_within_s=120):
+        console.print("[yellow]no worker has reported to this store in the last 2 minutes:[/] "
+                      "trials wait in the queue until one starts (dnnframe worker, with the "
+                      "same DNNFRAME_STORE_URL and DNNFRAME_BROKER_URL)")
+
+
+def _stored_experiment(store, experiment_id: str, interrupted: bool):  # noqa: ANN001, ANN202
+    """The experiment as stored; exit 130 when an interrupt came before it was stored."""
+    from .exceptions import NotFoundError
+
     try:
-        exp = store.get_experiment(spec.experiment_id)
+        return store.get_experiment(experiment_id)
     except NotFoundError:
         if not interrupted:
             raise
         click.echo("interrupted before the experiment was stored; nothing was run", err=True)
         sys.exit(130)
-    summary = _summary(store, exp, store_url, wall=time.perf_counter() - started,
-                       interrupted=interrupted, trained=trained)
-    store.close()
+
+
+def _report_run(console, summary: dict, spec_path: Path, interrupted: bool,  # noqa: ANN001
+                quiet: bool, as_json: bool) -> None:
+    """Print the summary; exit 130 when interrupted, 1 when a trial FAILED."""
     if as_json:
         click.echo(json.dumps(summary, indent=2, default=str))
     if not quiet:
@@ -276,7 +318,6 @@ def run(spec_path: Path, store_url: str | None, workers: int | None, broker_url:
 
 def _follow(console, store, executor, exp, quiet: bool) -> bool:  # noqa: ANN001
     """Show progress until the experiment's trials are finished. Returns True if interrupted."""
-    import time
 
     from rich.progress import (
         BarColumn,
@@ -296,7 +337,6 @@ def _follow(console, store, executor, exp, quiet: bool) -> bool:  # noqa: ANN001
                         TextColumn("ETA"), TimeRemainingColumn(),
                         TextColumn("{task.fields[best]}"), console=console, disable=quiet,
                         transient=False)
-    has_wait = hasattr(executor, "wait")
     last_done = -1
     best_text = ""
 
@@ -316,15 +356,15 @@ def _follow(console, store, executor, exp, quiet: bool) -> bool:  # noqa: ANN001
 
     with progress:
         first = store.counts_by_state(exp.id)
-        task = progress.add_task(exp.name, total=total,
-                                 completed=sum(first.values()) - first.get("QUEUED", 0) - first.get("RUNNING", 0),
-                                 running=0, failed=first.get("FAILED", 0), best="")
+        settled = sum(first.values()) - first.get("QUEUED", 0) - first.get("RUNNING", 0)
+        task = progress.add_task(exp.name, total=total, completed=settled, running=0,
+                                 failed=first.get("FAILED", 0), best="")
         try:
             while True:
-                finished = executor.wait(timeout=0.5) if has_wait else (time.sleep(0.5) or False)
-                _, settled = poll()
-                if (finished and has_wait) or (settled and not has_wait):
+                if executor.wait(timeout=0.5):
+                    poll()
                     return False
+                poll()
         except KeyboardInterrupt:
             pass
         console.print("[yellow]interrupted:[/] no new trials start; running trials stop after "
@@ -332,7 +372,7 @@ def _follow(console, store, executor, exp, quiet: bool) -> bool:  # noqa: ANN001
         try:
             executor.cancel(exp.id)
             while True:
-                finished = executor.wait(timeout=0.5) if has_wait else (time.sleep(0.5) or False)
+                finished = executor.wait(timeout=0.5)
                 _, settled = poll()
                 if finished or settled:
                     break
@@ -506,7 +546,7 @@ def serve(store_url: str | None, host: str, port: int, debug: bool, production: 
     create_app().run(host=host, port=port, debug=debug)
 
 
-# --------------------------------------------------------------------------- worker (issue 6)
+# --------------------------------------------------------------------------- worker
 @cli.command(context_settings={"ignore_unknown_options": True})
 @store_option
 @click.option("--broker", "broker_url", envvar="DNNFRAME_BROKER_URL", default=None, metavar="URL",
@@ -530,7 +570,7 @@ def worker(store_url: str | None, broker_url: str | None, queues: str, concurren
     """
     import os
 
-    from .executors import THREAD_ENV, default_workers
+    from .executors import THREAD_ENV
 
     # The Celery app reads its configuration from the environment when it is imported.
     if store_url:
@@ -544,10 +584,11 @@ def worker(store_url: str | None, broker_url: str | None, queues: str, concurren
         os.environ["THEANO_FLAGS"] = "device=cuda,floatX=float32"
     for key, value in THREAD_ENV.items():
         os.environ.setdefault(key, value)
-    from tasks import app
+    from .executors.celery_worker import worker_app
 
+    app = worker_app()
     argv = ["worker", f"--queues={','.join(names)}",
-            f"--concurrency={concurrency or default_workers()}",
+            f"--concurrency={concurrency or settings.get().worker_count}",
             "--prefetch-multiplier=1", "-O", "fair", f"--loglevel={loglevel}"]
     if hostname:
         argv.append(f"--hostname={hostname}")

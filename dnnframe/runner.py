@@ -182,3 +182,17 @@ def run_trial(trial_id: str, store: ResultStore, worker: str | None = None,
         error = f"cancelled after {getattr(result, 'epochs_run', '?')} epochs (experiment cancelled)"
     _finish(store, trial_id, state, result.to_dict(), error, worker)
     return state
+
+
+def run_pack(trial_ids: list[str], store: ResultStore, worker: str | None = None,
+             max_attempts: int | None = None,
+             train_fn: TrainFn | None = None) -> dict[str, TrialState | None]:
+    """Run a pack of trials; returns each member's final state (None: not claimable).
+
+    Placeholder body: runs the members one after another with :func:`run_trial`, so the
+    claim, delivery cap, cancellation and exactly-once hold per member. The packed engine
+    (batched claims, one compiled graph for all members) replaces it.
+    """
+    return {tid: run_trial(tid, store, worker=worker, max_attempts=max_attempts,
+                           train_fn=train_fn)
+            for tid in trial_ids}

@@ -1,68 +1,147 @@
-"""Settings read from the environment: one story for the CLI, the workers, compose and the
-dashboard (every variable is listed in docs/deploy.md). Each reader names the variable when
-its value cannot be used."""
+"""dnnframe's settings: one typed object read from ``DNNFRAME_*`` environment variables.
+
+The CLI, the local executor, the Celery workers and the dashboard all read their settings
+here. :func:`get` reads the environment afresh on each call (a command or a test may change
+it between calls). Every variable is listed once, in docs/deploy.md.
+"""
 
 from __future__ import annotations
 
+import importlib
+import math
 import os
+from collections.abc import Callable
+
+from pydantic import ValidationError, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from .exceptions import DnnframeError
 
-DEFAULT_HEARTBEAT_TIMEOUT = 300.0
-DEFAULT_MAX_ATTEMPTS = 3
+ENV_PREFIX = "DNNFRAME_"
 
 
 class SettingsError(DnnframeError, ValueError):
     """An environment variable has a value that cannot be used."""
 
 
-def env_seconds(name: str, default: float) -> float:
-    """A positive number of seconds from ``$name``, or ``default`` when unset or empty."""
-    raw = os.environ.get(name, "").strip()
-    if not raw:
-        return default
-    try:
-        value = float(raw)
-    except ValueError:
-        raise SettingsError(f"{name} must be a number of seconds, but got {raw!r}") from None
-    if not value > 0 or value == float("inf"):
-        raise SettingsError(f"{name} must be > 0 seconds, but got {raw!r}")
-    return value
-
-
-def env_count(name: str, default: int) -> int:
-    """A positive integer from ``$name``, or ``default`` when unset or empty."""
-    raw = os.environ.get(name, "").strip()
-    if not raw:
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise SettingsError(f"{name} must be a positive integer, but got {raw!r}") from None
-    if value < 1:
-        raise SettingsError(f"{name} must be a positive integer, but got {raw!r}")
-    return value
-
-
-def cpu_count() -> int:
-    """Cores this process may use."""
+def _cpu_count() -> int:
     try:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # not on Linux
         return os.cpu_count() or 1
 
 
-def workers() -> int:
-    """Training processes (``$DNNFRAME_WORKERS``, default one per core)."""
-    return env_count("DNNFRAME_WORKERS", cpu_count())
+def _count(name: str, raw: object) -> object:
+    if raw is None or isinstance(raw, int):
+        return raw
+    try:
+        value = int(str(raw).strip())
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise ValueError(f"{ENV_PREFIX}{name.upper()} must be a positive integer, but got {raw!r}")
+    return value
 
 
-def heartbeat_timeout() -> float:
-    """Seconds without a heartbeat after which a RUNNING trial counts as abandoned and is
-    requeued (``$DNNFRAME_HEARTBEAT_TIMEOUT``, default 300)."""
-    return env_seconds("DNNFRAME_HEARTBEAT_TIMEOUT", DEFAULT_HEARTBEAT_TIMEOUT)
+def _seconds(name: str, raw: object) -> object:
+    if isinstance(raw, (int, float)):
+        return raw
+    var = f"{ENV_PREFIX}{name.upper()}"
+    try:
+        value = float(str(raw).strip())
+    except ValueError:
+        raise ValueError(f"{var} must be a number of seconds, but got {raw!r}") from None
+    if not value > 0 or math.isinf(value):
+        raise ValueError(f"{var} must be > 0 seconds, but got {raw!r}")
+    return value
 
 
-def max_attempts() -> int:
-    """Deliveries of one trial before it is FAILED (``$DNNFRAME_MAX_ATTEMPTS``, default 3)."""
-    return env_count("DNNFRAME_MAX_ATTEMPTS", DEFAULT_MAX_ATTEMPTS)
+class Settings(BaseSettings):
+    """Every ``DNNFRAME_*`` setting, typed. An unset or empty variable takes the default."""
+
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, env_ignore_empty=True,
+                                      extra="ignore", frozen=True)
+
+    broker_url: str | None = None
+    store_url: str | None = None
+    workers: int | None = None
+    heartbeat_timeout: float = 300.0
+    max_attempts: int = 3
+    task_time_limit: float = 1680.0
+    train_fn: str | None = None
+    pack_size: int | None = None
+    api_token: str | None = None
+    secret_key: str | None = None
+    flower_url: str | None = None
+    rabbitmq_ui_url: str | None = None
+    allowed_hosts: str | None = None
+    bind_host: str | None = None
+
+    @field_validator("workers", "max_attempts", "pack_size", mode="before")
+    @classmethod
+    def _positive_count(cls, raw: object, info: object) -> object:
+        return _count(info.field_name, raw)  # type: ignore[attr-defined]
+
+    @field_validator("heartbeat_timeout", "task_time_limit", mode="before")
+    @classmethod
+    def _positive_seconds(cls, raw: object, info: object) -> object:
+        return _seconds(info.field_name, raw)  # type: ignore[attr-defined]
+
+    @property
+    def worker_count(self) -> int:
+        """Training processes: ``workers`` if set, else the cores this process may use."""
+        return self.workers or _cpu_count()
+
+    @property
+    def task_time_limits(self) -> tuple[float, float]:
+        """(soft, hard) time limit of one Celery task; the soft limit fires a minute earlier
+        (10 % earlier for short limits) so the trial can record why it stopped."""
+        hard = self.task_time_limit
+        return hard - min(60.0, hard * 0.1), hard
+
+    def dashboard_config(self) -> dict[str, object]:
+        """The settings the dashboard takes, under its config keys (only those set)."""
+        keys = ("broker_url", "store_url", "workers", "api_token", "secret_key", "flower_url",
+                "rabbitmq_ui_url", "allowed_hosts", "bind_host")
+        return {k.upper(): getattr(self, k) for k in keys if k in self.model_fields_set}
+
+
+def get() -> Settings:
+    """The settings as the environment says now.
+
+    Raises:
+        SettingsError: a variable has a value that cannot be used; the message names it.
+    """
+    try:
+        return Settings()
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        message = str(err.get("ctx", {}).get("error") or err["msg"])
+        if not message.startswith(ENV_PREFIX):
+            field = str(err["loc"][0]) if err["loc"] else "?"
+            message = f"{ENV_PREFIX}{field.upper()}: {message}, but got {err.get('input')!r}"
+        raise SettingsError(message) from None
+
+
+def resolve_train_fn(spec: str | None = None) -> Callable[..., object] | None:
+    """The function named by ``spec`` (default ``$DNNFRAME_TRAIN_FN``, ``module:function``).
+
+    A testing/benchmark hook: workers train with it instead of the engine.
+
+    Raises:
+        SettingsError: the value is malformed or cannot be imported.
+    """
+    spec = (spec if spec is not None else get().train_fn or "").strip()
+    if not spec:
+        return None
+    module_name, sep, attr = spec.partition(":")
+    if not sep or not module_name or not attr:
+        raise SettingsError(
+            f"DNNFRAME_TRAIN_FN must look like 'package.module:function', but got {spec!r}")
+    try:
+        fn = getattr(importlib.import_module(module_name), attr)
+    except (ImportError, AttributeError) as exc:
+        raise SettingsError(f"DNNFRAME_TRAIN_FN={spec!r} cannot be imported: {exc}") from exc
+    if not callable(fn):
+        raise SettingsError(f"DNNFRAME_TRAIN_FN={spec!r} is not callable")
+    return fn

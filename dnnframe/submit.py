@@ -8,46 +8,75 @@ interrupted ``dnnframe run``) are queued again, and only QUEUED trials go to the
 
 from __future__ import annotations
 
+import socket
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
+from . import settings
+from .exceptions import NotFoundError
+from .executors.base import Executor
+from .executors.packing import graph_key, make_packs
+from .runner import release_if_owner_died
 from .spec import ExperimentSpec, count_trials, expand_with_ids
 from .store.base import ExperimentRecord, ResultStore, TrialState
-
-if TYPE_CHECKING:
-    from .executors import Executor
 
 
 @dataclass
 class SubmitResult:
     """What a submission did: the experiment, all its trial ids (in expansion order), the ids
-    that were new to the store, the ids re-queued from an earlier interrupted run, and the
-    ids handed to the executor."""
+    that were new to the store, the ids re-queued from an earlier interrupted run, the ids
+    handed to the executor, the trials of any experiment whose worker had stopped
+    (see :func:`recover_abandoned_trials`), and the packs the executor received."""
 
     experiment: ExperimentRecord
     trial_ids: list[str]
     new_trial_ids: list[str]
     requeued_trial_ids: list[str] = field(default_factory=list)
     submitted_trial_ids: list[str] = field(default_factory=list)
+    recovered_trial_ids: list[str] = field(default_factory=list)
+    packs: list[list[str]] = field(default_factory=list)
+
+
+def recover_abandoned_trials(store: ResultStore) -> list[str]:
+    """Put trials whose worker stopped back to QUEUED; returns their ids.
+
+    Two kinds: RUNNING trials whose heartbeat is older than ``$DNNFRAME_HEARTBEAT_TIMEOUT``
+    (a run killed outright, a lost machine), and RUNNING trials whose owner was a process of
+    this host that no longer exists (a killed ``dnnframe run``), which need not wait for the
+    timeout. Both keep their ``attempts``, so the delivery cap still holds.
+    """
+    recovered = store.requeue_stale(settings.get().heartbeat_timeout)
+    host = socket.gethostname()
+    recovered += [t.id for t in store.list_trials(state=TrialState.RUNNING)
+                  if release_if_owner_died(store, t.id, host)]
+    return recovered
 
 
 def submit_experiment(spec: ExperimentSpec, store: ResultStore, executor: Executor | None = None,
-                      retry_failed: bool = False) -> SubmitResult:
+                      retry_failed: bool = False, pack_size: int | None = None) -> SubmitResult:
     """Store ``spec``'s experiment and trials (idempotently) and run the unfinished ones.
+
+    First recovers trials whose worker stopped (:func:`recover_abandoned_trials`), so every
+    entry point (CLI, dashboard) resumes the same way. The trials still QUEUED go to the
+    executor in packs of trials that share a compiled graph (:func:`make_packs`).
 
     Args:
         spec: a validated spec (:func:`dnnframe.spec.parse_spec` / ``load_spec``).
         store: where the experiment and its trials live.
-        executor: receives the ids of the trials still QUEUED; None only stores them.
+        executor: receives the packs of the trials still QUEUED; None only stores them.
         retry_failed: also re-queue trials a previous run left FAILED.
+        pack_size: most trials per pack (``dnnframe run --pack-size``); None takes the
+            spec's ``search.pack_size``, else ``$DNNFRAME_PACK_SIZE``, else an automatic
+            size (see :func:`dnnframe.executors.packing.auto_pack_size`).
 
     Returns:
         A :class:`SubmitResult`.
     """
+    recovered = recover_abandoned_trials(store)
     pairs = [(tid, cfg.model_dump(mode="json")) for tid, cfg in expand_with_ids(spec)]
     trial_ids = list(dict.fromkeys(tid for tid, _ in pairs))  # a duplicated config is one trial
     experiment_id = spec.experiment_id
-    existing = {t.id for t in store.list_trials(experiment_id)} if _experiment_exists(store, experiment_id) else set()
+    existing = ({t.id for t in store.list_trials(experiment_id)}
+                if _experiment_exists(store, experiment_id) else set())
     store.create_experiment(experiment_id, spec.name, spec.to_dict(), count_trials(spec))
     store.create_trials(experiment_id, pairs)
     new_ids = [tid for tid in trial_ids if tid not in existing]
@@ -59,20 +88,27 @@ def submit_experiment(spec: ExperimentSpec, store: ResultStore, executor: Execut
 
     queued = {t.id for t in store.list_trials(experiment_id, state=TrialState.QUEUED)}
     to_run = [tid for tid in trial_ids if tid in queued]
+    packs: list[list[str]] = []
     if executor is not None and to_run:
-        if getattr(executor, "accepts_graph_keys", False):
-            from .executors import graph_key
+        configs = dict(pairs)
+        size = resolve_pack_size(spec, pack_size)
+        packs = make_packs(to_run, configs, size, executor.parallelism)
+        executor.submit(packs, graph_keys=[graph_key(configs[pack[0]]) for pack in packs])
+    return SubmitResult(store.get_experiment(experiment_id), trial_ids, new_ids, list(requeued),
+                        to_run, recovered, packs)
 
-            configs = dict(pairs)
-            executor.submit(to_run, graph_keys={tid: graph_key(configs[tid]) for tid in to_run})
-        else:
-            executor.submit(to_run)
-    return SubmitResult(store.get_experiment(experiment_id), trial_ids, new_ids, list(requeued), to_run)
+
+def resolve_pack_size(spec: ExperimentSpec, pack_size: int | None = None) -> int | None:
+    """The pack size a submission uses: ``pack_size`` (the command line), else the spec's
+    ``search.pack_size``, else ``$DNNFRAME_PACK_SIZE``; None means automatic."""
+    if pack_size is not None:
+        return pack_size
+    # search.pack_size is being added to the spec; older specs have no such field.
+    from_spec = getattr(spec.search, "pack_size", None)
+    return from_spec if from_spec is not None else settings.get().pack_size
 
 
 def _experiment_exists(store: ResultStore, experiment_id: str) -> bool:
-    from .exceptions import NotFoundError
-
     try:
         store.get_experiment(experiment_id)
     except NotFoundError:

@@ -1,15 +1,16 @@
-"""Train functions for tests and benchmarks, selected with ``DNNFRAME_TRAIN_FN=tasks.hooks:NAME``.
+"""Train functions for tests and benchmarks, selected with
+``DNNFRAME_TRAIN_FN=tasks.hooks:NAME`` (Celery workers and ``dnnframe run`` alike).
 
-They follow the engine's contract — ``train(config, on_epoch=None) -> TrialResult``,
-``on_epoch`` returning True asks to stop — without building a network, so the machinery
+They follow the engine's contract (``train(config, on_epoch=None) -> TrialResult``,
+``on_epoch`` returning True asks to stop) without building a network, so the machinery
 around a trial (broker, claim, heartbeats, reaper, delivery cap) can be exercised and timed
 on its own. Never set ``DNNFRAME_TRAIN_FN`` on a production worker.
 
-Environment knobs (read per call):
-``DNNFRAME_HOOK_EPOCHS`` (default 3), ``DNNFRAME_HOOK_EPOCH_SECONDS`` (default 0.5), and
-``DNNFRAME_HOOK_POISON_SEED`` (see ``kill_worker_train``) and
-``DNNFRAME_HOOK_LOG``: a file to which ``sleepy_train`` appends ``"<trial seed> <pid>"``
-each time it *completes* a training run (tests count duplicated work with it).
+Environment knobs (read per call): ``DNNFRAME_HOOK_EPOCHS`` (default 3),
+``DNNFRAME_HOOK_EPOCH_SECONDS`` (default 0.5), ``DNNFRAME_HOOK_POISON_SEED`` (see
+``kill_worker_train``), ``DNNFRAME_HOOK_FREE_SEEDS`` (see ``gated_train``) and
+``DNNFRAME_HOOK_LOG``: a file to which ``sleepy_train`` appends ``{"seed", "pid"}`` each
+time it *completes* a training run (tests count duplicated work with it).
 """
 
 from __future__ import annotations
@@ -22,6 +23,9 @@ from collections.abc import Callable
 from typing import Any
 
 from dnnframe.engine.result import TrialResult
+from dnnframe.spec import TrialConfig
+
+OnEpoch = Callable[[int, dict], bool | None]
 
 
 def _result(status: str, history: list[dict[str, Any]], seconds: float) -> TrialResult:
@@ -29,19 +33,21 @@ def _result(status: str, history: list[dict[str, Any]], seconds: float) -> Trial
     return TrialResult(
         status=status,  # type: ignore[arg-type]
         metrics={"train_loss": last.get("train_loss"), "val_loss": last.get("val_loss"),
-                 "test_loss": last.get("val_loss"), "train_accuracy": last.get("train_accuracy"),
-                 "val_accuracy": last.get("val_accuracy"), "test_accuracy": last.get("val_accuracy")},
+                 "test_loss": last.get("val_loss"),
+                 "train_accuracy": last.get("train_accuracy"),
+                 "val_accuracy": last.get("val_accuracy"),
+                 "test_accuracy": last.get("val_accuracy")},
         history=history, timings={"data": 0.0, "compile": 0.0, "train": seconds, "total": seconds},
         n_params=0, environment={"train_fn": "tasks.hooks", "pid": os.getpid()},
         epochs_run=len(history))
 
 
-def noop_train(config: Any, on_epoch: Callable[[int, dict], bool | None] | None = None) -> TrialResult:
+def noop_train(config: TrialConfig, on_epoch: OnEpoch | None = None) -> TrialResult:
     """Return a COMPLETE result at once (dispatch-overhead benchmarks)."""
     return _result("COMPLETE", [], 0.0)
 
 
-def sleepy_train(config: Any, on_epoch: Callable[[int, dict], bool | None] | None = None) -> TrialResult:
+def sleepy_train(config: TrialConfig, on_epoch: OnEpoch | None = None) -> TrialResult:
     """Sleep ``DNNFRAME_HOOK_EPOCH_SECONDS`` per epoch for ``DNNFRAME_HOOK_EPOCHS`` epochs,
     reporting each epoch and honouring cancellation like the engine does."""
     epochs = int(os.environ.get("DNNFRAME_HOOK_EPOCHS", "3"))
@@ -59,18 +65,36 @@ def sleepy_train(config: Any, on_epoch: Callable[[int, dict], bool | None] | Non
     log_path = os.environ.get("DNNFRAME_HOOK_LOG")
     if log_path:
         with open(log_path, "a") as fh:  # one short append per line: atomic with O_APPEND
-            fh.write(json.dumps({"seed": getattr(config, "seed", None), "pid": os.getpid()}) + "\n")
+            fh.write(json.dumps({"seed": config.seed, "pid": os.getpid()}) + "\n")
     return _result("COMPLETE", history, time.perf_counter() - started)
 
 
-def kill_worker_train(config: Any, on_epoch: Callable[[int, dict], bool | None] | None = None) -> TrialResult:
+def gated_train(config: TrialConfig, on_epoch: OnEpoch | None = None) -> TrialResult:
+    """Trials whose seed is below ``DNNFRAME_HOOK_FREE_SEEDS`` (default 0) run
+    :func:`sleepy_train`; the others train epoch after epoch until asked to stop
+    (cancellation), so a test decides when they end instead of a clock."""
+    if config.seed < int(os.environ.get("DNNFRAME_HOOK_FREE_SEEDS", "0")):
+        return sleepy_train(config, on_epoch)
+    per_epoch = float(os.environ.get("DNNFRAME_HOOK_EPOCH_SECONDS", "0.5"))
+    started = time.perf_counter()
+    history: list[dict[str, Any]] = []
+    while True:
+        time.sleep(per_epoch)
+        metrics = {"epoch": len(history) + 1, "train_loss": 1.0, "train_accuracy": 0.5,
+                   "val_loss": 1.0, "val_accuracy": 0.5, "seconds": per_epoch}
+        history.append(metrics)
+        if on_epoch is not None and on_epoch(len(history), dict(metrics)):
+            return _result("CANCELLED", history, time.perf_counter() - started)
+
+
+def kill_worker_train(config: TrialConfig, on_epoch: OnEpoch | None = None) -> TrialResult:
     """SIGKILL the process that trains (a poison trial: segfault/OOM-kill stand-in).
 
     With ``DNNFRAME_HOOK_POISON_SEED`` set, only the trial with that seed is poison; the
     others run :func:`sleepy_train`.
     """
     poison = os.environ.get("DNNFRAME_HOOK_POISON_SEED", "").strip()
-    if poison and str(getattr(config, "seed", None)) != poison:
+    if poison and str(config.seed) != poison:
         return sleepy_train(config, on_epoch)
     os.kill(os.getpid(), signal.SIGKILL)
     raise AssertionError("unreachable")  # pragma: no cover

@@ -24,9 +24,11 @@ TINY = {"name": "cli-tiny", "dataset": {"name": "iris"},
         "training": {"max_epochs": 2, "batch_size": 32}, "search": {"seeds": 2}}
 
 
-def cli(*args: str, cwd: Path, env: dict | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
+def cli(*args: str, cwd: Path, env: dict | None = None,
+        timeout: float = 300) -> subprocess.CompletedProcess:
     """Run ``python -m dnnframe.cli ARGS`` in a fresh process."""
-    full_env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+    path = os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])
+    full_env = {**os.environ, "PYTHONPATH": path}
     full_env.pop("DNNFRAME_STORE_URL", None)
     full_env.update(env or {})
     return subprocess.run([sys.executable, "-m", "dnnframe.cli", *args], cwd=cwd, env=full_env,
@@ -66,7 +68,8 @@ def test_run_trains_every_trial_and_prints_a_summary(swept):
 def test_rerunning_the_same_spec_retrains_nothing(swept):
     with open_store(swept["url"]) as store:
         before = {t.id: t.started_at for t in store.list_trials(swept["summary"]["experiment_id"])}
-    proc = cli("run", str(swept["spec"]), "--store", swept["url"], "--json", "--quiet", cwd=swept["root"])
+    proc = cli("run", str(swept["spec"]), "--store", swept["url"], "--json", "--quiet",
+               cwd=swept["root"])
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["trials_run_now"] == 0 and proc.stderr == ""
     with open_store(swept["url"]) as store:
@@ -77,8 +80,8 @@ def test_rerunning_the_same_spec_retrains_nothing(swept):
 @pytest.mark.parametrize("fmt", ["csv", "jsonl"])
 def test_export_writes_every_trial(swept, fmt):
     out = swept["root"] / f"export.{fmt}"
-    proc = cli("export", swept["summary"]["experiment_id"], "--store", swept["url"], "--format", fmt,
-               "-o", str(out), cwd=swept["root"])
+    proc = cli("export", swept["summary"]["experiment_id"], "--store", swept["url"],
+               "--format", fmt, "-o", str(out), cwd=swept["root"])
     assert proc.returncode == 0, proc.stderr
     if fmt == "csv":
         rows = list(csv.DictReader(out.open()))
@@ -90,7 +93,8 @@ def test_export_writes_every_trial(swept, fmt):
         assert len(rows) == 4 and all(len(r["result"]["history"]) == 2 for r in rows)
     # to stdout, by experiment name
     proc = cli("export", "cli-tiny", "--store", swept["url"], "--format", fmt, cwd=swept["root"])
-    assert proc.returncode == 0 and len(proc.stdout.strip().splitlines()) == (5 if fmt == "csv" else 4)
+    lines = proc.stdout.strip().splitlines()
+    assert proc.returncode == 0 and len(lines) == (5 if fmt == "csv" else 4)
 
 
 def test_report_is_self_contained_html(swept):
@@ -102,7 +106,8 @@ def test_report_is_self_contained_html(swept):
     assert "plotly.js v" in text and len(text) > 1_000_000  # the library itself, inlined
     assert not re.search(r"<script[^>]*\bsrc=", text), "no external scripts"
     assert not re.search(r"<link[^>]*href=[\"']?https?:", text), "no external stylesheets"
-    for title in ("Hidden layers vs test_accuracy", "Hidden layers vs training time", "Learning curves"):
+    for title in ("Hidden layers vs test_accuracy", "Hidden layers vs training time",
+                  "Learning curves"):
         assert title in text
     assert swept["summary"]["best"]["trial_id"] in text
 
@@ -118,7 +123,8 @@ def test_status_and_ls(swept):
     proc = cli("ls", "--store", swept["url"], "--json", cwd=swept["root"])
     assert [e["id"] for e in json.loads(proc.stdout)] == [exp_id]
     proc = cli("status", "nope", "--store", swept["url"], cwd=swept["root"])
-    assert proc.returncode == 1 and "no experiment 'nope'" in proc.stderr and "Traceback" not in proc.stderr
+    assert proc.returncode == 1 and "no experiment 'nope'" in proc.stderr
+    assert "Traceback" not in proc.stderr
 
 
 @pytest.mark.parametrize("command, name", [("export", "x.csv"), ("report", "x.html")])
@@ -201,37 +207,75 @@ def test_bad_store_is_a_clear_error_not_a_traceback(tmp_path, url, message):
     assert (tmp_path / "corrupt.db").read_bytes() == b"not a database at all\n" * 20
 
 
-def test_sigint_stops_cleanly_and_a_rerun_resumes(tmp_path):
-    # long enough per trial (digits, 25 epochs of batch 8) that the sweep is mid-way when we stop it
-    spec = write_spec(tmp_path / "long.yaml", {
-        "name": "interrupt-me", "dataset": {"name": "digits"},
-        "model": {"hidden_layers": 1, "width": 32},
-        "training": {"max_epochs": 25, "batch_size": 8}, "search": {"seeds": 8}})
-    url = f"sqlite:///{tmp_path / 'resume.db'}"
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    env.pop("DNNFRAME_STORE_URL", None)
-    # its own session: SIGINT goes to the whole process group, as Ctrl-C in a terminal does
-    proc = subprocess.Popen([sys.executable, "-m", "dnnframe.cli", "run", str(spec), "--store", url,
-                             "--workers", "2", "--json"], cwd=tmp_path, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
-    deadline = time.monotonic() + 240
-    counts: dict = {}
-    try:
-        while time.monotonic() < deadline and proc.poll() is None:
-            if (tmp_path / "resume.db").exists():
-                with open_store(url) as store:
-                    exps = store.list_experiments()
-                    counts = store.counts_by_state(exps[0].id) if exps else {}
-                if counts.get("COMPLETE", 0) >= 2:
-                    break
-            time.sleep(0.05)
-        assert proc.poll() is None, f"the sweep ended before it could be interrupted: {counts}"
-        os.killpg(proc.pid, signal.SIGINT)
-        out, err = proc.communicate(timeout=120)
-    finally:
+GATED = {"DNNFRAME_TRAIN_FN": "tasks.hooks:gated_train", "DNNFRAME_HOOK_EPOCHS": "2",
+         "DNNFRAME_HOOK_EPOCH_SECONDS": "0.05"}
+
+
+@pytest.fixture
+def background_run(tmp_path):
+    """Factory: start ``dnnframe run ARGS`` in its own session (so SIGINT reaches all its
+    processes, as Ctrl-C in a terminal does); whatever is left is SIGKILLed at teardown."""
+    started: list[subprocess.Popen] = []
+
+    def start(*args: str, env: dict | None = None) -> subprocess.Popen:
+        full_env = {**os.environ, "PYTHONPATH": str(REPO), **(env or {})}
+        proc = subprocess.Popen([sys.executable, "-m", "dnnframe.cli", "run", *args],
+                                cwd=tmp_path, env=full_env, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, start_new_session=True)
+        started.append(proc)
+        return proc
+
+    yield start
+    for proc in started:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate(timeout=30)
+
+
+def wait_for_store(url: str, proc: subprocess.Popen, predicate, what: str,
+                   timeout: float = 240):
+    """Poll the store until ``predicate(store)`` returns something truthy (returned) while
+    ``proc`` runs; fail naming ``what`` if ``proc`` ends or ``timeout`` passes first."""
+    deadline = time.monotonic() + timeout
+    path = Path(url.removeprefix("sqlite:///"))
+    while proc.poll() is None and time.monotonic() < deadline:
+        if path.exists():
+            with open_store(url) as store:
+                found = predicate(store)
+            if found:
+                return found
+        time.sleep(0.05)
+    pytest.fail(f"{what} did not happen while the run was alive (exit code {proc.poll()})")
+
+
+def process_gone(pid: int) -> bool:
+    """No process ``pid`` is left, or only its zombie."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as fh:
+            return fh.read().rpartition(")")[2].split()[0] == "Z"
+    except FileNotFoundError:
+        return True
+
+
+def test_sigint_stops_cleanly_and_a_rerun_resumes(tmp_path, background_run):
+    """Ctrl-C after the two free trials completed (the other six train until cancelled):
+    exactly those two stay COMPLETE, the rest are CANCELLED, and a rerun finishes the six
+    without touching the two."""
+    spec = write_spec(tmp_path / "long.yaml", {
+        "name": "interrupt-me", "dataset": {"name": "iris"},
+        "model": {"hidden_layers": 1, "width": 8},
+        "training": {"max_epochs": 2}, "search": {"seeds": 8}})
+    url = f"sqlite:///{tmp_path / 'resume.db'}"
+    proc = background_run(str(spec), "--store", url, "--workers", "2", "--json",
+                          env={**GATED, "DNNFRAME_HOOK_FREE_SEEDS": "2"})
+
+    def two_complete(store) -> bool:
+        exps = store.list_experiments()
+        return bool(exps) and store.counts_by_state(exps[0].id).get("COMPLETE", 0) >= 2
+
+    wait_for_store(url, proc, two_complete, "two trials completing")
+    os.killpg(proc.pid, signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
     assert proc.returncode == 130, err
     assert "resume with: dnnframe run" in err and "Traceback" not in err
     summary = json.loads(out)
@@ -239,16 +283,15 @@ def test_sigint_stops_cleanly_and_a_rerun_resumes(tmp_path):
     with open_store(url) as store:
         exp_id = summary["experiment_id"]
         first = {t.id: t for t in store.list_trials(exp_id)}
-    states = [t.state.value for t in first.values()]
-    assert "RUNNING" not in states and "QUEUED" not in states, states
     done_first = {tid: t.started_at for tid, t in first.items() if t.state.value == "COMPLETE"}
-    assert 2 <= len(done_first) < 8, states
-    assert {s for s in states if s != "COMPLETE"} == {"CANCELLED"}
+    assert sorted(first[tid].config["seed"] for tid in done_first) == [0, 1]
+    assert sorted(t.state.value for t in first.values()) == ["CANCELLED"] * 6 + ["COMPLETE"] * 2
 
-    proc2 = cli("run", str(spec), "--store", url, "--workers", "2", "--json", "--quiet", cwd=tmp_path)
+    proc2 = cli("run", str(spec), "--store", url, "--workers", "2", "--json", "--quiet",
+                cwd=tmp_path, env={**GATED, "DNNFRAME_HOOK_FREE_SEEDS": "8"})
     assert proc2.returncode == 0, proc2.stderr
     again = json.loads(proc2.stdout)
-    assert again["trials_run_now"] == 8 - len(done_first)
+    assert again["trials_run_now"] == 6
     with open_store(url) as store:
         final = store.list_trials(exp_id)
     assert len(final) == 8 and all(t.state.value == "COMPLETE" for t in final)
@@ -266,9 +309,9 @@ def test_a_rerun_finishes_trials_a_killed_run_left_running(tmp_path):
         result = submit_experiment(parse_spec(TINY), store)
         orphan = result.trial_ids[0]
         assert store.claim_trial(orphan, "gone-host:4242") is not None  # its worker then died
-    time.sleep(0.6)  # its heartbeat is now older than the timeout below
+    # its heartbeat (at the claim) is older than this timeout by the time the run starts
     proc = cli("run", str(spec_path), "--store", url, "--json", cwd=tmp_path,
-               env={"DNNFRAME_HEARTBEAT_TIMEOUT": "0.5"})
+               env={"DNNFRAME_HEARTBEAT_TIMEOUT": "0.000001"})
     assert proc.returncode == 0, proc.stderr
     assert "re-queued 1 trials" in proc.stderr
     with open_store(url) as store:
@@ -290,41 +333,38 @@ def test_example_specs_are_valid_rest_bodies(tmp_path):
     assert "experiments/quickstart.yaml: ok, 6 trials" in proc.stdout
 
 
-def test_rerun_after_kill_9_of_the_whole_run_finishes_orphaned_trials_at_once(tmp_path):
+def test_rerun_after_kill_9_of_the_whole_run_finishes_orphaned_trials_at_once(
+        tmp_path, background_run):
     """kill -9 of `dnnframe run` and its workers (a closed terminal, the OOM killer) leaves
     trials RUNNING under dead processes; a rerun right away — with the default 300 s heartbeat
     timeout — requeues them because their owners no longer exist, and finishes the sweep."""
     spec = write_spec(tmp_path / "long.yaml", {
-        "name": "kill-me", "dataset": {"name": "digits"},
-        "model": {"hidden_layers": 1, "width": 32},
-        "training": {"max_epochs": 40, "batch_size": 8}, "search": {"seeds": 4}})
+        "name": "kill-me", "dataset": {"name": "iris"},
+        "model": {"hidden_layers": 1, "width": 8},
+        "training": {"max_epochs": 2}, "search": {"seeds": 4}})
     url = f"sqlite:///{tmp_path / 'killed.db'}"
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    proc = subprocess.Popen([sys.executable, "-m", "dnnframe.cli", "run", str(spec), "--store", url,
-                             "--workers", "2", "--quiet"], cwd=tmp_path, env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    running: list = []
-    try:
-        deadline = time.monotonic() + 240
-        while time.monotonic() < deadline and proc.poll() is None:
-            if (tmp_path / "killed.db").exists():
-                with open_store(url) as store:
-                    running = [t for t in store.list_trials(state="RUNNING") if t.metrics]
-                if running:
-                    break
-            time.sleep(0.05)
-        assert running and proc.poll() is None, "no trial was mid-way before the sweep ended"
-    finally:
-        os.killpg(proc.pid, signal.SIGKILL)  # the CLI and its worker processes, no cleanup
-        proc.wait()
-    time.sleep(0.5)
+    proc = background_run(str(spec), "--store", url, "--workers", "2", "--quiet", env=GATED)
+
+    def trials_mid_way(store) -> list:
+        return [t for t in store.list_trials(state="RUNNING") if t.metrics]
+
+    wait_for_store(url, proc, trials_mid_way, "a trial training")
+    os.killpg(proc.pid, signal.SIGKILL)  # the CLI and its worker processes, no cleanup
+    proc.communicate(timeout=30)
     with open_store(url) as store:
-        orphaned = {t.id for t in store.list_trials(state="RUNNING")}
+        orphaned = {t.id: t.worker for t in store.list_trials(state="RUNNING")}
     assert orphaned, "the kill left no RUNNING trial behind"
-    again = cli("run", str(spec), "--store", url, "--workers", "2", "--json", cwd=tmp_path, timeout=240)
+    owners = {int(worker.rpartition(":")[2]) for worker in orphaned.values()}
+    deadline = time.monotonic() + 30
+    while not all(process_gone(pid) for pid in owners):  # the kernel finishes the kill
+        assert time.monotonic() < deadline, f"processes {owners} outlived SIGKILL"
+        time.sleep(0.05)
+    again = cli("run", str(spec), "--store", url, "--workers", "2", "--json", cwd=tmp_path,
+                timeout=240, env={**GATED, "DNNFRAME_HOOK_FREE_SEEDS": "4"})
     assert again.returncode == 0, again.stderr
     assert f"re-queued {len(orphaned)} trials" in again.stderr
     with open_store(url) as store:
         final = {t.id: t for t in store.list_trials()}
-    assert all(t.state.value == "COMPLETE" for t in final.values()), [t.state for t in final.values()]
+    assert all(t.state.value == "COMPLETE" for t in final.values()), [
+        t.state for t in final.values()]
     assert all(final[tid].attempts == 2 for tid in orphaned)

@@ -19,9 +19,12 @@ class RecordingExecutor(Executor):
         self.cancelled: list[str] = []
         self._lock = threading.Lock()
 
-    def submit(self, trial_ids: list[str]) -> None:
+    def submit(self, packs: list[list[str]], graph_keys: list[str] | None = None) -> None:
         with self._lock:
-            self.submitted.append(list(trial_ids))
+            self.submitted.append([tid for pack in packs for tid in pack])
+
+    def wait(self, timeout: float | None = None) -> bool:
+        return True
 
     def cancel(self, experiment_id: str) -> int:
         with self._lock:

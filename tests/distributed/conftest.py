@@ -19,8 +19,12 @@ import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
+
+if TYPE_CHECKING:
+    from dnnframe.store.base import ResultStore
 
 REPO = Path(__file__).resolve().parents[2]
 BROKER_URL = os.environ.get("DNNFRAME_TEST_BROKER_URL", "amqp://guest:guest@127.0.0.1:5672//")
@@ -175,9 +179,11 @@ def start_worker(tmp_path: Path, store_url: str, broker_url: str,
         deadline = time.monotonic() + ready_timeout
         while " ready." not in w.log_text():
             if not w.alive():
-                pytest.fail(f"worker {name} exited with {proc.returncode}:\n{w.log_text()[-4000:]}")
+                pytest.fail(f"worker {name} exited with {proc.returncode}:\n"
+                            f"{w.log_text()[-4000:]}")
             if time.monotonic() > deadline:
-                pytest.fail(f"worker {name} not ready after {ready_timeout}s:\n{w.log_text()[-4000:]}")
+                pytest.fail(f"worker {name} not ready after {ready_timeout}s:\n"
+                            f"{w.log_text()[-4000:]}")
             time.sleep(0.1)
         return w
 
@@ -188,6 +194,36 @@ def start_worker(tmp_path: Path, store_url: str, broker_url: str,
     if rep is not None and rep.failed:
         for w in started:
             sys.stderr.write(f"\n===== log of worker {w.name} =====\n{w.log_text()[-6000:]}\n")
+
+
+SLEEPY = "tasks.hooks:sleepy_train"
+
+
+@pytest.fixture
+def sleepy_workers(start_worker: Callable[..., WorkerProc],
+                   queue_name: str) -> Callable[..., list[WorkerProc]]:
+    """Factory: ``sleepy_workers(n, epochs, epoch_s, cli=False, **env)`` → ``n`` ready
+    workers on the test's queue that train with ``tasks.hooks:sleepy_train`` (``epochs``
+    epochs of ``epoch_s`` seconds); ``cli=True`` starts the second through ``dnnframe
+    worker``."""
+
+    def start(n: int = 1, epochs: int = 3, epoch_s: float = 0.5, cli: bool = False,
+              **env: str) -> list[WorkerProc]:
+        env = {"DNNFRAME_TRAIN_FN": SLEEPY, "DNNFRAME_HOOK_EPOCHS": str(epochs),
+               "DNNFRAME_HOOK_EPOCH_SECONDS": str(epoch_s), **env}
+        return [start_worker(queue_name, cli=cli and i == 1, **env) for i in range(n)]
+
+    return start
+
+
+@pytest.fixture
+def store(store_url: str) -> Iterator[ResultStore]:
+    """The test's store, opened here (the workers open their own)."""
+    from dnnframe.store import open_store
+
+    opened = open_store(store_url)
+    yield opened
+    opened.close()
 
 
 @pytest.hookimpl(tryfirst=True, hookwrapper=True)

@@ -18,29 +18,24 @@ from pathlib import Path
 import pytest
 
 from dnnframe.executors import CeleryExecutor
-from dnnframe.store import TrialState, open_store
+from dnnframe.store import TrialState
 from dnnframe.submit import submit_experiment
 
-from .conftest import make_spec, queue_depth, wait_until
+from .conftest import SLEEPY, make_spec, queue_depth, wait_until
 
 pytestmark = pytest.mark.slow
-
-SLEEPY = "tasks.hooks:sleepy_train"
 
 
 def _states(store, experiment_id: str) -> dict[str, str]:
     return {t.id: t.state.value for t in store.list_trials(experiment_id)}
 
 
-def test_sweep_completes_through_two_workers(broker_url, store_url, queue_name, start_worker):
+def test_sweep_completes_through_two_workers(broker_url, store_url, queue_name, sleepy_workers,
+                                             store):
     """A 6-trial sweep through 2 workers (one via `celery -A tasks worker`, one via `dnnframe
     worker`): every trial COMPLETE once, both workers worked, worker state is visible in the
     store and through Celery's inspect API."""
-    env = {"DNNFRAME_TRAIN_FN": SLEEPY, "DNNFRAME_HOOK_EPOCHS": "2",
-           "DNNFRAME_HOOK_EPOCH_SECONDS": "0.3"}
-    w1 = start_worker(queue_name, **env)
-    w2 = start_worker(queue_name, cli=True, **env)
-    store = open_store(store_url)
+    w1, w2 = sleepy_workers(2, epochs=2, epoch_s=0.3, cli=True)
     spec = make_spec("two-workers", 6)
     with CeleryExecutor(broker_url, store_url, queue=queue_name) as ex:
         result = submit_experiment(spec, store, ex)
@@ -58,13 +53,12 @@ def test_sweep_completes_through_two_workers(broker_url, store_url, queue_name, 
     assert sum(w.trials_done for w in procs.values()) == 6
     assert all(w.current_trial is None and w.host and w.pid for w in procs.values())
     assert queue_depth(broker_url, queue_name) == 0
-    store.close()
 
 
-def test_real_engine_trial_through_celery(broker_url, store_url, queue_name, start_worker):
+def test_real_engine_trial_through_celery(broker_url, store_url, queue_name, start_worker,
+                                          store):
     """No hooks: the worker trains digits with the PyTensor engine and stores the result."""
     start_worker(queue_name)
-    store = open_store(store_url)
     spec = make_spec("engine", 1, max_epochs=2)
     with CeleryExecutor(broker_url, store_url, queue=queue_name) as ex:
         submit_experiment(spec, store, ex)
@@ -73,21 +67,16 @@ def test_real_engine_trial_through_celery(broker_url, store_url, queue_name, sta
     assert trial.state is TrialState.COMPLETE, trial.error
     assert trial.result["epochs_run"] == 2 and len(trial.metrics) == 2
     assert trial.result["metrics"]["test_accuracy"] > 0.2
-    store.close()
 
 
 def test_sigkill_worker_mid_trial_every_trial_completes_once(
-        broker_url, store_url, queue_name, start_worker, tmp_path: Path):
+        broker_url, store_url, queue_name, sleepy_workers, store, tmp_path: Path):
     """SIGKILL a whole worker (main process and pool) while it trains: its trial is
     redelivered/reaped and finished by the other worker; no trial runs to completion twice
     and none is recorded twice."""
     done_log = tmp_path / "completions.jsonl"
-    env = {"DNNFRAME_TRAIN_FN": SLEEPY, "DNNFRAME_HOOK_EPOCHS": "6",
-           "DNNFRAME_HOOK_EPOCH_SECONDS": "0.5", "DNNFRAME_HOOK_LOG": str(done_log),
-           "DNNFRAME_HEARTBEAT_TIMEOUT": "3"}
-    victim = start_worker(queue_name, **env)
-    survivor = start_worker(queue_name, **env)
-    store = open_store(store_url)
+    victim, survivor = sleepy_workers(2, epochs=6, epoch_s=0.5, DNNFRAME_HOOK_LOG=str(done_log),
+                                      DNNFRAME_HEARTBEAT_TIMEOUT="3")
     spec = make_spec("sigkill", 4)
     with CeleryExecutor(broker_url, store_url, queue=queue_name) as ex:
         submit_experiment(spec, store, ex)
@@ -112,21 +101,56 @@ def test_sigkill_worker_mid_trial_every_trial_completes_once(
     seeds = Counter(json.loads(line)["seed"] for line in done_log.read_text().splitlines())
     assert sorted(seeds.values()) == [1, 1, 1, 1], seeds
     assert f"reaper: trial {killed_id}" in survivor.log_text()  # the survivor's reaper sent it back
-    store.close()
+
+
+def test_sigkill_worker_mid_pack_every_member_completes_once(
+        broker_url, store_url, queue_name, sleepy_workers, store, tmp_path: Path):
+    """One pack of 4 trials; SIGKILL the whole worker running it while its second member
+    trains: the first member stays COMPLETE, the pack's redelivered message runs the
+    members that never started, the reaper sends the killed member back, and every member
+    ends COMPLETE, trained to completion exactly once."""
+    done_log = tmp_path / "completions.jsonl"
+    workers = sleepy_workers(2, epochs=6, epoch_s=0.3, DNNFRAME_HOOK_LOG=str(done_log),
+                             DNNFRAME_HEARTBEAT_TIMEOUT="3")
+    spec = make_spec("sigkill-pack", 4)
+    with CeleryExecutor(broker_url, store_url, queue=queue_name) as ex:
+        result = submit_experiment(spec, store, ex, pack_size=4)
+        assert result.packs == [result.trial_ids]
+        first, second, *rest = result.trial_ids
+
+        def second_member_training() -> bool:
+            return (store.get_trial(first).state is TrialState.COMPLETE
+                    and store.get_trial(second).state is TrialState.RUNNING
+                    and len(store.get_trial(second).metrics) >= 1)
+
+        wait_until(second_member_training, 30, "the pack's second member to be training")
+        owner = store.get_trial(second).worker
+        (victim,) = [w for w in workers if owner.startswith(f"{w.nodename}:")]
+        (survivor,) = [w for w in workers if w is not victim]
+        victim.kill_group(signal.SIGKILL)
+        victim.proc.wait(timeout=10)
+        assert ex.wait(timeout=90), _states(store, spec.experiment_id)
+    trials = {t.id: t for t in store.list_trials(spec.experiment_id)}
+    assert [t.state for t in trials.values()] == [TrialState.COMPLETE] * 4
+    assert trials[first].attempts == 1 and trials[first].worker.startswith(victim.nodename)
+    assert trials[second].attempts == 2 and trials[second].worker.startswith(survivor.nodename)
+    assert all(trials[t].attempts == 1 and trials[t].worker.startswith(survivor.nodename)
+               for t in rest)
+    assert all(len(t.metrics) == 6 for t in trials.values())
+    seeds = Counter(json.loads(line)["seed"] for line in done_log.read_text().splitlines())
+    assert seeds == {0: 1, 1: 1, 2: 1, 3: 1}, seeds
+    assert f"reaper: trial {second}" in survivor.log_text()
 
 
 def test_sigkill_pool_process_reruns_trial_at_once(
-        broker_url, store_url, queue_name, start_worker, tmp_path: Path):
+        broker_url, store_url, queue_name, sleepy_workers, store, tmp_path: Path):
     """SIGKILL only the pool process training a trial (an OOM kill), with the default
     300 s heartbeat timeout: the redelivered message sees the owner's pid is gone on this
     node, releases the trial and trains it again within seconds, not after the reaper's
     timeout; it completes exactly once, on its second attempt."""
     done_log = tmp_path / "completions.jsonl"
-    env = {"DNNFRAME_TRAIN_FN": SLEEPY, "DNNFRAME_HOOK_EPOCHS": "6",
-           "DNNFRAME_HOOK_EPOCH_SECONDS": "0.5", "DNNFRAME_HOOK_LOG": str(done_log)}
     assert "DNNFRAME_HEARTBEAT_TIMEOUT" not in os.environ  # the default (300 s) applies
-    w = start_worker(queue_name, **env)
-    store = open_store(store_url)
+    (w,) = sleepy_workers(1, epochs=6, epoch_s=0.5, DNNFRAME_HOOK_LOG=str(done_log))
     spec = make_spec("oom-kill", 1)
     with CeleryExecutor(broker_url, store_url, queue=queue_name) as ex:
         submit_experiment(spec, store, ex)
@@ -151,21 +175,16 @@ def test_sigkill_pool_process_reruns_trial_at_once(
     assert f"trial {tid}: its owner {owner} died" in log_text
     assert f"reaper: trial {tid}" not in log_text, f"took {recovered_s:.1f}s via the reaper"
     assert w.alive(), "the worker's main process must survive its pool process dying"
-    store.close()
 
 
-def test_broker_restart_during_sweep(broker_url, store_url, queue_name, start_worker,
+def test_broker_restart_during_sweep(broker_url, store_url, queue_name, sleepy_workers, store,
                                      tmp_path: Path):
     """Stop and start the RabbitMQ application in the middle of a sweep: connections drop
     (workers log it), queued messages survive (durable, confirmed), workers reconnect, the
     sweep completes with every trial once."""
     done_log = tmp_path / "completions.jsonl"
-    env = {"DNNFRAME_TRAIN_FN": SLEEPY, "DNNFRAME_HOOK_EPOCHS": "3",
-           "DNNFRAME_HOOK_EPOCH_SECONDS": "0.4", "DNNFRAME_HOOK_LOG": str(done_log),
-           "DNNFRAME_HEARTBEAT_TIMEOUT": "5"}
-    w1 = start_worker(queue_name, **env)
-    w2 = start_worker(queue_name, **env)
-    store = open_store(store_url)
+    w1, w2 = sleepy_workers(2, epochs=3, epoch_s=0.4, DNNFRAME_HOOK_LOG=str(done_log),
+                            DNNFRAME_HEARTBEAT_TIMEOUT="5")
     spec = make_spec("broker-restart", 6)
     with CeleryExecutor(broker_url, store_url, queue=queue_name) as ex:
         submit_experiment(spec, store, ex)
@@ -175,26 +194,28 @@ def test_broker_restart_during_sweep(broker_url, store_url, queue_name, start_wo
             subprocess.run(["rabbitmqctl", "stop_app"], check=True, capture_output=True, timeout=60)
             time.sleep(2)
         finally:
-            subprocess.run(["rabbitmqctl", "start_app"], check=True, capture_output=True, timeout=120)
+            subprocess.run(["rabbitmqctl", "start_app"], check=True, capture_output=True,
+                           timeout=120)
         assert ex.wait(timeout=90), _states(store, spec.experiment_id)
     assert [t.state for t in store.list_trials(spec.experiment_id)] == [TrialState.COMPLETE] * 6
     # honest restart: both workers saw their connection drop and came back
     for w in (w1, w2):
         text = w.log_text()
-        assert "Connection to broker lost" in text or "consumer: Cannot connect" in text, text[-3000:]
+        assert ("Connection to broker lost" in text
+                or "consumer: Cannot connect" in text), text[-3000:]
     seeds = Counter(json.loads(line)["seed"] for line in done_log.read_text().splitlines())
     assert sorted(seeds.values()) == [1] * 6, seeds  # redeliveries after reconnect were no-ops
-    store.close()
 
 
-def test_poison_trial_fails_after_delivery_cap(broker_url, store_url, queue_name, start_worker):
+def test_poison_trial_fails_after_delivery_cap(broker_url, store_url, queue_name, start_worker,
+                                               store):
     """A trial that SIGKILLs its worker process every time is FAILED with the reason after
     DNNFRAME_MAX_ATTEMPTS claims; the other trials of the sweep complete."""
-    env = {"DNNFRAME_TRAIN_FN": "tasks.hooks:kill_worker_train", "DNNFRAME_HOOK_POISON_SEED": "0",
-           "DNNFRAME_HOOK_EPOCHS": "1", "DNNFRAME_HOOK_EPOCH_SECONDS": "0.1",
-           "DNNFRAME_HEARTBEAT_TIMEOUT": "2", "DNNFRAME_MAX_ATTEMPTS": "2"}
+    env = {"DNNFRAME_TRAIN_FN": "tasks.hooks:kill_worker_train",
+           "DNNFRAME_HOOK_POISON_SEED": "0", "DNNFRAME_HOOK_EPOCHS": "1",
+           "DNNFRAME_HOOK_EPOCH_SECONDS": "0.1", "DNNFRAME_HEARTBEAT_TIMEOUT": "2",
+           "DNNFRAME_MAX_ATTEMPTS": "2"}
     w = start_worker(queue_name, **env)
-    store = open_store(store_url)
     spec = make_spec("poison", 3)
     with CeleryExecutor(broker_url, store_url, queue=queue_name) as ex:
         submit_experiment(spec, store, ex)
@@ -206,16 +227,13 @@ def test_poison_trial_fails_after_delivery_cap(broker_url, store_url, queue_name
     assert poison.attempts == 2
     assert all(by_seed[s].state is TrialState.COMPLETE for s in (1, 2))
     assert w.alive(), "the worker's main process must survive its pool processes dying"
-    store.close()
 
 
-def test_cancel_stops_queued_and_running_trials(broker_url, store_url, queue_name, start_worker):
+def test_cancel_stops_queued_and_running_trials(broker_url, store_url, queue_name,
+                                                sleepy_workers, store):
     """Cancel while one trial runs and others wait: the running one stops at its next epoch
     (CANCELLED), the queued ones never start, and their messages are consumed as no-ops."""
-    env = {"DNNFRAME_TRAIN_FN": SLEEPY, "DNNFRAME_HOOK_EPOCHS": "40",
-           "DNNFRAME_HOOK_EPOCH_SECONDS": "0.2"}
-    start_worker(queue_name, **env)
-    store = open_store(store_url)
+    sleepy_workers(1, epochs=40, epoch_s=0.2)
     spec = make_spec("cancel", 4)
     with CeleryExecutor(broker_url, store_url, queue=queue_name) as ex:
         submit_experiment(spec, store, ex)
@@ -228,7 +246,6 @@ def test_cancel_stops_queued_and_running_trials(broker_url, store_url, queue_nam
     assert sum(1 for t in trials if t.started_at is not None) == 1
     assert all(len(t.metrics) < 40 for t in trials)
     wait_until(lambda: queue_depth(broker_url, queue_name) == 0, 10, "the queue to drain")
-    store.close()
 
 
 def test_flower_lists_the_worker(broker_url, store_url, queue_name, start_worker, tmp_path: Path):
@@ -271,16 +288,16 @@ def test_flower_lists_the_worker(broker_url, store_url, queue_name, start_worker
         flower.wait(timeout=10)
 
 
-def test_queue_routing_separates_workers(broker_url, store_url, queue_name, start_worker):
+def test_queue_routing_separates_workers(broker_url, store_url, queue_name, start_worker,
+                                         sleepy_workers, store):
     """Trials go to the executor's queue only: a worker on another queue (say CPU while the
     sweep targets GPU) never sees them, and the reaper's routing record names the queue."""
     env = {"DNNFRAME_TRAIN_FN": SLEEPY, "DNNFRAME_HOOK_EPOCHS": "1",
            "DNNFRAME_HOOK_EPOCH_SECONDS": "0.05"}
     other_queue = f"{queue_name}-cpu"
     try:
-        target = start_worker(queue_name, **env)
+        (target,) = sleepy_workers(1, epochs=1, epoch_s=0.05)
         bystander = start_worker(other_queue, **env)
-        store = open_store(store_url)
         spec = make_spec("routing", 4)
         with CeleryExecutor(broker_url, store_url, queue=queue_name) as ex:
             submit_experiment(spec, store, ex)
@@ -290,36 +307,34 @@ def test_queue_routing_separates_workers(broker_url, store_url, queue_name, star
         assert bystander.nodename not in {t.worker.split(":")[0] for t in trials}
         wait_until(lambda: any(w.info.get("queue") == queue_name for w in store.list_workers()),
                    5, "the worker state to record the queue")
-        store.close()
     finally:
         from .conftest import delete_queue
 
         delete_queue(broker_url, other_queue)
 
 
-def test_cli_run_uses_broker_from_environment(broker_url, store_url, queue_name, start_worker,
-                                              tmp_path: Path):
+def test_cli_run_uses_broker_from_environment(broker_url, store_url, queue_name, sleepy_workers,
+                                              store, tmp_path: Path):
     """`dnnframe run SPEC` with only DNNFRAME_BROKER_URL/DNNFRAME_STORE_URL set (configuration,
     no code change) sends the trials to Celery workers; `--local` overrides it."""
     import sys
 
     from .conftest import REPO, worker_env
 
-    worker = start_worker(queue_name, DNNFRAME_TRAIN_FN=SLEEPY, DNNFRAME_HOOK_EPOCHS="1",
-                          DNNFRAME_HOOK_EPOCH_SECONDS="0.1")
+    (worker,) = sleepy_workers(1, epochs=1, epoch_s=0.1)
     spec_file = tmp_path / "spec.yaml"
-    spec_file.write_text("name: via-broker\ndataset: iris\nmodel: {hidden_layers: {grid: [1, 2]}, width: 4}\n"
+    spec_file.write_text("name: via-broker\ndataset: iris\n"
+                         "model: {hidden_layers: {grid: [1, 2]}, width: 4}\n"
                          "training: {max_epochs: 1}\nsearch: {seeds: 2}\n")
     env = worker_env(store_url, broker_url)
-    out = subprocess.run([sys.executable, "-m", "dnnframe.cli", "run", str(spec_file), "--queue", queue_name,
-                          "--json", "--quiet"], cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
+    dnnframe_run = [sys.executable, "-m", "dnnframe.cli", "run", str(spec_file)]
+    out = subprocess.run([*dnnframe_run, "--queue", queue_name, "--json", "--quiet"], cwd=REPO,
+                         env=env, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     summary = json.loads(out.stdout)
     assert summary["counts"]["COMPLETE"] == 4
-    store = open_store(store_url)
     trials = store.list_trials(summary["experiment_id"])
     assert {t.worker.split(":")[0] for t in trials} == {worker.nodename}
-    store.close()
-    both = subprocess.run([sys.executable, "-m", "dnnframe.cli", "run", str(spec_file), "--local", "--distributed"],
-                          cwd=REPO, env=env, capture_output=True, text=True, timeout=60)
+    both = subprocess.run([*dnnframe_run, "--local", "--distributed"], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=60)
     assert both.returncode == 2 and "contradict" in both.stderr

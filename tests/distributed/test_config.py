@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from tasks import app, config, create_app
-from tasks.trial import resolve_train_fn
+from dnnframe import settings
+from dnnframe.executors import celery as config
+from dnnframe.executors.celery import create_app
+from dnnframe.settings import SettingsError, resolve_train_fn
+from tasks import app
 
 
 def test_json_only_late_acks_prefetch_one():
@@ -21,7 +24,7 @@ def test_json_only_late_acks_prefetch_one():
 
 def test_default_time_limit_below_rabbitmq_consumer_timeout(monkeypatch):
     monkeypatch.delenv("DNNFRAME_TASK_TIME_LIMIT", raising=False)
-    soft, hard = config.task_time_limits()
+    soft, hard = settings.get().task_time_limits
     assert soft < hard < 1800  # RabbitMQ's default consumer_timeout is 30 minutes
     monkeypatch.setenv("DNNFRAME_TASK_TIME_LIMIT", "21600")
     assert create_app("amqp://x//").conf.task_time_limit == 21600
@@ -34,9 +37,8 @@ def test_default_time_limit_below_rabbitmq_consumer_timeout(monkeypatch):
 ])
 def test_bad_settings_name_the_variable(monkeypatch, name, value, needle):
     monkeypatch.setenv(name, value)
-    with pytest.raises(config.ConfigError, match=needle):
-        config.celery_settings() if name == "DNNFRAME_TASK_TIME_LIMIT" else (
-            config.heartbeat_timeout() if "HEARTBEAT" in name else config.max_attempts())
+    with pytest.raises(SettingsError, match=needle):
+        config.celery_settings()
 
 
 def test_train_fn_hook(monkeypatch):
@@ -45,8 +47,31 @@ def test_train_fn_hook(monkeypatch):
     monkeypatch.setenv("DNNFRAME_TRAIN_FN", "tasks.hooks:noop_train")
     assert resolve_train_fn().__name__ == "noop_train"
     monkeypatch.setenv("DNNFRAME_TRAIN_FN", "tasks.hooks")
-    with pytest.raises(config.ConfigError, match="must look like 'package.module:function'"):
+    with pytest.raises(SettingsError, match="must look like 'package.module:function'"):
         resolve_train_fn()
     monkeypatch.setenv("DNNFRAME_TRAIN_FN", "tasks.hooks:nope")
-    with pytest.raises(config.ConfigError, match="cannot be imported"):
+    with pytest.raises(SettingsError, match="cannot be imported"):
         resolve_train_fn()
+
+
+@pytest.mark.parametrize("name,value,message", [
+    ("DNNFRAME_WORKERS", "x", "DNNFRAME_WORKERS must be a positive integer, but got 'x'"),
+    ("DNNFRAME_PACK_SIZE", "0", "DNNFRAME_PACK_SIZE must be a positive integer, but got '0'"),
+    ("DNNFRAME_TASK_TIME_LIMIT", "inf",
+     "DNNFRAME_TASK_TIME_LIMIT must be > 0 seconds, but got 'inf'"),
+])
+def test_settings_errors_name_the_variable_and_value(monkeypatch, name, value, message):
+    monkeypatch.setenv(name, value)
+    with pytest.raises(SettingsError) as info:
+        settings.get()
+    assert str(info.value) == message
+
+
+def test_settings_are_read_afresh_and_empty_means_default(monkeypatch):
+    monkeypatch.setenv("DNNFRAME_MAX_ATTEMPTS", "")
+    assert settings.get().max_attempts == 3
+    monkeypatch.setenv("DNNFRAME_MAX_ATTEMPTS", "7")
+    monkeypatch.setenv("DNNFRAME_API_TOKEN", "123")  # looks like JSON, stays a string
+    current = settings.get()
+    assert current.max_attempts == 7
+    assert current.dashboard_config() == {"API_TOKEN": "123"}

@@ -1,0 +1,43 @@
+"""Executors: where trials run. ``LocalExecutor`` (a process pool on this machine) and
+``CeleryExecutor`` (Celery workers over RabbitMQ) implement :class:`Executor`.
+
+``CeleryExecutor`` is imported on first use, so a local run never imports Celery.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from .. import settings
+from ..store import default_store_url
+from .base import THREAD_ENV, Executor
+from .local import LocalExecutor, LocalStats
+from .packing import graph_key
+
+if TYPE_CHECKING:
+    from .celery import CeleryExecutor
+
+
+def __getattr__(name: str) -> object:
+    if name == "CeleryExecutor":
+        from .celery import CeleryExecutor
+
+        return CeleryExecutor
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def make_executor(store_url: str | None = None, broker_url: str | None = None,
+                  workers: int | None = None, queue: str = "default") -> Executor:
+    """Pick the executor: Celery (publishing to ``queue``) when a broker URL is given (or
+    ``$DNNFRAME_BROKER_URL``), otherwise a :class:`LocalExecutor` with ``workers`` processes."""
+    broker_url = broker_url or settings.get().broker_url
+    store_url = store_url or default_store_url()
+    if broker_url:
+        from .celery import CeleryExecutor
+
+        return CeleryExecutor(broker_url, store_url, queue=queue)
+    return LocalExecutor(store_url, workers=workers)
+
+
+__all__ = ["CeleryExecutor", "Executor", "LocalExecutor", "LocalStats", "THREAD_ENV",
+           "graph_key", "make_executor"]

@@ -1,0 +1,64 @@
+"""The executor interface: where packs of trials run.
+
+An executor only moves trial ids. Each worker opens the store itself and calls
+:func:`dnnframe.runner.run_pack`, so a trial behaves the same on every executor.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Sequence
+
+# A worker process trains on one core: pin every math library to one thread so N workers
+# use N cores instead of N x cores threads fighting over them. Libraries read these when
+# they load, so they must be in a worker's environment from its first line.
+THREAD_ENV = {
+    "OMP_NUM_THREADS": "1",
+    "OPENBLAS_NUM_THREADS": "1",
+    "MKL_NUM_THREADS": "1",
+    "VECLIB_MAXIMUM_THREADS": "1",
+    "NUMEXPR_NUM_THREADS": "1",
+}
+
+
+class Executor(abc.ABC):
+    """Runs packs of stored trials. Implementations: ``LocalExecutor``, ``CeleryExecutor``.
+
+    A pack is a list of trial ids that share one compiled graph (see
+    :func:`dnnframe.executors.packing.make_packs`); a pack of one is a plain trial.
+    ``submit`` returns at once; results arrive in the store. Executors are context
+    managers (``shutdown(wait=True)`` on a clean exit, ``wait=False`` on an exception).
+    """
+
+    @property
+    def parallelism(self) -> int:
+        """How many packs this executor can train at once; ``submit_experiment`` makes at
+        least this many packs when there are enough trials."""
+        return 1
+
+    @abc.abstractmethod
+    def submit(self, packs: Sequence[list[str]], graph_keys: Sequence[str] | None = None) -> None:
+        """Queue packs of trials (already stored QUEUED); returns without waiting.
+
+        ``graph_keys[i]`` is the graph key of ``packs[i]``: an executor that keeps worker
+        processes may use it to send a pack to a worker that already compiled its graph.
+        """
+
+    @abc.abstractmethod
+    def cancel(self, experiment_id: str) -> int:
+        """Cancel an experiment: queued trials never start, running ones stop after their
+        current epoch. Returns how many queued trials were cancelled."""
+
+    @abc.abstractmethod
+    def wait(self, timeout: float | None = None) -> bool:
+        """Block until every submitted trial has finished; False if ``timeout`` ran out."""
+
+    @abc.abstractmethod
+    def shutdown(self, wait: bool = True) -> None:
+        """Release the executor; with ``wait`` first let submitted trials finish."""
+
+    def __enter__(self) -> Executor:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.shutdown(wait=exc[0] is None)

@@ -1,0 +1,235 @@
+"""The Celery executor and the Celery app it talks to.
+
+Workers (``celery -A tasks worker`` or ``dnnframe worker``) use the same app: see
+:mod:`dnnframe.executors.celery_worker` for the task and what a worker process adds.
+
+Why the hard time limit defaults to 28 minutes: workers acknowledge a message only when
+its trials have finished (``acks_late``), and RabbitMQ closes the channel of a consumer
+that holds an unacknowledged message longer than its ``consumer_timeout`` (30 minutes by
+default): the message would be redelivered and run again forever. So the hard limit must
+stay below the broker's consumer_timeout. ``deploy/rabbitmq/rabbitmq.conf`` raises
+consumer_timeout to 24 hours and docker-compose.yml sets ``DNNFRAME_TASK_TIME_LIMIT=21600``
+(6 hours); on a broker you run yourself, raise both together. The soft limit fires a
+minute earlier (10 % earlier for short limits) inside the trial, which then ends FAILED
+with the reason.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Sequence
+
+from celery import Celery
+from kombu import Connection, Exchange, Producer, Queue
+from kombu.transport.base import StdChannel
+
+from .. import settings
+from ..exceptions import DnnframeError
+from ..store import default_store_url, open_store
+from ..store.base import ResultStore
+from .base import Executor
+
+DEFAULT_BROKER_URL = "amqp://guest:guest@127.0.0.1:5672//"
+DEFAULT_TASK_TIME_LIMIT = settings.Settings.model_fields["task_time_limit"].default
+#: Queues every deployment has: CPU workers consume ``default``, workers started with
+#: ``THEANO_FLAGS=device=cuda`` consume ``gpu``. Any other name is created on first use.
+QUEUES = ("default", "gpu")
+#: The task that trains a pack (its one argument: a list of trial ids).
+PACK_TASK = "tasks.train_pack"
+#: The one-trial task of earlier releases; workers still run messages already queued.
+TRAIN_TASK = "tasks.train_trial"
+# Messages are published in AMQP transactions of this many.
+_PUBLISH_BATCH = 500
+
+
+def celery_settings(broker: str | None = None) -> dict[str, object]:
+    """The Celery configuration of dnnframe (see the module docstring for the time limit);
+    ``broker`` defaults to ``$DNNFRAME_BROKER_URL``, else the local RabbitMQ."""
+    current = settings.get()
+    soft, hard = current.task_time_limits
+    exchange = Exchange("dnnframe", type="direct", durable=True)
+    return {
+        "broker_url": broker or current.broker_url or DEFAULT_BROKER_URL,
+        # Messages carry trial ids and nothing else; JSON only, so no pickle ever runs.
+        "task_serializer": "json",
+        "result_serializer": "json",
+        "accept_content": ["json"],
+        "result_accept_content": ["json"],
+        "event_serializer": "json",
+        # Results live in the store, not in a Celery result backend.
+        "task_ignore_result": True,
+        "result_backend": None,
+        # A killed worker loses nothing: the message is acknowledged only after its trials
+        # finished, and given back to the queue when the worker process dies under it.
+        # Redelivery is harmless because the store's claim refuses a trial that is running
+        # or finished.
+        "task_acks_late": True,
+        "task_reject_on_worker_lost": True,
+        # Long jobs: each process reserves one message at a time, so queued trials stay
+        # available to idle workers instead of waiting behind a busy one.
+        "worker_prefetch_multiplier": 1,
+        "task_time_limit": hard,
+        "task_soft_time_limit": soft,
+        # Survive a broker that is down at start or restarts later: keep retrying.
+        "broker_connection_retry": True,
+        "broker_connection_retry_on_startup": True,
+        "broker_connection_max_retries": None,
+        # A running trial keeps going through a broker restart; its (lost) ack makes the
+        # broker redeliver the message, which the store claim turns into a no-op.
+        "worker_cancel_long_running_tasks_on_connection_loss": False,
+        # Publishes are confirmed by the broker and messages/queues are durable, so an
+        # accepted submit survives a broker restart.
+        "broker_transport_options": {"confirm_publish": True},
+        "task_default_delivery_mode": "persistent",
+        "task_queues": [Queue(name, exchange, routing_key=name, durable=True) for name in QUEUES],
+        "task_default_queue": "default",
+        "task_default_exchange": "dnnframe",
+        "task_default_routing_key": "default",
+        "task_create_missing_queues": True,
+    }
+
+
+def create_app(broker_url: str | None = None) -> Celery:
+    """A Celery app with dnnframe's settings (``broker_url`` default ``$DNNFRAME_BROKER_URL``).
+
+    Submitters create their own; workers use the one ``tasks`` makes (with the task
+    registered on it).
+    """
+    celery_app = Celery("dnnframe", set_as_current=False)
+    celery_app.config_from_object(celery_settings(broker_url))
+    return celery_app
+
+
+class CeleryExecutor(Executor):
+    """Send packs over a broker (RabbitMQ) to Celery workers (``dnnframe worker``).
+
+    Only trial ids travel (JSON, one message per pack); each worker opens the store named
+    by *its own* ``$DNNFRAME_STORE_URL`` (which must be the same store as ``store_url``
+    here) and calls :func:`dnnframe.runner.run_pack`. Messages are persistent and committed
+    to the broker, so a pack accepted by ``submit`` survives a broker restart. Results
+    arrive in the store; :meth:`wait` watches it.
+
+    Args:
+        broker_url: e.g. ``amqp://user:pass@host:5672//`` (default ``$DNNFRAME_BROKER_URL``).
+        store_url: the shared store (default ``$DNNFRAME_STORE_URL`` / ``sqlite:///dnnframe.db``).
+        queue: the queue trials are routed to: ``default`` (CPU workers), ``gpu`` (workers
+            started with ``THEANO_FLAGS=device=cuda``) or any name workers consume.
+    """
+
+    def __init__(self, broker_url: str | None = None, store_url: str | None = None,
+                 queue: str = "default") -> None:
+        if not isinstance(queue, str) or not queue.strip():
+            raise DnnframeError(f"queue must be a non-empty queue name, but got {queue!r}")
+        self.broker_url = broker_url or settings.get().broker_url
+        self.store_url = store_url or default_store_url()
+        self.queue = queue
+        self.app = create_app(self.broker_url)
+        # Publisher confirms and transactions exclude each other on a channel; submit uses
+        # transactions (see submit), so this app's channels must not be in confirm mode.
+        self.app.conf.broker_transport_options = {}
+        self._submitted: list[str] = []
+        self._store: ResultStore | None = None
+        self._lock = threading.RLock()
+        self._conn: Connection | None = None
+        self._channel: StdChannel | None = None
+
+    def _close_connection(self) -> None:
+        with self._lock:
+            conn, self._conn, self._channel = self._conn, None, None
+        if conn is not None:
+            try:
+                conn.close()
+            except Exception:  # already broken; nothing more to release
+                pass
+
+    def _open_store(self) -> ResultStore:
+        if self._store is None:
+            self._store = open_store(self.store_url)
+        return self._store
+
+    @property
+    def parallelism(self) -> int:
+        """Packs the workers can run at once, as far as a submitter can know:
+        ``$DNNFRAME_WORKERS``, else this machine's cores."""
+        return settings.get().worker_count
+
+    def submit(self, packs: Sequence[list[str]], graph_keys: Sequence[str] | None = None) -> None:
+        """Publish one ``tasks.train_pack`` message per pack to :attr:`queue`.
+
+        Messages are persistent and published in AMQP transactions of up to 500: when the
+        commit returns, the broker has taken them all (one round trip per batch instead of
+        one publisher confirm per message). A batch that fails is published again whole;
+        a duplicate message is harmless (the store claim runs a trial once). Workers take
+        packs in any order, so ``graph_keys`` is not used.
+
+        Raises:
+            DnnframeError: the broker cannot be reached (after retrying for ~30 s); the
+                message names the broker without its password.
+        """
+        packs = [list(p) for p in packs if p]
+        for start in range(0, len(packs), _PUBLISH_BATCH):
+            self._publish_batch(packs[start:start + _PUBLISH_BATCH])
+        with self._lock:
+            self._submitted.extend(t for p in packs for t in p)
+
+    def _publish_batch(self, packs: list[list[str]]) -> None:
+        delay, last_exc = 0.2, None
+        for _attempt in range(10):
+            try:
+                with self._lock:
+                    if self._channel is None:  # one connection, kept open between submits
+                        self._conn = self.app.connection_for_write()
+                        self._conn.ensure_connection(max_retries=1)
+                        self._channel = self._conn.channel()
+                        self._channel.tx_select()
+                    producer = Producer(self._channel)
+                    for pack in packs:
+                        self.app.send_task(PACK_TASK, args=[pack], queue=self.queue,
+                                           producer=producer)
+                    self._channel.tx_commit()
+                    return
+            except Exception as exc:  # connection refused/dropped: redo the whole batch
+                last_exc = exc
+                self._close_connection()
+                time.sleep(delay)
+                delay = min(delay * 2, 5.0)
+        safe = self.app.connection_for_write().as_uri()  # password masked
+        raise DnnframeError(f"cannot send trials to the broker {safe}: {last_exc}") from last_exc
+
+    def cancel(self, experiment_id: str) -> int:
+        """Cancel in the store: queued trials are refused at claim (their messages become
+        no-ops), running ones stop after their current epoch. Returns queued trials cancelled."""
+        return self._open_store().cancel_experiment(experiment_id)
+
+    def wait(self, timeout: float | None = None, poll_s: float = 0.2) -> bool:
+        """Block until every submitted trial is finished in the store; False on ``timeout``."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        store = self._open_store()
+        with self._lock:
+            remaining = set(self._submitted)
+        # One full look, then only what changed since (the store's seq cursor).
+        cursor = store.latest_seq()
+        remaining = {tid for tid in remaining if not store.get_trial(tid).state.is_finished}
+        while remaining:
+            if deadline is not None and time.monotonic() >= deadline:
+                return False
+            time.sleep(poll_s)
+            changed = store.list_trials(since=cursor)
+            if changed:
+                cursor = max(cursor, max(t.seq for t in changed))
+                remaining -= {t.id for t in changed if t.state.is_finished}
+        return True
+
+    def shutdown(self, wait: bool = True) -> None:
+        """With ``wait``, block until submitted trials finish; then close connections.
+        Trials already sent stay queued for the workers either way."""
+        try:
+            if wait:
+                self.wait()
+        finally:
+            self._close_connection()
+            self.app.close()
+            if self._store is not None:
+                self._store.close()
+                self._store = None

@@ -1,0 +1,233 @@
+"""What a Celery worker runs: the task, per-process worker state and heartbeats, and the
+worker signals that start the reaper. :func:`install` puts it all on an app (``tasks``
+does, for ``celery -A tasks worker``).
+
+The task is thin: it takes a pack of trial ids and :mod:`dnnframe.runner` does the rest (claim,
+train, record). What this module adds is what only a Celery worker needs: a heartbeat
+thread per process (independent of how long an epoch or a compile takes, so only a trial
+whose process really vanished goes stale), and worker state in the store (host, pid,
+current trial, trials done, and the queue its message came from, so the reaper can send a
+requeued trial back to it).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import time
+
+from celery import Celery, Task, signals
+
+from .. import settings
+from ..exceptions import DnnframeError, NotFoundError, StoreError
+from ..runner import TrainFn, release_if_owner_died, run_pack
+from ..store import default_store_url, open_store
+from ..store.base import ResultStore, TrialState
+from . import reaper
+from .base import THREAD_ENV
+from .celery import PACK_TASK, TRAIN_TASK, create_app
+
+log = logging.getLogger(__name__)
+
+# Store outages while claiming: retry with backoff (capped at a minute) for about 15 minutes
+# rather than acknowledging the message and leaving the trial QUEUED with nothing to run it.
+STORE_RETRIES = 20
+# Worker state (current trial, trials done) reaches the store at most this often.
+STATE_WRITE_S = 0.1
+
+
+class _ProcessState:
+    """What one worker process knows: its store, its trial, its heartbeat thread."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.store: ResultStore | None = None
+        self.trials_done = 0
+        self.current: tuple[tuple[str, ...], str] | None = None  # (pack, worker name)
+        self.state: dict[str, object] = {}  # register_worker kwargs still to write
+        self.dirty = False
+        self.wake = threading.Event()
+        self.thread: threading.Thread | None = None
+        self.train_fn: TrainFn | None = None
+        self.train_fn_loaded = False
+
+    def open_store(self) -> ResultStore:
+        if self.store is None:
+            self.store = open_store(default_store_url())
+        return self.store
+
+    def get_train_fn(self) -> TrainFn | None:
+        if not self.train_fn_loaded:
+            self.train_fn = settings.resolve_train_fn()
+            self.train_fn_loaded = True
+        return self.train_fn
+
+    def start_heartbeats(self) -> None:
+        if self.thread is None or not self.thread.is_alive():
+            self.thread = threading.Thread(target=self._beat, name="dnnframe-heartbeat",
+                                           daemon=True)
+            self.thread.start()
+
+    def _beat(self) -> None:
+        # One thread per process does every background write: the trial's heartbeat every
+        # interval, and worker state when it changed, at most every STATE_WRITE_S, so a
+        # burst of short trials costs a few writes a second, not two per trial.
+        interval = max(0.2, settings.get().heartbeat_timeout / 5)
+        next_beat = time.monotonic() + interval
+        last_state = 0.0
+        while True:
+            now = time.monotonic()
+            timeout = next_beat - now
+            if self.dirty:
+                timeout = min(timeout, last_state + STATE_WRITE_S - now)
+            self.wake.wait(max(0.0, timeout))
+            self.wake.clear()
+            now = time.monotonic()
+            with self.lock:
+                current = self.current
+                state = self.state if self.dirty and now >= last_state + STATE_WRITE_S else None
+                if state is not None:
+                    self.dirty = False
+            try:
+                if state is not None:
+                    last_state = now
+                    self.open_store().register_worker(**state)
+                if now >= next_beat:
+                    next_beat = now + interval
+                    if current is not None:
+                        pack, worker = current
+                        for trial_id in pack:  # refused (False) for members not running
+                            self.open_store().heartbeat(trial_id, worker)
+            except Exception:  # a store hiccup must not kill the thread; the next pass retries
+                log.warning("heartbeat / worker state write failed", exc_info=True)
+
+    def set_state(self, node: str, queue: str | None,
+                  current: tuple[tuple[str, ...], str] | None) -> None:
+        """Record the running pack (for heartbeats) and queue a worker-state write."""
+        with self.lock:
+            self.current = current
+            self.state = {
+                "name": f"{node}:{os.getpid()}", "host": socket.gethostname(),
+                "pid": os.getpid(), "current_trial": current[0][0] if current else None,
+                "trials_done": self.trials_done,
+                "info": {"node": node, "queue": queue, "role": "process"}}
+            self.dirty = True
+        self.wake.set()
+
+
+_proc = _ProcessState()
+
+
+def train_pack(self: Task, trial_ids: list[str]) -> dict[str, str | None]:
+    """Run a pack of stored trials by id (claim → train → record each member); returns
+    each member's final state, or None for a member the store refused to claim (running
+    elsewhere, finished: a redelivered message, cancelled, or over its delivery cap).
+
+    A member left RUNNING by a dead pool process of this same node is released and run
+    again at once (see :func:`dnnframe.runner.release_if_owner_died`).
+    """
+    if (not isinstance(trial_ids, list) or not trial_ids
+            or not all(isinstance(t, str) and t for t in trial_ids)):
+        raise DnnframeError(f"{PACK_TASK} needs a non-empty list of trial id strings, "
+                            f"but got {trial_ids!r}")
+    return _run_pack(self, trial_ids)
+
+
+def train_trial(self: Task, trial_id: str) -> str | None:
+    """Run one stored trial by id: a pack of one (messages of earlier releases)."""
+    if not isinstance(trial_id, str) or not trial_id:
+        raise DnnframeError(f"{TRAIN_TASK} needs a trial id string, but got {trial_id!r}")
+    return _run_pack(self, [trial_id]).get(trial_id)
+
+
+def _run_pack(task: Task, trial_ids: list[str]) -> dict[str, str | None]:
+    node = task.request.hostname or f"celery@{socket.gethostname()}"
+    worker = f"{node}:{os.getpid()}"
+    queue = (task.request.delivery_info or {}).get("routing_key")
+    proc = _proc
+    try:
+        store = proc.open_store()
+    except StoreError as exc:
+        raise task.retry(exc=exc, countdown=min(60, 2 ** task.request.retries),
+                         max_retries=STORE_RETRIES) from exc
+    train_fn = proc.get_train_fn()
+    max_attempts = settings.get().max_attempts
+    proc.start_heartbeats()
+    proc.set_state(node, queue, (tuple(trial_ids), worker))
+    states: dict[str, TrialState | None] = {}
+    try:
+        states = run_pack(trial_ids, store, worker=worker, max_attempts=max_attempts,
+                          train_fn=train_fn)
+        released = [tid for tid, state in states.items()
+                    if state is None and release_if_owner_died(store, tid, node)]
+        if released:
+            # Once: a normal capped claim, so a trial that keeps killing its process still
+            # ends FAILED at DNNFRAME_MAX_ATTEMPTS.
+            states.update(run_pack(released, store, worker=worker, max_attempts=max_attempts,
+                                   train_fn=train_fn))
+    except NotFoundError as exc:
+        raise DnnframeError(
+            f"a trial of pack {trial_ids} is not in this worker's store "
+            f"{default_store_url()!r}: the submitter and the workers must use the same "
+            "DNNFRAME_STORE_URL") from exc
+    except StoreError as exc:
+        # Claim or final write failed: try again later. Members already finished are
+        # no-ops then; one that was claimed stays RUNNING without heartbeats and is
+        # requeued by the reaper, so nothing is lost.
+        log.warning("pack %s: store unavailable (%s); retrying", trial_ids, exc)
+        raise task.retry(exc=exc, countdown=min(60, 2 ** task.request.retries),
+                         max_retries=STORE_RETRIES) from exc
+    finally:
+        proc.trials_done += sum(state is not None for state in states.values())
+        proc.set_state(node, queue, None)
+    return {tid: state.value if state is not None else None for tid, state in states.items()}
+
+
+def _reset_process_state(**_: object) -> None:
+    # A fresh pool process must not reuse the parent's store connection or threads.
+    global _proc
+    _proc = _ProcessState()
+
+
+def _on_worker_init(**_: object) -> None:
+    for key, value in THREAD_ENV.items():
+        os.environ.setdefault(key, value)
+    # Fail at start-up, not on the first trial, when the configuration is unusable.
+    settings.get()
+    settings.resolve_train_fn()
+
+
+def _on_worker_ready(sender: object = None, **_: object) -> None:
+    hostname = getattr(sender, "hostname", None) or f"celery@{socket.gethostname()}"
+    if _app is not None:
+        reaper.start_reaper(_app, hostname)
+
+
+def _on_worker_shutdown(**_: object) -> None:
+    reaper.stop_reaper()
+
+
+_app: Celery | None = None
+
+
+def install(celery_app: Celery) -> None:
+    """Register the task and the worker signal handlers on ``celery_app`` (the worker's)."""
+    global _app
+    _app = celery_app
+    for name, body in ((PACK_TASK, train_pack), (TRAIN_TASK, train_trial)):
+        celery_app.task(name=name, bind=True, acks_late=True, reject_on_worker_lost=True,
+                        ignore_result=True)(body)
+    signals.worker_process_init.connect(_reset_process_state, dispatch_uid="dnnframe-proc")
+    signals.worker_init.connect(_on_worker_init, dispatch_uid="dnnframe-init")
+    signals.worker_ready.connect(_on_worker_ready, dispatch_uid="dnnframe-ready")
+    signals.worker_shutdown.connect(_on_worker_shutdown, dispatch_uid="dnnframe-shutdown")
+
+
+def worker_app(broker_url: str | None = None) -> Celery:
+    """A Celery app for a worker: dnnframe's settings, the task and the signal handlers."""
+    celery_app = create_app(broker_url)
+    celery_app.set_default()
+    install(celery_app)
+    return celery_app

@@ -1,0 +1,107 @@
+"""What runs inside one process of the local pool, and how its death is explained."""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing.connection
+import os
+import signal
+
+from .. import settings
+from ..runner import TrainFn, default_worker_name, run_pack
+from ..store import open_store
+from .base import THREAD_ENV
+
+log = logging.getLogger(__name__)
+
+
+def death_reason(exitcode: int | None, pid: int | None) -> str:
+    """Why a worker process ended, for the FAILED trial it was running (names the signal)."""
+    if exitcode is not None and exitcode < 0:
+        try:
+            name = signal.Signals(-exitcode).name
+        except ValueError:
+            name = f"signal {-exitcode}"
+        hint = {
+            "SIGKILL": " (the out-of-memory killer or kill -9 does this)",
+            "SIGSEGV": " (a segmentation fault in native code)",
+            "SIGABRT": " (native code aborted)",
+            "SIGBUS": " (a bus error in native code)",
+        }.get(name, "")
+        return (f"worker process {pid} was killed by {name} ({-exitcode}) while running this "
+                f"trial{hint}")
+    return f"worker process {pid} exited with code {exitcode} while running this trial"
+
+
+def worker_main(conn: multiprocessing.connection.Connection, store_url: str,
+                 train_fn: TrainFn | None, max_attempts: int | None) -> None:
+    """Body of one long-lived worker process: receive packs, run them one at a time.
+
+    Long-lived on purpose: the engine caches compiled PyTensor functions per process, so
+    trials of the same graph shape compile once per worker, not once per trial.
+    """
+    # Ctrl-C reaches the whole process group; the parent coordinates a clean stop, so a
+    # worker must not die half-way through writing a trial.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    os.environ.update(THREAD_ENV)
+    try:
+        from threadpoolctl import threadpool_limits
+
+        threadpool_limits(1)
+    except Exception:  # threadpoolctl is optional; the environment already pins threads
+        pass
+    try:
+        train_fn = train_fn or settings.resolve_train_fn()
+    except settings.SettingsError as exc:
+        conn.send(("fatal", str(exc)))
+        return
+    try:
+        store = open_store(store_url)
+    except Exception as exc:
+        conn.send(("fatal", f"worker cannot open the store {store_url}: {exc}"))
+        return
+    if train_fn is None:
+        # Import what every trial needs (PyTensor via the engine, which applies THEANO_FLAGS
+        # first; scikit-learn's dataset loaders) while the parent is still submitting, so the
+        # first trial of each worker does not pay seconds of imports.
+        try:
+            import sklearn.datasets  # noqa: F401
+
+            from ..engine import train as _train  # noqa: F401
+        except Exception:
+            log.warning("worker warm-up import failed; trials will report it", exc_info=True)
+    worker = default_worker_name()
+    done = 0
+
+    def register(current: str | None) -> None:
+        try:  # the worker list is informative; a failed write must not stop training
+            store.register_worker(worker, host=worker.rsplit(":", 1)[0], pid=os.getpid(),
+                                  current_trial=current, trials_done=done,
+                                  info={"executor": "local"})
+        except Exception:
+            log.warning("worker %s: could not register", worker, exc_info=True)
+
+    register(None)
+    conn.send(("ready", os.getpid()))
+    try:
+        while True:
+            try:
+                msg = conn.recv()
+            except (EOFError, OSError):
+                break  # parent went away
+            if msg[0] == "stop":
+                break
+            pack: list[str] = msg[1]
+            register(pack[0])
+            try:
+                states = run_pack(pack, store, worker=worker, max_attempts=max_attempts,
+                                  train_fn=train_fn)
+                done += sum(state is not None for state in states.values())
+                register(None)
+                conn.send(("done", pack, {tid: state.value if state is not None else None
+                                          for tid, state in states.items()}, None))
+            except Exception as exc:  # a store failure: run_pack handles training errors
+                log.exception("worker %s: pack %s could not be run", worker, pack)
+                conn.send(("done", pack, {}, f"{type(exc).__name__}: {exc}"))
+    finally:
+        store.close()

@@ -1,0 +1,92 @@
+"""Packs: queued trials that share one compiled graph, grouped into units of work.
+
+A pack travels as a list of trial ids; a worker trains it with
+:func:`dnnframe.runner.run_pack`. A pack of one is a plain trial.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+
+#: Memory one pack may take in a worker (parameters, gradients, optimiser state and
+#: minibatch activations of all its members), so a worker stays well under 1 GB.
+PACK_MEMORY_BUDGET = 256 * 2**20
+# The dataset's width is not in the config (it needs loading); assume a wide input.
+_ASSUMED_INPUT_WIDTH = 256
+# Copies of the parameters a member holds: weights, gradients, two optimiser moments, and
+# the best epoch's weights.
+_PARAMETER_COPIES = 5
+_BYTES_PER_VALUE = 8  # float64
+
+
+def graph_key(config: dict) -> str:
+    """What decides a trial's compiled graph (the engine caches one compiled function per
+    graph per process): the dataset and model, the optimiser and whether L2 is on — not the
+    seed, learning rate, batch size or epochs. Trials with the same key reuse a compile."""
+    training = config.get("training", {})
+    return json.dumps({"dataset": config.get("dataset"), "model": config.get("model"),
+                       "optimizer": training.get("optimizer"), "l2": bool(training.get("l2"))},
+                      sort_keys=True)
+
+
+def trial_bytes(config: dict) -> int:
+    """A generous estimate of one pack member's working set in bytes."""
+    model = config.get("model") or {}
+    training = config.get("training") or {}
+    width = max(int(model.get("width") or 1), 1)
+    depth = max(int(model.get("hidden_layers") or 0), 0)
+    batch = max(int(training.get("batch_size") or 1), 1)
+    fan_in = max(width, _ASSUMED_INPUT_WIDTH)
+    parameters = fan_in * width + depth * width * (width + 1) + width * fan_in
+    activations = 2 * batch * (fan_in + depth * width)
+    return (_PARAMETER_COPIES * parameters + activations) * _BYTES_PER_VALUE
+
+
+def auto_pack_size(configs: Sequence[dict], workers: int,
+                   budget: int = PACK_MEMORY_BUDGET) -> int:
+    """The pack size for ``configs`` (the queued trials) on ``workers`` parallel workers:
+    as large as the memory budget allows for the largest member, but small enough that
+    there are at least ``workers`` packs when there are that many trials."""
+    if not configs:
+        return 1
+    by_memory = max(1, budget // max(trial_bytes(c) for c in configs))
+    by_workers = max(1, len(configs) // max(workers, 1))
+    return min(by_memory, by_workers)
+
+
+def make_packs(trial_ids: Sequence[str], configs_by_id: Mapping[str, dict],
+               pack_size: int | None, workers: int) -> list[list[str]]:
+    """Group ``trial_ids`` into packs of trials with the same :func:`graph_key`.
+
+    Args:
+        trial_ids: the trials to run, in the order they should start.
+        configs_by_id: each trial's resolved config (``TrialConfig`` as JSON).
+        pack_size: most trials per pack; None picks :func:`auto_pack_size`.
+        workers: packs that can run at once (the executor's parallelism).
+
+    Returns:
+        The packs, in the order of their first trial; a group larger than the pack size is
+        split into packs of near-equal size. Every trial id appears in exactly one pack.
+    """
+    if pack_size is not None and pack_size < 1:
+        raise ValueError(f"pack_size must be >= 1, but got {pack_size}")
+    ids = list(dict.fromkeys(trial_ids))
+    if pack_size is None:
+        pack_size = auto_pack_size([configs_by_id[t] for t in ids], workers)
+    groups: dict[str, list[str]] = {}
+    for tid in ids:
+        groups.setdefault(graph_key(configs_by_id[tid]), []).append(tid)
+    packs: list[list[str]] = []
+    for members in groups.values():
+        n_packs = math.ceil(len(members) / pack_size)
+        base, extra = divmod(len(members), n_packs)
+        start = 0
+        for i in range(n_packs):
+            size = base + (i < extra)
+            packs.append(members[start:start + size])
+            start += size
+    first = {tid: i for i, tid in enumerate(ids)}
+    packs.sort(key=lambda pack: first[pack[0]])
+    return packs
