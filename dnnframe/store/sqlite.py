@@ -13,21 +13,21 @@ from pathlib import Path
 from typing import Any
 
 from ..exceptions import NotFoundError, SchemaVersionError, StoreCorruptError, StoreError
-from .base import (
-    SCHEMA_VERSION,
-    ExperimentRecord,
-    ResultStore,
-    TrialRecord,
-    TrialState,
-    WorkerRecord,
-    check_finish_state,
+from .base import SCHEMA_VERSION, FinishItem, ResultStore, dumps, now
+from .checks import (
+    check_experiment_args,
+    check_finish_items,
+    check_ids,
+    check_max_attempts,
+    check_metrics_many,
+    check_page,
     check_trial_items,
-    dumps,
-    now,
+    check_worker,
     requeue_state_list,
-    resolve_sort_path,
     state_list,
 )
+from .records import ExperimentRecord, TrialRecord, TrialState, WorkerRecord
+from .sorting import check_since_order, resolve_sort_path
 
 _HEADER = b"SQLite format 3\x00"
 _META = "dnnframe_meta"
@@ -81,6 +81,16 @@ def _update_each(c: sqlite3.Connection, assignments: str, ids: list[str],
     seq = _next_seq(c)
     c.executemany(f"UPDATE trials SET {assignments}, seq = ? WHERE id = ?",
                   [(*params, seq + i, tid) for i, tid in enumerate(ids)])
+
+
+def _marks(ids: list[str]) -> str:
+    return ", ".join("?" * len(ids))
+
+
+def _chunks(ids: list[str], size: int = 500) -> Iterator[list[str]]:
+    """Slices of ``ids`` small enough for SQLite's limit on bound parameters."""
+    for i in range(0, len(ids), size):
+        yield ids[i:i + size]
 
 
 def _trial(row: tuple) -> TrialRecord:
@@ -263,10 +273,7 @@ class SQLiteStore(ResultStore):
     # ------------------------------------------------------------ experiments
     def create_experiment(self, experiment_id: str, name: str, spec: dict[str, Any],
                           n_trials: int) -> ExperimentRecord:
-        if not experiment_id or not isinstance(experiment_id, str):
-            raise ValueError(f"experiment_id must be a non-empty string, got {experiment_id!r}")
-        if not isinstance(n_trials, int) or n_trials < 0:
-            raise ValueError(f"n_trials must be a non-negative integer, got {n_trials!r}")
+        check_experiment_args(experiment_id, n_trials)
         with self._tx() as c:
             c.execute("INSERT OR IGNORE INTO experiments (id, name, spec, n_trials, created_at) "
                       "VALUES (?, ?, ?, ?, ?)", (experiment_id, name, dumps(spec), n_trials, now()))
@@ -285,7 +292,7 @@ class SQLiteStore(ResultStore):
         return self._experiment(rows[0])
 
     def list_experiments(self, limit: int = 100, offset: int = 0) -> list[ExperimentRecord]:
-        _check_page(limit, offset)
+        check_page(limit, offset)
         rows = self._read("SELECT id, name, spec, n_trials, created_at, cancel_requested "
                           "FROM experiments ORDER BY created_at DESC, rowid DESC LIMIT ? OFFSET ?",
                           (-1 if limit is None else limit, offset))
@@ -352,75 +359,107 @@ class SQLiteStore(ResultStore):
                           "VALUES (?, ?)", [(experiment_id, r[0]) for r in rows])
         return created
 
-    def claim_trial(self, trial_id: str, worker: str,
-                    max_attempts: int | None = None) -> TrialRecord | None:
-        if not worker or not isinstance(worker, str):
-            raise ValueError(f"worker must be a non-empty string, got {worker!r}")
-        if max_attempts is not None and (not isinstance(max_attempts, int) or max_attempts < 1):
-            raise ValueError(f"max_attempts must be an integer >= 1, got {max_attempts!r}")
+    def claim_trials(self, trial_ids: list[str], worker: str,
+                     max_attempts: int | None = None) -> list[TrialRecord]:
+        ids = check_ids(trial_ids)
+        check_worker(worker)
+        check_max_attempts(max_attempts)
         t = now()
         with self._tx() as c:
-            row = c.execute(f"SELECT state, attempts, {_ALL_EXPERIMENTS_CANCELLED} AND EXISTS "
-                            "(SELECT 1 FROM experiment_trials WHERE trial_id = trials.id) "
-                            "FROM trials WHERE id = ?", (trial_id,)).fetchone()
-            if row is None:
-                raise NotFoundError(f"trial {trial_id!r} not found in {self.url}")
-            state, attempts, cancelled = row
-            if state != "QUEUED":
-                return None
-            if cancelled:
-                c.execute(f"UPDATE trials SET state = 'CANCELLED', finished_at = ?, "
-                          f"seq = {_NEXT_SEQ}, error = 'experiment cancelled before the trial "
-                          "started' WHERE id = ?", (t, trial_id))
-                return None
-            if max_attempts is not None and attempts >= max_attempts:
-                c.execute(f"UPDATE trials SET state = 'FAILED', finished_at = ?, seq = {_NEXT_SEQ}, "
-                          "error = ? WHERE id = ?",
-                          (t, f"delivery cap reached: claimed {attempts} times, "
-                              f"max_attempts={max_attempts} (the trial keeps losing its worker)",
-                           trial_id))
-                return None
-            c.execute(f"UPDATE trials SET state = 'RUNNING', worker = ?, attempts = attempts + 1, "
-                      f"started_at = ?, heartbeat_at = ?, metrics = '[]', seq = {_NEXT_SEQ} "
-                      "WHERE id = ?", (worker, t, t, trial_id))
-            return _trial(c.execute(f"SELECT {_TRIAL_COLS} FROM trials t WHERE t.id = ?",
-                                    (trial_id,)).fetchone())
+            found = {r[0]: r[1:] for chunk in _chunks(ids) for r in c.execute(
+                f"SELECT id, state, attempts, {_ALL_EXPERIMENTS_CANCELLED} AND EXISTS "
+                "(SELECT 1 FROM experiment_trials WHERE trial_id = trials.id) FROM trials "
+                f"WHERE id IN ({_marks(chunk)})", chunk)}
+            self._require(ids, found)
+            seq = _next_seq(c)
+            won = []
+            for tid in ids:
+                state, attempts, cancelled = found[tid]
+                if state != "QUEUED":
+                    continue
+                if cancelled:
+                    c.execute("UPDATE trials SET state = 'CANCELLED', finished_at = ?, seq = ?, "
+                              "error = 'experiment cancelled before the trial started' "
+                              "WHERE id = ?", (t, seq, tid))
+                elif max_attempts is not None and attempts >= max_attempts:
+                    c.execute("UPDATE trials SET state = 'FAILED', finished_at = ?, seq = ?, "
+                              "error = ? WHERE id = ?",
+                              (t, seq, f"delivery cap reached: claimed {attempts} times, "
+                                       f"max_attempts={max_attempts} (the trial keeps losing "
+                                       "its worker)", tid))
+                else:
+                    c.execute("UPDATE trials SET state = 'RUNNING', worker = ?, "
+                              "attempts = attempts + 1, started_at = ?, heartbeat_at = ?, "
+                              "metrics = '[]', seq = ? WHERE id = ?", (worker, t, t, seq, tid))
+                    won.append(tid)
+                seq += 1
+            records = {r[0]: _trial(r) for chunk in _chunks(won) for r in c.execute(
+                f"SELECT {_TRIAL_COLS} FROM trials t WHERE t.id IN ({_marks(chunk)})", chunk)}
+        return [records[tid] for tid in won]
 
-    def heartbeat(self, trial_id: str, worker: str) -> bool:
+    def heartbeat_trials(self, trial_ids: list[str], worker: str) -> set[str]:
+        ids = check_ids(trial_ids)
+        t = now()
         with self._tx() as c:
-            return c.execute("UPDATE trials SET heartbeat_at = ? WHERE id = ? AND "
-                             "state = 'RUNNING' AND worker = ?",
-                             (now(), trial_id, worker)).rowcount > 0
+            return {r[0] for chunk in _chunks(ids) for r in c.execute(
+                f"UPDATE trials SET heartbeat_at = ? WHERE id IN ({_marks(chunk)}) AND "
+                "state = 'RUNNING' AND worker = ? RETURNING id", (t, *chunk, worker))}
 
-    def append_metrics(self, trial_id: str, metrics: dict[str, Any],
-                       worker: str | None = None) -> bool:
-        if not isinstance(metrics, dict):
-            raise ValueError(f"metrics must be a dict, got {type(metrics).__name__}")
+    def append_metrics_many(self, metrics_by_id: dict[str, dict[str, Any]],
+                            worker: str | None = None) -> set[str]:
+        items = [(tid, dumps(m)) for tid, m in check_metrics_many(metrics_by_id).items()]
         owner = " AND worker = ?" if worker is not None else ""
-        params: list[Any] = [dumps(metrics), now(), trial_id]
-        if worker is not None:
-            params.append(worker)
+        t = now()
+        written = set()
         with self._tx() as c:
-            # json_insert '$[#]' appends in place: no read-modify-write round trip.
-            return c.execute(f"UPDATE trials SET metrics = json_insert(metrics, '$[#]', json(?)), "
-                             f"heartbeat_at = ?, seq = {_NEXT_SEQ} WHERE id = ? AND "
-                             f"state = 'RUNNING'{owner}", params).rowcount > 0
+            seq = _next_seq(c)
+            for tid, metrics in items:
+                # json_insert '$[#]' appends in place: no read-modify-write round trip.
+                params = (metrics, t, seq, tid) + ((worker,) if worker is not None else ())
+                if c.execute("UPDATE trials SET metrics = json_insert(metrics, '$[#]', json(?)), "
+                             "heartbeat_at = ?, seq = ? WHERE id = ? AND "
+                             f"state = 'RUNNING'{owner}", params).rowcount:
+                    written.add(tid)
+                    seq += 1
+        return written
 
-    def finish_trial(self, trial_id: str, state: TrialState, result: dict[str, Any] | None = None,
-                     error: str | None = None, worker: str | None = None) -> bool:
-        st = check_finish_state(state)
-        result_json = dumps(result) if result is not None else None
-        allowed = "state = 'RUNNING'" + (" OR state = 'QUEUED'" if st is TrialState.CANCELLED else "")
+    def finish_trials(self, items: list[FinishItem], worker: str | None = None) -> set[str]:
+        checked = [(tid, st, dumps(result) if result is not None else None, error)
+                   for tid, st, result, error in check_finish_items(items)]
         owner = " AND (state = 'QUEUED' OR worker = ?)" if worker is not None else ""
-        params: list[Any] = [st.value, result_json, error, now(), trial_id]
-        if worker is not None:
-            params.append(worker)
+        t = now()
+        done = set()
         with self._tx() as c:
-            n = c.execute(f"UPDATE trials SET state = ?, result = ?, error = ?, finished_at = ?, "
-                          f"seq = {_NEXT_SEQ} WHERE id = ? AND ({allowed}){owner}", params).rowcount
-            if n == 0 and c.execute("SELECT 1 FROM trials WHERE id = ?", (trial_id,)).fetchone() is None:
-                raise NotFoundError(f"trial {trial_id!r} not found in {self.url}")
-            return n > 0
+            ids = [tid for tid, *_ in checked]
+            self._require(ids, {r[0] for chunk in _chunks(ids) for r in c.execute(
+                f"SELECT id FROM trials WHERE id IN ({_marks(chunk)})", chunk)})
+            seq = _next_seq(c)
+            for tid, st, result_json, error in checked:
+                allowed = "state = 'RUNNING'" + (
+                    " OR state = 'QUEUED'" if st is TrialState.CANCELLED else "")
+                params = (st.value, result_json, error, t, seq, tid) + (
+                    (worker,) if worker is not None else ())
+                if c.execute("UPDATE trials SET state = ?, result = ?, error = ?, "
+                             f"finished_at = ?, seq = ? WHERE id = ? AND ({allowed}){owner}",
+                             params).rowcount:
+                    done.add(tid)
+                    seq += 1
+        return done
+
+    def cancel_requested(self, trial_ids: list[str]) -> set[str]:
+        ids = check_ids(trial_ids)
+        rows = [r for chunk in _chunks(ids) for r in self._read(
+            f"SELECT id, state = 'CANCELLED' OR ({_ALL_EXPERIMENTS_CANCELLED} AND EXISTS "
+            "(SELECT 1 FROM experiment_trials WHERE trial_id = trials.id)) "
+            f"FROM trials WHERE id IN ({_marks(chunk)})", chunk)]
+        self._require(ids, {r[0] for r in rows})
+        return {tid for tid, cancelled in rows if cancelled}
+
+    def _require(self, ids: list[str], found: set[str] | dict[str, Any]) -> None:
+        missing = [tid for tid in ids if tid not in found]
+        if missing:
+            raise NotFoundError(f"trial {missing[0]!r} not found in {self.url}"
+                                + (f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""))
 
     def requeue_stale(self, timeout_s: float) -> list[str]:
         if timeout_s < 0:
@@ -433,8 +472,7 @@ class SQLiteStore(ResultStore):
         return sorted(ids)
 
     def release_trial(self, trial_id: str, worker: str) -> bool:
-        if not worker or not isinstance(worker, str):
-            raise ValueError(f"worker must be a non-empty string, got {worker!r}")
+        check_worker(worker)
         with self._tx() as c:
             n = c.execute(f"UPDATE trials SET state = 'QUEUED', worker = NULL, heartbeat_at = NULL, "
                           f"seq = {_NEXT_SEQ} WHERE id = ? AND state = 'RUNNING' AND worker = ?",
@@ -450,20 +488,13 @@ class SQLiteStore(ResultStore):
             raise NotFoundError(f"trial {trial_id!r} not found in {self.url}")
         return _trial(rows[0])
 
-    def is_cancel_requested(self, trial_id: str) -> bool:
-        rows = self._read(f"SELECT state = 'CANCELLED' OR ({_ALL_EXPERIMENTS_CANCELLED} AND EXISTS "
-                          "(SELECT 1 FROM experiment_trials WHERE trial_id = trials.id)) "
-                          "FROM trials WHERE id = ?", (trial_id,))
-        if not rows:
-            raise NotFoundError(f"trial {trial_id!r} not found in {self.url}")
-        return bool(rows[0][0])
-
     def list_trials(self, experiment_id: str | None = None,
                     state: TrialState | list[TrialState] | None = None,
                     sort_by: str | None = None, descending: bool = False,
                     limit: int | None = None, offset: int = 0,
                     since: int | None = None) -> list[TrialRecord]:
-        _check_page(limit, offset)
+        check_page(limit, offset)
+        check_since_order(since, sort_by, descending)
         where, params = [], []
         if experiment_id is not None:
             where.append("t.id IN (SELECT trial_id FROM experiment_trials WHERE experiment_id = ?)")
@@ -474,7 +505,7 @@ class SQLiteStore(ResultStore):
             params.extend(states)
         if since is not None:
             where.append("t.seq > ?")
-            params.append(int(since))
+            params.append(since)
         direction = "DESC" if descending else "ASC"
         if sort_by is None:
             order = f"t.seq {direction}, t.rowid {direction}" if since is not None else \
@@ -503,8 +534,7 @@ class SQLiteStore(ResultStore):
     def register_worker(self, name: str, host: str | None = None, pid: int | None = None,
                         current_trial: str | None = None, trials_done: int = 0,
                         info: dict[str, Any] | None = None) -> None:
-        if not name or not isinstance(name, str):
-            raise ValueError(f"worker name must be a non-empty string, got {name!r}")
+        check_worker(name, "worker name")
         with self._tx() as c:
             c.execute("INSERT OR REPLACE INTO workers (name, host, pid, current_trial, trials_done, "
                       "last_seen, info) VALUES (?, ?, ?, ?, ?, ?, ?)",
@@ -520,9 +550,3 @@ class SQLiteStore(ResultStore):
         return [WorkerRecord(name=r[0], host=r[1], pid=r[2], current_trial=r[3], trials_done=r[4],
                              last_seen=r[5], info=json.loads(r[6])) for r in rows]
 
-
-def _check_page(limit: int | None, offset: int) -> None:
-    if limit is not None and (not isinstance(limit, int) or limit < 0):
-        raise ValueError(f"limit must be a non-negative integer or None, got {limit!r}")
-    if not isinstance(offset, int) or offset < 0:
-        raise ValueError(f"offset must be a non-negative integer, got {offset!r}")

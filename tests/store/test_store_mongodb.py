@@ -72,7 +72,7 @@ def test_autoreconnect_is_retried(monkeypatch):
     s = open_store("mongomock://localhost/hiccup")
     s.create_experiment("e", "e", {}, 1)
     s.create_trials("e", [("t", {})])
-    real = mongomock.collection.Collection.find_one_and_update
+    real = mongomock.collection.Collection.update_one
     failures = {"left": 2}
 
     def flaky(self, *args, **kwargs):
@@ -81,9 +81,12 @@ def test_autoreconnect_is_retried(monkeypatch):
             raise AutoReconnect("primary stepped down")
         return real(self, *args, **kwargs)
 
-    monkeypatch.setattr(mongomock.collection.Collection, "find_one_and_update", flaky)
+    monkeypatch.setattr(mongomock.collection.Collection, "update_one", flaky)
     rec = s.claim_trial("t", "w")
     assert rec is not None and rec.state is TrialState.RUNNING and failures["left"] == 0
+    # the seq blocks of the failed attempts hold no reader back
+    assert s._db.counters.find_one({"_id": "seq"})["inflight"] == []
+    assert s.latest_seq() == rec.seq
 
 
 def test_persistent_outage_becomes_store_error(monkeypatch):
