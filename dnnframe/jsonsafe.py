@@ -37,4 +37,7 @@ def json_safe(value: Any) -> Any:
 
 def dumps(value: Any) -> str:
     """Compact strict JSON of ``json_safe(value)``."""
-    return json.dumps(json_safe(value), separators=(",", ":"), allow_nan=False)
+    try:  # the common case, plain JSON already, at C speed; the copy only when needed
+        return json.dumps(value, separators=(",", ":"), allow_nan=False)
+    except (TypeError, ValueError):
+        return json.dumps(json_safe(value), separators=(",", ":"), allow_nan=False)

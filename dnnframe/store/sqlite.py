@@ -87,10 +87,16 @@ def _marks(ids: list[str]) -> str:
     return ", ".join("?" * len(ids))
 
 
-def _chunks(ids: list[str], size: int = 500) -> Iterator[list[str]]:
-    """Slices of ``ids`` small enough for SQLite's limit on bound parameters."""
-    for i in range(0, len(ids), size):
-        yield ids[i:i + size]
+def _rows(n: int, width: int) -> str:
+    """``(?, ?), (?, ?)``: ``n`` rows of ``width`` parameters for a VALUES list."""
+    row = "(" + ", ".join("?" * width) + ")"
+    return ", ".join([row] * n)
+
+
+def _chunks(items: list[Any], size: int = 500) -> Iterator[list[Any]]:
+    """Slices of ``items`` small enough for SQLite's limit on bound parameters."""
+    for i in range(0, len(items), size):
+        yield items[i:i + size]
 
 
 def _trial(row: tuple) -> TrialRecord:
@@ -408,42 +414,47 @@ class SQLiteStore(ResultStore):
     def append_metrics_many(self, metrics_by_id: dict[str, dict[str, Any]],
                             worker: str | None = None) -> set[str]:
         items = [(tid, dumps(m)) for tid, m in check_metrics_many(metrics_by_id).items()]
-        owner = " AND worker = ?" if worker is not None else ""
+        owner = " AND trials.worker = ?" if worker is not None else ""
         t = now()
-        written = set()
+        written: set[str] = set()
         with self._tx() as c:
             seq = _next_seq(c)
-            for tid, metrics in items:
-                # json_insert '$[#]' appends in place: no read-modify-write round trip.
-                params = (metrics, t, seq, tid) + ((worker,) if worker is not None else ())
-                if c.execute("UPDATE trials SET metrics = json_insert(metrics, '$[#]', json(?)), "
-                             "heartbeat_at = ?, seq = ? WHERE id = ? AND "
-                             f"state = 'RUNNING'{owner}", params).rowcount:
-                    written.add(tid)
-                    seq += 1
+            for chunk in _chunks(items):
+                # One statement per chunk; json_insert '$[#]' appends in place (no
+                # read-modify-write); refused rows leave harmless gaps in seq.
+                rows = [x for k, (tid, m) in enumerate(chunk) for x in (tid, m, seq + k)]
+                written.update(r[0] for r in c.execute(
+                    f"WITH v(id, m, s) AS (VALUES {_rows(len(chunk), 3)}) "
+                    "UPDATE trials SET metrics = json_insert(metrics, '$[#]', json(v.m)), "
+                    "heartbeat_at = ?, seq = v.s FROM v WHERE trials.id = v.id AND "
+                    f"trials.state = 'RUNNING'{owner} RETURNING trials.id",
+                    (*rows, t, *((worker,) if worker is not None else ()))))
+                seq += len(chunk)
         return written
 
     def finish_trials(self, items: list[FinishItem], worker: str | None = None) -> set[str]:
-        checked = [(tid, st, dumps(result) if result is not None else None, error)
+        checked = [(tid, st.value, dumps(result) if result is not None else None, error)
                    for tid, st, result, error in check_finish_items(items)]
-        owner = " AND (state = 'QUEUED' OR worker = ?)" if worker is not None else ""
+        owner = " AND (trials.state = 'QUEUED' OR trials.worker = ?)" if worker is not None \
+            else ""
         t = now()
-        done = set()
+        done: set[str] = set()
         with self._tx() as c:
             ids = [tid for tid, *_ in checked]
             self._require(ids, {r[0] for chunk in _chunks(ids) for r in c.execute(
                 f"SELECT id FROM trials WHERE id IN ({_marks(chunk)})", chunk)})
             seq = _next_seq(c)
-            for tid, st, result_json, error in checked:
-                allowed = "state = 'RUNNING'" + (
-                    " OR state = 'QUEUED'" if st is TrialState.CANCELLED else "")
-                params = (st.value, result_json, error, t, seq, tid) + (
-                    (worker,) if worker is not None else ())
-                if c.execute("UPDATE trials SET state = ?, result = ?, error = ?, "
-                             f"finished_at = ?, seq = ? WHERE id = ? AND ({allowed}){owner}",
-                             params).rowcount:
-                    done.add(tid)
-                    seq += 1
+            for chunk in _chunks(checked):
+                rows = [x for k, item in enumerate(chunk) for x in (*item, seq + k)]
+                # From RUNNING to any finished state; from QUEUED only to CANCELLED.
+                done.update(r[0] for r in c.execute(
+                    f"WITH v(id, state, result, error, s) AS (VALUES {_rows(len(chunk), 5)}) "
+                    "UPDATE trials SET state = v.state, result = v.result, error = v.error, "
+                    "finished_at = ?, seq = v.s FROM v WHERE trials.id = v.id AND "
+                    "(trials.state = 'RUNNING' OR (trials.state = 'QUEUED' AND "
+                    f"v.state = 'CANCELLED')){owner} RETURNING trials.id",
+                    (*rows, t, *((worker,) if worker is not None else ()))))
+                seq += len(chunk)
         return done
 
     def cancel_requested(self, trial_ids: list[str]) -> set[str]:
