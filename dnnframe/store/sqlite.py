@@ -413,24 +413,21 @@ class SQLiteStore(ResultStore):
 
     def append_metrics_many(self, metrics_by_id: dict[str, dict[str, Any]],
                             worker: str | None = None) -> set[str]:
-        items = [(tid, dumps(m)) for tid, m in check_metrics_many(metrics_by_id).items()]
-        owner = " AND trials.worker = ?" if worker is not None else ""
+        items = {tid: dumps(m) for tid, m in check_metrics_many(metrics_by_id).items()}
+        owner = " AND worker = ?" if worker is not None else ""
         t = now()
-        written: set[str] = set()
         with self._tx() as c:
+            ids = list(items)
+            writable = [r[0] for chunk in _chunks(ids) for r in c.execute(
+                f"SELECT id FROM trials WHERE id IN ({_marks(chunk)}) AND state = 'RUNNING'"
+                f"{owner}", (*chunk, *((worker,) if worker is not None else ())))]
             seq = _next_seq(c)
-            for chunk in _chunks(items):
-                # One statement per chunk; json_insert '$[#]' appends in place (no
-                # read-modify-write); refused rows leave harmless gaps in seq.
-                rows = [x for k, (tid, m) in enumerate(chunk) for x in (tid, m, seq + k)]
-                written.update(r[0] for r in c.execute(
-                    f"WITH v(id, m, s) AS (VALUES {_rows(len(chunk), 3)}) "
-                    "UPDATE trials SET metrics = json_insert(metrics, '$[#]', json(v.m)), "
-                    "heartbeat_at = ?, seq = v.s FROM v WHERE trials.id = v.id AND "
-                    f"trials.state = 'RUNNING'{owner} RETURNING trials.id",
-                    (*rows, t, *((worker,) if worker is not None else ()))))
-                seq += len(chunk)
-        return written
+            # The rows were checked above inside this write transaction: they cannot change
+            # before the update. json_insert '$[#]' appends in place.
+            c.executemany("UPDATE trials SET metrics = json_insert(metrics, '$[#]', json(?)), "
+                          "heartbeat_at = ?, seq = ? WHERE id = ?",
+                          [(items[tid], t, seq + k, tid) for k, tid in enumerate(writable)])
+        return set(writable)
 
     def finish_trials(self, items: list[FinishItem], worker: str | None = None) -> set[str]:
         checked = [(tid, st.value, dumps(result) if result is not None else None, error)
