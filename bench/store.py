@@ -83,11 +83,11 @@ def _epoch_metrics(e: int) -> dict:
             "seconds": 0.01}
 
 
-def bench_one_by_one(url: str, n: int) -> float:
-    """Seconds per trial: create, claim, BATCH_EPOCHS appends, finish, one call each."""
+def bench_one_by_one(url: str, n: int) -> tuple[float, float]:
+    """(wall, CPU) seconds per trial: create, claim, BATCH_EPOCHS appends, finish, one call each."""
     store = open_store(url)
     store.create_experiment("single", "single", {}, n)
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     for i in range(n):
         tid = f"single-{i:06d}"
         store.create_trials("single", [(tid, {**CONFIG, "seed": i})])
@@ -95,17 +95,17 @@ def bench_one_by_one(url: str, n: int) -> float:
         for e in range(BATCH_EPOCHS):
             store.append_metrics(tid, _epoch_metrics(e), worker="w")
         assert store.finish_trial(tid, TrialState.COMPLETE, result=result_dict(i), worker="w")
-    elapsed = time.perf_counter() - start
+    elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu
     assert store.counts_by_state("single")["COMPLETE"] == n
     store.close()
-    return elapsed / n
+    return elapsed / n, cpu / n
 
 
-def bench_batched(url: str, n: int, pack: int) -> float:
-    """Seconds per trial for the same work in packs of ``pack`` trials per call."""
+def bench_batched(url: str, n: int, pack: int) -> tuple[float, float]:
+    """(wall, CPU) seconds per trial for the same work in packs of ``pack`` trials per call."""
     store = open_store(url)
     store.create_experiment("packed", "packed", {}, n)
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     for first in range(0, n, pack):
         ids = [f"packed-{i:06d}" for i in range(first, min(n, first + pack))]
         store.create_trials("packed", [(t, {**CONFIG, "seed": i}) for i, t in enumerate(ids)])
@@ -115,10 +115,10 @@ def bench_batched(url: str, n: int, pack: int) -> float:
                 == len(ids)
         assert len(store.finish_trials([(t, TrialState.COMPLETE, result_dict(i), None)
                                         for i, t in enumerate(ids)], worker="w")) == len(ids)
-    elapsed = time.perf_counter() - start
+    elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu
     assert store.counts_by_state("packed")["COMPLETE"] == n
     store.close()
-    return elapsed / n
+    return elapsed / n, cpu / n
 
 
 def bench_optuna(make_storage: Callable[[], object], n: int) -> float:
@@ -194,26 +194,35 @@ def main() -> None:
 
 
 def batch_rows(tmp: Path, n: int, pack: int) -> None:
-    """Batched vs one-by-one per backend, measured in the same run, printed side by side."""
-    urls = [("sqlite (WAL)", lambda tag: f"sqlite:///{tmp / f'batch-{tag}.db'}")]
+    """Batched vs one-by-one per backend, measured in the same run, printed side by side.
+
+    CPU time is printed beside wall time: on a shared machine the wall clock also measures
+    the neighbours, while the store's work (SQLite runs in this process) is CPU time.
+    """
+    urls = [("sqlite (WAL)", lambda tag: f"sqlite:///{tmp / f'batch-{tag}.db'}", n)]
     try:
         import mongomock  # noqa: F401
+        # mongomock copies documents in Python: a tenth of the trials keeps the run short
         urls.append(("mongomock (in-process)",
-                     lambda tag: f"mongomock://batch/{tag}{time.time_ns()}"))
+                     lambda tag: f"mongomock://batch/{tag}{time.time_ns()}", max(pack, n // 10)))
     except ImportError:
         pass
-    print(f"\nper-trial store cost: create + claim + {BATCH_EPOCHS} metric appends + finish, "
-          f"{n} trials")
-    print(f"{'backend':24} {'one by one ms':>14} {f'packs of {pack} ms':>18} {'ratio':>7}")
-    for name, make_url in urls:
-        single = bench_one_by_one(make_url("single"), n)
-        batched = bench_batched(make_url("packed"), n, pack)
-        print(f"{name:24} {single * 1e3:14.3f} {batched * 1e3:18.3f} {single / batched:6.1f}x")
+    print(f"\nper-trial store cost: create + claim + {BATCH_EPOCHS} metric appends + finish "
+          f"(ms per trial; packs of {pack} trials per batched call)")
+    print(f"{'backend':24} {'trials':>6} {'one by one':>11} {'batched':>9} {'ratio':>6}   "
+          f"{'CPU: one by one':>15} {'batched':>8} {'ratio':>6}")
+    verdict = ""
+    for name, make_url, trials in urls:
+        single, single_cpu = bench_one_by_one(make_url("single"), trials)
+        batched, batched_cpu = bench_batched(make_url("packed"), trials, pack)
+        print(f"{name:24} {trials:6d} {single * 1e3:11.3f} {batched * 1e3:9.3f} "
+              f"{single / batched:5.1f}x   {single_cpu * 1e3:15.3f} {batched_cpu * 1e3:8.3f} "
+              f"{single_cpu / batched_cpu:5.1f}x")
         if name.startswith("sqlite"):
-            verdict = "meets" if single / batched >= 10 else "MISSES"
-            sqlite_line = (f"SQLite: batched is {single / batched:.1f}x cheaper per trial than "
-                           f"one by one ({verdict} the >= 10x target)")
-    print(sqlite_line)
+            verdict = (f"SQLite: batched is {single / batched:.1f}x cheaper per trial than one by "
+                       f"one in wall time, {single_cpu / batched_cpu:.1f}x in CPU time (target "
+                       f">= 10x: {'met' if single / batched >= 10 else 'NOT met'})")
+    print(verdict)
 
 
 if __name__ == "__main__":
