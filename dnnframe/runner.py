@@ -16,7 +16,7 @@ import time
 import traceback
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from . import settings
@@ -114,8 +114,9 @@ def release_if_owner_died(store: Any, trial_id: str, node: str) -> bool:
     A process killed mid-trial (SIGKILL, OOM, a killed ``dnnframe run``) leaves its trial
     RUNNING under ``"<node>:<pid>"``: a Celery pool process's message is redelivered within
     seconds and a rerun of ``dnnframe run`` starts at once, but the claim refuses a RUNNING
-    trial, so without this the trial would wait for the stale-heartbeat timeout. Only owners on *this* node are checked: same node name means same
-    host (and pid namespace), the only place where a pid says anything. An owner whose pid
+    trial, so without this the trial would wait for the stale-heartbeat timeout. Only owners
+    on *this* node are checked: same node name means same host (and pid namespace), the only
+    place where a pid says anything. An owner whose pid
     still exists (or was reused) is left alone, and so is every other node's (the reaper
     handles those). Returns True if this call released the trial.
     """
@@ -145,7 +146,6 @@ class _Member:
     stopped: bool = False    # asked to stop (cancelled) or frozen by the engine
     lost: bool = False       # another worker owns it now: nothing more is written
     outcome: tuple[TrialState, dict[str, Any] | None, str | None] | None = None
-    notes: list[str] = field(default_factory=list)
 
 
 class _PackRun:
