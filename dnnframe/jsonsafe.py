@@ -35,9 +35,13 @@ def json_safe(value: Any) -> Any:
     raise TypeError(f"cannot store a value of type {type(value).__name__} ({value!r:.80}) as JSON")
 
 
+# One encoder: json.dumps with non-default options builds a new one per call.
+_ENCODER = json.JSONEncoder(separators=(",", ":"), allow_nan=False)
+
+
 def dumps(value: Any) -> str:
     """Compact strict JSON of ``json_safe(value)``."""
     try:  # the common case, plain JSON already, at C speed; the copy only when needed
-        return json.dumps(value, separators=(",", ":"), allow_nan=False)
+        return _ENCODER.encode(value)
     except (TypeError, ValueError):
-        return json.dumps(json_safe(value), separators=(",", ":"), allow_nan=False)
+        return _ENCODER.encode(json_safe(value))
