@@ -87,12 +87,6 @@ def _marks(ids: list[str]) -> str:
     return ", ".join("?" * len(ids))
 
 
-def _rows(n: int, width: int) -> str:
-    """``(?, ?), (?, ?)``: ``n`` rows of ``width`` parameters for a VALUES list."""
-    row = "(" + ", ".join("?" * width) + ")"
-    return ", ".join([row] * n)
-
-
 def _chunks(items: list[Any], size: int = 500) -> Iterator[list[Any]]:
     """Slices of ``items`` small enough for SQLite's limit on bound parameters."""
     for i in range(0, len(items), size):
@@ -413,46 +407,52 @@ class SQLiteStore(ResultStore):
 
     def append_metrics_many(self, metrics_by_id: dict[str, dict[str, Any]],
                             worker: str | None = None) -> set[str]:
-        items = {tid: dumps(m) for tid, m in check_metrics_many(metrics_by_id).items()}
+        items = [(dumps(m), tid) for tid, m in check_metrics_many(metrics_by_id).items()]
+        if not items:
+            return set()
         owner = " AND worker = ?" if worker is not None else ""
         t = now()
         with self._tx() as c:
-            ids = list(items)
-            writable = [r[0] for chunk in _chunks(ids) for r in c.execute(
-                f"SELECT id FROM trials WHERE id IN ({_marks(chunk)}) AND state = 'RUNNING'"
-                f"{owner}", (*chunk, *((worker,) if worker is not None else ())))]
-            seq = _next_seq(c)
-            # The rows were checked above inside this write transaction: they cannot change
-            # before the update. json_insert '$[#]' appends in place.
-            c.executemany("UPDATE trials SET metrics = json_insert(metrics, '$[#]', json(?)), "
-                          "heartbeat_at = ?, seq = ? WHERE id = ?",
-                          [(items[tid], t, seq + k, tid) for k, tid in enumerate(writable)])
-        return set(writable)
+            first = _next_seq(c)
+            # Each row gets its own seq (first + k): the rows written are exactly those that
+            # carry a seq of this block, so only a partly refused batch needs a second look.
+            # json_insert '$[#]' appends in place.
+            n = c.executemany(
+                "UPDATE trials SET metrics = json_insert(metrics, '$[#]', json(?)), "
+                f"heartbeat_at = ?, seq = ? WHERE id = ? AND state = 'RUNNING'{owner}",
+                [(m, t, first + k, tid, *((worker,) if worker is not None else ()))
+                 for k, (m, tid) in enumerate(items)]).rowcount
+            if n == len(items):
+                return {tid for _, tid in items}
+            return self._in_block(c, [tid for _, tid in items], first)
+
+    def _in_block(self, c: sqlite3.Connection, ids: list[str], first: int) -> set[str]:
+        """Which of ``ids`` this transaction gave a seq from ``first`` on."""
+        return {r[0] for chunk in _chunks(ids) for r in c.execute(
+            f"SELECT id FROM trials WHERE id IN ({_marks(chunk)}) AND seq >= ?", (*chunk, first))}
 
     def finish_trials(self, items: list[FinishItem], worker: str | None = None) -> set[str]:
         checked = [(tid, st.value, dumps(result) if result is not None else None, error)
                    for tid, st, result, error in check_finish_items(items)]
-        owner = " AND (trials.state = 'QUEUED' OR trials.worker = ?)" if worker is not None \
-            else ""
+        if not checked:
+            return set()
+        owner = " AND (state = 'QUEUED' OR worker = ?)" if worker is not None else ""
         t = now()
-        done: set[str] = set()
+        ids = [tid for tid, *_ in checked]
         with self._tx() as c:
-            ids = [tid for tid, *_ in checked]
             self._require(ids, {r[0] for chunk in _chunks(ids) for r in c.execute(
                 f"SELECT id FROM trials WHERE id IN ({_marks(chunk)})", chunk)})
-            seq = _next_seq(c)
-            for chunk in _chunks(checked):
-                rows = [x for k, item in enumerate(chunk) for x in (*item, seq + k)]
-                # From RUNNING to any finished state; from QUEUED only to CANCELLED.
-                done.update(r[0] for r in c.execute(
-                    f"WITH v(id, state, result, error, s) AS (VALUES {_rows(len(chunk), 5)}) "
-                    "UPDATE trials SET state = v.state, result = v.result, error = v.error, "
-                    "finished_at = ?, seq = v.s FROM v WHERE trials.id = v.id AND "
-                    "(trials.state = 'RUNNING' OR (trials.state = 'QUEUED' AND "
-                    f"v.state = 'CANCELLED')){owner} RETURNING trials.id",
-                    (*rows, t, *((worker,) if worker is not None else ()))))
-                seq += len(chunk)
-        return done
+            first = _next_seq(c)
+            # From RUNNING to any finished state; from QUEUED only to CANCELLED.
+            n = c.executemany(
+                "UPDATE trials SET state = ?1, result = ?2, error = ?3, finished_at = ?4, "
+                "seq = ?5 WHERE id = ?6 AND (state = 'RUNNING' OR (state = 'QUEUED' AND "
+                f"?1 = 'CANCELLED')){owner.replace('?', '?7')}",
+                [(st, result, error, t, first + k, tid, *((worker,) if worker is not None else ()))
+                 for k, (tid, st, result, error) in enumerate(checked)]).rowcount
+            if n == len(ids):
+                return set(ids)
+            return self._in_block(c, ids, first)
 
     def cancel_requested(self, trial_ids: list[str]) -> set[str]:
         ids = check_ids(trial_ids)
