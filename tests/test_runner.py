@@ -337,3 +337,11 @@ def test_a_single_trial_train_function_runs_as_a_pack_of_one(store, trial_ids):
     assert state is TrialState.COMPLETE
     pack = store.get_trial(trial_ids[0]).result["pack"]
     assert (pack["size"], pack["index"]) == (1, 0)
+
+
+def test_heartbeat_examples_run():
+    import doctest
+
+    from dnnframe import heartbeat
+
+    assert doctest.testmod(heartbeat).failed == 0

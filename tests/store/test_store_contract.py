@@ -723,3 +723,11 @@ def test_interleaved_writers_never_hide_a_finished_trial_from_a_cursor_reader(
     assert errors == []
     assert sorted(seen) == sorted(ids)
     assert {t.state for t in seen.values()} == {TrialState.COMPLETE}
+
+
+def test_row_examples_run():
+    import doctest
+
+    from dnnframe.store import rows
+
+    assert doctest.testmod(rows).failed == 0
