@@ -18,27 +18,13 @@ writing) stops holding readers back.
 
 from __future__ import annotations
 
-import functools
-import os
-import threading
-import time
-from collections.abc import Callable
-from typing import Any, TypeVar
-from urllib.parse import urlsplit, urlunsplit
+from typing import Any
 
-import pymongo
 from pymongo import ReturnDocument, UpdateOne
-from pymongo.errors import (
-    AutoReconnect,
-    BulkWriteError,
-    ConfigurationError,
-    DuplicateKeyError,
-    InvalidURI,
-    PyMongoError,
-)
+from pymongo.errors import BulkWriteError
 
-from ..exceptions import NotFoundError, SchemaVersionError, StoreCorruptError, StoreError
-from .base import SCHEMA_VERSION, FinishItem, ResultStore, json_safe, now
+from ..exceptions import NotFoundError
+from .base import FinishItem, ResultStore, json_safe, now
 from .checks import (
     check_experiment_args,
     check_finish_items,
@@ -51,54 +37,17 @@ from .checks import (
     requeue_state_list,
     state_list,
 )
+from .mongo_connect import connect, init_schema, redact, retry
 from .mongoseq import SeqCounter
 from .records import ExperimentRecord, TrialRecord, TrialState, WorkerRecord
 from .sorting import check_since_order, resolve_sort_path
 
-F = TypeVar("F", bound=Callable[..., Any])
-_RETRIES = 5
-_COLLECTIONS = ("meta", "experiments", "trials", "workers", "counters")
-# mongomock clients do not share data; one per host per process lets a second open_store()
-# of the same mongomock:// URL (a test's dashboard and runner) see the same documents.
-_MOCK_CLIENTS: dict[str, Any] = {}
-_MOCK_LOCK = threading.Lock()
+__all__ = ["MongoStore", "redact"]
+
 # A reserved seq block whose write has not landed after this long is taken for abandoned
 # (its writer died): readers stop waiting for it.
 INFLIGHT_TTL_S = 60.0
 _CANCELLED_BEFORE_START = "experiment cancelled before the trial started"
-
-
-def redact(url: str) -> str:
-    """The URL with any password replaced by ``***`` (safe for error messages and logs)."""
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return url
-    if parts.password is None:
-        return url
-    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
-    return urlunsplit(parts._replace(netloc=netloc))
-
-
-def _retry(fn: F) -> F:
-    """Retry on AutoReconnect (primary step-down, dropped connection) with back-off; other
-    driver errors become StoreError naming the URL."""
-
-    @functools.wraps(fn)
-    def wrapper(self: MongoStore, *args: Any, **kwargs: Any) -> Any:
-        for attempt in range(_RETRIES):
-            try:
-                return fn(self, *args, **kwargs)
-            except AutoReconnect as e:
-                if attempt == _RETRIES - 1:
-                    raise StoreError(f"store {redact(self.url)}: still unreachable after "
-                                     f"{_RETRIES} attempts: {e}") from e
-                time.sleep(min(0.2 * 2 ** attempt, 3.0))
-            except PyMongoError as e:
-                raise StoreError(f"store {redact(self.url)}: {e}") from e
-        raise AssertionError("unreachable")
-
-    return wrapper  # type: ignore[return-value]
 
 
 def _trial(doc: dict[str, Any]) -> TrialRecord:
@@ -123,59 +72,11 @@ class MongoStore(ResultStore):
     @classmethod
     def from_url(cls, url: str, create: bool = True) -> MongoStore:
         """Connect (checking the server answers) and open the database named in the URL path."""
-        if url.startswith("mongomock://"):
-            try:
-                import mongomock
-            except ImportError as e:
-                raise StoreError(f"store URL {url!r} needs the mongomock package "
-                                 "(pip install mongomock)") from e
-            name = urlsplit(url).path.strip("/") or "dnnframe"
-            key = urlsplit(url).netloc  # one fake server per host, like a real one
-            with _MOCK_LOCK:
-                client = _MOCK_CLIENTS.setdefault(key, mongomock.MongoClient())
-            return cls(client[name], url, create)
-        try:
-            parsed = pymongo.uri_parser.parse_uri(url)
-            timeout_ms = int(float(os.environ.get("DNNFRAME_MONGO_TIMEOUT_S", "5")) * 1000)
-            client = pymongo.MongoClient(url, serverSelectionTimeoutMS=timeout_ms,
-                                         connectTimeoutMS=timeout_ms, retryWrites=True)
-            client.admin.command("ping")
-        except (InvalidURI, ConfigurationError, ValueError) as e:
-            raise StoreError(f"store URL {redact(url)!r} is not a valid MongoDB URL: {e}") from e
-        except PyMongoError as e:
-            raise StoreError(f"store URL {redact(url)!r}: MongoDB server unreachable: {e}") from e
-        return cls(client[parsed.get("database") or "dnnframe"], url, create)
+        return cls(connect(url), url, create)
 
-    @_retry
+    @retry
     def _init_schema(self, create: bool = True) -> None:
-        meta = self._db.meta.find_one({"_id": "schema"})
-        if meta is None and not create:
-            raise StoreError(f"no store at {redact(self.url)!r}: database {self._db.name!r} "
-                             "holds no dnnframe data (nothing has been run with this store yet?)")
-        if meta is None:
-            foreign = sorted(set(self._db.list_collection_names()) - set(_COLLECTIONS))
-            if foreign:
-                raise StoreCorruptError(
-                    f"store {redact(self.url)!r}: database {self._db.name!r} holds other "
-                    f"collections ({', '.join(foreign)}) and no dnnframe schema document; "
-                    "it was left untouched. Use another database name in the URL.")
-            try:
-                self._db.meta.insert_one({"_id": "schema", "version": SCHEMA_VERSION,
-                                          "app": "dnnframe", "created_at": now()})
-            except DuplicateKeyError:  # another process initialised it first
-                pass
-            meta = self._db.meta.find_one({"_id": "schema"})
-        version = int(meta.get("version", 0))
-        if version > SCHEMA_VERSION:
-            raise SchemaVersionError(
-                f"store {redact(self.url)!r} has schema version {version}, written by a newer "
-                f"dnnframe; this dnnframe reads up to version {SCHEMA_VERSION}. Upgrade dnnframe.")
-        t = self._db.trials
-        t.create_index([("experiment_ids", 1), ("order", 1)])
-        t.create_index([("state", 1), ("heartbeat_at", 1)])
-        t.create_index([("seq", 1)])
-        t.create_index([("order", 1)])
-        self._db.experiments.create_index([("created_at", -1)])
+        init_schema(self._db, self.url, create)
 
     def _next(self, counter: str, n: int = 1) -> int:
         """Reserve ``n`` values of an ordering counter (not ``seq``); returns the last one."""
@@ -189,7 +90,7 @@ class MongoStore(ResultStore):
             self._db.client.close()
 
     # ------------------------------------------------------------ experiments
-    @_retry
+    @retry
     def create_experiment(self, experiment_id: str, name: str, spec: dict[str, Any],
                           n_trials: int) -> ExperimentRecord:
         check_experiment_args(experiment_id, n_trials)
@@ -207,14 +108,14 @@ class MongoStore(ResultStore):
                                 cancel_requested=bool(doc.get("cancel_requested")),
                                 counts=self._count_states(doc["_id"]))
 
-    @_retry
+    @retry
     def get_experiment(self, experiment_id: str) -> ExperimentRecord:
         doc = self._db.experiments.find_one({"_id": experiment_id})
         if doc is None:
             raise NotFoundError(f"experiment {experiment_id!r} not found in {redact(self.url)}")
         return self._experiment(doc)
 
-    @_retry
+    @retry
     def list_experiments(self, limit: int = 100, offset: int = 0) -> list[ExperimentRecord]:
         check_page(limit, offset)
         if limit == 0:
@@ -224,14 +125,14 @@ class MongoStore(ResultStore):
             cur = cur.limit(limit)
         return [self._experiment(d) for d in cur]
 
-    @_retry
+    @retry
     def _count_states(self, experiment_id: str | None) -> dict[str, int]:
         match = {} if experiment_id is None else {"experiment_ids": experiment_id}
         rows = self._db.trials.aggregate([{"$match": match},
                                           {"$group": {"_id": "$state", "n": {"$sum": 1}}}])
         return {r["_id"]: r["n"] for r in rows}
 
-    @_retry
+    @retry
     def cancel_experiment(self, experiment_id: str) -> int:
         res = self._db.experiments.update_one({"_id": experiment_id},
                                               {"$set": {"cancel_requested": True}})
@@ -280,7 +181,7 @@ class MongoStore(ResultStore):
         return {d["_id"] for d in self._db.trials.find(
             {"_id": {"$in": ids}, "seq": {"$gte": first, "$lt": first + n}}, {"_id": 1})}
 
-    @_retry
+    @retry
     def requeue_trials(self, experiment_id: str,
                        states: list[TrialState] | tuple[TrialState, ...] | TrialState
                        = (TrialState.CANCELLED,)) -> list[str]:
@@ -298,7 +199,7 @@ class MongoStore(ResultStore):
                     "heartbeat_at": None, "metrics": []}))
 
     # ------------------------------------------------------------ trials
-    @_retry
+    @retry
     def create_trials(self, experiment_id: str, trials: list[tuple[str, dict[str, Any]]]) -> int:
         items = [(tid, json_safe(config)) for tid, config in check_trial_items(trials)]
         if self._db.experiments.find_one({"_id": experiment_id}, {"_id": 1}) is None:
@@ -354,7 +255,7 @@ class MongoStore(ResultStore):
                                 + (f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""))
         return docs
 
-    @_retry
+    @retry
     def claim_trials(self, trial_ids: list[str], worker: str,
                      max_attempts: int | None = None) -> list[TrialRecord]:
         ids = check_ids(trial_ids)
@@ -398,14 +299,14 @@ class MongoStore(ResultStore):
              "seq": {"$gte": first, "$lt": first + len(queued)}})}
         return [won[tid] for tid in claims if tid in won]
 
-    @_retry
+    @retry
     def heartbeat_trials(self, trial_ids: list[str], worker: str) -> set[str]:
         ids = check_ids(trial_ids)
         owned = {"_id": {"$in": ids}, "state": "RUNNING", "worker": worker}
         self._db.trials.update_many(owned, {"$set": {"heartbeat_at": now()}})
         return {d["_id"] for d in self._db.trials.find(owned, {"_id": 1})}
 
-    @_retry
+    @retry
     def append_metrics_many(self, metrics_by_id: dict[str, dict[str, Any]],
                             worker: str | None = None) -> set[str]:
         items = list(check_metrics_many(metrics_by_id).items())
@@ -425,7 +326,7 @@ class MongoStore(ResultStore):
             return {tid for tid, _ in items}
         return self._in_block([tid for tid, _ in items], first, len(items))
 
-    @_retry
+    @retry
     def finish_trials(self, items: list[FinishItem], worker: str | None = None) -> set[str]:
         checked = check_finish_items(items)
         if not checked:
@@ -449,7 +350,7 @@ class MongoStore(ResultStore):
             return set(ids)
         return self._in_block(ids, first, len(ids))
 
-    @_retry
+    @retry
     def cancel_requested(self, trial_ids: list[str]) -> set[str]:
         ids = check_ids(trial_ids)
         docs = self._find_all(ids, {"state": 1, "experiment_ids": 1})
@@ -458,7 +359,7 @@ class MongoStore(ResultStore):
         return {tid for tid, d in docs.items() if d["state"] == "CANCELLED" or (
             d.get("experiment_ids") and not live.intersection(d["experiment_ids"]))}
 
-    @_retry
+    @retry
     def requeue_stale(self, timeout_s: float) -> list[str]:
         if timeout_s < 0:
             raise ValueError(f"timeout_s must be >= 0, got {timeout_s!r}")
@@ -466,7 +367,7 @@ class MongoStore(ResultStore):
         stale = {"state": "RUNNING", "heartbeat_at": {"$lt": now() - timeout_s}}
         return sorted(self._update_each(stale, {"state": "QUEUED", "worker": None}))
 
-    @_retry
+    @retry
     def release_trial(self, trial_id: str, worker: str) -> bool:
         check_worker(worker)
         with self._seq.block() as seq:
@@ -478,14 +379,14 @@ class MongoStore(ResultStore):
         return res.matched_count > 0
 
     # ------------------------------------------------------------ queries
-    @_retry
+    @retry
     def get_trial(self, trial_id: str) -> TrialRecord:
         doc = self._db.trials.find_one({"_id": trial_id})
         if doc is None:
             raise NotFoundError(f"trial {trial_id!r} not found in {redact(self.url)}")
         return _trial(doc)
 
-    @_retry
+    @retry
     def list_trials(self, experiment_id: str | None = None,
                     state: TrialState | list[TrialState] | None = None,
                     sort_by: str | None = None, descending: bool = False,
@@ -529,12 +430,12 @@ class MongoStore(ResultStore):
         pipeline.append({"$project": {"_sort_key": 0, "_sort_null": 0}})
         return [_trial(d) for d in self._db.trials.aggregate(pipeline)]
 
-    @_retry
+    @retry
     def latest_seq(self) -> int:
         return self._seq.visible()
 
     # ------------------------------------------------------------ workers
-    @_retry
+    @retry
     def register_worker(self, name: str, host: str | None = None, pid: int | None = None,
                         current_trial: str | None = None, trials_done: int = 0,
                         info: dict[str, Any] | None = None) -> None:
@@ -544,7 +445,7 @@ class MongoStore(ResultStore):
             {"host": host, "pid": pid, "current_trial": current_trial, "trials_done": trials_done,
              "last_seen": now(), "info": json_safe(info or {})}, upsert=True)
 
-    @_retry
+    @retry
     def list_workers(self, seen_within_s: float | None = None) -> list[WorkerRecord]:
         query = {} if seen_within_s is None else {"last_seen": {"$gte": now() - seen_within_s}}
         return [WorkerRecord(name=d["_id"], host=d.get("host"), pid=d.get("pid"),
