@@ -253,8 +253,6 @@ class SQLiteStore(ResultStore):
         t = now()
         ids = [tid for tid, *_ in checked]
         with self._tx() as c:
-            self._require(ids, {r[0] for chunk in _chunks(ids) for r in c.execute(
-                f"SELECT id FROM trials WHERE id IN ({_marks(chunk)})", chunk)})
             first = _next_seq(c)
             # From RUNNING to any finished state; from QUEUED only to CANCELLED.
             n = c.executemany(
@@ -265,6 +263,9 @@ class SQLiteStore(ResultStore):
                  for k, (tid, st, result, error) in enumerate(checked)]).rowcount
             if n == len(ids):
                 return set(ids)
+            # Raising rolls the whole batch back: an unknown id finishes nothing.
+            self._require(ids, {r[0] for chunk in _chunks(ids) for r in c.execute(
+                f"SELECT id FROM trials WHERE id IN ({_marks(chunk)})", chunk)})
             return self._in_block(c, ids, first)
 
     def cancel_requested(self, trial_ids: list[str]) -> set[str]:
