@@ -13,7 +13,8 @@ from dnnframe.datasets import parse_csv, upload_path
 from dnnframe.exceptions import DatasetError, DnnframeError, NotFoundError, SpecError
 from dnnframe.spec import ExperimentSpec, count_trials, parse_spec
 from dnnframe.store import TrialState
-from dnnframe.store.base import SORT_ALIASES, SORT_COLUMNS
+from dnnframe.store.rows import METRICS, trial_row
+from dnnframe.store.sorting import SORT_ALIASES, SORT_COLUMNS
 from dnnframe.submit import submit_experiment
 
 from .context import services
@@ -229,14 +230,9 @@ def submit_spec(spec: Any) -> tuple[Any, bool]:
 
 # --------------------------------------------------------------------------- JSON views
 
-FINAL_METRICS = (
-    "test_accuracy",
-    "test_loss",
-    "val_accuracy",
-    "val_loss",
-    "train_accuracy",
-    "train_loss",
-)
+PARAM_KEYS = ("hidden_layers", "width", "activation", "optimizer", "learning_rate",
+              "batch_size", "max_epochs", "seed", "dataset")
+FINAL_METRICS = METRICS  # the final metrics every trial records
 TRIAL_STATES = tuple(state.value for state in TrialState)
 # short sort keys: store columns, timing aliases and the final metrics every trial records
 SORT_KEYS = frozenset((*SORT_COLUMNS, *SORT_ALIASES, *FINAL_METRICS))
@@ -289,34 +285,21 @@ def status_text(status: str, counts: dict[str, int], n_trials: int) -> str:
 
 def trial_json(trial: Any, history: bool = False, full: bool = False) -> dict[str, Any]:
     """A trial as JSON: flat hyperparameters and final metrics for tables and charts."""
-    cfg = trial.config or {}
-    model, training = cfg.get("model", {}), cfg.get("training", {})
+    row = trial_row(trial)  # the one flattening of a trial, shared with reports and exports
     result = trial.result or {}
-    final = result.get("metrics") or {}
-    timings = result.get("timings") or {}
     last = trial.metrics[-1] if trial.metrics else {}
     out: dict[str, Any] = {
         "id": trial.id,
         "state": _state(trial.state),
         "seq": trial.seq,
-        "params": {
-            "hidden_layers": model.get("hidden_layers"),
-            "width": model.get("width"),
-            "activation": model.get("activation"),
-            "optimizer": training.get("optimizer"),
-            "learning_rate": training.get("learning_rate"),
-            "batch_size": training.get("batch_size"),
-            "max_epochs": training.get("max_epochs"),
-            "seed": cfg.get("seed"),
-            "dataset": (cfg.get("dataset") or {}).get("name"),
-        },
-        "metrics": {k: final.get(k) for k in FINAL_METRICS if k in final},
+        "params": {k: row[k] for k in PARAM_KEYS},
+        "metrics": {k: row[k] for k in FINAL_METRICS if row.get(k) is not None},
         "epoch": last.get("epoch") if last else None,
         "epochs_run": result.get("epochs_run", len(trial.metrics)),
-        "train_seconds": timings.get("train"),
-        "compile_seconds": timings.get("compile"),
-        "total_seconds": timings.get("total"),
-        "n_params": result.get("n_params"),
+        "train_seconds": row["train_seconds"],
+        "compile_seconds": row["compile_seconds"],
+        "total_seconds": row["total_seconds"],
+        "n_params": row["n_params"],
         "worker": trial.worker,
         "attempts": trial.attempts,
         "started_at": trial.started_at,
@@ -334,13 +317,13 @@ def trial_json(trial: Any, history: bool = False, full: bool = False) -> dict[st
     if full:
         out.update(
             {
-                "config": cfg,
+                "config": trial.config or {},
                 "result": trial.result,
                 "error": trial.error,
                 "experiment_ids": list(trial.experiment_ids),
                 "created_at": trial.created_at,
                 "heartbeat_at": trial.heartbeat_at,
-                "timings": timings,
+                "timings": result.get("timings") or {},
                 "environment": result.get("environment"),
             }
         )

@@ -26,52 +26,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .store.base import ResultStore, TrialRecord
-
-METRICS = ("test_accuracy", "test_loss", "val_accuracy", "val_loss", "train_accuracy", "train_loss")
-CONFIG_COLUMNS = ("dataset", "hidden_layers", "width", "activation", "init", "dropout", "residual",
-                  "optimizer", "learning_rate", "batch_size", "max_epochs", "l2", "seed")
+from .store.base import ResultStore
+from .store.rows import CONFIG_COLUMNS, METRICS, trial_row
 
 
 # --------------------------------------------------------------------------- rows
-def trial_row(trial: TrialRecord) -> dict[str, Any]:
-    """Flatten one stored trial: id, state, the swept config values, final metrics, timings."""
-    cfg = trial.config or {}
-    model = cfg.get("model", {})
-    training = cfg.get("training", {})
-    width = model.get("width")
-    row: dict[str, Any] = {
-        "trial_id": trial.id,
-        "state": trial.state.value if hasattr(trial.state, "value") else str(trial.state),
-        "dataset": cfg.get("dataset", {}).get("name"),
-        "hidden_layers": model.get("hidden_layers"),
-        "width": "x".join(map(str, width)) if isinstance(width, list) else width,
-        "activation": model.get("activation"),
-        "init": model.get("init"),
-        "dropout": model.get("dropout"),
-        "residual": model.get("residual"),
-        "optimizer": training.get("optimizer"),
-        "learning_rate": training.get("learning_rate"),
-        "batch_size": training.get("batch_size"),
-        "max_epochs": training.get("max_epochs"),
-        "l2": training.get("l2"),
-        "seed": cfg.get("seed"),
-    }
-    result = trial.result or {}
-    metrics = result.get("metrics") or {}
-    for m in METRICS:
-        row[m] = metrics.get(m)
-    timings = result.get("timings") or {}
-    row["train_seconds"] = timings.get("train")
-    row["compile_seconds"] = timings.get("compile")
-    row["total_seconds"] = timings.get("total")
-    row["epochs_run"] = result.get("epochs_run")
-    row["n_params"] = result.get("n_params")
-    row["history"] = result.get("history") or list(trial.metrics or [])
-    row["error"] = (trial.error or "").strip().splitlines()[-1] if trial.error else None
-    return row
-
-
 def trial_rows(store: ResultStore, experiment_id: str) -> list[dict[str, Any]]:
     """One :func:`trial_row` per trial of the experiment (raises NotFoundError if unknown)."""
     store.get_experiment(experiment_id)

@@ -1,9 +1,10 @@
-"""Run one trial: claim it, train it, report each epoch, record how it ended.
+"""Run trials: claim them, train them, report each epoch, record how each one ended.
 
-:func:`run_trial` is the single place where a training exception becomes a FAILED trial
-(with its traceback); the local process pool and the Celery task both call it, so a trial
-behaves the same wherever it runs. It only needs a trial id and a store: the resolved
-configuration is re-read from the store, never shipped with the message.
+:func:`run_pack` is the single place where a training exception becomes a FAILED trial
+(with its traceback); :func:`run_trial` is a pack of one. The local process pool and the
+Celery task both call them, so a trial behaves the same wherever it runs. They only need
+trial ids and a store: configurations are re-read from the store, never shipped with the
+message.
 """
 
 from __future__ import annotations
@@ -13,21 +14,31 @@ import os
 import socket
 import time
 import traceback
+import uuid
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
+from . import settings
+from .engine.result import TrialResult
 from .exceptions import StoreError, TrialCancelled
+from .heartbeat import Heartbeat
+from .spec import TrialConfig
 from .store.base import ResultStore, TrialState
 
 log = logging.getLogger(__name__)
 
-TrainFn = Callable[..., Any]
+TrainFn = Callable[..., TrialResult]
+# ``on_epoch(epoch, one metrics dict or None per member) -> one stop flag per member``
+PackEpochFn = Callable[[int, list[dict[str, Any] | None]], list[bool]]
+PackTrainFn = Callable[[list[TrialConfig], PackEpochFn], list[TrialResult]]
 
 # A results database hiccup must not kill a run (Sacred's lesson): per-epoch writes are
 # best effort, the final write is retried before giving up.
 _FINISH_RETRIES = 5
-# Heartbeat and cancellation check at most this often (the learning curve is still written
-# every epoch): tiny trials run many epochs a second, and each check is a store round trip.
+# Heartbeat and cancellation checks from epochs at most this often (the learning curve is
+# still written every epoch): tiny trials run many epochs a second, and each check is a
+# store round trip. The heartbeat thread covers long epochs and compiles.
 CHECK_INTERVAL_S = 1.0
 
 
@@ -37,25 +48,64 @@ def default_worker_name() -> str:
 
 
 def _default_train_fn() -> TrainFn:
-    from .engine import train  # lazy: importing the engine pulls in nothing heavy, train does
+    from .engine import train  # importing the engine is cheap; train loads PyTensor
 
     return train
 
 
-def _finish(store: ResultStore, trial_id: str, state: TrialState, result: dict[str, Any] | None,
-            error: str | None, worker: str) -> bool:
+def _default_pack_train_fn() -> PackTrainFn:
+    from .engine import train_pack  # type: ignore[attr-defined]
+
+    return train_pack
+
+
+def one_by_one(train: TrainFn) -> PackTrainFn:
+    """Adapt a single-trial ``train(config, on_epoch=...)`` to the pack contract: members
+    train one after another, each seeing only its own slot of the pack's epoch callback.
+
+    An exception while training one member fails that member only (its result slot holds
+    the exception); KeyboardInterrupt and cancellation still end the whole pack.
+    """
+
+    def train_each(configs: list[TrialConfig], on_epoch: PackEpochFn) -> list[TrialResult]:
+        results: list[Any] = []
+        for i, config in enumerate(configs):
+            def member_epoch(epoch: int, metrics: dict[str, Any], i: int = i) -> bool:
+                slots: list[dict[str, Any] | None] = [None] * len(configs)
+                slots[i] = metrics
+                return on_epoch(epoch, slots)[i]
+
+            if len(configs) == 1:  # nothing to isolate: a pack of one fails as a pack
+                return [train(config, on_epoch=member_epoch)]
+            try:
+                results.append(train(config, on_epoch=member_epoch))
+            except (KeyboardInterrupt, TrialCancelled):
+                raise
+            except Exception as exc:  # recorded as this member's FAILED result
+                results.append(exc)
+        return results
+
+    return train_each
+
+
+def _heartbeat_interval() -> float:
+    return max(0.2, settings.heartbeat_timeout() / 5)
+
+
+def _finish_all(store: ResultStore, items: list[tuple[str, TrialState, dict[str, Any] | None,
+                                                      str | None]], worker: str) -> set[str]:
     delay = 0.2
     for attempt in range(_FINISH_RETRIES):
         try:
-            return store.finish_trial(trial_id, state, result=result, error=error, worker=worker)
+            return store.finish_trials(items, worker=worker)
         except StoreError:
             if attempt == _FINISH_RETRIES - 1:
                 raise
-            log.warning("trial %s: storing the final state failed, retrying in %.1fs", trial_id, delay,
-                        exc_info=True)
+            log.warning("trials %s: storing the final states failed, retrying in %.1fs",
+                        ", ".join(i[0] for i in items), delay, exc_info=True)
             time.sleep(delay)
             delay *= 2
-    return False  # unreachable; keeps type checkers happy
+    return set()  # unreachable; keeps type checkers happy
 
 
 def _pid_is_dead(pid: int) -> bool:
@@ -81,8 +131,9 @@ def release_if_owner_died(store: Any, trial_id: str, node: str) -> bool:
     A process killed mid-trial (SIGKILL, OOM, a killed ``dnnframe run``) leaves its trial
     RUNNING under ``"<node>:<pid>"``: a Celery pool process's message is redelivered within
     seconds and a rerun of ``dnnframe run`` starts at once, but the claim refuses a RUNNING
-    trial, so without this the trial would wait for the stale-heartbeat timeout. Only owners on *this* node are checked: same node name means same
-    host (and pid namespace), the only place where a pid says anything. An owner whose pid
+    trial, so without this the trial would wait for the stale-heartbeat timeout. Only owners
+    on *this* node are checked: same node name means same host (and pid namespace), the only
+    place where a pid says anything. An owner whose pid
     still exists (or was reused) is left alone, and so is every other node's (the reaper
     handles those). Returns True if this call released the trial.
     """
@@ -102,97 +153,204 @@ def release_if_owner_died(store: Any, trial_id: str, node: str) -> bool:
     return True
 
 
-def run_trial(trial_id: str, store: ResultStore, worker: str | None = None,
-              max_attempts: int | None = None, train_fn: TrainFn | None = None) -> TrialState | None:
-    """Claim and train one trial, recording every epoch and the final state in ``store``.
+@dataclass
+class _Member:
+    """One claimed trial of a pack."""
 
-    Args:
-        trial_id: the trial to run; it must exist in ``store``.
-        store: the result store (already open in this process).
-        worker: name recorded on the trial; defaults to ``host:pid``.
-        max_attempts: delivery cap passed to ``store.claim_trial`` (a trial claimed more
-            often than this is marked FAILED instead of run again).
-        train_fn: ``train(config, on_epoch=...) -> TrialResult``; defaults to
-            :func:`dnnframe.engine.train` (benchmarks pass a cheap stand-in).
+    trial_id: str
+    config: dict[str, Any]
+    index: int = -1          # position in the trained pack (-1: not trained)
+    stopped: bool = False    # asked to stop (cancelled) or frozen by the engine
+    lost: bool = False       # another worker owns it now: nothing more is written
+    outcome: tuple[TrialState, dict[str, Any] | None, str | None] | None = None
 
-    Returns:
-        The final :class:`TrialState`, or None when the trial was not claimable (already
-        finished, running elsewhere, cancelled, or over its delivery cap) — a redelivered
-        message is a no-op.
 
-    A training exception makes the trial FAILED with its traceback; cancellation of the
-    experiment (seen after an epoch) makes it CANCELLED; a KeyboardInterrupt in this process
-    makes it CANCELLED and is re-raised. Nothing but the final write changes a finished row.
-    """
-    from .spec import TrialConfig
+class _PackRun:
+    """The per-epoch bookkeeping of one pack: one metrics write, throttled checks."""
 
-    worker = worker or default_worker_name()
-    record = store.claim_trial(trial_id, worker, max_attempts=max_attempts)
-    if record is None:
-        return None
-    train = train_fn or _default_train_fn()
-    lost = False  # another worker owns the trial now (our heartbeat or metrics were refused)
-    last_check = -float("inf")  # the first epoch always checks
+    def __init__(self, store: ResultStore, worker: str, members: list[_Member],
+                 heartbeat: Heartbeat):
+        self.store, self.worker, self.members, self.heartbeat = store, worker, members, heartbeat
+        self.last_check = -float("inf")  # the first epoch always checks
 
-    def on_epoch(epoch: int, metrics: dict[str, Any]) -> bool:
-        nonlocal lost, last_check
+    def live(self) -> list[_Member]:
+        return [m for m in self.members if not m.lost]
+
+    def lose(self, ids: set[str]) -> None:
+        for m in self.members:
+            if m.trial_id in ids and not m.lost:
+                m.lost = True
+                log.warning("trial %s: another worker owns it now; it is dropped from this "
+                            "pack", m.trial_id)
+        self.heartbeat.untrack(ids)
+
+    def on_epoch(self, epoch: int, metrics: list[dict[str, Any] | None]) -> list[bool]:
+        if len(metrics) != len(self.members):
+            raise ValueError(f"on_epoch got {len(metrics)} metrics for a pack of "
+                             f"{len(self.members)}")
+        self.lose(self.heartbeat.lost)
+        batch = {m.trial_id: dict(x) for m, x in zip(self.members, metrics)
+                 if x is not None and not m.lost}
         try:
-            # Owner-checked every epoch (the heartbeat below is throttled): a worker whose trial
-            # was requeued and claimed by another stops before writing into its curve.
-            if not store.append_metrics(trial_id, dict(metrics), worker=worker):
-                lost = True
-                return True
-            if time.monotonic() - last_check < CHECK_INTERVAL_S:
-                return False
-            last_check = time.monotonic()
-            if not store.heartbeat(trial_id, worker):
-                lost = True
-                return True
-            return bool(store.is_cancel_requested(trial_id))
+            # Owner-checked every epoch (the checks below are throttled): a worker whose
+            # trial was requeued and claimed by another stops before writing into its curve.
+            if batch:
+                self.lose(set(batch) - self.store.append_metrics_many(batch, self.worker))
+            if time.monotonic() - self.last_check >= CHECK_INTERVAL_S:
+                self.last_check = time.monotonic()
+                live = [m.trial_id for m in self.live() if not m.stopped]
+                if live:
+                    self.lose(self.heartbeat.beat())
+                    for tid in self.store.cancel_requested(live):
+                        self._member(tid).stopped = True
         except StoreError:
-            log.warning("trial %s: could not record epoch %s; training goes on", trial_id, epoch,
-                        exc_info=True)
-            return False
+            log.warning("pack %s: could not record epoch %s; training goes on",
+                        ", ".join(batch), epoch, exc_info=True)
+        for m, x in zip(self.members, metrics):
+            if x is None:
+                m.stopped = True
+        return [m.lost or m.stopped for m in self.members]
 
-    started = time.perf_counter()
-    try:
-        config = TrialConfig.model_validate(record.config)
-        result = train(config, on_epoch=on_epoch)
-    except KeyboardInterrupt:
-        _finish(store, trial_id, TrialState.CANCELLED, None, "interrupted (KeyboardInterrupt)", worker)
-        raise
-    except TrialCancelled as exc:
-        _finish(store, trial_id, TrialState.CANCELLED, None, f"cancelled: {exc}", worker)
-        return TrialState.CANCELLED
-    except Exception as exc:
-        tb = traceback.format_exc()
-        log.error("trial %s failed after %.1fs (config %s): %s", trial_id,
-                  time.perf_counter() - started, record.config, exc)
-        _finish(store, trial_id, TrialState.FAILED, None, tb, worker)
-        return TrialState.FAILED
-    if lost:
-        log.warning("trial %s: heartbeat or metrics refused, another worker owns it; result "
-                    "dropped", trial_id)
-        return None
+    def _member(self, trial_id: str) -> _Member:
+        return next(m for m in self.members if m.trial_id == trial_id)
+
+
+def _outcome(result: Any, index: int) -> tuple[TrialState, dict[str, Any] | None, str | None]:
+    """The final state, result dict and error of one member from what the engine returned."""
+    if isinstance(result, BaseException):
+        tb = "".join(traceback.format_exception(result))
+        return TrialState.FAILED, None, tb
     state = TrialState(result.status)
+    data = result.to_dict()
     error = None
-    if state is TrialState.DIVERGED:
-        error = f"diverged at epoch {getattr(result, 'diverged_epoch', None)} (loss became non-finite)"
+    if state is TrialState.FAILED:
+        error = getattr(result, "error", None) or "\n".join(result.notes) or \
+            f"the engine reported pack member {index} as FAILED"
+    elif state is TrialState.DIVERGED:
+        error = f"diverged at epoch {getattr(result, 'diverged_epoch', None)} (loss became " \
+                "non-finite)"
     elif state is TrialState.CANCELLED:
-        error = f"cancelled after {getattr(result, 'epochs_run', '?')} epochs (experiment cancelled)"
-    _finish(store, trial_id, state, result.to_dict(), error, worker)
-    return state
+        error = f"cancelled after {getattr(result, 'epochs_run', '?')} epochs (experiment " \
+                "cancelled)"
+    return state, data, error
 
 
 def run_pack(trial_ids: list[str], store: ResultStore, worker: str | None = None,
-             max_attempts: int | None = None,
-             train_fn: TrainFn | None = None) -> dict[str, TrialState | None]:
-    """Run a pack of trials; returns each member's final state (None: not claimable).
+             max_attempts: int | None = None, train_fn: PackTrainFn | None = None,
+             heartbeat_interval_s: float | None = None) -> dict[str, TrialState | None]:
+    """Claim the trials of a pack, train the members won together, record each one's end.
 
-    Placeholder body: runs the members one after another with :func:`run_trial`, so the
-    claim, delivery cap, cancellation and exactly-once hold per member. The packed engine
-    (batched claims, one compiled graph for all members) replaces it.
+    Args:
+        trial_ids: the pack's trials; each must exist in ``store``.
+        store: the result store (already open in this process).
+        worker: name recorded on the trials; defaults to ``host:pid``.
+        max_attempts: delivery cap passed to ``store.claim_trials`` (a trial claimed more
+            often than this is marked FAILED instead of run again).
+        train_fn: ``train(configs, on_epoch) -> one TrialResult per config``, where
+            ``on_epoch(epoch, metrics)`` gets one metrics dict per member (None for a member
+            the engine stopped) and returns one stop flag per member (cancelled, or lost to
+            another worker). A member's result with status FAILED (or an exception instance
+            in its place) fails that member only. Default: :func:`dnnframe.engine.train_pack`.
+        heartbeat_interval_s: how often the background thread beats for every member
+            (default: a fifth of the heartbeat timeout).
+
+    Returns:
+        Each trial id's final :class:`TrialState`, or None when it was not claimable
+        (finished, running elsewhere, cancelled or over its delivery cap before it started:
+        a redelivered message is a no-op) or was lost to another worker while training.
+
+    An exception from ``train_fn`` fails every member still held, with the traceback;
+    cancellation seen after an epoch stops that member (CANCELLED); a KeyboardInterrupt
+    makes every member held CANCELLED and is re-raised. All finishes go to the store in one
+    call, after training; nothing else changes a finished row.
     """
-    return {tid: run_trial(tid, store, worker=worker, max_attempts=max_attempts,
-                           train_fn=train_fn)
-            for tid in trial_ids}
+    worker = worker or default_worker_name()
+    ids = list(dict.fromkeys(trial_ids))
+    states: dict[str, TrialState | None] = dict.fromkeys(ids)
+    records = store.claim_trials(ids, worker, max_attempts=max_attempts)
+    if not records:
+        return states
+    members = [_Member(r.id, r.config) for r in records]
+    configs: list[TrialConfig] = []
+    for m in members:
+        try:
+            configs.append(TrialConfig.model_validate(m.config))
+        except Exception:  # noqa: BLE001 - one bad stored config fails that member only
+            m.outcome = (TrialState.FAILED, None, traceback.format_exc())
+            continue
+        m.index = len(configs) - 1
+    trained = [m for m in members if m.index >= 0]
+    pack = {"id": uuid.uuid4().hex[:12], "size": len(trained)}
+    if trained:
+        _train(store, worker, trained, configs, train_fn or _default_pack_train_fn(),
+               heartbeat_interval_s or _heartbeat_interval())
+    items = []
+    for m in members:
+        if m.lost or m.outcome is None:
+            continue
+        state, result, error = m.outcome
+        if result is not None and m.index >= 0:
+            result["pack"] = {**pack, "index": m.index}
+        items.append((m.trial_id, state, result, error))
+    finished = _finish_all(store, items, worker) if items else set()
+    for tid, state, _, _ in items:
+        if tid in finished:
+            states[tid] = state
+        else:
+            log.warning("trial %s: the store refused its final state (another worker owns it "
+                        "now); result dropped", tid)
+    return states
+
+
+def _train(store: ResultStore, worker: str, members: list[_Member], configs: list[TrialConfig],
+           train: PackTrainFn, interval_s: float) -> None:
+    """Train ``members`` together and set each one's ``outcome`` (left None when lost)."""
+    started = time.perf_counter()
+    heartbeat = Heartbeat.shared(store, worker, interval_s)
+    heartbeat.track(m.trial_id for m in members)
+    run = _PackRun(store, worker, members, heartbeat)
+    try:
+        results = train(configs, run.on_epoch)
+        if len(results) != len(members):
+            raise RuntimeError(f"the train function returned {len(results)} results for a "
+                               f"pack of {len(members)}")
+    except KeyboardInterrupt:
+        _end_all(members, TrialState.CANCELLED, "interrupted (KeyboardInterrupt)")
+        _finish_all(store, [(m.trial_id, *m.outcome) for m in members  # type: ignore[misc]
+                            if not m.lost], worker)
+        for m in members:
+            m.lost = True  # recorded already
+        raise
+    except TrialCancelled as exc:
+        _end_all(members, TrialState.CANCELLED, f"cancelled: {exc}")
+        return
+    except Exception as exc:
+        tb = traceback.format_exc()
+        log.error("pack of %d failed after %.1fs (configs %s): %s", len(members),
+                  time.perf_counter() - started, [m.config for m in members], exc)
+        _end_all(members, TrialState.FAILED, tb)
+        return
+    finally:
+        heartbeat.untrack(m.trial_id for m in members)
+        run.lose(heartbeat.lost)
+    for m, result in zip(members, results):
+        if not m.lost:
+            m.outcome = _outcome(result, m.index)
+
+
+def _end_all(members: list[_Member], state: TrialState, error: str) -> None:
+    for m in members:
+        m.outcome = (state, None, error)
+
+
+def run_trial(trial_id: str, store: ResultStore, worker: str | None = None,
+              max_attempts: int | None = None, train_fn: TrainFn | None = None) -> TrialState | None:
+    """Claim and train one trial: :func:`run_pack` of one with a single-trial engine.
+
+    ``train_fn`` is ``train(config, on_epoch=...) -> TrialResult`` (``on_epoch(epoch,
+    metrics)`` returns True to stop); default :func:`dnnframe.engine.train`. Returns the
+    final state, or None when the trial was not claimable or was lost (see run_pack).
+    """
+    train = one_by_one(train_fn or _default_train_fn())
+    return run_pack([trial_id], store, worker=worker, max_attempts=max_attempts,
+                    train_fn=train)[trial_id]

@@ -1,4 +1,4 @@
-"""run_trial: the trial life cycle against a real SQLite store.
+"""run_trial and run_pack: the trial life cycle against a real SQLite store.
 
 The training function is injected (the runner's documented seam): these tests check what
 the runner does with each outcome; one test drives the real engine end to end.
@@ -6,10 +6,13 @@ the runner does with each outcome; one test drives the real engine end to end.
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
+from dnnframe import runner
 from dnnframe.engine.result import TrialResult
-from dnnframe.runner import run_trial
+from dnnframe.runner import run_pack, run_trial
 from dnnframe.spec import expand_with_ids, parse_spec
 from dnnframe.store import TrialState, open_store
 
@@ -147,3 +150,198 @@ def test_real_engine_trains_a_tiny_trial(store, trial_ids):
     assert len(t.metrics) == 2 and len(t.result["history"]) == 2
     assert 0.0 <= t.result["metrics"]["test_accuracy"] <= 1.0
     assert set(t.result["timings"]) >= {"compile", "train", "total"}
+
+
+# ---------------------------------------------------------------- packs
+PACK_SPEC = {**SPEC, "name": "pack-test", "training": {"max_epochs": 4, "batch_size": 32},
+             "search": {"seeds": 5}}
+
+
+@pytest.fixture
+def pack_ids(store) -> list[str]:
+    """Five trials (seeds 0-4); seed 2 belongs to experiment "solo" only, so it can be
+    cancelled while the others go on."""
+    spec = parse_spec(PACK_SPEC)
+    pairs = [(tid, cfg.model_dump(mode="json")) for tid, cfg in expand_with_ids(spec)]
+    store.create_experiment(spec.experiment_id, spec.name, spec.to_dict(), len(pairs) - 1)
+    store.create_trials(spec.experiment_id, [p for p in pairs if p[1]["seed"] != 2])
+    store.create_experiment("solo", "solo", {}, 1)
+    store.create_trials("solo", [p for p in pairs if p[1]["seed"] == 2])
+    return [tid for tid, _ in pairs]
+
+
+@pytest.fixture(autouse=True)
+def every_epoch_checks(monkeypatch):
+    # Cancellation and heartbeat checks are throttled in time; here every epoch checks, so
+    # what a test sees depends on epochs, never on the clock.
+    monkeypatch.setattr(runner, "CHECK_INTERVAL_S", 0.0)
+
+
+class StandInPack:
+    """A packed train function: member k's fate is set by ``plans[seed]``.
+
+    ``"diverge@E"`` reports epoch E, then stops (metrics None) and returns DIVERGED;
+    ``"fail"`` returns a member-level FAILED result; anything else trains every epoch unless
+    its stop flag comes back True. ``hooks[epoch]`` runs after that epoch's report.
+    """
+
+    def __init__(self, plans: dict[int, str] | None = None, epochs: int = 4, hooks=None):
+        self.plans, self.epochs, self.hooks = plans or {}, epochs, hooks or {}
+        self.calls: list[list[int]] = []
+        self.flags: list[list[bool]] = []
+
+    def __call__(self, configs, on_epoch):
+        seeds = [c.seed for c in configs]
+        self.calls.append(seeds)
+        done: dict[int, TrialResult] = {}
+        for epoch in range(1, self.epochs + 1):
+            metrics = []
+            for k, seed in enumerate(seeds):
+                plan = self.plans.get(seed, "")
+                if k in done:
+                    metrics.append(None)
+                    continue
+                metrics.append({"epoch": epoch, "seed": seed, "train_loss": 1.0 / epoch})
+                if plan == f"diverge@{epoch}":
+                    done[k] = _result("DIVERGED", epoch, diverged_epoch=epoch)
+            flags = on_epoch(epoch, metrics)
+            self.flags.append(flags)
+            for k, stop in enumerate(flags):
+                if stop and k not in done:
+                    done[k] = _result("CANCELLED", epoch)
+            if epoch in self.hooks:
+                self.hooks[epoch]()
+        out = []
+        for k, seed in enumerate(seeds):
+            if self.plans.get(seed) == "fail":
+                failed = _result("COMPLETE", self.epochs)
+                failed.status = "FAILED"
+                failed.notes = [f"member {k}: singular matrix in layer 2"]
+                out.append(failed)
+            else:
+                out.append(done.get(k, _result("COMPLETE", self.epochs)))
+        return out
+
+
+def _seed(store, tid: str) -> int:
+    return store.get_trial(tid).config["seed"]
+
+
+def test_a_pack_survives_divergence_failure_cancellation_and_a_lost_member(store, pack_ids):
+    by_seed = {_seed(store, t): t for t in pack_ids}
+
+    def cancel_seed_2():
+        store.cancel_experiment("solo")
+
+    def lose_seed_3():
+        assert store.release_trial(by_seed[3], "w1")
+        assert store.claim_trial(by_seed[3], "w2") is not None
+        assert store.append_metrics(by_seed[3], {"epoch": 1, "who": "w2"}, worker="w2")
+
+    writes = []
+    real_append = store.append_metrics_many
+
+    def counting_append(batch, worker=None):
+        if worker == "w1":
+            writes.append(sorted(batch))
+        return real_append(batch, worker)
+
+    store.append_metrics_many = counting_append
+    train = StandInPack({0: "diverge@2", 1: "fail"}, hooks={2: cancel_seed_2, 3: lose_seed_3})
+    states = run_pack(pack_ids, store, worker="w1", train_fn=train)
+
+    assert states == {by_seed[0]: TrialState.DIVERGED, by_seed[1]: TrialState.FAILED,
+                      by_seed[2]: TrialState.CANCELLED, by_seed[3]: None,
+                      by_seed[4]: TrialState.COMPLETE}
+    assert train.calls == [[0, 1, 2, 3, 4]]
+    assert len(writes) == 4  # one metrics write per epoch for the whole pack
+    assert writes[1] == sorted(pack_ids) and by_seed[0] not in writes[2]
+    complete, failed = store.get_trial(by_seed[4]), store.get_trial(by_seed[1])
+    assert [m["epoch"] for m in complete.metrics] == [1, 2, 3, 4]
+    assert [m["epoch"] for m in failed.metrics] == [1, 2, 3, 4]
+    assert failed.error == "member 1: singular matrix in layer 2"
+    diverged = store.get_trial(by_seed[0])
+    assert [m["epoch"] for m in diverged.metrics] == [1, 2]
+    assert diverged.error.startswith("diverged at epoch 2")
+    cancelled = store.get_trial(by_seed[2])
+    assert [m["epoch"] for m in cancelled.metrics] == [1, 2, 3]  # stopped after epoch 3's check
+    lost = store.get_trial(by_seed[3])
+    assert (lost.state, lost.worker, lost.result) == (TrialState.RUNNING, "w2", None)
+    assert lost.metrics == [{"epoch": 1, "who": "w2"}]
+    assert [f[3] for f in train.flags] == [False, False, False, True]  # lost: told to stop
+    assert complete.result["pack"]["size"] == 5 and complete.result["pack"]["index"] == 4
+    assert diverged.result["pack"]["id"] == complete.result["pack"]["id"]
+
+
+def test_an_engine_exception_fails_every_member_with_the_traceback(store, pack_ids):
+    def train(configs, on_epoch):
+        on_epoch(1, [{"epoch": 1}] * len(configs))
+        raise RuntimeError("out of memory in the packed graph")
+
+    states = run_pack(pack_ids[:3], store, worker="w", train_fn=train)
+    assert states == dict.fromkeys(pack_ids[:3], TrialState.FAILED)
+    for tid in pack_ids[:3]:
+        t = store.get_trial(tid)
+        assert "Traceback" in t.error and "RuntimeError: out of memory in the packed graph" in t.error
+        assert len(t.metrics) == 1
+    assert store.get_trial(pack_ids[3]).state is TrialState.QUEUED
+
+
+def test_the_delivery_cap_holds_per_member(store, pack_ids):
+    first, *rest = pack_ids[:3]
+    assert store.claim_trial(first, "dead") is not None
+    assert store.requeue_stale(0) == [first]
+    train = StandInPack(epochs=1)
+    states = run_pack(pack_ids[:3], store, worker="w", max_attempts=1, train_fn=train)
+    assert states == {first: None, rest[0]: TrialState.COMPLETE, rest[1]: TrialState.COMPLETE}
+    assert train.calls == [[_seed(store, t) for t in rest]]
+    capped = store.get_trial(first)
+    assert capped.state is TrialState.FAILED and capped.error.startswith("delivery cap reached")
+
+
+def test_a_redelivered_pack_runs_only_its_unfinished_members(store, pack_ids):
+    done, running_elsewhere, *todo = pack_ids
+    assert run_trial(done, store, train_fn=_epochs_then("COMPLETE")) is TrialState.COMPLETE
+    before = store.get_trial(done)
+    assert store.claim_trial(running_elsewhere, "alive") is not None
+    train = StandInPack(epochs=2)
+    states = run_pack(pack_ids, store, worker="w", train_fn=train)
+    assert states == {done: None, running_elsewhere: None, **dict.fromkeys(todo, TrialState.COMPLETE)}
+    assert train.calls == [[_seed(store, t) for t in todo]]
+    assert store.get_trial(done) == before
+    assert store.get_trial(running_elsewhere).worker == "alive"
+    assert run_pack(pack_ids, store, worker="w", train_fn=train) == dict.fromkeys(pack_ids)
+    assert len(train.calls) == 1  # nothing left to train
+
+
+def test_the_heartbeat_thread_beats_during_a_long_compile(store, pack_ids):
+    claimed: dict[str, float] = {}
+
+    def slow_compile(configs, on_epoch):
+        # No epoch for a while: only the heartbeat thread can refresh the members.
+        for tid in pack_ids[:2]:
+            claimed.setdefault(tid, store.get_trial(tid).heartbeat_at)
+        deadline = time.monotonic() + 30
+        while any(store.get_trial(t).heartbeat_at == claimed[t] for t in pack_ids[:2]):
+            assert time.monotonic() < deadline, "no heartbeat during the compile"
+            time.sleep(0.01)
+        return [_result("COMPLETE", 0) for _ in configs]
+
+    states = run_pack(pack_ids[:2], store, worker="w", train_fn=slow_compile,
+                      heartbeat_interval_s=0.05)
+    assert set(states.values()) == {TrialState.COMPLETE}
+
+
+def test_a_single_trial_train_function_runs_as_a_pack_of_one(store, trial_ids):
+    state = run_trial(trial_ids[0], store, train_fn=_epochs_then("COMPLETE"))
+    assert state is TrialState.COMPLETE
+    pack = store.get_trial(trial_ids[0]).result["pack"]
+    assert (pack["size"], pack["index"]) == (1, 0)
+
+
+def test_heartbeat_examples_run():
+    import doctest
+
+    from dnnframe import heartbeat
+
+    assert doctest.testmod(heartbeat).failed == 0

@@ -2,24 +2,12 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
+from ..jsonsafe import json_safe
+
 Status = Literal["COMPLETE", "DIVERGED", "CANCELLED"]
-
-
-def json_safe(value: Any) -> Any:
-    """Turn NaN/inf into None and numpy scalars into Python numbers, recursively."""
-    if isinstance(value, dict):
-        return {str(k): json_safe(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [json_safe(v) for v in value]
-    if hasattr(value, "item") and not isinstance(value, (str, bytes)):
-        value = value.item()
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    return value
 
 
 @dataclass

@@ -22,7 +22,7 @@ from celery import Celery, Task, signals
 
 from .. import settings
 from ..exceptions import DnnframeError, NotFoundError, StoreError
-from ..runner import TrainFn, release_if_owner_died, run_pack
+from ..runner import TrainFn, one_by_one, release_if_owner_died, run_pack
 from ..store import default_store_url, open_store
 from ..store.base import ResultStore, TrialState
 from . import reaper
@@ -153,20 +153,22 @@ def _run_pack(task: Task, trial_ids: list[str]) -> dict[str, str | None]:
         raise task.retry(exc=exc, countdown=min(60, 2 ** task.request.retries),
                          max_retries=STORE_RETRIES) from exc
     train_fn = proc.get_train_fn()
+    # a single-trial hook trains the members in turn; None means the packed engine
+    pack_train = one_by_one(train_fn) if train_fn is not None else None
     max_attempts = settings.get().max_attempts
     proc.start_heartbeats()
     proc.set_state(node, queue, (tuple(trial_ids), worker))
     states: dict[str, TrialState | None] = {}
     try:
         states = run_pack(trial_ids, store, worker=worker, max_attempts=max_attempts,
-                          train_fn=train_fn)
+                          train_fn=pack_train)
         released = [tid for tid, state in states.items()
                     if state is None and release_if_owner_died(store, tid, node)]
         if released:
             # Once: a normal capped claim, so a trial that keeps killing its process still
             # ends FAILED at DNNFRAME_MAX_ATTEMPTS.
             states.update(run_pack(released, store, worker=worker, max_attempts=max_attempts,
-                                   train_fn=train_fn))
+                                   train_fn=pack_train))
     except NotFoundError as exc:
         raise DnnframeError(
             f"a trial of pack {trial_ids} is not in this worker's store "

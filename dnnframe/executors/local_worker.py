@@ -8,7 +8,7 @@ import os
 import signal
 
 from .. import settings
-from ..runner import TrainFn, default_worker_name, run_pack
+from ..runner import TrainFn, default_worker_name, one_by_one, run_pack
 from ..store import open_store
 from .base import THREAD_ENV
 
@@ -60,6 +60,9 @@ def worker_main(conn: multiprocessing.connection.Connection, store_url: str,
     except Exception as exc:
         conn.send(("fatal", f"worker cannot open the store {store_url}: {exc}"))
         return
+    # a single-trial function (a test or benchmark hook) trains a pack's members in turn;
+    # None means the packed engine
+    pack_train = one_by_one(train_fn) if train_fn is not None else None
     if train_fn is None:
         # Import what every trial needs (PyTensor via the engine, which applies THEANO_FLAGS
         # first; scikit-learn's dataset loaders) while the parent is still submitting, so the
@@ -95,7 +98,7 @@ def worker_main(conn: multiprocessing.connection.Connection, store_url: str,
             register(pack[0])
             try:
                 states = run_pack(pack, store, worker=worker, max_attempts=max_attempts,
-                                  train_fn=train_fn)
+                                  train_fn=pack_train)
                 done += sum(state is not None for state in states.values())
                 register(None)
                 conn.send(("done", pack, {tid: state.value if state is not None else None

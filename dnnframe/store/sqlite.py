@@ -2,61 +2,31 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
 import sqlite3
-import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from ..exceptions import NotFoundError, SchemaVersionError, StoreCorruptError, StoreError
-from .base import (
-    SCHEMA_VERSION,
-    ExperimentRecord,
-    ResultStore,
-    TrialRecord,
-    TrialState,
-    WorkerRecord,
-    check_finish_state,
+from ..exceptions import NotFoundError
+from .base import FinishItem, ResultStore, dumps, now
+from .checks import (
+    check_experiment_args,
+    check_finish_items,
+    check_ids,
+    check_max_attempts,
+    check_metrics_many,
+    check_page,
     check_trial_items,
-    dumps,
-    now,
+    check_worker,
     requeue_state_list,
-    resolve_sort_path,
     state_list,
 )
+from .records import ExperimentRecord, TrialRecord, TrialState, WorkerRecord
+from .sorting import check_since_order, resolve_sort_path
+from .sqlite_file import SQLiteFile, parse_sqlite_url
 
-_HEADER = b"SQLite format 3\x00"
-_META = "dnnframe_meta"
-_BUSY_TIMEOUT_S = 30.0
-_BUSY_RETRIES = 8
-# Connections inherited through fork must never be closed (or garbage-collected, which
-# closes them) in the child: that would release the parent's locks. They are parked here.
-_FORK_ORPHANS: list[sqlite3.Connection] = []
-
-_SCHEMA = f"""
-CREATE TABLE IF NOT EXISTS {_META} (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS experiments (
-    id TEXT PRIMARY KEY, name TEXT NOT NULL, spec TEXT NOT NULL, n_trials INTEGER NOT NULL,
-    created_at REAL NOT NULL, cancel_requested INTEGER NOT NULL DEFAULT 0);
-CREATE TABLE IF NOT EXISTS trials (
-    id TEXT PRIMARY KEY, state TEXT NOT NULL, config TEXT NOT NULL, result TEXT,
-    metrics TEXT NOT NULL DEFAULT '[]', error TEXT, worker TEXT,
-    attempts INTEGER NOT NULL DEFAULT 0, created_at REAL NOT NULL, started_at REAL,
-    finished_at REAL, heartbeat_at REAL, seq INTEGER NOT NULL);
-CREATE INDEX IF NOT EXISTS trials_seq ON trials (seq);
-CREATE INDEX IF NOT EXISTS trials_state ON trials (state, heartbeat_at);
-CREATE TABLE IF NOT EXISTS experiment_trials (
-    experiment_id TEXT NOT NULL REFERENCES experiments(id), trial_id TEXT NOT NULL REFERENCES trials(id),
-    PRIMARY KEY (experiment_id, trial_id)) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS experiment_trials_trial ON experiment_trials (trial_id, experiment_id);
-CREATE TABLE IF NOT EXISTS workers (
-    name TEXT PRIMARY KEY, host TEXT, pid INTEGER, current_trial TEXT,
-    trials_done INTEGER NOT NULL DEFAULT 0, last_seen REAL NOT NULL, info TEXT NOT NULL DEFAULT '{{}}');
-"""
+__all__ = ["SQLiteStore", "parse_sqlite_url"]
 
 _TRIAL_COLS = ("t.id, t.state, t.config, t.result, t.metrics, t.error, t.worker, t.attempts, "
                "t.created_at, t.started_at, t.finished_at, t.heartbeat_at, t.seq, "
@@ -83,6 +53,16 @@ def _update_each(c: sqlite3.Connection, assignments: str, ids: list[str],
                   [(*params, seq + i, tid) for i, tid in enumerate(ids)])
 
 
+def _marks(ids: list[str]) -> str:
+    return ", ".join("?" * len(ids))
+
+
+def _chunks(items: list[Any], size: int = 500) -> Iterator[list[Any]]:
+    """Slices of ``items`` small enough for SQLite's limit on bound parameters."""
+    for i in range(0, len(items), size):
+        yield items[i:i + size]
+
+
 def _trial(row: tuple) -> TrialRecord:
     return TrialRecord(
         id=row[0], state=TrialState(row[1]), config=json.loads(row[2]),
@@ -92,181 +72,21 @@ def _trial(row: tuple) -> TrialRecord:
         experiment_ids=sorted(json.loads(row[13])) if row[13] else [])
 
 
-def parse_sqlite_url(url: str) -> Path:
-    """``sqlite:///rel/path.db`` → ``rel/path.db``; ``sqlite:////abs/path.db`` → ``/abs/path.db``."""
-    if not url.startswith("sqlite:///"):
-        raise StoreError(f"store URL {url!r}: a SQLite URL looks like sqlite:///relative/path.db "
-                         "or sqlite:////absolute/path.db")
-    path = url[len("sqlite:///"):]
-    if path in ("", ":memory:") or path.startswith("file:"):
-        raise StoreError(f"store URL {url!r}: an in-memory or URI SQLite store cannot be shared "
-                         "by worker processes; give a file path")
-    return Path(path)
-
-
 class SQLiteStore(ResultStore):
     """ResultStore in one SQLite file (WAL mode); one connection per process and thread."""
 
     def __init__(self, path: str | Path, url: str | None = None, create: bool = True):
-        self.path = Path(path)
-        self.url = url or f"sqlite:///{self.path}"
-        self._local = threading.local()
-        self._lock = threading.Lock()
-        self._conns: list[tuple[int, sqlite3.Connection]] = []
-        self._closed = False
-        if not self._check_existing() and not create:
-            # Read-only callers (status, ls, export, report) must not leave an empty store
-            # behind for a mistyped path; an existing empty database is left untouched too.
-            what = "the file is an empty database" if self.path.exists() else "no such file"
-            raise StoreError(f"no store at {str(self.path)!r} ({what}; nothing has been run "
-                             "with this store yet?)")
-        self._init_schema()
-
-    # ------------------------------------------------------------ opening and safety
-    def _check_existing(self) -> bool:
-        """Refuse, without writing a byte, a file that is not a (compatible) dnnframe store.
-
-        Returns True when the file already holds a dnnframe store, False when there is no
-        file yet or an empty database."""
-        p = self.path
-        if not p.parent.is_dir():
-            raise StoreError(f"store URL {self.url!r}: directory {str(p.parent)!r} does not exist")
-        if not p.exists():
-            return False
-        if p.is_dir():
-            raise StoreError(f"store URL {self.url!r}: {str(p)!r} is a directory, not a file")
-        # The header is checked by SQLite itself ("file is not a database"), never by
-        # opening the file with open(): closing any descriptor of a database file drops every
-        # POSIX lock this process holds on it, so another process could then believe it is
-        # the last user, checkpoint and delete the WAL under our live connections (writes lost).
-        if not os.access(p, os.R_OK):
-            raise StoreError(f"store file {str(p)!r} cannot be read (permission denied)")
-        try:
-            ro = sqlite3.connect(f"file:{p.resolve()}?mode=ro", uri=True, timeout=_BUSY_TIMEOUT_S)
-        except sqlite3.Error as e:
-            raise StoreError(f"store file {str(p)!r} cannot be opened: {e}") from e
-        try:
-            tables = {r[0] for r in ro.execute(
-                "SELECT name FROM sqlite_master WHERE type = 'table'")}
-            if not tables:
-                return False
-            if _META not in tables:
-                raise StoreCorruptError(
-                    f"store file {str(p)!r} is a SQLite database but not a dnnframe store "
-                    f"(tables: {', '.join(sorted(tables))}); it was left untouched.")
-            row = ro.execute(f"SELECT value FROM {_META} WHERE key = 'schema_version'").fetchone()
-            version = int(row[0]) if row else 0
-            if version > SCHEMA_VERSION:
-                raise SchemaVersionError(
-                    f"store file {str(p)!r} has schema version {version}, written by a newer "
-                    f"dnnframe; this dnnframe reads up to version {SCHEMA_VERSION}. Upgrade "
-                    "dnnframe (pip install -U dnnframe) to open it.")
-            return True
-        except sqlite3.DatabaseError as e:
-            if "not a database" in str(e):
-                raise StoreCorruptError(
-                    f"store file {str(p)!r} is not a SQLite database (bad header); it was left "
-                    "untouched. Point DNNFRAME_STORE_URL at another file or move this one away.") from e
-            raise StoreCorruptError(
-                f"store file {str(p)!r} is damaged ({e}); it was left untouched.") from e
-        finally:
-            ro.close()
-
-    def _init_schema(self) -> None:
-        with self._tx() as c:
-            for stmt in _SCHEMA.split(";"):
-                if stmt.strip():
-                    c.execute(stmt)
-            c.execute(f"INSERT OR IGNORE INTO {_META} VALUES ('schema_version', ?)",
-                      (str(SCHEMA_VERSION),))
-            c.execute(f"INSERT OR IGNORE INTO {_META} VALUES ('created_at', ?)", (str(now()),))
-
-    def _connect(self) -> sqlite3.Connection:
-        try:
-            conn = sqlite3.connect(str(self.path), timeout=_BUSY_TIMEOUT_S, isolation_level=None,
-                                   check_same_thread=False)
-            # WAL: readers never block the writer; NORMAL sync is durable across crashes of the
-            # process (the OS keeps the WAL), only a power cut may lose the last commits.
-            mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
-            if mode.lower() != "wal":
-                raise StoreError(f"store file {str(self.path)!r}: cannot switch to WAL mode ({mode})")
-            conn.execute("PRAGMA synchronous=NORMAL")
-            conn.execute("PRAGMA foreign_keys=ON")
-        except sqlite3.DatabaseError as e:
-            raise self._wrap(e) from e
-        return conn
-
-    def _conn(self) -> sqlite3.Connection:
-        if self._closed:
-            raise StoreError(f"store {self.url!r} is closed")
-        pid = os.getpid()
-        local = self._local
-        if getattr(local, "pid", None) != pid:
-            if getattr(local, "conn", None) is not None:
-                _FORK_ORPHANS.append(local.conn)  # inherited through fork: never touch it
-            local.conn = self._connect()
-            local.pid = pid
-            with self._lock:
-                self._conns.append((pid, local.conn))
-        return local.conn
-
-    def _wrap(self, e: sqlite3.Error) -> StoreError:
-        msg = str(e)
-        if isinstance(e, sqlite3.DatabaseError) and ("malformed" in msg or "not a database" in msg):
-            return StoreCorruptError(f"store file {str(self.path)!r} is damaged: {msg}")
-        return StoreError(f"store {self.url!r}: {msg}")
-
-    @contextlib.contextmanager
-    def _tx(self) -> Iterator[sqlite3.Connection]:
-        """One write transaction (BEGIN IMMEDIATE: take the write lock up front, so two
-        writers never deadlock upgrading read locks), retried while the file is busy."""
-        conn = self._conn()
-        for attempt in range(_BUSY_RETRIES):
-            try:
-                conn.execute("BEGIN IMMEDIATE")
-                break
-            except sqlite3.OperationalError as e:
-                if "locked" not in str(e) and "busy" not in str(e):
-                    raise self._wrap(e) from e
-                if attempt == _BUSY_RETRIES - 1:
-                    raise StoreError(f"store {self.url!r} stayed locked by other writers "
-                                     f"for over {_BUSY_TIMEOUT_S * _BUSY_RETRIES:.0f}s") from e
-                time.sleep(0.05 * 2 ** attempt)
-            except sqlite3.DatabaseError as e:
-                raise self._wrap(e) from e
-        try:
-            yield conn
-        except BaseException as e:
-            conn.execute("ROLLBACK")
-            if isinstance(e, sqlite3.Error):
-                raise self._wrap(e) from e
-            raise
-        else:
-            conn.execute("COMMIT")
-
-    def _read(self, sql: str, params: tuple | list = ()) -> list[tuple]:
-        try:
-            return self._conn().execute(sql, params).fetchall()
-        except sqlite3.Error as e:
-            raise self._wrap(e) from e
+        self._file = SQLiteFile(path, url, create)
+        self.path, self.url = self._file.path, self._file.url
+        self._tx, self._read = self._file.tx, self._file.read
 
     def close(self) -> None:
-        pid = os.getpid()
-        with self._lock:
-            mine = [c for p, c in self._conns if p == pid]
-            self._conns = []
-        for c in mine:
-            with contextlib.suppress(sqlite3.Error):
-                c.close()
-        self._closed = True
+        self._file.close()
 
     # ------------------------------------------------------------ experiments
     def create_experiment(self, experiment_id: str, name: str, spec: dict[str, Any],
                           n_trials: int) -> ExperimentRecord:
-        if not experiment_id or not isinstance(experiment_id, str):
-            raise ValueError(f"experiment_id must be a non-empty string, got {experiment_id!r}")
-        if not isinstance(n_trials, int) or n_trials < 0:
-            raise ValueError(f"n_trials must be a non-negative integer, got {n_trials!r}")
+        check_experiment_args(experiment_id, n_trials)
         with self._tx() as c:
             c.execute("INSERT OR IGNORE INTO experiments (id, name, spec, n_trials, created_at) "
                       "VALUES (?, ?, ?, ?, ?)", (experiment_id, name, dumps(spec), n_trials, now()))
@@ -285,7 +105,7 @@ class SQLiteStore(ResultStore):
         return self._experiment(rows[0])
 
     def list_experiments(self, limit: int = 100, offset: int = 0) -> list[ExperimentRecord]:
-        _check_page(limit, offset)
+        check_page(limit, offset)
         rows = self._read("SELECT id, name, spec, n_trials, created_at, cancel_requested "
                           "FROM experiments ORDER BY created_at DESC, rowid DESC LIMIT ? OFFSET ?",
                           (-1 if limit is None else limit, offset))
@@ -352,75 +172,116 @@ class SQLiteStore(ResultStore):
                           "VALUES (?, ?)", [(experiment_id, r[0]) for r in rows])
         return created
 
-    def claim_trial(self, trial_id: str, worker: str,
-                    max_attempts: int | None = None) -> TrialRecord | None:
-        if not worker or not isinstance(worker, str):
-            raise ValueError(f"worker must be a non-empty string, got {worker!r}")
-        if max_attempts is not None and (not isinstance(max_attempts, int) or max_attempts < 1):
-            raise ValueError(f"max_attempts must be an integer >= 1, got {max_attempts!r}")
+    def claim_trials(self, trial_ids: list[str], worker: str,
+                     max_attempts: int | None = None) -> list[TrialRecord]:
+        ids = check_ids(trial_ids)
+        check_worker(worker)
+        check_max_attempts(max_attempts)
         t = now()
         with self._tx() as c:
-            row = c.execute(f"SELECT state, attempts, {_ALL_EXPERIMENTS_CANCELLED} AND EXISTS "
-                            "(SELECT 1 FROM experiment_trials WHERE trial_id = trials.id) "
-                            "FROM trials WHERE id = ?", (trial_id,)).fetchone()
-            if row is None:
-                raise NotFoundError(f"trial {trial_id!r} not found in {self.url}")
-            state, attempts, cancelled = row
-            if state != "QUEUED":
-                return None
-            if cancelled:
-                c.execute(f"UPDATE trials SET state = 'CANCELLED', finished_at = ?, "
-                          f"seq = {_NEXT_SEQ}, error = 'experiment cancelled before the trial "
-                          "started' WHERE id = ?", (t, trial_id))
-                return None
-            if max_attempts is not None and attempts >= max_attempts:
-                c.execute(f"UPDATE trials SET state = 'FAILED', finished_at = ?, seq = {_NEXT_SEQ}, "
-                          "error = ? WHERE id = ?",
-                          (t, f"delivery cap reached: claimed {attempts} times, "
-                              f"max_attempts={max_attempts} (the trial keeps losing its worker)",
-                           trial_id))
-                return None
-            c.execute(f"UPDATE trials SET state = 'RUNNING', worker = ?, attempts = attempts + 1, "
-                      f"started_at = ?, heartbeat_at = ?, metrics = '[]', seq = {_NEXT_SEQ} "
-                      "WHERE id = ?", (worker, t, t, trial_id))
-            return _trial(c.execute(f"SELECT {_TRIAL_COLS} FROM trials t WHERE t.id = ?",
-                                    (trial_id,)).fetchone())
+            found = {r[0]: r[1:] for chunk in _chunks(ids) for r in c.execute(
+                f"SELECT id, state, attempts, {_ALL_EXPERIMENTS_CANCELLED} AND EXISTS "
+                "(SELECT 1 FROM experiment_trials WHERE trial_id = trials.id) FROM trials "
+                f"WHERE id IN ({_marks(chunk)})", chunk)}
+            self._require(ids, found)
+            seq = _next_seq(c)
+            won = []
+            for tid in ids:
+                state, attempts, cancelled = found[tid]
+                if state != "QUEUED":
+                    continue
+                if cancelled:
+                    c.execute("UPDATE trials SET state = 'CANCELLED', finished_at = ?, seq = ?, "
+                              "error = 'experiment cancelled before the trial started' "
+                              "WHERE id = ?", (t, seq, tid))
+                elif max_attempts is not None and attempts >= max_attempts:
+                    c.execute("UPDATE trials SET state = 'FAILED', finished_at = ?, seq = ?, "
+                              "error = ? WHERE id = ?",
+                              (t, seq, f"delivery cap reached: claimed {attempts} times, "
+                                       f"max_attempts={max_attempts} (the trial keeps losing "
+                                       "its worker)", tid))
+                else:
+                    c.execute("UPDATE trials SET state = 'RUNNING', worker = ?, "
+                              "attempts = attempts + 1, started_at = ?, heartbeat_at = ?, "
+                              "metrics = '[]', seq = ? WHERE id = ?", (worker, t, t, seq, tid))
+                    won.append(tid)
+                seq += 1
+            records = {r[0]: _trial(r) for chunk in _chunks(won) for r in c.execute(
+                f"SELECT {_TRIAL_COLS} FROM trials t WHERE t.id IN ({_marks(chunk)})", chunk)}
+        return [records[tid] for tid in won]
 
-    def heartbeat(self, trial_id: str, worker: str) -> bool:
+    def heartbeat_trials(self, trial_ids: list[str], worker: str) -> set[str]:
+        ids = check_ids(trial_ids)
+        t = now()
         with self._tx() as c:
-            return c.execute("UPDATE trials SET heartbeat_at = ? WHERE id = ? AND "
-                             "state = 'RUNNING' AND worker = ?",
-                             (now(), trial_id, worker)).rowcount > 0
+            return {r[0] for chunk in _chunks(ids) for r in c.execute(
+                f"UPDATE trials SET heartbeat_at = ? WHERE id IN ({_marks(chunk)}) AND "
+                "state = 'RUNNING' AND worker = ? RETURNING id", (t, *chunk, worker))}
 
-    def append_metrics(self, trial_id: str, metrics: dict[str, Any],
-                       worker: str | None = None) -> bool:
-        if not isinstance(metrics, dict):
-            raise ValueError(f"metrics must be a dict, got {type(metrics).__name__}")
+    def append_metrics_many(self, metrics_by_id: dict[str, dict[str, Any]],
+                            worker: str | None = None) -> set[str]:
+        items = [(dumps(m), tid) for tid, m in check_metrics_many(metrics_by_id).items()]
+        if not items:
+            return set()
         owner = " AND worker = ?" if worker is not None else ""
-        params: list[Any] = [dumps(metrics), now(), trial_id]
-        if worker is not None:
-            params.append(worker)
+        t = now()
         with self._tx() as c:
-            # json_insert '$[#]' appends in place: no read-modify-write round trip.
-            return c.execute(f"UPDATE trials SET metrics = json_insert(metrics, '$[#]', json(?)), "
-                             f"heartbeat_at = ?, seq = {_NEXT_SEQ} WHERE id = ? AND "
-                             f"state = 'RUNNING'{owner}", params).rowcount > 0
+            first = _next_seq(c)
+            # Each row gets its own seq (first + k): the rows written are exactly those that
+            # carry a seq of this block, so only a partly refused batch needs a second look.
+            # json_insert '$[#]' appends in place.
+            n = c.executemany(
+                "UPDATE trials SET metrics = json_insert(metrics, '$[#]', json(?)), "
+                f"heartbeat_at = ?, seq = ? WHERE id = ? AND state = 'RUNNING'{owner}",
+                [(m, t, first + k, tid, *((worker,) if worker is not None else ()))
+                 for k, (m, tid) in enumerate(items)]).rowcount
+            if n == len(items):
+                return {tid for _, tid in items}
+            return self._in_block(c, [tid for _, tid in items], first)
 
-    def finish_trial(self, trial_id: str, state: TrialState, result: dict[str, Any] | None = None,
-                     error: str | None = None, worker: str | None = None) -> bool:
-        st = check_finish_state(state)
-        result_json = dumps(result) if result is not None else None
-        allowed = "state = 'RUNNING'" + (" OR state = 'QUEUED'" if st is TrialState.CANCELLED else "")
+    def _in_block(self, c: sqlite3.Connection, ids: list[str], first: int) -> set[str]:
+        """Which of ``ids`` this transaction gave a seq from ``first`` on."""
+        return {r[0] for chunk in _chunks(ids) for r in c.execute(
+            f"SELECT id FROM trials WHERE id IN ({_marks(chunk)}) AND seq >= ?", (*chunk, first))}
+
+    def finish_trials(self, items: list[FinishItem], worker: str | None = None) -> set[str]:
+        checked = [(tid, st.value, dumps(result) if result is not None else None, error)
+                   for tid, st, result, error in check_finish_items(items)]
+        if not checked:
+            return set()
         owner = " AND (state = 'QUEUED' OR worker = ?)" if worker is not None else ""
-        params: list[Any] = [st.value, result_json, error, now(), trial_id]
-        if worker is not None:
-            params.append(worker)
+        t = now()
+        ids = [tid for tid, *_ in checked]
         with self._tx() as c:
-            n = c.execute(f"UPDATE trials SET state = ?, result = ?, error = ?, finished_at = ?, "
-                          f"seq = {_NEXT_SEQ} WHERE id = ? AND ({allowed}){owner}", params).rowcount
-            if n == 0 and c.execute("SELECT 1 FROM trials WHERE id = ?", (trial_id,)).fetchone() is None:
-                raise NotFoundError(f"trial {trial_id!r} not found in {self.url}")
-            return n > 0
+            first = _next_seq(c)
+            # From RUNNING to any finished state; from QUEUED only to CANCELLED.
+            n = c.executemany(
+                "UPDATE trials SET state = ?1, result = ?2, error = ?3, finished_at = ?4, "
+                "seq = ?5 WHERE id = ?6 AND (state = 'RUNNING' OR (state = 'QUEUED' AND "
+                f"?1 = 'CANCELLED')){owner.replace('?', '?7')}",
+                [(st, result, error, t, first + k, tid, *((worker,) if worker is not None else ()))
+                 for k, (tid, st, result, error) in enumerate(checked)]).rowcount
+            if n == len(ids):
+                return set(ids)
+            # Raising rolls the whole batch back: an unknown id finishes nothing.
+            self._require(ids, {r[0] for chunk in _chunks(ids) for r in c.execute(
+                f"SELECT id FROM trials WHERE id IN ({_marks(chunk)})", chunk)})
+            return self._in_block(c, ids, first)
+
+    def cancel_requested(self, trial_ids: list[str]) -> set[str]:
+        ids = check_ids(trial_ids)
+        rows = [r for chunk in _chunks(ids) for r in self._read(
+            f"SELECT id, state = 'CANCELLED' OR ({_ALL_EXPERIMENTS_CANCELLED} AND EXISTS "
+            "(SELECT 1 FROM experiment_trials WHERE trial_id = trials.id)) "
+            f"FROM trials WHERE id IN ({_marks(chunk)})", chunk)]
+        self._require(ids, {r[0] for r in rows})
+        return {tid for tid, cancelled in rows if cancelled}
+
+    def _require(self, ids: list[str], found: set[str] | dict[str, Any]) -> None:
+        missing = [tid for tid in ids if tid not in found]
+        if missing:
+            raise NotFoundError(f"trial {missing[0]!r} not found in {self.url}"
+                                + (f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""))
 
     def requeue_stale(self, timeout_s: float) -> list[str]:
         if timeout_s < 0:
@@ -433,8 +294,7 @@ class SQLiteStore(ResultStore):
         return sorted(ids)
 
     def release_trial(self, trial_id: str, worker: str) -> bool:
-        if not worker or not isinstance(worker, str):
-            raise ValueError(f"worker must be a non-empty string, got {worker!r}")
+        check_worker(worker)
         with self._tx() as c:
             n = c.execute(f"UPDATE trials SET state = 'QUEUED', worker = NULL, heartbeat_at = NULL, "
                           f"seq = {_NEXT_SEQ} WHERE id = ? AND state = 'RUNNING' AND worker = ?",
@@ -450,20 +310,13 @@ class SQLiteStore(ResultStore):
             raise NotFoundError(f"trial {trial_id!r} not found in {self.url}")
         return _trial(rows[0])
 
-    def is_cancel_requested(self, trial_id: str) -> bool:
-        rows = self._read(f"SELECT state = 'CANCELLED' OR ({_ALL_EXPERIMENTS_CANCELLED} AND EXISTS "
-                          "(SELECT 1 FROM experiment_trials WHERE trial_id = trials.id)) "
-                          "FROM trials WHERE id = ?", (trial_id,))
-        if not rows:
-            raise NotFoundError(f"trial {trial_id!r} not found in {self.url}")
-        return bool(rows[0][0])
-
     def list_trials(self, experiment_id: str | None = None,
                     state: TrialState | list[TrialState] | None = None,
                     sort_by: str | None = None, descending: bool = False,
                     limit: int | None = None, offset: int = 0,
                     since: int | None = None) -> list[TrialRecord]:
-        _check_page(limit, offset)
+        check_page(limit, offset)
+        check_since_order(since, sort_by, descending)
         where, params = [], []
         if experiment_id is not None:
             where.append("t.id IN (SELECT trial_id FROM experiment_trials WHERE experiment_id = ?)")
@@ -474,7 +327,7 @@ class SQLiteStore(ResultStore):
             params.extend(states)
         if since is not None:
             where.append("t.seq > ?")
-            params.append(int(since))
+            params.append(since)
         direction = "DESC" if descending else "ASC"
         if sort_by is None:
             order = f"t.seq {direction}, t.rowid {direction}" if since is not None else \
@@ -503,8 +356,7 @@ class SQLiteStore(ResultStore):
     def register_worker(self, name: str, host: str | None = None, pid: int | None = None,
                         current_trial: str | None = None, trials_done: int = 0,
                         info: dict[str, Any] | None = None) -> None:
-        if not name or not isinstance(name, str):
-            raise ValueError(f"worker name must be a non-empty string, got {name!r}")
+        check_worker(name, "worker name")
         with self._tx() as c:
             c.execute("INSERT OR REPLACE INTO workers (name, host, pid, current_trial, trials_done, "
                       "last_seen, info) VALUES (?, ?, ?, ?, ?, ?, ?)",
@@ -520,9 +372,3 @@ class SQLiteStore(ResultStore):
         return [WorkerRecord(name=r[0], host=r[1], pid=r[2], current_trial=r[3], trials_done=r[4],
                              last_seen=r[5], info=json.loads(r[6])) for r in rows]
 
-
-def _check_page(limit: int | None, offset: int) -> None:
-    if limit is not None and (not isinstance(limit, int) or limit < 0):
-        raise ValueError(f"limit must be a non-negative integer or None, got {limit!r}")
-    if not isinstance(offset, int) or offset < 0:
-        raise ValueError(f"offset must be a non-negative integer, got {offset!r}")

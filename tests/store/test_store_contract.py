@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import csv
+import datetime
 import io
 import json
+import threading
 import time
 
 import pytest
@@ -484,3 +486,248 @@ def test_open_without_create_refuses_a_missing_store(url, backend, tmp_path):
         assert [e.id for e in s2.list_experiments()] == ["exp1"]
     finally:
         s2.close()
+
+
+# ---------------------------------------------------------------- batches
+def test_claim_trials_wins_what_it_can_and_applies_the_cap_per_trial(store):
+    ids = make(store, 5)
+    assert store.claim_trial(ids[2], "dead") is not None      # one delivery already spent
+    assert store.requeue_stale(0) == [ids[2]]
+    assert store.claim_trial(ids[0], "other") is not None  # running elsewhere
+    run(store, ids[1], 0.5)                                   # finished
+    cursor = store.latest_seq()
+    won = store.claim_trials([*ids, ids[3]], "w", max_attempts=1)
+    assert [r.id for r in won] == [ids[3], ids[4]]
+    assert all((r.state, r.worker, r.attempts, r.metrics) == (TrialState.RUNNING, "w", 1, [])
+               for r in won)
+    capped = store.get_trial(ids[2])
+    assert capped.state is TrialState.FAILED and capped.error.startswith("delivery cap reached")
+    assert store.get_trial(ids[0]).worker == "other"
+    changed = store.list_trials(since=cursor)
+    assert sorted(t.id for t in changed) == sorted(ids[2:])
+    assert len({t.seq for t in changed}) == 3  # one seq per row
+    assert store.claim_trials(ids, "w2") == []  # a redelivered pack is a no-op
+
+
+def test_claim_trials_of_a_cancelled_experiment_cancels_them(store):
+    ids = make(store, 2)
+    store.create_experiment("live", "live", {}, 1)
+    store.create_trials("live", [(ids[1], CFG)])  # shared with an experiment still wanted
+    store.cancel_experiment("exp1")
+    store.finish_trial(ids[1], TrialState.CANCELLED)  # ... but cancelled by hand meanwhile
+    store.create_trials("exp1", [("late", CFG)])  # created after the cancel: still QUEUED
+    assert store.claim_trials(["late", ids[0]], "w") == []
+    assert store.get_trial("late").state is TrialState.CANCELLED
+
+
+def test_batches_naming_an_unknown_trial_change_nothing(store):
+    ids = make(store, 2)
+    with pytest.raises(NotFoundError, match="nope"):
+        store.claim_trials([ids[0], "nope"], "w")
+    assert store.get_trial(ids[0]).state is TrialState.QUEUED
+    store.claim_trial(ids[0], "w")
+    with pytest.raises(NotFoundError, match="nope"):
+        store.finish_trials([(ids[0], TrialState.COMPLETE, None, None),
+                             ("nope", TrialState.COMPLETE, None, None)], worker="w")
+    assert store.get_trial(ids[0]).state is TrialState.RUNNING
+    with pytest.raises(NotFoundError, match="nope"):
+        store.cancel_requested([ids[0], "nope"])
+
+
+def test_batch_arguments_are_named(store):
+    ids = make(store, 1)
+    with pytest.raises(ValueError, match="worker"):
+        store.claim_trials(ids, "")
+    with pytest.raises(ValueError, match="max_attempts"):
+        store.claim_trials(ids, "w", max_attempts=0)
+    with pytest.raises(ValueError, match="trial_ids"):
+        store.claim_trials(ids[0], "w")  # a bare string is not a list of ids
+    with pytest.raises(ValueError, match="metrics must be a dict"):
+        store.append_metrics_many({ids[0]: [1, 2]}, worker="w")
+    with pytest.raises(ValueError, match="finished state"):
+        store.finish_trials([(ids[0], TrialState.RUNNING, None, None)], worker="w")
+    with pytest.raises(ValueError, match=r"items\[0\]"):
+        store.finish_trials([(ids[0], TrialState.COMPLETE)], worker="w")
+
+
+def test_heartbeat_trials_reports_what_is_still_owned(store):
+    a, b, c, d = make(store, 4)
+    store.claim_trials([a, b, c], "w")
+    store.claim_trial(d, "other")
+    store.finish_trial(c, TrialState.COMPLETE, worker="w")
+    before = {t.id: t.heartbeat_at for t in store.list_trials()}
+    cursor = store.latest_seq()
+    time.sleep(0.01)
+    assert store.heartbeat_trials([a, b, c, d], "w") == {a, b}
+    after = {t.id: t.heartbeat_at for t in store.list_trials()}
+    assert after[a] > before[a] and after[b] > before[b]
+    assert (after[c], after[d]) == (before[c], before[d])
+    assert store.list_trials(since=cursor) == []  # heartbeats are not changes
+
+
+def test_append_metrics_many_writes_owned_running_trials_only(store):
+    a, b, c, d = make(store, 4)
+    store.claim_trials([a, b], "w")
+    store.claim_trial(c, "other")
+    cursor = store.latest_seq()
+    for epoch in (1, 2):
+        written = store.append_metrics_many(
+            {a: {"epoch": epoch, "val_loss": float("nan")}, b: {"epoch": epoch},
+             c: {"epoch": epoch}, d: {"epoch": epoch}}, worker="w")
+        assert written == {a, b}
+    assert store.get_trial(a).metrics == [{"epoch": 1, "val_loss": None},
+                                          {"epoch": 2, "val_loss": None}]
+    assert [m["epoch"] for m in store.get_trial(b).metrics] == [1, 2]
+    assert store.get_trial(c).metrics == [] and store.get_trial(d).metrics == []
+    changed = store.list_trials(since=cursor)
+    assert [t.id for t in changed] == [a, b] and changed[0].seq != changed[1].seq
+    assert store.append_metrics_many({}, worker="w") == set()
+
+
+def test_finish_trials_applies_each_trials_rules(store):
+    a, b, c, d, e = make(store, 5)
+    store.claim_trials([a, b], "w")
+    store.claim_trial(c, "other")
+    result = {"status": "COMPLETE", "metrics": {"test_accuracy": 0.75}}
+    done = store.finish_trials([
+        (a, TrialState.COMPLETE, result, None),
+        (b, "DIVERGED", None, "diverged at epoch 3"),
+        (c, TrialState.COMPLETE, result, None),          # another worker's: refused
+        (d, TrialState.CANCELLED, None, "user"),         # QUEUED may be cancelled
+        (e, TrialState.COMPLETE, result, None),          # QUEUED may not complete
+    ], worker="w")
+    assert done == {a, b, d}
+    ta, tb = store.get_trial(a), store.get_trial(b)
+    assert ta.state is TrialState.COMPLETE and ta.result["metrics"]["test_accuracy"] == 0.75
+    assert (tb.state, tb.error) == (TrialState.DIVERGED, "diverged at epoch 3")
+    assert store.get_trial(c).state is TrialState.RUNNING
+    assert store.get_trial(e).state is TrialState.QUEUED
+    again = store.finish_trials([(a, TrialState.FAILED, None, "late")], worker="w")
+    assert again == set() and store.get_trial(a) == ta  # finished rows are read-only
+
+
+def test_cancel_requested_in_one_call(store):
+    a, b = make(store, 2)
+    store.create_experiment("other", "o", {}, 1)
+    store.create_trials("other", [("x", CFG), (b, CFG)])
+    store.claim_trials([a, b, "x"], "w")
+    assert store.cancel_requested([a, b, "x"]) == set()
+    store.cancel_experiment("exp1")
+    assert store.cancel_requested([a, b, "x"]) == {a}  # b is still wanted by "other"
+    store.cancel_experiment("other")
+    assert store.cancel_requested([a, b, "x"]) == {a, b, "x"}
+
+
+# ---------------------------------------------------------------- paging that cannot lose rows
+@pytest.mark.parametrize("sort_by, descending", [("test_accuracy", False), ("created_at", True),
+                                                 ("seq", True), ("state", False)])
+def test_since_is_refused_in_any_order_but_change_order(store, sort_by, descending):
+    with pytest.raises(ValueError, match="since= pages in ascending change order only"):
+        store.list_trials(since=0, sort_by=sort_by, descending=descending)
+    assert store.list_trials(since=0, sort_by="seq") == []
+
+
+def test_unknown_sort_key_names_the_allowed_keys(store):
+    with pytest.raises(ValueError, match=r"'bogus' is not a sort key: use one of .*test_accuracy"):
+        store.list_trials(sort_by="bogus")
+
+
+def test_csv_times_are_iso_8601_utc(store):
+    (tid,) = make(store, 1)
+    run(store, tid, 0.5)
+    t = store.get_trial(tid)
+    buf = io.StringIO()
+    store.export_csv(buf)
+    (row,) = csv.DictReader(io.StringIO(buf.getvalue()))
+    for column, value in (("created_at", t.created_at), ("started_at", t.started_at),
+                          ("finished_at", t.finished_at)):
+        assert row[column].endswith("Z") and "T" in row[column]
+        parsed = datetime.datetime.fromisoformat(row[column].replace("Z", "+00:00"))
+        assert parsed.tzinfo is not None
+        assert abs(parsed.timestamp() - value) < 1e-3
+
+
+@pytest.fixture
+def atomic_operations(backend, monkeypatch):
+    """On mongomock, make each single collection operation atomic, as a MongoDB server does.
+
+    mongomock applies one update in several Python steps, so threads can interleave inside
+    a single update (two compare-and-sets on one document can both succeed), and a ``find``
+    filters and sorts documents while other threads change them, so one query can see one
+    document in two versions; a server never does either. With one lock around each
+    operation (a cursor reads all its documents under it) the test checks the store's logic,
+    not mongomock's thread safety.
+    """
+    if backend != "mongomock":
+        return
+    import mongomock
+
+    lock = threading.RLock()
+    for name in ("update_one", "update_many", "find_one", "find_one_and_update", "insert_one",
+                 "insert_many", "count_documents", "aggregate"):
+        real = getattr(mongomock.collection.Collection, name)
+
+        def locked(self, *args, _real=real, **kwargs):
+            with lock:
+                return _real(self, *args, **kwargs)
+
+        monkeypatch.setattr(mongomock.collection.Collection, name, locked)
+    real_dataset = mongomock.collection.Collection._get_dataset
+
+    def snapshot(self, *args, **kwargs):
+        with lock:
+            return iter(list(real_dataset(self, *args, **kwargs)))
+
+    monkeypatch.setattr(mongomock.collection.Collection, "_get_dataset", snapshot)
+
+
+def test_interleaved_writers_never_hide_a_finished_trial_from_a_cursor_reader(
+        store, atomic_operations):
+    ids = make(store, 120)
+    stop = threading.Event()
+    seen: dict[str, TrialRecord] = {}
+    errors: list[BaseException] = []
+
+    def reader():
+        cursor = 0
+        try:
+            while True:
+                done = stop.is_set()  # read before the last sweep, so it sees the final writes
+                cursor, page = follow(store, cursor, 7)
+                seen.update(page)
+                if done:
+                    return
+        except BaseException as exc:  # noqa: BLE001 - reported by the main thread
+            errors.append(exc)
+
+    def writer(k: int):
+        try:
+            mine = ids[k::4]
+            for start in range(0, len(mine), 5):
+                pack = [r.id for r in store.claim_trials(mine[start:start + 5], f"w{k}")]
+                store.append_metrics_many({t: {"epoch": 1} for t in pack}, worker=f"w{k}")
+                store.finish_trials([(t, TrialState.COMPLETE, {"k": k}, None) for t in pack],
+                                    worker=f"w{k}")
+        except BaseException as exc:  # noqa: BLE001 - reported by the main thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=writer, args=(k,)) for k in range(4)]
+    watcher = threading.Thread(target=reader)
+    watcher.start()
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    stop.set()
+    watcher.join()
+    assert errors == []
+    assert sorted(seen) == sorted(ids)
+    assert {t.state for t in seen.values()} == {TrialState.COMPLETE}
+
+
+def test_row_examples_run():
+    import doctest
+
+    from dnnframe.store import rows
+
+    assert doctest.testmod(rows).failed == 0

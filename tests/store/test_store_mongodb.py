@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+
 import mongomock
 import pytest
 from pymongo.errors import AutoReconnect
@@ -72,7 +74,7 @@ def test_autoreconnect_is_retried(monkeypatch):
     s = open_store("mongomock://localhost/hiccup")
     s.create_experiment("e", "e", {}, 1)
     s.create_trials("e", [("t", {})])
-    real = mongomock.collection.Collection.find_one_and_update
+    real = mongomock.collection.Collection.update_one
     failures = {"left": 2}
 
     def flaky(self, *args, **kwargs):
@@ -81,9 +83,12 @@ def test_autoreconnect_is_retried(monkeypatch):
             raise AutoReconnect("primary stepped down")
         return real(self, *args, **kwargs)
 
-    monkeypatch.setattr(mongomock.collection.Collection, "find_one_and_update", flaky)
+    monkeypatch.setattr(mongomock.collection.Collection, "update_one", flaky)
     rec = s.claim_trial("t", "w")
     assert rec is not None and rec.state is TrialState.RUNNING and failures["left"] == 0
+    # the seq blocks of the failed attempts hold no reader back
+    assert s._db.counters.find_one({"_id": "seq"})["inflight"] == []
+    assert s.latest_seq() == rec.seq
 
 
 def test_persistent_outage_becomes_store_error(monkeypatch):
@@ -93,7 +98,7 @@ def test_persistent_outage_becomes_store_error(monkeypatch):
     def down(self, *args, **kwargs):
         raise AutoReconnect("connection refused")
 
-    monkeypatch.setattr("dnnframe.store.mongodb.time.sleep", lambda s: None)
+    monkeypatch.setattr("dnnframe.store.mongo_connect.time.sleep", lambda s: None)
     monkeypatch.setattr(mongomock.collection.Collection, "find_one", down)
     with pytest.raises(StoreError, match="mongomock://localhost/outage.*unreachable after 5"):
         s.get_experiment("e")
@@ -110,3 +115,62 @@ def test_batch_writes_without_order_field_still_get_one_seq_per_trial():
     changed = s.list_trials(since=cursor)
     assert len(changed) == 5 and len({t.seq for t in changed}) == 5
     assert {t.state for t in changed} == {TrialState.CANCELLED}
+
+
+def _stall_first_finish(s, monkeypatch):
+    """Make the next ``finish_trials`` of the calling thread stop after it reserved its seq
+    and before its write lands, until the returned event is set (a slow writer)."""
+    reserved, release = threading.Event(), threading.Event()
+    real = s._update_all
+    owner: dict[str, int | None] = {"thread": None}
+
+    def slow(ops):
+        if threading.get_ident() == owner["thread"]:
+            reserved.set()
+            assert release.wait(30)
+        return real(ops)
+
+    monkeypatch.setattr(s, "_update_all", slow)
+    return owner, reserved, release
+
+
+def test_a_write_in_flight_holds_back_the_cursor_so_no_reader_skips_it(monkeypatch):
+    # Writer A reserves seq n, then stalls; writer B takes n+1 and lands first. A reader
+    # must not be handed B (and jump past n) before A's write is visible.
+    s = open_store("mongomock://localhost/inflight")
+    s.create_experiment("e", "e", {}, 2)
+    s.create_trials("e", [("a", {}), ("b", {})])
+    s.claim_trials(["a", "b"], "w")
+    cursor = s.latest_seq()
+    owner, reserved, release = _stall_first_finish(s, monkeypatch)
+
+    def writer_a():
+        owner["thread"] = threading.get_ident()
+        s.finish_trials([("a", TrialState.COMPLETE, {"who": "a"}, None)], worker="w")
+
+    slow = threading.Thread(target=writer_a)
+    slow.start()
+    assert reserved.wait(30)
+    assert s.finish_trial("b", TrialState.COMPLETE, result={"who": "b"}, worker="w")
+    assert s.get_trial("b").seq > s._db.counters.find_one({"_id": "seq"})["inflight"][0]["first"]
+    assert s.list_trials(since=cursor) == []  # b waits behind a's write in flight
+    assert s.latest_seq() == cursor
+    release.set()
+    slow.join()
+    changed = s.list_trials(since=cursor)
+    assert [t.id for t in changed] == ["a", "b"]
+    assert {t.state for t in changed} == {TrialState.COMPLETE}
+    assert s.latest_seq() == changed[-1].seq
+
+
+def test_an_abandoned_seq_block_stops_holding_readers_back(monkeypatch):
+    s = open_store("mongomock://localhost/abandoned")
+    s.create_experiment("e", "e", {}, 1)
+    s.create_trials("e", [("t", {})])
+    cursor = s.latest_seq()
+    first = s._seq._reserve(1)  # a writer that died right after reserving
+    assert s.claim_trial("t", "w") is not None
+    assert s.list_trials(since=cursor) == [] and s.latest_seq() == first - 1
+    monkeypatch.setattr(s._seq, "_ttl", 0.0)
+    assert [t.id for t in s.list_trials(since=cursor)] == ["t"]
+    assert s._db.counters.find_one({"_id": "seq"})["inflight"] == []  # swept

@@ -1,0 +1,47 @@
+"""``json_safe``: turn Python/numpy values into strict JSON values (no heavy imports)."""
+
+from __future__ import annotations
+
+import enum
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+
+def json_safe(value: Any) -> Any:
+    """Copy ``value`` into plain JSON: numpy scalars/arrays unwrapped, NaN/±inf become None.
+
+    Stored documents and API answers must be strict JSON (SQLite's JSON functions and
+    browsers reject NaN); a diverged loss is recorded as null, and the trial's state says why.
+
+    Raises:
+        TypeError: a value with no JSON form (named with its type).
+    """
+    if isinstance(value, dict):
+        return {str(k): json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_safe(v) for v in value]
+    if isinstance(value, enum.Enum):
+        return json_safe(value.value)
+    if isinstance(value, bool) or value is None or isinstance(value, (int, str)):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if hasattr(value, "tolist"):  # numpy scalar or array, without importing numpy
+        return json_safe(value.tolist())
+    if isinstance(value, Path):
+        return str(value)
+    raise TypeError(f"cannot store a value of type {type(value).__name__} ({value!r:.80}) as JSON")
+
+
+# One encoder: json.dumps with non-default options builds a new one per call.
+_ENCODER = json.JSONEncoder(separators=(",", ":"), allow_nan=False)
+
+
+def dumps(value: Any) -> str:
+    """Compact strict JSON of ``json_safe(value)``."""
+    try:  # the common case, plain JSON already, at C speed; the copy only when needed
+        return _ENCODER.encode(value)
+    except (TypeError, ValueError):
+        return _ENCODER.encode(json_safe(value))

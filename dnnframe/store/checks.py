@@ -1,0 +1,145 @@
+"""Argument checks shared by every backend: a bad argument is a ValueError naming it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .records import TrialState
+
+
+def check_trial_items(trials: list[tuple[str, dict[str, Any]]]) -> list[tuple[str, dict[str, Any]]]:
+    """Validate ``create_trials`` input: (non-empty id, config dict) pairs, else ValueError."""
+    items = []
+    for i, item in enumerate(trials):
+        try:
+            tid, config = item
+        except (TypeError, ValueError):
+            raise ValueError(f"trials[{i}] must be a (trial_id, config_dict) pair, "
+                             f"got {item!r:.100}") from None
+        if not tid or not isinstance(tid, str):
+            raise ValueError(f"trials[{i}]: trial id must be a non-empty string, got {tid!r}")
+        if not isinstance(config, dict):
+            raise ValueError(f"trials[{i}] ({tid}): config must be a dict, "
+                             f"got {type(config).__name__}")
+        items.append((tid, config))
+    return items
+
+
+def check_finish_state(state: TrialState | str) -> TrialState:
+    """Coerce ``state`` to a terminal TrialState or raise ValueError naming it."""
+    try:
+        st = TrialState(state)
+    except ValueError:
+        raise ValueError(f"state={state!r} is not a trial state; use one of "
+                         f"{', '.join(s.value for s in TrialState)}") from None
+    if not st.is_finished:
+        raise ValueError(f"finish_trial needs a finished state, got {st.value}")
+    return st
+
+
+REQUEUABLE_STATES = ("CANCELLED", "FAILED", "DIVERGED", "PRUNED")
+
+
+def requeue_state_list(states: list[TrialState] | tuple[TrialState, ...] | TrialState | str
+                       ) -> list[str]:
+    """Validate the ``states`` of ``requeue_trials``: finished, and never COMPLETE."""
+    names = state_list(states) or []
+    bad = [s for s in names if s not in REQUEUABLE_STATES]
+    if bad:
+        raise ValueError(f"requeue_trials cannot requeue {', '.join(bad)} trials; allowed: "
+                         f"{', '.join(REQUEUABLE_STATES)} (COMPLETE results are never discarded)")
+    return names
+
+
+def state_list(state: TrialState | str | list[TrialState] | list[str] | None) -> list[str] | None:
+    """Normalise the ``state`` filter of ``list_trials`` to a list of state names (or None)."""
+    if state is None:
+        return None
+    items = [state] if isinstance(state, (str, TrialState)) else list(state)
+    out = []
+    for s in items:
+        try:
+            out.append(TrialState(s).value)
+        except ValueError:
+            raise ValueError(f"state filter {s!r} is not a trial state; use one of "
+                             f"{', '.join(t.value for t in TrialState)}") from None
+    return out
+
+
+def check_page(limit: int | None, offset: int) -> None:
+    """``limit`` is None or >= 0 and ``offset`` >= 0, else ValueError naming the argument."""
+    if limit is not None and (not isinstance(limit, int) or limit < 0):
+        raise ValueError(f"limit must be a non-negative integer or None, got {limit!r}")
+    if not isinstance(offset, int) or offset < 0:
+        raise ValueError(f"offset must be a non-negative integer, got {offset!r}")
+
+
+def check_experiment_args(experiment_id: str, n_trials: int) -> None:
+    """A non-empty experiment id and a non-negative trial count, else ValueError."""
+    if not experiment_id or not isinstance(experiment_id, str):
+        raise ValueError(f"experiment_id must be a non-empty string, got {experiment_id!r}")
+    if not isinstance(n_trials, int) or n_trials < 0:
+        raise ValueError(f"n_trials must be a non-negative integer, got {n_trials!r}")
+
+
+def check_worker(worker: str, what: str = "worker") -> str:
+    """A non-empty worker name, else ValueError."""
+    if not worker or not isinstance(worker, str):
+        raise ValueError(f"{what} must be a non-empty string, got {worker!r}")
+    return worker
+
+
+def check_max_attempts(max_attempts: int | None) -> None:
+    """None or an integer >= 1, else ValueError."""
+    if max_attempts is not None and (not isinstance(max_attempts, int) or max_attempts < 1):
+        raise ValueError(f"max_attempts must be an integer >= 1, got {max_attempts!r}")
+
+
+def check_ids(trial_ids: list[str]) -> list[str]:
+    """Distinct non-empty trial ids in their first-seen order, else ValueError."""
+    if isinstance(trial_ids, str) or not isinstance(trial_ids, (list, tuple, set, frozenset)):
+        raise ValueError(f"trial_ids must be a list of trial ids, got {trial_ids!r:.100}")
+    for i, tid in enumerate(trial_ids):
+        if not tid or not isinstance(tid, str):
+            raise ValueError(f"trial_ids[{i}] must be a non-empty string, got {tid!r}")
+    return list(dict.fromkeys(trial_ids))
+
+
+def check_metrics_many(metrics_by_id: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """A dict of trial id -> metrics dict, else ValueError naming the bad entry."""
+    if not isinstance(metrics_by_id, dict):
+        raise ValueError(f"metrics_by_id must be a dict of trial id -> metrics dict, "
+                         f"got {type(metrics_by_id).__name__}")
+    for tid, metrics in metrics_by_id.items():
+        if not tid or not isinstance(tid, str):
+            raise ValueError(f"metrics_by_id: trial id must be a non-empty string, got {tid!r}")
+        if not isinstance(metrics, dict):
+            raise ValueError(f"metrics must be a dict, got {type(metrics).__name__} for "
+                             f"trial {tid!r}")
+    return metrics_by_id
+
+
+FinishItem = tuple[str, TrialState, "dict[str, Any] | None", "str | None"]
+
+
+def check_finish_items(items: list[tuple[str, TrialState | str, dict[str, Any] | None,
+                                         str | None]]) -> list[FinishItem]:
+    """Validate ``finish_trials`` input: (id, finished state, result, error) per trial."""
+    out: list[FinishItem] = []
+    seen: set[str] = set()
+    for i, item in enumerate(items):
+        try:
+            tid, state, result, error = item
+        except (TypeError, ValueError):
+            raise ValueError(f"items[{i}] must be a (trial_id, state, result, error) tuple, "
+                             f"got {item!r:.100}") from None
+        if not tid or not isinstance(tid, str):
+            raise ValueError(f"items[{i}]: trial id must be a non-empty string, got {tid!r}")
+        if tid in seen:
+            raise ValueError(f"items[{i}]: trial {tid!r} appears twice")
+        if result is not None and not isinstance(result, dict):
+            raise ValueError(f"items[{i}] ({tid}): result must be a dict or None, "
+                             f"got {type(result).__name__}")
+        seen.add(tid)
+        out.append((tid, check_finish_state(state), result, error))
+    return out

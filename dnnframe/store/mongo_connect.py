@@ -1,0 +1,127 @@
+"""Reaching a MongoDB store: connect by URL, retry hiccups, check or create the schema."""
+
+from __future__ import annotations
+
+import functools
+import os
+import threading
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
+from urllib.parse import urlsplit, urlunsplit
+
+import pymongo
+from pymongo.errors import (
+    AutoReconnect,
+    ConfigurationError,
+    DuplicateKeyError,
+    InvalidURI,
+    PyMongoError,
+)
+
+from ..exceptions import SchemaVersionError, StoreCorruptError, StoreError
+from .base import SCHEMA_VERSION, now
+
+F = TypeVar("F", bound=Callable[..., Any])
+_RETRIES = 5
+COLLECTIONS = ("meta", "experiments", "trials", "workers", "counters")
+# mongomock clients do not share data; one per host per process lets a second open_store()
+# of the same mongomock:// URL (a test's dashboard and runner) see the same documents.
+_MOCK_CLIENTS: dict[str, Any] = {}
+_MOCK_LOCK = threading.Lock()
+
+
+def redact(url: str) -> str:
+    """The URL with any password replaced by ``***`` (safe for error messages and logs)."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return url
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+def retry(fn: F) -> F:
+    """Retry on AutoReconnect (primary step-down, dropped connection) with back-off; other
+    driver errors become StoreError naming the URL."""
+
+    @functools.wraps(fn)
+    def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
+        for attempt in range(_RETRIES):
+            try:
+                return fn(self, *args, **kwargs)
+            except AutoReconnect as e:
+                if attempt == _RETRIES - 1:
+                    raise StoreError(f"store {redact(self.url)}: still unreachable after "
+                                     f"{_RETRIES} attempts: {e}") from e
+                time.sleep(min(0.2 * 2 ** attempt, 3.0))
+            except PyMongoError as e:
+                raise StoreError(f"store {redact(self.url)}: {e}") from e
+        raise AssertionError("unreachable")
+
+    return wrapper  # type: ignore[return-value]
+
+
+def connect(url: str) -> Any:
+    """The database named in ``url`` (default ``dnnframe``), after checking the server answers."""
+    if url.startswith("mongomock://"):
+        try:
+            import mongomock
+        except ImportError as e:
+            raise StoreError(f"store URL {url!r} needs the mongomock package "
+                             "(pip install mongomock)") from e
+        name = urlsplit(url).path.strip("/") or "dnnframe"
+        key = urlsplit(url).netloc  # one fake server per host, like a real one
+        with _MOCK_LOCK:
+            client = _MOCK_CLIENTS.setdefault(key, mongomock.MongoClient())
+        return client[name]
+    try:
+        parsed = pymongo.uri_parser.parse_uri(url)
+        timeout_ms = int(float(os.environ.get("DNNFRAME_MONGO_TIMEOUT_S", "5")) * 1000)
+        client = pymongo.MongoClient(url, serverSelectionTimeoutMS=timeout_ms,
+                                     connectTimeoutMS=timeout_ms, retryWrites=True)
+        client.admin.command("ping")
+    except (InvalidURI, ConfigurationError, ValueError) as e:
+        raise StoreError(f"store URL {redact(url)!r} is not a valid MongoDB URL: {e}") from e
+    except PyMongoError as e:
+        raise StoreError(f"store URL {redact(url)!r}: MongoDB server unreachable: {e}") from e
+    return client[parsed.get("database") or "dnnframe"]
+
+
+def init_schema(db: Any, url: str, create: bool) -> None:
+    """Check the schema document (create it, and the indexes, in a new database).
+
+    Raises:
+        StoreError: nothing there and ``create`` is False.  StoreCorruptError: a database
+        with other collections and no schema document.  SchemaVersionError: a newer schema.
+    """
+    meta = db.meta.find_one({"_id": "schema"})
+    if meta is None and not create:
+        raise StoreError(f"no store at {redact(url)!r}: database {db.name!r} "
+                         "holds no dnnframe data (nothing has been run with this store yet?)")
+    if meta is None:
+        foreign = sorted(set(db.list_collection_names()) - set(COLLECTIONS))
+        if foreign:
+            raise StoreCorruptError(
+                f"store {redact(url)!r}: database {db.name!r} holds other "
+                f"collections ({', '.join(foreign)}) and no dnnframe schema document; "
+                "it was left untouched. Use another database name in the URL.")
+        try:
+            db.meta.insert_one({"_id": "schema", "version": SCHEMA_VERSION,
+                                      "app": "dnnframe", "created_at": now()})
+        except DuplicateKeyError:  # another process initialised it first
+            pass
+        meta = db.meta.find_one({"_id": "schema"})
+    version = int(meta.get("version", 0))
+    if version > SCHEMA_VERSION:
+        raise SchemaVersionError(
+            f"store {redact(url)!r} has schema version {version}, written by a newer "
+            f"dnnframe; this dnnframe reads up to version {SCHEMA_VERSION}. Upgrade dnnframe.")
+    t = db.trials
+    t.create_index([("experiment_ids", 1), ("order", 1)])
+    t.create_index([("state", 1), ("heartbeat_at", 1)])
+    t.create_index([("seq", 1)])
+    t.create_index([("order", 1)])
+    db.experiments.create_index([("created_at", -1)])

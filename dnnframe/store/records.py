@@ -1,0 +1,117 @@
+"""The records a store hands out: trial states, experiments, trials, workers."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from .sorting import resolve_sort_path
+
+
+class TrialState(str, enum.Enum):
+    """Where a trial is in its life cycle (see the module docstring)."""
+
+    QUEUED = "QUEUED"
+    RUNNING = "RUNNING"
+    COMPLETE = "COMPLETE"
+    FAILED = "FAILED"
+    DIVERGED = "DIVERGED"
+    PRUNED = "PRUNED"
+    CANCELLED = "CANCELLED"
+
+    @property
+    def is_finished(self) -> bool:
+        """True for every terminal state (the trial is read-only from then on)."""
+        return self not in (TrialState.QUEUED, TrialState.RUNNING)
+
+
+@dataclass
+class ExperimentRecord:
+    """One submitted experiment; ``counts`` (trials by state) is filled on every read."""
+
+    id: str
+    name: str
+    spec: dict[str, Any]
+    n_trials: int
+    created_at: float
+    cancel_requested: bool = False
+    counts: dict[str, int] = field(default_factory=dict)  # trials by state (filled on read)
+
+    @property
+    def status(self) -> str:
+        """Derived from trial states: QUEUED, RUNNING, COMPLETE, COMPLETE_WITH_FAILURES,
+        FAILED or CANCELLED.
+
+        RUNNING while any trial runs, or while some trials are finished and others still wait
+        (work in progress); CANCELLED once cancel was requested and nothing runs any more;
+        once every trial is finished: FAILED when all of them failed, COMPLETE_WITH_FAILURES
+        when some did, COMPLETE otherwise; QUEUED before any trial started.
+        """
+        running = self.counts.get(TrialState.RUNNING.value, 0)
+        queued = self.counts.get(TrialState.QUEUED.value, 0)
+        total = sum(self.counts.values())
+        if running:
+            return "RUNNING"
+        if self.cancel_requested:
+            return "CANCELLED"
+        if queued:
+            return "RUNNING" if queued < total else "QUEUED"
+        if not total:
+            return "QUEUED"
+        failed = self.counts.get(TrialState.FAILED.value, 0)
+        if failed:
+            return "FAILED" if failed == total else "COMPLETE_WITH_FAILURES"
+        return "COMPLETE"
+
+
+@dataclass
+class TrialRecord:
+    """One trial as stored; see the module docstring for states and ownership."""
+
+    id: str
+    experiment_ids: list[str]
+    state: TrialState
+    config: dict[str, Any]               # TrialConfig.model_dump(mode="json")
+    result: dict[str, Any] | None = None  # TrialResult.to_dict() once finished
+    metrics: list[dict[str, Any]] = field(default_factory=list)  # one dict per epoch
+    error: str | None = None             # traceback / reason for FAILED, DIVERGED, CANCELLED
+    worker: str | None = None
+    attempts: int = 0                    # how many times it was claimed (delivery cap)
+    created_at: float = 0.0
+    started_at: float | None = None
+    finished_at: float | None = None
+    heartbeat_at: float | None = None
+    seq: int = 0                         # monotonically increasing change cursor
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-safe dict (what ``export_jsonl`` writes and the REST API returns)."""
+        d = asdict(self)
+        d["state"] = self.state.value
+        return d
+
+    def value(self, path: str) -> Any:
+        """The value at a ``sort_by`` path (``"test_accuracy"``, ``"config.model.width"``), or None."""
+        path = resolve_sort_path(path)
+        if "." not in path:
+            v = getattr(self, path)
+            return v.value if isinstance(v, TrialState) else v
+        node: Any = self.to_dict()
+        for part in path.split("."):
+            if not isinstance(node, dict) or part not in node:
+                return None
+            node = node[part]
+        return node
+
+
+@dataclass
+class WorkerRecord:
+    """What a worker last reported about itself (``register_worker``)."""
+
+    name: str
+    host: str | None = None
+    pid: int | None = None
+    current_trial: str | None = None
+    trials_done: int = 0
+    last_seen: float = 0.0
+    info: dict[str, Any] = field(default_factory=dict)

@@ -1,0 +1,112 @@
+"""A stored trial as one flat row: for analysis tables (``trial_row``) and CSV (``export_row``).
+
+>>> from dnnframe.store.records import TrialRecord, TrialState
+>>> t = TrialRecord(id="t1", experiment_ids=["e"], state=TrialState.COMPLETE,
+...                 config={"model": {"hidden_layers": 2, "width": [8, 4]}, "seed": 3},
+...                 result={"metrics": {"test_accuracy": 0.9}, "timings": {"train": 1.5}})
+>>> r = trial_row(t)
+>>> (r["trial_id"], r["hidden_layers"], r["width"], r["seed"], r["test_accuracy"])
+('t1', 2, '8x4', 3, 0.9)
+>>> iso_utc(0.0)
+'1970-01-01T00:00:00Z'
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from typing import Any
+
+from .records import TrialRecord
+
+METRICS = ("test_accuracy", "test_loss", "val_accuracy", "val_loss", "train_accuracy", "train_loss")
+CONFIG_COLUMNS = ("dataset", "hidden_layers", "width", "activation", "init", "dropout", "residual",
+                  "optimizer", "learning_rate", "batch_size", "max_epochs", "l2", "seed")
+# Kept out of CSV rows: the per-epoch history and the environment would explode the columns
+# (they stay in JSON lines).
+_NOT_IN_CSV = ("history", "environment")
+
+
+def error_summary(error: str | None) -> str | None:
+    """The last line of a traceback or reason (what a table cell can show), or None."""
+    if not error or not error.strip():
+        return None
+    return error.strip().splitlines()[-1]
+
+
+def iso_utc(timestamp: float | None) -> str | None:
+    """Unix seconds as ISO 8601 in UTC (``2026-12-02T17:20:30.5Z``), or None."""
+    if timestamp is None:
+        return None
+    text = dt.datetime.fromtimestamp(timestamp, dt.timezone.utc).isoformat()
+    return text.removesuffix("+00:00") + "Z"
+
+
+def trial_row(trial: TrialRecord) -> dict[str, Any]:
+    """Flatten one stored trial: id, state, the swept config values, final metrics, timings.
+
+    ``width`` of a per-layer list reads ``"64x32"`` so rows group by it; ``history`` is the
+    result's learning curve (or the epochs logged so far); ``error`` is its last line.
+    """
+    cfg = trial.config or {}
+    model = cfg.get("model") or {}
+    training = cfg.get("training") or {}
+    width = model.get("width")
+    row: dict[str, Any] = {
+        "trial_id": trial.id,
+        "state": trial.state.value,
+        "dataset": (cfg.get("dataset") or {}).get("name"),
+        "hidden_layers": model.get("hidden_layers"),
+        "width": "x".join(map(str, width)) if isinstance(width, list) else width,
+        "activation": model.get("activation"),
+        "init": model.get("init"),
+        "dropout": model.get("dropout"),
+        "residual": model.get("residual"),
+        "optimizer": training.get("optimizer"),
+        "learning_rate": training.get("learning_rate"),
+        "batch_size": training.get("batch_size"),
+        "max_epochs": training.get("max_epochs"),
+        "l2": training.get("l2"),
+        "seed": cfg.get("seed"),
+    }
+    result = trial.result or {}
+    metrics = result.get("metrics") or {}
+    for m in METRICS:
+        row[m] = metrics.get(m)
+    timings = result.get("timings") or {}
+    row["train_seconds"] = timings.get("train")
+    row["compile_seconds"] = timings.get("compile")
+    row["total_seconds"] = timings.get("total")
+    row["epochs_run"] = result.get("epochs_run")
+    row["n_params"] = result.get("n_params")
+    row["history"] = result.get("history") or list(trial.metrics or [])
+    row["error"] = error_summary(trial.error)
+    return row
+
+
+def export_row(trial: TrialRecord) -> dict[str, Any]:
+    """One CSV row: ids, state, ISO 8601 UTC times, ``config.*`` and ``result.*`` flattened.
+
+    Lists are written as JSON; the result's history and environment are left out.
+    """
+    row: dict[str, Any] = {
+        "id": trial.id, "experiment_ids": " ".join(trial.experiment_ids),
+        "state": trial.state.value, "attempts": trial.attempts, "worker": trial.worker,
+        "created_at": iso_utc(trial.created_at), "started_at": iso_utc(trial.started_at),
+        "finished_at": iso_utc(trial.finished_at), "epochs_logged": len(trial.metrics),
+        "error": error_summary(trial.error),
+    }
+    _flatten("config", trial.config, row)
+    result = {k: v for k, v in (trial.result or {}).items() if k not in _NOT_IN_CSV}
+    _flatten("result", result, row)
+    return row
+
+
+def _flatten(prefix: str, value: Any, out: dict[str, Any]) -> None:
+    if isinstance(value, dict):
+        for k, v in value.items():
+            _flatten(f"{prefix}.{k}" if prefix else str(k), v, out)
+    elif isinstance(value, list):
+        out[prefix] = json.dumps(value, separators=(",", ":"))
+    else:
+        out[prefix] = value

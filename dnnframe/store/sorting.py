@@ -1,0 +1,70 @@
+"""What ``list_trials`` may sort by, and which orders a ``since=`` cursor can page safely."""
+
+from __future__ import annotations
+
+import re
+
+# Columns ``list_trials(sort_by=...)`` accepts as they are.
+SORT_COLUMNS = ("created_at", "started_at", "finished_at", "heartbeat_at", "state", "attempts",
+                "seq", "worker", "id")
+# Short names for values inside the stored result.
+SORT_METRICS = ("test_accuracy", "test_loss", "val_accuracy", "val_loss", "train_accuracy",
+                "train_loss")
+SORT_ALIASES = {
+    **{m: f"result.metrics.{m}" for m in SORT_METRICS},
+    "train_seconds": "result.timings.train",
+    "compile_seconds": "result.timings.compile",
+    "data_seconds": "result.timings.data",
+    "total_seconds": "result.timings.total",
+    "n_params": "result.n_params",
+    "epochs_run": "result.epochs_run",
+}
+SORT_KEYS = (*SORT_COLUMNS, *SORT_ALIASES)
+_PATH_PART = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def resolve_sort_path(sort_by: str) -> str:
+    """Validate a ``sort_by`` value and return a column name or a dotted JSON path.
+
+    A column (``created_at``, ``state``, …) is returned as is; a short name
+    (``test_accuracy``, ``train_seconds``, …) maps into ``result.metrics`` or
+    ``result.timings``; any other value must be a dotted path of identifiers starting with
+    ``result.`` or ``config.`` (so it can never smuggle SQL or a Mongo operator).
+
+    Raises:
+        ValueError: naming the bad value and the accepted keys.
+    """
+    if not isinstance(sort_by, str) or not sort_by:
+        raise ValueError(f"sort_by must be a non-empty string, got {sort_by!r}")
+    if sort_by in SORT_COLUMNS:
+        return sort_by
+    path = SORT_ALIASES.get(sort_by, sort_by)
+    parts = path.split(".")
+    if parts[0] not in ("result", "config") or len(parts) < 2 or not all(
+            _PATH_PART.match(p) for p in parts):
+        raise ValueError(
+            f"sort_by={sort_by!r} is not a sort key: use one of {', '.join(SORT_KEYS)}, or a "
+            "dotted path of identifiers starting with 'result.' or 'config.' "
+            "(e.g. 'config.model.hidden_layers')")
+    return path
+
+
+def check_since_order(since: int | None, sort_by: str | None, descending: bool) -> None:
+    """Refuse a ``since=`` query in any order but ascending change order (``seq``).
+
+    A ``since`` reader moves its cursor to the largest ``seq`` of each page; in any other
+    order a page's largest ``seq`` can lie beyond rows the reader has not been given yet,
+    and those rows would never be returned.
+
+    Raises:
+        ValueError: naming the rule and the values given.
+    """
+    if since is None:
+        return
+    if not isinstance(since, int) or isinstance(since, bool) or since < 0:
+        raise ValueError(f"since must be a non-negative integer (a change cursor), got {since!r}")
+    if (sort_by not in (None, "seq")) or descending:
+        raise ValueError(
+            "since= pages in ascending change order only (sort_by None or 'seq', descending "
+            f"False), but got sort_by={sort_by!r}, descending={descending!r}: in any other order "
+            "the cursor would skip rows")
