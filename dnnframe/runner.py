@@ -89,7 +89,7 @@ def one_by_one(train: TrainFn) -> PackTrainFn:
 
 
 def _heartbeat_interval() -> float:
-    return max(0.2, settings.heartbeat_timeout() / 5)
+    return max(0.2, settings.get().heartbeat_timeout / 5)
 
 
 def _finish_all(store: ResultStore, items: list[tuple[str, TrialState, dict[str, Any] | None,

@@ -249,47 +249,75 @@ class LocalExecutor(Executor):
         child.close()
         return _Worker(proc, parent)
 
-    def _record_crash(self, trial_id: str, pid: int | None, exitcode: int | None,
-                      killing: bool) -> tuple[TrialState, bool] | None:
-        """Record how a member of a dead worker's pack ended. Store I/O: called without the
-        lock. Returns (the state to count, whether this crash failed it), or None when the
-        trial should run again (the worker died before claiming it: not the trial's fault).
+    def _settle_pack(self, pack: _Pack, pid: int | None, exitcode: int | None,
+                     killing: bool) -> list[tuple[str, tuple[TrialState, bool] | None]]:
+        """Record how the members of a dead worker's pack ended. Store I/O: called without
+        the lock. Returns each member with (the state to count, whether this crash failed
+        it), or None when the member must run again.
+
+        A member that finished before the crash keeps its state; one never claimed runs
+        again. When one member was running it caused the death and is FAILED (CANCELLED if
+        we were stopping the worker). When several were training together, which one killed
+        the process is unknown: they are released to run again each in a pack of its own,
+        so a poison trial fails alone and its packmates complete.
         """
-        if killing:
-            state, reason = TrialState.CANCELLED, f"interrupted: worker process {pid} was stopped"
-        else:
-            state, reason = TrialState.FAILED, death_reason(exitcode, pid)
+        reason = (f"interrupted: worker process {pid} was stopped" if killing
+                  else death_reason(exitcode, pid))
+        worker_name = default_worker_name().rsplit(":", 1)[0] + f":{pid}"
+        outcomes: list[tuple[str, tuple[TrialState, bool] | None]] = []
         try:
             if self._dead_store is None:
                 self._dead_store = open_store(self.store_url)
-            worker_name = default_worker_name().rsplit(":", 1)[0] + f":{pid}"
-            if not self._dead_store.finish_trial(trial_id, state, error=reason,
-                                                 worker=worker_name):
-                current = self._dead_store.get_trial(trial_id).state
-                if current.is_finished:  # a member that ended before the crash
-                    return current, False
-                if (current is TrialState.QUEUED and not killing
-                        and trial_id not in self._requeued):
-                    self._requeued.add(trial_id)
-                    return None
+            store = self._dead_store
+            trials = {tid: store.get_trial(tid) for tid in pack.trial_ids}
+            running = [tid for tid, t in trials.items()
+                       if t.state is TrialState.RUNNING and t.worker == worker_name]
+            for tid, t in trials.items():
+                if t.state.is_finished:
+                    outcomes.append((tid, (t.state, False)))
+                elif tid not in running:
+                    again = not killing and tid not in self._requeued
+                    self._requeued.add(tid)
+                    if again:
+                        outcomes.append((tid, None))
+                    else:
+                        outcomes.append((tid, (TrialState.CANCELLED, False) if killing
+                                         else (TrialState.FAILED, True)))
+            if killing:
+                store.finish_trials([(tid, TrialState.CANCELLED, None, reason)
+                                     for tid in running], worker=worker_name)
+                outcomes += [(tid, (TrialState.CANCELLED, False)) for tid in running]
+            elif len(running) == 1:
+                store.finish_trials([(running[0], TrialState.FAILED, None, reason)],
+                                    worker=worker_name)
+                log.warning("trial %s: %s", running[0], reason)
+                outcomes.append((running[0], (TrialState.FAILED, True)))
+            else:
+                for tid in running:
+                    store.release_trial(tid, worker_name)
+                    outcomes.append((tid, None))
+                if running:
+                    log.warning("trials %s: %s; each runs again alone to find the cause",
+                                ", ".join(running), reason.replace("this trial", "their pack"))
         except Exception:
-            log.exception("could not record the crash of trial %s", trial_id)
-        log.warning("trial %s: %s", trial_id, reason)
-        return state, state is TrialState.FAILED
+            log.exception("could not record the crash of pack %s", pack.trial_ids)
+            done = {tid for tid, _ in outcomes}
+            outcomes += [(tid, (TrialState.FAILED, True)) for tid in pack.trial_ids
+                         if tid not in done]
+        return outcomes
 
-    def _settle_crashes(self, crashes: list[tuple[list[str], int | None, int | None]]) -> None:
-        """Record the dead workers' packs (outside the lock), then requeue the members that
-        never started as one pack and count the others (inside)."""
+    def _settle_crashes(self, crashes: list[tuple[_Pack, int | None, int | None]]) -> None:
+        """Record the dead workers' packs (outside the lock), then queue again, each in a
+        pack of its own, the members that must run again, and count the others (inside)."""
         killing = self._killing
-        settled = [(pack, [(tid, self._record_crash(tid, pid, code, killing))
-                           for tid in pack.trial_ids])
+        settled = [(pack, self._settle_pack(pack, pid, code, killing))
                    for pack, pid, code in crashes]
         with self._lock:
             for pack, outcomes in settled:
                 self._recording -= 1
-                again = [tid for tid, outcome in outcomes if outcome is None]
-                if again:
-                    self._pending.appendleft(_Pack(again, pack.graph_key))
+                for tid, outcome in reversed(outcomes):
+                    if outcome is None:
+                        self._pending.appendleft(_Pack([tid], pack.graph_key))
                 for _tid, outcome in outcomes:
                     if outcome is not None:
                         state, crashed = outcome
