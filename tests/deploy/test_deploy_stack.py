@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import secrets
 import subprocess
 import time
@@ -131,11 +132,11 @@ def _request(url: str, body: dict | None = None, token: str | None = None) -> tu
         return exc.code, json.loads(exc.read() or b"null")
 
 
-def _sweep(name: str, hidden_layers: list[int], learning_rate: float) -> dict[str, Any]:
-    """A small sweep: one pack (one compiled graph) per depth, two seeds each."""
+def _sweep(name: str, widths: list[int], learning_rate: float) -> dict[str, Any]:
+    """A small sweep: one graph per width (one task each), two seeds each. Widths share
+    their compiled C code (shapes are run-time values), so only the first sweep compiles."""
     return {"name": name, "dataset": {"name": "digits"},
-            "model": {"hidden_layers": {"grid": hidden_layers}, "width": 16,
-                      "activation": "relu"},
+            "model": {"hidden_layers": 1, "width": {"grid": widths}, "activation": "relu"},
             "training": {"optimizer": "adam", "learning_rate": learning_rate,
                          "batch_size": 128, "max_epochs": 2},
             "search": {"seeds": 2}}
@@ -152,7 +153,9 @@ def _run_sweep(stack: Stack, spec: dict[str, Any]) -> list[dict[str, Any]]:
     while True:
         status, page = _request(url)
         assert status == 200, page
-        if page["status"] not in ("queued", "running") or time.monotonic() > deadline:
+        finished = sum(n for state, n in page["counts"].items()
+                       if state not in ("QUEUED", "RUNNING"))
+        if finished >= created["n_trials"] or time.monotonic() > deadline:
             break
         time.sleep(1)
     states = {t["id"]: t["state"] for t in page["trials"]}
@@ -162,8 +165,13 @@ def _run_sweep(stack: Stack, spec: dict[str, Any]) -> list[dict[str, Any]]:
     return page["trials"]
 
 
+def _worker_hosts(trials: list[dict[str, Any]]) -> set[str]:
+    """The hosts trials ran on: a trial's worker is `celery@<hostname>:<pid>`."""
+    return {re.fullmatch(r"(?:[^@]*@)?([^:]+):\d+", t["worker"]).group(1) for t in trials}
+
+
 def _hostnames(stack: Stack, service: str) -> set[str]:
-    """Container hostnames (the runner records `<hostname>:<pid>` as a trial's worker)."""
+    """The hostnames of the service's containers."""
     return {docker("inspect", "--format", "{{.Config.Hostname}}", c).stdout.strip()
             for c in stack.containers(service)}
 
@@ -173,18 +181,19 @@ def test_sweeps_train_in_worker_containers_and_split_across_two(stack: Stack) ->
     assert status == 200 and health["executor"] == "celery", health
     [first_worker] = _hostnames(stack, "worker")
 
-    trials = _run_sweep(stack, _sweep("ci-one-worker", [1], 0.01))
+    trials = _run_sweep(stack, _sweep("ci-one-worker", [16], 0.01))
     assert len(trials) == 2
-    assert {t["worker"].split(":")[0] for t in trials} == {first_worker}
+    assert _worker_hosts(trials) == {first_worker}
 
     stack.compose("up", "--detach", "--wait", "--wait-timeout", str(UP_TIMEOUT_S), "--pull",
                   "never", "--scale", "worker=2", timeout=UP_TIMEOUT_S + 60)
     workers = _hostnames(stack, "worker")
     assert len(workers) == 2 and first_worker in workers
-    # Two packs (two depths), each worker takes one task at a time: one pack each.
-    trials = _run_sweep(stack, _sweep("ci-two-workers", [1, 2], 0.02))
+    # Four tasks (two widths, two seeds) while each worker holds at most one unacknowledged
+    # task (prefetch 1, one process): RabbitMQ hands the first two to different workers.
+    trials = _run_sweep(stack, _sweep("ci-two-workers", [16, 24], 0.02))
     assert len(trials) == 4
-    assert {t["worker"].split(":")[0] for t in trials} == workers
+    assert _worker_hosts(trials) == workers
 
 
 def test_no_secret_shows_in_docker_inspect(stack: Stack) -> None:
