@@ -44,7 +44,8 @@ RUN useradd --create-home --uid 10001 --user-group dnnframe \
 WORKDIR /app
 # Dependencies in their own layer, rebuilt only when pyproject.toml or setup.py change:
 # the project is installed once as empty packages (and a blank README) to pull in its
-# dependencies, and replaced by the real sources further down.
+# dependencies, and replaced by the real sources further down. The build backend is
+# installed here too, so that step builds without fetching it again (--no-build-isolation).
 # The install step is .ci/run's (`pip install -e ".[...]"`) less -e: the image holds no
 # working tree to edit; tests/deploy checks the two stay the same. The version ranges
 # live in pyproject.toml (DL3013 asks for pins on the command line).
@@ -56,6 +57,7 @@ RUN --mount=type=secret,id=ca-certificates \
  && mkdir dnnframe tasks dashboard \
  && touch README.md dnnframe/__init__.py tasks/__init__.py dashboard/__init__.py \
  && pip install --no-cache-dir ".[${DNNFRAME_EXTRAS}]" \
+ && pip install --no-cache-dir "setuptools>=68" wheel \
  && rm -rf README.md dnnframe tasks dashboard build ./*.egg-info
 
 COPY README.md ./
@@ -67,7 +69,7 @@ COPY deploy/dnnframe-entrypoint /usr/local/bin/dnnframe-entrypoint
 # hadolint ignore=DL3013
 RUN --mount=type=secret,id=ca-certificates \
     if [ -s /run/secrets/ca-certificates ]; then export PIP_CERT=/run/secrets/ca-certificates; fi \
- && pip install --no-cache-dir --no-deps . \
+ && pip install --no-cache-dir --no-deps --no-build-isolation . \
  && rm -rf build ./*.egg-info
 
 # Numeric, so runtimes that check "non-root" without reading /etc/passwd can verify it.

