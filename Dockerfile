@@ -1,32 +1,39 @@
-# syntax=docker/dockerfile:1
 # One image for the worker, the dashboard and Flower: docker-compose.yml picks the command.
 #
-# Build:  docker build -t dnnframe:latest .
+# Build:  DOCKER_BUILDKIT=1 docker build -t dnnframe:latest .
 # Extras: --build-arg DNNFRAME_EXTRAS=monitoring,mnist1d   (pyproject.toml's optional groups)
 # Base:   --build-arg PYTHON_IMAGE=python:3.11-slim-bookworm@sha256:<digest> pins the base
-#         by digest for byte-for-byte rebuilds (the tag alone follows Debian security updates).
+#         by digest for byte-for-byte rebuilds (the tag alone follows Debian security
+#         updates); where no registry is reachable, deploy/build-base-image.sh builds a
+#         stand-in from Debian packages (docs/deploy.md, "Air-gapped hosts").
+# CAs:    --secret id=ca-certificates,src=/etc/ssl/certs/ca-certificates.crt lets pip trust
+#         a proxy's certificate authority during the build without storing it in the image.
 #
-# There is no separate CUDA image: PyTensor has no CUDA backend, so a GPU host runs this
-# same image; see docs/deploy.md ("GPU hosts") for what the compose `gpu` profile does.
+# There is no CUDA image yet (docs/deploy.md, "GPU hosts").
 ARG PYTHON_IMAGE=python:3.11-slim-bookworm
 FROM ${PYTHON_IMAGE}
 
 # g++: PyTensor compiles each graph's C code at run time; libopenblas-dev: the BLAS it links
-# (-lopenblas, set in PYTENSOR_FLAGS below). Debian's versions are not pinned on purpose:
-# the base tag moves with Debian's security updates and a pin would break the build.
+# (-lopenblas, set in PYTENSOR_FLAGS below). The static OpenBLAS archives (56 MB) are never
+# linked (the shared library is), so they are left out. Debian's versions are not pinned on
+# purpose: the base tag moves with Debian's security updates and a pin would break the build.
 # hadolint ignore=DL3008
 RUN apt-get update \
  && apt-get install -y --no-install-recommends g++ libopenblas-dev \
+ && find /usr/lib -path '*openblas*' -name '*.a' -delete \
+ && apt-get clean \
  && rm -rf /var/lib/apt/lists/*
 
 # base_compiledir lives on a volume so compiled graphs survive container restarts and are
-# shared by every worker replica (PyTensor locks the directory itself).
-# THEANO_FLAGS is not set here: compose passes it through and the engine maps it.
+# shared by every worker replica (PyTensor locks the directory itself). The default store
+# is a SQLite file on the data volume, writable by the image's user; compose points it at
+# MongoDB. THEANO_FLAGS is not set here: compose passes it through and the engine maps it.
 ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PYTENSOR_FLAGS=base_compiledir=/cache/pytensor,blas__ldflags=-lopenblas \
-    DNNFRAME_DATA_DIR=/data
+    DNNFRAME_DATA_DIR=/data \
+    DNNFRAME_STORE_URL=sqlite:////data/dnnframe.db
 
 # A fixed uid so files on bind mounts and named volumes have a predictable owner. The
 # directories exist before VOLUME so a new named volume starts out owned by that user.
@@ -35,21 +42,39 @@ RUN useradd --create-home --uid 10001 --user-group dnnframe \
  && chown dnnframe:dnnframe /cache/pytensor /data
 
 WORKDIR /app
-COPY pyproject.toml setup.py README.md ./
+# Dependencies in their own layer, rebuilt only when pyproject.toml or setup.py change:
+# the project is installed once as empty packages (and a blank README) to pull in its
+# dependencies, and replaced by the real sources further down. The build backend is
+# installed here too, so that step builds without fetching it again (--no-build-isolation).
+# The install step is .ci/run's (`pip install -e ".[...]"`) less -e: the image holds no
+# working tree to edit; tests/deploy checks the two stay the same. The version ranges
+# live in pyproject.toml (DL3013 asks for pins on the command line).
+ARG DNNFRAME_EXTRAS=monitoring
+COPY pyproject.toml setup.py ./
+# hadolint ignore=DL3013
+RUN --mount=type=secret,id=ca-certificates \
+    if [ -s /run/secrets/ca-certificates ]; then export PIP_CERT=/run/secrets/ca-certificates; fi \
+ && mkdir dnnframe tasks dashboard \
+ && touch README.md dnnframe/__init__.py tasks/__init__.py dashboard/__init__.py \
+ && pip install --no-cache-dir ".[${DNNFRAME_EXTRAS}]" \
+ && pip install --no-cache-dir "setuptools>=68" wheel \
+ && rm -rf README.md dnnframe tasks dashboard build ./*.egg-info
+
+COPY README.md ./
 COPY dnnframe ./dnnframe
 COPY tasks ./tasks
 COPY dashboard ./dashboard
 COPY experiments ./experiments
-
-# The project's own install step, the same as .ci/run's (`pip install -e ".[...]"`) less -e:
-# the image holds no working tree to edit. tests/deploy checks the two stay the same.
-# The version ranges live in pyproject.toml (DL3013 asks for pins on the command line).
-ARG DNNFRAME_EXTRAS=monitoring
+COPY deploy/dnnframe-entrypoint /usr/local/bin/dnnframe-entrypoint
 # hadolint ignore=DL3013
-RUN pip install --no-cache-dir ".[${DNNFRAME_EXTRAS}]"
+RUN --mount=type=secret,id=ca-certificates \
+    if [ -s /run/secrets/ca-certificates ]; then export PIP_CERT=/run/secrets/ca-certificates; fi \
+ && pip install --no-cache-dir --no-deps --no-build-isolation . \
+ && rm -rf build ./*.egg-info
 
 # Numeric, so runtimes that check "non-root" without reading /etc/passwd can verify it.
 USER 10001:10001
 VOLUME ["/cache/pytensor", "/data"]
 EXPOSE 8000 5555
+ENTRYPOINT ["dnnframe-entrypoint"]
 CMD ["dnnframe", "--help"]

