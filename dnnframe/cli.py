@@ -404,7 +404,7 @@ def _announce_run(console, store, executor: _StartOnSubmit, result,  # noqa: ANN
             else "none left to run (all finished before)")
     console.print(f"{head}, {plan}; store {_shown_url(store_url)}",
                   markup=False, highlight=False, soft_wrap=True)
-    if executor.remote and not store.list_workers(seen_within_s=120):
+    if trained and executor.remote and not store.list_workers(seen_within_s=120):
         console.print("[yellow]no worker has reported to this store in the last 2 minutes:[/] "
                       "trials wait in the queue until one starts (dnnframe worker, with the "
                       "same DNNFRAME_STORE_URL and DNNFRAME_BROKER_URL)")
@@ -535,7 +535,7 @@ def ls_cmd(store_url: str | None, limit: int, as_json: bool) -> None:
         return
     # Ids are what users copy into other commands: never cut, never wrapped; the other
     # columns wrap or fold to make room (no vertical rules, so 80 columns hold every id).
-    table = Table(box=box.SIMPLE_HEAD, pad_edge=False)
+    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
     id_width = max((len(r["id"]) for r in rows), default=2)
     table.add_column("id", no_wrap=True, min_width=id_width, overflow="fold")
     table.add_column("name", overflow="fold")
@@ -555,7 +555,8 @@ def ls_cmd(store_url: str | None, limit: int, as_json: bool) -> None:
 @cli.command()
 @click.argument("experiment")
 @store_option
-@click.option("--format", "fmt", type=click.Choice(["csv", "jsonl"]), default="csv", show_default=True)
+@click.option("--format", "fmt", type=click.Choice(["csv", "jsonl"]), default="csv",
+              show_default=True)
 @click.option("--output", "-o", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="File to write (default: stdout).")
 def export(experiment: str, store_url: str | None, fmt: str, output: Path | None) -> None:
@@ -631,7 +632,8 @@ def paper_report(outdir: Path, store_url: str | None, experiments: tuple[str, ..
 @click.option("--production", is_flag=True,
               help="Serve with gunicorn: several worker processes, graceful shutdown, access log.")
 @click.option("--web-workers", type=click.IntRange(min=1), default=None,
-              help="gunicorn worker processes (implies --production; default $WEB_CONCURRENCY or 2).")
+              help="gunicorn worker processes (implies --production; default "
+                   "$WEB_CONCURRENCY or 2).")
 def serve(store_url: str | None, host: str, port: int, debug: bool, production: bool,
           web_workers: int | None) -> None:
     """Start the dashboard (REST API and live experiment pages).
@@ -642,7 +644,8 @@ def serve(store_url: str | None, host: str, port: int, debug: bool, production: 
     import os
 
     if store_url:
-        os.environ["DNNFRAME_STORE_URL"] = store_url  # the app reads its config from the environment
+        # the app reads its configuration from the environment
+        os.environ["DNNFRAME_STORE_URL"] = store_url
     # requests must name the address it listens on (or a local name): see DNNFRAME_ALLOWED_HOSTS
     os.environ.setdefault("DNNFRAME_BIND_HOST", host)
     if production or web_workers:
