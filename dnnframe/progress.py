@@ -172,8 +172,9 @@ class RunProgress:
         finished = trials_finished(self._counts)
         elapsed = self._clock() - self._started
         c = self._counts
+        cancelled = f"{c['CANCELLED']} cancelled, " if c.get("CANCELLED") else ""
         line = (f"{self.name}: {finished}/{self.total} trials finished, "
-                f"{c.get('RUNNING', 0)} running, {c.get('FAILED', 0)} failed, "
+                f"{c.get('RUNNING', 0)} running, {c.get('FAILED', 0)} failed, {cancelled}"
                 f"elapsed {_clock(elapsed)}, ETA {_clock(self._eta(finished, elapsed))}")
         return line + (f", {self._best}" if self._best else "")
 
