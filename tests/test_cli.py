@@ -250,8 +250,8 @@ def test_validate_counts_trials_or_names_every_error(tmp_path):
 
 @pytest.mark.parametrize("command", ["validate", "run"])
 def test_a_missing_spec_file_is_named_plainly(tmp_path, command):
-    proc = cli(command, "nope.yaml", "--store", f"sqlite:///{tmp_path / 'x.db'}"
-               if command == "run" else "nope.yaml", cwd=tmp_path)
+    store = ["--store", f"sqlite:///{tmp_path / 'x.db'}"] if command == "run" else []
+    proc = cli(command, "nope.yaml", *store, cwd=tmp_path)
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.startswith("nope.yaml: ") and "not found" in proc.stderr, proc.stderr
     assert "<root>" not in proc.stderr and "Traceback" not in proc.stderr
