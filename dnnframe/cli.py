@@ -54,8 +54,9 @@ def _shown_url(url: str) -> str:
     """A store or broker URL as printed: any password replaced by ``***``."""
     if not _has_password(url):
         return url
-    parts = urlsplit(url)
-    return parts._replace(netloc=parts.netloc.replace(f":{parts.password}@", ":***@", 1)).geturl()
+    from .store.mongodb import redact  # only then: it imports the MongoDB driver
+
+    return redact(url)
 
 
 def _shell_word(value: str, envvar: str | None = None) -> str:

@@ -104,6 +104,26 @@ def test_printed_commands_are_shell_quoted(tmp_path):
     assert shlex.split(printed[0])[-1] == url
 
 
+def test_printed_commands_never_show_a_password_from_the_environment(monkeypatch, capsys):
+    """A store URL with a password that came from $DNNFRAME_STORE_URL is printed as the
+    variable, so pasting the command in the same shell still works."""
+    from dnnframe.cli import main
+    from dnnframe.spec import parse_spec
+    from dnnframe.submit import submit_experiment
+
+    url = "mongomock://alice:s3cret@hints-test/dnnframe"  # an in-process MongoDB
+    with open_store(url) as store:
+        exp_id = submit_experiment(parse_spec(TINY), store).experiment.id
+    monkeypatch.setenv("DNNFRAME_STORE_URL", url)
+    with pytest.raises(SystemExit) as exc:
+        main(["status"])
+    assert exc.value.code in (0, None)
+    out = capsys.readouterr().out
+    assert "s3cret" not in out
+    assert "results in mongomock://alice:***@hints-test/dnnframe:" in out
+    assert f'dnnframe status {exp_id} --store "$DNNFRAME_STORE_URL"' in out
+
+
 def test_rerunning_the_same_spec_retrains_nothing(swept):
     with open_store(swept["url"]) as store:
         before = {t.id: t.started_at for t in store.list_trials(swept["summary"]["experiment_id"])}
