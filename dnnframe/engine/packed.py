@@ -1,0 +1,274 @@
+"""``train_pack(configs, on_epoch)``: train trials of one graph key together.
+
+Each member keeps its own random streams, drawn exactly as :func:`train` draws them:
+initial weights from the first child of ``SeedSequence(seed)``, the minibatch order of
+every epoch from the second, dropout masks from a generator seeded by the first child
+after the weights. So a member sees the same initialisation, minibatches and masks as it
+would alone, and its result equals the per-trial result up to floating-point rounding of
+the batched products (float64: far below 1e-9 relative).
+
+Members step through the epochs together; a member that finishes, stops early, is
+cancelled or diverges is frozen (its updates are masked) while the others go on.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from .graphkey import graph_key
+from .packgraph import PackedModel, PackShape, initial_weights
+from .result import TrialResult
+from .training import _FLAGS, _better, _environment, monitor_for, prepare_data
+
+if TYPE_CHECKING:
+    from ..spec import TrialConfig
+
+EVAL_ELEMENTS = 2**22  # rows x members x width per evaluation call: bounds memory
+
+OnPackEpoch = Callable[[int, list], "list[bool] | None"]
+
+_CACHE: dict[PackShape, PackedModel] = {}
+_CACHE_LOCK = threading.Lock()
+
+
+def packed_model(shape: PackShape) -> tuple[PackedModel, bool]:
+    """The compiled packed model for ``shape`` (compiled on first use); (model, was_cached)."""
+    with _CACHE_LOCK:
+        model = _CACHE.get(shape)
+        if model is not None:
+            return model, True
+        model = PackedModel(shape)
+        _CACHE[shape] = model
+        return model, False
+
+
+def _check_configs(configs: list) -> list[TrialConfig]:
+    from ..spec import TrialConfig
+
+    out = [TrialConfig.model_validate(c) if isinstance(c, dict) else c for c in configs]
+    keys = [graph_key(c) for c in out]
+    for i, key in enumerate(keys):
+        if key != keys[0]:
+            raise ValueError(f"configs[{i}] has graph key {key!r} but configs[0] has {keys[0]!r}: "
+                             "a pack trains trials of one graph key only")
+    return out
+
+
+class _Member:
+    """Book-keeping of one trial of the pack (what the per-trial loop keeps in locals)."""
+
+    def __init__(self, config: TrialConfig, monitor: str | None, notes: list[str]):
+        self.config = config
+        self.monitor = monitor
+        self.notes = notes
+        self.history: list[dict[str, Any]] = []
+        self.status, self.diverged_epoch, self.stopped_early = "COMPLETE", None, False
+        self.best_value, self.best_epoch, self.since_best = None, None, 0
+        self.has_best = False
+        self.running = True
+
+
+def _evaluate(model: PackedModel, X: np.ndarray, y: np.ndarray, K: int, classification: bool):
+    """Mean loss ``[K]`` and accuracy ``[K]`` (or None) of every member on one split."""
+    if len(X) == 0:
+        return None, None
+    chunk = max(1, min(4096, EVAL_ELEMENTS // (K * max(model.dims))))
+    loss_sum = np.zeros(K)
+    correct = np.zeros(K, dtype=np.int64)
+    for start in range(0, len(X), chunk):
+        loss, c = model.eval_fn(X[start:start + chunk], y[start:start + chunk])
+        loss_sum += loss
+        correct += c
+    return loss_sum / len(X), (correct / len(X) if classification else None)
+
+
+def train_pack(configs: list[TrialConfig | dict], on_epoch: OnPackEpoch | None = None) -> list[TrialResult]:
+    """Train ``configs`` (all of one :func:`graph_key`) as one pack; one result per config.
+
+    ``on_epoch(epoch, metrics)`` is called once per epoch with one metrics dict per member
+    (as :func:`train` passes to its callback) or None for members that no longer train; it
+    may return one flag per member: True ends that member CANCELLED after this epoch.
+    Raises ValueError when the configs do not share one graph key.
+    """
+    t_start = time.perf_counter()
+    configs = _check_configs(list(configs))
+    if not configs:
+        return []
+    first = configs[0]
+    data, shape_args, splits = prepare_data(first)
+    X_train, y_train = splits["train"]
+    classification = data.task == "classification"
+    K = len(configs)
+    seeds = [c.seed for c in configs]
+    shape = PackShape(**shape_args, widths=tuple(first.model.widths), shared_input=len(set(seeds)) == 1)
+    t_data = time.perf_counter()
+
+    model, cached = packed_model(shape)
+    t_compile = time.perf_counter()
+
+    members = []
+    for c in configs:
+        monitor, notes = monitor_for(c, has_val=len(splits["val"][0]) > 0, classification=classification)
+        members.append(_Member(c, monitor, list(_FLAGS.notes) + notes))
+    weights, drop_rngs, shuffle_rngs = _initialise(model, configs, shape)
+    n = len(X_train)
+    batch = min(first.training.batch_size, n)
+    active = np.ones(K, dtype=bool)
+    best: list[np.ndarray] | None = None
+    max_epochs = max(c.training.max_epochs for c in configs)
+    for epoch in range(1, max_epochs + 1):
+        if not active.any():
+            break
+        t0 = time.perf_counter()
+        orders = {s: rng.permutation(n) for s, rng in shuffle_rngs.items()}
+        order = orders[seeds[0]] if shape.shared_input else np.stack([orders[s] for s in seeds])
+        loss_sum, correct = np.zeros(K), np.zeros(K, dtype=np.int64)
+        diverged = np.zeros(K, dtype=bool)
+        for start in range(0, n, batch):
+            idx = order[..., start:start + batch]
+            b = idx.shape[-1]
+            masks = _dropout_masks(drop_rngs, active, members, shape, b) if shape.dropout else []
+            loss, c = model.train_fn(X_train[idx], y_train[idx], *masks)
+            finite = np.isfinite(loss)
+            ok = active & finite
+            loss_sum[ok] += loss[ok] * b
+            correct[ok] += c[ok]
+            bad = active & ~finite
+            if bad.any():  # alone, the trial stops right after this step: freeze it now
+                diverged |= bad
+                active &= ~bad
+                model.set_active(active)
+        val_loss, val_acc = _evaluate(model, *splits["val"], K, classification)
+        seconds = time.perf_counter() - t0
+        reported: list[dict | None] = [None] * K
+        for k, m in enumerate(members):
+            if not m.running:
+                continue
+            if diverged[k]:
+                m.status, m.diverged_epoch, m.running = "DIVERGED", epoch, False
+                m.history.append({"epoch": epoch, "train_loss": None, "train_accuracy": None,
+                                  "val_loss": None, "val_accuracy": None, "seconds": seconds})
+                continue
+            metrics = {"epoch": epoch, "train_loss": float(loss_sum[k]) / n,
+                       "train_accuracy": int(correct[k]) / n if classification else None,
+                       "val_loss": None if val_loss is None else float(val_loss[k]),
+                       "val_accuracy": None if val_acc is None else float(val_acc[k]),
+                       "seconds": seconds}
+            m.history.append(metrics)
+            if metrics["val_loss"] is not None and not math.isfinite(metrics["val_loss"]):
+                m.status, m.diverged_epoch, m.running = "DIVERGED", epoch, False
+                continue
+            reported[k] = dict(metrics)
+        flags = on_epoch(epoch, reported) if on_epoch is not None else None
+        improved = np.zeros(K, dtype=bool)
+        for k, m in enumerate(members):
+            if reported[k] is None:
+                continue
+            stop = bool(flags[k]) if flags is not None else False
+            es = m.config.training.early_stopping
+            if m.monitor:
+                value = reported[k][m.monitor]
+                if _better(m.monitor, value, m.best_value, es.min_delta):
+                    m.best_value, m.best_epoch, m.since_best = value, epoch, 0
+                    improved[k] = m.has_best = True
+                else:
+                    m.since_best += 1
+            if stop:
+                m.status, m.running = "CANCELLED", False
+            elif m.monitor and m.since_best >= es.patience:
+                m.stopped_early, m.running = True, False
+            elif epoch >= m.config.training.max_epochs:
+                m.running = False
+        if improved.any():
+            best = _snapshot(model, best, improved)
+        running = np.array([m.running for m in members])
+        if not np.array_equal(running, active):
+            active = running
+            model.set_active(active)
+    t_train = time.perf_counter()
+
+    final_values = model.values()
+    restore = np.array([m.has_best and m.status != "DIVERGED" for m in members])
+    if best is not None and restore.any():  # final metrics are those of the best epoch
+        for p, v, bv in zip(model.params, final_values, best):
+            v = v.copy()
+            v[restore] = bv[restore]
+            p.set_value(v, borrow=True)
+    final = {split: _evaluate(model, *splits[split], K, classification)
+             for split in ("train", "val", "test")}
+    t_end = time.perf_counter()
+    timings = {"data": t_data - t_start, "compile": t_compile - t_data, "train": t_train - t_compile,
+               "evaluate": t_end - t_train, "total": t_end - t_start}
+    env = _environment(cached)
+    env.update(pack_size=K, graph_key=graph_key(first))
+    n_params = int(sum(int(np.prod(w.shape[1:])) for w in weights))
+    results = []
+    for k, m in enumerate(members):
+        metrics: dict[str, float | None] = {}
+        for split, (loss, acc) in final.items():
+            metrics[f"{split}_loss"] = None if loss is None else float(loss[k])
+            metrics[f"{split}_accuracy"] = None if acc is None else float(acc[k])
+        results.append(TrialResult(
+            status=m.status, metrics=metrics, history=m.history, timings=dict(timings),
+            n_params=n_params, environment=dict(env, pack_index=k),
+            diverged_epoch=m.diverged_epoch, stopped_early=m.stopped_early,
+            epochs_run=len(m.history), best_epoch=m.best_epoch if m.monitor else None,
+            notes=m.notes))
+    return results
+
+
+def _initialise(model: PackedModel, configs: list, shape: PackShape):
+    """Load every member's initial weights and hyperparameters; return the weights, the
+    members' dropout generators and one shuffling generator per distinct seed."""
+    dtype = shape.dtype
+    by_draw: dict[tuple[int, str], tuple[list[np.ndarray], int]] = {}
+    shuffle_rngs: dict[int, np.random.Generator] = {}
+    drop_rngs: list[np.random.Generator | None] = []
+    per_member = []
+    for c in configs:
+        key = (c.seed, c.model.init)
+        if key not in by_draw:
+            init_ss, shuffle_ss = np.random.SeedSequence(c.seed).spawn(2)
+            rng = np.random.default_rng(init_ss)
+            w = initial_weights(rng, c.model.init, model.dims, dtype)
+            by_draw[key] = (w, int(rng.integers(2**31)))
+            shuffle_rngs.setdefault(c.seed, np.random.default_rng(shuffle_ss))
+        w, drop_seed = by_draw[key]
+        per_member.append(w)
+        drop_rngs.append(np.random.default_rng(drop_seed) if shape.dropout else None)
+    weights = [np.stack(parts) for parts in zip(*per_member)]
+    hyper = {"learning_rate": [c.training.learning_rate for c in configs],
+             "momentum": [c.training.momentum for c in configs],
+             "l2": [c.training.l2 for c in configs],
+             "dropout": [c.model.dropout for c in configs]}
+    model.load(weights, {k: np.asarray(v, dtype=np.float64) for k, v in hyper.items()})
+    return weights, drop_rngs, shuffle_rngs
+
+
+def _dropout_masks(drop_rngs, active, members, shape: PackShape, b: int) -> list[np.ndarray]:
+    """Keep flags ``[K, b, width]`` per hidden layer, drawn from each member's generator in
+    the order the per-trial graph draws them (layer by layer, one uniform per unit)."""
+    K = len(members)
+    masks = [np.zeros((K, b, w), dtype=shape.dtype) for w in shape.widths]
+    for k, rng in enumerate(drop_rngs):
+        if not active[k]:
+            continue  # a frozen member's updates are masked: its draws would be unused
+        p = members[k].config.model.dropout
+        for mask, w in zip(masks, shape.widths):
+            mask[k] = rng.uniform(0.0, 1.0, size=(b, w)) >= p
+    return masks
+
+
+def _snapshot(model: PackedModel, best: list[np.ndarray] | None, improved: np.ndarray) -> list[np.ndarray]:
+    values = model.values()
+    if best is None:
+        best = [np.empty_like(v) for v in values]
+    for bv, v in zip(best, values):
+        bv[improved] = v[improved]
+    return best
