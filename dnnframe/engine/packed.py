@@ -252,16 +252,16 @@ def _initialise(model: PackedModel, configs: list, shape: PackShape):
 
 
 def _dropout_masks(drop_rngs, active, members, shape: PackShape, b: int) -> list[np.ndarray]:
-    """Keep flags ``[K, b, width]`` per hidden layer, drawn from each member's generator in
-    the order the per-trial graph draws them (layer by layer, one uniform per unit)."""
+    """Keep flags ``[K, width, b]`` per hidden layer, drawn from each member's generator in
+    the order the per-trial graph draws them (layer by layer, ``[b, width]`` uniforms)."""
     K = len(members)
-    masks = [np.zeros((K, b, w), dtype=shape.dtype) for w in shape.widths]
+    masks = [np.zeros((K, w, b), dtype=shape.dtype) for w in shape.widths]
     for k, rng in enumerate(drop_rngs):
         if not active[k]:
             continue  # a frozen member's updates are masked: its draws would be unused
         p = members[k].config.model.dropout
         for mask, w in zip(masks, shape.widths):
-            mask[k] = rng.uniform(0.0, 1.0, size=(b, w)) >= p
+            mask[k] = (rng.uniform(0.0, 1.0, size=(b, w)) >= p).T
     return masks
 
 

@@ -1,10 +1,12 @@
 """The packed network: K same-shape trials as one compiled graph.
 
-Every parameter has a leading trial axis (``W: [K, n_in, n_out]``, ``b: [K, n_out]``);
+Every parameter has a leading trial axis (``W: [K, n_out, n_in]``, stored transposed, and
+``b: [K, n_out]``); activations are feature-major ``[K, width, B]``, so every product
+reads and writes contiguous blocks and elementwise chains run over contiguous arrays;
 per-trial hyperparameters (learning rate, momentum, L2, dropout rate) and an ``active``
 flag are shared vectors of length K. Hidden layers are unrolled and computed as batched
 matrix products; when all members see the same minibatch (same shuffling seed), the first
-layer of all K members is one wide product ``[B, D] @ [D, K*H]``. The loss is the sum of
+layer of all K members is one wide product ``[K*H, D] @ [D, B]``. The loss is the sum of
 the members' losses, so each member's gradient is exactly its own. Updates of inactive
 members (stopped, diverged, cancelled, finished) are masked: their parameters and
 optimiser state stay as they were.
@@ -28,6 +30,10 @@ import pytensor.tensor as pt  # noqa: E402
 
 from .layers import ACTIVATIONS, init_weights  # noqa: E402
 from .updates import make_updates  # noqa: E402
+from .vecmath import vexp, vtanh  # noqa: E402
+
+# NumPy's SIMD tanh instead of libm's scalar one (see vecmath): the pack's activations are large
+_PACK_ACTIVATIONS = {**ACTIVATIONS, "tanh": vtanh}
 
 
 @dataclass(frozen=True)
@@ -59,12 +65,12 @@ class PackedModel:
     def __init__(self, shape: PackShape):
         self.shape = shape
         dtype = shape.dtype
-        self.act = ACTIVATIONS[shape.activation]
+        self.act = _PACK_ACTIVATIONS[shape.activation]
         dims = [shape.n_features, *shape.widths, shape.n_outputs]
         self.dims = dims
         self.W, self.b = [], []
         for i, (n_in, n_out) in enumerate(zip(dims[:-1], dims[1:])):
-            self.W.append(pytensor.shared(np.zeros((1, n_in, n_out), dtype=dtype), name=f"W{i}"))
+            self.W.append(pytensor.shared(np.zeros((1, n_out, n_in), dtype=dtype), name=f"W{i}"))
             self.b.append(pytensor.shared(np.zeros((1, n_out), dtype=dtype), name=f"b{i}"))
         self.params = [p for pair in zip(self.W, self.b) for p in pair]
 
@@ -110,7 +116,8 @@ class PackedModel:
         return pt.tensor("y", dtype=self.shape.dtype, shape=(None,) * (2 + extra))
 
     def _forward(self, x, masks):
-        """Output ``[K, B, n_outputs]``; ``masks`` (dropout keep flags per hidden layer) or None."""
+        """Output ``[K, n_outputs, B]`` for input ``[B, D]`` (shared by all members) or
+        ``[K, B, D]``; ``masks`` (dropout keep flags ``[K, width, B]`` per hidden layer) or None."""
         shape, act = self.shape, self.act
         n_layers = len(self.W)
         h = x
@@ -118,40 +125,59 @@ class PackedModel:
             W, b = self.W[i], self.b[i]
             n_in, n_out = self.dims[i], self.dims[i + 1]
             last = i == n_layers - 1
-            if h.ndim == 2:
-                # shared input: all members' first layers are one wide product [B, D] @ [D, K*H]
-                wide = W.dimshuffle(1, 0, 2).reshape((n_in, -1))
-                z = pt.dot(h, wide) + b.reshape((-1,))
-                z = z.reshape((h.shape[0], W.shape[0], n_out)).dimshuffle(1, 0, 2)
+            if i == 0 and x.ndim == 2 and not last:
+                # shared input: all members' first layers are one wide product
+                # [B, D] @ [D, K*H] (BLAS is fast with the long axis last); the activation
+                # runs on that contiguous block, then the view turns feature-major
+                z = pt.dot(x, W.reshape((-1, n_in)).T) + b.reshape((-1,))
+                out = act(z)
+                if masks:
+                    out = out * masks[i].dimshuffle(2, 0, 1).reshape((x.shape[0], -1)) \
+                        / (1 - pt.repeat(self.p_drop, n_out))
+                if shape.residual and n_in == n_out:
+                    out = pt.tile(x, (1, W.shape[0])) + out
+                h = out.reshape((x.shape[0], W.shape[0], n_out)).dimshuffle(1, 2, 0)
+                continue
+            if i == 0 and x.ndim == 2:
+                z = pt.dot(W.reshape((-1, n_in)), x.T) + b.reshape((-1,)).dimshuffle(0, "x")
+                z = z.reshape((W.shape[0], n_out, x.shape[0]))
+                x_fm = x.T.dimshuffle("x", 0, 1)
             else:
-                z = pt.batched_dot(h, W) + b.dimshuffle(0, "x", 1)
+                if i == 0:
+                    h = x_fm = x.dimshuffle(0, 2, 1)
+                z = pt.batched_dot(W, h) + b.dimshuffle(0, 1, "x")
             if last:
                 return z
             out = act(z)
             if masks:
                 out = out * masks[i] / (1 - _bcast(self.p_drop, 3))
             if shape.residual and n_in == n_out:
-                out = h + out
+                out = (x_fm if i == 0 else h) + out
             h = out
         return h
 
     def _loss_rows(self, out, y):
-        """Per-member, per-row loss ``[K, B]`` and per-member correct counts ``[K]``."""
-        K, B = out.shape[0], out.shape[1]
-        pred = pt.argmax(out, axis=2)
+        """Per-member, per-row loss ``[K, B]`` and per-member correct counts ``[K]``.
+
+        ``y``: class labels ``[B]`` / ``[K, B]``, or targets ``[B, O]`` / ``[K, B, O]``.
+        """
+        pred = pt.argmax(out, axis=1)
         if self.shape.loss == "softmax_crossentropy":
-            logp = pt.special.log_softmax(out, axis=2)
-            if y.ndim == 1:
-                rows = -logp[:, pt.arange(B), y]
-                correct = pt.sum(pt.eq(pred, y.dimshuffle("x", 0)), axis=1)
-            else:
-                rows = -logp[pt.arange(K).dimshuffle(0, "x"), pt.arange(B).dimshuffle("x", 0), y]
-                correct = pt.sum(pt.eq(pred, y), axis=1)
+            # log-softmax over the class axis from fusable elementwise ops and reductions;
+            # the max is a constant shift (no gradient flows through it)
+            m = pytensor.gradient.disconnected_grad(pt.max(out, axis=1, keepdims=True))
+            shifted = out - m
+            logp = shifted - pt.log(pt.sum(vexp(shifted), axis=1, keepdims=True))
+            labels = y.dimshuffle("x", 0) if y.ndim == 1 else y
+            classes = pt.arange(self.shape.n_outputs).dimshuffle("x", 0, "x")
+            onehot = pt.eq(classes, labels.dimshuffle(0, "x", 1))
+            rows = -pt.sum(pt.switch(onehot, logp, 0), axis=1)
+            correct = pt.sum(pt.eq(pred, labels), axis=1)
         else:
-            target = y.dimshuffle("x", 0, 1) if y.ndim == 2 else y
-            rows = pt.mean((out - target) ** 2, axis=2)
-            labels = pt.argmax(y, axis=y.ndim - 1)
-            correct = pt.sum(pt.eq(pred, labels.dimshuffle("x", 0) if y.ndim == 2 else labels), axis=1)
+            target = y.dimshuffle("x", 1, 0) if y.ndim == 2 else y.dimshuffle(0, 2, 1)
+            rows = pt.mean((out - target) ** 2, axis=1)
+            labels = pt.argmax(target, axis=1)
+            correct = pt.sum(pt.eq(pred, labels), axis=1)
         return rows, correct
 
     # ------------------------------------------------------------------ values
@@ -160,6 +186,8 @@ class PackedModel:
         state and set the hyperparameter vectors (learning_rate, momentum, l2, dropout)."""
         dtype = self.shape.dtype
         for p, v in zip(self.params, weights):
+            if v.ndim == 3:  # [K, n_in, n_out] -> stored as [K, n_out, n_in]
+                v = v.transpose(0, 2, 1)
             p.set_value(np.ascontiguousarray(v, dtype=dtype), borrow=True)
         for s, p in self.opt_state:
             shape = p.get_value(borrow=True).shape if p is not None else ()
@@ -171,7 +199,7 @@ class PackedModel:
         self.active.set_value(np.ones(K, dtype=dtype))
 
     def values(self) -> list[np.ndarray]:
-        """The current parameter arrays (views: copy before the next training step)."""
+        """The current parameter arrays in storage layout (views: copy before the next step)."""
         return [p.get_value(borrow=True) for p in self.params]
 
     def set_active(self, active: np.ndarray) -> None:
