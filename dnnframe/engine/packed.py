@@ -14,14 +14,15 @@ cancelled or diverges is frozen (its updates are masked) while the others go on.
 from __future__ import annotations
 
 import math
-import threading
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from . import diskcache
 from .graphkey import graph_key
+from .modelcache import ModelCache
 from .packgraph import PackedModel, PackShape, initial_weights
 from .result import TrialResult
 from .training import _FLAGS, _better, _environment, monitor_for, prepare_data
@@ -33,19 +34,27 @@ EVAL_ELEMENTS = 2**22  # rows x members x width per evaluation call: bounds memo
 
 OnPackEpoch = Callable[[int, list], "list[bool] | None"]
 
-_CACHE: dict[PackShape, PackedModel] = {}
-_CACHE_LOCK = threading.Lock()
+_CACHE = ModelCache()
 
 
-def packed_model(shape: PackShape) -> tuple[PackedModel, bool]:
-    """The compiled packed model for ``shape`` (compiled on first use); (model, was_cached)."""
-    with _CACHE_LOCK:
-        model = _CACHE.get(shape)
-        if model is not None:
-            return model, True
-        model = PackedModel(shape)
-        _CACHE[shape] = model
-        return model, False
+def packed_model(shape: PackShape) -> tuple[PackedModel, bool, bool]:
+    """The compiled packed model for ``shape``: from this process's cache, else from the
+    host's disk cache, else compiled (and stored on disk). Returns (model, in_process_hit,
+    disk_hit)."""
+    disk_hit = False
+
+    def build() -> PackedModel:
+        nonlocal disk_hit
+        model, disk_hit = diskcache.load_or_build("packed", shape, lambda: PackedModel(shape))
+        return model
+
+    model, cached = _CACHE.get_or_build(shape, build)
+    return model, cached, disk_hit
+
+
+def clear_cache() -> None:
+    """Forget every packed model of this process (the disk cache stays)."""
+    _CACHE.clear()
 
 
 def _check_configs(configs: list) -> list[TrialConfig]:
@@ -109,7 +118,7 @@ def train_pack(configs: list[TrialConfig | dict], on_epoch: OnPackEpoch | None =
     shape = PackShape(**shape_args, widths=tuple(first.model.widths), shared_input=len(set(seeds)) == 1)
     t_data = time.perf_counter()
 
-    model, cached = packed_model(shape)
+    model, cached, disk_hit = packed_model(shape)
     t_compile = time.perf_counter()
 
     members = []
@@ -206,7 +215,7 @@ def train_pack(configs: list[TrialConfig | dict], on_epoch: OnPackEpoch | None =
     timings = {"data": t_data - t_start, "compile": t_compile - t_data, "train": t_train - t_compile,
                "evaluate": t_end - t_train, "total": t_end - t_start}
     env = _environment(cached)
-    env.update(pack_size=K, graph_key=graph_key(first))
+    env.update(pack_size=K, graph_key=graph_key(first), disk_cache_hit=disk_hit)
     n_params = int(sum(int(np.prod(w.shape[1:])) for w in weights))
     results = []
     for k, m in enumerate(members):

@@ -180,6 +180,15 @@ class PackedModel:
             correct = pt.sum(pt.eq(pred, labels), axis=1)
         return rows, correct
 
+    # ------------------------------------------------------------------ pickling
+    def __getstate__(self) -> dict:
+        # the activation is a lambda (not picklable) and only needed to build the graph
+        return {k: v for k, v in self.__dict__.items() if k != "act"}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self.act = _PACK_ACTIVATIONS[self.shape.activation]
+
     # ------------------------------------------------------------------ values
     def load(self, weights: list[np.ndarray], hyper: dict[str, np.ndarray]) -> None:
         """Set parameters (``[W0, b0, W1, b1, ...]`` with a trial axis), zero the optimiser

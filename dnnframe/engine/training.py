@@ -13,7 +13,6 @@ import math
 import os
 import platform
 import sys
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -29,6 +28,7 @@ import pytensor  # noqa: E402
 import pytensor.tensor as pt  # noqa: E402
 
 from .layers import DenseLayer, DenseStackLayer, Layer, RandomChain  # noqa: E402
+from .modelcache import ModelCache  # noqa: E402
 from .result import TrialResult  # noqa: E402
 from .updates import make_updates, reset_state  # noqa: E402
 
@@ -190,31 +190,30 @@ class CompiledModel:
             p.set_value(v)
 
 
-_CACHE: dict[GraphShape, CompiledModel] = {}
-_CACHE_LOCK = threading.Lock()
+_CACHE = ModelCache()
+
+
+def _build(shape: GraphShape) -> CompiledModel:
+    # unrolled width lists can still be long; scan keeps equal-width runs shallow
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(limit, 20_000))
+    try:
+        return CompiledModel(shape)
+    finally:
+        sys.setrecursionlimit(limit)
 
 
 def compiled_model(shape: GraphShape) -> tuple[CompiledModel, bool]:
-    """The cached model for ``shape`` (compiling it on first use); returns (model, was_cached)."""
-    with _CACHE_LOCK:
-        model = _CACHE.get(shape)
-        if model is not None:
-            return model, True
-        # unrolled width lists can still be long; scan keeps equal-width runs shallow
-        limit = sys.getrecursionlimit()
-        sys.setrecursionlimit(max(limit, 20_000))
-        try:
-            model = CompiledModel(shape)
-        finally:
-            sys.setrecursionlimit(limit)
-        _CACHE[shape] = model
-        return model, False
+    """The cached model for ``shape`` (compiling it on first use); returns (model, was_cached).
+
+    The per-process cache is an LRU bounded by bytes (``DNNFRAME_MODEL_CACHE_BYTES``).
+    """
+    return _CACHE.get_or_build(shape, lambda: _build(shape))
 
 
 def clear_cache() -> None:
     """Forget every compiled model of this process."""
-    with _CACHE_LOCK:
-        _CACHE.clear()
+    _CACHE.clear()
 
 
 def _environment(cached: bool) -> dict[str, Any]:

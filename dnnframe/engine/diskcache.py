@@ -1,0 +1,104 @@
+"""Optimised compiled models kept on disk, per host, so a fresh process skips the rewrite.
+
+A model is pickled right after it is built (PyTensor pickles a function's already
+optimised graph; unpickling links it against the C modules in PyTensor's compiledir,
+without re-running the rewrites). Files live in ``$DNNFRAME_CACHE_DIR``, else in
+``<pytensor compiledir>/dnnframe``; their name hashes the model's shape together with
+the engine, PyTensor, NumPy and Python versions, so a version change simply misses.
+Writers write a temporary file in the same directory and rename it into place (atomic
+on POSIX): concurrent writers of one key leave one complete file, and readers never see
+a partial one. An unreadable file is ignored and rewritten.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import pickle
+import platform
+import sys
+import tempfile
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+FORMAT = "1"
+
+
+def cache_dir() -> Path:
+    """``$DNNFRAME_CACHE_DIR`` or ``<pytensor.config.compiledir>/dnnframe``."""
+    env = os.environ.get("DNNFRAME_CACHE_DIR", "").strip()
+    if env:
+        return Path(env)
+    import pytensor
+
+    return Path(str(pytensor.config.compiledir)) / "dnnframe"
+
+
+def cache_path(kind: str, key: Any) -> Path:
+    """The file for ``key`` (any object with a stable ``repr``) of model family ``kind``."""
+    import numpy
+    import pytensor
+
+    from . import ENGINE_VERSION
+
+    cfg = pytensor.config  # flags that change which rewrites and ops the graph got
+    text = "|".join([FORMAT, kind, repr(key), ENGINE_VERSION, pytensor.__version__,
+                     numpy.__version__, platform.python_version(), platform.machine(),
+                     str(cfg.blas__ldflags), str(cfg.optimizer), str(cfg.cxx), str(cfg.floatX)])
+    return cache_dir() / f"{kind}-{hashlib.sha256(text.encode()).hexdigest()[:32]}.pkl"
+
+
+def _with_recursion(fn: Callable[[], Any]) -> Any:
+    # optimised graphs are deep linked structures; pickle recurses through them
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(limit, 50_000))
+    try:
+        return fn()
+    finally:
+        sys.setrecursionlimit(limit)
+
+
+def load(kind: str, key: Any) -> Any | None:
+    """The cached model, or None when there is none or it cannot be read."""
+    path = cache_path(kind, key)
+    try:
+        with open(path, "rb") as f:
+            return _with_recursion(lambda: pickle.load(f))
+    except FileNotFoundError:
+        return None
+    except Exception as exc:  # truncated by a crash, or an incompatible pickle: rebuild
+        warnings.warn(f"ignoring unreadable compiled-model cache file {path}: {exc!r}", stacklevel=2)
+        return None
+
+
+def store(kind: str, key: Any, model: Any) -> Path | None:
+    """Write ``model`` atomically; returns the path, or None when it could not be written
+    (a read-only or full disk only costs the next process a compile)."""
+    path = cache_path(kind, key)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        data = _with_recursion(lambda: pickle.dumps(model, protocol=pickle.HIGHEST_PROTOCOL))
+        fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+            os.replace(tmp, path)
+        except BaseException:
+            os.unlink(tmp)
+            raise
+    except Exception as exc:
+        warnings.warn(f"could not write the compiled-model cache file {path}: {exc!r}", stacklevel=2)
+        return None
+    return path
+
+
+def load_or_build(kind: str, key: Any, build: Callable[[], Any]) -> tuple[Any, bool]:
+    """(model, loaded_from_disk): the cached model, else ``build()`` stored for next time."""
+    model = load(kind, key)
+    if model is not None:
+        return model, True
+    model = build()
+    store(kind, key, model)
+    return model, False
