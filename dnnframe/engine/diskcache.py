@@ -4,7 +4,8 @@ A model is pickled right after it is built (PyTensor pickles a function's alread
 optimised graph; unpickling links it against the C modules in PyTensor's compiledir,
 without re-running the rewrites). Files live in ``$DNNFRAME_CACHE_DIR``, else in
 ``<pytensor compiledir>/dnnframe``; their name hashes the model's shape together with
-the engine, PyTensor, NumPy and Python versions, so a version change simply misses.
+the engine version, the engine's graph-building source, the PyTensor, NumPy and Python
+versions and the flags that steer the rewrites, so any change simply misses.
 Writers write a temporary file in the same directory and rename it into place (atomic
 on POSIX): concurrent writers of one key leave one complete file, and readers never see
 a partial one. An unreadable file is ignored and rewritten.
@@ -12,6 +13,7 @@ a partial one. An unreadable file is ignored and rewritten.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import pickle
@@ -24,6 +26,16 @@ from pathlib import Path
 from typing import Any
 
 FORMAT = "1"
+_SOURCES = ("packgraph.py", "vecmath.py", "updates.py", "layers.py", "training.py", "diskcache.py")
+
+
+@functools.lru_cache(maxsize=1)
+def _source_digest() -> str:
+    # the graph-building code itself: an edited engine never loads a stale graph
+    h = hashlib.sha256()
+    for name in _SOURCES:
+        h.update((Path(__file__).parent / name).read_bytes())
+    return h.hexdigest()
 
 
 def cache_dir() -> Path:
@@ -44,7 +56,7 @@ def cache_path(kind: str, key: Any) -> Path:
     from . import ENGINE_VERSION
 
     cfg = pytensor.config  # flags that change which rewrites and ops the graph got
-    text = "|".join([FORMAT, kind, repr(key), ENGINE_VERSION, pytensor.__version__,
+    text = "|".join([FORMAT, kind, repr(key), ENGINE_VERSION, _source_digest(), pytensor.__version__,
                      numpy.__version__, platform.python_version(), platform.machine(),
                      str(cfg.blas__ldflags), str(cfg.optimizer), str(cfg.cxx), str(cfg.floatX)])
     return cache_dir() / f"{kind}-{hashlib.sha256(text.encode()).hexdigest()[:32]}.pkl"
