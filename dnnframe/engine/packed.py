@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from ..spec import TrialConfig
 
 EVAL_ELEMENTS = 2**22  # rows x members x width per evaluation call: bounds memory
+CHUNK_ELEMENTS = 2**16  # members x width x batch per training call: keeps activations in cache
 
 OnPackEpoch = Callable[[int, list], "list[bool] | None"]
 
@@ -126,6 +127,7 @@ def train_pack(configs: list[TrialConfig | dict], on_epoch: OnPackEpoch | None =
         monitor, notes = monitor_for(c, has_val=len(splits["val"][0]) > 0, classification=classification)
         members.append(_Member(c, monitor, list(_FLAGS.notes) + notes))
     weights, drop_rngs, shuffle_rngs = _initialise(model, configs, shape)
+    chunks = _chunks(model, K, min(first.training.batch_size, len(X_train)))
     n = len(X_train)
     batch = min(first.training.batch_size, n)
     active = np.ones(K, dtype=bool)
@@ -139,78 +141,66 @@ def train_pack(configs: list[TrialConfig | dict], on_epoch: OnPackEpoch | None =
         order = orders[seeds[0]] if shape.shared_input else np.stack([orders[s] for s in seeds])
         loss_sum, correct = np.zeros(K), np.zeros(K, dtype=np.int64)
         diverged = np.zeros(K, dtype=bool)
-        for start in range(0, n, batch):
-            idx = order[..., start:start + batch]
-            b = idx.shape[-1]
-            masks = _dropout_masks(drop_rngs, active, members, shape, b) if shape.dropout else []
-            loss, c = model.train_fn(X_train[idx], y_train[idx], *masks)
-            finite = np.isfinite(loss)
-            ok = active & finite
-            loss_sum[ok] += loss[ok] * b
-            correct[ok] += c[ok]
-            bad = active & ~finite
-            if bad.any():  # alone, the trial stops right after this step: freeze it now
-                diverged |= bad
-                active &= ~bad
-                model.set_active(active)
-        val_loss, val_acc = _evaluate(model, *splits["val"], K, classification)
+        val_loss = np.full(K, np.nan) if len(splits["val"][0]) else None
+        val_acc = np.full(K, np.nan) if val_loss is not None and classification else None
+        # members are independent: the pack runs chunk by chunk, each sized to stay in cache
+        for lo, hi, state in chunks:
+            if not active[lo:hi].any():
+                continue
+            model.import_state(state)
+            model.set_active(active[lo:hi])
+            for start in range(0, n, batch):
+                idx = order[..., start:start + batch] if shape.shared_input \
+                    else order[lo:hi, start:start + batch]
+                b = idx.shape[-1]
+                masks = _dropout_masks(drop_rngs, active, members, shape, b, lo, hi) \
+                    if shape.dropout else []
+                loss, c = model.train_fn(X_train[idx], y_train[idx], *masks)
+                finite = np.isfinite(loss)
+                part = active[lo:hi]
+                ok = part & finite
+                loss_sum[lo:hi][ok] += loss[ok] * b
+                correct[lo:hi][ok] += c[ok]
+                bad = part & ~finite
+                if bad.any():  # alone, the trial stops right after this step: freeze it now
+                    diverged[lo:hi] |= bad
+                    active[lo:hi] &= ~bad
+                    model.set_active(active[lo:hi])
+            vl, va = _evaluate(model, *splits["val"], hi - lo, classification)
+            if vl is not None:
+                val_loss[lo:hi] = vl
+                if va is not None:
+                    val_acc[lo:hi] = va
+            state[:] = model.export_state()
         seconds = time.perf_counter() - t0
-        reported: list[dict | None] = [None] * K
-        for k, m in enumerate(members):
-            if not m.running:
-                continue
-            if diverged[k]:
-                m.status, m.diverged_epoch, m.running = "DIVERGED", epoch, False
-                m.history.append({"epoch": epoch, "train_loss": None, "train_accuracy": None,
-                                  "val_loss": None, "val_accuracy": None, "seconds": seconds})
-                continue
-            metrics = {"epoch": epoch, "train_loss": float(loss_sum[k]) / n,
-                       "train_accuracy": int(correct[k]) / n if classification else None,
-                       "val_loss": None if val_loss is None else float(val_loss[k]),
-                       "val_accuracy": None if val_acc is None else float(val_acc[k]),
-                       "seconds": seconds}
-            m.history.append(metrics)
-            if metrics["val_loss"] is not None and not math.isfinite(metrics["val_loss"]):
-                m.status, m.diverged_epoch, m.running = "DIVERGED", epoch, False
-                continue
-            reported[k] = dict(metrics)
+        reported = _epoch_metrics(members, epoch, diverged, loss_sum / n,
+                                  correct / n if classification else None, val_loss, val_acc, seconds)
         flags = on_epoch(epoch, reported) if on_epoch is not None else None
-        improved = np.zeros(K, dtype=bool)
-        for k, m in enumerate(members):
-            if reported[k] is None:
-                continue
-            stop = bool(flags[k]) if flags is not None else False
-            es = m.config.training.early_stopping
-            if m.monitor:
-                value = reported[k][m.monitor]
-                if _better(m.monitor, value, m.best_value, es.min_delta):
-                    m.best_value, m.best_epoch, m.since_best = value, epoch, 0
-                    improved[k] = m.has_best = True
-                else:
-                    m.since_best += 1
-            if stop:
-                m.status, m.running = "CANCELLED", False
-            elif m.monitor and m.since_best >= es.patience:
-                m.stopped_early, m.running = True, False
-            elif epoch >= m.config.training.max_epochs:
-                m.running = False
+        improved = _advance(members, epoch, reported, flags)
         if improved.any():
-            best = _snapshot(model, best, improved)
-        running = np.array([m.running for m in members])
-        if not np.array_equal(running, active):
-            active = running
-            model.set_active(active)
+            best = _snapshot(model, chunks, best, improved)
+        active = np.array([m.running for m in members])
     t_train = time.perf_counter()
 
-    final_values = model.values()
     restore = np.array([m.has_best and m.status != "DIVERGED" for m in members])
-    if best is not None and restore.any():  # final metrics are those of the best epoch
-        for p, v, bv in zip(model.params, final_values, best):
-            v = v.copy()
-            v[restore] = bv[restore]
-            p.set_value(v, borrow=True)
-    final = {split: _evaluate(model, *splits[split], K, classification)
-             for split in ("train", "val", "test")}
+    final = {split: (np.full(K, np.nan), np.full(K, np.nan)) for split in ("train", "val", "test")}
+    n_params_vars = len(model.params)
+    for lo, hi, state in chunks:
+        if best is not None and restore[lo:hi].any():  # final metrics: those of the best epoch
+            keep = restore[lo:hi]
+            for i in range(n_params_vars):
+                state[i] = state[i].copy()
+                state[i][keep] = best[i][lo:hi][keep]
+        model.import_state(state)
+        for split, (loss_all, acc_all) in final.items():
+            loss, acc = _evaluate(model, *splits[split], hi - lo, classification)
+            if loss is not None:
+                loss_all[lo:hi] = loss
+            if acc is not None:
+                acc_all[lo:hi] = acc
+    final = {split: (None if len(splits[split][0]) == 0 else loss,
+                     acc if classification and len(splits[split][0]) else None)
+             for split, (loss, acc) in final.items()}
     t_end = time.perf_counter()
     timings = {"data": t_data - t_start, "compile": t_compile - t_data, "train": t_train - t_compile,
                "evaluate": t_end - t_train, "total": t_end - t_start}
@@ -230,6 +220,70 @@ def train_pack(configs: list[TrialConfig | dict], on_epoch: OnPackEpoch | None =
             epochs_run=len(m.history), best_epoch=m.best_epoch if m.monitor else None,
             notes=m.notes))
     return results
+
+
+def _chunks(model: PackedModel, K: int, batch: int) -> list[tuple[int, int, list[np.ndarray]]]:
+    """Split the loaded pack state into ``(lo, hi, state)`` chunks of members whose
+    activations (members x width x batch) stay within CHUNK_ELEMENTS."""
+    size = max(1, CHUNK_ELEMENTS // (batch * max(model.dims)))
+    full = model.export_state()
+    out = []
+    for lo in range(0, K, size):
+        hi = min(K, lo + size)
+        out.append((lo, hi, [np.array(v[lo:hi]) if v.ndim else np.array(v) for v in full]))
+    return out
+
+
+def _epoch_metrics(members, epoch, diverged, train_loss, train_acc, val_loss, val_acc, seconds):
+    """Append this epoch to every running member's history; return what on_epoch gets."""
+    train_loss = train_loss.tolist()
+    train_acc = train_acc.tolist() if train_acc is not None else None
+    val_loss = val_loss.tolist() if val_loss is not None else None
+    val_acc = val_acc.tolist() if val_acc is not None else None
+    reported: list[dict | None] = [None] * len(members)
+    for k, m in enumerate(members):
+        if not m.running:
+            continue
+        if diverged[k]:
+            m.status, m.diverged_epoch, m.running = "DIVERGED", epoch, False
+            m.history.append({"epoch": epoch, "train_loss": None, "train_accuracy": None,
+                              "val_loss": None, "val_accuracy": None, "seconds": seconds})
+            continue
+        metrics = {"epoch": epoch, "train_loss": train_loss[k],
+                   "train_accuracy": train_acc[k] if train_acc is not None else None,
+                   "val_loss": val_loss[k] if val_loss is not None else None,
+                   "val_accuracy": val_acc[k] if val_acc is not None else None,
+                   "seconds": seconds}
+        m.history.append(metrics)
+        if metrics["val_loss"] is not None and not math.isfinite(metrics["val_loss"]):
+            m.status, m.diverged_epoch, m.running = "DIVERGED", epoch, False
+            continue
+        reported[k] = dict(metrics)
+    return reported
+
+
+def _advance(members, epoch: int, reported: list, flags) -> np.ndarray:
+    """Early stopping, cancellation and max_epochs per member; returns who improved."""
+    improved = np.zeros(len(members), dtype=bool)
+    for k, m in enumerate(members):
+        if reported[k] is None:
+            continue
+        stop = bool(flags[k]) if flags is not None else False
+        es = m.config.training.early_stopping
+        if m.monitor:
+            value = reported[k][m.monitor]
+            if _better(m.monitor, value, m.best_value, es.min_delta):
+                m.best_value, m.best_epoch, m.since_best = value, epoch, 0
+                improved[k] = m.has_best = True
+            else:
+                m.since_best += 1
+        if stop:
+            m.status, m.running = "CANCELLED", False
+        elif m.monitor and m.since_best >= es.patience:
+            m.stopped_early, m.running = True, False
+        elif epoch >= m.config.training.max_epochs:
+            m.running = False
+    return improved
 
 
 def _initialise(model: PackedModel, configs: list, shape: PackShape):
@@ -260,24 +314,29 @@ def _initialise(model: PackedModel, configs: list, shape: PackShape):
     return weights, drop_rngs, shuffle_rngs
 
 
-def _dropout_masks(drop_rngs, active, members, shape: PackShape, b: int) -> list[np.ndarray]:
-    """Keep flags ``[K, width, b]`` per hidden layer, drawn from each member's generator in
-    the order the per-trial graph draws them (layer by layer, ``[b, width]`` uniforms)."""
-    K = len(members)
-    masks = [np.zeros((K, w, b), dtype=shape.dtype) for w in shape.widths]
-    for k, rng in enumerate(drop_rngs):
+def _dropout_masks(drop_rngs, active, members, shape: PackShape, b: int, lo: int, hi: int) -> list[np.ndarray]:
+    """Keep flags ``[hi - lo, width, b]`` per hidden layer for members lo..hi, drawn from each
+    member's generator in the order the per-trial graph draws them (layer by layer,
+    ``[b, width]`` uniforms)."""
+    masks = [np.zeros((hi - lo, w, b), dtype=shape.dtype) for w in shape.widths]
+    for k in range(lo, hi):
         if not active[k]:
             continue  # a frozen member's updates are masked: its draws would be unused
-        p = members[k].config.model.dropout
+        rng, p = drop_rngs[k], members[k].config.model.dropout
         for mask, w in zip(masks, shape.widths):
-            mask[k] = (rng.uniform(0.0, 1.0, size=(b, w)) >= p).T
+            mask[k - lo] = (rng.uniform(0.0, 1.0, size=(b, w)) >= p).T
     return masks
 
 
-def _snapshot(model: PackedModel, best: list[np.ndarray] | None, improved: np.ndarray) -> list[np.ndarray]:
-    values = model.values()
+def _snapshot(model: PackedModel, chunks, best: list[np.ndarray] | None, improved: np.ndarray) -> list[np.ndarray]:
+    """Copy the parameters of the members that improved into ``best`` (allocated once)."""
+    n = len(model.params)
     if best is None:
-        best = [np.empty_like(v) for v in values]
-    for bv, v in zip(best, values):
-        bv[improved] = v[improved]
+        K = chunks[-1][1]
+        best = [np.empty((K, *v.shape[1:]), dtype=v.dtype) for v in chunks[0][2][:n]]
+    for lo, hi, state in chunks:
+        imp = improved[lo:hi]
+        if imp.any():
+            for bv, v in zip(best, state[:n]):
+                bv[lo:hi][imp] = v[imp]
     return best

@@ -211,6 +211,21 @@ class PackedModel:
         """The current parameter arrays in storage layout (views: copy before the next step)."""
         return [p.get_value(borrow=True) for p in self.params]
 
+    @property
+    def state_vars(self) -> list:
+        """Every shared variable that holds per-pack state (parameters first)."""
+        return [*self.params, *(s for s, _ in self.opt_state),
+                self.lr, self.momentum, self.l2, self.p_drop, self.active]
+
+    def export_state(self) -> list[np.ndarray]:
+        """The state values, in :attr:`state_vars` order (not copied)."""
+        return [v.get_value(borrow=True) for v in self.state_vars]
+
+    def import_state(self, values: list[np.ndarray]) -> None:
+        """Install state exported before (not copied: the arrays become the model's)."""
+        for var, value in zip(self.state_vars, values):
+            var.set_value(value, borrow=True)
+
     def set_active(self, active: np.ndarray) -> None:
         self.active.set_value(active.astype(self.shape.dtype))
 
