@@ -138,3 +138,12 @@ def test_mixed_graph_keys_are_refused():
     with pytest.raises(ValueError, match=r"configs\[1\] has graph key"):
         train_pack(configs)
     assert train_pack([]) == []
+
+
+def test_shared_order_paths_dropout_residual_and_no_hidden_layers():
+    """One seed for all members: the first layer is one wide product (with dropout and a
+    residual first layer), and a net without hidden layers goes straight to the output."""
+    check_pack([config(lr=lr, width=4, layers=2, activation="relu",
+                       model={"dropout": p, "residual": True})
+                for lr, p in ((0.05, 0.2), (0.2, 0.5))])
+    check_pack([config(lr=lr, layers=0) for lr in (0.05, 0.5)])
