@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import json
 import os
 import pickle
 import platform
@@ -106,11 +107,70 @@ def store(kind: str, key: Any, model: Any) -> Path | None:
     return path
 
 
+def _march_path() -> Path:
+    import pytensor
+
+    try:
+        cpu = Path("/proc/cpuinfo").read_text(errors="replace")
+    except OSError:
+        cpu = ""
+    flags = next((line for line in cpu.splitlines() if line.startswith("flags")), "")
+    text = "|".join([platform.node(), platform.machine(), str(pytensor.config.cxx),
+                     str(pytensor.config.gcc__cxxflags), pytensor.__version__, flags])
+    return cache_dir() / f"march-{hashlib.sha256(text.encode()).hexdigest()[:32]}.json"
+
+
+def _reuse_march_flags() -> None:
+    # PyTensor asks g++ for this CPU's -march flags once per process (several compiler
+    # runs, about a second); they are part of every C module's key, so remembering them
+    # per host and CPU lets a fresh process link cached modules without asking again
+    from pytensor.link.c.cmodule import GCC_compiler
+
+    if GCC_compiler.march_flags is not None:
+        return
+    try:
+        flags = json.loads(_march_path().read_text())
+    except (OSError, ValueError):
+        return
+    if isinstance(flags, list) and all(isinstance(f, str) for f in flags):
+        GCC_compiler.march_flags = flags
+
+
+def _remember_march_flags() -> None:
+    from pytensor.link.c.cmodule import GCC_compiler
+
+    path = _march_path()
+    if GCC_compiler.march_flags is None or path.exists():
+        return
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
+        with os.fdopen(fd, "w") as f:
+            json.dump(list(GCC_compiler.march_flags), f)
+        os.replace(tmp, path)
+    except OSError:
+        pass
+
+
+def _stdlib_ext_suffix() -> None:
+    # PyTensor reads the extension-module suffix through setuptools' copy of sysconfig,
+    # importing all of setuptools (a large part of a cached load); the stdlib gives the same
+    import sysconfig
+
+    from pytensor.link.c import cmodule
+
+    suffix = sysconfig.get_config_var("EXT_SUFFIX")
+    if suffix and hasattr(cmodule, "_get_ext_suffix"):
+        cmodule._get_ext_suffix = lambda: suffix
+
+
 def load_or_build(kind: str, key: Any, build: Callable[[], Any]) -> tuple[Any, bool]:
     """(model, loaded_from_disk): the cached model, else ``build()`` stored for next time."""
+    _stdlib_ext_suffix()
+    _reuse_march_flags()
     model = load(kind, key)
     if model is not None:
         return model, True
     model = build()
     store(kind, key, model)
+    _remember_march_flags()
     return model, False
