@@ -26,7 +26,9 @@ from .graphkey import graph_key
 from .modelcache import ModelCache
 from .packgraph import PackedModel, PackShape, initial_weights
 from .result import TrialResult
-from .training import _FLAGS, _better, _environment, monitor_for, prepare_data
+from .stopping import better as _better
+from .stopping import monitor_for
+from .training import _FLAGS, _environment, prepare_data
 
 if TYPE_CHECKING:
     from ..spec import TrialConfig

@@ -30,6 +30,8 @@ import pytensor.tensor as pt  # noqa: E402
 from .layers import DenseLayer, DenseStackLayer, Layer, RandomChain  # noqa: E402
 from .modelcache import ModelCache  # noqa: E402
 from .result import TrialResult  # noqa: E402
+from .stopping import better as _better  # noqa: E402
+from .stopping import monitor_for  # noqa: E402
 from .updates import make_updates, reset_state  # noqa: E402
 
 if TYPE_CHECKING:
@@ -256,14 +258,6 @@ def _evaluate(model: CompiledModel, X: np.ndarray, y: np.ndarray, classification
     return loss_sum / len(X), (correct / len(X) if classification else None)
 
 
-def _better(metric: str, value: float, best: float | None, min_delta: float) -> bool:
-    if best is None:
-        return True
-    if metric.endswith("accuracy"):
-        return value > best + min_delta
-    return value < best - min_delta
-
-
 def prepare_data(config: TrialConfig) -> tuple[Any, dict[str, Any], dict[str, tuple[np.ndarray, np.ndarray]]]:
     """Load ``config``'s dataset: (dataset, the graph-shape fields that follow from the data
     and the config, ``{"train"|"val"|"test": (X, y)}`` in the engine's dtype)."""
@@ -285,20 +279,6 @@ def prepare_data(config: TrialConfig) -> tuple[Any, dict[str, Any], dict[str, tu
         splits[split] = (np.ascontiguousarray(X, dtype=dtype),
                          _targets(y, model_cfg.loss, classification, data.n_outputs, dtype))
     return data, shape_args, splits
-
-
-def monitor_for(config: TrialConfig, has_val: bool, classification: bool) -> tuple[str | None, list[str]]:
-    """The metric early stopping watches (None without early stopping) and notes on fallbacks."""
-    es = config.training.early_stopping
-    monitor = es.metric if es else None
-    notes: list[str] = []
-    if monitor and monitor.startswith("val_") and not has_val:
-        monitor = "train_" + monitor[4:]
-        notes.append(f"no validation split: early stopping monitors {monitor} instead of {es.metric}")
-    if monitor and monitor.endswith("accuracy") and not classification:
-        monitor = monitor.replace("accuracy", "loss")
-        notes.append(f"regression has no accuracy: early stopping monitors {monitor} instead")
-    return monitor, notes
 
 
 def _train_epoch(model: CompiledModel, X: np.ndarray, y: np.ndarray, order: np.ndarray,
