@@ -106,3 +106,23 @@ def test_unreadable_cache_file_is_rebuilt(tmp_path, monkeypatch):
     assert model == {"built": True} and not hit
     assert diskcache.load_or_build("packed", ("some", "shape"), lambda: None) == ({"built": True}, True)
     assert not list(tmp_path.glob("*.tmp"))
+
+
+WRITER = textwrap.dedent("""
+    import sys
+    from dnnframe.engine import diskcache
+    for i in range(20):
+        diskcache.store("packed", ("concurrent",), {"writer": sys.argv[1], "payload": list(range(20000))})
+""")
+
+
+def test_concurrent_writers_leave_one_complete_file(tmp_path, monkeypatch):
+    env = dict(os.environ, DNNFRAME_CACHE_DIR=str(tmp_path))
+    procs = [subprocess.Popen([sys.executable, "-c", WRITER, str(i)], env=env) for i in range(4)]
+    assert [p.wait(timeout=600) for p in procs] == [0, 0, 0, 0]
+    from dnnframe.engine import diskcache
+
+    monkeypatch.setenv("DNNFRAME_CACHE_DIR", str(tmp_path))
+    value = diskcache.load("packed", ("concurrent",))
+    assert value["writer"] in {"0", "1", "2", "3"} and value["payload"] == list(range(20000))
+    assert len(list(tmp_path.glob("*.pkl"))) == 1 and not list(tmp_path.glob("*.tmp"))
