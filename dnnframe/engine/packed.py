@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from ..spec import TrialConfig
 
 EVAL_ELEMENTS = 2**22  # rows x members x width per evaluation call: bounds memory
-CHUNK_ELEMENTS = 2**16  # members x width x batch per training call: keeps activations in cache
+CHUNK_ELEMENTS = 2**17  # members x width x batch per training call: keeps activations in cache
 
 OnPackEpoch = Callable[[int, list], "list[bool] | None"]
 

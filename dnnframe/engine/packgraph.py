@@ -125,20 +125,9 @@ class PackedModel:
             W, b = self.W[i], self.b[i]
             n_in, n_out = self.dims[i], self.dims[i + 1]
             last = i == n_layers - 1
-            if i == 0 and x.ndim == 2 and not last:
-                # shared input: all members' first layers are one wide product
-                # [B, D] @ [D, K*H] (BLAS is fast with the long axis last); the activation
-                # runs on that contiguous block, then the view turns feature-major
-                z = pt.dot(x, W.reshape((-1, n_in)).T) + b.reshape((-1,))
-                out = act(z)
-                if masks:
-                    out = out * masks[i].dimshuffle(2, 0, 1).reshape((x.shape[0], -1)) \
-                        / (1 - pt.repeat(self.p_drop, n_out))
-                if shape.residual and n_in == n_out:
-                    out = pt.tile(x, (1, W.shape[0])) + out
-                h = out.reshape((x.shape[0], W.shape[0], n_out)).dimshuffle(1, 2, 0)
-                continue
             if i == 0 and x.ndim == 2:
+                # shared input: all members' first layers are one wide product
+                # [K*H, D] @ [D, B], already feature-major
                 z = pt.dot(W.reshape((-1, n_in)), x.T) + b.reshape((-1,)).dimshuffle(0, "x")
                 z = z.reshape((W.shape[0], n_out, x.shape[0]))
                 x_fm = x.T.dimshuffle("x", 0, 1)
