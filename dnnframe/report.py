@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .store.base import ResultStore
+from .store.base import ResultStore, TrialRecord
 from .store.rows import CONFIG_COLUMNS, METRICS, trial_row
 
 
