@@ -15,10 +15,12 @@ from typing import Any
 
 from gunicorn.util import parse_address
 
+from dnnframe import settings
+
 # Processes × threads: a request mostly waits on the store, so threads are cheap concurrency.
 workers = int(os.environ.get("WEB_CONCURRENCY", "2"))
 worker_class = "gthread"
-threads = int(os.environ.get("DNNFRAME_WEB_THREADS", "4"))
+threads = settings.get().web_threads
 # SIGTERM: stop accepting, let requests in flight finish for up to graceful_timeout seconds.
 graceful_timeout = 20
 timeout = 60

@@ -10,7 +10,6 @@ from __future__ import annotations
 import csv
 import io
 import math
-import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +17,7 @@ from typing import Literal
 
 import numpy as np
 
+from . import settings
 from .exceptions import DatasetError
 
 Task = Literal["classification", "regression"]
@@ -27,7 +27,7 @@ MAX_CSV_BYTES = 50 * 1024 * 1024
 
 def data_dir() -> Path:
     """Where uploaded CSVs live (``DNNFRAME_DATA_DIR``, default ``./dnnframe-data``)."""
-    return Path(os.environ.get("DNNFRAME_DATA_DIR", "dnnframe-data"))
+    return Path(settings.get().data_dir)
 
 
 def upload_path(upload_id: str) -> Path:

@@ -12,7 +12,7 @@ import math
 import os
 from collections.abc import Callable
 
-from pydantic import ValidationError, field_validator
+from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from .exceptions import DnnframeError
@@ -76,13 +76,18 @@ class Settings(BaseSettings):
     rabbitmq_ui_url: str | None = None
     allowed_hosts: str | None = None
     bind_host: str | None = None
+    data_dir: str = "dnnframe-data"
+    cache_dir: str | None = None
+    model_cache_bytes: int = Field(2**30, ge=0)
+    mongo_timeout_s: float = 5.0
+    web_threads: int = 4
 
-    @field_validator("workers", "max_attempts", "pack_size", mode="before")
+    @field_validator("workers", "max_attempts", "pack_size", "web_threads", mode="before")
     @classmethod
     def _positive_count(cls, raw: object, info: object) -> object:
         return _count(info.field_name, raw)  # type: ignore[attr-defined]
 
-    @field_validator("heartbeat_timeout", "task_time_limit", mode="before")
+    @field_validator("heartbeat_timeout", "task_time_limit", "mongo_timeout_s", mode="before")
     @classmethod
     def _positive_seconds(cls, raw: object, info: object) -> object:
         return _seconds(info.field_name, raw)  # type: ignore[attr-defined]

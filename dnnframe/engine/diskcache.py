@@ -26,6 +26,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from .. import settings
+from .constants import ENGINE_VERSION
+
 FORMAT = "1"
 _SOURCES = ("packgraph.py", "vecmath.py", "updates.py", "layers.py", "training.py", "diskcache.py")
 
@@ -41,7 +44,7 @@ def _source_digest() -> str:
 
 def cache_dir() -> Path:
     """``$DNNFRAME_CACHE_DIR`` or ``<pytensor.config.compiledir>/dnnframe``."""
-    env = os.environ.get("DNNFRAME_CACHE_DIR", "").strip()
+    env = (settings.get().cache_dir or "").strip()
     if env:
         return Path(env)
     import pytensor
@@ -54,7 +57,7 @@ def cache_path(kind: str, key: Any) -> Path:
     import numpy
     import pytensor
 
-    from . import ENGINE_VERSION
+
 
     cfg = pytensor.config  # flags that change which rewrites and ops the graph got
     text = "|".join([FORMAT, kind, repr(key), ENGINE_VERSION, _source_digest(), pytensor.__version__,

@@ -9,11 +9,12 @@ single model larger than the bound still works.
 
 from __future__ import annotations
 
-import os
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from typing import Any
+
+from .. import settings
 
 DEFAULT_MAX_BYTES = 2**30
 FUNCTION_OVERHEAD = 2 * 2**20  # rough size of a model's compiled functions and graph
@@ -21,17 +22,7 @@ FUNCTION_OVERHEAD = 2 * 2**20  # rough size of a model's compiled functions and 
 
 def default_max_bytes() -> int:
     """``DNNFRAME_MODEL_CACHE_BYTES`` (an integer), else 1 GiB."""
-    raw = os.environ.get("DNNFRAME_MODEL_CACHE_BYTES", "").strip()
-    if not raw:
-        return DEFAULT_MAX_BYTES
-    try:
-        value = int(raw)
-    except ValueError:
-        raise ValueError(f"DNNFRAME_MODEL_CACHE_BYTES must be an integer number of bytes, "
-                         f"but got {raw!r}") from None
-    if value < 0:
-        raise ValueError(f"DNNFRAME_MODEL_CACHE_BYTES must be >= 0, but got {value}")
-    return value
+    return settings.get().model_cache_bytes
 
 
 def model_bytes(model: Any) -> int:

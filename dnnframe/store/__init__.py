@@ -5,8 +5,7 @@
 
 from __future__ import annotations
 
-import os
-
+from .. import settings
 from ..exceptions import NotFoundError, SchemaVersionError, StoreCorruptError, StoreError
 from .base import (
     SCHEMA_VERSION,
@@ -28,7 +27,7 @@ __all__ = [
 
 def default_store_url() -> str:
     """``$DNNFRAME_STORE_URL`` if set, else ``sqlite:///dnnframe.db`` (in the working directory)."""
-    return os.environ.get("DNNFRAME_STORE_URL") or DEFAULT_STORE_URL
+    return settings.get().store_url or DEFAULT_STORE_URL
 
 
 def open_store(url: str | ResultStore | None = None, create: bool = True) -> ResultStore:

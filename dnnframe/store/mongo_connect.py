@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-import os
 import threading
 import time
 from collections.abc import Callable
@@ -19,6 +18,7 @@ from pymongo.errors import (
     PyMongoError,
 )
 
+from .. import settings
 from ..exceptions import SchemaVersionError, StoreCorruptError, StoreError
 from .base import SCHEMA_VERSION, now
 
@@ -79,7 +79,7 @@ def connect(url: str) -> Any:
         return client[name]
     try:
         parsed = pymongo.uri_parser.parse_uri(url)
-        timeout_ms = int(float(os.environ.get("DNNFRAME_MONGO_TIMEOUT_S", "5")) * 1000)
+        timeout_ms = int(settings.get().mongo_timeout_s * 1000)
         client = pymongo.MongoClient(url, serverSelectionTimeoutMS=timeout_ms,
                                      connectTimeoutMS=timeout_ms, retryWrites=True)
         client.admin.command("ping")

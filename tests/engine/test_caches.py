@@ -46,7 +46,7 @@ def test_bound_from_the_environment(monkeypatch):
     monkeypatch.setenv("DNNFRAME_MODEL_CACHE_BYTES", "12345")
     assert default_max_bytes() == 12345
     monkeypatch.setenv("DNNFRAME_MODEL_CACHE_BYTES", "a lot")
-    with pytest.raises(ValueError, match="DNNFRAME_MODEL_CACHE_BYTES must be an integer"):
+    with pytest.raises(ValueError, match="DNNFRAME_MODEL_CACHE_BYTES: Input should be a valid integer"):
         default_max_bytes()
     monkeypatch.delenv("DNNFRAME_MODEL_CACHE_BYTES")
     assert default_max_bytes() == 2**30
