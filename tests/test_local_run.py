@@ -101,15 +101,29 @@ def test_workers_pin_math_libraries_to_one_thread_and_are_reused(url, monkeypatc
 def test_real_engine_compiles_once_per_graph_shape_per_worker(url):
     store = open_store(url)
     with LocalExecutor(url, workers=1) as ex:
-        result = submit_experiment(parse_spec(_spec(seeds=3, name="compile-cache")), store, ex)
+        # one trial per pack: the worker's first pack compiles, the next ones reuse it
+        result = submit_experiment(parse_spec(_spec(seeds=3, name="compile-cache")), store, ex,
+                                   pack_size=1)
+        assert ex.wait(timeout=300)
+        doc = _spec(seeds=3, name="compile-cache-pack")
+        doc["search"]["seeds"] = [10, 11, 12]  # other trials than the ones above
+        packed = submit_experiment(parse_spec(doc), store, ex)
         assert ex.wait(timeout=300)
     trials = sorted(store.list_trials(result.experiment.id), key=lambda t: t.config["seed"])
     assert [t.state for t in trials] == [TrialState.COMPLETE] * 3
     assert len({t.worker for t in trials}) == 1
-    # the first trial of the worker compiles (or loads PyTensor's on-disk cache); the others
+    # the first trial of the worker compiles (or loads the on-disk cache); the others
     # reuse the function compiled in the same process
     hits = [t.result["environment"]["compile_cache_hit"] for t in trials]
     assert sorted(hits) == [False, True, True], hits
+    # automatic packing puts the three seeds of one graph into one pack: one compiled
+    # function trains them together, and each is an ordinary COMPLETE trial with its curve
+    members = store.list_trials(packed.experiment.id)
+    assert packed.packs == [packed.trial_ids]
+    assert {t.state for t in members} == {TrialState.COMPLETE}
+    assert len({t.result["pack"]["id"] for t in members}) == 1
+    assert sorted(t.result["environment"]["pack_index"] for t in members) == [0, 1, 2]
+    assert all(len(t.metrics) == t.result["epochs_run"] for t in members)
 
 
 def test_cancel_stops_queued_trials_and_resubmit_resumes(url):
