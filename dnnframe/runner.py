@@ -206,9 +206,8 @@ class _PackRun:
         except StoreError:
             log.warning("pack %s: could not record epoch %s; training goes on",
                         ", ".join(batch), epoch, exc_info=True)
-        for m, x in zip(self.members, metrics):
-            if x is None:
-                m.stopped = True
+        # None is a member with nothing this epoch (frozen by the engine, or not yet trained
+        # by a one-by-one train function): it is neither stopped nor lost by that
         return [m.lost or m.stopped for m in self.members]
 
     def _member(self, trial_id: str) -> _Member:

@@ -381,8 +381,10 @@ def test_sigint_stops_cleanly_and_a_rerun_resumes(tmp_path, background_run):
         "model": {"hidden_layers": 1, "width": 8},
         "training": {"max_epochs": 2}, "search": {"seeds": 8}})
     url = f"sqlite:///{tmp_path / 'resume.db'}"
+    # one trial per pack: the hook trains a pack's members one after another, and a pack's
+    # members are recorded together when it ends
     proc = background_run(str(spec), "--store", url, "--workers", "2", "--json",
-                          env={**GATED, "DNNFRAME_HOOK_FREE_SEEDS": "2"})
+                          "--pack-size", "1", env={**GATED, "DNNFRAME_HOOK_FREE_SEEDS": "2"})
 
     def two_complete(store) -> bool:
         exps = store.list_experiments()
@@ -400,7 +402,7 @@ def test_sigint_stops_cleanly_and_a_rerun_resumes(tmp_path, background_run):
     assert "ETA -:--:--" in progress[-1] and not any("8/8" in line for line in progress)
     resume = [line.partition("resume with: ")[2] for line in err.splitlines()
               if "resume with: " in line]
-    assert resume == [f"dnnframe run {spec} --store {url} -w 2"], err
+    assert resume == [f"dnnframe run {spec} --store {url} -w 2 --pack-size 1"], err
     summary = json.loads(out)
     assert summary["interrupted"] is True
     with open_store(url) as store:
@@ -492,7 +494,7 @@ def test_rerun_after_kill_9_of_the_whole_run_finishes_orphaned_trials_at_once(
     with open_store(url) as store:
         final = {t.id: t for t in store.list_trials()}
     assert all(t.state.value == "COMPLETE" for t in final.values()), [
-        t.state for t in final.values()]
+        (t.state, t.error, t.attempts, t.id in orphaned) for t in final.values()]
     assert all(final[tid].attempts == 2 for tid in orphaned)
 
 
