@@ -79,7 +79,7 @@ def test_sigkill_worker_mid_trial_every_trial_completes_once(
                                       DNNFRAME_HEARTBEAT_TIMEOUT="3")
     spec = make_spec("sigkill", 4)
     with CeleryExecutor(broker_url, store_url, queue=queue_name) as ex:
-        submit_experiment(spec, store, ex)
+        submit_experiment(spec, store, ex, pack_size=1)  # one trial per message
 
         def victim_mid_trial() -> bool:
             return any(t.state is TrialState.RUNNING and t.worker.startswith(victim.nodename)
@@ -105,10 +105,9 @@ def test_sigkill_worker_mid_trial_every_trial_completes_once(
 
 def test_sigkill_worker_mid_pack_every_member_completes_once(
         broker_url, store_url, queue_name, sleepy_workers, store, tmp_path: Path):
-    """One pack of 4 trials; SIGKILL the whole worker running it while its second member
-    trains: the first member stays COMPLETE, the pack's redelivered message runs the
-    members that never started, the reaper sends the killed member back, and every member
-    ends COMPLETE, trained to completion exactly once."""
+    """One pack of 4 trials, claimed together; SIGKILL the whole worker running it while a
+    member trains: the reaper sends every member back, the survivor trains them, and every
+    member ends COMPLETE, trained to completion exactly once, with its whole curve."""
     done_log = tmp_path / "completions.jsonl"
     workers = sleepy_workers(2, epochs=6, epoch_s=0.3, DNNFRAME_HOOK_LOG=str(done_log),
                              DNNFRAME_HEARTBEAT_TIMEOUT="3")
@@ -116,15 +115,14 @@ def test_sigkill_worker_mid_pack_every_member_completes_once(
     with CeleryExecutor(broker_url, store_url, queue=queue_name) as ex:
         result = submit_experiment(spec, store, ex, pack_size=4)
         assert result.packs == [result.trial_ids]
-        first, second, *rest = result.trial_ids
 
-        def second_member_training() -> bool:
-            return (store.get_trial(first).state is TrialState.COMPLETE
-                    and store.get_trial(second).state is TrialState.RUNNING
-                    and len(store.get_trial(second).metrics) >= 1)
+        def member_training() -> bool:
+            trials = store.list_trials(spec.experiment_id)
+            return (all(t.state is TrialState.RUNNING for t in trials)
+                    and any(len(t.metrics) >= 1 for t in trials))
 
-        wait_until(second_member_training, 30, "the pack's second member to be training")
-        owner = store.get_trial(second).worker
+        wait_until(member_training, 30, "the pack's members claimed and one training")
+        owner = store.list_trials(spec.experiment_id)[0].worker
         (victim,) = [w for w in workers if owner.startswith(f"{w.nodename}:")]
         (survivor,) = [w for w in workers if w is not victim]
         victim.kill_group(signal.SIGKILL)
@@ -132,14 +130,12 @@ def test_sigkill_worker_mid_pack_every_member_completes_once(
         assert ex.wait(timeout=90), _states(store, spec.experiment_id)
     trials = {t.id: t for t in store.list_trials(spec.experiment_id)}
     assert [t.state for t in trials.values()] == [TrialState.COMPLETE] * 4
-    assert trials[first].attempts == 1 and trials[first].worker.startswith(victim.nodename)
-    assert trials[second].attempts == 2 and trials[second].worker.startswith(survivor.nodename)
-    assert all(trials[t].attempts == 1 and trials[t].worker.startswith(survivor.nodename)
-               for t in rest)
+    assert all(t.attempts == 2 and t.worker.startswith(survivor.nodename)
+               for t in trials.values())
     assert all(len(t.metrics) == 6 for t in trials.values())
     seeds = Counter(json.loads(line)["seed"] for line in done_log.read_text().splitlines())
     assert seeds == {0: 1, 1: 1, 2: 1, 3: 1}, seeds
-    assert f"reaper: trial {second}" in survivor.log_text()
+    assert all(f"reaper: trial {tid}" in survivor.log_text() for tid in trials)
 
 
 def test_sigkill_pool_process_reruns_trial_at_once(
@@ -236,7 +232,7 @@ def test_cancel_stops_queued_and_running_trials(broker_url, store_url, queue_nam
     sleepy_workers(1, epochs=40, epoch_s=0.2)
     spec = make_spec("cancel", 4)
     with CeleryExecutor(broker_url, store_url, queue=queue_name) as ex:
-        submit_experiment(spec, store, ex)
+        submit_experiment(spec, store, ex, pack_size=1)  # one running, three waiting
         wait_until(lambda: any(len(t.metrics) >= 1 for t in store.list_trials(spec.experiment_id)),
                    20, "the first epoch")
         assert ex.cancel(spec.experiment_id) == 3
@@ -246,6 +242,23 @@ def test_cancel_stops_queued_and_running_trials(broker_url, store_url, queue_nam
     assert sum(1 for t in trials if t.started_at is not None) == 1
     assert all(len(t.metrics) < 40 for t in trials)
     wait_until(lambda: queue_depth(broker_url, queue_name) == 0, 10, "the queue to drain")
+
+
+def test_cancel_stops_every_member_of_a_running_pack(broker_url, store_url, queue_name,
+                                                     sleepy_workers, store):
+    """Cancel while a pack of 4 trains: every member stops after its current epoch."""
+    sleepy_workers(1, epochs=40, epoch_s=0.2)
+    spec = make_spec("cancel-pack", 4)
+    with CeleryExecutor(broker_url, store_url, queue=queue_name) as ex:
+        result = submit_experiment(spec, store, ex, pack_size=4)
+        assert result.packs == [result.trial_ids]
+        wait_until(lambda: any(len(t.metrics) >= 1 for t in store.list_trials(spec.experiment_id)),
+                   20, "the first epoch")
+        ex.cancel(spec.experiment_id)
+        assert ex.wait(timeout=30), _states(store, spec.experiment_id)
+    trials = store.list_trials(spec.experiment_id)
+    assert [t.state for t in trials] == [TrialState.CANCELLED] * 4
+    assert all(len(t.metrics) < 40 for t in trials)
 
 
 def test_flower_lists_the_worker(broker_url, store_url, queue_name, start_worker, tmp_path: Path):
