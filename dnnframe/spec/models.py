@@ -150,6 +150,10 @@ class SearchConfig(_Strict):
     random_seed: int = Field(0, ge=0, le=2**32 - 1, description="seed of the random sampler")
     objective: Objective = Field(default_factory=Objective)
     max_trials: int = Field(DEFAULT_MAX_TRIALS, ge=1, le=10_000_000)
+    pack_size: int | None = Field(
+        None, ge=1, le=100_000,
+        description="most trials trained together in one pack (default: automatic)",
+    )
 
     @field_validator("seeds")
     @classmethod
