@@ -130,8 +130,9 @@ def _check_continuous(
     if kind == "loguniform" and low <= 0:
         errors.add(where, f"loguniform needs low > 0, but got low={arg[0]}")
         return None
-    if method != "random":
-        errors.add(where, f"{kind} is continuous and needs search.method: random")
+    if method == "grid":
+        errors.add(where, f"{kind} is continuous and needs search.method: random "
+                          "(or asha, tpe, cmaes)")
         return None
     return Space(path, kind, [low, high])
 
@@ -148,8 +149,11 @@ def spaces_of(doc: dict[str, Any], method: str, errors: ErrorList) -> list[Space
 
 def count_from_spaces(spaces: list[Space], method: str, num_samples: int, n_seeds: int) -> int:
     """How many trials a sweep has: grid crosses every discrete space; random crosses the
-    ``grid`` spaces and draws ``num_samples`` from the rest."""
+    ``grid`` spaces and draws ``num_samples`` from the rest (so does asha); tpe and cmaes
+    ask for ``num_samples`` configurations in all."""
     if method == "grid":
         return math.prod(len(s.values) for s in spaces) * n_seeds
+    if method in ("tpe", "cmaes"):
+        return num_samples * n_seeds
     grid = math.prod(len(s.values) for s in spaces if s.kind == "grid")
     return grid * num_samples * n_seeds
