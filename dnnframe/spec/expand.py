@@ -84,13 +84,28 @@ def expand(spec: ExperimentSpec) -> Iterator[TrialConfig]:
 def expand_checked(spec: ExperimentSpec, seeds: list[int] | None = None) -> Iterator[TrialConfig]:
     """:func:`expand` over ``seeds`` (default: the spec's seeds)."""
     spaces = spec_spaces(spec)
-    base = skeleton(spec.to_dict(), spaces)
-    if spec.search.max_epochs is not None:  # ASHA's R is how long an unpruned trial trains
-        base["training"] = {**base.get("training", {}), "max_epochs": spec.search.max_epochs}
+    base = _base(spec, spaces)
     seeds = spec.search.seed_list if seeds is None else seeds
     for assignment in _assignments(spec, spaces):
         for seed in seeds:
             yield _resolved(base, assignment, seed)
+
+
+def resolve(spec: ExperimentSpec, assignment: dict[KeyPath, Any], seed: int) -> TrialConfig:
+    """The trial config of ``spec`` whose spaces take ``assignment``'s values (one value per
+    space path: a sampler's proposal) and training seed ``seed``.
+
+    Raises:
+        SpecError: the values break a rule (naming the combination).
+    """
+    return _resolved(_base(spec, spec_spaces(spec)), assignment, seed)
+
+
+def _base(spec: ExperimentSpec, spaces: list[Space]) -> dict[str, Any]:
+    base = skeleton(spec.to_dict(), spaces)
+    if spec.search.max_epochs is not None:  # ASHA's R is how long an unpruned trial trains
+        base["training"] = {**base.get("training", {}), "max_epochs": spec.search.max_epochs}
+    return base
 
 
 def _resolved(base: dict, assignment: dict[KeyPath, Any], seed: int) -> TrialConfig:

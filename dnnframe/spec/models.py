@@ -187,6 +187,11 @@ class SearchConfig(_Strict):
 
     @model_validator(mode="after")
     def _check_pruning(self) -> SearchConfig:
+        if self.method in MODEL_BASED_METHODS and len(self.seed_list) > 1:
+            raise ValueError(
+                f"method {self.method} trains each proposed configuration once; seeds must be 1 "
+                f"or a single seed, but got {self.seeds}"
+            )
         if not self.prunes:
             return self
         if self.max_epochs is not None and self.min_epochs >= self.max_epochs:
