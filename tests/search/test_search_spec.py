@@ -34,8 +34,9 @@ def test_asha_samples_like_random_and_sets_max_epochs():
 
 def test_tpe_counts_num_samples_in_all():
     raw = {**BASE, "model": {"width": {"grid": [8, 16]}},
-           "search": {"method": "tpe", "num_samples": 7, "seeds": 2}}
-    assert count_trials(parse_spec(raw)) == 14
+           "search": {"method": "tpe", "num_samples": 7, "seeds": [5]}}
+    assert count_trials(parse_spec(raw)) == 7
+    assert [c.seed for c in expand(parse_spec(raw))] == [5] * 7
 
 
 @pytest.mark.parametrize("search, training, path, words", [
@@ -50,6 +51,8 @@ def test_tpe_counts_num_samples_in_all():
     ({"method": "tpe", "pruner": "asha", "objective": {"metric": "train_seconds"}}, {},
      "search", "'train_seconds' is not"),
     ({"method": "asha", "eta": 1}, {}, "search.eta", "greater than or equal to 2"),
+    ({"method": "tpe", "seeds": 2}, {}, "search",
+     "method tpe trains each proposed configuration once; seeds must be 1"),
 ])
 def test_refusals_name_the_field_and_the_rule(search, training, path, words):
     with pytest.raises(SpecError) as info:
