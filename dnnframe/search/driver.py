@@ -124,6 +124,13 @@ class SearchDriver:
             slots = max(1, self.executor.parallelism) - len(self.waiting)
             n_new = min(slots, budget, limit - len(out.asked) if limit is not None else slots)
             if n_new > 0:
+                # Another driver of this experiment (another dashboard process) may have
+                # stored trials too: the store's count bounds the budget of both.
+                room = self.search.num_samples - self._n_stored()
+                if room <= 0 and not self.waiting:
+                    budget = 0  # the others' trials filled it
+                n_new = min(n_new, room)
+            if n_new > 0:
                 new = self._ask(n_new, out)
                 budget -= n_new
                 self._submit(new)
@@ -145,6 +152,9 @@ class SearchDriver:
                             self.study.tell(trial, state=OptunaState.FAIL)
                 else:
                     self._tell(t)
+
+    def _n_stored(self) -> int:
+        return sum(self.store.counts_by_state(self.experiment_id).values())
 
     # ---------------------------------------------------------------- the study
     def _rebuild(self, stored: list[TrialRecord]) -> int:
