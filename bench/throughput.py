@@ -16,11 +16,19 @@ platform at every stage a configuration goes through, each figure with its setti
 4. ``celery`` the same two through RabbitMQ and real ``celery -A tasks worker`` processes
               with concurrency 1 and 2 (the broker must run at $DNNFRAME_BROKER_URL or
               amqp://guest:guest@127.0.0.1:5672//).
+5. ``packs``  the paper workload (iris, 1-4 hidden layers of 16, tanh/relu, five SGD
+              learning rates, 20 epochs, batch 32; 10,000 trials by default) submitted,
+              trained and stored with every learning curve: packed (automatic pack size)
+              vs unpacked (pack size 1) on 2 local workers, packed through Celery with
+              concurrency 2, beside the workload's FLOP limit on this machine (its FLOPs
+              divided by one core's measured 64x128x128 matrix-product rate, times 2
+              cores) and each worker's peak memory.
 
 Usage::
 
     python bench/throughput.py                    # everything, ~3-5 minutes on 2 cores
     python bench/throughput.py --only spec store  # the fast, pure-Python part
+    python bench/throughput.py --only packs --paper-trials 10000
     python bench/throughput.py --json docs/paper/throughput.json
 
 Every rate is configurations (or trials) per second of wall time; the paper's claim is
@@ -47,6 +55,8 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
+
+from kombu import Connection  # noqa: E402
 
 from dnnframe.spec import count_trials, expand, expand_with_ids, parse_spec  # noqa: E402
 
@@ -239,8 +249,6 @@ def _stop(proc: subprocess.Popen) -> None:
 
 
 def bench_celery(results: list[dict[str, Any]], tmp: Path, n_noop: int, n_train: int, n_medium: int) -> None:
-    from kombu import Connection
-
     from dnnframe.executors import CeleryExecutor
     from dnnframe.store import open_store
     from dnnframe.submit import submit_experiment
@@ -291,6 +299,139 @@ def bench_celery(results: list[dict[str, Any]], tmp: Path, n_noop: int, n_train:
             store.close()
 
 
+# --------------------------------------------------------------------------- 5. packs
+PAPER_LRS = (0.001, 0.003, 0.01, 0.03, 0.1)
+
+
+def paper_spec(n: int, name: str, first_seed: int = 0) -> dict[str, Any]:
+    """The paper workload: 4 depths x 2 activations x 5 learning rates x n/40 seeds."""
+    return {"name": name, "dataset": {"name": "iris"},
+            "model": {"hidden_layers": {"grid": [1, 2, 3, 4]}, "width": 16,
+                      "activation": {"grid": ["tanh", "relu"]}},
+            "training": {"optimizer": "sgd", "learning_rate": {"grid": list(PAPER_LRS)},
+                         "batch_size": 32, "max_epochs": 20, "early_stopping": None},
+            "search": {"seeds": list(range(first_seed, first_seed + max(1, n // 40)))}}
+
+
+def _flop_limit(cores: int) -> tuple[float, float, float]:
+    """(FLOPs per paper trial, one core's 64x128x128 float64 matmul FLOP/s, trials/s limit
+    on ``cores`` cores)."""
+    import numpy as np
+
+    from dnnframe.datasets import DatasetConfig, load_dataset
+
+    data = load_dataset(DatasetConfig(name="iris"))
+    n_train, n_val = len(data.X_train), len(data.X_val)
+    n_all = n_train + n_val + len(data.X_test)
+    flops = 0.0
+    for depth in (1, 2, 3, 4):
+        dims = [data.n_features] + [16] * depth + [data.n_outputs]
+        macs = sum(a * b for a, b in zip(dims[:-1], dims[1:]))
+        # forward, weight gradient and input gradient per training row; forward only for
+        # the per-epoch validation and the final evaluation
+        flops += 2 * macs * (3 * n_train * 20 + n_val * 20 + n_all)
+    flops /= 4
+    a = np.random.default_rng(0).normal(size=(64, 128))
+    b = np.random.default_rng(1).normal(size=(128, 128))
+    best = float("inf")
+    for _ in range(5):
+        t = time.perf_counter()
+        for _ in range(2000):
+            a @ b
+        best = min(best, time.perf_counter() - t)
+    rate = 2 * 64 * 128 * 128 * 2000 / best
+    return flops, rate, cores * rate / flops
+
+
+def _peak_rss_mb(store: Any, experiment_id: str) -> float | None:
+    """The largest peak resident memory any worker process reported with its trials."""
+    peaks = [((t.result or {}).get("environment") or {}).get("peak_rss_mb")
+             for t in store.list_trials(experiment_id)]
+    peaks = [p for p in peaks if p]
+    return max(peaks) if peaks else None
+
+
+def _curves_complete(store: Any, experiment_id: str) -> int:
+    """Trials COMPLETE with all 20 epochs of their learning curve stored."""
+    return sum(1 for t in store.list_trials(experiment_id)
+               if t.state.value == "COMPLETE" and len(t.metrics) == 20)
+
+
+def bench_packs(results: list[dict[str, Any]], tmp: Path, n: int, n_unpacked: int,
+                celery: bool) -> None:
+    from dnnframe.executors import CeleryExecutor, LocalExecutor
+    from dnnframe.store import open_store
+    from dnnframe.submit import submit_experiment
+
+    flops, rate, limit = _flop_limit(2)
+    print(f"packs   paper workload {flops / 1e6:.2f} MFLOP per trial; one core "
+          f"{rate / 1e9:.1f} GFLOP/s (64x128x128 float64): FLOP limit {limit:,.0f} trials/s "
+          f"on 2 cores", flush=True)
+    rows: dict[str, float] = {}
+    for label, size, count in (("packed (automatic size)", None, n),
+                               ("unpacked (pack size 1)", 1, n_unpacked)):
+        url = f"sqlite:///{tmp / f'packs-{size}.db'}"
+        store = open_store(url)
+        ex = LocalExecutor(url, workers=2)
+        ex.wait_ready()
+        # the first build of each graph is a one-off per host (then cached on disk)
+        submit_experiment(parse_spec(paper_spec(80, f"packs-warm-{size}")), store, ex,
+                          pack_size=size)
+        ex.wait()
+        spec = parse_spec(paper_spec(count, f"packs-{size}", first_seed=1000))
+        t = time.perf_counter()
+        res = submit_experiment(spec, store, ex, pack_size=size)
+        ex.wait()
+        s = time.perf_counter() - t
+        ex.shutdown()
+        done = _curves_complete(store, res.experiment.id)
+        assert done == len(res.trial_ids), f"{done} of {len(res.trial_ids)} complete with curves"
+        rows[label] = done / s
+        peak = _peak_rss_mb(store, res.experiment.id)
+        record(results, "packs", f"paper workload submitted + trained + stored, {label}",
+               f"LocalExecutor, 2 workers, {len(res.packs)} packs"
+               + (f", peak RSS {peak:.0f} MB/worker" if peak else ""), done, s)
+        store.close()
+    print(f"packs   packed / unpacked: {rows['packed (automatic size)'] / rows['unpacked (pack size 1)']:.1f}x; "
+          f"packed = {rows['packed (automatic size)'] / limit:.1%} of the FLOP limit", flush=True)
+    if not celery:
+        return
+    url = f"sqlite:///{tmp / 'packs-celery.db'}"
+    queue = f"bench-{uuid.uuid4().hex[:8]}"
+    store = open_store(url)
+    log = tmp / "packs-celery.log"
+    proc = _start_celery(url, queue, 2, log, noop=False)
+    try:
+        deadline = time.monotonic() + 90
+        while b" ready." not in log.read_bytes():
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise SystemExit(f"celery worker did not start:\n{log.read_text()[-3000:]}")
+            time.sleep(0.2)
+        ex = CeleryExecutor(BROKER_URL, url, queue=queue)
+        submit_experiment(parse_spec(paper_spec(80, "packs-celery-warm")), store, ex)
+        ex.wait(timeout=600)
+        ex = CeleryExecutor(BROKER_URL, url, queue=queue)
+        spec = parse_spec(paper_spec(n, "packs-celery", first_seed=1000))
+        t = time.perf_counter()
+        res = submit_experiment(spec, store, ex)
+        if not ex.wait(timeout=900):
+            raise SystemExit(f"celery run did not finish:\n{log.read_text()[-3000:]}")
+        s = time.perf_counter() - t
+        ex.shutdown(wait=False)
+    finally:
+        _stop(proc)
+        try:
+            with Connection(BROKER_URL, connect_timeout=3) as conn:
+                conn.default_channel.queue_delete(queue)
+        except Exception:
+            pass
+    done = _curves_complete(store, res.experiment.id)
+    assert done == len(res.trial_ids), f"{done} of {len(res.trial_ids)} complete with curves"
+    record(results, "packs", "paper workload submitted + trained + stored, packed",
+           f"Celery + RabbitMQ, 1 worker, concurrency 2, {len(res.packs)} packs", done, s)
+    store.close()
+
+
 # --------------------------------------------------------------------------- output
 def record(results: list[dict[str, Any]], stage: str, what: str, setting: str, n: int, seconds: float,
            steady: float | None = None, cold: int | None = None) -> None:
@@ -309,11 +450,15 @@ def record(results: list[dict[str, Any]], stage: str, what: str, setting: str, n
 def main(argv: list[str] | None = None) -> None:
     """Run the selected stages and print (and optionally save) configurations per second."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--only", nargs="+", choices=["spec", "store", "local", "celery"],
-                    default=["spec", "store", "local", "celery"])
+    ap.add_argument("--only", nargs="+", choices=["spec", "store", "local", "celery", "packs"],
+                    default=["spec", "store", "local", "celery", "packs"])
     ap.add_argument("--noop-trials", type=int, default=1000)
     ap.add_argument("--train-trials", type=int, default=500)
     ap.add_argument("--medium-trials", type=int, default=40)
+    ap.add_argument("--paper-trials", type=int, default=10_000,
+                    help="trials of the paper workload, packed (stage packs)")
+    ap.add_argument("--unpacked-trials", type=int, default=2_000,
+                    help="trials of the paper workload trained unpacked, for the ratio")
     ap.add_argument("--json", type=Path, default=None, help="also write the results here")
     args = ap.parse_args(argv)
     load = os.getloadavg()
@@ -331,6 +476,9 @@ def main(argv: list[str] | None = None) -> None:
             bench_local(results, tmp, args.noop_trials, args.train_trials, args.medium_trials)
         if "celery" in args.only:
             bench_celery(results, tmp, args.noop_trials, args.train_trials, args.medium_trials)
+        if "packs" in args.only:
+            bench_packs(results, tmp, args.paper_trials, args.unpacked_trials,
+                        celery="celery" in args.only or args.only == ["packs"])
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     best = max(results, key=lambda r: r["per_s"])

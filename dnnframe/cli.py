@@ -9,23 +9,92 @@ non-zero exit code: 2 for an invalid spec or usage, 1 for everything else.
 from __future__ import annotations
 
 import json
+import os
+import re
+import shlex
 import sys
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import click
+from click.core import ParameterSource
 
 from . import settings
-from .exceptions import DnnframeError, SpecError
+from .exceptions import DnnframeError, SpecError, StoreError
+from .executors.base import Executor
 
 EXIT_SPEC_ERROR = 2
+
+# Where a driver's error message turns from what happened into its internal state
+# (pymongo appends the timeouts it was configured with and its whole topology description).
+_ERROR_DETAIL = re.compile(r" \(configured timeouts:|, Timeout: |, Topology Description: ")
 
 
 def _print_spec_error(exc: SpecError, source: str | None = None) -> None:
     """Print every problem of a spec, one line each, naming the file and the key path."""
-    where = exc.source or source
-    for err in exc.errors:
-        prefix = f"{where}: " if where else ""
-        click.echo(f"{prefix}{err['path'] or '<root>'}: {err['message']}", err=True)
+    for line in exc.lines(source):
+        click.echo(line, err=True)
+
+
+def _one_line(exc: BaseException) -> str:
+    """An error's message as one line: its first line, without a driver's internal detail."""
+    first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+    return _ERROR_DETAIL.split(first, maxsplit=1)[0]
+
+
+def _has_password(url: str) -> bool:
+    try:
+        return urlsplit(url).password is not None
+    except ValueError:
+        return False
+
+
+def _shown_url(url: str) -> str:
+    """A store or broker URL as printed: any password replaced by ``***``."""
+    if not _has_password(url):
+        return url
+    from .store.mongodb import redact  # only then: it imports the MongoDB driver
+
+    return redact(url)
+
+
+def _shell_word(value: str, envvar: str | None = None) -> str:
+    """``value`` quoted for a POSIX shell; a URL with a password that came from ``envvar``
+    is written as ``"$ENVVAR"`` so a printed command never shows the password."""
+    if envvar and _has_password(value) and os.environ.get(envvar) == value:
+        return f'"${envvar}"'
+    return shlex.quote(value)
+
+
+def _store_words(store_url: str) -> list[str]:
+    """``--store URL`` for a printed command (always given: the default store is relative
+    to the working directory, so a command run elsewhere would read another one)."""
+    return ["--store", _shell_word(store_url, "DNNFRAME_STORE_URL")]
+
+
+def _command_line(ctx: click.Context, args: Sequence[str], skip: Sequence[str] = ()) -> str:
+    """The ``dnnframe`` command that repeats ``ctx``'s command with the same context: its
+    arguments ``args`` (quoted here), the store (always) and every other option the user
+    set, on the command line or in the environment, except those named in ``skip``."""
+    from .store import default_store_url
+
+    words = ["dnnframe", ctx.info_name or "", *(shlex.quote(a) for a in args)]
+    for param in ctx.command.params:
+        if not isinstance(param, click.Option) or param.name in skip:
+            continue
+        value = ctx.params.get(param.name)
+        if param.name == "store_url":
+            words += _store_words(value or default_store_url())
+            continue
+        source = ctx.get_parameter_source(param.name)
+        if value in (None, False) or source not in (ParameterSource.COMMANDLINE,
+                                                     ParameterSource.ENVIRONMENT):
+            continue
+        flag = min(param.opts, key=len)
+        envvar = param.envvar if isinstance(param.envvar, str) else None
+        words += [flag] if param.is_flag else [flag, _shell_word(str(value), envvar)]
+    return " ".join(words)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -160,10 +229,15 @@ def _print_summary(console, summary: dict, resume_hint: str | None = None) -> No
         console.print(f"[red]FAILED[/] {f['trial_id']}: {f['error']}")
     if "wall_seconds" in summary:
         console.print(f"wall time {summary['wall_seconds']:.1f}s")
-    console.print(f"results: {summary['store']}  (dnnframe status {summary['experiment_id']}, "
-                  f"dnnframe report {summary['experiment_id']})")
+    exp_id = shlex.quote(summary["experiment_id"])
+    store = " ".join(_store_words(summary["store"]))
+    # commands are printed unwrapped (soft_wrap) so a narrow terminal does not break them
+    plain = {"markup": False, "highlight": False, "soft_wrap": True}
+    console.print(f"results in {_shown_url(summary['store'])}:", **plain)
+    console.print(f"  dnnframe status {exp_id} {store}", **plain)
+    console.print(f"  dnnframe report {exp_id} {store}", **plain)
     if resume_hint:
-        console.print(resume_hint)
+        console.print(resume_hint, **plain)
 
 
 # --------------------------------------------------------------------------- run
@@ -189,14 +263,16 @@ def _print_summary(console, summary: dict, resume_hint: str | None = None) -> No
                    "search.pack_size, else $DNNFRAME_PACK_SIZE, else automatic.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar or summary.")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON summary on stdout.")
-def run(spec_path: Path, store_url: str | None, workers: int | None, broker_url: str | None,
-        distributed: bool, force_local: bool, queue: str, retry_failed: bool,
-        pack_size: int | None, quiet: bool, as_json: bool) -> None:
+@click.pass_context
+def run(ctx: click.Context, spec_path: Path, store_url: str | None, workers: int | None,
+        broker_url: str | None, distributed: bool, force_local: bool, queue: str,
+        retry_failed: bool, pack_size: int | None, quiet: bool, as_json: bool) -> None:
     """Run every trial of a spec and show progress; rerunning resumes where it stopped.
 
     Trials already COMPLETE in the store are not trained again. Ctrl-C stops cleanly:
     queued trials are cancelled, running ones stop after their epoch; press it again to
-    stop at once.
+    stop at once. On a terminal progress is a live bar; otherwise a plain line each time
+    another tenth of the trials finished.
     """
     import time
 
@@ -211,14 +287,15 @@ def run(spec_path: Path, store_url: str | None, workers: int | None, broker_url:
     store = _open_store(store_url)
     broker_url = _broker_for_run(broker_url, distributed, force_local)
     started = time.perf_counter()
-    executor = _make_run_executor(store_url, broker_url, workers, queue)
+    executor = _run_executor(store, store_url, broker_url, workers, queue)
     interrupted, trained = _submit_and_follow(console, store, executor, spec, store_url,
-                                              broker_url, retry_failed, pack_size, quiet)
+                                              retry_failed, pack_size, quiet)
     exp = _stored_experiment(store, spec.experiment_id, interrupted)
     summary = _summary(store, exp, store_url, wall=time.perf_counter() - started,
                        interrupted=interrupted, trained=trained)
     store.close()
-    _report_run(console, summary, spec_path, interrupted, quiet, as_json)
+    resume = _command_line(ctx, [str(spec_path)], skip=("quiet", "as_json"))
+    _report_run(console, summary, resume, interrupted, quiet, as_json)
 
 
 def _broker_for_run(broker_url: str | None, distributed: bool, force_local: bool) -> str | None:
@@ -232,17 +309,63 @@ def _broker_for_run(broker_url: str | None, distributed: bool, force_local: bool
     return broker_url
 
 
-def _make_run_executor(store_url: str, broker_url: str | None, workers: int | None,
-                       queue: str):  # noqa: ANN202 - an Executor
+def _run_executor(store, store_url: str, broker_url: str | None,  # noqa: ANN001
+                  workers: int | None, queue: str) -> _StartOnSubmit:
+    """The executor of ``dnnframe run``: Celery over ``broker_url``, else a local pool; made
+    only when there is something to train."""
     from .executors import LocalExecutor, make_executor
 
     if broker_url:
-        return make_executor(store_url, broker_url=broker_url, queue=queue)
-    return LocalExecutor(store_url, workers=workers)
+        return _StartOnSubmit(
+            store, lambda: make_executor(store_url, broker_url=broker_url, queue=queue),
+            settings.get().worker_count, _shown_url(broker_url), remote=True)
+    n = workers if workers is not None else settings.get().worker_count
+    return _StartOnSubmit(store, lambda: LocalExecutor(store_url, workers=n), n,
+                          f"{n} local workers", remote=False)
 
 
-def _submit_and_follow(console, store, executor, spec, store_url: str,  # noqa: ANN001
-                       broker_url: str | None, retry_failed: bool, pack_size: int | None,
+class _StartOnSubmit(Executor):
+    """An executor made on the first ``submit``: a run with nothing left to train starts
+    no worker process and opens no broker connection."""
+
+    def __init__(self, store, factory: Callable[[], Executor], parallelism: int,  # noqa: ANN001
+                 where: str, remote: bool) -> None:
+        self._store = store
+        self._factory = factory
+        self._parallelism = parallelism
+        self.where = where  # "4 local workers" or the broker URL, for messages
+        self.remote = remote  # trials run on workers elsewhere (Celery)
+        self.started: Executor | None = None
+
+    @property
+    def parallelism(self) -> int:
+        """The parallelism the executor will have, known before it exists."""
+        return self._parallelism
+
+    def submit(self, packs: Sequence[list[str]], graph_keys: Sequence[str] | None = None) -> None:
+        """Make the executor (once) and hand it the packs."""
+        if self.started is None:
+            self.started = self._factory()
+        self.started.submit(packs, graph_keys)
+
+    def cancel(self, experiment_id: str) -> int:
+        """Cancel in the store (and in the executor, once there is one)."""
+        if self.started is None:
+            return self._store.cancel_experiment(experiment_id)
+        return self.started.cancel(experiment_id)
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Wait for the executor; nothing to wait for before it exists."""
+        return True if self.started is None else self.started.wait(timeout)
+
+    def shutdown(self, wait: bool = True) -> None:
+        """Shut the executor down if it was made."""
+        if self.started is not None:
+            self.started.shutdown(wait)
+
+
+def _submit_and_follow(console, store, executor: _StartOnSubmit, spec,  # noqa: ANN001
+                       store_url: str, retry_failed: bool, pack_size: int | None,
                        quiet: bool) -> tuple[bool, int]:
     """Submit the spec, show progress until it is done or interrupted, shut the executor
     down. Returns (interrupted, number of trials handed to the executor)."""
@@ -260,8 +383,9 @@ def _submit_and_follow(console, store, executor, spec, store_url: str,  # noqa: 
                                    pack_size=pack_size)
         trained = len(result.submitted_trial_ids)
         if not quiet:
-            _announce_run(console, store, executor, result, store_url, broker_url)
-        interrupted = _follow(console, store, executor, result.experiment, quiet)
+            _announce_run(console, store, executor, result, store_url)
+        if trained:
+            interrupted = _follow(console, store, executor, result.experiment, quiet)
     except KeyboardInterrupt:
         # Ctrl-C before the progress loop took over (while storing the trials)
         interrupted = True
@@ -274,21 +398,19 @@ def _submit_and_follow(console, store, executor, spec, store_url: str,  # noqa: 
     return interrupted, trained
 
 
-def _announce_run(console, store, executor, result, store_url: str,  # noqa: ANN001
-                  broker_url: str | None) -> None:
-    from .executors import LocalExecutor
-
+def _announce_run(console, store, executor: _StartOnSubmit, result,  # noqa: ANN001
+                  store_url: str) -> None:
     exp = result.experiment
     trained = len(result.submitted_trial_ids)
     if result.recovered_trial_ids:
         console.print(f"re-queued {len(result.recovered_trial_ids)} trials whose worker stopped "
                       "(killed process or no heartbeat)")
-    where = (f"{executor.workers} local workers" if isinstance(executor, LocalExecutor)
-             else broker_url)
-    console.print(f"{exp.name} ({exp.id}): {len(result.trial_ids)} trials, "
-                  f"{trained} to run in {len(result.packs)} packs on {where}; "
-                  f"store {store_url}")
-    if broker_url and trained and not store.list_workers(seen_within_s=120):
+    head = f"{exp.name} ({exp.id}): {len(result.trial_ids)} trials"
+    plan = (f"{trained} to run in {len(result.packs)} packs on {executor.where}" if trained
+            else "none left to run (all finished before)")
+    console.print(f"{head}, {plan}; store {_shown_url(store_url)}",
+                  markup=False, highlight=False, soft_wrap=True)
+    if trained and executor.remote and not store.list_workers(seen_within_s=120):
         console.print("[yellow]no worker has reported to this store in the last 2 minutes:[/] "
                       "trials wait in the queue until one starts (dnnframe worker, with the "
                       "same DNNFRAME_STORE_URL and DNNFRAME_BROKER_URL)")
@@ -307,63 +429,43 @@ def _stored_experiment(store, experiment_id: str, interrupted: bool):  # noqa: A
         sys.exit(130)
 
 
-def _report_run(console, summary: dict, spec_path: Path, interrupted: bool,  # noqa: ANN001
+def _report_run(console, summary: dict, resume: str, interrupted: bool,  # noqa: ANN001
                 quiet: bool, as_json: bool) -> None:
     """Print the summary; exit 130 when interrupted, 1 when a trial FAILED."""
     if as_json:
         click.echo(json.dumps(summary, indent=2, default=str))
     if not quiet:
-        hint = f"interrupted — resume with: dnnframe run {spec_path}" if interrupted else None
-        _print_summary(console, summary, hint)
+        _print_summary(console, summary, f"interrupted — resume with: {resume}"
+                       if interrupted else None)
     if interrupted:
         sys.exit(130)
     if summary["counts"].get("FAILED"):
         sys.exit(1)
 
 
-def _follow(console, store, executor, exp, quiet: bool) -> bool:  # noqa: ANN001
+def _follow(console, store, executor: Executor, exp, quiet: bool) -> bool:  # noqa: ANN001
     """Show progress until the experiment's trials are finished. Returns True if interrupted."""
-
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        SpinnerColumn,
-        TextColumn,
-        TimeElapsedColumn,
-        TimeRemainingColumn,
-    )
+    from .progress import RunProgress, describe_best, trials_finished
 
     metric, mode = _objective(exp)
-    total = exp.n_trials or sum(store.counts_by_state(exp.id).values())
-    progress = Progress(SpinnerColumn(), TextColumn("[bold]{task.description}"), BarColumn(),
-                        MofNCompleteColumn(), TextColumn("running {task.fields[running]}"),
-                        TextColumn("failed {task.fields[failed]}"), TimeElapsedColumn(),
-                        TextColumn("ETA"), TimeRemainingColumn(),
-                        TextColumn("{task.fields[best]}"), console=console, disable=quiet,
-                        transient=False)
-    last_done = -1
+    first = store.counts_by_state(exp.id)
+    total = exp.n_trials or sum(first.values())
+    last_finished = trials_finished(first)
     best_text = ""
 
-    def poll() -> tuple[int, bool]:
-        nonlocal last_done, best_text
+    def poll() -> bool:
+        """Show the current counts; True once no trial is queued or running."""
+        nonlocal last_finished, best_text
         counts = store.counts_by_state(exp.id)
-        active = counts.get("QUEUED", 0) + counts.get("RUNNING", 0)
-        done = sum(counts.values()) - active
-        if done != last_done:
+        finished = trials_finished(counts)
+        if finished != last_finished or not best_text:
             best = store.best_trial(exp.id, metric, mode)
-            if best is not None and best.value(metric) is not None:
-                best_text = f"best {metric} {best.value(metric):.4f}"
-            last_done = done
-        progress.update(task, completed=done, running=counts.get("RUNNING", 0),
-                        failed=counts.get("FAILED", 0), best=best_text)
-        return done, active == 0
+            best_text = describe_best(metric, best.value(metric) if best else None)
+            last_finished = finished
+        progress.update(counts, best_text)
+        return counts.get("QUEUED", 0) + counts.get("RUNNING", 0) == 0
 
-    with progress:
-        first = store.counts_by_state(exp.id)
-        settled = sum(first.values()) - first.get("QUEUED", 0) - first.get("RUNNING", 0)
-        task = progress.add_task(exp.name, total=total, completed=settled, running=0,
-                                 failed=first.get("FAILED", 0), best="")
+    with RunProgress(console, exp.name, total, first, enabled=not quiet) as progress:
         try:
             while True:
                 if executor.wait(timeout=0.5):
@@ -372,13 +474,14 @@ def _follow(console, store, executor, exp, quiet: bool) -> bool:  # noqa: ANN001
                 poll()
         except KeyboardInterrupt:
             pass
+        progress.mark_interrupted()
         console.print("[yellow]interrupted:[/] no new trials start; running trials stop after "
                       "their current epoch (Ctrl-C again to stop at once)")
         try:
             executor.cancel(exp.id)
             while True:
                 finished = executor.wait(timeout=0.5)
-                _, settled = poll()
+                settled = poll()
                 if finished or settled:
                     break
         except KeyboardInterrupt:
@@ -424,6 +527,7 @@ def ls_cmd(store_url: str | None, limit: int, as_json: bool) -> None:
     """List experiments, newest first."""
     import time
 
+    from rich import box
     from rich.console import Console
     from rich.table import Table
 
@@ -435,12 +539,20 @@ def ls_cmd(store_url: str | None, limit: int, as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps(rows, indent=2))
         return
-    table = Table()
-    for c in ("id", "name", "created", "trials", "complete", "failed", "status"):
-        table.add_column(c)
+    # Ids are what users copy into other commands: never cut, never wrapped; the other
+    # columns wrap or fold to make room (no vertical rules, so 80 columns hold every id).
+    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
+    id_width = max((len(r["id"]) for r in rows), default=2)
+    table.add_column("id", no_wrap=True, min_width=id_width, overflow="fold")
+    table.add_column("name", overflow="fold")
+    table.add_column("created")
+    table.add_column("complete", justify="right")
+    table.add_column("failed", justify="right")
+    table.add_column("status", overflow="fold")
     for r in rows:
-        table.add_row(r["id"], r["name"], time.strftime("%Y-%m-%d %H:%M", time.localtime(r["created_at"])),
-                      str(r["n_trials"]), str(r["counts"].get("COMPLETE", 0)),
+        created = time.strftime("%Y-%m-%d %H:%M", time.localtime(r["created_at"]))
+        table.add_row(r["id"], r["name"], created,
+                      f"{r['counts'].get('COMPLETE', 0)}/{r['n_trials']}",
                       str(r["counts"].get("FAILED", 0)), r["status"])
     Console().print(table if rows else "no experiments yet; start one with: dnnframe run SPEC")
 
@@ -449,7 +561,8 @@ def ls_cmd(store_url: str | None, limit: int, as_json: bool) -> None:
 @cli.command()
 @click.argument("experiment")
 @store_option
-@click.option("--format", "fmt", type=click.Choice(["csv", "jsonl"]), default="csv", show_default=True)
+@click.option("--format", "fmt", type=click.Choice(["csv", "jsonl"]), default="csv",
+              show_default=True)
 @click.option("--output", "-o", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="File to write (default: stdout).")
 def export(experiment: str, store_url: str | None, fmt: str, output: Path | None) -> None:
@@ -464,6 +577,8 @@ def export(experiment: str, store_url: str | None, fmt: str, output: Path | None
         try:
             n = write(tmp, exp.id)
             tmp.replace(output)
+        except OSError as exc:  # name the file the user asked for, not the temp file
+            raise OSError(exc.errno, exc.strerror or str(exc), str(output)) from exc
         finally:
             tmp.unlink(missing_ok=True)  # gone already after a successful replace
         click.echo(f"wrote {n} trials to {output}", err=True)
@@ -523,7 +638,8 @@ def paper_report(outdir: Path, store_url: str | None, experiments: tuple[str, ..
 @click.option("--production", is_flag=True,
               help="Serve with gunicorn: several worker processes, graceful shutdown, access log.")
 @click.option("--web-workers", type=click.IntRange(min=1), default=None,
-              help="gunicorn worker processes (implies --production; default $WEB_CONCURRENCY or 2).")
+              help="gunicorn worker processes (implies --production; default "
+                   "$WEB_CONCURRENCY or 2).")
 def serve(store_url: str | None, host: str, port: int, debug: bool, production: bool,
           web_workers: int | None) -> None:
     """Start the dashboard (REST API and live experiment pages).
@@ -534,7 +650,8 @@ def serve(store_url: str | None, host: str, port: int, debug: bool, production: 
     import os
 
     if store_url:
-        os.environ["DNNFRAME_STORE_URL"] = store_url  # the app reads its config from the environment
+        # the app reads its configuration from the environment
+        os.environ["DNNFRAME_STORE_URL"] = store_url
     # requests must name the address it listens on (or a local name): see DNNFRAME_ALLOWED_HOSTS
     os.environ.setdefault("DNNFRAME_BIND_HOST", host)
     if production or web_workers:
@@ -607,6 +724,9 @@ def main(argv: list[str] | None = None) -> None:
     except SpecError as exc:
         _print_spec_error(exc)
         sys.exit(EXIT_SPEC_ERROR)
+    except StoreError as exc:
+        click.echo(f"error: {_one_line(exc)}", err=True)
+        sys.exit(1)
     except DnnframeError as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(1)

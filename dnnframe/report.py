@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .store.base import ResultStore
+from .store.base import ResultStore, TrialRecord
 from .store.rows import CONFIG_COLUMNS, METRICS, trial_row
 
 
@@ -135,21 +135,45 @@ def markdown_table(rows: Sequence[dict[str, Any]], columns: Sequence[str],
     return "\n".join(lines)
 
 
+# --------------------------------------------------------------------------- compile reuse
+# Row key: True when the trial's graph came from the compile cache (compiled earlier by
+# another trial), False when it was built, None when the trial does not say.
+COMPILE_REUSED = "compile_cache_hit"
+
+
+def compile_reused(trial: TrialRecord) -> bool | None:
+    """Whether ``trial`` reused a compiled graph (``environment.compile_cache_hit``)."""
+    hit = ((trial.result or {}).get("environment") or {}).get("compile_cache_hit")
+    return hit if isinstance(hit, bool) else None
+
+
+def first_builds(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The rows whose compile time is a real build: a cache hit's ~0 s says nothing about
+    how compile time grows with depth, so mixing them in drags the fit and the spread."""
+    return [r for r in rows if r.get(COMPILE_REUSED) is not True]
+
+
 # --------------------------------------------------------------------------- figures
 def figures(rows: Sequence[dict[str, Any]], metric: str = "test_accuracy") -> dict[str, Any]:
     """The report's plotly figures keyed by name: ``depth_metric``, ``depth_time``,
-    ``depth_compile`` and ``learning_curves`` (those with no data are left out)."""
+    ``depth_compile`` and ``learning_curves`` (those with no data are left out).
+
+    ``depth_compile`` shows first builds only (mean, spread and fit); trials whose graph
+    came from the compile cache (row key :data:`COMPILE_REUSED` True) are a separate,
+    faint series left out of both.
+    """
     import plotly.graph_objects as go
 
     figs: dict[str, Any] = {}
     done = [r for r in rows if r.get("state") == "COMPLETE"]
 
-    def depth_figure(column: str, title: str, ytitle: str, fit: bool) -> Any | None:
-        agg = aggregate_by_depth(done, column)
+    def depth_figure(pts_rows: list[dict[str, Any]], column: str, title: str, ytitle: str,
+                     fit: bool) -> Any | None:
+        agg = aggregate_by_depth(pts_rows, column)
         if not agg:
             return None
         fig = go.Figure()
-        pts = [r for r in done if _finite(r.get(column))]
+        pts = [r for r in pts_rows if _finite(r.get(column))]
         fig.add_trace(go.Scatter(x=[r["hidden_layers"] for r in pts], y=[r[column] for r in pts],
                                  mode="markers", name="trials", opacity=0.45,
                                  text=[f"{r['trial_id']} seed={r['seed']}" for r in pts]))
@@ -157,7 +181,7 @@ def figures(rows: Sequence[dict[str, Any]], metric: str = "test_accuracy") -> di
                                  error_y={"type": "data", "array": [a["std"] for a in agg], "visible": True},
                                  mode="lines+markers", name="mean ± std over seeds"))
         if fit and len(agg) >= 2:
-            lf = time_vs_depth_fit(done, column)
+            lf = time_vs_depth_fit(pts_rows, column)
             xs = [agg[0]["hidden_layers"], agg[-1]["hidden_layers"]]
             fig.add_trace(go.Scatter(x=xs, y=[lf.predict(x) for x in xs], mode="lines",
                                      line={"dash": "dot"},
@@ -166,14 +190,27 @@ def figures(rows: Sequence[dict[str, Any]], metric: str = "test_accuracy") -> di
                           template="plotly_white", height=420)
         return fig
 
-    for name, column, title, ytitle, fit in (
-        ("depth_metric", metric, f"Hidden layers vs {metric}", metric, False),
-        ("depth_time", "train_seconds", "Hidden layers vs training time", "training time (s)", True),
-        ("depth_compile", "compile_seconds", "Hidden layers vs compile time", "compile time (s)", True),
+    built = first_builds(done)
+    reused = [r for r in done
+              if r.get(COMPILE_REUSED) is True and _finite(r.get("compile_seconds"))]
+    compile_title = "Hidden layers vs compile time, first builds only" + (
+        f" ({len(reused)} cache hits shown apart, not in mean or fit)" if reused else "")
+    for name, pts_rows, column, title, ytitle, fit in (
+        ("depth_metric", done, metric, f"Hidden layers vs {metric}", metric, False),
+        ("depth_time", done, "train_seconds", "Hidden layers vs training time",
+         "training time (s)", True),
+        ("depth_compile", built, "compile_seconds", compile_title,
+         "compile time of a first build (s)", True),
     ):
-        fig = depth_figure(column, title, ytitle, fit)
+        fig = depth_figure(pts_rows, column, title, ytitle, fit)
         if fig is not None:
             figs[name] = fig
+    if reused and "depth_compile" in figs:
+        figs["depth_compile"].add_trace(go.Scatter(
+            x=[r["hidden_layers"] for r in reused], y=[r["compile_seconds"] for r in reused],
+            mode="markers", name="cache hits (graph reused)", opacity=0.3,
+            marker={"symbol": "x", "color": "grey"},
+            text=[f"{r['trial_id']} seed={r['seed']}" for r in reused]))
 
     curves = [r for r in rows if r.get("history")]
     if curves:
@@ -207,7 +244,8 @@ def render_html(store: ResultStore, experiment_id: str) -> str:
     import plotly.io as pio
 
     exp = store.get_experiment(experiment_id)
-    rows = trial_rows(store, experiment_id)
+    rows = [{**trial_row(t), COMPILE_REUSED: compile_reused(t)}
+            for t in store.list_trials(experiment_id)]
     objective = (exp.spec.get("search") or {}).get("objective") or {}
     metric = objective.get("metric", "test_accuracy")
     mode = objective.get("mode", "max")
@@ -228,10 +266,12 @@ def render_html(store: ResultStore, experiment_id: str) -> str:
     done = sorted((r for r in rows if r["state"] == "COMPLETE" and _finite(r.get(metric))),
                   key=lambda r: r[metric], reverse=(mode == "max"))
     fit_lines = []
-    for col in ("train_seconds", "compile_seconds"):
+    for col, label, fit_rows in (("train_seconds", "train_seconds", rows),
+                                 ("compile_seconds", "compile_seconds of first builds",
+                                  first_builds(rows))):
         try:
-            lf = time_vs_depth_fit(rows, col)
-            fit_lines.append(f"<li>{col} ≈ {lf.slope:.4g} × hidden_layers + {lf.intercept:.4g} "
+            lf = time_vs_depth_fit(fit_rows, col)
+            fit_lines.append(f"<li>{label} ≈ {lf.slope:.4g} × hidden_layers + {lf.intercept:.4g} "
                              f"(R² = {lf.r2:.3f}, n = {lf.n})</li>")
         except (ValueError, KeyError):
             pass
@@ -274,6 +314,8 @@ def write_report(store: ResultStore, experiment_id: str, path: str | Path) -> Pa
     try:
         tmp.write_text(text, encoding="utf-8")
         tmp.replace(path)
+    except OSError as exc:  # name the file the caller asked for, not the temp file
+        raise OSError(exc.errno, exc.strerror or str(exc), str(path)) from exc
     finally:
         tmp.unlink(missing_ok=True)  # a failed write leaves no half-written temp file
     return path

@@ -6,6 +6,7 @@ import csv
 import json
 import os
 import re
+import shlex
 import signal
 import subprocess
 import sys
@@ -59,10 +60,68 @@ def test_run_trains_every_trial_and_prints_a_summary(swept):
     assert s["best"]["test_accuracy"] == max(c["max"] for c in s["best_configs"])
     assert [c["hidden_layers"] for c in s["best_configs"]] and s["varied"] == ["hidden_layers"]
     assert "Best configurations" in swept["stderr"] and swept["url"] in swept["stderr"]
+    # stderr is a pipe, not a terminal: plain progress lines, the last one the whole sweep
+    progress = [line for line in swept["stderr"].splitlines()
+                if line.startswith("cli-tiny: ") and "trials finished" in line]
+    assert progress, swept["stderr"]
+    assert re.fullmatch(r"cli-tiny: 4/4 trials finished, 0 running, 0 failed, "
+                        r"elapsed \d+:\d\d:\d\d, ETA 0:00:00, best test_accuracy \d\.\d{4}",
+                        progress[-1]), progress
     with open_store(swept["url"]) as store:
         trials = store.list_trials(s["experiment_id"])
     assert len({t.worker for t in trials}) == 2, "two workers should share the sweep"
     assert all(len(t.metrics) == 2 for t in trials)
+
+
+def test_printed_commands_work_from_another_directory(swept, tmp_path):
+    """The summary's status and report commands name the store, so they read this sweep
+    from anywhere, not ./dnnframe.db."""
+    commands = [line.strip() for line in swept["stderr"].splitlines()
+                if line.startswith("  dnnframe ")]
+    exp_id = swept["summary"]["experiment_id"]
+    assert commands == [f"dnnframe status {exp_id} --store {swept['url']}",
+                        f"dnnframe report {exp_id} --store {swept['url']}"]
+    for command in commands:
+        proc = cli(*shlex.split(command)[1:], cwd=tmp_path)
+        assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / f"report-{exp_id}.html").exists()
+    assert not (tmp_path / "dnnframe.db").exists()
+
+
+def test_printed_commands_are_shell_quoted(tmp_path):
+    from dnnframe.spec import parse_spec
+    from dnnframe.submit import submit_experiment
+
+    where = tmp_path / "my results"
+    where.mkdir()
+    url = f"sqlite:///{where / 'a b.db'}"
+    with open_store(url) as store:
+        exp_id = submit_experiment(parse_spec(TINY), store).experiment.id
+    proc = cli("status", "--store", url, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    printed = [line.strip() for line in proc.stdout.splitlines() if "dnnframe status" in line]
+    assert printed == [f"dnnframe status {exp_id} --store 'sqlite:///{where}/a b.db'"]
+    assert shlex.split(printed[0])[-1] == url
+
+
+def test_printed_commands_never_show_a_password_from_the_environment(monkeypatch, capsys):
+    """A store URL with a password that came from $DNNFRAME_STORE_URL is printed as the
+    variable, so pasting the command in the same shell still works."""
+    from dnnframe.cli import main
+    from dnnframe.spec import parse_spec
+    from dnnframe.submit import submit_experiment
+
+    url = "mongomock://alice:s3cret@hints-test/dnnframe"  # an in-process MongoDB
+    with open_store(url) as store:
+        exp_id = submit_experiment(parse_spec(TINY), store).experiment.id
+    monkeypatch.setenv("DNNFRAME_STORE_URL", url)
+    with pytest.raises(SystemExit) as exc:
+        main(["status"])
+    assert exc.value.code in (0, None)
+    out = capsys.readouterr().out
+    assert "s3cret" not in out
+    assert "results in mongomock://alice:***@hints-test/dnnframe:" in out
+    assert f'dnnframe status {exp_id} --store "$DNNFRAME_STORE_URL"' in out
 
 
 def test_rerunning_the_same_spec_retrains_nothing(swept):
@@ -75,6 +134,26 @@ def test_rerunning_the_same_spec_retrains_nothing(swept):
     with open_store(swept["url"]) as store:
         after = {t.id: t.started_at for t in store.list_trials(swept["summary"]["experiment_id"])}
     assert after == before
+
+
+def test_a_rerun_with_nothing_to_run_starts_no_worker(swept, monkeypatch, capsys):
+    """Nothing is QUEUED: the run decides so before any worker process or executor exists."""
+    import multiprocessing
+
+    from dnnframe.cli import main
+    from dnnframe.executors import LocalExecutor
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("an executor was created for a sweep with nothing to run")
+
+    monkeypatch.setattr(LocalExecutor, "__init__", refuse)
+    with pytest.raises(SystemExit) as exc:
+        main(["run", str(swept["spec"]), "--store", swept["url"], "-w", "2"])
+    assert exc.value.code in (0, None)
+    assert multiprocessing.active_children() == []
+    err = capsys.readouterr().err
+    assert "4 trials, none left to run (all finished before)" in err
+    assert "trials finished" not in err, "no progress display for an empty run"
 
 
 @pytest.mark.parametrize("fmt", ["csv", "jsonl"])
@@ -136,6 +215,7 @@ def test_unwritable_output_is_one_line_error_naming_the_path(swept, tmp_path, co
     assert "Traceback" not in proc.stderr
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error:") and str(out) in lines[0], proc.stderr
+    assert ".tmp" not in proc.stderr, "only the path the user gave is named"
     assert list(tmp_path.iterdir()) == []
 
 
@@ -186,6 +266,41 @@ def test_validate_counts_trials_or_names_every_error(tmp_path):
     proc = cli("run", str(bad), "--store", f"sqlite:///{tmp_path / 'x.db'}", cwd=tmp_path)
     assert proc.returncode == 2 and "model.activation" in proc.stderr
     assert not (tmp_path / "x.db").exists(), "an invalid spec must not touch the store"
+
+
+@pytest.mark.parametrize("command", ["validate", "run"])
+def test_a_missing_spec_file_is_named_plainly(tmp_path, command):
+    store = ["--store", f"sqlite:///{tmp_path / 'x.db'}"] if command == "run" else []
+    proc = cli(command, "nope.yaml", *store, cwd=tmp_path)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.startswith("nope.yaml: ") and "not found" in proc.stderr, proc.stderr
+    assert "<root>" not in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_an_unreachable_mongodb_is_one_line(tmp_path):
+    """Nothing listens on port 1: pymongo's topology description stays out of the message."""
+    proc = cli("ls", "--store", "mongodb://127.0.0.1:1/dnnframe", cwd=tmp_path,
+               env={"DNNFRAME_MONGO_TIMEOUT_S": "0.5"})
+    assert proc.returncode == 1
+    assert proc.stderr.count("\n") == 1, proc.stderr
+    assert proc.stderr.startswith("error: store URL 'mongodb://127.0.0.1:1/dnnframe': ")
+    assert "unreachable" in proc.stderr and "Topology" not in proc.stderr
+
+
+def test_ls_never_cuts_ids_at_80_columns(tmp_path):
+    from dnnframe.spec import parse_spec
+    from dnnframe.submit import submit_experiment
+
+    url = f"sqlite:///{tmp_path / 'many.db'}"
+    with open_store(url) as store:
+        ids = [submit_experiment(parse_spec({**TINY, "name": name}), store).experiment.id
+               for name in ("x", "a-rather-long-experiment-name-that-goes-on-and-on")]
+    for columns in ("80", "100"):
+        proc = cli("ls", "--store", url, cwd=tmp_path, env={"COLUMNS": columns})
+        assert proc.returncode == 0, proc.stderr
+        assert all(len(line) <= int(columns) for line in proc.stdout.splitlines())
+        words = {w for line in proc.stdout.splitlines() for w in line.split()}
+        assert set(ids) <= words, proc.stdout
 
 
 @pytest.mark.parametrize("url, message", [
@@ -277,7 +392,15 @@ def test_sigint_stops_cleanly_and_a_rerun_resumes(tmp_path, background_run):
     os.killpg(proc.pid, signal.SIGINT)
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 130, err
-    assert "resume with: dnnframe run" in err and "Traceback" not in err
+    assert "Traceback" not in err
+    # cancelled trials are not "finished": the last progress line says how far it got
+    progress = [line for line in err.splitlines() if line.startswith("interrupt-me: ")]
+    assert progress[-1].startswith("interrupt-me: 2/8 trials finished, 0 running, 0 failed, "
+                                   "6 cancelled, "), progress
+    assert "ETA -:--:--" in progress[-1] and not any("8/8" in line for line in progress)
+    resume = [line.partition("resume with: ")[2] for line in err.splitlines()
+              if "resume with: " in line]
+    assert resume == [f"dnnframe run {spec} --store {url} -w 2"], err
     summary = json.loads(out)
     assert summary["interrupted"] is True
     with open_store(url) as store:
@@ -287,8 +410,11 @@ def test_sigint_stops_cleanly_and_a_rerun_resumes(tmp_path, background_run):
     assert sorted(first[tid].config["seed"] for tid in done_first) == [0, 1]
     assert sorted(t.state.value for t in first.values()) == ["CANCELLED"] * 6 + ["COMPLETE"] * 2
 
-    proc2 = cli("run", str(spec), "--store", url, "--workers", "2", "--json", "--quiet",
-                cwd=tmp_path, env={**GATED, "DNNFRAME_HOOK_FREE_SEEDS": "8"})
+    # the printed command, from another directory: it names the store and the workers
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    proc2 = cli(*shlex.split(resume[0])[1:], "--json", "--quiet",
+                cwd=elsewhere, env={**GATED, "DNNFRAME_HOOK_FREE_SEEDS": "8"})
     assert proc2.returncode == 0, proc2.stderr
     again = json.loads(proc2.stdout)
     assert again["trials_run_now"] == 6
@@ -368,3 +494,65 @@ def test_rerun_after_kill_9_of_the_whole_run_finishes_orphaned_trials_at_once(
     assert all(t.state.value == "COMPLETE" for t in final.values()), [
         t.state for t in final.values()]
     assert all(final[tid].attempts == 2 for tid in orphaned)
+
+
+# --------------------------------------------------------------------------- progress display
+def test_the_live_bar_fits_80_columns_with_the_best_result():
+    """On an 80-column terminal the bar, the counts, elapsed and ETA all stay whole, with a
+    long name and the best result shown; an interrupted run keeps its real count."""
+    import io
+
+    from rich.cells import cell_len
+    from rich.console import Console
+
+    from dnnframe.progress import RunProgress
+
+    out = io.StringIO()
+    console = Console(file=out, width=80, force_terminal=True, color_system=None)
+    progress = RunProgress(console, "depth-vs-activation-and-optimizer-sweep", 30,
+                           {"QUEUED": 30})
+    progress.update({"COMPLETE": 11, "RUNNING": 2, "QUEUED": 17}, "best test_accuracy 0.9733")
+    console.print(progress.renderable)
+    progress.mark_interrupted()
+    progress.update({"COMPLETE": 11, "CANCELLED": 19}, "best test_accuracy 0.9733")
+    console.print(progress.renderable)
+    lines = out.getvalue().splitlines()
+    assert len(lines) == 4 and all(cell_len(line) <= 80 for line in lines), lines
+    for bar in (lines[0], lines[2]):
+        # the bar (filled ━, the rest blank without colours) keeps a readable width
+        assert re.search(r"… [━╸ ]{25,} 11/30 \d:\d\d:\d\d ETA \S+$", bar), bar
+        assert bar.count("…") == 1, "only the long name is shortened"
+    assert lines[1].split() == ["running", "2", "·", "failed", "0", "·", "best",
+                                "test_accuracy", "0.9733"]
+    assert lines[2].endswith("ETA -:--:--") and "cancelled 19" in lines[3]
+
+
+def test_plain_progress_lines_every_tenth_and_periodically():
+    """Not a terminal: a line when another tenth finished or 30 s passed, never a repeat."""
+    import io
+
+    from rich.console import Console
+
+    from dnnframe.progress import RunProgress
+
+    out = io.StringIO()
+    now = [0.0]
+    console = Console(file=out, width=200, force_terminal=False)
+    with RunProgress(console, "sweep", 100, {"QUEUED": 100}, clock=lambda: now[0]) as progress:
+        for t, complete, running in ((1, 5, 2), (2, 10, 2), (3, 12, 2), (40, 12, 2),
+                                     (41, 12, 2), (42, 20, 0)):
+            now[0] = t
+            progress.update({"COMPLETE": complete, "RUNNING": running,
+                             "QUEUED": 100 - complete - running}, "best test_accuracy 0.9000")
+        now[0] = 50
+        progress.update({"COMPLETE": 21, "FAILED": 1, "CANCELLED": 78})
+    assert out.getvalue().splitlines() == [
+        "sweep: 10/100 trials finished, 2 running, 0 failed, elapsed 0:00:02, ETA 0:00:18, "
+        "best test_accuracy 0.9000",
+        "sweep: 12/100 trials finished, 2 running, 0 failed, elapsed 0:00:40, ETA 0:04:53, "
+        "best test_accuracy 0.9000",
+        "sweep: 20/100 trials finished, 0 running, 0 failed, elapsed 0:00:42, ETA 0:02:48, "
+        "best test_accuracy 0.9000",
+        "sweep: 22/100 trials finished, 0 running, 1 failed, 78 cancelled, elapsed 0:00:50, "
+        "ETA 0:02:57",
+    ]

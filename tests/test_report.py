@@ -113,3 +113,55 @@ def test_report_of_an_unknown_experiment_is_not_found(populated):
 
     with pytest.raises(NotFoundError):
         report.render_html(populated[0], "exp-missing")
+
+
+def cached_compile_train(config, on_epoch=None):
+    """As :func:`known_train`, but seed 0 builds its graph (3 + 0.5*depth s) and seeds 1, 2
+    find it in the compile cache (0.001 s), as trials sharing a worker do."""
+    result = known_train(config, on_epoch)
+    first = config.seed == 0
+    result.timings["compile"] = 3.0 + 0.5 * config.model.hidden_layers if first else 0.001
+    result.environment = {"compile_cache_hit": not first}
+    return result
+
+
+@pytest.fixture
+def with_cache_hits(tmp_path):
+    store = open_store(f"sqlite:///{tmp_path / 'cache.db'}")
+    result = submit_experiment(parse_spec(SPEC), store)
+    for tid in result.trial_ids:
+        run_trial(tid, store, train_fn=cached_compile_train)
+    yield store, result.experiment.id
+    store.close()
+
+
+def test_compile_chart_fits_first_builds_and_shows_cache_hits_apart(with_cache_hits):
+    store, exp_id = with_cache_hits
+    trials = store.list_trials(exp_id)
+    assert sorted(report.compile_reused(t) for t in trials) == [False] * 4 + [True] * 8
+    rows = [{**report.trial_row(t), report.COMPILE_REUSED: report.compile_reused(t)}
+            for t in trials]
+    fig = report.figures(rows)["depth_compile"]
+    assert "first builds only" in fig.layout.title.text
+    assert "8 cache hits shown apart" in fig.layout.title.text
+    assert fig.layout.yaxis.title.text == "compile time of a first build (s)"
+    points, mean, line, hits = fig.data
+    assert sorted(points.y) == [3.5, 4.0, 4.5, 5.0]
+    assert list(mean.y) == [3.5, 4.0, 4.5, 5.0] and list(mean.error_y.array) == [0, 0, 0, 0]
+    assert line.name == "linear fit: 0.5s/layer, R²=1.000"
+    assert list(hits.y) == [0.001] * 8 and hits.name == "cache hits (graph reused)"
+
+
+def test_html_report_fits_compile_time_of_first_builds(with_cache_hits, tmp_path):
+    store, exp_id = with_cache_hits
+    text = report.write_report(store, exp_id, tmp_path / "r.html").read_text()
+    assert "compile_seconds of first builds ≈ 0.5 × hidden_layers + 3 (R² = 1.000, n = 4)" in text
+    assert "Hidden layers vs compile time, first builds only (8 cache hits shown apart" in text
+
+
+def test_a_report_to_a_missing_directory_names_that_path(populated, tmp_path):
+    target = tmp_path / "no-such-dir" / "r.html"
+    with pytest.raises(FileNotFoundError) as exc:
+        report.write_report(populated[0], populated[1], target)
+    assert exc.value.filename == str(target)
+    assert not (tmp_path / "no-such-dir").exists()

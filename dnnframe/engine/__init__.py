@@ -1,7 +1,8 @@
 """Training engine: Theano-style symbolic networks on PyTensor.
 
-``train(config, on_epoch=None) -> TrialResult`` is the one entry point. Importing this
-package is cheap; PyTensor is imported on first use.
+``train(config, on_epoch=None) -> TrialResult`` trains one trial; ``train_pack(configs,
+on_epoch=None)`` trains trials of one :func:`graph_key` together. Importing this package
+is cheap; PyTensor is imported on first use.
 """
 
 from __future__ import annotations
@@ -9,12 +10,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from .constants import ENGINE_VERSION
+from .graphkey import graph_key
 from .result import TrialResult
 
 if TYPE_CHECKING:
+    from .packed import train_pack
     from .training import train
 
-__all__ = ["ENGINE_VERSION", "TrialResult", "train"]
+__all__ = ["ENGINE_VERSION", "TrialResult", "graph_key", "train", "train_pack"]
 
 
 def __getattr__(name: str):
@@ -23,4 +26,8 @@ def __getattr__(name: str):
         from .training import train
 
         return train
+    if name == "train_pack":
+        from .packed import train_pack
+
+        return train_pack
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -12,8 +12,8 @@ from __future__ import annotations
 import math
 import os
 import platform
+import resource
 import sys
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -29,7 +29,10 @@ import pytensor  # noqa: E402
 import pytensor.tensor as pt  # noqa: E402
 
 from .layers import DenseLayer, DenseStackLayer, Layer, RandomChain  # noqa: E402
+from .modelcache import ModelCache  # noqa: E402
 from .result import TrialResult  # noqa: E402
+from .stopping import better as _better  # noqa: E402
+from .stopping import monitor_for  # noqa: E402
 from .updates import make_updates, reset_state  # noqa: E402
 
 if TYPE_CHECKING:
@@ -190,31 +193,30 @@ class CompiledModel:
             p.set_value(v)
 
 
-_CACHE: dict[GraphShape, CompiledModel] = {}
-_CACHE_LOCK = threading.Lock()
+_CACHE = ModelCache()
+
+
+def _build(shape: GraphShape) -> CompiledModel:
+    # unrolled width lists can still be long; scan keeps equal-width runs shallow
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(limit, 20_000))
+    try:
+        return CompiledModel(shape)
+    finally:
+        sys.setrecursionlimit(limit)
 
 
 def compiled_model(shape: GraphShape) -> tuple[CompiledModel, bool]:
-    """The cached model for ``shape`` (compiling it on first use); returns (model, was_cached)."""
-    with _CACHE_LOCK:
-        model = _CACHE.get(shape)
-        if model is not None:
-            return model, True
-        # unrolled width lists can still be long; scan keeps equal-width runs shallow
-        limit = sys.getrecursionlimit()
-        sys.setrecursionlimit(max(limit, 20_000))
-        try:
-            model = CompiledModel(shape)
-        finally:
-            sys.setrecursionlimit(limit)
-        _CACHE[shape] = model
-        return model, False
+    """The cached model for ``shape`` (compiling it on first use); returns (model, was_cached).
+
+    The per-process cache is an LRU bounded by bytes (``DNNFRAME_MODEL_CACHE_BYTES``).
+    """
+    return _CACHE.get_or_build(shape, lambda: _build(shape))
 
 
 def clear_cache() -> None:
     """Forget every compiled model of this process."""
-    with _CACHE_LOCK:
-        _CACHE.clear()
+    _CACHE.clear()
 
 
 def _environment(cached: bool) -> dict[str, Any]:
@@ -235,15 +237,17 @@ def _environment(cached: bool) -> dict[str, Any]:
         "device": _FLAGS.device,
         "requested_device": _FLAGS.requested_device,
         "compile_cache_hit": cached,
+        # this process's peak resident memory so far (Linux reports KiB): what a worker needs
+        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
     }
 
 
-def _targets(y: np.ndarray, shape: GraphShape) -> np.ndarray:
-    if shape.loss == "softmax_crossentropy":
+def _targets(y: np.ndarray, loss: str, classification: bool, n_outputs: int, dtype: str) -> np.ndarray:
+    if loss == "softmax_crossentropy":
         return y.astype(np.int64)
-    if shape.classification:  # squared error on class labels: regress one-hot codes
-        return np.eye(shape.n_outputs, dtype=shape.dtype)[y]
-    return y.reshape(-1, 1).astype(shape.dtype)
+    if classification:  # squared error on class labels: regress one-hot codes
+        return np.eye(n_outputs, dtype=dtype)[y]
+    return y.reshape(-1, 1).astype(dtype)
 
 
 def _evaluate(model: CompiledModel, X: np.ndarray, y: np.ndarray, classification: bool) -> tuple[float | None, float | None]:
@@ -257,12 +261,42 @@ def _evaluate(model: CompiledModel, X: np.ndarray, y: np.ndarray, classification
     return loss_sum / len(X), (correct / len(X) if classification else None)
 
 
-def _better(metric: str, value: float, best: float | None, min_delta: float) -> bool:
-    if best is None:
-        return True
-    if metric.endswith("accuracy"):
-        return value > best + min_delta
-    return value < best - min_delta
+def prepare_data(config: TrialConfig) -> tuple[Any, dict[str, Any], dict[str, tuple[np.ndarray, np.ndarray]]]:
+    """Load ``config``'s dataset: (dataset, the graph-shape fields that follow from the data
+    and the config, ``{"train"|"val"|"test": (X, y)}`` in the engine's dtype)."""
+    from ..datasets import load_dataset
+
+    model_cfg = config.model
+    data = load_dataset(config.dataset, model_cfg.loss)
+    dtype = str(pytensor.config.floatX)
+    classification = data.task == "classification"
+    shape_args = dict(
+        n_features=data.n_features, n_outputs=data.n_outputs, activation=model_cfg.activation,
+        residual=model_cfg.residual, dropout=model_cfg.dropout > 0, loss=model_cfg.loss,
+        classification=classification, optimizer=config.training.optimizer, dtype=dtype,
+        mode=_FLAGS.mode,
+    )
+    splits = {}
+    for split in ("train", "val", "test"):
+        X, y = getattr(data, f"X_{split}"), getattr(data, f"y_{split}")
+        splits[split] = (np.ascontiguousarray(X, dtype=dtype),
+                         _targets(y, model_cfg.loss, classification, data.n_outputs, dtype))
+    return data, shape_args, splits
+
+
+def _train_epoch(model: CompiledModel, X: np.ndarray, y: np.ndarray, order: np.ndarray,
+                 batch: int) -> tuple[float, int] | None:
+    """One pass over the minibatches in ``order``: (loss sum, correct), None if it diverged."""
+    loss_sum, correct = 0.0, 0
+    for start in range(0, len(order), batch):
+        idx = order[start:start + batch]
+        loss, c = model.train_fn(X[idx], y[idx])
+        loss = float(loss)
+        if not math.isfinite(loss):
+            return None
+        loss_sum += loss * len(idx)
+        correct += int(c)
+    return loss_sum, correct
 
 
 def train(config: TrialConfig | dict, on_epoch: Callable[[int, dict], bool | None] | None = None) -> TrialResult:
@@ -275,25 +309,17 @@ def train(config: TrialConfig | dict, on_epoch: Callable[[int, dict], bool | Non
     stops training and the result is CANCELLED. A NaN/inf loss ends the trial as DIVERGED.
     Same config and seed give bit-identical results in the same environment.
     """
-    from ..datasets import load_dataset
     from ..spec import TrialConfig
 
     t_start = time.perf_counter()
     if isinstance(config, dict):  # a stored config document
         config = TrialConfig.model_validate(config)
-    model_cfg, train_cfg = config.model, config.training
-    data = load_dataset(config.dataset, model_cfg.loss)
-    dtype = str(pytensor.config.floatX)
-    classification = data.task == "classification"
-    segments, counts = segments_for(data.n_features, model_cfg.widths)
-    shape = GraphShape(
-        n_features=data.n_features, n_outputs=data.n_outputs, segments=segments,
-        activation=model_cfg.activation, residual=model_cfg.residual, dropout=model_cfg.dropout > 0,
-        loss=model_cfg.loss, classification=classification, optimizer=train_cfg.optimizer,
-        dtype=dtype, mode=_FLAGS.mode,
-    )
-    X_train, X_val, X_test = (np.ascontiguousarray(a, dtype=dtype) for a in (data.X_train, data.X_val, data.X_test))
-    y_train, y_val, y_test = (_targets(a, shape) for a in (data.y_train, data.y_val, data.y_test))
+    train_cfg = config.training
+    data, shape_args, splits = prepare_data(config)
+    classification = shape_args["classification"]
+    segments, counts = segments_for(data.n_features, config.model.widths)
+    shape = GraphShape(segments=segments, **shape_args)
+    (X_train, y_train), (X_val, y_val) = splits["train"], splits["val"]
     t_data = time.perf_counter()
 
     model, cached = compiled_model(shape)
@@ -303,49 +329,30 @@ def train(config: TrialConfig | dict, on_epoch: Callable[[int, dict], bool | Non
     init_rng, shuffle_rng = (np.random.default_rng(s) for s in np.random.SeedSequence(config.seed).spawn(2))
     model.reset(config, counts, init_rng)
 
-    notes: list[str] = list(_FLAGS.notes)
+    monitor, monitor_notes = monitor_for(config, len(X_val) > 0, classification)
+    notes: list[str] = list(_FLAGS.notes) + monitor_notes
     es = train_cfg.early_stopping
-    monitor = es.metric if es else None
-    if monitor and monitor.startswith("val_") and len(X_val) == 0:
-        monitor = "train_" + monitor[4:]
-        notes.append(f"no validation split: early stopping monitors {monitor} instead of {es.metric}")
-    if monitor and monitor.endswith("accuracy") and not classification:
-        monitor = monitor.replace("accuracy", "loss")
-        notes.append(f"regression has no accuracy: early stopping monitors {monitor} instead")
-
     n = len(X_train)
     batch = min(train_cfg.batch_size, n)
     history: list[dict[str, Any]] = []
     status, diverged_epoch, stopped_early = "COMPLETE", None, False
     best_value, best_epoch, best_params, since_best = None, None, None, 0
-    epoch = 0
     for epoch in range(1, train_cfg.max_epochs + 1):
         t0 = time.perf_counter()
-        order = shuffle_rng.permutation(n)
-        loss_sum, correct, diverged = 0.0, 0, False
-        for start in range(0, n, batch):
-            idx = order[start:start + batch]
-            loss, c = model.train_fn(X_train[idx], y_train[idx])
-            loss = float(loss)
-            if not math.isfinite(loss):
-                diverged = True
-                break
-            loss_sum += loss * len(idx)
-            correct += int(c)
-        if diverged:
+        sums = _train_epoch(model, X_train, y_train, shuffle_rng.permutation(n), batch)
+        if sums is None:
             status, diverged_epoch = "DIVERGED", epoch
             history.append({"epoch": epoch, "train_loss": None, "train_accuracy": None,
                             "val_loss": None, "val_accuracy": None, "seconds": time.perf_counter() - t0})
             break
         val_loss, val_acc = _evaluate(model, X_val, y_val, classification)
-        metrics = {"epoch": epoch, "train_loss": loss_sum / n,
-                   "train_accuracy": correct / n if classification else None,
+        metrics = {"epoch": epoch, "train_loss": sums[0] / n,
+                   "train_accuracy": sums[1] / n if classification else None,
                    "val_loss": val_loss, "val_accuracy": val_acc, "seconds": time.perf_counter() - t0}
+        history.append(metrics)
         if val_loss is not None and not math.isfinite(val_loss):
             status, diverged_epoch = "DIVERGED", epoch
-            history.append(metrics)
             break
-        history.append(metrics)
         stop = bool(on_epoch(epoch, dict(metrics))) if on_epoch is not None else False
         if monitor:
             value = metrics[monitor]
@@ -365,9 +372,8 @@ def train(config: TrialConfig | dict, on_epoch: Callable[[int, dict], bool | Non
     if best_params is not None and status != "DIVERGED":
         model.restore(best_params)  # final metrics are those of the best epoch
     final: dict[str, float | None] = {}
-    for split, X, y in (("train", X_train, y_train), ("val", X_val, y_val), ("test", X_test, y_test)):
-        loss, acc = _evaluate(model, X, y, classification)
-        final[f"{split}_loss"], final[f"{split}_accuracy"] = loss, acc
+    for split, (X, y) in splits.items():
+        final[f"{split}_loss"], final[f"{split}_accuracy"] = _evaluate(model, X, y, classification)
     t_end = time.perf_counter()
     return TrialResult(
         status=status, metrics=final, history=history,

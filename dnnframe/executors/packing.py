@@ -6,9 +6,10 @@ A pack travels as a list of trial ids; a worker trains it with
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Mapping, Sequence
+
+from ..engine import graph_key
 
 #: Memory one pack may take in a worker (parameters, gradients, optimiser state and
 #: minibatch activations of all its members), so a worker stays well under 1 GB.
@@ -19,16 +20,6 @@ _ASSUMED_INPUT_WIDTH = 256
 # the best epoch's weights.
 _PARAMETER_COPIES = 5
 _BYTES_PER_VALUE = 8  # float64
-
-
-def graph_key(config: dict) -> str:
-    """What decides a trial's compiled graph (the engine caches one compiled function per
-    graph per process): the dataset and model, the optimiser and whether L2 is on — not the
-    seed, learning rate, batch size or epochs. Trials with the same key reuse a compile."""
-    training = config.get("training", {})
-    return json.dumps({"dataset": config.get("dataset"), "model": config.get("model"),
-                       "optimizer": training.get("optimizer"), "l2": bool(training.get("l2"))},
-                      sort_keys=True)
 
 
 def trial_bytes(config: dict) -> int:

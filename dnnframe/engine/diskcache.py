@@ -1,0 +1,176 @@
+"""Optimised compiled models kept on disk, per host, so a fresh process skips the rewrite.
+
+A model is pickled right after it is built (PyTensor pickles a function's already
+optimised graph; unpickling links it against the C modules in PyTensor's compiledir,
+without re-running the rewrites). Files live in ``$DNNFRAME_CACHE_DIR``, else in
+``<pytensor compiledir>/dnnframe``; their name hashes the model's shape together with
+the engine version, the engine's graph-building source, the PyTensor, NumPy and Python
+versions and the flags that steer the rewrites, so any change simply misses.
+Writers write a temporary file in the same directory and rename it into place (atomic
+on POSIX): concurrent writers of one key leave one complete file, and readers never see
+a partial one. An unreadable file is ignored and rewritten.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import os
+import pickle
+import platform
+import sys
+import tempfile
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+FORMAT = "1"
+_SOURCES = ("packgraph.py", "vecmath.py", "updates.py", "layers.py", "training.py", "diskcache.py")
+
+
+@functools.lru_cache(maxsize=1)
+def _source_digest() -> str:
+    # the graph-building code itself: an edited engine never loads a stale graph
+    h = hashlib.sha256()
+    for name in _SOURCES:
+        h.update((Path(__file__).parent / name).read_bytes())
+    return h.hexdigest()
+
+
+def cache_dir() -> Path:
+    """``$DNNFRAME_CACHE_DIR`` or ``<pytensor.config.compiledir>/dnnframe``."""
+    env = os.environ.get("DNNFRAME_CACHE_DIR", "").strip()
+    if env:
+        return Path(env)
+    import pytensor
+
+    return Path(str(pytensor.config.compiledir)) / "dnnframe"
+
+
+def cache_path(kind: str, key: Any) -> Path:
+    """The file for ``key`` (any object with a stable ``repr``) of model family ``kind``."""
+    import numpy
+    import pytensor
+
+    from . import ENGINE_VERSION
+
+    cfg = pytensor.config  # flags that change which rewrites and ops the graph got
+    text = "|".join([FORMAT, kind, repr(key), ENGINE_VERSION, _source_digest(), pytensor.__version__,
+                     numpy.__version__, platform.python_version(), platform.machine(),
+                     str(cfg.blas__ldflags), str(cfg.optimizer), str(cfg.cxx), str(cfg.floatX)])
+    return cache_dir() / f"{kind}-{hashlib.sha256(text.encode()).hexdigest()[:32]}.pkl"
+
+
+def _with_recursion(fn: Callable[[], Any]) -> Any:
+    # optimised graphs are deep linked structures; pickle recurses through them
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(limit, 50_000))
+    try:
+        return fn()
+    finally:
+        sys.setrecursionlimit(limit)
+
+
+def load(kind: str, key: Any) -> Any | None:
+    """The cached model, or None when there is none or it cannot be read."""
+    path = cache_path(kind, key)
+    try:
+        with open(path, "rb") as f:
+            return _with_recursion(lambda: pickle.load(f))
+    except FileNotFoundError:
+        return None
+    except Exception as exc:  # truncated by a crash, or an incompatible pickle: rebuild
+        warnings.warn(f"ignoring unreadable compiled-model cache file {path}: {exc!r}", stacklevel=2)
+        return None
+
+
+def store(kind: str, key: Any, model: Any) -> Path | None:
+    """Write ``model`` atomically; returns the path, or None when it could not be written
+    (a read-only or full disk only costs the next process a compile)."""
+    path = cache_path(kind, key)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        data = _with_recursion(lambda: pickle.dumps(model, protocol=pickle.HIGHEST_PROTOCOL))
+        fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+            os.replace(tmp, path)
+        except BaseException:
+            os.unlink(tmp)
+            raise
+    except Exception as exc:
+        warnings.warn(f"could not write the compiled-model cache file {path}: {exc!r}", stacklevel=2)
+        return None
+    return path
+
+
+def _march_path() -> Path:
+    import pytensor
+
+    try:
+        cpu = Path("/proc/cpuinfo").read_text(errors="replace")
+    except OSError:
+        cpu = ""
+    flags = next((line for line in cpu.splitlines() if line.startswith("flags")), "")
+    text = "|".join([platform.node(), platform.machine(), str(pytensor.config.cxx),
+                     str(pytensor.config.gcc__cxxflags), pytensor.__version__, flags])
+    return cache_dir() / f"march-{hashlib.sha256(text.encode()).hexdigest()[:32]}.json"
+
+
+def _reuse_march_flags() -> None:
+    # PyTensor asks g++ for this CPU's -march flags once per process (several compiler
+    # runs, about a second); they are part of every C module's key, so remembering them
+    # per host and CPU lets a fresh process link cached modules without asking again
+    from pytensor.link.c.cmodule import GCC_compiler
+
+    if GCC_compiler.march_flags is not None:
+        return
+    try:
+        flags = json.loads(_march_path().read_text())
+    except (OSError, ValueError):
+        return
+    if isinstance(flags, list) and all(isinstance(f, str) for f in flags):
+        GCC_compiler.march_flags = flags
+
+
+def _remember_march_flags() -> None:
+    from pytensor.link.c.cmodule import GCC_compiler
+
+    path = _march_path()
+    if GCC_compiler.march_flags is None or path.exists():
+        return
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
+        with os.fdopen(fd, "w") as f:
+            json.dump(list(GCC_compiler.march_flags), f)
+        os.replace(tmp, path)
+    except OSError:
+        pass
+
+
+def _stdlib_ext_suffix() -> None:
+    # PyTensor reads the extension-module suffix through setuptools' copy of sysconfig,
+    # importing all of setuptools (a large part of a cached load); the stdlib gives the same
+    import sysconfig
+
+    from pytensor.link.c import cmodule
+
+    suffix = sysconfig.get_config_var("EXT_SUFFIX")
+    if suffix and hasattr(cmodule, "_get_ext_suffix"):
+        cmodule._get_ext_suffix = lambda: suffix
+
+
+def load_or_build(kind: str, key: Any, build: Callable[[], Any]) -> tuple[Any, bool]:
+    """(model, loaded_from_disk): the cached model, else ``build()`` stored for next time."""
+    _stdlib_ext_suffix()
+    _reuse_march_flags()
+    model = load(kind, key)
+    if model is not None:
+        return model, True
+    model = build()
+    store(kind, key, model)
+    _remember_march_flags()
+    return model, False

@@ -1,0 +1,83 @@
+"""The graph key: which trials can share one compiled (packed) training function.
+
+Two trials with the same key are trained by the same compiled graph, so they can be
+trained together in one pack (:func:`dnnframe.engine.train_pack`). The key holds exactly
+what the packed graph depends on:
+
+- ``dataset``: the full dataset config (the data and its shape are inputs of the pack;
+  members must see the same rows);
+- ``widths``: the hidden widths, *depth included*. In a pack every member shares one
+  parameter tensor per layer (leading trial axis), and the packed graph unrolls its layers
+  because a scan inside the per-minibatch step costs more than these small layers
+  themselves; members of different depth would need padded, masked layers that waste the
+  compute the pack exists to save. (The per-trial engine, :func:`train`, still scans a run
+  of equal widths, so its own compiled-model cache ignores depth.)
+- ``activation``, ``residual``, ``dropout`` (on/off only), ``loss``, ``optimizer``;
+- ``batch_size``: members step through minibatches together, so they need the same number
+  and size of minibatches per epoch;
+- ``dtype``: the process's floatX (from ``PYTENSOR_FLAGS``, else ``THEANO_FLAGS``, else
+  float64), because a float32 and a float64 graph are different functions.
+
+Not in the key (run-time inputs of the pack, one value per member): seed, learning rate,
+momentum, L2, dropout rate, init, max_epochs, early stopping.
+
+This module imports neither PyTensor nor NumPy.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ..spec import TrialConfig
+
+KEY_VERSION = "1"  # bump when the meaning of a key changes
+
+
+def _env_flag(name: str) -> str | None:
+    # PYTENSOR_FLAGS wins over THEANO_FLAGS, as in flags.configure (parsed inline: no imports)
+    for var in ("PYTENSOR_FLAGS", "THEANO_FLAGS"):
+        for item in os.environ.get(var, "").split(","):
+            key, sep, value = item.partition("=")
+            if sep and key.strip().replace(".", "__") == name:
+                return value.strip()
+    return None
+
+
+def process_dtype() -> str:
+    """The floatX this process trains with, read from the environment without PyTensor."""
+    return _env_flag("floatX") or "float64"
+
+
+def graph_key_fields(config: dict | TrialConfig) -> dict[str, Any]:
+    """The fields of the graph key, as a JSON-ready dict (see the module docstring)."""
+    from ..spec import TrialConfig
+
+    if isinstance(config, dict):
+        config = TrialConfig.model_validate(config)
+    model, training = config.model, config.training
+    return {
+        "v": KEY_VERSION,
+        "dataset": config.dataset.model_dump(mode="json"),
+        "widths": list(model.widths),
+        "activation": model.activation,
+        "residual": bool(model.residual),
+        "dropout": model.dropout > 0,
+        "loss": model.loss,
+        "optimizer": training.optimizer,
+        "batch_size": int(training.batch_size),
+        "dtype": process_dtype(),
+    }
+
+
+def graph_key(config: dict | TrialConfig) -> str:
+    """A short stable string: equal for configs that one packed compiled function can train."""
+    fields = graph_key_fields(config)
+    text = json.dumps(fields, sort_keys=True, separators=(",", ":"))
+    digest = hashlib.sha256(text.encode()).hexdigest()[:16]
+    widths = "x".join(str(w) for w in fields["widths"]) or "0"
+    return (f"{fields['dataset']['name']}-{widths}-{fields['activation']}-{fields['optimizer']}"
+            f"-b{fields['batch_size']}-{fields['dtype']}-{digest}")

@@ -1,0 +1,97 @@
+"""A per-process LRU cache of compiled models, bounded by the bytes they hold.
+
+A compiled model keeps its shared values (parameters, optimiser state: a deep stack or a
+large pack makes these big) and its compiled functions alive. The cache evicts the least
+recently used models once their total size exceeds ``max_bytes`` (default 1 GiB,
+``DNNFRAME_MODEL_CACHE_BYTES``); the model just added or used is never evicted, so a
+single model larger than the bound still works.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Hashable
+from typing import Any
+
+DEFAULT_MAX_BYTES = 2**30
+FUNCTION_OVERHEAD = 2 * 2**20  # rough size of a model's compiled functions and graph
+
+
+def default_max_bytes() -> int:
+    """``DNNFRAME_MODEL_CACHE_BYTES`` (an integer), else 1 GiB."""
+    raw = os.environ.get("DNNFRAME_MODEL_CACHE_BYTES", "").strip()
+    if not raw:
+        return DEFAULT_MAX_BYTES
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ValueError(f"DNNFRAME_MODEL_CACHE_BYTES must be an integer number of bytes, "
+                         f"but got {raw!r}") from None
+    if value < 0:
+        raise ValueError(f"DNNFRAME_MODEL_CACHE_BYTES must be >= 0, but got {value}")
+    return value
+
+
+def model_bytes(model: Any) -> int:
+    """Bytes held by a model's shared values (``model.params`` and ``model.opt_state``)
+    plus a fixed estimate for its compiled functions."""
+    total = FUNCTION_OVERHEAD
+    shared = list(getattr(model, "params", []))
+    shared += [s for s, _ in getattr(model, "opt_state", [])]
+    for var in shared:
+        value = var.get_value(borrow=True)
+        total += int(getattr(value, "nbytes", 0))
+    return total
+
+
+class ModelCache:
+    """Thread-safe LRU map ``key -> model`` bounded by :func:`model_bytes` totals."""
+
+    def __init__(self, max_bytes: int | None = None, size: Callable[[Any], int] = model_bytes):
+        self.max_bytes = default_max_bytes() if max_bytes is None else max_bytes
+        self._size = size
+        self._items: OrderedDict[Hashable, Any] = OrderedDict()
+        self._lock = threading.RLock()
+        self.evictions = 0
+
+    def get_or_build(self, key: Hashable, build: Callable[[], Any]) -> tuple[Any, bool]:
+        """The model for ``key`` (built by ``build()`` on a miss); returns (model, was_cached).
+
+        Building happens under the lock: two threads asking for one shape compile it once.
+        """
+        with self._lock:
+            model = self._items.get(key)
+            cached = model is not None
+            if cached:
+                self._items.move_to_end(key)
+            else:
+                model = build()
+                self._items[key] = model
+            self._evict(keep=key)
+            return model, cached
+
+    def _evict(self, keep: Hashable) -> None:
+        # sizes are measured now, not at insertion: shared values change shape between trials
+        sizes = {k: self._size(m) for k, m in self._items.items()}
+        total = sum(sizes.values())
+        for k in list(self._items):
+            if total <= self.max_bytes:
+                break
+            if k == keep:
+                continue
+            del self._items[k]
+            total -= sizes[k]
+            self.evictions += 1
+
+    def clear(self) -> None:
+        """Forget every model."""
+        with self._lock:
+            self._items.clear()
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __contains__(self, key: Hashable) -> bool:
+        return key in self._items

@@ -1,0 +1,358 @@
+"""``train_pack(configs, on_epoch)``: train trials of one graph key together.
+
+Each member keeps its own random streams, drawn exactly as :func:`train` draws them:
+initial weights from the first child of ``SeedSequence(seed)``, the minibatch order of
+every epoch from the second, dropout masks from a generator seeded by the first child
+after the weights. So a member sees the same initialisation, minibatches and masks as it
+would alone, and its result equals the per-trial result up to floating-point rounding of
+the batched products (float64: far below 1e-9 relative).
+
+Members step through the epochs together; a member that finishes, stops early, is
+cancelled or diverges is frozen (its updates are masked) while the others go on.
+"""
+
+from __future__ import annotations
+
+import gc
+import math
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from . import diskcache
+from .graphkey import graph_key
+from .modelcache import ModelCache
+from .packgraph import PackedModel, PackShape, initial_weights
+from .result import TrialResult
+from .stopping import better as _better
+from .stopping import monitor_for
+from .training import _FLAGS, _environment, prepare_data
+
+if TYPE_CHECKING:
+    from ..spec import TrialConfig
+
+EVAL_ELEMENTS = 2**22  # rows x members x width per evaluation call: bounds memory
+CHUNK_ELEMENTS = 2**17  # members x width x batch per training call: keeps activations in cache
+
+OnPackEpoch = Callable[[int, list], "list[bool] | None"]
+
+_CACHE = ModelCache()
+
+
+def packed_model(shape: PackShape) -> tuple[PackedModel, bool, bool]:
+    """The compiled packed model for ``shape``: from this process's cache, else from the
+    host's disk cache, else compiled (and stored on disk). Returns (model, in_process_hit,
+    disk_hit)."""
+    disk_hit = False
+
+    def build() -> PackedModel:
+        nonlocal disk_hit
+        model, disk_hit = diskcache.load_or_build("packed", shape, lambda: PackedModel(shape))
+        return model
+
+    model, cached = _CACHE.get_or_build(shape, build)
+    return model, cached, disk_hit
+
+
+def clear_cache() -> None:
+    """Forget every packed model of this process (the disk cache stays)."""
+    _CACHE.clear()
+
+
+def _check_configs(configs: list) -> list[TrialConfig]:
+    from ..spec import TrialConfig
+
+    out = [TrialConfig.model_validate(c) if isinstance(c, dict) else c for c in configs]
+    keys = [graph_key(c) for c in out]
+    for i, key in enumerate(keys):
+        if key != keys[0]:
+            raise ValueError(f"configs[{i}] has graph key {key!r} but configs[0] has {keys[0]!r}: "
+                             "a pack trains trials of one graph key only")
+    return out
+
+
+class _Member:
+    """Book-keeping of one trial of the pack (what the per-trial loop keeps in locals)."""
+
+    def __init__(self, config: TrialConfig, monitor: str | None, notes: list[str]):
+        self.config = config
+        self.monitor = monitor
+        self.notes = notes
+        self.history: list[dict[str, Any]] = []
+        self.status, self.diverged_epoch, self.stopped_early = "COMPLETE", None, False
+        self.best_value, self.best_epoch, self.since_best = None, None, 0
+        self.has_best = False
+        self.running = True
+
+
+def _evaluate(model: PackedModel, X: np.ndarray, y: np.ndarray, K: int, classification: bool):
+    """Mean loss ``[K]`` and accuracy ``[K]`` (or None) of every member on one split."""
+    if len(X) == 0:
+        return None, None
+    chunk = max(1, min(4096, EVAL_ELEMENTS // (K * max(model.dims))))
+    loss_sum = np.zeros(K)
+    correct = np.zeros(K, dtype=np.int64)
+    for start in range(0, len(X), chunk):
+        loss, c = model.eval_fn(X[start:start + chunk], y[start:start + chunk])
+        loss_sum += loss
+        correct += c
+    return loss_sum / len(X), (correct / len(X) if classification else None)
+
+
+def train_pack(configs: list[TrialConfig | dict], on_epoch: OnPackEpoch | None = None) -> list[TrialResult]:
+    """Train ``configs`` (all of one :func:`graph_key`) as one pack; one result per config.
+
+    ``on_epoch(epoch, metrics)`` is called once per epoch with one metrics dict per member
+    (as :func:`train` passes to its callback) or None for members that no longer train; it
+    may return one flag per member: True ends that member CANCELLED after this epoch.
+    Raises ValueError when the configs do not share one graph key.
+    """
+    enabled = gc.isenabled()
+    try:
+        return _train_pack(configs, on_epoch)
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _train_pack(configs: list, on_epoch: OnPackEpoch | None) -> list[TrialResult]:
+    """:func:`train_pack` (which restores the garbage collector's state afterwards)."""
+    t_start = time.perf_counter()
+    configs = _check_configs(list(configs))
+    if not configs:
+        return []
+    first = configs[0]
+    data, shape_args, splits = prepare_data(first)
+    X_train, y_train = splits["train"]
+    classification = data.task == "classification"
+    K = len(configs)
+    seeds = [c.seed for c in configs]
+    shape = PackShape(**shape_args, widths=tuple(first.model.widths), shared_input=len(set(seeds)) == 1)
+    t_data = time.perf_counter()
+
+    model, cached, disk_hit = packed_model(shape)
+    t_compile = time.perf_counter()
+    # training creates many small acyclic objects (metrics, histories); with compiled graphs
+    # in memory, the cyclic collector's full passes over them would cost more than training
+    gc.disable()
+
+    members = []
+    for c in configs:
+        monitor, notes = monitor_for(c, has_val=len(splits["val"][0]) > 0, classification=classification)
+        members.append(_Member(c, monitor, list(_FLAGS.notes) + notes))
+    weights, drop_rngs, shuffle_rngs = _initialise(model, configs, shape)
+    chunks = _chunks(model, K, min(first.training.batch_size, len(X_train)))
+    n = len(X_train)
+    batch = min(first.training.batch_size, n)
+    active = np.ones(K, dtype=bool)
+    best: list[np.ndarray] | None = None
+    max_epochs = max(c.training.max_epochs for c in configs)
+    for epoch in range(1, max_epochs + 1):
+        if not active.any():
+            break
+        t0 = time.perf_counter()
+        orders = {s: rng.permutation(n) for s, rng in shuffle_rngs.items()}
+        order = orders[seeds[0]] if shape.shared_input else np.stack([orders[s] for s in seeds])
+        loss_sum, correct = np.zeros(K), np.zeros(K, dtype=np.int64)
+        diverged = np.zeros(K, dtype=bool)
+        val_loss = np.full(K, np.nan) if len(splits["val"][0]) else None
+        val_acc = np.full(K, np.nan) if val_loss is not None and classification else None
+        # members are independent: the pack runs chunk by chunk, each sized to stay in cache
+        for lo, hi, state in chunks:
+            if not active[lo:hi].any():
+                continue
+            model.import_state(state)
+            model.set_active(active[lo:hi])
+            for start in range(0, n, batch):
+                idx = order[..., start:start + batch] if shape.shared_input \
+                    else order[lo:hi, start:start + batch]
+                b = idx.shape[-1]
+                masks = _dropout_masks(drop_rngs, active, members, shape, b, lo, hi) \
+                    if shape.dropout else []
+                loss, c = model.train_fn(X_train[idx], y_train[idx], *masks)
+                finite = np.isfinite(loss)
+                part = active[lo:hi]
+                ok = part & finite
+                loss_sum[lo:hi][ok] += loss[ok] * b
+                correct[lo:hi][ok] += c[ok]
+                bad = part & ~finite
+                if bad.any():  # alone, the trial stops right after this step: freeze it now
+                    diverged[lo:hi] |= bad
+                    active[lo:hi] &= ~bad
+                    model.set_active(active[lo:hi])
+            vl, va = _evaluate(model, *splits["val"], hi - lo, classification)
+            if vl is not None:
+                val_loss[lo:hi] = vl
+                if va is not None:
+                    val_acc[lo:hi] = va
+            state[:] = model.export_state()
+        seconds = time.perf_counter() - t0
+        reported = _epoch_metrics(members, epoch, diverged, loss_sum / n,
+                                  correct / n if classification else None, val_loss, val_acc, seconds)
+        flags = on_epoch(epoch, reported) if on_epoch is not None else None
+        improved = _advance(members, epoch, reported, flags)
+        if improved.any():
+            best = _snapshot(model, chunks, best, improved)
+        active = np.array([m.running for m in members])
+    t_train = time.perf_counter()
+
+    restore = np.array([m.has_best and m.status != "DIVERGED" for m in members])
+    final = {split: (np.full(K, np.nan), np.full(K, np.nan)) for split in ("train", "val", "test")}
+    n_params_vars = len(model.params)
+    for lo, hi, state in chunks:
+        if best is not None and restore[lo:hi].any():  # final metrics: those of the best epoch
+            keep = restore[lo:hi]
+            for i in range(n_params_vars):
+                state[i] = state[i].copy()
+                state[i][keep] = best[i][lo:hi][keep]
+        model.import_state(state)
+        for split, (loss_all, acc_all) in final.items():
+            loss, acc = _evaluate(model, *splits[split], hi - lo, classification)
+            if loss is not None:
+                loss_all[lo:hi] = loss
+            if acc is not None:
+                acc_all[lo:hi] = acc
+    final = {split: (None if len(splits[split][0]) == 0 else loss,
+                     acc if classification and len(splits[split][0]) else None)
+             for split, (loss, acc) in final.items()}
+    t_end = time.perf_counter()
+    timings = {"data": t_data - t_start, "compile": t_compile - t_data, "train": t_train - t_compile,
+               "evaluate": t_end - t_train, "total": t_end - t_start}
+    env = _environment(cached)
+    env.update(pack_size=K, graph_key=graph_key(first), disk_cache_hit=disk_hit)
+    n_params = int(sum(int(np.prod(w.shape[1:])) for w in weights))
+    results = []
+    for k, m in enumerate(members):
+        metrics: dict[str, float | None] = {}
+        for split, (loss, acc) in final.items():
+            metrics[f"{split}_loss"] = None if loss is None else float(loss[k])
+            metrics[f"{split}_accuracy"] = None if acc is None else float(acc[k])
+        results.append(TrialResult(
+            status=m.status, metrics=metrics, history=m.history, timings=dict(timings),
+            n_params=n_params, environment=dict(env, pack_index=k),
+            diverged_epoch=m.diverged_epoch, stopped_early=m.stopped_early,
+            epochs_run=len(m.history), best_epoch=m.best_epoch if m.monitor else None,
+            notes=m.notes))
+    return results
+
+
+def _chunks(model: PackedModel, K: int, batch: int) -> list[tuple[int, int, list[np.ndarray]]]:
+    """Split the loaded pack state into ``(lo, hi, state)`` chunks of members whose
+    activations (members x width x batch) stay within CHUNK_ELEMENTS."""
+    size = max(1, CHUNK_ELEMENTS // (batch * max(model.dims)))
+    full = model.export_state()
+    out = []
+    for lo in range(0, K, size):
+        hi = min(K, lo + size)
+        out.append((lo, hi, [np.array(v[lo:hi]) if v.ndim else np.array(v) for v in full]))
+    return out
+
+
+def _epoch_metrics(members, epoch, diverged, train_loss, train_acc, val_loss, val_acc, seconds):
+    """Append this epoch to every running member's history; return what on_epoch gets."""
+    train_loss = train_loss.tolist()
+    train_acc = train_acc.tolist() if train_acc is not None else None
+    val_loss = val_loss.tolist() if val_loss is not None else None
+    val_acc = val_acc.tolist() if val_acc is not None else None
+    reported: list[dict | None] = [None] * len(members)
+    for k, m in enumerate(members):
+        if not m.running:
+            continue
+        if diverged[k]:
+            m.status, m.diverged_epoch, m.running = "DIVERGED", epoch, False
+            m.history.append({"epoch": epoch, "train_loss": None, "train_accuracy": None,
+                              "val_loss": None, "val_accuracy": None, "seconds": seconds})
+            continue
+        metrics = {"epoch": epoch, "train_loss": train_loss[k],
+                   "train_accuracy": train_acc[k] if train_acc is not None else None,
+                   "val_loss": val_loss[k] if val_loss is not None else None,
+                   "val_accuracy": val_acc[k] if val_acc is not None else None,
+                   "seconds": seconds}
+        m.history.append(metrics)
+        if metrics["val_loss"] is not None and not math.isfinite(metrics["val_loss"]):
+            m.status, m.diverged_epoch, m.running = "DIVERGED", epoch, False
+            continue
+        reported[k] = dict(metrics)
+    return reported
+
+
+def _advance(members, epoch: int, reported: list, flags) -> np.ndarray:
+    """Early stopping, cancellation and max_epochs per member; returns who improved."""
+    improved = np.zeros(len(members), dtype=bool)
+    for k, m in enumerate(members):
+        if reported[k] is None:
+            continue
+        stop = bool(flags[k]) if flags is not None else False
+        es = m.config.training.early_stopping
+        if m.monitor:
+            value = reported[k][m.monitor]
+            if _better(m.monitor, value, m.best_value, es.min_delta):
+                m.best_value, m.best_epoch, m.since_best = value, epoch, 0
+                improved[k] = m.has_best = True
+            else:
+                m.since_best += 1
+        if stop:
+            m.status, m.running = "CANCELLED", False
+        elif m.monitor and m.since_best >= es.patience:
+            m.stopped_early, m.running = True, False
+        elif epoch >= m.config.training.max_epochs:
+            m.running = False
+    return improved
+
+
+def _initialise(model: PackedModel, configs: list, shape: PackShape):
+    """Load every member's initial weights and hyperparameters; return the weights, the
+    members' dropout generators and one shuffling generator per distinct seed."""
+    dtype = shape.dtype
+    by_draw: dict[tuple[int, str], tuple[list[np.ndarray], int]] = {}
+    shuffle_rngs: dict[int, np.random.Generator] = {}
+    drop_rngs: list[np.random.Generator | None] = []
+    per_member = []
+    for c in configs:
+        key = (c.seed, c.model.init)
+        if key not in by_draw:
+            init_ss, shuffle_ss = np.random.SeedSequence(c.seed).spawn(2)
+            rng = np.random.default_rng(init_ss)
+            w = initial_weights(rng, c.model.init, model.dims, dtype)
+            by_draw[key] = (w, int(rng.integers(2**31)))
+            shuffle_rngs.setdefault(c.seed, np.random.default_rng(shuffle_ss))
+        w, drop_seed = by_draw[key]
+        per_member.append(w)
+        drop_rngs.append(np.random.default_rng(drop_seed) if shape.dropout else None)
+    weights = [np.stack(parts) for parts in zip(*per_member)]
+    hyper = {"learning_rate": [c.training.learning_rate for c in configs],
+             "momentum": [c.training.momentum for c in configs],
+             "l2": [c.training.l2 for c in configs],
+             "dropout": [c.model.dropout for c in configs]}
+    model.load(weights, {k: np.asarray(v, dtype=np.float64) for k, v in hyper.items()})
+    return weights, drop_rngs, shuffle_rngs
+
+
+def _dropout_masks(drop_rngs, active, members, shape: PackShape, b: int, lo: int, hi: int) -> list[np.ndarray]:
+    """Keep flags ``[hi - lo, width, b]`` per hidden layer for members lo..hi, drawn from each
+    member's generator in the order the per-trial graph draws them (layer by layer,
+    ``[b, width]`` uniforms)."""
+    masks = [np.zeros((hi - lo, w, b), dtype=shape.dtype) for w in shape.widths]
+    for k in range(lo, hi):
+        if not active[k]:
+            continue  # a frozen member's updates are masked: its draws would be unused
+        rng, p = drop_rngs[k], members[k].config.model.dropout
+        for mask, w in zip(masks, shape.widths):
+            mask[k - lo] = (rng.uniform(0.0, 1.0, size=(b, w)) >= p).T
+    return masks
+
+
+def _snapshot(model: PackedModel, chunks, best: list[np.ndarray] | None, improved: np.ndarray) -> list[np.ndarray]:
+    """Copy the parameters of the members that improved into ``best`` (allocated once)."""
+    n = len(model.params)
+    if best is None:
+        K = chunks[-1][1]
+        best = [np.empty((K, *v.shape[1:]), dtype=v.dtype) for v in chunks[0][2][:n]]
+    for lo, hi, state in chunks:
+        imp = improved[lo:hi]
+        if imp.any():
+            for bv, v in zip(best, state[:n]):
+                bv[lo:hi][imp] = v[imp]
+    return best

@@ -1,0 +1,128 @@
+"""Compiled-model caches: the per-process LRU bounded by bytes, and the per-host disk cache."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from dnnframe.engine.modelcache import ModelCache, default_max_bytes
+
+pytestmark = pytest.mark.timeout(900)
+
+
+class Blob:
+    def __init__(self, nbytes: int):
+        self.nbytes = nbytes
+
+
+def test_lru_evicts_least_recently_used_beyond_the_byte_bound():
+    built = []
+
+    def build(name, size):
+        def make():
+            built.append(name)
+            return Blob(size)
+        return make
+
+    cache = ModelCache(max_bytes=250, size=lambda m: m.nbytes)
+    a, hit = cache.get_or_build("a", build("a", 100))
+    assert not hit
+    cache.get_or_build("b", build("b", 100))
+    assert cache.get_or_build("a", build("a", 100)) == (a, True)  # a is now the most recent
+    cache.get_or_build("c", build("c", 100))  # 300 > 250: evicts b, the least recent
+    assert "b" not in cache and "a" in cache and "c" in cache and cache.evictions == 1
+    _, hit = cache.get_or_build("b", build("b", 100))
+    assert not hit and built == ["a", "b", "c", "b"]
+    big, _ = cache.get_or_build("big", build("big", 1000))  # larger than the bound: kept alone
+    assert len(cache) == 1 and "big" in cache
+
+
+def test_bound_from_the_environment(monkeypatch):
+    monkeypatch.setenv("DNNFRAME_MODEL_CACHE_BYTES", "12345")
+    assert default_max_bytes() == 12345
+    monkeypatch.setenv("DNNFRAME_MODEL_CACHE_BYTES", "a lot")
+    with pytest.raises(ValueError, match="DNNFRAME_MODEL_CACHE_BYTES must be an integer"):
+        default_max_bytes()
+    monkeypatch.delenv("DNNFRAME_MODEL_CACHE_BYTES")
+    assert default_max_bytes() == 2**30
+
+
+def test_engine_cache_evicts_compiled_models(monkeypatch):
+    """With a bound below one model's size, training a second shape evicts the first."""
+    from dnnframe.engine import train, training
+
+    monkeypatch.setattr(training._CACHE, "max_bytes", 1)
+    base = {"dataset": {"name": "iris"}, "training": {"max_epochs": 1, "optimizer": "sgd"},
+            "model": {"hidden_layers": 1, "width": 4, "activation": "relu"}}
+    other = {**base, "model": {**base["model"], "activation": "tanh"}}
+    train(base)
+    assert train(base).environment["compile_cache_hit"]
+    train(other)
+    assert len(training._CACHE) == 1
+    assert not train(base).environment["compile_cache_hit"]
+
+
+CHILD = textwrap.dedent("""
+    import json, warnings
+    warnings.simplefilter("ignore")
+    from dnnframe.engine import train_pack
+    cfg = {"dataset": {"name": "iris"}, "model": {"hidden_layers": 2, "width": 6, "activation": "relu"},
+           "training": {"optimizer": "momentum", "max_epochs": 2, "learning_rate": 0.05}}
+    results = train_pack([cfg, dict(cfg, seed=1)])
+    print(json.dumps([{"env": r.environment, "metrics": r.metrics} for r in results]))
+""")
+
+
+def run_child(cache_dir) -> list[dict]:
+    env = dict(os.environ, DNNFRAME_CACHE_DIR=str(cache_dir))
+    out = subprocess.run([sys.executable, "-c", CHILD], env=env, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr[-3000:]
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def test_fresh_process_loads_the_compiled_pack_from_disk(tmp_path):
+    first = run_child(tmp_path)
+    assert [r["env"]["disk_cache_hit"] for r in first] == [False, False]
+    assert len(list(tmp_path.glob("packed-*.pkl"))) == 1
+    second = run_child(tmp_path)
+    assert [r["env"]["disk_cache_hit"] for r in second] == [True, True]
+    assert [r["metrics"] for r in second] == [r["metrics"] for r in first]
+
+
+def test_unreadable_cache_file_is_rebuilt(tmp_path, monkeypatch):
+    from dnnframe.engine import diskcache
+
+    monkeypatch.setenv("DNNFRAME_CACHE_DIR", str(tmp_path))
+    path = diskcache.cache_path("packed", ("some", "shape"))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(b"truncated")
+    with pytest.warns(UserWarning, match="unreadable"):
+        model, hit = diskcache.load_or_build("packed", ("some", "shape"), lambda: {"built": True})
+    assert model == {"built": True} and not hit
+    assert diskcache.load_or_build("packed", ("some", "shape"), lambda: None) == ({"built": True}, True)
+    assert not list(tmp_path.glob("*.tmp"))
+
+
+WRITER = textwrap.dedent("""
+    import sys
+    from dnnframe.engine import diskcache
+    for i in range(20):
+        diskcache.store("packed", ("concurrent",), {"writer": sys.argv[1], "payload": list(range(20000))})
+""")
+
+
+def test_concurrent_writers_leave_one_complete_file(tmp_path, monkeypatch):
+    env = dict(os.environ, DNNFRAME_CACHE_DIR=str(tmp_path))
+    procs = [subprocess.Popen([sys.executable, "-c", WRITER, str(i)], env=env) for i in range(4)]
+    assert [p.wait(timeout=600) for p in procs] == [0, 0, 0, 0]
+    from dnnframe.engine import diskcache
+
+    monkeypatch.setenv("DNNFRAME_CACHE_DIR", str(tmp_path))
+    value = diskcache.load("packed", ("concurrent",))
+    assert value["writer"] in {"0", "1", "2", "3"} and value["payload"] == list(range(20000))
+    assert len(list(tmp_path.glob("*.pkl"))) == 1 and not list(tmp_path.glob("*.tmp"))

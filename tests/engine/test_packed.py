@@ -1,0 +1,149 @@
+"""A trial trained in a pack gives the result it gets when trained alone.
+
+Every pack here mixes members that differ in run-time values (seed, learning rate,
+momentum, L2, dropout rate, init, epochs, early stopping) and compares each member with
+``train`` of the same config: same status, epochs, best epoch and accuracies, and
+losses within 1e-9 relative (float64; batched products may round differently from the
+per-trial products in the last bit).
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from dnnframe.engine import graph_key, train, train_pack
+
+pytestmark = pytest.mark.timeout(900)
+REL = 1e-9
+
+
+def config(seed=0, lr=0.1, optimizer="sgd", layers=2, width=8, activation="tanh", epochs=4,
+           model=None, training=None, dataset="iris") -> dict:
+    return {"dataset": {"name": dataset}, "seed": seed,
+            "model": {"hidden_layers": layers, "width": width, "activation": activation, **(model or {})},
+            "training": {"optimizer": optimizer, "learning_rate": lr, "batch_size": 32,
+                         "max_epochs": epochs, **(training or {})}}
+
+
+def close(a, b) -> bool:
+    if a is None or b is None:
+        return a is b
+    if math.isnan(a) or math.isnan(b):
+        return math.isnan(a) and math.isnan(b)
+    return a == b or abs(a - b) <= REL * max(abs(a), abs(b))
+
+
+def assert_same(packed, alone) -> None:
+    assert packed.status == alone.status
+    assert packed.epochs_run == alone.epochs_run
+    assert packed.best_epoch == alone.best_epoch
+    assert packed.stopped_early == alone.stopped_early
+    assert packed.diverged_epoch == alone.diverged_epoch
+    assert packed.n_params == alone.n_params
+    assert packed.notes == alone.notes
+    for name, value in alone.metrics.items():
+        if name.endswith("accuracy"):
+            assert packed.metrics[name] == value, name
+        else:
+            assert close(packed.metrics[name], value), (name, packed.metrics[name], value)
+    assert len(packed.history) == len(alone.history)
+    for hp, ha in zip(packed.history, alone.history):
+        for name in ("epoch", "train_accuracy", "val_accuracy"):
+            assert hp[name] == ha[name], (name, hp, ha)
+        for name in ("train_loss", "val_loss"):
+            assert close(hp[name], ha[name]), (name, hp, ha)
+
+
+def check_pack(configs, on_epoch=None) -> list:
+    results = train_pack(configs, on_epoch=on_epoch)
+    assert len(results) == len(configs)
+    for k, (c, r) in enumerate(zip(configs, results)):
+        assert r.environment["pack_size"] == len(configs) and r.environment["pack_index"] == k
+        assert_same(r, train(c))
+    return results
+
+
+def test_seeds_and_learning_rates_in_one_pack():
+    """Different seeds: every member has its own init and minibatch order."""
+    configs = [config(seed=s, lr=lr, model={"init": init})
+               for s in (0, 3) for lr, init in ((0.01, "glorot"), (0.3, "he"), (1.0, "orthogonal"))]
+    check_pack(configs)
+
+
+def test_shared_minibatch_order_and_l2():
+    configs = [config(lr=lr, training={"l2": l2}, epochs=3 + i)
+               for i, (lr, l2) in enumerate(((0.05, 0.0), (0.2, 1e-3), (0.5, 1e-2)))]
+    results = check_pack(configs)
+    assert [r.epochs_run for r in results] == [3, 4, 5]  # each member runs its own max_epochs
+
+
+@pytest.mark.parametrize("optimizer", ["momentum", "nesterov", "adam", "rmsprop"])
+def test_optimisers(optimizer):
+    configs = [config(seed=s, lr=lr, optimizer=optimizer, activation="relu",
+                      training={"momentum": m}, layers=1)
+               for s, lr, m in ((0, 0.01, 0.9), (1, 0.003, 0.5), (0, 0.03, 0.0))]
+    check_pack(configs)
+
+
+def test_dropout_masks_match(monkeypatch):
+    from dnnframe.engine import packed
+
+    monkeypatch.setattr(packed, "CHUNK_ELEMENTS", 1)  # the pack runs one member at a time
+    configs = [config(seed=s, model={"dropout": p, "residual": True}, activation="relu", layers=3)
+               for s, p in ((0, 0.1), (5, 0.5), (0, 0.3))]
+    check_pack(configs)
+
+
+@pytest.mark.parametrize("chunk", [None, 2 * 32 * 8])
+def test_early_stopping_divergence_and_cancellation_per_member(chunk, monkeypatch):
+    """One member stops early, one diverges, one is cancelled, one runs to the end; the
+    others are unaffected by the frozen ones (in one chunk, and in chunks of two)."""
+    from dnnframe.engine import packed
+
+    if chunk:
+        monkeypatch.setattr(packed, "CHUNK_ELEMENTS", chunk)
+    es = {"patience": 1, "metric": "val_accuracy"}
+    relu = {"activation": "relu", "epochs": 12}
+    configs = [config(lr=0.5, training={"early_stopping": es}, **relu),
+               config(lr=1e200, **relu),
+               config(lr=0.05, **relu),
+               config(lr=0.1, training={"early_stopping": {"patience": 3}}, **relu)]
+    cancel_at = 4
+    seen = []
+
+    def on_epoch(epoch, metrics):
+        seen.append([m is not None for m in metrics])
+        return [k == 2 and epoch == cancel_at for k in range(len(metrics))]
+
+    results = train_pack(configs, on_epoch=on_epoch)
+    statuses = [r.status for r in results]
+    assert statuses[1] == "DIVERGED" and statuses[2] == "CANCELLED"
+    assert results[2].epochs_run == cancel_at and results[0].stopped_early
+    assert seen[0] == [True, False, True, True]  # the diverged member is not reported
+    for c, r in zip(configs, results):
+        alone = train(c, on_epoch=(lambda e, m: e == cancel_at) if c is configs[2] else None)
+        assert_same(r, alone)
+
+
+def test_squared_error_and_no_hidden_layers():
+    configs = [config(seed=s, lr=0.05, layers=0, model={"loss": "squared_error"}) for s in (0, 1)]
+    check_pack(configs)
+
+
+def test_mixed_graph_keys_are_refused():
+    configs = [config(), config(layers=3)]
+    assert graph_key(configs[0]) != graph_key(configs[1])
+    with pytest.raises(ValueError, match=r"configs\[1\] has graph key"):
+        train_pack(configs)
+    assert train_pack([]) == []
+
+
+def test_shared_order_paths_dropout_residual_and_no_hidden_layers():
+    """One seed for all members: the first layer is one wide product (with dropout and a
+    residual first layer), and a net without hidden layers goes straight to the output."""
+    check_pack([config(lr=lr, width=4, layers=2, activation="relu",
+                       model={"dropout": p, "residual": True})
+                for lr, p in ((0.05, 0.2), (0.2, 0.5))])
+    check_pack([config(lr=lr, layers=0) for lr in (0.05, 0.5)])
