@@ -266,8 +266,8 @@ def run_pack(trial_ids: list[str], store: ResultStore, worker: str | None = None
             often than this is marked FAILED instead of run again).
         train_fn: ``train(configs, on_epoch) -> one TrialResult per config``, where
             ``on_epoch(epoch, metrics)`` gets one metrics dict per member (None for a member
-            the engine stopped) and returns one stop flag per member (cancelled, or lost to
-            another worker). A member's result with status FAILED (or an exception instance
+            the engine stopped) and returns one stop flag per member (cancelled, lost to
+            another worker, or pruned by ASHA at a rung: recorded PRUNED with its curve). A member's result with status FAILED (or an exception instance
             in its place) fails that member only. Default: :func:`dnnframe.engine.train_pack`.
         heartbeat_interval_s: how often the background thread beats for every member
             (default: a fifth of the heartbeat timeout).

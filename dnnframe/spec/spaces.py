@@ -3,10 +3,13 @@
 ::
 
     {"grid": [1, 2, 4]}            every value, crossed with the other grids
-    {"choice": ["relu", "tanh"]}   every value under method=grid; sampled under method=random
+    {"choice": ["relu", "tanh"]}   every value under method=grid; sampled otherwise
     {"int_range": [1, 9, 2]}       1, 3, 5, 7, 9 (inclusive of the end when on the step)
-    {"uniform": [0.0, 0.5]}        sampled (method=random only)
-    {"loguniform": [1e-4, 1e-1]}   sampled on a log scale (method=random only)
+    {"uniform": [0.0, 0.5]}        sampled (not under method=grid)
+    {"loguniform": [1e-4, 1e-1]}   sampled on a log scale (not under method=grid)
+
+Under random and asha, grid spaces are crossed and the others drawn; under tpe and cmaes an
+Optuna sampler proposes every value (grid and choice become categorical parameters).
 
 This module checks each space's own shape and counts trials from the spaces alone, without
 expanding anything.

@@ -110,3 +110,11 @@ def test_method_must_be_model_based(tmp_path):
     store = open_store(f"sqlite:///{tmp_path / 'x.db'}")
     with pytest.raises(ValueError, match="tpe or cmaes"):
         SearchDriver(parse_spec({**RAW, "search": {"method": "random"}}), store, None)
+
+
+def test_cmaes_runs_num_samples_trials(tmp_path):
+    raw = {**RAW, "model": {"width": 8}, "search": {**RAW["search"], "method": "cmaes",
+                                                   "num_samples": 4}}
+    driver, result = _drive(f"sqlite:///{tmp_path / 'c.db'}", raw)
+    assert result.finished and len(set(result.asked)) == 4
+    assert [t.state for t in driver.study.trials] == [OptunaState.COMPLETE] * 4
