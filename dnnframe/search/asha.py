@@ -5,8 +5,11 @@ Rungs sit at ``min_epochs * eta**k`` epochs, below ``max_epochs`` (each trial's
 values every trial of the experiment reported at that epoch (its own included) and keeps
 the trial only if it is in the top ``1/eta`` of them. Promotion never waits for a rung to
 fill: with fewer than ``eta`` values at a rung the trial goes on, as in the paper's
-asynchronous rule, so the first trials always continue. There is no coordinator, so the
-rule is the same in a local process pool, on Celery workers and inside a pack.
+asynchronous rule, so the first trials always continue. This is the stopping form of ASHA
+(as in Ray Tune and Optuna's SuccessiveHalvingPruner): a trial is judged once per rung, when
+it gets there, and a pruned trial is never resumed. There is no coordinator, so the rule is
+the same in a local process pool, on Celery workers and inside a pack (where members that
+reach a rung in the same epoch are judged against each other at once).
 """
 
 from __future__ import annotations

@@ -137,14 +137,14 @@ class SearchDriver:
             if not self.waiting:
                 out.finished = budget <= 0 and not out.cancelled
                 return out
-            if self.executor.wait(timeout=self.poll_s):
-                time.sleep(self.poll_s)  # trials running elsewhere: nothing to wait on here
+            idle = self.executor.wait(timeout=self.poll_s)
             changed = self.store.list_trials(self.experiment_id, since=cursor)
             if changed:
                 cursor = max(t.seq for t in changed)
-            for t in changed:
-                if t.id not in self.waiting or not t.state.is_finished:
-                    continue
+            ended = [t for t in changed if t.id in self.waiting and t.state.is_finished]
+            if idle and not ended:
+                time.sleep(self.poll_s)  # trials running elsewhere: nothing to wait on here
+            for t in ended:
                 if t.state is TrialState.CANCELLED:  # the experiment is being cancelled
                     out.cancelled, budget = True, 0
                     for trial in self.waiting.pop(t.id):
