@@ -157,3 +157,20 @@ def _random_asha(tmp_path, name: str) -> set[float]:
 
 def test_one_worker_and_a_fixed_seed_prune_the_same_trials(tmp_path):
     assert _random_asha(tmp_path, "a.db") == _random_asha(tmp_path, "b.db")
+
+
+def test_the_packed_engine_prunes_members_at_the_rungs(store):
+    raw = {"name": "asha-engine", "dataset": {"name": "iris"}, "model": {"width": 8},
+           "training": {"max_epochs": 4, "batch_size": 16,
+                        "learning_rate": {"grid": [0.01, 0.02, 0.05, 0.1]}},
+           "search": {"method": "asha", "min_epochs": 1, "eta": 2,
+                      "objective": {"metric": "test_loss", "mode": "min"}}}
+    ids = list(_stored(store, raw).values())
+    run_pack(ids, store, worker="w")  # the default: dnnframe.engine.train_pack
+    trials = [store.get_trial(t) for t in ids]
+    assert sorted((t.state.value, len(t.metrics)) for t in trials) == [
+        ("COMPLETE", 4), ("PRUNED", 1), ("PRUNED", 1), ("PRUNED", 2)]
+    assert all(t.result["status"] == t.state.value for t in trials)
+    survivor = next(t for t in trials if t.state is TrialState.COMPLETE)
+    at_two = [t for t in trials if len(t.metrics) >= 2]
+    assert survivor.metrics[1]["val_loss"] == min(t.metrics[1]["val_loss"] for t in at_two)
