@@ -203,7 +203,7 @@ def main() -> None:
         root = Path(tmp)
         rows.append(run_dnnframe("grid", s, args.eta, args.seed, args.workers, root))
         target = max(acc for _, acc in rows[0]["finished"]) - TOLERANCE
-        for method in args.only or ["random", "asha", "tpe+asha", "optuna"]:
+        for method in dict.fromkeys(args.only or ["random", "asha", "tpe+asha", "optuna"]):
             if method == "optuna":
                 rows.append(run_optuna(s, args.eta, args.workers, root))
             else:
