@@ -11,6 +11,8 @@ from flask import current_app
 
 from dnnframe.datasets import parse_csv, upload_path
 from dnnframe.exceptions import DatasetError, DnnframeError, NotFoundError, SpecError
+from dnnframe.search.background import DRIVERS
+from dnnframe.search.driver import is_driven
 from dnnframe.spec import ExperimentSpec, count_trials, parse_spec
 from dnnframe.store import TrialState
 from dnnframe.store.rows import METRICS, trial_row
@@ -225,6 +227,8 @@ def submit_spec(spec: Any) -> tuple[Any, bool]:
         executor = svc.executor
     except DnnframeError as exc:
         raise APIError(503, f"cannot reach the executor: {exc}") from None
+    if is_driven(spec):  # tpe/cmaes: a driver thread asks for trials as results arrive
+        return DRIVERS.start(spec, store, executor), created
     return submit_experiment(spec, store, executor), created
 
 

@@ -369,11 +369,16 @@ def _submit_and_follow(console, store, executor: _StartOnSubmit, spec,  # noqa: 
                        quiet: bool) -> tuple[bool, int]:
     """Submit the spec, show progress until it is done or interrupted, shut the executor
     down. Returns (interrupted, number of trials handed to the executor)."""
+    from .search.driver import SearchDriver, is_driven
     from .submit import submit_experiment
 
     interrupted = False
     trained = 0
     try:
+        if is_driven(spec):  # tpe/cmaes: a sampler proposes trials as results arrive
+            console.print(f"searching with {spec.search.method}: {spec.search.num_samples} trials")
+            driven = SearchDriver(spec, store, executor, pack_size=pack_size).run()
+            return driven.cancelled, len(driven.asked)
         result = submit_experiment(spec, store, executor, retry_failed=retry_failed,
                                    pack_size=pack_size)
         trained = len(result.submitted_trial_ids)

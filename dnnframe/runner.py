@@ -23,6 +23,7 @@ from . import settings
 from .engine.result import TrialResult
 from .exceptions import StoreError, TrialCancelled
 from .heartbeat import Heartbeat
+from .search.asha import Pruner
 from .spec import TrialConfig
 from .store.base import ResultStore, TrialState
 
@@ -162,6 +163,8 @@ class _Member:
     index: int = -1          # position in the trained pack (-1: not trained)
     stopped: bool = False    # asked to stop (cancelled) or frozen by the engine
     lost: bool = False       # another worker owns it now: nothing more is written
+    experiment_ids: tuple[str, ...] = ()
+    pruned: dict[str, Any] | None = None  # the ASHA decision that stopped it
     outcome: tuple[TrialState, dict[str, Any] | None, str | None] | None = None
 
 
@@ -172,6 +175,10 @@ class _PackRun:
                  heartbeat: Heartbeat):
         self.store, self.worker, self.members, self.heartbeat = store, worker, members, heartbeat
         self.last_check = -float("inf")  # the first epoch always checks
+        self.pruner = Pruner.for_trials(store, {
+            m.trial_id: (list(m.experiment_ids),
+                         int(m.config.get("training", {}).get("max_epochs", 0)))
+            for m in members})
 
     def live(self) -> list[_Member]:
         return [m for m in self.members if not m.lost]
@@ -196,6 +203,12 @@ class _PackRun:
             # trial was requeued and claimed by another stops before writing into its curve.
             if batch:
                 self.lose(set(batch) - self.store.append_metrics_many(batch, self.worker))
+            if self.pruner.active:  # at a rung: a store query over what was just written
+                written = {m.trial_id: batch[m.trial_id] for m in self.live()
+                           if m.trial_id in batch and not m.stopped}
+                for tid, note in self.pruner.check(epoch, written).items():
+                    member = self._member(tid)
+                    member.pruned, member.stopped = note, True
             if time.monotonic() - self.last_check >= CHECK_INTERVAL_S:
                 self.last_check = time.monotonic()
                 live = [m.trial_id for m in self.live() if not m.stopped]
@@ -214,14 +227,19 @@ class _PackRun:
         return next(m for m in self.members if m.trial_id == trial_id)
 
 
-def _outcome(result: Any, index: int) -> tuple[TrialState, dict[str, Any] | None, str | None]:
-    """The final state, result dict and error of one member from what the engine returned."""
+def _outcome(result: Any, index: int, pruned: dict[str, Any] | None = None
+             ) -> tuple[TrialState, dict[str, Any] | None, str | None]:
+    """The final state, result dict and error of one member from what the engine returned
+    (a member stopped by ASHA comes back CANCELLED and becomes PRUNED, its curve kept)."""
     if isinstance(result, BaseException):
         tb = "".join(traceback.format_exception(result))
         return TrialState.FAILED, None, tb
     state = TrialState(result.status)
     data = result.to_dict()
     error = None
+    if pruned is not None and state in (TrialState.CANCELLED, TrialState.COMPLETE):
+        data["status"], data["pruned"] = TrialState.PRUNED.value, pruned
+        return TrialState.PRUNED, data, None
     if state is TrialState.FAILED:
         error = getattr(result, "error", None) or "\n".join(result.notes) or \
             f"the engine reported pack member {index} as FAILED"
@@ -247,8 +265,8 @@ def run_pack(trial_ids: list[str], store: ResultStore, worker: str | None = None
             often than this is marked FAILED instead of run again).
         train_fn: ``train(configs, on_epoch) -> one TrialResult per config``, where
             ``on_epoch(epoch, metrics)`` gets one metrics dict per member (None for a member
-            the engine stopped) and returns one stop flag per member (cancelled, or lost to
-            another worker). A member's result with status FAILED (or an exception instance
+            the engine stopped) and returns one stop flag per member (cancelled, lost to
+            another worker, or pruned by ASHA at a rung: recorded PRUNED with its curve). A member's result with status FAILED (or an exception instance
             in its place) fails that member only. Default: :func:`dnnframe.engine.train_pack`.
         heartbeat_interval_s: how often the background thread beats for every member
             (default: a fifth of the heartbeat timeout).
@@ -269,7 +287,7 @@ def run_pack(trial_ids: list[str], store: ResultStore, worker: str | None = None
     records = store.claim_trials(ids, worker, max_attempts=max_attempts)
     if not records:
         return states
-    members = [_Member(r.id, r.config) for r in records]
+    members = [_Member(r.id, r.config, experiment_ids=tuple(r.experiment_ids)) for r in records]
     configs: list[TrialConfig] = []
     for m in members:
         try:
@@ -334,7 +352,7 @@ def _train(store: ResultStore, worker: str, members: list[_Member], configs: lis
         run.lose(heartbeat.lost)
     for m, result in zip(members, results):
         if not m.lost:
-            m.outcome = _outcome(result, m.index)
+            m.outcome = _outcome(result, m.index, m.pruned)
 
 
 def _end_all(members: list[_Member], state: TrialState, error: str) -> None:

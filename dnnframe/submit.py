@@ -103,8 +103,7 @@ def resolve_pack_size(spec: ExperimentSpec, pack_size: int | None = None) -> int
     ``search.pack_size``, else ``$DNNFRAME_PACK_SIZE``; None means automatic."""
     if pack_size is not None:
         return pack_size
-    # search.pack_size is being added to the spec; older specs have no such field.
-    from_spec = getattr(spec.search, "pack_size", None)
+    from_spec = spec.search.pack_size
     return from_spec if from_spec is not None else settings.get().pack_size
 
 

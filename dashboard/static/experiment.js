@@ -214,7 +214,9 @@
       return {
         type: "scatter", mode: "lines", name: curveLabel(t),
         x: t.history.map(function (h) { return h.epoch; }), y: t.history.map(function (h) { return h[curveMetric]; }),
-        line: { width: 1.5 }, opacity: t.state === "RUNNING" ? 1 : 0.75,
+        // a pruned trial (stopped by ASHA at a rung) stays visible, faded and dotted
+        line: { width: t.state === "PRUNED" ? 1 : 1.5, dash: t.state === "PRUNED" ? "dot" : "solid" },
+        opacity: t.state === "RUNNING" ? 1 : t.state === "PRUNED" ? 0.3 : 0.75,
       };
     });
     const epochs = withHistory.reduce(function (a, t) { return a.concat(t.history.map(function (h) { return h.epoch; })); }, []);

@@ -13,7 +13,7 @@ from pydantic import ValidationError
 
 from ..exceptions import SpecError
 from .errors import ErrorList, KeyPath, fmt_path, pydantic_errors
-from .models import ExperimentSpec, TrialConfig
+from .models import MODEL_BASED_METHODS, ExperimentSpec, TrialConfig
 from .spaces import Space, count_from_spaces, sections, spaces_of
 
 
@@ -68,9 +68,11 @@ def expand(spec: ExperimentSpec) -> Iterator[TrialConfig]:
     """Yield every resolved :class:`TrialConfig` in a deterministic order.
 
     Grid: the cartesian product of all discrete spaces in sorted path order (the last space
-    varies fastest), each repeated for every seed. Random: the product of ``grid`` spaces,
-    then ``num_samples`` draws of the other spaces from a generator seeded with
-    ``search.random_seed``, each repeated for every seed.
+    varies fastest), each repeated for every seed. Random and asha: the product of ``grid``
+    spaces, then ``num_samples`` draws of the other spaces from a generator seeded with
+    ``search.random_seed``, each repeated for every seed. Tpe and cmaes: ``num_samples``
+    random draws of every space (their trials come from :mod:`dnnframe.search.driver`).
+    ``search.max_epochs``, when set, is every trial's ``training.max_epochs``.
 
     Raises:
         SpecError: a combination of values breaks a rule that no single value breaks
@@ -82,11 +84,28 @@ def expand(spec: ExperimentSpec) -> Iterator[TrialConfig]:
 def expand_checked(spec: ExperimentSpec, seeds: list[int] | None = None) -> Iterator[TrialConfig]:
     """:func:`expand` over ``seeds`` (default: the spec's seeds)."""
     spaces = spec_spaces(spec)
-    base = skeleton(spec.to_dict(), spaces)
+    base = _base(spec, spaces)
     seeds = spec.search.seed_list if seeds is None else seeds
     for assignment in _assignments(spec, spaces):
         for seed in seeds:
             yield _resolved(base, assignment, seed)
+
+
+def resolve(spec: ExperimentSpec, assignment: dict[KeyPath, Any], seed: int) -> TrialConfig:
+    """The trial config of ``spec`` whose spaces take ``assignment``'s values (one value per
+    space path: a sampler's proposal) and training seed ``seed``.
+
+    Raises:
+        SpecError: the values break a rule (naming the combination).
+    """
+    return _resolved(_base(spec, spec_spaces(spec)), assignment, seed)
+
+
+def _base(spec: ExperimentSpec, spaces: list[Space]) -> dict[str, Any]:
+    base = skeleton(spec.to_dict(), spaces)
+    if spec.search.max_epochs is not None:  # ASHA's R is how long an unpruned trial trains
+        base["training"] = {**base.get("training", {}), "max_epochs": spec.search.max_epochs}
+    return base
 
 
 def _resolved(base: dict, assignment: dict[KeyPath, Any], seed: int) -> TrialConfig:
@@ -110,8 +129,11 @@ def _assignments(spec: ExperimentSpec, spaces: list[Space]) -> Iterator[dict[Key
         for combo in itertools.product(*(s.values for s in spaces)):
             yield dict(zip(paths, combo))
         return
-    grid = [s for s in spaces if s.kind == "grid"]
-    sampled = [s for s in spaces if s.kind != "grid"]
+    # tpe/cmaes: a sampler proposes every value as results arrive (dnnframe.search.driver);
+    # expanding them draws num_samples configurations of all spaces (for validation).
+    model_based = spec.search.method in MODEL_BASED_METHODS
+    grid = [] if model_based else [s for s in spaces if s.kind == "grid"]
+    sampled = [s for s in spaces if model_based or s.kind != "grid"]
     rng = np.random.default_rng(spec.search.random_seed)
     for combo in itertools.product(*(s.values for s in grid)):
         assignment = {s.path: value for s, value in zip(grid, combo)}

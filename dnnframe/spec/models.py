@@ -139,17 +139,82 @@ class Objective(_Strict):
     mode: Literal["max", "min"] = "max"
 
 
-class SearchConfig(_Strict):
-    """How the sweep is searched: grid or random, seeds, the objective and the trial cap."""
+SearchMethod = Literal["grid", "random", "asha", "tpe", "cmaes"]
+# Methods that sample the non-grid spaces (continuous spaces allowed), and those whose
+# configurations come from a model of the results so far (a driver asks as results arrive).
+SAMPLED_METHODS = ("random", "asha", "tpe", "cmaes")
+MODEL_BASED_METHODS = ("tpe", "cmaes")
+# ASHA compares trials on a metric reported every epoch: test metrics exist only at the end,
+# so their validation counterparts stand in for them at the rungs.
+_RUNG_METRIC = {"test_accuracy": "val_accuracy", "test_loss": "val_loss"}
 
-    method: Literal["grid", "random"] = "grid"
-    num_samples: int = Field(1, ge=1, le=1_000_000, description="random: samples per grid point")
+
+class SearchConfig(_Strict):
+    """How the sweep is searched: the method, seeds, the objective, the trial cap, pruning.
+
+    ``grid`` crosses every discrete space. ``random`` and ``asha`` cross the ``grid`` spaces
+    and draw ``num_samples`` configurations of the others per grid point; ``asha`` then
+    prunes trials at rungs of ``min_epochs * eta**k`` epochs (below ``max_epochs``) that are
+    not in the top ``1/eta`` of the experiment's trials at that rung. ``tpe``/``cmaes`` ask an
+    Optuna sampler for ``num_samples`` configurations in all, as results arrive;
+    ``pruner: asha`` adds the same pruning to them (or to any other method).
+    """
+
+    method: SearchMethod = "grid"
+    num_samples: int = Field(
+        1, ge=1, le=1_000_000,
+        description="random/asha: samples per grid point; tpe/cmaes: configurations in all",
+    )
     seeds: (
         Annotated[int, Field(ge=1, le=10_000)] | list[Annotated[int, Field(ge=0, le=2**32 - 1)]]
     ) = 1
     random_seed: int = Field(0, ge=0, le=2**32 - 1, description="seed of the random sampler")
     objective: Objective = Field(default_factory=Objective)
     max_trials: int = Field(DEFAULT_MAX_TRIALS, ge=1, le=10_000_000)
+    pack_size: int | None = Field(
+        None, ge=1, le=100_000,
+        description="most trials trained together in one pack (default: automatic)",
+    )
+    pruner: Literal["none", "asha"] = Field(
+        "none", description="asha: prune by successive halving (implied by method: asha)"
+    )
+    min_epochs: int = Field(1, ge=1, le=100_000, description="ASHA: epochs of the first rung")
+    max_epochs: int | None = Field(
+        None, ge=1, le=100_000,
+        description="ASHA: epochs of a trial never pruned (default: training.max_epochs)",
+    )
+    eta: int = Field(3, ge=2, le=1000, description="ASHA: reduction factor between rungs")
+
+    @model_validator(mode="after")
+    def _check_pruning(self) -> SearchConfig:
+        if self.method in MODEL_BASED_METHODS and len(self.seed_list) > 1:
+            raise ValueError(
+                f"method {self.method} trains each proposed configuration once; seeds must be 1 "
+                f"or a single seed, but got {self.seeds}"
+            )
+        if not self.prunes:
+            return self
+        if self.max_epochs is not None and self.min_epochs >= self.max_epochs:
+            raise ValueError(
+                f"min_epochs < max_epochs must hold for ASHA, but got min_epochs="
+                f"{self.min_epochs}, max_epochs={self.max_epochs}"
+            )
+        if self.objective.metric in ("train_seconds", "compile_seconds"):
+            raise ValueError(
+                f"ASHA compares trials on a metric reported every epoch; objective "
+                f"{self.objective.metric!r} is not (use an accuracy or a loss)"
+            )
+        return self
+
+    @property
+    def prunes(self) -> bool:
+        """True when trials are pruned at ASHA rungs."""
+        return self.method == "asha" or self.pruner == "asha"
+
+    @property
+    def rung_metric(self) -> str:
+        """The per-epoch metric ASHA compares at rungs (validation for a test objective)."""
+        return _RUNG_METRIC.get(self.objective.metric, self.objective.metric)
 
     @field_validator("seeds")
     @classmethod

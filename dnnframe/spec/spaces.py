@@ -3,10 +3,13 @@
 ::
 
     {"grid": [1, 2, 4]}            every value, crossed with the other grids
-    {"choice": ["relu", "tanh"]}   every value under method=grid; sampled under method=random
+    {"choice": ["relu", "tanh"]}   every value under method=grid; sampled otherwise
     {"int_range": [1, 9, 2]}       1, 3, 5, 7, 9 (inclusive of the end when on the step)
-    {"uniform": [0.0, 0.5]}        sampled (method=random only)
-    {"loguniform": [1e-4, 1e-1]}   sampled on a log scale (method=random only)
+    {"uniform": [0.0, 0.5]}        sampled (not under method=grid)
+    {"loguniform": [1e-4, 1e-1]}   sampled on a log scale (not under method=grid)
+
+Under random and asha, grid spaces are crossed and the others drawn; under tpe and cmaes an
+Optuna sampler proposes every value (grid and choice become categorical parameters).
 
 This module checks each space's own shape and counts trials from the spaces alone, without
 expanding anything.
@@ -130,8 +133,9 @@ def _check_continuous(
     if kind == "loguniform" and low <= 0:
         errors.add(where, f"loguniform needs low > 0, but got low={arg[0]}")
         return None
-    if method != "random":
-        errors.add(where, f"{kind} is continuous and needs search.method: random")
+    if method == "grid":
+        errors.add(where, f"{kind} is continuous and needs search.method: random "
+                          "(or asha, tpe, cmaes)")
         return None
     return Space(path, kind, [low, high])
 
@@ -148,8 +152,11 @@ def spaces_of(doc: dict[str, Any], method: str, errors: ErrorList) -> list[Space
 
 def count_from_spaces(spaces: list[Space], method: str, num_samples: int, n_seeds: int) -> int:
     """How many trials a sweep has: grid crosses every discrete space; random crosses the
-    ``grid`` spaces and draws ``num_samples`` from the rest."""
+    ``grid`` spaces and draws ``num_samples`` from the rest (so does asha); tpe and cmaes
+    ask for ``num_samples`` configurations in all."""
     if method == "grid":
         return math.prod(len(s.values) for s in spaces) * n_seeds
+    if method in ("tpe", "cmaes"):
+        return num_samples * n_seeds
     grid = math.prod(len(s.values) for s in spaces if s.kind == "grid")
     return grid * num_samples * n_seeds

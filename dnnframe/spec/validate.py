@@ -18,7 +18,7 @@ from ..exceptions import SpecError
 from .document import MAX_NESTING, nesting_depth, scan_values
 from .errors import UNKNOWN_KEY, ErrorList, KeyPath, fmt_path, is_ancestor, pydantic_errors
 from .expand import expand_checked, skeleton, with_values
-from .models import ExperimentSpec, Objective, TrialConfig
+from .models import ExperimentSpec, Objective, TrainingConfig, TrialConfig
 from .spaces import Space, count_from_spaces, is_space, spaces_of
 
 # Sweeps up to this many trials are validated trial by trial when parsed, so every
@@ -61,6 +61,7 @@ def parse_spec(data: Any, source: str | None = None) -> ExperimentSpec:
         spec = _validate_top_level(data)
         spaces = _check_spaces(data, spec)
         _check_trial_cap(spec, spaces)
+        _check_pruning_epochs(spec)
         _check_listed_values(spaces)
         _check_plain_values(data)
         _check_space_values(spec, spaces)
@@ -130,6 +131,28 @@ def _check_trial_cap(spec: ExperimentSpec, spaces: list[Space]) -> None:
                 }
             ]
         )
+
+
+def _check_pruning_epochs(spec: ExperimentSpec) -> None:
+    """ASHA needs one fixed R: training.max_epochs plain, agreeing with search.max_epochs."""
+    search = spec.search
+    if not search.prunes:
+        return
+    given = spec.training.get("max_epochs")
+    if is_space(given):
+        raise _Invalid([{"path": "training.max_epochs", "message": (
+            "ASHA prunes up to a fixed number of epochs; training.max_epochs must not be a "
+            "search space (set search.max_epochs)")}])
+    if search.max_epochs is not None and given is not None and given != search.max_epochs:
+        raise _Invalid([{"path": "search.max_epochs", "message": (
+            f"search.max_epochs ({search.max_epochs}) and training.max_epochs ({given}) differ; "
+            "set one of them")}])
+    top = search.max_epochs or (given if isinstance(given, int) else None) \
+        or TrainingConfig.model_fields["max_epochs"].default
+    if search.min_epochs >= top:
+        raise _Invalid([{"path": "search.min_epochs", "message": (
+            f"min_epochs < max_epochs must hold for ASHA, but got min_epochs="
+            f"{search.min_epochs}, max_epochs={top}")}])
 
 
 def _check_listed_values(spaces: list[Space]) -> None:

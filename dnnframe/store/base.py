@@ -273,6 +273,20 @@ class ResultStore(abc.ABC):
         """
 
     @abc.abstractmethod
+    def rung_values(self, experiment_id: str, epoch: int, metric: str) -> list[float]:
+        """What the trials of an experiment reported for ``metric`` at ``epoch`` (ASHA's rungs).
+
+        One value per trial of ``experiment_id`` (any state: running, finished, pruned)
+        whose learning curve holds epoch ``epoch`` at position ``epoch - 1`` with a finite
+        ``metric``; trials without one (and unknown experiments) give none. The caller's
+        own epoch, written by :meth:`append_metrics_many` before it asks, is included.
+        Order is unspecified.
+
+        Raises:
+            ValueError: ``epoch`` < 1 or ``metric`` not a plain name (letters, digits, _).
+        """
+
+    @abc.abstractmethod
     def latest_seq(self) -> int:
         """The cursor for ``since``: every change up to it is visible (0 for an empty store)."""
 

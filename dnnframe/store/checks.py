@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from .records import TrialState
@@ -143,3 +144,15 @@ def check_finish_items(items: list[tuple[str, TrialState | str, dict[str, Any] |
         seen.add(tid)
         out.append((tid, check_finish_state(state), result, error))
     return out
+
+
+_METRIC_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
+
+
+def check_rung_args(epoch: int, metric: str) -> None:
+    """The arguments of ``rung_values``: an epoch >= 1 and a plain metric name (it becomes
+    part of a JSON path or a field name)."""
+    if not isinstance(epoch, int) or isinstance(epoch, bool) or epoch < 1:
+        raise ValueError(f"epoch must be an integer >= 1, got {epoch!r}")
+    if not isinstance(metric, str) or not _METRIC_NAME.fullmatch(metric):
+        raise ValueError(f"metric must be a plain name (letters, digits, _), got {metric!r}")

@@ -18,6 +18,7 @@ writing) stops holding readers back.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from pymongo import ReturnDocument, UpdateOne
@@ -32,6 +33,7 @@ from .checks import (
     check_max_attempts,
     check_metrics_many,
     check_page,
+    check_rung_args,
     check_trial_items,
     check_worker,
     requeue_state_list,
@@ -429,6 +431,16 @@ class MongoStore(ResultStore):
             pipeline.append({"$limit": limit})
         pipeline.append({"$project": {"_sort_key": 0, "_sort_null": 0}})
         return [_trial(d) for d in self._db.trials.aggregate(pipeline)]
+
+    @retry
+    def rung_values(self, experiment_id: str, epoch: int, metric: str) -> list[float]:
+        check_rung_args(epoch, metric)
+        docs = self._db.trials.find(
+            {"experiment_ids": experiment_id, f"metrics.{epoch - 1}.epoch": epoch},
+            {"_id": 0, "metrics": {"$slice": [epoch - 1, 1]}})
+        values = [d["metrics"][0].get(metric) for d in docs if d.get("metrics")]
+        return [float(v) for v in values
+                if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)]
 
     @retry
     def latest_seq(self) -> int:

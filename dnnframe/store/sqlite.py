@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,6 +18,7 @@ from .checks import (
     check_max_attempts,
     check_metrics_many,
     check_page,
+    check_rung_args,
     check_trial_items,
     check_worker,
     requeue_state_list,
@@ -348,6 +350,15 @@ class SQLiteStore(ResultStore):
         sql += f" ORDER BY {order} LIMIT ? OFFSET ?"
         params.extend([-1 if limit is None else limit, offset])
         return [_trial(r) for r in self._read(sql, params)]
+
+    def rung_values(self, experiment_id: str, epoch: int, metric: str) -> list[float]:
+        check_rung_args(epoch, metric)
+        at = f"$[{epoch - 1}]"
+        rows = self._read(
+            "SELECT json_extract(t.metrics, ?) FROM experiment_trials et JOIN trials t "
+            "ON t.id = et.trial_id WHERE et.experiment_id = ? AND "
+            "json_extract(t.metrics, ?) = ?", (f"{at}.{metric}", experiment_id, f"{at}.epoch", epoch))
+        return [float(v) for v, in rows if isinstance(v, (int, float)) and math.isfinite(v)]
 
     def latest_seq(self) -> int:
         return self._read("SELECT coalesce(max(seq), 0) FROM trials")[0][0]

@@ -151,6 +151,29 @@ def test_metrics_append_in_order_and_nan_becomes_null(store):
     assert m[4]["val_loss"] is None and m[1]["val_loss"] == 0.1
 
 
+def test_rung_values_read_one_epoch_of_the_experiments_curves(store):
+    a, b, c, d = make(store, 4)
+    (other,) = make(store, 1, eid="exp2")
+    curves = {a: [0.5, 0.7, 0.9], b: [0.4, float("nan")], c: [0.6], other: [0.99, 0.99]}
+    for tid, values in curves.items():
+        store.claim_trial(tid, "w")
+        for e, v in enumerate(values, 1):
+            store.append_metrics(tid, {"epoch": e, "val_accuracy": v})
+    store.finish_trial(a, TrialState.COMPLETE, worker="w")
+    store.finish_trial(c, TrialState.PRUNED, worker="w")
+    assert sorted(store.rung_values("exp1", 1, "val_accuracy")) == [0.4, 0.5, 0.6]
+    assert store.rung_values("exp1", 2, "val_accuracy") == [0.7]  # b's NaN is no value
+    assert store.rung_values("exp1", 3, "val_accuracy") == [0.9]
+    assert store.rung_values("exp1", 4, "val_accuracy") == []
+    assert store.rung_values("exp1", 1, "val_loss") == []
+    assert store.rung_values("exp2", 2, "val_accuracy") == [0.99]
+    assert store.rung_values("nope", 1, "val_accuracy") == []
+    assert d not in curves
+    for epoch, metric in [(0, "val_loss"), (1, "val_loss') OR 1=1 --"), (1, "")]:
+        with pytest.raises(ValueError, match="epoch|metric"):
+            store.rung_values("exp1", epoch, metric)
+
+
 def test_finished_trial_is_read_only(store):
     (tid,) = make(store, 1)
     run(store, tid, 0.8, epochs=3)

@@ -1,0 +1,120 @@
+"""The TPE driver with a real SQLite store and local process pool, and a stand-in train
+function whose objective is a known function of the hyperparameters."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
+from optuna.trial import TrialState as OptunaState
+
+from dnnframe.engine.result import TrialResult
+from dnnframe.executors.local import LocalExecutor
+from dnnframe.search.driver import SearchDriver
+from dnnframe.search.space import SpaceMap
+from dnnframe.spec import parse_spec
+from dnnframe.spec.expand import spec_spaces
+from dnnframe.store import TrialState, open_store
+
+RAW = {"name": "tpe", "dataset": {"name": "iris"},
+       "model": {"hidden_layers": {"int_range": [1, 3]},
+                 "activation": {"choice": ["relu", "tanh"]}, "width": 8},
+       "training": {"learning_rate": {"loguniform": [0.001, 1.0]}, "max_epochs": 4},
+       "search": {"method": "tpe", "num_samples": 12, "random_seed": 3,
+                  "objective": {"metric": "test_accuracy"}}}
+
+
+def score(config) -> float:
+    """Best at learning rate 0.03 with tanh: a known function of the hyperparameters."""
+    lr = config.training.learning_rate
+    return 0.9 - (math.log10(lr) - math.log10(0.03)) ** 2 / 10 \
+        - (0.05 if config.model.activation == "relu" else 0.0)
+
+
+def shaped_train(config, on_epoch=None):
+    history = []
+    for epoch in range(1, config.training.max_epochs + 1):
+        history.append({"epoch": epoch, "train_loss": 1.0 / epoch,
+                        "val_accuracy": score(config) - 0.1 / epoch})
+        if on_epoch(epoch, dict(history[-1])):
+            break
+    status = "COMPLETE" if len(history) == config.training.max_epochs else "CANCELLED"
+    return TrialResult(status=status, metrics={"test_accuracy": history[-1]["val_accuracy"]},
+                       history=history, timings={"train": 0.0, "total": 0.0}, n_params=1,
+                       environment={}, epochs_run=len(history))
+
+
+def _drive(url: str, raw: dict = RAW, limit: int | None = None) -> tuple[SearchDriver, object]:
+    store = open_store(url)
+    with LocalExecutor(url, workers=1, train_fn=shaped_train) as ex:
+        driver = SearchDriver(parse_spec(raw), store, ex)
+        result = driver.run(limit=limit)
+    return driver, result
+
+
+def test_spaces_become_optuna_distributions_and_back():
+    spaces = SpaceMap(spec_spaces(parse_spec({**RAW, "model": {
+        **RAW["model"], "width": {"grid": [[8, 4], [16, 8]]}, "hidden_layers": 2}})))
+    assert spaces.distributions == {
+        "model.activation": CategoricalDistribution(["relu", "tanh"]),
+        "model.width": CategoricalDistribution(["[8,4]", "[16,8]"]),
+        "training.learning_rate": FloatDistribution(0.001, 1.0, log=True),
+    }
+    assert spaces.assignment({"model.activation": "tanh", "model.width": "[16,8]",
+                              "training.learning_rate": 0.5}) == {
+        ("model", "activation"): "tanh", ("model", "width"): [16, 8],
+        ("training", "learning_rate"): 0.5}
+    assert SpaceMap(spec_spaces(parse_spec(RAW))).distributions["model.hidden_layers"] == \
+        IntDistribution(1, 3, step=1)
+
+
+def test_tpe_runs_num_samples_trials_and_is_reproducible(tmp_path):
+    url_a, url_b = (f"sqlite:///{tmp_path / n}" for n in ("a.db", "b.db"))
+    driver, result = _drive(url_a)
+    assert result.finished and len(result.asked) == 12 and result.rebuilt == 0
+    store = open_store(url_a)
+    trials = store.list_trials(driver.experiment_id)
+    assert len({t.id for t in trials}) == len(set(result.asked))
+    assert {t.state for t in trials} == {TrialState.COMPLETE}
+    assert [t.state for t in driver.study.trials] == [OptunaState.COMPLETE] * 12
+    assert store.get_experiment(driver.experiment_id).n_trials == 12
+    _, again = _drive(url_b)
+    assert again.asked == result.asked
+
+
+def test_a_restarted_driver_goes_on_from_the_stored_trials(tmp_path):
+    url, fresh = f"sqlite:///{tmp_path / 'r.db'}", f"sqlite:///{tmp_path / 'f.db'}"
+    _, first = _drive(url, limit=5)
+    assert len(first.asked) == 5 and not first.finished
+    driver, second = _drive(url)  # a new driver: a new in-memory study
+    assert second.rebuilt == 5 and second.finished
+    assert len(driver.study.trials) == 12
+    _, uninterrupted = _drive(fresh)
+    assert first.asked + second.asked == uninterrupted.asked
+
+
+def test_tpe_with_asha_pruning_tells_optuna_pruned(tmp_path):
+    raw = {**RAW, "search": {**RAW["search"], "pruner": "asha", "eta": 2, "min_epochs": 1}}
+    url = f"sqlite:///{tmp_path / 'p.db'}"
+    driver, result = _drive(url, raw)
+    assert result.finished
+    store = open_store(url)
+    pruned = store.counts_by_state(driver.experiment_id)["PRUNED"]
+    assert pruned > 0
+    told = [t for t in driver.study.trials if t.state is OptunaState.PRUNED]
+    assert len(told) == pruned and all(t.intermediate_values for t in told)
+
+
+def test_method_must_be_model_based(tmp_path):
+    store = open_store(f"sqlite:///{tmp_path / 'x.db'}")
+    with pytest.raises(ValueError, match="tpe or cmaes"):
+        SearchDriver(parse_spec({**RAW, "search": {"method": "random"}}), store, None)
+
+
+def test_cmaes_runs_num_samples_trials(tmp_path):
+    raw = {**RAW, "model": {"width": 8}, "search": {**RAW["search"], "method": "cmaes",
+                                                   "num_samples": 4}}
+    driver, result = _drive(f"sqlite:///{tmp_path / 'c.db'}", raw)
+    assert result.finished and len(set(result.asked)) == 4
+    assert [t.state for t in driver.study.trials] == [OptunaState.COMPLETE] * 4
