@@ -37,7 +37,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from dnnframe.executors import THREAD_ENV, LocalExecutor  # noqa: E402
+from dnnframe.executors import LocalExecutor, pinned_threads  # noqa: E402
 from dnnframe.search.driver import SearchDriver  # noqa: E402
 from dnnframe.spec import TrialConfig, parse_spec  # noqa: E402
 from dnnframe.store import TrialState, open_store  # noqa: E402
@@ -151,22 +151,14 @@ def run_optuna(s: dict, eta: int, workers: int, root: Path) -> dict:
     optuna.create_study(study_name="bench", direction="maximize", storage=storage)
     share = [s["samples"] // workers + (i < s["samples"] % workers) for i in range(workers)]
     ctx = multiprocessing.get_context("spawn")
-    saved = {k: os.environ.get(k) for k in THREAD_ENV}
-    os.environ.update(THREAD_ENV)  # the one-thread pinning dnnframe's workers get
     t0 = time.time()
-    try:
-        procs = [ctx.Process(target=_optuna_process, args=(journal, "bench", s, eta, n))
-                 for n in share]
+    procs = [ctx.Process(target=_optuna_process, args=(journal, "bench", s, eta, n))
+             for n in share]
+    with pinned_threads():  # the one-thread pinning dnnframe's workers get
         for p in procs:
             p.start()
-        for p in procs:
-            p.join()
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+    for p in procs:
+        p.join()
     wall = time.time() - t0
     trials = optuna.load_study(study_name="bench", storage=storage).trials
     done = [(t.user_attrs["finished_at"] - t0, t.value) for t in trials

@@ -34,7 +34,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from dnnframe.executors import THREAD_ENV, LocalExecutor  # noqa: E402
+from dnnframe.executors import LocalExecutor, pinned_threads  # noqa: E402
 from dnnframe.spec import TrialConfig, expand, parse_spec  # noqa: E402
 from dnnframe.store import open_store  # noqa: E402
 from dnnframe.submit import submit_experiment  # noqa: E402
@@ -115,16 +115,11 @@ def run_optuna(spec_doc: dict, workers: int, root: Path) -> dict | None:
                         storage=JournalStorage(JournalFileBackend(journal)))
     ctx = multiprocessing.get_context("spawn")
     t0 = time.perf_counter()
-    saved = {k: os.environ.get(k) for k in THREAD_ENV}
-    os.environ.update(THREAD_ENV)  # the same one-thread pinning dnnframe's workers get
-    try:
-        procs = [ctx.Process(target=_optuna_process, args=(journal, study_name, spec_doc))
-                 for _ in range(workers)]
+    procs = [ctx.Process(target=_optuna_process, args=(journal, study_name, spec_doc))
+             for _ in range(workers)]
+    with pinned_threads():  # the same one-thread pinning dnnframe's workers get
         for p in procs:
             p.start()
-    finally:
-        for k, v in saved.items():
-            os.environ.pop(k, None) if v is None else os.environ.__setitem__(k, v)
     for p in procs:
         p.join()
     wall = time.perf_counter() - t0
@@ -157,16 +152,11 @@ def parallel_ceiling(spec_doc: dict, workers: int, pure: float) -> float:
     no driver) each train a share of the sweep at the same moment; pure ÷ slowest share."""
     ctx = multiprocessing.get_context("spawn")
     barrier, out = ctx.Barrier(workers), ctx.Queue()
-    saved = {k: os.environ.get(k) for k in THREAD_ENV}
-    os.environ.update(THREAD_ENV)
-    try:
-        procs = [ctx.Process(target=_ceiling_process, args=(spec_doc, i, workers, barrier, out))
-                 for i in range(workers)]
+    procs = [ctx.Process(target=_ceiling_process, args=(spec_doc, i, workers, barrier, out))
+             for i in range(workers)]
+    with pinned_threads():
         for p in procs:
             p.start()
-    finally:
-        for k, v in saved.items():
-            os.environ.pop(k, None) if v is None else os.environ.__setitem__(k, v)
     times = [out.get() for _ in procs]
     for p in procs:
         p.join()

@@ -9,10 +9,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from .. import settings
+from ..engine import graph_key
 from ..store import default_store_url
-from .base import THREAD_ENV, Executor
+from .base import THREAD_ENV, Executor, pinned_threads
 from .local import LocalExecutor, LocalStats
-from .packing import graph_key
 
 if TYPE_CHECKING:
     from .celery import CeleryExecutor
@@ -40,4 +40,4 @@ def make_executor(store_url: str | None = None, broker_url: str | None = None,
 
 
 __all__ = ["CeleryExecutor", "Executor", "LocalExecutor", "LocalStats", "THREAD_ENV",
-           "graph_key", "make_executor"]
+           "graph_key", "make_executor", "pinned_threads"]

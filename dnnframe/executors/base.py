@@ -7,7 +7,10 @@ An executor only moves trial ids. Each worker opens the store itself and calls
 from __future__ import annotations
 
 import abc
-from collections.abc import Sequence
+import contextlib
+import os
+import threading
+from collections.abc import Iterator, Sequence
 
 # A worker process trains on one core: pin every math library to one thread so N workers
 # use N cores instead of N x cores threads fighting over them. Libraries read these when
@@ -19,6 +22,25 @@ THREAD_ENV = {
     "VECLIB_MAXIMUM_THREADS": "1",
     "NUMEXPR_NUM_THREADS": "1",
 }
+_ENV_LOCK = threading.Lock()
+
+
+@contextlib.contextmanager
+def pinned_threads() -> Iterator[None]:
+    """Within the block this process's environment has :data:`THREAD_ENV`, so processes
+    started in it pin their math libraries to one thread from their first line; the
+    previous values come back after. Serialised: the environment is process-wide."""
+    with _ENV_LOCK:
+        saved = {k: os.environ.get(k) for k in THREAD_ENV}
+        os.environ.update(THREAD_ENV)
+        try:
+            yield
+        finally:
+            for k, v in saved.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
 
 
 class Executor(abc.ABC):

@@ -7,7 +7,6 @@ import collections
 import logging
 import multiprocessing
 import multiprocessing.connection
-import os
 import threading
 import time
 from collections.abc import Sequence
@@ -18,7 +17,7 @@ from ..exceptions import DnnframeError
 from ..runner import TrainFn, default_worker_name
 from ..store import TrialState, default_store_url, open_store
 from ..store.base import ResultStore
-from .base import THREAD_ENV, Executor
+from .base import Executor, pinned_threads
 from .local_worker import death_reason, worker_main
 
 log = logging.getLogger(__name__)
@@ -54,7 +53,6 @@ class _Pack:
     graph_key: str | None = None
 
 
-_ENV_LOCK = threading.Lock()
 
 
 class LocalExecutor(Executor):
@@ -235,17 +233,8 @@ class LocalExecutor(Executor):
                                  daemon=True)
         # Spawned children copy os.environ when they start: pin their math libraries from
         # the first instruction (the parent's own environment is restored right after).
-        with _ENV_LOCK:
-            saved = {k: os.environ.get(k) for k in THREAD_ENV}
-            os.environ.update(THREAD_ENV)
-            try:
-                proc.start()
-            finally:
-                for k, v in saved.items():
-                    if v is None:
-                        os.environ.pop(k, None)
-                    else:
-                        os.environ[k] = v
+        with pinned_threads():
+            proc.start()
         child.close()
         return _Worker(proc, parent)
 
