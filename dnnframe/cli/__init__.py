@@ -1,0 +1,40 @@
+"""The ``dnnframe`` command line: validate, run, status, ls, export, report, serve, worker.
+
+Every command reads its store URL from ``--store`` or ``$DNNFRAME_STORE_URL`` (default
+``sqlite:///dnnframe.db``). Errors a user can fix (a bad spec, an unreachable store, an
+unknown experiment) are printed as one clear message — never a traceback — and give a
+non-zero exit code: 2 for an invalid spec or usage, 1 for everything else.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from ..exceptions import DnnframeError, SpecError, StoreError
+from . import results, run, services  # noqa: F401 - each module registers its commands
+from .common import EXIT_SPEC_ERROR, _one_line, _print_spec_error, cli
+
+__all__ = ["cli", "main"]
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Console-script entry point: run the CLI, turning dnnframe errors into clean exits."""
+    try:
+        cli.main(args=argv, prog_name="dnnframe", standalone_mode=True)
+    except SpecError as exc:
+        _print_spec_error(exc)
+        sys.exit(EXIT_SPEC_ERROR)
+    except StoreError as exc:
+        click.echo(f"error: {_one_line(exc)}", err=True)
+        sys.exit(1)
+    except DnnframeError as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(1)
+    except OSError as exc:
+        # An output file that cannot be written (missing directory, no permission, disk
+        # full) is the user's to fix: one line naming the path, not a traceback.
+        where = f"{exc.filename}: " if exc.filename else ""
+        click.echo(f"error: {where}{exc.strerror or exc}", err=True)
+        sys.exit(1)

@@ -1,0 +1,5 @@
+"""``python -m dnnframe.cli``."""
+
+from . import main
+
+main()

@@ -1,0 +1,275 @@
+"""``dnnframe run``: submit a sweep, follow it live, summarise it, say how to resume."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import click
+
+from .. import settings
+from ..exceptions import DnnframeError
+from ..executors.base import Executor
+from .common import (
+    _command_line,
+    _objective,
+    _open_store,
+    _print_summary,
+    _shown_url,
+    _summary,
+    cli,
+    store_option,
+)
+
+
+@cli.command()
+@click.argument("spec_path", metavar="SPEC", type=click.Path(dir_okay=False, path_type=Path))
+@store_option
+@click.option("--workers", "-w", type=click.IntRange(min=1), envvar="DNNFRAME_WORKERS",
+              show_envvar=True, default=None, help="Worker processes (default: one per core).")
+@click.option("--broker", "broker_url", envvar="DNNFRAME_BROKER_URL", show_envvar=True,
+              default=None, metavar="URL",
+              help="Send trials to Celery workers over this broker (amqp://...) instead of "
+                   "local processes.")
+@click.option("--distributed", is_flag=True,
+              help="Require a broker (--broker or $DNNFRAME_BROKER_URL); fail if none is set.")
+@click.option("--local", "force_local", is_flag=True,
+              help="Train on local processes even when $DNNFRAME_BROKER_URL is set.")
+@click.option("--queue", default="default", show_default=True,
+              help="Celery queue the trials go to (e.g. gpu for workers started with -Q gpu).")
+@click.option("--retry-failed", is_flag=True, help="Also re-run trials a previous run left FAILED.")
+@click.option("--pack-size", type=click.IntRange(min=1), default=None,
+              help="Most trials per pack (trials sharing one compiled graph, trained as one "
+                   "unit of work); 1 sends each trial alone. Default: the spec's "
+                   "search.pack_size, else $DNNFRAME_PACK_SIZE, else automatic.")
+@click.option("--quiet", "-q", is_flag=True, help="No progress bar or summary.")
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON summary on stdout.")
+@click.pass_context
+def run(ctx: click.Context, spec_path: Path, store_url: str | None, workers: int | None,
+        broker_url: str | None, distributed: bool, force_local: bool, queue: str,
+        retry_failed: bool, pack_size: int | None, quiet: bool, as_json: bool) -> None:
+    """Run every trial of a spec and show progress; rerunning resumes where it stopped.
+
+    Trials already COMPLETE in the store are not trained again. Ctrl-C stops cleanly:
+    queued trials are cancelled, running ones stop after their epoch; press it again to
+    stop at once. On a terminal progress is a live bar; otherwise a plain line each time
+    another tenth of the trials finished.
+    """
+    import time
+
+    from rich.console import Console
+
+    from ..spec import load_spec
+    from ..store import default_store_url
+
+    console = Console(stderr=True, quiet=quiet)
+    spec = load_spec(spec_path)  # SpecError → exit 2 naming the file and key
+    store_url = store_url or default_store_url()
+    store = _open_store(store_url)
+    broker_url = _broker_for_run(broker_url, distributed, force_local)
+    started = time.perf_counter()
+    executor = _run_executor(store, store_url, broker_url, workers, queue)
+    interrupted, trained = _submit_and_follow(console, store, executor, spec, store_url,
+                                              retry_failed, pack_size, quiet)
+    exp = _stored_experiment(store, spec.experiment_id, interrupted)
+    summary = _summary(store, exp, store_url, wall=time.perf_counter() - started,
+                       interrupted=interrupted, trained=trained)
+    store.close()
+    resume = _command_line(ctx, [str(spec_path)], skip=("quiet", "as_json"))
+    _report_run(console, summary, resume, interrupted, quiet, as_json)
+
+
+def _broker_for_run(broker_url: str | None, distributed: bool, force_local: bool) -> str | None:
+    """The broker ``dnnframe run`` uses (None: the local process pool), from its flags."""
+    if distributed and force_local:
+        raise click.UsageError("--distributed and --local contradict each other")
+    if force_local:
+        return None
+    if distributed and not broker_url:
+        raise click.UsageError("--distributed needs --broker URL or $DNNFRAME_BROKER_URL")
+    return broker_url
+
+
+def _run_executor(store, store_url: str, broker_url: str | None,  # noqa: ANN001
+                  workers: int | None, queue: str) -> _StartOnSubmit:
+    """The executor of ``dnnframe run``: Celery over ``broker_url``, else a local pool; made
+    only when there is something to train."""
+    from ..executors import LocalExecutor, make_executor
+
+    if broker_url:
+        return _StartOnSubmit(
+            store, lambda: make_executor(store_url, broker_url=broker_url, queue=queue),
+            settings.get().worker_count, _shown_url(broker_url), remote=True)
+    n = workers if workers is not None else settings.get().worker_count
+    return _StartOnSubmit(store, lambda: LocalExecutor(store_url, workers=n), n,
+                          f"{n} local workers", remote=False)
+
+
+class _StartOnSubmit(Executor):
+    """An executor made on the first ``submit``: a run with nothing left to train starts
+    no worker process and opens no broker connection."""
+
+    def __init__(self, store, factory: Callable[[], Executor], parallelism: int,  # noqa: ANN001
+                 where: str, remote: bool) -> None:
+        self._store = store
+        self._factory = factory
+        self._parallelism = parallelism
+        self.where = where  # "4 local workers" or the broker URL, for messages
+        self.remote = remote  # trials run on workers elsewhere (Celery)
+        self.started: Executor | None = None
+
+    @property
+    def parallelism(self) -> int:
+        """The parallelism the executor will have, known before it exists."""
+        return self._parallelism
+
+    def submit(self, packs: Sequence[list[str]], graph_keys: Sequence[str] | None = None) -> None:
+        """Make the executor (once) and hand it the packs."""
+        if self.started is None:
+            self.started = self._factory()
+        self.started.submit(packs, graph_keys)
+
+    def cancel(self, experiment_id: str) -> int:
+        """Cancel in the store (and in the executor, once there is one)."""
+        if self.started is None:
+            return self._store.cancel_experiment(experiment_id)
+        return self.started.cancel(experiment_id)
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Wait for the executor; nothing to wait for before it exists."""
+        return True if self.started is None else self.started.wait(timeout)
+
+    def shutdown(self, wait: bool = True) -> None:
+        """Shut the executor down if it was made."""
+        if self.started is not None:
+            self.started.shutdown(wait)
+
+
+def _submit_and_follow(console, store, executor: _StartOnSubmit, spec,  # noqa: ANN001
+                       store_url: str, retry_failed: bool, pack_size: int | None,
+                       quiet: bool) -> tuple[bool, int]:
+    """Submit the spec, show progress until it is done or interrupted, shut the executor
+    down. Returns (interrupted, number of trials handed to the executor)."""
+    from ..search.driver import SearchDriver, is_driven
+    from ..submit import submit_experiment
+
+    interrupted = False
+    trained = 0
+    try:
+        if is_driven(spec):  # tpe/cmaes: a sampler proposes trials as results arrive
+            console.print(f"searching with {spec.search.method}: {spec.search.num_samples} trials")
+            driven = SearchDriver(spec, store, executor, pack_size=pack_size).run()
+            return driven.cancelled, len(driven.asked)
+        result = submit_experiment(spec, store, executor, retry_failed=retry_failed,
+                                   pack_size=pack_size)
+        trained = len(result.submitted_trial_ids)
+        if not quiet:
+            _announce_run(console, store, executor, result, store_url)
+        if trained:
+            interrupted = _follow(console, store, executor, result.experiment, quiet)
+    except KeyboardInterrupt:
+        # Ctrl-C before the progress loop took over (while storing the trials)
+        interrupted = True
+        try:
+            executor.cancel(spec.experiment_id)
+        except DnnframeError:
+            pass  # the experiment was not stored yet: nothing to cancel
+    finally:
+        executor.shutdown(wait=not interrupted)
+    return interrupted, trained
+
+
+def _announce_run(console, store, executor: _StartOnSubmit, result,  # noqa: ANN001
+                  store_url: str) -> None:
+    exp = result.experiment
+    trained = len(result.submitted_trial_ids)
+    if result.recovered_trial_ids:
+        console.print(f"re-queued {len(result.recovered_trial_ids)} trials whose worker stopped "
+                      "(killed process or no heartbeat)")
+    head = f"{exp.name} ({exp.id}): {len(result.trial_ids)} trials"
+    plan = (f"{trained} to run in {len(result.packs)} packs on {executor.where}" if trained
+            else "none left to run (all finished before)")
+    console.print(f"{head}, {plan}; store {_shown_url(store_url)}",
+                  markup=False, highlight=False, soft_wrap=True)
+    if trained and executor.remote and not store.list_workers(seen_within_s=120):
+        console.print("[yellow]no worker has reported to this store in the last 2 minutes:[/] "
+                      "trials wait in the queue until one starts (dnnframe worker, with the "
+                      "same DNNFRAME_STORE_URL and DNNFRAME_BROKER_URL)")
+
+
+def _stored_experiment(store, experiment_id: str, interrupted: bool):  # noqa: ANN001, ANN202
+    """The experiment as stored; exit 130 when an interrupt came before it was stored."""
+    from ..exceptions import NotFoundError
+
+    try:
+        return store.get_experiment(experiment_id)
+    except NotFoundError:
+        if not interrupted:
+            raise
+        click.echo("interrupted before the experiment was stored; nothing was run", err=True)
+        sys.exit(130)
+
+
+def _report_run(console, summary: dict, resume: str, interrupted: bool,  # noqa: ANN001
+                quiet: bool, as_json: bool) -> None:
+    """Print the summary; exit 130 when interrupted, 1 when a trial FAILED."""
+    if as_json:
+        click.echo(json.dumps(summary, indent=2, default=str))
+    if not quiet:
+        _print_summary(console, summary, f"interrupted — resume with: {resume}"
+                       if interrupted else None)
+    if interrupted:
+        sys.exit(130)
+    if summary["counts"].get("FAILED"):
+        sys.exit(1)
+
+
+def _follow(console, store, executor: Executor, exp, quiet: bool) -> bool:  # noqa: ANN001
+    """Show progress until the experiment's trials are finished. Returns True if interrupted."""
+    from ..progress import RunProgress, describe_best, trials_finished
+
+    metric, mode = _objective(exp)
+    first = store.counts_by_state(exp.id)
+    total = exp.n_trials or sum(first.values())
+    last_finished = trials_finished(first)
+    best_text = ""
+
+    def poll() -> bool:
+        """Show the current counts; True once no trial is queued or running."""
+        nonlocal last_finished, best_text
+        counts = store.counts_by_state(exp.id)
+        finished = trials_finished(counts)
+        if finished != last_finished or not best_text:
+            best = store.best_trial(exp.id, metric, mode)
+            best_text = describe_best(metric, best.value(metric) if best else None)
+            last_finished = finished
+        progress.update(counts, best_text)
+        return counts.get("QUEUED", 0) + counts.get("RUNNING", 0) == 0
+
+    with RunProgress(console, exp.name, total, first, enabled=not quiet) as progress:
+        try:
+            while True:
+                if executor.wait(timeout=0.5):
+                    poll()
+                    return False
+                poll()
+        except KeyboardInterrupt:
+            pass
+        progress.mark_interrupted()
+        console.print("[yellow]interrupted:[/] no new trials start; running trials stop after "
+                      "their current epoch (Ctrl-C again to stop at once)")
+        try:
+            executor.cancel(exp.id)
+            while True:
+                finished = executor.wait(timeout=0.5)
+                settled = poll()
+                if finished or settled:
+                    break
+        except KeyboardInterrupt:
+            console.print("[yellow]stopping now:[/] running trials are recorded CANCELLED")
+        return True
+
+
+# --------------------------------------------------------------------------- status / ls
