@@ -51,6 +51,85 @@ def broker_url() -> str:
     return BROKER_URL
 
 
+# Debian installs the real scripts here; /usr/sbin/rabbitmq-server is a wrapper that
+# switches to the rabbitmq user (and so could not read a pytest temp folder).
+RABBITMQ_BIN = Path("/usr/lib/rabbitmq/bin")
+
+
+def free_ports(n: int) -> list[int]:
+    """``n`` distinct local TCP ports nothing listens on right now."""
+    sockets = [socket.socket() for _ in range(n)]
+    try:
+        for s in sockets:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in sockets]
+    finally:
+        for s in sockets:
+            s.close()
+
+
+@dataclass
+class RabbitNode:
+    """A throw-away RabbitMQ node of this test only (own name, ports, data directory)."""
+
+    name: str
+    url: str
+    env: dict[str, str]
+    root: Path
+
+    def ctl(self, *args: str, timeout: float = 120) -> str:
+        """Run ``rabbitmqctl -n NODE ARGS`` against this node only; fails on an error."""
+        proc = subprocess.run([str(RABBITMQ_BIN / "rabbitmqctl"), "-n", self.name, *args],
+                              env=self.env, capture_output=True, text=True, timeout=timeout)
+        if proc.returncode != 0:
+            pytest.fail(f"rabbitmqctl {' '.join(args)} on {self.name}: {proc.stderr}")
+        return proc.stdout
+
+    def stop_app(self) -> None:
+        """Stop the broker application (connections drop, the node stays up)."""
+        self.ctl("stop_app")
+
+    def start_app(self) -> None:
+        """Start the broker application again and wait until it takes connections."""
+        self.ctl("start_app")
+        self.ctl("await_startup", "--timeout", "90")
+
+
+@pytest.fixture
+def rabbitmq_node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RabbitNode]:
+    """A dedicated RabbitMQ node on free ports, for tests that stop or restart a broker:
+    the machine's shared broker is never touched. Stopped (and its data removed) after."""
+    server = RABBITMQ_BIN / "rabbitmq-server"
+    if not server.exists():
+        pytest.fail(f"RabbitMQ is not installed ({server} is missing); .ci/run installs the "
+                    "Debian package rabbitmq-server")
+    root = tmp_path_factory.mktemp("rabbitmq-node")
+    amqp, dist = free_ports(2)
+    (root / "rabbitmq.conf").write_text(f"listeners.tcp.default = {amqp}\n"
+                                        "loopback_users.guest = true\n")
+    (root / "enabled_plugins").write_text("[].\n")  # no management plugin: boots faster
+    (root / "home").mkdir()
+    name = f"dnnframe-test-{uuid.uuid4().hex[:8]}@localhost"
+    env = {**os.environ, "HOME": str(root / "home"), "RABBITMQ_NODENAME": name,
+           "RABBITMQ_CONFIG_FILE": str(root / "rabbitmq.conf"),
+           "RABBITMQ_MNESIA_BASE": str(root / "mnesia"), "RABBITMQ_LOG_BASE": str(root / "log"),
+           "RABBITMQ_ENABLED_PLUGINS_FILE": str(root / "enabled_plugins"),
+           "RABBITMQ_DIST_PORT": str(dist), "RABBITMQ_PID_FILE": str(root / "pid")}
+    subprocess.run([str(server), "-detached"], env=env, check=True, timeout=60)
+    node = RabbitNode(name, f"amqp://guest:guest@127.0.0.1:{amqp}//", env, root)
+    try:
+        waited = subprocess.run([str(RABBITMQ_BIN / "rabbitmqctl"), "-n", name, "wait",
+                                 str(root / "pid"), "--timeout", "90"], env=env,
+                                capture_output=True, text=True, timeout=120)
+        if waited.returncode != 0:
+            logs = "".join(p.read_text()[-3000:] for p in (root / "log").glob("*.log"))
+            pytest.fail(f"the test's RabbitMQ node did not boot:\n{waited.stderr}\n{logs}")
+        yield node
+    finally:
+        subprocess.run([str(RABBITMQ_BIN / "rabbitmqctl"), "-n", name, "stop",
+                        str(root / "pid")], env=env, capture_output=True, timeout=60)
+
+
 @pytest.fixture
 def queue_name(broker_url: str) -> Iterator[str]:
     """A queue of this test only; deleted afterwards."""
