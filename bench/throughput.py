@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures as cf
+import contextlib
 import json
 import os
 import platform
@@ -50,6 +51,7 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -248,6 +250,29 @@ def _stop(proc: subprocess.Popen) -> None:
             continue
 
 
+@contextlib.contextmanager
+def _celery_worker(store_url: str, concurrency: int, log: Path, noop: bool) -> Iterator[str]:
+    """A ready ``celery -A tasks worker`` on a queue of its own; yields the queue's name.
+    Start-up is a one-off, so this waits until the worker consumes; the worker is stopped
+    and its queue deleted after."""
+    queue = f"bench-{uuid.uuid4().hex[:8]}"
+    proc = _start_celery(store_url, queue, concurrency, log, noop)
+    try:
+        deadline = time.monotonic() + 90
+        while b" ready." not in log.read_bytes():
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise SystemExit(f"celery worker did not start:\n{log.read_text()[-3000:]}")
+            time.sleep(0.2)
+        yield queue
+    finally:
+        _stop(proc)
+        try:
+            with Connection(BROKER_URL, connect_timeout=3) as conn:
+                conn.default_channel.queue_delete(queue)
+        except Exception:
+            pass
+
+
 def bench_celery(results: list[dict[str, Any]], tmp: Path, n_noop: int, n_train: int, n_medium: int) -> None:
     from dnnframe.executors import CeleryExecutor
     from dnnframe.store import open_store
@@ -264,18 +289,10 @@ def bench_celery(results: list[dict[str, Any]], tmp: Path, n_noop: int, n_train:
                                     ("tiny real training", n_train, False, tiny_spec),
                                     ("compute-bound training", n_medium, False, medium_spec)):
             url = f"sqlite:///{tmp / f'celery-{concurrency}-{kind[:4]}.db'}"
-            queue = f"bench-{uuid.uuid4().hex[:8]}"
             store = open_store(url)
             spec = parse_spec(make(n, f"celery-{concurrency}-{kind}"))
             log = tmp / f"celery-{concurrency}-{kind[:4]}.log"
-            proc = _start_celery(url, queue, concurrency, log, noop)
-            try:
-                # worker start-up is a one-off: wait until it consumes, then time the sweep
-                deadline = time.monotonic() + 90
-                while b" ready." not in log.read_bytes():
-                    if proc.poll() is not None or time.monotonic() > deadline:
-                        raise SystemExit(f"celery worker did not start:\n{log.read_text()[-3000:]}")
-                    time.sleep(0.2)
+            with _celery_worker(url, concurrency, log, noop) as queue:
                 ex = CeleryExecutor(BROKER_URL, url, queue=queue)
                 _warm_up(store, ex, concurrency, f"celery-{concurrency}-{kind}", make)
                 ex = CeleryExecutor(BROKER_URL, url, queue=queue)  # wait() covers only the timed trials
@@ -285,13 +302,6 @@ def bench_celery(results: list[dict[str, Any]], tmp: Path, n_noop: int, n_train:
                     raise SystemExit(f"celery run did not finish in 600 s:\n{log.read_text()[-3000:]}")
                 s = time.perf_counter() - t
                 ex.shutdown(wait=False)
-            finally:
-                _stop(proc)
-                try:
-                    with Connection(BROKER_URL, connect_timeout=3) as conn:
-                        conn.default_channel.queue_delete(queue)
-                except Exception:
-                    pass
             finished, steady, cold = _finished_rate(store, res.experiment.id)
             assert finished == n, f"{finished} of {n} trials finished"
             record(results, "celery", f"submit + run to COMPLETE, {kind}",
@@ -397,16 +407,9 @@ def bench_packs(results: list[dict[str, Any]], tmp: Path, n: int, n_unpacked: in
     if not celery:
         return
     url = f"sqlite:///{tmp / 'packs-celery.db'}"
-    queue = f"bench-{uuid.uuid4().hex[:8]}"
     store = open_store(url)
     log = tmp / "packs-celery.log"
-    proc = _start_celery(url, queue, 2, log, noop=False)
-    try:
-        deadline = time.monotonic() + 90
-        while b" ready." not in log.read_bytes():
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise SystemExit(f"celery worker did not start:\n{log.read_text()[-3000:]}")
-            time.sleep(0.2)
+    with _celery_worker(url, 2, log, noop=False) as queue:
         ex = CeleryExecutor(BROKER_URL, url, queue=queue)
         submit_experiment(parse_spec(paper_spec(80, "packs-celery-warm")), store, ex)
         ex.wait(timeout=600)
@@ -418,13 +421,6 @@ def bench_packs(results: list[dict[str, Any]], tmp: Path, n: int, n_unpacked: in
             raise SystemExit(f"celery run did not finish:\n{log.read_text()[-3000:]}")
         s = time.perf_counter() - t
         ex.shutdown(wait=False)
-    finally:
-        _stop(proc)
-        try:
-            with Connection(BROKER_URL, connect_timeout=3) as conn:
-                conn.default_channel.queue_delete(queue)
-        except Exception:
-            pass
     done = _curves_complete(store, res.experiment.id)
     assert done == len(res.trial_ids), f"{done} of {len(res.trial_ids)} complete with curves"
     record(results, "packs", "paper workload submitted + trained + stored, packed",
