@@ -64,44 +64,33 @@ class _ProcessState:
             self.train_fn_loaded = True
         return self.train_fn
 
-    def start_heartbeats(self) -> None:
+    def start_state_writer(self) -> None:
         if self.thread is None or not self.thread.is_alive():
-            self.thread = threading.Thread(target=self._beat, name="dnnframe-heartbeat",
+            self.thread = threading.Thread(target=self._beat, name="dnnframe-worker-state",
                                            daemon=True)
             self.thread.start()
 
     def _beat(self) -> None:
-        # One thread per process does every background write: the trial's heartbeat every
-        # interval, and worker state when it changed, at most every STATE_WRITE_S, so a
-        # burst of short trials costs a few writes a second, not two per trial.
-        interval = max(0.2, settings.get().heartbeat_timeout / 5)
-        next_beat = time.monotonic() + interval
+        # Writes this process's worker state when it changed, at most every STATE_WRITE_S,
+        # so a burst of short packs costs a few writes a second. Trial heartbeats come from
+        # the runner's own heartbeat thread (dnnframe.heartbeat), batched per pack.
         last_state = 0.0
         while True:
-            now = time.monotonic()
-            timeout = next_beat - now
-            if self.dirty:
-                timeout = min(timeout, last_state + STATE_WRITE_S - now)
-            self.wake.wait(max(0.0, timeout))
+            self.wake.wait(max(0.0, last_state + STATE_WRITE_S - time.monotonic())
+                           if self.dirty else None)
             self.wake.clear()
             now = time.monotonic()
             with self.lock:
-                current = self.current
                 state = self.state if self.dirty and now >= last_state + STATE_WRITE_S else None
                 if state is not None:
                     self.dirty = False
+            if state is None:
+                continue
+            last_state = now
             try:
-                if state is not None:
-                    last_state = now
-                    self.open_store().register_worker(**state)
-                if now >= next_beat:
-                    next_beat = now + interval
-                    if current is not None:
-                        pack, worker = current
-                        for trial_id in pack:  # refused (False) for members not running
-                            self.open_store().heartbeat(trial_id, worker)
-            except Exception:  # a store hiccup must not kill the thread; the next pass retries
-                log.warning("heartbeat / worker state write failed", exc_info=True)
+                self.open_store().register_worker(**state)
+            except Exception:  # a store hiccup must not kill the thread; the next change retries
+                log.warning("worker state write failed", exc_info=True)
 
     def set_state(self, node: str, queue: str | None,
                   current: tuple[tuple[str, ...], str] | None) -> None:
@@ -156,7 +145,7 @@ def _run_pack(task: Task, trial_ids: list[str]) -> dict[str, str | None]:
     # a single-trial hook trains the members in turn; None means the packed engine
     pack_train = one_by_one(train_fn) if train_fn is not None else None
     max_attempts = settings.get().max_attempts
-    proc.start_heartbeats()
+    proc.start_state_writer()
     proc.set_state(node, queue, (tuple(trial_ids), worker))
     states: dict[str, TrialState | None] = {}
     try:
