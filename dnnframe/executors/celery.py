@@ -207,7 +207,8 @@ class CeleryExecutor(Executor):
                 with self._lock:
                     if self._channel is None:  # one connection, kept open between submits
                         self._conn = self.app.connection_for_write()
-                        self._conn.ensure_connection(max_retries=1)
+                        self._conn.ensure_connection(max_retries=1, interval_start=0.1,
+                                                     interval_step=0.1)
                         self._channel = self._conn.channel()
                         self._channel.tx_select()
                     producer = Producer(self._channel)

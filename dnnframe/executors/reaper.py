@@ -30,6 +30,7 @@ import os
 import signal
 import socket
 import time
+from collections.abc import Callable
 
 from celery import Celery
 
@@ -47,6 +48,31 @@ _process: multiprocessing.process.BaseProcess | None = None  # this worker's rea
 _OWN_NODE_CHECK_S = 1.0
 
 
+class _StallGuard:
+    """Judge other workers' heartbeats only after the store answered this reaper promptly
+    for a whole timeout: when the store stalls (a long lock) or this process does (SIGSTOP),
+    heartbeats could not be written either, and every live trial would look stale."""
+
+    def __init__(self, timeout_s: float, expected_gap_s: float) -> None:
+        self.timeout_s, self.expected_gap_s = timeout_s, expected_gap_s
+        self.last_ok: float | None = None
+        self.quiet_until = 0.0
+
+    def contact(self, started: float, ended: float) -> None:
+        """Record a successful store write that ran from ``started`` to ``ended``."""
+        slack = self.timeout_s / 4
+        if self.last_ok is not None and (ended - self.last_ok > self.expected_gap_s + slack
+                                         or ended - started > slack):
+            self.quiet_until = ended + self.timeout_s
+            log.warning("reaper: no prompt store contact for %.1fs; not judging heartbeats "
+                        "for %.0fs (they could not be written either)", ended - self.last_ok,
+                        self.timeout_s)
+        self.last_ok = ended
+
+    def may_judge(self, now: float) -> bool:
+        return now >= self.quiet_until
+
+
 def _send_back(store: ResultStore, celery_app: Celery, trial_ids: list[str],
                owners: dict[str, str | None], default_queue: str) -> list[tuple[str, str]]:
     """Publish trials put back to QUEUED to the retry queue of the queue their owner
@@ -61,15 +87,24 @@ def _send_back(store: ResultStore, celery_app: Celery, trial_ids: list[str],
 
 
 def reap_once(store: ResultStore, celery_app: Celery, timeout_s: float,
-              default_queue: str = "default") -> list[tuple[str, str]]:
+              default_queue: str = "default", guard: _StallGuard | None = None,
+              probe: Callable[[], object] | None = None) -> list[tuple[str, str]]:
     """Requeue RUNNING trials silent for ``timeout_s`` seconds and publish them again, as
     packs of trials that share a graph, to the retry queue of the queue their owner consumed.
 
+    With a ``guard``, ``probe`` (a store write) runs and is timed right before the verdict,
+    and nothing is judged while the guard says the store (or this process) just stalled.
     Returns ``(trial_id, queue)`` for each trial requeued; a trial whose owner's queue is
     unknown goes to ``default_queue``'s retry queue.
     """
     # Who owned each running trial (requeue_stale clears the owner), to route it back.
     owners = {t.id: t.worker for t in store.list_trials(state=TrialState.RUNNING)}
+    if guard is not None and probe is not None:
+        started = time.monotonic()
+        probe()
+        guard.contact(started, time.monotonic())
+        if not guard.may_judge(time.monotonic()):
+            return []
     requeued = store.requeue_stale(timeout_s)
     if not requeued:
         return []
@@ -98,31 +133,6 @@ def release_own_dead(store: ResultStore, celery_app: Celery, node: str,
     return sent
 
 
-class _StallGuard:
-    """Judge other workers' heartbeats only after the store answered this reaper promptly
-    for a whole timeout: when the store stalls (a long lock) or this process does (SIGSTOP),
-    heartbeats could not be written either, and every live trial would look stale."""
-
-    def __init__(self, timeout_s: float, expected_gap_s: float) -> None:
-        self.timeout_s, self.expected_gap_s = timeout_s, expected_gap_s
-        self.last_ok: float | None = None
-        self.quiet_until = 0.0
-
-    def contact(self, started: float, ended: float) -> None:
-        """Record a successful store write that ran from ``started`` to ``ended``."""
-        slack = self.timeout_s / 4
-        if self.last_ok is not None and (ended - self.last_ok > self.expected_gap_s + slack
-                                         or ended - started > slack):
-            self.quiet_until = ended + self.timeout_s
-            log.warning("reaper: no prompt store contact for %.1fs; not judging heartbeats "
-                        "for %.0fs (they could not be written either)", ended - self.last_ok,
-                        self.timeout_s)
-        self.last_ok = ended
-
-    def may_judge(self, now: float) -> bool:
-        return now >= self.quiet_until
-
-
 def _loop(celery_app: Celery, hostname: str, queues: list[str], parent_pid: int) -> None:
     timeout = settings.get().heartbeat_timeout
     interval = max(0.25, min(timeout / 4, 30.0))
@@ -141,15 +151,16 @@ def _loop(celery_app: Celery, hostname: str, queues: list[str], parent_pid: int)
             release_own_dead(store, celery_app, hostname, default_queue)
             if time.monotonic() < next_judge:
                 continue
-            started = time.monotonic()
-            # a write, so it waits behind whatever blocks the workers' heartbeat writes
-            store.register_worker(hostname, host=socket.gethostname(), pid=parent_pid,
-                                  info={"role": "node", "queues": queues})
-            guard.contact(started, time.monotonic())
             next_judge = time.monotonic() + interval
             send_held(store, celery_app)
-            if guard.may_judge(time.monotonic()):
-                reap_once(store, celery_app, timeout, default_queue=default_queue)
+
+            def probe(s: ResultStore = store) -> None:
+                # a write, so it waits behind whatever blocks the workers' heartbeat writes;
+                # it runs right before the verdict, so a stall in between is all but excluded
+                s.register_worker(hostname, host=socket.gethostname(), pid=parent_pid,
+                                  info={"role": "node", "queues": queues})
+
+            reap_once(store, celery_app, timeout, default_queue, guard, probe)
         except Exception:  # keep reaping through store or broker hiccups
             log.warning("reaper: pass failed; retrying in %.1fs", interval, exc_info=True)
     if store is not None:
