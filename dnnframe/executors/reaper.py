@@ -35,7 +35,7 @@ from collections.abc import Callable
 from celery import Celery
 
 from .. import settings
-from ..runner import release_if_owner_died
+from ..runner import pid_is_dead, release_if_owner_died
 from ..store import default_store_url, open_store
 from ..store.base import ResultStore, TrialState
 from .celery import create_app
@@ -122,7 +122,9 @@ def release_own_dead(store: ResultStore, celery_app: Celery, node: str,
     claim refuses a RUNNING trial, and only this node can tell that the owner's pid is
     gone. Returns ``(trial_id, queue)`` for each trial released and re-published."""
     owners = {t.id: t.worker for t in store.list_trials(state=TrialState.RUNNING)
-              if (t.worker or "").startswith(f"{node}:")}
+              if (t.worker or "").startswith(f"{node}:")
+              and t.worker.rpartition(":")[2].isdigit()
+              and pid_is_dead(int(t.worker.rpartition(":")[2]))}
     released = [tid for tid in owners if release_if_owner_died(store, tid, node)]
     if not released:
         return []

@@ -189,8 +189,9 @@ def test_store_lock_beyond_heartbeat_timeout_requeues_nothing(
             lock.execute("COMMIT")
             lock.close()
         assert ex.wait(timeout=90), Counter(t.state.value for t in store.list_trials())
+    warnings = [line for w in workers for line in w.log_text().splitlines() if "WARNING" in line]
+    assert [t.attempts for t in store.list_trials(spec.experiment_id)] == [1] * N_TRIALS, warnings
     _assert_each_once(store, spec.experiment_id, done_log)
-    assert [t.attempts for t in store.list_trials(spec.experiment_id)] == [1] * N_TRIALS
     for w in workers:
         assert "reaper: trial" not in w.log_text()
         assert "not judging heartbeats" in w.log_text()
