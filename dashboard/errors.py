@@ -12,7 +12,13 @@ from typing import Any
 from flask import Flask, Response, current_app, jsonify, render_template, request
 from werkzeug.exceptions import HTTPException
 
-from dnnframe.exceptions import DatasetError, NotFoundError, SpecError, StoreError
+from dnnframe.exceptions import (
+    BrokerUnavailableError,
+    DatasetError,
+    NotFoundError,
+    SpecError,
+    StoreError,
+)
 
 
 class APIError(Exception):
@@ -79,6 +85,8 @@ def to_api_error(exc: BaseException) -> APIError:
         return APIError(404, what if what == str(exc) else f"{what} not found")
     if isinstance(exc, StoreError):
         return APIError(503, f"the result store is unavailable: {exc}")
+    if isinstance(exc, BrokerUnavailableError):
+        return APIError(503, str(exc), headers={"Retry-After": "30"})
     if isinstance(exc, HTTPException):
         headers = {}
         if exc.code == 405 and exc.valid_methods:  # type: ignore[attr-defined]

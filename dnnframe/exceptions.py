@@ -74,6 +74,11 @@ class SchemaVersionError(StoreError):
     """The store was written by a newer dnnframe than this one."""
 
 
+class BrokerUnavailableError(DnnframeError):
+    """The message broker cannot be reached. Trials already stored stay QUEUED and held;
+    they are sent once a broker is reachable again (by a worker's reaper or the next submit)."""
+
+
 class NotFoundError(DnnframeError, KeyError):
     """An experiment, trial or dataset id is unknown."""
 

@@ -109,7 +109,7 @@ def _finish_all(store: ResultStore, items: list[tuple[str, TrialState, dict[str,
     return set()  # unreachable; keeps type checkers happy
 
 
-def _pid_is_dead(pid: int) -> bool:
+def pid_is_dead(pid: int) -> bool:
     """True only when no process ``pid`` exists here (a process we may not signal exists)."""
     try:
         os.kill(pid, 0)
@@ -143,7 +143,7 @@ def release_if_owner_died(store: Any, trial_id: str, node: str) -> bool:
         return False
     owner_node, _, owner_pid = trial.worker.rpartition(":")
     if (owner_node != node or not owner_pid.isdigit() or int(owner_pid) == os.getpid()
-            or not _pid_is_dead(int(owner_pid))):
+            or not pid_is_dead(int(owner_pid))):
         log.info("trial %s: redelivered while RUNNING under %s (alive, or not on this node); "
                  "left to its owner or the reaper", trial_id, trial.worker)
         return False

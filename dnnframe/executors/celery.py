@@ -16,6 +16,7 @@ with the reason.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Sequence
@@ -25,22 +26,27 @@ from kombu import Connection, Exchange, Producer, Queue
 from kombu.transport.base import StdChannel
 
 from .. import settings
-from ..exceptions import DnnframeError
+from ..exceptions import BrokerUnavailableError, DnnframeError
 from ..store import default_store_url, open_store
 from ..store.base import ResultStore
 from .base import Executor
+from .dispatch import PACK_TASK, send_held
+
+log = logging.getLogger(__name__)
 
 DEFAULT_BROKER_URL = "amqp://guest:guest@127.0.0.1:5672//"
 DEFAULT_TASK_TIME_LIMIT = settings.Settings.model_fields["task_time_limit"].default
 #: Queues every deployment has: CPU workers consume ``default``, workers started with
 #: ``THEANO_FLAGS=device=cuda`` consume ``gpu``. Any other name is created on first use.
 QUEUES = ("default", "gpu")
-#: The task that trains a pack (its one argument: a list of trial ids).
-PACK_TASK = "tasks.train_pack"
 #: The one-trial task of earlier releases; workers still run messages already queued.
 TRAIN_TASK = "tasks.train_trial"
 # Messages are published in AMQP transactions of this many.
 _PUBLISH_BATCH = 500
+# A submit gives up on an unreachable broker after about this long (a caller, say the
+# dashboard answering a POST, is waiting); its trials are held and sent later.
+_CONNECT_TIMEOUT_S = 2.0
+_PUBLISH_ATTEMPTS = 3
 
 
 def celery_settings(broker: str | None = None) -> dict[str, object]:
@@ -128,7 +134,12 @@ class CeleryExecutor(Executor):
         # Publisher confirms and transactions exclude each other on a channel; submit uses
         # transactions (see submit), so this app's channels must not be in confirm mode.
         self.app.conf.broker_transport_options = {}
+        self.app.conf.broker_connection_timeout = _CONNECT_TIMEOUT_S
         self._submitted: list[str] = []
+        # what wait() still waits for, and the store's change cursor it reads from
+        self._unchecked: list[str] = []
+        self._remaining: set[str] = set()
+        self._cursor: int | None = None
         self._store: ResultStore | None = None
         self._lock = threading.RLock()
         self._conn: Connection | None = None
@@ -161,26 +172,43 @@ class CeleryExecutor(Executor):
         commit returns, the broker has taken them all (one round trip per batch instead of
         one publisher confirm per message). A batch that fails is published again whole;
         a duplicate message is harmless (the store claim runs a trial once). Workers take
-        packs in any order, so ``graph_keys`` is not used.
+        packs in any order, so ``graph_keys`` is not used. Trials held by an earlier
+        outage are sent first.
 
         Raises:
-            DnnframeError: the broker cannot be reached (after retrying for ~30 s); the
-                message names the broker without its password.
+            BrokerUnavailableError: the broker cannot be reached within a few seconds; the
+                message names the broker without its password. The trials not sent are
+                held in the store and sent once a broker answers (see
+                :mod:`dnnframe.executors.dispatch`).
         """
         packs = [list(p) for p in packs if p]
+        store = self._open_store()
+        with self._lock:
+            if self._cursor is None:  # wait() reads only what changed after this
+                self._cursor = store.latest_seq()
         for start in range(0, len(packs), _PUBLISH_BATCH):
-            self._publish_batch(packs[start:start + _PUBLISH_BATCH])
+            try:
+                self._publish_batch(packs[start:start + _PUBLISH_BATCH])
+            except BrokerUnavailableError:
+                store.hold_dispatch([(t, self.queue) for p in packs[start:] for t in p])
+                raise
         with self._lock:
             self._submitted.extend(t for p in packs for t in p)
+            self._unchecked.extend(t for p in packs for t in p)
+        try:
+            send_held(store, self.app)
+        except Exception as exc:  # noqa: BLE001 - they stay held for the next try
+            log.warning("trials held during a broker outage could not be sent yet: %s", exc)
 
     def _publish_batch(self, packs: list[list[str]]) -> None:
         delay, last_exc = 0.2, None
-        for _attempt in range(10):
+        for _attempt in range(_PUBLISH_ATTEMPTS):
             try:
                 with self._lock:
                     if self._channel is None:  # one connection, kept open between submits
                         self._conn = self.app.connection_for_write()
-                        self._conn.ensure_connection(max_retries=1)
+                        self._conn.ensure_connection(max_retries=1, interval_start=0.1,
+                                                     interval_step=0.1)
                         self._channel = self._conn.channel()
                         self._channel.tx_select()
                     producer = Producer(self._channel)
@@ -193,9 +221,12 @@ class CeleryExecutor(Executor):
                 last_exc = exc
                 self._close_connection()
                 time.sleep(delay)
-                delay = min(delay * 2, 5.0)
+                delay *= 2
         safe = self.app.connection_for_write().as_uri()  # password masked
-        raise DnnframeError(f"cannot send trials to the broker {safe}: {last_exc}") from last_exc
+        reason = " ".join(str(last_exc).split()) or type(last_exc).__name__
+        raise BrokerUnavailableError(
+            f"the broker {safe} is unavailable ({reason}); the trials are stored and will be "
+            "sent when it is back") from last_exc
 
     def cancel(self, experiment_id: str) -> int:
         """Cancel in the store: queued trials are refused at claim (their messages become
@@ -203,23 +234,32 @@ class CeleryExecutor(Executor):
         return self._open_store().cancel_experiment(experiment_id)
 
     def wait(self, timeout: float | None = None, poll_s: float = 0.2) -> bool:
-        """Block until every submitted trial is finished in the store; False on ``timeout``."""
+        """Block until every submitted trial is finished in the store; False on ``timeout``.
+
+        Each trial is looked up once; after that a poll reads only the trials that changed
+        since the last one (the store's ``since`` cursor), so a caller that waits in short
+        slices (the CLI's progress loop) pays per change, not per submitted trial.
+        """
         deadline = None if timeout is None else time.monotonic() + timeout
         store = self._open_store()
         with self._lock:
-            remaining = set(self._submitted)
-        # One full look, then only what changed since (the store's seq cursor).
-        cursor = store.latest_seq()
-        remaining = {tid for tid in remaining if not store.get_trial(tid).state.is_finished}
-        while remaining:
-            if deadline is not None and time.monotonic() >= deadline:
-                return False
-            time.sleep(poll_s)
+            unchecked, self._unchecked = self._unchecked, []
+            cursor = self._cursor if self._cursor is not None else store.latest_seq()
+        # Trials finished before the cursor was taken are seen here, the rest by the cursor.
+        self._remaining |= {tid for tid in unchecked if not store.get_trial(tid).state.is_finished}
+        while True:
             changed = store.list_trials(since=cursor)
             if changed:
                 cursor = max(cursor, max(t.seq for t in changed))
-                remaining -= {t.id for t in changed if t.state.is_finished}
-        return True
+                self._remaining -= {t.id for t in changed if t.state.is_finished}
+            with self._lock:
+                self._cursor = cursor
+            if not self._remaining:
+                return True
+            if deadline is not None and time.monotonic() >= deadline:
+                return False
+            time.sleep(poll_s if deadline is None
+                       else max(0.0, min(poll_s, deadline - time.monotonic())))
 
     def shutdown(self, wait: bool = True) -> None:
         """With ``wait``, block until submitted trials finish; then close connections.

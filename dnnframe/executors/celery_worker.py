@@ -213,6 +213,8 @@ def install(celery_app: Celery) -> None:
     signals.worker_process_init.connect(_reset_process_state, dispatch_uid="dnnframe-proc")
     signals.worker_init.connect(_on_worker_init, dispatch_uid="dnnframe-init")
     signals.worker_ready.connect(_on_worker_ready, dispatch_uid="dnnframe-ready")
+    signals.celeryd_after_setup.connect(reaper.consume_retry_queues,
+                                        dispatch_uid="dnnframe-retry-queues")
     signals.worker_shutdown.connect(_on_worker_shutdown, dispatch_uid="dnnframe-shutdown")
 
 

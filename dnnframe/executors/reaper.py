@@ -4,9 +4,16 @@ A RUNNING trial's worker refreshes its heartbeat; when a whole worker or machine
 heartbeat goes stale, and the broker's redelivery of its message is a no-op (the claim
 refuses a RUNNING trial). So the reaper both requeues stale trials in the store
 (``requeue_stale``, atomic: with several workers each trial is requeued by exactly one)
-and publishes them again, as packs, to the queue their dead owner consumed. Duplicated
+and publishes them again, as packs, to the retry queue of the queue their dead owner
+consumed, so they run before the trials still waiting (see :mod:`.dispatch`). Duplicated
 messages are harmless: the claim runs a trial once, and its ``attempts`` counter caps a
 trial that keeps killing its workers.
+
+It also, every second, releases the trials of its own node's pool processes that died (a
+pid is meaningful only on its own node), wherever the broker redelivers their message;
+sends trials held in the store during a broker outage; and stops judging heartbeats for a
+timeout after the store (or the reaper itself) stalled, when heartbeats could not be
+written either.
 
 It runs as a small spawned process beside every Celery worker (no extra service to keep
 alive). Not a thread of the worker's main process: Celery forks pool processes from it at
@@ -23,66 +30,139 @@ import os
 import signal
 import socket
 import time
+from collections.abc import Callable
 
 from celery import Celery
 
 from .. import settings
+from ..runner import pid_is_dead, release_if_owner_died
 from ..store import default_store_url, open_store
 from ..store.base import ResultStore, TrialState
-from .celery import PACK_TASK, create_app
-from .packing import make_packs
+from .celery import create_app
+from .dispatch import RETRY_SUFFIX, repack, retry_queue, send_held, send_or_hold, with_retry_queues
 
 log = logging.getLogger(__name__)
 
 _process: multiprocessing.process.BaseProcess | None = None  # this worker's reaper
+# How often a reaper looks for trials of its own node's dead pool processes (a cheap read).
+_OWN_NODE_CHECK_S = 1.0
+
+
+class _StallGuard:
+    """Judge other workers' heartbeats only after the store answered this reaper promptly
+    for a whole timeout: when the store stalls (a long lock) or this process does (SIGSTOP),
+    heartbeats could not be written either, and every live trial would look stale."""
+
+    def __init__(self, timeout_s: float, expected_gap_s: float) -> None:
+        self.timeout_s, self.expected_gap_s = timeout_s, expected_gap_s
+        self.last_ok: float | None = None
+        self.quiet_until = 0.0
+
+    def contact(self, started: float, ended: float) -> None:
+        """Record a successful store write that ran from ``started`` to ``ended``."""
+        slack = self.timeout_s / 4
+        if self.last_ok is not None and (ended - self.last_ok > self.expected_gap_s + slack
+                                         or ended - started > slack):
+            self.quiet_until = ended + self.timeout_s
+            log.warning("reaper: no prompt store contact for %.1fs; not judging heartbeats "
+                        "for %.0fs (they could not be written either)", ended - self.last_ok,
+                        self.timeout_s)
+        self.last_ok = ended
+
+    def may_judge(self, now: float) -> bool:
+        return now >= self.quiet_until
+
+
+def _send_back(store: ResultStore, celery_app: Celery, trial_ids: list[str],
+               owners: dict[str, str | None], default_queue: str) -> list[tuple[str, str]]:
+    """Publish trials put back to QUEUED to the retry queue of the queue their owner
+    consumed (held in the store if the broker is down); returns ``(trial_id, queue)``."""
+    queues = {w.name: (w.info or {}).get("queue") for w in store.list_workers()}
+    by_queue: dict[str, list[str]] = {}
+    for trial_id in trial_ids:
+        queue = retry_queue(queues.get(owners.get(trial_id) or "") or default_queue)
+        by_queue.setdefault(queue, []).append(trial_id)
+    send_or_hold(store, celery_app, {q: repack(store, ids) for q, ids in by_queue.items()})
+    return [(tid, queue) for queue, ids in by_queue.items() for tid in ids]
 
 
 def reap_once(store: ResultStore, celery_app: Celery, timeout_s: float,
-              default_queue: str = "default") -> list[tuple[str, str]]:
+              default_queue: str = "default", guard: _StallGuard | None = None,
+              probe: Callable[[], object] | None = None) -> list[tuple[str, str]]:
     """Requeue RUNNING trials silent for ``timeout_s`` seconds and publish them again, as
-    packs of trials that share a graph, to the queue their owner consumed.
+    packs of trials that share a graph, to the retry queue of the queue their owner consumed.
 
-    Returns ``(trial_id, queue)`` for each trial requeued and re-published; a trial whose
-    owner's queue is unknown goes to ``default_queue``.
+    With a ``guard``, ``probe`` (a store write) runs and is timed right before the verdict,
+    and nothing is judged while the guard says the store (or this process) just stalled.
+    Returns ``(trial_id, queue)`` for each trial requeued; a trial whose owner's queue is
+    unknown goes to ``default_queue``'s retry queue.
     """
     # Who owned each running trial (requeue_stale clears the owner), to route it back.
     owners = {t.id: t.worker for t in store.list_trials(state=TrialState.RUNNING)}
+    if guard is not None and probe is not None:
+        started = time.monotonic()
+        probe()
+        guard.contact(started, time.monotonic())
+        if not guard.may_judge(time.monotonic()):
+            return []
     requeued = store.requeue_stale(timeout_s)
     if not requeued:
         return []
-    queues = {w.name: (w.info or {}).get("queue") for w in store.list_workers()}
-    by_queue: dict[str, list[str]] = {}
-    for trial_id in requeued:
-        queue = queues.get(owners.get(trial_id) or "") or default_queue
-        by_queue.setdefault(queue, []).append(trial_id)
+    sent = _send_back(store, celery_app, requeued, owners, default_queue)
+    for trial_id, queue in sent:
         log.warning("reaper: trial %s had no heartbeat for %.0fs (worker %s vanished); "
                     "requeued to %r", trial_id, timeout_s, owners.get(trial_id), queue)
-    current = settings.get()
-    with celery_app.producer_or_acquire() as producer:
-        for queue, ids in by_queue.items():
-            configs = {tid: store.get_trial(tid).config for tid in ids}
-            for pack in make_packs(ids, configs, current.pack_size, current.worker_count):
-                celery_app.send_task(PACK_TASK, args=[pack], queue=queue,
-                                     producer=producer, retry=True,
-                                     retry_policy={"max_retries": None, "interval_start": 0.5,
-                                                   "interval_step": 1, "interval_max": 10})
-    return [(tid, queue) for queue, ids in by_queue.items() for tid in ids]
+    return sent
+
+
+def release_own_dead(store: ResultStore, celery_app: Celery, node: str,
+                     default_queue: str = "default") -> list[tuple[str, str]]:
+    """Put back to work, at once, the RUNNING trials of this node's pool processes that
+    died (SIGKILL, OOM): the broker may redeliver their message to another node, whose
+    claim refuses a RUNNING trial, and only this node can tell that the owner's pid is
+    gone. Returns ``(trial_id, queue)`` for each trial released and re-published."""
+    owners = {t.id: t.worker for t in store.list_trials(state=TrialState.RUNNING)
+              if (t.worker or "").startswith(f"{node}:")
+              and t.worker.rpartition(":")[2].isdigit()
+              and pid_is_dead(int(t.worker.rpartition(":")[2]))}
+    released = [tid for tid in owners if release_if_owner_died(store, tid, node)]
+    if not released:
+        return []
+    sent = _send_back(store, celery_app, released, owners, default_queue)
+    for trial_id, queue in sent:
+        log.warning("reaper: trial %s lost its pool process %s; released to %r", trial_id,
+                    owners.get(trial_id), queue)
+    return sent
 
 
 def _loop(celery_app: Celery, hostname: str, queues: list[str], parent_pid: int) -> None:
     timeout = settings.get().heartbeat_timeout
     interval = max(0.25, min(timeout / 4, 30.0))
+    default_queue = queues[0] if queues else "default"
+    tick = min(_OWN_NODE_CHECK_S, interval)
+    guard = _StallGuard(timeout, interval + tick)
     store = None
+    next_judge = time.monotonic() + interval
     while True:
-        time.sleep(interval)
+        time.sleep(tick)
         if os.getppid() != parent_pid:
             break  # the worker is gone (even a SIGKILLed one): so is its reaper
         try:
             if store is None:
                 store = open_store(default_store_url())
-                store.register_worker(hostname, host=socket.gethostname(), pid=parent_pid,
-                                      info={"role": "node", "queues": queues})
-            reap_once(store, celery_app, timeout, default_queue=queues[0] if queues else "default")
+            release_own_dead(store, celery_app, hostname, default_queue)
+            if time.monotonic() < next_judge:
+                continue
+            next_judge = time.monotonic() + interval
+            send_held(store, celery_app)
+
+            def probe(s: ResultStore = store) -> None:
+                # a write, so it waits behind whatever blocks the workers' heartbeat writes;
+                # it runs right before the verdict, so a stall in between is all but excluded
+                s.register_worker(hostname, host=socket.gethostname(), pid=parent_pid,
+                                  info={"role": "node", "queues": queues})
+
+            reap_once(store, celery_app, timeout, default_queue, guard, probe)
         except Exception:  # keep reaping through store or broker hiccups
             log.warning("reaper: pass failed; retrying in %.1fs", interval, exc_info=True)
     if store is not None:
@@ -96,6 +176,14 @@ def _process_main(broker_url: str, hostname: str, queues: list[str], parent_pid:
     _loop(create_app(broker_url), hostname, queues, parent_pid)
 
 
+def consume_retry_queues(sender: object = None, instance: object = None, **_: object) -> None:
+    """``celeryd_after_setup`` handler: the worker consumes the retry queue of every queue
+    it consumes, so trials put back to work reach it (see :mod:`.dispatch`)."""
+    queues = instance.app.amqp.queues  # type: ignore[attr-defined]
+    for name in with_retry_queues(queues.consume_from or queues):
+        queues.select_add(name)
+
+
 def start_reaper(celery_app: Celery, hostname: str) -> None:
     """Start this worker's reaper process (idempotent); it ends when the worker does."""
     global _process
@@ -103,7 +191,8 @@ def start_reaper(celery_app: Celery, hostname: str) -> None:
         return
     queues: list[str] = []
     try:
-        queues = sorted(celery_app.amqp.queues.consume_from or celery_app.amqp.queues)
+        queues = sorted(q for q in (celery_app.amqp.queues.consume_from or celery_app.amqp.queues)
+                        if not q.endswith(RETRY_SUFFIX))
     except Exception:  # no queue information: requeued trials go to "default"
         pass
     broker = celery_app.connection_for_write().as_uri(include_password=True)

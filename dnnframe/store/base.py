@@ -244,6 +244,24 @@ class ResultStore(abc.ABC):
             NotFoundError: unknown trial.  ValueError: empty ``worker``.
         """
 
+    # ---------------------------------------------------------------- dispatch
+    @abc.abstractmethod
+    def hold_dispatch(self, items: list[tuple[str, str]]) -> None:
+        """Remember QUEUED trials whose message could not be sent yet (the broker was
+        down): ``(trial_id, queue)`` pairs. Idempotent: a trial held again keeps one entry,
+        with the latest queue. Whoever reaches the broker later sends them (see
+        :meth:`take_dispatch`). Raises ValueError for a malformed pair.
+        """
+
+    @abc.abstractmethod
+    def take_dispatch(self, limit: int = 500) -> list[tuple[str, str]]:
+        """Remove and return up to ``limit`` held ``(trial_id, queue)`` pairs, oldest first.
+
+        Atomic per entry: with several callers at once each entry goes to exactly one. A
+        caller that then fails to send them holds them again. Raises ValueError for a
+        ``limit`` below 1.
+        """
+
     # ---------------------------------------------------------------- queries
     @abc.abstractmethod
     def get_trial(self, trial_id: str) -> TrialRecord:

@@ -90,6 +90,21 @@ def check_worker(worker: str, what: str = "worker") -> str:
     return worker
 
 
+def check_held(items: list[tuple[str, str]]) -> None:
+    """``(trial_id, queue)`` pairs of non-empty strings, else ValueError naming the pair."""
+    for item in items:
+        if (not isinstance(item, (tuple, list)) or len(item) != 2
+                or not all(isinstance(x, str) and x for x in item)):
+            raise ValueError(f"held items must be (trial_id, queue) pairs of non-empty "
+                             f"strings, got {item!r}")
+
+
+def check_take_limit(limit: int) -> None:
+    """An integer >= 1, else ValueError."""
+    if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
+        raise ValueError(f"limit must be an integer >= 1, got {limit!r}")
+
+
 def check_max_attempts(max_attempts: int | None) -> None:
     """None or an integer >= 1, else ValueError."""
     if max_attempts is not None and (not isinstance(max_attempts, int) or max_attempts < 1):

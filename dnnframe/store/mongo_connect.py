@@ -24,7 +24,7 @@ from .base import SCHEMA_VERSION, now
 
 F = TypeVar("F", bound=Callable[..., Any])
 _RETRIES = 5
-COLLECTIONS = ("meta", "experiments", "trials", "workers", "counters")
+COLLECTIONS = ("meta", "experiments", "trials", "workers", "counters", "held_dispatch")
 # mongomock clients do not share data; one per host per process lets a second open_store()
 # of the same mongomock:// URL (a test's dashboard and runner) see the same documents.
 _MOCK_CLIENTS: dict[str, Any] = {}

@@ -29,11 +29,13 @@ from .base import FinishItem, ResultStore, json_safe, now
 from .checks import (
     check_experiment_args,
     check_finish_items,
+    check_held,
     check_ids,
     check_max_attempts,
     check_metrics_many,
     check_page,
     check_rung_args,
+    check_take_limit,
     check_trial_items,
     check_worker,
     requeue_state_list,
@@ -447,6 +449,23 @@ class MongoStore(ResultStore):
         return self._seq.visible()
 
     # ------------------------------------------------------------ workers
+    @retry
+    def hold_dispatch(self, items: list[tuple[str, str]]) -> None:
+        check_held(items)
+        for tid, queue in items:  # rare (a broker outage): one round trip each is fine
+            self._db.held_dispatch.replace_one({"_id": tid}, {"queue": queue, "held_at": now()},
+                                               upsert=True)
+
+    @retry
+    def take_dispatch(self, limit: int = 500) -> list[tuple[str, str]]:
+        check_take_limit(limit)
+        taken = []
+        for doc in self._db.held_dispatch.find().sort([("held_at", 1), ("_id", 1)]).limit(limit):
+            # one atomic delete per entry: with several takers each entry goes to one of them
+            if self._db.held_dispatch.find_one_and_delete({"_id": doc["_id"]}) is not None:
+                taken.append((doc["_id"], doc["queue"]))
+        return taken
+
     @retry
     def register_worker(self, name: str, host: str | None = None, pid: int | None = None,
                         current_trial: str | None = None, trials_done: int = 0,

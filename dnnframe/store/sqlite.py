@@ -14,11 +14,13 @@ from .base import FinishItem, ResultStore, dumps, now
 from .checks import (
     check_experiment_args,
     check_finish_items,
+    check_held,
     check_ids,
     check_max_attempts,
     check_metrics_many,
     check_page,
     check_rung_args,
+    check_take_limit,
     check_trial_items,
     check_worker,
     requeue_state_list,
@@ -362,6 +364,21 @@ class SQLiteStore(ResultStore):
 
     def latest_seq(self) -> int:
         return self._read("SELECT coalesce(max(seq), 0) FROM trials")[0][0]
+
+    # ------------------------------------------------------------ dispatch
+    def hold_dispatch(self, items: list[tuple[str, str]]) -> None:
+        check_held(items)
+        with self._tx() as c:
+            c.executemany("INSERT OR REPLACE INTO held_dispatch (trial_id, queue, held_at) "
+                          "VALUES (?, ?, ?)", [(tid, queue, now()) for tid, queue in items])
+
+    def take_dispatch(self, limit: int = 500) -> list[tuple[str, str]]:
+        check_take_limit(limit)
+        with self._tx() as c:
+            rows = c.execute("SELECT trial_id, queue FROM held_dispatch ORDER BY held_at, rowid "
+                             "LIMIT ?", (limit,)).fetchall()
+            c.executemany("DELETE FROM held_dispatch WHERE trial_id = ?", [(r[0],) for r in rows])
+        return [(r[0], r[1]) for r in rows]
 
     # ------------------------------------------------------------ workers
     def register_worker(self, name: str, host: str | None = None, pid: int | None = None,

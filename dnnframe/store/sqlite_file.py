@@ -44,6 +44,8 @@ CREATE INDEX IF NOT EXISTS experiment_trials_trial ON experiment_trials (trial_i
 CREATE TABLE IF NOT EXISTS workers (
     name TEXT PRIMARY KEY, host TEXT, pid INTEGER, current_trial TEXT,
     trials_done INTEGER NOT NULL DEFAULT 0, last_seen REAL NOT NULL, info TEXT NOT NULL DEFAULT '{{}}');
+CREATE TABLE IF NOT EXISTS held_dispatch (
+    trial_id TEXT PRIMARY KEY, queue TEXT NOT NULL, held_at REAL NOT NULL);
 """
 
 def parse_sqlite_url(url: str) -> Path:

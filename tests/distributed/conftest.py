@@ -139,14 +139,17 @@ def queue_name(broker_url: str) -> Iterator[str]:
 
 
 def delete_queue(broker_url: str, name: str) -> None:
-    """Delete a queue (and its messages) if it exists."""
+    """Delete a queue and its retry queue (and their messages) if they exist."""
     from kombu import Connection
 
-    try:
-        with Connection(broker_url, connect_timeout=3) as conn:
-            conn.default_channel.queue_delete(name)
-    except Exception:
-        pass
+    from dnnframe.executors.dispatch import retry_queue
+
+    for queue in (name, retry_queue(name)):
+        try:
+            with Connection(broker_url, connect_timeout=3) as conn:
+                conn.default_channel.queue_delete(queue)
+        except Exception:
+            pass
 
 
 def queue_depth(broker_url: str, name: str) -> int:

@@ -424,6 +424,37 @@ def test_workers(store):
     assert store.list_workers(seen_within_s=-10) == []
 
 
+def test_held_dispatch_is_taken_once_oldest_first(store):
+    store.hold_dispatch([("t1", "default"), ("t2", "gpu")])
+    store.hold_dispatch([("t3", "default"), ("t1", "default")])  # held again: one entry
+    assert sorted(store.take_dispatch(limit=2) + store.take_dispatch()) == [
+        ("t1", "default"), ("t2", "gpu"), ("t3", "default")]
+    assert store.take_dispatch() == []
+    store.hold_dispatch([])
+    with pytest.raises(ValueError, match="trial_id, queue"):
+        store.hold_dispatch([("t4", "")])
+    with pytest.raises(ValueError, match="limit"):
+        store.take_dispatch(limit=0)
+
+
+def test_held_dispatch_goes_to_one_taker(store, atomic_operations):
+    store.hold_dispatch([(f"t{i}", "default") for i in range(60)])
+    taken: list[tuple[str, str]] = []
+
+    def taker() -> None:
+        while batch := store.take_dispatch(limit=7):
+            taken.extend(batch)
+
+    threads = [threading.Thread(target=taker) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    # a taker that lost every entry it saw to the others may stop early: drain the rest
+    taken.extend(store.take_dispatch(limit=100))
+    assert sorted(tid for tid, _ in taken) == sorted(f"t{i}" for i in range(60))  # once each
+
+
 def test_reopen_keeps_everything(url):
     from dnnframe.store import open_store
 
@@ -687,7 +718,7 @@ def atomic_operations(backend, monkeypatch):
 
     lock = threading.RLock()
     for name in ("update_one", "update_many", "find_one", "find_one_and_update", "insert_one",
-                 "insert_many", "count_documents", "aggregate"):
+                 "insert_many", "count_documents", "aggregate", "find_one_and_delete"):
         real = getattr(mongomock.collection.Collection, name)
 
         def locked(self, *args, _real=real, **kwargs):
