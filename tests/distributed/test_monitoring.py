@@ -243,30 +243,37 @@ def test_flower_shows_progress_and_the_result(broker_url, store_url, queue_name,
 
 
 # ---------------------------------------------------------------- the report, without a broker
-def test_report_of_a_pack_with_a_diverged_and_a_failed_member(store_url, store):
-    """The task's report straight from run_pack on a real SQLite store: DIVERGED is a result
-    (named, with its reason), FAILED makes the task fail, and a trial claimed before it is a
-    no-op; one-line errors come from the exception line of a traceback."""
+def _result_of(status: str, **metrics: float | None):
     from dnnframe.engine.result import TrialResult
 
-    spec = make_spec("report", 3)
+    return TrialResult(status=status, metrics=metrics, history=[], timings={}, n_params=0,
+                       environment={}, diverged_epoch=1 if status == "DIVERGED" else None,
+                       epochs_run=1)
+
+
+def test_report_of_a_pack_with_diverged_failed_lost_and_finished_members(store):
+    """The task's report straight from run_pack on a real SQLite store: DIVERGED is a result
+    (named, with its reason), FAILED makes the task fail in one line, a member another
+    worker took over is ``dropped``, and a trial finished before is a ``no-op``."""
+    spec = make_spec("report", 4, max_epochs=5)
     ids = submit_experiment(spec, store, None).trial_ids
+    run_pack(ids[3:], store, worker="elsewhere:1",
+             train_fn=lambda configs, on_epoch: [_result_of("COMPLETE", test_accuracy=0.5)])
 
     def train(configs, on_epoch):  # noqa: ANN001, ANN202
-        on_epoch(1, [{"epoch": 1, "val_loss": 1.0}, {"epoch": 1, "val_loss": 1.0}])
-        return [TrialResult(status="DIVERGED", metrics={"test_accuracy": None}, history=[],
-                            timings={}, n_params=0, environment={}, diverged_epoch=1,
-                            epochs_run=1),
-                ValueError("poison\nsecond line")]
+        on_epoch(1, [{"epoch": 1, "val_loss": 1.0}] * 3)
+        assert store.release_trial(ids[2], "node:1")  # the reaper gave it to another worker
+        assert store.claim_trials([ids[2]], "thief:2")
+        on_epoch(2, [{"epoch": 2, "val_loss": 1.0}] * 3)
+        return [_result_of("DIVERGED", test_accuracy=None), ValueError("poison\nsecond line"),
+                _result_of("COMPLETE", test_accuracy=0.9)]
 
-    run_pack(ids[2:], store, worker="elsewhere:1", train_fn=lambda c, e: [
-        TrialResult(status="COMPLETE", metrics={"test_accuracy": 0.5}, history=[], timings={},
-                    n_params=0, environment={}, epochs_run=1)])
     report = PackReport(store, None, "node", None)
     run_pack(ids, store, worker="node:1", train_fn=train, observer=report)
     result = report.result(ids, redelivered=False)
     assert result == {
-        "summary": "pack of 3: trained 2 (DIVERGED 1, FAILED 1), no-op 1 (COMPLETE 1)",
+        "summary": "pack of 4: trained 2 (DIVERGED 1, FAILED 1), dropped 1 (RUNNING 1), "
+                   "no-op 1 (COMPLETE 1)",
         "redelivered": False,
         "trials": {
             ids[0]: {"state": "DIVERGED", "delivery": "trained", "attempt": 1,
@@ -274,11 +281,14 @@ def test_report_of_a_pack_with_a_diverged_and_a_failed_member(store_url, store):
                      "error": "diverged at epoch 1 (loss became non-finite)"},
             ids[1]: {"state": "FAILED", "delivery": "trained", "attempt": 1,
                      "error": "ValueError: poison"},
-            ids[2]: {"state": "COMPLETE", "delivery": "no-op", "reason": "already COMPLETE",
+            ids[2]: {"state": "RUNNING", "delivery": "dropped", "attempt": 1,
+                     "reason": "trained, but thief:2 owns it now: this delivery's result was "
+                               "not recorded"},
+            ids[3]: {"state": "COMPLETE", "delivery": "no-op", "reason": "already COMPLETE",
                      "metric": "test_accuracy", "objective": 0.5}}}
-    assert report.epochs == {ids[0]: 1, ids[1]: 1}
-    with pytest.raises(PackFailed, match=rf"^1 of 3 trials FAILED \({ids[1]}: ValueError: "
-                                         r"poison\) \[pack of 3: "):
+    assert report.epochs == {ids[0]: 2, ids[1]: 2, ids[2]: 1}
+    with pytest.raises(PackFailed, match=rf"^1 of 4 trials FAILED \({ids[1]}: ValueError: "
+                                         r"poison\) \[pack of 4: "):
         report.raise_if_failed(result)
     assert error_line("delivery cap reached: claimed 2 times\nmore") == \
         "delivery cap reached: claimed 2 times"
