@@ -25,7 +25,7 @@ from .exceptions import StoreError, TrialCancelled
 from .heartbeat import Heartbeat
 from .search.asha import Pruner
 from .spec import TrialConfig
-from .store.base import ResultStore, TrialState
+from .store.base import ResultStore, TrialRecord, TrialState
 
 log = logging.getLogger(__name__)
 
@@ -154,6 +154,23 @@ def release_if_owner_died(store: Any, trial_id: str, node: str) -> bool:
     return True
 
 
+class PackObserver:
+    """What a caller of :func:`run_pack` may watch while a pack runs (a Celery task shows it
+    in Flower). Called in the training thread, so each method must be quick and must not
+    raise; the defaults do nothing."""
+
+    def claimed(self, records: list[TrialRecord]) -> None:
+        """The members this call won, as the claim returned them (config, attempts)."""
+
+    def epoch(self, epoch: int, metrics: dict[str, dict[str, Any]]) -> None:
+        """Epoch ``epoch`` was recorded for these members (trial id -> that epoch's metrics)."""
+
+    def finished(self, trial_id: str, state: TrialState, result: dict[str, Any] | None,
+                 error: str | None) -> None:
+        """The store accepted this member's final state (nothing is called for a member
+        lost to another worker)."""
+
+
 @dataclass
 class _Member:
     """One claimed trial of a pack."""
@@ -172,8 +189,9 @@ class _PackRun:
     """The per-epoch bookkeeping of one pack: one metrics write, throttled checks."""
 
     def __init__(self, store: ResultStore, worker: str, members: list[_Member],
-                 heartbeat: Heartbeat):
+                 heartbeat: Heartbeat, observer: PackObserver):
         self.store, self.worker, self.members, self.heartbeat = store, worker, members, heartbeat
+        self.observer = observer
         self.last_check = -float("inf")  # the first epoch always checks
         self.pruner = Pruner.for_trials(store, {
             m.trial_id: (list(m.experiment_ids),
@@ -219,6 +237,10 @@ class _PackRun:
         except StoreError:
             log.warning("pack %s: could not record epoch %s; training goes on",
                         ", ".join(batch), epoch, exc_info=True)
+        lost = {m.trial_id for m in self.members if m.lost}
+        recorded = {tid: x for tid, x in batch.items() if tid not in lost}
+        if recorded:
+            self.observer.epoch(epoch, recorded)
         # None is a member with nothing this epoch (frozen by the engine, or not yet trained
         # by a one-by-one train function): it is neither stopped nor lost by that
         return [m.lost or m.stopped for m in self.members]
@@ -254,7 +276,8 @@ def _outcome(result: Any, index: int, pruned: dict[str, Any] | None = None
 
 def run_pack(trial_ids: list[str], store: ResultStore, worker: str | None = None,
              max_attempts: int | None = None, train_fn: PackTrainFn | None = None,
-             heartbeat_interval_s: float | None = None) -> dict[str, TrialState | None]:
+             heartbeat_interval_s: float | None = None,
+             observer: PackObserver | None = None) -> dict[str, TrialState | None]:
     """Claim the trials of a pack, train the members won together, record each one's end.
 
     Args:
@@ -270,6 +293,7 @@ def run_pack(trial_ids: list[str], store: ResultStore, worker: str | None = None
             in its place) fails that member only. Default: :func:`dnnframe.engine.train_pack`.
         heartbeat_interval_s: how often the background thread beats for every member
             (default: a fifth of the heartbeat timeout).
+        observer: told what was claimed, each recorded epoch and each recorded end.
 
     Returns:
         Each trial id's final :class:`TrialState`, or None when it was not claimable
@@ -284,9 +308,11 @@ def run_pack(trial_ids: list[str], store: ResultStore, worker: str | None = None
     worker = worker or default_worker_name()
     ids = list(dict.fromkeys(trial_ids))
     states: dict[str, TrialState | None] = dict.fromkeys(ids)
+    observer = observer or PackObserver()
     records = store.claim_trials(ids, worker, max_attempts=max_attempts)
     if not records:
         return states
+    observer.claimed(records)
     members = [_Member(r.id, r.config, experiment_ids=tuple(r.experiment_ids)) for r in records]
     configs: list[TrialConfig] = []
     for m in members:
@@ -300,7 +326,7 @@ def run_pack(trial_ids: list[str], store: ResultStore, worker: str | None = None
     pack = {"id": uuid.uuid4().hex[:12], "size": len(trained)}
     if trained:
         _train(store, worker, trained, configs, train_fn or _default_pack_train_fn(),
-               heartbeat_interval_s or _heartbeat_interval())
+               heartbeat_interval_s or _heartbeat_interval(), observer)
     items = []
     for m in members:
         if m.lost or m.outcome is None:
@@ -310,9 +336,10 @@ def run_pack(trial_ids: list[str], store: ResultStore, worker: str | None = None
             result["pack"] = {**pack, "index": m.index}
         items.append((m.trial_id, state, result, error))
     finished = _finish_all(store, items, worker) if items else set()
-    for tid, state, _, _ in items:
+    for tid, state, result, error in items:
         if tid in finished:
             states[tid] = state
+            observer.finished(tid, state, result, error)
         else:
             log.warning("trial %s: the store refused its final state (another worker owns it "
                         "now); result dropped", tid)
@@ -320,12 +347,12 @@ def run_pack(trial_ids: list[str], store: ResultStore, worker: str | None = None
 
 
 def _train(store: ResultStore, worker: str, members: list[_Member], configs: list[TrialConfig],
-           train: PackTrainFn, interval_s: float) -> None:
+           train: PackTrainFn, interval_s: float, observer: PackObserver) -> None:
     """Train ``members`` together and set each one's ``outcome`` (left None when lost)."""
     started = time.perf_counter()
     heartbeat = Heartbeat.shared(store, worker, interval_s)
     heartbeat.track(m.trial_id for m in members)
-    run = _PackRun(store, worker, members, heartbeat)
+    run = _PackRun(store, worker, members, heartbeat, observer)
     try:
         results = train(configs, run.on_epoch)
         if len(results) != len(members):

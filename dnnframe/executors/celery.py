@@ -66,6 +66,9 @@ def celery_settings(broker: str | None = None) -> dict[str, object]:
         # Results live in the store, not in a Celery result backend.
         "task_ignore_result": True,
         "result_backend": None,
+        # Monitors (Flower) see tasks, their results and progress through events only
+        # (the worker's -E, on from the start rather than when Flower first asks).
+        "worker_send_task_events": True,
         # A killed worker loses nothing: the message is acknowledged only after its trials
         # finished, and given back to the queue when the worker process dies under it.
         # Redelivery is harmless because the store's claim refuses a trial that is running

@@ -5,9 +5,10 @@ does, for ``celery -A tasks worker``).
 The task is thin: it takes a pack of trial ids and :mod:`dnnframe.runner` does the rest (claim,
 train, record). What this module adds is what only a Celery worker needs: a heartbeat
 thread per process (independent of how long an epoch or a compile takes, so only a trial
-whose process really vanished goes stale), and worker state in the store (host, pid,
+whose process really vanished goes stale), worker state in the store (host, pid,
 current trial, trials done, and the queue its message came from, so the reaper can send a
-requeued trial back to it).
+requeued trial back to it), and what monitors see of the task (its result, failure and
+progress: :mod:`dnnframe.executors.celery_monitoring`).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from ..store.base import ResultStore, TrialState
 from . import reaper
 from .base import THREAD_ENV
 from .celery import PACK_TASK, TRAIN_TASK, create_app
+from .celery_monitoring import RESULT_REPR_MAX, PackFailed, PackReport, ProgressSender
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +54,15 @@ class _ProcessState:
         self.thread: threading.Thread | None = None
         self.train_fn: TrainFn | None = None
         self.train_fn_loaded = False
+        self.progress: ProgressSender | None = None
+
+    def progress_sender(self, app: Celery) -> ProgressSender | None:
+        """This process's progress sender; None when the app sends no task events."""
+        if not app.conf.worker_send_task_events:
+            return None
+        if self.progress is None:
+            self.progress = ProgressSender(app)
+        return self.progress
 
     def open_store(self) -> ResultStore:
         if self.store is None:
@@ -109,10 +120,15 @@ class _ProcessState:
 _proc = _ProcessState()
 
 
-def train_pack(self: Task, trial_ids: list[str]) -> dict[str, str | None]:
-    """Run a pack of stored trials by id (claim → train → record each member); returns
-    each member's final state, or None for a member the store refused to claim (running
-    elsewhere, finished: a redelivered message, cancelled, or over its delivery cap).
+def train_pack(self: Task, trial_ids: list[str]) -> dict[str, object]:
+    """Run a pack of stored trials by id (claim → train → record each member).
+
+    Returns what this delivery did, member by member (see
+    :mod:`dnnframe.executors.celery_monitoring`): ``{"summary": ..., "redelivered": bool,
+    "trials": {trial_id: {"state", "delivery", "attempt", "objective", ...}}}``.
+
+    Raises:
+        PackFailed: after every member was recorded, when this delivery left one FAILED.
 
     A member left RUNNING by a dead pool process of this same node is released and run
     again at once (see :func:`dnnframe.runner.release_if_owner_died`).
@@ -124,14 +140,14 @@ def train_pack(self: Task, trial_ids: list[str]) -> dict[str, str | None]:
     return _run_pack(self, trial_ids)
 
 
-def train_trial(self: Task, trial_id: str) -> str | None:
+def train_trial(self: Task, trial_id: str) -> dict[str, object]:
     """Run one stored trial by id: a pack of one (messages of earlier releases)."""
     if not isinstance(trial_id, str) or not trial_id:
         raise DnnframeError(f"{TRAIN_TASK} needs a trial id string, but got {trial_id!r}")
-    return _run_pack(self, [trial_id]).get(trial_id)
+    return _run_pack(self, [trial_id])
 
 
-def _run_pack(task: Task, trial_ids: list[str]) -> dict[str, str | None]:
+def _run_pack(task: Task, trial_ids: list[str]) -> dict[str, object]:
     node = task.request.hostname or f"celery@{socket.gethostname()}"
     worker = f"{node}:{os.getpid()}"
     queue = (task.request.delivery_info or {}).get("routing_key")
@@ -147,17 +163,18 @@ def _run_pack(task: Task, trial_ids: list[str]) -> dict[str, str | None]:
     max_attempts = settings.get().max_attempts
     proc.start_state_writer()
     proc.set_state(node, queue, (tuple(trial_ids), worker))
+    report = PackReport(store, task.request.id, node, proc.progress_sender(task.app))
     states: dict[str, TrialState | None] = {}
     try:
         states = run_pack(trial_ids, store, worker=worker, max_attempts=max_attempts,
-                          train_fn=pack_train)
+                          train_fn=pack_train, observer=report)
         released = [tid for tid, state in states.items()
                     if state is None and release_if_owner_died(store, tid, node)]
         if released:
             # Once: a normal capped claim, so a trial that keeps killing its process still
             # ends FAILED at DNNFRAME_MAX_ATTEMPTS.
             states.update(run_pack(released, store, worker=worker, max_attempts=max_attempts,
-                                   train_fn=pack_train))
+                                   train_fn=pack_train, observer=report))
     except NotFoundError as exc:
         raise DnnframeError(
             f"a trial of pack {trial_ids} is not in this worker's store "
@@ -171,9 +188,12 @@ def _run_pack(task: Task, trial_ids: list[str]) -> dict[str, str | None]:
         raise task.retry(exc=exc, countdown=min(60, 2 ** task.request.retries),
                          max_retries=STORE_RETRIES) from exc
     finally:
+        report.close()
         proc.trials_done += sum(state is not None for state in states.values())
         proc.set_state(node, queue, None)
-    return {tid: state.value if state is not None else None for tid, state in states.items()}
+    result = report.result(trial_ids, bool((task.request.delivery_info or {}).get("redelivered")))
+    report.raise_if_failed(result)
+    return result
 
 
 def _reset_process_state(**_: object) -> None:
@@ -208,8 +228,11 @@ def install(celery_app: Celery) -> None:
     global _app
     _app = celery_app
     for name, body in ((PACK_TASK, train_pack), (TRAIN_TASK, train_trial)):
+        # throws: a FAILED trial is an expected outcome, logged in one line (its traceback
+        # is in the store); resultrepr_maxsize: task-succeeded events carry whole packs.
         celery_app.task(name=name, bind=True, acks_late=True, reject_on_worker_lost=True,
-                        ignore_result=True)(body)
+                        ignore_result=True, throws=(PackFailed,),
+                        resultrepr_maxsize=RESULT_REPR_MAX)(body)
     signals.worker_process_init.connect(_reset_process_state, dispatch_uid="dnnframe-proc")
     signals.worker_init.connect(_on_worker_init, dispatch_uid="dnnframe-init")
     signals.worker_ready.connect(_on_worker_ready, dispatch_uid="dnnframe-ready")

@@ -64,6 +64,12 @@ class ExperimentRecord:
             return "FAILED" if failed == total else "COMPLETE_WITH_FAILURES"
         return "COMPLETE"
 
+    @property
+    def objective(self) -> tuple[str, str]:
+        """The spec's ``(metric, mode)``; ``("test_accuracy", "max")`` when it names none."""
+        objective = (self.spec.get("search") or {}).get("objective") or {}
+        return objective.get("metric", "test_accuracy"), objective.get("mode", "max")
+
 
 @dataclass
 class TrialRecord:
