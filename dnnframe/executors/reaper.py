@@ -11,9 +11,9 @@ trial that keeps killing its workers.
 
 It also, every second, releases the trials of its own node's pool processes that died (a
 pid is meaningful only on its own node), wherever the broker redelivers their message;
-sends trials held in the store during a broker outage; and stops judging heartbeats for a
-timeout after the store (or the reaper itself) stalled, when heartbeats could not be
-written either.
+sends trials held in the store during a broker outage; and judges heartbeats only as of a
+moment when the store had been taking its writes for a whole timeout (see
+:class:`_StallGuard`), never from a stall of the store or of itself.
 
 It runs as a small spawned process beside every Celery worker (no extra service to keep
 alive). Not a thread of the worker's main process: Celery forks pool processes from it at
@@ -49,28 +49,35 @@ _OWN_NODE_CHECK_S = 1.0
 
 
 class _StallGuard:
-    """Judge other workers' heartbeats only after the store answered this reaper promptly
-    for a whole timeout: when the store stalls (a long lock) or this process does (SIGSTOP),
-    heartbeats could not be written either, and every live trial would look stale."""
+    """When this reaper may judge other workers' heartbeats, and as of what time.
 
-    def __init__(self, timeout_s: float, expected_gap_s: float) -> None:
-        self.timeout_s, self.expected_gap_s = timeout_s, expected_gap_s
-        self.last_ok: float | None = None
-        self.quiet_until = 0.0
+    Heartbeats are judged only as of a moment before which the store took this reaper's
+    writes, with no gap longer than ``max_gap_s``, for a whole timeout: when the store
+    stalls (a long lock) or this process does (SIGSTOP), heartbeats could not be written
+    either, so every worker first gets a full timeout of working store to beat again. A
+    stall shorter than ``max_gap_s`` may go unseen, so it must be well under the timeout
+    minus the workers' heartbeat interval.
+    """
 
-    def contact(self, started: float, ended: float) -> None:
-        """Record a successful store write that ran from ``started`` to ``ended``."""
-        slack = self.timeout_s / 4
-        if self.last_ok is not None and (ended - self.last_ok > self.expected_gap_s + slack
-                                         or ended - started > slack):
-            self.quiet_until = ended + self.timeout_s
-            log.warning("reaper: no prompt store contact for %.1fs; not judging heartbeats "
-                        "for %.0fs (they could not be written either)", ended - self.last_ok,
-                        self.timeout_s)
-        self.last_ok = ended
+    def __init__(self, timeout_s: float, max_gap_s: float) -> None:
+        self.timeout_s, self.max_gap_s = timeout_s, max_gap_s
+        self.last_write: float | None = None  # monotonic end of the last write that succeeded
+        self.working_since = 0.0  # monotonic start of the current run of prompt writes
 
-    def may_judge(self, now: float) -> bool:
-        return now >= self.quiet_until
+    def judge_as_of(self, probe: Callable[[], object]) -> float | None:
+        """Run ``probe`` (a store write; its errors propagate) and return the wall-clock time
+        to judge heartbeats as of, or None while the store has not worked for a timeout."""
+        as_of, started = time.time(), time.monotonic()  # wall first: a stall between errs early
+        probe()
+        ended = time.monotonic()
+        if self.last_write is None or ended - self.last_write > self.max_gap_s:
+            if self.last_write is not None:
+                log.warning("reaper: no store write for %.1fs; not judging heartbeats for "
+                            "%.0fs (they could not be written either)",
+                            ended - self.last_write, self.timeout_s)
+            self.working_since = ended
+        self.last_write = ended
+        return as_of if started - self.working_since >= self.timeout_s else None
 
 
 def _send_back(store: ResultStore, celery_app: Celery, trial_ids: list[str],
@@ -87,25 +94,18 @@ def _send_back(store: ResultStore, celery_app: Celery, trial_ids: list[str],
 
 
 def reap_once(store: ResultStore, celery_app: Celery, timeout_s: float,
-              default_queue: str = "default", guard: _StallGuard | None = None,
-              probe: Callable[[], object] | None = None) -> list[tuple[str, str]]:
-    """Requeue RUNNING trials silent for ``timeout_s`` seconds and publish them again, as
-    packs of trials that share a graph, to the retry queue of the queue their owner consumed.
+              default_queue: str = "default", as_of: float | None = None
+              ) -> list[tuple[str, str]]:
+    """Requeue RUNNING trials silent for ``timeout_s`` seconds (as of ``as_of``, default
+    now) and publish them again, as packs of trials that share a graph, to the retry queue
+    of the queue their owner consumed.
 
-    With a ``guard``, ``probe`` (a store write) runs and is timed right before the verdict,
-    and nothing is judged while the guard says the store (or this process) just stalled.
     Returns ``(trial_id, queue)`` for each trial requeued; a trial whose owner's queue is
     unknown goes to ``default_queue``'s retry queue.
     """
     # Who owned each running trial (requeue_stale clears the owner), to route it back.
     owners = {t.id: t.worker for t in store.list_trials(state=TrialState.RUNNING)}
-    if guard is not None and probe is not None:
-        started = time.monotonic()
-        probe()
-        guard.contact(started, time.monotonic())
-        if not guard.may_judge(time.monotonic()):
-            return []
-    requeued = store.requeue_stale(timeout_s)
+    requeued = store.requeue_stale(timeout_s, as_of=as_of)
     if not requeued:
         return []
     sent = _send_back(store, celery_app, requeued, owners, default_queue)
@@ -140,7 +140,9 @@ def _loop(celery_app: Celery, hostname: str, queues: list[str], parent_pid: int)
     interval = max(0.25, min(timeout / 4, 30.0))
     default_queue = queues[0] if queues else "default"
     tick = min(_OWN_NODE_CHECK_S, interval)
-    guard = _StallGuard(timeout, interval + tick)
+    # Writes come about every interval; a longer gap is taken for a stall. Half a timeout
+    # leaves workers (beating every fifth of it) time to beat after a stall it cannot see.
+    guard = _StallGuard(timeout, max_gap_s=max(timeout / 2, interval + tick))
     store = None
     next_judge = time.monotonic() + interval
     while True:
@@ -154,15 +156,16 @@ def _loop(celery_app: Celery, hostname: str, queues: list[str], parent_pid: int)
             if time.monotonic() < next_judge:
                 continue
             next_judge = time.monotonic() + interval
-            send_held(store, celery_app)
 
             def probe(s: ResultStore = store) -> None:
-                # a write, so it waits behind whatever blocks the workers' heartbeat writes;
-                # it runs right before the verdict, so a stall in between is all but excluded
+                # a write, so it waits behind whatever blocks the workers' heartbeat writes
                 s.register_worker(hostname, host=socket.gethostname(), pid=parent_pid,
                                   info={"role": "node", "queues": queues})
 
-            reap_once(store, celery_app, timeout, default_queue, guard, probe)
+            as_of = guard.judge_as_of(probe)
+            if as_of is not None:
+                reap_once(store, celery_app, timeout, default_queue, as_of)
+            send_held(store, celery_app)  # last: while the broker is down, this raises
         except Exception:  # keep reaping through store or broker hiccups
             log.warning("reaper: pass failed; retrying in %.1fs", interval, exc_info=True)
     if store is not None:
