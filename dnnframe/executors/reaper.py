@@ -70,27 +70,34 @@ class _StallGuard:
         as_of, started = time.time(), time.monotonic()  # wall first: a stall between errs early
         probe()
         ended = time.monotonic()
-        if self.last_write is None or ended - self.last_write > self.max_gap_s:
-            if self.last_write is not None:
-                log.warning("reaper: no store write for %.1fs; not judging heartbeats for "
-                            "%.0fs (they could not be written either)",
-                            ended - self.last_write, self.timeout_s)
+        gap = ended - (started if self.last_write is None else self.last_write)
+        if gap > self.max_gap_s:
+            log.warning("reaper: no store write for %.1fs; not judging heartbeats for %.0fs "
+                        "(they could not be written either)", gap, self.timeout_s)
+        if gap > self.max_gap_s or self.last_write is None:  # a first write starts the count
             self.working_since = ended
         self.last_write = ended
         return as_of if started - self.working_since >= self.timeout_s else None
 
 
 def _send_back(store: ResultStore, celery_app: Celery, trial_ids: list[str],
-               owners: dict[str, str | None], default_queue: str) -> list[tuple[str, str]]:
+               owners: dict[str, str | None], default_queue: str,
+               why: Callable[[str], str]) -> list[tuple[str, str]]:
     """Publish trials put back to QUEUED to the retry queue of the queue their owner
-    consumed (held in the store if the broker is down); returns ``(trial_id, queue)``."""
+    consumed (held in the store if the broker is down), logging ``why(trial_id)`` for
+    each; returns ``(trial_id, queue)``."""
+    if not trial_ids:
+        return []
     queues = {w.name: (w.info or {}).get("queue") for w in store.list_workers()}
     by_queue: dict[str, list[str]] = {}
     for trial_id in trial_ids:
         queue = retry_queue(queues.get(owners.get(trial_id) or "") or default_queue)
         by_queue.setdefault(queue, []).append(trial_id)
     send_or_hold(store, celery_app, {q: repack(store, ids) for q, ids in by_queue.items()})
-    return [(tid, queue) for queue, ids in by_queue.items() for tid in ids]
+    sent = [(tid, queue) for queue, ids in by_queue.items() for tid in ids]
+    for trial_id, queue in sent:
+        log.warning("reaper: trial %s %s; sent to %r", trial_id, why(trial_id), queue)
+    return sent
 
 
 def reap_once(store: ResultStore, celery_app: Celery, timeout_s: float,
@@ -106,13 +113,9 @@ def reap_once(store: ResultStore, celery_app: Celery, timeout_s: float,
     # Who owned each running trial (requeue_stale clears the owner), to route it back.
     owners = {t.id: t.worker for t in store.list_trials(state=TrialState.RUNNING)}
     requeued = store.requeue_stale(timeout_s, as_of=as_of)
-    if not requeued:
-        return []
-    sent = _send_back(store, celery_app, requeued, owners, default_queue)
-    for trial_id, queue in sent:
-        log.warning("reaper: trial %s had no heartbeat for %.0fs (worker %s vanished); "
-                    "requeued to %r", trial_id, timeout_s, owners.get(trial_id), queue)
-    return sent
+    return _send_back(store, celery_app, requeued, owners, default_queue,
+                      lambda tid: f"had no heartbeat for {timeout_s:.0f}s (worker "
+                                  f"{owners.get(tid)} vanished) and was requeued")
 
 
 def release_own_dead(store: ResultStore, celery_app: Celery, node: str,
@@ -126,13 +129,8 @@ def release_own_dead(store: ResultStore, celery_app: Celery, node: str,
               and t.worker.rpartition(":")[2].isdigit()
               and pid_is_dead(int(t.worker.rpartition(":")[2]))}
     released = [tid for tid in owners if release_if_owner_died(store, tid, node)]
-    if not released:
-        return []
-    sent = _send_back(store, celery_app, released, owners, default_queue)
-    for trial_id, queue in sent:
-        log.warning("reaper: trial %s lost its pool process %s; released to %r", trial_id,
-                    owners.get(trial_id), queue)
-    return sent
+    return _send_back(store, celery_app, released, owners, default_queue,
+                      lambda tid: f"lost its pool process {owners[tid]} and was released")
 
 
 def _loop(celery_app: Celery, hostname: str, queues: list[str], parent_pid: int) -> None:
