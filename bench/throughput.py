@@ -60,6 +60,7 @@ sys.path.insert(0, str(REPO))
 
 from kombu import Connection  # noqa: E402
 
+from dnnframe.executors.dispatch import with_retry_queues  # noqa: E402
 from dnnframe.spec import count_trials, expand, expand_with_ids, parse_spec  # noqa: E402
 
 PAPER_LOW, PAPER_HIGH = 10_000, 50_000
@@ -266,9 +267,10 @@ def _celery_worker(store_url: str, concurrency: int, log: Path, noop: bool) -> I
         yield queue
     finally:
         _stop(proc)
-        try:
+        try:  # the worker declared the queue's retry queue too
             with Connection(BROKER_URL, connect_timeout=3) as conn:
-                conn.default_channel.queue_delete(queue)
+                for name in with_retry_queues([queue]):
+                    conn.default_channel.queue_delete(name)
         except Exception:
             pass
 

@@ -11,9 +11,9 @@ trial that keeps killing its workers.
 
 It also, every second, releases the trials of its own node's pool processes that died (a
 pid is meaningful only on its own node), wherever the broker redelivers their message;
-sends trials held in the store during a broker outage; and stops judging heartbeats for a
-timeout after the store (or the reaper itself) stalled, when heartbeats could not be
-written either.
+sends trials held in the store during a broker outage; and judges heartbeats only as of a
+moment when the store had been taking its writes for a whole timeout (see
+:class:`_StallGuard`), never from a stall of the store or of itself.
 
 It runs as a small spawned process beside every Celery worker (no extra service to keep
 alive). Not a thread of the worker's main process: Celery forks pool processes from it at
@@ -49,70 +49,73 @@ _OWN_NODE_CHECK_S = 1.0
 
 
 class _StallGuard:
-    """Judge other workers' heartbeats only after the store answered this reaper promptly
-    for a whole timeout: when the store stalls (a long lock) or this process does (SIGSTOP),
-    heartbeats could not be written either, and every live trial would look stale."""
+    """When this reaper may judge other workers' heartbeats, and as of what time.
 
-    def __init__(self, timeout_s: float, expected_gap_s: float) -> None:
-        self.timeout_s, self.expected_gap_s = timeout_s, expected_gap_s
-        self.last_ok: float | None = None
-        self.quiet_until = 0.0
+    Heartbeats are judged only as of a moment before which the store took this reaper's
+    writes, with no gap longer than ``max_gap_s``, for a whole timeout: when the store
+    stalls (a long lock) or this process does (SIGSTOP), heartbeats could not be written
+    either, so every worker first gets a full timeout of working store to beat again. A
+    stall shorter than ``max_gap_s`` may go unseen, so it must be well under the timeout
+    minus the workers' heartbeat interval.
+    """
 
-    def contact(self, started: float, ended: float) -> None:
-        """Record a successful store write that ran from ``started`` to ``ended``."""
-        slack = self.timeout_s / 4
-        if self.last_ok is not None and (ended - self.last_ok > self.expected_gap_s + slack
-                                         or ended - started > slack):
-            self.quiet_until = ended + self.timeout_s
-            log.warning("reaper: no prompt store contact for %.1fs; not judging heartbeats "
-                        "for %.0fs (they could not be written either)", ended - self.last_ok,
-                        self.timeout_s)
-        self.last_ok = ended
+    def __init__(self, timeout_s: float, max_gap_s: float) -> None:
+        self.timeout_s, self.max_gap_s = timeout_s, max_gap_s
+        self.last_write: float | None = None  # monotonic end of the last write that succeeded
+        self.working_since = 0.0  # monotonic start of the current run of prompt writes
 
-    def may_judge(self, now: float) -> bool:
-        return now >= self.quiet_until
+    def judge_as_of(self, probe: Callable[[], object]) -> float | None:
+        """Run ``probe`` (a store write; its errors propagate) and return the wall-clock time
+        to judge heartbeats as of, or None while the store has not worked for a timeout."""
+        as_of, started = time.time(), time.monotonic()  # wall first: a stall between errs early
+        probe()
+        ended = time.monotonic()
+        gap = ended - (started if self.last_write is None else self.last_write)
+        if gap > self.max_gap_s:
+            log.warning("reaper: no store write for %.1fs; not judging heartbeats for %.0fs "
+                        "(they could not be written either)", gap, self.timeout_s)
+        if gap > self.max_gap_s or self.last_write is None:  # a first write starts the count
+            self.working_since = ended
+        self.last_write = ended
+        return as_of if started - self.working_since >= self.timeout_s else None
 
 
 def _send_back(store: ResultStore, celery_app: Celery, trial_ids: list[str],
-               owners: dict[str, str | None], default_queue: str) -> list[tuple[str, str]]:
+               owners: dict[str, str | None], default_queue: str,
+               why: Callable[[str], str]) -> list[tuple[str, str]]:
     """Publish trials put back to QUEUED to the retry queue of the queue their owner
-    consumed (held in the store if the broker is down); returns ``(trial_id, queue)``."""
+    consumed (held in the store if the broker is down), logging ``why(trial_id)`` for
+    each; returns ``(trial_id, queue)``."""
+    if not trial_ids:
+        return []
     queues = {w.name: (w.info or {}).get("queue") for w in store.list_workers()}
     by_queue: dict[str, list[str]] = {}
     for trial_id in trial_ids:
         queue = retry_queue(queues.get(owners.get(trial_id) or "") or default_queue)
         by_queue.setdefault(queue, []).append(trial_id)
     send_or_hold(store, celery_app, {q: repack(store, ids) for q, ids in by_queue.items()})
-    return [(tid, queue) for queue, ids in by_queue.items() for tid in ids]
+    sent = [(tid, queue) for queue, ids in by_queue.items() for tid in ids]
+    for trial_id, queue in sent:
+        log.warning("reaper: trial %s %s; sent to %r", trial_id, why(trial_id), queue)
+    return sent
 
 
 def reap_once(store: ResultStore, celery_app: Celery, timeout_s: float,
-              default_queue: str = "default", guard: _StallGuard | None = None,
-              probe: Callable[[], object] | None = None) -> list[tuple[str, str]]:
-    """Requeue RUNNING trials silent for ``timeout_s`` seconds and publish them again, as
-    packs of trials that share a graph, to the retry queue of the queue their owner consumed.
+              default_queue: str = "default", as_of: float | None = None
+              ) -> list[tuple[str, str]]:
+    """Requeue RUNNING trials silent for ``timeout_s`` seconds (as of ``as_of``, default
+    now) and publish them again, as packs of trials that share a graph, to the retry queue
+    of the queue their owner consumed.
 
-    With a ``guard``, ``probe`` (a store write) runs and is timed right before the verdict,
-    and nothing is judged while the guard says the store (or this process) just stalled.
     Returns ``(trial_id, queue)`` for each trial requeued; a trial whose owner's queue is
     unknown goes to ``default_queue``'s retry queue.
     """
     # Who owned each running trial (requeue_stale clears the owner), to route it back.
     owners = {t.id: t.worker for t in store.list_trials(state=TrialState.RUNNING)}
-    if guard is not None and probe is not None:
-        started = time.monotonic()
-        probe()
-        guard.contact(started, time.monotonic())
-        if not guard.may_judge(time.monotonic()):
-            return []
-    requeued = store.requeue_stale(timeout_s)
-    if not requeued:
-        return []
-    sent = _send_back(store, celery_app, requeued, owners, default_queue)
-    for trial_id, queue in sent:
-        log.warning("reaper: trial %s had no heartbeat for %.0fs (worker %s vanished); "
-                    "requeued to %r", trial_id, timeout_s, owners.get(trial_id), queue)
-    return sent
+    requeued = store.requeue_stale(timeout_s, as_of=as_of)
+    return _send_back(store, celery_app, requeued, owners, default_queue,
+                      lambda tid: f"had no heartbeat for {timeout_s:.0f}s (worker "
+                                  f"{owners.get(tid)} vanished) and was requeued")
 
 
 def release_own_dead(store: ResultStore, celery_app: Celery, node: str,
@@ -126,13 +129,8 @@ def release_own_dead(store: ResultStore, celery_app: Celery, node: str,
               and t.worker.rpartition(":")[2].isdigit()
               and pid_is_dead(int(t.worker.rpartition(":")[2]))}
     released = [tid for tid in owners if release_if_owner_died(store, tid, node)]
-    if not released:
-        return []
-    sent = _send_back(store, celery_app, released, owners, default_queue)
-    for trial_id, queue in sent:
-        log.warning("reaper: trial %s lost its pool process %s; released to %r", trial_id,
-                    owners.get(trial_id), queue)
-    return sent
+    return _send_back(store, celery_app, released, owners, default_queue,
+                      lambda tid: f"lost its pool process {owners[tid]} and was released")
 
 
 def _loop(celery_app: Celery, hostname: str, queues: list[str], parent_pid: int) -> None:
@@ -140,7 +138,9 @@ def _loop(celery_app: Celery, hostname: str, queues: list[str], parent_pid: int)
     interval = max(0.25, min(timeout / 4, 30.0))
     default_queue = queues[0] if queues else "default"
     tick = min(_OWN_NODE_CHECK_S, interval)
-    guard = _StallGuard(timeout, interval + tick)
+    # Writes come about every interval; a longer gap is taken for a stall. Half a timeout
+    # leaves workers (beating every fifth of it) time to beat after a stall it cannot see.
+    guard = _StallGuard(timeout, max_gap_s=max(timeout / 2, interval + tick))
     store = None
     next_judge = time.monotonic() + interval
     while True:
@@ -154,15 +154,16 @@ def _loop(celery_app: Celery, hostname: str, queues: list[str], parent_pid: int)
             if time.monotonic() < next_judge:
                 continue
             next_judge = time.monotonic() + interval
-            send_held(store, celery_app)
 
             def probe(s: ResultStore = store) -> None:
-                # a write, so it waits behind whatever blocks the workers' heartbeat writes;
-                # it runs right before the verdict, so a stall in between is all but excluded
+                # a write, so it waits behind whatever blocks the workers' heartbeat writes
                 s.register_worker(hostname, host=socket.gethostname(), pid=parent_pid,
                                   info={"role": "node", "queues": queues})
 
-            reap_once(store, celery_app, timeout, default_queue, guard, probe)
+            as_of = guard.judge_as_of(probe)
+            if as_of is not None:
+                reap_once(store, celery_app, timeout, default_queue, as_of)
+            send_held(store, celery_app)  # last: while the broker is down, this raises
         except Exception:  # keep reaping through store or broker hiccups
             log.warning("reaper: pass failed; retrying in %.1fs", interval, exc_info=True)
     if store is not None:

@@ -220,8 +220,13 @@ class ResultStore(abc.ABC):
         (the runner stops those now). Raises NotFoundError for an unknown trial."""
 
     @abc.abstractmethod
-    def requeue_stale(self, timeout_s: float) -> list[str]:
+    def requeue_stale(self, timeout_s: float, as_of: float | None = None) -> list[str]:
         """Put RUNNING trials whose heartbeat is older than ``timeout_s`` seconds back to QUEUED.
+
+        Age is measured at ``as_of`` (a ``time.time()`` value; default: when the call is
+        made, before any wait for a lock), never at the moment the write finally runs: a
+        caller that last saw the store working at ``as_of`` does not judge heartbeats that
+        a stall since then kept from being written.
 
         Their worker is cleared (so a late write from the lost worker is refused); ``attempts``
         is kept, so a trial that keeps killing workers hits the delivery cap. Returns the

@@ -363,12 +363,16 @@ class MongoStore(ResultStore):
         return {tid for tid, d in docs.items() if d["state"] == "CANCELLED" or (
             d.get("experiment_ids") and not live.intersection(d["experiment_ids"]))}
 
-    @retry
-    def requeue_stale(self, timeout_s: float) -> list[str]:
+    def requeue_stale(self, timeout_s: float, as_of: float | None = None) -> list[str]:
         if timeout_s < 0:
             raise ValueError(f"timeout_s must be >= 0, got {timeout_s!r}")
+        # taken once, before the retries: a reconnect wait must not age the heartbeats
+        return self._requeue_older_than((now() if as_of is None else as_of) - timeout_s)
+
+    @retry
+    def _requeue_older_than(self, cutoff: float) -> list[str]:
         # Guarded per trial: one that heartbeats meanwhile stays RUNNING.
-        stale = {"state": "RUNNING", "heartbeat_at": {"$lt": now() - timeout_s}}
+        stale = {"state": "RUNNING", "heartbeat_at": {"$lt": cutoff}}
         return sorted(self._update_each(stale, {"state": "QUEUED", "worker": None}))
 
     @retry

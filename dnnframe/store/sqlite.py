@@ -287,13 +287,14 @@ class SQLiteStore(ResultStore):
             raise NotFoundError(f"trial {missing[0]!r} not found in {self.url}"
                                 + (f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""))
 
-    def requeue_stale(self, timeout_s: float) -> list[str]:
+    def requeue_stale(self, timeout_s: float, as_of: float | None = None) -> list[str]:
         if timeout_s < 0:
             raise ValueError(f"timeout_s must be >= 0, got {timeout_s!r}")
+        cutoff = (now() if as_of is None else as_of) - timeout_s  # before waiting for the lock
         with self._tx() as c:
             ids = [r[0] for r in c.execute(
                 "SELECT id FROM trials WHERE state = 'RUNNING' AND heartbeat_at < ? ORDER BY rowid",
-                (now() - timeout_s,))]
+                (cutoff,))]
             _update_each(c, "state = 'QUEUED', worker = NULL", ids)
         return sorted(ids)
 

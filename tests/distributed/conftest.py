@@ -142,14 +142,14 @@ def delete_queue(broker_url: str, name: str) -> None:
     """Delete a queue and its retry queue (and their messages) if they exist."""
     from kombu import Connection
 
-    from dnnframe.executors.dispatch import retry_queue
+    from dnnframe.executors.dispatch import with_retry_queues
 
-    for queue in (name, retry_queue(name)):
-        try:
-            with Connection(broker_url, connect_timeout=3) as conn:
+    try:
+        with Connection(broker_url, connect_timeout=3) as conn:
+            for queue in with_retry_queues([name]):
                 conn.default_channel.queue_delete(queue)
-        except Exception:
-            pass
+    except Exception:
+        pass
 
 
 def queue_depth(broker_url: str, name: str) -> int:

@@ -65,6 +65,31 @@ def _sweep(name: str):
     return make_spec(name, N_TRIALS)
 
 
+def _submit_and_catch_running(ex, store, name: str, node: str):
+    """Submit a sweep and wait until ``node`` is an epoch into one of its trials; returns
+    the spec and that trial's id."""
+    spec = _sweep(name)
+    submit_experiment(spec, store, ex, pack_size=1)
+    wait_until(lambda: _running_on(store, spec.experiment_id, node), 30,
+               f"{node} to be an epoch into a trial")
+    (trial_id,) = _running_on(store, spec.experiment_id, node)
+    return spec, trial_id
+
+
+def _assert_ran_again_first(store, experiment_id: str, done_log: Path, trial_id: str,
+                            fault: str, fault_at: float, waiting: set[str]):
+    """Every trial completed once, and the interrupted one ran a second time ahead of the
+    queue that was waiting at the fault; returns its record."""
+    assert len(waiting) >= 20
+    _assert_each_once(store, experiment_id, done_log)
+    seconds, overtaken = _rerun(store, trial_id, fault_at, waiting)
+    print(f"{fault}: re-run {seconds:.1f}s after the fault, overtaken by {overtaken}")
+    assert overtaken <= MAX_OVERTAKEN
+    redone = store.get_trial(trial_id)
+    assert redone.attempts == 2
+    return redone
+
+
 def test_sigkill_worker_requeued_trial_runs_first(broker_url, store_url, queue_name,
                                                   sleepy_workers, store, tmp_path: Path):
     """SIGKILL a whole worker (main process, pool, reaper) mid-trial with 20+ trials queued:
@@ -73,22 +98,14 @@ def test_sigkill_worker_requeued_trial_runs_first(broker_url, store_url, queue_n
     done_log = tmp_path / "completions.jsonl"
     victim, survivor = sleepy_workers(2, epochs=3, epoch_s=0.3, DNNFRAME_HOOK_LOG=str(done_log),
                                       DNNFRAME_HEARTBEAT_TIMEOUT="2")
-    spec = _sweep("chaos-sigkill")
     with CeleryExecutor(broker_url, store_url, queue=queue_name) as ex:
-        submit_experiment(spec, store, ex, pack_size=1)
-        wait_until(lambda: _running_on(store, spec.experiment_id, victim.nodename), 30,
-                   "the victim to be an epoch into a trial")
-        (killed,) = _running_on(store, spec.experiment_id, victim.nodename)
+        spec, killed = _submit_and_catch_running(ex, store, "chaos-sigkill", victim.nodename)
         victim.kill_group(signal.SIGKILL)
         fault_at, waiting = _fault_snapshot(store, spec.experiment_id)
         victim.proc.wait(timeout=10)
-        assert len(waiting) >= 20
         assert ex.wait(timeout=90), Counter(t.state.value for t in store.list_trials())
-    _assert_each_once(store, spec.experiment_id, done_log)
-    seconds, overtaken = _rerun(store, killed, fault_at, waiting)
-    print(f"sigkill worker: re-run {seconds:.1f}s after the fault, overtaken by {overtaken}")
-    assert store.get_trial(killed).attempts == 2
-    assert overtaken <= MAX_OVERTAKEN
+    _assert_ran_again_first(store, spec.experiment_id, done_log, killed, "sigkill worker",
+                            fault_at, waiting)
     assert f"reaper: trial {killed}" in survivor.log_text()
     assert retry_queue(queue_name) in survivor.log_text()
 
@@ -116,14 +133,10 @@ def test_sigkill_pool_process_redelivered_to_another_node(broker_url, store_url,
         owner = store.get_trial(killed).worker
         os.kill(int(owner.rpartition(":")[2]), signal.SIGKILL)
         fault_at, waiting = _fault_snapshot(store, spec.experiment_id)
-        assert len(waiting) >= 20
         assert ex.wait(timeout=90), Counter(t.state.value for t in store.list_trials())
-    _assert_each_once(store, spec.experiment_id, done_log)
-    seconds, overtaken = _rerun(store, killed, fault_at, waiting)
-    print(f"sigkill pool process: re-run {seconds:.1f}s after the fault, overtaken by {overtaken}")
-    redone = store.get_trial(killed)
-    assert redone.attempts == 2 and redone.worker.startswith(f"{other.nodename}:")
-    assert overtaken <= MAX_OVERTAKEN
+    redone = _assert_ran_again_first(store, spec.experiment_id, done_log, killed,
+                                     "sigkill pool process", fault_at, waiting)
+    assert redone.worker.startswith(f"{other.nodename}:")
     assert f"reaper: trial {killed} lost its pool process {owner}" in owner_node.log_text()
     assert owner_node.alive()
 
@@ -137,12 +150,8 @@ def test_sigstop_beyond_heartbeat_timeout(broker_url, store_url, queue_name, sle
     done_log = tmp_path / "completions.jsonl"
     stopped, survivor = sleepy_workers(2, epochs=3, epoch_s=0.3, DNNFRAME_HOOK_LOG=str(done_log),
                                        DNNFRAME_HEARTBEAT_TIMEOUT="2")
-    spec = _sweep("chaos-sigstop")
     with CeleryExecutor(broker_url, store_url, queue=queue_name) as ex:
-        submit_experiment(spec, store, ex, pack_size=1)
-        wait_until(lambda: _running_on(store, spec.experiment_id, stopped.nodename), 30,
-                   "the worker to be an epoch into a trial")
-        (paused,) = _running_on(store, spec.experiment_id, stopped.nodename)
+        spec, paused = _submit_and_catch_running(ex, store, "chaos-sigstop", stopped.nodename)
         stopped.kill_group(signal.SIGSTOP)
         fault_at, waiting = _fault_snapshot(store, spec.experiment_id)
         try:
@@ -150,13 +159,9 @@ def test_sigstop_beyond_heartbeat_timeout(broker_url, store_url, queue_name, sle
                 f"{survivor.nodename}:"), 30, "the survivor to take the stopped worker's trial over")
         finally:
             stopped.kill_group(signal.SIGCONT)
-        assert len(waiting) >= 20
         assert ex.wait(timeout=90), Counter(t.state.value for t in store.list_trials())
-    _assert_each_once(store, spec.experiment_id, done_log)
-    seconds, overtaken = _rerun(store, paused, fault_at, waiting)
-    print(f"sigstop: re-run {seconds:.1f}s after the fault, overtaken by {overtaken}")
-    assert store.get_trial(paused).attempts == 2
-    assert overtaken <= MAX_OVERTAKEN
+    _assert_ran_again_first(store, spec.experiment_id, done_log, paused, "sigstop", fault_at,
+                            waiting)
     # Only the stopped trial was taken over: nobody judged a live trial from a pause.
     assert sum(t.attempts for t in store.list_trials(spec.experiment_id)) == N_TRIALS + 1
     assert "reaper: trial" not in stopped.log_text()

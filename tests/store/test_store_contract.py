@@ -217,6 +217,15 @@ def test_delivery_cap_marks_failed(store):
     assert t.error.startswith("delivery cap reached")
 
 
+def test_requeue_stale_judges_age_as_of_the_given_time(store):
+    (tid,) = make(store, 1)
+    store.claim_trial(tid, "w")
+    # seen a minute ago the heartbeat was not written yet: nothing is old as of then
+    assert store.requeue_stale(0, as_of=time.time() - 60) == []
+    assert store.requeue_stale(30, as_of=time.time() + 60) == [tid]
+    assert store.get_trial(tid).state is TrialState.QUEUED
+
+
 def test_requeue_stale_only_old_heartbeats(store):
     a, b = make(store, 2)
     store.claim_trial(a, "lost")

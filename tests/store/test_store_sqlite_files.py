@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import sqlite3
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -172,3 +174,32 @@ def test_processes_claim_and_finish_each_trial_exactly_once(tmp_path, backend):
         assert t.attempts == 1 and t.worker == winner[tid] and t.result == {"by": winner[tid]}
         assert t.metrics == [{"epoch": 0, "worker": winner[tid]}]
     assert sum(1 for fin in results.values() if fin) >= 2  # they really did race
+
+
+def test_requeue_stale_waiting_behind_a_lock_judges_ages_as_of_the_call(tmp_path):
+    """A requeue that waits behind another writer's lock judges heartbeats as of when it was
+    called: heartbeats the lock kept from being written are not taken for dead workers."""
+    path = tmp_path / "locked.db"
+    s = open_store(f"sqlite:///{path}")
+    s.create_experiment("e", "e", {}, 1)
+    s.create_trials("e", [("a", {})])
+    assert s.claim_trial("a", "alive") is not None
+    lock = sqlite3.connect(path, isolation_level=None, timeout=30)
+    lock.execute("BEGIN EXCLUSIVE")
+    requeued: list[list[str]] = []
+    waiter = threading.Thread(target=lambda: requeued.append(s.requeue_stale(2.0)))
+    try:
+        waiter.start()
+        deadline = time.monotonic() + 30
+        # WAL: reads go on under the write lock; hold it until the heartbeat is 3 s old
+        while time.time() - s.get_trial("a").heartbeat_at < 3.0:
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        assert waiter.is_alive()  # still waiting for the lock
+    finally:
+        lock.execute("COMMIT")
+        lock.close()
+    waiter.join(30)
+    assert requeued == [[]]
+    assert s.get_trial("a").state is TrialState.RUNNING
+    s.close()

@@ -1,0 +1,50 @@
+"""A sweep submitted while the broker cannot be reached: the API answers 503 at once and
+the trials are kept, held in the store until a broker takes them."""
+
+from __future__ import annotations
+
+import json
+import socket
+import time
+from collections.abc import Iterator
+
+import pytest
+from dashboard_support import TINY_SPEC
+
+from dnnframe.store import TrialState
+
+
+@pytest.fixture
+def dead_port() -> Iterator[int]:
+    """A local port bound but never listened on: connections to it are refused, and no other
+    process can start listening there while the test runs."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        yield sock.getsockname()[1]
+
+
+def test_submit_with_broker_unreachable_is_503_and_trials_are_held(
+        make_app, dead_port: int, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv("DNNFRAME_BROKER_URL",
+                       f"amqp://someone:s3cret-pw@127.0.0.1:{dead_port}//")
+    app = make_app(EXECUTOR=None)  # the executor the environment configures: Celery
+    started = time.monotonic()
+    response = app.test_client().post("/api/v1/experiments", json=TINY_SPEC)
+    answered_s = time.monotonic() - started
+
+    assert response.status_code == 503, response.get_data(as_text=True)
+    assert response.headers["Retry-After"] == "30"
+    body = response.get_json()
+    assert set(body) == {"status", "error", "message"} and body["status"] == 503
+    message = body["message"]
+    assert f"the broker amqp://someone:**@127.0.0.1:{dead_port}//" in message
+    assert "\n" not in message
+    assert "s3cret-pw" not in json.dumps(body)
+    # generous: the point is a prompt answer, not the minute of retries a client gives up on
+    assert answered_s < 15, answered_s
+
+    store = app.extensions["dnnframe"].store
+    (experiment,) = store.list_experiments()
+    queued = store.list_trials(experiment.id, state=TrialState.QUEUED)
+    assert len(queued) == 4 == experiment.n_trials
+    assert sorted(store.take_dispatch()) == sorted((t.id, "default") for t in queued)
