@@ -1,9 +1,10 @@
-"""Sending packs to Celery queues: the retry queues that put recovered trials first, and
+"""Sending packs to Celery queues: the retry queues that put recovered trials ahead of the queue, and
 trials held in the store while the broker is down.
 
 A trial put back to work (its worker died) goes to its queue's retry queue,
 ``<queue>.retry``, which every worker consumes beside ``<queue>``: a plain queue of its own,
-so the queue that deployments already have is left as declared. (RabbitMQ refuses to
+so the queue that deployments already have is left as declared. Not a strict priority:
+a freed worker process takes the next message of either queue. (RabbitMQ refuses to
 redeclare an existing queue with new arguments such as ``x-max-priority``, so a priority
 queue would have needed new queue names on every broker.) Workers of earlier releases do
 not consume retry queues: upgrade every worker of a queue together.
