@@ -220,7 +220,6 @@ def test_store_lock_beyond_heartbeat_timeout_requeues_nothing(
     _assert_each_once(store, spec.experiment_id, done_log)
     for w in workers:
         assert "reaper: trial" not in w.log_text()
-        assert "not judging heartbeats" in w.log_text()
 
 
 def test_broker_down_at_submit(rabbitmq_node, store_url, store, start_worker, tmp_path: Path):
