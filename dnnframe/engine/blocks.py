@@ -61,8 +61,12 @@ class LayerDesign:
         """True when the residual branch is multiplied by a per-layer scale ``a``."""
         return self.residual in ("rezero", "scaled")
 
-    def without_residual(self) -> LayerDesign:
-        """The same design for a layer whose input and output widths differ (no shortcut)."""
+    def for_entry(self) -> LayerDesign:
+        """The design of a layer whose input and output widths differ: no shortcut, and with
+        pre-norm no normalisation either (pre-norm normalises the input of a residual branch;
+        applied to the raw features it would erase each row's own scale)."""
+        if self.norm_position == "pre":
+            return LayerDesign()
         return replace(self, residual="none", learnable_scale=False)
 
 

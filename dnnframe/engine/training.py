@@ -140,7 +140,7 @@ class CompiledModel:
         for k, seg in enumerate(shape.segments):
             if seg[0] == "dense":
                 _, n_in, n_out = seg
-                design = shape.design if n_in == n_out else shape.design.without_residual()
+                design = shape.design if n_in == n_out else shape.design.for_entry()
                 layers.append(DenseLayer(n_in, n_out, shape.activation, dtype=shape.dtype,
                                          name=f"hidden{k}", dropout=drop, srng=self.srng,
                                          design=design))

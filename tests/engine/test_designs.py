@@ -105,3 +105,14 @@ def test_train_pack_refuses_options_it_does_not_implement():
     with pytest.raises(ValueError, match=r"configs\[0\] uses model.normalization=batch, "
                                          r"model.residual=rezero, which the packed engine"):
         train_pack([config])
+
+
+def test_pre_norm_leaves_the_entry_layer_plain_and_post_norm_does_not():
+    # iris: 4 features -> 8 units -> 3 classes = 4*8 + 8 + 8*3 + 3 = 67 weights and biases
+    base = {"dataset": {"name": "iris"}, "training": {"max_epochs": 1}}
+    plain = train({**base, "model": {"hidden_layers": 1, "width": 8}})
+    pre = train({**base, "model": {"hidden_layers": 1, "width": 8, "normalization": "layer",
+                                   "norm_position": "pre"}})
+    post = train({**base, "model": {"hidden_layers": 1, "width": 8, "normalization": "layer"}})
+    assert plain.n_params == pre.n_params == 67
+    assert post.n_params == 67 + 2 * 8  # a gain and a shift per unit
