@@ -26,11 +26,17 @@ _PATH_TO_FIELD = [
     ("model.hidden_layers", "hidden_layers"),
     ("model.width", "width"),
     ("model.activation", "activation"),
+    ("model.residual", "residual"),
+    ("model.normalization", "normalization"),
+    ("model.norm_position", "norm_position"),
     ("model", "hidden_layers"),
     ("training.optimizer", "optimizer"),
     ("training.learning_rate", "learning_rate"),
     ("training.max_epochs", "epochs"),
     ("training.batch_size", "batch_size"),
+    ("training.grad_clip", "grad_clip"),
+    ("training.lr_schedule.warmup_epochs", "warmup_epochs"),
+    ("training.lr_schedule", "lr_schedule"),
     ("training", "optimizer"),
     ("search.seeds", "seeds"),
     ("search", "seeds"),
@@ -45,12 +51,20 @@ DEFAULT_FORM = {
     "hidden_layers": "1-3",
     "width": "16",
     "activation": ["relu"],
+    "residual": ["none"],
+    "normalization": ["none"],
+    "norm_position": "post",
     "optimizer": ["adam"],
     "learning_rate": "0.01",
     "epochs": "10",
     "batch_size": "32",
     "seeds": "2",
+    "grad_clip": "",
+    "lr_schedule": "none",
+    "warmup_epochs": "0",
 }
+# form fields that are lists of checked boxes (each becomes a grid over its values)
+CHECKBOX_FIELDS = ("activation", "optimizer", "residual", "normalization")
 
 
 class FormErrors(Exception):
@@ -165,6 +179,7 @@ def _read_form(form: MultiDict) -> tuple[dict[str, Any], dict[str, str]]:
         "hidden_layers": _ints("hidden_layers", form.get("hidden_layers", ""), errors),
         "width": _ints("width", form.get("width", ""), errors, allow_range=False),
         "activation": _one_or_grid(activations) if activations else None,
+        **_layer_design(form),
     }
     training = {
         "optimizer": _one_or_grid(optimizers) if optimizers else None,
@@ -174,6 +189,7 @@ def _read_form(form: MultiDict) -> tuple[dict[str, Any], dict[str, str]]:
             "batch_size", form.get("batch_size") or "32", errors, allow_range=False
         ),
     }
+    training.update(_training_extras(form, errors))
     spec = {
         "name": (form.get("name") or "").strip() or "experiment",
         "dataset": dataset,
@@ -183,6 +199,40 @@ def _read_form(form: MultiDict) -> tuple[dict[str, Any], dict[str, str]]:
         "search": {"seeds": seeds},
     }
     return spec, errors
+
+
+def _layer_design(form: MultiDict) -> dict[str, Any]:
+    """Residual kinds, normalisations (checkboxes: a grid) and the norm's position; a field
+    left empty keeps the spec's default."""
+    out: dict[str, Any] = {}
+    for field in ("residual", "normalization"):
+        values = [v for v in form.getlist(field) if v]
+        if values:
+            out[field] = _one_or_grid(values)
+    position = (form.get("norm_position") or "").strip()
+    if position:
+        out["norm_position"] = position
+    return out
+
+
+def _training_extras(form: MultiDict, errors: dict[str, str]) -> dict[str, Any]:
+    """Gradient clipping (empty: off) and the learning-rate schedule with its warm-up."""
+    out: dict[str, Any] = {}
+    clip = (form.get("grad_clip") or "").strip()
+    if clip:
+        value = _floats("grad_clip", clip, errors)
+        if value is not None:
+            out["grad_clip"] = value
+    kind = (form.get("lr_schedule") or "").strip()
+    warmup_text = (form.get("warmup_epochs") or "").strip()
+    if kind or warmup_text:
+        schedule: dict[str, Any] = {"kind": kind or "none"}
+        if warmup_text:
+            warmup = _ints("warmup_epochs", warmup_text, errors, allow_range=False)
+            if warmup is not None:
+                schedule["warmup_epochs"] = warmup
+        out["lr_schedule"] = schedule
+    return out
 
 
 def field_for_path(path: str) -> str:

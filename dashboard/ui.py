@@ -18,12 +18,19 @@ from flask import (
 )
 
 from dnnframe.datasets import list_datasets
-from dnnframe.vocabulary import ACTIVATIONS, OPTIMIZERS
+from dnnframe.vocabulary import (
+    ACTIVATIONS,
+    LR_SCHEDULES,
+    NORM_POSITIONS,
+    NORMALIZATIONS,
+    OPTIMIZERS,
+    RESIDUALS,
+)
 
 from .context import services
 from .errors import APIError
 from .formatting import duration, significant
-from .forms import DEFAULT_FORM, check_form
+from .forms import CHECKBOX_FIELDS, DEFAULT_FORM, check_form
 from .security import (
     csrf_given_matches,
     csrf_token,
@@ -127,8 +134,8 @@ def new_experiment() -> Any:
     if request.method == "POST":
         check_write_allowed()
         form = {k: request.form.get(k, "") for k in request.form}
-        form["activation"] = request.form.getlist("activation")
-        form["optimizer"] = request.form.getlist("optimizer")
+        for field in CHECKBOX_FIELDS:
+            form[field] = request.form.getlist(field)
         spec, _data, errors = check_form(request.form)
         if spec is not None:
             result, _created = submit_spec(spec)
@@ -141,6 +148,10 @@ def new_experiment() -> Any:
         datasets=_datasets(),
         activations=list(ACTIVATIONS),
         optimizers=list(OPTIMIZERS),
+        residuals=list(RESIDUALS),
+        normalizations=list(NORMALIZATIONS),
+        norm_positions=list(NORM_POSITIONS),
+        lr_schedules=list(LR_SCHEDULES),
     ), status
 
 

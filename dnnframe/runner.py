@@ -55,9 +55,15 @@ def _default_train_fn() -> TrainFn:
 
 
 def _default_pack_train_fn() -> PackTrainFn:
-    from .engine import train_pack  # type: ignore[attr-defined]
+    from .engine import packed_unsupported, train, train_pack  # type: ignore[attr-defined]
 
-    return train_pack
+    def train_members(configs: list[TrialConfig], on_epoch: PackEpochFn) -> list[TrialResult]:
+        # options the packed graph lacks (normalisation, scaled residuals, ...) train alone
+        if any(packed_unsupported(c) for c in configs):
+            return one_by_one(train)(configs, on_epoch)
+        return train_pack(configs, on_epoch)
+
+    return train_members
 
 
 def one_by_one(train: TrainFn) -> PackTrainFn:
@@ -290,7 +296,8 @@ def run_pack(trial_ids: list[str], store: ResultStore, worker: str | None = None
             ``on_epoch(epoch, metrics)`` gets one metrics dict per member (None for a member
             the engine stopped) and returns one stop flag per member (cancelled, lost to
             another worker, or pruned by ASHA at a rung: recorded PRUNED with its curve). A member's result with status FAILED (or an exception instance
-            in its place) fails that member only. Default: :func:`dnnframe.engine.train_pack`.
+            in its place) fails that member only. Default: :func:`dnnframe.engine.train_pack`,
+            or the per-trial engine member by member for options the packed graph lacks.
         heartbeat_interval_s: how often the background thread beats for every member
             (default: a fifth of the heartbeat timeout).
         observer: told what was claimed, each recorded epoch and each recorded end.

@@ -13,3 +13,7 @@ ACTIVATIONS: tuple[str, ...] = (
 INITS: tuple[str, ...] = ("glorot", "he", "lecun", "orthogonal")
 LOSSES: tuple[str, ...] = ("softmax_crossentropy", "squared_error")
 OPTIMIZERS: tuple[str, ...] = ("sgd", "momentum", "nesterov", "adam", "rmsprop")
+NORMALIZATIONS: tuple[str, ...] = ("none", "batch", "layer")
+RESIDUALS: tuple[str, ...] = ("none", "identity", "rezero", "scaled")
+NORM_POSITIONS: tuple[str, ...] = ("post", "pre")
+LR_SCHEDULES: tuple[str, ...] = ("none", "cosine", "step")

@@ -39,6 +39,8 @@ DEPTHS = [1, 2, 4, 8, 16, 32, 64, 128, 256, 500, 550, 600, 650, 700, 1000]
         ("rq1_digits_modern_selu.yaml", 45),
         ("rq2_long_2015_tanh.yaml", 20),
         ("rq2_long_modern_selu.yaml", 20),
+        ("rq2_rezero.yaml", 72),
+        ("rq2_preln_scaled.yaml", 72),
         ("rq5_repro.yaml", 24),
         ("pilot.yaml", 12),
     ],
@@ -77,7 +79,7 @@ def test_2015_and_modern_styles_differ_as_described() -> None:
     ]
     assert {t.model.activation for t in old} == {"sigmoid", "tanh", "relu"}
     assert {(t.model.init, t.training.optimizer, t.model.residual) for t in old} == {
-        ("glorot", "sgd", False)
+        ("glorot", "sgd", "none")
     }
     modern = {
         paper.style_label(t.model_dump(mode="json"))
@@ -222,6 +224,43 @@ def test_time_fit_recovers_slope_intercept_and_r2(store) -> None:
         (y - mean_y) ** 2 for y in ys
     )
     assert fit.r2 == pytest.approx(expected_r2)
+
+
+def test_deep_design_sweeps_and_their_style_names() -> None:
+    styles = set()
+    for name in ("rq2_rezero.yaml", "rq2_preln_scaled.yaml"):
+        trials = list(expand(load_spec(PAPER_DIR / name)))
+        assert sorted({t.model.hidden_layers for t in trials}) == [1, 4, 16, 64, 256, 1000]
+        assert {t.dataset.name for t in trials} == {"iris", "wine", "breast_cancer", "digits"}
+        # the protocol of the RQ1 sweeps: width, batch, epochs, early stopping, lr, seeds
+        assert {(t.model.width, t.training.batch_size, t.training.max_epochs,
+                 t.training.learning_rate, t.seed) for t in trials} == {
+            (16, 64, 40, 0.002, s) for s in range(3)}
+        styles |= {paper.style_label(t.model_dump(mode="json")) for t in trials}
+    assert styles == {"relu/he/adam/rezero [clip 1, warm-up 2, cosine]",
+                      "relu/he/adam/scaled/pre-layernorm [clip 1, warm-up 2, cosine]"}
+
+
+def test_style_labels_read_the_first_format_too() -> None:
+    def label(model: dict) -> str:
+        return paper.style_label({"model": {"activation": "relu", "init": "he", **model},
+                                  "training": {"optimizer": "adam"}})
+
+    assert label({"residual": True}) == label({"residual": "identity"}) == "relu/he/adam/residual"
+    assert label({"residual": False}) == label({}) == "relu/he/adam"
+    assert label({"residual": "scaled", "residual_learnable": True}) == "relu/he/adam/skipinit"
+    assert label({"normalization": "batch"}) == "relu/he/adam/batchnorm"
+
+
+def test_deepest_vs_best() -> None:
+    groups = [{"dataset": "iris", "style": "s", "depth": d, "acc_mean": a, "acc_std": 0.01}
+              for d, a in ((1, 0.90), (16, 0.95), (1000, 0.94))]
+    groups += [{"dataset": "wine", "style": "s", "depth": d, "acc_mean": a, "acc_std": 0.0}
+               for d, a in ((1, 0.90), (1000, 0.40))]
+    iris, wine = paper.deepest_vs_best(groups)
+    assert (iris["best_depth"], iris["deepest_depth"], iris["keeps_accuracy"]) == (16, 1000, True)
+    assert iris["gap"] == pytest.approx(0.01)
+    assert (wine["gap"], wine["keeps_accuracy"]) == (pytest.approx(0.5), False)
 
 
 def test_collapse_and_plateau(store) -> None:

@@ -645,3 +645,81 @@ def test_yaml_values_that_are_not_json_are_refused(tmp_path, yaml_value):
         load_spec(f)
     assert info.value.errors[0]["path"] == "model.width.grid[1]"
     assert "must be plain JSON" in info.value.errors[0]["message"]
+
+
+# --------------------------------------------------------------------------- layer designs
+def test_residual_true_and_false_keep_their_meaning():
+    def residual_of(value):
+        return TrialConfig.model_validate(
+            {"dataset": {"name": "iris"}, "model": {"residual": value}}).model.residual
+
+    assert residual_of(True) == "identity"
+    assert residual_of(False) == "none"
+    assert residual_of("rezero") == "rezero"
+
+
+def test_trial_ids_of_configs_without_the_new_options_are_unchanged():
+    # ids computed by the spec format before normalisation, scaled residuals, clipping and
+    # schedules existed: resubmitting an old sweep must reuse its finished trials
+    for model, old_id in (({"hidden_layers": 3, "width": 8, "residual": True},
+                           "t-3e38a6b8c3348e8ec996131f"),
+                          ({"hidden_layers": 3, "width": 8}, "t-ff276c6d9df28e9cf8674495"),
+                          ({"hidden_layers": 3, "width": 8, "residual": "none",
+                            "normalization": "none"}, "t-ff276c6d9df28e9cf8674495")):
+        config = TrialConfig.model_validate({"dataset": {"name": "iris"}, "model": model,
+                                             "seed": 1})
+        assert trial_id(config, "fp") == old_id
+    new = TrialConfig.model_validate({"dataset": {"name": "iris"}, "seed": 1,
+                                      "model": {"hidden_layers": 3, "width": 8,
+                                                "residual": "rezero"}})
+    assert trial_id(new, "fp") not in ("t-3e38a6b8c3348e8ec996131f", "t-ff276c6d9df28e9cf8674495")
+
+
+def test_design_options_expand_as_grids():
+    doc = spec(model={"residual": {"grid": ["identity", "rezero", "scaled"]},
+                      "normalization": {"grid": ["none", "layer"]}},
+               training={"grad_clip": 1.0, "lr_schedule": {"kind": "cosine",
+                                                          "warmup_epochs": {"grid": [0, 2]}}})
+    trials = list(expand(parse_spec(doc)))
+    assert len(trials) == 12
+    assert {(t.model.residual, t.model.normalization, t.training.lr_schedule.warmup_epochs)
+            for t in trials} == set(itertools.product(["identity", "rezero", "scaled"],
+                                                      ["none", "layer"], [0, 2]))
+    assert parse_spec(spec(training={"lr_schedule": "step"})).training["lr_schedule"] == "step"
+
+
+@pytest.mark.parametrize("model, training, path, fragment", [
+    ({"residual": "skip"}, {}, "model.residual", "'none', 'identity', 'rezero' or 'scaled'"),
+    ({"normalization": "group"}, {}, "model.normalization", "'none', 'batch' or 'layer'"),
+    ({"norm_position": "pre"}, {}, "model", "norm_position: pre needs a normalization"),
+    ({"residual_learnable": True, "residual": "identity"}, {}, "model",
+     "residual_learnable applies to residual: scaled only"),
+    ({}, {"grad_clip": 0}, "training.grad_clip", "greater than 0"),
+    ({}, {"lr_schedule": "linear"}, "training.lr_schedule.kind", "'none', 'cosine' or 'step'"),
+    ({}, {"lr_schedule": {"kind": "step", "step_factor": 2}},
+     "training.lr_schedule.step_factor", "less than or equal to 1"),
+])
+def test_bad_design_options_name_the_field(model, training, path, fragment):
+    errors = errors_of(spec(model=model, training=training))
+    assert any(e["path"] == path and fragment in e["message"] for e in errors), errors
+
+
+def test_lr_schedule_factors():
+    from dnnframe.spec import LrSchedule
+
+    cosine = LrSchedule(kind="cosine", warmup_epochs=2)
+    assert [round(cosine.factor(e, 6), 4) for e in range(1, 7)] == [
+        0.3333, 0.6667, 1.0, 0.8536, 0.5, 0.1464]
+    step = LrSchedule(kind="step", step_epochs=2, step_factor=0.5)
+    assert [step.factor(e, 10) for e in range(1, 6)] == [1.0, 1.0, 0.5, 0.5, 0.25]
+    assert LrSchedule().factor(7, 10) == 1.0
+
+
+def test_json_schema_lists_the_design_options():
+    schema = spec_json_schema()
+    model = schema["$defs"]["ModelConfig"]["properties"]
+    assert "rezero" in json.dumps(model["residual"])
+    assert "layer" in json.dumps(model["normalization"])
+    training = schema["$defs"]["TrainingConfig"]["properties"]
+    assert "grad_clip" in training and "lr_schedule" in training
+    assert "cosine" in json.dumps(schema["$defs"]["LrSchedule"])

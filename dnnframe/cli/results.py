@@ -164,8 +164,12 @@ def report(experiment: str, store_url: str | None, output: Path | None) -> None:
               help="RQ5: compare the --repro-experiment run into two stores.")
 @click.option("--repro-experiment", default="paper-rq5-repro", show_default=True)
 @click.option("--no-png", is_flag=True, help="Skip the static PNGs (kaleido).")
+@click.option("--baseline", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              default=None, help="summary.json of an earlier report: its accuracy curves are "
+              "drawn, dotted, for comparison.")
 def paper_report(outdir: Path, store_url: str | None, experiments: tuple[str, ...],
-                 repro: tuple[str, str] | None, repro_experiment: str, no_png: bool) -> None:
+                 repro: tuple[str, str] | None, repro_experiment: str, no_png: bool,
+                 baseline: Path | None) -> None:
     """Write the paper reproduction report (markdown, JSON, figures) into OUTDIR."""
     from ..analysis.paper import write_paper_report, write_repro_report
     from ..store import open_store
@@ -173,7 +177,8 @@ def paper_report(outdir: Path, store_url: str | None, experiments: tuple[str, ..
     command = "dnnframe " + " ".join(sys.argv[1:])
     store = _open_store(store_url, create=False)
     ids = [_resolve_experiment(store, e).id for e in experiments] or None
-    summary = write_paper_report(store, outdir, ids, png=not no_png, command=command)
+    summary = write_paper_report(store, outdir, ids, png=not no_png, command=command,
+                                 baseline=baseline)
     store.close()
     click.echo(f"{outdir}/report.md: {summary['n_trials']} trials")
     if repro:

@@ -1,7 +1,8 @@
 """Training engine: Theano-style symbolic networks on PyTensor.
 
 ``train(config, on_epoch=None) -> TrialResult`` trains one trial; ``train_pack(configs,
-on_epoch=None)`` trains trials of one :func:`graph_key` together. Importing this package
+on_epoch=None)`` trains trials of one :func:`graph_key` together (trials with options the
+packed graph lacks, :func:`packed_unsupported`, go to ``train`` one by one). Importing this package
 is cheap; PyTensor is imported on first use.
 """
 
@@ -10,14 +11,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from .constants import ENGINE_VERSION
-from .graphkey import graph_key
+from .graphkey import graph_key, packed_unsupported
 from .result import TrialResult
 
 if TYPE_CHECKING:
     from .packed import train_pack
     from .training import train
 
-__all__ = ["ENGINE_VERSION", "TrialResult", "graph_key", "train", "train_pack"]
+__all__ = ["ENGINE_VERSION", "TrialResult", "graph_key", "packed_unsupported", "train", "train_pack"]
 
 
 def __getattr__(name: str):

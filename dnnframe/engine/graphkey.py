@@ -12,7 +12,10 @@ what the packed graph depends on:
   themselves; members of different depth would need padded, masked layers that waste the
   compute the pack exists to save. (The per-trial engine, :func:`train`, still scans a run
   of equal widths, so its own compiled-model cache ignores depth.)
-- ``activation``, ``residual``, ``dropout`` (on/off only), ``loss``, ``optimizer``;
+- ``activation``, ``residual`` (its kind), ``normalization`` and ``norm_position``,
+  ``dropout`` and ``grad_clip`` (on/off only), ``loss``, ``optimizer``;
+- ``single_trial``: the config uses an option the packed graph does not implement
+  (:func:`packed_unsupported`); such trials are sent to the per-trial engine one by one.
 - ``batch_size``: members step through minibatches together, so they need the same number
   and size of minibatches per epoch;
 - ``dtype``: the process's floatX (from ``PYTENSOR_FLAGS``, else ``THEANO_FLAGS``, else
@@ -34,7 +37,28 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from ..spec import TrialConfig
 
-KEY_VERSION = "1"  # bump when the meaning of a key changes
+KEY_VERSION = "2"  # bump when the meaning of a key changes
+
+
+def packed_unsupported(config: dict | TrialConfig) -> list[str]:
+    """The options of ``config`` the packed graph does not implement (empty: it packs).
+
+    The packed engine implements plain and identity-shortcut stacks with a constant
+    learning rate; normalisation, scaled residual branches, gradient clipping and learning
+    rate schedules train in the per-trial engine.
+    """
+    config = as_config(config)
+    model, training = config.model, config.training
+    out = []
+    if model.normalization != "none":
+        out.append(f"model.normalization={model.normalization}")
+    if model.residual not in ("none", "identity"):
+        out.append(f"model.residual={model.residual}")
+    if training.grad_clip is not None:
+        out.append("training.grad_clip")
+    if training.lr_schedule.kind != "none" or training.lr_schedule.warmup_epochs:
+        out.append("training.lr_schedule")
+    return out
 
 
 def _env_flag(name: str) -> str | None:
@@ -52,20 +76,28 @@ def process_dtype() -> str:
     return _env_flag("floatX") or "float64"
 
 
-def graph_key_fields(config: dict | TrialConfig) -> dict[str, Any]:
-    """The fields of the graph key, as a JSON-ready dict (see the module docstring)."""
+def as_config(config: dict | TrialConfig) -> TrialConfig:
+    """``config`` as a :class:`~dnnframe.spec.TrialConfig` (a stored JSON dict is validated)."""
     from ..spec import TrialConfig
 
-    if isinstance(config, dict):
-        config = TrialConfig.model_validate(config)
+    return TrialConfig.model_validate(config) if isinstance(config, dict) else config
+
+
+def graph_key_fields(config: dict | TrialConfig) -> dict[str, Any]:
+    """The fields of the graph key, as a JSON-ready dict (see the module docstring)."""
+    config = as_config(config)
     model, training = config.model, config.training
     return {
         "v": KEY_VERSION,
         "dataset": config.dataset.model_dump(mode="json"),
         "widths": list(model.widths),
         "activation": model.activation,
-        "residual": bool(model.residual),
+        "residual": model.residual,
+        "normalization": model.normalization,
+        "norm_position": model.norm_position,
         "dropout": model.dropout > 0,
+        "grad_clip": training.grad_clip is not None,
+        "single_trial": bool(packed_unsupported(config)),
         "loss": model.loss,
         "optimizer": training.optimizer,
         "batch_size": int(training.batch_size),

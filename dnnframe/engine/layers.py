@@ -25,6 +25,7 @@ import pytensor  # noqa: E402
 import pytensor.tensor as pt  # noqa: E402
 import pytensor.tensor.random as ptr  # noqa: E402
 
+from .blocks import BlockParams, LayerDesign, block_step  # noqa: E402
 from .constants import SELU_ALPHA, SELU_SCALE  # noqa: E402
 
 
@@ -87,10 +88,17 @@ class RandomChain:
 
 
 class Layer:
-    """Base class: ``params`` (shared variables), ``regularizable`` (weights for L2)."""
+    """Base class: ``params`` (shared variables), ``regularizable`` (weights for L2),
+    ``stats`` (state that is not trained but belongs with the weights: batch-norm running
+    statistics)."""
 
     params: list
     regularizable: list
+    stats: list = []
+
+    def updates(self) -> list:
+        """Update pairs for ``stats`` from the last training-mode :meth:`get_output`."""
+        return []
 
     def get_output(self, x, deterministic: bool = False):
         """Symbolic output for the symbolic input ``x``."""
@@ -116,36 +124,56 @@ def _activation(name: str) -> Callable:
 
 
 class DenseLayer(Layer):
-    """``activation(x @ W + b)``; with ``residual`` (needs n_in == n_out) ``x + that``.
+    """One hidden (or output) layer: :func:`block_step` with its own parameters.
 
-    ``dropout`` (a shared rate, with ``srng``) drops units of the activation before the
-    residual sum, exactly as a step of :class:`DenseStackLayer` does.
+    ``activation(x @ W + b)``, with the normalisation and residual of ``design``; the
+    residual applies only when n_in == n_out. ``dropout`` (a shared rate, with ``srng``)
+    drops units of the activation before the residual sum, exactly as a step of
+    :class:`DenseStackLayer` does.
     """
 
     def __init__(self, n_in: int, n_out: int, activation: str = "linear", residual: bool = False,
-                 dtype: str = "float64", name: str = "dense", dropout=None, srng: RandomChain | None = None):
+                 dtype: str = "float64", name: str = "dense", dropout=None, srng: RandomChain | None = None,
+                 design: LayerDesign | None = None):
         _check_positive("n_in", n_in)
         _check_positive("n_out", n_out)
-        if residual and n_in != n_out:
+        if design is None:
+            design = LayerDesign(residual="identity" if residual else "none")
+        elif residual:
+            raise ValueError("give the residual either as residual=True or in design, not both")
+        if design.residual != "none" and n_in != n_out:
             raise ValueError(f"a residual dense layer needs n_in == n_out, but got n_in={n_in}, n_out={n_out}")
         if dropout is not None and srng is None:
             raise ValueError("a dense layer with dropout needs a RandomChain (srng)")
-        self.n_in, self.n_out, self.dtype, self.residual = n_in, n_out, dtype, residual
+        self.n_in, self.n_out, self.dtype, self.design = n_in, n_out, dtype, design
+        self.residual = design.residual != "none"
         self.activation = _activation(activation)
         self.dropout = DropoutLayer(dropout, srng) if dropout is not None else None
         self.W = pytensor.shared(np.zeros((n_in, n_out), dtype=dtype), name=f"{name}.W")
         self.b = pytensor.shared(np.zeros((n_out,), dtype=dtype), name=f"{name}.b")
-        self.params, self.regularizable = [self.W, self.b], [self.W]
+        self.extras = BlockParams(design, n_in, n_out, dtype, name, n_layers=None)
+        self.params = [self.W, self.b, *self.extras.params]
+        self.regularizable = [self.W]
+        self.stats = self.extras.stats
+        self._stat_updates: list = []
 
     def get_output(self, x, deterministic: bool = False):
-        out = self.activation(pt.dot(x, self.W) + self.b)
-        if self.dropout is not None:
-            out = self.dropout.get_output(out, deterministic)
-        return x + out if self.residual else out
+        def drop(out):
+            return self.dropout.get_output(out, deterministic) if self.dropout is not None else out
 
-    def initialise(self, rng: np.random.Generator, init: str) -> None:
+        out, batch_stats = block_step(x, self.W, self.b, self.extras.values(), self.design,
+                                      self.activation, drop, deterministic)
+        if batch_stats is not None:
+            self._stat_updates = self.extras.running_updates(*batch_stats)
+        return out
+
+    def updates(self) -> list:
+        return list(self._stat_updates)
+
+    def initialise(self, rng: np.random.Generator, init: str, residual_scale: float = 1.0) -> None:
         self.W.set_value(init_weights(rng, init, self.n_in, self.n_out).astype(self.dtype))
         self.b.set_value(np.zeros(self.n_out, dtype=self.dtype))
+        self.extras.initialise(residual_scale)
 
 
 class DropoutLayer(Layer):
@@ -168,45 +196,74 @@ class DropoutLayer(Layer):
 class DenseStackLayer(Layer):
     """``n_layers`` dense layers ``width → width`` as one scan over stacked weights.
 
-    Each step is ``h ← [h +] dropout(activation(h @ W[l] + b[l]))``. ``n_layers`` is set by
-    :meth:`initialise` and may change between trials without recompiling. Dropout masks
-    for all layers are drawn outside the scan in one seeded random op and fed in as a
-    sequence (reproducible, and the scan stays free of random state).
-    Mask values are cast to the input's dtype.
+    Each step is :func:`block_step`: ``h ← [h + a·] dropout(activation(norm(h @ W[l] + b[l])))``
+    with the normalisation and residual of ``design``; every per-layer parameter (norm gain
+    and shift, residual scale, batch-norm running statistics) is stacked on the same leading
+    axis and scanned with the weights. ``n_layers`` is set by :meth:`initialise` and may
+    change between trials without recompiling. Dropout masks for all layers are drawn
+    outside the scan in one seeded random op and fed in as a sequence (reproducible, and
+    the scan stays free of random state). Mask values are cast to the input's dtype.
     """
 
     def __init__(self, width: int, activation: str = "relu", residual: bool = False, dropout=None,
-                 srng: RandomChain | None = None, dtype: str = "float64", name: str = "stack"):
+                 srng: RandomChain | None = None, dtype: str = "float64", name: str = "stack",
+                 design: LayerDesign | None = None):
         _check_positive("width", width)
         if dropout is not None and srng is None:
             raise ValueError("a dropout stack needs a RandomChain (srng)")
-        self.width, self.dtype, self.residual = width, dtype, residual
+        if design is None:
+            design = LayerDesign(residual="identity" if residual else "none")
+        elif residual:
+            raise ValueError("give the residual either as residual=True or in design, not both")
+        self.width, self.dtype, self.design = width, dtype, design
+        self.residual = design.residual != "none"
         self.activation = _activation(activation)
         self.dropout, self.srng = dropout, srng
         self.n_layers = 1
         self.W = pytensor.shared(np.zeros((1, width, width), dtype=dtype), name=f"{name}.W")
         self.b = pytensor.shared(np.zeros((1, width), dtype=dtype), name=f"{name}.b")
-        self.params, self.regularizable = [self.W, self.b], [self.W]
+        self.extras = BlockParams(design, width, width, dtype, name, n_layers=1)
+        self.params = [self.W, self.b, *self.extras.params]
+        self.regularizable = [self.W]
+        self.stats = self.extras.stats
+        self._stat_updates: list = []
 
     def get_output(self, x, deterministic: bool = False):
-        act, residual = self.activation, self.residual
+        act, design = self.activation, self.design
+        names = self.extras.names(deterministic)
+        training_bn = design.normalization == "batch" and not deterministic
 
         def step(W, b, *rest):
-            *mask, h = rest
-            out = act(pt.dot(h, W) + b)
-            if mask:
-                out = out * mask[0]
-            return h + out if residual else out
+            *seqs, h = rest
+            extras = dict(zip(names, seqs))
+            keep = extras.pop("keep", None)
 
-        sequences = [self.W, self.b]
+            def drop(out):
+                return out if keep is None else out * keep
+
+            out, batch_stats = block_step(h, W, b, extras, design, act, drop, deterministic)
+            return (out, *batch_stats) if training_bn else out
+
+        sequences = [self.W, self.b, *self.extras.sequences(deterministic)]
         if self.dropout is not None and not deterministic:
             size = (self.W.shape[0], x.shape[0], self.width)
             keep = pt.cast(self.srng.uniform(size) >= self.dropout, x.dtype)
             sequences.append(keep / (1 - self.dropout))
-        outputs = pytensor.scan(step, sequences=sequences, outputs_info=[x], return_updates=False)
+            names = [*names, "keep"]
+        outputs_info = [x, None, None] if training_bn else [x]
+        outputs = pytensor.scan(step, sequences=sequences, outputs_info=outputs_info,
+                                return_updates=False)
+        if training_bn:
+            hs, means, variances = outputs
+            self._stat_updates = self.extras.running_updates(means, variances)
+            return hs[-1]
         return outputs[-1]
 
-    def initialise(self, rng: np.random.Generator, init: str, n_layers: int | None = None) -> None:
+    def updates(self) -> list:
+        return list(self._stat_updates)
+
+    def initialise(self, rng: np.random.Generator, init: str, n_layers: int | None = None,
+                   residual_scale: float = 1.0) -> None:
         if n_layers is not None:
             _check_positive("n_layers", n_layers)
             self.n_layers = int(n_layers)
@@ -214,3 +271,4 @@ class DenseStackLayer(Layer):
         W = np.stack([init_weights(rng, init, w, w) for _ in range(self.n_layers)])
         self.W.set_value(W.astype(self.dtype))
         self.b.set_value(np.zeros((self.n_layers, w), dtype=self.dtype))
+        self.extras.initialise(residual_scale, self.n_layers)

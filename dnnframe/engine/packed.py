@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from . import diskcache
-from .graphkey import graph_key
+from .graphkey import graph_key, packed_unsupported
 from .modelcache import ModelCache
 from .packgraph import PackedModel, PackShape, initial_weights
 from .result import TrialResult
@@ -65,6 +65,10 @@ def _check_configs(configs: list) -> list[TrialConfig]:
     from ..spec import TrialConfig
 
     out = [TrialConfig.model_validate(c) if isinstance(c, dict) else c for c in configs]
+    for i, c in enumerate(out):
+        if packed_unsupported(c):
+            raise ValueError(f"configs[{i}] uses {', '.join(packed_unsupported(c))}, which the "
+                             "packed engine does not implement; train it with train()")
     keys = [graph_key(c) for c in out]
     for i, key in enumerate(keys):
         if key != keys[0]:
@@ -107,7 +111,8 @@ def train_pack(configs: list[TrialConfig | dict], on_epoch: OnPackEpoch | None =
     ``on_epoch(epoch, metrics)`` is called once per epoch with one metrics dict per member
     (as :func:`train` passes to its callback) or None for members that no longer train; it
     may return one flag per member: True ends that member CANCELLED after this epoch.
-    Raises ValueError when the configs do not share one graph key.
+    Raises ValueError when the configs do not share one graph key or use an option the
+    packed graph does not implement (:func:`~dnnframe.engine.graphkey.packed_unsupported`).
     """
     enabled = gc.isenabled()
     try:

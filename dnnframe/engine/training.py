@@ -1,10 +1,11 @@
 """``train(config, on_epoch)``: build (or reuse) a compiled network and train one trial.
 
 Compiled functions are cached per process under a :class:`GraphShape` — everything that
-changes the symbolic graph (layer widths pattern, activation, residual, dropout on/off,
-loss, optimiser, dtype, mode). Depth of an equal-width run, learning rate, momentum, L2,
-dropout rate, seed and data are runtime values (shared variables), so a depth sweep at
-one width compiles once.
+changes the symbolic graph (layer widths pattern, activation, layer design (residual kind,
+normalisation and its position), dropout and gradient clipping on/off, loss, optimiser,
+dtype, mode). Depth of an equal-width run, learning rate (and its schedule), momentum,
+L2, dropout rate, clipping threshold, residual scale, seed and data are runtime values
+(shared variables), so a depth sweep at one width compiles once.
 """
 
 from __future__ import annotations
@@ -28,12 +29,13 @@ _FLAGS = configure()
 import pytensor  # noqa: E402
 import pytensor.tensor as pt  # noqa: E402
 
+from .blocks import LayerDesign, residual_scale  # noqa: E402
 from .layers import DenseLayer, DenseStackLayer, Layer, RandomChain  # noqa: E402
 from .modelcache import ModelCache  # noqa: E402
 from .result import TrialResult  # noqa: E402
 from .stopping import better as _better  # noqa: E402
 from .stopping import monitor_for  # noqa: E402
-from .updates import make_updates, reset_state  # noqa: E402
+from .updates import clip_by_global_norm, make_updates, reset_state  # noqa: E402
 
 if TYPE_CHECKING:
     from ..spec import TrialConfig
@@ -60,6 +62,8 @@ class GraphShape:
     optimizer: str
     dtype: str
     mode: str
+    design: LayerDesign = LayerDesign()  # normalisation and residual kind of hidden layers
+    grad_clip: bool = False  # the clipping threshold itself is a run-time value
 
 
 def segments_for(n_features: int, widths: list[int]) -> tuple[tuple, tuple[int, ...]]:
@@ -96,26 +100,14 @@ class CompiledModel:
         self.momentum = pytensor.shared(np.asarray(0.9, dtype=dtype), name="momentum")
         self.l2 = pytensor.shared(np.asarray(0.0, dtype=dtype), name="l2")
         self.p_drop = pytensor.shared(np.asarray(0.0, dtype=dtype), name="dropout")
-        self.layers: list[Layer] = []
-        self.stacks: list[DenseStackLayer] = []
-        for k, seg in enumerate(shape.segments):
-            if seg[0] == "dense":
-                _, n_in, n_out = seg
-                self.layers.append(DenseLayer(n_in, n_out, shape.activation,
-                                              residual=shape.residual and n_in == n_out,
-                                              dtype=dtype, name=f"hidden{k}",
-                                              dropout=self.p_drop if shape.dropout else None,
-                                              srng=self.srng))
-            else:
-                stack = DenseStackLayer(seg[1], shape.activation, residual=shape.residual,
-                                        dropout=self.p_drop if shape.dropout else None,
-                                        srng=self.srng, dtype=dtype, name=f"stack{k}")
-                self.layers.append(stack)
-                self.stacks.append(stack)
+        self.clip = pytensor.shared(np.asarray(1.0, dtype=dtype), name="grad_clip")
+        self.layers, self.stacks = self._hidden_layers(shape)
         last = shape.segments[-1][-1] if shape.segments else shape.n_features
         self.layers.append(DenseLayer(last, shape.n_outputs, "linear", dtype=dtype, name="output"))
         self.params = [p for layer in self.layers for p in layer.params]
         self.regularizable = [p for layer in self.layers for p in layer.regularizable]
+        # batch-norm running statistics: not trained, but saved with the best weights
+        self.stats = [s for layer in self.layers for s in layer.stats]
 
         X = pt.matrix("X", dtype=dtype)
         y = pt.lvector("y") if shape.classification and shape.loss == "softmax_crossentropy" \
@@ -128,12 +120,36 @@ class CompiledModel:
         penalty = sum(pt.sum(W ** 2) for W in self.regularizable)
         objective = loss + self.l2 * penalty
         grads = pytensor.grad(objective, self.params)
+        if shape.grad_clip:
+            grads = clip_by_global_norm(grads, self.clip)
         updates, self.opt_state = make_updates(shape.optimizer, self.params, grads, self.lr, self.momentum)
-        self.train_fn = pytensor.function([X, y], [loss, correct_train], updates=updates + self.srng.updates(),
+        stat_updates = [u for layer in self.layers for u in layer.updates()]
+        self.train_fn = pytensor.function([X, y], [loss, correct_train],
+                                          updates=updates + stat_updates + self.srng.updates(),
                                           mode=shape.mode, name="train_step")
         self.eval_fn = pytensor.function([X, y], [loss_rows_eval.sum(), correct_eval],
                                          mode=shape.mode, name="evaluate")
         self._warm_up(X.type, y.type)
+
+    def _hidden_layers(self, shape: GraphShape) -> tuple[list[Layer], list[DenseStackLayer]]:
+        """The hidden layers of ``shape``: a dense layer per segment start, a scanned stack for
+        the rest of each equal-width run, all with the shape's layer design."""
+        layers: list[Layer] = []
+        stacks: list[DenseStackLayer] = []
+        drop = self.p_drop if shape.dropout else None
+        for k, seg in enumerate(shape.segments):
+            if seg[0] == "dense":
+                _, n_in, n_out = seg
+                design = shape.design if n_in == n_out else shape.design.for_entry()
+                layers.append(DenseLayer(n_in, n_out, shape.activation, dtype=shape.dtype,
+                                         name=f"hidden{k}", dropout=drop, srng=self.srng,
+                                         design=design))
+            else:
+                stack = DenseStackLayer(seg[1], shape.activation, dropout=drop, srng=self.srng,
+                                        dtype=shape.dtype, name=f"stack{k}", design=shape.design)
+                layers.append(stack)
+                stacks.append(stack)
+        return layers, stacks
 
     def _warm_up(self, x_type, y_type) -> None:
         # The C backend builds some thunks on the first call; do it here so that cost is
@@ -165,17 +181,18 @@ class CompiledModel:
     def reset(self, config, counts: tuple[int, ...], rng: np.random.Generator) -> None:
         """Fresh weights, zero optimiser state, this trial's hyperparameters and dropout seed."""
         init = config.model.init
+        scale = residual_scale(config.model)
         stacks = iter(zip(self.stacks, counts))
         for layer in self.layers:
             if isinstance(layer, DenseStackLayer):
                 stack, n = next(stacks)
-                stack.initialise(rng, init, n_layers=n)
+                stack.initialise(rng, init, n_layers=n, residual_scale=scale)
             elif isinstance(layer, DenseLayer) and layer is self.layers[-1]:
                 # the output layer of a classifier uses Glorot whatever the hidden init:
                 # the spec's init describes the hidden stack under study
                 layer.initialise(rng, "glorot")
             else:
-                layer.initialise(rng, init)
+                layer.initialise(rng, init, residual_scale=scale)
         reset_state(self.opt_state)
         dtype = self.shape.dtype
         t = config.training
@@ -183,13 +200,20 @@ class CompiledModel:
         self.momentum.set_value(np.asarray(t.momentum, dtype=dtype))
         self.l2.set_value(np.asarray(t.l2, dtype=dtype))
         self.p_drop.set_value(np.asarray(config.model.dropout, dtype=dtype))
+        self.clip.set_value(np.asarray(t.grad_clip or 1.0, dtype=dtype))
         self.srng.seed(int(rng.integers(2**31)))
 
+    def set_epoch_lr(self, config, epoch: int) -> None:
+        """The learning rate of ``epoch`` (1-based) under the trial's schedule."""
+        t = config.training
+        lr = t.learning_rate * t.lr_schedule.factor(epoch, t.max_epochs)
+        self.lr.set_value(np.asarray(lr, dtype=self.shape.dtype))
+
     def snapshot(self) -> list[np.ndarray]:
-        return [p.get_value(borrow=False) for p in self.params]
+        return [p.get_value(borrow=False) for p in self.params + self.stats]
 
     def restore(self, values: list[np.ndarray]) -> None:
-        for p, v in zip(self.params, values):
+        for p, v in zip(self.params + self.stats, values):
             p.set_value(v)
 
 
@@ -272,7 +296,7 @@ def prepare_data(config: TrialConfig) -> tuple[Any, dict[str, Any], dict[str, tu
     classification = data.task == "classification"
     shape_args = dict(
         n_features=data.n_features, n_outputs=data.n_outputs, activation=model_cfg.activation,
-        residual=model_cfg.residual, dropout=model_cfg.dropout > 0, loss=model_cfg.loss,
+        residual=model_cfg.residual != "none", dropout=model_cfg.dropout > 0, loss=model_cfg.loss,
         classification=classification, optimizer=config.training.optimizer, dtype=dtype,
         mode=_FLAGS.mode,
     )
@@ -318,7 +342,8 @@ def train(config: TrialConfig | dict, on_epoch: Callable[[int, dict], bool | Non
     data, shape_args, splits = prepare_data(config)
     classification = shape_args["classification"]
     segments, counts = segments_for(data.n_features, config.model.widths)
-    shape = GraphShape(segments=segments, **shape_args)
+    shape = GraphShape(segments=segments, design=LayerDesign.from_model(config.model),
+                       grad_clip=train_cfg.grad_clip is not None, **shape_args)
     (X_train, y_train), (X_val, y_val) = splits["train"], splits["val"]
     t_data = time.perf_counter()
 
@@ -339,6 +364,7 @@ def train(config: TrialConfig | dict, on_epoch: Callable[[int, dict], bool | Non
     best_value, best_epoch, best_params, since_best = None, None, None, 0
     for epoch in range(1, train_cfg.max_epochs + 1):
         t0 = time.perf_counter()
+        model.set_epoch_lr(config, epoch)
         sums = _train_epoch(model, X_train, y_train, shuffle_rng.permutation(n), batch)
         if sums is None:
             status, diverged_epoch = "DIVERGED", epoch

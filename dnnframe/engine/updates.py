@@ -76,6 +76,14 @@ def make_updates(name: str, params: list, grads: list, lr, momentum) -> tuple[li
     return updates, state
 
 
+def clip_by_global_norm(grads: list, max_norm) -> list:
+    """``grads`` rescaled together so their global L2 norm is at most ``max_norm`` (a
+    shared scalar): directions are kept, only too-large steps shrink (Pascanu et al. 2013)."""
+    norm = pt.sqrt(sum(pt.sum(g ** 2) for g in grads))
+    factor = pt.minimum(1.0, max_norm / pt.maximum(norm, 1e-12))
+    return [pt.cast(g * factor, g.dtype) for g in grads]
+
+
 def reset_state(state: list) -> None:
     """Zero the optimiser state ``[(shared, param or None)]``, matching re-shaped parameters."""
     for s, p in state:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 
-from ..engine import graph_key
+from ..engine import graph_key, packed_unsupported
 
 #: Memory one pack may take in a worker (parameters, gradients, optimiser state and
 #: minibatch activations of all its members), so a worker stays well under 1 GB.
@@ -60,6 +60,8 @@ def make_packs(trial_ids: Sequence[str], configs_by_id: Mapping[str, dict],
     Returns:
         The packs, in the order of their first trial; a group larger than the pack size is
         split into packs of near-equal size. Every trial id appears in exactly one pack.
+        A trial with options the packed engine lacks is a pack of one (the per-trial engine
+        trains it, so it gains nothing from company and can go to another worker).
     """
     if pack_size is not None and pack_size < 1:
         raise ValueError(f"pack_size must be >= 1, but got {pack_size}")
@@ -71,7 +73,8 @@ def make_packs(trial_ids: Sequence[str], configs_by_id: Mapping[str, dict],
         groups.setdefault(graph_key(configs_by_id[tid]), []).append(tid)
     packs: list[list[str]] = []
     for members in groups.values():
-        n_packs = math.ceil(len(members) / pack_size)
+        size_cap = 1 if packed_unsupported(configs_by_id[members[0]]) else pack_size
+        n_packs = math.ceil(len(members) / size_cap)
         base, extra = divmod(len(members), n_packs)
         start = 0
         for i in range(n_packs):

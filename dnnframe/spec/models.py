@@ -4,12 +4,22 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from ..datasets import DatasetConfig, dataset_task
-from ..vocabulary import ACTIVATIONS, INITS, LOSSES, OPTIMIZERS
+from ..vocabulary import (
+    ACTIVATIONS,
+    INITS,
+    LOSSES,
+    LR_SCHEDULES,
+    NORM_POSITIONS,
+    NORMALIZATIONS,
+    OPTIMIZERS,
+    RESIDUALS,
+)
 
 DEFAULT_MAX_TRIALS = 100_000
 MAX_HIDDEN_LAYERS = 2000
@@ -22,6 +32,10 @@ Activation = Literal[ACTIVATIONS]  # type: ignore[valid-type]
 Init = Literal[INITS]  # type: ignore[valid-type]
 Loss = Literal[LOSSES]  # type: ignore[valid-type]
 Optimizer = Literal[OPTIMIZERS]  # type: ignore[valid-type]
+Normalization = Literal[NORMALIZATIONS]  # type: ignore[valid-type]
+Residual = Literal[RESIDUALS]  # type: ignore[valid-type]
+NormPosition = Literal[NORM_POSITIONS]  # type: ignore[valid-type]
+LrScheduleKind = Literal[LR_SCHEDULES]  # type: ignore[valid-type]
 EpochMetric = Literal["val_loss", "val_accuracy", "train_loss", "train_accuracy"]
 ObjectiveMetric = Literal[
     "test_accuracy",
@@ -61,18 +75,52 @@ class EarlyStopping(_Strict):
 
 
 class ModelConfig(_Strict):
-    """The network: ``hidden_layers`` dense layers of ``width`` units, then the output head."""
+    """The network: ``hidden_layers`` dense layers of ``width`` units, then the output head.
+
+    A hidden layer computes ``f(h) = dropout(activation(norm(h @ W + b)))``; with
+    ``norm_position: pre`` the norm moves to the branch input, ``activation(norm(h) @ W + b)``.
+    Where input and output widths agree, ``residual`` adds the input back: ``identity``
+    ``h + f(h)``, ``rezero`` ``h + a*f(h)`` with a learnable ``a`` per layer starting at 0
+    (Bachlechner et al. 2020), ``scaled`` ``h + f(h)/sqrt(hidden_layers)``, or with
+    ``residual_learnable`` a learnable scalar per layer starting there (SkipInit, De &
+    Smith 2020). ``normalization: batch`` keeps running statistics for evaluation.
+    """
 
     hidden_layers: int = Field(1, ge=0, le=MAX_HIDDEN_LAYERS)
     width: Width | list[Width] = 32
     activation: Activation = "relu"
     init: Init = "glorot"
     dropout: Fraction = 0.0
-    residual: bool = False
+    residual: Residual = Field("none", description="none | identity (true) | rezero | scaled")
+    residual_learnable: bool = Field(
+        False, description="scaled: the branch scale is a learnable scalar per layer (SkipInit)"
+    )
+    normalization: Normalization = "none"
+    norm_position: NormPosition = Field(
+        "post", description="post: normalise pre-activations; pre: normalise the branch input"
+    )
     loss: Loss = "softmax_crossentropy"
+
+    @field_validator("residual", mode="before")
+    @classmethod
+    def _residual_bool(cls, v: Any) -> Any:
+        # the boolean spelling of the first spec format: true was an identity shortcut
+        if isinstance(v, bool):
+            return "identity" if v else "none"
+        return v
 
     @model_validator(mode="after")
     def _check(self) -> ModelConfig:
+        if self.residual_learnable and self.residual != "scaled":
+            raise ValueError(
+                f"residual_learnable applies to residual: scaled only, but got residual="
+                f"{self.residual!r}"
+            )
+        if self.norm_position == "pre" and self.normalization == "none":
+            raise ValueError(
+                "norm_position: pre needs a normalization (batch or layer), but got "
+                "normalization='none'"
+            )
         if isinstance(self.width, list) and len(self.width) != self.hidden_layers:
             raise ValueError(
                 f"a width list needs one entry per hidden layer, but got {len(self.width)} "
@@ -96,6 +144,30 @@ class ModelConfig(_Strict):
         return [self.width] * self.hidden_layers
 
 
+class LrSchedule(_Strict):
+    """The learning rate per epoch: linear warm-up over ``warmup_epochs`` epochs, then
+    ``cosine`` decay to zero at ``max_epochs``, ``step`` decay (times ``step_factor`` every
+    ``step_epochs`` epochs), or ``none`` (constant). ``lr_schedule: cosine`` is short for
+    ``{kind: cosine}``."""
+
+    kind: LrScheduleKind = "none"
+    warmup_epochs: int = Field(0, ge=0, le=100_000)
+    step_epochs: int = Field(10, ge=1, le=100_000)
+    step_factor: Annotated[float, Field(gt=0, le=1, allow_inf_nan=False)] = 0.1
+
+    def factor(self, epoch: int, max_epochs: int) -> float:
+        """The multiplier of the base learning rate during ``epoch`` (1-based)."""
+        if epoch <= self.warmup_epochs:
+            return epoch / (self.warmup_epochs + 1)
+        after = epoch - self.warmup_epochs - 1  # epochs since warm-up ended
+        if self.kind == "cosine":
+            span = max(max_epochs - self.warmup_epochs, 1)
+            return 0.5 * (1.0 + math.cos(math.pi * after / span))
+        if self.kind == "step":
+            return self.step_factor ** (after // self.step_epochs)
+        return 1.0
+
+
 class TrainingConfig(_Strict):
     """How the network is trained."""
 
@@ -106,6 +178,15 @@ class TrainingConfig(_Strict):
     max_epochs: int = Field(20, ge=1, le=100_000)
     early_stopping: EarlyStopping | None = None
     l2: NonNegFloat = 0.0
+    grad_clip: PositiveFloat | None = Field(
+        None, description="rescale the gradient to this global L2 norm when it is larger"
+    )
+    lr_schedule: LrSchedule = Field(default_factory=LrSchedule)
+
+    @field_validator("lr_schedule", mode="before")
+    @classmethod
+    def _schedule_shorthand(cls, v: Any) -> Any:
+        return {"kind": v} if isinstance(v, str) else v
 
 
 class TrialConfig(_Strict):
@@ -127,8 +208,29 @@ class TrialConfig(_Strict):
         return self
 
     def canonical_json(self) -> str:
-        """Key-sorted compact JSON: the same config gives the same text on every platform."""
-        return canonical_json(self.model_dump(mode="json"))
+        """Key-sorted compact JSON: the same config gives the same text on every platform.
+
+        Trial ids hash this text, so a config that uses none of the later layer-design
+        options is written exactly as before they existed (see :func:`_first_format`).
+        """
+        return canonical_json(_first_format(self.model_dump(mode="json")))
+
+
+# Options added after the first spec format, with the value that means "as before".
+_LATER_MODEL_DEFAULTS = {"residual_learnable": False, "normalization": "none",
+                         "norm_position": "post"}
+_LATER_TRAINING_DEFAULTS = {"grad_clip": None, "lr_schedule": LrSchedule().model_dump()}
+
+
+def _first_format(doc: dict[str, Any]) -> dict[str, Any]:
+    """``doc`` with later options at their defaults left out and residual none/identity
+    written as the booleans of the first format: ids of existing trials stay valid."""
+    model = {k: v for k, v in doc["model"].items() if _LATER_MODEL_DEFAULTS.get(k, ...) != v}
+    if model.get("residual") in ("none", "identity"):
+        model["residual"] = model["residual"] == "identity"
+    training = {k: v for k, v in doc["training"].items()
+                if _LATER_TRAINING_DEFAULTS.get(k, ...) != v}
+    return {**doc, "model": model, "training": training}
 
 
 # --------------------------------------------------------------------------- spec with spaces
@@ -273,6 +375,9 @@ def spec_json_schema() -> dict[str, Any]:
                 ("DatasetConfig", DatasetConfig),
                 ("ModelConfig", ModelConfig),
                 ("TrainingConfig", TrainingConfig),
+                # nested models of TrainingConfig, so its "#/$defs/..." references resolve
+                ("EarlyStopping", EarlyStopping),
+                ("LrSchedule", LrSchedule),
             )
         },
     }

@@ -33,6 +33,13 @@ for spec in rq2_long_2015_tanh rq2_long_modern_selu; do
     > "$OUT/$spec.json" || echo "$spec: exit $? (see $OUT/$spec.json)"
 done
 
+# RQ2 again: designs made for depth (ReZero; pre-norm layer norm with 1/sqrt(depth) branches).
+for spec in rq2_rezero rq2_preln_scaled; do
+  echo "$(date -u +%H:%M:%S) run $spec"
+  $DNNFRAME run "experiments/paper/$spec.yaml" --store "sqlite:///$OUT/deep.db" --workers "$WORKERS" -q --json \
+    > "$OUT/$spec.json" || echo "$spec: exit $? (see $OUT/$spec.json)"
+done
+
 # RQ5: the same spec twice, into two stores, with 2 and with 1 worker.
 $DNNFRAME run experiments/paper/rq5_repro.yaml --store "sqlite:///$OUT/repro_a.db" --workers 2 -q --json > "$OUT/repro_a.json"
 $DNNFRAME run experiments/paper/rq5_repro.yaml --store "sqlite:///$OUT/repro_b.db" --workers 1 -q --json > "$OUT/repro_b.json"
@@ -43,6 +50,8 @@ $DNNFRAME paper-report docs/paper --store "$STORE" \
   --repro "sqlite:///$OUT/repro_a.db" "sqlite:///$OUT/repro_b.db"
 
 $DNNFRAME paper-report docs/paper/long_training --store "sqlite:///$OUT/long.db"
+# the earlier designs' curves (docs/paper/summary.json, just written) drawn dotted for comparison
+$DNNFRAME paper-report docs/paper/deep_designs --store "sqlite:///$OUT/deep.db" --baseline docs/paper/summary.json
 
 # RQ3/RQ4: throughput (needs RabbitMQ for the Celery part).
 "$PYTHON" bench/throughput.py --json docs/paper/throughput.json | tee docs/paper/throughput.txt

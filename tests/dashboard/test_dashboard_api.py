@@ -52,6 +52,12 @@ def test_openapi_documents_every_api_route(app, client):
     assert {"ExperimentSpec", "ModelConfig", "TrainingConfig", "DatasetConfig"} <= set(schemas)
     assert "#/$defs/" not in json.dumps(doc)
     assert set(schemas["ModelConfig"]["properties"]) >= {"hidden_layers", "width", "activation"}
+    # the layer-design options, with their choices
+    model = schemas["ModelConfig"]["properties"]
+    assert {"rezero", "scaled"} <= set(json.dumps(model["residual"]).replace('"', " ").split())
+    assert "layer" in json.dumps(model["normalization"]) and "pre" in json.dumps(model["norm_position"])
+    assert {"grad_clip", "lr_schedule"} <= set(schemas["TrainingConfig"]["properties"])
+    assert "cosine" in json.dumps(schemas["LrSchedule"])
     documented = {(p, m.upper()) for p, ops in doc["paths"].items() for m in ops}
     for rule in app.url_map.iter_rules():
         if not rule.rule.startswith("/api/v1/"):

@@ -315,3 +315,37 @@ def test_trial_page_rounds_metrics_and_times(client, store):
     timings = re.search(r'id="timings">(.*?)</table>', html, re.S).group(1)
     assert ">0.8333<" in metrics and ">0.4123<" in metrics and "0.83333" not in metrics
     assert ">0.0872 ms<" in timings and ">2.5 s<" in timings and ">123 ms<" in timings
+
+
+def test_form_offers_the_layer_design_options(client):
+    html = client.get("/experiments/new").get_data(as_text=True)
+    for field in ("norm_position", "grad_clip", "lr_schedule", "warmup_epochs"):
+        assert f'id="{field}"' in html, field
+    for value in ("identity", "rezero", "scaled"):
+        assert f'name="residual" value="{value}"' in html
+    for value in ("batch", "layer"):
+        assert f'name="normalization" value="{value}"' in html
+
+
+def test_form_layer_design_fields_become_the_spec():
+    form = MultiDict([*FORM.items(), ("residual", "rezero"), ("residual", "scaled"),
+                      ("normalization", "layer"), ("norm_position", "pre"),
+                      ("grad_clip", "1.5"), ("lr_schedule", "cosine"), ("warmup_epochs", "3")])
+    spec = form_to_spec(form)
+    assert spec["model"]["residual"] == {"grid": ["rezero", "scaled"]}
+    assert (spec["model"]["normalization"], spec["model"]["norm_position"]) == ("layer", "pre")
+    assert spec["training"]["grad_clip"] == 1.5
+    assert spec["training"]["lr_schedule"] == {"kind": "cosine", "warmup_epochs": 3}
+    # left empty, the options keep the spec's defaults
+    plain = form_to_spec(MultiDict(FORM))
+    assert "residual" not in plain["model"] and "grad_clip" not in plain["training"]
+
+
+def test_form_design_errors_are_shown_next_to_their_fields(client, recorder):
+    token = _csrf(client)
+    r = client.post("/experiments/new", data={**FORM, "csrf_token": token, "grad_clip": "-1",
+                                              "norm_position": "pre", "warmup_epochs": "x"})
+    html = r.get_data(as_text=True)
+    assert r.status_code == 400 and recorder.submitted == []
+    assert re.search(r'id="error-grad_clip"[^>]*>[^<]*greater than 0', html)
+    assert re.search(r'id="error-warmup_epochs"[^>]*>must be a number', html)

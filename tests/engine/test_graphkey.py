@@ -30,11 +30,12 @@ def test_fields_are_literal(monkeypatch):
     monkeypatch.delenv("PYTENSOR_FLAGS", raising=False)
     monkeypatch.delenv("THEANO_FLAGS", raising=False)
     assert graph_key_fields(BASE) == {
-        "v": "1",
+        "v": "2",
         "dataset": {"name": "iris", "params": {}, "path": None, "upload": None, "label_column": None,
                     "test_fraction": 0.2, "validation_fraction": 0.1, "standardize": True,
                     "split_seed": 0},
-        "widths": [16, 16], "activation": "tanh", "residual": False, "dropout": False,
+        "widths": [16, 16], "activation": "tanh", "residual": "none", "normalization": "none",
+        "norm_position": "post", "dropout": False, "grad_clip": False, "single_trial": False,
         "loss": "softmax_crossentropy", "optimizer": "sgd", "batch_size": 32, "dtype": "float64",
     }
     assert graph_key(BASE).startswith("iris-16x16-tanh-sgd-b32-float64-")
@@ -65,6 +66,9 @@ def test_run_time_values_share_one_key():
     {"model__width": [16, 8]},
     {"model__activation": "relu"},
     {"model__residual": True},
+    {"model__residual": "rezero"},
+    {"model__normalization": "layer"},
+    {"training__grad_clip": 1.0},
     {"model__dropout": 0.2},
     {"model__loss": "squared_error"},
     {"training__optimizer": "adam"},
@@ -93,3 +97,16 @@ def test_importing_the_engine_does_not_load_pytensor():
             "print('pytensor' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_options_the_packed_graph_lacks_are_named():
+    from dnnframe.engine import packed_unsupported
+
+    assert packed_unsupported(BASE) == []
+    assert packed_unsupported(variant(model__residual=True)) == []
+    assert packed_unsupported(variant(
+        model__residual="rezero", model__normalization="batch", training__grad_clip=1.0,
+        training__lr_schedule="cosine")) == [
+        "model.normalization=batch", "model.residual=rezero", "training.grad_clip",
+        "training.lr_schedule"]
+    assert graph_key_fields(variant(training__lr_schedule={"warmup_epochs": 2}))["single_trial"]

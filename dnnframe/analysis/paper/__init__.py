@@ -10,8 +10,9 @@ Everything here reads a :class:`~dnnframe.store.base.ResultStore` and never trai
   seed, accuracy, timings, state);
 * :func:`aggregate_by_depth` gives mean and spread over seeds per (dataset, style, depth);
 * :func:`linear_fit` fits ``y = slope * x + intercept`` and its R² (training time vs depth);
-* :func:`collapse_depth` / :func:`plateau_summary` answer RQ2 (where accuracy falls to the
-  majority-class rate, whether it stops improving past 500–700 layers);
+* :func:`collapse_depth` / :func:`plateau_summary` / :func:`deepest_vs_best` answer RQ2
+  (where accuracy falls to the majority-class rate, whether it stops improving past 500–700
+  layers, whether the deepest network keeps the accuracy of the best depth);
 * :func:`compare_stores` answers RQ5 (same spec twice → identical stored metrics, every
   result carrying its environment);
 * :func:`write_paper_report` writes ``report.md``, ``summary.json``, one self-contained
@@ -32,7 +33,13 @@ Everything here reads a :class:`~dnnframe.store.base.ResultStore` and never trai
 from __future__ import annotations
 
 from ...report import LinearFit, linear_fit
-from .depth import aggregate_by_depth, collapse_depth, plateau_summary, time_fits
+from .depth import (
+    aggregate_by_depth,
+    collapse_depth,
+    deepest_vs_best,
+    plateau_summary,
+    time_fits,
+)
 from .figures import build_figures, write_figures_html, write_pngs
 from .report import markdown_table, write_paper_report
 from .repro import compare_stores, write_repro_report
@@ -54,6 +61,7 @@ __all__ = [
     "build_figures",
     "collapse_depth",
     "collect_rows",
+    "deepest_vs_best",
     "compare_stores",
     "linear_fit",
     "majority_rate",

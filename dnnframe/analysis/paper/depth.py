@@ -153,3 +153,34 @@ def plateau_summary(
             }
         )
     return out
+
+
+def deepest_vs_best(
+    groups: Iterable[dict[str, Any]], margin: float = CHANCE_MARGIN
+) -> list[dict[str, Any]]:
+    """Per (dataset, style): the best mean accuracy at any depth, the mean accuracy at the
+    deepest depth, and whether the deepest network keeps within ``margin`` of the best
+    (``keeps_accuracy``): the question whether a design trains at depth at all."""
+    by_key: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+    for g in groups:
+        if g["acc_mean"] is not None:
+            by_key[(g["dataset"], g["style"])].append(g)
+    out = []
+    for (dataset, style), gs in sorted(by_key.items()):
+        best = max(gs, key=lambda g: g["acc_mean"])
+        deepest = max(gs, key=lambda g: g["depth"])
+        gap = best["acc_mean"] - deepest["acc_mean"]
+        out.append(
+            {
+                "dataset": dataset,
+                "style": style,
+                "best_depth": best["depth"],
+                "best_acc": best["acc_mean"],
+                "deepest_depth": deepest["depth"],
+                "deepest_acc": deepest["acc_mean"],
+                "deepest_std": deepest["acc_std"],
+                "gap": gap,
+                "keeps_accuracy": gap <= margin,
+            }
+        )
+    return out

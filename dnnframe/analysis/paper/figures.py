@@ -13,12 +13,14 @@ def build_figures(
     rows: Sequence[dict[str, Any]],
     groups: Sequence[dict[str, Any]],
     fits: dict[tuple[str, str], LinearFit],
+    baseline: Sequence[dict[str, Any]] = (),
 ) -> dict[str, Any]:
     """The three paper figures as plotly Figures: ``accuracy``, ``train_time``, ``compile_time``.
 
     One subplot per dataset, one colour per style; accuracy has seed spread as error bars
     and the majority-class rate as a dashed line; training time has each style's fitted
-    line with its R² in the legend.
+    line with its R² in the legend. ``baseline`` groups (of an earlier report, for the
+    datasets shown) are drawn in the accuracy figure as thin dotted lines to compare with.
     """
     import plotly.graph_objects as go
     from plotly.colors import qualitative
@@ -52,6 +54,7 @@ def build_figures(
 
     acc = frame("Test accuracy vs depth (mean ± std over seeds)", "test accuracy", True)
     acc.update_yaxes(range=[0, 1.02])
+    _add_baseline(acc, baseline, datasets)
     for col, ds in enumerate(datasets, start=1):
         chance = next(
             (g["chance"] for g in groups if g["dataset"] == ds and g["chance"] is not None), None
@@ -177,6 +180,25 @@ def build_figures(
                     col=col,
                 )
     return {"accuracy": acc, "train_time": tt, "compile_time": ct}
+
+
+def _add_baseline(fig: Any, baseline: Sequence[dict[str, Any]], datasets: list[str]) -> None:
+    import plotly.graph_objects as go
+    from plotly.colors import qualitative
+
+    styles = sorted({g["style"] for g in baseline})
+    for i, st in enumerate(styles):
+        colour = qualitative.Pastel[i % len(qualitative.Pastel)]
+        for col, ds in enumerate(datasets, start=1):
+            gs = sorted((g for g in baseline if g["dataset"] == ds and g["style"] == st
+                         and g["acc_mean"] is not None), key=lambda g: g["depth"])
+            if gs:
+                fig.add_trace(
+                    go.Scatter(x=[g["depth"] for g in gs], y=[g["acc_mean"] for g in gs],
+                               mode="lines", name=f"earlier: {st}", legendgroup=f"b-{st}",
+                               showlegend=col == 1, line={"color": colour, "dash": "dot",
+                                                          "width": 1.5}),
+                    row=1, col=col)
 
 
 def write_figures_html(

@@ -13,7 +13,13 @@ from typing import Any
 from ... import report
 from ...exceptions import DnnframeError
 from ...store.base import ResultStore, TrialState
-from .depth import aggregate_by_depth, collapse_depth, plateau_summary, time_fits
+from .depth import (
+    aggregate_by_depth,
+    collapse_depth,
+    deepest_vs_best,
+    plateau_summary,
+    time_fits,
+)
 from .figures import build_figures, write_figures_html, write_pngs
 from .rows import CHANCE_MARGIN, collect_rows
 from .signal import signal_figure, signal_for_rows, signal_markdown
@@ -68,6 +74,7 @@ def write_paper_report(
     experiment_ids: Sequence[str] | None = None,
     png: bool = True,
     command: str | None = None,
+    baseline: str | Path | None = None,
 ) -> dict[str, Any]:
     """Write report.md, summary.json, figures.html (and PNGs) for the RQ1/RQ2 sweeps in ``store``.
 
@@ -77,6 +84,8 @@ def write_paper_report(
         experiment_ids: restrict to these experiments (default: every experiment in the store).
         png: also render PNGs with kaleido when it is installed.
         command: the command that regenerates the report (written into report.md).
+        baseline: the summary.json of an earlier report; its accuracy curves are drawn,
+            dotted, in the accuracy figure for comparison.
     Returns:
         The summary dict also written to summary.json.
     """
@@ -109,6 +118,7 @@ def write_paper_report(
             {"dataset": k[0], "style": k[1], "depth": v} for k, v in collapse.items()
         ],
         "plateau": plateau,
+        "deepest_vs_best": deepest_vs_best(groups),
         "compile_seconds": _compile_summary(rows),
         "groups": groups,
     }
@@ -120,7 +130,11 @@ def write_paper_report(
     (out / "summary.json").write_text(
         json.dumps(summary, indent=1, default=str) + "\n", encoding="utf-8"
     )
-    figures = build_figures(rows, groups, fits)
+    earlier = []
+    if baseline is not None:
+        earlier = json.loads(Path(baseline).read_text(encoding="utf-8"))["groups"]
+        summary["baseline"] = str(baseline)
+    figures = build_figures(rows, groups, fits, baseline=earlier)
     if signal:
         figures["signal"] = signal_figure(signal)
     write_figures_html(figures, out / "figures.html")
@@ -237,6 +251,22 @@ def _report_markdown(
             f"| {p['dataset']} | {p['style']} | {p['best_depth']} | {_fmt(p['best_acc'])} "
             f"| {_fmt(p['band_acc_mean'])} | {p['deepest_depth']} | {_fmt(p['deepest_acc'])} "
             f"| {_fmt(p['chance'])} | {p['improves_past_band']} |"
+        )
+    lines += [
+        "",
+        "## Does the deepest network keep its accuracy?",
+        "",
+        f"Best mean test accuracy at any depth against the mean at the deepest depth; 'keeps' "
+        f"when the deepest is within {CHANCE_MARGIN} of the best.",
+        "",
+        "| dataset | style | best depth | best acc | deepest | acc there (± std) | gap | keeps |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for d in summary["deepest_vs_best"]:
+        lines.append(
+            f"| {d['dataset']} | {d['style']} | {d['best_depth']} | {_fmt(d['best_acc'])} "
+            f"| {d['deepest_depth']} | {_fmt(d['deepest_acc'])} ± {_fmt(d['deepest_std'])} "
+            f"| {_fmt(d['gap'])} | {'yes' if d['keeps_accuracy'] else 'no'} |"
         )
     if summary.get("signal_at_init"):
         lines += [

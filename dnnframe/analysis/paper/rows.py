@@ -20,11 +20,42 @@ ANALYSED_STATES = (TrialState.COMPLETE.value, TrialState.DIVERGED.value)
 CHANCE_MARGIN = 0.02
 
 
+def residual_kind(model: dict[str, Any]) -> str:
+    """The residual of a stored model config as a kind (``true``/``false`` of the first
+    spec format read as identity/none)."""
+    value = model.get("residual", "none")
+    if isinstance(value, bool):
+        return "identity" if value else "none"
+    return value
+
+
 def style_label(config: dict[str, Any]) -> str:
-    """A short name for a trial's layer design: ``tanh/glorot/sgd`` or ``relu/he/adam/residual``."""
+    """A short name for a trial's layer design: ``tanh/glorot/sgd``, ``relu/he/adam/residual``,
+    ``relu/he/adam/scaled/pre-layernorm [clip 1, warm-up 2, cosine]``.
+
+    >>> style_label({"model": {"activation": "relu", "init": "he", "residual": "rezero"},
+    ...              "training": {"optimizer": "adam", "grad_clip": 1.0,
+    ...                           "lr_schedule": {"kind": "cosine", "warmup_epochs": 2}}})
+    'relu/he/adam/rezero [clip 1, warm-up 2, cosine]'
+    """
     model, training = config.get("model", {}), config.get("training", {})
     label = f"{model.get('activation')}/{model.get('init')}/{training.get('optimizer')}"
-    return label + ("/residual" if model.get("residual") else "")
+    residual = residual_kind(model)
+    if residual == "scaled" and model.get("residual_learnable"):
+        residual = "skipinit"
+    label += {"none": "", "identity": "/residual"}.get(residual, f"/{residual}")
+    norm = model.get("normalization", "none")
+    if norm != "none":
+        label += f"/{'pre-' if model.get('norm_position') == 'pre' else ''}{norm}norm"
+    aids = []
+    if training.get("grad_clip") is not None:
+        aids.append(f"clip {training['grad_clip']:g}")
+    schedule = training.get("lr_schedule") or {}
+    if schedule.get("warmup_epochs"):
+        aids.append(f"warm-up {schedule['warmup_epochs']}")
+    if schedule.get("kind", "none") != "none":
+        aids.append(schedule["kind"])
+    return label + (f" [{', '.join(aids)}]" if aids else "")
 
 
 _chance_cache: dict[str, float] = {}
@@ -61,6 +92,9 @@ def trial_row(record: Any, chance: float | None = None) -> dict[str, Any]:
         (record.config or {}).get("training", {}),
     )
     row["style"] = style_label({"model": model, "training": training})
+    # the design fields the signal analysis needs, in one spelling for old and new stores
+    row["residual"] = residual_kind(model)
+    row["normalization"] = model.get("normalization", "none")
     row["depth"] = row["hidden_layers"]
     epochs, train_s = row.get("epochs_run") or 0, row.get("train_seconds")
     row["seconds_per_epoch"] = train_s / epochs if (train_s is not None and epochs) else None

@@ -109,15 +109,18 @@ def signal_at_init(
 
 def signal_for_rows(rows: Sequence[dict[str, Any]], seed: int = 0) -> list[dict[str, Any]]:
     """:func:`signal_at_init` for every (dataset, activation, init, residual, width) in ``rows``
-    at the depths those rows were trained at (styles it does not support are skipped)."""
+    at the depths those rows were trained at (styles it does not support are skipped: other
+    activations, normalisation, scaled residual branches)."""
     keys: dict[tuple, set[int]] = defaultdict(set)
     for r in rows:
-        if r.get("activation") in ("sigmoid", "tanh", "relu", "selu") and isinstance(
-            r.get("width"), int
+        if (
+            r.get("activation") in ("sigmoid", "tanh", "relu", "selu")
+            and isinstance(r.get("width"), int)
+            and r.get("normalization", "none") == "none"
+            and r.get("residual") in ("none", "identity", True, False, None)
         ):
-            keys[(r["dataset"], r["activation"], r["init"], bool(r["residual"]), r["width"])].add(
-                r["depth"]
-            )
+            residual = r.get("residual") in ("identity", True)
+            keys[(r["dataset"], r["activation"], r["init"], residual, r["width"])].add(r["depth"])
     out = []
     for (dataset, act, init, residual, width), depths in sorted(keys.items()):
         out += signal_at_init(dataset, act, init, residual, sorted(depths), width=width, seed=seed)
