@@ -169,23 +169,30 @@ class DenseStackLayer(Layer):
     """``n_layers`` dense layers ``width → width`` as one scan over stacked weights.
 
     Each step is ``h ← [h +] dropout(activation(h @ W[l] + b[l]))``. ``n_layers`` is set by
-    :meth:`initialise` and may change between trials without recompiling. Dropout masks
+    :meth:`initialise` and may change between trials without recompiling; given to the
+    constructor it is static instead (part of the weights' type, as JAX needs). Dropout masks
     for all layers are drawn outside the scan in one seeded random op and fed in as a
     sequence (reproducible, and the scan stays free of random state).
     Mask values are cast to the input's dtype.
     """
 
     def __init__(self, width: int, activation: str = "relu", residual: bool = False, dropout=None,
-                 srng: RandomChain | None = None, dtype: str = "float64", name: str = "stack"):
+                 srng: RandomChain | None = None, dtype: str = "float64", name: str = "stack",
+                 n_layers: int | None = None):
         _check_positive("width", width)
         if dropout is not None and srng is None:
             raise ValueError("a dropout stack needs a RandomChain (srng)")
         self.width, self.dtype, self.residual = width, dtype, residual
         self.activation = _activation(activation)
         self.dropout, self.srng = dropout, srng
-        self.n_layers = 1
-        self.W = pytensor.shared(np.zeros((1, width, width), dtype=dtype), name=f"{name}.W")
-        self.b = pytensor.shared(np.zeros((1, width), dtype=dtype), name=f"{name}.b")
+        if n_layers is not None:
+            _check_positive("n_layers", n_layers)
+        self.n_layers = n_layers or 1
+        static = n_layers is not None
+        self.W = pytensor.shared(np.zeros((self.n_layers, width, width), dtype=dtype), name=f"{name}.W",
+                                 shape=(n_layers, width, width) if static else None)
+        self.b = pytensor.shared(np.zeros((self.n_layers, width), dtype=dtype), name=f"{name}.b",
+                                 shape=(n_layers, width) if static else None)
         self.params, self.regularizable = [self.W, self.b], [self.W]
 
     def get_output(self, x, deterministic: bool = False):
