@@ -14,6 +14,7 @@ JAX is imported only for the JAX backend.
 from __future__ import annotations
 
 import functools
+import importlib.util
 import os
 import platform
 import subprocess
@@ -29,6 +30,13 @@ class DeviceUnavailableError(DnnframeError, RuntimeError):
     """The device THEANO_FLAGS/PYTENSOR_FLAGS asked for cannot be used in this process."""
 
 
+def _has_cuda_plugin() -> bool:
+    # jax[cuda12] (or cuda13) installs a PJRT plugin module; plain `pip install jax` has none
+    if importlib.util.find_spec("jax_plugins") is None:
+        return False
+    return any(importlib.util.find_spec(f"jax_plugins.xla_cuda{v}") is not None for v in (12, 13))
+
+
 def _gpu_device(settings: FlagSettings):
     """The jax Device for the requested GPU, or DeviceUnavailableError saying why not."""
     asked = f"device={settings.requested_device}"
@@ -38,9 +46,13 @@ def _gpu_device(settings: FlagSettings):
         raise DeviceUnavailableError(
             f"{asked} needs JAX with CUDA support, but jax is not installed "
             "(pip install 'dnnframe[gpu]')") from None
+    if not _has_cuda_plugin():
+        raise DeviceUnavailableError(
+            f"{asked} but this jax has no CUDA support (the jax[cuda12] plugin is not "
+            "installed: pip install 'dnnframe[gpu]')")
     try:
         gpus = jax.devices("cuda")
-    except RuntimeError as exc:  # no CUDA plugin, no driver, no GPU, or JAX_PLATFORMS excludes it
+    except Exception as exc:  # no driver, no GPU, or JAX_PLATFORMS excludes cuda
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise DeviceUnavailableError(
             f"{asked} but JAX finds no usable CUDA GPU ({reason}); install 'dnnframe[gpu]' on a "
