@@ -161,7 +161,10 @@ class CompiledModel:
     def _loss_rows(self, out, y):
         if self.shape.loss == "softmax_crossentropy":
             logp = pt.special.log_softmax(out, axis=1)
-            rows = -logp[pt.arange(y.shape[0]), y]
+            # the label's column by comparison with the (constant) class indices: JAX cannot
+            # index with an arange over the run-time batch size
+            onehot = pt.eq(pt.arange(self.shape.n_outputs).dimshuffle("x", 0), y.dimshuffle(0, "x"))
+            rows = -pt.sum(pt.switch(onehot, logp, 0), axis=1)
             correct = pt.sum(pt.eq(pt.argmax(out, axis=1), y))
         else:
             rows = pt.mean((out - y) ** 2, axis=1)
