@@ -203,6 +203,9 @@ def configure() -> FlagSettings:
         # mode=JAX alone means the CPU even where jax[cuda] is installed; a GPU means that
         # platform only, so a missing GPU is an error rather than JAX's silent CPU fallback
         os.environ.setdefault("JAX_PLATFORMS", "cuda" if settings.gpu_index is not None else "cpu")
+        # JAX takes 75 % of a GPU's memory up front by default: a second worker process on
+        # the same card would fail to start; grow as needed instead
+        os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
     import pytensor
 
     known = pytensor.config._config_var_dict
