@@ -9,7 +9,9 @@
 # CAs:    --secret id=ca-certificates,src=/etc/ssl/certs/ca-certificates.crt lets pip trust
 #         a proxy's certificate authority during the build without storing it in the image.
 #
-# There is no CUDA image yet (docs/deploy.md, "GPU hosts").
+# GPU:    --build-arg DNNFRAME_EXTRAS=monitoring,gpu -t dnnframe:gpu adds JAX's CUDA 12 build
+#         (its pip wheels bring the CUDA libraries; the host gives the NVIDIA driver through
+#         the NVIDIA container toolkit); compose's `gpu` profile builds and uses that image.
 ARG PYTHON_IMAGE=python:3.11-slim-bookworm
 FROM ${PYTHON_IMAGE}
 

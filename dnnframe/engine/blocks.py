@@ -133,8 +133,11 @@ class BlockParams:
     """
 
     def __init__(self, design: LayerDesign, n_in: int, n_out: int, dtype: str, name: str,
-                 n_layers: int | None):
+                 n_layers: int | None, static: bool = False):
+        # static: the leading axis is fixed at n_layers in the variables' type (JAX's scans)
         self.design, self.dtype, self.stacked = design, dtype, n_layers is not None
+        self.lead = (n_layers,) if n_layers is not None else ()
+        self.static = static
         self.units = n_in if design.norm_position == "pre" else n_out
         self.shared: dict[str, object] = {}
         if design.normalization != "none":
@@ -151,8 +154,9 @@ class BlockParams:
         self.stats = [self.shared[k] for k in ("mean", "var") if k in self.shared]
 
     def _new(self, name: str, shape: tuple):
-        lead = (1,) if self.stacked else ()
-        return pytensor.shared(np.zeros(lead + shape, dtype=self.dtype), name=name)
+        full = self.lead + shape
+        return pytensor.shared(np.zeros(full, dtype=self.dtype), name=name,
+                               shape=full if self.static else None)
 
     def names(self, deterministic: bool) -> list[str]:
         """The extras :func:`block_step` reads, in the order of :meth:`sequences`."""

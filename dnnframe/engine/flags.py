@@ -9,14 +9,19 @@ seconds to minutes and GBs of memory for our graphs). :func:`configure` translat
 THEANO_FLAGS                           PyTensor                        note
 =====================================  ==============================  ====================================
 ``floatX=float32|float64``             ``floatX``                      same meaning
-``device=cpu``                         (nothing)                       CPU is the only device
-``device=cuda*|gpu*|opencl*``          (nothing)                       **warning**; runs on the CPU and the
-                                                                       trial's environment records it
-``init_gpu_device``, ``contexts``,     (nothing)                       **warning**: no GPU backend
+``device=cpu`` (or unset)              (nothing)                       PyTensor's C backend on the CPU
+``device=cuda|cudaN|gpu|gpuN``         ``mode=JAX``                    the JAX backend on GPU N (default 0);
+                                                                       ``floatX`` defaults to float32; a GPU
+                                                                       that cannot be used is an error, never
+                                                                       a CPU run (:mod:`.backend`)
+``device=<other>`` (``opencl0``, ...)  (nothing)                       an error: no such backend
+``mode=JAX`` (no device)               ``mode=JAX``                    the JAX backend on the CPU
+``init_gpu_device``, ``contexts``,     (nothing)                       **warning**: no such flag in PyTensor
 ``gpuarray.*``, ``dnn.*``, ``lib.*``,
 ``cuda.*``, ``nvcc.*``, ``pycuda.*``
 ``mode=FAST_RUN``                      ``mode=CVM``                    Theano's FAST_RUN was the C backend;
-                                                                       PyTensor's FAST_RUN means numba
+                                                                       PyTensor's FAST_RUN means numba (on a
+                                                                       GPU: ``mode=JAX``)
 ``mode=<other>``                       ``mode=<other>``                FAST_COMPILE, NUMBA, C, CVM, ...
 ``linker=…``                           ``linker=…``                    cvm, c, py, vm, c|py, numba, ...
 ``compiledir``, ``base_compiledir``,   same name                       where compiled C modules are cached
@@ -39,12 +44,16 @@ from __future__ import annotations
 
 import ctypes.util
 import os
+import re
 import sys
 import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
 DEFAULT_MODE = "CVM"
+JAX_MODE = "JAX"
+# Theano's spellings of an NVIDIA GPU: cuda, cuda0, cuda1, ... (gpuarray) and gpu, gpu0, ... (old backend)
+_GPU_DEVICE = re.compile(r"(?:cuda|gpu)(\d*)", re.IGNORECASE)
 _GPU_PREFIXES = ("gpuarray", "dnn", "lib", "cuda", "nvcc", "pycuda")
 _GPU_FLAGS = {"init_gpu_device", "contexts", "force_device", "print_active_device"}
 
@@ -60,16 +69,39 @@ class FlagSettings:
     theano_flags: str = ""
     pytensor_flags: dict[str, str] = field(default_factory=dict)
     requested_device: str = "cpu"
-    device: str = "cpu"
+    device: str = "cpu"  # "cpu" or "cuda:N"
     mode: str = DEFAULT_MODE
     dropped: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    # why the requested device can never be used (an unknown device name); checked with the
+    # GPU itself by backend.require(), so the message reaches the trial or the worker
+    device_error: str | None = None
+
+    @property
+    def backend(self) -> str:
+        """``"jax"`` when graphs compile through JAX (``mode=JAX``), else ``"c"``."""
+        return "jax" if self.mode.upper() == JAX_MODE else "c"
+
+    @property
+    def gpu_index(self) -> int | None:
+        """The GPU ordinal asked for, or None for the CPU."""
+        return int(self.device.split(":")[1]) if self.device.startswith("cuda:") else None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe view for a trial's environment."""
         return {"theano_flags": self.theano_flags, "pytensor_flags": dict(self.pytensor_flags),
                 "requested_device": self.requested_device, "device": self.device,
-                "mode": self.mode, "dropped": list(self.dropped), "notes": list(self.notes)}
+                "mode": self.mode, "backend": self.backend, "dropped": list(self.dropped),
+                "notes": list(self.notes)}
+
+
+def gpu_index(device: str | None) -> int | None:
+    """The GPU ordinal a Theano ``device`` value names (``cuda``/``gpu`` → 0, ``cuda1`` → 1),
+    or None when it names no NVIDIA GPU (``cpu``, unset, ``opencl0``)."""
+    match = _GPU_DEVICE.fullmatch((device or "").strip())
+    if match is None:
+        return None
+    return int(match.group(1) or 0)
 
 
 def parse_flags(text: str) -> dict[str, str]:
@@ -90,23 +122,21 @@ def parse_flags(text: str) -> dict[str, str]:
 def translate(theano_flags: str, pytensor_flags: str = "") -> FlagSettings:
     """Translate THEANO_FLAGS (merged under PYTENSOR_FLAGS) without touching the process.
 
-    Warns (:class:`FlagWarning`) for GPU devices and GPU-only flags. Names PyTensor does
+    ``device`` may come from either variable (PYTENSOR_FLAGS wins). A GPU device selects
+    ``mode=JAX`` (a different mode or linker is dropped with a :class:`FlagWarning`) and
+    float32 unless floatX is given. Warns for GPU-only Theano flags. Names PyTensor does
     not know are detected later, by :func:`configure`, against PyTensor's own registry.
     """
     settings = FlagSettings(theano_flags=theano_flags)
     out: dict[str, str] = {}
+    device = None
     for key, value in parse_flags(theano_flags).items():
         name = key.replace(".", "__")
         if name == "device":
-            settings.requested_device = value
-            if value.lower() != "cpu":
-                msg = (f"THEANO_FLAGS device={value}: PyTensor has no GPU backend for this engine; "
-                       "training runs on the CPU (recorded in the trial's environment)")
-                warnings.warn(msg, FlagWarning, stacklevel=3)
-                settings.notes.append(msg)
+            device = value
             continue
         if name in _GPU_FLAGS or name.split("__")[0] in _GPU_PREFIXES:
-            warnings.warn(f"THEANO_FLAGS {key}={value} has no PyTensor equivalent (no GPU backend) and is ignored",
+            warnings.warn(f"THEANO_FLAGS {key}={value} has no PyTensor equivalent and is ignored",
                           FlagWarning, stacklevel=3)
             settings.dropped.append(key)
             continue
@@ -115,8 +145,13 @@ def translate(theano_flags: str, pytensor_flags: str = "") -> FlagSettings:
         out[name] = value
     # PYTENSOR_FLAGS set by the user win over translated Theano ones
     out.update({k.replace(".", "__"): v for k, v in parse_flags(pytensor_flags).items()})
+    device = out.pop("device", device)
+    if device is not None:
+        _apply_device(settings, out, device.strip())
     if "blas__ldflags" not in out and ctypes.util.find_library("openblas"):
         out["blas__ldflags"] = "-lopenblas"
+    if out.get("mode", "").upper() == JAX_MODE:
+        out["mode"] = JAX_MODE
     if "mode" in out:
         settings.mode = out["mode"]
     elif "linker" in out:
@@ -125,6 +160,27 @@ def translate(theano_flags: str, pytensor_flags: str = "") -> FlagSettings:
         out["mode"] = DEFAULT_MODE
     settings.pytensor_flags = out
     return settings
+
+
+def _apply_device(settings: FlagSettings, out: dict[str, str], device: str) -> None:
+    """Set the backend for ``device=``: the C backend for cpu, JAX for an NVIDIA GPU."""
+    settings.requested_device = device
+    if device.lower() == "cpu" or not device:
+        return
+    index = gpu_index(device)
+    if index is None:
+        settings.device_error = (f"device={device} cannot be used: dnnframe trains on device=cpu "
+                                 "or an NVIDIA GPU (device=cuda, cudaN, gpu, gpuN)")
+        return
+    settings.device = f"cuda:{index}"
+    for name in ("mode", "linker"):
+        value = out.pop(name, None)
+        if value is not None and value.upper() not in (JAX_MODE, "FAST_RUN", DEFAULT_MODE):
+            warnings.warn(f"{name}={value} is ignored: device={device} trains through mode=JAX",
+                          FlagWarning, stacklevel=4)
+            settings.dropped.append(name)
+    out["mode"] = JAX_MODE
+    out.setdefault("floatX", "float32")  # as Theano on a GPU: float64 is slow there
 
 
 _SETTINGS: FlagSettings | None = None
@@ -143,6 +199,13 @@ def configure() -> FlagSettings:
     already = "pytensor" in sys.modules
     if not already:
         os.environ["PYTENSOR_FLAGS"] = ",".join(f"{k}={v}" for k, v in settings.pytensor_flags.items())
+    if settings.backend == "jax" and "jax" not in sys.modules:
+        # mode=JAX alone means the CPU even where jax[cuda] is installed; a GPU means that
+        # platform only, so a missing GPU is an error rather than JAX's silent CPU fallback
+        os.environ.setdefault("JAX_PLATFORMS", "cuda" if settings.gpu_index is not None else "cpu")
+        # JAX takes 75 % of a GPU's memory up front by default: a second worker process on
+        # the same card would fail to start; grow as needed instead
+        os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
     import pytensor
 
     known = pytensor.config._config_var_dict

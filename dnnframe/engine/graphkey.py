@@ -19,10 +19,13 @@ what the packed graph depends on:
 - ``batch_size``: members step through minibatches together, so they need the same number
   and size of minibatches per epoch;
 - ``dtype``: the process's floatX (from ``PYTENSOR_FLAGS``, else ``THEANO_FLAGS``, else
-  float64), because a float32 and a float64 graph are different functions.
+  float32 when ``device`` names a GPU and float64 otherwise), because a float32 and a float64 graph are different functions.
 
 Not in the key (run-time inputs of the pack, one value per member): seed, learning rate,
 momentum, L2, dropout rate, init, max_epochs, early stopping.
+
+Not in the key either: the backend (C or JAX) and the device. They are the training
+process's, not the trial's: a pack compiles on whichever worker takes it.
 
 This module imports neither PyTensor nor NumPy.
 """
@@ -33,6 +36,8 @@ import hashlib
 import json
 import os
 from typing import TYPE_CHECKING, Any
+
+from .flags import gpu_index
 
 if TYPE_CHECKING:
     from ..spec import TrialConfig
@@ -73,7 +78,7 @@ def _env_flag(name: str) -> str | None:
 
 def process_dtype() -> str:
     """The floatX this process trains with, read from the environment without PyTensor."""
-    return _env_flag("floatX") or "float64"
+    return _env_flag("floatX") or ("float32" if gpu_index(_env_flag("device")) is not None else "float64")
 
 
 def as_config(config: dict | TrialConfig) -> TrialConfig:

@@ -200,14 +200,15 @@ class DenseStackLayer(Layer):
     with the normalisation and residual of ``design``; every per-layer parameter (norm gain
     and shift, residual scale, batch-norm running statistics) is stacked on the same leading
     axis and scanned with the weights. ``n_layers`` is set by :meth:`initialise` and may
-    change between trials without recompiling. Dropout masks for all layers are drawn
-    outside the scan in one seeded random op and fed in as a sequence (reproducible, and
-    the scan stays free of random state). Mask values are cast to the input's dtype.
+    change between trials without recompiling; given to the constructor it is static
+    instead (part of the parameters' type, as JAX needs). Dropout masks for all layers are
+    drawn outside the scan in one seeded random op and fed in as a sequence (reproducible,
+    and the scan stays free of random state). Mask values are cast to the input's dtype.
     """
 
     def __init__(self, width: int, activation: str = "relu", residual: bool = False, dropout=None,
                  srng: RandomChain | None = None, dtype: str = "float64", name: str = "stack",
-                 design: LayerDesign | None = None):
+                 design: LayerDesign | None = None, n_layers: int | None = None):
         _check_positive("width", width)
         if dropout is not None and srng is None:
             raise ValueError("a dropout stack needs a RandomChain (srng)")
@@ -219,10 +220,16 @@ class DenseStackLayer(Layer):
         self.residual = design.residual != "none"
         self.activation = _activation(activation)
         self.dropout, self.srng = dropout, srng
-        self.n_layers = 1
-        self.W = pytensor.shared(np.zeros((1, width, width), dtype=dtype), name=f"{name}.W")
-        self.b = pytensor.shared(np.zeros((1, width), dtype=dtype), name=f"{name}.b")
-        self.extras = BlockParams(design, width, width, dtype, name, n_layers=1)
+        if n_layers is not None:
+            _check_positive("n_layers", n_layers)
+        self.n_layers = n_layers or 1
+        static = (n_layers, width) if n_layers is not None else None
+        self.W = pytensor.shared(np.zeros((self.n_layers, width, width), dtype=dtype), name=f"{name}.W",
+                                 shape=(*static, width) if static else None)
+        self.b = pytensor.shared(np.zeros((self.n_layers, width), dtype=dtype), name=f"{name}.b",
+                                 shape=static)
+        self.extras = BlockParams(design, width, width, dtype, name, n_layers=self.n_layers,
+                                  static=n_layers is not None)
         self.params = [self.W, self.b, *self.extras.params]
         self.regularizable = [self.W]
         self.stats = self.extras.stats

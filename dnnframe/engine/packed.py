@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from . import diskcache
+from .flags import JAX_MODE
 from .graphkey import graph_key, packed_unsupported
 from .modelcache import ModelCache
 from .packgraph import PackedModel, PackShape, initial_weights
@@ -49,6 +50,8 @@ def packed_model(shape: PackShape) -> tuple[PackedModel, bool, bool]:
 
     def build() -> PackedModel:
         nonlocal disk_hit
+        if shape.mode == JAX_MODE:  # JAX keeps its own compiled executables on disk (backend.require)
+            return PackedModel(shape)
         model, disk_hit = diskcache.load_or_build("packed", shape, lambda: PackedModel(shape))
         return model
 
@@ -245,8 +248,9 @@ def _train_pack(configs: list, on_epoch: OnPackEpoch | None) -> list[TrialResult
 
 def _chunks(model: PackedModel, K: int, batch: int) -> list[tuple[int, int, list[np.ndarray]]]:
     """Split the loaded pack state into ``(lo, hi, state)`` chunks of members whose
-    activations (members x width x batch) stay within CHUNK_ELEMENTS."""
-    size = max(1, CHUNK_ELEMENTS // (batch * max(model.dims)))
+    activations (members x width x batch) stay within CHUNK_ELEMENTS. Under mode=JAX the
+    pack is one chunk: XLA compiles per shape, and a GPU wants the whole pack at once."""
+    size = K if model.shape.mode == JAX_MODE else max(1, CHUNK_ELEMENTS // (batch * max(model.dims)))
     full = model.export_state()
     out = []
     for lo in range(0, K, size):

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .flags import configure
+from .flags import JAX_MODE, configure
 
 configure()
 
@@ -32,8 +32,13 @@ from .layers import ACTIVATIONS, init_weights  # noqa: E402
 from .updates import make_updates  # noqa: E402
 from .vecmath import vexp, vtanh  # noqa: E402
 
-# NumPy's SIMD tanh instead of libm's scalar one (see vecmath): the pack's activations are large
+# NumPy's SIMD tanh instead of libm's scalar one (see vecmath): the pack's activations are large.
+# Under mode=JAX XLA vectorises them itself (and vecmath's NumPy ops cannot run inside XLA).
 _PACK_ACTIVATIONS = {**ACTIVATIONS, "tanh": vtanh}
+
+
+def _activation(shape: PackShape):
+    return (ACTIVATIONS if shape.mode == JAX_MODE else _PACK_ACTIVATIONS)[shape.activation]
 
 
 @dataclass(frozen=True)
@@ -65,7 +70,7 @@ class PackedModel:
     def __init__(self, shape: PackShape):
         self.shape = shape
         dtype = shape.dtype
-        self.act = _PACK_ACTIVATIONS[shape.activation]
+        self.act = _activation(shape)
         dims = [shape.n_features, *shape.widths, shape.n_outputs]
         self.dims = dims
         self.W, self.b = [], []
@@ -125,7 +130,12 @@ class PackedModel:
             W, b = self.W[i], self.b[i]
             n_in, n_out = self.dims[i], self.dims[i + 1]
             last = i == n_layers - 1
-            if i == 0 and x.ndim == 2:
+            if i == 0 and x.ndim == 2 and shape.mode == JAX_MODE:
+                # shared input under JAX: a broadcast product (XLA needs no reshape trick,
+                # and a reshape to a run-time K is not a static shape)
+                z = pt.matmul(W, x.T) + b.dimshuffle(0, 1, "x")
+                x_fm = x.T.dimshuffle("x", 0, 1)
+            elif i == 0 and x.ndim == 2:
                 # shared input: all members' first layers are one wide product
                 # [K*H, D] @ [D, B], already feature-major
                 z = pt.dot(W.reshape((-1, n_in)), x.T) + b.reshape((-1,)).dimshuffle(0, "x")
@@ -156,7 +166,8 @@ class PackedModel:
             # the max is a constant shift (no gradient flows through it)
             m = pytensor.gradient.disconnected_grad(pt.max(out, axis=1, keepdims=True))
             shifted = out - m
-            logp = shifted - pt.log(pt.sum(vexp(shifted), axis=1, keepdims=True))
+            exp = pt.exp if self.shape.mode == JAX_MODE else vexp
+            logp = shifted - pt.log(pt.sum(exp(shifted), axis=1, keepdims=True))
             labels = y.dimshuffle("x", 0) if y.ndim == 1 else y
             classes = pt.arange(self.shape.n_outputs).dimshuffle("x", 0, "x")
             onehot = pt.eq(classes, labels.dimshuffle(0, "x", 1))
@@ -176,7 +187,7 @@ class PackedModel:
 
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
-        self.act = _PACK_ACTIVATIONS[self.shape.activation]
+        self.act = _activation(self.shape)
 
     # ------------------------------------------------------------------ values
     def load(self, weights: list[np.ndarray], hyper: dict[str, np.ndarray]) -> None:

@@ -5,7 +5,9 @@ changes the symbolic graph (layer widths pattern, activation, layer design (resi
 normalisation and its position), dropout and gradient clipping on/off, loss, optimiser,
 dtype, mode). Depth of an equal-width run, learning rate (and its schedule), momentum,
 L2, dropout rate, clipping threshold, residual scale, seed and data are runtime values
-(shared variables), so a depth sweep at one width compiles once.
+(shared variables), so a depth sweep at one width compiles once. Under ``mode=JAX`` the
+depth of each stack is static instead (``GraphShape.stack_layers``: XLA needs static
+shapes); XLA compiles the scan's body once, so the build time still does not grow with depth.
 """
 
 from __future__ import annotations
@@ -22,13 +24,14 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .flags import configure
+from .flags import JAX_MODE, configure
 
 _FLAGS = configure()
 
 import pytensor  # noqa: E402
 import pytensor.tensor as pt  # noqa: E402
 
+from .backend import describe, require, seed_random_state  # noqa: E402
 from .blocks import LayerDesign, residual_scale  # noqa: E402
 from .layers import DenseLayer, DenseStackLayer, Layer, RandomChain  # noqa: E402
 from .modelcache import ModelCache  # noqa: E402
@@ -64,6 +67,7 @@ class GraphShape:
     mode: str
     design: LayerDesign = LayerDesign()  # normalisation and residual kind of hidden layers
     grad_clip: bool = False  # the clipping threshold itself is a run-time value
+    stack_layers: tuple[int, ...] | None = None  # per stack, under mode=JAX only
 
 
 def segments_for(n_features: int, widths: list[int]) -> tuple[tuple, tuple[int, ...]]:
@@ -129,7 +133,9 @@ class CompiledModel:
                                           mode=shape.mode, name="train_step")
         self.eval_fn = pytensor.function([X, y], [loss_rows_eval.sum(), correct_eval],
                                          mode=shape.mode, name="evaluate")
-        self._warm_up(X.type, y.type)
+        self._y_type = y.type
+        if shape.mode != JAX_MODE:  # XLA compiles per input shape: train() warms those up
+            self.warm_up([2], [2])
 
     def _hidden_layers(self, shape: GraphShape) -> tuple[list[Layer], list[DenseStackLayer]]:
         """The hidden layers of ``shape``: a dense layer per segment start, a scanned stack for
@@ -145,19 +151,23 @@ class CompiledModel:
                                          name=f"hidden{k}", dropout=drop, srng=self.srng,
                                          design=design))
             else:
+                n_static = shape.stack_layers[len(stacks)] if shape.stack_layers else None
                 stack = DenseStackLayer(seg[1], shape.activation, dropout=drop, srng=self.srng,
-                                        dtype=shape.dtype, name=f"stack{k}", design=shape.design)
+                                        dtype=shape.dtype, name=f"stack{k}", design=shape.design,
+                                        n_layers=n_static)
                 layers.append(stack)
                 stacks.append(stack)
         return layers, stacks
 
-    def _warm_up(self, x_type, y_type) -> None:
-        # The C backend builds some thunks on the first call; do it here so that cost is
-        # counted as compile time, not as the first epoch. reset() follows before training.
-        X0 = np.zeros((2, self.shape.n_features), dtype=x_type.dtype)
-        y0 = np.zeros((2,) if y_type.ndim == 1 else (2, self.shape.n_outputs), dtype=y_type.dtype)
-        self.train_fn(X0, y0)
-        self.eval_fn(X0, y0)
+    def warm_up(self, train_rows: list[int], eval_rows: list[int]) -> None:
+        """Call the functions once per batch size: the C backend builds some thunks on the
+        first call and XLA compiles per input shape, so that cost is counted as compile
+        time, not as the first epoch. reset() follows before training."""
+        y_type = self._y_type
+        for rows, fn in [(r, self.train_fn) for r in train_rows] + [(r, self.eval_fn) for r in eval_rows]:
+            X0 = np.zeros((rows, self.shape.n_features), dtype=self.shape.dtype)
+            y0 = np.zeros((rows,) if y_type.ndim == 1 else (rows, self.shape.n_outputs), dtype=y_type.dtype)
+            fn(X0, y0)
 
     def _forward(self, x, deterministic: bool):
         for layer in self.layers:
@@ -167,7 +177,10 @@ class CompiledModel:
     def _loss_rows(self, out, y):
         if self.shape.loss == "softmax_crossentropy":
             logp = pt.special.log_softmax(out, axis=1)
-            rows = -logp[pt.arange(y.shape[0]), y]
+            # the label's column by comparison with the (constant) class indices: JAX cannot
+            # index with an arange over the run-time batch size
+            onehot = pt.eq(pt.arange(self.shape.n_outputs).dimshuffle("x", 0), y.dimshuffle(0, "x"))
+            rows = -pt.sum(pt.switch(onehot, logp, 0), axis=1)
             correct = pt.sum(pt.eq(pt.argmax(out, axis=1), y))
         else:
             rows = pt.mean((out - y) ** 2, axis=1)
@@ -201,7 +214,10 @@ class CompiledModel:
         self.l2.set_value(np.asarray(t.l2, dtype=dtype))
         self.p_drop.set_value(np.asarray(config.model.dropout, dtype=dtype))
         self.clip.set_value(np.asarray(t.grad_clip or 1.0, dtype=dtype))
-        self.srng.seed(int(rng.integers(2**31)))
+        seed = int(rng.integers(2**31))
+        self.srng.seed(seed)
+        if self.shape.mode == JAX_MODE:
+            seed_random_state(self.train_fn, seed)
 
     def set_epoch_lr(self, config, epoch: int) -> None:
         """The learning rate of ``epoch`` (1-based) under the trial's schedule."""
@@ -258,8 +274,8 @@ def _environment(cached: bool) -> dict[str, Any]:
         "mode": _FLAGS.mode,
         "blas__ldflags": str(pytensor.config.blas__ldflags),
         "flags": _FLAGS.to_dict(),
-        "device": _FLAGS.device,
         "requested_device": _FLAGS.requested_device,
+        **describe(),  # backend, device, device_name (+ jax, jaxlib, cuda)
         "compile_cache_hit": cached,
         # this process's peak resident memory so far (Linux reports KiB): what a worker needs
         "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
@@ -290,6 +306,7 @@ def prepare_data(config: TrialConfig) -> tuple[Any, dict[str, Any], dict[str, tu
     and the config, ``{"train"|"val"|"test": (X, y)}`` in the engine's dtype)."""
     from ..datasets import load_dataset
 
+    require()  # a GPU that was asked for and cannot be used fails here, before any work
     model_cfg = config.model
     data = load_dataset(config.dataset, model_cfg.loss)
     dtype = str(pytensor.config.floatX)
@@ -343,11 +360,17 @@ def train(config: TrialConfig | dict, on_epoch: Callable[[int, dict], bool | Non
     classification = shape_args["classification"]
     segments, counts = segments_for(data.n_features, config.model.widths)
     shape = GraphShape(segments=segments, design=LayerDesign.from_model(config.model),
-                       grad_clip=train_cfg.grad_clip is not None, **shape_args)
+                       grad_clip=train_cfg.grad_clip is not None, **shape_args,
+                       stack_layers=counts if shape_args["mode"] == JAX_MODE else None)
     (X_train, y_train), (X_val, y_val) = splits["train"], splits["val"]
     t_data = time.perf_counter()
 
     model, cached = compiled_model(shape)
+    if shape.mode == JAX_MODE:
+        batch = min(train_cfg.batch_size, len(X_train))
+        eval_rows = {min(len(X), EVAL_CHUNK) for X, _ in splits.values() if len(X)} | \
+            {len(X) % EVAL_CHUNK for X, _ in splits.values() if len(X) % EVAL_CHUNK}
+        model.warm_up(sorted({batch, len(X_train) % batch} - {0}), sorted(eval_rows))
     t_compile = time.perf_counter()
 
     # independent streams for init, shuffling and dropout, all derived from the trial seed

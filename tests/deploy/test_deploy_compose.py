@@ -179,8 +179,14 @@ def test_gpu_profile(run_compose, stack) -> None:
     assert gpu["profiles"] == ["gpu"]
     assert "device=cuda" in gpu["environment"]["THEANO_FLAGS"].split(",")
     assert "--queues=gpu" in gpu["command"]
-    # No JAX CUDA image yet: trials there run on the CPU, so no GPU is reserved for them.
-    assert "deploy" not in gpu, gpu.get("deploy")
+    # The GPU image (JAX's CUDA build) and one GPU, for this service only.
+    assert gpu["image"] == "dnnframe:gpu"
+    assert gpu["build"]["args"]["DNNFRAME_EXTRAS"] == "monitoring,gpu"
+    [device] = gpu["deploy"]["resources"]["reservations"]["devices"]
+    assert device["driver"] == "nvidia" and device["capabilities"] == ["gpu"]
+    assert device["count"] == 1
+    for name, svc in stack["services"].items():
+        assert name == "worker-gpu" or "deploy" not in svc, f"{name} reserves a GPU"
     # Without the profile the GPU worker is not part of the stack.
     plain = resolve(run_compose, [COMPOSE_FILE], ENV_EXAMPLE, profiles=())
     assert "worker-gpu" not in plain["services"]
@@ -196,7 +202,8 @@ def test_one_configuration_story(stack) -> None:
         env = services[name]["environment"]
         same = {k: v for k, v in env.items() if k.startswith("DNNFRAME_")}
         assert same == base, f"{name} sees different DNNFRAME_* settings than the worker"
-        assert services[name]["image"] == services["worker"]["image"], name
+        if name != "worker-gpu":  # the same Dockerfile with JAX's CUDA build added
+            assert services[name]["image"] == services["worker"]["image"], name
         assert {k: v for k, v in secret_files(stack, name).items()
                 if k.startswith("DNNFRAME_")} == files, name
     assert files["DNNFRAME_BROKER_URL"].startswith("amqp://")
@@ -208,7 +215,7 @@ def test_one_configuration_story(stack) -> None:
 def test_every_dnnframe_variable_in_env_example_reaches_the_containers(stack) -> None:
     compose_only = {"DNNFRAME_PUBLISH_ADDRESS", "DNNFRAME_DASHBOARD_PORT", "DNNFRAME_FLOWER_PORT",
                     "DNNFRAME_RABBITMQ_UI_PORT", "DNNFRAME_IMAGE",
-                    "DNNFRAME_GPU_WORKERS", "DNNFRAME_GPU_THEANO_FLAGS"}
+                    "DNNFRAME_GPU_WORKERS", "DNNFRAME_GPU_THEANO_FLAGS", "DNNFRAME_GPU_IMAGE"}
     env = stack["services"]["dashboard"]["environment"]
     files = secret_files(stack, "dashboard")
     for key in read_env_file(ENV_EXAMPLE):
