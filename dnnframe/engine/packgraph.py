@@ -144,7 +144,7 @@ class PackedModel:
             else:
                 if i == 0:
                     h = x_fm = x.dimshuffle(0, 2, 1)
-                z = pt.batched_dot(W, h) + b.dimshuffle(0, 1, "x")
+                z = pt.matmul(W, h) + b.dimshuffle(0, 1, "x")  # compiles to BatchedDot
             if last:
                 return z
             out = act(z)
