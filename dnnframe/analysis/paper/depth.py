@@ -111,6 +111,16 @@ def collapse_depth(
     return out
 
 
+def _by_dataset_style(groups: Iterable[dict[str, Any]]
+                      ) -> list[tuple[tuple[str, str], list[dict[str, Any]]]]:
+    """Groups with an accuracy, gathered per (dataset, style), in sorted order."""
+    by_key: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+    for g in groups:
+        if g["acc_mean"] is not None:
+            by_key[(g["dataset"], g["style"])].append(g)
+    return sorted(by_key.items())
+
+
 def plateau_summary(
     groups: Iterable[dict[str, Any]], band: tuple[int, int] = (500, 700)
 ) -> list[dict[str, Any]]:
@@ -121,12 +131,8 @@ def plateau_summary(
     exceeds the best inside the band by more than the larger of the two spreads (std over
     seeds): a difference within seed noise is not an improvement.
     """
-    by_key: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
-    for g in groups:
-        if g["acc_mean"] is not None:
-            by_key[(g["dataset"], g["style"])].append(g)
     out = []
-    for (dataset, style), gs in sorted(by_key.items()):
+    for (dataset, style), gs in _by_dataset_style(groups):
         gs.sort(key=lambda g: g["depth"])
         best = max(gs, key=lambda g: g["acc_mean"])
         inside = [g for g in gs if band[0] <= g["depth"] <= band[1]]
@@ -161,12 +167,8 @@ def deepest_vs_best(
     """Per (dataset, style): the best mean accuracy at any depth, the mean accuracy at the
     deepest depth, and whether the deepest network keeps within ``margin`` of the best
     (``keeps_accuracy``): the question whether a design trains at depth at all."""
-    by_key: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
-    for g in groups:
-        if g["acc_mean"] is not None:
-            by_key[(g["dataset"], g["style"])].append(g)
     out = []
-    for (dataset, style), gs in sorted(by_key.items()):
+    for (dataset, style), gs in _by_dataset_style(groups):
         best = max(gs, key=lambda g: g["acc_mean"])
         deepest = max(gs, key=lambda g: g["depth"])
         gap = best["acc_mean"] - deepest["acc_mean"]
