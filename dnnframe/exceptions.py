@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import traceback
 
 _MORE = re.compile(r"… and (\d+) more")
 
@@ -60,6 +61,19 @@ class DatasetError(DnnframeError, ValueError):
     def __init__(self, message: str, field: str | None = None):
         super().__init__(message)
         self.field = field
+
+
+class ExplainedError(DnnframeError):
+    """An error whose message says all there is to say (a missing GPU, say): a trial that
+    fails with it records that one line, not a traceback of dnnframe's own code."""
+
+
+def failure_text(exc: BaseException) -> str:
+    """What a FAILED trial records for ``exc``: one line for an :class:`ExplainedError`,
+    the whole traceback otherwise."""
+    if isinstance(exc, ExplainedError):
+        return f"{type(exc).__module__}.{type(exc).__qualname__}: {exc}"
+    return "".join(traceback.format_exception(exc))
 
 
 class StoreError(DnnframeError):

@@ -21,7 +21,7 @@ from typing import Any
 
 from . import settings
 from .engine.result import TrialResult
-from .exceptions import StoreError, TrialCancelled
+from .exceptions import StoreError, TrialCancelled, failure_text
 from .heartbeat import Heartbeat
 from .search.asha import Pruner
 from .spec import TrialConfig
@@ -260,8 +260,7 @@ def _outcome(result: Any, index: int, pruned: dict[str, Any] | None = None
     """The final state, result dict and error of one member from what the engine returned
     (a member stopped by ASHA comes back CANCELLED and becomes PRUNED, its curve kept)."""
     if isinstance(result, BaseException):
-        tb = "".join(traceback.format_exception(result))
-        return TrialState.FAILED, None, tb
+        return TrialState.FAILED, None, failure_text(result)
     state = TrialState(result.status)
     data = result.to_dict()
     error = None
@@ -376,7 +375,7 @@ def _train(store: ResultStore, worker: str, members: list[_Member], configs: lis
         _end_all(members, TrialState.CANCELLED, f"cancelled: {exc}")
         return
     except Exception as exc:
-        tb = traceback.format_exc()
+        tb = failure_text(exc)
         log.error("pack of %d failed after %.1fs (configs %s): %s", len(members),
                   time.perf_counter() - started, [m.config for m in members], exc)
         _end_all(members, TrialState.FAILED, tb)

@@ -22,11 +22,11 @@ import sys
 import warnings
 from typing import Any
 
-from ..exceptions import DnnframeError
+from ..exceptions import ExplainedError
 from .flags import FlagSettings, configure
 
 
-class DeviceUnavailableError(DnnframeError, RuntimeError):
+class DeviceUnavailableError(ExplainedError, RuntimeError):
     """The device THEANO_FLAGS/PYTENSOR_FLAGS asked for cannot be used in this process."""
 
 

@@ -154,8 +154,8 @@ def test_a_trial_asking_for_a_missing_gpu_fails_with_the_reason_and_never_trains
         print(json.dumps({{"state": t.state.value, "error": t.error, "result": t.result}}))
     """, _env("device=cuda"))
     assert out["state"] == "FAILED" and out["result"] is None
-    last = out["error"].strip().splitlines()[-1]
-    assert last.startswith("dnnframe.engine.backend.DeviceUnavailableError: device=cuda but "), last
+    (line,) = out["error"].strip().splitlines()  # the reason, not a traceback
+    assert line.startswith("dnnframe.engine.backend.DeviceUnavailableError: device=cuda but "), line
 
 
 # --------------------------------------------------------------------------- parity
