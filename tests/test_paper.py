@@ -41,6 +41,7 @@ DEPTHS = [1, 2, 4, 8, 16, 32, 64, 128, 256, 500, 550, 600, 650, 700, 1000]
         ("rq2_long_modern_selu.yaml", 20),
         ("rq2_rezero.yaml", 72),
         ("rq2_preln_scaled.yaml", 72),
+        ("rq2_rezero_valacc.yaml", 72),
         ("rq5_repro.yaml", 24),
         ("pilot.yaml", 12),
     ],
