@@ -41,6 +41,7 @@ DEPTHS = [1, 2, 4, 8, 16, 32, 64, 128, 256, 500, 550, 600, 650, 700, 1000]
         ("rq2_long_modern_selu.yaml", 20),
         ("rq2_rezero.yaml", 72),
         ("rq2_preln_scaled.yaml", 72),
+        ("rq2_rezero_valacc.yaml", 72),
         ("rq5_repro.yaml", 24),
         ("pilot.yaml", 12),
     ],
@@ -228,7 +229,7 @@ def test_time_fit_recovers_slope_intercept_and_r2(store) -> None:
 
 def test_deep_design_sweeps_and_their_style_names() -> None:
     styles = set()
-    for name in ("rq2_rezero.yaml", "rq2_preln_scaled.yaml"):
+    for name in ("rq2_rezero.yaml", "rq2_preln_scaled.yaml", "rq2_rezero_valacc.yaml"):
         trials = list(expand(load_spec(PAPER_DIR / name)))
         assert sorted({t.model.hidden_layers for t in trials}) == [1, 4, 16, 64, 256, 1000]
         assert {t.dataset.name for t in trials} == {"iris", "wine", "breast_cancer", "digits"}
@@ -238,7 +239,8 @@ def test_deep_design_sweeps_and_their_style_names() -> None:
             (16, 64, 40, 0.002, s) for s in range(3)}
         styles |= {paper.style_label(t.model_dump(mode="json")) for t in trials}
     assert styles == {"relu/he/adam/rezero [clip 1, warm-up 2, cosine]",
-                      "relu/he/adam/scaled/pre-layernorm [clip 1, warm-up 2, cosine]"}
+                      "relu/he/adam/scaled/pre-layernorm [clip 1, warm-up 2, cosine]",
+                      "relu/he/adam/rezero [clip 1, warm-up 2, cosine, best val_accuracy]"}
 
 
 def test_style_labels_read_the_first_format_too() -> None:
@@ -250,6 +252,18 @@ def test_style_labels_read_the_first_format_too() -> None:
     assert label({"residual": False}) == label({}) == "relu/he/adam"
     assert label({"residual": "scaled", "residual_learnable": True}) == "relu/he/adam/skipinit"
     assert label({"normalization": "batch"}) == "relu/he/adam/batchnorm"
+
+
+def test_style_labels_name_a_selection_other_than_validation_loss() -> None:
+    def label(training: dict) -> str:
+        return paper.style_label({"model": {"activation": "relu", "init": "he"},
+                                  "training": {"optimizer": "adam", "max_epochs": 40, **training}})
+
+    assert label({"early_stopping": {"metric": "val_loss", "patience": 5}}) == "relu/he/adam"
+    assert label({"early_stopping": {"metric": "val_accuracy", "patience": 5}}) == (
+        "relu/he/adam [stop on val_accuracy]")
+    assert label({"early_stopping": {"metric": "val_accuracy", "patience": 40}}) == (
+        "relu/he/adam [best val_accuracy]")
 
 
 def test_deepest_vs_best() -> None:

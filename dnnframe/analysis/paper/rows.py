@@ -55,6 +55,13 @@ def style_label(config: dict[str, Any]) -> str:
         aids.append(f"warm-up {schedule['warmup_epochs']}")
     if schedule.get("kind", "none") != "none":
         aids.append(schedule["kind"])
+    # the epoch reported differs from the RQ1 protocol (validation loss), so it is part of the
+    # design's name: two runs of the same network that select differently are not merged
+    stopping = training.get("early_stopping") or {}
+    metric = stopping.get("metric", "val_loss")
+    if stopping and metric != "val_loss":
+        keeps_all = stopping.get("patience", 5) >= training.get("max_epochs", 20)
+        aids.append(f"best {metric}" if keeps_all else f"stop on {metric}")
     return label + (f" [{', '.join(aids)}]" if aids else "")
 
 
