@@ -79,8 +79,8 @@ class DriverThreads:
         try:
             driver.run()
         except Exception:  # noqa: BLE001 - a thread has no caller to raise to: say so loudly
-            log.exception("the search driver of experiment %s stopped; submit the spec again "
-                          "to resume it", driver.experiment_id)
+            log.exception("the search driver of experiment %s stopped; restart the server or "
+                          "submit the spec again to resume it", driver.experiment_id)
 
 
 def unfinished_driven(store: ResultStore, page: int = 100) -> list[ExperimentSpec]:
