@@ -295,12 +295,17 @@ def search_json(spec: dict[str, Any]) -> dict[str, Any]:
 
 
 def status_text(status: str, counts: dict[str, int], n_trials: int) -> str:
-    """The experiment's status in words, saying how many trials failed once it is over."""
+    """The experiment's status in words, saying how many trials failed once it is over, and
+    how many ASHA pruned."""
     failed = counts.get("FAILED", 0)
+    pruned = counts.get("PRUNED", 0)
     if status == "FAILED":
         return f"failed: all {failed} trials failed" if failed != 1 else "failed: the trial failed"
     if status == "COMPLETE_WITH_FAILURES":
-        return f"finished, {failed} of {n_trials} failed"
+        text = f"finished, {failed} of {n_trials} failed"
+        return text + (f", {pruned} pruned" if pruned else "")
+    if status == "COMPLETE" and pruned:
+        return f"finished, {pruned} of {n_trials} pruned"
     return {"COMPLETE": "finished"}.get(status, status.lower())
 
 

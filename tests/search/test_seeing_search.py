@@ -56,6 +56,7 @@ def test_the_api_gives_the_rungs_of_the_experiment(pruned):
     assert body["search"] == {"method": "asha", "prunes": True, "rung_metric": "val_accuracy",
                               "rungs": [1, 2]}
     assert body["counts"]["PRUNED"] == 5
+    assert body["status_text"] == "finished, 5 of 8 pruned"
 
 
 def test_experiment_page_draws_the_rung_chart_and_best_so_far(pruned):
