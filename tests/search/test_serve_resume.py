@@ -1,5 +1,6 @@
 """``dnnframe serve`` as a real process: a tpe experiment whose server is killed mid-way is
-resumed when the server starts again, and completes to ``num_samples``."""
+resumed when the server starts again (one process, or gunicorn's workers), and completes to
+exactly ``num_samples``."""
 
 from __future__ import annotations
 
@@ -40,7 +41,8 @@ def _wait(predicate, timeout: float, what: str) -> None:
 class Server:
     """``dnnframe serve`` in its own session (so the local pool dies with it)."""
 
-    def __init__(self, tmp_path: Path, url: str, port: int, n: int):
+    def __init__(self, tmp_path: Path, url: str, port: int, n: int,
+                 extra: tuple[str, ...] = ()):
         self.base = f"http://127.0.0.1:{port}"
         self.log = tmp_path / f"serve-{n}.log"
         env = {**os.environ, "PYTHONPATH": str(REPO), "DNNFRAME_API_TOKEN": TOKEN,
@@ -51,7 +53,7 @@ class Server:
         with open(self.log, "wb") as fh:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "dnnframe.cli", "serve", "--store", url,
-                 "--port", str(port)], cwd=tmp_path, env=env, stdout=fh,
+                 "--port", str(port), *extra], cwd=tmp_path, env=env, stdout=fh,
                 stderr=subprocess.STDOUT, start_new_session=True)
         _wait(self._up, 60, f"the server on {self.base}:\n{self.text()}")
 
@@ -75,7 +77,9 @@ class Server:
         self.proc.wait(timeout=30)
 
 
-def test_a_killed_server_resumes_its_tpe_driver_on_restart(tmp_path):
+@pytest.mark.parametrize("restart", [(), ("--production", "--web-workers", "2")],
+                         ids=["werkzeug", "gunicorn"])
+def test_a_killed_server_resumes_its_tpe_driver_on_restart(tmp_path, restart):
     url = f"sqlite:///{tmp_path / 'serve.db'}"
     port = _free_port()
     store = open_store(url)
@@ -92,7 +96,7 @@ def test_a_killed_server_resumes_its_tpe_driver_on_restart(tmp_path):
     stored = len(store.list_trials(eid))
     assert stored < 8, "the driver finished before the kill: nothing left to resume"
 
-    second = Server(tmp_path, url, port, 2)
+    second = Server(tmp_path, url, port, 2, restart)  # gunicorn: one worker resumes it
     try:
         _wait(lambda: done() == 8, 180, f"8 COMPLETE trials after the restart:\n{second.text()}")
         body = requests.get(f"{second.base}/api/v1/experiments/{eid}", timeout=10).json()
