@@ -11,9 +11,11 @@ from flask import current_app
 
 from dnnframe.datasets import parse_csv, upload_path
 from dnnframe.exceptions import DatasetError, DnnframeError, NotFoundError, SpecError
+from dnnframe.search.asha import rungs
 from dnnframe.search.background import DRIVERS
 from dnnframe.search.driver import is_driven
 from dnnframe.spec import ExperimentSpec, count_trials, parse_spec
+from dnnframe.spec.models import SearchConfig
 from dnnframe.store import TrialState
 from dnnframe.store.rows import METRICS, trial_row
 from dnnframe.store.sorting import SORT_ALIASES, SORT_COLUMNS
@@ -273,17 +275,37 @@ def experiment_json(exp: Any, store: Any | None = None, best: bool = False) -> d
             current_app.logger.debug("best_trial failed", exc_info=True)
             trial = None
         out["objective"] = {"metric": metric, "mode": mode}
+        out["search"] = search_json(exp.spec)
         out["best_trial"] = trial_json(trial) if trial is not None else None
     return out
 
 
+def search_json(spec: dict[str, Any]) -> dict[str, Any]:
+    """How the experiment searches, for its charts: the method and, when ASHA prunes, the
+    per-epoch metric it compares and the rung epochs (below a trial's ``max_epochs``)."""
+    try:
+        search = SearchConfig.model_validate(spec.get("search") or {})
+    except ValueError:  # a spec stored by another version: draw it as a plain sweep
+        return {"method": None, "prunes": False, "rung_metric": None, "rungs": []}
+    max_epochs = search.max_epochs or (spec.get("training") or {}).get("max_epochs")
+    on = search.prunes and isinstance(max_epochs, int)
+    return {"method": search.method, "prunes": search.prunes,
+            "rung_metric": search.rung_metric if search.prunes else None,
+            "rungs": rungs(search.min_epochs, max_epochs, search.eta) if on else []}
+
+
 def status_text(status: str, counts: dict[str, int], n_trials: int) -> str:
-    """The experiment's status in words, saying how many trials failed once it is over."""
+    """The experiment's status in words, saying how many trials failed once it is over, and
+    how many ASHA pruned."""
     failed = counts.get("FAILED", 0)
+    pruned = counts.get("PRUNED", 0)
     if status == "FAILED":
         return f"failed: all {failed} trials failed" if failed != 1 else "failed: the trial failed"
     if status == "COMPLETE_WITH_FAILURES":
-        return f"finished, {failed} of {n_trials} failed"
+        text = f"finished, {failed} of {n_trials} failed"
+        return text + (f", {pruned} pruned" if pruned else "")
+    if status == "COMPLETE" and pruned:
+        return f"finished, {pruned} of {n_trials} pruned"
     return {"COMPLETE": "finished"}.get(status, status.lower())
 
 

@@ -69,6 +69,24 @@ def sleepy_train(config: TrialConfig, on_epoch: OnEpoch | None = None) -> TrialR
     return _result("COMPLETE", history, time.perf_counter() - started)
 
 
+def rate_train(config: TrialConfig, on_epoch: OnEpoch | None = None) -> TrialResult:
+    """Like :func:`sleepy_train`, but a trial's accuracy is ten times its learning rate
+    (plus a thousandth per epoch): pruning tests know which trial is better than which."""
+    epochs = int(os.environ.get("DNNFRAME_HOOK_EPOCHS", "3"))
+    per_epoch = float(os.environ.get("DNNFRAME_HOOK_EPOCH_SECONDS", "0.5"))
+    started = time.perf_counter()
+    history: list[dict[str, Any]] = []
+    for epoch in range(1, epochs + 1):
+        time.sleep(per_epoch)
+        accuracy = config.training.learning_rate * 10 + epoch / 1000
+        metrics = {"epoch": epoch, "train_loss": 1 - accuracy, "train_accuracy": accuracy,
+                   "val_loss": 1 - accuracy, "val_accuracy": accuracy, "seconds": per_epoch}
+        history.append(metrics)
+        if on_epoch is not None and on_epoch(epoch, dict(metrics)):
+            return _result("CANCELLED", history, time.perf_counter() - started)
+    return _result("COMPLETE", history, time.perf_counter() - started)
+
+
 def gated_train(config: TrialConfig, on_epoch: OnEpoch | None = None) -> TrialResult:
     """Trials whose seed is below ``DNNFRAME_HOOK_FREE_SEEDS`` (default 0) run
     :func:`sleepy_train`; the others train epoch after epoch until asked to stop

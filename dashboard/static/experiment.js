@@ -205,25 +205,61 @@
       Object.assign({}, LAYOUT, { title: { text: "Hidden layers vs training time (mean ± sd over seeds)" },
         xaxis: integerAxis(depths, "hidden layers"), yaxis: { title: { text: "seconds" }, rangemode: "tozero" } }), waiting);
 
-    const curveMetric = all.some(function (t) { return (t.history || []).some(function (h) { return h.val_accuracy !== undefined && h.val_accuracy !== null; }); })
-      ? "val_accuracy" : "val_loss";
+    // Learning curves; with ASHA pruning, the rung chart: the metric ASHA compares against
+    // the epoch, the rungs marked, pruned trials faded and dotted where they stopped.
+    const search = meta.search || { prunes: false, rungs: [] };
+    const hasMetric = function (m) {
+      return all.some(function (t) { return (t.history || []).some(function (h) { return h[m] !== undefined && h[m] !== null; }); });
+    };
+    const curveMetric = search.prunes && search.rung_metric && hasMetric(search.rung_metric) ? search.rung_metric
+      : hasMetric("val_accuracy") ? "val_accuracy" : "val_loss";
     const withHistory = all.filter(function (t) { return t.history && t.history.length; })
-      .sort(function (a, b) { return stableOrder(row(a), row(b)); }).slice(0, 80);
+      .sort(function (a, b) { return stableOrder(row(a), row(b)); }).slice(0, search.prunes ? 300 : 80);
     const curveLabel = seriesLabeler(withHistory, PARAMS);
     const curves = withHistory.map(function (t) {
       return {
         type: "scatter", mode: "lines", name: curveLabel(t),
         x: t.history.map(function (h) { return h.epoch; }), y: t.history.map(function (h) { return h[curveMetric]; }),
-        // a pruned trial (stopped by ASHA at a rung) stays visible, faded and dotted
         line: { width: t.state === "PRUNED" ? 1 : 1.5, dash: t.state === "PRUNED" ? "dot" : "solid" },
         opacity: t.state === "RUNNING" ? 1 : t.state === "PRUNED" ? 0.3 : 0.75,
+        meta: t.state,
       };
     });
     const epochs = withHistory.reduce(function (a, t) { return a.concat(t.history.map(function (h) { return h.epoch; })); }, []);
+    const rungLines = (search.rungs || []).map(function (r) {
+      return { type: "line", xref: "x", yref: "paper", x0: r, x1: r, y0: 0, y1: 1,
+        line: { color: "#999", width: 1, dash: "dash" } };
+    });
+    const nPruned = all.filter(function (t) { return t.state === "PRUNED"; }).length;
+    const curveTitle = search.prunes
+      ? "Rung chart: " + curveMetric.replace("_", " ") + " by epoch (rungs dashed; " + nPruned + " pruned, faded)"
+      : "Learning curves (" + curveMetric.replace("_", " ") + ")";
     draw("chart-curves", curves, Object.assign({}, LAYOUT, {
-      title: { text: "Learning curves (" + curveMetric.replace("_", " ") + ")" }, showlegend: curves.length <= 12,
-      xaxis: integerAxis(epochs, "epoch"), yaxis: { title: { text: curveMetric.replace("_", " ") } } }),
+      title: { text: curveTitle }, showlegend: curves.length <= 12, shapes: rungLines,
+      xaxis: integerAxis(epochs.concat(search.rungs || []), "epoch"), yaxis: { title: { text: curveMetric.replace("_", " ") } } }),
       over ? "No learning curve was recorded" : "Waiting for the first epoch…");
+
+    // Best so far against time: the best objective among the trials completed by then.
+    const better = meta.objective && meta.objective.mode === "min"
+      ? function (a, b) { return a < b; } : function (a, b) { return a > b; };
+    const t0 = meta.created_at || 0;
+    const finishedIn = done.filter(function (t) { return t.finished_at && t.metrics[objective] !== undefined; })
+      .sort(function (a, b) { return a.finished_at - b.finished_at; });
+    const stepX = [], stepY = [];
+    let bestSoFar = null;
+    for (const t of finishedIn) {
+      const v = t.metrics[objective];
+      if (bestSoFar === null || better(v, bestSoFar)) bestSoFar = v;
+      stepX.push(t.finished_at - t0);
+      stepY.push(bestSoFar);
+    }
+    draw("chart-best", finishedIn.length ? [
+      { type: "scatter", mode: "markers", name: "completed trial", marker: { size: 5, color: "#bbb" },
+        x: finishedIn.map(function (t) { return t.finished_at - t0; }), y: finishedIn.map(function (t) { return t.metrics[objective]; }) },
+      { type: "scatter", mode: "lines", name: "best so far", line: { shape: "hv", width: 2 }, x: stepX, y: stepY },
+    ] : [], Object.assign({}, LAYOUT, { title: { text: "Best " + objective.replace("_", " ") + " so far" },
+      xaxis: { title: { text: "seconds since submission" }, rangemode: "tozero" },
+      yaxis: { title: { text: objective.replace("_", " ") } } }), waiting);
 
     const pts = done.filter(function (t) { return t.metrics[objective] !== undefined; });
     const cat = function (key) {

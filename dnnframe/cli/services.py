@@ -49,7 +49,11 @@ def serve(store_url: str | None, host: str, port: int, debug: bool, production: 
         from dashboard import create_app
     except ImportError as exc:
         raise DnnframeError(f"the dashboard package cannot be imported: {exc}") from None
-    create_app().run(host=host, port=port, debug=debug)
+    app = create_app()
+    if not debug or os.environ.get("WERKZEUG_RUN_MAIN") == "true":
+        # with --debug the reloader's parent only watches files; its child serves
+        app.extensions["dnnframe"].resume_search()
+    app.run(host=host, port=port, debug=debug)
 
 
 # --------------------------------------------------------------------------- worker

@@ -118,3 +118,18 @@ def test_cmaes_runs_num_samples_trials(tmp_path):
     driver, result = _drive(f"sqlite:///{tmp_path / 'c.db'}", raw)
     assert result.finished and len(set(result.asked)) == 4
     assert [t.state for t in driver.study.trials] == [OptunaState.COMPLETE] * 4
+
+
+def test_tpe_with_asha_makes_the_same_decisions_twice_with_one_worker(tmp_path):
+    raw = {**RAW, "search": {**RAW["search"], "pruner": "asha", "eta": 2, "min_epochs": 1}}
+    runs = []
+    for name in ("a.db", "b.db"):
+        url = f"sqlite:///{tmp_path / name}"
+        driver, result = _drive(url, raw)
+        store = open_store(url)
+        ends = {t.id: (t.state, len(t.metrics)) for t in store.list_trials(driver.experiment_id)}
+        store.close()
+        runs.append((result.asked, ends))
+    (asked_a, ends_a), (asked_b, ends_b) = runs
+    assert asked_a == asked_b and ends_a == ends_b
+    assert TrialState.PRUNED in {state for state, _ in ends_a.values()}

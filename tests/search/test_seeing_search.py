@@ -1,0 +1,114 @@
+"""Seeing a search: an ASHA experiment really pruned (real store, the runner, a stand-in train
+function) shown by ``dnnframe status``, ``dnnframe report``, the API and the experiment page
+in real headless Chromium (rung chart, best so far against time)."""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from test_asha import ORDER, _spec, _stored, curve_train
+
+from dashboard import create_app
+from dnnframe.cli import cli
+from dnnframe.runner import run_trial
+from dnnframe.store import open_store
+
+CHROMIUM = "/usr/bin/chromium"
+
+
+@pytest.fixture
+def pruned(tmp_path) -> tuple[str, str]:
+    """A store holding one ASHA experiment of 8 trials, 5 of them pruned (see test_asha)."""
+    url = f"sqlite:///{tmp_path / 'seen.db'}"
+    store = open_store(url)
+    ids = _stored(store, _spec(max_epochs=4))  # rungs at epochs 1 and 2
+    for q in ORDER:
+        run_trial(ids[q], store, worker="w", train_fn=curve_train)
+    eid = store.list_experiments()[0].id
+    assert store.counts_by_state(eid)["PRUNED"] == 5
+    store.close()
+    return url, eid
+
+
+def test_status_and_report_count_pruned_trials(pruned, tmp_path):
+    url, eid = pruned
+    runner = CliRunner()
+    as_json = runner.invoke(cli, ["status", eid, "--store", url, "--json"])
+    assert as_json.exit_code == 0, as_json.output
+    counts = json.loads(as_json.output)["counts"]
+    assert counts["PRUNED"] == 5 and counts["COMPLETE"] == 3
+    text = runner.invoke(cli, ["status", eid, "--store", url])
+    assert "PRUNED 5" in text.output and "COMPLETE 3" in text.output
+    out = tmp_path / "report.html"
+    report = runner.invoke(cli, ["report", eid, "--store", url, "-o", str(out)])
+    assert report.exit_code == 0, report.output
+    assert "PRUNED: 5" in out.read_text(encoding="utf-8")
+
+
+def test_the_api_gives_the_rungs_of_the_experiment(pruned):
+    url, eid = pruned
+    app = create_app({"TESTING": True, "STORE_URL": url})
+    body = app.test_client().get(f"/api/v1/experiments/{eid}").get_json()
+    assert body["search"] == {"method": "asha", "prunes": True, "rung_metric": "val_accuracy",
+                              "rungs": [1, 2]}
+    assert body["counts"]["PRUNED"] == 5
+    assert body["status_text"] == "finished, 5 of 8 pruned"
+
+
+def test_experiment_page_draws_the_rung_chart_and_best_so_far(pruned):
+    from playwright.sync_api import expect, sync_playwright
+    from werkzeug.serving import make_server
+
+    if not Path(CHROMIUM).is_file():
+        pytest.fail(f"{CHROMIUM} is missing: install Debian's chromium package")
+    url, eid = pruned
+    app = create_app({"STORE_URL": url, "ALLOWED_HOSTS": "127.0.0.1"})
+    server = make_server("127.0.0.1", 0, app, threaded=True)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=CHROMIUM, headless=True,
+                                        args=["--no-sandbox", "--disable-gpu"])
+            try:
+                page = browser.new_page(viewport={"width": 1280, "height": 1600})
+                errors: list[str] = []
+                page.on("pageerror", lambda exc: errors.append(str(exc)))
+                page.goto(f"http://127.0.0.1:{server.server_port}/experiments/{eid}")
+                expect(page.locator("#chart-curves .main-svg").first).to_be_visible(
+                    timeout=15_000)
+                expect(page.locator("#chart-best .main-svg").first).to_be_visible(
+                    timeout=15_000)
+                rung = page.evaluate("""() => {
+                    const el = document.getElementById('chart-curves');
+                    return {title: el.layout.title.text,
+                            rungs: el.layout.shapes.map(s => s.x0),
+                            faded: el.data.filter(t => t.opacity === 0.3).map(t => t.meta),
+                            lengths: el.data.map(t => t.x.length).sort()};
+                }""")
+                assert rung["title"].startswith("Rung chart: val accuracy by epoch")
+                assert "5 pruned" in rung["title"]
+                assert rung["rungs"] == [1, 2]
+                assert rung["faded"] == ["PRUNED"] * 5
+                assert rung["lengths"] == [1, 1, 1, 1, 2, 4, 4, 4]
+                best = page.evaluate("""() => {
+                    const el = document.getElementById('chart-best');
+                    return {names: el.data.map(t => t.name), xs: el.data[1].x,
+                            ys: el.data[1].y, shape: el.data[1].line.shape};
+                }""")
+                assert best["names"] == ["completed trial", "best so far"]
+                assert best["shape"] == "hv" and len(best["ys"]) == 3
+                assert best["ys"] == sorted(best["ys"])  # never gets worse
+                assert best["ys"][-1] == pytest.approx(0.804)  # q 8: 10 * 0.08 + 4 / 1000
+                assert best["xs"] == sorted(best["xs"]) and best["xs"][0] >= 0
+                assert errors == []
+            finally:
+                browser.close()
+    finally:
+        server.shutdown()
+        thread.join(10)
+        app.extensions["dnnframe"].shutdown()
