@@ -88,6 +88,9 @@ def submit_experiment(spec: ExperimentSpec, store: ResultStore, executor: Execut
 
     queued = {t.id for t in store.list_trials(experiment_id, state=TrialState.QUEUED)}
     to_run = [tid for tid in trial_ids if tid in queued]
+    if executor is not None:  # recovered trials of other experiments are not in to_run
+        ours = set(trial_ids)
+        executor.recovered_elsewhere([tid for tid in recovered if tid not in ours])
     packs: list[list[str]] = []
     if executor is not None and to_run:
         configs = dict(pairs)
