@@ -142,7 +142,8 @@ def test_sigkill_pool_process_reruns_trial_at_once(
         broker_url, store_url, queue_name, sleepy_workers, store, tmp_path: Path):
     """SIGKILL only the pool process training a trial (an OOM kill), with the default
     300 s heartbeat timeout: the redelivered message sees the owner's pid is gone on this
-    node, releases the trial and trains it again within seconds, not after the reaper's
+    node (or the node's reaper, whichever comes first: both check the pid on this node),
+    releases the trial and trains it again within seconds, not after the heartbeat
     timeout; it completes exactly once, on its second attempt."""
     done_log = tmp_path / "completions.jsonl"
     assert "DNNFRAME_HEARTBEAT_TIMEOUT" not in os.environ  # the default (300 s) applies
@@ -169,7 +170,7 @@ def test_sigkill_pool_process_reruns_trial_at_once(
     assert [json.loads(line)["seed"] for line in done_log.read_text().splitlines()] == [0]
     log_text = w.log_text()
     assert f"trial {tid}: its owner {owner} died" in log_text
-    assert f"reaper: trial {tid}" not in log_text, f"took {recovered_s:.1f}s via the reaper"
+    assert "had no heartbeat" not in log_text, f"took {recovered_s:.1f}s via the timeout"
     assert w.alive(), "the worker's main process must survive its pool process dying"
 
 
