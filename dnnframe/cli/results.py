@@ -102,12 +102,17 @@ def ls_cmd(store_url: str | None, limit: int, as_json: bool) -> None:
     table.add_column("created")
     table.add_column("complete", justify="right")
     table.add_column("failed", justify="right")
+    # adaptive search stops trials on purpose: a column of its own, only when it did
+    pruned = any(r["counts"].get("PRUNED", 0) for r in rows)
+    if pruned:
+        table.add_column("pruned", justify="right")
     table.add_column("status", overflow="fold")
     for r in rows:
         created = time.strftime("%Y-%m-%d %H:%M", time.localtime(r["created_at"]))
         table.add_row(r["id"], r["name"], created,
                       f"{r['counts'].get('COMPLETE', 0)}/{r['n_trials']}",
-                      str(r["counts"].get("FAILED", 0)), r["status"])
+                      str(r["counts"].get("FAILED", 0)),
+                      *([str(r["counts"].get("PRUNED", 0))] if pruned else []), r["status"])
     Console().print(table if rows else "no experiments yet; start one with: dnnframe run SPEC")
 
 

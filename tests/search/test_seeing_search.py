@@ -47,6 +47,11 @@ def test_status_and_report_count_pruned_trials(pruned, tmp_path):
     report = runner.invoke(cli, ["report", eid, "--store", url, "-o", str(out)])
     assert report.exit_code == 0, report.output
     assert "PRUNED: 5" in out.read_text(encoding="utf-8")
+    listing = runner.invoke(cli, ["ls", "--store", url], env={"COLUMNS": "200"})
+    assert listing.exit_code == 0, listing.output
+    header, row = [line.split() for line in listing.output.splitlines()
+                   if line.strip() and not set(line.strip()) <= set("─ ")][:2]
+    assert row[header.index("pruned") + 1] == "5"  # the created column is two words
 
 
 def test_the_api_gives_the_rungs_of_the_experiment(pruned):
