@@ -273,8 +273,11 @@ def test_worker_process_passes_its_healthcheck(stack, process_env, tmp_path: Pat
         # The worker declared a durable queue for the test; leave the broker as it was.
         from kombu import Connection
 
+        from dnnframe.executors.dispatch import with_retry_queues
+
         with Connection(LOCAL_BROKER, connect_timeout=5) as conn:
-            conn.default_channel.queue_delete(tag)
+            for queue in with_retry_queues([tag]):  # the worker declared its retry queue too
+                conn.default_channel.queue_delete(queue)
 
 
 def test_rabbitmq_and_mongo_healthchecks_name_real_tools(stack) -> None:

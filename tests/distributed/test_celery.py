@@ -13,6 +13,7 @@ import signal
 import subprocess
 import time
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -21,7 +22,7 @@ from dnnframe.executors import CeleryExecutor
 from dnnframe.store import TrialState
 from dnnframe.submit import submit_experiment
 
-from .conftest import SLEEPY, make_spec, queue_depth, wait_until
+from .conftest import SLEEPY, delete_queue, make_spec, queue_depth, wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -301,29 +302,32 @@ def test_flower_lists_the_worker(broker_url, store_url, queue_name, start_worker
         flower.wait(timeout=10)
 
 
-def test_queue_routing_separates_workers(broker_url, store_url, queue_name, start_worker,
-                                         sleepy_workers, store):
+@pytest.fixture
+def other_queue(broker_url: str, queue_name: str) -> Iterator[str]:
+    """A second queue of this test. Request it before ``start_worker``: it is deleted after
+    the workers are gone (a live worker would declare it again)."""
+    name = f"{queue_name}-cpu"
+    yield name
+    delete_queue(broker_url, name)
+
+
+def test_queue_routing_separates_workers(broker_url, store_url, queue_name, other_queue,
+                                         start_worker, sleepy_workers, store):
     """Trials go to the executor's queue only: a worker on another queue (say CPU while the
     sweep targets GPU) never sees them, and the reaper's routing record names the queue."""
     env = {"DNNFRAME_TRAIN_FN": SLEEPY, "DNNFRAME_HOOK_EPOCHS": "1",
            "DNNFRAME_HOOK_EPOCH_SECONDS": "0.05"}
-    other_queue = f"{queue_name}-cpu"
-    try:
-        (target,) = sleepy_workers(1, epochs=1, epoch_s=0.05)
-        bystander = start_worker(other_queue, **env)
-        spec = make_spec("routing", 4)
-        with CeleryExecutor(broker_url, store_url, queue=queue_name) as ex:
-            submit_experiment(spec, store, ex)
-            assert ex.wait(timeout=30), _states(store, spec.experiment_id)
-        trials = store.list_trials(spec.experiment_id)
-        assert {t.worker.split(":")[0] for t in trials} == {target.nodename}
-        assert bystander.nodename not in {t.worker.split(":")[0] for t in trials}
-        wait_until(lambda: any(w.info.get("queue") == queue_name for w in store.list_workers()),
-                   5, "the worker state to record the queue")
-    finally:
-        from .conftest import delete_queue
-
-        delete_queue(broker_url, other_queue)
+    (target,) = sleepy_workers(1, epochs=1, epoch_s=0.05)
+    bystander = start_worker(other_queue, **env)
+    spec = make_spec("routing", 4)
+    with CeleryExecutor(broker_url, store_url, queue=queue_name) as ex:
+        submit_experiment(spec, store, ex)
+        assert ex.wait(timeout=30), _states(store, spec.experiment_id)
+    trials = store.list_trials(spec.experiment_id)
+    assert {t.worker.split(":")[0] for t in trials} == {target.nodename}
+    assert bystander.nodename not in {t.worker.split(":")[0] for t in trials}
+    wait_until(lambda: any(w.info.get("queue") == queue_name for w in store.list_workers()),
+               5, "the worker state to record the queue")
 
 
 def test_cli_run_uses_broker_from_environment(broker_url, store_url, queue_name, sleepy_workers,
