@@ -47,44 +47,51 @@ def noop_train(config: TrialConfig, on_epoch: OnEpoch | None = None) -> TrialRes
     return _result("COMPLETE", [], 0.0)
 
 
-def sleepy_train(config: TrialConfig, on_epoch: OnEpoch | None = None) -> TrialResult:
+def _sleepy_epochs(on_epoch: OnEpoch | None, curve: Callable[[int], tuple[float, float]]
+                   ) -> tuple[list[dict[str, Any]], bool, float]:
     """Sleep ``DNNFRAME_HOOK_EPOCH_SECONDS`` per epoch for ``DNNFRAME_HOOK_EPOCHS`` epochs,
-    reporting each epoch and honouring cancellation like the engine does."""
+    reporting each epoch (loss and accuracy from ``curve(epoch)``) and honouring
+    cancellation like the engine does; returns the history, whether it was cancelled, and
+    the seconds it took."""
     epochs = int(os.environ.get("DNNFRAME_HOOK_EPOCHS", "3"))
     per_epoch = float(os.environ.get("DNNFRAME_HOOK_EPOCH_SECONDS", "0.5"))
     started = time.perf_counter()
     history: list[dict[str, Any]] = []
     for epoch in range(1, epochs + 1):
         time.sleep(per_epoch)
-        loss = 1.0 / epoch
-        metrics = {"epoch": epoch, "train_loss": loss, "train_accuracy": 1 - loss / 2,
-                   "val_loss": loss, "val_accuracy": 1 - loss / 2, "seconds": per_epoch}
+        loss, accuracy = curve(epoch)
+        metrics = {"epoch": epoch, "train_loss": loss, "train_accuracy": accuracy,
+                   "val_loss": loss, "val_accuracy": accuracy, "seconds": per_epoch}
         history.append(metrics)
         if on_epoch is not None and on_epoch(epoch, dict(metrics)):
-            return _result("CANCELLED", history, time.perf_counter() - started)
+            return history, True, time.perf_counter() - started
+    return history, False, time.perf_counter() - started
+
+
+def sleepy_train(config: TrialConfig, on_epoch: OnEpoch | None = None) -> TrialResult:
+    """Sleep ``DNNFRAME_HOOK_EPOCH_SECONDS`` per epoch for ``DNNFRAME_HOOK_EPOCHS`` epochs,
+    reporting each epoch and honouring cancellation like the engine does."""
+    history, cancelled, seconds = _sleepy_epochs(on_epoch, lambda e: (1 / e, 1 - 1 / e / 2))
+    if cancelled:
+        return _result("CANCELLED", history, seconds)
     log_path = os.environ.get("DNNFRAME_HOOK_LOG")
     if log_path:
         with open(log_path, "a") as fh:  # one short append per line: atomic with O_APPEND
             fh.write(json.dumps({"seed": config.seed, "pid": os.getpid()}) + "\n")
-    return _result("COMPLETE", history, time.perf_counter() - started)
+    return _result("COMPLETE", history, seconds)
 
 
 def rate_train(config: TrialConfig, on_epoch: OnEpoch | None = None) -> TrialResult:
     """Like :func:`sleepy_train`, but a trial's accuracy is ten times its learning rate
     (plus a thousandth per epoch): pruning tests know which trial is better than which."""
-    epochs = int(os.environ.get("DNNFRAME_HOOK_EPOCHS", "3"))
-    per_epoch = float(os.environ.get("DNNFRAME_HOOK_EPOCH_SECONDS", "0.5"))
-    started = time.perf_counter()
-    history: list[dict[str, Any]] = []
-    for epoch in range(1, epochs + 1):
-        time.sleep(per_epoch)
-        accuracy = config.training.learning_rate * 10 + epoch / 1000
-        metrics = {"epoch": epoch, "train_loss": 1 - accuracy, "train_accuracy": accuracy,
-                   "val_loss": 1 - accuracy, "val_accuracy": accuracy, "seconds": per_epoch}
-        history.append(metrics)
-        if on_epoch is not None and on_epoch(epoch, dict(metrics)):
-            return _result("CANCELLED", history, time.perf_counter() - started)
-    return _result("COMPLETE", history, time.perf_counter() - started)
+    rate = config.training.learning_rate * 10
+
+    def curve(epoch: int) -> tuple[float, float]:
+        accuracy = rate + epoch / 1000
+        return 1 - accuracy, accuracy
+
+    history, cancelled, seconds = _sleepy_epochs(on_epoch, curve)
+    return _result("CANCELLED" if cancelled else "COMPLETE", history, seconds)
 
 
 def gated_train(config: TrialConfig, on_epoch: OnEpoch | None = None) -> TrialResult:
