@@ -22,9 +22,9 @@ import math
 from typing import Any
 
 from pymongo import ReturnDocument, UpdateOne
-from pymongo.errors import BulkWriteError
+from pymongo.errors import BulkWriteError, PyMongoError
 
-from ..exceptions import NotFoundError
+from ..exceptions import NotFoundError, StoreError
 from .base import FinishItem, ResultStore, json_safe, now
 from .checks import (
     check_experiment_args,
@@ -452,7 +452,7 @@ class MongoStore(ResultStore):
     def latest_seq(self) -> int:
         return self._seq.visible()
 
-    # ------------------------------------------------------------ workers
+    # ------------------------------------------------------------ dispatch
     @retry
     def hold_dispatch(self, items: list[tuple[str, str]]) -> None:
         check_held(items)
@@ -460,16 +460,27 @@ class MongoStore(ResultStore):
             self._db.held_dispatch.replace_one({"_id": tid}, {"queue": queue, "held_at": now()},
                                                upsert=True)
 
-    @retry
     def take_dispatch(self, limit: int = 500) -> list[tuple[str, str]]:
         check_take_limit(limit)
-        taken = []
-        for doc in self._db.held_dispatch.find().sort([("held_at", 1), ("_id", 1)]).limit(limit):
-            # one atomic delete per entry: with several takers each entry goes to one of them
-            if self._db.held_dispatch.find_one_and_delete({"_id": doc["_id"]}) is not None:
-                taken.append((doc["_id"], doc["queue"]))
+        taken: list[tuple[str, str]] = []
+        try:
+            for doc in self._oldest_held(limit):
+                # one atomic delete per entry: with several takers each entry goes to one
+                if self._db.held_dispatch.find_one_and_delete({"_id": doc["_id"]}) is not None:
+                    taken.append((doc["_id"], doc["queue"]))
+        except PyMongoError as exc:
+            # Not retried whole (a rerun would lose what was deleted already): give back
+            # what this call took, then fail.
+            if taken:
+                self.hold_dispatch(taken)
+            raise StoreError(f"store {redact(self.url)}: {exc}") from exc
         return taken
 
+    @retry
+    def _oldest_held(self, limit: int) -> list[dict[str, Any]]:
+        return list(self._db.held_dispatch.find().sort([("held_at", 1), ("_id", 1)]).limit(limit))
+
+    # ------------------------------------------------------------ workers
     @retry
     def register_worker(self, name: str, host: str | None = None, pid: int | None = None,
                         current_trial: str | None = None, trials_done: int = 0,

@@ -174,3 +174,25 @@ def test_an_abandoned_seq_block_stops_holding_readers_back(monkeypatch):
     monkeypatch.setattr(s._seq, "_ttl", 0.0)
     assert [t.id for t in s.list_trials(since=cursor)] == ["t"]
     assert s._db.counters.find_one({"_id": "seq"})["inflight"] == []  # swept
+
+
+def test_take_dispatch_gives_back_what_it_took_when_the_server_drops_mid_way(monkeypatch):
+    """A connection lost after some entries were deleted must not lose them: they are held
+    again and the call fails (a whole-call retry would return only the later ones)."""
+    s = open_store("mongomock://localhost/take_dispatch_drop")
+    s.hold_dispatch([("t1", "default.retry"), ("t2", "default.retry"), ("t3", "gpu.retry")])
+    collection = type(s._db.held_dispatch)
+    real, calls = collection.find_one_and_delete, []
+
+    def flaky(self, *args, **kwargs):
+        calls.append(args)
+        if len(calls) == 2:
+            raise AutoReconnect("connection reset")
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(collection, "find_one_and_delete", flaky)
+    with pytest.raises(StoreError, match="connection reset"):
+        s.take_dispatch()
+    monkeypatch.undo()
+    assert sorted(s.take_dispatch()) == [("t1", "default.retry"), ("t2", "default.retry"),
+                                         ("t3", "gpu.retry")]
