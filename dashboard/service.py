@@ -266,9 +266,7 @@ def experiment_json(exp: Any, store: Any | None = None, best: bool = False) -> d
     }
     if best and store is not None:
         out["spec"] = exp.spec
-        objective = (exp.spec.get("search") or {}).get("objective") or {}
-        metric = objective.get("metric", "test_accuracy")
-        mode = objective.get("mode", "max")
+        metric, mode = exp.objective
         try:
             trial = store.best_trial(exp.id, metric, mode)
         except Exception:  # noqa: BLE001 - a missing metric means "no best yet", not an error

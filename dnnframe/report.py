@@ -246,9 +246,7 @@ def render_html(store: ResultStore, experiment_id: str) -> str:
     exp = store.get_experiment(experiment_id)
     rows = [{**trial_row(t), COMPILE_REUSED: compile_reused(t)}
             for t in store.list_trials(experiment_id)]
-    objective = (exp.spec.get("search") or {}).get("objective") or {}
-    metric = objective.get("metric", "test_accuracy")
-    mode = objective.get("mode", "max")
+    metric, mode = exp.objective
     if metric not in (*METRICS, "train_seconds", "compile_seconds"):
         metric = "test_accuracy"
     figs = figures(rows, metric)

@@ -144,18 +144,13 @@ def _resolve_experiment(store, ref: str | None):  # noqa: ANN001, ANN202
                         "see: dnnframe ls")
 
 
-def _objective(exp) -> tuple[str, str]:  # noqa: ANN001
-    obj = (exp.spec.get("search") or {}).get("objective") or {}
-    return obj.get("metric", "test_accuracy"), obj.get("mode", "max")
-
-
 def _summary(store, exp, store_url: str, wall: float | None = None, interrupted: bool = False,
              trained: int | None = None, top: int = 5) -> dict:  # noqa: ANN001
     """Machine-readable summary of an experiment (``--json`` output)."""
     from ..report import aggregate, trial_rows, varied_columns
 
     exp = store.get_experiment(exp.id)
-    metric, mode = _objective(exp)
+    metric, mode = exp.objective
     rows = trial_rows(store, exp.id)
     varied = [c for c in varied_columns(rows) if c != "seed"]
     scored = (r for r in rows if r["state"] == "COMPLETE" and r.get(metric) is not None)

@@ -14,7 +14,6 @@ from ..exceptions import DnnframeError
 from ..executors.base import Executor
 from .common import (
     _command_line,
-    _objective,
     _open_store,
     _print_summary,
     _shown_url,
@@ -230,7 +229,7 @@ def _follow(console, store, executor: Executor, exp, quiet: bool) -> bool:  # no
     """Show progress until the experiment's trials are finished. Returns True if interrupted."""
     from ..progress import RunProgress, describe_best, trials_finished
 
-    metric, mode = _objective(exp)
+    metric, mode = exp.objective
     first = store.counts_by_state(exp.id)
     total = exp.n_trials or sum(first.values())
     last_finished = trials_finished(first)

@@ -66,7 +66,7 @@ class Executor(abc.ABC):
         processes may use it to send a pack to a worker that already compiled its graph.
         """
 
-    def recovered_elsewhere(self, trial_ids: Sequence[str]) -> None:
+    def recovered_elsewhere(self, trial_ids: Sequence[str]) -> None:  # noqa: B027 - no-op by default
         """Trials of *other* experiments that a submit put back to QUEUED (their worker
         vanished). An executor serving every experiment sends them to work again; the local
         pool, which runs one experiment, leaves them to that experiment's next run."""

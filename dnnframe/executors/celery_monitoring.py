@@ -2,9 +2,10 @@
 
 Its result names every member: trial id → final state, objective (the value of its
 experiment's objective metric), attempt, and what this delivery did with it (``trained``;
-``dropped``: trained, but another worker owns the trial now and this result was not recorded; ``refused``: the claim ended it without training,
-cancelled or over the delivery cap; ``no-op``: already finished or running elsewhere, as
-for a duplicate or redelivered message). A pack with a member FAILED by this delivery ends
+``dropped``: trained, but another worker owns the trial now and this result was not
+recorded; ``refused``: the claim ended it without training, cancelled or over the delivery
+cap; ``no-op``: already finished or running elsewhere, as for a duplicate or redelivered
+message). A pack with a member FAILED by this delivery ends
 as a task failure (:class:`PackFailed`, one line; the tracebacks are in the store). While it
 trains, ``task-progress`` events say which epoch each member reached.
 
@@ -28,6 +29,7 @@ from celery import Celery
 from ..exceptions import DnnframeError, StoreError
 from ..runner import PackObserver
 from ..store.base import ResultStore, TrialRecord, TrialState
+from ..store.records import value_at
 from ..store.sorting import resolve_sort_path
 
 log = logging.getLogger(__name__)
@@ -208,7 +210,7 @@ class PackReport(PackObserver):
         if result is None or not experiment_ids:
             return {}
         metric = self._metric(experiment_ids[0])
-        return {"metric": metric, "objective": _value(result, metric)}
+        return {"metric": metric, "objective": value_at({"result": result}, resolve_sort_path(metric))}
 
     def _metric(self, experiment_id: str) -> str:
         metric = _objective_metrics.get(experiment_id)
@@ -240,15 +242,6 @@ _objective_metrics: dict[str, str] = {}
 
 def _max_epochs(record: TrialRecord) -> int:
     return int((record.config.get("training") or {}).get("max_epochs") or 0)
-
-
-def _value(result: dict[str, Any], metric: str) -> Any:
-    node: Any = {"result": result}
-    for part in resolve_sort_path(metric).split("."):
-        if not isinstance(node, dict):
-            return None
-        node = node.get(part)
-    return node
 
 
 def _summary(trials: dict[str, dict[str, Any]]) -> str:

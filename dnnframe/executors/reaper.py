@@ -5,7 +5,7 @@ heartbeat goes stale, and the broker's redelivery of its message is a no-op (the
 refuses a RUNNING trial). So the reaper both requeues stale trials in the store
 (``requeue_stale``, atomic: with several workers each trial is requeued by exactly one)
 and publishes them again, as packs, to the retry queue of the queue their dead owner
-consumed, so they run before the trials still waiting (see :mod:`.dispatch`). Duplicated
+consumed, so they run ahead of the trials still waiting (see :mod:`.dispatch`). Duplicated
 messages are harmless: the claim runs a trial once, and its ``attempts`` counter caps a
 trial that keeps killing its workers.
 

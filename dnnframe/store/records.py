@@ -102,12 +102,17 @@ class TrialRecord:
         if "." not in path:
             v = getattr(self, path)
             return v.value if isinstance(v, TrialState) else v
-        node: Any = self.to_dict()
-        for part in path.split("."):
-            if not isinstance(node, dict) or part not in node:
-                return None
-            node = node[part]
-        return node
+        return value_at(self.to_dict(), path)
+
+
+def value_at(doc: dict[str, Any], path: str) -> Any:
+    """The value at a resolved dotted ``path`` of a trial's dict (``result.metrics.x``), or None."""
+    node: Any = doc
+    for part in path.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return None
+        node = node[part]
+    return node
 
 
 @dataclass
