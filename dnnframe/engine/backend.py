@@ -77,14 +77,10 @@ def require() -> Any:
     warnings.filterwarnings("ignore", message="The RandomType SharedVariables", category=UserWarning)
     # shape checks that XLA makes itself on static shapes
     warnings.filterwarnings("ignore", message="Skipping Assert", category=UserWarning)
-    if settings.gpu_index is not None:
-        device = _gpu_device(settings)
-    else:
-        import jax
-
-        device = jax.devices("cpu")[0]
+    device = _gpu_device(settings) if settings.gpu_index is not None else None
     import jax
 
+    device = device or jax.devices("cpu")[0]
     jax.config.update("jax_default_device", device)
     # XLA compiles each train step per input shape (seconds for a deep scan's gradient):
     # keep the executables on disk per host, beside PyTensor's compiled C modules

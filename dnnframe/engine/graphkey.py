@@ -19,7 +19,8 @@ what the packed graph depends on:
 - ``batch_size``: members step through minibatches together, so they need the same number
   and size of minibatches per epoch;
 - ``dtype``: the process's floatX (from ``PYTENSOR_FLAGS``, else ``THEANO_FLAGS``, else
-  float32 when ``device`` names a GPU and float64 otherwise), because a float32 and a float64 graph are different functions.
+  float32 when ``device`` names a GPU and float64 otherwise), because a float32 and a
+  float64 graph are different functions.
 
 Not in the key (run-time inputs of the pack, one value per member): seed, learning rate,
 momentum, L2, dropout rate, init, max_epochs, early stopping.

@@ -69,8 +69,8 @@ def _check_configs(configs: list) -> list[TrialConfig]:
 
     out = [TrialConfig.model_validate(c) if isinstance(c, dict) else c for c in configs]
     for i, c in enumerate(out):
-        if packed_unsupported(c):
-            raise ValueError(f"configs[{i}] uses {', '.join(packed_unsupported(c))}, which the "
+        if unsupported := packed_unsupported(c):
+            raise ValueError(f"configs[{i}] uses {', '.join(unsupported)}, which the "
                              "packed engine does not implement; train it with train()")
     keys = [graph_key(c) for c in out]
     for i, key in enumerate(keys):
