@@ -129,8 +129,12 @@ def _worker(url: str, name: str, ids: list[str], out, barrier) -> None:
     store = open_store(url)
     barrier.wait(60)  # spawn start-up is slow: start racing together
     finished = []
-    for tid in ids:
+    for i, tid in enumerate(ids):
         rec = store.claim_trial(tid, name, max_attempts=3)
+        if i == 0:
+            # Everyone claims its own starting trial before anyone walks on, so a worker the
+            # scheduler runs first on a busy machine cannot take all of them alone.
+            barrier.wait(60)
         if rec is None:
             continue
         store.heartbeat(tid, name)
@@ -173,7 +177,7 @@ def test_processes_claim_and_finish_each_trial_exactly_once(tmp_path, backend):
     for tid, t in trials.items():
         assert t.attempts == 1 and t.worker == winner[tid] and t.result == {"by": winner[tid]}
         assert t.metrics == [{"epoch": 0, "worker": winner[tid]}]
-    assert sum(1 for fin in results.values() if fin) >= 2  # they really did race
+    assert all(results.values())  # they really did race: each won at least its first trial
 
 
 def test_requeue_stale_waiting_behind_a_lock_judges_ages_as_of_the_call(tmp_path):
