@@ -62,7 +62,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from ..jsonsafe import dumps, json_safe
-from .checks import check_page
+from .checks import MetricsBatch, check_page
 from .export import write_csv, write_jsonl
 from .records import ExperimentRecord, TrialRecord, TrialState, WorkerRecord
 from .sorting import SORT_KEYS, resolve_sort_path
@@ -183,9 +183,10 @@ class ResultStore(abc.ABC):
         """
 
     @abc.abstractmethod
-    def append_metrics_many(self, metrics_by_id: dict[str, dict[str, Any]],
+    def append_metrics_many(self, metrics_by_id: MetricsBatch,
                             worker: str | None = None) -> set[str]:
-        """Append one epoch's metrics to each RUNNING trial (also refreshing its heartbeat).
+        """Append one epoch's metrics (a dict), or several epochs' in order (a list of
+        dicts), to each RUNNING trial, also refreshing its heartbeat.
 
         A trial that is not RUNNING is left alone (a finished trial is read-only); with
         ``worker``, so is one that worker does not own: a stale worker whose trial was
@@ -195,7 +196,7 @@ class ResultStore(abc.ABC):
         Returns:
             The ids written (a missing one, when ``worker`` was given, was lost).
         Raises:
-            ValueError: not a dict of trial id -> metrics dict.
+            ValueError: not a dict of trial id -> metrics dict or list of them.
         """
 
     @abc.abstractmethod

@@ -121,18 +121,28 @@ def check_ids(trial_ids: list[str]) -> list[str]:
     return list(dict.fromkeys(trial_ids))
 
 
-def check_metrics_many(metrics_by_id: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """A dict of trial id -> metrics dict, else ValueError naming the bad entry."""
+# trial id -> one epoch's metrics, or several epochs' in order
+MetricsBatch = dict[str, "dict[str, Any] | list[dict[str, Any]]"]
+
+
+def check_metrics_many(metrics_by_id: MetricsBatch) -> dict[str, list[dict[str, Any]]]:
+    """A dict of trial id -> one epoch's metrics dict or a list of them, as trial id -> list
+    of epochs (empty lists dropped), else ValueError naming the bad entry."""
     if not isinstance(metrics_by_id, dict):
         raise ValueError(f"metrics_by_id must be a dict of trial id -> metrics dict, "
                          f"got {type(metrics_by_id).__name__}")
+    out: dict[str, list[dict[str, Any]]] = {}
     for tid, metrics in metrics_by_id.items():
         if not tid or not isinstance(tid, str):
             raise ValueError(f"metrics_by_id: trial id must be a non-empty string, got {tid!r}")
-        if not isinstance(metrics, dict):
-            raise ValueError(f"metrics must be a dict, got {type(metrics).__name__} for "
-                             f"trial {tid!r}")
-    return metrics_by_id
+        epochs = metrics if isinstance(metrics, list) else [metrics]
+        for m in epochs:
+            if not isinstance(m, dict):
+                raise ValueError(f"metrics must be a dict or a list of dicts, got "
+                                 f"{type(m).__name__} for trial {tid!r}")
+        if epochs:
+            out[tid] = epochs
+    return out
 
 
 FinishItem = tuple[str, TrialState, "dict[str, Any] | None", "str | None"]

@@ -27,6 +27,7 @@ from pymongo.errors import BulkWriteError, PyMongoError
 from ..exceptions import NotFoundError, StoreError
 from .base import FinishItem, ResultStore, json_safe, now
 from .checks import (
+    MetricsBatch,
     check_experiment_args,
     check_finish_items,
     check_held,
@@ -311,7 +312,7 @@ class MongoStore(ResultStore):
         return {d["_id"] for d in self._db.trials.find(owned, {"_id": 1})}
 
     @retry
-    def append_metrics_many(self, metrics_by_id: dict[str, dict[str, Any]],
+    def append_metrics_many(self, metrics_by_id: MetricsBatch,
                             worker: str | None = None) -> set[str]:
         items = list(check_metrics_many(metrics_by_id).items())
         if not items:
@@ -323,7 +324,7 @@ class MongoStore(ResultStore):
                 query: dict[str, Any] = {"_id": tid, "state": "RUNNING"}
                 if worker is not None:
                     query["worker"] = worker
-                ops.append((query, {"$push": {"metrics": json_safe(metrics)},
+                ops.append((query, {"$push": {"metrics": {"$each": json_safe(metrics)}},
                                              "$set": {"heartbeat_at": t, "seq": first + k}}))
             modified = self._update_all(ops)
         if modified == len(items):

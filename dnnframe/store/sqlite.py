@@ -12,6 +12,7 @@ from typing import Any
 from ..exceptions import NotFoundError
 from .base import FinishItem, ResultStore, dumps, now
 from .checks import (
+    MetricsBatch,
     check_experiment_args,
     check_finish_items,
     check_held,
@@ -189,27 +190,30 @@ class SQLiteStore(ResultStore):
                 f"WHERE id IN ({_marks(chunk)})", chunk)}
             self._require(ids, found)
             seq = _next_seq(c)
-            won = []
+            won: list[str] = []
+            cancelled_rows, capped_rows, won_rows = [], [], []
             for tid in ids:
                 state, attempts, cancelled = found[tid]
                 if state != "QUEUED":
                     continue
                 if cancelled:
-                    c.execute("UPDATE trials SET state = 'CANCELLED', finished_at = ?, seq = ?, "
-                              "error = 'experiment cancelled before the trial started' "
-                              "WHERE id = ?", (t, seq, tid))
+                    cancelled_rows.append((t, seq, tid))
                 elif max_attempts is not None and attempts >= max_attempts:
-                    c.execute("UPDATE trials SET state = 'FAILED', finished_at = ?, seq = ?, "
-                              "error = ? WHERE id = ?",
-                              (t, seq, f"delivery cap reached: claimed {attempts} times, "
-                                       f"max_attempts={max_attempts} (the trial keeps losing "
-                                       "its worker)", tid))
+                    capped_rows.append((t, seq, f"delivery cap reached: claimed {attempts} "
+                                        f"times, max_attempts={max_attempts} (the trial keeps "
+                                        "losing its worker)", tid))
                 else:
-                    c.execute("UPDATE trials SET state = 'RUNNING', worker = ?, "
-                              "attempts = attempts + 1, started_at = ?, heartbeat_at = ?, "
-                              "metrics = '[]', seq = ? WHERE id = ?", (worker, t, t, seq, tid))
+                    won_rows.append((worker, t, t, seq, tid))
                     won.append(tid)
                 seq += 1
+            c.executemany("UPDATE trials SET state = 'CANCELLED', finished_at = ?, seq = ?, "
+                          "error = 'experiment cancelled before the trial started' "
+                          "WHERE id = ?", cancelled_rows)
+            c.executemany("UPDATE trials SET state = 'FAILED', finished_at = ?, seq = ?, "
+                          "error = ? WHERE id = ?", capped_rows)
+            c.executemany("UPDATE trials SET state = 'RUNNING', worker = ?, "
+                          "attempts = attempts + 1, started_at = ?, heartbeat_at = ?, "
+                          "metrics = '[]', seq = ? WHERE id = ?", won_rows)
             records = {r[0]: _trial(r) for chunk in _chunks(won) for r in c.execute(
                 f"SELECT {_TRIAL_COLS} FROM trials t WHERE t.id IN ({_marks(chunk)})", chunk)}
         return [records[tid] for tid in won]
@@ -222,26 +226,35 @@ class SQLiteStore(ResultStore):
                 f"UPDATE trials SET heartbeat_at = ? WHERE id IN ({_marks(chunk)}) AND "
                 "state = 'RUNNING' AND worker = ? RETURNING id", (t, *chunk, worker))}
 
-    def append_metrics_many(self, metrics_by_id: dict[str, dict[str, Any]],
+    def append_metrics_many(self, metrics_by_id: MetricsBatch,
                             worker: str | None = None) -> set[str]:
-        items = [(dumps(m), tid) for tid, m in check_metrics_many(metrics_by_id).items()]
-        if not items:
+        checked = check_metrics_many(metrics_by_id)
+        if not checked:
             return set()
+        # One statement per number of epochs appended ('$[#]' once per epoch: json_insert
+        # applies its pairs in order, each one past the end of the array so far).
+        by_count: dict[int, list[tuple[str, list[str]]]] = {}
+        for tid, epochs in checked.items():
+            by_count.setdefault(len(epochs), []).append((tid, [dumps(m) for m in epochs]))
         owner = " AND worker = ?" if worker is not None else ""
         t = now()
+        ids = list(checked)
         with self._tx() as c:
             first = _next_seq(c)
             # Each row gets its own seq (first + k): the rows written are exactly those that
             # carry a seq of this block, so only a partly refused batch needs a second look.
-            # json_insert '$[#]' appends in place.
-            n = c.executemany(
-                "UPDATE trials SET metrics = json_insert(metrics, '$[#]', json(?)), "
-                f"heartbeat_at = ?, seq = ? WHERE id = ? AND state = 'RUNNING'{owner}",
-                [(m, t, first + k, tid, *((worker,) if worker is not None else ()))
-                 for k, (m, tid) in enumerate(items)]).rowcount
-            if n == len(items):
-                return {tid for _, tid in items}
-            return self._in_block(c, [tid for _, tid in items], first)
+            n, k = 0, 0
+            for count, rows in by_count.items():
+                pairs = ", ".join(["'$[#]', json(?)"] * count)
+                n += c.executemany(
+                    f"UPDATE trials SET metrics = json_insert(metrics, {pairs}), "
+                    f"heartbeat_at = ?, seq = ? WHERE id = ? AND state = 'RUNNING'{owner}",
+                    [(*texts, t, first + k + i, tid, *((worker,) if worker is not None else ()))
+                     for i, (tid, texts) in enumerate(rows)]).rowcount
+                k += len(rows)
+            if n == len(ids):
+                return set(ids)
+            return self._in_block(c, ids, first)
 
     def _in_block(self, c: sqlite3.Connection, ids: list[str], first: int) -> set[str]:
         """Which of ``ids`` this transaction gave a seq from ``first`` on."""

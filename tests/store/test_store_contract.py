@@ -607,6 +607,8 @@ def test_batch_arguments_are_named(store):
         store.claim_trials(ids[0], "w")  # a bare string is not a list of ids
     with pytest.raises(ValueError, match="metrics must be a dict"):
         store.append_metrics_many({ids[0]: [1, 2]}, worker="w")
+    with pytest.raises(ValueError, match="metrics must be a dict"):
+        store.append_metrics_many({ids[0]: "epoch 1"}, worker="w")
     with pytest.raises(ValueError, match="finished state"):
         store.finish_trials([(ids[0], TrialState.RUNNING, None, None)], worker="w")
     with pytest.raises(ValueError, match=r"items\[0\]"):
@@ -645,6 +647,25 @@ def test_append_metrics_many_writes_owned_running_trials_only(store):
     changed = store.list_trials(since=cursor)
     assert [t.id for t in changed] == [a, b] and changed[0].seq != changed[1].seq
     assert store.append_metrics_many({}, worker="w") == set()
+
+
+def test_append_metrics_many_appends_several_epochs_in_order(store):
+    a, b, c = make(store, 3)
+    store.claim_trials([a, b], "w")
+    store.claim_trial(c, "other")
+    store.append_metrics_many({a: {"epoch": 1}}, worker="w")
+    cursor = store.latest_seq()
+    written = store.append_metrics_many(
+        {a: [{"epoch": 2}, {"epoch": 3, "val_loss": float("inf")}],
+         b: [{"epoch": 1}, {"epoch": 2}, {"epoch": 3}, {"epoch": 4}],
+         c: [{"epoch": 1}, {"epoch": 2}]}, worker="w")
+    assert written == {a, b}
+    assert store.get_trial(a).metrics == [{"epoch": 1}, {"epoch": 2},
+                                          {"epoch": 3, "val_loss": None}]
+    assert [m["epoch"] for m in store.get_trial(b).metrics] == [1, 2, 3, 4]
+    assert store.get_trial(c).metrics == []
+    assert sorted(t.id for t in store.list_trials(since=cursor)) == sorted([a, b])
+    assert store.append_metrics_many({a: []}, worker="w") == set()  # nothing to append
 
 
 def test_finish_trials_applies_each_trials_rules(store):
