@@ -37,10 +37,13 @@ PackTrainFn = Callable[[list[TrialConfig], PackEpochFn], list[TrialResult]]
 # A results database hiccup must not kill a run (Sacred's lesson): per-epoch writes are
 # best effort, the final write is retried before giving up.
 _FINISH_RETRIES = 5
-# Heartbeat and cancellation checks from epochs at most this often (the learning curve is
-# still written every epoch): tiny trials run many epochs a second, and each check is a
-# store round trip. The heartbeat thread covers long epochs and compiles.
+# Heartbeat and cancellation checks from epochs at most this often: tiny trials run many
+# epochs a second, and each check is a store round trip. The heartbeat thread covers long
+# epochs and compiles.
 CHECK_INTERVAL_S = 1.0
+# A pack's learning curves are written at most this often (every epoch once an epoch takes
+# longer): rewriting each member's curve every epoch cost tiny trials more than training.
+METRICS_INTERVAL_S = 1.0
 
 
 def default_worker_name() -> str:
@@ -169,7 +172,9 @@ class PackObserver:
         """The members this call won, as the claim returned them (config, attempts)."""
 
     def epoch(self, epoch: int, metrics: dict[str, dict[str, Any]]) -> None:
-        """Epoch ``epoch`` was recorded for these members (trial id -> that epoch's metrics)."""
+        """Epoch ``epoch`` was recorded for these members (trial id -> that epoch's metrics).
+        Epochs are written at most every :data:`METRICS_INTERVAL_S`, so several calls may
+        come at once."""
 
     def finished(self, trial_id: str, state: TrialState, result: dict[str, Any] | None,
                  error: str | None) -> None:
@@ -192,13 +197,15 @@ class _Member:
 
 
 class _PackRun:
-    """The per-epoch bookkeeping of one pack: one metrics write, throttled checks."""
+    """The per-epoch bookkeeping of one pack: throttled metrics writes and checks."""
 
     def __init__(self, store: ResultStore, worker: str, members: list[_Member],
                  heartbeat: Heartbeat, observer: PackObserver):
         self.store, self.worker, self.members, self.heartbeat = store, worker, members, heartbeat
         self.observer = observer
         self.last_check = -float("inf")  # the first epoch always checks
+        self.last_write = -float("inf")  # and is written at once
+        self.pending: list[tuple[int, dict[str, dict[str, Any]]]] = []  # epochs not written
         self.pruner = Pruner.for_trials(store, {
             m.trial_id: (list(m.experiment_ids),
                          int(m.config.get("training", {}).get("max_epochs", 0)))
@@ -222,11 +229,12 @@ class _PackRun:
         self.lose(self.heartbeat.lost)
         batch = {m.trial_id: dict(x) for m, x in zip(self.members, metrics)
                  if x is not None and not m.lost}
+        if batch:
+            self.pending.append((epoch, batch))
         try:
-            # Owner-checked every epoch (the checks below are throttled): a worker whose
-            # trial was requeued and claimed by another stops before writing into its curve.
-            if batch:
-                self.lose(set(batch) - self.store.append_metrics_many(batch, self.worker))
+            # A pack ASHA may prune writes every epoch: the rung query reads what was written.
+            if self.pruner.active or time.monotonic() - self.last_write >= METRICS_INTERVAL_S:
+                self.write()
             if self.pruner.active:  # at a rung: a store query over what was just written
                 written = {m.trial_id: batch[m.trial_id] for m in self.live()
                            if m.trial_id in batch and not m.stopped}
@@ -243,13 +251,39 @@ class _PackRun:
         except StoreError:
             log.warning("pack %s: could not record epoch %s; training goes on",
                         ", ".join(batch), epoch, exc_info=True)
-        lost = {m.trial_id for m in self.members if m.lost}
-        recorded = {tid: x for tid, x in batch.items() if tid not in lost}
-        if recorded:
-            self.observer.epoch(epoch, recorded)
         # None is a member with nothing this epoch (frozen by the engine, or not yet trained
         # by a one-by-one train function): it is neither stopped nor lost by that
         return [m.lost or m.stopped for m in self.members]
+
+    def write(self) -> None:
+        """Write the epochs not written yet in one store call, then tell the observer what
+        was recorded. Owner-checked: a worker whose trial was requeued and claimed by
+        another never writes into its curve, and drops the trial. A failed write drops
+        those epochs (the curve has a gap)."""
+        self.last_write = time.monotonic()
+        pending, self.pending = self.pending, []
+        lost = {m.trial_id for m in self.members if m.lost}
+        by_trial: dict[str, list[dict[str, Any]]] = {}
+        for _, batch in pending:
+            for tid, x in batch.items():
+                if tid not in lost:
+                    by_trial.setdefault(tid, []).append(x)
+        if not by_trial:
+            return
+        written = self.store.append_metrics_many(by_trial, self.worker)
+        self.lose(set(by_trial) - written)
+        for epoch, batch in pending:
+            recorded = {tid: x for tid, x in batch.items() if tid in written}
+            if recorded:
+                self.observer.epoch(epoch, recorded)
+
+    def write_rest(self) -> None:
+        """:meth:`write` at the end of training, before any member's end is recorded."""
+        try:
+            self.write()
+        except StoreError:
+            log.warning("pack of %d: could not record its last epochs", len(self.members),
+                        exc_info=True)
 
     def _member(self, trial_id: str) -> _Member:
         return next(m for m in self.members if m.trial_id == trial_id)
@@ -360,7 +394,10 @@ def _train(store: ResultStore, worker: str, members: list[_Member], configs: lis
     heartbeat.track(m.trial_id for m in members)
     run = _PackRun(store, worker, members, heartbeat, observer)
     try:
-        results = train(configs, run.on_epoch)
+        try:
+            results = train(configs, run.on_epoch)
+        finally:
+            run.write_rest()
         if len(results) != len(members):
             raise RuntimeError(f"the train function returned {len(results)} results for a "
                                f"pack of {len(members)}")

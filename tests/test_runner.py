@@ -172,9 +172,10 @@ def pack_ids(store) -> list[str]:
 
 @pytest.fixture(autouse=True)
 def every_epoch_checks(monkeypatch):
-    # Cancellation and heartbeat checks are throttled in time; here every epoch checks, so
-    # what a test sees depends on epochs, never on the clock.
+    # Cancellation and heartbeat checks and metrics writes are throttled in time; here every
+    # epoch checks and writes, so what a test sees depends on epochs, never on the clock.
     monkeypatch.setattr(runner, "CHECK_INTERVAL_S", 0.0)
+    monkeypatch.setattr(runner, "METRICS_INTERVAL_S", 0.0)
 
 
 class StandInPack:
@@ -271,6 +272,44 @@ def test_a_pack_survives_divergence_failure_cancellation_and_a_lost_member(store
     assert [f[3] for f in train.flags] == [False, False, False, True]  # lost: told to stop
     assert complete.result["pack"]["size"] == 5 and complete.result["pack"]["index"] == 4
     assert diverged.result["pack"]["id"] == complete.result["pack"]["id"]
+
+
+def test_fast_epochs_are_written_together_first_at_once_all_before_the_end(
+        store, pack_ids, monkeypatch):
+    monkeypatch.setattr(runner, "METRICS_INTERVAL_S", 3600.0)  # no epoch is ever slow enough
+    by_seed = {_seed(store, t): t for t in pack_ids}
+    seen = {}
+
+    def look():  # while the pack trains: its curves are live from the first epoch on
+        seen.update({t.id: [m["epoch"] for m in t.metrics] for t in store.list_trials()})
+
+    def lose_seed_3():
+        assert store.release_trial(by_seed[3], "w1")
+        assert store.claim_trial(by_seed[3], "w2") is not None
+
+    writes = []
+    real_append = store.append_metrics_many
+
+    def counting_append(batch, worker=None):
+        writes.append({tid: [m["epoch"] for m in epochs] for tid, epochs in batch.items()})
+        return real_append(batch, worker)
+
+    store.append_metrics_many = counting_append
+    train = StandInPack(epochs=6, hooks={2: look, 4: lose_seed_3})
+    states = run_pack(pack_ids, store, worker="w1", train_fn=train)
+
+    assert seen == dict.fromkeys(pack_ids, [1])
+    assert writes[0] == dict.fromkeys(pack_ids, [1])
+    # the other epochs in one write after training; the lost member's not at all
+    assert writes[1:] == [{t: [2, 3, 4, 5, 6] for t in pack_ids if t != by_seed[3]}]
+    assert states[by_seed[3]] is None
+    for tid in pack_ids:
+        t = store.get_trial(tid)
+        if tid == by_seed[3]:
+            assert (t.state, t.worker, t.metrics) == (TrialState.RUNNING, "w2", [])
+        else:
+            assert t.state is TrialState.COMPLETE
+            assert [m["epoch"] for m in t.metrics] == [1, 2, 3, 4, 5, 6]
 
 
 def test_an_engine_exception_fails_every_member_with_the_traceback(store, pack_ids):
