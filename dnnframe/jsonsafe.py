@@ -45,3 +45,13 @@ def dumps(value: Any) -> str:
         return _ENCODER.encode(value)
     except (TypeError, ValueError):
         return _ENCODER.encode(json_safe(value))
+
+
+def json_copy(value: Any) -> Any:
+    """:func:`json_safe`, at C speed when ``value`` is strict JSON already (the common case:
+    a round trip through the encoder and decoder is a deep copy). Dict keys that are not
+    strings are spelled as JSON spells them (``true``, ``null``)."""
+    try:
+        return json.loads(_ENCODER.encode(value))
+    except (TypeError, ValueError):
+        return json_safe(value)

@@ -1,0 +1,45 @@
+"""json_safe and json_copy: strict JSON copies of results (NaN and inf become null)."""
+
+from __future__ import annotations
+
+import enum
+import math
+
+import numpy as np
+import pytest
+
+from dnnframe.engine.result import TrialResult
+from dnnframe.jsonsafe import dumps, json_copy, json_safe
+
+
+class Colour(enum.Enum):
+    RED = "red"
+
+
+@pytest.mark.parametrize("value", [
+    {"a": [1, 2.5, None, True, "x"], "b": {"c": (1, 2)}},               # plain: the fast path
+    {"loss": float("nan"), "acc": [float("inf"), -float("inf"), 0.5]},  # non-finite: the slow one
+    {"n": np.int64(3), "x": np.float32(0.25), "arr": np.arange(3), "c": Colour.RED},
+])
+def test_json_copy_equals_json_safe_and_shares_nothing(value):
+    copy = json_copy(value)
+    assert copy == json_safe(value)
+    assert dumps(copy) == dumps(json_safe(value))
+    if isinstance(value.get("a"), list):
+        copy["a"].append("changed")
+        assert value["a"] == [1, 2.5, None, True, "x"]
+
+
+def test_a_results_dict_is_strict_json_and_independent_of_the_result():
+    history = [{"epoch": 1, "val_loss": float("nan")}, {"epoch": 2, "val_loss": 0.5}]
+    result = TrialResult(status="DIVERGED", metrics={"test_loss": math.inf}, history=history,
+                         timings={"total": 1.0}, n_params=3, environment={"pack_index": 0},
+                         diverged_epoch=1)
+    data = result.to_dict()
+    assert data["metrics"] == {"test_loss": None}
+    assert data["history"] == [{"epoch": 1, "val_loss": None}, {"epoch": 2, "val_loss": 0.5}]
+    assert data["diverged_epoch"] == 1 and data["notes"] == []
+    data["history"][1]["val_loss"] = 9.0
+    assert result.history[1]["val_loss"] == 0.5
+    assert set(data) == {"status", "metrics", "history", "timings", "n_params", "environment",
+                         "diverged_epoch", "stopped_early", "epochs_run", "best_epoch", "notes"}
