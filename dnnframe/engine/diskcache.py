@@ -166,6 +166,17 @@ def _stdlib_ext_suffix() -> None:
         cmodule._get_ext_suffix = lambda: suffix
 
 
+def preload() -> None:
+    """Pay now what the first load in a fresh process pays: importing the C linker's lazily
+    imported modules (setuptools among them) and reading PyTensor's compiledir index.
+    A worker calls this at start, so its first trial of a known shape starts sooner."""
+    _stdlib_ext_suffix()
+    from pytensor.link.c import cutils, cvm, exceptions  # noqa: F401  - setuptools among them
+    from pytensor.link.c.basic import get_module_cache
+
+    get_module_cache()
+
+
 def load_or_build(kind: str, key: Any, build: Callable[[], Any]) -> tuple[Any, bool]:
     """(model, loaded_from_disk): the cached model, else ``build()`` stored for next time."""
     _stdlib_ext_suffix()

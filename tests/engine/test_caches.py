@@ -94,6 +94,38 @@ def test_fresh_process_loads_the_compiled_pack_from_disk(tmp_path):
     assert [r["metrics"] for r in second] == [r["metrics"] for r in first]
 
 
+PRELOADED_CHILD = textwrap.dedent("""
+    import json, sys, warnings
+    warnings.simplefilter("ignore")
+    from dnnframe.engine import diskcache, train_pack
+    from pytensor.link.c import basic
+    diskcache.preload()
+    before = set(sys.modules)
+    cfg = {"dataset": {"name": "iris"}, "model": {"hidden_layers": 2, "width": 6, "activation": "relu"},
+           "training": {"optimizer": "momentum", "max_epochs": 2, "learning_rate": 0.05}}
+    results = train_pack([cfg, dict(cfg, seed=1)])
+    print(json.dumps({"setuptools": "setuptools" in before,
+                      "index_read": basic.get_module_cache() is basic.get_module_cache(),
+                      "linker_imports": sorted(m for m in set(sys.modules) - before
+                                               if m.startswith("pytensor.link")),
+                      "hits": [r.environment["disk_cache_hit"] for r in results],
+                      "metrics": [r.metrics for r in results]}))
+""")
+
+
+def test_a_preloaded_process_loads_from_disk_with_its_imports_done(tmp_path):
+    first = run_child(tmp_path)
+    env = dict(os.environ, DNNFRAME_CACHE_DIR=str(tmp_path))
+    out = subprocess.run([sys.executable, "-c", PRELOADED_CHILD], env=env, capture_output=True,
+                         text=True)
+    assert out.returncode == 0, out.stderr[-3000:]
+    child = json.loads(out.stdout.strip().splitlines()[-1])
+    assert child["setuptools"] and child["index_read"]
+    assert child["linker_imports"] == []  # the load imported nothing the preload had not
+    assert child["hits"] == [True, True]
+    assert child["metrics"] == [r["metrics"] for r in first]
+
+
 def test_unreadable_cache_file_is_rebuilt(tmp_path, monkeypatch):
     from dnnframe.engine import diskcache
 
