@@ -229,7 +229,8 @@ def test_time_fit_recovers_slope_intercept_and_r2(store) -> None:
 
 def test_deep_design_sweeps_and_their_style_names() -> None:
     styles = set()
-    for name in ("rq2_rezero.yaml", "rq2_preln_scaled.yaml", "rq2_rezero_valacc.yaml"):
+    for name in ("rq2_rezero.yaml", "rq2_preln_scaled.yaml", "rq2_rezero_valacc.yaml",
+                 "rq2_rezero_preln_dropout.yaml"):
         trials = list(expand(load_spec(PAPER_DIR / name)))
         assert sorted({t.model.hidden_layers for t in trials}) == [1, 4, 16, 64, 256, 1000]
         assert {t.dataset.name for t in trials} == {"iris", "wine", "breast_cancer", "digits"}
@@ -240,7 +241,8 @@ def test_deep_design_sweeps_and_their_style_names() -> None:
         styles |= {paper.style_label(t.model_dump(mode="json")) for t in trials}
     assert styles == {"relu/he/adam/rezero [clip 1, warm-up 2, cosine]",
                       "relu/he/adam/scaled/pre-layernorm [clip 1, warm-up 2, cosine]",
-                      "relu/he/adam/rezero [clip 1, warm-up 2, cosine, best val_accuracy]"}
+                      "relu/he/adam/rezero [clip 1, warm-up 2, cosine, best val_accuracy]",
+                      "relu/he/adam/rezero/pre-layernorm [dropout 0.1, clip 1, warm-up 2, cosine]"}
 
 
 def test_style_labels_read_the_first_format_too() -> None:
@@ -252,6 +254,9 @@ def test_style_labels_read_the_first_format_too() -> None:
     assert label({"residual": False}) == label({}) == "relu/he/adam"
     assert label({"residual": "scaled", "residual_learnable": True}) == "relu/he/adam/skipinit"
     assert label({"normalization": "batch"}) == "relu/he/adam/batchnorm"
+    # dropout is part of the design: with and without it are two styles, never merged
+    assert label({"residual": "rezero", "dropout": 0.1}) == "relu/he/adam/rezero [dropout 0.1]"
+    assert label({"residual": "rezero", "dropout": 0.0}) == "relu/he/adam/rezero"
 
 
 def test_style_labels_name_a_selection_other_than_validation_loss() -> None:

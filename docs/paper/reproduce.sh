@@ -34,8 +34,9 @@ for spec in rq2_long_2015_tanh rq2_long_modern_selu; do
 done
 
 # RQ2 again: designs made for depth (ReZero; pre-norm layer norm with 1/sqrt(depth) branches;
-# ReZero trained the whole schedule, reporting the best validation-accuracy epoch).
-for spec in rq2_rezero rq2_preln_scaled rq2_rezero_valacc; do
+# ReZero trained the whole schedule, reporting the best validation-accuracy epoch; ReZero with
+# pre-norm layer norm and dropout 0.1 on its branches).
+for spec in rq2_rezero rq2_preln_scaled rq2_rezero_valacc rq2_rezero_preln_dropout; do
   echo "$(date -u +%H:%M:%S) run $spec"
   $DNNFRAME run "experiments/paper/$spec.yaml" --store "sqlite:///$OUT/deep.db" --workers "$WORKERS" -q --json \
     > "$OUT/$spec.json" || echo "$spec: exit $? (see $OUT/$spec.json)"

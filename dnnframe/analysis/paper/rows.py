@@ -31,7 +31,8 @@ def residual_kind(model: dict[str, Any]) -> str:
 
 def style_label(config: dict[str, Any]) -> str:
     """A short name for a trial's layer design: ``tanh/glorot/sgd``, ``relu/he/adam/residual``,
-    ``relu/he/adam/scaled/pre-layernorm [clip 1, warm-up 2, cosine]``.
+    ``relu/he/adam/scaled/pre-layernorm [clip 1, warm-up 2, cosine]``,
+    ``relu/he/adam/rezero/pre-layernorm [dropout 0.1, clip 1, warm-up 2, cosine]``.
 
     >>> style_label({"model": {"activation": "relu", "init": "he", "residual": "rezero"},
     ...              "training": {"optimizer": "adam", "grad_clip": 1.0,
@@ -48,6 +49,10 @@ def style_label(config: dict[str, Any]) -> str:
     if norm != "none":
         label += f"/{'pre-' if model.get('norm_position') == 'pre' else ''}{norm}norm"
     aids = []
+    # dropout changes what the network computes while training: a design with it is not
+    # the same design without it, so their rows must not be merged
+    if model.get("dropout"):
+        aids.append(f"dropout {model['dropout']:g}")
     if training.get("grad_clip") is not None:
         aids.append(f"clip {training['grad_clip']:g}")
     schedule = training.get("lr_schedule") or {}
