@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import os
 import signal
+import time
+from pathlib import Path
 
 import pytest
 
@@ -51,6 +53,17 @@ def report_threads(config, on_epoch=None):
                                      ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS",
                                       "MKL_NUM_THREADS")},
                blas_threads=[p["num_threads"] for p in threadpool_info()])
+
+
+def hold_seed_0(config, on_epoch=None):
+    """Seed 0 trains until the file ``$HOLD_FILE`` exists (a minute at most); others end at
+    once. The test decides when the held trial ends."""
+    if config.seed == 0:
+        release = Path(os.environ["HOLD_FILE"])
+        deadline = time.monotonic() + 60
+        while not release.exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
+    return _ok()
 
 
 @pytest.fixture
@@ -248,3 +261,20 @@ def test_local_executor_runs_packs_and_counts_every_member(url):
     for pack in result.packs:  # a pack runs in one worker process
         assert len({trials[tid].result["environment"]["pid"] for tid in pack}) == 1
     assert stats.finished == 6 and stats.states == {"COMPLETE": 6}
+
+
+def test_wait_any_returns_when_one_trial_ends_while_others_run(url, tmp_path, monkeypatch):
+    release = tmp_path / "release"
+    monkeypatch.setenv("HOLD_FILE", str(release))
+    store = open_store(url)
+    with LocalExecutor(url, workers=2, train_fn=hold_seed_0) as ex:
+        result = submit_experiment(parse_spec(_spec(seeds=2, name="any")), store, ex,
+                                   pack_size=1)
+        assert ex.wait_any(0, timeout=60) == 1  # seed 1 ended; seed 0 is held
+        states = {t.config["seed"]: t.state for t in store.list_trials(result.experiment.id)}
+        assert states == {0: TrialState.RUNNING, 1: TrialState.COMPLETE}
+        assert ex.wait_any(1, timeout=0.05) == 1  # nothing else ended: the timeout returns
+        release.touch()
+        assert ex.wait_any(1, timeout=60) == 2
+        assert {t.state for t in store.list_trials(result.experiment.id)} == \
+            {TrialState.COMPLETE}

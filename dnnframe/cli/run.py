@@ -140,6 +140,12 @@ class _StartOnSubmit(Executor):
         """Wait for the executor; nothing to wait for before it exists."""
         return True if self.started is None else self.started.wait(timeout)
 
+    def wait_any(self, ended: int, timeout: float) -> int:
+        """Wait for trials to end on the executor; before it exists, none can."""
+        if self.started is None:
+            return super().wait_any(ended, timeout)
+        return self.started.wait_any(ended, timeout)
+
     def shutdown(self, wait: bool = True) -> None:
         """Shut the executor down if it was made."""
         if self.started is not None:

@@ -10,6 +10,7 @@ import abc
 import contextlib
 import os
 import threading
+import time
 from collections.abc import Iterator, Sequence
 
 # A worker process trains on one core: pin every math library to one thread so N workers
@@ -79,6 +80,18 @@ class Executor(abc.ABC):
     @abc.abstractmethod
     def wait(self, timeout: float | None = None) -> bool:
         """Block until every submitted trial has finished; False if ``timeout`` ran out."""
+
+    def wait_any(self, ended: int, timeout: float) -> int:
+        """Block until more than ``ended`` of the trials submitted here have ended, or for
+        ``timeout`` seconds; returns how many have ended so far (pass it back next time;
+        start from 0). A trial counted here is already finished in the store.
+
+        Callers that hand out work as trials end (a search driver) use it to wake when a
+        worker frees rather than on a clock. This default knows of no ends: it sleeps the
+        timeout out, and the caller looks at the store.
+        """
+        time.sleep(timeout)
+        return ended
 
     @abc.abstractmethod
     def shutdown(self, wait: bool = True) -> None:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from celery import Celery
 from kombu import Connection, Exchange, Producer, Queue
@@ -142,6 +142,7 @@ class CeleryExecutor(Executor):
         # what wait() still waits for, and the store's change cursor it reads from
         self._unchecked: list[str] = []
         self._remaining: set[str] = set()
+        self._ended = 0  # submitted trials seen finished (wait_any's count)
         self._cursor: int | None = None
         self._store: ResultStore | None = None
         self._lock = threading.RLock()
@@ -249,21 +250,37 @@ class CeleryExecutor(Executor):
         since the last one (the store's ``since`` cursor), so a caller that waits in short
         slices (the CLI's progress loop) pays per change, not per submitted trial.
         """
+        return self._poll(lambda: not self._remaining, timeout, poll_s)
+
+    def wait_any(self, ended: int, timeout: float) -> int:
+        """Block until more than ``ended`` submitted trials are finished in the store, or
+        ``timeout`` passes; returns the count. Workers are elsewhere, so this reads the
+        store's changes as :meth:`wait` does."""
+        self._poll(lambda: self._ended > ended, timeout, 0.2)
+        return self._ended
+
+    def _poll(self, done: Callable[[], bool], timeout: float | None, poll_s: float) -> bool:
+        """Read the store's changes every ``poll_s`` until ``done()``; False on ``timeout``."""
         deadline = None if timeout is None else time.monotonic() + timeout
         store = self._open_store()
         with self._lock:
             unchecked, self._unchecked = self._unchecked, []
             cursor = self._cursor if self._cursor is not None else store.latest_seq()
         # Trials finished before the cursor was taken are seen here, the rest by the cursor.
-        self._remaining |= {tid for tid in unchecked if not store.get_trial(tid).state.is_finished}
+        fresh = set(unchecked) - self._remaining
+        running = {tid for tid in fresh if not store.get_trial(tid).state.is_finished}
+        self._ended += len(fresh) - len(running)
+        self._remaining |= running
         while True:
             changed = store.list_trials(since=cursor)
             if changed:
                 cursor = max(cursor, max(t.seq for t in changed))
-                self._remaining -= {t.id for t in changed if t.state.is_finished}
+                ended = self._remaining & {t.id for t in changed if t.state.is_finished}
+                self._remaining -= ended
+                self._ended += len(ended)
             with self._lock:
                 self._cursor = cursor
-            if not self._remaining:
+            if done():
                 return True
             if deadline is not None and time.monotonic() >= deadline:
                 return False

@@ -167,6 +167,25 @@ class LocalExecutor(Executor):
                     return False
                 self._lock.wait(remaining if remaining is not None else 1.0)
 
+    def wait_any(self, ended: int, timeout: float) -> int:
+        """Block until more than ``ended`` trials have ended here (the pool counts each
+        trial of a pack as its worker reports it, after the store has it), or ``timeout``
+        passes; returns the count.
+
+        Raises:
+            DnnframeError: when the worker pool broke.
+        """
+        deadline = time.monotonic() + timeout
+        with self._lock:
+            while self._stats.finished <= ended:
+                if self._error is not None:
+                    raise self._error
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    break
+                self._lock.wait(remaining)
+            return self._stats.finished
+
     def wait_ready(self, timeout: float | None = None) -> bool:
         """Block until every worker process has started (opened the store, imported the
         engine); False if ``timeout`` ran out. Benchmarks use it to time the pool start."""

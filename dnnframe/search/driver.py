@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import logging
 import math
-import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -77,7 +76,9 @@ class SearchDriver:
         store: where the experiment and its trials live.
         executor: trains the trials (local pool or Celery), one pack per free slot.
         pack_size: as for :func:`dnnframe.submit.submit_experiment`.
-        poll_s: how long to wait for the executor between looks at the store.
+        poll_s: the longest wait between looks at the store. The executor wakes the driver
+            when one of its trials ends; the store is read at least this often for trials
+            that end elsewhere (another process, a cancellation).
     """
 
     def __init__(self, spec: ExperimentSpec, store: ResultStore, executor: Executor,
@@ -120,6 +121,7 @@ class SearchDriver:
         out.rebuilt = self._rebuild(stored)
         self._submit([t.id for t in stored if t.state is TrialState.QUEUED])
         budget = self.search.num_samples - len(stored)
+        seen = 0  # trials the executor has seen end (wait_any's count)
         while True:
             slots = max(1, self.executor.parallelism) - len(self.waiting)
             n_new = min(slots, budget, limit - len(out.asked) if limit is not None else slots)
@@ -137,13 +139,13 @@ class SearchDriver:
             if not self.waiting:
                 out.finished = budget <= 0 and not out.cancelled
                 return out
-            idle = self.executor.wait(timeout=self.poll_s)
+            # Woken as soon as a trial ends here, so a freed worker gets its next trial at
+            # once; the timeout still reads the store for ends the executor cannot see.
+            seen = self.executor.wait_any(seen, timeout=self.poll_s)
             changed = self.store.list_trials(self.experiment_id, since=cursor)
             if changed:
                 cursor = max(t.seq for t in changed)
             ended = [t for t in changed if t.id in self.waiting and t.state.is_finished]
-            if idle and not ended:
-                time.sleep(self.poll_s)  # trials running elsewhere: nothing to wait on here
             for t in ended:
                 if t.state is TrialState.CANCELLED:  # the experiment is being cancelled
                     out.cancelled, budget = True, 0

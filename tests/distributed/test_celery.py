@@ -385,3 +385,24 @@ def test_wait_reads_each_trial_once_then_only_changes(broker_url, store_url, que
                                worker="stand-in")
         assert ex.wait(timeout=10)
         assert reads["get_trial"] == 30
+
+
+def test_wait_any_counts_the_trials_seen_finished_in_the_store(broker_url, store_url,
+                                                               queue_name, store):
+    spec = make_spec("wait-any", 3)
+    with CeleryExecutor(broker_url, store_url, queue=queue_name) as ex:
+        result = submit_experiment(spec, store, ex, pack_size=1)  # no worker: all stay queued
+        assert ex.wait_any(0, timeout=0.05) == 0
+
+        def finish(tid: str) -> None:  # a stand-in worker, through the store
+            store.claim_trial(tid, "stand-in")
+            store.finish_trial(tid, TrialState.COMPLETE, result={"status": "COMPLETE"},
+                               worker="stand-in")
+
+        first, *rest = result.trial_ids
+        finish(first)
+        assert ex.wait_any(0, timeout=10) == 1
+        for tid in rest:
+            finish(tid)
+        assert ex.wait_any(1, timeout=10) == 3
+        assert ex.wait(timeout=0)

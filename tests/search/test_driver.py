@@ -4,6 +4,10 @@ function whose objective is a known function of the hyperparameters."""
 from __future__ import annotations
 
 import math
+import os
+import time
+import uuid
+from pathlib import Path
 
 import pytest
 from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
@@ -43,6 +47,24 @@ def shaped_train(config, on_epoch=None):
     return TrialResult(status=status, metrics={"test_accuracy": history[-1]["val_accuracy"]},
                        history=history, timings={"train": 0.0, "total": 0.0}, n_params=1,
                        environment={}, epochs_run=len(history))
+
+
+def first_waits_for_two_more(config, on_epoch=None):
+    """The first trial to start trains until two more have started (then as
+    :func:`shaped_train`); after a minute without them it fails. The others are
+    :func:`shaped_train`. ``$GATE_DIR`` holds the marks."""
+    gate = Path(os.environ["GATE_DIR"])
+    try:
+        (gate / "first").touch(exist_ok=False)
+    except FileExistsError:
+        (gate / f"other-{uuid.uuid4().hex}").touch()
+        return shaped_train(config, on_epoch)
+    deadline = time.monotonic() + 60
+    while len(list(gate.glob("other-*"))) < 2:
+        if time.monotonic() > deadline:
+            raise RuntimeError("no other trial started while the first one trained")
+        time.sleep(0.02)
+    return shaped_train(config, on_epoch)
 
 
 def _drive(url: str, raw: dict = RAW, limit: int | None = None) -> tuple[SearchDriver, object]:
@@ -133,3 +155,20 @@ def test_tpe_with_asha_makes_the_same_decisions_twice_with_one_worker(tmp_path):
     (asked_a, ends_a), (asked_b, ends_b) = runs
     assert asked_a == asked_b and ends_a == ends_b
     assert TrialState.PRUNED in {state for state, _ in ends_a.values()}
+
+
+def test_a_freed_worker_gets_the_next_trial_while_another_still_trains(tmp_path, monkeypatch):
+    # The first trial ends only once the third has started: the driver must hand the
+    # worker freed by the second its next trial without waiting for the first (nor for a
+    # poll: an hour here).
+    gate = tmp_path / "gate"
+    gate.mkdir()
+    monkeypatch.setenv("GATE_DIR", str(gate))
+    url = f"sqlite:///{tmp_path / 'g.db'}"
+    store = open_store(url)
+    raw = {**RAW, "search": {**RAW["search"], "num_samples": 4}}
+    with LocalExecutor(url, workers=2, train_fn=first_waits_for_two_more) as ex:
+        driver = SearchDriver(parse_spec(raw), store, ex, poll_s=3600)
+        result = driver.run()
+    assert result.finished and len(result.asked) == 4
+    assert {t.state for t in store.list_trials(driver.experiment_id)} == {TrialState.COMPLETE}
