@@ -14,7 +14,8 @@ fresh SQLite store:
 * ``tpe+asha``: ``--samples`` points from Optuna's TPE through dnnframe's driver, with ASHA
   pruning (``search.method: tpe, pruner: asha``).
 * ``optuna``: Optuna's own ``study.optimize`` with TPESampler and SuccessiveHalvingPruner
-  (same ``min_resource``/``reduction_factor``), ``--workers`` processes on a journal file.
+  (same ``min_resource``/``reduction_factor``, asked at epochs below ``max_epochs`` only, so
+  its rungs are dnnframe's), ``--workers`` processes on a journal file.
 
 What makes the comparison fair: every strategy trains each trial with the same function
 (``dnnframe.engine.train_pack`` with one member: dnnframe's strategies run with pack size 1
@@ -31,8 +32,17 @@ Its own time to target depends on the order it trains its points in; since a gri
 its best at the end, the speed-ups (``x grid``) are against its full wall time, as the goal
 is stated. Times on a shared machine vary from run to run: compare the columns side by side.
 
+With several ``--seeds`` a second table gives each sampling strategy's time to target per
+seed and its median and mean over the seeds. A seed on which a strategy never reached the
+target counts as that strategy's whole wall time on the seed (shown ``>W``): a penalty that
+flatters it, since it had stopped by then. Which graphs a sampler happens to draw first (each
+new one compiles for seconds) moves the time to target more than anything else: judge the
+samplers by the median over several seeds, not by one run.
+
     python bench/search.py --quick          # 16-point grid, 10 samples (a few minutes)
     python bench/search.py                  # 144-point grid, 48 samples (about 15 minutes)
+    python bench/search.py --grid 289.4 0.9749 --only tpe+asha optuna --workers 2 \
+        --seeds 1 2 3 4 5 6                 # our TPE+ASHA against Optuna's, six seeds
 """
 
 from __future__ import annotations
@@ -41,6 +51,7 @@ import argparse
 import json
 import multiprocessing
 import os
+import statistics
 import sys
 import tempfile
 import time
@@ -160,7 +171,9 @@ def _optuna_process(journal: str, study_name: str, s: dict, eta: int, n_trials: 
             metrics = members[0] or {}
             trial.report(metrics.get("val_accuracy") or 0.0, epoch)
             trial.set_user_attr("epochs", epoch)
-            return [trial.should_prune()]
+            # Rungs below max_epochs only, as dnnframe's: the pruner would otherwise judge a
+            # rung at the last epoch (1 * 3**2 = 9) and throw away trials trained in full.
+            return [epoch < s["epochs"] and trial.should_prune()]
 
         (result,) = train_pack([config], on_epoch=on_epoch)  # what dnnframe's workers call
         trial.set_user_attr("finished_at", time.time())
@@ -223,6 +236,48 @@ def _pruned_good(rows: list[dict], target: float) -> dict | None:
     return {"shared": shared, "reached": len(good), "pruned": pruned}
 
 
+def seed_summary(rows: list[dict]) -> dict[str, dict]:
+    """Per sampling strategy over its seeds: the time to target on each seed, with a seed
+    that never reached the target counted as the strategy's whole wall time on that seed (a
+    penalty that flatters it: it had stopped by then), and the median and mean of those."""
+    out: dict[str, dict] = {}
+    for r in rows:
+        if "seed" not in r:
+            continue
+        entry = out.setdefault(r["strategy"], {"per_seed": {}, "reached": 0})
+        reached = r["time_to_target"] is not None
+        entry["per_seed"][r["seed"]] = {"time_to_target": r["time_to_target"],
+                                        "counted": r["time_to_target"] if reached else r["wall"]}
+        entry["reached"] += reached
+    for entry in out.values():
+        counted = [v["counted"] for v in entry["per_seed"].values()]
+        entry["median"], entry["mean"] = statistics.median(counted), statistics.fmean(counted)
+    return out
+
+
+def _print_seed_summary(summary: dict[str, dict], seeds: list[int]) -> None:
+    print("\ntime to target by seed (s); '>W' = never reached, counted as its wall time W")
+    print(f"{'strategy':<15}" + "".join(f"{'seed ' + str(x):>10}" for x in seeds)
+          + f"{'median':>9}{'mean':>9}{'reached':>9}")
+    for name, entry in summary.items():
+        cells = []
+        for seed in seeds:
+            v = entry["per_seed"].get(seed)
+            cells.append("-" if v is None else f"{v['counted']:.1f}"
+                         if v["time_to_target"] is not None else f">{v['counted']:.0f}")
+        print(f"{name:<15}" + "".join(f"{c:>10}" for c in cells) + f"{entry['median']:>9.1f}"
+              f"{entry['mean']:>9.1f}{entry['reached']:>5}/{len(entry['per_seed'])}")
+    ours, theirs = summary.get("tpe+asha"), summary.get("optuna tpe+sh")
+    if ours and theirs:
+        both = [x for x in seeds if x in ours["per_seed"] and x in theirs["per_seed"]]
+        wins = sum(ours["per_seed"][x]["counted"] <= theirs["per_seed"][x]["counted"]
+                   for x in both)
+        print(f"tpe+asha at least as fast as optuna tpe+sh on {wins} of {len(both)} seeds; "
+              f"median {ours['median']:.1f} s vs {theirs['median']:.1f} s "
+              f"(optuna / tpe+asha = {theirs['median'] / ours['median']:.2f}), "
+              f"mean {ours['mean']:.1f} s vs {theirs['mean']:.1f} s")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     size = parser.add_mutually_exclusive_group()
@@ -274,13 +329,14 @@ def main() -> None:
                                 if r["time_to_target"] else None)
         del r["finished"]
         r.pop("ends", None)
+    summary = seed_summary(rows)
     n_grid = len(list(product(s["depth"], s["width"], s["activation"], s["optimizer"],
                               s["lr"])))
     if args.json:
         print(json.dumps({"target": target, "grid_wall": grid_wall, "workers": args.workers,
                           "size": args.size, "grid_points": n_grid, "samples": s["samples"],
                           "max_epochs": s["epochs"], "pruned_good": pruned_good,
-                          "rows": rows}, indent=2))
+                          "rows": rows, "by_seed": summary}, indent=2))
         return
     print(f"digits, {n_grid}-point grid, {s['samples']} samples per sampling strategy, "
           f"{s['epochs']} epochs, {args.workers} worker(s), eta {args.eta}, min_epochs "
@@ -301,6 +357,8 @@ def main() -> None:
             print(f"seed {seed}: random and asha drew {good['shared']} configurations in "
                   f"common; {good['reached']} of random's reached the target trained in full, "
                   f"and asha pruned {len(good['pruned'])} of them (at epochs {good['pruned']})")
+    if len(args.seeds) > 1:
+        _print_seed_summary(summary, args.seeds)
 
 
 if __name__ == "__main__":
