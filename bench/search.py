@@ -22,8 +22,10 @@ What makes the comparison fair: every strategy trains each trial with the same f
 and the Optuna objective calls it directly), for the same ``max_epochs``, with the same
 number of processes and the same one-thread pinning; the samplers draw from the space the
 grid is a lattice of (its shapes, and the learning rate over the grid's span); and every
-strategy starts with an empty disk cache of compiled graphs, so each pays for the graphs it
-builds and none profits from another's.
+strategy starts with an empty disk cache of dnnframe's compiled graphs, so each pays for the
+graph rewrites of what it builds. PyTensor's own cache of compiled C modules is per host
+and shared: a strategy that runs later may link C code an earlier one compiled (it affects
+every strategy alike; run them in another ``--only`` order to check for an order effect).
 
 Per strategy: trials trained, pruned, epochs trained in all, best test accuracy, the wall
 time to reach ``grid best - 0.005`` (from the start of the strategy, worker start included;
