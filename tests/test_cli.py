@@ -334,9 +334,16 @@ def background_run(tmp_path):
 
     def start(*args: str, env: dict | None = None) -> subprocess.Popen:
         full_env = {**os.environ, "PYTHONPATH": str(REPO), **(env or {})}
-        proc = subprocess.Popen([sys.executable, "-m", "dnnframe.cli", "run", *args],
-                                cwd=tmp_path, env=full_env, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True, start_new_session=True)
+        # An ignored SIGINT is inherited through exec: if anything earlier in this pytest
+        # process left SIGINT ignored, the run would ignore Ctrl-C. A terminal's process
+        # starts with SIGINT at its default, so the child is started that way.
+        previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+        try:
+            proc = subprocess.Popen([sys.executable, "-m", "dnnframe.cli", "run", *args],
+                                    cwd=tmp_path, env=full_env, stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE, text=True, start_new_session=True)
+        finally:
+            signal.signal(signal.SIGINT, previous)
         started.append(proc)
         return proc
 
