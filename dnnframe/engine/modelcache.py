@@ -15,6 +15,7 @@ from collections.abc import Callable, Hashable
 from typing import Any
 
 from .. import settings
+from . import heap
 
 DEFAULT_MAX_BYTES = 2**30
 FUNCTION_OVERHEAD = 2 * 2**20  # rough size of a model's compiled functions and graph
@@ -51,6 +52,8 @@ class ModelCache:
         """The model for ``key`` (built by ``build()`` on a miss); returns (model, was_cached).
 
         Building happens under the lock: two threads asking for one shape compile it once.
+        A model built (and any evicted) changes the process's long-lived heap: it is
+        settled (:func:`heap.settle`) in worker processes.
         """
         with self._lock:
             model = self._items.get(key)
@@ -60,13 +63,17 @@ class ModelCache:
             else:
                 model = build()
                 self._items[key] = model
-            self._evict(keep=key)
-            return model, cached
+            evicted = self._evict(keep=key)
+        if not cached or evicted:
+            heap.settle()
+        return model, cached
 
-    def _evict(self, keep: Hashable) -> None:
+    def _evict(self, keep: Hashable) -> int:
+        """Drop least recently used models until the total fits; returns how many."""
         # sizes are measured now, not at insertion: shared values change shape between trials
         sizes = {k: self._size(m) for k, m in self._items.items()}
         total = sum(sizes.values())
+        dropped = 0
         for k in list(self._items):
             if total <= self.max_bytes:
                 break
@@ -74,12 +81,15 @@ class ModelCache:
                 continue
             del self._items[k]
             total -= sizes[k]
-            self.evictions += 1
+            dropped += 1
+        self.evictions += dropped
+        return dropped
 
     def clear(self) -> None:
         """Forget every model."""
         with self._lock:
             self._items.clear()
+        heap.settle()
 
     def __len__(self) -> int:
         return len(self._items)

@@ -22,6 +22,7 @@ import time
 from celery import Celery, Task, signals
 
 from .. import settings
+from ..engine import heap
 from ..exceptions import DnnframeError, NotFoundError, StoreError
 from ..runner import TrainFn, one_by_one, release_if_owner_died, run_pack
 from ..store import default_store_url, open_store
@@ -200,6 +201,9 @@ def _reset_process_state(**_: object) -> None:
     # A fresh pool process must not reuse the parent's store connection or threads.
     global _proc
     _proc = _ProcessState()
+    # long-lived objects (imports, and each compiled model when it is cached) are frozen
+    # out of the collector's passes; enabled here, per pool process, not in the parent
+    heap.enable()
 
 
 def _on_worker_init(**_: object) -> None:

@@ -8,6 +8,7 @@ import os
 import signal
 
 from .. import settings
+from ..engine import heap
 from ..runner import TrainFn, default_worker_name, one_by_one, run_pack
 from ..store import open_store
 from .base import THREAD_ENV
@@ -76,6 +77,8 @@ def worker_main(conn: multiprocessing.connection.Connection, store_url: str,
             diskcache.preload()
         except Exception:
             log.warning("worker warm-up import failed; trials will report it", exc_info=True)
+    # what is loaded now, and each compiled model later, lives as long as the worker
+    heap.enable()
     worker = default_worker_name()
     done = 0
 

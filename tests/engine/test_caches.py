@@ -158,3 +158,43 @@ def test_concurrent_writers_leave_one_complete_file(tmp_path, monkeypatch):
     value = diskcache.load("packed", ("concurrent",))
     assert value["writer"] in {"0", "1", "2", "3"} and value["payload"] == list(range(20000))
     assert len(list(tmp_path.glob("*.pkl"))) == 1 and not list(tmp_path.glob("*.tmp"))
+
+
+HEAP_CHILD = textwrap.dedent("""
+    import gc, json, sys, weakref
+    from dnnframe.engine import heap
+    from dnnframe.engine.modelcache import ModelCache
+
+    class Model:  # a cyclic structure, as compiled graphs are
+        def __init__(self, nbytes):
+            self.nbytes, self.me = nbytes, self
+
+    out = {"before": gc.get_freeze_count()}
+    cache = ModelCache(max_bytes=150, size=lambda m: m.nbytes)
+    cache.get_or_build("off", lambda: Model(10))
+    out["library_caller"] = gc.get_freeze_count()  # not opted in: nothing frozen
+    heap.enable()
+    out["enabled"] = gc.get_freeze_count()
+    a, _ = cache.get_or_build("a", lambda: Model(100))
+    dead = weakref.ref(a)
+    out["frozen_with_a"] = gc.get_freeze_count()
+    out["gen2_sees_a"] = any(o is a for o in gc.get_objects())
+    del a
+    cache.get_or_build("b", lambda: Model(100))  # evicts "a" (and "off")
+    out["a_reclaimed"] = dead() is None
+    heap.disable()
+    out["after_disable"] = gc.get_freeze_count()
+    print(json.dumps(out))
+""")
+
+
+def test_worker_heap_is_frozen_after_builds_and_dropped_models_are_reclaimed():
+    """Opted-in processes freeze their long-lived objects after each build (the collector's
+    full passes skip them) and still reclaim the cycles of a model the cache evicts."""
+    out = json.loads(subprocess.run([sys.executable, "-c", HEAP_CHILD], check=True,
+                                    capture_output=True, text=True).stdout)
+    assert out["before"] == 0 and out["library_caller"] == 0
+    assert out["enabled"] > 1000  # the imports
+    assert out["frozen_with_a"] > out["enabled"] and not out["gen2_sees_a"]
+    assert out["a_reclaimed"]
+    assert out["after_disable"] == 0
