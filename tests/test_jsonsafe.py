@@ -9,6 +9,8 @@ import numpy as np
 import pytest
 
 from dnnframe.engine.result import TrialResult
+import json
+
 from dnnframe.jsonsafe import dumps, json_copy, json_safe
 
 
@@ -43,3 +45,13 @@ def test_a_results_dict_is_strict_json_and_independent_of_the_result():
     assert result.history[1]["val_loss"] == 0.5
     assert set(data) == {"status", "metrics", "history", "timings", "n_params", "environment",
                          "diverged_epoch", "stopped_early", "epochs_run", "best_epoch", "notes"}
+
+
+def test_what_orjson_refuses_takes_the_standard_librarys_way():
+    """Integers beyond 64 bits stay exact, non-string keys are spelled as JSON spells them."""
+    big = {"n": 2**70 + 1, "nested": [{"x": -(2**65) - 3}]}
+    assert json.loads(dumps(big)) == big and json_copy(big) == big
+    assert json.loads(dumps({1: "a", "b": float("nan")})) == {"1": "a", "b": None}
+    assert json_copy({True: 1, None: [2.5]}) == {"true": 1, "null": [2.5]}
+    with pytest.raises(TypeError, match="set"):
+        dumps({"s": {1, 2}})
