@@ -78,7 +78,7 @@ def submit_experiment(spec: ExperimentSpec, store: ResultStore, executor: Execut
     existing = ({t.id for t in store.list_trials(experiment_id)}
                 if _experiment_exists(store, experiment_id) else set())
     store.create_experiment(experiment_id, spec.name, spec.to_dict(), count_trials(spec))
-    store.create_trials(experiment_id, pairs)
+    created = store.create_trials(experiment_id, pairs)
     new_ids = [tid for tid in trial_ids if tid not in existing]
 
     # A resubmission resumes: lift the cancel flag of an interrupted run and queue its
@@ -86,8 +86,11 @@ def submit_experiment(spec: ExperimentSpec, store: ResultStore, executor: Execut
     states = [TrialState.CANCELLED] + ([TrialState.FAILED] if retry_failed else [])
     requeued = store.requeue_trials(experiment_id, states)
 
-    queued = {t.id for t in store.list_trials(experiment_id, state=TrialState.QUEUED)}
-    to_run = [tid for tid in trial_ids if tid in queued]
+    if created == len(trial_ids):
+        to_run = trial_ids  # all created QUEUED just now: no need to read them back
+    else:
+        queued = {t.id for t in store.list_trials(experiment_id, state=TrialState.QUEUED)}
+        to_run = [tid for tid in trial_ids if tid in queued]
     if executor is not None:  # recovered trials of other experiments are not in to_run
         ours = set(trial_ids)
         executor.recovered_elsewhere([tid for tid in recovered if tid not in ours])

@@ -33,6 +33,7 @@ This module imports neither PyTensor nor NumPy.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -67,10 +68,10 @@ def packed_unsupported(config: dict | TrialConfig) -> list[str]:
     return out
 
 
-def _env_flag(name: str) -> str | None:
+def _flag(name: str, flag_vars: tuple[str | None, ...]) -> str | None:
     # PYTENSOR_FLAGS wins over THEANO_FLAGS, as in flags.configure (parsed inline: no imports)
-    for var in ("PYTENSOR_FLAGS", "THEANO_FLAGS"):
-        for item in os.environ.get(var, "").split(","):
+    for text in flag_vars:
+        for item in (text or "").split(","):
             key, sep, value = item.partition("=")
             if sep and key.strip().replace(".", "__") == name:
                 return value.strip()
@@ -79,7 +80,14 @@ def _env_flag(name: str) -> str | None:
 
 def process_dtype() -> str:
     """The floatX this process trains with, read from the environment without PyTensor."""
-    return _env_flag("floatX") or ("float32" if gpu_index(_env_flag("device")) is not None else "float64")
+    return _dtype_for((os.environ.get("PYTENSOR_FLAGS"), os.environ.get("THEANO_FLAGS")))
+
+
+@functools.lru_cache(maxsize=16)
+def _dtype_for(flag_vars: tuple[str | None, ...]) -> str:
+    # cached by the flag variables' values: a submission asks once per trial
+    device = gpu_index(_flag("device", flag_vars))
+    return _flag("floatX", flag_vars) or ("float32" if device is not None else "float64")
 
 
 def as_config(config: dict | TrialConfig) -> TrialConfig:

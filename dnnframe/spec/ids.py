@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Iterator
 
 from ..datasets import dataset_fingerprint
@@ -20,13 +19,11 @@ def trial_id(
     The resolved config (which includes the seed), the dataset's content fingerprint and
     the engine version. Same inputs → same id in every process and on every platform.
     """
-    payload = canonical_json(
-        {
-            "config": json.loads(config.canonical_json()),
-            "dataset": dataset_fingerprint,
-            "engine": engine_version or ENGINE_VERSION,
-        }
-    )
+    # canonical_json({"config": ..., "dataset": ..., "engine": ...}), composed from the
+    # config's canonical text instead of parsing and re-encoding it (keys in sorted order)
+    payload = (f'{{"config":{config.canonical_json()},'
+               f'"dataset":{canonical_json(dataset_fingerprint)},'
+               f'"engine":{canonical_json(engine_version or ENGINE_VERSION)}}}')
     return "t-" + hashlib.sha256(payload.encode()).hexdigest()[:24]
 
 
