@@ -22,7 +22,7 @@ class _Unary(Op):
     """``out = ufunc(x)`` with ``d out / dx`` written in terms of ``out``."""
 
     __props__ = ("name",)
-    ufuncs = {"tanh": np.tanh, "exp": np.exp}
+    ufuncs = {"tanh": np.tanh, "exp": np.exp, "relu": lambda x: np.maximum(x, 0)}
 
     def __init__(self, name: str):
         self.name = name
@@ -39,11 +39,14 @@ class _Unary(Op):
         return shapes
 
     def pullback(self, inputs, outputs, output_grads):
-        (out,), (gz,) = outputs, output_grads
+        (x,), (out,), (gz,) = inputs, outputs, output_grads
         if self.name == "tanh":
             return [gz * (1 - out * out)]
+        if self.name == "relu":  # as PyTensor's maximum(x, 0): the gradient passes at x == 0
+            return [gz * pt.ge(x, 0)]
         return [gz * out]
 
 
 vtanh = _Unary("tanh")
 vexp = _Unary("exp")
+vrelu = _Unary("relu")
