@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import math
+import weakref
 from dataclasses import dataclass
 from typing import Any
 
@@ -121,11 +122,23 @@ class Pruner:
         return pruned
 
 
+# A submitted experiment's id is a hash of its spec, so its rule never changes: every pack
+# of a sweep asked the store again (a read that also counts its trials by state). Kept per
+# store object (a worker keeps one), forgotten with it.
+_RULES: weakref.WeakKeyDictionary[ResultStore, dict[str, AshaRule | None]] = \
+    weakref.WeakKeyDictionary()
+
+
 def _rule(store: ResultStore, experiment_id: str) -> AshaRule | None:
+    known = _RULES.setdefault(store, {})
+    if experiment_id in known:
+        return known[experiment_id]
     try:
         spec = store.get_experiment(experiment_id).spec
-        return AshaRule.of(experiment_id, SearchConfig.model_validate(spec.get("search", {})))
+        rule = AshaRule.of(experiment_id, SearchConfig.model_validate(spec.get("search", {})))
     except (NotFoundError, StoreError, ValueError):
         log.warning("experiment %s: cannot read its search settings; its trials are not "
                     "pruned", experiment_id, exc_info=True)
-        return None
+        return None  # not remembered: the next pack asks again
+    known[experiment_id] = rule
+    return rule

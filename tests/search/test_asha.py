@@ -174,3 +174,16 @@ def test_the_packed_engine_prunes_members_at_the_rungs(store):
     survivor = next(t for t in trials if t.state is TrialState.COMPLETE)
     at_two = [t for t in trials if len(t.metrics) >= 2]
     assert survivor.metrics[1]["val_loss"] == min(t.metrics[1]["val_loss"] for t in at_two)
+
+
+def test_each_pack_reuses_the_rule_read_once_from_the_store(store, monkeypatch):
+    """An experiment's search settings are read once per store, not once per pack (the read
+    counts every trial of the experiment by state)."""
+    ids = _stored(store, _spec(max_epochs=4))
+    reads = []
+    original = store.get_experiment
+    monkeypatch.setattr(store, "get_experiment", lambda eid: reads.append(eid) or original(eid))
+    for q in ORDER:  # eight packs of one
+        run_pack([ids[q]], store, worker="w", train_fn=pack_train)
+    assert reads == [parse_spec(_spec(4)).experiment_id]
+    assert _ends(store, ids)[1] == ("PRUNED", 1)  # the remembered rule still prunes
