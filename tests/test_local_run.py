@@ -230,6 +230,10 @@ def test_automatic_packs_are_never_fewer_than_workers_nor_mix_graphs():
     packs = make_packs(depth_ids, depth_configs, None, workers=1)
     assert len(packs) == 2
     assert [{depth_configs[t]["model"]["hidden_layers"] for t in p} for p in packs] == [{1}, {2}]
+    # several workers: about two packs each, so a costlier graph does not leave one idle
+    ids3, configs3 = _queued({**_spec(seeds=8, name="balance"),
+                              "model": {"hidden_layers": {"grid": [1, 2, 3]}, "width": 8}})
+    assert [len(p) for p in make_packs(ids3, configs3, None, workers=2)] == [4] * 6
 
 
 def test_automatic_pack_size_respects_the_memory_budget():
