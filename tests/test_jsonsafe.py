@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import enum
+import json
 import math
 
 import numpy as np
 import pytest
 
 from dnnframe.engine.result import TrialResult
-import json
-
 from dnnframe.jsonsafe import dumps, json_copy, json_safe
 
 
