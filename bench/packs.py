@@ -74,7 +74,9 @@ def workload_flops() -> float:
 
 def child(sizes: list[int]) -> dict:
     """Run in the subprocess: measure and return one dtype's numbers."""
-    from dnnframe.engine import train, train_pack
+    from dnnframe.engine import heap, train, train_pack
+
+    heap.enable()  # as a worker process runs (collector and allocator settings)
 
     keys = [(d, a) for d in DEPTHS for a in ACTIVATIONS]
     for d, a in keys:  # compile every graph (packed and per-trial) before timing
