@@ -201,8 +201,8 @@ def _reset_process_state(**_: object) -> None:
     # A fresh pool process must not reuse the parent's store connection or threads.
     global _proc
     _proc = _ProcessState()
-    # long-lived objects (imports, and each compiled model when it is cached) are frozen
-    # out of the collector's passes; enabled here, per pool process, not in the parent
+    # worker memory settings (engine/heap.py): freed memory kept for reuse, long-lived
+    # objects frozen out of the collector's passes; per pool process, not in the parent
     heap.enable()
 
 

@@ -77,7 +77,9 @@ def worker_main(conn: multiprocessing.connection.Connection, store_url: str,
             diskcache.preload()
         except Exception:
             log.warning("worker warm-up import failed; trials will report it", exc_info=True)
-    # what is loaded now, and each compiled model later, lives as long as the worker
+    # worker memory settings (engine/heap.py): freed memory kept for reuse; what is loaded
+    # now, and each compiled model later, lives as long as the worker: frozen out of the
+    # collector's passes
     heap.enable()
     worker = default_worker_name()
     done = 0
