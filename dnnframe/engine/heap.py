@@ -1,4 +1,5 @@
-"""Keep a worker's long-lived objects out of the cyclic garbage collector's passes.
+"""Worker-process memory settings: long-lived objects out of the collector's passes, and
+freed memory kept for reuse.
 
 A worker process holds a few hundred thousand long-lived objects: its imports and, above
 all, its compiled graphs (PyTensor's Apply/Variable nodes). Every full pass of the cyclic
@@ -56,10 +57,6 @@ def keep_freed_memory() -> bool:
         return False
     return bool(mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD)) and \
         bool(mallopt(_M_TRIM_THRESHOLD, TRIM_THRESHOLD))
-
-
-def enabled() -> bool:
-    return _enabled
 
 
 def settle() -> None:
