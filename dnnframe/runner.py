@@ -58,15 +58,9 @@ def _default_train_fn() -> TrainFn:
 
 
 def _default_pack_train_fn() -> PackTrainFn:
-    from .engine import packed_unsupported, train, train_pack  # type: ignore[attr-defined]
+    from .engine import train_pack  # importing the engine is cheap; train_pack loads PyTensor
 
-    def train_members(configs: list[TrialConfig], on_epoch: PackEpochFn) -> list[TrialResult]:
-        # options the packed graph lacks (normalisation, scaled residuals, ...) train alone
-        if any(packed_unsupported(c) for c in configs):
-            return one_by_one(train)(configs, on_epoch)
-        return train_pack(configs, on_epoch)
-
-    return train_members
+    return train_pack
 
 
 def one_by_one(train: TrainFn) -> PackTrainFn:
@@ -329,8 +323,7 @@ def run_pack(trial_ids: list[str], store: ResultStore, worker: str | None = None
             ``on_epoch(epoch, metrics)`` gets one metrics dict per member (None for a member
             the engine stopped) and returns one stop flag per member (cancelled, lost to
             another worker, or pruned by ASHA at a rung: recorded PRUNED with its curve). A member's result with status FAILED (or an exception instance
-            in its place) fails that member only. Default: :func:`dnnframe.engine.train_pack`,
-            or the per-trial engine member by member for options the packed graph lacks.
+            in its place) fails that member only. Default: :func:`dnnframe.engine.train_pack`.
         heartbeat_interval_s: how often the background thread beats for every member
             (default: a fifth of the heartbeat timeout).
         observer: told what was claimed, each recorded epoch and each recorded end.
@@ -373,7 +366,8 @@ def run_pack(trial_ids: list[str], store: ResultStore, worker: str | None = None
             continue
         state, result, error = m.outcome
         if result is not None and m.index >= 0:
-            result["pack"] = {**pack, "index": m.index}
+            # the engine's pack (size, wall and compile seconds) with this run's id
+            result["pack"] = {**(result.get("pack") or {}), **pack, "index": m.index}
         items.append((m.trial_id, state, result, error))
     finished = _finish_all(store, items, worker) if items else set()
     for tid, state, result, error in items:

@@ -46,7 +46,10 @@ def trial_row(trial: TrialRecord) -> dict[str, Any]:
     """Flatten one stored trial: id, state, the swept config values, final metrics, timings.
 
     ``width`` of a per-layer list reads ``"64x32"`` so rows group by it; ``history`` is the
-    result's learning curve (or the epochs logged so far); ``error`` is its last line.
+    result's learning curve (or the epochs logged so far); ``error`` is its last line. The
+    ``*_seconds`` are the trial's share of its pack's time (they add up to the pack's over
+    its members); ``pack_id``, ``pack_size`` and ``pack_seconds`` (the pack's wall time) say
+    which pack it trained in.
     """
     cfg = trial.config or {}
     model = cfg.get("model") or {}
@@ -77,6 +80,10 @@ def trial_row(trial: TrialRecord) -> dict[str, Any]:
     row["train_seconds"] = timings.get("train")
     row["compile_seconds"] = timings.get("compile")
     row["total_seconds"] = timings.get("total")
+    pack = result.get("pack") or {}
+    row["pack_id"] = pack.get("id")
+    row["pack_size"] = pack.get("size")
+    row["pack_seconds"] = pack.get("wall_seconds")
     row["epochs_run"] = result.get("epochs_run")
     row["n_params"] = result.get("n_params")
     row["history"] = result.get("history") or list(trial.metrics or [])
