@@ -191,7 +191,12 @@ class ResultStore(abc.ABC):
         A trial that is not RUNNING is left alone (a finished trial is read-only); with
         ``worker``, so is one that worker does not own: a stale worker whose trial was
         requeued and claimed by another never writes into the new owner's learning curve.
-        Non-finite floats are stored as null.
+        Non-finite floats are stored as null. Any number of epochs may come in one call.
+
+        Safe to retry: when a batch's epochs and the curve's last entry carry integer
+        ``epoch`` numbers, epochs numbered no later than that entry are stored already and
+        are skipped (the trial still counts as written), so a call repeated after its first
+        attempt was applied, or resent together with the next epochs, stores each once.
 
         Returns:
             The ids written (a missing one, when ``worker`` was given, was lost).

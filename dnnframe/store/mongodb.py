@@ -39,6 +39,7 @@ from .checks import (
     check_take_limit,
     check_trial_items,
     check_worker,
+    epochs_to_store,
     requeue_state_list,
     state_list,
 )
@@ -52,6 +53,9 @@ __all__ = ["MongoStore", "redact"]
 # A reserved seq block whose write has not landed after this long is taken for abandoned
 # (its writer died): readers stop waiting for it.
 INFLIGHT_TTL_S = 60.0
+# Reads and guarded pushes per append call before a curve that keeps changing under it (a
+# concurrent writer of the same trial) is given up on and reported not written.
+_APPEND_ROUNDS = 3
 _CANCELLED_BEFORE_START = "experiment cancelled before the trial started"
 
 
@@ -314,22 +318,39 @@ class MongoStore(ResultStore):
     @retry
     def append_metrics_many(self, metrics_by_id: MetricsBatch,
                             worker: str | None = None) -> set[str]:
-        items = list(check_metrics_many(metrics_by_id).items())
-        if not items:
-            return set()
-        t = now()
-        with self._seq.block(len(items)) as first:
-            ops = []
-            for k, (tid, metrics) in enumerate(items):
-                query: dict[str, Any] = {"_id": tid, "state": "RUNNING"}
-                if worker is not None:
-                    query["worker"] = worker
-                ops.append((query, {"$push": {"metrics": {"$each": json_safe(metrics)}},
-                                             "$set": {"heartbeat_at": t, "seq": first + k}}))
-            modified = self._update_all(ops)
-        if modified == len(items):
-            return {tid for tid, _ in items}
-        return self._in_block([tid for tid, _ in items], first, len(items))
+        pending = check_metrics_many(metrics_by_id)
+        written: set[str] = set()
+        # Read how each curve ends, then push only the epochs it lacks, guarded by its length:
+        # a push that was applied before the connection dropped is not applied again when
+        # this call is retried. A curve that grew meanwhile is read again.
+        for _ in range(_APPEND_ROUNDS):
+            if not pending:
+                break
+            owned: dict[str, Any] = {"_id": {"$in": list(pending)}, "state": "RUNNING"}
+            if worker is not None:
+                owned["worker"] = worker
+            ends = {d["_id"]: d for d in self._db.trials.aggregate([
+                {"$match": owned},
+                {"$project": {"n": {"$size": "$metrics"},
+                              "last": {"$arrayElemAt": ["$metrics", -1]}}}])}
+            pending = {tid: epochs for tid, epochs in pending.items() if tid in ends}
+            if not pending:
+                break
+            t = now()
+            with self._seq.block(len(pending)) as first:
+                ops = []
+                for k, (tid, epochs) in enumerate(pending.items()):
+                    end = ends[tid]
+                    tail = epochs_to_store(epochs, (end.get("last") or {}).get("epoch"))
+                    ops.append(({**owned, "_id": tid, "metrics": {"$size": end["n"]}},
+                                {"$push": {"metrics": {"$each": json_safe(tail)}},
+                                 "$set": {"heartbeat_at": t, "seq": first + k}}))
+                modified = self._update_all(ops)
+                done = set(pending) if modified == len(pending) else \
+                    self._in_block(list(pending), first, len(pending))
+            written |= done
+            pending = {tid: epochs for tid, epochs in pending.items() if tid not in done}
+        return written
 
     @retry
     def finish_trials(self, items: list[FinishItem], worker: str | None = None) -> set[str]:
