@@ -555,6 +555,36 @@ def test_unknown_key_with_nothing_close_has_no_suggestion():
     assert errs == [{"path": "model.zzzz", "message": "unknown key (not part of the spec format)"}]
 
 
+@pytest.mark.parametrize(
+    "doc, path, suggestion",
+    [
+        ({"dataset": "iris", "a-b": 1}, "a-b", None),
+        ({"dataset": "iris", "x-note": 1}, "x-note", None),
+        ({"dataset": "iris", "a[0]": 1}, "['a[0]']", None),
+        ({"dataset": "iris", "a.b": 1}, "['a.b']", None),
+        ({"dataset": "iris", "wïdth": 1}, "wïdth", None),
+        (spec(model={"drop-out": 0.1}), "model.drop-out", "'dropout'"),
+        (spec(model={"width[1]": 8}), "model['width[1]']", "'width'"),
+        (spec(training={"early_stopping": {"pa-tience": 3}}),
+         "training.early_stopping.pa-tience", "'patience'"),
+    ],
+)
+def test_unknown_keys_spelt_like_paths_are_named_where_they_are(doc, path, suggestion):
+    errs = [e for e in errors_of(doc) if e["path"] == path]
+    assert len(errs) == 1, errors_of(doc)
+    assert errs[0]["message"] == "unknown key (not part of the spec format)" + (
+        f"; did you mean {suggestion}?" if suggestion else "")
+
+
+def test_validate_names_an_odd_key_of_a_yaml_file(tmp_path):
+    f = tmp_path / "noted.yaml"
+    f.write_text("dataset: iris\nx-note: 1\n")
+    done = subprocess.run([sys.executable, "-m", "dnnframe.cli", "validate", str(f)],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert f"{f}: x-note: unknown key" in done.stderr
+
+
 def test_unknown_dataset_and_param_suggest_close_names():
     errs = errors_of({"dataset": "mnist"})
     assert errs[0]["path"] == "dataset" and "did you mean 'mnist1d'?" in errs[0]["message"]
