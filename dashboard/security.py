@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import hmac
+import re
 import secrets
 import socket
 from collections.abc import Callable, Iterable
@@ -75,6 +76,21 @@ def check_allowed_host() -> None:
             "DNNFRAME_ALLOWED_HOSTS if it is yours",
             [{"path": "Host", "message": "not an allowed host"}],
         )
+
+
+# --------------------------------------------------------------------------- redirects
+# A path on this site: one leading slash, then no second slash or backslash (browsers read
+# "//x" and "/\\x" as another host), and no whitespace or control character (browsers drop
+# tabs and newlines from a URL, so "/\t/evil.example" becomes "//evil.example").
+_LOCAL_PATH = re.compile(r"/(?![/\\])[^\\\s\x00-\x1f\x7f]*")
+
+
+def local_path(url: str | None) -> str | None:
+    """``url`` when it is a path on this site (safe to redirect to), else None."""
+    if not url or not _LOCAL_PATH.fullmatch(url):
+        return None
+    parts = urlsplit(url)
+    return url if not parts.scheme and not parts.netloc else None
 
 
 # --------------------------------------------------------------------------- secrets

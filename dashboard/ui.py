@@ -34,6 +34,7 @@ from .forms import CHECKBOX_FIELDS, DEFAULT_FORM, check_form
 from .security import (
     csrf_given_matches,
     csrf_token,
+    local_path,
     same_secret,
     session_signed_in,
     token_digest,
@@ -79,9 +80,9 @@ def login() -> Any:
     """Give the API token once per browser session (only needed when DNNFRAME_API_TOKEN is set)."""
     error = None
     status = 200
-    next_url = request.values.get("next") or url_for("ui.new_experiment")
-    if not next_url.startswith("/") or next_url.startswith("//"):
-        next_url = url_for("ui.index")  # never redirect off this site
+    given = request.values.get("next")
+    # never redirect off this site
+    next_url = local_path(given) or url_for("ui.new_experiment" if not given else "ui.index")
     if request.method == "POST":
         check_csrf()
         expected = str(current_app.config.get("API_TOKEN") or "")
