@@ -22,6 +22,7 @@ from .security import require_token
 from .service import (
     SORT_KEYS,
     TRIAL_STATES,
+    cancel_experiment,
     check_web_spec,
     experiment_json,
     read_json_body,
@@ -287,10 +288,7 @@ def export(experiment_id: str) -> Response:
 def cancel(experiment_id: str) -> Any:
     """Cancel: queued trials become CANCELLED, running ones stop after their current epoch."""
     svc = services()
-    svc.store.get_experiment(experiment_id)  # 404 for an unknown id
-    n = svc.store.cancel_experiment(experiment_id)
-    if svc.has_executor:
-        svc.executor.cancel(experiment_id)
+    n = cancel_experiment(experiment_id)
     return jsonify(
         {
             "id": experiment_id,

@@ -44,6 +44,7 @@ def _errors(*codes: int) -> dict[str, Any]:
         403: "cross-site request, or a form body without the session's CSRF token "
         "(no API token set)",
         404: "unknown id",
+        409: "the experiment has finished: nothing is left to cancel",
         413: "request body too large",
         503: "store or executor unavailable",
     }
@@ -316,7 +317,7 @@ def _document() -> str:
                 "operationId": "cancelExperiment",
                 "security": _SECURED,
                 "parameters": [_EXP_ID],
-                "responses": {"200": _resp("cancelled"), **_errors(401, 403, 404)},
+                "responses": {"200": _resp("cancelled"), **_errors(401, 403, 404, 409)},
             }
         },
         "/trials/{trial_id}": {

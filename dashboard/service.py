@@ -244,6 +244,25 @@ TRIAL_STATES = tuple(state.value for state in TrialState)
 SORT_KEYS = frozenset((*SORT_COLUMNS, *SORT_ALIASES, *FINAL_METRICS))
 
 
+def cancel_experiment(experiment_id: str) -> int:
+    """Cancel an experiment that still has work (queued trials become CANCELLED, running
+    ones stop after their epoch); returns how many queued trials were cancelled.
+
+    Raises:
+        NotFoundError: unknown experiment.  APIError 409: every trial has finished already
+        (a cancel would change nothing but the experiment's label).
+    """
+    svc = services()
+    exp = svc.store.get_experiment(experiment_id)
+    if exp.is_finished:
+        raise APIError(409, f"experiment {experiment_id} has finished ({exp.status}): "
+                            "there is nothing left to cancel")
+    n = svc.store.cancel_experiment(experiment_id)
+    if svc.has_executor:
+        svc.executor.cancel(experiment_id)
+    return n
+
+
 def _state(value: Any) -> str:
     return getattr(value, "value", value)
 
@@ -262,6 +281,7 @@ def experiment_json(exp: Any, store: Any | None = None, best: bool = False) -> d
         "finished": finished,
         "progress": (finished / exp.n_trials) if exp.n_trials else 1.0,
         "status": exp.status,
+        "can_cancel": not exp.is_finished,
         "status_text": status_text(exp.status, counts, exp.n_trials),
     }
     if best and store is not None:

@@ -39,7 +39,7 @@ from .security import (
     session_signed_in,
     token_digest,
 )
-from .service import experiment_json, submit_spec, trial_json
+from .service import cancel_experiment, experiment_json, submit_spec, trial_json
 from .uploads import upload_response
 
 bp = Blueprint("ui", __name__)
@@ -182,9 +182,5 @@ def trial_page(trial_id: str) -> str:
 def cancel_page(experiment_id: str) -> Any:
     """The experiment page's cancel button."""
     check_write_allowed()
-    svc = services()
-    svc.store.get_experiment(experiment_id)
-    svc.store.cancel_experiment(experiment_id)
-    if svc.has_executor:
-        svc.executor.cancel(experiment_id)
+    cancel_experiment(experiment_id)
     return redirect(url_for("ui.experiment_page", experiment_id=experiment_id), 303)

@@ -7,6 +7,9 @@ from __future__ import annotations
 import re
 
 import pytest
+from dashboard_support import TINY_SPEC
+
+from dnnframe.store import TrialState
 
 
 def _login_csrf(client) -> str:
@@ -37,3 +40,45 @@ def test_sign_in_goes_back_to_the_page_that_asked(make_app):
     r = client.post("/login", data={"csrf_token": csrf, "token": "s3cret",
                                     "next": "/experiments/new?x=1"})
     assert r.status_code == 303 and r.headers["Location"] == "/experiments/new?x=1"
+
+
+# --------------------------------------------------------------------------- cancel
+def _finish_all(store, exp_id: str) -> None:
+    ids = [t.id for t in store.list_trials(exp_id)]
+    store.claim_trials(ids, "w")
+    store.finish_trials([(tid, TrialState.COMPLETE, {"metrics": {}}, None) for tid in ids],
+                        worker="w")
+
+
+def test_cancel_refuses_a_finished_experiment_and_keeps_its_label(client, store, recorder):
+    exp_id = client.post("/api/v1/experiments", json=TINY_SPEC).json["id"]
+    _finish_all(store, exp_id)
+    r = client.post(f"/api/v1/experiments/{exp_id}/cancel")
+    assert r.status_code == 409 and "nothing left to cancel" in r.json["message"]
+    assert recorder.cancelled == []
+    exp = client.get(f"/api/v1/experiments/{exp_id}").json
+    assert exp["status"] == "COMPLETE" and exp["counts"]["COMPLETE"] == 4
+    # the page's form is refused the same way
+    csrf = re.search(r'name="csrf_token" value="([^"]+)"',
+                     client.get("/experiments/new").get_data(as_text=True)).group(1)
+    assert client.post(f"/experiments/{exp_id}/cancel",
+                       data={"csrf_token": csrf}).status_code == 409
+
+
+def test_a_cancel_recorded_after_the_end_does_not_relabel_it(store):
+    store.create_experiment("e", "e", {}, 2)
+    store.create_trials("e", [("a", {}), ("b", {})])
+    store.claim_trials(["a", "b"], "w")
+    store.finish_trials([("a", TrialState.COMPLETE, None, None),
+                         ("b", TrialState.FAILED, None, "boom")], worker="w")
+    store.cancel_experiment("e")  # say, from the command line
+    assert store.get_experiment("e").status == "COMPLETE_WITH_FAILURES"
+
+
+def test_cancel_button_only_while_there_is_work_and_it_asks_first(client, store):
+    exp_id = client.post("/api/v1/experiments", json=TINY_SPEC).json["id"]
+    page = client.get(f"/experiments/{exp_id}").get_data(as_text=True)
+    assert 'id="cancel"' in page and "data-confirm=" in page and "confirm.js" in page
+    _finish_all(store, exp_id)
+    page = client.get(f"/experiments/{exp_id}").get_data(as_text=True)
+    assert 'id="cancel"' not in page
