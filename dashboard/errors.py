@@ -47,10 +47,22 @@ class APIError(Exception):
             phrase = HTTPStatus(self.status).phrase
         except ValueError:
             phrase = "Error"
-        body: dict[str, Any] = {"status": self.status, "error": phrase, "message": self.message}
+        body: dict[str, Any] = {"status": self.status, "error": phrase,
+                                "message": _cut(self.message, MAX_MESSAGE)}
         if self.errors is not None:
-            body["errors"] = self.errors
+            body["errors"] = [{k: _cut(str(v), MAX_FIELD_MESSAGE) for k, v in e.items()}
+                              for e in self.errors]
         return body
+
+
+# Refusals stay short whatever was sent: messages quote values briefly at their source;
+# these bounds catch any message that still grew with the input.
+MAX_MESSAGE = 2000
+MAX_FIELD_MESSAGE = 400
+
+
+def _cut(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[:limit] + f"… ({len(text) - limit} more characters)"
 
 
 # Page endpoints that scripts call with fetch(): their errors are JSON whatever Accept says,

@@ -20,6 +20,8 @@ from urllib.parse import urlsplit
 
 from flask import current_app, request, session
 
+from dnnframe.exceptions import brief
+
 from .errors import APIError
 
 LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1")
@@ -71,7 +73,7 @@ def check_allowed_host() -> None:
     if name is None or name.rstrip(".") not in allowed:
         raise APIError(
             400,
-            f"the Host header names {request.host[:200]!r}, which this server does "
+            f"the Host header names {brief(request.host)}, which this server does "
             f"not answer to (allowed: {', '.join(allowed)}); add it to "
             "DNNFRAME_ALLOWED_HOSTS if it is yours",
             [{"path": "Host", "message": "not an allowed host"}],
@@ -220,8 +222,8 @@ def check_same_site(check_body: bool = True) -> None:
     if value is not None and not _same_host(value):
         raise APIError(
             403,
-            f"cross-site request refused: the {header} header ({value[:200]!r}) "
-            f"names another site than this server ({request.host!r})",
+            f"cross-site request refused: the {header} header ({brief(value)}) "
+            f"names another site than this server ({brief(request.host)})",
             [{"path": header, "message": "must name this server"}],
         )
     has_body = bool(request.content_length) or bool(request.mimetype)

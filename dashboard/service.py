@@ -10,7 +10,7 @@ from typing import Any
 from flask import current_app
 
 from dnnframe.datasets import parse_csv, upload_path
-from dnnframe.exceptions import DatasetError, DnnframeError, NotFoundError, SpecError
+from dnnframe.exceptions import DatasetError, DnnframeError, NotFoundError, SpecError, brief
 from dnnframe.search.asha import rungs
 from dnnframe.search.background import DRIVERS
 from dnnframe.search.driver import is_driven
@@ -135,7 +135,7 @@ def _check_upload(spec: ExperimentSpec) -> None:
                 {
                     "path": "dataset.upload",
                     "message": (
-                        f"no uploaded dataset with id {ds['upload']!r}; "
+                        f"no uploaded dataset with id {brief(ds['upload'])}; "
                         "upload it with POST /api/v1/datasets"
                     ),
                 }
@@ -249,12 +249,12 @@ def cancel_experiment(experiment_id: str) -> int:
     ones stop after their epoch); returns how many queued trials were cancelled.
 
     Raises:
-        NotFoundError: unknown experiment.  APIError 409: every trial has finished already
-        (a cancel would change nothing but the experiment's label).
+        NotFoundError: unknown experiment.  APIError 409: every trial had finished before
+        any cancel (a cancel would change nothing but the experiment's label).
     """
     svc = services()
     exp = svc.store.get_experiment(experiment_id)
-    if exp.is_finished:
+    if exp.is_finished and not exp.cancel_requested:  # cancelling again is a harmless retry
         raise APIError(409, f"experiment {experiment_id} has finished ({exp.status}): "
                             "there is nothing left to cancel")
     n = svc.store.cancel_experiment(experiment_id)
@@ -281,7 +281,7 @@ def experiment_json(exp: Any, store: Any | None = None, best: bool = False) -> d
         "finished": finished,
         "progress": (finished / exp.n_trials) if exp.n_trials else 1.0,
         "status": exp.status,
-        "can_cancel": not exp.is_finished,
+        "can_cancel": not exp.is_finished,  # finished or cancelled: nothing left to stop
         "status_text": status_text(exp.status, counts, exp.n_trials),
     }
     if best and store is not None:

@@ -9,10 +9,13 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from ..exceptions import brief
+
 # A location in a spec document: mapping keys and list indices, outermost first.
 KeyPath = tuple[Any, ...]
 
 # Keys printed as they are in a path; any other is quoted so the path reads unambiguously.
+_LONGEST_PLAIN_KEY = 40
 _PLAIN_KEY = re.compile(r"[^\s.\[\]'\"]+")
 
 UNKNOWN_KEY = "unknown key (not part of the spec format)"
@@ -28,10 +31,10 @@ def fmt_path(path: KeyPath) -> str:
     for part in path:
         if isinstance(part, int):
             out += f"[{part}]"
-        elif _PLAIN_KEY.fullmatch(str(part)):
+        elif _PLAIN_KEY.fullmatch(str(part)) and len(str(part)) <= _LONGEST_PLAIN_KEY:
             out += ("." if out else "") + str(part)
-        else:  # a key that would read as more than one step (``a.b``, ``x[1]``): quoted
-            out += f"[{str(part)!r}]"
+        else:  # a key that would read as more than one step (``a.b``, ``x[1]``), or a long one
+            out += f"[{brief(str(part))}]"
     return out
 
 
@@ -167,6 +170,6 @@ def pydantic_errors(
             and err["type"] != "missing"
             and not isinstance(err["input"], (dict, list))
         ):
-            msg = f"{msg}, but got {err['input']!r}"
+            msg = f"{msg}, but got {brief(err['input'])}"
         out.add(loc, msg)
     return out.items

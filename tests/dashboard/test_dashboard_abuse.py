@@ -82,3 +82,42 @@ def test_cancel_button_only_while_there_is_work_and_it_asks_first(client, store)
     _finish_all(store, exp_id)
     page = client.get(f"/experiments/{exp_id}").get_data(as_text=True)
     assert 'id="cancel"' not in page
+
+
+# --------------------------------------------------------------------------- short refusals
+BIG = "Z" * 2_000_000
+BIG_SPECS = [
+    {"name": BIG, "dataset": "iris"},
+    {"dataset": BIG},
+    {"dataset": "iris", "model": {"width": BIG}},
+    {"dataset": "iris", "model": {BIG: 1}},
+    {"dataset": "iris", "model": {"activation": {"grid": ["relu", BIG]}}},
+    {"dataset": "iris", "model": {"width": {"int_range": [BIG, 2]}}},
+    {"dataset": {"name": "iris", "params": {BIG: 1}}},
+    {"dataset": {"name": "csv", "upload": BIG, "label_column": "y"}},
+    {"dataset": "iris", "search": {"seeds": BIG}},
+    {"dataset": "iris", "description": "\x01" + BIG},
+]
+
+
+@pytest.mark.parametrize("body", BIG_SPECS, ids=range(len(BIG_SPECS)))
+def test_a_refusal_quotes_a_huge_value_briefly(client, body):
+    r = client.post("/api/v1/validate", json=body)
+    assert r.status_code == 400
+    assert len(r.data) < 2000, r.data[:3000]
+    assert "Z" * 41 not in r.get_data(as_text=True)
+
+
+def test_query_parameters_and_form_fields_are_quoted_briefly(client):
+    for query in ("offset=" + "9" * 100_000, "limit=" + "x" * 100_000):
+        r = client.get("/api/v1/experiments?" + query)
+        assert r.status_code == 400 and len(r.data) < 1000
+    csrf = re.search(r'name="csrf_token" value="([^"]+)"',
+                     client.get("/experiments/new").get_data(as_text=True)).group(1)
+    r = client.post("/experiments/new", data={"csrf_token": csrf, "name": "n", "dataset": "iris",
+                                              "width": "W" * 1_000_000, "seeds": "S" * 1_000_000})
+    page = r.get_data(as_text=True)
+    assert r.status_code == 400
+    # the form keeps what was typed (once, in its field), the messages quote it briefly
+    assert page.count("W" * 1_000_000) == 1 and page.count("S" * 1_000_000) == 1
+    assert len(page) < 2_000_000 + 50_000
