@@ -11,14 +11,19 @@ from __future__ import annotations
 import functools
 import hashlib
 import hmac
+import math
 import re
 import secrets
 import socket
+import time
 from collections.abc import Callable, Iterable
 from typing import Any
 from urllib.parse import urlsplit
 
-from flask import current_app, request, session
+from flask import Flask, current_app, request, session
+from limits import RateLimitItem, parse
+from limits.storage import MemoryStorage
+from limits.strategies import MovingWindowRateLimiter
 
 from dnnframe.exceptions import brief
 
@@ -136,6 +141,51 @@ def session_signed_in() -> bool:
     return same_secret(given, token_digest(str(expected)))
 
 
+# --------------------------------------------------------------------------- token guessing
+class GuessThrottle:
+    """Wrong API tokens per client (its address), over a moving window: a client past the
+    limit is refused (429 with Retry-After) before its token is even compared, whichever
+    token it sends, until its oldest wrong guess leaves the window. Other clients, the one
+    holding the right token among them, are not affected. Counts are kept per server
+    process (each gunicorn worker allows the limit)."""
+
+    def __init__(self, limit: str):
+        self._limit: RateLimitItem = parse(limit)
+        self._limiter = MovingWindowRateLimiter(MemoryStorage())
+
+    @staticmethod
+    def of(app: Flask) -> GuessThrottle:
+        return app.extensions["dnnframe_token_guesses"]
+
+    def check(self, client: str) -> None:
+        """Raise 429 when ``client`` has made too many wrong guesses lately."""
+        if self._limiter.test(self._limit, client):
+            return
+        reset_at, _ = self._limiter.get_window_stats(self._limit, client)
+        wait = max(1, math.ceil(reset_at - time.time()))
+        raise APIError(429, f"too many wrong API tokens from this client: try again in {wait} s",
+                       headers={"Retry-After": str(wait)})
+
+    def wrong(self, client: str) -> None:
+        """Count one wrong guess from ``client``."""
+        self._limiter.hit(self._limit, client)
+
+
+def install_guess_throttle(app: Flask) -> None:
+    app.extensions["dnnframe_token_guesses"] = GuessThrottle(app.config["TOKEN_GUESS_LIMIT"])
+
+
+def check_token_guess(given: str, expected: str) -> bool:
+    """Compare a token a client sent with ours, throttled per client (see GuessThrottle)."""
+    throttle = GuessThrottle.of(current_app)
+    client = request.remote_addr or "unknown"
+    throttle.check(client)
+    if same_secret(given, expected):
+        return True
+    throttle.wrong(client)
+    return False
+
+
 # --------------------------------------------------------------------------- the API token
 def require_token(
     view: Callable[..., Any] | None = None, *, json_only: bool = False, allow_session: bool = False
@@ -180,7 +230,7 @@ def _check_bearer(expected: str) -> None:
             "this endpoint needs an API token: send 'Authorization: Bearer <token>'",
             headers=challenge,
         )
-    if not same_secret(given.strip(), expected):
+    if not check_token_guess(given.strip(), expected):
         raise APIError(401, "the API token is wrong", headers=challenge)
 
 

@@ -32,10 +32,10 @@ from .errors import APIError
 from .formatting import duration, significant
 from .forms import CHECKBOX_FIELDS, DEFAULT_FORM, check_form
 from .security import (
+    check_token_guess,
     csrf_given_matches,
     csrf_token,
     local_path,
-    same_secret,
     session_signed_in,
     token_digest,
 )
@@ -87,7 +87,7 @@ def login() -> Any:
         check_csrf()
         expected = str(current_app.config.get("API_TOKEN") or "")
         given = request.form.get("token", "")
-        if same_secret(given, expected):
+        if check_token_guess(given, expected):
             session["token_hash"] = token_digest(expected)
             return redirect(next_url, 303)
         error, status = "that is not the server's API token", 401

@@ -121,3 +121,49 @@ def test_query_parameters_and_form_fields_are_quoted_briefly(client):
     # the form keeps what was typed (once, in its field), the messages quote it briefly
     assert page.count("W" * 1_000_000) == 1 and page.count("S" * 1_000_000) == 1
     assert len(page) < 2_000_000 + 50_000
+
+
+# --------------------------------------------------------------------------- token guessing
+A, B = {"REMOTE_ADDR": "192.0.2.1"}, {"REMOTE_ADDR": "192.0.2.2"}
+
+
+def _bearer(token: str) -> dict:
+    return {"Authorization": f"Bearer {token}"}
+
+
+def test_wrong_bearer_tokens_are_throttled_per_client(make_app):
+    client = make_app(API_TOKEN="s3cret", TOKEN_GUESS_LIMIT="5 per minute").test_client()
+    for i in range(5):
+        r = client.post("/api/v1/validate", json=TINY_SPEC, headers=_bearer(f"guess{i}"),
+                        environ_overrides=A)
+        assert r.status_code == 401
+    r = client.post("/api/v1/validate", json=TINY_SPEC, headers=_bearer("guess5"),
+                    environ_overrides=A)
+    assert r.status_code == 429 and 0 < int(r.headers["Retry-After"]) <= 60
+    assert "too many wrong API tokens" in r.json["message"]
+    # the guesser gets nothing more, not even with the right token...
+    r = client.post("/api/v1/validate", json=TINY_SPEC, headers=_bearer("s3cret"),
+                    environ_overrides=A)
+    assert r.status_code == 429
+    # ...while the holder of the token on another client is not locked out
+    r = client.post("/api/v1/validate", json=TINY_SPEC, headers=_bearer("s3cret"),
+                    environ_overrides=B)
+    assert r.status_code == 200
+
+
+def test_wrong_tokens_at_sign_in_are_throttled_per_client(make_app):
+    app = make_app(API_TOKEN="s3cret", TOKEN_GUESS_LIMIT="3 per minute")
+    guesser, holder = app.test_client(), app.test_client()
+    csrf = _login_csrf(guesser)
+    for i in range(3):
+        r = guesser.post("/login", data={"csrf_token": csrf, "token": f"g{i}"}, environ_overrides=A)
+        assert r.status_code == 401
+    r = guesser.post("/login", data={"csrf_token": csrf, "token": "s3cret"}, environ_overrides=A)
+    assert r.status_code == 429 and int(r.headers["Retry-After"]) > 0
+    # a bearer guess from the same client is refused too: one count per client
+    r = guesser.post("/api/v1/validate", json=TINY_SPEC, headers=_bearer("s3cret"),
+                     environ_overrides=A)
+    assert r.status_code == 429
+    csrf = _login_csrf(holder)
+    r = holder.post("/login", data={"csrf_token": csrf, "token": "s3cret"}, environ_overrides=B)
+    assert r.status_code == 303
