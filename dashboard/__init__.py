@@ -22,6 +22,7 @@ from .security import (
     check_allowed_host,
     default_allowed_hosts,
     install_guess_throttle,
+    may_see_details,
     parse_hosts,
 )
 from .ui import bp as ui_bp
@@ -70,7 +71,7 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
 
     app.register_blueprint(api_bp)
     app.register_blueprint(ui_bp)
-    register_error_handlers(app)
+    register_error_handlers(app, may_see_details)
     install_guess_throttle(app)
     app.before_request(check_allowed_host)
     app.extensions["dnnframe"] = Services(app)

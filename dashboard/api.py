@@ -71,7 +71,7 @@ def health() -> Any:
     try:
         services().store.list_experiments(limit=1)
     except DnnframeError as exc:
-        raise APIError(503, f"the result store is unavailable: {exc}") from None
+        raise APIError(503, "the result store is unavailable", details=str(exc)) from None
     return jsonify(
         {
             "status": "ok",

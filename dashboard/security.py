@@ -186,6 +186,22 @@ def check_token_guess(given: str, expected: str) -> bool:
     return False
 
 
+def may_see_details() -> bool:
+    """Whether this client may read what is wrong inside the server (store URLs, driver
+    reports): the API token's holder (bearer token or signed-in session) when a token is
+    set; without one, a client on this machine only."""
+    expected = current_app.config.get("API_TOKEN")
+    if not expected:
+        return request.remote_addr in LOCAL_HOSTS
+    scheme, _, given = request.headers.get("Authorization", "").partition(" ")
+    if scheme.lower() == "bearer" and given:
+        try:
+            return check_token_guess(given.strip(), str(expected))
+        except APIError:  # throttled: this answer is already an error; just no details
+            return False
+    return session_signed_in()
+
+
 # --------------------------------------------------------------------------- the API token
 def require_token(
     view: Callable[..., Any] | None = None, *, json_only: bool = False, allow_session: bool = False

@@ -167,3 +167,38 @@ def test_wrong_tokens_at_sign_in_are_throttled_per_client(make_app):
     csrf = _login_csrf(holder)
     r = holder.post("/login", data={"csrf_token": csrf, "token": "s3cret"}, environ_overrides=B)
     assert r.status_code == 303
+
+
+# --------------------------------------------------------------------------- public health
+REMOTE = {"REMOTE_ADDR": "198.51.100.7"}
+
+
+@pytest.fixture
+def store_down(make_app, monkeypatch):
+    """A dashboard whose MongoDB store refuses connections (a port nothing listens on)."""
+    monkeypatch.setenv("DNNFRAME_MONGO_TIMEOUT_S", "0.2")
+    return make_app(STORE_URL="mongodb://dnn:pw-s3cret@127.0.0.1:1/results",
+                    API_TOKEN="s3cret")
+
+
+@pytest.mark.parametrize("path", ["/api/v1/health", "/api/v1/experiments", "/"])
+def test_an_outage_tells_the_public_a_state_word_only(store_down, path, caplog):
+    r = store_down.test_client().get(path, environ_overrides=REMOTE)
+    text = r.get_data(as_text=True)
+    assert r.status_code == 503 and "the result store is unavailable" in text
+    for internal in ("mongodb://", "127.0.0.1:1", "results", "Topology", "pw-s3cret", "***"):
+        assert internal not in text, internal
+    # the details are in the log, for whoever runs the server
+    assert "mongodb://dnn:***@127.0.0.1:1/results" in caplog.text
+
+
+def test_the_token_holder_reads_what_is_wrong(store_down):
+    r = store_down.test_client().get("/api/v1/health", environ_overrides=REMOTE,
+                                     headers={"Authorization": "Bearer s3cret"})
+    assert r.status_code == 503
+    assert "mongodb://dnn:***@127.0.0.1:1/results" in r.json["message"]
+    assert "pw-s3cret" not in r.get_data(as_text=True)
+    # a wrong token reads nothing more than the public, and counts as a guess
+    r = store_down.test_client().get("/api/v1/health", environ_overrides=REMOTE,
+                                     headers={"Authorization": "Bearer nope"})
+    assert r.status_code == 503 and "mongodb://" not in r.json["message"]
