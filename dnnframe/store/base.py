@@ -44,6 +44,16 @@ several machines) on the same store at once; each mutating call is atomic per tr
 document atomic updates). A store object may be used across ``fork``: the child opens its
 own connection on first use.
 
+Retries
+-------
+Every write is safe to retry after a lost connection, even when the first attempt was
+applied: a backend that retries by itself (MongoDB, on ``AutoReconnect``) answers as if the
+first attempt had been the only one (a claim it won is returned, a finish it made is
+reported), and a write its caller makes again changes nothing more (appended epochs are
+placed by number, a finished trial stays as it is). ``take_dispatch`` is the exception: an
+entry whose removal was applied but never answered reaches no taker (its trial stays
+QUEUED until its experiment is submitted again).
+
 Errors
 ------
 ``NotFoundError`` for an unknown experiment or trial id (a batch naming one changes
