@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from flask import current_app
 from werkzeug.datastructures import MultiDict
 
 from dnnframe.exceptions import SpecError, brief
@@ -136,6 +137,8 @@ def check_form(form: MultiDict) -> tuple[ExperimentSpec | None, dict[str, Any], 
     form shows all its errors in one round.
     """
     data, errors = _read_form(form)
+    # the server's cap is the one that applies to a sweep from the form: its spec says so
+    data["search"]["max_trials"] = int(current_app.config["MAX_TRIALS"])
     try:
         spec = check_web_spec(data)
     except SpecError as exc:

@@ -14,7 +14,7 @@ from dnnframe.exceptions import DatasetError, DnnframeError, NotFoundError, Spec
 from dnnframe.search.asha import rungs
 from dnnframe.search.background import DRIVERS
 from dnnframe.search.driver import is_driven
-from dnnframe.spec import ExperimentSpec, count_trials, parse_spec
+from dnnframe.spec import ExperimentSpec, parse_spec
 from dnnframe.spec.models import SearchConfig
 from dnnframe.store import TrialState
 from dnnframe.store.rows import METRICS, trial_row
@@ -50,27 +50,13 @@ def check_web_spec(data: Any) -> ExperimentSpec:
         )
     spec = None
     try:
-        spec = parse_spec(data, source="request body")
+        spec = parse_spec(data, source="request body",
+                          trial_cap=int(current_app.config["MAX_TRIALS"]))
     except SpecError as exc:
         errors.extend(exc.errors)
     if errors:
         raise SpecError(errors, "request body")
     assert spec is not None
-    cap = int(current_app.config["MAX_TRIALS"])
-    n = count_trials(spec)
-    if n > cap:
-        raise SpecError(
-            [
-                {
-                    "path": "search",
-                    "message": (
-                        f"the sweep has {n} trials, more than this server accepts ({cap}); "
-                        "narrow the search spaces or use fewer seeds"
-                    ),
-                }
-            ],
-            "request body",
-        )
     _check_dataset_size(spec, int(current_app.config["MAX_DATASET_CELLS"]))
     _check_upload(spec)
     return spec

@@ -74,13 +74,35 @@ def _is_union_tag(part: Any) -> bool:
     return isinstance(part, str) and ("[" in part or "-" in part or part in _UNION_TAGS)
 
 
-def _user_loc(err: dict[str, Any]) -> KeyPath:
+def user_loc(err: dict[str, Any]) -> KeyPath:
     """An error's location as the user wrote it: pydantic's union member names left out.
     The key an unknown-key error names is the user's own, whatever it looks like
     (``x-note``, ``a[1]``)."""
     loc = tuple(err["loc"])
     own = loc[-1:] if err["type"] == "extra_forbidden" else ()
     return tuple(p for p in loc[: len(loc) - len(own)] if not _is_union_tag(p)) + own
+
+
+def without_key(doc: Any, loc: KeyPath) -> Any:
+    """``doc`` without the mapping key that ``loc`` is at or inside (the innermost one), the
+    mappings on the way copied and everything else shared; ``doc`` itself when ``loc``
+    names no key that is there."""
+    keys = [i for i, part in enumerate(loc) if isinstance(part, str)]
+    if not keys:
+        return doc
+    last = keys[-1]
+
+    def drop(node: Any, depth: int) -> Any:
+        if not isinstance(node, dict) or loc[depth] not in node:
+            return node
+        if depth == last:
+            return {k: v for k, v in node.items() if k != loc[depth]}
+        if not isinstance(loc[depth], str):
+            return node
+        child = drop(node[loc[depth]], depth + 1)
+        return node if child is node[loc[depth]] else {**node, loc[depth]: child}
+
+    return drop(doc, 0)
 
 
 def _one_union_member(errors: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -148,7 +170,7 @@ def pydantic_errors(
     """
     out = ErrorList()
     for err in _one_union_member(exc.errors(include_url=False)):
-        loc = _user_loc(err)
+        loc = user_loc(err)
         unknown = err["type"] == "extra_forbidden"
         msg = (
             unknown_key_message(str(loc[-1]), _known_keys(root, loc[:-1]))

@@ -202,3 +202,24 @@ def test_the_token_holder_reads_what_is_wrong(store_down):
     r = store_down.test_client().get("/api/v1/health", environ_overrides=REMOTE,
                                      headers={"Authorization": "Bearer nope"})
     assert r.status_code == 503 and "mongodb://" not in r.json["message"]
+
+
+# --------------------------------------------------------------------------- the server's cap
+def test_a_sweep_over_the_servers_cap_is_not_told_to_raise_it(client):
+    body = {"dataset": "iris", "model": {"width": {"grid": list(range(1, 600_001))}}}
+    r = client.post("/api/v1/validate", json=body)
+    assert r.status_code == 400
+    (error,) = r.json["errors"]
+    assert error == {"path": "search", "message": "the sweep has 600000 trials, more than "
+                     "this server accepts (10000); narrow the search spaces or use fewer seeds"}
+
+
+def test_the_form_preview_shows_the_cap_that_applies(client, app):
+    csrf = re.search(r'name="csrf_token" value="([^"]+)"',
+                     client.get("/experiments/new").get_data(as_text=True)).group(1)
+    form = {"csrf_token": csrf, "name": "n", "dataset": "iris", "hidden_layers": "1",
+            "width": "4", "activation": "relu", "optimizer": "adam", "learning_rate": "0.01",
+            "epochs": "1", "batch_size": "32", "seeds": "1"}
+    r = client.post("/api/v1/validate", data=form, headers={"X-CSRF-Token": csrf})
+    assert r.status_code == 200, r.json
+    assert r.json["spec"]["search"]["max_trials"] == app.config["MAX_TRIALS"] == 10_000
