@@ -20,6 +20,7 @@ from .context import Services, services
 from .errors import register_error_handlers
 from .security import (
     check_allowed_host,
+    content_security_policy,
     default_allowed_hosts,
     install_guess_throttle,
     may_see_details,
@@ -80,6 +81,6 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     def _security_headers(response):  # type: ignore[no-untyped-def]
         response.headers.setdefault("X-Content-Type-Options", "nosniff")
         response.headers.setdefault("X-Frame-Options", "DENY")
-        return response
+        return content_security_policy(response)
 
     return app

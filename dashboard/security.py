@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 from urllib.parse import urlsplit
 
-from flask import Flask, current_app, request, session
+from flask import Flask, Response, current_app, g, request, session
 from limits import RateLimitItem, parse
 from limits.storage import MemoryStorage
 from limits.strategies import MovingWindowRateLimiter
@@ -83,6 +83,37 @@ def check_allowed_host() -> None:
             "DNNFRAME_ALLOWED_HOSTS if it is yours",
             [{"path": "Host", "message": "not an allowed host"}],
         )
+
+
+# --------------------------------------------------------------------------- page policy
+# The page whose charts plotly draws with WebGL (parallel coordinates): its regl library
+# builds functions from strings, which a policy without 'unsafe-eval' blocks. Scripts
+# injected into a page stay blocked there too: only this site's files and scripts
+# carrying the response's nonce run.
+EVAL_PAGES = frozenset({"ui.experiment_page"})
+
+
+def csp_nonce() -> str:
+    """This response's nonce: an inline ``<script nonce="...">`` of a template runs."""
+    if "csp_nonce" not in g:
+        g.csp_nonce = secrets.token_urlsafe(16)
+    return g.csp_nonce
+
+
+def content_security_policy(response: Response) -> Response:
+    """Give an HTML page its Content-Security-Policy (after the request)."""
+    if response.mimetype != "text/html":
+        return response
+    scripts = f"'self' 'nonce-{csp_nonce()}'"
+    if request.endpoint in EVAL_PAGES:
+        scripts += " 'unsafe-eval'"
+    response.headers.setdefault("Content-Security-Policy", "; ".join([
+        "default-src 'self'", f"script-src {scripts}",
+        "style-src 'self' 'unsafe-inline'",  # plotly styles its charts inline
+        "img-src 'self' data: blob:", "font-src 'self' data:", "connect-src 'self'",
+        "object-src 'none'", "base-uri 'none'", "form-action 'self'",
+        "frame-ancestors 'none'"]))
+    return response
 
 
 # --------------------------------------------------------------------------- redirects

@@ -223,3 +223,41 @@ def test_the_form_preview_shows_the_cap_that_applies(client, app):
     r = client.post("/api/v1/validate", data=form, headers={"X-CSRF-Token": csrf})
     assert r.status_code == 200, r.json
     assert r.json["spec"]["search"]["max_trials"] == app.config["MAX_TRIALS"] == 10_000
+
+
+# --------------------------------------------------------------------------- page headers
+def test_pages_carry_a_content_security_policy_with_a_fresh_nonce(client):
+    exp_id = client.post("/api/v1/experiments", json=TINY_SPEC).json["id"]
+    nonces = set()
+    for path in ("/", "/experiments/new", f"/experiments/{exp_id}", "/login"):
+        r = client.get(path)
+        policy = r.headers["Content-Security-Policy"]
+        assert "default-src 'self'" in policy and "object-src 'none'" in policy
+        assert "frame-ancestors 'none'" in policy and "base-uri 'none'" in policy
+        nonce = re.search(r"'nonce-([^']+)'", policy).group(1)
+        nonces.add(nonce)
+        # every inline script carries it; no other script is inline
+        html = r.get_data(as_text=True)
+        for tag in re.findall(r"<script(?![^>]*\bsrc=)(?![^>]*application/json)[^>]*>", html):
+            assert f'nonce="{nonce}"' in tag, tag
+        assert ("'unsafe-eval'" in policy) == path.startswith("/experiments/exp-")
+    assert len(nonces) == 4
+    assert "Content-Security-Policy" not in client.get("/api/v1/experiments").headers
+
+
+def test_plotly_js_is_sent_compressed_to_a_browser_that_accepts_it(client):
+    import gzip
+    from pathlib import Path
+
+    import plotly
+
+    plain = (Path(plotly.__file__).parent / "package_data" / "plotly.min.js").read_bytes()
+    r = client.get("/vendor/plotly.min.js", headers={"Accept-Encoding": "gzip, deflate, br"})
+    assert r.status_code == 200 and r.headers["Content-Encoding"] == "gzip"
+    assert r.headers["Vary"] == "Accept-Encoding" and len(r.data) < len(plain) / 2
+    assert gzip.decompress(r.data) == plain
+    again = client.get("/vendor/plotly.min.js", headers={"Accept-Encoding": "gzip",
+                                                          "If-None-Match": r.headers["ETag"]})
+    assert again.status_code == 304
+    r = client.get("/vendor/plotly.min.js", headers={"Accept-Encoding": "identity"})
+    assert "Content-Encoding" not in r.headers and r.data == plain
