@@ -46,8 +46,11 @@ def _errors(*codes: int) -> dict[str, Any]:
         404: "unknown id",
         409: "the experiment has finished: nothing is left to cancel",
         413: "request body too large",
+        429: "too many wrong API tokens from this client: wait Retry-After seconds",
         503: "store or executor unavailable",
     }
+    if 401 in codes:  # wrong tokens are throttled per client
+        codes = (*codes, 429)
     return {str(c): _resp(text[c], "Error") for c in codes}
 
 
