@@ -3,10 +3,13 @@
 >>> from dnnframe.store.records import TrialRecord, TrialState
 >>> t = TrialRecord(id="t1", experiment_ids=["e"], state=TrialState.COMPLETE,
 ...                 config={"model": {"hidden_layers": 2, "width": [8, 4]}, "seed": 3},
-...                 result={"metrics": {"test_accuracy": 0.9}, "timings": {"train": 1.5}})
+...                 result={"metrics": {"test_accuracy": 0.9}, "timings": {"train": 1.5},
+...                         "pack": {"id": "p7", "size": 4, "wall_seconds": 6.2}})
 >>> r = trial_row(t)
 >>> (r["trial_id"], r["hidden_layers"], r["width"], r["seed"], r["test_accuracy"])
 ('t1', 2, '8x4', 3, 0.9)
+>>> (r["train_seconds"], r["pack_id"], r["pack_size"], r["pack_seconds"])
+(1.5, 'p7', 4, 6.2)
 >>> iso_utc(0.0)
 '1970-01-01T00:00:00Z'
 """
