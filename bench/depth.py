@@ -8,7 +8,8 @@ Sections (each prints this checkout and, with ``--base``, the other one beside i
 
 * ``build``: first build of a plain relu stack of width 16 (iris, one epoch) in a fresh
   process with an empty compiled-graph disk cache, at depths 1, 10, 100, 1,000, 2,000:
-  the build seconds per depth, whether it trained, and slowest / fastest. PyTensor's own C
+  the median build seconds of ``--repeats`` processes per depth, whether it trained, and
+  slowest / fastest. PyTensor's own C
   module cache is the machine's (warm after a test run): what is measured is building and
   optimising the graph. The base runs each depth with a time limit (``--base-timeout``).
 * ``sweep``: ``dnnframe run`` of a depth sweep end to end (digits, depths 1, 2, 4, ...,
@@ -32,6 +33,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -62,19 +64,27 @@ def _python(tree: Path, code: str, env: dict | None = None, timeout: float | Non
 BUILD = """
     import json, warnings
     warnings.simplefilter("ignore")
-    from dnnframe.engine import train
-    r = train({"dataset": {"name": "iris"}, "seed": 0,
-               "model": {"hidden_layers": %d, "width": 16, "activation": "relu"},
-               "training": {"optimizer": "sgd", "learning_rate": 0.01, "max_epochs": 1}})
+    from dnnframe.engine import train_pack  # the path every trial takes (a pack of one here)
+    [r] = train_pack([{"dataset": {"name": "iris"}, "seed": 0,
+                       "model": {"hidden_layers": %d, "width": 16, "activation": "relu"},
+                       "training": {"optimizer": "sgd", "learning_rate": 0.01, "max_epochs": 1}}])
     print(json.dumps({"build": r.timings["compile"], "status": r.status}))
 """
 
 
-def build(tree: Path, timeout: float | None) -> dict:
+def build(tree: Path, timeout: float | None, repeats: int) -> dict:
+    """Per depth, the median build of ``repeats`` fresh processes (one, if it fails)."""
     out = {}
     for depth in BUILD_DEPTHS:
-        with tempfile.TemporaryDirectory() as cache:
-            out[depth] = _python(tree, BUILD % depth, {"DNNFRAME_CACHE_DIR": cache}, timeout)
+        runs = []
+        for _ in range(repeats):
+            with tempfile.TemporaryDirectory() as cache:
+                runs.append(_python(tree, BUILD % depth, {"DNNFRAME_CACHE_DIR": cache}, timeout))
+            if "error" in runs[-1]:
+                break
+        ok = [r["build"] for r in runs if "build" in r]
+        out[depth] = {"build": statistics.median(ok), "runs": ok, "status": runs[-1]["status"]} \
+            if len(ok) == len(runs) else runs[-1]
     return out
 
 
@@ -177,6 +187,8 @@ def main() -> None:
     ap.add_argument("--base", type=Path, help="another checkout to measure beside this one")
     ap.add_argument("--base-timeout", type=float, default=300.0,
                     help="seconds the base may take per measurement (default 300)")
+    ap.add_argument("--repeats", type=int, default=3,
+                    help="fresh processes per depth in the build section (median; default 3)")
     ap.add_argument("--only", nargs="+", choices=["build", "sweep", "diverse", "epoch", "designs"])
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
@@ -192,7 +204,7 @@ def main() -> None:
     if "build" in only:
         print("first build, fresh process, empty graph cache (plain relu, width 16)")
         for name, tree in trees.items():
-            res = results.setdefault("build", {})[name] = build(tree, limits[name])
+            res = results.setdefault("build", {})[name] = build(tree, limits[name], args.repeats)
             cells = {d: (f"{r['build']:.1f}s" if "build" in r else r["error"]) for d, r in res.items()}
             ok = [r["build"] for r in res.values() if "build" in r and r["status"] == "COMPLETE"]
             show(name, {**{f"depth {d}": c for d, c in cells.items()},
