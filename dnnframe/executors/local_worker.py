@@ -6,6 +6,7 @@ import logging
 import multiprocessing.connection
 import os
 import signal
+import threading
 
 from .. import settings
 from ..engine import heap
@@ -34,6 +35,31 @@ def death_reason(exitcode: int | None, pid: int | None) -> str:
     return f"worker process {pid} exited with code {exitcode} while running this trial"
 
 
+def _stop_on_sigterm_from_parent_only() -> None:
+    """Ignore a SIGTERM that was not sent by the parent (while it lives).
+
+    ``timeout`` and ``kill -- -PGID`` signal the whole process group: the parent then stops
+    the run cleanly, as for Ctrl-C (running trials stop after their epoch and are recorded),
+    which a worker killed half-way through a trial would spoil. The parent's own SIGTERM
+    (stopping at once) still ends the worker, as does any SIGTERM once it is orphaned.
+    The signal is blocked in every thread (threads started later inherit that) and taken
+    by a thread of its own, which is told who sent it.
+    """
+    parent = os.getppid()
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+
+    def watch() -> None:
+        while True:
+            info = signal.sigwaitinfo({signal.SIGTERM})
+            if info.si_pid == parent or os.getppid() != parent:
+                # die of the signal itself, so the parent sees the usual exit status
+                signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
+                signal.pthread_kill(threading.get_ident(), signal.SIGTERM)
+
+    threading.Thread(target=watch, name="dnnframe-sigterm", daemon=True).start()
+
+
 def worker_main(conn: multiprocessing.connection.Connection, store_url: str,
                  train_fn: TrainFn | None, max_attempts: int | None) -> None:
     """Body of one long-lived worker process: receive packs, run them one at a time.
@@ -44,6 +70,7 @@ def worker_main(conn: multiprocessing.connection.Connection, store_url: str,
     # Ctrl-C reaches the whole process group; the parent coordinates a clean stop, so a
     # worker must not die half-way through writing a trial.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _stop_on_sigterm_from_parent_only()
     os.environ.update(THREAD_ENV)
     try:
         from threadpoolctl import threadpool_limits
