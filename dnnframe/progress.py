@@ -53,11 +53,21 @@ def _clock(seconds: float | None) -> str:
 
 
 class _EtaColumn(ProgressColumn):
-    """``ETA h:mm:ss``; unknown once the run was interrupted (it will not finish)."""
+    """``ETA h:mm:ss`` from ``task.fields['eta']`` (the rate since the run started, so a
+    pause between packs longer than rich's speed window does not make it unknown);
+    unknown before the first trial finished and once the run was interrupted."""
 
     def render(self, task: Task) -> Text:
-        remaining = None if task.fields.get("interrupted") else task.time_remaining
-        return Text(f"ETA {_clock(remaining)}", style="progress.remaining")
+        return Text(f"ETA {_clock(task.fields.get('eta'))}", style="progress.remaining")
+
+
+def describe_running(running: int, packs: int | None) -> str:
+    """``running 6 trials in 2 packs`` (``6 running`` when the packs are not known): the
+    trials of a pack train together, so with ``-w 2`` six can run at once."""
+    if not running or packs is None:
+        return f"{running} running"
+    return (f"running {running} trial{'s' * (running != 1)} in {packs} "
+            f"pack{'s' * (packs != 1)}")
 
 
 class _TwoLineProgress(Progress):
@@ -96,6 +106,7 @@ class RunProgress:
         self._clock = clock
         self._started = clock()
         self._counts: dict[str, int] = dict(counts or {})
+        self._packs: int | None = None
         self._best = ""
         self._first_finished = trials_finished(self._counts)
         self._last_line: str | None = None
@@ -113,7 +124,7 @@ class RunProgress:
             console=console, disable=not self.live, expand=True, transient=False)
         self._task = self._progress.add_task(name, total=self.total or None,
                                              completed=self._first_finished,
-                                             detail=self._detail(), interrupted=False)
+                                             detail=self._detail(), eta=None)
 
     # ------------------------------------------------------------------ context manager
     def __enter__(self) -> RunProgress:
@@ -126,20 +137,23 @@ class RunProgress:
             self._print_plain(force=True)  # the final state, unless just printed
 
     # ------------------------------------------------------------------ updates
-    def update(self, counts: Mapping[str, int], best: str = "") -> None:
-        """Show the experiment's current ``counts`` by state and ``best`` (text, may be "")."""
+    def update(self, counts: Mapping[str, int], best: str = "",
+               running_packs: int | None = None) -> None:
+        """Show the experiment's current ``counts`` by state, ``best`` (text, may be "")
+        and how many packs the RUNNING trials form (None: not known)."""
         self._counts = dict(counts)
         self._best = best
+        self._packs = running_packs
         finished = trials_finished(self._counts)
-        self._progress.update(self._task, completed=finished, detail=self._detail(),
-                              interrupted=self.interrupted)
+        eta = self._eta(finished, self._clock() - self._started)
+        self._progress.update(self._task, completed=finished, detail=self._detail(), eta=eta)
         if self.enabled and not self.live:
             self._print_plain(force=False)
 
     def mark_interrupted(self) -> None:
         """The run was interrupted: no ETA any more (the rest will not run now)."""
         self.interrupted = True
-        self._progress.update(self._task, interrupted=True)
+        self._progress.update(self._task, eta=None)
 
     @property
     def renderable(self) -> RenderableType:
@@ -149,7 +163,7 @@ class RunProgress:
     # ------------------------------------------------------------------ text
     def _detail(self) -> str:
         c = self._counts
-        parts = [f"running {c.get('RUNNING', 0)}", f"failed {c.get('FAILED', 0)}"]
+        parts = [describe_running(c.get("RUNNING", 0), self._packs), f"failed {c.get('FAILED', 0)}"]
         for state in ("DIVERGED", "PRUNED", "CANCELLED"):
             if c.get(state):
                 parts.append(f"{state.lower()} {c[state]}")
@@ -174,7 +188,8 @@ class RunProgress:
         c = self._counts
         cancelled = f"{c['CANCELLED']} cancelled, " if c.get("CANCELLED") else ""
         line = (f"{self.name}: {finished}/{self.total} trials finished, "
-                f"{c.get('RUNNING', 0)} running, {c.get('FAILED', 0)} failed, {cancelled}"
+                f"{describe_running(c.get('RUNNING', 0), self._packs)}, "
+                f"{c.get('FAILED', 0)} failed, {cancelled}"
                 f"elapsed {_clock(elapsed)}, ETA {_clock(self._eta(finished, elapsed))}")
         return line + (f", {self._best}" if self._best else "")
 

@@ -14,7 +14,7 @@ import click
 
 from ..exceptions import DnnframeError, SpecError, StoreError
 from . import results, run, services  # noqa: F401 - each module registers its commands
-from .common import EXIT_SPEC_ERROR, _one_line, _print_spec_error, cli
+from .common import EXIT_SPEC_ERROR, _one_line, _print_spec_error, cli, silence_closed_output
 
 __all__ = ["cli", "main"]
 
@@ -32,6 +32,11 @@ def main(argv: list[str] | None = None) -> None:
     except DnnframeError as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(1)
+    except BrokenPipeError:
+        # the reader went away (``dnnframe export … | head``): quietly, as a process killed
+        # by SIGPIPE would end (128 + 13)
+        silence_closed_output()
+        sys.exit(141)
     except OSError as exc:
         # An output file that cannot be written (missing directory, no permission, disk
         # full) is the user's to fix: one line naming the path, not a traceback.
