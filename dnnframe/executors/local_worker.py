@@ -111,11 +111,11 @@ def worker_main(conn: multiprocessing.connection.Connection, store_url: str,
     worker = default_worker_name()
     done = 0
 
-    def register(current: str | None) -> None:
+    def register(current: str | None, stopped: bool = False) -> None:
         try:  # the worker list is informative; a failed write must not stop training
             store.register_worker(worker, host=worker.rsplit(":", 1)[0], pid=os.getpid(),
                                   current_trial=current, trials_done=done,
-                                  info={"executor": "local"})
+                                  info={"executor": "local", "stopped": stopped})
         except Exception:
             log.warning("worker %s: could not register", worker, exc_info=True)
 
@@ -141,5 +141,6 @@ def worker_main(conn: multiprocessing.connection.Connection, store_url: str,
             except Exception as exc:  # a store failure: run_pack handles training errors
                 log.exception("worker %s: pack %s could not be run", worker, pack)
                 conn.send(("done", pack, {}, f"{type(exc).__name__}: {exc}"))
+        register(None, stopped=True)  # the worker list shows it gone, not idle
     finally:
         store.close()
