@@ -2,7 +2,8 @@
 
 On a terminal the first line is the bar (name, bar, finished/total, elapsed, ETA) and the
 second the counts and the best result so far, so the bar keeps its width at 80 columns
-however long the best result's text is. When the output is a pipe or a file there is no
+however long the best result's text is. While the run's graphs are still being built (a
+first run on a host compiles them, for tens of seconds) both say how many are ready. When the output is a pipe or a file there is no
 live display: a plain line is printed whenever another tenth of the trials finished, and at
 least every :data:`PLAIN_INTERVAL_S` seconds, so a CI log shows the run is alive.
 
@@ -107,6 +108,8 @@ class RunProgress:
         self._started = clock()
         self._counts: dict[str, int] = dict(counts or {})
         self._packs: int | None = None
+        self._graphs: tuple[int, int] | None = None  # (ready, total) while graphs build
+        self._last_graphs: tuple[int, int] | None = None
         self._best = ""
         self._first_finished = trials_finished(self._counts)
         self._last_line: str | None = None
@@ -138,12 +141,15 @@ class RunProgress:
 
     # ------------------------------------------------------------------ updates
     def update(self, counts: Mapping[str, int], best: str = "",
-               running_packs: int | None = None) -> None:
-        """Show the experiment's current ``counts`` by state, ``best`` (text, may be "")
-        and how many packs the RUNNING trials form (None: not known)."""
+               running_packs: int | None = None,
+               graphs: tuple[int, int] | None = None) -> None:
+        """Show the experiment's current ``counts`` by state, ``best`` (text, may be ""),
+        how many packs the RUNNING trials form (None: not known) and, while the run's
+        graphs are being built, how many of them are ready (``(ready, total)``)."""
         self._counts = dict(counts)
         self._best = best
         self._packs = running_packs
+        self._graphs = graphs if graphs and graphs[0] < graphs[1] else None
         finished = trials_finished(self._counts)
         eta = self._eta(finished, self._clock() - self._started)
         self._progress.update(self._task, completed=finished, detail=self._detail(), eta=eta)
@@ -161,9 +167,17 @@ class RunProgress:
         return self._progress.get_renderable()
 
     # ------------------------------------------------------------------ text
+    def _building(self) -> str:
+        """``building graphs 1/3`` while some of the run's graphs are not ready, else ""."""
+        if self._graphs is None:
+            return ""
+        return f"building graphs {self._graphs[0]}/{self._graphs[1]}"
+
     def _detail(self) -> str:
         c = self._counts
-        parts = [describe_running(c.get("RUNNING", 0), self._packs), f"failed {c.get('FAILED', 0)}"]
+        parts = [self._building()] if self._graphs else []
+        parts += [describe_running(c.get("RUNNING", 0), self._packs),
+                  f"failed {c.get('FAILED', 0)}"]
         for state in ("DIVERGED", "PRUNED", "CANCELLED"):
             if c.get(state):
                 parts.append(f"{state.lower()} {c[state]}")
@@ -187,19 +201,22 @@ class RunProgress:
         elapsed = self._clock() - self._started
         c = self._counts
         cancelled = f"{c['CANCELLED']} cancelled, " if c.get("CANCELLED") else ""
-        line = (f"{self.name}: {finished}/{self.total} trials finished, "
+        building = f"{self._building()}, " if self._graphs else ""
+        line = (f"{self.name}: {finished}/{self.total} trials finished, {building}"
                 f"{describe_running(c.get('RUNNING', 0), self._packs)}, "
                 f"{c.get('FAILED', 0)} failed, {cancelled}"
                 f"elapsed {_clock(elapsed)}, ETA {_clock(self._eta(finished, elapsed))}")
         return line + (f", {self._best}" if self._best else "")
 
     def _print_plain(self, force: bool) -> None:
-        """Print a plain line when another tenth finished, the interval passed, or
-        ``force``; never the same counts twice in a row within the interval."""
+        """Print a plain line when another tenth finished, another graph is ready, the
+        interval passed, or ``force``; never the same counts twice in a row within the
+        interval."""
         finished = trials_finished(self._counts)
         now = self._clock()
         tenth = self._tenth(finished)
         due = (force or tenth != self._last_tenth or finished == self.total
+               or self._graphs != self._last_graphs
                or now - self._last_line_at >= PLAIN_INTERVAL_S)
         line = self.plain_line()
         key = line.split(", elapsed")[0]
@@ -207,6 +224,7 @@ class RunProgress:
             return
         self.console.print(line, markup=False, highlight=False, soft_wrap=True)
         self._last_line, self._last_line_at, self._last_tenth = key, now, tenth
+        self._last_graphs = self._graphs
 
 
 def describe_best(metric: str, value: Any) -> str:

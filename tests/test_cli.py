@@ -586,6 +586,19 @@ def fail_train(config, on_epoch=None):
     raise RuntimeError("device=cuda but no GPU here (pip install 'dnnframe[gpu]')")
 
 
+def held_train(config, on_epoch=None):
+    """Stands in for a graph that takes long to build: nothing happens until $HOLD_FILE
+    exists (a minute at most)."""
+    import os
+    import time
+    from pathlib import Path
+
+    deadline = time.monotonic() + 60
+    while not Path(os.environ["HOLD_FILE"]).exists() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return noop_train(config, on_epoch)
+
+
 def cuda_train(config, on_epoch=None):
     result = noop_train(config, on_epoch)
     result.environment["device"] = "cuda:0"
@@ -771,3 +784,61 @@ def test_progress_counts_trials_in_packs_and_keeps_its_eta_between_packs():
     assert progress.plain_line().startswith(
         "packs: 6/12 trials finished, running 6 trials in 2 packs, 0 failed, elapsed 0:03:20, "
         "ETA 0:03:20")
+
+
+def test_progress_says_graphs_are_building_until_a_trial_ends(tmp_path, hooks):
+    """Two graphs (depths 1 and 2) that take long to build: the log says so at once rather
+    than looking frozen, and stops saying it once trials end."""
+    write_spec(tmp_path / "tiny.yaml", TINY)
+    hold = tmp_path / "built"
+    env = {**os.environ, **hooks("held_train"), "HOLD_FILE": str(hold)}
+    proc = subprocess.Popen([sys.executable, "-m", "dnnframe.cli", "run", "tiny.yaml", "-w", "2"],
+                            cwd=tmp_path, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        lines = []
+        while not lines or "trials finished" not in lines[-1]:
+            lines.append(proc.stderr.readline())
+            assert lines[-1], f"the run ended early: {lines}"
+        assert lines[-1].startswith("cli-tiny: 0/4 trials finished, building graphs 0/2, "), lines
+        hold.touch()
+        out, err = proc.communicate(timeout=120)
+    finally:
+        hold.touch()
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate(timeout=30)
+    assert proc.returncode == 0, err
+    last = [line for line in err.splitlines() if "trials finished" in line][-1]
+    assert last.startswith("cli-tiny: 4/4 trials finished, 0 running") and "building" not in last
+
+
+def test_progress_shows_graphs_ready_as_they_build():
+    import io
+
+    from rich.console import Console
+
+    from dnnframe.progress import RunProgress
+
+    out = io.StringIO()
+    now = [0.0]
+    console = Console(file=out, width=200, force_terminal=False)
+    with RunProgress(console, "cold", 6, {"QUEUED": 6}, clock=lambda: now[0]) as progress:
+        for t, ready in ((1, 0), (2, 0), (3, 1), (4, 3)):
+            now[0] = t
+            progress.update({"RUNNING": 4, "QUEUED": 2}, running_packs=2, graphs=(ready, 3))
+    assert out.getvalue().splitlines() == [
+        "cold: 0/6 trials finished, building graphs 0/3, running 4 trials in 2 packs, 0 failed, "
+        "elapsed 0:00:01, ETA -:--:--",
+        "cold: 0/6 trials finished, building graphs 1/3, running 4 trials in 2 packs, 0 failed, "
+        "elapsed 0:00:03, ETA -:--:--",
+        "cold: 0/6 trials finished, running 4 trials in 2 packs, 0 failed, elapsed 0:00:04, "
+        "ETA -:--:--",
+    ]
+    screen = io.StringIO()
+    terminal = Console(file=screen, width=100, force_terminal=True, color_system=None)
+    live = RunProgress(terminal, "cold", 6)
+    live.update({"RUNNING": 4, "QUEUED": 2}, running_packs=2, graphs=(1, 3))
+    terminal.print(live.renderable)
+    detail = screen.getvalue().splitlines()[1].strip()
+    assert detail.startswith("building graphs 1/3 · running 4 trials in 2 packs"), detail

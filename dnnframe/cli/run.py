@@ -147,6 +147,8 @@ class _StartOnSubmit(Executor):
         self._parallelism = parallelism
         self.where = where  # "4 local workers" or the broker URL, for messages
         self.remote = remote  # trials run on workers elsewhere (Celery)
+        self.graph_of: dict[str, str] = {}  # trial id → the graph key of its pack
+        self.first_seq = 0  # the store's change cursor before the first pack was handed on
         self.started: Executor | None = None
 
     @property
@@ -157,7 +159,10 @@ class _StartOnSubmit(Executor):
     def submit(self, packs: Sequence[list[str]], graph_keys: Sequence[str] | None = None) -> None:
         """Make the executor (once) and hand it the packs."""
         if self.started is None:
+            self.first_seq = self._store.latest_seq()
             self.started = self._factory()
+        for pack, key in zip(packs, graph_keys or ()):
+            self.graph_of.update(dict.fromkeys(pack, key))
         self.started.submit(packs, graph_keys)
 
     def cancel(self, experiment_id: str) -> int:
@@ -203,7 +208,8 @@ def _submit_and_follow(console, store, executor: _StartOnSubmit, spec,  # noqa: 
         if not quiet:
             _announce_run(console, store, executor, result, store_url)
         if trained:
-            interrupted = _follow(console, store, executor, result.experiment, quiet)
+            graphs = _GraphsBuilt(executor.graph_of, executor.first_seq)
+            interrupted = _follow(console, store, executor, result.experiment, quiet, graphs)
     except KeyboardInterrupt:
         # Ctrl-C before the progress loop took over (while storing the trials)
         interrupted = True
@@ -294,14 +300,35 @@ def _report_run(console, summary: dict, resume: str, interrupted: bool,  # noqa:
         sys.exit(1)
 
 
-def _follow(console, store, executor: Executor, exp, quiet: bool) -> bool:  # noqa: ANN001
+class _GraphsBuilt:
+    """Which of a run's graphs are built: a graph is once a trial of it has trained an epoch
+    or ended. Read from the trials that changed since the last look (the store's cursor)."""
+
+    def __init__(self, graph_of: dict[str, str], since: int) -> None:
+        self._graph_of = graph_of
+        self._since = since
+        self.total = len(set(graph_of.values()))
+        self.ready: set[str] = set()
+
+    def update(self, store, experiment_id: str) -> tuple[int, int]:  # noqa: ANN001
+        """Look at the trials changed since the last call; returns (ready, total)."""
+        if len(self.ready) < self.total:
+            for t in store.list_trials(experiment_id, since=self._since):
+                self._since = max(self._since, t.seq)
+                if (t.metrics or t.state.is_finished) and t.id in self._graph_of:
+                    self.ready.add(self._graph_of[t.id])
+        return len(self.ready), self.total
+
+
+def _follow(console, store, executor: Executor, exp, quiet: bool,  # noqa: ANN001
+            graphs: _GraphsBuilt) -> bool:
     """Show progress until the experiment's trials are finished. Returns True if interrupted."""
     from ..progress import RunProgress, describe_best, trials_finished
 
     metric, mode = exp.objective
     first = store.counts_by_state(exp.id)
     total = exp.n_trials or sum(first.values())
-    last_finished = trials_finished(first)
+    first_finished = last_finished = trials_finished(first)
     best_text = ""
     last_counts: dict[str, int] = {}
     packs: int | None = None
@@ -320,7 +347,10 @@ def _follow(console, store, executor: Executor, exp, quiet: bool) -> bool:  # no
             running = store.list_trials(exp.id, state="RUNNING") if counts.get("RUNNING") else []
             packs = len({t.worker for t in running})
             last_counts = counts
-        progress.update(counts, best_text, running_packs=packs)
+        # until a first trial ends nothing else moves: say how far the graphs got (a first
+        # run on a host compiles them, for tens of seconds)
+        building = graphs.update(store, exp.id) if finished == first_finished else None
+        progress.update(counts, best_text, running_packs=packs, graphs=building)
         return counts.get("QUEUED", 0) + counts.get("RUNNING", 0) == 0
 
     with RunProgress(console, exp.name, total, first, enabled=not quiet) as progress:
