@@ -4,16 +4,15 @@ error printing, the run summary, and commands rebuilt for the user to paste.
 Every command reads its store URL from ``--store`` or ``$DNNFRAME_STORE_URL`` (default
 ``sqlite:///dnnframe.db``). Errors a user can fix (a bad spec, an unreachable store, an
 unknown experiment) are printed as one clear message — never a traceback — and give a
-non-zero exit code: 2 for an invalid spec or usage, 1 for everything else.
+non-zero exit code: 2 for an invalid spec or usage, 1 for everything else (see
+:mod:`dnnframe.cli` for the others).
 """
 
 from __future__ import annotations
 
-import io
 import os
 import re
 import shlex
-import sys
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
@@ -21,7 +20,6 @@ from urllib.parse import urlsplit
 
 import click
 from click.core import ParameterSource
-from rich.console import Console
 from rich.text import Text
 
 from ..engine.backend import DeviceUnavailableError, probe
@@ -29,8 +27,6 @@ from ..engine.flags import FlagSettings, translate
 from ..exceptions import SpecError
 
 EXIT_SPEC_ERROR = 2
-# a console that is not a terminal is this wide: a file or a pipe gets each line whole
-_UNWRAPPED_WIDTH = 100_000
 # failed trials listed one line each in a summary; the rest are counted
 FAILED_LINES = 10
 
@@ -49,69 +45,6 @@ def _one_line(exc: BaseException) -> str:
     """An error's message as one line: its first line, without a driver's internal detail."""
     first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
     return _ERROR_DETAIL.split(first, maxsplit=1)[0]
-
-
-class ReaderSafeStream(io.TextIOBase):
-    """``sys.stdout`` or ``sys.stderr`` (looked up on each write, as tests swap them) for a
-    rich console: once the reader went away (``dnnframe run 2>&1 | head -3``), what is
-    written is dropped instead of raising BrokenPipeError in the middle of a run, and
-    :attr:`reader_gone` says so, so the run can stop as cleanly as for Ctrl-C."""
-
-    def __init__(self, name: str) -> None:
-        super().__init__()
-        self._name = name
-        self.reader_gone = False
-
-    @property
-    def _stream(self):  # noqa: ANN202
-        return getattr(sys, self._name)
-
-    def _guard(self, action):  # noqa: ANN001, ANN202
-        if self.reader_gone:
-            return None
-        try:
-            return action()
-        except BrokenPipeError:
-            self.reader_gone = True
-            silence_closed_output()
-            return None
-
-    def write(self, text: str) -> int:
-        self._guard(lambda: self._stream.write(text))
-        return len(text)
-
-    def flush(self) -> None:
-        self._guard(self._stream.flush)
-
-    def isatty(self) -> bool:
-        return self._stream.isatty()
-
-    def fileno(self) -> int:
-        return self._stream.fileno()
-
-
-def silence_closed_output() -> None:
-    """Point stdout and stderr at /dev/null after a reader closed one of them, so nothing
-    more (not even Python's final flush) fails writing to a closed pipe."""
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            os.dup2(devnull, stream.fileno())
-        except (OSError, ValueError):  # not a real file (a test's capture)
-            pass
-    os.close(devnull)
-
-
-def make_console(stderr: bool = False, quiet: bool = False) -> Console:
-    """A rich console on stdout (results) or stderr (progress, messages); see
-    :class:`ReaderSafeStream`. On a terminal it wraps at the terminal's width; into a file
-    or a pipe lines are never wrapped, so a table row or a command stays one line for grep
-    and for pasting."""
-    stream = ReaderSafeStream("stderr" if stderr else "stdout")
-    console = Console(file=stream, quiet=quiet)
-    if console.is_terminal:
-        return console
-    return Console(file=stream, quiet=quiet, width=_UNWRAPPED_WIDTH, soft_wrap=True)
 
 
 def absolute_store_url(url: str) -> str:

@@ -17,9 +17,9 @@ from .common import (
     _resolve_experiment,
     _summary,
     cli,
-    make_console,
     store_option,
 )
+from .output import make_console
 
 
 @cli.command()

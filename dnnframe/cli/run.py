@@ -23,11 +23,10 @@ from .common import (
     absolute_store_url,
     asked_device,
     cli,
-    make_console,
     refuse_unusable_device,
-    silence_closed_output,
     store_option,
 )
+from .output import make_console, silence_closed_output
 
 
 @cli.command()
