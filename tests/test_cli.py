@@ -842,3 +842,41 @@ def test_progress_shows_graphs_ready_as_they_build():
     terminal.print(live.renderable)
     detail = screen.getvalue().splitlines()[1].strip()
     assert detail.startswith("building graphs 1/3 · running 4 trials in 2 packs"), detail
+
+
+def test_a_run_on_a_terminal_shows_the_live_bar_and_ends(tmp_path, hooks):
+    """On a terminal (a pseudo-terminal here) the live bar draws while rich redirects the
+    standard streams, and the run ends with its summary."""
+    import pty
+    import select
+
+    write_spec(tmp_path / "tiny.yaml", TINY)
+    env = {**os.environ, **hooks("cuda_train"), "COLUMNS": "80", "LINES": "24"}
+    main, child = pty.openpty()
+    proc = subprocess.Popen([sys.executable, "-m", "dnnframe.cli", "run", "tiny.yaml", "-w", "2"],
+                            cwd=tmp_path, env=env, stdin=subprocess.DEVNULL, stdout=child,
+                            stderr=child)
+    os.close(child)
+    screen = b""
+    deadline = time.monotonic() + 120
+    try:
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([main], [], [], 1.0)
+            if ready:
+                try:
+                    chunk = os.read(main, 65536)
+                except OSError:  # the run ended and closed the terminal
+                    break
+                if not chunk:
+                    break
+                screen += chunk
+            elif proc.poll() is not None:
+                break
+        assert proc.wait(timeout=10) == 0, screen.decode(errors="replace")[-2000:]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=30)
+        os.close(main)
+    text = re.sub(r"\x1b\[[0-9;?]*[a-zA-Z]", "", screen.decode(errors="replace"))
+    assert "4/4" in text and "COMPLETE 4" in text, text[-2000:]

@@ -15,19 +15,16 @@ _UNWRAPPED_WIDTH = 100_000
 
 
 class ReaderSafeStream(io.TextIOBase):
-    """``sys.stdout`` or ``sys.stderr`` (looked up on each write, as tests swap them) for a
-    rich console: once the reader went away (``dnnframe run 2>&1 | head -3``), what is
-    written is dropped instead of raising BrokenPipeError in the middle of a run, and
-    :attr:`reader_gone` says so, so the run can stop as cleanly as for Ctrl-C."""
+    """``sys.stdout`` or ``sys.stderr`` as it is when made (a test's capture included; not
+    looked up again, since rich's live display swaps them for proxies that write back to
+    the console) for a rich console: once the reader went away (``dnnframe run 2>&1 |
+    head -3``), what is written is dropped instead of raising BrokenPipeError in the middle
+    of a run, and :attr:`reader_gone` says so, so the run can stop as cleanly as for Ctrl-C."""
 
     def __init__(self, name: str) -> None:
         super().__init__()
-        self._name = name
+        self._stream = getattr(sys, name)
         self.reader_gone = False
-
-    @property
-    def _stream(self):  # noqa: ANN202
-        return getattr(sys, self._name)
 
     def _guard(self, action):  # noqa: ANN001, ANN202
         if self.reader_gone:
