@@ -45,6 +45,8 @@ def _stop_on_sigterm_from_parent_only() -> None:
     The signal is blocked in every thread (threads started later inherit that) and taken
     by a thread of its own, which is told who sent it.
     """
+    if not hasattr(signal, "sigwaitinfo"):  # macOS: no sender to tell; SIGTERM ends it
+        return
     parent = os.getppid()
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
