@@ -13,6 +13,7 @@ from dnnframe.exceptions import DnnframeError, brief
 from dnnframe.spec import count_trials
 from dnnframe.store import TrialState
 from dnnframe.store.base import resolve_sort_path
+from dnnframe.worker_status import workers_with_status
 
 from .context import services
 from .errors import APIError
@@ -309,10 +310,11 @@ def get_trial(trial_id: str) -> Any:
 
 @bp.get("/workers")
 def workers() -> Any:
-    """Workers seen by the store (host, pid, current trial, trials done, last seen), plus
-    Celery's own view when a broker is configured and answers quickly."""
+    """Workers seen by the store (host, pid, current trial, trials done, last seen, and
+    whether each is alive: live ones first), plus Celery's own view when a broker is
+    configured and answers quickly."""
     store = services().store
-    rows = [_plain(w) for w in store.list_workers()]
+    rows = workers_with_status(store)
     body: dict[str, Any] = {"workers": rows, "celery": None}
     broker = current_app.config.get("BROKER_URL")
     if broker:
@@ -320,14 +322,6 @@ def workers() -> Any:
             broker, float(current_app.config["CELERY_INSPECT_TIMEOUT"])
         )
     return jsonify(body)
-
-
-def _plain(value: Any) -> Any:
-    import dataclasses
-
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return dataclasses.asdict(value)
-    return value
 
 
 @functools.lru_cache(maxsize=4)
