@@ -426,8 +426,12 @@ def _train(store: ResultStore, worker: str, members: list[_Member], configs: lis
         return
     except Exception as exc:
         tb = failure_text(exc)
-        log.error("pack of %d failed after %.1fs (configs %s): %s", len(members),
-                  time.perf_counter() - started, [m.config for m in members], exc)
+        # one line: the trials (their configs are in the store) and the error's first line;
+        # the traceback is recorded on every member
+        first = (str(exc).strip().splitlines() or [""])[0]
+        log.error("pack of %d (%s) failed after %.1fs: %s: %s", len(members),
+                  ", ".join(m.trial_id for m in members), time.perf_counter() - started,
+                  type(exc).__name__, first)
         _end_all(members, TrialState.FAILED, tb)
         return
     finally:
