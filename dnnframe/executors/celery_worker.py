@@ -24,10 +24,10 @@ from celery import Celery, Task, signals
 from .. import settings
 from ..engine import heap
 from ..exceptions import DnnframeError, NotFoundError, StoreError
-from ..runner import TrainFn, one_by_one, release_if_owner_died, run_pack
+from ..runner import TrainFn, one_by_one, run_pack
 from ..store import default_store_url, open_store
 from ..store.base import ResultStore, TrialState
-from . import reaper
+from . import liveness, reaper, redelivery
 from .base import THREAD_ENV
 from .celery import PACK_TASK, TRAIN_TASK, create_app
 from .celery_monitoring import RESULT_REPR_MAX, PackFailed, PackReport, ProgressSender
@@ -131,8 +131,8 @@ def train_pack(self: Task, trial_ids: list[str]) -> dict[str, object]:
     Raises:
         PackFailed: after every member was recorded, when this delivery left one FAILED.
 
-    A member left RUNNING by a dead pool process of this same node is released and run
-    again at once (see :func:`dnnframe.runner.release_if_owner_died`).
+    A redelivered pack runs again here the members an earlier delivery lost, as a pack (see
+    :mod:`dnnframe.executors.redelivery`).
     """
     if (not isinstance(trial_ids, list) or not trial_ids
             or not all(isinstance(t, str) and t for t in trial_ids)):
@@ -165,17 +165,16 @@ def _run_pack(task: Task, trial_ids: list[str]) -> dict[str, object]:
     proc.start_state_writer()
     proc.set_state(node, queue, (tuple(trial_ids), worker))
     report = PackReport(store, task.request.id, node, proc.progress_sender(task.app))
-    states: dict[str, TrialState | None] = {}
+    states: dict[str, TrialState | None] = dict.fromkeys(trial_ids)
+    delivery = task.request.delivery_info or {}
     try:
-        states = run_pack(trial_ids, store, worker=worker, max_attempts=max_attempts,
-                          train_fn=pack_train, observer=report)
-        released = [tid for tid, state in states.items()
-                    if state is None and release_if_owner_died(store, tid, node)]
-        if released:
-            # Once: a normal capped claim, so a trial that keeps killing its process still
-            # ends FAILED at DNNFRAME_MAX_ATTEMPTS.
-            states.update(run_pack(released, store, worker=worker, max_attempts=max_attempts,
-                                   train_fn=pack_train, observer=report))
+        to_run = redelivery.take_back(store, task.app, trial_ids, node, queue,
+                                      bool(delivery.get("redelivered")))
+        if to_run:
+            # Beats well within the node timeout, so a live trial is never judged dead.
+            states.update(run_pack(to_run, store, worker=worker, max_attempts=max_attempts,
+                                   train_fn=pack_train, observer=report,
+                                   heartbeat_interval_s=liveness.trial_beat_interval()))
     except NotFoundError as exc:
         raise DnnframeError(
             f"a trial of pack {trial_ids} is not in this worker's store "
@@ -192,7 +191,7 @@ def _run_pack(task: Task, trial_ids: list[str]) -> dict[str, object]:
         report.close()
         proc.trials_done += sum(state is not None for state in states.values())
         proc.set_state(node, queue, None)
-    result = report.result(trial_ids, bool((task.request.delivery_info or {}).get("redelivered")))
+    result = report.result(trial_ids, bool(delivery.get("redelivered")))
     report.raise_if_failed(result)
     return result
 
@@ -215,9 +214,11 @@ def _on_worker_init(**_: object) -> None:
 
 
 def _on_worker_ready(sender: object = None, **_: object) -> None:
+    # sender: the worker's consumer; its controller knows the pool size (-c)
     hostname = getattr(sender, "hostname", None) or f"celery@{socket.gethostname()}"
+    concurrency = getattr(getattr(sender, "controller", None), "concurrency", None)
     if _app is not None:
-        reaper.start_reaper(_app, hostname)
+        reaper.start_reaper(_app, hostname, concurrency if isinstance(concurrency, int) else None)
 
 
 def _on_worker_shutdown(**_: object) -> None:

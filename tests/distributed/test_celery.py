@@ -226,6 +226,29 @@ def test_poison_trial_fails_after_delivery_cap(broker_url, store_url, queue_name
     assert w.alive(), "the worker's main process must survive its pool processes dying"
 
 
+def test_poison_member_of_a_pack_fails_alone(broker_url, store_url, queue_name, start_worker,
+                                             store):
+    """A pack of 4 whose first member SIGKILLs its process every time, with the default
+    delivery cap (3): after the first crash the pack runs again whole, after the second it
+    is split, and only the poison trial ends FAILED; its companions complete."""
+    env = {"DNNFRAME_TRAIN_FN": "tasks.hooks:kill_worker_train",
+           "DNNFRAME_HOOK_POISON_SEED": "0", "DNNFRAME_HOOK_EPOCHS": "1",
+           "DNNFRAME_HOOK_EPOCH_SECONDS": "0.05"}
+    assert "DNNFRAME_MAX_ATTEMPTS" not in os.environ
+    w = start_worker(queue_name, **env)
+    spec = make_spec("poison-pack", 4)
+    with CeleryExecutor(broker_url, store_url, queue=queue_name) as ex:
+        result = submit_experiment(spec, store, ex, pack_size=4)
+        assert len(result.packs) == 1
+        assert ex.wait(timeout=120), _states(store, spec.experiment_id)
+    by_seed = {t.config["seed"]: t for t in store.list_trials(spec.experiment_id)}
+    assert by_seed[0].state is TrialState.FAILED and "delivery cap reached" in by_seed[0].error
+    assert {s: by_seed[s].state for s in (1, 2, 3)} == dict.fromkeys((1, 2, 3),
+                                                                      TrialState.COMPLETE)
+    assert [by_seed[s].attempts for s in (1, 2, 3)] == [3, 3, 3]  # whole, whole, alone
+    assert w.alive()
+
+
 def test_cancel_stops_queued_and_running_trials(broker_url, store_url, queue_name,
                                                 sleepy_workers, store):
     """Cancel while one trial runs and others wait: the running one stops at its next epoch
