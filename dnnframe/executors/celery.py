@@ -32,7 +32,7 @@ from ..store import default_store_url, open_store
 from ..store.base import ResultStore
 from . import liveness
 from .base import Executor
-from .dispatch import PACK_TASK, retry_queue, send_held
+from .dispatch import PACK_TASK, STORE_HEADER, retry_queue, send_held
 
 log = logging.getLogger(__name__)
 
@@ -135,6 +135,7 @@ class CeleryExecutor(Executor):
         self.broker_url = broker_url or settings.get().broker_url
         self.store_url = store_url or default_store_url()
         self.queue = queue
+        self._store_label = liveness.store_label(self.store_url)
         self.app = create_app(self.broker_url)
         # Publisher confirms and transactions exclude each other on a channel; submit uses
         # transactions (see submit), so this app's channels must not be in confirm mode.
@@ -254,7 +255,8 @@ class CeleryExecutor(Executor):
                         # once and again when this loop redid the batch (after a broker
                         # restart, every pack twice). A failure here redoes the batch.
                         self.app.send_task(PACK_TASK, args=[pack], queue=self.queue,
-                                           producer=producer, retry=False)
+                                           producer=producer, retry=False,
+                                           headers={STORE_HEADER: self._store_label})
                     self._channel.tx_commit()
                     return
             except Exception as exc:  # connection refused/dropped: redo the whole batch

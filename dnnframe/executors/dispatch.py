@@ -25,12 +25,16 @@ from celery import Celery
 
 from .. import settings
 from ..store.base import ResultStore, TrialState
+from . import liveness
 from .packing import make_packs
 
 log = logging.getLogger(__name__)
 
 #: The task that trains a pack (its one argument: a list of trial ids).
 PACK_TASK = "tasks.train_pack"
+#: The message header naming the store a pack's trials are in (:func:`.liveness.store_label`): a
+#: worker on another store leaves the message on the queue instead of consuming it.
+STORE_HEADER = "dnnframe_store"
 RETRY_SUFFIX = ".retry"
 # Publishing to a down broker fails after this many tries (about a second and a half).
 _SEND_POLICY = {"max_retries": 2, "interval_start": 0.2, "interval_step": 0.5,
@@ -109,12 +113,14 @@ def lost_packs(store: ResultStore, owners: dict[str, str | None]) -> list[list[s
 
 
 def send(celery_app: Celery, by_queue: dict[str, list[list[str]]]) -> None:
-    """Publish each queue's packs; raises the broker's error after a short retry."""
+    """Publish each queue's packs, naming this process's store; raises the broker's error
+    after a short retry."""
+    headers = {STORE_HEADER: liveness.store_label()}
     with celery_app.producer_or_acquire() as producer:
         for queue, packs in by_queue.items():
             for pack in packs:
                 celery_app.send_task(PACK_TASK, args=[pack], queue=queue, producer=producer,
-                                     retry=True, retry_policy=_SEND_POLICY)
+                                     headers=headers, retry=True, retry_policy=_SEND_POLICY)
 
 
 def send_or_hold(store: ResultStore, celery_app: Celery,

@@ -1,4 +1,5 @@
-"""Which Celery workers are alive, and how many worker processes consume a queue.
+"""Which Celery workers are alive, how many worker processes consume a queue, and which
+store a worker serves.
 
 Every worker node (``celery -A tasks worker``) has a reaper process that registers the node
 in the store every :func:`node_beat_interval` seconds: its queues and its concurrency. That
@@ -22,7 +23,10 @@ import socket
 import time
 from collections.abc import Iterable
 
+from kombu.utils.url import maybe_sanitize_url
+
 from .. import settings
+from ..store import default_store_url
 from ..store.base import ResultStore, TrialState
 from ..store.records import TrialRecord, WorkerRecord
 
@@ -35,6 +39,15 @@ NODE_ROLE = "node"
 # A process that started this long after the claim cannot be the claimer (the claim time
 # and the start time come from different clocks of this host: the store's and /proc's).
 _START_SLACK_S = 1.0
+
+
+def store_label(url: str | None = None) -> str:
+    """How messages name a store: its URL (default: this process's store), password
+    masked, a SQLite file by its absolute path."""
+    url = url or default_store_url()
+    if url.startswith("sqlite:///"):
+        url = "sqlite:///" + os.path.abspath(url[len("sqlite:///"):])
+    return maybe_sanitize_url(url)
 
 
 def node_timeout() -> float:

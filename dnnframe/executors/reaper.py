@@ -34,15 +34,17 @@ import time
 from collections.abc import Callable
 
 from celery import Celery
+from kombu.exceptions import ChannelError
 
 from .. import settings
 from ..store import default_store_url, open_store
 from ..store.base import ResultStore, TrialState
 from . import liveness
-from .celery import create_app
+from .celery import QUEUES, create_app
 from .dispatch import (
     RETRY_SUFFIX,
     lost_packs,
+    repack,
     retry_queue,
     send_held,
     send_or_hold,
@@ -160,6 +162,51 @@ def release_own_dead(store: ResultStore, celery_app: Celery, node: str,
                       lambda tid: f"lost its pool process {owners[tid]} and was released")
 
 
+class OrphanWatch:
+    """Trials QUEUED with no message to run them (a message lost with a broker's data, a
+    submitter that died between storing and publishing): sent again.
+
+    A trial counts as orphaned when, at two passes in a row, it was QUEUED and unchanged
+    and no queue that a live node consumes (nor ``default``/``gpu``, nor their retry
+    queues) held a message ready: its message, if any, would have been taken by then. A
+    message of a queue nobody consumes or watches is not seen, so its trials may be sent
+    to this node's retry queue too; a duplicate is harmless (the claim runs a trial once).
+    """
+
+    def __init__(self) -> None:
+        self.seen: dict[str, int] = {}  # trial id -> seq, at the last pass with empty queues
+
+    def check(self, store: ResultStore, celery_app: Celery, default_queue: str) -> list[str]:
+        """One pass; returns the trial ids sent again."""
+        names = set(QUEUES) | {default_queue}
+        for node in liveness.live_nodes(store):
+            names.update((node.info or {}).get("queues") or [])
+        if any(_ready(celery_app, q) for q in with_retry_queues(sorted(names))):
+            self.seen = {}
+            return []
+        queued = {t.id: t.seq for t in store.list_trials(state=TrialState.QUEUED)}
+        orphans = [tid for tid, seq in queued.items() if self.seen.get(tid) == seq]
+        self.seen = {tid: seq for tid, seq in queued.items() if tid not in orphans}
+        if not orphans:
+            return []
+        target = retry_queue(default_queue)
+        workers = liveness.worker_processes(store, default_queue, None)
+        send_or_hold(store, celery_app, {target: repack(store, orphans, workers)})
+        log.warning("reaper: %d trial(s) QUEUED with no message on the broker (%s); sent "
+                    "again to %r", len(orphans), ", ".join(orphans[:5])
+                    + (", ..." if len(orphans) > 5 else ""), target)
+        return orphans
+
+
+def _ready(celery_app: Celery, queue: str) -> int:
+    """Messages ready in ``queue`` (0 when it does not exist)."""
+    with celery_app.connection_for_write() as conn:
+        try:
+            return conn.channel().queue_declare(queue, passive=True).message_count
+        except ChannelError:
+            return 0
+
+
 def _loop(celery_app: Celery, hostname: str, queues: list[str], parent_pid: int,
           concurrency: int | None) -> None:
     timeout = settings.get().heartbeat_timeout
@@ -173,8 +220,10 @@ def _loop(celery_app: Celery, hostname: str, queues: list[str], parent_pid: int,
     # stall it cannot see.
     guard = _StallGuard(max_gap_s=max(node_timeout / 2, beat + tick))
     store = None
+    orphans = OrphanWatch()
     next_beat = time.monotonic()  # register at once: submitters size packs from it
     next_judge = time.monotonic() + interval
+    next_orphan_check = time.monotonic() + node_timeout
     while True:
         if os.getppid() != parent_pid:
             break  # the worker is gone (even a SIGKILLed one): so is its reaper
@@ -195,7 +244,10 @@ def _loop(celery_app: Celery, hostname: str, queues: list[str], parent_pid: int,
                     next_judge = time.monotonic() + interval
                     if working_s >= timeout:
                         reap_once(store, celery_app, timeout, default_queue, as_of)
-                    send_held(store, celery_app)  # last: while the broker is down, this raises
+                    send_held(store, celery_app)  # while the broker is down, this raises
+                if time.monotonic() >= next_orphan_check:
+                    next_orphan_check = time.monotonic() + node_timeout
+                    orphans.check(store, celery_app, default_queue)
             release_own_dead(store, celery_app, hostname, default_queue)
         except Exception:  # keep reaping through store or broker hiccups
             log.warning("reaper: pass failed; retrying in %.1fs", tick, exc_info=True)
