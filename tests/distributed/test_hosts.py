@@ -93,3 +93,6 @@ def test_killed_host_its_pack_runs_again_as_a_pack_within_a_minute(
     assert all(t.attempts == 2 and t.worker.startswith(f"{survivor.nodename}:") for t in rerun)
     packs = {(t.result["pack"]["id"], t.result["pack"]["size"]) for t in rerun}
     assert len(packs) == 1 and next(iter(packs))[1] == 4, packs  # one pack again
+    # Flower's view: the dead host's message, redelivered, trained the pack itself.
+    assert any("'summary': 'pack of 4: trained 4 (COMPLETE 4)', 'redelivered': True" in line
+               for line in survivor.log_text().splitlines()), survivor.log_text()[-3000:]
