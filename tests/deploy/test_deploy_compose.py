@@ -316,6 +316,20 @@ def test_ci_override_keeps_everything_on_the_machine(run_compose, tmp_path: Path
         assert svc["healthcheck"]["test"] == stack["services"][name]["healthcheck"]["test"], name
 
 
+def test_ci_look_override_publishes_the_three_uis_on_localhost(run_compose) -> None:
+    look = REPO / "deploy" / "compose.ci-look.yml"
+    model = resolve(run_compose, [COMPOSE_FILE, CI_FILE, look], ENV_EXAMPLE, profiles=())
+    published = {name: [(p["host_ip"], p["published"], p["target"]) for p in svc["ports"]]
+                 for name, svc in model["services"].items() if svc.get("ports")}
+    assert published == {"rabbitmq": [("127.0.0.1", "15672", 15672)],
+                         "dashboard": [("127.0.0.1", "8000", 8000)],
+                         "flower": [("127.0.0.1", "5555", 5555)]}
+    assert not model["networks"]["look"].get("internal")
+    assert model["networks"]["default"]["internal"] is True
+    for name in ("worker",):  # the workers stay on the internal network only
+        assert set(model["services"][name].get("networks") or {"default": None}) == {"default"}
+
+
 def test_worker_host_file_mirrors_the_stack(run_compose, stack, tmp_path: Path) -> None:
     env_file = tmp_path / "worker.env"
     env_file.write_text("DNNFRAME_BROKER_URL=amqp://u:p@main-host:5672/\n"
