@@ -247,6 +247,8 @@ def test_flower_process_requires_login_and_passes_its_healthcheck(stack, process
         assert _get(f"{base}/api/workers") == 401, "Flower's API must need the login"
         assert _get(f"{base}/api/workers", "admin:wrong") == 401
         assert _get(f"{base}/api/workers", auth) == 200
+        assert _get(f"{base}/metrics") == 401, "Flower's metrics must need the login"
+        assert _get(f"{base}/metrics", auth) == 200
 
 
 def test_worker_process_passes_its_healthcheck(stack, process_env, tmp_path: Path) -> None:
