@@ -9,7 +9,7 @@ from typing import Any
 from flask import Blueprint, Response, current_app, jsonify, request, url_for
 
 from dnnframe import __version__
-from dnnframe.exceptions import DnnframeError
+from dnnframe.exceptions import DnnframeError, brief
 from dnnframe.executors.liveness import live_nodes, store_label
 from dnnframe.spec import count_trials
 from dnnframe.store import TrialState
@@ -23,6 +23,7 @@ from .security import require_token
 from .service import (
     SORT_KEYS,
     TRIAL_STATES,
+    cancel_experiment,
     check_web_spec,
     experiment_json,
     read_json_body,
@@ -47,7 +48,7 @@ def _int_arg(name: str, default: int | None, low: int = 0, high: int | None = No
     except ValueError:
         raise APIError(
             400,
-            f"query parameter {name} must be an integer, but got {raw!r}",
+            f"query parameter {name} must be an integer, but got {brief(raw)}",
             [{"path": name, "message": "must be an integer"}],
         ) from None
     high = MAX_INT_ARG if high is None else min(high, MAX_INT_ARG)
@@ -71,7 +72,7 @@ def health() -> Any:
     try:
         services().store.list_experiments(limit=1)
     except DnnframeError as exc:
-        raise APIError(503, f"the result store is unavailable: {exc}") from None
+        raise APIError(503, "the result store is unavailable", details=str(exc)) from None
     return jsonify(
         {
             "status": "ok",
@@ -176,7 +177,7 @@ def list_trials(experiment_id: str) -> Any:
     if bad:
         raise APIError(
             400,
-            f"unknown state {bad[0]!r}; known: {', '.join(TRIAL_STATES)}",
+            f"unknown state {brief(bad[0])}; known: {', '.join(TRIAL_STATES)}",
             [{"path": "state", "message": f"must be one of {', '.join(TRIAL_STATES)}"}],
         )
     sort = _sort_arg()
@@ -187,14 +188,14 @@ def list_trials(experiment_id: str) -> Any:
         raise APIError(
             400,
             f"since= follows changes in change order and cannot be combined with "
-            f"sort={sort!r}; drop since to sort, or drop sort to follow changes",
+            f"sort={brief(sort)}; drop since to sort, or drop sort to follow changes",
             [{"path": "sort", "message": "must be empty or 'seq' when since is given"}],
         )
     order = (request.args.get("order") or ("desc" if sort else "asc")).lower()
     if order not in ("asc", "desc"):
         raise APIError(
             400,
-            f"order must be asc or desc, but got {order!r}",
+            f"order must be asc or desc, but got {brief(order)}",
             [{"path": "order", "message": "must be asc or desc"}],
         )
     if since is not None and order == "desc":
@@ -248,7 +249,7 @@ def _sort_arg() -> str | None:
     )
     if sort not in SORT_KEYS and not sort.startswith(("config.", "result.")):
         raise APIError(
-            400, f"unknown sort key {sort[:100]!r}: {rule}", [{"path": "sort", "message": rule}]
+            400, f"unknown sort key {brief(sort)}: {rule}", [{"path": "sort", "message": rule}]
         )
     try:
         resolve_sort_path(sort)
@@ -266,7 +267,7 @@ def export(experiment_id: str) -> Response:
     if fmt not in ("csv", "jsonl"):
         raise APIError(
             400,
-            f"format must be csv or jsonl, but got {fmt!r}",
+            f"format must be csv or jsonl, but got {brief(fmt)}",
             [{"path": "format", "message": "must be csv or jsonl"}],
         )
     store = services().store
@@ -288,10 +289,7 @@ def export(experiment_id: str) -> Response:
 def cancel(experiment_id: str) -> Any:
     """Cancel: queued trials become CANCELLED, running ones stop after their current epoch."""
     svc = services()
-    svc.store.get_experiment(experiment_id)  # 404 for an unknown id
-    n = svc.store.cancel_experiment(experiment_id)
-    if svc.has_executor:
-        svc.executor.cancel(experiment_id)
+    n = cancel_experiment(experiment_id)
     return jsonify(
         {
             "id": experiment_id,

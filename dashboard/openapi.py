@@ -44,9 +44,13 @@ def _errors(*codes: int) -> dict[str, Any]:
         403: "cross-site request, or a form body without the session's CSRF token "
         "(no API token set)",
         404: "unknown id",
+        409: "the experiment has finished: nothing is left to cancel",
         413: "request body too large",
+        429: "too many wrong API tokens from this client: wait Retry-After seconds",
         503: "store or executor unavailable",
     }
+    if 401 in codes:  # wrong tokens are throttled per client
+        codes = (*codes, 429)
     return {str(c): _resp(text[c], "Error") for c in codes}
 
 
@@ -316,7 +320,7 @@ def _document() -> str:
                 "operationId": "cancelExperiment",
                 "security": _SECURED,
                 "parameters": [_EXP_ID],
-                "responses": {"200": _resp("cancelled"), **_errors(401, 403, 404)},
+                "responses": {"200": _resp("cancelled"), **_errors(401, 403, 404, 409)},
             }
         },
         "/trials/{trial_id}": {

@@ -135,7 +135,8 @@ def test_real_engine_compiles_once_per_graph_shape_per_worker(url):
     assert packed.packs == [packed.trial_ids]
     assert {t.state for t in members} == {TrialState.COMPLETE}
     assert len({t.result["pack"]["id"] for t in members}) == 1
-    assert sorted(t.result["environment"]["pack_index"] for t in members) == [0, 1, 2]
+    assert sorted(t.result["pack"]["index"] for t in members) == [0, 1, 2]
+    assert {t.result["pack"]["size"] for t in members} == {3}
     assert all(len(t.metrics) == t.result["epochs_run"] for t in members)
 
 
