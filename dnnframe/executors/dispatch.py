@@ -150,7 +150,9 @@ def send_held(store: ResultStore, celery_app: Celery, limit: int = 500) -> int:
         for tid, queue in items:
             by_queue.setdefault(queue, []).append(tid)
         try:
-            packs = {queue: repack(store, ids) for queue, ids in by_queue.items()}
+            # sized for the processes consuming the queue now, as a submit's are
+            packs = {queue: repack(store, ids, liveness.worker_processes(
+                store, queue.removesuffix(RETRY_SUFFIX), None)) for queue, ids in by_queue.items()}
             send(celery_app, packs)
         except Exception:
             store.hold_dispatch(items)
