@@ -10,6 +10,7 @@ from flask import Blueprint, Response, current_app, jsonify, request, url_for
 
 from dnnframe import __version__
 from dnnframe.exceptions import DnnframeError, brief
+from dnnframe.executors.liveness import live_nodes, store_label
 from dnnframe.spec import count_trials
 from dnnframe.store import TrialState
 from dnnframe.store.base import resolve_sort_path
@@ -315,13 +316,34 @@ def workers() -> Any:
     configured and answers quickly."""
     store = services().store
     rows = workers_with_status(store)
-    body: dict[str, Any] = {"workers": rows, "celery": None}
+    body: dict[str, Any] = {"workers": rows, "celery": None, "wrong_store": []}
     broker = current_app.config.get("BROKER_URL")
     if broker:
-        body["celery"] = _celery_inspect(
-            broker, float(current_app.config["CELERY_INSPECT_TIMEOUT"])
-        )
+        timeout = float(current_app.config["CELERY_INSPECT_TIMEOUT"])
+        body["celery"] = _celery_inspect(broker, timeout)
+        body["wrong_store"] = _wrong_store(broker, timeout, store)
     return jsonify(body)
+
+
+def _wrong_store(broker: str, timeout: float, store: Any) -> list[dict[str, str]]:
+    """Workers on the broker that serve another store than this dashboard's (they name it,
+    and have not registered in this one): they leave this store's packs on the queue."""
+    mine = store_label(services().store_url())
+    registered = {w.name for w in live_nodes(store)}
+    try:
+        replies = _celery_app(broker).control.broadcast("dnnframe_store", reply=True,
+                                                         timeout=timeout)
+    except Exception:  # noqa: BLE001 - a broker hiccup must not break the page
+        return []
+    wrong = []
+    for reply in replies or []:
+        for node, answer in reply.items():
+            theirs = answer.get("store") if isinstance(answer, dict) else None
+            if theirs and theirs != mine and node not in registered:
+                wrong.append({"node": node, "store": theirs, "message": (
+                    f"{node} uses the store {theirs}, not this dashboard's {mine}: it takes "
+                    "none of these sweeps' packs; give it the same DNNFRAME_STORE_URL")})
+    return sorted(wrong, key=lambda w: w["node"])
 
 
 @functools.lru_cache(maxsize=4)
