@@ -54,9 +54,13 @@ class PgConnections:
         self._closed = False
         self._writes = 0
         try:
-            psycopg.conninfo.conninfo_to_dict(url)
+            params = psycopg.conninfo.conninfo_to_dict(url)
         except psycopg.ProgrammingError as e:
             raise StoreError(f"store URL {self.where!r} is not a valid PostgreSQL URL: {e}") from e
+        port = str(params.get("port") or "5432")
+        if not all(p.isdigit() for p in port.split(",")):  # libpq would take it for a service
+            raise StoreError(f"store URL {self.where!r} is not a valid PostgreSQL URL: "
+                             f"port {port!r} is not a number")
         conn = self._conn(create)
         try:
             migrate(conn, self.where, create)

@@ -86,7 +86,7 @@ def test_empty_file_is_initialised(tmp_path):
     ("sqlite:///{tmp}", "is a directory"),
     ("sqlite:///:memory:", "in-memory"),
     ("sqlite://relative.db", "sqlite:///relative/path.db"),
-    ("postgres://db/x", "not supported"),
+    ("mysql://db/x", "not supported"),
 ])
 def test_bad_urls_name_the_url(tmp_path, url, message):
     url = url.format(tmp=tmp_path)

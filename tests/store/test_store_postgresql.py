@@ -1,0 +1,239 @@
+"""PostgreSQL-specific behaviour, on the machine's real server (each test in a database of its
+own): lost answers and connections, the change cursor behind a write in flight, claims from
+several processes, schema migrations, unreachable servers and foreign databases."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import psycopg
+import pytest
+from store_support import (
+    create_postgresql_database,
+    drop_postgresql_database,
+    postgresql_unreachable,
+)
+from test_store_retries import WRITES, _answer, _contents
+
+from dnnframe.exceptions import SchemaVersionError, StoreCorruptError, StoreError
+from dnnframe.store import TrialState, open_store
+from dnnframe.store import postgresql_schema as schema
+
+
+@pytest.fixture
+def new_db() -> Iterator[Callable[[], str]]:
+    """Makes fresh databases on the local server (URLs); drops them all afterwards."""
+    reason = postgresql_unreachable()
+    if reason:
+        pytest.skip(reason)
+    names: list[str] = []
+
+    def make() -> str:
+        name, url = create_postgresql_database()
+        names.append(name)
+        return url
+
+    yield make
+    for name in names:
+        drop_postgresql_database(name)
+
+
+def _wait_for(condition: Callable[[], bool], what: str, timeout_s: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.02)
+
+
+class LostCommits:
+    """Lets the ``fail_at``-th commit of a call reach the server, then raises the error a
+    dropped connection gives (the caller cannot know the commit happened)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch):
+        self.count, self.fail_at, self.armed = 0, None, False
+        monkeypatch.setattr("dnnframe.store.postgresql_conn._backoff", lambda attempt: None)
+        real = psycopg.Connection.commit
+
+        def commit(conn: psycopg.Connection) -> None:
+            real(conn)
+            if self.armed:
+                self.count += 1
+                if self.count == self.fail_at:
+                    raise psycopg.OperationalError("server closed the connection unexpectedly")
+
+        monkeypatch.setattr(psycopg.Connection, "commit", commit)
+
+    def run(self, action: Callable[[], Any], fail_at: int | None) -> Any:
+        self.count, self.fail_at, self.armed = 0, fail_at, True
+        try:
+            return action()
+        finally:
+            self.armed = False
+
+
+@pytest.mark.parametrize("write", list(WRITES))
+def test_a_write_committed_before_its_answer_was_lost_is_not_applied_twice(
+        write, new_db, monkeypatch):
+    setup, action = WRITES[write]
+    lost = LostCommits(monkeypatch)
+    with open_store(new_db()) as clean:
+        setup(clean)
+        expected_answer = _answer(lost.run(lambda: action(clean), fail_at=None))
+        expected = _contents(clean)
+    assert lost.count >= 1
+    with open_store(new_db()) as s:
+        setup(s)
+        answer = _answer(lost.run(lambda: action(s), fail_at=1))
+        assert lost.count >= 2, "the call was not retried"
+        assert answer == expected_answer
+        assert _contents(s) == expected
+
+
+def test_a_connection_killed_by_the_server_is_replaced(new_db):
+    with open_store(new_db()) as s:
+        s.create_experiment("e", "e", {}, 2)
+        s.create_trials("e", [("a", {}), ("b", {})])
+        with psycopg.connect(s.url, autocommit=True) as admin:
+            killed = admin.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE "
+                "datname = current_database() AND application_name = 'dnnframe'").fetchall()
+        assert killed and all(ok for ok, in killed)
+        assert [r.id for r in s.claim_trials(["a", "b"], "w")] == ["a", "b"]
+        assert s.get_experiment("e").counts == {"RUNNING": 2}
+
+
+def test_a_cursor_reader_never_passes_a_write_still_in_flight(new_db):
+    with open_store(new_db()) as s:
+        s.create_experiment("e", "e", {}, 2)
+        s.create_trials("e", [("slow", {}), ("fast", {})])
+        cursor = s.latest_seq()
+        # Another writer has taken its seq and not committed yet.
+        slow = psycopg.connect(s.url)
+        slow.execute("UPDATE change_counter SET value = value + 1")
+        slow.execute("UPDATE trials SET state = 'CANCELLED', seq = (SELECT value FROM "
+                      "change_counter) WHERE id = 'slow'")
+        done = threading.Event()
+        worker = threading.Thread(target=lambda: (s.claim_trial("fast", "w"), done.set()))
+        worker.start()
+        try:
+            with psycopg.connect(s.url, autocommit=True) as watch:
+                _wait_for(lambda: watch.execute(
+                    "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                    "AND wait_event_type = 'Lock'").fetchone()[0] >= 1,
+                    "the second writer to wait for the first")
+            # The later write has not landed ahead of the earlier one, and nothing is shown.
+            assert not done.is_set()
+            assert s.list_trials(since=cursor) == [] and s.latest_seq() == cursor
+        finally:
+            slow.commit()
+            slow.close()
+            worker.join(timeout=60)
+        assert done.is_set()
+        changed = s.list_trials(since=cursor)
+        assert [(t.id, t.state) for t in changed] == [("slow", TrialState.CANCELLED),
+                                                      ("fast", TrialState.RUNNING)]
+        assert changed[0].seq < changed[1].seq == s.latest_seq()
+
+
+def _claim_all(url: str, ids: list[str], worker: str, out: Any) -> None:
+    with open_store(url) as s:
+        won = []
+        for i in range(0, len(ids), 10):
+            won += [r.id for r in s.claim_trials(ids[i:i + 10], worker)]
+        out.put((worker, won))
+
+
+def test_processes_claiming_the_same_trials_each_win_distinct_ones(new_db):
+    url = new_db()
+    ids = [f"t{i:03d}" for i in range(200)]
+    with open_store(url) as s:
+        s.create_experiment("e", "e", {}, len(ids))
+        s.create_trials("e", [(t, {"seed": i}) for i, t in enumerate(ids)])
+        ctx = multiprocessing.get_context("spawn")
+        out = ctx.Queue()
+        procs = [ctx.Process(target=_claim_all, args=(url, ids[k:] + ids[:k], f"w{k}", out))
+                 for k in (0, 50, 100, 150)]
+        for p in procs:
+            p.start()
+        won = dict(out.get(timeout=120) for _ in procs)
+        for p in procs:
+            p.join(timeout=60)
+        claimed = [tid for tids in won.values() for tid in tids]
+        assert sorted(claimed) == ids  # every trial once, by exactly one worker
+        assert {t.worker for t in s.list_trials()} == {w for w, tids in won.items() if tids}
+        assert all(t.attempts == 1 for t in s.list_trials())
+
+
+def test_a_store_used_across_fork_keeps_the_parents_connection(new_db):
+    with open_store(new_db()) as s:
+        s.create_experiment("e", "e", {}, 1)
+        pid = os.fork()
+        if pid == 0:  # the child writes through a connection of its own
+            code = 0
+            try:
+                s.create_trials("e", [("from-child", {})])
+            except BaseException:  # noqa: BLE001 - reported by the exit status
+                code = 1
+            os._exit(code)
+        _, status = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0
+        assert [t.id for t in s.list_trials()] == ["from-child"]  # the parent's still works
+
+
+def test_schema_is_versioned_and_newer_ones_are_refused(new_db):
+    url = new_db()
+    with open_store(url) as s:
+        s.create_experiment("e", "e", {}, 0)
+    with psycopg.connect(url, autocommit=True) as c:
+        assert [r[0] for r in c.execute("SELECT version FROM schema_version ORDER BY 1")] == \
+            [n for n, _ in schema.MIGRATIONS]
+        c.execute("INSERT INTO schema_version VALUES (%s, 0)", (schema.latest_version() + 1,))
+    with pytest.raises(SchemaVersionError, match=r"schema version \d+, written by a newer"):
+        open_store(url)
+
+
+def test_a_new_migration_is_applied_once_to_an_existing_store(new_db, monkeypatch):
+    url = new_db()
+    with open_store(url) as s:
+        s.create_experiment("e", "e", {}, 0)
+    nxt = schema.latest_version() + 1
+    monkeypatch.setattr(schema, "MIGRATIONS", [*schema.MIGRATIONS,
+                                               (nxt, "ALTER TABLE trials ADD COLUMN note TEXT")])
+    for _ in range(2):  # the second open finds it applied
+        with open_store(url) as s:
+            assert s.get_experiment("e").name == "e"
+    with psycopg.connect(url, autocommit=True) as c:
+        assert c.execute("SELECT max(version) FROM schema_version").fetchone()[0] == nxt
+        assert c.execute("SELECT count(*) FROM information_schema.columns WHERE "
+                         "table_name = 'trials' AND column_name = 'note'").fetchone()[0] == 1
+
+
+def test_a_foreign_database_is_refused_untouched(new_db):
+    url = new_db()
+    with psycopg.connect(url, autocommit=True) as c:
+        c.execute("CREATE TABLE users (id INT)")
+    with pytest.raises(StoreCorruptError, match=r"other tables \(users\).*left untouched"):
+        open_store(url)
+    with psycopg.connect(url, autocommit=True) as c:
+        assert [r[0] for r in c.execute("SELECT table_name FROM information_schema.tables "
+                                        "WHERE table_schema = 'public'")] == ["users"]
+
+
+def test_unreachable_server_and_missing_database_are_named_without_password(new_db):
+    started = time.monotonic()
+    with pytest.raises(StoreError, match=r"postgresql://u:\*\*\*@127\.0\.0\.1:1/db.*unreachable"
+                       ) as e:
+        open_store("postgresql://u:secret@127.0.0.1:1/db")
+    assert "secret" not in str(e.value)
+    assert time.monotonic() - started < 30
+    base = new_db().rsplit("/", 1)[0]
+    with pytest.raises(StoreError, match=r"no store at .*dnnframe_test_missing.*does not exist"):
+        open_store(base + "/dnnframe_test_missing", create=False)
+    with pytest.raises(StoreError, match="not a valid PostgreSQL URL"):
+        open_store("postgresql://host:notaport/db")
