@@ -4,7 +4,6 @@ several processes, schema migrations, unreachable servers and foreign databases.
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 import threading
 import time
@@ -139,35 +138,6 @@ def test_a_cursor_reader_never_passes_a_write_still_in_flight(new_db):
         assert [(t.id, t.state) for t in changed] == [("slow", TrialState.CANCELLED),
                                                       ("fast", TrialState.RUNNING)]
         assert changed[0].seq < changed[1].seq == s.latest_seq()
-
-
-def _claim_all(url: str, ids: list[str], worker: str, out: Any) -> None:
-    with open_store(url) as s:
-        won = []
-        for i in range(0, len(ids), 10):
-            won += [r.id for r in s.claim_trials(ids[i:i + 10], worker)]
-        out.put((worker, won))
-
-
-def test_processes_claiming_the_same_trials_each_win_distinct_ones(new_db):
-    url = new_db()
-    ids = [f"t{i:03d}" for i in range(200)]
-    with open_store(url) as s:
-        s.create_experiment("e", "e", {}, len(ids))
-        s.create_trials("e", [(t, {"seed": i}) for i, t in enumerate(ids)])
-        ctx = multiprocessing.get_context("spawn")
-        out = ctx.Queue()
-        procs = [ctx.Process(target=_claim_all, args=(url, ids[k:] + ids[:k], f"w{k}", out))
-                 for k in (0, 50, 100, 150)]
-        for p in procs:
-            p.start()
-        won = dict(out.get(timeout=120) for _ in procs)
-        for p in procs:
-            p.join(timeout=60)
-        claimed = [tid for tids in won.values() for tid in tids]
-        assert sorted(claimed) == ids  # every trial once, by exactly one worker
-        assert {t.worker for t in s.list_trials()} == {w for w, tids in won.items() if tids}
-        assert all(t.attempts == 1 for t in s.list_trials())
 
 
 def test_a_store_used_across_fork_keeps_the_parents_connection(new_db):
