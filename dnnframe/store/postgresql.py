@@ -21,8 +21,6 @@ from __future__ import annotations
 import math
 from typing import Any
 
-import psycopg
-
 from ..exceptions import NotFoundError
 from .base import FinishItem, ResultStore, dumps, now
 from .checks import (
@@ -43,52 +41,23 @@ from .checks import (
     state_list,
 )
 from .postgresql_conn import PgConnections
+from .postgresql_sql import (
+    ALL_EXPERIMENTS_CANCELLED,
+    CANCELLED_BEFORE_START,
+    EXP_COLS,
+    TRIAL_COLS,
+    Conn,
+    lock_trials,
+    reserve,
+    statement,
+    trial_record,
+    trials_query,
+    update_each,
+)
 from .records import ExperimentRecord, TrialRecord, TrialState, WorkerRecord
-from .sorting import check_since_order, resolve_sort_path
+from .sorting import check_since_order
 
 __all__ = ["PostgresStore"]
-
-Conn = psycopg.Connection
-_TRIAL_COLS = ("t.id, t.state, t.config, t.result, t.metrics, t.error, t.worker, t.attempts, "
-               "t.created_at, t.started_at, t.finished_at, t.heartbeat_at, t.seq, "
-               "ARRAY(SELECT experiment_id FROM experiment_trials WHERE trial_id = t.id "
-               "ORDER BY experiment_id)")
-_EXP_COLS = "id, name, spec, n_trials, created_at, cancel_requested"
-# A trial counts as cancelled when it has experiments and none of them is still live.
-_ALL_EXPERIMENTS_CANCELLED = (
-    "(EXISTS (SELECT 1 FROM experiment_trials WHERE trial_id = t.id) AND NOT EXISTS "
-    "(SELECT 1 FROM experiment_trials et JOIN experiments e ON e.id = et.experiment_id "
-    "WHERE et.trial_id = t.id AND NOT e.cancel_requested))")
-_CANCELLED_BEFORE_START = "experiment cancelled before the trial started"
-
-
-def _trial(row: tuple) -> TrialRecord:
-    return TrialRecord(
-        id=row[0], state=TrialState(row[1]), config=row[2], result=row[3], metrics=row[4],
-        error=row[5], worker=row[6], attempts=row[7], created_at=row[8], started_at=row[9],
-        finished_at=row[10], heartbeat_at=row[11], seq=row[12], experiment_ids=list(row[13]))
-
-
-def _reserve(c: Conn, n: int) -> int:
-    """Take ``n`` seqs (the counter row stays locked until commit); returns the first."""
-    return c.execute("UPDATE change_counter SET value = value + %s RETURNING value",
-                     (n,)).fetchone()[0] - n + 1
-
-
-def _update_each(c: Conn, assignments: str, ids: list[str], params: tuple = ()) -> None:
-    """``SET assignments`` on each of ``ids`` (locked already), each with its own seq in
-    the order given: a cursor reader paging with a limit never meets a tie."""
-    if ids:
-        first = _reserve(c, len(ids))
-        c.execute(f"UPDATE trials SET {assignments}, seq = %s + u.k - 1 FROM unnest(%s::text[]) "
-                  "WITH ORDINALITY AS u(id, k) WHERE trials.id = u.id", (*params, first, ids))
-
-
-def _lock(c: Conn, where: str, params: tuple) -> list[str]:
-    """Lock the trials matching ``where`` in id order; their ids in creation order."""
-    rows = c.execute(f"SELECT t.id, t.ord FROM trials t WHERE {where} ORDER BY t.id "
-                     "FOR NO KEY UPDATE OF t", params).fetchall()
-    return [r[0] for r in sorted(rows, key=lambda r: r[1])]
 
 
 class PostgresStore(ResultStore):
@@ -116,10 +85,10 @@ class PostgresStore(ResultStore):
     def create_experiment(self, experiment_id: str, name: str, spec: dict[str, Any],
                           n_trials: int) -> ExperimentRecord:
         check_experiment_args(experiment_id, n_trials)
-        self._db.write(lambda c: c.execute(
+        self._db.write(statement(
             "INSERT INTO experiments (id, name, spec, n_trials, created_at) "
             "VALUES (%s, %s, %s::jsonb, %s, %s) ON CONFLICT (id) DO NOTHING",
-            (experiment_id, name, dumps(spec), n_trials, now())) and None, record=False)
+            (experiment_id, name, dumps(spec), n_trials, now())), record=False)
         return self.get_experiment(experiment_id)
 
     def _experiments(self, c: Conn, rows: list[tuple]) -> list[ExperimentRecord]:
@@ -129,7 +98,7 @@ class PostgresStore(ResultStore):
 
     def get_experiment(self, experiment_id: str) -> ExperimentRecord:
         def body(c: Conn) -> ExperimentRecord:
-            rows = c.execute(f"SELECT {_EXP_COLS} FROM experiments WHERE id = %s",
+            rows = c.execute(f"SELECT {EXP_COLS} FROM experiments WHERE id = %s",
                              (experiment_id,)).fetchall()
             if not rows:
                 raise self._missing("experiment", experiment_id)
@@ -139,7 +108,7 @@ class PostgresStore(ResultStore):
     def list_experiments(self, limit: int = 100, offset: int = 0) -> list[ExperimentRecord]:
         check_page(limit, offset)
         return self._db.read(lambda c: self._experiments(c, c.execute(
-            f"SELECT {_EXP_COLS} FROM experiments ORDER BY created_at DESC, ord DESC "
+            f"SELECT {EXP_COLS} FROM experiments ORDER BY created_at DESC, ord DESC "
             "LIMIT %s OFFSET %s", (limit, offset)).fetchall()))
 
     def _counts(self, c: Conn, experiment_id: str | None) -> dict[str, int]:
@@ -162,11 +131,11 @@ class PostgresStore(ResultStore):
     def cancel_experiment(self, experiment_id: str) -> int:
         def body(c: Conn) -> int:
             self._set_cancel(c, experiment_id, True)
-            ids = _lock(c, "t.state = 'QUEUED' AND t.id IN (SELECT trial_id FROM "
+            ids = lock_trials(c, "t.state = 'QUEUED' AND t.id IN (SELECT trial_id FROM "
                            f"experiment_trials WHERE experiment_id = %s) AND "
-                           f"{_ALL_EXPERIMENTS_CANCELLED}", (experiment_id,))
-            _update_each(c, "state = 'CANCELLED', finished_at = %s, error = %s", ids,
-                         (now(), _CANCELLED_BEFORE_START))
+                           f"{ALL_EXPERIMENTS_CANCELLED}", (experiment_id,))
+            update_each(c, "state = 'CANCELLED', finished_at = %s, error = %s", ids,
+                         (now(), CANCELLED_BEFORE_START))
             return len(ids)
         return self._db.write(body)[0]
 
@@ -179,9 +148,9 @@ class PostgresStore(ResultStore):
             self._set_cancel(c, experiment_id, False)
             if not names:
                 return []
-            ids = _lock(c, "t.state = ANY(%s) AND t.id IN (SELECT trial_id FROM "
+            ids = lock_trials(c, "t.state = ANY(%s) AND t.id IN (SELECT trial_id FROM "
                            "experiment_trials WHERE experiment_id = %s)", (names, experiment_id))
-            _update_each(c, "state = 'QUEUED', result = NULL, error = NULL, worker = NULL, "
+            update_each(c, "state = 'QUEUED', result = NULL, error = NULL, worker = NULL, "
                             "attempts = 0, started_at = NULL, finished_at = NULL, "
                             "heartbeat_at = NULL, metrics = '[]'", ids)
             return sorted(ids)
@@ -201,7 +170,7 @@ class PostgresStore(ResultStore):
             if not ids:
                 return 0
             # One seq per row (an id that exists already leaves a harmless gap).
-            first = _reserve(c, len(ids))
+            first = reserve(c, len(ids))
             created = c.execute(
                 "INSERT INTO trials (id, state, config, created_at, seq) "
                 "SELECT u.id, 'QUEUED', u.cfg::jsonb, %s, %s + u.k - 1 FROM "
@@ -213,8 +182,8 @@ class PostgresStore(ResultStore):
         return self._db.write(body)[0]
 
     def _records(self, c: Conn, ids: list[str]) -> list[TrialRecord]:
-        got = {r[0]: _trial(r) for r in c.execute(
-            f"SELECT {_TRIAL_COLS} FROM trials t WHERE t.id = ANY(%s)", (ids,))}
+        got = {r[0]: trial_record(r) for r in c.execute(
+            f"SELECT {TRIAL_COLS} FROM trials t WHERE t.id = ANY(%s)", (ids,))}
         return [got[tid] for tid in ids if tid in got]
 
     def claim_trials(self, trial_ids: list[str], worker: str,
@@ -229,13 +198,13 @@ class PostgresStore(ResultStore):
             # A QUEUED row locked by another transaction is being claimed (or cancelled)
             # by it: skip it rather than wait, it is not ours to run.
             found = {r[0]: r[1:] for r in c.execute(
-                f"SELECT t.id, t.attempts, {_ALL_EXPERIMENTS_CANCELLED} FROM trials t "
+                f"SELECT t.id, t.attempts, {ALL_EXPERIMENTS_CANCELLED} FROM trials t "
                 "WHERE t.id = ANY(%s) AND t.state = 'QUEUED' ORDER BY t.id "
                 "FOR NO KEY UPDATE OF t SKIP LOCKED", (ids,))}
             order = [tid for tid in ids if tid in found]
             if not order:
                 return []
-            first = _reserve(c, len(order))
+            first = reserve(c, len(order))
             cancelled, capped, won = [], [], []
             for k, tid in enumerate(order):
                 attempts, is_cancelled = found[tid]
@@ -250,7 +219,7 @@ class PostgresStore(ResultStore):
             if cancelled:
                 c.execute("UPDATE trials SET state = 'CANCELLED', finished_at = %s, error = %s, "
                           "seq = u.seq FROM unnest(%s::text[], %s::bigint[]) AS u(id, seq) "
-                          "WHERE trials.id = u.id", (t, _CANCELLED_BEFORE_START,
+                          "WHERE trials.id = u.id", (t, CANCELLED_BEFORE_START,
                                                      *map(list, zip(*cancelled))))
             if capped:
                 c.execute("UPDATE trials SET state = 'FAILED', finished_at = %s, error = u.err, "
@@ -295,7 +264,7 @@ class PostgresStore(ResultStore):
             written = [tid for tid in ids if tid in last]
             if written:
                 tails = [dumps(epochs_to_store(checked[tid], last[tid])) for tid in written]
-                first = _reserve(c, len(written))
+                first = reserve(c, len(written))
                 c.execute("UPDATE trials SET heartbeat_at = %s, seq = %s + u.k - 1, "
                           "metrics = metrics || u.tail::jsonb FROM unnest(%s::text[], %s::text[]) "
                           "WITH ORDINALITY AS u(id, tail, k) WHERE trials.id = u.id",
@@ -314,14 +283,14 @@ class PostgresStore(ResultStore):
         def body(c: Conn) -> list[str]:
             self._require(c, ids)  # raising rolls the batch back: an unknown id finishes nothing
             # From RUNNING (the owner's, when named) to any finished state; QUEUED → CANCELLED.
-            locked = set(_lock(
+            locked = set(lock_trials(
                 c, f"t.id = ANY(%s) AND ((t.state = 'RUNNING'{owner}) OR (t.state = 'QUEUED' "
                    "AND t.id = ANY(%s)))",
                 (ids, *((worker,) if worker is not None else ()),
                  [tid for tid, st, *_ in checked if st == "CANCELLED"])))
             done = [row for row in checked if row[0] in locked]
             if done:
-                first = _reserve(c, len(done))
+                first = reserve(c, len(done))
                 c.execute("UPDATE trials SET state = u.st, result = u.res::jsonb, error = u.err, "
                           "finished_at = %s, seq = %s + u.k - 1 FROM unnest(%s::text[], "
                           "%s::text[], %s::text[], %s::text[]) WITH ORDINALITY "
@@ -337,7 +306,7 @@ class PostgresStore(ResultStore):
             self._require(c, ids)
             return {r[0] for r in c.execute(
                 "SELECT t.id FROM trials t WHERE t.id = ANY(%s) AND (t.state = 'CANCELLED' "
-                f"OR {_ALL_EXPERIMENTS_CANCELLED})", (ids,))}
+                f"OR {ALL_EXPERIMENTS_CANCELLED})", (ids,))}
         return self._db.read(body)
 
     def requeue_stale(self, timeout_s: float, as_of: float | None = None) -> list[str]:
@@ -347,8 +316,8 @@ class PostgresStore(ResultStore):
 
         def body(c: Conn) -> list[str]:
             # Waits for a row a heartbeat is writing; the recheck then finds it fresh.
-            ids = _lock(c, "t.state = 'RUNNING' AND t.heartbeat_at < %s", (cutoff,))
-            _update_each(c, "state = 'QUEUED', worker = NULL", ids)
+            ids = lock_trials(c, "t.state = 'RUNNING' AND t.heartbeat_at < %s", (cutoff,))
+            update_each(c, "state = 'QUEUED', worker = NULL", ids)
             return sorted(ids)
         return self._db.write(body)[0]
 
@@ -356,12 +325,12 @@ class PostgresStore(ResultStore):
         check_worker(worker)
 
         def body(c: Conn) -> bool:
-            ids = _lock(c, "t.id = %s AND t.state = 'RUNNING' AND t.worker = %s",
+            ids = lock_trials(c, "t.id = %s AND t.state = 'RUNNING' AND t.worker = %s",
                         (trial_id, worker))
             if not ids:
                 self._require(c, [trial_id])
                 return False
-            _update_each(c, "state = 'QUEUED', worker = NULL, heartbeat_at = NULL", ids)
+            update_each(c, "state = 'QUEUED', worker = NULL, heartbeat_at = NULL", ids)
             return True
         return self._db.write(body)[0]
 
@@ -379,40 +348,9 @@ class PostgresStore(ResultStore):
                     since: int | None = None) -> list[TrialRecord]:
         check_page(limit, offset)
         check_since_order(since, sort_by, descending)
-        where, params, order_params = [], [], []
-        if experiment_id is not None:
-            where.append("t.id IN (SELECT trial_id FROM experiment_trials "
-                         "WHERE experiment_id = %s)")
-            params.append(experiment_id)
-        states = state_list(state)
-        if states is not None:
-            where.append("t.state = ANY(%s)")
-            params.append(states)
-        if since is not None:
-            # No upper bound needed: seqs commit in order (see the module docstring).
-            where.append("t.seq > %s")
-            params.append(since)
-        direction = "DESC" if descending else "ASC"
-        if sort_by is None:
-            key = "t.seq" if since is not None else "t.created_at"
-            order = f"{key} {direction}, t.ord {direction}"
-        else:
-            path = resolve_sort_path(sort_by)
-            if "." in path:
-                column, _, rest = path.partition(".")
-                # The path is a bound parameter and the column comes from a fixed set; a
-                # stored JSON null sorts with the missing values, last.
-                expr = f"nullif(t.{column} #> %s::text[], 'null'::jsonb)"
-                order = f"{expr} IS NULL, {expr} {direction}, t.ord"
-                order_params = [rest.split("."), rest.split(".")]
-            else:
-                order = f"t.{path} IS NULL, t.{path} {direction}, t.ord"
-        sql = f"SELECT {_TRIAL_COLS} FROM trials t"
-        if where:
-            sql += " WHERE " + " AND ".join(where)
-        sql += f" ORDER BY {order} LIMIT %s OFFSET %s"
-        args = (*params, *order_params, limit, offset)
-        return self._db.read(lambda c: [_trial(r) for r in c.execute(sql, args)])
+        sql, args = trials_query(experiment_id, state_list(state), sort_by, descending, limit,
+                                 offset, since)
+        return self._db.read(lambda c: [trial_record(r) for r in c.execute(sql, args)])
 
     def rung_values(self, experiment_id: str, epoch: int, metric: str) -> list[float]:
         check_rung_args(epoch, metric)
@@ -432,12 +370,12 @@ class PostgresStore(ResultStore):
         check_held(items)
         latest = dict(items)  # held twice in one call: the latest queue
         if latest:
-            self._db.write(lambda c: c.execute(
+            self._db.write(statement(
                 "INSERT INTO held_dispatch (trial_id, queue, held_at) "
                 "SELECT u.id, u.q, %s FROM unnest(%s::text[], %s::text[]) AS u(id, q) "
                 "ON CONFLICT (trial_id) DO UPDATE SET queue = EXCLUDED.queue, "
                 "held_at = EXCLUDED.held_at, ord = DEFAULT",
-                (now(), list(latest), list(latest.values()))) and None, record=False)
+                (now(), list(latest), list(latest.values()))), record=False)
 
     def take_dispatch(self, limit: int = 500) -> list[tuple[str, str]]:
         check_take_limit(limit)
@@ -456,13 +394,13 @@ class PostgresStore(ResultStore):
                         current_trial: str | None = None, trials_done: int = 0,
                         info: dict[str, Any] | None = None) -> None:
         check_worker(name, "worker name")
-        self._db.write(lambda c: c.execute(
+        self._db.write(statement(
             "INSERT INTO workers (name, host, pid, current_trial, trials_done, last_seen, info) "
             "VALUES (%s, %s, %s, %s, %s, %s, %s::jsonb) ON CONFLICT (name) DO UPDATE SET "
             "host = EXCLUDED.host, pid = EXCLUDED.pid, current_trial = EXCLUDED.current_trial, "
             "trials_done = EXCLUDED.trials_done, last_seen = EXCLUDED.last_seen, "
             "info = EXCLUDED.info",
-            (name, host, pid, current_trial, trials_done, now(), dumps(info or {}))) and None,
+            (name, host, pid, current_trial, trials_done, now(), dumps(info or {}))),
             record=False)
 
     def list_workers(self, seen_within_s: float | None = None) -> list[WorkerRecord]:

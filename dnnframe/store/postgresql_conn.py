@@ -61,7 +61,10 @@ class PgConnections:
         if not all(p.isdigit() for p in port.split(",")):  # libpq would take it for a service
             raise StoreError(f"store URL {self.where!r} is not a valid PostgreSQL URL: "
                              f"port {port!r} is not a number")
-        conn = self._conn(create)
+        try:  # no retries here: a wrong URL is reported at once
+            conn = self._conn()
+        except psycopg.OperationalError as e:
+            raise self._connect_error(e, create) from e
         try:
             migrate(conn, self.where, create)
         except BaseException:
@@ -70,27 +73,23 @@ class PgConnections:
             raise
 
     # ------------------------------------------------------------ connections
-    def _connect(self, create: bool = True) -> psycopg.Connection:
-        try:
-            return psycopg.connect(self.url, connect_timeout=_CONNECT_TIMEOUT_S,
-                                   application_name="dnnframe")
-        except psycopg.OperationalError as e:
-            text = str(e).strip()
-            if "does not exist" in text and "database" in text:
-                hint = ("nothing has been run with this store yet?" if not create else
-                        "create it first, e.g. createdb -h HOST -U USER NAME")
-                raise StoreError(f"no store at {self.where!r}: {text} ({hint})") from e
-            raise StoreError(f"store URL {self.where!r}: PostgreSQL server unreachable: "
-                             f"{text}") from e
+    def _connect_error(self, e: psycopg.OperationalError, create: bool = True) -> StoreError:
+        text = str(e).strip()
+        if "does not exist" in text and "database" in text:
+            hint = ("nothing has been run with this store yet?" if not create else
+                    "create it first, e.g. createdb -h HOST -U USER NAME")
+            return StoreError(f"no store at {self.where!r}: {text} ({hint})")
+        return StoreError(f"store URL {self.where!r}: PostgreSQL server unreachable: {text}")
 
-    def _conn(self, create: bool = True) -> psycopg.Connection:
+    def _conn(self) -> psycopg.Connection:
         if self._closed:
             raise StoreError(f"store {self.where!r} is closed")
         local, pid = self._local, os.getpid()
         if getattr(local, "pid", None) != pid or getattr(local, "conn", None) is None:
             if getattr(local, "pid", None) != pid and getattr(local, "conn", None) is not None:
                 _FORK_ORPHANS.append(local.conn)  # inherited through fork: never touch it
-            local.conn = self._connect(create)
+            local.conn = psycopg.connect(self.url, connect_timeout=_CONNECT_TIMEOUT_S,
+                                         application_name="dnnframe")
             local.pid = pid
             with self._lock:
                 self._conns.append((pid, local.conn))
@@ -143,7 +142,13 @@ class PgConnections:
     def _attempts(self, body: Callable[[psycopg.Connection], Any], op: str | None,
                   encode: Callable[[Any], Any] | None = None) -> Any:
         for attempt in range(_RETRIES):
-            conn = self._conn()
+            try:  # a server restarting refuses connections for a while: wait for it
+                conn = self._conn()
+            except psycopg.OperationalError as e:
+                if attempt == _RETRIES - 1:
+                    raise self._connect_error(e) from e
+                _backoff(attempt)
+                continue
             try:
                 if attempt and op is not None:
                     row = conn.execute("SELECT answer FROM applied_ops WHERE op = %s",
