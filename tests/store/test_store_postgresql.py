@@ -1,13 +1,22 @@
 """PostgreSQL-specific behaviour, on the machine's real server (each test in a database of its
-own): lost answers and connections, the change cursor behind a write in flight, claims from
-several processes, schema migrations, unreachable servers and foreign databases."""
+own): answers lost after commit, connections killed, a server restarting (on a cluster the
+test starts), the change cursor behind a write in flight, fork, schema migrations,
+unreachable servers and foreign databases. Several processes racing over the same trials:
+test_store_sqlite_files.py, which runs on PostgreSQL too."""
 
 from __future__ import annotations
 
+import functools
+import glob
 import os
+import shutil
+import socket
+import subprocess
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -20,7 +29,7 @@ from store_support import (
 from test_store_retries import WRITES, _answer, _contents
 
 from dnnframe.exceptions import SchemaVersionError, StoreCorruptError, StoreError
-from dnnframe.store import TrialState, open_store
+from dnnframe.store import TrialState, open_store, postgresql_conn
 from dnnframe.store import postgresql_schema as schema
 
 
@@ -40,6 +49,41 @@ def new_db() -> Iterator[Callable[[], str]]:
     yield make
     for name in names:
         drop_postgresql_database(name)
+
+
+@pytest.fixture
+def private_cluster() -> Iterator[tuple[str, Callable[[], None], Callable[[], None]]]:
+    """A PostgreSQL cluster of this test's own, never the machine's shared one, on a free
+    port: ``(url, start, stop)``; stopped and deleted afterwards."""
+    initdb = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"))
+    if not initdb:
+        pytest.skip("no PostgreSQL server binaries (Debian's postgresql package) here")
+    pg_ctl = str(Path(initdb[-1]).parent / "pg_ctl")
+    as_owner = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
+    home = Path(tempfile.mkdtemp(prefix="dnnframe-pg-"))
+    if as_owner:
+        shutil.chown(home, "postgres", "postgres")
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    data, log = home / "data", home / "server.log"
+
+    def ctl(*args: str) -> None:
+        subprocess.run([*as_owner, pg_ctl, "-D", str(data), "-l", str(log), "-w", "-t", "60",
+                        *args], check=True, capture_output=True, timeout=90)
+
+    subprocess.run([*as_owner, initdb[-1], "-D", str(data), "-U", "postgres", "--auth=trust"],
+                   check=True, capture_output=True, timeout=120)
+    start = functools.partial(ctl, "-o", f"-c listen_addresses=127.0.0.1 -p {port} "
+                              f"-c unix_socket_directories={home}", "start")
+    stop = functools.partial(ctl, "-m", "fast", "stop")
+    start()
+    try:
+        yield f"postgresql://postgres@127.0.0.1:{port}/postgres", start, stop
+    finally:
+        subprocess.run([*as_owner, pg_ctl, "-D", str(data), "-m", "immediate", "stop"],
+                       capture_output=True, timeout=90)
+        shutil.rmtree(home, ignore_errors=True)
 
 
 def _wait_for(condition: Callable[[], bool], what: str, timeout_s: float = 30.0) -> None:
@@ -104,6 +148,30 @@ def test_a_connection_killed_by_the_server_is_replaced(new_db):
                 "datname = current_database() AND application_name = 'dnnframe'").fetchall()
         assert killed and all(ok for ok, in killed)
         assert [r.id for r in s.claim_trials(["a", "b"], "w")] == ["a", "b"]
+        assert s.get_experiment("e").counts == {"RUNNING": 2}
+
+
+def test_a_call_waits_for_its_server_to_restart(private_cluster, monkeypatch):
+    url, start, stop = private_cluster
+    refused = threading.Event()
+    real_backoff = postgresql_conn._backoff
+
+    def backoff(attempt: int) -> None:
+        refused.set()
+        real_backoff(attempt)
+
+    monkeypatch.setattr(postgresql_conn, "_backoff", backoff)
+    with open_store(url) as s:
+        s.create_experiment("e", "e", {}, 2)
+        s.create_trials("e", [("a", {}), ("b", {})])
+        stop()  # ends the store's connection too
+        answer: dict[str, Any] = {}
+        call = threading.Thread(target=lambda: answer.update(won=s.claim_trials(["a", "b"], "w")))
+        call.start()
+        _wait_for(refused.is_set, "the call to find the server gone")
+        start()
+        call.join(timeout=120)
+        assert [r.id for r in answer["won"]] == ["a", "b"]
         assert s.get_experiment("e").counts == {"RUNNING": 2}
 
 
