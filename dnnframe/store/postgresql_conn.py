@@ -50,7 +50,8 @@ class PgConnections:
         self.where = redact(url)
         self._local = threading.local()
         self._lock = threading.Lock()
-        self._conns: list[tuple[int, psycopg.Connection]] = []
+        # (pid, thread, connection) of every connection opened, to close them all
+        self._conns: list[tuple[int, threading.Thread, psycopg.Connection]] = []
         self._closed = False
         self._writes = 0
         try:
@@ -91,8 +92,16 @@ class PgConnections:
             local.conn = psycopg.connect(self.url, connect_timeout=_CONNECT_TIMEOUT_S,
                                          application_name="dnnframe")
             local.pid = pid
+            # A thread per request (a threaded web server) would leave a server process
+            # behind for each: close the connections of this process's finished threads.
             with self._lock:
-                self._conns.append((pid, local.conn))
+                done = [c for p, t, c in self._conns if p == pid and not t.is_alive()]
+                self._conns = [(p, t, c) for p, t, c in self._conns
+                               if not (p == pid and not t.is_alive())]
+                self._conns.append((pid, threading.current_thread(), local.conn))
+            for c in done:
+                with contextlib.suppress(Exception):
+                    c.close()
         return local.conn
 
     def _discard(self, conn: psycopg.Connection) -> None:
@@ -100,13 +109,13 @@ class PgConnections:
         with contextlib.suppress(Exception):
             conn.close()
         with self._lock:
-            self._conns = [(p, c) for p, c in self._conns if c is not conn]
+            self._conns = [(p, t, c) for p, t, c in self._conns if c is not conn]
         self._local.conn = None
 
     def close(self) -> None:
         pid = os.getpid()
         with self._lock:
-            mine = [c for p, c in self._conns if p == pid]
+            mine = [c for p, _, c in self._conns if p == pid]
             self._conns = []
         for c in mine:
             with contextlib.suppress(Exception):

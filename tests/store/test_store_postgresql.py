@@ -175,6 +175,21 @@ def test_a_call_waits_for_its_server_to_restart(private_cluster, monkeypatch):
         assert s.get_experiment("e").counts == {"RUNNING": 2}
 
 
+def test_threads_that_ended_leave_no_connection_behind(new_db):
+    with open_store(new_db()) as s:
+        s.create_experiment("e", "e", {}, 0)
+        for _ in range(12):  # a thread per request, as a threaded web server runs
+            t = threading.Thread(target=s.list_experiments)
+            t.start()
+            t.join(timeout=60)
+        s.list_trials()  # this thread's connection; the ended threads' ones are closed
+        with psycopg.connect(s.url, autocommit=True) as watch:
+            _wait_for(lambda: watch.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                "AND application_name = 'dnnframe'").fetchone()[0] <= 2,
+                "the ended threads' connections to close")
+
+
 def test_a_cursor_reader_never_passes_a_write_still_in_flight(new_db):
     with open_store(new_db()) as s:
         s.create_experiment("e", "e", {}, 2)
