@@ -26,7 +26,7 @@ def postgresql_unreachable() -> str | None:
     try:
         psycopg.connect(POSTGRESQL_URL, connect_timeout=3, autocommit=True).close()
     except psycopg.Error as e:
-        return (f"no PostgreSQL server answers at {POSTGRESQL_URL} ({str(e).strip()}); "
+        return (f"no PostgreSQL server answers at {POSTGRESQL_URL} ({' '.join(str(e).split())}); "
                 ".ci/run installs and starts one, or set DNNFRAME_TEST_POSTGRESQL_URL")
     return None
 
