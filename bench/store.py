@@ -24,16 +24,24 @@ Usage::
 Prints milliseconds per trial and ratios against Optuna's SQLite RDBStorage (target: the
 SQLite backend at least 5x faster per trial than Optuna's SQLite storage), then batched vs
 one by one (target: batched at least 10x cheaper per trial on SQLite).
+
+With a PostgreSQL server (``--postgresql-url``, default the local one at 127.0.0.1:5432 as
+user postgres), the PostgreSQL backend is measured beside SQLite and beside Optuna's
+RDBStorage on the same server (``postgresql+psycopg://``), each run in scratch databases
+it creates and drops; without one those rows are left out, saying why.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
+import os
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+import uuid
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -151,6 +159,48 @@ def bench_optuna(make_storage: Callable[[], object], n: int) -> float:
     return elapsed / n
 
 
+class PgScratch:
+    """Scratch databases on a PostgreSQL server, all dropped by :meth:`drop_all`."""
+
+    def __init__(self, admin_url: str):
+        import psycopg
+
+        self._psycopg = psycopg
+        self.admin_url = admin_url
+        self.names: list[str] = []
+        psycopg.connect(admin_url, connect_timeout=3).close()  # raises when unreachable
+
+    def new(self) -> str:
+        """A new empty database's URL (``postgresql://...``)."""
+        name = f"dnnframe_bench_{uuid.uuid4().hex[:10]}"
+        with self._psycopg.connect(self.admin_url, autocommit=True) as c:
+            c.execute(f'CREATE DATABASE "{name}"')
+        self.names.append(name)
+        return self.admin_url.rsplit("/", 1)[0] + "/" + name
+
+    def drop_all(self) -> None:
+        with self._psycopg.connect(self.admin_url, autocommit=True) as c:
+            for name in self.names:
+                c.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        self.names = []
+
+
+@contextlib.contextmanager
+def pg_scratch(admin_url: str) -> Iterator[PgScratch | None]:
+    """A :class:`PgScratch` on ``admin_url``, or None (said why) when it cannot be reached."""
+    try:
+        scratch = PgScratch(admin_url)
+    except Exception as e:  # noqa: BLE001 - any failure just leaves the rows out
+        print(f"no PostgreSQL server at {admin_url} ({str(e).strip()[:200]}): "
+              "skipping the PostgreSQL rows")
+        yield None
+        return
+    try:
+        yield scratch
+    finally:
+        scratch.drop_all()
+
+
 def main() -> None:
     """Run every backend and print the side-by-side table."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -161,8 +211,19 @@ def main() -> None:
     ap.add_argument("--pack-size", type=int, default=100, help="trials per batched call")
     ap.add_argument("--epochs-per-write", type=int, default=10,
                     help="epochs per metrics call in the grouped column")
+    ap.add_argument("--postgresql-url", default=os.environ.get(
+                        "DNNFRAME_BENCH_POSTGRESQL_URL",
+                        "postgresql://postgres@127.0.0.1:5432/postgres"),
+                    help="a PostgreSQL server's maintenance database URL, on which scratch "
+                         "databases are created and dropped")
     args = ap.parse_args()
     logging.getLogger("sqlalchemy").setLevel(logging.WARNING)
+    with pg_scratch(args.postgresql_url) as pg:
+        run_all(args, pg)
+
+
+def run_all(args: argparse.Namespace, pg: PgScratch | None) -> None:
+    """Every row of both tables."""
     tmp = Path(tempfile.mkdtemp(prefix="dnnframe-bench-"))
     rows: list[tuple[str, int, float]] = []
     rows.append(("dnnframe sqlite (WAL)", args.trials,
@@ -173,6 +234,9 @@ def main() -> None:
                      bench_dnnframe(f"mongomock://bench/bench{time.time_ns()}", args.trials)))
     except ImportError:
         print("mongomock not installed: skipping the mongomock row")
+    if pg is not None:
+        rows.append(("dnnframe postgresql (local)", args.trials,
+                     bench_dnnframe(pg.new(), args.trials)))
     try:
         from optuna.storages import JournalStorage, RDBStorage
         from optuna.storages.journal import JournalFileBackend
@@ -185,6 +249,10 @@ def main() -> None:
         rows.append(("optuna JournalFileBackend", args.optuna_trials,
                      bench_optuna(lambda: JournalStorage(
                          JournalFileBackend(str(tmp / "optuna.log"))), args.optuna_trials)))
+        if pg is not None:
+            optuna_url = pg.new().replace("postgresql://", "postgresql+psycopg://", 1)
+            rows.append(("optuna RDBStorage postgresql", args.optuna_trials,
+                         bench_optuna(lambda: RDBStorage(optuna_url), args.optuna_trials)))
     ours = rows[0][2]
     ref = next((r[2] for r in rows if r[0] == "optuna RDBStorage sqlite"), None)
     print(f"\nper-trial store overhead: create + claim + {EPOCHS} metric appends + finish")
@@ -197,10 +265,17 @@ def main() -> None:
         verdict = "meets" if ref / ours >= 5 else "MISSES"
         print(f"\nSQLite backend is {ref / ours:.1f}x faster per trial than Optuna's SQLite "
               f"RDBStorage ({verdict} the >= 5x target)")
-    batch_rows(tmp, args.batch_trials, args.pack_size, args.epochs_per_write)
+    named = {name: sec for name, _, sec in rows}
+    if {"dnnframe postgresql (local)", "optuna RDBStorage postgresql"} <= set(named):
+        ours_pg = named["dnnframe postgresql (local)"]
+        print(f"PostgreSQL backend is {named['optuna RDBStorage postgresql'] / ours_pg:.1f}x "
+              "faster per trial than Optuna's RDBStorage on the same server, and costs "
+              f"{ours_pg / ours:.1f}x the SQLite backend's time per trial")
+    batch_rows(tmp, args.batch_trials, args.pack_size, args.epochs_per_write, pg)
 
 
-def batch_rows(tmp: Path, n: int, pack: int, per_write: int) -> None:
+def batch_rows(tmp: Path, n: int, pack: int, per_write: int,
+               pg: PgScratch | None = None) -> None:
     """Batched vs one-by-one per backend, measured in the same run, printed side by side:
     batched with one epoch per metrics call, and with ``per_write`` epochs per call (the
     pack runner writes a pack's curves at most once a second, so a pack of tiny trials
@@ -217,6 +292,8 @@ def batch_rows(tmp: Path, n: int, pack: int, per_write: int) -> None:
                      lambda tag: f"mongomock://batch/{tag}{time.time_ns()}", max(pack, n // 10)))
     except ImportError:
         pass
+    if pg is not None:
+        urls.append(("postgresql (local)", lambda tag: pg.new(), n))
     print(f"\nper-trial store cost: create + claim + {BATCH_EPOCHS} metric appends + finish "
           f"(ms per trial; packs of {pack} trials per batched call; 'grouped': {per_write} "
           "epochs per metrics call)")

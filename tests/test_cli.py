@@ -314,7 +314,7 @@ def test_ls_never_cuts_ids_at_80_columns(tmp_path):
 
 @pytest.mark.parametrize("url, message", [
     ("sqlite:////nonexistent-dir/sub/x.db", "does not exist"),
-    ("postgres://db/x", "not supported"),
+    ("mysql://db/x", "not supported"),
     ("sqlite:///{tmp}/corrupt.db", "not a SQLite database"),
 ])
 def test_bad_store_is_a_clear_error_not_a_traceback(tmp_path, url, message):

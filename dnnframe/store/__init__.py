@@ -34,8 +34,9 @@ def open_store(url: str | ResultStore | None = None, create: bool = True) -> Res
     """Turn ``None`` (the default URL), a URL or a store instance into a ResultStore.
 
     URLs: ``sqlite:///relative.db``, ``sqlite:////absolute/path.db``, ``mongodb://host/db``
-    (``mongodb+srv://`` too; database defaults to ``dnnframe``), ``mongomock://`` (an
-    in-process fake MongoDB, tests only).
+    (``mongodb+srv://`` too; database defaults to ``dnnframe``),
+    ``postgresql://user:password@host:5432/database`` (the database must exist; its tables
+    are created on first use), ``mongomock://`` (an in-process fake MongoDB, tests only).
 
     With ``create=False`` (read-only commands) a store that does not exist yet is an error
     instead of being created: a mistyped path must not leave an empty database behind.
@@ -61,5 +62,10 @@ def open_store(url: str | ResultStore | None = None, create: bool = True) -> Res
         from .mongodb import MongoStore
 
         return MongoStore.from_url(url, create=create)
+    if url.startswith(("postgresql://", "postgres://")):
+        from .postgresql import PostgresStore
+
+        return PostgresStore(url, create=create)
     raise StoreError(f"store URL {url!r} is not supported: use sqlite:///path/to/file.db, "
-                     "mongodb://host:port/database or mongomock:// (tests)")
+                     "mongodb://host:port/database, postgresql://user:password@host:5432/database "
+                     "or mongomock:// (tests)")

@@ -5,7 +5,13 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from store_support import BACKENDS, store_url
+from store_support import (
+    BACKENDS,
+    create_postgresql_database,
+    drop_postgresql_database,
+    postgresql_unreachable,
+    store_url,
+)
 
 from dnnframe.store import ResultStore, open_store
 
@@ -16,8 +22,18 @@ def backend(request) -> str:
 
 
 @pytest.fixture
-def url(backend, tmp_path) -> str:
-    return store_url(backend, tmp_path)
+def url(backend, tmp_path) -> Iterator[str]:
+    if backend != "postgresql":
+        yield store_url(backend, tmp_path)
+        return
+    reason = postgresql_unreachable()
+    if reason:
+        pytest.skip(reason)
+    name, db_url = create_postgresql_database()
+    try:
+        yield db_url
+    finally:
+        drop_postgresql_database(name)
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
-from store_support import MONGODB_URL, store_url
+from store_support import MONGODB_URL
 
 from dnnframe.exceptions import SchemaVersionError, StoreCorruptError, StoreError
 from dnnframe.store import SCHEMA_VERSION, TrialState, open_store
@@ -86,7 +86,7 @@ def test_empty_file_is_initialised(tmp_path):
     ("sqlite:///{tmp}", "is a directory"),
     ("sqlite:///:memory:", "in-memory"),
     ("sqlite://relative.db", "sqlite:///relative/path.db"),
-    ("postgres://db/x", "not supported"),
+    ("mysql://db/x", "not supported"),
 ])
 def test_bad_urls_name_the_url(tmp_path, url, message):
     url = url.format(tmp=tmp_path)
@@ -146,11 +146,10 @@ def _worker(url: str, name: str, ids: list[str], out, barrier) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("backend", ["sqlite"] + (["mongodb"] if MONGODB_URL else []))
-def test_processes_claim_and_finish_each_trial_exactly_once(tmp_path, backend):
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"] + (["mongodb"] if MONGODB_URL else []))
+def test_processes_claim_and_finish_each_trial_exactly_once(url, backend):
     """4 processes race over the same 200 trials (each walks the list from a different
     starting point); every trial must end COMPLETE exactly once, by the worker that won it."""
-    url = store_url(backend, tmp_path)
     n, procs = 200, 4
     with open_store(url) as s:
         s.create_experiment("race", "race", {}, n)

@@ -1,0 +1,97 @@
+"""SQL shared by the PostgreSQL store's methods (see postgresql.py for the locking rules)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import psycopg
+
+from .records import TrialRecord, TrialState
+from .sorting import resolve_sort_path
+
+Conn = psycopg.Connection
+TRIAL_COLS = ("t.id, t.state, t.config, t.result, t.metrics, t.error, t.worker, t.attempts, "
+              "t.created_at, t.started_at, t.finished_at, t.heartbeat_at, t.seq, "
+              "ARRAY(SELECT experiment_id FROM experiment_trials WHERE trial_id = t.id "
+              "ORDER BY experiment_id)")
+EXP_COLS = "id, name, spec, n_trials, created_at, cancel_requested"
+# A trial counts as cancelled when it has experiments and none of them is still live.
+ALL_EXPERIMENTS_CANCELLED = (
+    "(EXISTS (SELECT 1 FROM experiment_trials WHERE trial_id = t.id) AND NOT EXISTS "
+    "(SELECT 1 FROM experiment_trials et JOIN experiments e ON e.id = et.experiment_id "
+    "WHERE et.trial_id = t.id AND NOT e.cancel_requested))")
+CANCELLED_BEFORE_START = "experiment cancelled before the trial started"
+
+
+def trial_record(row: tuple) -> TrialRecord:
+    return TrialRecord(
+        id=row[0], state=TrialState(row[1]), config=row[2], result=row[3], metrics=row[4],
+        error=row[5], worker=row[6], attempts=row[7], created_at=row[8], started_at=row[9],
+        finished_at=row[10], heartbeat_at=row[11], seq=row[12], experiment_ids=list(row[13]))
+
+
+def statement(sql: str, params: tuple) -> Any:
+    """A transaction body running one statement, answering nothing."""
+    def body(c: Conn) -> None:
+        c.execute(sql, params)
+    return body
+
+
+def reserve(c: Conn, n: int) -> int:
+    """Take ``n`` seqs (the counter row stays locked until commit); returns the first."""
+    return c.execute("UPDATE change_counter SET value = value + %s RETURNING value",
+                     (n,)).fetchone()[0] - n + 1
+
+
+def update_each(c: Conn, assignments: str, ids: list[str], params: tuple = ()) -> None:
+    """``SET assignments`` on each of ``ids`` (locked already), each with its own seq in
+    the order given: a cursor reader paging with a limit never meets a tie."""
+    if ids:
+        first = reserve(c, len(ids))
+        c.execute(f"UPDATE trials SET {assignments}, seq = %s + u.k - 1 FROM unnest(%s::text[]) "
+                  "WITH ORDINALITY AS u(id, k) WHERE trials.id = u.id", (*params, first, ids))
+
+
+def lock_trials(c: Conn, where: str, params: tuple) -> list[str]:
+    """Lock the trials matching ``where`` in id order; their ids in creation order."""
+    rows = c.execute(f"SELECT t.id, t.ord FROM trials t WHERE {where} ORDER BY t.id "
+                     "FOR NO KEY UPDATE OF t", params).fetchall()
+    return [r[0] for r in sorted(rows, key=lambda r: r[1])]
+
+
+def trials_query(experiment_id: str | None, states: list[str] | None, sort_by: str | None,
+                 descending: bool, limit: int | None, offset: int,
+                 since: int | None) -> tuple[str, tuple]:
+    """The SELECT of ``list_trials`` (arguments checked already) and its parameters."""
+    where, params, order_params = [], [], []
+    if experiment_id is not None:
+        where.append("t.id IN (SELECT trial_id FROM experiment_trials "
+                     "WHERE experiment_id = %s)")
+        params.append(experiment_id)
+    if states is not None:
+        where.append("t.state = ANY(%s)")
+        params.append(states)
+    if since is not None:
+        # No upper bound needed: seqs commit in order (see postgresql.py).
+        where.append("t.seq > %s")
+        params.append(since)
+    direction = "DESC" if descending else "ASC"
+    if sort_by is None:
+        key = "t.seq" if since is not None else "t.created_at"
+        order = f"{key} {direction}, t.ord {direction}"
+    else:
+        path = resolve_sort_path(sort_by)
+        if "." in path:
+            column, _, rest = path.partition(".")
+            # The path is a bound parameter and the column comes from a fixed set; a
+            # stored JSON null sorts with the missing values, last.
+            expr = f"nullif(t.{column} #> %s::text[], 'null'::jsonb)"
+            order = f"{expr} IS NULL, {expr} {direction}, t.ord"
+            order_params = [rest.split("."), rest.split(".")]
+        else:
+            order = f"t.{path} IS NULL, t.{path} {direction}, t.ord"
+    sql = f"SELECT {TRIAL_COLS} FROM trials t"
+    if where:
+        sql += " WHERE " + " AND ".join(where)
+    sql += f" ORDER BY {order} LIMIT %s OFFSET %s"
+    return sql, (*params, *order_params, limit, offset)
