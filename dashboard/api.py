@@ -17,14 +17,18 @@ from dnnframe.store.base import resolve_sort_path
 from .context import services
 from .errors import APIError
 from .forms import check_form
+from .importance import DEFAULT_EVALUATOR, EVALUATORS, cached_importances
 from .openapi import openapi_document
 from .security import require_token
 from .service import (
+    METRIC_NAME,
     SORT_KEYS,
     TRIAL_STATES,
     check_web_spec,
     experiment_json,
+    guess_mode,
     read_json_body,
+    spec_yaml,
     submit_spec,
     trial_json,
 )
@@ -254,6 +258,61 @@ def _sort_arg() -> str | None:
     except ValueError as exc:
         raise APIError(400, str(exc), [{"path": "sort", "message": rule}]) from None
     return sort
+
+
+@bp.get("/experiments/<experiment_id>/importance")
+def importance(experiment_id: str) -> Any:
+    """Each parameter the experiment's complete trials vary → its importance for a metric
+    (Optuna's fANOVA by default), normalised to sum to 1."""
+    store = services().store
+    exp = store.get_experiment(experiment_id)
+    objective, objective_mode = exp.objective
+    metric = request.args.get("metric") or objective
+    if not METRIC_NAME.fullmatch(metric):
+        raise APIError(
+            400,
+            f"metric must be a plain name (letters, digits, _), but got {metric[:100]!r}",
+            [{"path": "metric", "message": "must be a plain name"}],
+        )
+    default_mode = objective_mode if metric == objective else guess_mode(metric)
+    mode = (request.args.get("mode") or default_mode).lower()
+    if mode not in ("max", "min"):
+        raise APIError(
+            400,
+            f"mode must be max or min, but got {mode!r}",
+            [{"path": "mode", "message": "must be max or min"}],
+        )
+    evaluator = (request.args.get("evaluator") or DEFAULT_EVALUATOR).lower()
+    if evaluator not in EVALUATORS:
+        raise APIError(
+            400,
+            f"evaluator must be one of {', '.join(EVALUATORS)}, but got {evaluator[:100]!r}",
+            [{"path": "evaluator", "message": f"must be one of {', '.join(EVALUATORS)}"}],
+        )
+    body = cached_importances(store, experiment_id, metric, mode, evaluator)
+    return jsonify(
+        {"experiment_id": experiment_id, "metric": metric, "mode": mode, "evaluator": evaluator,
+         **body}
+    )
+
+
+@bp.get("/experiments/<experiment_id>/spec")
+def experiment_spec(experiment_id: str) -> Response:
+    """The experiment's spec as stored, in JSON (what POST /experiments takes) or YAML (what
+    ``dnnframe run`` takes); either submits the same experiment again."""
+    fmt = (request.args.get("format") or "json").lower()
+    if fmt not in ("json", "yaml"):
+        raise APIError(
+            400,
+            f"format must be json or yaml, but got {fmt[:100]!r}",
+            [{"path": "format", "message": "must be json or yaml"}],
+        )
+    spec = services().store.get_experiment(experiment_id).spec
+    if fmt == "json":
+        return jsonify(spec)
+    response = Response(spec_yaml(spec), mimetype="application/yaml")
+    response.headers["Content-Disposition"] = f'inline; filename="{experiment_id}.yaml"'
+    return response
 
 
 @bp.get("/experiments/<experiment_id>/export")

@@ -10,6 +10,7 @@ from typing import Any
 from dnnframe import __version__
 from dnnframe.spec import spec_json_schema
 
+from .importance import EVALUATORS
 from .service import SORT_KEYS, TRIAL_STATES
 
 
@@ -77,6 +78,29 @@ def _document() -> str:
     schemas.update(
         {
             "Object": {"type": "object"},
+            "Importance": {
+                "type": "object",
+                "required": ["experiment_id", "metric", "mode", "evaluator", "importances"],
+                "properties": {
+                    "experiment_id": {"type": "string"},
+                    "metric": {"type": "string"},
+                    "mode": {"type": "string", "enum": ["max", "min"]},
+                    "evaluator": {"type": "string", "enum": list(EVALUATORS)},
+                    "importances": {
+                        "type": "object",
+                        "additionalProperties": {"type": "number"},
+                        "description": "parameter → importance",
+                    },
+                    "ranking": {
+                        "type": "array",
+                        "items": {"type": "string"},
+                        "description": "the parameters, most important first",
+                    },
+                    "params": {"type": "array", "items": {"type": "string"}},
+                    "n_trials": {"type": "integer"},
+                    "note": {"type": "string"},
+                },
+            },
             "Error": {
                 "type": "object",
                 "required": ["status", "error", "message"],
@@ -282,6 +306,69 @@ def _document() -> str:
                     ),
                 ],
                 "responses": {"200": _resp("trials and the next cursor"), **_errors(400, 404)},
+            }
+        },
+        "/experiments/{experiment_id}/importance": {
+            "get": {
+                "summary": "Parameter importance: each parameter the complete trials vary → "
+                "its share of the metric's variation (Optuna's evaluators; sums to 1)",
+                "operationId": "getImportance",
+                "parameters": [
+                    _EXP_ID,
+                    _param(
+                        "metric",
+                        "query",
+                        {"type": "string", "pattern": "^[A-Za-z_][A-Za-z0-9_]{0,99}$"},
+                        "a final metric the trials recorded (default: the objective), or "
+                        "train_seconds, compile_seconds, total_seconds, epochs_run, n_params",
+                    ),
+                    _param(
+                        "mode",
+                        "query",
+                        {"type": "string", "enum": ["max", "min"]},
+                        "which way is better (default: the objective's, else max for "
+                        "accuracies and min otherwise)",
+                    ),
+                    _param(
+                        "evaluator",
+                        "query",
+                        {"type": "string", "enum": list(EVALUATORS)},
+                        "Optuna importance evaluator (default fanova)",
+                    ),
+                ],
+                "responses": {
+                    "200": _resp(
+                        "importances (empty, with a note, while fewer than two complete "
+                        "trials have the metric)",
+                        "Importance",
+                    ),
+                    **_errors(400, 404),
+                },
+            }
+        },
+        "/experiments/{experiment_id}/spec": {
+            "get": {
+                "summary": "The stored spec: JSON for POST /experiments, YAML for dnnframe run",
+                "operationId": "getExperimentSpec",
+                "parameters": [
+                    _EXP_ID,
+                    _param(
+                        "format",
+                        "query",
+                        {"type": "string", "enum": ["json", "yaml"]},
+                        "file format (default json)",
+                    ),
+                ],
+                "responses": {
+                    "200": {
+                        "description": "the spec",
+                        "content": {
+                            **_json("ExperimentSpec"),
+                            "application/yaml": {"schema": {"type": "string"}},
+                        },
+                    },
+                    **_errors(400, 404),
+                },
             }
         },
         "/experiments/{experiment_id}/export": {

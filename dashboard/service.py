@@ -5,8 +5,10 @@ of store records. Views stay thin; everything here raises :class:`APIError` or d
 from __future__ import annotations
 
 import csv
+import re
 from typing import Any
 
+import yaml
 from flask import current_app
 
 from dnnframe.datasets import parse_csv, upload_path
@@ -17,12 +19,13 @@ from dnnframe.search.driver import is_driven
 from dnnframe.spec import ExperimentSpec, count_trials, parse_spec
 from dnnframe.spec.models import SearchConfig
 from dnnframe.store import TrialState
-from dnnframe.store.rows import METRICS, trial_row
+from dnnframe.store.rows import METRICS
 from dnnframe.store.sorting import SORT_ALIASES, SORT_COLUMNS
 from dnnframe.submit import submit_experiment
 
 from .context import services
 from .errors import APIError
+from .params import RESULT_VALUES, TIMING_VALUES, trial_params, trial_values
 
 # --------------------------------------------------------------------------- specs
 
@@ -236,12 +239,26 @@ def submit_spec(spec: Any) -> tuple[Any, bool]:
 
 # --------------------------------------------------------------------------- JSON views
 
-PARAM_KEYS = ("hidden_layers", "width", "activation", "optimizer", "learning_rate",
-              "batch_size", "max_epochs", "seed", "dataset")
 FINAL_METRICS = METRICS  # the final metrics every trial records
+# what trial_values measures besides the final metrics (the JSON has them as their own fields)
+NOT_METRICS = frozenset((*TIMING_VALUES, *RESULT_VALUES))
 TRIAL_STATES = tuple(state.value for state in TrialState)
 # short sort keys: store columns, timing aliases and the final metrics every trial records
 SORT_KEYS = frozenset((*SORT_COLUMNS, *SORT_ALIASES, *FINAL_METRICS))
+
+
+METRIC_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,99}")
+
+
+def guess_mode(metric: str) -> str:
+    """Whether a larger ``metric`` is better ("max": accuracies, R²) or a smaller one ("min":
+    losses, errors, seconds)."""
+    return "max" if metric.endswith(("accuracy", "r2", "auc", "f1")) else "min"
+
+
+def spec_yaml(spec: dict[str, Any]) -> str:
+    """A stored spec as YAML in the spec's own key order, ready for ``dnnframe run``."""
+    return yaml.safe_dump(spec, sort_keys=False, allow_unicode=True)
 
 
 def _state(value: Any) -> str:
@@ -292,49 +309,57 @@ def search_json(spec: dict[str, Any]) -> dict[str, Any]:
             "rungs": rungs(search.min_epochs, max_epochs, search.eta) if on else []}
 
 
+# Finished states other than COMPLETE, in the order the status text names them.
+_OUTCOMES = (("FAILED", "failed"), ("DIVERGED", "diverged"), ("PRUNED", "pruned"),
+             ("CANCELLED", "cancelled"))
+
+
 def status_text(status: str, counts: dict[str, int], n_trials: int) -> str:
-    """The experiment's status in words, saying how many trials failed once it is over, and
-    how many ASHA pruned."""
+    """The experiment's status in words; once trials are over it says how many of them
+    failed, diverged, were pruned or cancelled, so a full bar never hides an outcome."""
     failed = counts.get("FAILED", 0)
-    pruned = counts.get("PRUNED", 0)
+    others = [f"{counts[k]} {word}" for k, word in _OUTCOMES if counts.get(k)]
     if status == "FAILED":
         return f"failed: all {failed} trials failed" if failed != 1 else "failed: the trial failed"
-    if status == "COMPLETE_WITH_FAILURES":
-        text = f"finished, {failed} of {n_trials} failed"
-        return text + (f", {pruned} pruned" if pruned else "")
-    if status == "COMPLETE" and pruned:
-        return f"finished, {pruned} of {n_trials} pruned"
+    if status in ("COMPLETE", "COMPLETE_WITH_FAILURES") and others:
+        return f"finished, {others[0].replace(' ', f' of {n_trials} ', 1)}" + "".join(
+            ", " + o for o in others[1:]
+        )
+    if status == "CANCELLED":
+        complete = counts.get("COMPLETE", 0)
+        return f"cancelled: {complete} of {n_trials} complete" + "".join(", " + o for o in others)
     return {"COMPLETE": "finished"}.get(status, status.lower())
 
 
 def trial_json(trial: Any, history: bool = False, full: bool = False) -> dict[str, Any]:
-    """A trial as JSON: flat hyperparameters and final metrics for tables and charts."""
-    row = trial_row(trial)  # the one flattening of a trial, shared with reports and exports
+    """A trial as JSON for tables and charts: every configured value (``params``) and every
+    number it recorded (``metrics``: final metrics, timings, epochs run, parameter count)."""
     result = trial.result or {}
+    values = trial_values(result)
     last = trial.metrics[-1] if trial.metrics else {}
     out: dict[str, Any] = {
         "id": trial.id,
         "state": _state(trial.state),
         "seq": trial.seq,
-        "params": {k: row[k] for k in PARAM_KEYS},
-        "metrics": {k: row[k] for k in FINAL_METRICS if row.get(k) is not None},
+        "params": trial_params(trial.config),
+        "metrics": {k: v for k, v in values.items() if k not in NOT_METRICS},
         "epoch": last.get("epoch") if last else None,
         "epochs_run": result.get("epochs_run", len(trial.metrics)),
-        "train_seconds": row["train_seconds"],
-        "compile_seconds": row["compile_seconds"],
-        "total_seconds": row["total_seconds"],
-        "n_params": row["n_params"],
+        "train_seconds": values.get("train_seconds"),
+        "compile_seconds": values.get("compile_seconds"),
+        "total_seconds": values.get("total_seconds"),
+        "n_params": result.get("n_params"),
         "worker": trial.worker,
         "attempts": trial.attempts,
         "started_at": trial.started_at,
         "finished_at": trial.finished_at,
     }
-    if not out["metrics"] and last:
+    if not result.get("metrics") and last:
         # a running trial shows its latest epoch so the table moves before it finishes
         out["metrics"] = {
             k: last[k]
             for k in ("val_accuracy", "val_loss", "train_accuracy", "train_loss")
-            if k in last
+            if k in last and last[k] is not None
         }
     if history or full:
         out["history"] = list(trial.metrics)

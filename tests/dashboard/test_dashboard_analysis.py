@@ -1,0 +1,134 @@
+"""The analysis endpoints through Flask's test client: parameter importance, the stored spec,
+every recorded parameter and metric in the trial JSON, and status words that name outcomes."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from dnnframe.spec import parse_spec
+from dnnframe.store.base import TrialState
+
+# learning rate decides the accuracy; depth and seed barely move it
+LR_SPEC = {
+    "name": "lr-matters",
+    "dataset": {"name": "iris"},
+    "model": {"hidden_layers": {"grid": [1, 2, 3]}, "width": 4},
+    "training": {"max_epochs": 2, "learning_rate": {"grid": [0.001, 0.01, 0.1]}},
+    "search": {"seeds": 2},
+}
+REGRESSION_SPEC = {
+    "name": "regress",
+    "dataset": {"name": "diabetes"},
+    "model": {"hidden_layers": {"grid": [1, 2]}, "width": 4, "loss": "squared_error"},
+    "training": {"max_epochs": 2},
+    "search": {"seeds": 1},
+}
+
+
+def _finish(store, trial_id, metrics, state=TrialState.COMPLETE, seconds=1.0):
+    assert store.claim_trial(trial_id, "w1") is not None
+    result = {"metrics": metrics, "timings": {"train": seconds, "compile": 0.25}, "epochs_run": 2}
+    assert store.finish_trial(trial_id, state, result=result, worker="w1")
+
+
+def _lr_experiment(client, store):
+    exp_id = client.post("/api/v1/experiments", json=LR_SPEC).json["id"]
+    for t in store.list_trials(exp_id):
+        lr, depth = t.config["training"]["learning_rate"], t.config["model"]["hidden_layers"]
+        acc = {0.001: 0.35, 0.01: 0.6, 0.1: 0.9}[lr] + 0.01 * depth + 0.001 * t.config["seed"]
+        _finish(store, t.id, {"test_accuracy": acc, "test_loss": 1 - acc})
+    return exp_id
+
+
+@pytest.mark.parametrize("evaluator", ["fanova", "ped_anova", "mean_decrease_impurity"])
+def test_importance_ranks_the_parameter_that_decides_the_metric_first(client, store, evaluator):
+    exp_id = _lr_experiment(client, store)
+    r = client.get(f"/api/v1/experiments/{exp_id}/importance?evaluator={evaluator}")
+    assert r.status_code == 200, r.json
+    body = r.json
+    assert body["metric"] == "test_accuracy" and body["mode"] == "max"
+    assert body["evaluator"] == evaluator and body["n_trials"] == 18
+    # only what the sweep varies is ranked: depth, learning rate, seed
+    assert body["params"] == ["hidden_layers", "learning_rate", "seed"]
+    assert body["ranking"][0] == "learning_rate", body
+    assert sorted(body["ranking"]) == sorted(body["importances"])
+    assert body["importances"]["learning_rate"] > 0.5
+
+
+def test_importance_for_another_metric_and_its_errors(client, store):
+    exp_id = _lr_experiment(client, store)
+    base = f"/api/v1/experiments/{exp_id}/importance"
+    body = client.get(base + "?metric=test_loss").json
+    assert body["mode"] == "min" and body["ranking"][0] == "learning_rate"
+    for query, path in [
+        ("metric=no;such", "metric"),
+        ("mode=up", "mode"),
+        ("evaluator=shap", "evaluator"),
+    ]:
+        r = client.get(base + "?" + query)
+        assert r.status_code == 400 and r.json["errors"][0]["path"] == path, r.json
+    assert "fanova, ped_anova" in client.get(base + "?evaluator=shap").json["message"]
+    assert client.get("/api/v1/experiments/exp-nope/importance").status_code == 404
+    # a metric no trial recorded: nothing to rank, and the answer says why
+    body = client.get(base + "?metric=test_r2").json
+    assert body["importances"] == {} and "has 0" in body["note"]
+
+
+def test_importance_waits_for_two_complete_trials(client, store):
+    exp_id = client.post("/api/v1/experiments", json=LR_SPEC).json["id"]
+    first = store.list_trials(exp_id)[0]
+    _finish(store, first.id, {"test_accuracy": 0.5})
+    body = client.get(f"/api/v1/experiments/{exp_id}/importance").json
+    assert body["importances"] == {} and body["n_trials"] == 1
+    assert body["note"] == "needs at least 2 complete trials with a value of test_accuracy, has 1"
+
+
+def test_importance_is_documented_in_the_openapi(client):
+    paths = client.get("/api/v1/openapi.json").json["paths"]
+    op = paths["/experiments/{experiment_id}/importance"]["get"]
+    names = {p["name"] for p in op["parameters"]}
+    assert {"experiment_id", "metric", "mode", "evaluator"} <= names
+    assert "/experiments/{experiment_id}/spec" in paths
+
+
+def test_the_stored_spec_as_yaml_and_json_submits_the_same_experiment(client):
+    exp_id = client.post("/api/v1/experiments", json=LR_SPEC).json["id"]
+    as_json = client.get(f"/api/v1/experiments/{exp_id}/spec").json
+    r = client.get(f"/api/v1/experiments/{exp_id}/spec?format=yaml")
+    assert r.status_code == 200 and r.mimetype == "application/yaml"
+    from_yaml = yaml.safe_load(r.get_data(as_text=True))
+    assert from_yaml == as_json
+    assert list(from_yaml)[:2] == ["name", "description"]  # the spec's own order
+    assert parse_spec(from_yaml).experiment_id == exp_id
+    again = client.post("/api/v1/experiments", json=as_json)
+    assert again.status_code == 200 and again.json["id"] == exp_id
+    bad = client.get(f"/api/v1/experiments/{exp_id}/spec?format=toml")
+    assert bad.status_code == 400 and bad.json["errors"][0]["path"] == "format"
+
+
+def test_trial_json_carries_every_parameter_and_regression_metrics(client, store):
+    exp_id = client.post("/api/v1/experiments", json=REGRESSION_SPEC).json["id"]
+    first = store.list_trials(exp_id)[0]
+    _finish(store, first.id, {"test_loss": 0.7, "val_loss": 0.8, "test_accuracy": None})
+    trials = client.get(f"/api/v1/experiments/{exp_id}/trials").json["trials"]
+    done = next(t for t in trials if t["id"] == first.id)
+    assert done["metrics"] == {"test_loss": 0.7, "val_loss": 0.8}
+    assert done["train_seconds"] == 1.0 and done["compile_seconds"] == 0.25
+    params = done["params"]
+    assert params["loss"] == "squared_error" and params["dataset"] == "diabetes"
+    assert {"residual", "normalization", "dropout", "lr_schedule.kind", "l2"} <= set(params)
+    body = client.get(f"/api/v1/experiments/{exp_id}").json
+    assert body["objective"] == {"metric": "test_loss", "mode": "min"}
+    assert body["best_trial"]["id"] == first.id
+
+
+def test_a_cancelled_experiment_says_how_many_were_cancelled(client, store):
+    exp_id = client.post("/api/v1/experiments", json=LR_SPEC).json["id"]
+    ids = [t.id for t in store.list_trials(exp_id)]
+    _finish(store, ids[0], {"test_accuracy": 0.5})
+    _finish(store, ids[1], {"test_accuracy": 0.5}, state=TrialState.PRUNED)
+    client.post(f"/api/v1/experiments/{exp_id}/cancel")
+    body = client.get(f"/api/v1/experiments/{exp_id}").json
+    assert body["status"] == "CANCELLED"
+    assert body["status_text"] == "cancelled: 1 of 18 complete, 1 pruned, 16 cancelled"
