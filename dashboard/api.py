@@ -21,11 +21,13 @@ from .importance import DEFAULT_EVALUATOR, EVALUATORS, cached_importances
 from .openapi import openapi_document
 from .security import require_token
 from .service import (
+    EXPERIMENT_STATUSES,
     METRIC_NAME,
     SORT_KEYS,
     TRIAL_STATES,
     check_web_spec,
     experiment_json,
+    find_experiments,
     guess_mode,
     read_json_body,
     spec_yaml,
@@ -149,10 +151,22 @@ def list_experiments() -> Any:
     """Experiments, newest first (paginated)."""
     limit = _int_arg("limit", 100, 1, MAX_PAGE)
     offset = _int_arg("offset", 0, 0)
-    store = services().store
-    exps = store.list_experiments(limit=limit, offset=offset)
+    query = request.args.get("q", "")[:200]
+    status = request.args.get("status", "").upper()
+    if status and status not in EXPERIMENT_STATUSES:
+        raise APIError(
+            400,
+            f"unknown status {status[:40]!r}; known: {', '.join(EXPERIMENT_STATUSES)}",
+            [{"path": "status", "message": f"must be one of {', '.join(EXPERIMENT_STATUSES)}"}],
+        )
+    exps, more = find_experiments(services().store, query, status, limit, offset)
     return jsonify(
-        {"experiments": [experiment_json(e) for e in exps], "limit": limit, "offset": offset}
+        {
+            "experiments": [experiment_json(e) for e in exps],
+            "limit": limit,
+            "offset": offset,
+            "more": more,
+        }
     )
 
 

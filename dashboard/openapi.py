@@ -11,7 +11,7 @@ from dnnframe import __version__
 from dnnframe.spec import spec_json_schema
 
 from .importance import EVALUATORS
-from .service import SORT_KEYS, TRIAL_STATES
+from .service import EXPERIMENT_STATUSES, SORT_KEYS, TRIAL_STATES
 
 
 def _rewrite_refs(node: Any) -> Any:
@@ -222,6 +222,18 @@ def _document() -> str:
                 "summary": "List experiments, newest first",
                 "operationId": "listExperiments",
                 "parameters": [
+                    _param(
+                        "q",
+                        "query",
+                        {"type": "string", "maxLength": 200},
+                        "only experiments whose name or id contains this (any case)",
+                    ),
+                    _param(
+                        "status",
+                        "query",
+                        {"type": "string", "enum": list(EXPERIMENT_STATUSES)},
+                        "only experiments with this status",
+                    ),
                     _param(
                         "limit",
                         "query",

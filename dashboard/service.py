@@ -265,6 +265,37 @@ def _state(value: Any) -> str:
     return getattr(value, "value", value)
 
 
+EXPERIMENT_STATUSES = ("QUEUED", "RUNNING", "COMPLETE", "COMPLETE_WITH_FAILURES", "FAILED",
+                       "CANCELLED")
+
+
+def find_experiments(store: Any, query: str = "", status: str = "", limit: int = 50,
+                     offset: int = 0) -> tuple[list[Any], bool]:
+    """A page of experiments, newest first, whose name or id contains ``query`` (any case)
+    and whose status is ``status`` (when given); True when another page follows.
+
+    The store pages experiments but does not search them, so a filtered page reads the
+    experiments a page of 500 at a time and keeps the matching ones.
+    """
+    if not query and not status:
+        rows = store.list_experiments(limit=limit + 1, offset=offset)
+        return rows[:limit], len(rows) > limit
+    needle = query.casefold()
+    matched: list[Any] = []
+    start = 0
+    while len(matched) <= offset + limit:
+        page = store.list_experiments(limit=500, offset=start)
+        matched.extend(
+            e for e in page
+            if (needle in e.name.casefold() or needle in e.id.casefold())
+            and (not status or e.status == status)
+        )
+        if len(page) < 500:
+            break
+        start += len(page)
+    return matched[offset:offset + limit], len(matched) > offset + limit
+
+
 def experiment_json(exp: Any, store: Any | None = None, best: bool = False) -> dict[str, Any]:
     """An experiment with its progress (trials by state) and, on request, its best trial."""
     counts = {(_state(k)): int(v) for k, v in (exp.counts or {}).items()}

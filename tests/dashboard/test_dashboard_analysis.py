@@ -132,3 +132,65 @@ def test_a_cancelled_experiment_says_how_many_were_cancelled(client, store):
     body = client.get(f"/api/v1/experiments/{exp_id}").json
     assert body["status"] == "CANCELLED"
     assert body["status_text"] == "cancelled: 1 of 18 complete, 1 pruned, 16 cancelled"
+
+
+# --------------------------------------------------------------------------- experiment list
+def _named(name, width):
+    return {**LR_SPEC, "name": name, "model": {"hidden_layers": 1, "width": width},
+            "training": {"max_epochs": 2}, "search": {"seeds": 1}}
+
+
+def test_the_list_pages_searches_and_filters_by_status(client, store):
+    ids = {}
+    for i in range(7):
+        name = f"{'alpha' if i % 2 else 'beta'}-{i}"
+        ids[name] = client.post("/api/v1/experiments", json=_named(name, 4 + i)).json["id"]
+    done = ids["alpha-3"]
+    _finish(store, store.list_trials(done)[0].id, {"test_accuracy": 0.5})
+    first = client.get("/api/v1/experiments?limit=5").json
+    assert len(first["experiments"]) == 5 and first["more"] is True
+    rest = client.get("/api/v1/experiments?limit=5&offset=5").json
+    assert len(rest["experiments"]) == 2 and rest["more"] is False
+    found = client.get("/api/v1/experiments?q=ALPHA&limit=2").json
+    assert [e["name"] for e in found["experiments"]] == ["alpha-5", "alpha-3"]
+    assert found["more"] is True
+    complete = client.get("/api/v1/experiments?status=complete").json["experiments"]
+    assert [e["id"] for e in complete] == [done]
+    bad = client.get("/api/v1/experiments?status=done")
+    assert bad.status_code == 400 and bad.json["errors"][0]["path"] == "status"
+    # the index page: a search box, a status filter and pages of 50
+    html = client.get("/?q=beta").get_data(as_text=True)
+    assert "beta-0" in html and "alpha-1" not in html
+    html = client.get("/?status=COMPLETE").get_data(as_text=True)
+    assert "alpha-3" in html and "beta-0" not in html
+
+
+def test_the_index_pages_past_fifty(client):
+    for i in range(52):
+        client.post("/api/v1/experiments", json=_named(f"e{i:02d}", 1 + i))
+    first = client.get("/").get_data(as_text=True)
+    assert first.count("data-experiment=") == 50 and 'id="older"' in first
+    second = client.get("/?offset=50").get_data(as_text=True)
+    assert second.count("data-experiment=") == 2 and 'id="newer"' in second
+    assert "e00" in second and "e51" in first
+
+
+# --------------------------------------------------------------------------- experiment page
+def test_the_experiment_page_shows_spec_dataset_and_the_commands_to_run_it_again(client):
+    exp_id = client.post("/api/v1/experiments", json=LR_SPEC).json["id"]
+    html = client.get(f"/experiments/{exp_id}").get_data(as_text=True)
+    assert "name: lr-matters" in html and "learning_rate:" in html  # the YAML spec
+    assert "105 train · 15 validation · 30 test" in html  # iris, split 70/10/20
+    assert f"/api/v1/experiments/{exp_id}/spec?format=yaml" in html
+    assert "dnnframe run lr-matters.yaml" in html
+    assert "--data-binary @- http://localhost/api/v1/experiments" in html
+    assert "Authorization" not in html  # no token on this server
+
+
+def test_sweep_again_around_the_best_fills_the_form_from_the_best_trial(client, store):
+    exp_id = _lr_experiment(client, store)  # best: 3 layers, lr 0.1, seed 1
+    html = client.get(f"/experiments/new?around={exp_id}").get_data(as_text=True)
+    assert 'value="lr-matters-around-best"' in html
+    assert 'value="2-4"' in html and 'value="2, 4, 8"' in html
+    assert 'value="0.0333, 0.1, 0.3"' in html and 'name="seeds" value="2"' in html
+    assert client.get("/experiments/new?around=exp-nope").status_code == 404
