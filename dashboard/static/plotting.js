@@ -11,10 +11,10 @@ window.DnnPlot = (function () {
   const CONFIG = { displaylogo: false, responsive: true,
     modeBarButtonsToRemove: ["select2d", "lasso2d", "autoScale2d", "toggleSpikelines"] };
   const LAYOUT = {
-    margin: { l: 60, r: 20, t: 48, b: 60 }, height: 360,
+    margin: { l: 60, r: 20, t: 48, b: 70 }, height: 370,
     paper_bgcolor: "rgba(0,0,0,0)", plot_bgcolor: "#fbfbfd",
     font: { family: "system-ui, -apple-system, 'Segoe UI', sans-serif", size: 12, color: "#222" },
-    legend: { orientation: "h", yanchor: "top", y: -0.25, x: 0, font: { size: 11 } },
+    legend: { orientation: "h", yanchor: "top", y: -0.3, x: 0, font: { size: 11 } },
   };
   const LABELS = { hidden_layers: "hidden layers", learning_rate: "learning rate", batch_size: "batch size",
     max_epochs: "epochs", optimizer: "optimiser", train_seconds: "training time (s)",

@@ -13,25 +13,10 @@ import time
 from pathlib import Path
 
 import pytest
+from dashboard_support import artifacts_dir
+from dashboard_support import browser as _browser
 
 from dashboard import create_app
-
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-    "--disable-quic",
-]
-
-
-def artifacts_dir() -> Path:
-    path = Path(os.environ.get("DNNFRAME_TEST_ARTIFACTS", "test-artifacts"))
-    path.mkdir(parents=True, exist_ok=True)
-    return path
 
 
 @pytest.fixture
@@ -51,15 +36,6 @@ def live_server(tmp_path, data_dir, monkeypatch):
         server.shutdown()
         thread.join(10)
         app.extensions["dnnframe"].shutdown()
-
-
-def _browser(playwright):
-    if not Path(CHROMIUM).is_file():
-        pytest.fail(
-            f"{CHROMIUM} is missing: install Debian's chromium package "
-            "(apt-get install chromium; .ci/run does this)"
-        )
-    return playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
 
 
 def _table_state(page) -> dict:
@@ -223,30 +199,6 @@ def test_a_refused_csv_shows_the_servers_message_in_the_form(live_server, tmp_pa
             assert page.input_value("#upload") == ""
         finally:
             browser.close()
-
-
-@pytest.fixture
-def quiet_server(tmp_path, data_dir):
-    """The app on a real server whose executor runs nothing: the test moves the trials."""
-    from dashboard_support import RecordingExecutor
-    from werkzeug.serving import make_server
-
-    app = create_app(
-        {
-            "STORE_URL": f"sqlite:///{tmp_path / 'quiet.db'}",
-            "EXECUTOR": RecordingExecutor(),
-            "ALLOWED_HOSTS": "127.0.0.1",
-        }
-    )
-    server = make_server("127.0.0.1", 0, app, threaded=True)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_port}", app.extensions["dnnframe"].store
-    finally:
-        server.shutdown()
-        thread.join(10)
-        app.extensions["dnnframe"].shutdown()
 
 
 def _train(store, trial_id: str, epochs: int, accuracy: float) -> None:
