@@ -26,6 +26,7 @@ from .service import (
     SORT_KEYS,
     TRIAL_STATES,
     check_web_spec,
+    delete_experiment,
     experiment_json,
     find_experiments,
     guess_mode,
@@ -175,6 +176,15 @@ def get_experiment(experiment_id: str) -> Any:
     """One experiment: its spec, progress by state and best trial so far."""
     store = services().store
     return jsonify(experiment_json(store.get_experiment(experiment_id), store, best=True))
+
+
+@bp.delete("/experiments/<experiment_id>")
+@require_token
+def delete_experiment_route(experiment_id: str) -> Any:
+    """Delete an experiment that is over (``confirm=<its id>``): its own trials go with it,
+    trials it shares with other experiments stay theirs."""
+    removed = delete_experiment(experiment_id, request.args.get("confirm", ""))
+    return jsonify({"id": experiment_id, "deleted": True, "deleted_trials": removed})
 
 
 @bp.get("/experiments/<experiment_id>/trials")

@@ -45,6 +45,7 @@ def _errors(*codes: int) -> dict[str, Any]:
         403: "cross-site request, or a form body without the session's CSRF token "
         "(no API token set)",
         404: "unknown id",
+        409: "the experiment still has trials queued or running: cancel it first",
         413: "request body too large",
         503: "store or executor unavailable",
     }
@@ -267,7 +268,27 @@ def _document() -> str:
                 "operationId": "getExperiment",
                 "parameters": [_EXP_ID],
                 "responses": {"200": _resp("experiment"), **_errors(404)},
-            }
+            },
+            "delete": {
+                "summary": "Delete an experiment that is over, with the trials no other "
+                "experiment shares",
+                "operationId": "deleteExperiment",
+                "security": _SECURED,
+                "parameters": [
+                    _EXP_ID,
+                    _param(
+                        "confirm",
+                        "query",
+                        {"type": "string"},
+                        "the experiment's id again, to confirm",
+                        required=True,
+                    ),
+                ],
+                "responses": {
+                    "200": _resp("deleted: how many trials went with it"),
+                    **_errors(400, 401, 403, 404, 409),
+                },
+            },
         },
         "/experiments/{experiment_id}/trials": {
             "get": {

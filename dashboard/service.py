@@ -12,7 +12,13 @@ import yaml
 from flask import current_app
 
 from dnnframe.datasets import parse_csv, upload_path
-from dnnframe.exceptions import DatasetError, DnnframeError, NotFoundError, SpecError
+from dnnframe.exceptions import (
+    DatasetError,
+    DnnframeError,
+    ExperimentActiveError,
+    NotFoundError,
+    SpecError,
+)
 from dnnframe.search.asha import rungs
 from dnnframe.search.background import DRIVERS
 from dnnframe.search.driver import is_driven
@@ -235,6 +241,25 @@ def submit_spec(spec: Any) -> tuple[Any, bool]:
     if is_driven(spec):  # tpe/cmaes: a driver thread asks for trials as results arrive
         return DRIVERS.start(spec, store, executor), created
     return submit_experiment(spec, store, executor), created
+
+
+def delete_experiment(experiment_id: str, confirm: str) -> int:
+    """Delete an experiment that is over once the caller confirmed it by repeating its id (or,
+    from the page, its name); returns how many trials went with it. 409 while its own trials
+    wait or run."""
+    store = services().store
+    exp = store.get_experiment(experiment_id)
+    if confirm.strip() not in (exp.id, exp.name):
+        raise APIError(
+            400,
+            f"to delete experiment {exp.id} confirm it: confirm must be its id, but got "
+            f"{confirm[:100]!r}",
+            [{"path": "confirm", "message": "must repeat the experiment's id"}],
+        )
+    try:
+        return store.delete_experiment(exp.id)
+    except ExperimentActiveError as exc:
+        raise APIError(409, str(exc)) from None
 
 
 # --------------------------------------------------------------------------- JSON views

@@ -41,6 +41,7 @@ from .security import (
 )
 from .service import (
     EXPERIMENT_STATUSES,
+    delete_experiment,
     experiment_json,
     find_experiments,
     spec_yaml,
@@ -142,6 +143,7 @@ def index() -> str:
         offset=offset,
         page_size=INDEX_PAGE,
         more=more,
+        deleted=request.args.get("deleted", "")[:100],
     )
 
 
@@ -237,3 +239,11 @@ def cancel_page(experiment_id: str) -> Any:
     if svc.has_executor:
         svc.executor.cancel(experiment_id)
     return redirect(url_for("ui.experiment_page", experiment_id=experiment_id), 303)
+
+
+@bp.post("/experiments/<experiment_id>/delete")
+def delete_page(experiment_id: str) -> Any:
+    """The experiment page's delete form: the token (when set), CSRF and the typed name."""
+    check_write_allowed()
+    delete_experiment(experiment_id, request.form.get("confirm", ""))
+    return redirect(url_for("ui.index", deleted=experiment_id), 303)

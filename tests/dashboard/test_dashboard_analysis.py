@@ -194,3 +194,50 @@ def test_sweep_again_around_the_best_fills_the_form_from_the_best_trial(client, 
     assert 'value="2-4"' in html and 'value="2, 4, 8"' in html
     assert 'value="0.0333, 0.1, 0.3"' in html and 'name="seeds" value="2"' in html
     assert client.get("/experiments/new?around=exp-nope").status_code == 404
+
+
+# --------------------------------------------------------------------------- delete
+def test_delete_needs_the_token_and_a_confirmation_and_keeps_shared_trials(make_app):
+    app = make_app(API_TOKEN="s3cret")
+    client, store = app.test_client(), app.extensions["dnnframe"].store
+    auth = {"Authorization": "Bearer s3cret"}
+    gone = client.post("/api/v1/experiments", json=LR_SPEC, headers=auth).json["id"]
+    kept_spec = {**LR_SPEC, "name": "kept", "training": {"max_epochs": 2, "learning_rate": 0.001},
+                 "model": {"hidden_layers": 1, "width": 4}, "search": {"seeds": 1}}
+    kept = client.post("/api/v1/experiments", json=kept_spec, headers=auth).json["id"]
+    shared = store.list_trials(kept)[0].id
+    assert gone in store.get_trial(shared).experiment_ids  # the two share one trial
+    url = f"/api/v1/experiments/{gone}"
+    assert client.delete(url + f"?confirm={gone}").status_code == 401
+    r = client.delete(url + "?confirm=lr", headers=auth)
+    assert r.status_code == 400 and r.json["errors"][0]["path"] == "confirm"
+    r = client.delete(url + f"?confirm={gone}", headers=auth)
+    assert r.status_code == 409 and "cancel it" in r.json["message"]
+    client.post(url + "/cancel", headers=auth)
+    r = client.delete(url + f"?confirm={gone}", headers=auth)
+    assert r.status_code == 200 and r.json["deleted_trials"] == 17
+    assert client.get(url).status_code == 404
+    assert store.get_trial(shared).experiment_ids == [kept]
+    assert client.delete(url + f"?confirm={gone}", headers=auth).status_code == 404
+    assert "delete" in client.get("/api/v1/openapi.json").json["paths"][
+        "/experiments/{experiment_id}"]
+
+
+def test_the_page_deletes_after_the_name_is_typed(client, store):
+    import re
+
+    exp_id = client.post("/api/v1/experiments", json=LR_SPEC).json["id"]
+    client.post(f"/api/v1/experiments/{exp_id}/cancel")
+    html = client.get(f"/experiments/{exp_id}").get_data(as_text=True)
+    token = re.search(r'name="csrf_token" value="([^"]+)"', html).group(1)
+    wrong = client.post(f"/experiments/{exp_id}/delete", data={"csrf_token": token,
+                                                               "confirm": "lr"})
+    assert wrong.status_code == 400 and "confirm" in wrong.get_data(as_text=True)
+    forged = client.post(f"/experiments/{exp_id}/delete", data={"confirm": "lr-matters"})
+    assert forged.status_code == 400 and client.get(f"/api/v1/experiments/{exp_id}").status_code == 200
+    r = client.post(f"/experiments/{exp_id}/delete", data={"csrf_token": token,
+                                                           "confirm": "lr-matters"})
+    assert r.status_code == 303 and r.headers["Location"].endswith(f"/?deleted={exp_id}")
+    assert client.get(f"/api/v1/experiments/{exp_id}").status_code == 404
+    assert f"Deleted experiment <code>{exp_id}</code>" in client.get(r.headers["Location"]).get_data(
+        as_text=True)

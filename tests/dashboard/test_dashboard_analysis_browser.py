@@ -308,6 +308,14 @@ def test_spec_commands_sweep_again_and_small_screens(quiet_server):
             assert page.is_checked("input[name=activation][value=relu]")
             assert not page.is_checked("input[name=activation][value=tanh]")
             expect(page.locator("#trial-count")).to_have_text("54 trials", timeout=10_000)
+            # delete it: open the danger zone, type the name, and it is gone from the list
+            page.goto(base + f"/experiments/{exp_id}")
+            page.click("#delete-zone summary")
+            page.fill("#delete-confirm", "activation-lr")
+            page.click("#delete")
+            page.wait_for_url(f"**/?deleted={exp_id}")
+            expect(page.locator("#deleted")).to_contain_text(exp_id)
+            assert page.locator(f"tr[data-experiment='{exp_id}']").count() == 0
             assert problems == []
         finally:
             b.close()
