@@ -24,10 +24,11 @@ TIMING_VALUES = {"train_seconds": "train", "compile_seconds": "compile", "total_
 RESULT_VALUES = ("epochs_run", "n_params")
 
 
-def _leaves(prefix: str, value: Any, out: dict[str, Any]) -> None:
+def leaves(prefix: str, value: Any, out: dict[str, Any]) -> None:
+    """Flatten ``value`` into ``out`` by dotted path; lists read ``8x4``, as widths do."""
     if isinstance(value, dict) and value:
         for key, item in value.items():
-            _leaves(f"{prefix}.{key}" if prefix else str(key), item, out)
+            leaves(f"{prefix}.{key}" if prefix else str(key), item, out)
     elif isinstance(value, list):
         out[prefix] = "x".join(map(str, value))
     elif isinstance(value, dict):
@@ -42,7 +43,7 @@ def trial_params(config: dict[str, Any] | None) -> dict[str, Any]:
     cfg = config or {}
     out: dict[str, Any] = {}
     for section in ("model", "training"):
-        _leaves("", cfg.get(section) or {}, out)
+        leaves("", cfg.get(section) or {}, out)
     out["seed"] = cfg.get("seed")
     out["dataset"] = (cfg.get("dataset") or {}).get("name")
     return out

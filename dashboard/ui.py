@@ -28,6 +28,7 @@ from dnnframe.vocabulary import (
 )
 
 from .around import form_around_best
+from .compare import MAX_COMPARED, spec_differences
 from .context import services
 from .errors import APIError
 from .formatting import duration, significant
@@ -247,3 +248,22 @@ def delete_page(experiment_id: str) -> Any:
     check_write_allowed()
     delete_experiment(experiment_id, request.form.get("confirm", ""))
     return redirect(url_for("ui.index", deleted=experiment_id), 303)
+
+
+@bp.get("/compare")
+def compare_page() -> str:
+    """Experiments side by side: their specs' differences, best results and overlaid charts."""
+    ids = list(dict.fromkeys(
+        i.strip() for v in request.args.getlist("ids") for i in v.split(",") if i.strip()
+    ))
+    if not 2 <= len(ids) <= MAX_COMPARED:
+        raise APIError(
+            400,
+            f"choose 2 to {MAX_COMPARED} experiments to compare, but got {len(ids)}",
+            [{"path": "ids", "message": f"must name 2 to {MAX_COMPARED} experiments"}],
+        )
+    store = services().store
+    exps = [experiment_json(store.get_experiment(i), store, best=True) for i in ids]
+    return render_template(
+        "compare.html", exps=exps, differences=spec_differences([e["spec"] for e in exps])
+    )

@@ -3,6 +3,8 @@ every recorded parameter and metric in the trial JSON, and status words that nam
 
 from __future__ import annotations
 
+import re
+
 import pytest
 import yaml
 
@@ -241,3 +243,17 @@ def test_the_page_deletes_after_the_name_is_typed(client, store):
     assert client.get(f"/api/v1/experiments/{exp_id}").status_code == 404
     assert f"Deleted experiment <code>{exp_id}</code>" in client.get(r.headers["Location"]).get_data(
         as_text=True)
+
+
+# --------------------------------------------------------------------------- compare
+def test_compare_shows_the_settings_that_differ_and_the_best_of_each(client, store):
+    a = _lr_experiment(client, store)
+    b = client.post("/api/v1/experiments", json={**LR_SPEC, "name": "wider",
+                    "model": {"hidden_layers": {"grid": [1, 2, 3]}, "width": 16}}).json["id"]
+    html = client.get(f"/compare?ids={a},{b}").get_data(as_text=True)
+    rows = re.findall(r'<tr class="difference"><th><code>([^<]+)</code>', html)
+    assert rows == ["name", "model.width"]
+    assert "0.931" in html  # the best test accuracy of the first: 0.9 + 0.03 + 0.001 (seed 1)
+    r = client.get(f"/compare?ids={a}")
+    assert r.status_code == 400 and "choose 2 to 8 experiments" in r.get_data(as_text=True)
+    assert client.get(f"/compare?ids={a}&ids=exp-nope").status_code == 404

@@ -319,3 +319,39 @@ def test_spec_commands_sweep_again_and_small_screens(quiet_server):
             assert problems == []
         finally:
             b.close()
+
+
+def test_compare_two_experiments_from_the_list(quiet_server):
+    from playwright.sync_api import expect, sync_playwright
+
+    base, store = quiet_server
+    first = requests.post(base + "/api/v1/experiments", json=ACTIVATION_LR, timeout=30).json()["id"]
+    wider = {**ACTIVATION_LR, "name": "wider", "model": {**ACTIVATION_LR["model"], "width": 32}}
+    second = requests.post(base + "/api/v1/experiments", json=wider, timeout=30).json()["id"]
+    _finish_all(store, first, _lr_decides)
+    _finish_all(store, second, lambda c: _lr_decides(c) - 0.1)
+    with sync_playwright() as p:
+        b, page, problems = _open(p, base, "/")
+        try:
+            page.check(f"input[name=ids][value={first}]")
+            page.check(f"input[name=ids][value={second}]")
+            page.click("#compare")
+            page.wait_for_url("**/compare?ids=*")
+            expect(page.locator("#compared tr.difference th")).to_have_text(["name", "model.width"])
+            expect(page.locator("#chart-compare-metric .main-svg").first).to_be_visible(
+                timeout=10_000
+            )
+            chart = page.evaluate("""() => { const el = document.getElementById('chart-compare-metric');
+                return {names: el.data.map(t => t.name), x: el.data[0].x}; }""")
+            # newest first, as the list showed them; x is what each sweep varies
+            assert chart == {"names": ["wider", "activation-lr"], "x": [0.001, 0.01, 0.1]}
+            for chart_id in ("chart-compare-curves", "chart-compare-best", "chart-compare-time"):
+                assert page.evaluate(f"document.getElementById('{chart_id}').data.length") == 2
+            page.select_option("#x-param", "activation")
+            assert page.evaluate(
+                "document.getElementById('chart-compare-metric').data[0].x"
+            ) == ["relu", "tanh"]
+            page.screenshot(path=str(artifacts_dir() / "dashboard-compare.png"), full_page=True)
+            assert problems == []
+        finally:
+            b.close()
