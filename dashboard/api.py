@@ -16,6 +16,7 @@ from dnnframe.store.base import resolve_sort_path
 
 from .context import services
 from .errors import APIError
+from .events import stream as event_stream
 from .forms import check_form
 from .importance import DEFAULT_EVALUATOR, EVALUATORS, cached_importances
 from .openapi import openapi_document
@@ -282,6 +283,28 @@ def _sort_arg() -> str | None:
     except ValueError as exc:
         raise APIError(400, str(exc), [{"path": "sort", "message": rule}]) from None
     return sort
+
+
+@bp.get("/experiments/<experiment_id>/events")
+def experiment_events(experiment_id: str) -> Response:
+    """Server-sent events: ``change`` (with the new cursor) whenever the experiment's trials
+    change; read them with ``trials?since=``. 503 when this process streams to as many
+    pages as it may: poll instead."""
+    svc = services()
+    svc.store.get_experiment(experiment_id)  # 404 for an unknown id
+    since = _int_arg("since", 0, 0)
+    if not svc.feed.open_stream():
+        raise APIError(
+            503,
+            f"this server already streams to {svc.feed.max_streams} pages; poll "
+            "trials?since= instead",
+            headers={"Retry-After": "30"},
+        )
+    response = Response(event_stream(svc.feed, experiment_id, since or 0),
+                        mimetype="text/event-stream")
+    response.headers["Cache-Control"] = "no-cache"
+    response.headers["X-Accel-Buffering"] = "no"  # nginx: pass events on at once
+    return response
 
 
 @bp.get("/experiments/<experiment_id>/importance")

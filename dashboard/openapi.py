@@ -341,6 +341,29 @@ def _document() -> str:
                 "responses": {"200": _resp("trials and the next cursor"), **_errors(400, 404)},
             }
         },
+        "/experiments/{experiment_id}/events": {
+            "get": {
+                "summary": "Server-sent events: `change` with the new cursor whenever the "
+                "experiment's trials change (read them with trials?since=)",
+                "operationId": "experimentEvents",
+                "parameters": [
+                    _EXP_ID,
+                    _param(
+                        "since",
+                        "query",
+                        {"type": "integer", "minimum": 0, "maximum": 2**63 - 1},
+                        "the reader's cursor: the first event announces it at once",
+                    ),
+                ],
+                "responses": {
+                    "200": {
+                        "description": "an event stream (text/event-stream)",
+                        "content": {"text/event-stream": {"schema": {"type": "string"}}},
+                    },
+                    **_errors(400, 404, 503),
+                },
+            }
+        },
         "/experiments/{experiment_id}/importance": {
             "get": {
                 "summary": "Parameter importance: each parameter the complete trials vary → "

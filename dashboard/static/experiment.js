@@ -251,29 +251,71 @@
     window.DnnCharts.render(all, meta, choice);
   }
 
-  async function poll() {
+  // Read every change since the cursor; true when the experiment is over.
+  let fetching = null, again = false;
+  async function fetchChanges() {
     let more = true, changed = false;
-    try {
-      while (more) {
-        const res = await fetch(meta.trials_url + "?history=1&since=" + cursor);
-        if (!res.ok) throw new Error("HTTP " + res.status);
-        last = await res.json();
-        for (const t of last.trials) trials.set(t.id, t);
-        changed = changed || last.trials.length > 0;
-        cursor = last.cursor;
-        more = last.more;
-      }
-    } catch (e) {
-      document.getElementById("progress-text").textContent = "lost contact with the server (" + e.message + "), retrying…";
-      setTimeout(poll, 2000);
-      return;
+    while (more) {
+      const res = await fetch(meta.trials_url + "?history=1&since=" + cursor);
+      if (!res.ok) throw new Error("HTTP " + res.status);
+      last = await res.json();
+      for (const t of last.trials) trials.set(t.id, t);
+      changed = changed || last.trials.length > 0;
+      cursor = last.cursor;
+      more = last.more;
     }
     const all = Array.from(trials.values());
     const finished = renderProgress(last, variedParams(all));
     if (changed) redraw();
-    finishedPolls = finished ? finishedPolls + 1 : 0;
-    if (finishedPolls < 3) setTimeout(poll, 1000);
-    else setTimeout(poll, 10000); // finished: keep an eye out for a resubmission, slowly
+    return finished;
   }
-  poll();
+
+  // One read at a time; an event that arrives during a read asks for one more after it.
+  function refresh() {
+    if (fetching) { again = true; return fetching; }
+    fetching = fetchChanges().finally(function () {
+      fetching = null;
+      if (again) { again = false; refresh(); }
+    });
+    return fetching;
+  }
+
+  function lostContact(e) {
+    document.getElementById("progress-text").textContent = "lost contact with the server (" + e.message + "), retrying…";
+  }
+
+  // Polling: every second while trials run, every ten once the experiment is over.
+  async function poll(until) {
+    try {
+      const finished = await refresh();
+      finishedPolls = finished ? finishedPolls + 1 : 0;
+    } catch (e) {
+      lostContact(e);
+    }
+    if (until && Date.now() > until) return follow();
+    setTimeout(function () { poll(until); }, finishedPolls < 3 ? 1000 : 10000);
+  }
+
+  // Server-sent events: the server says when the experiment changed, the page reads the
+  // changes then. A server that refuses the stream (too many pages open) or a browser
+  // without EventSource gets polled instead, and the stream is tried again later.
+  function follow() {
+    if (!window.EventSource || !meta.events_url) {
+      document.body.dataset.live = "poll";
+      return poll(null);
+    }
+    const source = new EventSource(meta.events_url + "?since=" + cursor);
+    source.addEventListener("change", function () {
+      document.body.dataset.live = "stream";
+      refresh().catch(lostContact);
+    });
+    source.addEventListener("error", function () {
+      if (source.readyState !== EventSource.CLOSED) return; // it reconnects by itself
+      source.close();
+      document.body.dataset.live = "poll";
+      poll(Date.now() + 30000);
+    });
+  }
+
+  refresh().catch(lostContact).finally(follow);
 })();
