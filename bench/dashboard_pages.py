@@ -6,7 +6,8 @@ The dashboard runs in its own process (Werkzeug, threaded) over a fresh SQLite f
 experiment of 2,000 queued trials. A writer process plays the workers: it claims trials and
 writes epochs at ``--rate`` epochs a second, finishing a trial every 5 epochs. Each page is a
 thread that does what experiment.js does: polling reads ``trials?since=`` every second;
-streaming opens ``events`` and reads ``trials?since=`` when told of a change. Printed per
+streaming opens ``events``, takes the changed trials from its ``trials`` events and reads
+``trials?since=`` only when a ``change`` event tells it to. Printed per
 mode: the server's CPU seconds (user + system, from /proc) per wall second, the requests the
 pages made, and the epochs the writer managed per second (the training throughput the pages
 leave). Each page's first load (every trial) happens before the measured window, which
@@ -133,7 +134,8 @@ def _follow(base: str, experiment_id: str, mode: str, stop: threading.Event,
             if stop.is_set():
                 return
             if line.startswith("event: change"):
-                read()
+                read()  # catch up: a request
+            # "event: trials" carries the changed trials: no request
 
 
 def measure(mode: str, pages: int, seconds: float, rate: float) -> dict[str, float]:

@@ -35,6 +35,7 @@ from .service import (
     spec_yaml,
     submit_spec,
     trial_json,
+    update_json,
 )
 from .uploads import upload_response
 
@@ -287,21 +288,24 @@ def _sort_arg() -> str | None:
 
 @bp.get("/experiments/<experiment_id>/events")
 def experiment_events(experiment_id: str) -> Response:
-    """Server-sent events: ``change`` (with the new cursor) whenever the experiment's trials
-    change; read them with ``trials?since=``. 503 when this process streams to as many
-    pages as it may: poll instead."""
+    """Server-sent events: ``trials`` with the trials that changed (and the experiment's
+    counts) as they change; ``change`` when the reader should catch up with ``trials?since=``
+    itself. 503 when this process streams to as many pages as it may: poll instead."""
     svc = services()
     svc.store.get_experiment(experiment_id)  # 404 for an unknown id
     since = _int_arg("since", 0, 0)
-    if not svc.feed.open_stream():
+    svc.feed.describe = update_json
+    start = svc.feed.open_stream(experiment_id)
+    if start is False:
         raise APIError(
             503,
             f"this server already streams to {svc.feed.max_streams} pages; poll "
             "trials?since= instead",
             headers={"Retry-After": "30"},
         )
-    response = Response(event_stream(svc.feed, experiment_id, since or 0),
-                        mimetype="text/event-stream")
+    response = Response(
+        event_stream(svc.feed, experiment_id, since or 0, start), mimetype="text/event-stream"
+    )
     response.headers["Cache-Control"] = "no-cache"
     response.headers["X-Accel-Buffering"] = "no"  # nginx: pass events on at once
     return response

@@ -343,8 +343,8 @@ def _document() -> str:
         },
         "/experiments/{experiment_id}/events": {
             "get": {
-                "summary": "Server-sent events: `change` with the new cursor whenever the "
-                "experiment's trials change (read them with trials?since=)",
+                "summary": "Server-sent events: `trials` (the changed trials and the "
+                "experiment's counts) as they change; `change`: catch up with trials?since=",
                 "operationId": "experimentEvents",
                 "parameters": [
                     _EXP_ID,

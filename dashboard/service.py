@@ -435,3 +435,15 @@ def trial_json(trial: Any, history: bool = False, full: bool = False) -> dict[st
     if trial.error and not full:
         out["error"] = trial.error.strip().splitlines()[-1][:300]
     return out
+
+
+def update_json(store: Any, experiment_id: str, trials: list[Any]) -> dict[str, Any]:
+    """A live update of an experiment page: the trials that changed (with their curves) and
+    the experiment's progress, as a ``trials?since=`` page gives them."""
+    exp = experiment_json(store.get_experiment(experiment_id))
+    return {
+        "experiment_id": experiment_id,
+        "cursor": max(t.seq for t in trials),
+        "trials": [trial_json(t, history=True) for t in trials],
+        **{k: exp[k] for k in ("counts", "n_trials", "status", "status_text")},
+    }

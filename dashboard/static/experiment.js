@@ -309,6 +309,17 @@
       document.body.dataset.live = "stream";
       refresh().catch(lostContact);
     });
+    // the changed trials themselves: nothing to read back (a newer copy from a read wins)
+    source.addEventListener("trials", function (event) {
+      const update = JSON.parse(event.data);
+      for (const t of update.trials) {
+        const held = trials.get(t.id);
+        if (!held || held.seq <= t.seq) trials.set(t.id, t);
+      }
+      last = Object.assign({}, last, update);
+      renderProgress(last, variedParams(Array.from(trials.values())));
+      redraw();
+    });
     source.addEventListener("error", function () {
       if (source.readyState !== EventSource.CLOSED) return; // it reconnects by itself
       source.close();

@@ -1,8 +1,10 @@
-"""Server-sent events: a stream says when its experiment changed (and only then), a server
-at its stream limit refuses with 503, and a page follows a stream or, refused, polls."""
+"""Server-sent events: a stream carries its experiment's changed trials (and nothing of other
+experiments), a server at its stream limit refuses with 503, and a page follows a stream or,
+refused, polls."""
 
 from __future__ import annotations
 
+import json
 import queue
 import threading
 import time
@@ -53,14 +55,23 @@ def test_a_stream_announces_changes_of_its_experiment_only(client, store):
     assert r.status_code == 200 and r.mimetype == "text/event-stream"
     events = _events(r)
     assert _next_event(events) == f'event: change\ndata: {{"cursor": {cursor}}}'
-    # a change of another experiment says nothing here; one of this experiment does
+    # a change of another experiment says nothing here; one of this experiment comes with
+    # the changed trial and the experiment's counts
     assert store.claim_trial(store.list_trials(other)[0].id, "w1")
     trial = store.list_trials(exp_id)[0].id
     assert store.claim_trial(trial, "w1")
-    block = _next_event(events)
-    assert block == f'event: change\ndata: {{"cursor": {store.get_trial(trial).seq}}}'
+    name, data = _next_event(events).split("\n", 1)
+    update = json.loads(data.removeprefix("data: "))
+    assert name == "event: trials" and update["cursor"] == store.get_trial(trial).seq
+    assert [(t["id"], t["state"]) for t in update["trials"]] == [(trial, "RUNNING")]
+    assert update["counts"] == {"QUEUED": 3, "RUNNING": 1} and update["status"] == "RUNNING"
+    assert store.append_metrics(trial, {"epoch": 1, "val_loss": 0.5}, worker="w1")
     assert store.finish_trial(trial, TrialState.FAILED, error="boom", worker="w1")
-    assert _next_event(events).endswith(f'{{"cursor": {store.get_trial(trial).seq}}}')
+    seen: list[tuple[str, int]] = []
+    while not seen or seen[-1][0] != "FAILED":  # one update or two, as the feed read them
+        update = json.loads(_next_event(events).split("\n", 1)[1].removeprefix("data: "))
+        seen += [(t["state"], len(t["history"])) for t in update["trials"]]
+    assert seen[-1] == ("FAILED", 1)
     # the server stopping ends the stream
     client.application.extensions["dnnframe"].feed.close()
     assert _next_event(events) == ""
