@@ -8,7 +8,6 @@ from typing import Any
 
 from dnnframe.dataset_registry import REGISTRY
 from dnnframe.datasets import DatasetConfig, load_dataset
-from dnnframe.exceptions import DnnframeError
 
 
 def dataset_summary(trial_config: dict[str, Any] | None, spec: dict[str, Any]) -> dict[str, Any]:
@@ -33,8 +32,8 @@ def dataset_summary(trial_config: dict[str, Any] | None, spec: dict[str, Any]) -
     loss = (trial_config.get("model") or {}).get("loss", "softmax_crossentropy")
     try:
         ds = load_dataset(DatasetConfig.model_validate(data), loss)
-    except (DnnframeError, ValueError, OSError) as exc:
-        out["note"] = f"cannot load it on this server: {exc}"
+    except Exception as exc:  # noqa: BLE001 - a missing extra or file must not fail the page
+        out["note"] = f"cannot load it on this server: {type(exc).__name__}: {exc}"
         return out
     out.update(
         {

@@ -257,3 +257,24 @@ def test_compare_shows_the_settings_that_differ_and_the_best_of_each(client, sto
     r = client.get(f"/compare?ids={a}")
     assert r.status_code == 400 and "choose 2 to 8 experiments" in r.get_data(as_text=True)
     assert client.get(f"/compare?ids={a}&ids=exp-nope").status_code == 404
+
+
+@pytest.mark.parametrize("module", ["dashboard.params", "dashboard.around", "dashboard.compare"])
+def test_module_examples_run(module):
+    import doctest
+    import importlib
+
+    result = doctest.testmod(importlib.import_module(module))
+    assert result.attempted > 0 and result.failed == 0
+
+
+def test_a_dataset_this_server_cannot_load_is_named_not_a_failed_page(client, store):
+    # an experiment run from the CLI on another machine, with a CSV only that machine has
+    spec = {"name": "elsewhere", "dataset": {"name": "csv", "path": "/data/theirs.csv"}}
+    store.create_experiment("exp-elsewhere", "elsewhere", spec, 1)
+    config = {"dataset": {"name": "csv", "path": "/data/theirs.csv", "label_column": "y"},
+              "model": {"hidden_layers": 1, "width": 4}, "seed": 0}
+    store.create_trials("exp-elsewhere", [("t-elsewhere", config)])
+    r = client.get("/experiments/exp-elsewhere")
+    assert r.status_code == 200
+    assert "cannot load it on this server: DatasetError: CSV file" in r.get_data(as_text=True)
