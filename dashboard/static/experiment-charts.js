@@ -60,7 +60,7 @@ window.DnnCharts = (function () {
             x: t.history.map(function (h) { return h.epoch; }),
             y: P.smooth(t.history.map(function (h) { return h[metric]; }), opts.smoothing),
             line: { color: col, width: pruned ? 1 : 1.3, dash: pruned ? "dot" : "solid" },
-            opacity: t.state === "RUNNING" ? 1 : pruned ? 0.35 : 0.6, meta: t.state,
+            opacity: t.state === "RUNNING" ? 1 : pruned ? 0.3 : 0.6, meta: t.state,
             hovertemplate: named(t) + " (" + t.state.toLowerCase() + ")<br>epoch %{x}: %{y:.4g}<extra></extra>" });
         });
         return;
@@ -239,7 +239,7 @@ window.DnnCharts = (function () {
     });
     const nPruned = all.filter(function (t) { return t.state === "PRUNED"; }).length;
     const what = choice.mode === "trials" ? withHistory.length + " trials" : "mean ± sd of " + withHistory.length + " trials";
-    const curveTitle = (search.prunes ? "Rung chart: " : "Learning curves: ") + P.label(curveMetric || "") + grouped +
+    const curveTitle = (search.prunes ? "Rung chart: " : "Learning curves: ") + P.label(curveMetric || "") + " by epoch" + grouped +
       " (" + what + (search.prunes ? "; rungs dashed, " + nPruned + " pruned" : "") + ")";
     P.draw("chart-curves", curves, P.layout({ title: curveTitle, shapes: rungLines,
       xaxis: epochs.length ? P.integerAxis(epochs.concat(search.rungs || []), "epoch") : {},
