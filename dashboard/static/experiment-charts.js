@@ -179,8 +179,24 @@ window.DnnCharts = (function () {
     return traces;
   }
 
+  // Mean of the metric over every pair of values of the two most important parameters.
+  function pairTraces(done, a, b, y) {
+    const rows = done.filter(function (t) { return typeof value(t, y) === "number"; });
+    const xs = P.groupBy(rows, function (t) { return t.params[a]; }).map(function (g) { return g[0]; });
+    const ys = P.groupBy(rows, function (t) { return t.params[b]; }).map(function (g) { return g[0]; });
+    const z = ys.map(function (vb) {
+      return xs.map(function (va) {
+        const vs = rows.filter(function (t) { return t.params[a] === va && t.params[b] === vb; })
+          .map(function (t) { return value(t, y); });
+        return vs.length ? P.meanStd(vs)[0] : null;
+      });
+    });
+    return rows.length ? [{ type: "heatmap", x: xs.map(P.fmt), y: ys.map(P.fmt), z: z, colorscale: "Viridis",
+      colorbar: { thickness: 12 }, hovertemplate: P.label(a) + " %{x}<br>" + P.label(b) + " %{y}<br>mean %{z:.4g}<extra></extra>" }] : [];
+  }
+
   // ---------------------------------------------------------------- importance
-  let importanceKey = null, importanceBusy = false;
+  let importanceKey = null, importanceBusy = false, lastDone = [];
 
   async function importance(meta, y, evaluator, nDone) {
     const key = [y, evaluator, nDone].join("|");
@@ -203,6 +219,12 @@ window.DnnCharts = (function () {
           margin: { l: 120, r: 20, t: 48, b: 40 }, xaxis: { title: { text: "importance (sums to 1)" }, rangemode: "tozero" },
           height: Math.max(240, 80 + 28 * ranked.length) }),
         body.note ? "Importance: " + body.note : "Waiting for the first trials to finish…");
+      const top = body.ranking.filter(function (p) { return p !== "seed"; }).slice(0, 2);
+      P.draw("chart-contour", top.length === 2 ? pairTraces(lastDone, top[0], top[1], y) : [],
+        P.layout({ title: "Mean " + P.label(y) + " over the two most important parameters",
+          xaxis: { title: { text: P.label(top[0] || "") }, type: "category" },
+          yaxis: { title: { text: P.label(top[1] || "") }, type: "category" }, margin: { l: 90, r: 20, t: 48, b: 60 } }),
+        "Needs two parameters that matter: the sweep varies fewer");
     } catch (e) {
       importanceKey = null; // try again on the next redraw
     } finally {
@@ -278,6 +300,7 @@ window.DnnCharts = (function () {
     } else {
       P.draw("chart-depth", [], null, "Depth profile: this sweep does not vary the number of hidden layers");
     }
+    lastDone = done;
     importance(meta, y, choice.evaluator, done.length);
   }
 

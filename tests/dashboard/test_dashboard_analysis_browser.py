@@ -134,6 +134,13 @@ def test_axes_follow_what_the_sweep_varies_and_the_reader_can_change_them(quiet_
             assert bars[-1] == "learning rate" and set(bars) == {
                 "learning rate", "activation", "seed"
             }
+            # the mean over the two most important parameters' values (the seed left out)
+            page.wait_for_function(
+                "() => (document.getElementById('chart-contour').data || []).length === 1"
+            )
+            pair = page.evaluate("""() => { const t = document.getElementById('chart-contour').data[0];
+                return [t.type, t.x, t.y]; }""")
+            assert pair == ["heatmap", ["0.001", "0.01", "0.1"], ["relu", "tanh"]]
             # one slice per varied parameter; the depth profile says why it is empty
             assert page.evaluate("document.getElementById('chart-slice').data.length") == 3
             expect(page.locator("#chart-depth")).to_contain_text("does not vary the number")
