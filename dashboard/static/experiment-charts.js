@@ -223,7 +223,8 @@ window.DnnCharts = (function () {
       P.draw("chart-contour", top.length === 2 ? pairTraces(lastDone, top[0], top[1], y) : [],
         P.layout({ title: "Mean " + P.label(y) + " over the two most important parameters",
           xaxis: { title: { text: P.label(top[0] || "") }, type: "category" },
-          yaxis: { title: { text: P.label(top[1] || "") }, type: "category" }, margin: { l: 90, r: 20, t: 48, b: 60 } }),
+          yaxis: { title: { text: P.label(top[1] || "") }, type: "category", automargin: true },
+          margin: { l: 110, r: 20, t: 48, b: 60 } }),
         "Needs two parameters that matter: the sweep varies fewer");
     } catch (e) {
       importanceKey = null; // try again on the next redraw
@@ -261,7 +262,8 @@ window.DnnCharts = (function () {
     });
     const nPruned = all.filter(function (t) { return t.state === "PRUNED"; }).length;
     const what = choice.mode === "trials" ? withHistory.length + " trials" : "mean ± sd of " + withHistory.length + " trials";
-    const curveTitle = (search.prunes ? "Rung chart: " : "Learning curves: ") + P.label(curveMetric || "") + " by epoch" + grouped +
+    const curveTitle = (search.prunes ? "Rung chart: " : "Learning curves: ") + P.label(curveMetric || "") +
+      (search.prunes ? " by epoch" : "") + grouped +
       " (" + what + (search.prunes ? "; rungs dashed, " + nPruned + " pruned" : "") + ")";
     P.draw("chart-curves", curves, P.layout({ title: curveTitle, shapes: rungLines,
       xaxis: epochs.length ? P.integerAxis(epochs.concat(search.rungs || []), "epoch") : {},
