@@ -99,6 +99,10 @@ def _document() -> str:
                     },
                     "params": {"type": "array", "items": {"type": "string"}},
                     "n_trials": {"type": "integer"},
+                    "sampled": {
+                        "type": "integer",
+                        "description": "how many of the trials a forest evaluator saw",
+                    },
                     "note": {"type": "string"},
                 },
             },
@@ -129,6 +133,10 @@ def _document() -> str:
                     "id": {"type": "string"},
                     "name": {"type": "string"},
                     "n_trials": {"type": "integer"},
+                    "sampled": {
+                        "type": "integer",
+                        "description": "how many of the trials a forest evaluator saw",
+                    },
                     "new_trials": {"type": "integer"},
                     "queued_trials": {"type": "integer"},
                     "created": {"type": "boolean"},
@@ -142,6 +150,10 @@ def _document() -> str:
                 "properties": {
                     "valid": {"type": "boolean"},
                     "n_trials": {"type": "integer"},
+                    "sampled": {
+                        "type": "integer",
+                        "description": "how many of the trials a forest evaluator saw",
+                    },
                     "experiment_id": {"type": "string"},
                     "spec": {"type": "object"},
                 },
@@ -389,7 +401,9 @@ def _document() -> str:
                         "evaluator",
                         "query",
                         {"type": "string", "enum": list(EVALUATORS)},
-                        "Optuna importance evaluator (default fanova)",
+                        "Optuna importance evaluator (default ped_anova; the forests, fanova "
+                        "and mean_decrease_impurity, see a seeded sample of at most 1,000 "
+                        "trials)",
                     ),
                 ],
                 "responses": {

@@ -70,11 +70,24 @@ def test_importance_for_another_metric_and_its_errors(client, store):
     ]:
         r = client.get(base + "?" + query)
         assert r.status_code == 400 and r.json["errors"][0]["path"] == path, r.json
-    assert "fanova, ped_anova" in client.get(base + "?evaluator=shap").json["message"]
+    assert "ped_anova, fanova" in client.get(base + "?evaluator=shap").json["message"]
     assert client.get("/api/v1/experiments/exp-nope/importance").status_code == 404
     # a metric no trial recorded: nothing to rank, and the answer says why
     body = client.get(base + "?metric=test_r2").json
     assert body["importances"] == {} and "has 0" in body["note"]
+
+
+def test_forest_evaluators_see_a_seeded_sample_of_a_large_sweep(client, store, monkeypatch):
+    import dashboard.importance
+
+    monkeypatch.setattr(dashboard.importance, "FOREST_MAX_TRIALS", 12)
+    exp_id = _lr_experiment(client, store)
+    base = f"/api/v1/experiments/{exp_id}/importance"
+    body = client.get(base + "?evaluator=fanova").json
+    assert body["n_trials"] == 18 and body["sampled"] == 12
+    assert body["ranking"][0] == "learning_rate"
+    body = client.get(base).json  # PED-ANOVA, the default, sees them all
+    assert body["evaluator"] == "ped_anova" and "sampled" not in body
 
 
 def test_importance_waits_for_two_complete_trials(client, store):
