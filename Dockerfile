@@ -76,6 +76,15 @@ RUN --mount=type=secret,id=ca-certificates \
 
 # Numeric, so runtimes that check "non-root" without reading /etc/passwd can verify it.
 USER 10001:10001
+# PyTensor's C code for the quickstart's graphs, compiled once here into /cache/pytensor:
+# Docker fills a new, empty named volume from the image's files at its mount point, so a
+# fresh stack's pytensor-cache volume starts with the common ops (elementwise, gemm, the
+# optimisers' updates) built, and its first sweep does not wait minutes for them. They are
+# compiled for the build host's CPU; PyTensor spells -march=native out in its cache keys,
+# so on another CPU it compiles what it needs instead of loading them.
+RUN DNNFRAME_STORE_URL=sqlite:////tmp/warm-up.db dnnframe run --local --quiet \
+        experiments/quickstart.yaml \
+ && rm -f /tmp/warm-up.db*
 VOLUME ["/cache/pytensor", "/data"]
 EXPOSE 8000 5555
 ENTRYPOINT ["dnnframe-entrypoint"]

@@ -45,7 +45,7 @@ def _config(design: str, depth: int) -> dict:
 
 
 def _child(design: str, depth: int) -> None:
-    from dnnframe.engine.training import train
+    from dnnframe.engine import train
 
     result = train(_config(design, depth))
     print(json.dumps({"compile": result.timings["compile"], "status": result.status}))

@@ -33,8 +33,9 @@ CHILD = r"""
 import json, sys, time
 sys.path.insert(0, sys.argv[1])
 from dnnframe.engine import diskcache, packed
-from dnnframe.engine.packgraph import PackShape
-from dnnframe.engine.training import prepare_data
+from dnnframe.engine.blocks import LayerDesign
+from dnnframe.engine.data import prepare_data
+from dnnframe.engine.packgraph import PackShape, segments_for
 from dnnframe.spec import TrialConfig
 import sklearn.datasets  # the worker imports it at start too
 config = TrialConfig.model_validate({
@@ -42,7 +43,8 @@ config = TrialConfig.model_validate({
     "model": {"hidden_layers": 3, "width": 16, "activation": "relu"},
     "training": {"optimizer": "sgd", "learning_rate": 0.01, "batch_size": 32}})
 _, shape_args, _ = prepare_data(config)
-shape = PackShape(**shape_args, widths=(16, 16, 16), shared_input=False)
+segments, _ = segments_for(shape_args["n_features"], (16, 16, 16))
+shape = PackShape(**shape_args, segments=segments, design=LayerDesign(), shared_input=False)
 if sys.argv[2] == "preloaded":
     diskcache.preload()
 t = time.perf_counter()

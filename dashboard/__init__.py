@@ -18,7 +18,14 @@ from dnnframe import __version__, settings
 from .api import bp as api_bp
 from .context import Services, services
 from .errors import register_error_handlers
-from .security import check_allowed_host, default_allowed_hosts, parse_hosts
+from .security import (
+    check_allowed_host,
+    content_security_policy,
+    default_allowed_hosts,
+    install_guess_throttle,
+    may_see_details,
+    parse_hosts,
+)
 from .ui import bp as ui_bp
 
 __all__ = ["DEFAULTS", "Services", "create_app", "services"]
@@ -41,6 +48,8 @@ DEFAULTS: dict[str, Any] = {
     "EXECUTOR": None,  # an Executor instance to use instead of make_executor (embedding)
     "CELERY_INSPECT_TIMEOUT": 1.0,
     "EVENT_STREAMS": None,  # live-update streams per process (None → events.DEFAULT_STREAMS)
+    # wrong API tokens one client may send (at /login or as a bearer token) before it must wait
+    "TOKEN_GUESS_LIMIT": "10 per minute",
     "SESSION_COOKIE_SAMESITE": "Lax",  # with the CSRF token: cross-site form posts carry no session
 }
 
@@ -64,7 +73,8 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
 
     app.register_blueprint(api_bp)
     app.register_blueprint(ui_bp)
-    register_error_handlers(app)
+    register_error_handlers(app, may_see_details)
+    install_guess_throttle(app)
     app.before_request(check_allowed_host)
     app.extensions["dnnframe"] = Services(app)
 
@@ -72,6 +82,6 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     def _security_headers(response):  # type: ignore[no-untyped-def]
         response.headers.setdefault("X-Content-Type-Options", "nosniff")
         response.headers.setdefault("X-Frame-Options", "DENY")
-        return response
+        return content_security_policy(response)
 
     return app

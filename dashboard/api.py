@@ -9,10 +9,12 @@ from typing import Any
 from flask import Blueprint, Response, current_app, jsonify, request, url_for
 
 from dnnframe import __version__
-from dnnframe.exceptions import DnnframeError
+from dnnframe.exceptions import DnnframeError, brief
+from dnnframe.executors.liveness import live_nodes, store_label
 from dnnframe.spec import count_trials
 from dnnframe.store import TrialState
 from dnnframe.store.base import resolve_sort_path
+from dnnframe.worker_status import workers_with_status
 
 from .context import services
 from .errors import APIError
@@ -26,6 +28,7 @@ from .service import (
     METRIC_NAME,
     SORT_KEYS,
     TRIAL_STATES,
+    cancel_experiment,
     check_web_spec,
     delete_experiment,
     experiment_json,
@@ -55,7 +58,7 @@ def _int_arg(name: str, default: int | None, low: int = 0, high: int | None = No
     except ValueError:
         raise APIError(
             400,
-            f"query parameter {name} must be an integer, but got {raw!r}",
+            f"query parameter {name} must be an integer, but got {brief(raw)}",
             [{"path": name, "message": "must be an integer"}],
         ) from None
     high = MAX_INT_ARG if high is None else min(high, MAX_INT_ARG)
@@ -79,7 +82,7 @@ def health() -> Any:
     try:
         services().store.list_experiments(limit=1)
     except DnnframeError as exc:
-        raise APIError(503, f"the result store is unavailable: {exc}") from None
+        raise APIError(503, "the result store is unavailable", details=str(exc)) from None
     return jsonify(
         {
             "status": "ok",
@@ -205,7 +208,7 @@ def list_trials(experiment_id: str) -> Any:
     if bad:
         raise APIError(
             400,
-            f"unknown state {bad[0]!r}; known: {', '.join(TRIAL_STATES)}",
+            f"unknown state {brief(bad[0])}; known: {', '.join(TRIAL_STATES)}",
             [{"path": "state", "message": f"must be one of {', '.join(TRIAL_STATES)}"}],
         )
     sort = _sort_arg()
@@ -216,14 +219,14 @@ def list_trials(experiment_id: str) -> Any:
         raise APIError(
             400,
             f"since= follows changes in change order and cannot be combined with "
-            f"sort={sort!r}; drop since to sort, or drop sort to follow changes",
+            f"sort={brief(sort)}; drop since to sort, or drop sort to follow changes",
             [{"path": "sort", "message": "must be empty or 'seq' when since is given"}],
         )
     order = (request.args.get("order") or ("desc" if sort else "asc")).lower()
     if order not in ("asc", "desc"):
         raise APIError(
             400,
-            f"order must be asc or desc, but got {order!r}",
+            f"order must be asc or desc, but got {brief(order)}",
             [{"path": "order", "message": "must be asc or desc"}],
         )
     if since is not None and order == "desc":
@@ -277,7 +280,7 @@ def _sort_arg() -> str | None:
     )
     if sort not in SORT_KEYS and not sort.startswith(("config.", "result.")):
         raise APIError(
-            400, f"unknown sort key {sort[:100]!r}: {rule}", [{"path": "sort", "message": rule}]
+            400, f"unknown sort key {brief(sort)}: {rule}", [{"path": "sort", "message": rule}]
         )
     try:
         resolve_sort_path(sort)
@@ -375,7 +378,7 @@ def export(experiment_id: str) -> Response:
     if fmt not in ("csv", "jsonl"):
         raise APIError(
             400,
-            f"format must be csv or jsonl, but got {fmt!r}",
+            f"format must be csv or jsonl, but got {brief(fmt)}",
             [{"path": "format", "message": "must be csv or jsonl"}],
         )
     store = services().store
@@ -397,10 +400,7 @@ def export(experiment_id: str) -> Response:
 def cancel(experiment_id: str) -> Any:
     """Cancel: queued trials become CANCELLED, running ones stop after their current epoch."""
     svc = services()
-    svc.store.get_experiment(experiment_id)  # 404 for an unknown id
-    n = svc.store.cancel_experiment(experiment_id)
-    if svc.has_executor:
-        svc.executor.cancel(experiment_id)
+    n = cancel_experiment(experiment_id)
     return jsonify(
         {
             "id": experiment_id,
@@ -421,25 +421,39 @@ def get_trial(trial_id: str) -> Any:
 
 @bp.get("/workers")
 def workers() -> Any:
-    """Workers seen by the store (host, pid, current trial, trials done, last seen), plus
-    Celery's own view when a broker is configured and answers quickly."""
+    """Workers seen by the store (host, pid, current trial, trials done, last seen, and
+    whether each is alive: live ones first), plus Celery's own view when a broker is
+    configured and answers quickly."""
     store = services().store
-    rows = [_plain(w) for w in store.list_workers()]
-    body: dict[str, Any] = {"workers": rows, "celery": None}
+    rows = workers_with_status(store)
+    body: dict[str, Any] = {"workers": rows, "celery": None, "wrong_store": []}
     broker = current_app.config.get("BROKER_URL")
     if broker:
-        body["celery"] = _celery_inspect(
-            broker, float(current_app.config["CELERY_INSPECT_TIMEOUT"])
-        )
+        timeout = float(current_app.config["CELERY_INSPECT_TIMEOUT"])
+        body["celery"] = _celery_inspect(broker, timeout)
+        body["wrong_store"] = _wrong_store(broker, timeout, store)
     return jsonify(body)
 
 
-def _plain(value: Any) -> Any:
-    import dataclasses
-
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return dataclasses.asdict(value)
-    return value
+def _wrong_store(broker: str, timeout: float, store: Any) -> list[dict[str, str]]:
+    """Workers on the broker that serve another store than this dashboard's (they name it,
+    and have not registered in this one): they leave this store's packs on the queue."""
+    mine = store_label(services().store_url())
+    registered = {w.name for w in live_nodes(store)}
+    try:
+        replies = _celery_app(broker).control.broadcast("dnnframe_store", reply=True,
+                                                         timeout=timeout)
+    except Exception:  # noqa: BLE001 - a broker hiccup must not break the page
+        return []
+    wrong = []
+    for reply in replies or []:
+        for node, answer in reply.items():
+            theirs = answer.get("store") if isinstance(answer, dict) else None
+            if theirs and theirs != mine and node not in registered:
+                wrong.append({"node": node, "store": theirs, "message": (
+                    f"{node} uses the store {theirs}, not this dashboard's {mine}: it takes "
+                    "none of these sweeps' packs; give it the same DNNFRAME_STORE_URL")})
+    return sorted(wrong, key=lambda w: w["node"])
 
 
 @functools.lru_cache(maxsize=4)

@@ -6,6 +6,7 @@ HTTP exception escape); they never build error JSON by hand.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from http import HTTPStatus
 from typing import Any
 
@@ -34,12 +35,16 @@ class APIError(Exception):
         message: str,
         errors: list[dict[str, str]] | None = None,
         headers: dict[str, str] | None = None,
+        details: str | None = None,
     ):
         super().__init__(message)
         self.status = status
         self.message = message
         self.errors = errors
         self.headers = headers or {}
+        # what went wrong inside (a store URL, a driver's report): logged, and shown only
+        # to a client allowed to see it (see register_error_handlers)
+        self.details = details
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON body of the error response."""
@@ -47,10 +52,22 @@ class APIError(Exception):
             phrase = HTTPStatus(self.status).phrase
         except ValueError:
             phrase = "Error"
-        body: dict[str, Any] = {"status": self.status, "error": phrase, "message": self.message}
+        body: dict[str, Any] = {"status": self.status, "error": phrase,
+                                "message": _cut(self.message, MAX_MESSAGE)}
         if self.errors is not None:
-            body["errors"] = self.errors
+            body["errors"] = [{k: _cut(str(v), MAX_FIELD_MESSAGE) for k, v in e.items()}
+                              for e in self.errors]
         return body
+
+
+# Refusals stay short whatever was sent: messages quote values briefly at their source;
+# these bounds catch any message that still grew with the input.
+MAX_MESSAGE = 2000
+MAX_FIELD_MESSAGE = 400
+
+
+def _cut(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[:limit] + f"… ({len(text) - limit} more characters)"
 
 
 # Page endpoints that scripts call with fetch(): their errors are JSON whatever Accept says,
@@ -84,9 +101,11 @@ def to_api_error(exc: BaseException) -> APIError:
         what = str(exc).partition(" not found in ")[0]
         return APIError(404, what if what == str(exc) else f"{what} not found")
     if isinstance(exc, StoreError):
-        return APIError(503, f"the result store is unavailable: {exc}")
+        return APIError(503, "the result store is unavailable", details=str(exc))
     if isinstance(exc, BrokerUnavailableError):
-        return APIError(503, str(exc), headers={"Retry-After": "30"})
+        return APIError(503, "the message broker is unavailable; the trials are stored and "
+                        "will be sent when it is back", headers={"Retry-After": "30"},
+                        details=str(exc))
     if isinstance(exc, HTTPException):
         headers = {}
         if exc.code == 405 and exc.valid_methods:  # type: ignore[attr-defined]
@@ -103,16 +122,28 @@ def _content_limit() -> int | None:
     return current_app.config.get("MAX_CONTENT_LENGTH")
 
 
-def register_error_handlers(app: Flask) -> None:
-    """Install the one handler: JSON for the API, a plain page for browsers."""
+def register_error_handlers(app: Flask, may_see_details: Callable[[], bool]) -> None:
+    """Install the one handler: JSON for the API, a plain page for browsers.
+
+    An error's ``details`` (what is wrong inside: a store URL, a driver's report) always go
+    to the log, and into the answer only when ``may_see_details()`` says this client may
+    see them; everyone else gets the public message.
+    """
 
     @app.errorhandler(Exception)
     def handle(exc: Exception) -> Response | tuple[Any, int]:
         error = to_api_error(exc)
-        if error.status >= 500:
+        if error.status >= 500 and error.details is None:
             app.logger.exception(
                 "unhandled error on %s %s", request.method, request.path, exc_info=exc
             )
+        if error.details is not None:
+            app.logger.warning("%s %s: %s: %s", request.method, request.path, error.message,
+                               error.details)
+            if may_see_details():
+                error.message = f"{error.message}: {error.details}"
+            else:
+                error.message += " (the details are in the server log)"
         if _wants_json():
             response = jsonify(error.to_dict())
         else:

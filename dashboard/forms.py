@@ -10,9 +10,10 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from flask import current_app
 from werkzeug.datastructures import MultiDict
 
-from dnnframe.exceptions import SpecError
+from dnnframe.exceptions import SpecError, brief
 from dnnframe.spec import ExperimentSpec
 
 from .service import check_web_spec
@@ -100,7 +101,7 @@ def _ints(field: str, text: str, errors: dict[str, str], allow_range: bool = Tru
             if allow_range
             else "a number or a list like 16, 32"
         )
-        errors[field] = f"must be {hint}, but got {text!r}"
+        errors[field] = f"must be {hint}, but got {brief(text)}"
         return None
 
 
@@ -112,7 +113,7 @@ def _floats(field: str, text: str, errors: dict[str, str]) -> Any:
     try:
         return _one_or_grid([float(p) for p in _split(text)])
     except ValueError:
-        errors[field] = f"must be a number or a list like 0.001, 0.01, but got {text!r}"
+        errors[field] = f"must be a number or a list like 0.001, 0.01, but got {brief(text)}"
         return None
 
 
@@ -136,6 +137,8 @@ def check_form(form: MultiDict) -> tuple[ExperimentSpec | None, dict[str, Any], 
     form shows all its errors in one round.
     """
     data, errors = _read_form(form)
+    # the server's cap is the one that applies to a sweep from the form: its spec says so
+    data["search"]["max_trials"] = int(current_app.config["MAX_TRIALS"])
     try:
         spec = check_web_spec(data)
     except SpecError as exc:
@@ -173,7 +176,7 @@ def _read_form(form: MultiDict) -> tuple[dict[str, Any], dict[str, str]]:
     try:
         seeds = int(seeds_text)
     except ValueError:
-        errors["seeds"] = f"must be a whole number of seeds, but got {seeds_text!r}"
+        errors["seeds"] = f"must be a whole number of seeds, but got {brief(seeds_text)}"
         seeds = 1
     model = {
         "hidden_layers": _ints("hidden_layers", form.get("hidden_layers", ""), errors),

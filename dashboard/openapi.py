@@ -38,17 +38,21 @@ def _resp(description: str, schema: str | dict[str, Any] = "Object") -> dict[str
     return {"description": description, "content": _json(schema)}
 
 
-def _errors(*codes: int) -> dict[str, Any]:
+def _errors(*codes: int, conflict: str = "") -> dict[str, Any]:
+    """Error responses for ``codes``; ``conflict`` says what a 409 means for this operation."""
     text = {
         400: "invalid input; `errors` names every invalid field",
         401: "missing or wrong API token",
         403: "cross-site request, or a form body without the session's CSRF token "
         "(no API token set)",
         404: "unknown id",
-        409: "the experiment still has trials queued or running: cancel it first",
+        409: conflict,
         413: "request body too large",
+        429: "too many wrong API tokens from this client: wait Retry-After seconds",
         503: "store or executor unavailable",
     }
+    if 401 in codes:  # wrong tokens are throttled per client
+        codes = (*codes, 429)
     return {str(c): _resp(text[c], "Error") for c in codes}
 
 
@@ -298,7 +302,8 @@ def _document() -> str:
                 ],
                 "responses": {
                     "200": _resp("deleted: how many trials went with it"),
-                    **_errors(400, 401, 403, 404, 409),
+                    **_errors(400, 401, 403, 404, 409, conflict="the experiment still has "
+                              "trials queued or running: cancel it first"),
                 },
             },
         },
@@ -473,7 +478,11 @@ def _document() -> str:
                 "operationId": "cancelExperiment",
                 "security": _SECURED,
                 "parameters": [_EXP_ID],
-                "responses": {"200": _resp("cancelled"), **_errors(401, 403, 404)},
+                "responses": {
+                    "200": _resp("cancelled"),
+                    **_errors(401, 403, 404, 409,
+                              conflict="the experiment has finished: nothing is left to cancel"),
+                },
             }
         },
         "/trials/{trial_id}": {

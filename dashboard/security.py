@@ -11,13 +11,21 @@ from __future__ import annotations
 import functools
 import hashlib
 import hmac
+import math
+import re
 import secrets
 import socket
+import time
 from collections.abc import Callable, Iterable
 from typing import Any
 from urllib.parse import urlsplit
 
-from flask import current_app, request, session
+from flask import Flask, Response, current_app, g, request, session
+from limits import RateLimitItem, parse
+from limits.storage import MemoryStorage
+from limits.strategies import MovingWindowRateLimiter
+
+from dnnframe.exceptions import brief
 
 from .errors import APIError
 
@@ -70,11 +78,57 @@ def check_allowed_host() -> None:
     if name is None or name.rstrip(".") not in allowed:
         raise APIError(
             400,
-            f"the Host header names {request.host[:200]!r}, which this server does "
+            f"the Host header names {brief(request.host)}, which this server does "
             f"not answer to (allowed: {', '.join(allowed)}); add it to "
             "DNNFRAME_ALLOWED_HOSTS if it is yours",
             [{"path": "Host", "message": "not an allowed host"}],
         )
+
+
+# --------------------------------------------------------------------------- page policy
+# The page whose charts plotly draws with WebGL (parallel coordinates): its regl library
+# builds functions from strings, which a policy without 'unsafe-eval' blocks. Scripts
+# injected into a page stay blocked there too: only this site's files and scripts
+# carrying the response's nonce run.
+EVAL_PAGES = frozenset({"ui.experiment_page"})
+
+
+def csp_nonce() -> str:
+    """This response's nonce: an inline ``<script nonce="...">`` of a template runs."""
+    if "csp_nonce" not in g:
+        g.csp_nonce = secrets.token_urlsafe(16)
+    return g.csp_nonce
+
+
+def content_security_policy(response: Response) -> Response:
+    """Give an HTML page its Content-Security-Policy (after the request)."""
+    if response.mimetype != "text/html":
+        return response
+    scripts = f"'self' 'nonce-{csp_nonce()}'"
+    if request.endpoint in EVAL_PAGES:
+        scripts += " 'unsafe-eval'"
+    response.headers.setdefault("Content-Security-Policy", "; ".join([
+        "default-src 'self'", f"script-src {scripts}",
+        "style-src 'self' 'unsafe-inline'",  # plotly styles its charts inline
+        "img-src 'self' data: blob:", "font-src 'self' data:", "connect-src 'self'",
+        "object-src 'none'", "base-uri 'none'", "form-action 'self'",
+        "frame-ancestors 'none'"]))
+    return response
+
+
+# --------------------------------------------------------------------------- redirects
+# A path on this site: one leading slash, then no second slash or backslash (browsers read
+# "//x" and "/\\x" as another host), and no whitespace or control character (browsers drop
+# tabs and newlines from a URL, so "/\t/evil.example" becomes "//evil.example").
+_LOCAL_PATH = re.compile(r"/(?![/\\])[^\\\s\x00-\x1f\x7f]*")
+
+
+def local_path(url: str | None) -> str | None:
+    """``url`` when it is a path on this site (safe to redirect to), else None."""
+    if not url or not _LOCAL_PATH.fullmatch(url):
+        return None
+    parts = urlsplit(url)
+    return url if not parts.scheme and not parts.netloc else None
 
 
 # --------------------------------------------------------------------------- secrets
@@ -116,6 +170,67 @@ def session_signed_in() -> bool:
     if not expected or not isinstance(given, str):
         return False
     return same_secret(given, token_digest(str(expected)))
+
+
+# --------------------------------------------------------------------------- token guessing
+class GuessThrottle:
+    """Wrong API tokens per client (its address), over a moving window: a client past the
+    limit is refused (429 with Retry-After) before its token is even compared, whichever
+    token it sends, until its oldest wrong guess leaves the window. Other clients, the one
+    holding the right token among them, are not affected. Counts are kept per server
+    process (each gunicorn worker allows the limit)."""
+
+    def __init__(self, limit: str):
+        self._limit: RateLimitItem = parse(limit)
+        self._limiter = MovingWindowRateLimiter(MemoryStorage())
+
+    @staticmethod
+    def of(app: Flask) -> GuessThrottle:
+        return app.extensions["dnnframe_token_guesses"]
+
+    def check(self, client: str) -> None:
+        """Raise 429 when ``client`` has made too many wrong guesses lately."""
+        if self._limiter.test(self._limit, client):
+            return
+        reset_at, _ = self._limiter.get_window_stats(self._limit, client)
+        wait = max(1, math.ceil(reset_at - time.time()))
+        raise APIError(429, f"too many wrong API tokens from this client: try again in {wait} s",
+                       headers={"Retry-After": str(wait)})
+
+    def wrong(self, client: str) -> None:
+        """Count one wrong guess from ``client``."""
+        self._limiter.hit(self._limit, client)
+
+
+def install_guess_throttle(app: Flask) -> None:
+    app.extensions["dnnframe_token_guesses"] = GuessThrottle(app.config["TOKEN_GUESS_LIMIT"])
+
+
+def check_token_guess(given: str, expected: str) -> bool:
+    """Compare a token a client sent with ours, throttled per client (see GuessThrottle)."""
+    throttle = GuessThrottle.of(current_app)
+    client = request.remote_addr or "unknown"
+    throttle.check(client)
+    if same_secret(given, expected):
+        return True
+    throttle.wrong(client)
+    return False
+
+
+def may_see_details() -> bool:
+    """Whether this client may read what is wrong inside the server (store URLs, driver
+    reports): the API token's holder (bearer token or signed-in session) when a token is
+    set; without one, a client on this machine only."""
+    expected = current_app.config.get("API_TOKEN")
+    if not expected:
+        return request.remote_addr in LOCAL_HOSTS
+    scheme, _, given = request.headers.get("Authorization", "").partition(" ")
+    if scheme.lower() == "bearer" and given:
+        try:
+            return check_token_guess(given.strip(), str(expected))
+        except APIError:  # throttled: this answer is already an error; just no details
+            return False
+    return session_signed_in()
 
 
 # --------------------------------------------------------------------------- the API token
@@ -162,7 +277,7 @@ def _check_bearer(expected: str) -> None:
             "this endpoint needs an API token: send 'Authorization: Bearer <token>'",
             headers=challenge,
         )
-    if not same_secret(given.strip(), expected):
+    if not check_token_guess(given.strip(), expected):
         raise APIError(401, "the API token is wrong", headers=challenge)
 
 
@@ -204,8 +319,8 @@ def check_same_site(check_body: bool = True) -> None:
     if value is not None and not _same_host(value):
         raise APIError(
             403,
-            f"cross-site request refused: the {header} header ({value[:200]!r}) "
-            f"names another site than this server ({request.host!r})",
+            f"cross-site request refused: the {header} header ({brief(value)}) "
+            f"names another site than this server ({brief(request.host)})",
             [{"path": header, "message": "must name this server"}],
         )
     has_body = bool(request.content_length) or bool(request.mimetype)

@@ -18,11 +18,12 @@ from dnnframe.exceptions import (
     ExperimentActiveError,
     NotFoundError,
     SpecError,
+    brief,
 )
 from dnnframe.search.asha import rungs
 from dnnframe.search.background import DRIVERS
 from dnnframe.search.driver import is_driven
-from dnnframe.spec import ExperimentSpec, count_trials, parse_spec
+from dnnframe.spec import ExperimentSpec, parse_spec
 from dnnframe.spec.models import SearchConfig
 from dnnframe.store import TrialState
 from dnnframe.store.rows import METRICS
@@ -59,27 +60,13 @@ def check_web_spec(data: Any) -> ExperimentSpec:
         )
     spec = None
     try:
-        spec = parse_spec(data, source="request body")
+        spec = parse_spec(data, source="request body",
+                          trial_cap=int(current_app.config["MAX_TRIALS"]))
     except SpecError as exc:
         errors.extend(exc.errors)
     if errors:
         raise SpecError(errors, "request body")
     assert spec is not None
-    cap = int(current_app.config["MAX_TRIALS"])
-    n = count_trials(spec)
-    if n > cap:
-        raise SpecError(
-            [
-                {
-                    "path": "search",
-                    "message": (
-                        f"the sweep has {n} trials, more than this server accepts ({cap}); "
-                        "narrow the search spaces or use fewer seeds"
-                    ),
-                }
-            ],
-            "request body",
-        )
     _check_dataset_size(spec, int(current_app.config["MAX_DATASET_CELLS"]))
     _check_upload(spec)
     return spec
@@ -144,7 +131,7 @@ def _check_upload(spec: ExperimentSpec) -> None:
                 {
                     "path": "dataset.upload",
                     "message": (
-                        f"no uploaded dataset with id {ds['upload']!r}; "
+                        f"no uploaded dataset with id {brief(ds['upload'])}; "
                         "upload it with POST /api/v1/datasets"
                     ),
                 }
@@ -286,6 +273,25 @@ def spec_yaml(spec: dict[str, Any]) -> str:
     return yaml.safe_dump(spec, sort_keys=False, allow_unicode=True)
 
 
+def cancel_experiment(experiment_id: str) -> int:
+    """Cancel an experiment that still has work (queued trials become CANCELLED, running
+    ones stop after their epoch); returns how many queued trials were cancelled.
+
+    Raises:
+        NotFoundError: unknown experiment.  APIError 409: every trial had finished before
+        any cancel (a cancel would change nothing but the experiment's label).
+    """
+    svc = services()
+    exp = svc.store.get_experiment(experiment_id)
+    if exp.is_finished and not exp.cancel_requested:  # cancelling again is a harmless retry
+        raise APIError(409, f"experiment {experiment_id} has finished ({exp.status}): "
+                            "there is nothing left to cancel")
+    n = svc.store.cancel_experiment(experiment_id)
+    if svc.has_executor:
+        svc.executor.cancel(experiment_id)
+    return n
+
+
 def _state(value: Any) -> str:
     return getattr(value, "value", value)
 
@@ -335,6 +341,7 @@ def experiment_json(exp: Any, store: Any | None = None, best: bool = False) -> d
         "finished": finished,
         "progress": (finished / exp.n_trials) if exp.n_trials else 1.0,
         "status": exp.status,
+        "can_cancel": not exp.is_finished,  # finished or cancelled: nothing left to stop
         "status_text": status_text(exp.status, counts, exp.n_trials),
     }
     if best and store is not None:

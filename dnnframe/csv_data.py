@@ -18,7 +18,7 @@ from typing import Literal
 import numpy as np
 
 from . import settings
-from .exceptions import DatasetError
+from .exceptions import DatasetError, brief
 
 Task = Literal["classification", "regression"]
 UPLOAD_ID = re.compile(r"^[a-f0-9]{8,64}$")
@@ -34,7 +34,7 @@ def upload_path(upload_id: str) -> Path:
     """The file of an uploaded CSV, from its id (a hash of its content)."""
     if not UPLOAD_ID.match(upload_id):
         raise DatasetError(
-            f"upload id must be 8-64 lowercase hex characters, but got {upload_id!r}"
+            f"upload id must be 8-64 lowercase hex characters, but got {brief(upload_id)}"
         )
     return data_dir() / "uploads" / f"{upload_id}.csv"
 
@@ -139,7 +139,7 @@ def parse_csv(
     header, rows = _rows(data, max_bytes)
     if label_column not in header:
         raise DatasetError(
-            f"label column {label_column!r} is not in the CSV header {header}", field="label_column"
+            f"label column {brief(label_column)} is not in the CSV header {brief(header)}", field="label_column"
         )
     li = header.index(label_column)
     X = np.empty((len(rows), len(header) - 1))
@@ -152,7 +152,7 @@ def parse_csv(
                 col = header[c if c < li else c + 1]
                 rule = "numeric" if _is_text(cell) else "finite"
                 raise DatasetError(
-                    f"CSV row {r}, column {col!r}: feature values must be {rule}, but got {cell!r}",
+                    f"CSV row {r}, column {brief(col)}: feature values must be {rule}, but got {brief(cell)}",
                     field="file",
                 )
             X[r - 2, c] = value
@@ -161,7 +161,7 @@ def parse_csv(
         numbers = [_number(v) for v in labels]
         if any(v is None for v in numbers):
             raise DatasetError(
-                f"label column {label_column!r} must be numeric for a regression loss",
+                f"label column {brief(label_column)} must be numeric for a regression loss",
                 field="label_column",
             )
         y = np.array(numbers, dtype=np.float64)

@@ -34,7 +34,7 @@ from .csv_data import (
     validate_csv_bytes,
 )
 from .dataset_registry import REGISTRY, DatasetInfo, list_datasets
-from .exceptions import DatasetError
+from .exceptions import DatasetError, brief
 
 __all__ = [
     "MAX_CSV_BYTES",
@@ -134,25 +134,26 @@ def validate_dataset_config(cfg: DatasetConfig) -> None:
             raise ValueError("a csv dataset takes no params")
         if cfg.upload and not UPLOAD_ID.match(cfg.upload):
             raise ValueError(
-                f"upload must be an upload id (8-64 hex characters), but got {cfg.upload!r}"
+                f"upload must be an upload id (8-64 hex characters), but got {brief(cfg.upload)}"
             )
         return
     if cfg.name not in REGISTRY:
         known = [*REGISTRY, "csv"]
         raise ValueError(
-            f"unknown dataset {cfg.name!r}{_did_you_mean(cfg.name, known)}; "
+            f"unknown dataset {brief(cfg.name)}{_did_you_mean(cfg.name, known)}; "
             f"known: {', '.join(known)}"
         )
     if cfg.path or cfg.upload or cfg.label_column:
         raise ValueError(
-            f"path, upload and label_column apply to name: csv only, not to {cfg.name!r}"
+            f"path, upload and label_column apply to name: csv only, not to {brief(cfg.name)}"
         )
     params_model = REGISTRY[cfg.name].params
     try:
         params_model.model_validate(cfg.params)
     except ValidationError as exc:
         first = exc.errors(include_url=False)[0]
-        where = ".".join(str(p) for p in first["loc"])
+        where = ".".join(brief(p) if isinstance(p, str) and len(p) > 40 else str(p)
+                         for p in first["loc"])
         message = first["msg"]
         if first["type"] == "extra_forbidden":
             key = str(first["loc"][-1])
@@ -164,7 +165,7 @@ def validate_dataset_config(cfg: DatasetConfig) -> None:
 def _csv_file(cfg: DatasetConfig) -> Path:
     path = upload_path(cfg.upload) if cfg.upload else Path(cfg.path or "")
     if not path.is_file():
-        what = f"uploaded dataset {cfg.upload!r}" if cfg.upload else f"CSV file {str(path)!r}"
+        what = f"uploaded dataset {brief(cfg.upload)}" if cfg.upload else f"CSV file {str(path)!r}"
         raise DatasetError(f"{what} not found")
     return path
 
@@ -182,7 +183,7 @@ def _raw(
         return X, y
     info = REGISTRY.get(cfg.name)
     if info is None:
-        raise DatasetError(f"unknown dataset {cfg.name!r}")
+        raise DatasetError(f"unknown dataset {brief(cfg.name)}")
     try:
         params = info.params.model_validate(cfg.params)
         X, y = info.load(params)

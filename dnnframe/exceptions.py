@@ -3,9 +3,22 @@
 from __future__ import annotations
 
 import re
+import reprlib
 import traceback
 
 _MORE = re.compile(r"… and (\d+) more")
+
+# How much of a bad value an error message repeats: enough to recognise it, never the
+# megabytes someone sent.
+_BRIEF = reprlib.Repr()
+_BRIEF.maxstring = _BRIEF.maxother = 40
+_BRIEF.maxlist = _BRIEF.maxtuple = _BRIEF.maxdict = _BRIEF.maxset = 3
+_BRIEF.maxlevel = 2
+
+
+def brief(value: object) -> str:
+    """``repr(value)`` cut to a few dozen characters (``'xxxx...xxxx'``) for error messages."""
+    return _BRIEF.repr(value)
 
 
 class DnnframeError(Exception):

@@ -2,7 +2,8 @@
 
 On a terminal the first line is the bar (name, bar, finished/total, elapsed, ETA) and the
 second the counts and the best result so far, so the bar keeps its width at 80 columns
-however long the best result's text is. When the output is a pipe or a file there is no
+however long the best result's text is. While the run's graphs are still being built (a
+first run on a host compiles them, for tens of seconds) both say how many are ready. When the output is a pipe or a file there is no
 live display: a plain line is printed whenever another tenth of the trials finished, and at
 least every :data:`PLAIN_INTERVAL_S` seconds, so a CI log shows the run is alive.
 
@@ -53,11 +54,21 @@ def _clock(seconds: float | None) -> str:
 
 
 class _EtaColumn(ProgressColumn):
-    """``ETA h:mm:ss``; unknown once the run was interrupted (it will not finish)."""
+    """``ETA h:mm:ss`` from ``task.fields['eta']`` (the rate since the run started, so a
+    pause between packs longer than rich's speed window does not make it unknown);
+    unknown before the first trial finished and once the run was interrupted."""
 
     def render(self, task: Task) -> Text:
-        remaining = None if task.fields.get("interrupted") else task.time_remaining
-        return Text(f"ETA {_clock(remaining)}", style="progress.remaining")
+        return Text(f"ETA {_clock(task.fields.get('eta'))}", style="progress.remaining")
+
+
+def describe_running(running: int, packs: int | None) -> str:
+    """``running 6 trials in 2 packs`` (``6 running`` when the packs are not known): the
+    trials of a pack train together, so with ``-w 2`` six can run at once."""
+    if not running or packs is None:
+        return f"{running} running"
+    return (f"running {running} trial{'s' * (running != 1)} in {packs} "
+            f"pack{'s' * (packs != 1)}")
 
 
 class _TwoLineProgress(Progress):
@@ -96,6 +107,9 @@ class RunProgress:
         self._clock = clock
         self._started = clock()
         self._counts: dict[str, int] = dict(counts or {})
+        self._packs: int | None = None
+        self._graphs: tuple[int, int] | None = None  # (ready, total) while graphs build
+        self._last_graphs: tuple[int, int] | None = None
         self._best = ""
         self._first_finished = trials_finished(self._counts)
         self._last_line: str | None = None
@@ -113,7 +127,7 @@ class RunProgress:
             console=console, disable=not self.live, expand=True, transient=False)
         self._task = self._progress.add_task(name, total=self.total or None,
                                              completed=self._first_finished,
-                                             detail=self._detail(), interrupted=False)
+                                             detail=self._detail(), eta=None)
 
     # ------------------------------------------------------------------ context manager
     def __enter__(self) -> RunProgress:
@@ -126,20 +140,26 @@ class RunProgress:
             self._print_plain(force=True)  # the final state, unless just printed
 
     # ------------------------------------------------------------------ updates
-    def update(self, counts: Mapping[str, int], best: str = "") -> None:
-        """Show the experiment's current ``counts`` by state and ``best`` (text, may be "")."""
+    def update(self, counts: Mapping[str, int], best: str = "",
+               running_packs: int | None = None,
+               graphs: tuple[int, int] | None = None) -> None:
+        """Show the experiment's current ``counts`` by state, ``best`` (text, may be ""),
+        how many packs the RUNNING trials form (None: not known) and, while the run's
+        graphs are being built, how many of them are ready (``(ready, total)``)."""
         self._counts = dict(counts)
         self._best = best
+        self._packs = running_packs
+        self._graphs = graphs if graphs and graphs[0] < graphs[1] else None
         finished = trials_finished(self._counts)
-        self._progress.update(self._task, completed=finished, detail=self._detail(),
-                              interrupted=self.interrupted)
+        eta = self._eta(finished, self._clock() - self._started)
+        self._progress.update(self._task, completed=finished, detail=self._detail(), eta=eta)
         if self.enabled and not self.live:
             self._print_plain(force=False)
 
     def mark_interrupted(self) -> None:
         """The run was interrupted: no ETA any more (the rest will not run now)."""
         self.interrupted = True
-        self._progress.update(self._task, interrupted=True)
+        self._progress.update(self._task, eta=None)
 
     @property
     def renderable(self) -> RenderableType:
@@ -147,9 +167,17 @@ class RunProgress:
         return self._progress.get_renderable()
 
     # ------------------------------------------------------------------ text
+    def _building(self) -> str:
+        """``building graphs 1/3`` while some of the run's graphs are not ready, else ""."""
+        if self._graphs is None:
+            return ""
+        return f"building graphs {self._graphs[0]}/{self._graphs[1]}"
+
     def _detail(self) -> str:
         c = self._counts
-        parts = [f"running {c.get('RUNNING', 0)}", f"failed {c.get('FAILED', 0)}"]
+        parts = [self._building()] if self._graphs else []
+        parts += [describe_running(c.get("RUNNING", 0), self._packs),
+                  f"failed {c.get('FAILED', 0)}"]
         for state in ("DIVERGED", "PRUNED", "CANCELLED"):
             if c.get(state):
                 parts.append(f"{state.lower()} {c[state]}")
@@ -173,18 +201,22 @@ class RunProgress:
         elapsed = self._clock() - self._started
         c = self._counts
         cancelled = f"{c['CANCELLED']} cancelled, " if c.get("CANCELLED") else ""
-        line = (f"{self.name}: {finished}/{self.total} trials finished, "
-                f"{c.get('RUNNING', 0)} running, {c.get('FAILED', 0)} failed, {cancelled}"
+        building = f"{self._building()}, " if self._graphs else ""
+        line = (f"{self.name}: {finished}/{self.total} trials finished, {building}"
+                f"{describe_running(c.get('RUNNING', 0), self._packs)}, "
+                f"{c.get('FAILED', 0)} failed, {cancelled}"
                 f"elapsed {_clock(elapsed)}, ETA {_clock(self._eta(finished, elapsed))}")
         return line + (f", {self._best}" if self._best else "")
 
     def _print_plain(self, force: bool) -> None:
-        """Print a plain line when another tenth finished, the interval passed, or
-        ``force``; never the same counts twice in a row within the interval."""
+        """Print a plain line when another tenth finished, another graph is ready, the
+        interval passed, or ``force``; never the same counts twice in a row within the
+        interval."""
         finished = trials_finished(self._counts)
         now = self._clock()
         tenth = self._tenth(finished)
         due = (force or tenth != self._last_tenth or finished == self.total
+               or self._graphs != self._last_graphs
                or now - self._last_line_at >= PLAIN_INTERVAL_S)
         line = self.plain_line()
         key = line.split(", elapsed")[0]
@@ -192,6 +224,7 @@ class RunProgress:
             return
         self.console.print(line, markup=False, highlight=False, soft_wrap=True)
         self._last_line, self._last_line_at, self._last_tenth = key, now, tenth
+        self._last_graphs = self._graphs
 
 
 def describe_best(metric: str, value: Any) -> str:

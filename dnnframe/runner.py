@@ -58,15 +58,9 @@ def _default_train_fn() -> TrainFn:
 
 
 def _default_pack_train_fn() -> PackTrainFn:
-    from .engine import packed_unsupported, train, train_pack  # type: ignore[attr-defined]
+    from .engine import train_pack  # importing the engine is cheap; train_pack loads PyTensor
 
-    def train_members(configs: list[TrialConfig], on_epoch: PackEpochFn) -> list[TrialResult]:
-        # options the packed graph lacks (normalisation, scaled residuals, ...) train alone
-        if any(packed_unsupported(c) for c in configs):
-            return one_by_one(train)(configs, on_epoch)
-        return train_pack(configs, on_epoch)
-
-    return train_members
+    return train_pack
 
 
 def one_by_one(train: TrainFn) -> PackTrainFn:
@@ -258,19 +252,21 @@ class _PackRun:
     def write(self) -> None:
         """Write the epochs not written yet in one store call, then tell the observer what
         was recorded. Owner-checked: a worker whose trial was requeued and claimed by
-        another never writes into its curve, and drops the trial. A failed write drops
-        those epochs (the curve has a gap)."""
+        another never writes into its curve, and drops the trial. A failed write (StoreError)
+        keeps its epochs for the next write: the store skips epochs a curve already holds,
+        so sending them again stores each once."""
         self.last_write = time.monotonic()
-        pending, self.pending = self.pending, []
         lost = {m.trial_id for m in self.members if m.lost}
         by_trial: dict[str, list[dict[str, Any]]] = {}
-        for _, batch in pending:
+        for _, batch in self.pending:
             for tid, x in batch.items():
                 if tid not in lost:
                     by_trial.setdefault(tid, []).append(x)
         if not by_trial:
+            self.pending = []
             return
         written = self.store.append_metrics_many(by_trial, self.worker)
+        pending, self.pending = self.pending, []
         self.lose(set(by_trial) - written)
         for epoch, batch in pending:
             recorded = {tid: x for tid, x in batch.items() if tid in written}
@@ -278,12 +274,29 @@ class _PackRun:
                 self.observer.epoch(epoch, recorded)
 
     def write_rest(self) -> None:
-        """:meth:`write` at the end of training, before any member's end is recorded."""
-        try:
-            self.write()
-        except StoreError:
-            log.warning("pack of %d: could not record its last epochs", len(self.members),
-                        exc_info=True)
+        """:meth:`write` at the end of training, before any member's end is recorded; no
+        later write would carry these epochs, so it is retried like the final states. Epochs
+        still unstored after that are named in an error (each result keeps its whole
+        history)."""
+        delay = 0.2
+        for attempt in range(_FINISH_RETRIES):
+            try:
+                self.write()
+                return
+            except StoreError:
+                if attempt == _FINISH_RETRIES - 1:
+                    break
+                log.warning("pack of %d: recording its last epochs failed, retrying in %.1fs",
+                            len(self.members), delay, exc_info=True)
+                time.sleep(delay)
+                delay *= 2
+        counts: dict[str, int] = {}
+        for _, batch in self.pending:
+            for tid in batch:
+                counts[tid] = counts.get(tid, 0) + 1
+        log.error("pack of %d: %s could not be stored in the trials' curves after %d tries "
+                  "(their results keep the whole history)", len(self.members),
+                  ", ".join(f"{n} epochs of {tid}" for tid, n in counts.items()), _FINISH_RETRIES)
 
     def _member(self, trial_id: str) -> _Member:
         return next(m for m in self.members if m.trial_id == trial_id)
@@ -329,8 +342,7 @@ def run_pack(trial_ids: list[str], store: ResultStore, worker: str | None = None
             ``on_epoch(epoch, metrics)`` gets one metrics dict per member (None for a member
             the engine stopped) and returns one stop flag per member (cancelled, lost to
             another worker, or pruned by ASHA at a rung: recorded PRUNED with its curve). A member's result with status FAILED (or an exception instance
-            in its place) fails that member only. Default: :func:`dnnframe.engine.train_pack`,
-            or the per-trial engine member by member for options the packed graph lacks.
+            in its place) fails that member only. Default: :func:`dnnframe.engine.train_pack`.
         heartbeat_interval_s: how often the background thread beats for every member
             (default: a fifth of the heartbeat timeout).
         observer: told what was claimed, each recorded epoch and each recorded end.
@@ -373,7 +385,8 @@ def run_pack(trial_ids: list[str], store: ResultStore, worker: str | None = None
             continue
         state, result, error = m.outcome
         if result is not None and m.index >= 0:
-            result["pack"] = {**pack, "index": m.index}
+            # the engine's pack (size, wall and compile seconds) with this run's id
+            result["pack"] = {**(result.get("pack") or {}), **pack, "index": m.index}
         items.append((m.trial_id, state, result, error))
     finished = _finish_all(store, items, worker) if items else set()
     for tid, state, result, error in items:
@@ -413,8 +426,12 @@ def _train(store: ResultStore, worker: str, members: list[_Member], configs: lis
         return
     except Exception as exc:
         tb = failure_text(exc)
-        log.error("pack of %d failed after %.1fs (configs %s): %s", len(members),
-                  time.perf_counter() - started, [m.config for m in members], exc)
+        # one line: the trials (their configs are in the store) and the error's first line;
+        # the traceback is recorded on every member
+        first = (str(exc).strip().splitlines() or [""])[0]
+        log.error("pack of %d (%s) failed after %.1fs: %s: %s", len(members),
+                  ", ".join(m.trial_id for m in members), time.perf_counter() - started,
+                  type(exc).__name__, first)
         _end_all(members, TrialState.FAILED, tb)
         return
     finally:

@@ -296,11 +296,20 @@ def test_ls_never_cuts_ids_at_80_columns(tmp_path):
         ids = [submit_experiment(parse_spec({**TINY, "name": name}), store).experiment.id
                for name in ("x", "a-rather-long-experiment-name-that-goes-on-and-on")]
     for columns in ("80", "100"):
-        proc = cli("ls", "--store", url, cwd=tmp_path, env={"COLUMNS": columns})
+        # a terminal of that width (TTY_COMPATIBLE: rich treats the pipe as one)
+        proc = cli("ls", "--store", url, cwd=tmp_path,
+                   env={"COLUMNS": columns, "TTY_COMPATIBLE": "1", "NO_COLOR": "1"})
         assert proc.returncode == 0, proc.stderr
-        assert all(len(line) <= int(columns) for line in proc.stdout.splitlines())
-        words = {w for line in proc.stdout.splitlines() for w in line.split()}
+        lines = re.sub(r"\x1b\[[0-9;]*m", "", proc.stdout).splitlines()  # bold headers
+        assert all(len(line) <= int(columns) for line in lines)
+        words = {w for line in lines for w in line.split()}
         assert set(ids) <= words, proc.stdout
+    # not a terminal (a file, a pipe): one line per experiment, whatever the width says
+    proc = cli("ls", "--store", url, cwd=tmp_path, env={"COLUMNS": "40"})
+    rows = [line.split() for line in proc.stdout.splitlines()[2:]]
+    assert [row[:2] for row in rows] == [
+        [ids[1], "a-rather-long-experiment-name-that-goes-on-and-on"], [ids[0], "x"]], proc.stdout
+    assert proc.stderr == ""
 
 
 @pytest.mark.parametrize("url, message", [
@@ -520,7 +529,8 @@ def test_the_live_bar_fits_80_columns_with_the_best_result():
     console = Console(file=out, width=80, force_terminal=True, color_system=None)
     progress = RunProgress(console, "depth-vs-activation-and-optimizer-sweep", 30,
                            {"QUEUED": 30})
-    progress.update({"COMPLETE": 11, "RUNNING": 2, "QUEUED": 17}, "best test_accuracy 0.9733")
+    progress.update({"COMPLETE": 11, "RUNNING": 2, "QUEUED": 17}, "best test_accuracy 0.9733",
+                    running_packs=1)
     console.print(progress.renderable)
     progress.mark_interrupted()
     progress.update({"COMPLETE": 11, "CANCELLED": 19}, "best test_accuracy 0.9733")
@@ -531,8 +541,8 @@ def test_the_live_bar_fits_80_columns_with_the_best_result():
         # the bar (filled ━, the rest blank without colours) keeps a readable width
         assert re.search(r"… [━╸ ]{25,} 11/30 \d:\d\d:\d\d ETA \S+$", bar), bar
         assert bar.count("…") == 1, "only the long name is shortened"
-    assert lines[1].split() == ["running", "2", "·", "failed", "0", "·", "best",
-                                "test_accuracy", "0.9733"]
+    assert lines[1].split() == ["running", "2", "trials", "in", "1", "pack", "·", "failed", "0",
+                                "·", "best", "test_accuracy", "0.9733"]
     assert lines[2].endswith("ETA -:--:--") and "cancelled 19" in lines[3]
 
 
@@ -565,3 +575,308 @@ def test_plain_progress_lines_every_tenth_and_periodically():
         "sweep: 22/100 trials finished, 0 running, 1 failed, 78 cancelled, elapsed 0:00:50, "
         "ETA 0:02:57",
     ]
+
+
+# --------------------------------------------------------------------------- a newcomer's run
+HOOKS = '''
+from tasks.hooks import noop_train
+
+
+def fail_train(config, on_epoch=None):
+    raise RuntimeError("device=cuda but no GPU here (pip install 'dnnframe[gpu]')")
+
+
+def held_train(config, on_epoch=None):
+    """Stands in for a graph that takes long to build: nothing happens until $HOLD_FILE
+    exists (a minute at most)."""
+    import os
+    import time
+    from pathlib import Path
+
+    deadline = time.monotonic() + 60
+    while not Path(os.environ["HOLD_FILE"]).exists() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return noop_train(config, on_epoch)
+
+
+def cuda_train(config, on_epoch=None):
+    result = noop_train(config, on_epoch)
+    result.environment["device"] = "cuda:0"
+    return result
+'''
+
+
+@pytest.fixture
+def hooks(tmp_path):
+    """Environment that makes ``dnnframe run`` train with ``hooks:NAME`` from a module of
+    this test's own (the worker processes import it by name)."""
+    (tmp_path / "hooks.py").write_text(HOOKS, encoding="utf-8")
+
+    def env(name: str) -> dict:
+        return {"DNNFRAME_TRAIN_FN": f"hooks:{name}",
+                "PYTHONPATH": os.pathsep.join([str(tmp_path), str(REPO)])}
+
+    return env
+
+
+def test_a_gpu_that_is_not_here_is_refused_in_one_line_before_anything_runs(tmp_path):
+    from dnnframe.engine.backend import probe
+
+    if probe({**os.environ, "THEANO_FLAGS": "device=cuda"}) is None:
+        pytest.skip("this machine has a usable CUDA GPU")
+    spec = write_spec(tmp_path / "tiny.yaml", TINY)
+    proc = cli("run", "tiny.yaml", "-w", "2", cwd=tmp_path, env={"THEANO_FLAGS": "device=cuda"})
+    assert proc.returncode == 1
+    assert proc.stdout == ""
+    lines = proc.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: refusing to run: device=cuda "), lines
+    assert "'dnnframe[gpu]'" in lines[0], lines  # the fix, its brackets intact
+    assert list(tmp_path.iterdir()) == [spec], "no store, no trial touched"
+
+
+def test_failed_trials_are_one_line_each_and_a_rerun_names_retry_failed(tmp_path, hooks):
+    """Each FAILED trial: its id and its error's line, intact (no markup eaten), then where
+    the whole error is; a rerun says the FAILED trials stay and how to run them again."""
+    write_spec(tmp_path / "tiny.yaml", TINY)
+    proc = cli("run", "tiny.yaml", "-w", "2", cwd=tmp_path, env=hooks("fail_train"))
+    assert proc.returncode == 1, proc.stderr
+    failed = [line for line in proc.stdout.splitlines() if line.startswith("FAILED ")]
+    assert len(failed) == 4, proc.stdout
+    for line in failed:
+        assert re.fullmatch(r"FAILED t-\w+: RuntimeError: device=cuda but no GPU here "
+                            r"\(pip install 'dnnframe\[gpu\]'\)", line), line
+    store = f"sqlite:///{tmp_path / 'dnnframe.db'}"
+    exp_id = json.loads(cli("status", "--json", cwd=tmp_path).stdout)["experiment_id"]
+    details = f"every error in full: dnnframe status {exp_id} --store {store} --failed"
+    assert details in proc.stdout
+    retry = f"dnnframe run {tmp_path / 'tiny.yaml'} --store {store} -w 2 --retry-failed"
+    assert proc.stdout.splitlines()[-1] == f"run the FAILED trials again with: {retry}"
+
+    full = cli(*shlex.split(details.partition(": ")[2])[1:], cwd=REPO)
+    assert full.returncode == 0, full.stderr
+    assert full.stdout.count("FAILED t-") == 4 and "Traceback" in full.stdout
+
+    again = cli("run", "tiny.yaml", "-w", "2", cwd=tmp_path, env=hooks("fail_train"))
+    assert again.returncode == 1
+    assert ("4 trials FAILED before and are not run again: add --retry-failed to run them "
+            "again") in again.stderr
+    ok = cli(*shlex.split(retry)[1:], cwd=REPO, env=hooks("cuda_train"))
+    assert ok.returncode == 0, ok.stderr
+    assert "COMPLETE 4" in ok.stdout and "FAILED" not in ok.stdout
+
+
+def test_a_rerun_says_which_trials_it_reuses_from_another_device(tmp_path, hooks):
+    write_spec(tmp_path / "tiny.yaml", TINY)
+    first = cli("run", "tiny.yaml", "-w", "2", cwd=tmp_path, env=hooks("cuda_train"))
+    assert first.returncode == 0, first.stderr
+    again = cli("run", "tiny.yaml", "-w", "2", cwd=tmp_path, env={"THEANO_FLAGS": "device=cpu"})
+    assert again.returncode == 0, again.stderr
+    assert ("reusing 4 trials already COMPLETE on cuda:0 (this run trains on cpu); they are not "
+            "trained again") in again.stderr.splitlines()
+
+
+def test_results_go_to_stdout_progress_to_stderr_and_commands_are_absolute(tmp_path, hooks):
+    """Run from one directory with a relative spec and the default store; the printed
+    commands work pasted anywhere."""
+    write_spec(tmp_path / "tiny.yaml", TINY)
+    proc = cli("run", "tiny.yaml", "-w", "2", cwd=tmp_path, env=hooks("cuda_train"))
+    assert proc.returncode == 0, proc.stderr
+    assert "trials finished" in proc.stderr and "trials finished" not in proc.stdout
+    assert proc.stdout.startswith("cli-tiny (exp-") and "COMPLETE 4" in proc.stdout
+    assert "cli-tiny (exp-" not in proc.stderr.splitlines()[-1]
+    store = f"sqlite:///{tmp_path / 'dnnframe.db'}"
+    commands = [line.strip() for line in proc.stdout.splitlines() if line.startswith("  dnnframe ")]
+    assert commands and all(f"--store {store}" in c for c in commands), commands
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    status = cli(*shlex.split(commands[0])[1:], cwd=elsewhere)
+    assert status.returncode == 0 and "COMPLETE 4" in status.stdout, status.stderr
+    assert list(elsewhere.iterdir()) == []
+
+
+def test_sigterm_stops_as_cleanly_as_ctrl_c(tmp_path, background_run):
+    """`timeout` signals the whole process group, `kill` only the run: either way the two
+    finished trials stay COMPLETE, the six others end CANCELLED, none is left RUNNING."""
+    spec = write_spec(tmp_path / "long.yaml", {
+        "name": "terminate-me", "dataset": {"name": "iris"},
+        "model": {"hidden_layers": 1, "width": 8},
+        "training": {"max_epochs": 2}, "search": {"seeds": 8}})
+    for n, signal_group in enumerate((True, False)):
+        url = f"sqlite:///{tmp_path / f'term{n}.db'}"
+        proc = background_run(str(spec), "--store", url, "--workers", "2", "--pack-size", "1",
+                              env={**GATED, "DNNFRAME_HOOK_FREE_SEEDS": "2"})
+
+        def two_complete_two_training(store) -> bool:
+            return (len([t for t in store.list_trials(state="COMPLETE")]) >= 2
+                    and len([t for t in store.list_trials(state="RUNNING") if t.metrics]) == 2)
+
+        wait_for_store(url, proc, two_complete_two_training, "two trials training")
+        if signal_group:
+            os.killpg(proc.pid, signal.SIGTERM)
+        else:
+            os.kill(proc.pid, signal.SIGTERM)
+        out, err = proc.communicate(timeout=120)
+        assert proc.returncode == 143, err
+        assert "Traceback" not in err and "resume with: dnnframe run" in out
+        with open_store(url) as store:
+            trials = store.list_trials()
+        assert sorted(t.state.value for t in trials) == ["CANCELLED"] * 6 + ["COMPLETE"] * 2
+        stopped = [t for t in trials if t.state.value == "CANCELLED" and t.metrics]
+        assert len(stopped) == 2 and all("cancelled after" in t.error for t in stopped), [
+            t.error for t in stopped]
+
+
+def test_a_closed_output_pipe_and_ctrl_c_stop_the_run(tmp_path):
+    """`dnnframe run … 2>&1 | head -2`, then Ctrl-C (SIGINT to the run and to head): the run
+    must stop cleanly although nothing can be written any more."""
+    spec = write_spec(tmp_path / "long.yaml", {
+        "name": "piped", "dataset": {"name": "iris"}, "model": {"hidden_layers": 1, "width": 8},
+        "training": {"max_epochs": 2}, "search": {"seeds": 6}})
+    url = f"sqlite:///{tmp_path / 'piped.db'}"
+    env = {**os.environ, "PYTHONPATH": str(REPO), **GATED, "DNNFRAME_HOOK_FREE_SEEDS": "2"}
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        proc = subprocess.Popen([sys.executable, "-m", "dnnframe.cli", "run", str(spec),
+                                 "--store", url, "-w", "2", "--pack-size", "1"], cwd=tmp_path,
+                                env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                text=True, start_new_session=True)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    try:
+        head = [proc.stdout.readline(), proc.stdout.readline()]
+        assert head[0].startswith("piped (exp-"), head
+        wait_for_store(url, proc, lambda store: len(
+            [t for t in store.list_trials(state="RUNNING") if t.metrics]) == 2,
+            "two trials training")
+        proc.stdout.close()  # head -2 has what it wanted and exits
+        os.killpg(proc.pid, signal.SIGINT)
+        assert proc.wait(timeout=120) == 130
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=30)
+    with open_store(url) as store:
+        states = sorted(t.state.value for t in store.list_trials())
+    assert states == ["CANCELLED"] * 4 + ["COMPLETE"] * 2
+
+
+def test_progress_counts_trials_in_packs_and_keeps_its_eta_between_packs():
+    """Six trials training in two packs say so; a long pause between finishing packs keeps
+    the ETA at the rate since the start (rich's own estimate forgets after 30 s)."""
+    import io
+
+    from rich.console import Console
+
+    from dnnframe.progress import RunProgress
+
+    out = io.StringIO()
+    now = [0.0]
+    console = Console(file=out, width=100, force_terminal=True, color_system=None)
+    progress = RunProgress(console, "packs", 12, {"QUEUED": 12}, clock=lambda: now[0])
+    now[0] = 60.0
+    progress.update({"COMPLETE": 6, "RUNNING": 6}, running_packs=2)
+    now[0] = 200.0  # no pack finished for 140 s
+    progress.update({"COMPLETE": 6, "RUNNING": 6}, running_packs=2)
+    console.print(progress.renderable)
+    bar, detail = out.getvalue().splitlines()
+    assert bar.endswith("ETA 0:03:20"), bar  # 6 left at 6 per 200 s
+    assert detail.split(" · ")[0].strip() == "running 6 trials in 2 packs"
+    assert progress.plain_line().startswith(
+        "packs: 6/12 trials finished, running 6 trials in 2 packs, 0 failed, elapsed 0:03:20, "
+        "ETA 0:03:20")
+
+
+def test_progress_says_graphs_are_building_until_a_trial_ends(tmp_path, hooks):
+    """Two graphs (depths 1 and 2) that take long to build: the log says so at once rather
+    than looking frozen, and stops saying it once trials end."""
+    write_spec(tmp_path / "tiny.yaml", TINY)
+    hold = tmp_path / "built"
+    env = {**os.environ, **hooks("held_train"), "HOLD_FILE": str(hold)}
+    proc = subprocess.Popen([sys.executable, "-m", "dnnframe.cli", "run", "tiny.yaml", "-w", "2"],
+                            cwd=tmp_path, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        lines = []
+        while not lines or "trials finished" not in lines[-1]:
+            lines.append(proc.stderr.readline())
+            assert lines[-1], f"the run ended early: {lines}"
+        assert lines[-1].startswith("cli-tiny: 0/4 trials finished, building graphs 0/2, "), lines
+        hold.touch()
+        out, err = proc.communicate(timeout=120)
+    finally:
+        hold.touch()
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate(timeout=30)
+    assert proc.returncode == 0, err
+    last = [line for line in err.splitlines() if "trials finished" in line][-1]
+    assert last.startswith("cli-tiny: 4/4 trials finished, 0 running") and "building" not in last
+
+
+def test_progress_shows_graphs_ready_as_they_build():
+    import io
+
+    from rich.console import Console
+
+    from dnnframe.progress import RunProgress
+
+    out = io.StringIO()
+    now = [0.0]
+    console = Console(file=out, width=200, force_terminal=False)
+    with RunProgress(console, "cold", 6, {"QUEUED": 6}, clock=lambda: now[0]) as progress:
+        for t, ready in ((1, 0), (2, 0), (3, 1), (4, 3)):
+            now[0] = t
+            progress.update({"RUNNING": 4, "QUEUED": 2}, running_packs=2, graphs=(ready, 3))
+    assert out.getvalue().splitlines() == [
+        "cold: 0/6 trials finished, building graphs 0/3, running 4 trials in 2 packs, 0 failed, "
+        "elapsed 0:00:01, ETA -:--:--",
+        "cold: 0/6 trials finished, building graphs 1/3, running 4 trials in 2 packs, 0 failed, "
+        "elapsed 0:00:03, ETA -:--:--",
+        "cold: 0/6 trials finished, running 4 trials in 2 packs, 0 failed, elapsed 0:00:04, "
+        "ETA -:--:--",
+    ]
+    screen = io.StringIO()
+    terminal = Console(file=screen, width=100, force_terminal=True, color_system=None)
+    live = RunProgress(terminal, "cold", 6)
+    live.update({"RUNNING": 4, "QUEUED": 2}, running_packs=2, graphs=(1, 3))
+    terminal.print(live.renderable)
+    detail = screen.getvalue().splitlines()[1].strip()
+    assert detail.startswith("building graphs 1/3 · running 4 trials in 2 packs"), detail
+
+
+def test_a_run_on_a_terminal_shows_the_live_bar_and_ends(tmp_path, hooks):
+    """On a terminal (a pseudo-terminal here) the live bar draws while rich redirects the
+    standard streams, and the run ends with its summary."""
+    import pty
+    import select
+
+    write_spec(tmp_path / "tiny.yaml", TINY)
+    env = {**os.environ, **hooks("cuda_train"), "COLUMNS": "80", "LINES": "24"}
+    main, child = pty.openpty()
+    proc = subprocess.Popen([sys.executable, "-m", "dnnframe.cli", "run", "tiny.yaml", "-w", "2"],
+                            cwd=tmp_path, env=env, stdin=subprocess.DEVNULL, stdout=child,
+                            stderr=child)
+    os.close(child)
+    screen = b""
+    deadline = time.monotonic() + 120
+    try:
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([main], [], [], 1.0)
+            if ready:
+                try:
+                    chunk = os.read(main, 65536)
+                except OSError:  # the run ended and closed the terminal
+                    break
+                if not chunk:
+                    break
+                screen += chunk
+            elif proc.poll() is not None:
+                break
+        assert proc.wait(timeout=10) == 0, screen.decode(errors="replace")[-2000:]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=30)
+        os.close(main)
+    text = re.sub(r"\x1b\[[0-9;?]*[a-zA-Z]", "", screen.decode(errors="replace"))
+    assert "4/4" in text and "COMPLETE 4" in text, text[-2000:]

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from dnnframe import settings
 from dnnframe.engine.result import TrialResult
 from dnnframe.executors import LocalExecutor
 from dnnframe.executors.packing import make_packs
@@ -135,7 +136,8 @@ def test_real_engine_compiles_once_per_graph_shape_per_worker(url):
     assert packed.packs == [packed.trial_ids]
     assert {t.state for t in members} == {TrialState.COMPLETE}
     assert len({t.result["pack"]["id"] for t in members}) == 1
-    assert sorted(t.result["environment"]["pack_index"] for t in members) == [0, 1, 2]
+    assert sorted(t.result["pack"]["index"] for t in members) == [0, 1, 2]
+    assert {t.result["pack"]["size"] for t in members} == {3}
     assert all(len(t.metrics) == t.result["epochs_run"] for t in members)
 
 
@@ -282,3 +284,55 @@ def test_wait_any_returns_when_one_trial_ends_while_others_run(url, tmp_path, mo
         assert ex.wait_any(1, timeout=60) == 2
         assert {t.state for t in store.list_trials(result.experiment.id)} == \
             {TrialState.COMPLETE}
+
+
+def test_the_worker_list_tells_live_workers_from_dead_ones(url):
+    """Workers of a pool are alive while it runs; one killed with SIGKILL and all of them
+    after a clean shutdown are not, and /api/v1/workers says so."""
+    from dashboard import create_app
+    from dnnframe.worker_status import is_alive
+
+    ex = LocalExecutor(url, workers=2, train_fn=crash_on_seed_1)
+    store = open_store(url)
+    try:
+        assert ex.wait_ready(timeout=120)
+        first = store.list_workers()
+        assert len(first) == 2 and all(is_alive(store, w) for w in first)
+        victim = first[0]
+        os.kill(victim.pid, signal.SIGKILL)
+        deadline = time.monotonic() + 60
+        while ex.stats.worker_restarts < 1 or not ex.wait_ready(timeout=1):
+            assert time.monotonic() < deadline, "the killed worker was not replaced"
+        status = {w.name: is_alive(store, w) for w in store.list_workers()}
+        assert len(status) == 3 and status[victim.name] is False
+        assert sum(status.values()) == 2, status
+    finally:
+        ex.shutdown()
+    assert not any(is_alive(store, w) for w in store.list_workers()), "after shutdown"
+
+    app = create_app({"TESTING": True, "STORE_URL": url, "EXECUTOR": None})
+    try:
+        rows = app.test_client().get("/api/v1/workers").json["workers"]
+    finally:
+        app.extensions["dnnframe"].shutdown()
+    assert len(rows) == 3 and not any(r["alive"] for r in rows)
+
+
+def test_a_worker_on_another_host_is_alive_while_it_writes_or_its_trial_beats(url):
+    from dnnframe.worker_status import is_alive
+
+    store = open_store(url)
+    trial = submit_experiment(parse_spec(_spec(1)), store).trial_ids[0]
+    store.register_worker("far:7", host="far-away", pid=7, current_trial=trial)
+    (far,) = store.list_workers()
+    later = far.last_seen + 10_000  # long past the heartbeat timeout
+    assert is_alive(store, far) and not is_alive(store, far, now=later)
+    assert store.claim_trial(trial, "far:7") is not None
+    assert store.heartbeat(trial, "far:7")
+    beat = store.get_trial(trial).heartbeat_at
+    assert beat > far.last_seen
+    # a moment when the worker's own record is just too old and its trial's beat is not
+    timeout = settings.get().heartbeat_timeout
+    between = timeout + (far.last_seen + beat) / 2
+    assert is_alive(store, far, now=between) and not is_alive(store, far, now=later)
+    store.close()

@@ -312,6 +312,31 @@ def test_fast_epochs_are_written_together_first_at_once_all_before_the_end(
             assert [m["epoch"] for m in t.metrics] == [1, 2, 3, 4, 5, 6]
 
 
+def test_a_failed_epoch_write_is_sent_again_with_the_next_one(store, pack_ids, monkeypatch):
+    """Every epoch is written (METRICS_INTERVAL_S 0); the writes of epochs 2, 3 and 4 fail, as
+    does the first try at the end: each stored curve still holds every epoch once."""
+    from dnnframe.exceptions import StoreError
+
+    monkeypatch.setattr(runner, "METRICS_INTERVAL_S", 0.0)
+    monkeypatch.setattr(runner.time, "sleep", lambda s: None)  # the end's back-off
+    real_append = store.append_metrics_many
+    calls = []
+
+    def flaky(batch, worker=None):
+        epochs = sorted({m["epoch"] for ms in batch.values() for m in ms})
+        calls.append(epochs)
+        if len(calls) in (2, 3, 4, 5):
+            raise StoreError("the store went away")
+        return real_append(batch, worker)
+
+    store.append_metrics_many = flaky
+    states = run_pack(pack_ids, store, worker="w1", train_fn=StandInPack(epochs=4))
+    assert set(states.values()) == {TrialState.COMPLETE}
+    assert calls == [[1], [2], [2, 3], [2, 3, 4], [2, 3, 4], [2, 3, 4]]
+    for tid in pack_ids:
+        assert [m["epoch"] for m in store.get_trial(tid).metrics] == [1, 2, 3, 4]
+
+
 def test_an_engine_exception_fails_every_member_with_the_traceback(store, pack_ids):
     def train(configs, on_epoch):
         on_epoch(1, [{"epoch": 1}] * len(configs))

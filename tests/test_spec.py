@@ -18,6 +18,7 @@ from dnnframe.spec import (
     expand_with_ids,
     load_spec,
     parse_spec,
+    parse_spec_text,
     spec_json_schema,
     trial_id,
 )
@@ -555,6 +556,73 @@ def test_unknown_key_with_nothing_close_has_no_suggestion():
     assert errs == [{"path": "model.zzzz", "message": "unknown key (not part of the spec format)"}]
 
 
+@pytest.mark.parametrize(
+    "doc, path, suggestion",
+    [
+        ({"dataset": "iris", "a-b": 1}, "a-b", None),
+        ({"dataset": "iris", "x-note": 1}, "x-note", None),
+        ({"dataset": "iris", "a[0]": 1}, "['a[0]']", None),
+        ({"dataset": "iris", "a.b": 1}, "['a.b']", None),
+        ({"dataset": "iris", "wïdth": 1}, "wïdth", None),
+        (spec(model={"drop-out": 0.1}), "model.drop-out", "'dropout'"),
+        (spec(model={"width[1]": 8}), "model['width[1]']", "'width'"),
+        (spec(training={"early_stopping": {"pa-tience": 3}}),
+         "training.early_stopping.pa-tience", "'patience'"),
+    ],
+)
+def test_unknown_keys_spelt_like_paths_are_named_where_they_are(doc, path, suggestion):
+    errs = [e for e in errors_of(doc) if e["path"] == path]
+    assert len(errs) == 1, errors_of(doc)
+    assert errs[0]["message"] == "unknown key (not part of the spec format)" + (
+        f"; did you mean {suggestion}?" if suggestion else "")
+
+
+def test_validate_names_an_odd_key_of_a_yaml_file(tmp_path):
+    f = tmp_path / "noted.yaml"
+    f.write_text("dataset: iris\nx-note: 1\n")
+    done = subprocess.run([sys.executable, "-m", "dnnframe.cli", "validate", str(f)],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert f"{f}: x-note: unknown key" in done.stderr
+
+
+def test_an_invalid_top_level_field_hides_no_other_error():
+    doc = spec(model={"activation": "nope", "width": -1, "hidden_layers": {"grid": [1, "x"]}},
+               training={"optimizer": "x", "learning_rate": -1}, search={"seeds": "many"})
+    doc["name"] = "n" * 300
+    assert {e["path"] for e in errors_of(doc)} == {
+        "name", "search.seeds", "model.activation", "model.width",
+        "model.hidden_layers.grid[1]", "training.optimizer", "training.learning_rate"}
+
+
+def test_a_field_set_aside_adds_no_error_of_its_own():
+    # the objective is set aside; its default (accuracy) must not be blamed on a regression
+    doc = {"dataset": "diabetes", "model": {"loss": "squared_error"},
+           "search": {"objective": {"metric": "bogus"}}}
+    assert [e["path"] for e in errors_of(doc)] == ["search.objective.metric"]
+
+
+def test_a_json_spec_is_read_by_the_json_parser(tmp_path, monkeypatch):
+    import yaml
+
+    def no_yaml(*args, **kwargs):
+        raise AssertionError("a JSON document went to the YAML parser")
+
+    grid = tmp_path / "grid.json"
+    grid.write_text(json.dumps({"dataset": "iris", "learning_rate_note": 1e-3,
+                                "model": {"width": {"grid": list(range(1, 600_001))}}}))
+    monkeypatch.setattr(yaml, "load", no_yaml)
+    data = parse_spec_text(grid.read_text())
+    assert data["learning_rate_note"] == 0.001 and len(data["model"]["width"]["grid"]) == 600_000
+    monkeypatch.undo()
+    with pytest.raises(SpecError) as info:
+        load_spec(grid)
+    assert [e["path"] for e in info.value.errors] == ["learning_rate_note", "search"]
+    assert "600000 trials, more than the cap of 100000" in str(info.value)
+    # YAML in flow style is still YAML
+    assert parse_spec_text("{dataset: iris}") == {"dataset": "iris"}
+
+
 def test_unknown_dataset_and_param_suggest_close_names():
     errs = errors_of({"dataset": "mnist"})
     assert errs[0]["path"] == "dataset" and "did you mean 'mnist1d'?" in errs[0]["message"]
@@ -659,8 +727,9 @@ def test_residual_true_and_false_keep_their_meaning():
 
 
 def test_trial_ids_of_configs_without_the_new_options_are_unchanged():
-    # ids computed by the spec format before normalisation, scaled residuals, clipping and
-    # schedules existed: resubmitting an old sweep must reuse its finished trials
+    # ids computed by the spec format before normalisation, scaled residuals, clipping,
+    # schedules and the divergence bound existed (engine version 1): options at their
+    # defaults leave a config's text, and so its id under one engine version, unchanged
     for model, old_id in (({"hidden_layers": 3, "width": 8, "residual": True},
                            "t-3e38a6b8c3348e8ec996131f"),
                           ({"hidden_layers": 3, "width": 8}, "t-ff276c6d9df28e9cf8674495"),
@@ -668,11 +737,12 @@ def test_trial_ids_of_configs_without_the_new_options_are_unchanged():
                             "normalization": "none"}, "t-ff276c6d9df28e9cf8674495")):
         config = TrialConfig.model_validate({"dataset": {"name": "iris"}, "model": model,
                                              "seed": 1})
-        assert trial_id(config, "fp") == old_id
+        assert trial_id(config, "fp", engine_version="1") == old_id
     new = TrialConfig.model_validate({"dataset": {"name": "iris"}, "seed": 1,
                                       "model": {"hidden_layers": 3, "width": 8,
                                                 "residual": "rezero"}})
-    assert trial_id(new, "fp") not in ("t-3e38a6b8c3348e8ec996131f", "t-ff276c6d9df28e9cf8674495")
+    assert trial_id(new, "fp", engine_version="1") not in ("t-3e38a6b8c3348e8ec996131f",
+                                                           "t-ff276c6d9df28e9cf8674495")
 
 
 def test_design_options_expand_as_grids():

@@ -3,7 +3,9 @@
 Every command reads its store URL from ``--store`` or ``$DNNFRAME_STORE_URL`` (default
 ``sqlite:///dnnframe.db``). Errors a user can fix (a bad spec, an unreachable store, an
 unknown experiment) are printed as one clear message — never a traceback — and give a
-non-zero exit code: 2 for an invalid spec or usage, 1 for everything else.
+non-zero exit code: 2 for an invalid spec or usage, 1 for everything else; a run stopped
+by Ctrl-C exits 130, by SIGTERM 143, and a command whose reader went away (``| head``) 141.
+Results (summaries, ``ls``, ``status``) go to stdout; progress and messages to stderr.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import click
 from ..exceptions import DnnframeError, SpecError, StoreError
 from . import results, run, services  # noqa: F401 - each module registers its commands
 from .common import EXIT_SPEC_ERROR, _one_line, _print_spec_error, cli
+from .output import silence_closed_output
 
 __all__ = ["cli", "main"]
 
@@ -32,6 +35,11 @@ def main(argv: list[str] | None = None) -> None:
     except DnnframeError as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(1)
+    except BrokenPipeError:
+        # the reader went away (``dnnframe export … | head``): quietly, as a process killed
+        # by SIGPIPE would end (128 + 13)
+        silence_closed_output()
+        sys.exit(141)
     except OSError as exc:
         # An output file that cannot be written (missing directory, no permission, disk
         # full) is the user's to fix: one line naming the path, not a traceback.

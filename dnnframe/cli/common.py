@@ -4,7 +4,8 @@ error printing, the run summary, and commands rebuilt for the user to paste.
 Every command reads its store URL from ``--store`` or ``$DNNFRAME_STORE_URL`` (default
 ``sqlite:///dnnframe.db``). Errors a user can fix (a bad spec, an unreachable store, an
 unknown experiment) are printed as one clear message — never a traceback — and give a
-non-zero exit code: 2 for an invalid spec or usage, 1 for everything else.
+non-zero exit code: 2 for an invalid spec or usage, 1 for everything else (see
+:mod:`dnnframe.cli` for the others).
 """
 
 from __future__ import annotations
@@ -12,15 +13,22 @@ from __future__ import annotations
 import os
 import re
 import shlex
+import warnings
 from collections.abc import Sequence
+from pathlib import Path
 from urllib.parse import urlsplit
 
 import click
 from click.core import ParameterSource
+from rich.text import Text
 
+from ..engine.backend import DeviceUnavailableError, probe
+from ..engine.flags import FlagSettings, translate
 from ..exceptions import SpecError
 
 EXIT_SPEC_ERROR = 2
+# failed trials listed one line each in a summary; the rest are counted
+FAILED_LINES = 10
 
 # Where a driver's error message turns from what happened into its internal state
 # (pymongo appends the timeouts it was configured with and its whole topology description).
@@ -37,6 +45,39 @@ def _one_line(exc: BaseException) -> str:
     """An error's message as one line: its first line, without a driver's internal detail."""
     first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
     return _ERROR_DETAIL.split(first, maxsplit=1)[0]
+
+
+def absolute_store_url(url: str) -> str:
+    """``url`` with a relative SQLite path made absolute (from the working directory), so a
+    printed command names the same store wherever it is pasted; other URLs as they are."""
+    prefix = "sqlite:///"
+    if not url.startswith(prefix):
+        return url
+    path = url[len(prefix):]
+    if not path or path.startswith(("/", ":memory:", "file:")):
+        return url
+    return prefix + str(Path(path).resolve())
+
+
+def asked_device() -> FlagSettings:
+    """What THEANO_FLAGS/PYTENSOR_FLAGS ask of this machine (backend, device), read
+    without applying them; the training processes warn about the flags themselves."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return translate(os.environ.get("THEANO_FLAGS", ""), os.environ.get("PYTENSOR_FLAGS", ""))
+
+
+def refuse_unusable_device(doing: str) -> None:
+    """Raise DeviceUnavailableError ("refusing to DOING: reason") when the flags ask for the
+    JAX backend or a GPU that this machine cannot provide: every trial would fail on it.
+    Checked once, in a child process (see :func:`dnnframe.engine.backend.probe`), and only
+    when the flags ask for more than the C backend."""
+    asked = asked_device()
+    if asked.backend != "jax" and asked.device_error is None:
+        return
+    reason = probe()
+    if reason:
+        raise DeviceUnavailableError(f"refusing to {doing}: {reason}")
 
 
 def _has_password(url: str) -> bool:
@@ -58,7 +99,8 @@ def _shown_url(url: str) -> str:
 def _shell_word(value: str, envvar: str | None = None) -> str:
     """``value`` quoted for a POSIX shell; a URL with a password that came from ``envvar``
     is written as ``"$ENVVAR"`` so a printed command never shows the password."""
-    if envvar and _has_password(value) and os.environ.get(envvar) == value:
+    if envvar and _has_password(value) and absolute_store_url(
+            os.environ.get(envvar, "")) == value:
         return f'"${envvar}"'
     return shlex.quote(value)
 
@@ -66,7 +108,7 @@ def _shell_word(value: str, envvar: str | None = None) -> str:
 def _store_words(store_url: str) -> list[str]:
     """``--store URL`` for a printed command (always given: the default store is relative
     to the working directory, so a command run elsewhere would read another one)."""
-    return ["--store", _shell_word(store_url, "DNNFRAME_STORE_URL")]
+    return ["--store", _shell_word(absolute_store_url(store_url), "DNNFRAME_STORE_URL")]
 
 
 def _command_line(ctx: click.Context, args: Sequence[str], skip: Sequence[str] = ()) -> str:
@@ -161,7 +203,8 @@ def _summary(store, exp, store_url: str, wall: float | None = None, interrupted:
     failed = [{"trial_id": r["trial_id"], "error": r["error"]}
               for r in rows if r["state"] == "FAILED"]
     out = {
-        "experiment_id": exp.id, "name": exp.name, "status": exp.status, "store": store_url,
+        "experiment_id": exp.id, "name": exp.name, "status": exp.status,
+        "store": absolute_store_url(store_url),
         "n_trials": len(rows), "counts": counts, "objective": {"metric": metric, "mode": mode},
         "varied": varied, "interrupted": interrupted,
         "best": ({k: best_trials[0][k] for k in ("trial_id", metric, *varied, "seed")}
@@ -176,38 +219,47 @@ def _summary(store, exp, store_url: str, wall: float | None = None, interrupted:
     return out
 
 
-def _print_summary(console, summary: dict, resume_hint: str | None = None) -> None:  # noqa: ANN001
+def _print_summary(console, summary: dict, hints: Sequence[str] = ()) -> None:  # noqa: ANN001
+    """Print an experiment's summary: counts, best configurations and trial, one line per
+    failed trial, and the commands (with absolute paths) that read it further; then
+    ``hints``, each a line of plain text."""
     from rich.table import Table
 
     metric = summary["objective"]["metric"]
     counts = {k: v for k, v in summary["counts"].items() if v}
     by_state = ", ".join(f"{k} {v}" for k, v in counts.items())
-    console.print(f"[bold]{summary['name']}[/] ({summary['experiment_id']}): {summary['status']}, "
-                  f"{summary['n_trials']} trials — {by_state}")
+    # names, ids and errors are the user's text: printed as they are, never read as markup
+    plain = {"markup": False, "highlight": False, "soft_wrap": True}
+    console.print(Text.assemble((summary["name"], "bold"),
+                                f" ({summary['experiment_id']}): {summary['status']}, "
+                                f"{summary['n_trials']} trials — {by_state}"), soft_wrap=True)
     if summary["best_configs"]:
         table = Table(title=f"Best configurations by mean {metric} over seeds")
         cols = [*summary["varied"], "n", "mean", "std"]
         for c in cols:
             table.add_column(c, justify="right")
         for a in summary["best_configs"]:
-            table.add_row(*[f"{a[c]:.4f}" if isinstance(a[c], float) else str(a[c]) for c in cols])
+            table.add_row(*[Text(f"{a[c]:.4f}" if isinstance(a[c], float) else str(a[c]))
+                            for c in cols])
         console.print(table)
     if summary["best"]:
         b = summary["best"]
-        console.print(f"best trial: {b['trial_id']}  {metric} = {b[metric]:.4f}")
-    for f in summary["failed"][:5]:
-        console.print(f"[red]FAILED[/] {f['trial_id']}: {f['error']}")
-    if "wall_seconds" in summary:
-        console.print(f"wall time {summary['wall_seconds']:.1f}s")
+        console.print(f"best trial: {b['trial_id']}  {metric} = {b[metric]:.4f}", **plain)
     exp_id = shlex.quote(summary["experiment_id"])
     store = " ".join(_store_words(summary["store"]))
-    # commands are printed unwrapped (soft_wrap) so a narrow terminal does not break them
-    plain = {"markup": False, "highlight": False, "soft_wrap": True}
-    console.print(f"results in {_shown_url(summary['store'])}:", **plain)
+    failed = summary["failed"]
+    for f in failed[:FAILED_LINES]:
+        console.print(Text.assemble(("FAILED", "red"), f" {f['trial_id']}: {f['error']}"),
+                      soft_wrap=True)
+    if failed:
+        more = (f"{len(failed) - FAILED_LINES} more failed; "
+                if len(failed) > FAILED_LINES else "")
+        console.print(f"  {more}every error in full: dnnframe status {exp_id} {store} --failed",
+                      **plain)
+    if "wall_seconds" in summary:
+        console.print(f"wall time {summary['wall_seconds']:.1f}s", **plain)
+    console.print(f"results in {_shown_url(absolute_store_url(summary['store']))}:", **plain)
     console.print(f"  dnnframe status {exp_id} {store}", **plain)
     console.print(f"  dnnframe report {exp_id} {store}", **plain)
-    if resume_hint:
-        console.print(resume_hint, **plain)
-
-
-# --------------------------------------------------------------------------- run
+    for hint in hints:
+        console.print(hint, **plain)

@@ -19,6 +19,7 @@ from .common import (
     cli,
     store_option,
 )
+from .output import make_console
 
 
 @cli.command()
@@ -47,11 +48,14 @@ def validate(specs: tuple[Path, ...]) -> None:
 @cli.command()
 @click.argument("experiment", required=False)
 @store_option
+@click.option("--failed", "show_failed", is_flag=True,
+              help="Print every FAILED trial's whole error (traceback or reason).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-def status(experiment: str | None, store_url: str | None, as_json: bool) -> None:
+def status(experiment: str | None, store_url: str | None, show_failed: bool,
+           as_json: bool) -> None:
     """Show an experiment (id, id prefix or name; default the latest): counts, best trials,
     running and failed trials."""
-    from rich.console import Console
+    from rich.text import Text
 
     from ..store import default_store_url
 
@@ -63,14 +67,27 @@ def status(experiment: str | None, store_url: str | None, as_json: bool) -> None
                 "heartbeat_at": t.heartbeat_at}
                for t in store.list_trials(exp.id, state="RUNNING")]
     summary["running"] = running
+    errors = ({t.id: t.error or "" for t in store.list_trials(exp.id, state="FAILED")}
+              if show_failed else {})
     store.close()
     if as_json:
+        if show_failed:
+            summary["failed"] = [{**f, "error_text": errors.get(f["trial_id"], "")}
+                                 for f in summary["failed"]]
         click.echo(json.dumps(summary, indent=2, default=str))
         return
-    console = Console()
+    console = make_console()
+    if show_failed:
+        if not errors:
+            console.print(f"no FAILED trials in {exp.name} ({exp.id})", markup=False)
+        for trial_id, error in errors.items():
+            console.print(Text.assemble(("FAILED", "red"), f" {trial_id}:"))
+            console.print(Text(error.rstrip() or "(no error recorded)"), soft_wrap=True)
+        return
     _print_summary(console, summary)
     for r in running:
-        console.print(f"RUNNING {r['trial_id']} on {r['worker']} (epoch {r['epochs']})")
+        console.print(f"RUNNING {r['trial_id']} on {r['worker']} (epoch {r['epochs']})",
+                      markup=False, highlight=False, soft_wrap=True)
 
 
 @cli.command(name="ls")
@@ -82,8 +99,8 @@ def ls_cmd(store_url: str | None, limit: int, as_json: bool) -> None:
     import time
 
     from rich import box
-    from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
 
     store = _open_store(store_url, create=False)
     exps = store.list_experiments(limit=limit)
@@ -109,11 +126,11 @@ def ls_cmd(store_url: str | None, limit: int, as_json: bool) -> None:
     table.add_column("status", overflow="fold")
     for r in rows:
         created = time.strftime("%Y-%m-%d %H:%M", time.localtime(r["created_at"]))
-        table.add_row(r["id"], r["name"], created,
+        table.add_row(Text(r["id"]), Text(r["name"]), created,
                       f"{r['counts'].get('COMPLETE', 0)}/{r['n_trials']}",
                       str(r["counts"].get("FAILED", 0)),
-                      *([str(r["counts"].get("PRUNED", 0))] if pruned else []), r["status"])
-    Console().print(table if rows else "no experiments yet; start one with: dnnframe run SPEC")
+                      *([str(r["counts"].get("PRUNED", 0))] if pruned else []), Text(r["status"]))
+    make_console().print(table if rows else "no experiments yet; start one with: dnnframe run SPEC")
 
 
 # --------------------------------------------------------------------------- export / report

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import signal
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import click
@@ -18,9 +20,13 @@ from .common import (
     _print_summary,
     _shown_url,
     _summary,
+    absolute_store_url,
+    asked_device,
     cli,
+    refuse_unusable_device,
     store_option,
 )
+from .output import make_console, silence_closed_output
 
 
 @cli.command()
@@ -51,33 +57,56 @@ def run(ctx: click.Context, spec_path: Path, store_url: str | None, workers: int
         retry_failed: bool, pack_size: int | None, quiet: bool, as_json: bool) -> None:
     """Run every trial of a spec and show progress; rerunning resumes where it stopped.
 
-    Trials already COMPLETE in the store are not trained again. Ctrl-C stops cleanly:
-    queued trials are cancelled, running ones stop after their epoch; press it again to
-    stop at once. On a terminal progress is a live bar; otherwise a plain line each time
-    another tenth of the trials finished.
+    Trials already COMPLETE in the store are not trained again. Ctrl-C (or SIGTERM) stops
+    cleanly: queued trials are cancelled, running ones stop after their epoch; press it
+    again to stop at once. On a terminal progress is a live bar; otherwise a plain line each
+    time another tenth of the trials finished. Progress and messages go to stderr, the
+    summary to stdout (to stderr with --json, which prints only JSON on stdout).
     """
     import time
-
-    from rich.console import Console
 
     from ..spec import load_spec
     from ..store import default_store_url
 
-    console = Console(stderr=True, quiet=quiet)
+    console = make_console(stderr=True, quiet=quiet)
+    results = console if as_json else make_console(quiet=quiet)
     spec = load_spec(spec_path)  # SpecError → exit 2 naming the file and key
-    store_url = store_url or default_store_url()
-    store = _open_store(store_url)
+    store_url = absolute_store_url(store_url or default_store_url())
     broker_url = _broker_for_run(broker_url, distributed, force_local)
-    started = time.perf_counter()
-    executor = _run_executor(store, store_url, broker_url, workers, queue)
-    interrupted, trained = _submit_and_follow(console, store, executor, spec, store_url,
-                                              retry_failed, pack_size, quiet)
-    exp = _stored_experiment(store, spec.experiment_id, interrupted)
-    summary = _summary(store, exp, store_url, wall=time.perf_counter() - started,
-                       interrupted=interrupted, trained=trained)
-    store.close()
-    resume = _command_line(ctx, [str(spec_path)], skip=("quiet", "as_json"))
-    _report_run(console, summary, resume, interrupted, quiet, as_json)
+    if not broker_url:  # Celery workers check their own device when they start
+        refuse_unusable_device("run")
+    with _sigterm_as_interrupt() as terminated:
+        store = _open_store(store_url)
+        started = time.perf_counter()
+        executor = _run_executor(store, store_url, broker_url, workers, queue)
+        interrupted, trained = _submit_and_follow(console, store, executor, spec, store_url,
+                                                  retry_failed, pack_size, quiet)
+        exp = _stored_experiment(store, spec.experiment_id, interrupted)
+        summary = _summary(store, exp, store_url, wall=time.perf_counter() - started,
+                           interrupted=interrupted, trained=trained)
+        store.close()
+    resume = _command_line(ctx, [str(spec_path.resolve())], skip=("quiet", "as_json"))
+    # a run stopped by SIGTERM exits as a process killed by it would (128 + 15)
+    _report_run(results, summary, resume, interrupted, quiet, as_json,
+                interrupt_code=143 if terminated else 130)
+
+
+@contextlib.contextmanager
+def _sigterm_as_interrupt() -> Iterator[list[int]]:
+    """SIGTERM (``kill``, ``timeout``, a service manager) stops the run as Ctrl-C does:
+    queued trials cancelled, running ones recorded, nothing left RUNNING. Yields the list
+    of SIGTERMs received (empty when none came)."""
+    received: list[int] = []
+
+    def interrupt(signum: int, frame: object) -> None:
+        received.append(signum)
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield received
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _broker_for_run(broker_url: str | None, distributed: bool, force_local: bool) -> str | None:
@@ -117,6 +146,8 @@ class _StartOnSubmit(Executor):
         self._parallelism = parallelism
         self.where = where  # "4 local workers" or the broker URL, for messages
         self.remote = remote  # trials run on workers elsewhere (Celery)
+        self.graph_of: dict[str, str] = {}  # trial id → the graph key of its pack
+        self.first_seq = 0  # the store's change cursor before the first pack was handed on
         self.started: Executor | None = None
 
     @property
@@ -127,7 +158,10 @@ class _StartOnSubmit(Executor):
     def submit(self, packs: Sequence[list[str]], graph_keys: Sequence[str] | None = None) -> None:
         """Make the executor (once) and hand it the packs."""
         if self.started is None:
+            self.first_seq = self._store.latest_seq()
             self.started = self._factory()
+        for pack, key in zip(packs, graph_keys or ()):
+            self.graph_of.update(dict.fromkeys(pack, key))
         self.started.submit(packs, graph_keys)
 
     def cancel(self, experiment_id: str) -> int:
@@ -173,7 +207,8 @@ def _submit_and_follow(console, store, executor: _StartOnSubmit, spec,  # noqa: 
         if not quiet:
             _announce_run(console, store, executor, result, store_url)
         if trained:
-            interrupted = _follow(console, store, executor, result.experiment, quiet)
+            graphs = _GraphsBuilt(executor.graph_of, executor.first_seq)
+            interrupted = _follow(console, store, executor, result.experiment, quiet, graphs)
     except KeyboardInterrupt:
         # Ctrl-C before the progress loop took over (while storing the trials)
         interrupted = True
@@ -190,18 +225,44 @@ def _announce_run(console, store, executor: _StartOnSubmit, result,  # noqa: ANN
                   store_url: str) -> None:
     exp = result.experiment
     trained = len(result.submitted_trial_ids)
+    plain = {"markup": False, "highlight": False, "soft_wrap": True}
     if result.recovered_trial_ids:
         console.print(f"re-queued {len(result.recovered_trial_ids)} trials whose worker stopped "
                       "(killed process or no heartbeat)")
     head = f"{exp.name} ({exp.id}): {len(result.trial_ids)} trials"
     plan = (f"{trained} to run in {len(result.packs)} packs on {executor.where}" if trained
             else "none left to run (all finished before)")
-    console.print(f"{head}, {plan}; store {_shown_url(store_url)}",
-                  markup=False, highlight=False, soft_wrap=True)
+    console.print(f"{head}, {plan}; store {_shown_url(store_url)}", **plain)
+    before = len(result.trial_ids) - trained
+    if before:
+        for line in _finished_before(store, exp.id, executor.remote):
+            console.print(line, **plain)
     if trained and executor.remote and not store.list_workers(seen_within_s=120):
         console.print("[yellow]no worker has reported to this store in the last 2 minutes:[/] "
                       "trials wait in the queue until one starts (dnnframe worker, with the "
                       "same DNNFRAME_STORE_URL and DNNFRAME_BROKER_URL)")
+
+
+def _finished_before(store, experiment_id: str, remote: bool) -> list[str]:  # noqa: ANN001
+    """What a rerun reuses, in lines: trials finished on another device than this run asks
+    for (they are not trained again), and FAILED trials with how to retry them."""
+    from collections import Counter
+
+    lines = []
+    failed = store.counts_by_state(experiment_id).get("FAILED", 0)
+    if not remote:  # Celery workers train on their own devices; this host's flags say nothing
+        here = asked_device().device
+        devices = Counter(
+            ((t.result or {}).get("environment") or {}).get("device")
+            for t in store.list_trials(experiment_id, state="COMPLETE"))
+        for device, n in sorted(devices.items(), key=lambda kv: str(kv[0])):
+            if device and device != here:
+                lines.append(f"reusing {n} trials already COMPLETE on {device} (this run trains "
+                             f"on {here}); they are not trained again")
+    if failed:
+        lines.append(f"{failed} trials FAILED before and are not run again: add --retry-failed "
+                     "to run them again")
+    return lines
 
 
 def _stored_experiment(store, experiment_id: str, interrupted: bool):  # noqa: ANN001, ANN202
@@ -218,39 +279,77 @@ def _stored_experiment(store, experiment_id: str, interrupted: bool):  # noqa: A
 
 
 def _report_run(console, summary: dict, resume: str, interrupted: bool,  # noqa: ANN001
-                quiet: bool, as_json: bool) -> None:
-    """Print the summary; exit 130 when interrupted, 1 when a trial FAILED."""
-    if as_json:
-        click.echo(json.dumps(summary, indent=2, default=str))
-    if not quiet:
-        _print_summary(console, summary, f"interrupted — resume with: {resume}"
-                       if interrupted else None)
+                quiet: bool, as_json: bool, interrupt_code: int = 130) -> None:
+    """Print the summary; exit ``interrupt_code`` when interrupted, 1 when a trial FAILED."""
+    hints = []
     if interrupted:
-        sys.exit(130)
+        hints.append(f"interrupted — resume with: {resume}")
+    elif summary["counts"].get("FAILED") and "--retry-failed" not in resume.split():
+        hints.append(f"run the FAILED trials again with: {resume} --retry-failed")
+    try:
+        if as_json:
+            click.echo(json.dumps(summary, indent=2, default=str))
+        if not quiet:
+            _print_summary(console, summary, hints)
+    except BrokenPipeError:  # the reader went away (``| head``): the exit code still tells
+        silence_closed_output()
+    if interrupted:
+        sys.exit(interrupt_code)
     if summary["counts"].get("FAILED"):
         sys.exit(1)
 
 
-def _follow(console, store, executor: Executor, exp, quiet: bool) -> bool:  # noqa: ANN001
+class _GraphsBuilt:
+    """Which of a run's graphs are built: a graph is once a trial of it has trained an epoch
+    or ended. Read from the trials that changed since the last look (the store's cursor)."""
+
+    def __init__(self, graph_of: dict[str, str], since: int) -> None:
+        self._graph_of = graph_of
+        self._since = since
+        self.total = len(set(graph_of.values()))
+        self.ready: set[str] = set()
+
+    def update(self, store, experiment_id: str) -> tuple[int, int]:  # noqa: ANN001
+        """Look at the trials changed since the last call; returns (ready, total)."""
+        if len(self.ready) < self.total:
+            for t in store.list_trials(experiment_id, since=self._since):
+                self._since = max(self._since, t.seq)
+                if (t.metrics or t.state.is_finished) and t.id in self._graph_of:
+                    self.ready.add(self._graph_of[t.id])
+        return len(self.ready), self.total
+
+
+def _follow(console, store, executor: Executor, exp, quiet: bool,  # noqa: ANN001
+            graphs: _GraphsBuilt) -> bool:
     """Show progress until the experiment's trials are finished. Returns True if interrupted."""
     from ..progress import RunProgress, describe_best, trials_finished
 
     metric, mode = exp.objective
     first = store.counts_by_state(exp.id)
     total = exp.n_trials or sum(first.values())
-    last_finished = trials_finished(first)
+    first_finished = last_finished = trials_finished(first)
     best_text = ""
+    last_counts: dict[str, int] = {}
+    packs: int | None = None
 
     def poll() -> bool:
         """Show the current counts; True once no trial is queued or running."""
-        nonlocal last_finished, best_text
+        nonlocal last_finished, best_text, last_counts, packs
         counts = store.counts_by_state(exp.id)
         finished = trials_finished(counts)
         if finished != last_finished or not best_text:
             best = store.best_trial(exp.id, metric, mode)
             best_text = describe_best(metric, best.value(metric) if best else None)
             last_finished = finished
-        progress.update(counts, best_text)
+        if counts != last_counts:
+            # a pack's members are claimed together by one worker process: one pack each
+            running = store.list_trials(exp.id, state="RUNNING") if counts.get("RUNNING") else []
+            packs = len({t.worker for t in running})
+            last_counts = counts
+        # until a first trial ends nothing else moves: say how far the graphs got (a first
+        # run on a host compiles them, for tens of seconds)
+        building = graphs.update(store, exp.id) if finished == first_finished else None
+        progress.update(counts, best_text, running_packs=packs, graphs=building)
         return counts.get("QUEUED", 0) + counts.get("RUNNING", 0) == 0
 
     with RunProgress(console, exp.name, total, first, enabled=not quiet) as progress:
@@ -260,13 +359,15 @@ def _follow(console, store, executor: Executor, exp, quiet: bool) -> bool:  # no
                     poll()
                     return False
                 poll()
+                if console.file.reader_gone:
+                    break  # the output went away (``| head``): stop as for Ctrl-C
         except KeyboardInterrupt:
             pass
         progress.mark_interrupted()
-        console.print("[yellow]interrupted:[/] no new trials start; running trials stop after "
-                      "their current epoch (Ctrl-C again to stop at once)")
         try:
             executor.cancel(exp.id)
+            console.print("[yellow]interrupted:[/] no new trials start; running trials stop after "
+                          "their current epoch (Ctrl-C again to stop at once)")
             while True:
                 finished = executor.wait(timeout=0.5)
                 settled = poll()
@@ -275,6 +376,3 @@ def _follow(console, store, executor: Executor, exp, quiet: bool) -> bool:  # no
         except KeyboardInterrupt:
             console.print("[yellow]stopping now:[/] running trials are recorded CANCELLED")
         return True
-
-
-# --------------------------------------------------------------------------- status / ls

@@ -4,15 +4,12 @@ from __future__ import annotations
 
 import os
 import sys
-import warnings
 
 import click
 
 from .. import settings
-from ..engine.backend import DeviceUnavailableError, probe
-from ..engine.flags import translate
 from ..exceptions import DnnframeError
-from .common import cli, store_option
+from .common import cli, refuse_unusable_device, store_option
 
 
 @cli.command()
@@ -92,7 +89,7 @@ def worker(store_url: str | None, broker_url: str | None, queues: str, concurren
         raise click.UsageError("--queues needs at least one queue name")
     if "gpu" in names and not os.environ.get("THEANO_FLAGS"):
         os.environ["THEANO_FLAGS"] = "device=cuda,floatX=float32"
-    _refuse_unusable_device()
+    refuse_unusable_device("start the worker")
     for key, value in THREAD_ENV.items():
         os.environ.setdefault(key, value)
     from ..executors.celery_worker import worker_app
@@ -104,16 +101,3 @@ def worker(store_url: str | None, broker_url: str | None, queues: str, concurren
     if hostname:
         argv.append(f"--hostname={hostname}")
     app.worker_main(argv + list(celery_args))
-
-
-def _refuse_unusable_device() -> None:
-    """Raise DeviceUnavailableError when the flags ask for the JAX backend or a GPU and this
-    machine cannot provide it: a worker that started would fail every trial it took."""
-    with warnings.catch_warnings():  # the training processes warn about the flags themselves
-        warnings.simplefilter("ignore")
-        asked = translate(os.environ.get("THEANO_FLAGS", ""), os.environ.get("PYTENSOR_FLAGS", ""))
-    if asked.backend != "jax" and asked.device_error is None:
-        return
-    reason = probe()
-    if reason:
-        raise DeviceUnavailableError(f"refusing to start the worker: {reason}")

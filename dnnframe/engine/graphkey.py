@@ -1,32 +1,23 @@
-"""The graph key: which trials can share one compiled (packed) training function.
+"""Which trials share a compiled function (the compile key) and which train together in
+one call (the pack key).
 
-Two trials with the same key are trained by the same compiled graph, so they can be
-trained together in one pack (:func:`dnnframe.engine.train_pack`). The key holds exactly
-what the packed graph depends on:
+The **compile key** holds what the compiled graph depends on: the dataset (its shape), the
+runs of equal hidden widths *without their depth* (the first layer of a run is unrolled, the
+rest is a scanned stack whose number of layers is a run-time shape; see
+:func:`~dnnframe.engine.packgraph.segments_for`), the activation, the layer design (residual
+kind and whether its scale is learned, normalisation and its position), dropout and gradient
+clipping on/off, the loss, the optimiser and the process's floatX (from ``PYTENSOR_FLAGS``,
+else ``THEANO_FLAGS``, else float32 when ``device`` names a GPU and float64 otherwise).
 
-- ``dataset``: the full dataset config (the data and its shape are inputs of the pack;
-  members must see the same rows);
-- ``widths``: the hidden widths, *depth included*. In a pack every member shares one
-  parameter tensor per layer (leading trial axis), and the packed graph unrolls its layers
-  because a scan inside the per-minibatch step costs more than these small layers
-  themselves; members of different depth would need padded, masked layers that waste the
-  compute the pack exists to save. (The per-trial engine, :func:`train`, still scans a run
-  of equal widths, so its own compiled-model cache ignores depth.)
-- ``activation``, ``residual`` (its kind), ``normalization`` and ``norm_position``,
-  ``dropout`` and ``grad_clip`` (on/off only), ``loss``, ``optimizer``;
-- ``single_trial``: the config uses an option the packed graph does not implement
-  (:func:`packed_unsupported`); such trials are sent to the per-trial engine one by one.
-- ``batch_size``: members step through minibatches together, so they need the same number
-  and size of minibatches per epoch;
-- ``dtype``: the process's floatX (from ``PYTENSOR_FLAGS``, else ``THEANO_FLAGS``, else
-  float32 when ``device`` names a GPU and float64 otherwise), because a float32 and a
-  float64 graph are different functions.
+The **pack key** adds what the members of one call must share: the hidden widths with their
+depth (one tensor per layer, one stack length) and the batch size (members step through
+minibatches together). Under the C backend trials of different depth share a compiled
+function but not a pack; under JAX the depth of a stack is static in the compiled function.
 
-Not in the key (run-time inputs of the pack, one value per member): seed, learning rate,
-momentum, L2, dropout rate, init, max_epochs, early stopping.
-
-Not in the key either: the backend (C or JAX) and the device. They are the training
-process's, not the trial's: a pack compiles on whichever worker takes it.
+Not in either key (run-time inputs of the pack, one value per member): seed, learning rate
+and its schedule, momentum, L2, dropout rate, clipping threshold, init, max_epochs, early
+stopping, divergence bound. Nor the backend (C or JAX) and the device: they are the training
+process's, not the trial's, and a pack compiles on whichever worker takes it.
 
 This module imports neither PyTensor nor NumPy.
 """
@@ -44,28 +35,11 @@ from .flags import gpu_index
 if TYPE_CHECKING:
     from ..spec import TrialConfig
 
-KEY_VERSION = "2"  # bump when the meaning of a key changes
-
-
-def packed_unsupported(config: dict | TrialConfig) -> list[str]:
-    """The options of ``config`` the packed graph does not implement (empty: it packs).
-
-    The packed engine implements plain and identity-shortcut stacks with a constant
-    learning rate; normalisation, scaled residual branches, gradient clipping and learning
-    rate schedules train in the per-trial engine.
-    """
-    config = as_config(config)
-    model, training = config.model, config.training
-    out = []
-    if model.normalization != "none":
-        out.append(f"model.normalization={model.normalization}")
-    if model.residual not in ("none", "identity"):
-        out.append(f"model.residual={model.residual}")
-    if training.grad_clip is not None:
-        out.append("training.grad_clip")
-    if training.lr_schedule.kind != "none" or training.lr_schedule.warmup_epochs:
-        out.append("training.lr_schedule")
-    return out
+KEY_VERSION = "3"  # bump when the meaning of a key changes
+# A run of equal widths up to this long is unrolled; a longer one is its first layer plus a
+# scanned stack of the rest. 1: every run beyond one layer is scanned, so a depth sweep at
+# one width builds two graphs (depth 1, and every other depth).
+UNROLLED_RUN = 1
 
 
 def _flag(name: str, flag_vars: tuple[str | None, ...]) -> str | None:
@@ -97,33 +71,65 @@ def as_config(config: dict | TrialConfig) -> TrialConfig:
     return TrialConfig.model_validate(config) if isinstance(config, dict) else config
 
 
-def graph_key_fields(config: dict | TrialConfig) -> dict[str, Any]:
-    """The fields of the graph key, as a JSON-ready dict (see the module docstring)."""
+def _runs(widths: list[int]) -> list:
+    """The hidden widths as the compiled graph sees them: a run of equal widths longer than
+    :data:`UNROLLED_RUN` is ``[width, "stack"]`` whatever its length."""
+    out: list = []
+    i = 0
+    while i < len(widths):
+        j = i
+        while j < len(widths) and widths[j] == widths[i]:
+            j += 1
+        out += [widths[i]] * (j - i) if j - i <= UNROLLED_RUN else [widths[i], "stack"]
+        i = j
+    return out
+
+
+def compile_key_fields(config: dict | TrialConfig) -> dict[str, Any]:
+    """The fields of the compile key, as a JSON-ready dict (see the module docstring)."""
     config = as_config(config)
     model, training = config.model, config.training
     return {
         "v": KEY_VERSION,
         "dataset": config.dataset.model_dump(mode="json"),
-        "widths": list(model.widths),
+        "runs": _runs(list(model.widths)),
         "activation": model.activation,
         "residual": model.residual,
+        "residual_learnable": model.residual == "rezero" or model.residual_learnable,
         "normalization": model.normalization,
         "norm_position": model.norm_position,
         "dropout": model.dropout > 0,
         "grad_clip": training.grad_clip is not None,
-        "single_trial": bool(packed_unsupported(config)),
         "loss": model.loss,
         "optimizer": training.optimizer,
-        "batch_size": int(training.batch_size),
         "dtype": process_dtype(),
     }
 
 
-def graph_key(config: dict | TrialConfig) -> str:
-    """A short stable string: equal for configs that one packed compiled function can train."""
-    fields = graph_key_fields(config)
+def pack_key_fields(config: dict | TrialConfig) -> dict[str, Any]:
+    """The fields of the pack key: the compile key's plus the depth and the batch size."""
+    config = as_config(config)
+    return {**compile_key_fields(config), "widths": list(config.model.widths),
+            "batch_size": int(config.training.batch_size)}
+
+
+def _key(fields: dict[str, Any], widths: str) -> str:
     text = json.dumps(fields, sort_keys=True, separators=(",", ":"))
     digest = hashlib.sha256(text.encode()).hexdigest()[:16]
-    widths = "x".join(str(w) for w in fields["widths"]) or "0"
     return (f"{fields['dataset']['name']}-{widths}-{fields['activation']}-{fields['optimizer']}"
-            f"-b{fields['batch_size']}-{fields['dtype']}-{digest}")
+            f"-{fields['dtype']}-{digest}")
+
+
+def compile_key(config: dict | TrialConfig) -> str:
+    """A short stable string: equal for configs that one compiled function can train."""
+    fields = compile_key_fields(config)
+    return _key(fields, "x".join(str(w) for w in fields["runs"]) or "0")
+
+
+def pack_key(config: dict | TrialConfig) -> str:
+    """A short stable string: equal for configs that can train together in one pack."""
+    fields = pack_key_fields(config)
+    widths = fields["widths"]
+    text = f"{widths[0]}x{len(widths)}" if widths and len(set(widths)) == 1 else \
+        "x".join(str(w) for w in widths) or "0"
+    return _key(fields, f"{text}-b{fields['batch_size']}")

@@ -1,14 +1,17 @@
-"""Layers as small composable objects over symbolic PyTensor tensors (Lasagne style).
+"""Packed layers as small composable objects over symbolic PyTensor tensors (Lasagne style).
 
-Each layer owns shared variables (its parameters), builds its symbolic output with
-``get_output(x, deterministic)`` and fills its parameters from a NumPy generator with
-``initialise(rng, init)``. Shapes are checked when a layer is built.
+Every layer holds the values of all members of a pack: each shared variable has a leading
+member axis ``K`` (run-time: one compiled graph trains packs of any size, a pack of one
+included). Activations are feature-major ``[K, units, B]``, so every product reads and
+writes contiguous blocks. A layer builds its symbolic output with ``forward`` and gives one
+member's initial values with ``initial_values``; shapes are checked when it is built.
 
-A run of hidden layers of equal width is one :class:`DenseStackLayer`: its weights are a
-3-D shared tensor ``(n_layers, width, width)`` and its forward pass is a ``pytensor.scan``
-over the first axis, so the graph — and the compile time — does not grow with depth, and
-the number of layers is a runtime value: the same compiled function trains a stack of 2
-or 2000 layers (only the shared values change shape).
+A run of hidden layers of equal width is one :class:`StackLayer`: its tensors carry a layer
+axis after the member axis and its forward pass is a ``pytensor.scan`` over it, so the graph
+(and the compile time) does not grow with depth. Under the C backend the number of layers is
+a run-time value (the shared values' shape): one compiled function trains a stack of 2 or
+2,000 layers. Under JAX it is static (XLA needs static shapes), and XLA compiles the scan's
+body once, so the build time does not grow with depth there either.
 """
 
 from __future__ import annotations
@@ -23,9 +26,8 @@ configure()  # THEANO_FLAGS must be mapped before PyTensor reads its flags
 
 import pytensor  # noqa: E402
 import pytensor.tensor as pt  # noqa: E402
-import pytensor.tensor.random as ptr  # noqa: E402
 
-from .blocks import BlockParams, LayerDesign, block_step  # noqa: E402
+from .blocks import LayerDesign, block_step, running_update  # noqa: E402
 from .constants import SELU_ALPHA, SELU_SCALE  # noqa: E402
 
 
@@ -35,7 +37,8 @@ def _elu(x):
 
 
 ACTIVATIONS: dict[str, Callable] = {
-    "relu": lambda x: pt.maximum(x, 0),
+    # the gradient stops at x == 0, as the C backend's NumPy ReLU's (which reads its output)
+    "relu": lambda x: pt.switch(x > 0, x, 0),
     "leaky_relu": lambda x: pt.maximum(x, 0.01 * x),
     "elu": _elu,
     "selu": lambda x: SELU_SCALE * pt.switch(x > 0, x, SELU_ALPHA * (pt.exp(pt.minimum(x, 0)) - 1)),
@@ -63,53 +66,12 @@ def init_weights(rng: np.random.Generator, init: str, n_in: int, n_out: int) -> 
     raise ValueError(f"init must be one of glorot, he, lecun, orthogonal, but got {init!r}")
 
 
-class RandomChain:
-    """One seeded random generator shared by every dropout op of a graph.
-
-    Each draw threads the generator state to the next (``rng → next_rng``); the compiled
-    training function updates the shared state with the last one (:meth:`updates`), and
-    :meth:`seed` resets it, so a cached graph replays exactly for the same seed.
-    """
-
-    def __init__(self, name: str = "dropout_rng"):
-        self.shared = ptr.shared_rng(seed=0, name=name)
-        self.current = self.shared
-
-    def uniform(self, size):
-        """Symbolic U[0, 1) draw of ``size`` (advances the chain)."""
-        self.current, x = self.current.uniform(0.0, 1.0, size=size)
-        return x
-
-    def updates(self) -> list:
-        return [] if self.current is self.shared else [(self.shared, self.current)]
-
-    def seed(self, seed: int) -> None:
-        self.shared.set_value(np.random.default_rng(seed))
-
-
-class Layer:
-    """Base class: ``params`` (shared variables), ``regularizable`` (weights for L2),
-    ``stats`` (state that is not trained but belongs with the weights: batch-norm running
-    statistics)."""
-
-    params: list
-    regularizable: list
-    stats: list = []
-
-    def updates(self) -> list:
-        """Update pairs for ``stats`` from the last training-mode :meth:`get_output`."""
-        return []
-
-    def get_output(self, x, deterministic: bool = False):
-        """Symbolic output for the symbolic input ``x``."""
-        raise NotImplementedError
-
-    def initialise(self, rng: np.random.Generator, init: str) -> None:
-        """Draw fresh parameter values (no recompilation: only shared values change)."""
-
-    @property
-    def n_params(self) -> int:
-        return int(sum(p.get_value(borrow=True).size for p in self.params))
+def spread_bias(b, rows):
+    """``b`` ``[K, units]`` repeated over ``rows`` columns, as a product with a row of ones:
+    its gradient is then a matrix-vector product with ones. Broadcasting it instead makes the
+    gradient a Sum over the last axis, which the C backend runs about 20x slower."""
+    ones = pt.ones((1, rows), dtype=b.dtype)
+    return pt.dot(b.reshape((-1, 1)), ones).reshape((b.shape[0], b.shape[1], rows))
 
 
 def _check_positive(name: str, value: int) -> None:
@@ -117,165 +79,178 @@ def _check_positive(name: str, value: int) -> None:
         raise ValueError(f"{name} must be a positive integer, but got {value!r}")
 
 
-def _activation(name: str) -> Callable:
-    if name not in ACTIVATIONS:
-        raise ValueError(f"activation must be one of {', '.join(ACTIVATIONS)}, but got {name!r}")
-    return ACTIVATIONS[name]
+class PackedLayer:
+    """Base class. ``shared`` maps names (``W``, ``b`` and the design's extras) to shared
+    variables with a leading member axis; ``params`` are trained, ``regularizable`` get L2,
+    ``stats`` are batch-norm running statistics (saved with the best epoch's weights), and
+    the rest (a fixed residual scale) are per-member constants."""
+
+    design: LayerDesign
+    shared: dict
+    units: int
+
+    def _make(self, name: str, lead: tuple, static: tuple | None) -> None:
+        """Create ``W``, ``b`` and the extras with the per-member shape ``lead + ...``;
+        ``static``: the same shape fixed in the variables' type (None: unknown)."""
+        n_in, n_out = self.n_in, self.n_out
+        shapes = {"W": (*lead, n_out, n_in), "b": (*lead, n_out)}
+        for extra in self.design.extras():
+            shapes[extra] = lead if extra == "scale" else (*lead, self.units)
+        self.shared = {}
+        for key, shape in shapes.items():
+            typed = (None, *shape) if static is not None else None
+            self.shared[key] = pytensor.shared(np.zeros((1, *shape), dtype=self.dtype),
+                                               name=f"{name}.{key}", shape=typed)
+        self.params = [v for k, v in self.shared.items() if k in ("W", "b") or self.design.trained(k)]
+        self.regularizable = [self.shared["W"]]
+        self.stats = [self.shared[k] for k in ("mean", "var") if k in self.shared]
+        self.consts = [v for k, v in self.shared.items()
+                       if v not in self.params and v not in self.stats]
+
+    def __getstate__(self) -> dict:
+        # activations may be lambdas (not picklable), and only building the graph needs them
+        return {k: v for k, v in self.__dict__.items() if k != "act"}
+
+    def _start(self, key: str, lead: tuple, residual_scale: float) -> np.ndarray:
+        start = {"gain": 1.0, "shift": 0.0, "mean": 0.0, "var": 1.0, "scale": residual_scale}
+        shape = lead if key == "scale" else (*lead, self.units)
+        return np.full(shape, start[key], dtype=self.dtype)
 
 
-class DenseLayer(Layer):
-    """One hidden (or output) layer: :func:`block_step` with its own parameters.
+class DenseLayer(PackedLayer):
+    """One layer ``n_in → n_out``: :func:`block_step` with its own parameters (``W`` stored
+    transposed, ``[K, n_out, n_in]``). ``act`` None makes it the linear output layer."""
 
-    ``activation(x @ W + b)``, with the normalisation and residual of ``design``; the
-    residual applies only when n_in == n_out. ``dropout`` (a shared rate, with ``srng``)
-    drops units of the activation before the residual sum, exactly as a step of
-    :class:`DenseStackLayer` does.
-    """
-
-    def __init__(self, n_in: int, n_out: int, activation: str = "linear", residual: bool = False,
-                 dtype: str = "float64", name: str = "dense", dropout=None, srng: RandomChain | None = None,
-                 design: LayerDesign | None = None):
+    def __init__(self, n_in: int, n_out: int, act: Callable | None, design: LayerDesign,
+                 dtype: str, name: str, jax: bool = False):
         _check_positive("n_in", n_in)
         _check_positive("n_out", n_out)
-        if design is None:
-            design = LayerDesign(residual="identity" if residual else "none")
-        elif residual:
-            raise ValueError("give the residual either as residual=True or in design, not both")
         if design.residual != "none" and n_in != n_out:
-            raise ValueError(f"a residual dense layer needs n_in == n_out, but got n_in={n_in}, n_out={n_out}")
-        if dropout is not None and srng is None:
-            raise ValueError("a dense layer with dropout needs a RandomChain (srng)")
+            raise ValueError(f"a residual layer needs n_in == n_out, but got n_in={n_in}, n_out={n_out}")
         self.n_in, self.n_out, self.dtype, self.design = n_in, n_out, dtype, design
-        self.residual = design.residual != "none"
-        self.activation = _activation(activation)
-        self.dropout = DropoutLayer(dropout, srng) if dropout is not None else None
-        self.W = pytensor.shared(np.zeros((n_in, n_out), dtype=dtype), name=f"{name}.W")
-        self.b = pytensor.shared(np.zeros((n_out,), dtype=dtype), name=f"{name}.b")
-        self.extras = BlockParams(design, n_in, n_out, dtype, name, n_layers=None)
-        self.params = [self.W, self.b, *self.extras.params]
-        self.regularizable = [self.W]
-        self.stats = self.extras.stats
-        self._stat_updates: list = []
+        self.act, self.jax = act, jax
+        self.units = n_in if design.norm_position == "pre" else n_out
+        self._make(name, (), None)
 
-    def get_output(self, x, deterministic: bool = False):
-        def drop(out):
-            return self.dropout.get_output(out, deterministic) if self.dropout is not None else out
+    def forward(self, h, keep, deterministic: bool, biased: dict | None = None):
+        """``(output, batch-norm update pairs)`` for ``h`` ``[K, n_in, B]``, or the members'
+        shared input ``[B, n_in]`` (one minibatch for all). ``biased`` (training graph of the
+        C backend) collects ``W u + b`` under ``b``: its batch sum is ``b``'s gradient."""
+        W, b = self.shared["W"], self.shared["b"]
 
-        out, batch_stats = block_step(x, self.W, self.b, self.extras.values(), self.design,
-                                      self.activation, drop, deterministic)
-        if batch_stats is not None:
-            self._stat_updates = self.extras.running_updates(*batch_stats)
+        def product(u):
+            if u.ndim == 2 and not self.jax:
+                # shared input: all members' products are one wide product [K*n_out, D] @ [D, B]
+                z = pt.dot(W.reshape((-1, self.n_in)), u.T) + b.reshape((-1,)).dimshuffle(0, "x")
+                if biased is not None:
+                    biased[b] = z
+                return z.reshape((W.shape[0], self.n_out, u.shape[0]))
+            if u.ndim == 2:  # under JAX a broadcast product (a run-time K is no static shape)
+                return pt.matmul(W, u.T) + b.dimshuffle(0, 1, "x")
+            z = pt.matmul(W, u) + b.dimshuffle(0, 1, "x")  # compiles to BatchedDot
+            if biased is not None:
+                biased[b] = z
+            return z
+
+        if self.act is None:
+            return product(h), []
+        # a shared input enters residual sums and normalisation feature-major, [1, D, B]
+        h_fm = h.T.dimshuffle("x", 0, 1) if h.ndim == 2 else h
+        extras = {k: v for k, v in self.shared.items() if k not in ("W", "b")}
+        out, stats = block_step(h_fm, product, extras, self.design, self.act, keep,
+                                deterministic, product_input=h)
+        return out, self._stat_updates(stats)
+
+    def _stat_updates(self, stats) -> list:
+        if stats is None:
+            return []
+        return [(self.shared["mean"], running_update(self.shared["mean"], stats[0])),
+                (self.shared["var"], running_update(self.shared["var"], stats[1]))]
+
+    def initial_values(self, rng: np.random.Generator, init: str, residual_scale: float) -> list[np.ndarray]:
+        """One member's values, in ``shared`` order (draws one weight matrix from ``rng``)."""
+        out = []
+        for key in self.shared:
+            if key == "W":
+                out.append(init_weights(rng, init, self.n_in, self.n_out).T.astype(self.dtype))
+            elif key == "b":
+                out.append(np.zeros(self.n_out, dtype=self.dtype))
+            else:
+                out.append(self._start(key, (), residual_scale))
         return out
 
-    def updates(self) -> list:
-        return list(self._stat_updates)
 
-    def initialise(self, rng: np.random.Generator, init: str, residual_scale: float = 1.0) -> None:
-        self.W.set_value(init_weights(rng, init, self.n_in, self.n_out).astype(self.dtype))
-        self.b.set_value(np.zeros(self.n_out, dtype=self.dtype))
-        self.extras.initialise(residual_scale)
+class StackLayer(PackedLayer):
+    """``n_layers`` layers ``width → width`` as one scan of :func:`block_step` over stacked
+    tensors (``W: [K, n_layers, width, width]``, every extra with the same layer axis).
 
-
-class DropoutLayer(Layer):
-    """Inverted dropout: zero each unit with probability ``p`` while training, scale by 1/(1-p).
-
-    ``p`` is a shared scalar, so trials that differ only in the rate share one compiled graph.
+    ``n_layers`` given: static (part of the variables' type, as JAX needs); None: a run-time
+    value, set by the values loaded. Dropout masks come in as one ``[K, n_layers, width, B]``
+    input, scanned with the weights.
     """
 
-    def __init__(self, p, srng: RandomChain):
-        self.p, self.srng = p, srng
-        self.params, self.regularizable = [], []
-
-    def get_output(self, x, deterministic: bool = False):
-        if deterministic:
-            return x
-        keep = pt.cast(self.srng.uniform(x.shape) >= self.p, x.dtype)
-        return x * keep / (1 - self.p)
-
-
-class DenseStackLayer(Layer):
-    """``n_layers`` dense layers ``width → width`` as one scan over stacked weights.
-
-    Each step is :func:`block_step`: ``h ← [h + a·] dropout(activation(norm(h @ W[l] + b[l])))``
-    with the normalisation and residual of ``design``; every per-layer parameter (norm gain
-    and shift, residual scale, batch-norm running statistics) is stacked on the same leading
-    axis and scanned with the weights. ``n_layers`` is set by :meth:`initialise` and may
-    change between trials without recompiling; given to the constructor it is static
-    instead (part of the parameters' type, as JAX needs). Dropout masks for all layers are
-    drawn outside the scan in one seeded random op and fed in as a sequence (reproducible,
-    and the scan stays free of random state). Mask values are cast to the input's dtype.
-    """
-
-    def __init__(self, width: int, activation: str = "relu", residual: bool = False, dropout=None,
-                 srng: RandomChain | None = None, dtype: str = "float64", name: str = "stack",
-                 design: LayerDesign | None = None, n_layers: int | None = None):
+    def __init__(self, width: int, act: Callable, design: LayerDesign, dtype: str, name: str,
+                 n_layers: int | None = None, jax: bool = False):
         _check_positive("width", width)
-        if dropout is not None and srng is None:
-            raise ValueError("a dropout stack needs a RandomChain (srng)")
-        if design is None:
-            design = LayerDesign(residual="identity" if residual else "none")
-        elif residual:
-            raise ValueError("give the residual either as residual=True or in design, not both")
-        self.width, self.dtype, self.design = width, dtype, design
-        self.residual = design.residual != "none"
-        self.activation = _activation(activation)
-        self.dropout, self.srng = dropout, srng
         if n_layers is not None:
             _check_positive("n_layers", n_layers)
-        self.n_layers = n_layers or 1
-        static = (n_layers, width) if n_layers is not None else None
-        self.W = pytensor.shared(np.zeros((self.n_layers, width, width), dtype=dtype), name=f"{name}.W",
-                                 shape=(*static, width) if static else None)
-        self.b = pytensor.shared(np.zeros((self.n_layers, width), dtype=dtype), name=f"{name}.b",
-                                 shape=static)
-        self.extras = BlockParams(design, width, width, dtype, name, n_layers=self.n_layers,
-                                  static=n_layers is not None)
-        self.params = [self.W, self.b, *self.extras.params]
-        self.regularizable = [self.W]
-        self.stats = self.extras.stats
-        self._stat_updates: list = []
+        self.n_in = self.n_out = self.units = width
+        self.width, self.dtype, self.design, self.act = width, dtype, design, act
+        self.n_layers, self.jax = n_layers, jax
+        lead = (n_layers or 1,)
+        self._make(name, lead, lead if n_layers is not None else None)
 
-    def get_output(self, x, deterministic: bool = False):
-        act, design = self.activation, self.design
-        names = self.extras.names(deterministic)
+    def forward(self, h, keep, deterministic: bool, biased: dict | None = None):
+        """``(output [K, width, B], batch-norm update pairs)`` for ``h`` ``[K, width, B]``;
+        ``keep`` ``[K, n_layers, width, B]`` or None."""
+        design, act = self.design, self.act
+        names = [k for k in self.shared if not (k in ("mean", "var") and not deterministic)]
+        # the scan runs over layers: layer axis first
+        seqs = [v.dimshuffle(1, 0, *range(2, v.ndim)) for v in (self.shared[k] for k in names)]
+        if keep is not None:
+            seqs.append(keep.dimshuffle(1, 0, 2, 3))
         training_bn = design.normalization == "batch" and not deterministic
 
-        def step(W, b, *rest):
-            *seqs, h = rest
-            extras = dict(zip(names, seqs))
-            keep = extras.pop("keep", None)
+        def step(*args):
+            *layer, h = args
+            values = dict(zip(names, layer))
+            W, b = values.pop("W"), values.pop("b")
+            k = layer[len(names)] if keep is not None else None
 
-            def drop(out):
-                return out if keep is None else out * keep
+            def product(u):
+                # XLA fuses the bias's batch sum itself (and needs static reshapes)
+                bias = b.dimshuffle(0, 1, "x") if self.jax else spread_bias(b, u.shape[-1])
+                return pt.matmul(W, u) + bias
 
-            out, batch_stats = block_step(h, W, b, extras, design, act, drop, deterministic)
-            return (out, *batch_stats) if training_bn else out
+            out, stats = block_step(h, product, values, design, act, k, deterministic)
+            return (out, *stats) if training_bn else out
 
-        sequences = [self.W, self.b, *self.extras.sequences(deterministic)]
-        if self.dropout is not None and not deterministic:
-            size = (self.W.shape[0], x.shape[0], self.width)
-            keep = pt.cast(self.srng.uniform(size) >= self.dropout, x.dtype)
-            sequences.append(keep / (1 - self.dropout))
-            names = [*names, "keep"]
-        outputs_info = [x, None, None] if training_bn else [x]
-        outputs = pytensor.scan(step, sequences=sequences, outputs_info=outputs_info,
-                                return_updates=False)
-        if training_bn:
-            hs, means, variances = outputs
-            self._stat_updates = self.extras.running_updates(means, variances)
-            return hs[-1]
-        return outputs[-1]
+        n_steps = self.n_layers if self.n_layers is not None else self.shared["W"].shape[1]
+        outputs_info = [h, None, None] if training_bn else [h]
+        outputs = pytensor.scan(step, sequences=seqs, outputs_info=outputs_info,
+                                n_steps=n_steps, return_updates=False)
+        if not training_bn:
+            return outputs[-1], []
+        hs, means, variances = outputs
+        mean, var = self.shared["mean"], self.shared["var"]
+        return hs[-1], [(mean, running_update(mean, means.dimshuffle(1, 0, 2))),
+                        (var, running_update(var, variances.dimshuffle(1, 0, 2)))]
 
-    def updates(self) -> list:
-        return list(self._stat_updates)
-
-    def initialise(self, rng: np.random.Generator, init: str, n_layers: int | None = None,
-                   residual_scale: float = 1.0) -> None:
-        if n_layers is not None:
-            _check_positive("n_layers", n_layers)
-            self.n_layers = int(n_layers)
+    def initial_values(self, rng: np.random.Generator, init: str, residual_scale: float,
+                       n_layers: int = 1) -> list[np.ndarray]:
+        """One member's values for ``n_layers`` layers, in ``shared`` order (draws the layers'
+        weight matrices from ``rng`` in order)."""
         w = self.width
-        W = np.stack([init_weights(rng, init, w, w) for _ in range(self.n_layers)])
-        self.W.set_value(W.astype(self.dtype))
-        self.b.set_value(np.zeros((self.n_layers, w), dtype=self.dtype))
-        self.extras.initialise(residual_scale, self.n_layers)
+        out = []
+        for key in self.shared:
+            if key == "W":
+                out.append(np.stack([init_weights(rng, init, w, w).T for _ in range(n_layers)])
+                           .astype(self.dtype))
+            elif key == "b":
+                out.append(np.zeros((n_layers, w), dtype=self.dtype))
+            else:
+                out.append(self._start(key, (n_layers,), residual_scale))
+        return out
+
+
+__all__ = ["ACTIVATIONS", "DenseLayer", "PackedLayer", "StackLayer", "init_weights"]

@@ -1,14 +1,18 @@
-"""``train_pack(configs, on_epoch)``: train trials of one graph key together.
+"""The engine's epoch loop: ``train_pack(configs, on_epoch)`` trains trials of one pack key
+together, and ``train(config)`` is a pack of one.
 
-Each member keeps its own random streams, drawn exactly as :func:`train` draws them:
-initial weights from the first child of ``SeedSequence(seed)``, the minibatch order of
-every epoch from the second, dropout masks from a generator seeded by the first child
-after the weights. So a member sees the same initialisation, minibatches and masks as it
-would alone, and its result equals the per-trial result up to floating-point rounding of
-the batched products (float64: far below 1e-9 relative).
+Each member keeps its own random streams, all derived from its seed: initial weights from
+the first child of ``SeedSequence(seed)``, the minibatch order of every epoch from the
+second, dropout masks from a generator seeded by the first child after the weights. So a
+member sees the same initialisation, minibatches and masks in any pack as alone, and its
+result equals its result alone up to floating-point rounding of the batched products
+(float64: far below 1e-9 relative).
 
 Members step through the epochs together; a member that finishes, stops early, is
-cancelled or diverges is frozen (its updates are masked) while the others go on.
+cancelled or diverges is frozen (its updates are masked) while the others go on. Each
+member's recorded time is its share of the pack's: an epoch's wall time is split between
+the members that trained in it, and the pack's data loading, compile and final evaluation
+equally between all members, so the members' times add up to the pack's.
 """
 
 from __future__ import annotations
@@ -22,20 +26,27 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from . import diskcache
+from .blocks import LayerDesign, residual_scale
+from .data import prepare_data
+from .environment import environment, notes as flag_notes
 from .flags import JAX_MODE
-from .graphkey import graph_key, packed_unsupported
+from .graphkey import compile_key, pack_key
+from .layers import StackLayer
 from .modelcache import ModelCache
-from .packgraph import PackedModel, PackShape, initial_weights
+from .packgraph import PackedModel, PackShape, segments_for
 from .result import TrialResult
 from .stopping import better as _better
+from .stopping import diverged as _diverged
 from .stopping import monitor_for
-from .training import _FLAGS, _environment, prepare_data
 
 if TYPE_CHECKING:
     from ..spec import TrialConfig
 
-EVAL_ELEMENTS = 2**22  # rows x members x width per evaluation call: bounds memory
+EVAL_ELEMENTS = 2**22  # rows x members x hidden units per evaluation call: bounds memory
 CHUNK_ELEMENTS = 2**17  # members x width x batch per training call: keeps activations in cache
+# members x all hidden units x batch per training call: a deep stack keeps every layer's
+# activations for the backward pass, so deep packs train in smaller chunks
+DEEP_ELEMENTS = 2**23
 
 OnPackEpoch = Callable[[int, list], "list[bool] | None"]
 
@@ -56,6 +67,9 @@ def packed_model(shape: PackShape) -> tuple[PackedModel, bool, bool]:
         return model
 
     model, cached = _CACHE.get_or_build(shape, build)
+    # the epoch loop passes arrays of exactly the inputs' types (the dtype, int64 labels,
+    # C-contiguous): checking them on every call cost a pack of one about a tenth of its time
+    model.train_fn.trust_input = model.eval_fn.trust_input = True
     return model, cached, disk_hit
 
 
@@ -68,20 +82,16 @@ def _check_configs(configs: list) -> list[TrialConfig]:
     from ..spec import TrialConfig
 
     out = [TrialConfig.model_validate(c) if isinstance(c, dict) else c for c in configs]
-    for i, c in enumerate(out):
-        if unsupported := packed_unsupported(c):
-            raise ValueError(f"configs[{i}] uses {', '.join(unsupported)}, which the "
-                             "packed engine does not implement; train it with train()")
-    keys = [graph_key(c) for c in out]
+    keys = [pack_key(c) for c in out]
     for i, key in enumerate(keys):
         if key != keys[0]:
-            raise ValueError(f"configs[{i}] has graph key {key!r} but configs[0] has {keys[0]!r}: "
-                             "a pack trains trials of one graph key only")
+            raise ValueError(f"configs[{i}] has pack key {key!r} but configs[0] has {keys[0]!r}: "
+                             "a pack trains trials of one pack key only")
     return out
 
 
 class _Member:
-    """Book-keeping of one trial of the pack (what the per-trial loop keeps in locals)."""
+    """Book-keeping of one trial of the pack."""
 
     def __init__(self, config: TrialConfig, monitor: str | None, notes: list[str]):
         self.config = config
@@ -92,13 +102,16 @@ class _Member:
         self.best_value, self.best_epoch, self.since_best = None, None, 0
         self.has_best = False
         self.running = True
+        self.initial_loss: float | None = None
+        self.train_seconds = 0.0
 
 
-def _evaluate(model: PackedModel, X: np.ndarray, y: np.ndarray, K: int, classification: bool):
+def _evaluate(model: PackedModel, X: np.ndarray, y: np.ndarray, K: int, units: int,
+              classification: bool):
     """Mean loss ``[K]`` and accuracy ``[K]`` (or None) of every member on one split."""
     if len(X) == 0:
         return None, None
-    chunk = max(1, min(4096, EVAL_ELEMENTS // (K * max(model.dims))))
+    chunk = max(1, min(4096, EVAL_ELEMENTS // (K * units)))
     loss_sum = np.zeros(K)
     correct = np.zeros(K, dtype=np.int64)
     for start in range(0, len(X), chunk):
@@ -108,14 +121,29 @@ def _evaluate(model: PackedModel, X: np.ndarray, y: np.ndarray, K: int, classifi
     return loss_sum / len(X), (correct / len(X) if classification else None)
 
 
+def train(config: TrialConfig | dict, on_epoch: Callable[[int, dict], bool | None] | None = None) -> TrialResult:
+    """Train one trial: a pack of one.
+
+    ``on_epoch(epoch, metrics)`` is called after every epoch with ``{"epoch", "train_loss",
+    "train_accuracy", "val_loss", "val_accuracy", "seconds"}`` (train_* are the running
+    means over the epoch's minibatches; val_* are computed without dropout); returning True
+    stops training and the result is CANCELLED. A NaN/inf loss, or one that explodes past
+    ``training.divergence_factor`` times its loss at initialisation (the first minibatch's,
+    before any update; at least 1), ends the trial as DIVERGED.
+    Same config and seed give bit-identical results in the same environment.
+    """
+    if on_epoch is None:
+        return train_pack([config])[0]
+    return train_pack([config], lambda epoch, metrics: [bool(on_epoch(epoch, dict(metrics[0])))])[0]
+
+
 def train_pack(configs: list[TrialConfig | dict], on_epoch: OnPackEpoch | None = None) -> list[TrialResult]:
-    """Train ``configs`` (all of one :func:`graph_key`) as one pack; one result per config.
+    """Train ``configs`` (all of one :func:`pack_key`) as one pack; one result per config.
 
     ``on_epoch(epoch, metrics)`` is called once per epoch with one metrics dict per member
     (as :func:`train` passes to its callback) or None for members that no longer train; it
     may return one flag per member: True ends that member CANCELLED after this epoch.
-    Raises ValueError when the configs do not share one graph key or use an option the
-    packed graph does not implement (:func:`~dnnframe.engine.graphkey.packed_unsupported`).
+    Raises ValueError when the configs do not share one pack key.
     """
     enabled = gc.isenabled()
     try:
@@ -137,7 +165,10 @@ def _train_pack(configs: list, on_epoch: OnPackEpoch | None) -> list[TrialResult
     classification = data.task == "classification"
     K = len(configs)
     seeds = [c.seed for c in configs]
-    shape = PackShape(**shape_args, widths=tuple(first.model.widths), shared_input=len(set(seeds)) == 1)
+    segments, counts = segments_for(data.n_features, first.model.widths)
+    shape = PackShape(**shape_args, segments=segments, design=LayerDesign.from_model(first.model),
+                      shared_input=len(set(seeds)) == 1,
+                      stack_layers=counts if shape_args["mode"] == JAX_MODE else None)
     t_data = time.perf_counter()
 
     model, cached, disk_hit = packed_model(shape)
@@ -149,18 +180,27 @@ def _train_pack(configs: list, on_epoch: OnPackEpoch | None) -> list[TrialResult
     members = []
     for c in configs:
         monitor, notes = monitor_for(c, has_val=len(splits["val"][0]) > 0, classification=classification)
-        members.append(_Member(c, monitor, list(_FLAGS.notes) + notes))
-    weights, drop_rngs, shuffle_rngs = _initialise(model, configs, shape)
-    chunks = _chunks(model, K, min(first.training.batch_size, len(X_train)))
+        members.append(_Member(c, monitor, flag_notes() + notes))
+    n_params, drop_rngs, shuffle_rngs = _initialise(model, configs, counts)
     n = len(X_train)
     batch = min(first.training.batch_size, n)
+    units = _units(shape, counts)
+    chunks = _chunks(model, K, batch, units)
     active = np.ones(K, dtype=bool)
     best: list[np.ndarray] | None = None
     max_epochs = max(c.training.max_epochs for c in configs)
+    schedules = any(c.training.lr_schedule.kind != "none" or c.training.lr_schedule.warmup_epochs
+                    for c in configs)
+    lr_at = model.hyper_index("learning_rate")
+    initial = np.full(K, np.nan)
     for epoch in range(1, max_epochs + 1):
         if not active.any():
             break
         t0 = time.perf_counter()
+        running = active.sum()
+        if schedules:
+            lrs = np.array([c.training.learning_rate * c.training.lr_schedule.factor(epoch, c.training.max_epochs)
+                            for c in configs])
         orders = {s: rng.permutation(n) for s, rng in shuffle_rngs.items()}
         order = orders[seeds[0]] if shape.shared_input else np.stack([orders[s] for s in seeds])
         loss_sum, correct = np.zeros(K), np.zeros(K, dtype=np.int64)
@@ -171,15 +211,19 @@ def _train_pack(configs: list, on_epoch: OnPackEpoch | None) -> list[TrialResult
         for lo, hi, state in chunks:
             if not active[lo:hi].any():
                 continue
+            if schedules:  # (JAX's arrays are immutable: a new array, not assignment)
+                state[lr_at] = np.asarray(lrs[lo:hi], dtype=shape.dtype)
             model.import_state(state)
             model.set_active(active[lo:hi])
             for start in range(0, n, batch):
                 idx = order[..., start:start + batch] if shape.shared_input \
                     else order[lo:hi, start:start + batch]
                 b = idx.shape[-1]
-                masks = _dropout_masks(drop_rngs, active, members, shape, b, lo, hi) \
+                masks = _dropout_masks(model, drop_rngs, active, members, b, lo, hi) \
                     if shape.dropout else []
                 loss, c = model.train_fn(X_train[idx], y_train[idx], *masks)
+                if epoch == 1 and start == 0:  # the loss at initialisation: before any update
+                    initial[lo:hi] = loss
                 finite = np.isfinite(loss)
                 part = active[lo:hi]
                 ok = part & finite
@@ -190,15 +234,18 @@ def _train_pack(configs: list, on_epoch: OnPackEpoch | None) -> list[TrialResult
                     diverged[lo:hi] |= bad
                     active[lo:hi] &= ~bad
                     model.set_active(active[lo:hi])
-            vl, va = _evaluate(model, *splits["val"], hi - lo, classification)
+            vl, va = _evaluate(model, *splits["val"], hi - lo, units, classification)
             if vl is not None:
                 val_loss[lo:hi] = vl
                 if va is not None:
                     val_acc[lo:hi] = va
             state[:] = model.export_state()
-        seconds = time.perf_counter() - t0
+        share = (time.perf_counter() - t0) / running
+        if epoch == 1:
+            for m, loss in zip(members, initial.tolist()):
+                m.initial_loss = loss
         reported = _epoch_metrics(members, epoch, diverged, loss_sum / n,
-                                  correct / n if classification else None, val_loss, val_acc, seconds)
+                                  correct / n if classification else None, val_loss, val_acc, share)
         flags = on_epoch(epoch, reported) if on_epoch is not None else None
         improved = _advance(members, epoch, reported, flags)
         if improved.any():
@@ -208,16 +255,15 @@ def _train_pack(configs: list, on_epoch: OnPackEpoch | None) -> list[TrialResult
 
     restore = np.array([m.has_best and m.status != "DIVERGED" for m in members])
     final = {split: (np.full(K, np.nan), np.full(K, np.nan)) for split in ("train", "val", "test")}
-    n_params_vars = len(model.params)
     for lo, hi, state in chunks:
         if best is not None and restore[lo:hi].any():  # final metrics: those of the best epoch
             keep = restore[lo:hi]
-            for i in range(n_params_vars):
-                state[i] = state[i].copy()
+            for i in range(model.n_best):
+                state[i] = np.array(state[i])  # a copy (JAX's arrays are immutable)
                 state[i][keep] = best[i][lo:hi][keep]
         model.import_state(state)
         for split, (loss_all, acc_all) in final.items():
-            loss, acc = _evaluate(model, *splits[split], hi - lo, classification)
+            loss, acc = _evaluate(model, *splits[split], hi - lo, units, classification)
             if loss is not None:
                 loss_all[lo:hi] = loss
             if acc is not None:
@@ -226,31 +272,43 @@ def _train_pack(configs: list, on_epoch: OnPackEpoch | None) -> list[TrialResult
                      acc if classification and len(splits[split][0]) else None)
              for split, (loss, acc) in final.items()}
     t_end = time.perf_counter()
-    timings = {"data": t_data - t_start, "compile": t_compile - t_data, "train": t_train - t_compile,
-               "evaluate": t_end - t_train, "total": t_end - t_start}
-    env = _environment(cached)
-    env.update(pack_size=K, graph_key=graph_key(first), disk_cache_hit=disk_hit)
-    n_params = int(sum(int(np.prod(w.shape[1:])) for w in weights))
+    shared = {"data": (t_data - t_start) / K, "compile": (t_compile - t_data) / K,
+              "evaluate": (t_end - t_train) / K}
+    pack = {"size": K, "wall_seconds": t_end - t_start, "compile_seconds": t_compile - t_data}
+    env = environment(cached)
+    env.update(compile_key=compile_key(first), pack_key=pack_key(first), disk_cache_hit=disk_hit)
     results = []
     for k, m in enumerate(members):
         metrics: dict[str, float | None] = {}
         for split, (loss, acc) in final.items():
             metrics[f"{split}_loss"] = None if loss is None else float(loss[k])
             metrics[f"{split}_accuracy"] = None if acc is None else float(acc[k])
+        timings = {**shared, "train": float(m.train_seconds)}
+        timings["total"] = sum(timings.values())
         results.append(TrialResult(
-            status=m.status, metrics=metrics, history=m.history, timings=dict(timings),
-            n_params=n_params, environment=dict(env, pack_index=k),
+            status=m.status, metrics=metrics, history=m.history, timings=timings,
+            n_params=n_params, environment=dict(env), pack=dict(pack, index=k),
             diverged_epoch=m.diverged_epoch, stopped_early=m.stopped_early,
             epochs_run=len(m.history), best_epoch=m.best_epoch if m.monitor else None,
             notes=m.notes))
     return results
 
 
-def _chunks(model: PackedModel, K: int, batch: int) -> list[tuple[int, int, list[np.ndarray]]]:
+def _units(shape: PackShape, counts: tuple[int, ...]) -> int:
+    """Units per row of every layer, input and output included (what one row of a member
+    keeps for the backward pass)."""
+    stacks = [seg[1] for seg in shape.segments if seg[0] == "stack"]
+    dense = [seg[2] for seg in shape.segments if seg[0] == "dense"]
+    return shape.n_features + shape.n_outputs + sum(dense) + sum(w * c for w, c in zip(stacks, counts))
+
+
+def _chunks(model: PackedModel, K: int, batch: int, units: int) -> list[tuple[int, int, list[np.ndarray]]]:
     """Split the loaded pack state into ``(lo, hi, state)`` chunks of members whose
-    activations (members x width x batch) stay within CHUNK_ELEMENTS. Under mode=JAX the
-    pack is one chunk: XLA compiles per shape, and a GPU wants the whole pack at once."""
-    size = K if model.shape.mode == JAX_MODE else max(1, CHUNK_ELEMENTS // (batch * max(model.dims)))
+    activations stay within CHUNK_ELEMENTS per layer and DEEP_ELEMENTS in all. Under mode=JAX
+    the pack is one chunk: XLA compiles per shape, and a GPU wants the whole pack at once."""
+    widest = max(max(layer.n_out for layer in model.layers), model.shape.n_features)
+    size = K if model.shape.mode == JAX_MODE else \
+        max(1, min(CHUNK_ELEMENTS // (batch * widest), DEEP_ELEMENTS // (batch * units)))
     full = model.export_state()
     out = []
     for lo in range(0, K, size):
@@ -259,7 +317,7 @@ def _chunks(model: PackedModel, K: int, batch: int) -> list[tuple[int, int, list
     return out
 
 
-def _epoch_metrics(members, epoch, diverged, train_loss, train_acc, val_loss, val_acc, seconds):
+def _epoch_metrics(members, epoch, diverged, train_loss, train_acc, val_loss, val_acc, share):
     """Append this epoch to every running member's history; return what on_epoch gets."""
     train_loss = train_loss.tolist()
     train_acc = train_acc.tolist() if train_acc is not None else None
@@ -269,18 +327,19 @@ def _epoch_metrics(members, epoch, diverged, train_loss, train_acc, val_loss, va
     for k, m in enumerate(members):
         if not m.running:
             continue
+        m.train_seconds += share
         if diverged[k]:
             m.status, m.diverged_epoch, m.running = "DIVERGED", epoch, False
             m.history.append({"epoch": epoch, "train_loss": None, "train_accuracy": None,
-                              "val_loss": None, "val_accuracy": None, "seconds": seconds})
+                              "val_loss": None, "val_accuracy": None, "seconds": share})
             continue
         metrics = {"epoch": epoch, "train_loss": train_loss[k],
                    "train_accuracy": train_acc[k] if train_acc is not None else None,
                    "val_loss": val_loss[k] if val_loss is not None else None,
                    "val_accuracy": val_acc[k] if val_acc is not None else None,
-                   "seconds": seconds}
+                   "seconds": share}
         m.history.append(metrics)
-        if metrics["val_loss"] is not None and not math.isfinite(metrics["val_loss"]):
+        if _diverged(metrics, m.initial_loss, m.config.training.divergence_factor):
             m.status, m.diverged_epoch, m.running = "DIVERGED", epoch, False
             continue
         reported[k] = dict(metrics)
@@ -311,10 +370,9 @@ def _advance(members, epoch: int, reported: list, flags) -> np.ndarray:
     return improved
 
 
-def _initialise(model: PackedModel, configs: list, shape: PackShape):
-    """Load every member's initial weights and hyperparameters; return the weights, the
-    members' dropout generators and one shuffling generator per distinct seed."""
-    dtype = shape.dtype
+def _initialise(model: PackedModel, configs: list, counts: tuple[int, ...]):
+    """Load every member's initial values and hyperparameters; return one member's parameter
+    count, the members' dropout generators and one shuffling generator per distinct seed."""
     by_draw: dict[tuple[int, str], tuple[list[np.ndarray], int]] = {}
     shuffle_rngs: dict[int, np.random.Generator] = {}
     drop_rngs: list[np.random.Generator | None] = []
@@ -324,38 +382,45 @@ def _initialise(model: PackedModel, configs: list, shape: PackShape):
         if key not in by_draw:
             init_ss, shuffle_ss = np.random.SeedSequence(c.seed).spawn(2)
             rng = np.random.default_rng(init_ss)
-            w = initial_weights(rng, c.model.init, model.dims, dtype)
-            by_draw[key] = (w, int(rng.integers(2**31)))
+            values = model.initial_network(rng, c.model.init, residual_scale(c.model), counts)
+            by_draw[key] = (values, int(rng.integers(2**31)))
             shuffle_rngs.setdefault(c.seed, np.random.default_rng(shuffle_ss))
-        w, drop_seed = by_draw[key]
-        per_member.append(w)
-        drop_rngs.append(np.random.default_rng(drop_seed) if shape.dropout else None)
-    weights = [np.stack(parts) for parts in zip(*per_member)]
+        values, drop_seed = by_draw[key]
+        per_member.append(values)
+        drop_rngs.append(np.random.default_rng(drop_seed) if model.shape.dropout else None)
+    network = [np.stack(parts) for parts in zip(*per_member)]
     hyper = {"learning_rate": [c.training.learning_rate for c in configs],
              "momentum": [c.training.momentum for c in configs],
              "l2": [c.training.l2 for c in configs],
-             "dropout": [c.model.dropout for c in configs]}
-    model.load(weights, {k: np.asarray(v, dtype=np.float64) for k, v in hyper.items()})
-    return weights, drop_rngs, shuffle_rngs
+             "grad_clip": [c.training.grad_clip or 1.0 for c in configs]}
+    model.load(network, {k: np.asarray(v, dtype=np.float64) for k, v in hyper.items()})
+    n_params = int(sum(v[0].size for v in network[:len(model.params)]))
+    return n_params, drop_rngs, shuffle_rngs
 
 
-def _dropout_masks(drop_rngs, active, members, shape: PackShape, b: int, lo: int, hi: int) -> list[np.ndarray]:
-    """Keep flags ``[hi - lo, width, b]`` per hidden layer for members lo..hi, drawn from each
-    member's generator in the order the per-trial graph draws them (layer by layer,
-    ``[b, width]`` uniforms)."""
-    masks = [np.zeros((hi - lo, w, b), dtype=shape.dtype) for w in shape.widths]
+def _dropout_masks(model: PackedModel, drop_rngs, active, members, b: int, lo: int, hi: int) -> list[np.ndarray]:
+    """Keep masks scaled by ``1 / (1 - p)`` for members lo..hi: ``[hi - lo, width, b]`` per
+    unrolled hidden layer and ``[hi - lo, n_layers, width, b]`` per stack, drawn from each
+    member's own generator layer by layer."""
+    dtype = model.shape.dtype
+    shapes = [(layer.shared["W"].get_value(borrow=True).shape[1], layer.width)
+              if isinstance(layer, StackLayer) else (layer.n_out,) for layer in model.hidden]
+    masks = [np.zeros((hi - lo, *s, b), dtype=dtype) for s in shapes]
     for k in range(lo, hi):
         if not active[k]:
             continue  # a frozen member's updates are masked: its draws would be unused
         rng, p = drop_rngs[k], members[k].config.model.dropout
-        for mask, w in zip(masks, shape.widths):
-            mask[k - lo] = (rng.uniform(0.0, 1.0, size=(b, w)) >= p).T
+        scale = 1.0 / (1.0 - p)
+        for mask, s in zip(masks, shapes):
+            draw = rng.random((*s[:-1], b, s[-1]))  # rows then units, as a [b, width] layer draws
+            mask[k - lo] = np.swapaxes(draw >= p, -1, -2) * scale
     return masks
 
 
 def _snapshot(model: PackedModel, chunks, best: list[np.ndarray] | None, improved: np.ndarray) -> list[np.ndarray]:
-    """Copy the parameters of the members that improved into ``best`` (allocated once)."""
-    n = len(model.params)
+    """Copy the parameters and running statistics of the members that improved into
+    ``best`` (allocated once)."""
+    n = model.n_best
     if best is None:
         K = chunks[-1][1]
         best = [np.empty((K, *v.shape[1:]), dtype=v.dtype) for v in chunks[0][2][:n]]
@@ -365,3 +430,6 @@ def _snapshot(model: PackedModel, chunks, best: list[np.ndarray] | None, improve
             for bv, v in zip(best, state[:n]):
                 bv[lo:hi][imp] = v[imp]
     return best
+
+
+__all__ = ["clear_cache", "packed_model", "train", "train_pack"]

@@ -1,18 +1,20 @@
-"""The packed network: K same-shape trials as one compiled graph.
+"""The packed network: K trials of one shape as one compiled graph.
 
-Every parameter has a leading trial axis (``W: [K, n_out, n_in]``, stored transposed, and
-``b: [K, n_out]``); activations are feature-major ``[K, width, B]``, so every product
-reads and writes contiguous blocks and elementwise chains run over contiguous arrays;
-per-trial hyperparameters (learning rate, momentum, L2, dropout rate) and an ``active``
-flag are shared vectors of length K. Hidden layers are unrolled and computed as batched
-matrix products; when all members see the same minibatch (same shuffling seed), the first
-layer of all K members is one wide product ``[K*H, D] @ [D, B]``. The loss is the sum of
-the members' losses, so each member's gradient is exactly its own. Updates of inactive
-members (stopped, diverged, cancelled, finished) are masked: their parameters and
-optimiser state stay as they were.
+Every value has a leading member axis (``W: [K, n_out, n_in]``, stored transposed, and
+``b: [K, n_out]``); activations are feature-major ``[K, width, B]``, so every product reads
+and writes contiguous blocks; per-member hyperparameters (learning rate, momentum, L2,
+clipping threshold) and an ``active`` flag are shared vectors of length K. The first layer
+of each run of equal widths is unrolled; the rest of the run is a scanned
+:class:`~dnnframe.engine.layers.StackLayer`, so the graph does not grow with depth. When all
+members see the same minibatch (same shuffling seed), the first layer of all K members is
+one wide product ``[K*H, D] @ [D, B]``. The loss is the sum of the members' losses, so each
+member's gradient is exactly its own (gradient clipping and L2 are per member too). Updates
+of inactive members (stopped, diverged, cancelled, finished) are masked: their parameters,
+running statistics and optimiser state stay as they were.
 
-The compiled functions do not depend on K (it is the run-time length of the shared
-values), so one compiled :class:`PackedModel` trains packs of any size.
+The compiled functions depend on neither K nor (under the C backend) the number of layers
+of a stack: both are run-time shapes of the shared values, so one compiled
+:class:`PackedModel` trains packs of any size and any depth of one :class:`PackShape`.
 """
 
 from __future__ import annotations
@@ -28,7 +30,9 @@ configure()
 import pytensor  # noqa: E402
 import pytensor.tensor as pt  # noqa: E402
 
-from .layers import ACTIVATIONS, init_weights  # noqa: E402
+from .blocks import LayerDesign  # noqa: E402
+from .graphkey import UNROLLED_RUN  # noqa: E402
+from .layers import ACTIVATIONS, DenseLayer, PackedLayer, StackLayer  # noqa: E402
 from .updates import make_updates  # noqa: E402
 from .vecmath import vexp, vrelu, vtanh  # noqa: E402
 
@@ -38,6 +42,8 @@ from .vecmath import vexp, vrelu, vtanh  # noqa: E402
 # Under mode=JAX XLA vectorises them itself (and vecmath's NumPy ops cannot run inside XLA).
 _PACK_ACTIVATIONS = {**ACTIVATIONS, "tanh": vtanh, "relu": vrelu}
 
+HYPER = ("learning_rate", "momentum", "l2", "grad_clip")
+
 
 def _activation(shape: PackShape):
     return (ACTIVATIONS if shape.mode == JAX_MODE else _PACK_ACTIVATIONS)[shape.activation]
@@ -45,75 +51,119 @@ def _activation(shape: PackShape):
 
 @dataclass(frozen=True)
 class PackShape:
-    """Everything the packed graph depends on (the graph key's content, resolved)."""
+    """Everything the compiled graph depends on: the compile key, resolved.
+
+    ``segments`` is a tuple of ``("dense", n_in, n_out)`` and ``("stack", width)``; the
+    number of layers of a stack is not part of the shape, except under JAX
+    (``stack_layers``, one count per stack: XLA needs static shapes).
+    """
 
     n_features: int
     n_outputs: int
-    widths: tuple[int, ...]
+    segments: tuple
     activation: str
-    residual: bool
+    design: LayerDesign
     dropout: bool
+    grad_clip: bool
     loss: str
     classification: bool
     optimizer: str
     dtype: str
     mode: str
     shared_input: bool  # all members see the same minibatches (one shuffling seed)
+    stack_layers: tuple[int, ...] | None = None
 
 
-def _bcast(v, ndim: int):
-    """A length-K vector broadcast against a tensor of ``ndim`` with a leading trial axis."""
+def segments_for(n_features: int, widths: list[int] | tuple[int, ...]) -> tuple[tuple, tuple[int, ...]]:
+    """Split hidden widths into graph segments plus the layer count of each stack.
+
+    A run of equal widths of up to :data:`UNROLLED_RUN` layers is unrolled; a longer one is
+    a dense layer (its input width differs, except possibly for the very first) and a
+    scanned stack of the rest of the run.
+    """
+    segments: list[tuple] = []
+    counts: list[int] = []
+    prev = n_features
+    i = 0
+    while i < len(widths):
+        w = widths[i]
+        j = i + 1
+        while j < len(widths) and widths[j] == w:
+            j += 1
+        if j - i <= UNROLLED_RUN:
+            segments += [("dense", prev, w)] + [("dense", w, w)] * (j - i - 1)
+        else:
+            segments += [("dense", prev, w), ("stack", w)]
+            counts.append(j - i - 1)
+        prev, i = w, j
+    return tuple(segments), tuple(counts)
+
+
+def _first(v, ndim: int):
+    """A length-K vector broadcast against a tensor of ``ndim`` with a leading member axis."""
     return v.dimshuffle(0, *(["x"] * (ndim - 1)))
 
 
+def _per_member_sum(x):
+    """The sum of ``x`` over every axis but the member axis: ``[K]``."""
+    return x if x.ndim == 1 else pt.sum(x, axis=tuple(range(1, x.ndim)))
+
+
 class PackedModel:
-    """Shared parameters with a trial axis plus the compiled train-step and eval functions."""
+    """The packed layers, the per-member hyperparameter vectors and the compiled train-step
+    and evaluation functions of one :class:`PackShape`."""
 
     def __init__(self, shape: PackShape):
         self.shape = shape
-        dtype = shape.dtype
-        self.act = _activation(shape)
-        dims = [shape.n_features, *shape.widths, shape.n_outputs]
-        self.dims = dims
-        self.W, self.b = [], []
-        for i, (n_in, n_out) in enumerate(zip(dims[:-1], dims[1:])):
-            self.W.append(pytensor.shared(np.zeros((1, n_out, n_in), dtype=dtype), name=f"W{i}"))
-            self.b.append(pytensor.shared(np.zeros((1, n_out), dtype=dtype), name=f"b{i}"))
-        self.params = [p for pair in zip(self.W, self.b) for p in pair]
+        dtype, jax = shape.dtype, shape.mode == JAX_MODE
+        act = _activation(shape)
+        self.layers: list[PackedLayer] = []
+        counts = iter(shape.stack_layers or ())
+        for k, seg in enumerate(shape.segments):
+            if seg[0] == "dense":
+                _, n_in, n_out = seg
+                design = shape.design if n_in == n_out else shape.design.for_entry()
+                self.layers.append(DenseLayer(n_in, n_out, act, design, dtype, f"hidden{k}", jax))
+            else:
+                n_static = next(counts) if shape.stack_layers is not None else None
+                self.layers.append(StackLayer(seg[1], act, shape.design, dtype, f"stack{k}",
+                                              n_static, jax))
+        last = self.layers[-1].n_out if self.layers else shape.n_features
+        self.layers.append(DenseLayer(last, shape.n_outputs, None, LayerDesign(), dtype, "output", jax))
+        self.params = [p for layer in self.layers for p in layer.params]
+        self.stats = [s for layer in self.layers for s in layer.stats]
+        self.consts = [c for layer in self.layers for c in layer.consts]
+        self.hyper = {name: pytensor.shared(np.zeros(1, dtype=dtype), name=name) for name in HYPER}
+        self.active = pytensor.shared(np.zeros(1, dtype=dtype), name="active")
 
-        def vec(name: str):
-            return pytensor.shared(np.zeros(1, dtype=dtype), name=name)
-
-        self.lr, self.momentum, self.l2 = vec("learning_rate"), vec("momentum"), vec("l2")
-        self.p_drop, self.active = vec("dropout"), vec("active")
-
-        if shape.shared_input:
-            X = pt.matrix("X", dtype=dtype)
-            y = self._y_type(0)
-        else:
-            X = pt.tensor3("X", dtype=dtype)
-            y = self._y_type(1)
-        masks = [pt.tensor3(f"keep{i}", dtype=dtype) for i in range(len(shape.widths))] \
-            if shape.dropout else []
-        biased: list = []
-        out = self._forward(X, masks, biased)
+        X = pt.matrix("X", dtype=dtype) if shape.shared_input else pt.tensor3("X", dtype=dtype)
+        y = self._y_type(0 if shape.shared_input else 1)
+        hidden = self.layers[:-1]
+        masks = [pt.tensor(f"keep{i}", dtype=dtype, shape=(None,) * (4 if isinstance(layer, StackLayer) else 3))
+                 for i, layer in enumerate(hidden)] if shape.dropout else []
+        biased: dict | None = None if jax else {}
+        out, stat_updates = self._forward(X, masks or [None] * len(hidden), False, biased)
         rows, correct = self._loss_rows(out, y)
         loss = rows.mean(axis=1)
-        penalty = sum(pt.sum(W ** 2, axis=(1, 2)) for W in self.W)
-        objective = pt.sum(loss) + pt.sum(self.l2 * penalty)
+        W_all = [layer.shared["W"] for layer in self.layers]
+        penalty = sum(_per_member_sum(W ** 2) for W in W_all)
+        objective = pt.sum(loss) + pt.sum(self.hyper["l2"] * penalty)
         grads = self._grads(objective, biased)
+        if shape.grad_clip:
+            grads = self._clip(grads)
         updates, self.opt_state = make_updates(
             shape.optimizer, self.params, grads,
-            lambda p: _bcast(self.lr, p.ndim), lambda p: _bcast(self.momentum, p.ndim))
+            lambda p: _first(self.hyper["learning_rate"], p.ndim),
+            lambda p: _first(self.hyper["momentum"], p.ndim))
         keep = self.active > 0
         # frozen members keep their values; adam's step counter is shared by all members
-        updates = [(v, pt.switch(_bcast(keep, v.ndim), e, v)) if v.ndim > 0 else (v, e)
-                   for v, e in updates]
+        updates = [(v, pt.switch(_first(keep, v.ndim), e, v)) if v.ndim > 0 else (v, e)
+                   for v, e in updates + stat_updates]
         self.train_fn = pytensor.function([X, y, *masks], [loss, correct], updates=updates,
                                           mode=shape.mode, name="packed_train_step")
         Xe = pt.matrix("X_eval", dtype=dtype)
         ye = self._y_type(0)
-        out_e = self._forward(Xe, None)
+        out_e, _ = self._forward(Xe, [None] * len(hidden), True, None)
         rows_e, correct_e = self._loss_rows(out_e, ye)
         self.eval_fn = pytensor.function([Xe, ye], [rows_e.sum(axis=1), correct_e],
                                          mode=shape.mode, name="packed_evaluate")
@@ -123,61 +173,40 @@ class PackedModel:
             return pt.tensor("y", dtype="int64", shape=(None,) * (1 + extra))
         return pt.tensor("y", dtype=self.shape.dtype, shape=(None,) * (2 + extra))
 
-    def _grads(self, objective, biased: list) -> list:
-        """Gradients in :attr:`params` order. A bias's gradient is its layer's
+    def _forward(self, x, masks: list, deterministic: bool, biased: dict | None):
+        """Output ``[K, n_outputs, B]`` for input ``[B, D]`` (shared by all members) or
+        ``[K, B, D]``, and the batch-norm update pairs of the training graph."""
+        h = x if x.ndim == 2 else x.dimshuffle(0, 2, 1)
+        stat_updates: list = []
+        for layer, keep in zip(self.layers[:-1], masks):
+            h, pairs = layer.forward(h, keep, deterministic, biased)
+            stat_updates += pairs
+        out, _ = self.layers[-1].forward(h, None, deterministic, biased)
+        return out, stat_updates
+
+    def _grads(self, objective, biased: dict | None) -> list:
+        """Gradients in :attr:`params` order. A dense layer's bias gradient is its
         pre-activation gradient summed over the batch, taken as a matrix-vector product with
         ones: the C backend's Sum over the last axis of ``[K, width, B]`` is about 20x slower
         than that gemv, and was a tenth of a step. (XLA fuses its own reduction.)"""
-        if self.shape.mode == JAX_MODE:
+        if not biased:
             return pytensor.grad(objective, self.params)
-        n = len(self.W)
-        g = pytensor.grad(objective, [*self.W, *biased])
-        out = []
-        for W_grad, z_grad, b in zip(g[:n], g[n:], self.b):
+        direct = [p for p in self.params if p not in biased]
+        via_z = [p for p in self.params if p in biased]
+        g = pytensor.grad(objective, [*direct, *(biased[b] for b in via_z)])
+        out = dict(zip(direct, g[:len(direct)]))
+        for b, z_grad in zip(via_z, g[len(direct):]):
             rows = z_grad.reshape((-1, z_grad.shape[-1]))
             ones = pt.ones((z_grad.shape[-1],), dtype=z_grad.dtype)
-            out += [W_grad, pt.dot(rows, ones).reshape(b.shape)]
-        return out
+            out[b] = pt.dot(rows, ones).reshape(b.shape)
+        return [out[p] for p in self.params]
 
-    def _forward(self, x, masks, biased: list | None = None):
-        """Output ``[K, n_outputs, B]`` for input ``[B, D]`` (shared by all members) or
-        ``[K, B, D]``; ``masks`` (dropout keep flags ``[K, width, B]`` per hidden layer) or None.
-        ``biased`` collects each layer's sum with its bias (``[..., B]``, bias rows first)."""
-        shape, act = self.shape, self.act
-        n_layers = len(self.W)
-        h = x
-        for i in range(n_layers):
-            W, b = self.W[i], self.b[i]
-            n_in, n_out = self.dims[i], self.dims[i + 1]
-            last = i == n_layers - 1
-            if i == 0 and x.ndim == 2 and shape.mode == JAX_MODE:
-                # shared input under JAX: a broadcast product (XLA needs no reshape trick,
-                # and a reshape to a run-time K is not a static shape)
-                z = pt.matmul(W, x.T) + b.dimshuffle(0, 1, "x")
-                x_fm = x.T.dimshuffle("x", 0, 1)
-            elif i == 0 and x.ndim == 2:
-                # shared input: all members' first layers are one wide product
-                # [K*H, D] @ [D, B], already feature-major
-                z = pt.dot(W.reshape((-1, n_in)), x.T) + b.reshape((-1,)).dimshuffle(0, "x")
-                if biased is not None:
-                    biased.append(z)
-                z = z.reshape((W.shape[0], n_out, x.shape[0]))
-                x_fm = x.T.dimshuffle("x", 0, 1)
-            else:
-                if i == 0:
-                    h = x_fm = x.dimshuffle(0, 2, 1)
-                z = pt.matmul(W, h) + b.dimshuffle(0, 1, "x")  # compiles to BatchedDot
-                if biased is not None:
-                    biased.append(z)
-            if last:
-                return z
-            out = act(z)
-            if masks:
-                out = out * masks[i] / (1 - _bcast(self.p_drop, 3))
-            if shape.residual and n_in == n_out:
-                out = (x_fm if i == 0 else h) + out
-            h = out
-        return h
+    def _clip(self, grads: list) -> list:
+        """Each member's gradients rescaled together so their global L2 norm is at most its
+        threshold: directions are kept, only too-large steps shrink (Pascanu et al. 2013)."""
+        norm = pt.sqrt(sum(_per_member_sum(g ** 2) for g in grads))
+        factor = pt.minimum(1.0, self.hyper["grad_clip"] / pt.maximum(norm, 1e-12))
+        return [pt.cast(g * _first(factor, g.ndim), g.dtype) for g in grads]
 
     def _loss_rows(self, out, y):
         """Per-member, per-row loss ``[K, B]`` and per-member correct counts ``[K]``.
@@ -204,42 +233,41 @@ class PackedModel:
             correct = pt.sum(pt.eq(pred, labels), axis=1)
         return rows, correct
 
-    # ------------------------------------------------------------------ pickling
-    def __getstate__(self) -> dict:
-        # the activation is a lambda (not picklable) and only needed to build the graph
-        return {k: v for k, v in self.__dict__.items() if k != "act"}
-
-    def __setstate__(self, state: dict) -> None:
-        self.__dict__.update(state)
-        self.act = _activation(self.shape)
-
     # ------------------------------------------------------------------ values
-    def load(self, weights: list[np.ndarray], hyper: dict[str, np.ndarray]) -> None:
-        """Set parameters (``[W0, b0, W1, b1, ...]`` with a trial axis), zero the optimiser
-        state and set the hyperparameter vectors (learning_rate, momentum, l2, dropout)."""
-        dtype = self.shape.dtype
-        for p, v in zip(self.params, weights):
-            if v.ndim == 3:  # [K, n_in, n_out] -> stored as [K, n_out, n_in]
-                v = v.transpose(0, 2, 1)
-            p.set_value(np.ascontiguousarray(v, dtype=dtype), borrow=True)
-        for s, p in self.opt_state:
-            shape = p.get_value(borrow=True).shape if p is not None else ()
-            s.set_value(np.zeros(shape, dtype=dtype))
-        K = weights[0].shape[0]
-        for name, var in (("learning_rate", self.lr), ("momentum", self.momentum),
-                          ("l2", self.l2), ("dropout", self.p_drop)):
-            var.set_value(np.asarray(hyper[name], dtype=dtype).reshape(K))
-        self.active.set_value(np.ones(K, dtype=dtype))
-
-    def values(self) -> list[np.ndarray]:
-        """The current parameter arrays in storage layout (views: copy before the next step)."""
-        return [p.get_value(borrow=True) for p in self.params]
+    @property
+    def network(self) -> list:
+        """The layers' shared variables: parameters, then running statistics, then constants."""
+        return [*self.params, *self.stats, *self.consts]
 
     @property
     def state_vars(self) -> list:
-        """Every shared variable that holds per-pack state (parameters first)."""
-        return [*self.params, *(s for s, _ in self.opt_state),
-                self.lr, self.momentum, self.l2, self.p_drop, self.active]
+        """Every shared variable that holds per-pack state, :attr:`network` first."""
+        return [*self.network, *(s for s, _ in self.opt_state),
+                *self.hyper.values(), self.active]
+
+    @property
+    def n_best(self) -> int:
+        """How many leading :attr:`state_vars` a best-epoch snapshot keeps (parameters and
+        running statistics)."""
+        return len(self.params) + len(self.stats)
+
+    def hyper_index(self, name: str) -> int:
+        """The position of hyperparameter vector ``name`` in :attr:`state_vars`."""
+        return len(self.state_vars) - 1 - len(HYPER) + HYPER.index(name)
+
+    def load(self, network: list[np.ndarray], hyper: dict[str, np.ndarray]) -> None:
+        """Set the network's values (in :attr:`network` order, member axis first), zero the
+        optimiser state, set the hyperparameter vectors and make every member active."""
+        dtype = self.shape.dtype
+        for var, value in zip(self.network, network):
+            var.set_value(np.ascontiguousarray(value, dtype=dtype), borrow=True)
+        for s, p in self.opt_state:
+            shape = p.get_value(borrow=True).shape if p is not None else ()
+            s.set_value(np.zeros(shape, dtype=dtype))
+        K = network[0].shape[0]
+        for name, var in self.hyper.items():
+            var.set_value(np.asarray(hyper[name], dtype=dtype).reshape(K))
+        self.active.set_value(np.ones(K, dtype=dtype))
 
     def export_state(self) -> list[np.ndarray]:
         """The state values, in :attr:`state_vars` order (not copied)."""
@@ -253,16 +281,21 @@ class PackedModel:
     def set_active(self, active: np.ndarray) -> None:
         self.active.set_value(active.astype(self.shape.dtype))
 
+    def initial_network(self, rng: np.random.Generator, init: str, residual_scale: float,
+                        stack_layers: tuple[int, ...]) -> list[np.ndarray]:
+        """One member's initial values in :attr:`network` order, drawn layer by layer in
+        order; hidden layers use ``init``, the output layer of every network uses Glorot."""
+        counts = iter(stack_layers)
+        values: dict = {}
+        for layer in self.layers:
+            if isinstance(layer, StackLayer):
+                drawn = layer.initial_values(rng, init, residual_scale, next(counts))
+            else:
+                scheme = "glorot" if layer is self.layers[-1] else init
+                drawn = layer.initial_values(rng, scheme, residual_scale)
+            values.update(zip(layer.shared.values(), drawn))
+        return [values[v] for v in self.network]
 
-def initial_weights(rng: np.random.Generator, init: str, dims: list[int], dtype: str) -> list[np.ndarray]:
-    """One member's initial ``[W0, b0, ...]``, drawn in the order the per-trial engine draws.
-
-    Hidden layers use ``init``; the output layer of every network uses Glorot.
-    """
-    out = []
-    n_layers = len(dims) - 1
-    for i, (n_in, n_out) in enumerate(zip(dims[:-1], dims[1:])):
-        scheme = "glorot" if i == n_layers - 1 else init
-        out.append(init_weights(rng, scheme, n_in, n_out).astype(dtype))
-        out.append(np.zeros(n_out, dtype=dtype))
-    return out
+    @property
+    def hidden(self) -> list[PackedLayer]:
+        return self.layers[:-1]

@@ -18,6 +18,9 @@ class TrialResult:
     CANCELLED (``on_epoch`` returned True). ``metrics`` holds the final train/val/test loss
     and accuracy (accuracy is None for regression, val_* None without a validation split);
     with early stopping they are those of the restored best epoch (``best_epoch``).
+    ``timings`` are this trial's share of its pack's (they add up to the pack's over its
+    members); ``pack`` is ``{"size", "index", "wall_seconds", "compile_seconds"}`` of the
+    pack it trained in (a trial alone is a pack of one).
     """
 
     status: Status
@@ -31,6 +34,7 @@ class TrialResult:
     epochs_run: int = 0
     best_epoch: int | None = None
     notes: list[str] = field(default_factory=list)
+    pack: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe dict (NaN/inf become None), sharing nothing with this result."""

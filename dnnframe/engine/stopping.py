@@ -1,8 +1,9 @@
-"""Early-stopping rules shared by the per-trial and the packed engine."""
+"""When a member stops: early stopping's monitor and comparison, and divergence."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import math
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ..spec import TrialConfig
@@ -30,3 +31,15 @@ def monitor_for(config: TrialConfig, has_val: bool, classification: bool) -> tup
         monitor = monitor.replace("accuracy", "loss")
         notes.append(f"regression has no accuracy: early stopping monitors {monitor} instead")
     return monitor, notes
+
+
+def diverged(metrics: dict[str, Any], initial_loss: float | None, factor: float | None) -> bool:
+    """Whether an epoch's losses mean divergence: the validation loss is NaN/inf, or a loss
+    exceeds ``factor`` times the larger of the loss at initialisation and 1."""
+    val = metrics.get("val_loss")
+    if val is not None and not math.isfinite(val):
+        return True
+    if factor is None or initial_loss is None or not math.isfinite(initial_loss):
+        return False
+    bound = factor * max(initial_loss, 1.0)
+    return any(v is not None and v > bound for v in (metrics.get("train_loss"), val))

@@ -2,10 +2,10 @@
 
 ``make_updates(name, params, grads, hyper)`` returns ``(updates, state)``: the update
 pairs for ``pytensor.function`` and the optimiser's own shared variables (each paired
-with the parameter whose shape it follows), which the
-engine zeroes before each trial (:func:`reset_state`) so a cached compiled function
-starts every trial fresh. Hyperparameters (learning rate, momentum) are shared scalars,
-or callables ``param -> expression`` (the packed engine broadcasts one value per trial).
+with the parameter whose shape it follows), which the engine zeroes before each pack so a
+cached compiled function starts every pack fresh. Hyperparameters (learning rate,
+momentum) are shared scalars, or callables ``param -> expression`` (the engine broadcasts
+one value per pack member).
 """
 
 from __future__ import annotations
@@ -74,19 +74,3 @@ def make_updates(name: str, params: list, grads: list, lr, momentum) -> tuple[li
     # keep every update in the parameter's dtype (float32 stays float32)
     updates = [(var, pt.cast(expr, var.dtype)) for var, expr in updates]
     return updates, state
-
-
-def clip_by_global_norm(grads: list, max_norm) -> list:
-    """``grads`` rescaled together so their global L2 norm is at most ``max_norm`` (a
-    shared scalar): directions are kept, only too-large steps shrink (Pascanu et al. 2013)."""
-    norm = pt.sqrt(sum(pt.sum(g ** 2) for g in grads))
-    factor = pt.minimum(1.0, max_norm / pt.maximum(norm, 1e-12))
-    return [pt.cast(g * factor, g.dtype) for g in grads]
-
-
-def reset_state(state: list) -> None:
-    """Zero the optimiser state ``[(shared, param or None)]``, matching re-shaped parameters."""
-    for s, p in state:
-        value = s.get_value(borrow=True)
-        shape = p.get_value(borrow=True).shape if p is not None else value.shape
-        s.set_value(np.zeros(shape, dtype=value.dtype))

@@ -42,8 +42,8 @@ class _Unary(Op):
         (x,), (out,), (gz,) = inputs, outputs, output_grads
         if self.name == "tanh":
             return [gz * (1 - out * out)]
-        if self.name == "relu":  # as PyTensor's maximum(x, 0): the gradient passes at x == 0
-            return [gz * pt.ge(x, 0)]
+        if self.name == "relu":  # from the output: a scan's gradient then needs no z again
+            return [gz * pt.gt(out, 0)]
         return [gz * out]
 
 

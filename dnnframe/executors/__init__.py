@@ -9,7 +9,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from .. import settings
-from ..engine import graph_key
 from ..store import default_store_url
 from .base import THREAD_ENV, Executor, pinned_threads
 from .local import LocalExecutor, LocalStats
@@ -40,4 +39,4 @@ def make_executor(store_url: str | None = None, broker_url: str | None = None,
 
 
 __all__ = ["CeleryExecutor", "Executor", "LocalExecutor", "LocalStats", "THREAD_ENV",
-           "graph_key", "make_executor", "pinned_threads"]
+           "make_executor", "pinned_threads"]

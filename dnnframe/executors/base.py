@@ -63,8 +63,9 @@ class Executor(abc.ABC):
     def submit(self, packs: Sequence[list[str]], graph_keys: Sequence[str] | None = None) -> None:
         """Queue packs of trials (already stored QUEUED); returns without waiting.
 
-        ``graph_keys[i]`` is the graph key of ``packs[i]``: an executor that keeps worker
-        processes may use it to send a pack to a worker that already compiled its graph.
+        ``graph_keys[i]`` is the compile key of ``packs[i]``
+        (:func:`~dnnframe.engine.compile_key`): an executor that keeps worker processes may
+        use it to send a pack to a worker that already compiled its graph.
         """
 
     def recovered_elsewhere(self, trial_ids: Sequence[str]) -> None:  # noqa: B027 - no-op by default

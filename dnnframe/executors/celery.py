@@ -23,14 +23,16 @@ from collections.abc import Callable, Sequence
 
 from celery import Celery
 from kombu import Connection, Exchange, Producer, Queue
+from kombu.exceptions import ChannelError
 from kombu.transport.base import StdChannel
 
 from .. import settings
-from ..exceptions import BrokerUnavailableError, DnnframeError
+from ..exceptions import BrokerUnavailableError, DnnframeError, StoreError
 from ..store import default_store_url, open_store
 from ..store.base import ResultStore
+from . import liveness
 from .base import Executor
-from .dispatch import PACK_TASK, retry_queue, send_held
+from .dispatch import PACK_TASK, STORE_HEADER, retry_queue, send_held
 
 log = logging.getLogger(__name__)
 
@@ -133,6 +135,7 @@ class CeleryExecutor(Executor):
         self.broker_url = broker_url or settings.get().broker_url
         self.store_url = store_url or default_store_url()
         self.queue = queue
+        self._store_label = liveness.store_label(self.store_url)
         self.app = create_app(self.broker_url)
         # Publisher confirms and transactions exclude each other on a channel; submit uses
         # transactions (see submit), so this app's channels must not be in confirm mode.
@@ -165,9 +168,33 @@ class CeleryExecutor(Executor):
 
     @property
     def parallelism(self) -> int:
-        """Packs the workers can run at once, as far as a submitter can know:
-        ``$DNNFRAME_WORKERS``, else this machine's cores."""
-        return settings.get().worker_count
+        """The worker processes consuming :attr:`queue` now (packs are sized so each gets
+        work): the nodes the broker counts as the queue's consumers, each with the pool size
+        it registered in the store (:func:`.liveness.worker_processes`). When neither knows
+        of a worker (none started yet), ``$DNNFRAME_WORKERS``, else this machine's cores."""
+        consumers = self._consumer_count()
+        try:
+            known = liveness.worker_processes(self._open_store(), self.queue, consumers)
+        except StoreError as exc:
+            log.warning("cannot read the workers from the store (%s); sizing packs for "
+                        "%d broker consumer(s)", exc, consumers or 0)
+            known = consumers or None
+        return known or settings.get().worker_count
+
+    def _consumer_count(self) -> int | None:
+        """Consumers of :attr:`queue` on the broker (0 if it has no such queue yet); None
+        when the broker cannot be asked."""
+        try:
+            with self.app.connection_for_write() as conn:
+                conn.ensure_connection(max_retries=1, interval_start=0.1, interval_step=0.1)
+                channel = conn.channel()
+                try:
+                    return channel.queue_declare(self.queue, passive=True).consumer_count
+                except ChannelError:  # no such queue: nobody consumes it
+                    return 0
+        except Exception as exc:  # noqa: BLE001 - the submit that follows reports the broker
+            log.debug("cannot count the consumers of %r: %s", self.queue, exc)
+            return None
 
     def submit(self, packs: Sequence[list[str]], graph_keys: Sequence[str] | None = None) -> None:
         """Publish one ``tasks.train_pack`` message per pack to :attr:`queue`.
@@ -223,8 +250,13 @@ class CeleryExecutor(Executor):
                         self._channel.tx_select()
                     producer = Producer(self._channel)
                     for pack in packs:
+                        # retry=False: kombu's own retry would reconnect onto a fresh
+                        # channel that is not transactional, so the message went out at
+                        # once and again when this loop redid the batch (after a broker
+                        # restart, every pack twice). A failure here redoes the batch.
                         self.app.send_task(PACK_TASK, args=[pack], queue=self.queue,
-                                           producer=producer)
+                                           producer=producer, retry=False,
+                                           headers={STORE_HEADER: self._store_label})
                     self._channel.tx_commit()
                     return
             except Exception as exc:  # connection refused/dropped: redo the whole batch

@@ -18,19 +18,23 @@ import os
 import socket
 import threading
 import time
+import warnings
 
 from celery import Celery, Task, signals
+from celery.exceptions import CPendingDeprecationWarning, Reject
+from celery.worker.control import inspect_command
 
 from .. import settings
 from ..engine import heap
 from ..exceptions import DnnframeError, NotFoundError, StoreError
-from ..runner import TrainFn, one_by_one, release_if_owner_died, run_pack
+from ..runner import TrainFn, one_by_one, run_pack
 from ..store import default_store_url, open_store
 from ..store.base import ResultStore, TrialState
-from . import reaper
+from . import liveness, reaper, redelivery
 from .base import THREAD_ENV
 from .celery import PACK_TASK, TRAIN_TASK, create_app
 from .celery_monitoring import RESULT_REPR_MAX, PackFailed, PackReport, ProgressSender
+from .dispatch import RETRY_SUFFIX, STORE_HEADER, with_retry_queues
 
 log = logging.getLogger(__name__)
 
@@ -131,8 +135,8 @@ def train_pack(self: Task, trial_ids: list[str]) -> dict[str, object]:
     Raises:
         PackFailed: after every member was recorded, when this delivery left one FAILED.
 
-    A member left RUNNING by a dead pool process of this same node is released and run
-    again at once (see :func:`dnnframe.runner.release_if_owner_died`).
+    A redelivered pack runs again here the members an earlier delivery lost, as a pack (see
+    :mod:`dnnframe.executors.redelivery`).
     """
     if (not isinstance(trial_ids, list) or not trial_ids
             or not all(isinstance(t, str) and t for t in trial_ids)):
@@ -165,18 +169,22 @@ def _run_pack(task: Task, trial_ids: list[str]) -> dict[str, object]:
     proc.start_state_writer()
     proc.set_state(node, queue, (tuple(trial_ids), worker))
     report = PackReport(store, task.request.id, node, proc.progress_sender(task.app))
-    states: dict[str, TrialState | None] = {}
+    states: dict[str, TrialState | None] = dict.fromkeys(trial_ids)
+    delivery = task.request.delivery_info or {}
     try:
-        states = run_pack(trial_ids, store, worker=worker, max_attempts=max_attempts,
-                          train_fn=pack_train, observer=report)
-        released = [tid for tid, state in states.items()
-                    if state is None and release_if_owner_died(store, tid, node)]
-        if released:
-            # Once: a normal capped claim, so a trial that keeps killing its process still
-            # ends FAILED at DNNFRAME_MAX_ATTEMPTS.
-            states.update(run_pack(released, store, worker=worker, max_attempts=max_attempts,
-                                   train_fn=pack_train, observer=report))
+        to_run = redelivery.take_back(store, task.app, trial_ids, node, queue,
+                                      bool(delivery.get("redelivered")))
+        if to_run:
+            # Beats well within the node timeout, so a live trial is never judged dead.
+            states.update(run_pack(to_run, store, worker=worker, max_attempts=max_attempts,
+                                   train_fn=pack_train, observer=report,
+                                   heartbeat_interval_s=liveness.trial_beat_interval()))
     except NotFoundError as exc:
+        theirs, mine = task.request.get(STORE_HEADER), liveness.store_label()
+        if theirs and theirs != mine:
+            _refuse_queue(task, node, queue, theirs, mine)
+            raise Reject(f"pack {trial_ids} is for the store {theirs}, not this worker's "
+                         f"{mine}", requeue=True) from None  # the reason is logged above
         raise DnnframeError(
             f"a trial of pack {trial_ids} is not in this worker's store "
             f"{default_store_url()!r}: the submitter and the workers must use the same "
@@ -192,9 +200,28 @@ def _run_pack(task: Task, trial_ids: list[str]) -> dict[str, object]:
         report.close()
         proc.trials_done += sum(state is not None for state in states.values())
         proc.set_state(node, queue, None)
-    result = report.result(trial_ids, bool((task.request.delivery_info or {}).get("redelivered")))
+    result = report.result(trial_ids, bool(delivery.get("redelivered")))
     report.raise_if_failed(result)
     return result
+
+
+def _refuse_queue(task: Task, node: str, queue: str | None, theirs: str, mine: str) -> None:
+    """This worker is on another store than the queue's submitter: stop consuming the queue
+    (and its retry queue), so its messages stay for the workers that can serve them."""
+    base = (queue or "default").removesuffix(RETRY_SUFFIX)
+    log.error("this worker is on the wrong store: messages on queue %r are for the store %s, but it "
+              "(%s) uses %s; it stops consuming %r and leaves the messages on the queue. "
+              "Give it the submitter's DNNFRAME_STORE_URL and restart it.",
+              base, theirs, node, mine, base)
+    for name in with_retry_queues([base]):
+        task.app.control.cancel_consumer(name, destination=[node])
+
+
+@inspect_command()
+def dnnframe_store(state: object) -> dict[str, object]:
+    """``celery inspect dnnframe_store``: the store this worker serves (password masked),
+    so a monitor can tell a worker on another store (the dashboard's worker list does)."""
+    return {"store": liveness.store_label()}
 
 
 def _reset_process_state(**_: object) -> None:
@@ -214,14 +241,64 @@ def _on_worker_init(**_: object) -> None:
     settings.resolve_train_fn()
 
 
+def _say_which_store() -> None:
+    if settings.get().store_url is None:
+        log.warning("DNNFRAME_STORE_URL is not set: this worker uses its own %s in %s, which "
+                    "no submitter on another host shares; packs for another store are left "
+                    "on the queue and this worker stops consuming it", liveness.store_label(),
+                    os.getcwd())
+    else:
+        log.info("dnnframe worker: store %s", liveness.store_label())
+
+
 def _on_worker_ready(sender: object = None, **_: object) -> None:
+    # sender: the worker's consumer; its controller knows the pool size (-c)
     hostname = getattr(sender, "hostname", None) or f"celery@{socket.gethostname()}"
+    concurrency = getattr(getattr(sender, "controller", None), "concurrency", None)
+    _say_which_store()
+    _ignore_connection_loss_warning()
     if _app is not None:
-        reaper.start_reaper(_app, hostname)
+        reaper.start_reaper(_app, hostname, concurrency if isinstance(concurrency, int) else None)
 
 
 def _on_worker_shutdown(**_: object) -> None:
     reaper.stop_reaper()
+
+
+class _LostAckFilter(logging.Filter):
+    """Celery logs a failed acknowledgement (the broker connection dropped while a pack
+    trained) as CRITICAL with a traceback, after every broker restart. It is expected and
+    harmless here: the broker redelivers the message and the store's claim makes that a
+    no-op. Say so in one WARNING line instead."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if isinstance(record.msg, str) and record.msg.startswith("Couldn't ack"):
+            tag, reason = (record.args or (None, None))[:2]  # type: ignore[misc]
+            record.msg = ("could not acknowledge message %s (%s): the broker connection "
+                          "dropped; it will be redelivered, and its finished trials are "
+                          "no-ops then")
+            record.args = (tag, " ".join(str(reason).split()))
+            record.levelno, record.levelname = logging.WARNING, "WARNING"
+            record.exc_info = record.exc_text = None
+        return True
+
+
+def _quiet_expected_noise() -> None:
+    """Keep the worker log to what an operator must read (see :class:`_LostAckFilter`).
+    Called on import, before Celery forks its pool processes, which inherit it."""
+    logging.getLogger("celery.worker.request").addFilter(_LostAckFilter())
+    # PyTensor logs every compile of an op without a C cache version at INFO, one line per
+    # node; a worker's INFO log is for its tasks.
+    logging.getLogger("pytensor.link.c.basic").setLevel(logging.WARNING)
+
+
+def _ignore_connection_loss_warning() -> None:
+    # Celery warns on each connection loss, in several lines, that 6.0 will cancel running
+    # late-ack tasks; dnnframe keeps them running on purpose
+    # (worker_cancel_long_running_tasks_on_connection_loss=False). Installed once Celery's
+    # logging setup has put its own "always" filter for these warnings in front.
+    warnings.filterwarnings("ignore", message=r"\s*In Celery 5\.1 we introduced an optional "
+                            "breaking change", category=CPendingDeprecationWarning)
 
 
 _app: Celery | None = None
@@ -231,6 +308,7 @@ def install(celery_app: Celery) -> None:
     """Register the task and the worker signal handlers on ``celery_app`` (the worker's)."""
     global _app
     _app = celery_app
+    _quiet_expected_noise()
     for name, body in ((PACK_TASK, train_pack), (TRAIN_TASK, train_trial)):
         # throws: a FAILED trial is an expected outcome, logged in one line (its traceback
         # is in the store); resultrepr_maxsize: task-succeeded events carry whole packs.

@@ -6,6 +6,7 @@ import logging
 import multiprocessing.connection
 import os
 import signal
+import threading
 
 from .. import settings
 from ..engine import heap
@@ -34,6 +35,33 @@ def death_reason(exitcode: int | None, pid: int | None) -> str:
     return f"worker process {pid} exited with code {exitcode} while running this trial"
 
 
+def _stop_on_sigterm_from_parent_only() -> None:
+    """Ignore a SIGTERM that was not sent by the parent (while it lives).
+
+    ``timeout`` and ``kill -- -PGID`` signal the whole process group: the parent then stops
+    the run cleanly, as for Ctrl-C (running trials stop after their epoch and are recorded),
+    which a worker killed half-way through a trial would spoil. The parent's own SIGTERM
+    (stopping at once) still ends the worker, as does any SIGTERM once it is orphaned.
+    The signal is blocked in every thread (threads started later inherit that) and taken
+    by a thread of its own, which is told who sent it.
+    """
+    if not hasattr(signal, "sigwaitinfo"):  # macOS: no sender to tell; SIGTERM ends it
+        return
+    parent = os.getppid()
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+
+    def watch() -> None:
+        while True:
+            info = signal.sigwaitinfo({signal.SIGTERM})
+            if info.si_pid == parent or os.getppid() != parent:
+                # die of the signal itself, so the parent sees the usual exit status
+                signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
+                signal.pthread_kill(threading.get_ident(), signal.SIGTERM)
+
+    threading.Thread(target=watch, name="dnnframe-sigterm", daemon=True).start()
+
+
 def worker_main(conn: multiprocessing.connection.Connection, store_url: str,
                  train_fn: TrainFn | None, max_attempts: int | None) -> None:
     """Body of one long-lived worker process: receive packs, run them one at a time.
@@ -44,6 +72,7 @@ def worker_main(conn: multiprocessing.connection.Connection, store_url: str,
     # Ctrl-C reaches the whole process group; the parent coordinates a clean stop, so a
     # worker must not die half-way through writing a trial.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _stop_on_sigterm_from_parent_only()
     os.environ.update(THREAD_ENV)
     try:
         from threadpoolctl import threadpool_limits
@@ -84,11 +113,11 @@ def worker_main(conn: multiprocessing.connection.Connection, store_url: str,
     worker = default_worker_name()
     done = 0
 
-    def register(current: str | None) -> None:
+    def register(current: str | None, stopped: bool = False) -> None:
         try:  # the worker list is informative; a failed write must not stop training
             store.register_worker(worker, host=worker.rsplit(":", 1)[0], pid=os.getpid(),
                                   current_trial=current, trials_done=done,
-                                  info={"executor": "local"})
+                                  info={"executor": "local", "stopped": stopped})
         except Exception:
             log.warning("worker %s: could not register", worker, exc_info=True)
 
@@ -114,5 +143,6 @@ def worker_main(conn: multiprocessing.connection.Connection, store_url: str,
             except Exception as exc:  # a store failure: run_pack handles training errors
                 log.exception("worker %s: pack %s could not be run", worker, pack)
                 conn.send(("done", pack, {}, f"{type(exc).__name__}: {exc}"))
+        register(None, stopped=True)  # the worker list shows it gone, not idle
     finally:
         store.close()

@@ -1,4 +1,4 @@
-"""Packs: queued trials that share one compiled graph, grouped into units of work.
+"""Packs: queued trials of one pack key, grouped into units of work.
 
 A pack travels as a list of trial ids; a worker trains it with
 :func:`dnnframe.runner.run_pack`. A pack of one is a plain trial.
@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 
-from ..engine import graph_key, packed_unsupported
+from ..engine import compile_key, pack_key
 
 #: Memory one pack may take in a worker (parameters, gradients, optimiser state and
 #: minibatch activations of all its members), so a worker stays well under 1 GB.
@@ -55,7 +55,7 @@ def auto_pack_size(configs: Sequence[dict], workers: int,
 
 def make_packs(trial_ids: Sequence[str], configs_by_id: Mapping[str, dict],
                pack_size: int | None, workers: int) -> list[list[str]]:
-    """Group ``trial_ids`` into packs of trials with the same :func:`graph_key`.
+    """Group ``trial_ids`` into packs of trials with the same :func:`pack_key`.
 
     Args:
         trial_ids: the trials to run, in the order they should start.
@@ -66,8 +66,6 @@ def make_packs(trial_ids: Sequence[str], configs_by_id: Mapping[str, dict],
     Returns:
         The packs, in the order of their first trial; a group larger than the pack size is
         split into packs of near-equal size. Every trial id appears in exactly one pack.
-        A trial with options the packed engine lacks is a pack of one (the per-trial engine
-        trains it, so it gains nothing from company and can go to another worker).
     """
     if pack_size is not None and pack_size < 1:
         raise ValueError(f"pack_size must be >= 1, but got {pack_size}")
@@ -76,11 +74,10 @@ def make_packs(trial_ids: Sequence[str], configs_by_id: Mapping[str, dict],
         pack_size = auto_pack_size([configs_by_id[t] for t in ids], workers)
     groups: dict[str, list[str]] = {}
     for tid in ids:
-        groups.setdefault(graph_key(configs_by_id[tid]), []).append(tid)
+        groups.setdefault(pack_key(configs_by_id[tid]), []).append(tid)
     packs: list[list[str]] = []
     for members in groups.values():
-        size_cap = 1 if packed_unsupported(configs_by_id[members[0]]) else pack_size
-        n_packs = math.ceil(len(members) / size_cap)
+        n_packs = math.ceil(len(members) / pack_size)
         base, extra = divmod(len(members), n_packs)
         start = 0
         for i in range(n_packs):
@@ -90,3 +87,7 @@ def make_packs(trial_ids: Sequence[str], configs_by_id: Mapping[str, dict],
     first = {tid: i for i, tid in enumerate(ids)}
     packs.sort(key=lambda pack: first[pack[0]])
     return packs
+
+
+__all__ = ["PACK_MEMORY_BUDGET", "auto_pack_size", "compile_key", "make_packs", "pack_key",
+           "trial_bytes"]

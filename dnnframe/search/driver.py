@@ -27,7 +27,7 @@ from optuna.trial import TrialState as OptunaState
 from ..datasets import dataset_fingerprint
 from ..exceptions import SpecError
 from ..executors.base import Executor
-from ..executors.packing import graph_key, make_packs
+from ..executors.packing import compile_key, make_packs
 from ..spec import ExperimentSpec, count_trials, trial_id
 from ..spec.expand import resolve, spec_spaces
 from ..spec.models import MODEL_BASED_METHODS, canonical_json
@@ -249,7 +249,7 @@ class SearchDriver:
             return
         configs = {t.id: t.config for t in (self.store.get_trial(i) for i in ids)}
         packs = make_packs(ids, configs, self.pack_size, self.executor.parallelism)
-        self.executor.submit(packs, graph_keys=[graph_key(configs[p[0]]) for p in packs])
+        self.executor.submit(packs, graph_keys=[compile_key(configs[p[0]]) for p in packs])
 
 
 def _seed(random_seed: int, number: int) -> int:

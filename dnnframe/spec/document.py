@@ -12,6 +12,7 @@ import math
 import re
 from typing import Any
 
+from ..exceptions import brief
 from .errors import ErrorList, KeyPath
 
 # Deepest nesting a spec may have (real specs need about 6).
@@ -44,7 +45,7 @@ def scan_values(value: Any, errors: ErrorList) -> None:
         item, path = stack.pop()
         if isinstance(item, str):
             if path not in _MULTILINE_FIELDS and _CONTROL_CHARS.search(item):
-                errors.add(path, f"must not contain control characters, but got {item[:80]!r}")
+                errors.add(path, f"must not contain control characters, but got {brief(item)}")
         elif item is None or isinstance(item, (bool, int)):
             continue
         elif isinstance(item, float):
@@ -53,11 +54,11 @@ def scan_values(value: Any, errors: ErrorList) -> None:
         elif isinstance(item, dict):
             for key, child in reversed(item.items()):
                 if not isinstance(key, str):
-                    errors.add(path, f"keys must be strings, but got {key!r}")
+                    errors.add(path, f"keys must be strings, but got {brief(key)}")
                     continue
                 if _CONTROL_CHARS.search(key):
                     errors.add(
-                        path, f"keys must not contain control characters, but got {key[:80]!r}"
+                        path, f"keys must not contain control characters, but got {brief(key)}"
                     )
                 stack.append((child, (*path, key)))
         elif isinstance(item, (list, tuple)):

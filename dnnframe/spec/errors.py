@@ -3,13 +3,20 @@
 from __future__ import annotations
 
 import difflib
+import re
 import typing
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from ..exceptions import brief
+
 # A location in a spec document: mapping keys and list indices, outermost first.
 KeyPath = tuple[Any, ...]
+
+# Keys printed as they are in a path; any other is quoted so the path reads unambiguously.
+_LONGEST_PLAIN_KEY = 40
+_PLAIN_KEY = re.compile(r"[^\s.\[\]'\"]+")
 
 UNKNOWN_KEY = "unknown key (not part of the spec format)"
 
@@ -24,8 +31,10 @@ def fmt_path(path: KeyPath) -> str:
     for part in path:
         if isinstance(part, int):
             out += f"[{part}]"
-        else:
+        elif _PLAIN_KEY.fullmatch(str(part)) and len(str(part)) <= _LONGEST_PLAIN_KEY:
             out += ("." if out else "") + str(part)
+        else:  # a key that would read as more than one step (``a.b``, ``x[1]``), or a long one
+            out += f"[{brief(str(part))}]"
     return out
 
 
@@ -65,6 +74,37 @@ def _is_union_tag(part: Any) -> bool:
     return isinstance(part, str) and ("[" in part or "-" in part or part in _UNION_TAGS)
 
 
+def user_loc(err: dict[str, Any]) -> KeyPath:
+    """An error's location as the user wrote it: pydantic's union member names left out.
+    The key an unknown-key error names is the user's own, whatever it looks like
+    (``x-note``, ``a[1]``)."""
+    loc = tuple(err["loc"])
+    own = loc[-1:] if err["type"] == "extra_forbidden" else ()
+    return tuple(p for p in loc[: len(loc) - len(own)] if not _is_union_tag(p)) + own
+
+
+def without_key(doc: Any, loc: KeyPath) -> Any:
+    """``doc`` without the mapping key that ``loc`` is at or inside (the innermost one), the
+    mappings on the way copied and everything else shared; ``doc`` itself when ``loc``
+    names no key that is there."""
+    keys = [i for i, part in enumerate(loc) if isinstance(part, str)]
+    if not keys:
+        return doc
+    last = keys[-1]
+
+    def drop(node: Any, depth: int) -> Any:
+        if not isinstance(node, dict) or loc[depth] not in node:
+            return node
+        if depth == last:
+            return {k: v for k, v in node.items() if k != loc[depth]}
+        if not isinstance(loc[depth], str):
+            return node
+        child = drop(node[loc[depth]], depth + 1)
+        return node if child is node[loc[depth]] else {**node, loc[depth]: child}
+
+    return drop(doc, 0)
+
+
 def _one_union_member(errors: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Of the errors a union reports for each member, keep the member the input was meant
     for: a member whose only complaint is the input's type (``width: 0`` is not a list)
@@ -72,6 +112,8 @@ def _one_union_member(errors: list[dict[str, Any]]) -> list[dict[str, Any]]:
     members: dict[tuple, dict[str, list[int]]] = {}
     for i, err in enumerate(errors):
         loc = err["loc"]
+        if err["type"] == "extra_forbidden":
+            loc = loc[:-1]  # the last part is the user's key, not a union member
         for at, part in enumerate(loc):
             if _is_union_tag(part):
                 members.setdefault(tuple(loc[:at]), {}).setdefault(part, []).append(i)
@@ -128,7 +170,7 @@ def pydantic_errors(
     """
     out = ErrorList()
     for err in _one_union_member(exc.errors(include_url=False)):
-        loc = tuple(p for p in err["loc"] if not _is_union_tag(p))
+        loc = user_loc(err)
         unknown = err["type"] == "extra_forbidden"
         msg = (
             unknown_key_message(str(loc[-1]), _known_keys(root, loc[:-1]))
@@ -150,6 +192,6 @@ def pydantic_errors(
             and err["type"] != "missing"
             and not isinstance(err["input"], (dict, list))
         ):
-            msg = f"{msg}, but got {err['input']!r}"
+            msg = f"{msg}, but got {brief(err['input'])}"
         out.add(loc, msg)
     return out.items

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 from pydantic import ValidationError
 
-from ..exceptions import SpecError
+from ..exceptions import SpecError, brief
 from .errors import ErrorList, KeyPath, fmt_path, pydantic_errors
 from .models import MODEL_BASED_METHODS, ExperimentSpec, TrialConfig
 from .spaces import Space, count_from_spaces, sections, spaces_of
@@ -114,7 +114,7 @@ def _resolved(base: dict, assignment: dict[KeyPath, Any], seed: int) -> TrialCon
     try:
         return TrialConfig.model_validate(doc)
     except ValidationError as exc:
-        combo = ", ".join(f"{fmt_path(p)}={v!r}" for p, v in assignment.items())
+        combo = ", ".join(f"{fmt_path(p)}={brief(v)}" for p, v in assignment.items())
         raise SpecError(
             [
                 {**e, "message": f"{e['message']} (for the combination {combo})"}

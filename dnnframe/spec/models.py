@@ -168,6 +168,11 @@ class LrSchedule(_Strict):
         return 1.0
 
 
+# A loss that grew this many times past its value at initialisation (or past 1) has exploded:
+# SGD at a huge rate reaches losses of 1e67 with finite values, which are no result to average.
+DIVERGENCE_FACTOR = 1e4
+
+
 class TrainingConfig(_Strict):
     """How the network is trained."""
 
@@ -182,6 +187,10 @@ class TrainingConfig(_Strict):
         None, description="rescale the gradient to this global L2 norm when it is larger"
     )
     lr_schedule: LrSchedule = Field(default_factory=LrSchedule)
+    divergence_factor: Annotated[float, Field(gt=1, allow_inf_nan=False)] | None = Field(
+        DIVERGENCE_FACTOR,
+        description="a loss above this multiple of max(its loss at initialisation, 1) ends the "
+                    "trial DIVERGED (null: only a NaN/inf loss does)")
 
     @field_validator("lr_schedule", mode="before")
     @classmethod
@@ -219,7 +228,8 @@ class TrialConfig(_Strict):
 # Options added after the first spec format, with the value that means "as before".
 _LATER_MODEL_DEFAULTS = {"residual_learnable": False, "normalization": "none",
                          "norm_position": "post"}
-_LATER_TRAINING_DEFAULTS = {"grad_clip": None, "lr_schedule": LrSchedule().model_dump()}
+_LATER_TRAINING_DEFAULTS = {"grad_clip": None, "lr_schedule": LrSchedule().model_dump(),
+                            "divergence_factor": DIVERGENCE_FACTOR}
 
 
 def _first_format(doc: dict[str, Any]) -> dict[str, Any]:

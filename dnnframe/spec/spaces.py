@@ -22,6 +22,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..exceptions import brief
 from .errors import ErrorList, KeyPath
 
 SPACE_KINDS = ("grid", "choice", "uniform", "loguniform", "int_range")
@@ -97,7 +98,7 @@ def _check_int_range(path: KeyPath, arg: list, errors: ErrorList) -> Space | Non
         isinstance(v, int) and not isinstance(v, bool) for v in arg
     ):
         errors.add(
-            where, f"int_range takes [low, high] or [low, high, step] integers, but got {arg!r}"
+            where, f"int_range takes [low, high] or [low, high, step] integers, but got {brief(arg)}"
         )
         return None
     low, high, step = (*arg, 1)[:3]
@@ -121,11 +122,11 @@ def _check_continuous(
     if len(arg) != 2 or not all(
         isinstance(v, (int, float)) and not isinstance(v, bool) for v in arg
     ):
-        errors.add(where, f"{kind} takes [low, high] numbers, but got {arg!r}")
+        errors.add(where, f"{kind} takes [low, high] numbers, but got {brief(arg)}")
         return None
     low, high = float(arg[0]), float(arg[1])
     if not (math.isfinite(low) and math.isfinite(high)):
-        errors.add(where, f"bounds must be finite, but got {arg!r}")
+        errors.add(where, f"bounds must be finite, but got {brief(arg)}")
         return None
     if low > high:
         errors.add(where, f"low <= high must hold, but got low={arg[0]}, high={arg[1]}")

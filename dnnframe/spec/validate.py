@@ -16,7 +16,16 @@ from pydantic import ValidationError
 from ..datasets import REGISTRY, DatasetConfig, dataset_task
 from ..exceptions import SpecError
 from .document import MAX_NESTING, nesting_depth, scan_values
-from .errors import UNKNOWN_KEY, ErrorList, KeyPath, fmt_path, is_ancestor, pydantic_errors
+from .errors import (
+    UNKNOWN_KEY,
+    ErrorList,
+    KeyPath,
+    fmt_path,
+    is_ancestor,
+    pydantic_errors,
+    user_loc,
+    without_key,
+)
 from .expand import expand_checked, skeleton, with_values
 from .models import ExperimentSpec, Objective, TrainingConfig, TrialConfig
 from .spaces import Space, count_from_spaces, is_space, spaces_of
@@ -50,25 +59,39 @@ def _raise_if(errors: ErrorList) -> None:
         raise _Invalid(errors)
 
 
-def parse_spec(data: Any, source: str | None = None) -> ExperimentSpec:
+def parse_spec(data: Any, source: str | None = None,
+               trial_cap: int | None = None) -> ExperimentSpec:
     """Validate a spec document (already parsed JSON/YAML) into an :class:`ExperimentSpec`.
+
+    ``trial_cap`` is a limit on the sweep's size that the spec cannot raise (a server's).
+    Every problem is reported at once: top-level fields that are invalid are set aside
+    (their errors kept) and the rest of the spec is checked without them.
 
     Raises:
         SpecError: listing the problems with their paths (``model.activation.grid[2]``).
     """
+    errors = ErrorList()
+    set_aside: list[KeyPath] = []
     try:
         _check_document(data)
-        spec = _validate_top_level(data)
+        spec, data, set_aside = _validate_top_level(data, errors)
+        if spec is None:
+            raise _Invalid(errors)
         spaces = _check_spaces(data, spec)
-        _check_trial_cap(spec, spaces)
+        _check_trial_cap(spec, spaces, trial_cap)
         _check_pruning_epochs(spec)
         _check_listed_values(spaces)
         _check_plain_values(data)
         _check_space_values(spec, spaces)
         _check_combinations(spec, spaces)
-        return _regression_objective(spec)
+        spec = _regression_objective(spec)
     except _Invalid as exc:
-        raise SpecError(exc.errors, source) from None
+        # a field set aside took its default: what follows from that default is not news
+        errors.extend([e for e in exc.errors if not any(
+            is_ancestor(fmt_path(path), e["path"]) for path in set_aside)])
+    if errors:
+        raise SpecError(errors.items, source) from None
+    return spec
 
 
 def _check_document(data: Any) -> None:
@@ -89,12 +112,34 @@ def _check_document(data: Any) -> None:
         )
 
 
-def _validate_top_level(data: dict) -> ExperimentSpec:
-    """Top-level keys, the search section and free text; sections stay plain JSON."""
-    try:
-        return ExperimentSpec.model_validate(data)
-    except ValidationError as exc:
-        raise _Invalid(pydantic_errors(exc, ExperimentSpec)) from None
+# How many times an invalid top-level field is set aside before giving up on the rest.
+_SET_ASIDE_ROUNDS = 5
+
+
+def _validate_top_level(data: dict, errors: ErrorList
+                        ) -> tuple[ExperimentSpec | None, dict, list[KeyPath]]:
+    """Top-level keys, the search section and free text; sections stay plain JSON.
+
+    An invalid field is reported in ``errors`` and set aside (left out of a copy of the
+    document, so it takes its default) for the checks that follow. Returns the spec (None
+    when the document could not be repaired so: a required key is missing, say), the
+    document checked and the paths set aside.
+    """
+    set_aside: list[KeyPath] = []
+    for _ in range(_SET_ASIDE_ROUNDS):
+        try:
+            return ExperimentSpec.model_validate(data), data, set_aside
+        except ValidationError as exc:
+            errors.extend(pydantic_errors(exc, ExperimentSpec))
+            found = [user_loc(e) for e in exc.errors(include_url=False)]
+            repaired = data
+            for loc in found:
+                repaired = without_key(repaired, loc)
+            if repaired is data:
+                break
+            set_aside += found
+            data = repaired
+    return None, data, set_aside
 
 
 def _check_spaces(data: dict, spec: ExperimentSpec) -> list[Space]:
@@ -114,23 +159,21 @@ def _check_spaces(data: dict, spec: ExperimentSpec) -> list[Space]:
     return spaces
 
 
-def _check_trial_cap(spec: ExperimentSpec, spaces: list[Space]) -> None:
-    """Refuse a sweep over ``search.max_trials`` from the spaces' lengths alone."""
+def _check_trial_cap(spec: ExperimentSpec, spaces: list[Space], trial_cap: int | None) -> None:
+    """Refuse a sweep over ``search.max_trials`` (or ``trial_cap``, which the spec cannot
+    raise) from the spaces' lengths alone."""
     n = count_from_spaces(
         spaces, spec.search.method, spec.search.num_samples, len(spec.search.seed_list)
     )
-    if n > spec.search.max_trials:
-        raise _Invalid(
-            [
-                {
-                    "path": "search",
-                    "message": (
-                        f"the sweep has {n} trials, more than the cap of {spec.search.max_trials} "
-                        "(search.max_trials); narrow the spaces or raise the cap"
-                    ),
-                }
-            ]
-        )
+    if trial_cap is not None and n > trial_cap and trial_cap <= spec.search.max_trials:
+        message = (f"the sweep has {n} trials, more than this server accepts ({trial_cap}); "
+                   "narrow the search spaces or use fewer seeds")
+    elif n > spec.search.max_trials:
+        message = (f"the sweep has {n} trials, more than the cap of {spec.search.max_trials} "
+                   "(search.max_trials); narrow the spaces or raise the cap")
+    else:
+        return
+    raise _Invalid([{"path": "search", "message": message}])
 
 
 def _check_pruning_epochs(spec: ExperimentSpec) -> None:

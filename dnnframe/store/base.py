@@ -44,6 +44,16 @@ several machines) on the same store at once; each mutating call is atomic per tr
 document atomic updates). A store object may be used across ``fork``: the child opens its
 own connection on first use.
 
+Retries
+-------
+Every write is safe to retry after a lost connection, even when the first attempt was
+applied: a backend that retries by itself (MongoDB, on ``AutoReconnect``) answers as if the
+first attempt had been the only one (a claim it won is returned, a finish it made is
+reported), and a write its caller makes again changes nothing more (appended epochs are
+placed by number, a finished trial stays as it is). ``take_dispatch`` is the exception: an
+entry whose removal was applied but never answered reaches no taker (its trial stays
+QUEUED until its experiment is submitted again).
+
 Errors
 ------
 ``NotFoundError`` for an unknown experiment or trial id (a batch naming one changes
@@ -209,7 +219,12 @@ class ResultStore(abc.ABC):
         A trial that is not RUNNING is left alone (a finished trial is read-only); with
         ``worker``, so is one that worker does not own: a stale worker whose trial was
         requeued and claimed by another never writes into the new owner's learning curve.
-        Non-finite floats are stored as null.
+        Non-finite floats are stored as null. Any number of epochs may come in one call.
+
+        Safe to retry: when a batch's epochs and the curve's last entry carry integer
+        ``epoch`` numbers, epochs numbered no later than that entry are stored already and
+        are skipped (the trial still counts as written), so a call repeated after its first
+        attempt was applied, or resent together with the next epochs, stores each once.
 
         Returns:
             The ids written (a missing one, when ``worker`` was given, was lost).

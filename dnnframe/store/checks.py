@@ -146,6 +146,20 @@ def check_metrics_many(metrics_by_id: MetricsBatch) -> dict[str, list[dict[str, 
     return out
 
 
+def epochs_to_store(epochs: list[dict[str, Any]], last_epoch: Any) -> list[dict[str, Any]]:
+    """The epochs of ``epochs`` that a curve whose last entry is numbered ``last_epoch``
+    still lacks: when every epoch of the batch carries an integer ``epoch`` and so does the
+    curve's last entry, those numbered no later than it are stored already (a write retried
+    after it was applied, or resent together with the next epochs) and are left out; an
+    unnumbered batch is appended whole."""
+    def numbered(x: Any) -> bool:
+        return isinstance(x, int) and not isinstance(x, bool)
+
+    if not numbered(last_epoch) or not all(numbered(m.get("epoch")) for m in epochs):
+        return epochs
+    return [m for m in epochs if m["epoch"] > last_epoch]
+
+
 FinishItem = tuple[str, TrialState, "dict[str, Any] | None", "str | None"]
 
 

@@ -28,15 +28,29 @@ def write_csv(trials: Iterable[TrialRecord], out: str | Path | TextIO) -> int:
 
     Columns come in first-seen order, which keeps related columns together.
     """
-    rows = [export_row(t) for t in trials]
+    rows = [{k: spreadsheet_safe(v) for k, v in export_row(t).items()} for t in trials]
     columns: dict[str, None] = {}
     for row in rows:
         columns.update(dict.fromkeys(row))
     with _open_out(out) as fh:
-        writer = csv.DictWriter(fh, fieldnames=list(columns) or ["id"], lineterminator="\n")
-        writer.writeheader()
+        # RFC 4180 line ends: the csv module then also quotes a cell holding a lone CR,
+        # which a reader would otherwise take for the end of the row
+        writer = csv.DictWriter(fh, fieldnames=list(columns) or ["id"], lineterminator="\r\n")
+        writer.writerow({c: spreadsheet_safe(c) for c in columns})
         writer.writerows(rows)
     return len(rows)
+
+
+# A spreadsheet reads a cell starting with one of these as a formula (OWASP, "CSV Injection").
+_FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def spreadsheet_safe(value: Any) -> Any:
+    """A text cell that a spreadsheet would run as a formula, quoted with a leading ``'``
+    so it shows as the text it is; numbers (a negative loss) are left as numbers."""
+    if isinstance(value, str) and value.startswith(_FORMULA_STARTS):
+        return "'" + value
+    return value
 
 
 class _open_out:

@@ -5,7 +5,9 @@ from __future__ import annotations
 import functools
 import threading
 import time
+import uuid
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
@@ -60,6 +62,35 @@ def retry(fn: F) -> F:
             except PyMongoError as e:
                 raise StoreError(f"store {redact(self.url)}: {e}") from e
         raise AssertionError("unreachable")
+
+    return wrapper  # type: ignore[return-value]
+
+
+@dataclass
+class WriteCall:
+    """One call of a retried write: ``op`` is the same on every attempt, so what an attempt
+    wrote before its connection dropped can be recognised (stamped on the documents as
+    ``op``) by the next attempt instead of being applied twice or reported lost."""
+
+    op: str
+    attempt: int = 0
+
+
+def retry_write(fn: F) -> F:
+    """:func:`retry` for a write that an attempt may have applied before the connection
+    dropped: the method gets ``call=WriteCall(...)``, one per call, shared by its attempts."""
+
+    @functools.wraps(fn)
+    def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
+        call = WriteCall(uuid.uuid4().hex)
+
+        def attempt(self: Any) -> Any:
+            try:
+                return fn(self, *args, call=call, **kwargs)
+            finally:
+                call.attempt += 1
+
+        return retry(attempt)(self)
 
     return wrapper  # type: ignore[return-value]
 

@@ -3,7 +3,10 @@
 Each mutating call is made of atomic single-document updates whose filter re-checks the
 state (batches go in one bulk write), so concurrent workers on many machines never both run
 a trial. A network hiccup (``AutoReconnect``) is retried a few times with back-off rather
-than killing a run (Sacred's lesson).
+than killing a run (Sacred's lesson). A retried attempt must not apply a write twice nor
+report lost what an earlier attempt applied before the connection dropped: appends are
+guarded by the curve's length, and the other trial writes stamp the call's ``op`` on the
+documents they change, by which a later attempt recognises them.
 
 Change order: ``seq`` values come from a counter document, and the trial write that uses
 them is a second operation, so writes can land out of ``seq`` order. Every writer therefore
@@ -41,10 +44,11 @@ from .checks import (
     check_take_limit,
     check_trial_items,
     check_worker,
+    epochs_to_store,
     requeue_state_list,
     state_list,
 )
-from .mongo_connect import connect, init_schema, redact, retry
+from .mongo_connect import WriteCall, connect, init_schema, redact, retry, retry_write
 from .mongoseq import SeqCounter
 from .records import ExperimentRecord, TrialRecord, TrialState, WorkerRecord
 from .sorting import check_since_order, resolve_sort_path
@@ -54,6 +58,9 @@ __all__ = ["MongoStore", "redact"]
 # A reserved seq block whose write has not landed after this long is taken for abandoned
 # (its writer died): readers stop waiting for it.
 INFLIGHT_TTL_S = 60.0
+# Reads and guarded pushes per append call before a curve that keeps changing under it (a
+# concurrent writer of the same trial) is given up on and reported not written.
+_APPEND_ROUNDS = 3
 _CANCELLED_BEFORE_START = "experiment cancelled before the trial started"
 
 
@@ -139,8 +146,8 @@ class MongoStore(ResultStore):
                                           {"$group": {"_id": "$state", "n": {"$sum": 1}}}])
         return {r["_id"]: r["n"] for r in rows}
 
-    @retry
-    def cancel_experiment(self, experiment_id: str) -> int:
+    @retry_write
+    def cancel_experiment(self, experiment_id: str, *, call: WriteCall) -> int:
         res = self._db.experiments.update_one({"_id": experiment_id},
                                               {"$set": {"cancel_requested": True}})
         if res.matched_count == 0:
@@ -150,10 +157,10 @@ class MongoStore(ResultStore):
                  "state": "QUEUED"}
         return len(self._update_each(query, {"state": "CANCELLED", "finished_at": now(),
                                              "error": "experiment cancelled before the trial "
-                                                      "started"}))
+                                                      "started"}, call))
 
-    @retry
-    def delete_experiment(self, experiment_id: str) -> int:
+    @retry_write
+    def delete_experiment(self, experiment_id: str, *, call: WriteCall) -> int:
         check_experiment_id(experiment_id)
         if self._db.experiments.find_one({"_id": experiment_id}, {"_id": 1}) is None:
             return 0
@@ -171,28 +178,33 @@ class MongoStore(ResultStore):
         ids = [d["_id"] for d in self._db.trials.find(shared, {"_id": 1})]
         self._db.trials.update_many(shared, {"$pull": {"experiment_ids": experiment_id}})
         if ids:
-            self._update_each({"_id": {"$in": ids}}, {})
+            self._update_each({"_id": {"$in": ids}}, {}, call)
         self._db.experiments.delete_one({"_id": experiment_id})
         return len(own)
 
-    def _update_each(self, query: dict[str, Any], changes: dict[str, Any]) -> list[str]:
+    def _update_each(self, query: dict[str, Any], changes: dict[str, Any],
+                     call: WriteCall) -> list[str]:
         """``$set changes`` on every trial matching ``query``, each with its own ``seq``.
 
         One ``$inc`` reserves a block of seqs spanning the trials' (unique) ``order`` values
         and one pipeline update sets ``seq = base + order``: distinct per row, in creation
         order, in a single round trip (gaps in the block are harmless). The filter is
         re-checked by the update itself, so a trial that changed meanwhile is left alone.
-        Returns the ids updated.
+        Returns the ids updated by this call, an earlier attempt of it included.
         """
+        earlier = self._stamped(None, call) if call.attempt else []
         docs = list(self._db.trials.find(query, {"_id": 1, "order": 1}).sort("order", 1))
         if not docs:
-            return []
+            return earlier
         ids = [d["_id"] for d in docs]
         orders = [d.get("order") for d in docs]
+        changes = {**changes, "op": call.op}
         if any(not isinstance(o, int) for o in orders):  # no order to number by: one by one
             with self._seq.block(len(ids)) as first:
-                return [tid for k, tid in enumerate(ids) if self._db.trials.update_one(
-                    {**query, "_id": tid}, {"$set": {**changes, "seq": first + k}}).modified_count]
+                for k, tid in enumerate(ids):
+                    self._db.trials.update_one({**query, "_id": tid},
+                                               {"$set": {**changes, "seq": first + k}})
+            return list(dict.fromkeys(self._stamped(ids, call) + earlier))
         low, span = orders[0], orders[-1] - orders[0] + 1
         sets = {k: {"$literal": v} for k, v in changes.items()}  # values, never expressions
         with self._seq.block(span) as first:
@@ -201,20 +213,29 @@ class MongoStore(ResultStore):
                 {**query, "_id": {"$in": ids}},
                 [{"$set": {**sets, "seq": {"$add": ["$order", base]}}}])
         if res.modified_count == len(ids):
-            return ids
-        # Some changed meanwhile: the ones updated carry this call's seq block (one written
-        # again since, say claimed already, is left out: nobody needs to resubmit it).
-        return sorted(self._in_block(ids, first, span), key=ids.index)
+            return list(dict.fromkeys(ids + earlier))
+        # Some changed meanwhile: the ones updated carry this call's op (one written again
+        # since, say claimed already, is left out: nobody needs to resubmit it).
+        return list(dict.fromkeys(self._stamped(ids, call) + earlier))
+
+    def _stamped(self, ids: list[str] | None, call: WriteCall) -> list[str]:
+        """Which of ``ids`` (None: of all trials) carry ``call``'s op: written by this call
+        and by nobody since. Without ids a scan, done only when an attempt was retried."""
+        query: dict[str, Any] = {"op": call.op}
+        if ids is not None:
+            query["_id"] = {"$in": ids}
+        found = {d["_id"] for d in self._db.trials.find(query, {"_id": 1})}
+        return [tid for tid in ids if tid in found] if ids is not None else sorted(found)
 
     def _in_block(self, ids: list[str], first: int, n: int) -> set[str]:
         """Which of ``ids`` still carry a seq of the block ``[first, first + n)``."""
         return {d["_id"] for d in self._db.trials.find(
             {"_id": {"$in": ids}, "seq": {"$gte": first, "$lt": first + n}}, {"_id": 1})}
 
-    @retry
+    @retry_write
     def requeue_trials(self, experiment_id: str,
                        states: list[TrialState] | tuple[TrialState, ...] | TrialState
-                       = (TrialState.CANCELLED,)) -> list[str]:
+                       = (TrialState.CANCELLED,), *, call: WriteCall) -> list[str]:
         names = requeue_state_list(states)
         res = self._db.experiments.update_one({"_id": experiment_id},
                                               {"$set": {"cancel_requested": False}})
@@ -226,21 +247,23 @@ class MongoStore(ResultStore):
         return sorted(self._update_each(
             query, {"state": "QUEUED", "result": None, "error": None, "worker": None,
                     "attempts": 0, "started_at": None, "finished_at": None,
-                    "heartbeat_at": None, "metrics": []}))
+                    "heartbeat_at": None, "metrics": []}, call))
 
     # ------------------------------------------------------------ trials
-    @retry
-    def create_trials(self, experiment_id: str, trials: list[tuple[str, dict[str, Any]]]) -> int:
+    @retry_write
+    def create_trials(self, experiment_id: str, trials: list[tuple[str, dict[str, Any]]], *,
+                      call: WriteCall) -> int:
         items = [(tid, json_safe(config)) for tid, config in check_trial_items(trials)]
         if self._db.experiments.find_one({"_id": experiment_id}, {"_id": 1}) is None:
             raise NotFoundError(f"experiment {experiment_id!r} not found in {redact(self.url)}")
         ids = list(dict.fromkeys(t for t, _ in items))
         existing: set[str] = set()
+        created = 0  # by an earlier attempt of this call, whose answer was lost
         for i in range(0, len(ids), 10_000):
-            existing.update(d["_id"] for d in self._db.trials.find(
-                {"_id": {"$in": ids[i:i + 10_000]}}, {"_id": 1}))
+            for d in self._db.trials.find({"_id": {"$in": ids[i:i + 10_000]}}, {"op": 1}):
+                existing.add(d["_id"])
+                created += d.get("op") == call.op
         new = [(t, c) for t, c in dict(items).items() if t not in existing]
-        created = 0
         if new:
             # One seq per document, reserved with one $inc: a cursor reader paging with a
             # limit must never meet a tie larger than its page.
@@ -251,12 +274,12 @@ class MongoStore(ResultStore):
                          "config": c, "result": None, "metrics": [], "error": None,
                          "worker": None, "attempts": 0, "created_at": t, "started_at": None,
                          "finished_at": None, "heartbeat_at": None, "seq": first_seq + k,
-                         "order": last - len(new) + 1 + k}
+                         "order": last - len(new) + 1 + k, "op": call.op}
                         for k, (tid, c) in enumerate(new)]
                 try:
-                    created = len(self._db.trials.insert_many(docs, ordered=False).inserted_ids)
+                    created += len(self._db.trials.insert_many(docs, ordered=False).inserted_ids)
                 except BulkWriteError as e:  # a concurrent submit created some of them first
-                    created = e.details.get("nInserted", 0)
+                    created += e.details.get("nInserted", 0)
         if existing or created < len(new):
             self._db.trials.update_many({"_id": {"$in": ids}},
                                         {"$addToSet": {"experiment_ids": experiment_id}})
@@ -285,15 +308,18 @@ class MongoStore(ResultStore):
                                 + (f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""))
         return docs
 
-    @retry
+    @retry_write
     def claim_trials(self, trial_ids: list[str], worker: str,
-                     max_attempts: int | None = None) -> list[TrialRecord]:
+                     max_attempts: int | None = None, *, call: WriteCall) -> list[TrialRecord]:
         ids = check_ids(trial_ids)
         check_worker(worker)
         check_max_attempts(max_attempts)
-        docs = self._find_all(ids, {"state": 1, "attempts": 1, "experiment_ids": 1})
+        docs = self._find_all(ids, {"state": 1, "attempts": 1, "experiment_ids": 1, "op": 1})
+        # won by an earlier attempt of this call, whose answer was lost
+        mine = [tid for tid in ids if docs[tid]["state"] == "RUNNING"
+                and docs[tid].get("op") == call.op]
         queued = [tid for tid in ids if docs[tid]["state"] == "QUEUED"]
-        if not queued:
+        if not queued and not mine:
             return []
         live = self._live_experiments({e for tid in queued
                                        for e in docs[tid].get("experiment_ids", [])})
@@ -306,28 +332,29 @@ class MongoStore(ResultStore):
                 if exps and not live.intersection(exps):
                     ops.append((query, {"$set": {
                         "state": "CANCELLED", "finished_at": t, "seq": first + k,
-                        "error": _CANCELLED_BEFORE_START}}))
+                        "error": _CANCELLED_BEFORE_START, "op": call.op}}))
                 elif max_attempts is not None and doc.get("attempts", 0) >= max_attempts:
                     ops.append(({**query, "attempts": {"$gte": max_attempts}}, {"$set": {
                         "state": "FAILED", "finished_at": t, "seq": first + k,
                         "error": f"delivery cap reached: claimed {doc['attempts']} times, "
                                  f"max_attempts={max_attempts} (the trial keeps losing its "
-                                 "worker)"}}))
+                                 "worker)", "op": call.op}}))
                 else:
                     if max_attempts is not None:
                         query["attempts"] = {"$lt": max_attempts}
                     ops.append((query, {"$set": {
                         "state": "RUNNING", "worker": worker, "started_at": t, "heartbeat_at": t,
-                        "metrics": [], "seq": first + k}, "$inc": {"attempts": 1}}))
+                        "metrics": [], "seq": first + k, "op": call.op},
+                        "$inc": {"attempts": 1}}))
                     claims.append(tid)
             self._update_all(ops)
-        if not claims:
+        if not claims and not mine:
             return []
-        # A claim was won when the trial carries this call's seq and this worker.
+        # A claim was won when the trial runs under this worker and carries this call's op.
         won = {d["_id"]: _trial(d) for d in self._db.trials.find(
-            {"_id": {"$in": claims}, "worker": worker,
-             "seq": {"$gte": first, "$lt": first + len(queued)}})}
-        return [won[tid] for tid in claims if tid in won]
+            {"_id": {"$in": claims + mine}, "state": "RUNNING", "worker": worker,
+             "op": call.op})}
+        return [won[tid] for tid in ids if tid in won]
 
     @retry
     def heartbeat_trials(self, trial_ids: list[str], worker: str) -> set[str]:
@@ -339,25 +366,43 @@ class MongoStore(ResultStore):
     @retry
     def append_metrics_many(self, metrics_by_id: MetricsBatch,
                             worker: str | None = None) -> set[str]:
-        items = list(check_metrics_many(metrics_by_id).items())
-        if not items:
-            return set()
-        t = now()
-        with self._seq.block(len(items)) as first:
-            ops = []
-            for k, (tid, metrics) in enumerate(items):
-                query: dict[str, Any] = {"_id": tid, "state": "RUNNING"}
-                if worker is not None:
-                    query["worker"] = worker
-                ops.append((query, {"$push": {"metrics": {"$each": json_safe(metrics)}},
-                                             "$set": {"heartbeat_at": t, "seq": first + k}}))
-            modified = self._update_all(ops)
-        if modified == len(items):
-            return {tid for tid, _ in items}
-        return self._in_block([tid for tid, _ in items], first, len(items))
+        pending = check_metrics_many(metrics_by_id)
+        written: set[str] = set()
+        # Read how each curve ends, then push only the epochs it lacks, guarded by its length:
+        # a push that was applied before the connection dropped is not applied again when
+        # this call is retried. A curve that grew meanwhile is read again.
+        for _ in range(_APPEND_ROUNDS):
+            if not pending:
+                break
+            owned: dict[str, Any] = {"_id": {"$in": list(pending)}, "state": "RUNNING"}
+            if worker is not None:
+                owned["worker"] = worker
+            ends = {d["_id"]: d for d in self._db.trials.aggregate([
+                {"$match": owned},
+                {"$project": {"n": {"$size": "$metrics"},
+                              "last": {"$arrayElemAt": ["$metrics", -1]}}}])}
+            pending = {tid: epochs for tid, epochs in pending.items() if tid in ends}
+            if not pending:
+                break
+            t = now()
+            with self._seq.block(len(pending)) as first:
+                ops = []
+                for k, (tid, epochs) in enumerate(pending.items()):
+                    end = ends[tid]
+                    tail = epochs_to_store(epochs, (end.get("last") or {}).get("epoch"))
+                    ops.append(({**owned, "_id": tid, "metrics": {"$size": end["n"]}},
+                                {"$push": {"metrics": {"$each": json_safe(tail)}},
+                                 "$set": {"heartbeat_at": t, "seq": first + k}}))
+                modified = self._update_all(ops)
+                done = set(pending) if modified == len(pending) else \
+                    self._in_block(list(pending), first, len(pending))
+            written |= done
+            pending = {tid: epochs for tid, epochs in pending.items() if tid not in done}
+        return written
 
-    @retry
-    def finish_trials(self, items: list[FinishItem], worker: str | None = None) -> set[str]:
+    @retry_write
+    def finish_trials(self, items: list[FinishItem], worker: str | None = None, *,
+                      call: WriteCall) -> set[str]:
         checked = check_finish_items(items)
         if not checked:
             return set()
@@ -374,11 +419,11 @@ class MongoStore(ResultStore):
                                        else [])
                 ops.append(({"_id": tid, "$or": allowed}, {"$set": {
                     "state": st.value, "result": json_safe(result) if result is not None else None,
-                    "error": error, "finished_at": t, "seq": first + k}}))
+                    "error": error, "finished_at": t, "seq": first + k, "op": call.op}}))
             modified = self._update_all(ops)
         if modified == len(ids):
             return set(ids)
-        return self._in_block(ids, first, len(ids))
+        return set(self._stamped(ids, call))
 
     @retry
     def cancel_requested(self, trial_ids: list[str]) -> set[str]:
@@ -395,22 +440,27 @@ class MongoStore(ResultStore):
         # taken once, before the retries: a reconnect wait must not age the heartbeats
         return self._requeue_older_than((now() if as_of is None else as_of) - timeout_s)
 
-    @retry
-    def _requeue_older_than(self, cutoff: float) -> list[str]:
+    @retry_write
+    def _requeue_older_than(self, cutoff: float, *, call: WriteCall) -> list[str]:
         # Guarded per trial: one that heartbeats meanwhile stays RUNNING.
         stale = {"state": "RUNNING", "heartbeat_at": {"$lt": cutoff}}
-        return sorted(self._update_each(stale, {"state": "QUEUED", "worker": None}))
+        return sorted(self._update_each(stale, {"state": "QUEUED", "worker": None}, call))
 
-    @retry
-    def release_trial(self, trial_id: str, worker: str) -> bool:
+    @retry_write
+    def release_trial(self, trial_id: str, worker: str, *, call: WriteCall) -> bool:
         check_worker(worker)
         with self._seq.block() as seq:
             res = self._db.trials.update_one(
                 {"_id": trial_id, "state": "RUNNING", "worker": worker},
-                {"$set": {"state": "QUEUED", "worker": None, "heartbeat_at": None, "seq": seq}})
-        if res.matched_count == 0 and self._db.trials.find_one({"_id": trial_id}, {"_id": 1}) is None:
+                {"$set": {"state": "QUEUED", "worker": None, "heartbeat_at": None, "seq": seq,
+                          "op": call.op}})
+        if res.matched_count:
+            return True
+        doc = self._db.trials.find_one({"_id": trial_id}, {"op": 1, "state": 1})
+        if doc is None:
             raise NotFoundError(f"trial {trial_id!r} not found in {redact(self.url)}")
-        return res.matched_count > 0
+        # released by an earlier attempt of this call, whose answer was lost
+        return doc.get("op") == call.op and doc["state"] == "QUEUED"
 
     # ------------------------------------------------------------ queries
     @retry

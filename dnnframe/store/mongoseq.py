@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import contextlib
 import time
+import uuid
 from collections.abc import Iterator
 from typing import Any
 
-from pymongo.errors import DuplicateKeyError
+from pymongo.errors import AutoReconnect, DuplicateKeyError
 
 _ID = "seq"
 
@@ -37,12 +38,21 @@ class SeqCounter:
                         self._counters.insert_one({"_id": _ID, "value": 0, "inflight": []})
                     continue
                 value = int(doc.get("value", 0))
-            # Compare-and-set: the block and its mark appear in one atomic update.
-            res = self._counters.update_one(
-                {"_id": _ID, "value": value},
-                {"$set": {"value": value + n},
-                 "$push": {"inflight": {"first": value + 1, "at": time.time()}}})
-            if res.modified_count:
+            # Compare-and-set: the block and its mark appear in one atomic update. The mark
+            # names this reservation, so one applied before the connection dropped is
+            # recognised rather than left holding readers back until its TTL.
+            mark = uuid.uuid4().hex
+            try:
+                res = self._counters.update_one(
+                    {"_id": _ID, "value": value},
+                    {"$set": {"value": value + n},
+                     "$push": {"inflight": {"first": value + 1, "at": time.time(), "by": mark}}})
+                won = bool(res.modified_count)
+            except AutoReconnect:
+                if self._counters.find_one({"_id": _ID, "inflight.by": mark}, {"_id": 1}) is None:
+                    raise
+                won = True
+            if won:
                 self._hint = value + n
                 return value + 1
             self._hint = None  # another writer moved the counter: read it and try again

@@ -44,7 +44,8 @@ class ExperimentRecord:
         FAILED or CANCELLED.
 
         RUNNING while any trial runs, or while some trials are finished and others still wait
-        (work in progress); CANCELLED once cancel was requested and nothing runs any more;
+        (work in progress); CANCELLED once cancel was requested and nothing runs any more
+        (unless every trial had finished without being cancelled);
         once every trial is finished: FAILED when all of them failed, COMPLETE_WITH_FAILURES
         when some did, COMPLETE otherwise; QUEUED before any trial started.
         """
@@ -53,7 +54,9 @@ class ExperimentRecord:
         total = sum(self.counts.values())
         if running:
             return "RUNNING"
-        if self.cancel_requested:
+        # a cancel that came after everything had finished cancelled nothing
+        if self.cancel_requested and not (self.is_finished and
+                                          not self.counts.get(TrialState.CANCELLED.value)):
             return "CANCELLED"
         if queued:
             return "RUNNING" if queued < total else "QUEUED"
@@ -63,6 +66,14 @@ class ExperimentRecord:
         if failed:
             return "FAILED" if failed == total else "COMPLETE_WITH_FAILURES"
         return "COMPLETE"
+
+    @property
+    def is_finished(self) -> bool:
+        """Every trial it expands to exists and is finished: nothing is left to cancel (an
+        adaptive search that has not created all its trials yet is not finished)."""
+        total = sum(self.counts.values())
+        waiting = sum(self.counts.get(s.value, 0) for s in (TrialState.QUEUED, TrialState.RUNNING))
+        return total >= self.n_trials and not waiting
 
     @property
     def objective(self) -> tuple[str, str]:

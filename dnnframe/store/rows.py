@@ -3,10 +3,13 @@
 >>> from dnnframe.store.records import TrialRecord, TrialState
 >>> t = TrialRecord(id="t1", experiment_ids=["e"], state=TrialState.COMPLETE,
 ...                 config={"model": {"hidden_layers": 2, "width": [8, 4]}, "seed": 3},
-...                 result={"metrics": {"test_accuracy": 0.9}, "timings": {"train": 1.5}})
+...                 result={"metrics": {"test_accuracy": 0.9}, "timings": {"train": 1.5},
+...                         "pack": {"id": "p7", "size": 4, "wall_seconds": 6.2}})
 >>> r = trial_row(t)
 >>> (r["trial_id"], r["hidden_layers"], r["width"], r["seed"], r["test_accuracy"])
 ('t1', 2, '8x4', 3, 0.9)
+>>> (r["train_seconds"], r["pack_id"], r["pack_size"], r["pack_seconds"])
+(1.5, 'p7', 4, 6.2)
 >>> iso_utc(0.0)
 '1970-01-01T00:00:00Z'
 """
@@ -46,7 +49,10 @@ def trial_row(trial: TrialRecord) -> dict[str, Any]:
     """Flatten one stored trial: id, state, the swept config values, final metrics, timings.
 
     ``width`` of a per-layer list reads ``"64x32"`` so rows group by it; ``history`` is the
-    result's learning curve (or the epochs logged so far); ``error`` is its last line.
+    result's learning curve (or the epochs logged so far); ``error`` is its last line. The
+    ``*_seconds`` are the trial's share of its pack's time (they add up to the pack's over
+    its members); ``pack_id``, ``pack_size`` and ``pack_seconds`` (the pack's wall time) say
+    which pack it trained in.
     """
     cfg = trial.config or {}
     model = cfg.get("model") or {}
@@ -77,6 +83,10 @@ def trial_row(trial: TrialRecord) -> dict[str, Any]:
     row["train_seconds"] = timings.get("train")
     row["compile_seconds"] = timings.get("compile")
     row["total_seconds"] = timings.get("total")
+    pack = result.get("pack") or {}
+    row["pack_id"] = pack.get("id")
+    row["pack_size"] = pack.get("size")
+    row["pack_seconds"] = pack.get("wall_seconds")
     row["epochs_run"] = result.get("epochs_run")
     row["n_params"] = result.get("n_params")
     row["history"] = result.get("history") or list(trial.metrics or [])

@@ -26,6 +26,7 @@ from .checks import (
     check_take_limit,
     check_trial_items,
     check_worker,
+    epochs_to_store,
     requeue_state_list,
     state_list,
 )
@@ -68,6 +69,31 @@ def _chunks(items: list[Any], size: int = 500) -> Iterator[list[Any]]:
     """Slices of ``items`` small enough for SQLite's limit on bound parameters."""
     for i in range(0, len(items), size):
         yield items[i:i + size]
+
+
+# json_insert takes one path/value pair per epoch, and SQLite caps a function's arguments
+# (127 by default): longer runs of epochs are appended this many at a time.
+_EPOCHS_PER_STATEMENT = 50
+
+
+def _append_epochs(c: sqlite3.Connection, texts_by_id: dict[str, list[str]]) -> None:
+    """Append each trial's epochs (JSON texts, in order) to its curve, however many there
+    are: full slices first, all the same size so one statement serves them in order, then
+    each trial's shorter remainder."""
+    full: list[tuple[str, ...]] = []
+    rest: dict[int, list[tuple[str, ...]]] = {}
+    for tid, texts in texts_by_id.items():
+        for part in _chunks(texts, _EPOCHS_PER_STATEMENT):
+            if len(part) == _EPOCHS_PER_STATEMENT:
+                full.append((*part, tid))
+            else:
+                rest.setdefault(len(part), []).append((*part, tid))
+    for count, rows in [(_EPOCHS_PER_STATEMENT, full), *rest.items()]:
+        if rows:
+            # '$[#]' is past the end of the array so far: json_insert applies pairs in order
+            pairs = ", ".join(["'$[#]', json(?)"] * count)
+            c.executemany(f"UPDATE trials SET metrics = json_insert(metrics, {pairs}) "
+                          "WHERE id = ?", rows)
 
 
 def _trial(row: tuple) -> TrialRecord:
@@ -256,30 +282,23 @@ class SQLiteStore(ResultStore):
         checked = check_metrics_many(metrics_by_id)
         if not checked:
             return set()
-        # One statement per number of epochs appended ('$[#]' once per epoch: json_insert
-        # applies its pairs in order, each one past the end of the array so far).
-        by_count: dict[int, list[tuple[str, list[str]]]] = {}
-        for tid, epochs in checked.items():
-            by_count.setdefault(len(epochs), []).append((tid, [dumps(m) for m in epochs]))
         owner = " AND worker = ?" if worker is not None else ""
         t = now()
         ids = list(checked)
         with self._tx() as c:
+            # Inside the write lock: what each curve ends with cannot change before the
+            # updates below, so they need no guard of their own.
+            last = {r[0]: r[1] for chunk in _chunks(ids) for r in c.execute(
+                "SELECT id, json_extract(metrics, '$[#-1].epoch') FROM trials WHERE id IN "
+                f"({_marks(chunk)}) AND state = 'RUNNING'{owner}",
+                (*chunk, *((worker,) if worker is not None else ())))}
+            written = [tid for tid in ids if tid in last]
             first = _next_seq(c)
-            # Each row gets its own seq (first + k): the rows written are exactly those that
-            # carry a seq of this block, so only a partly refused batch needs a second look.
-            n, k = 0, 0
-            for count, rows in by_count.items():
-                pairs = ", ".join(["'$[#]', json(?)"] * count)
-                n += c.executemany(
-                    f"UPDATE trials SET metrics = json_insert(metrics, {pairs}), "
-                    f"heartbeat_at = ?, seq = ? WHERE id = ? AND state = 'RUNNING'{owner}",
-                    [(*texts, t, first + k + i, tid, *((worker,) if worker is not None else ()))
-                     for i, (tid, texts) in enumerate(rows)]).rowcount
-                k += len(rows)
-            if n == len(ids):
-                return set(ids)
-            return self._in_block(c, ids, first)
+            c.executemany("UPDATE trials SET heartbeat_at = ?, seq = ? WHERE id = ?",
+                          [(t, first + k, tid) for k, tid in enumerate(written)])
+            _append_epochs(c, {tid: [dumps(m) for m in epochs_to_store(checked[tid], last[tid])]
+                               for tid in written})
+        return set(written)
 
     def _in_block(self, c: sqlite3.Connection, ids: list[str], first: int) -> set[str]:
         """Which of ``ids`` this transaction gave a seq from ``first`` on."""

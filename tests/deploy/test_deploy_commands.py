@@ -177,8 +177,12 @@ def test_dashboard_command_is_gunicorn(stack) -> None:
     assert command[0] == "gunicorn", command
     config = Config()
     parsed = config.parser().parse_args(command[1:])
-    assert parsed.bind == ["0.0.0.0:8000"] and parsed.workers == 2, parsed
-    assert parsed.accesslog == "-" and parsed.graceful_timeout == 20, parsed
+    assert parsed.bind == ["0.0.0.0:8000"], parsed
+    # the dashboard's own settings: threaded workers, access log, graceful stop
+    assert parsed.config == "python:dashboard.gunicorn_config", parsed
+    settings = importlib.import_module("dashboard.gunicorn_config")
+    assert settings.workers == 2 and settings.worker_class == "gthread", settings
+    assert settings.accesslog == "-" and settings.graceful_timeout == 20
     [target] = parsed.args
     module, _, attribute = target.partition(":")
     assert isinstance(getattr(importlib.import_module(module), attribute), Flask), target
@@ -201,6 +205,7 @@ def test_dashboard_process_passes_its_healthcheck(stack, process_env, tmp_path: 
         # Served by gunicorn (its access log), not Flask's development server.
         wait_until(lambda: "GET /api/v1/health" in log.read_text(), proc, log, "access log")
         assert "development server" not in log.read_text()
+        assert "Using worker: gthread" in log.read_text()  # DNNFRAME_WEB_THREADS threads
     # Once it is gone the same check fails: it really asks the server.
     down = run_healthcheck(svc["healthcheck"]["test"], process_env, replace)
     assert down.returncode != 0
@@ -242,6 +247,8 @@ def test_flower_process_requires_login_and_passes_its_healthcheck(stack, process
         assert _get(f"{base}/api/workers") == 401, "Flower's API must need the login"
         assert _get(f"{base}/api/workers", "admin:wrong") == 401
         assert _get(f"{base}/api/workers", auth) == 200
+        assert _get(f"{base}/metrics") == 401, "Flower's metrics must need the login"
+        assert _get(f"{base}/metrics", auth) == 200
 
 
 def test_worker_process_passes_its_healthcheck(stack, process_env, tmp_path: Path) -> None:

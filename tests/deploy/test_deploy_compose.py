@@ -131,10 +131,26 @@ def test_no_secret_in_what_docker_inspect_shows(run_compose, tmp_path: Path,
         for config in svc.get("configs") or []:
             assert "file" not in model["configs"][config["source"]], "a bind mount shows its path"
     stack_files = {s: secret_files(model, s) for s in model["services"]}
-    for name in ("worker", "dashboard", "flower"):
-        if files == [COMPOSE_FILE]:  # remote workers need neither
-            assert stack_files[name]["DNNFRAME_SECRET_KEY"] == values["DNNFRAME_SECRET_KEY"]
-            assert stack_files[name]["DNNFRAME_API_TOKEN"].strip() == "tok3n_value"
+    if files == [COMPOSE_FILE]:  # remote workers need neither
+        assert stack_files["dashboard"]["DNNFRAME_SECRET_KEY"] == values["DNNFRAME_SECRET_KEY"]
+        assert stack_files["dashboard"]["DNNFRAME_API_TOKEN"].strip() == "tok3n_value"
+
+
+# The secret files each service uses; it gets those and no others.
+SECRETS_USED = {
+    "worker": {"DNNFRAME_BROKER_URL", "DNNFRAME_STORE_URL"},
+    "worker-gpu": {"DNNFRAME_BROKER_URL", "DNNFRAME_STORE_URL"},
+    "dashboard": {"DNNFRAME_BROKER_URL", "DNNFRAME_STORE_URL", "DNNFRAME_API_TOKEN",
+                  "DNNFRAME_SECRET_KEY"},
+    "flower": {"DNNFRAME_BROKER_URL", "FLOWER_BASIC_AUTH", "FLOWER_BROKER_API"},
+}
+
+
+def test_each_service_gets_only_the_secret_files_it_uses(stack) -> None:
+    for name, used in SECRETS_USED.items():
+        assert set(secret_files(stack, name)) == used, name
+        targets = {c["target"] for c in stack["services"][name].get("configs") or []}
+        assert len(targets) == len(used), f"{name} gets config files it does not read"
 
 
 def test_publish_address_is_configurable(run_compose) -> None:
@@ -200,12 +216,14 @@ def test_one_configuration_story(stack) -> None:
     files = secret_files(stack, "worker")
     for name in DNNFRAME_SERVICES:
         env = services[name]["environment"]
-        same = {k: v for k, v in env.items() if k.startswith("DNNFRAME_")}
-        assert same == base, f"{name} sees different DNNFRAME_* settings than the worker"
+        same = {k: v for k, v in env.items()
+                if k.startswith("DNNFRAME_") and not k.endswith("_FILE")}
+        assert same == {k: v for k, v in base.items() if not k.endswith("_FILE")}, (
+            f"{name} sees different DNNFRAME_* settings than the worker")
         if name != "worker-gpu":  # the same Dockerfile with JAX's CUDA build added
             assert services[name]["image"] == services["worker"]["image"], name
-        assert {k: v for k, v in secret_files(stack, name).items()
-                if k.startswith("DNNFRAME_")} == files, name
+        shared = {k: v for k, v in secret_files(stack, name).items() if k in files}
+        assert shared == {k: files[k] for k in shared}, name  # the same broker and store
     assert files["DNNFRAME_BROKER_URL"].startswith("amqp://")
     assert "@rabbitmq:5672" in files["DNNFRAME_BROKER_URL"]
     assert files["DNNFRAME_STORE_URL"].startswith("mongodb://")
@@ -296,6 +314,20 @@ def test_ci_override_keeps_everything_on_the_machine(run_compose, tmp_path: Path
     stack = resolve(run_compose, [COMPOSE_FILE], ENV_EXAMPLE, profiles=())
     for name, svc in model["services"].items():
         assert svc["healthcheck"]["test"] == stack["services"][name]["healthcheck"]["test"], name
+
+
+def test_ci_look_override_publishes_the_three_uis_on_localhost(run_compose) -> None:
+    look = REPO / "deploy" / "compose.ci-look.yml"
+    model = resolve(run_compose, [COMPOSE_FILE, CI_FILE, look], ENV_EXAMPLE, profiles=())
+    published = {name: [(p["host_ip"], p["published"], p["target"]) for p in svc["ports"]]
+                 for name, svc in model["services"].items() if svc.get("ports")}
+    assert published == {"rabbitmq": [("127.0.0.1", "15672", 15672)],
+                         "dashboard": [("127.0.0.1", "8000", 8000)],
+                         "flower": [("127.0.0.1", "5555", 5555)]}
+    assert not model["networks"]["look"].get("internal")
+    assert model["networks"]["default"]["internal"] is True
+    for name in ("worker",):  # the workers stay on the internal network only
+        assert set(model["services"][name].get("networks") or {"default": None}) == {"default"}
 
 
 def test_worker_host_file_mirrors_the_stack(run_compose, stack, tmp_path: Path) -> None:

@@ -177,10 +177,11 @@ class WorkerProc:
     proc: subprocess.Popen
     log: Path
     env: dict[str, str] = field(default_factory=dict)
+    host: str | None = None  # the hostname of its own UTS namespace, if it has one
 
     @property
     def nodename(self) -> str:
-        return f"{self.name}@{socket.gethostname()}"
+        return f"{self.name}@{self.host or socket.gethostname()}"
 
     def log_text(self) -> str:
         return self.log.read_text(errors="replace") if self.log.exists() else ""
@@ -232,15 +233,18 @@ def worker_env(store_url: str, broker_url: str, **extra: str) -> dict[str, str]:
 @pytest.fixture
 def start_worker(tmp_path: Path, store_url: str, broker_url: str,
                  request: pytest.FixtureRequest) -> Iterator[Callable[..., WorkerProc]]:
-    """Factory: ``start_worker(queue, concurrency=1, cli=False, **env)`` → a ready worker.
+    """Factory: ``start_worker(queue, concurrency=1, cli=False, host=None, **env)`` → a ready
+    worker.
 
     ``cli=True`` starts it through ``dnnframe worker`` instead of ``celery -A tasks worker``.
+    ``host="NAME"`` starts it in a UTS namespace of its own (``unshare -u``) whose hostname
+    is NAME: its node name and its trials' owners name another host, as on another machine.
     Every worker started here is killed (whole process group) at teardown.
     """
     started: list[WorkerProc] = []
 
     def start(queue: str, concurrency: int = 1, cli: bool = False, ready_timeout: float = 60,
-              **env: str) -> WorkerProc:
+              host: str | None = None, **env: str) -> WorkerProc:
         name = f"w{len(started) + 1}-{uuid.uuid4().hex[:6]}"
         log = tmp_path / f"{name}.log"
         if cli:
@@ -252,11 +256,13 @@ def start_worker(tmp_path: Path, store_url: str, broker_url: str,
                    "-O", "fair", "--loglevel=INFO"]
         # mingle/gossip only slow the start-up of short-lived test workers down
         cmd += ["--without-mingle", "--without-gossip"]
+        if host is not None:
+            cmd = ["unshare", "--uts", "sh", "-c", 'hostname "$0" && exec "$@"', host, *cmd]
         fh = open(log, "wb")
         proc = subprocess.Popen(cmd, cwd=REPO, env=worker_env(store_url, broker_url, **env),
                                 stdout=fh, stderr=subprocess.STDOUT, start_new_session=True)
         fh.close()
-        w = WorkerProc(name, proc, log, env)
+        w = WorkerProc(name, proc, log, env, host)
         started.append(w)
         deadline = time.monotonic() + ready_timeout
         while " ready." not in w.log_text():

@@ -202,6 +202,9 @@ def test_broker_restart_during_sweep(rabbitmq_node, store_url, queue_name, sleep
     assert [t.state for t in store.list_trials(spec.experiment_id)] == [TrialState.COMPLETE] * 20
     seeds = Counter(json.loads(line)["seed"] for line in done_log.read_text().splitlines())
     assert sorted(seeds.values()) == [1] * 20, seeds  # redeliveries after reconnect: no-ops
+    for w in (w1, w2):  # an expected outage reads as one line, not CRITICAL or a warning essay
+        assert "CRITICAL" not in w.log_text() and "Traceback" not in w.log_text()
+        assert "CPendingDeprecationWarning" not in w.log_text()
 
 
 def test_poison_trial_fails_after_delivery_cap(broker_url, store_url, queue_name, start_worker,
@@ -224,6 +227,29 @@ def test_poison_trial_fails_after_delivery_cap(broker_url, store_url, queue_name
     assert poison.attempts == 2
     assert all(by_seed[s].state is TrialState.COMPLETE for s in (1, 2))
     assert w.alive(), "the worker's main process must survive its pool processes dying"
+
+
+def test_poison_member_of_a_pack_fails_alone(broker_url, store_url, queue_name, start_worker,
+                                             store):
+    """A pack of 4 whose first member SIGKILLs its process every time, with the default
+    delivery cap (3): after the first crash the pack runs again whole, after the second it
+    is split, and only the poison trial ends FAILED; its companions complete."""
+    env = {"DNNFRAME_TRAIN_FN": "tasks.hooks:kill_worker_train",
+           "DNNFRAME_HOOK_POISON_SEED": "0", "DNNFRAME_HOOK_EPOCHS": "1",
+           "DNNFRAME_HOOK_EPOCH_SECONDS": "0.05"}
+    assert "DNNFRAME_MAX_ATTEMPTS" not in os.environ
+    w = start_worker(queue_name, **env)
+    spec = make_spec("poison-pack", 4)
+    with CeleryExecutor(broker_url, store_url, queue=queue_name) as ex:
+        result = submit_experiment(spec, store, ex, pack_size=4)
+        assert len(result.packs) == 1
+        assert ex.wait(timeout=120), _states(store, spec.experiment_id)
+    by_seed = {t.config["seed"]: t for t in store.list_trials(spec.experiment_id)}
+    assert by_seed[0].state is TrialState.FAILED and "delivery cap reached" in by_seed[0].error
+    assert {s: by_seed[s].state for s in (1, 2, 3)} == dict.fromkeys((1, 2, 3),
+                                                                      TrialState.COMPLETE)
+    assert [by_seed[s].attempts for s in (1, 2, 3)] == [3, 3, 3]  # whole, whole, alone
+    assert w.alive()
 
 
 def test_cancel_stops_queued_and_running_trials(broker_url, store_url, queue_name,

@@ -75,3 +75,20 @@ def test_settings_are_read_afresh_and_empty_means_default(monkeypatch):
     current = settings.get()
     assert current.max_attempts == 7
     assert current.dashboard_config() == {"API_TOKEN": "123"}
+
+
+@pytest.mark.parametrize(("size", "attempts", "cap", "pieces"), [
+    (4, 1, 3, [4]),              # first crash: the whole pack again
+    (4, 2, 3, [1, 1, 1, 1]),     # one claim left: alone, so only the poison trial fails
+    (8, 2, 5, [4, 4]),           # claims to spare: halves
+    (8, 3, 5, [2, 2, 2, 2]),     # two claims left: pieces that can still reach one trial
+    (3, 1, 2, [1, 1, 1]),        # a cap of 2 leaves no room for the whole pack again
+    (1, 2, 3, [1]),
+])
+def test_a_crashed_pack_is_sent_whole_then_split(size, attempts, cap, pieces):
+    from dnnframe.executors.dispatch import split_after_crash
+
+    ids = [f"t{i}" for i in range(size)]
+    split = split_after_crash(ids, attempts, cap)
+    assert [len(p) for p in split] == pieces
+    assert [t for p in split for t in p] == ids

@@ -26,7 +26,7 @@ from dnnframe.executors.dispatch import retry_queue
 from dnnframe.store import TrialState
 from dnnframe.submit import submit_experiment
 
-from .conftest import REPO, SLEEPY, make_spec, wait_until, worker_env
+from .conftest import REPO, SLEEPY, make_spec, queue_depth, wait_until, worker_env
 
 pytestmark = pytest.mark.slow
 
@@ -286,3 +286,25 @@ def test_a_submit_sends_the_trials_of_other_experiments_it_recovered(
                    "the other experiment's recovered trial to be sent and trained")
         assert ex.wait(timeout=60)
     assert store.take_dispatch() == []
+
+
+def test_a_submit_after_a_broker_restart_publishes_each_pack_once(rabbitmq_node, store_url,
+                                                                  store):
+    """The executor keeps its broker connection between submits; after the broker restarts
+    (a node of this test), the next submit reconnects and publishes each pack once: the
+    queue holds exactly one message per pack sent (no worker consumes it)."""
+    queue = "count-me"
+    packs = [[f"trial-{i}", f"trial-{i}b"] for i in range(2)]
+    ex = CeleryExecutor(rabbitmq_node.url, store_url, queue=queue)
+    try:
+        ex.submit(packs)
+        assert queue_depth(rabbitmq_node.url, queue) == 2
+        rabbitmq_node.stop_app()
+        rabbitmq_node.start_app()
+        assert queue_depth(rabbitmq_node.url, queue) == 2  # durable, persistent
+        ex.submit(packs)
+        assert queue_depth(rabbitmq_node.url, queue) == 4
+        ex.submit(packs)
+        assert queue_depth(rabbitmq_node.url, queue) == 6
+    finally:
+        ex.shutdown(wait=False)  # no worker: the trials are not in the store to wait for

@@ -54,16 +54,16 @@ def test_bound_from_the_environment(monkeypatch):
 
 def test_engine_cache_evicts_compiled_models(monkeypatch):
     """With a bound below one model's size, training a second shape evicts the first."""
-    from dnnframe.engine import train, training
+    from dnnframe.engine import packed, train
 
-    monkeypatch.setattr(training._CACHE, "max_bytes", 1)
+    monkeypatch.setattr(packed._CACHE, "max_bytes", 1)
     base = {"dataset": {"name": "iris"}, "training": {"max_epochs": 1, "optimizer": "sgd"},
             "model": {"hidden_layers": 1, "width": 4, "activation": "relu"}}
     other = {**base, "model": {**base["model"], "activation": "tanh"}}
     train(base)
     assert train(base).environment["compile_cache_hit"]
     train(other)
-    assert len(training._CACHE) == 1
+    assert len(packed._CACHE) == 1
     assert not train(base).environment["compile_cache_hit"]
 
 

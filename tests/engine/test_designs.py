@@ -1,12 +1,12 @@
 """Layer designs end to end: one compiled graph for every depth, clipping, schedules, and
-packs sending the options the packed graph lacks to the per-trial engine."""
+packs of every design through the runner."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from dnnframe.engine.training import train
+from dnnframe.engine import train
 from dnnframe.executors.packing import make_packs
 from dnnframe.runner import run_pack
 from dnnframe.spec import expand_with_ids, parse_spec
@@ -29,21 +29,6 @@ def test_depth_10_and_1000_share_one_compiled_graph_with_every_option_on():
     assert shallow.status == deep.status == "COMPLETE"
     assert deep.environment["compile_cache_hit"] is True
     assert deep.n_params > shallow.n_params
-
-
-def test_clip_by_global_norm():
-    import pytensor.tensor as pt
-
-    from dnnframe.engine.updates import clip_by_global_norm
-
-    a, b = pt.vector("a"), pt.matrix("b")
-    limit = pytensor.shared(np.asarray(2.5))
-    fn = pytensor.function([a, b], clip_by_global_norm([a, b], limit))
-    big = fn(np.array([3.0, 0.0]), np.array([[0.0, 4.0]]))  # norm 5 → halved
-    np.testing.assert_allclose(big[0], [1.5, 0.0])
-    np.testing.assert_allclose(big[1], [[0.0, 2.0]])
-    small = fn(np.array([0.3, 0.0]), np.array([[0.0, 0.4]]))  # norm 0.5: unchanged
-    np.testing.assert_allclose(small[1], [[0.0, 0.4]])
 
 
 def test_a_step_schedule_changes_the_learning_rate_per_epoch():
@@ -74,37 +59,23 @@ SPEC = {"name": "designs-pack", "dataset": {"name": "iris"},
         "training": {"max_epochs": 2, "batch_size": 32}, "search": {"seeds": 2}}
 
 
-def test_packs_send_options_the_packed_graph_lacks_to_the_per_trial_engine(tmp_path):
+def test_packs_of_every_design_train_together_through_the_runner(tmp_path):
     spec = parse_spec(SPEC)
     pairs = [(tid, cfg.model_dump(mode="json")) for tid, cfg in expand_with_ids(spec)]
     configs = dict(pairs)
     packs = make_packs([t for t, _ in pairs], configs, pack_size=None, workers=1)
-    by_residual = {configs[p[0]]["model"]["residual"]: [] for p in packs}
-    for p in packs:
-        by_residual[configs[p[0]]["model"]["residual"]].append(len(p))
-    assert by_residual == {"identity": [2], "rezero": [1, 1]}
-
+    assert sorted(len(p) for p in packs) == [2, 2]  # one pack per design, the seeds together
     store = open_store(f"sqlite:///{tmp_path / 'designs.db'}")
     try:
         store.create_experiment(spec.experiment_id, spec.name, spec.to_dict(), len(pairs))
         store.create_trials(spec.experiment_id, pairs)
         for p in packs:
             assert set(run_pack(p, store).values()) == {TrialState.COMPLETE}
-        for tid, cfg in pairs:
-            env = store.get_trial(tid).result["environment"]
-            packed = "pack_size" in env  # only the packed engine records its pack size
-            assert packed == (cfg["model"]["residual"] == "identity")
+        for tid, _ in pairs:
+            pack = store.get_trial(tid).result["pack"]
+            assert pack["size"] == 2 and pack["id"] and pack["wall_seconds"] > 0
     finally:
         store.close()
-
-
-def test_train_pack_refuses_options_it_does_not_implement():
-    from dnnframe.engine import train_pack
-
-    config = {**ALL_ON, "training": {"max_epochs": 1}}
-    with pytest.raises(ValueError, match=r"configs\[0\] uses model.normalization=batch, "
-                                         r"model.residual=rezero, which the packed engine"):
-        train_pack([config])
 
 
 def test_pre_norm_leaves_the_entry_layer_plain_and_post_norm_does_not():

@@ -1,4 +1,6 @@
-"""The graph key: exactly what the packed compiled function depends on, nothing else."""
+"""The compile key (exactly what the compiled function depends on: not the depth of a
+scanned run) and the pack key (what trains together in one call: the depth and batch size
+too)."""
 
 from __future__ import annotations
 
@@ -7,8 +9,8 @@ import sys
 
 import pytest
 
-from dnnframe.engine import graph_key
-from dnnframe.engine.graphkey import graph_key_fields
+from dnnframe.engine import compile_key, pack_key
+from dnnframe.engine.graphkey import compile_key_fields, pack_key_fields
 
 BASE = {"dataset": {"name": "iris"},
         "model": {"hidden_layers": 2, "width": 16, "activation": "tanh"},
@@ -29,16 +31,34 @@ def variant(**changes) -> dict:
 def test_fields_are_literal(monkeypatch):
     monkeypatch.delenv("PYTENSOR_FLAGS", raising=False)
     monkeypatch.delenv("THEANO_FLAGS", raising=False)
-    assert graph_key_fields(BASE) == {
-        "v": "2",
+    compiled = {
+        "v": "3",
         "dataset": {"name": "iris", "params": {}, "path": None, "upload": None, "label_column": None,
                     "test_fraction": 0.2, "validation_fraction": 0.1, "standardize": True,
                     "split_seed": 0},
-        "widths": [16, 16], "activation": "tanh", "residual": "none", "normalization": "none",
-        "norm_position": "post", "dropout": False, "grad_clip": False, "single_trial": False,
-        "loss": "softmax_crossentropy", "optimizer": "sgd", "batch_size": 32, "dtype": "float64",
+        "runs": [16, "stack"], "activation": "tanh", "residual": "none",
+        "residual_learnable": False, "normalization": "none", "norm_position": "post",
+        "dropout": False, "grad_clip": False, "loss": "softmax_crossentropy", "optimizer": "sgd",
+        "dtype": "float64",
     }
-    assert graph_key(BASE).startswith("iris-16x16-tanh-sgd-b32-float64-")
+    assert compile_key_fields(BASE) == compiled
+    assert pack_key_fields(BASE) == {**compiled, "widths": [16, 16], "batch_size": 32}
+    assert compile_key(BASE).startswith("iris-16xstack-tanh-sgd-float64-")
+    assert pack_key(BASE).startswith("iris-16x2-b32-tanh-sgd-float64-")
+
+
+def test_depth_is_out_of_the_compile_key_and_in_the_pack_key():
+    depths = [2, 3, 10, 100, 1000, 2000]
+    assert len({compile_key(variant(model__hidden_layers=d)) for d in depths}) == 1
+    assert len({pack_key(variant(model__hidden_layers=d)) for d in depths}) == len(depths)
+    # a single layer has no stack: its own graph
+    assert compile_key(variant(model__hidden_layers=1)) != compile_key(BASE)
+    # runs of equal widths are scanned wherever they stand
+    def widths(w):
+        return variant(model__width=w, model__hidden_layers=len(w))
+
+    assert compile_key(widths([32, 8, 8, 8])) == compile_key(widths([32, 8, 8]))
+    assert compile_key(widths([32, 8])) != compile_key(widths([32, 8, 8]))
 
 
 def test_run_time_values_share_one_key():
@@ -53,60 +73,60 @@ def test_run_time_values_share_one_key():
             training__early_stopping=None if i % 2 else {"patience": 1 + i},
             model__init=["glorot", "he", "lecun", "orthogonal"][i % 4],
         ))
-    assert len({graph_key(c) for c in configs}) == 1
-    # a dropout rate is a run-time value once dropout is on
-    assert graph_key(variant(model__dropout=0.1)) == graph_key(variant(model__dropout=0.5))
+    assert len({pack_key(c) for c in configs}) == 1
+    # a dropout rate, a clipping threshold and a schedule are run-time values
+    assert pack_key(variant(model__dropout=0.1)) == pack_key(variant(model__dropout=0.5))
+    assert pack_key(variant(training__grad_clip=0.1)) == pack_key(variant(training__grad_clip=5.0))
+    assert pack_key(variant(training__lr_schedule="cosine")) == pack_key(BASE)
+    assert pack_key(variant(training__divergence_factor=None)) == pack_key(BASE)
 
 
 @pytest.mark.parametrize("change", [
     {"dataset": {"name": "wine"}},
     {"dataset": {"name": "iris", "split_seed": 1}},
-    {"model__hidden_layers": 3},
+    {"model__hidden_layers": 1},
     {"model__width": 32},
     {"model__width": [16, 8]},
     {"model__activation": "relu"},
     {"model__residual": True},
     {"model__residual": "rezero"},
+    {"model__residual": "scaled"},
+    {"model__residual": "scaled", "model__residual_learnable": True},
+    {"model__normalization": "batch"},
+    {"model__normalization": "layer", "model__norm_position": "pre"},
     {"model__normalization": "layer"},
     {"training__grad_clip": 1.0},
     {"model__dropout": 0.2},
     {"model__loss": "squared_error"},
     {"training__optimizer": "adam"},
-    {"training__batch_size": 16},
 ])
-def test_graph_changes_change_the_key(change):
-    assert graph_key(variant(**change)) != graph_key(BASE)
+def test_graph_changes_change_both_keys(change):
+    assert compile_key(variant(**change)) != compile_key(BASE)
+    assert pack_key(variant(**change)) != pack_key(BASE)
+
+
+def test_the_batch_size_changes_the_pack_only():
+    assert compile_key(variant(training__batch_size=16)) == compile_key(BASE)
+    assert pack_key(variant(training__batch_size=16)) != pack_key(BASE)
 
 
 def test_dtype_follows_the_flags(monkeypatch):
     monkeypatch.setenv("THEANO_FLAGS", "floatX=float32,device=cpu")
     monkeypatch.delenv("PYTENSOR_FLAGS", raising=False)
-    assert graph_key_fields(BASE)["dtype"] == "float32"
+    assert compile_key_fields(BASE)["dtype"] == "float32"
     monkeypatch.setenv("PYTENSOR_FLAGS", "floatX=float64")
-    assert graph_key_fields(BASE)["dtype"] == "float64"
+    assert compile_key_fields(BASE)["dtype"] == "float64"
 
 
 def test_typed_and_dict_configs_agree():
     from dnnframe.spec import TrialConfig
 
-    assert graph_key(TrialConfig.model_validate(BASE)) == graph_key(BASE)
+    assert pack_key(TrialConfig.model_validate(BASE)) == pack_key(BASE)
+    assert compile_key(TrialConfig.model_validate(BASE)) == compile_key(BASE)
 
 
 def test_importing_the_engine_does_not_load_pytensor():
-    code = ("import sys, dnnframe.engine as e; e.graph_key({'dataset': {'name': 'iris'}}); "
+    code = ("import sys, dnnframe.engine as e; e.pack_key({'dataset': {'name': 'iris'}}); "
             "print('pytensor' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
-
-
-def test_options_the_packed_graph_lacks_are_named():
-    from dnnframe.engine import packed_unsupported
-
-    assert packed_unsupported(BASE) == []
-    assert packed_unsupported(variant(model__residual=True)) == []
-    assert packed_unsupported(variant(
-        model__residual="rezero", model__normalization="batch", training__grad_clip=1.0,
-        training__lr_schedule="cosine")) == [
-        "model.normalization=batch", "model.residual=rezero", "training.grad_clip",
-        "training.lr_schedule"]
-    assert graph_key_fields(variant(training__lr_schedule={"warmup_epochs": 2}))["single_trial"]

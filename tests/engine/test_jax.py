@@ -93,7 +93,7 @@ def test_a_device_that_is_no_nvidia_gpu_is_an_error_not_a_cpu_run():
     ("", "float64"), ("device=cpu", "float64"), ("device=cuda", "float32"),
     ("device=gpu1,floatX=float64", "float64"), ("mode=JAX", "float64"),
 ])
-def test_graph_key_dtype_follows_the_gpu_default(monkeypatch, flags, dtype):
+def test_the_keys_dtype_follows_the_gpu_default(monkeypatch, flags, dtype):
     monkeypatch.setenv("THEANO_FLAGS", flags)
     monkeypatch.delenv("PYTENSOR_FLAGS", raising=False)
     assert process_dtype() == dtype

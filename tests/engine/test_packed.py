@@ -1,10 +1,12 @@
 """A trial trained in a pack gives the result it gets when trained alone.
 
-Every pack here mixes members that differ in run-time values (seed, learning rate,
-momentum, L2, dropout rate, init, epochs, early stopping) and compares each member with
-``train`` of the same config: same status, epochs, best epoch and accuracies, and
-losses within 1e-9 relative (float64; batched products may round differently from the
-per-trial products in the last bit).
+Every pack here mixes members that differ in run-time values (seed, learning rate and its
+schedule, momentum, L2, dropout rate, clipping threshold, init, epochs, early stopping) and
+compares each member with ``train`` of the same config (a pack of one, which may compile
+another graph: one seed shares its minibatches): same status, epochs, best epoch and
+accuracies, and losses within 1e-9 relative (float64; batched products may round
+differently in the last bit). Every layer design and optimiser is covered, at depths that
+unroll and that scan.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import math
 
 import pytest
 
-from dnnframe.engine import graph_key, train, train_pack
+from dnnframe.engine import pack_key, train, train_pack
 
 pytestmark = pytest.mark.timeout(900)
 REL = 1e-9
@@ -60,7 +62,7 @@ def check_pack(configs, on_epoch=None) -> list:
     results = train_pack(configs, on_epoch=on_epoch)
     assert len(results) == len(configs)
     for k, (c, r) in enumerate(zip(configs, results)):
-        assert r.environment["pack_size"] == len(configs) and r.environment["pack_index"] == k
+        assert r.pack["size"] == len(configs) and r.pack["index"] == k
         assert_same(r, train(c))
     return results
 
@@ -132,10 +134,10 @@ def test_squared_error_and_no_hidden_layers():
     check_pack(configs)
 
 
-def test_mixed_graph_keys_are_refused():
+def test_mixed_pack_keys_are_refused():
     configs = [config(), config(layers=3)]
-    assert graph_key(configs[0]) != graph_key(configs[1])
-    with pytest.raises(ValueError, match=r"configs\[1\] has graph key"):
+    assert pack_key(configs[0]) != pack_key(configs[1])
+    with pytest.raises(ValueError, match=r"configs\[1\] has pack key"):
         train_pack(configs)
     assert train_pack([]) == []
 
@@ -147,3 +149,55 @@ def test_shared_order_paths_dropout_residual_and_no_hidden_layers():
                        model={"dropout": p, "residual": True})
                 for lr, p in ((0.05, 0.2), (0.2, 0.5))])
     check_pack([config(lr=lr, layers=0) for lr in (0.05, 0.5)])
+
+
+# every layer design, with per-member clipping thresholds, schedules and dropout rates; depth 4
+# is an unrolled first layer and a scanned stack of 3
+DESIGNS = {
+    "batch-post-clip-cosine": ({"normalization": "batch"},
+                               {"grad_clip": 0.5, "lr_schedule": {"kind": "cosine", "warmup_epochs": 1}}),
+    "rezero-layer-pre-dropout": ({"residual": "rezero", "normalization": "layer",
+                                  "norm_position": "pre", "dropout": 0.2}, {"lr_schedule": "step"}),
+    "skipinit-layer-post": ({"residual": "scaled", "residual_learnable": True,
+                             "normalization": "layer"}, {"grad_clip": 2.0}),
+    "scaled-batch-pre": ({"residual": "scaled", "normalization": "batch", "norm_position": "pre"}, {}),
+}
+
+
+@pytest.mark.parametrize("name", list(DESIGNS))
+def test_layer_designs(name):
+    model, training = DESIGNS[name]
+    clip = {"grad_clip": 0.1} if "grad_clip" in training else {}
+    variants = [(0, 0.01, {}), (1, 0.05, clip), (0, 0.003, {"lr_schedule": "none"}),
+                (2, 0.02, {"l2": 1e-3})]
+    configs = [config(seed=s, lr=lr, optimizer="adam", activation="relu", layers=4, epochs=5,
+                      model={**model, **({"dropout": 0.4} if s == 2 and model.get("dropout") else {})},
+                      training={**training, **extra})
+               for s, lr, extra in variants]
+    check_pack(configs)
+
+
+def test_a_deep_scanned_stack_with_early_stopping_and_divergence():
+    es = {"patience": 1, "metric": "val_loss"}
+    configs = [config(seed=s, lr=lr, layers=60, width=6, epochs=6, model={"init": "orthogonal"},
+                      training={"early_stopping": es} if s else {})
+               for s, lr in ((0, 0.05), (1, 0.02), (0, 1e200))]
+    results = check_pack(configs)
+    assert results[2].status == "DIVERGED"
+
+
+def test_member_times_are_shares_that_add_up_to_the_pack():
+    """Members that ran different numbers of epochs record different times; each epoch's
+    time is split among the members that trained in it, so the times add up to the pack's."""
+    configs = [config(lr=0.05, epochs=e) for e in (2, 6, 6)]
+    results = train_pack(configs)
+    assert [r.epochs_run for r in results] == [2, 6, 6]
+    wall = results[0].pack["wall_seconds"]
+    assert all(r.pack["wall_seconds"] == wall and r.pack["size"] == 3 for r in results)
+    assert results[0].timings["train"] < results[1].timings["train"]
+    assert results[1].timings["train"] == pytest.approx(results[2].timings["train"], rel=1e-12)
+    assert sum(r.timings["total"] for r in results) == pytest.approx(wall, rel=1e-9)
+    for r in results:
+        assert sum(h["seconds"] for h in r.history) == pytest.approx(r.timings["train"], rel=1e-9)
+        assert r.timings["total"] == pytest.approx(
+            sum(r.timings[k] for k in ("data", "compile", "train", "evaluate")), rel=1e-12)

@@ -30,6 +30,7 @@ def comparable(result) -> dict:
     d = result.to_dict()
     d.pop("timings")
     d.pop("environment")
+    d.pop("pack")
     for h in d["history"]:
         h.pop("seconds")
     return d
@@ -37,40 +38,47 @@ def comparable(result) -> dict:
 
 @pytest.fixture(scope="module")
 def engine():
-    from dnnframe.engine import training
+    from dnnframe.engine import packed
 
-    return training
+    return packed
 
 
 # --------------------------------------------------------------------------- gradients
-def test_gradients_match_finite_differences(engine):
-    """One SGD step of the compiled training function equals p - lr * numerical gradient.
+def test_gradients_match_finite_differences():
+    """One SGD step of the compiled training function equals p - lr * numerical gradient,
+    for each of two members (each member's gradient is its own).
 
     The net has a dense layer, a scanned residual stack of 2 layers and the output layer,
     so the gradient through ``scan`` is checked too.
     """
     import pytensor
 
+    from dnnframe.engine.blocks import LayerDesign
+    from dnnframe.engine.flags import configure
+    from dnnframe.engine.packgraph import PackedModel, PackShape, segments_for
+
     assert pytensor.config.floatX == "float64", "the gradient check needs float64"
-    segments, counts = engine.segments_for(4, [5, 5, 5])
+    segments, counts = segments_for(4, [5, 5, 5])
     assert segments == (("dense", 4, 5), ("stack", 5)) and counts == (2,)
-    shape = engine.GraphShape(n_features=4, n_outputs=3, segments=segments, activation="tanh",
-                              residual=True, dropout=False, loss="softmax_crossentropy",
-                              classification=True, optimizer="sgd", dtype="float64",
-                              mode=engine._FLAGS.mode)
-    model, _ = engine.compiled_model(shape)
-    config = make_config(training={"optimizer": "sgd", "learning_rate": 0.1}, model={"activation": "tanh"})
-    model.reset(config, counts, np.random.default_rng(3))
+    shape = PackShape(n_features=4, n_outputs=3, segments=segments, activation="tanh",
+                      design=LayerDesign(residual="identity"), dropout=False, grad_clip=False,
+                      loss="softmax_crossentropy", classification=True, optimizer="sgd",
+                      dtype="float64", mode=configure().mode, shared_input=True)
+    model = PackedModel(shape)
     rng = np.random.default_rng(4)
-    for p in model.params:  # non-zero biases too, so every path carries gradient
-        p.set_value(rng.normal(scale=0.5, size=p.get_value().shape))
+    # non-zero biases too, so every path carries gradient
+    network = [rng.normal(scale=0.5, size=(2, *v.shape))
+               for v in model.initial_network(rng, "glorot", 1.0, counts)]
+    lr = 0.1
+    model.load(network, {"learning_rate": [lr, lr], "momentum": [0, 0], "l2": [0, 0],
+                         "grad_clip": [1, 1]})
     X = rng.normal(size=(6, 4))
     y = np.array([0, 1, 2, 0, 1, 2])
 
-    def loss() -> float:
-        return float(model.eval_fn(X, y)[0]) / len(X)
+    def loss() -> np.ndarray:
+        return model.eval_fn(X, y)[0] / len(X)
 
-    before = model.snapshot()
+    before = [v.copy() for v in model.export_state()[:len(model.params)]]
     numeric = []
     eps = 1e-6
     for p, value in zip(model.params, before):
@@ -79,16 +87,16 @@ def test_gradients_match_finite_differences(engine):
             v = value.copy()
             v[i] += eps
             p.set_value(v)
-            up = loss()
+            up = loss()[i[0]]
             v[i] -= 2 * eps
             p.set_value(v)
-            down = loss()
+            down = loss()[i[0]]
             g[i] = (up - down) / (2 * eps)
         p.set_value(value)
         numeric.append(g)
     model.train_fn(X, y)
     for p, value, g in zip(model.params, before, numeric):
-        analytic = (value - p.get_value()) / 0.1
+        analytic = (value - p.get_value()) / lr
         np.testing.assert_allclose(analytic, g, rtol=1e-5, atol=1e-7, err_msg=p.name)
 
 
@@ -148,6 +156,23 @@ def test_same_seed_is_bit_identical_even_after_recompiling(engine):
 
 
 # --------------------------------------------------------------------------- lifecycle
+def test_a_loss_that_explodes_is_divergence_and_the_bound_is_configurable():
+    """SGD at a huge rate can keep its loss finite but astronomically large: that is
+    divergence too, unless the spec turns the bound off (then only NaN/inf counts)."""
+    from dnnframe.engine import train
+
+    training = {"optimizer": "sgd", "learning_rate": 1000.0, "max_epochs": 4}
+    config = make_config(model={"activation": "relu"}, training=training)
+    result = train(config)
+    assert result.status == "DIVERGED", result.history
+    last = result.history[-1]
+    assert last["train_loss"] is not None and last["train_loss"] > 1e4  # finite, but exploded
+    unbounded = train(make_config(model={"activation": "relu"},
+                                  training={**training, "divergence_factor": None}))
+    assert unbounded.status == "COMPLETE" and unbounded.epochs_run == 4
+    assert unbounded.metrics["train_loss"] > 1e4
+
+
 def test_huge_learning_rate_diverges_without_crashing():
     from dnnframe.engine import train
 
@@ -156,7 +181,8 @@ def test_huge_learning_rate_diverges_without_crashing():
     assert result.status == "DIVERGED"
     assert 1 <= result.diverged_epoch <= 10 and result.epochs_run == result.diverged_epoch
     last = result.to_dict()["history"][-1]
-    assert last["train_loss"] is None or last["val_loss"] is None  # the NaN that ended it
+    # the NaN that ended it, or a loss past the divergence bound
+    assert last["train_loss"] is None or last["val_loss"] is None or last["train_loss"] > 1e4
     json.dumps(result.to_dict(), allow_nan=False)  # NaNs become null
 
 
@@ -214,10 +240,11 @@ def test_deep_stack_trains_and_shares_the_compiled_graph():
     assert shallow.environment["compile_cache_hit"] is True
 
 
-def test_width_list_builds_dense_and_stacked_segments(engine):
+def test_width_list_builds_dense_and_stacked_segments():
     from dnnframe.engine import train
+    from dnnframe.engine.packgraph import segments_for
 
-    assert engine.segments_for(4, [8, 8, 8, 6, 6, 3]) == (
+    assert segments_for(4, [8, 8, 8, 6, 6, 3]) == (
         (("dense", 4, 8), ("stack", 8), ("dense", 8, 6), ("stack", 6), ("dense", 6, 3)), (2, 1))
     result = train(make_config(model={"hidden_layers": 6, "width": [8, 8, 8, 6, 6, 3], "residual": True},
                                training={"max_epochs": 2}))

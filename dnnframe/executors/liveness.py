@@ -1,0 +1,166 @@
+"""Which Celery workers are alive, how many worker processes consume a queue, and which
+store a worker serves.
+
+Every worker node (``celery -A tasks worker``) has a reaper process that registers the node
+in the store every :func:`node_beat_interval` seconds: its queues and its concurrency. That
+row is the node's heartbeat. It is written by a process of its own, so a pool process that
+holds the GIL in a long C call never makes its node look dead, and it stops within a second
+of the node's death (the reaper leaves when its parent does). A RUNNING trial is judged
+abandoned across hosts when both its own heartbeat and its node's are older than
+:func:`node_timeout` (30 s by default): a dead host's trials run again within a minute,
+without waiting for the 300 s trial heartbeat timeout that protects trials of nodes that
+never registered (workers of earlier releases, ``dnnframe run``).
+
+On its own node a trial's owner ``"<node>:<pid>"`` is judged by its pid: gone, a zombie,
+or a process that started after the trial was claimed (a pid reused after a container
+restart is not the owner).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from collections.abc import Iterable
+
+from kombu.utils.url import maybe_sanitize_url
+
+from .. import settings
+from ..store import default_store_url
+from ..store.base import ResultStore, TrialState
+from ..store.records import TrialRecord, WorkerRecord
+
+#: How often a node's reaper registers the node (its heartbeat), at most.
+NODE_BEAT_S = 5.0
+#: A node silent this long (at most; less when the heartbeat timeout is shorter) is dead.
+NODE_TIMEOUT_S = 30.0
+#: The role of a node's row in the store's worker list (its pool processes are "process").
+NODE_ROLE = "node"
+# A process that started this long after the claim cannot be the claimer (the claim time
+# and the start time come from different clocks of this host: the store's and /proc's).
+_START_SLACK_S = 1.0
+
+
+def store_label(url: str | None = None) -> str:
+    """How messages name a store: its URL (default: this process's store), password
+    masked, a SQLite file by its absolute path."""
+    url = url or default_store_url()
+    if url.startswith("sqlite:///"):
+        url = "sqlite:///" + os.path.abspath(url[len("sqlite:///"):])
+    return maybe_sanitize_url(url)
+
+
+def node_timeout() -> float:
+    """Seconds of silence after which a registered node counts as dead."""
+    return min(settings.get().heartbeat_timeout, NODE_TIMEOUT_S)
+
+
+def node_beat_interval() -> float:
+    """How often a node registers itself: a sixth of :func:`node_timeout`, at most 5 s."""
+    return max(0.1, min(NODE_BEAT_S, node_timeout() / 6))
+
+
+def trial_beat_interval() -> float:
+    """How often a Celery worker beats for its running trials: a third of
+    :func:`node_timeout` (10 s by default), so a live trial is never older than it."""
+    return max(0.1, min(settings.get().heartbeat_timeout / 5, node_timeout() / 3))
+
+
+def register_node(store: ResultStore, node: str, pid: int, queues: list[str],
+                  concurrency: int | None) -> None:
+    """Write node ``node``'s heartbeat row: host, main pid, queues and pool size."""
+    store.register_worker(node, host=socket.gethostname(), pid=pid,
+                          info={"role": NODE_ROLE, "queues": queues,
+                                "concurrency": concurrency})
+
+
+def live_nodes(store: ResultStore, queue: str | None = None) -> list[WorkerRecord]:
+    """Nodes that registered within :func:`node_timeout` (consuming ``queue`` if given),
+    freshest first."""
+    nodes = [w for w in store.list_workers(seen_within_s=node_timeout())
+             if (w.info or {}).get("role") == NODE_ROLE
+             and (queue is None or queue in ((w.info or {}).get("queues") or []))]
+    return sorted(nodes, key=lambda w: -w.last_seen)
+
+
+def worker_processes(store: ResultStore, queue: str, consumers: int | None) -> int | None:
+    """How many worker processes consume ``queue``, or None when nothing is known.
+
+    ``consumers`` is what the broker says (one consumer per node; None when it could not be
+    asked). The store says how many processes each registered node runs. A consumer the
+    store does not know (a worker of an earlier release) counts as one process; a node
+    registered but no longer consuming (it died within the timeout) does not count.
+    """
+    nodes = live_nodes(store, queue)
+    if consumers is not None:
+        nodes = nodes[:consumers]
+    processes = sum(max(1, int((w.info or {}).get("concurrency") or 1)) for w in nodes)
+    if consumers is not None:
+        processes += max(0, consumers - len(nodes))
+    return processes or None
+
+
+def split_owner(worker: str | None) -> tuple[str, int | None]:
+    """``"<node>:<pid>"`` → (node, pid); pid None when the name has no pid."""
+    node, _, pid = (worker or "").rpartition(":")
+    return (node, int(pid)) if node and pid.isdigit() else (worker or "", None)
+
+
+def _process_started_at(pid: int) -> float | None:
+    """Wall-clock start of process ``pid`` here; None if unknown (no /proc)."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as fh:
+            ticks = int(fh.read().rpartition(")")[2].split()[19])
+        with open("/proc/uptime", encoding="ascii") as fh:
+            uptime = float(fh.read().split()[0])
+    except (OSError, IndexError, ValueError):
+        return None
+    return time.time() - uptime + ticks / os.sysconf("SC_CLK_TCK")
+
+
+def owner_process_gone(pid: int, claimed_at: float | None) -> bool:
+    """True when process ``pid`` of this host cannot be the one that claimed a trial at
+    ``claimed_at``: it does not exist, is a zombie, or started after the claim."""
+    if pid == os.getpid():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except OSError:  # EPERM: someone's process has that pid; its start time still tells
+        pass
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as fh:
+            if fh.read().rpartition(")")[2].split()[0] == "Z":
+                return True
+    except (OSError, IndexError):
+        return False
+    started = _process_started_at(pid)
+    return (claimed_at is not None and started is not None
+            and started > claimed_at + _START_SLACK_S)
+
+
+def owner_gone_here(trial: TrialRecord, node: str) -> bool:
+    """True when ``trial`` is RUNNING under a process of ``node`` (this node) that is gone."""
+    owner_node, pid = split_owner(trial.worker)
+    return (trial.state is TrialState.RUNNING and owner_node == node and pid is not None
+            and owner_process_gone(pid, trial.started_at))
+
+
+def dead_node_trials(store: ResultStore, as_of: float,
+                     running: Iterable[TrialRecord] | None = None) -> dict[str, str]:
+    """RUNNING trials abandoned by a dead node, as of ``as_of`` (wall clock): their owner's
+    node registered once but not within :func:`node_timeout`, and the trial's own heartbeat
+    is that old too. Returns ``{trial_id: owner}``."""
+    timeout = node_timeout()
+    seen = {w.name: w.last_seen for w in store.list_workers()
+            if (w.info or {}).get("role") == NODE_ROLE}
+    if running is None:
+        running = store.list_trials(state=TrialState.RUNNING)
+    dead: dict[str, str] = {}
+    for t in running:
+        node, _ = split_owner(t.worker)
+        if (node in seen and seen[node] < as_of - timeout
+                and (t.heartbeat_at or 0.0) < as_of - timeout):
+            dead[t.id] = t.worker or ""
+    return dead

@@ -1,0 +1,106 @@
+"""In real headless Chromium: every page works under its Content-Security-Policy (scripts,
+the plotly charts, WebGL parallel coordinates included), and Cancel asks before it acts."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import pytest
+from dashboard_support import TINY_SPEC
+
+from dnnframe.store import TrialState
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run"]
+# Collects what the browser blocked, from before any page script runs.
+WATCH_POLICY = """
+window.__blocked = [];
+document.addEventListener("securitypolicyviolation", function (e) {
+  window.__blocked.push(e.violatedDirective + " " + (e.blockedURI || "inline"));
+});
+"""
+
+
+@pytest.fixture
+def served(make_app, recorder):
+    from werkzeug.serving import make_server
+
+    app = make_app()
+    server = make_server("127.0.0.1", 0, app, threaded=True)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_port}", app
+    finally:
+        server.shutdown()
+        thread.join(10)
+
+
+def _finished_experiment(client, store) -> tuple[str, str]:
+    exp_id = client.post("/api/v1/experiments", json=TINY_SPEC).json["id"]
+    ids = [t.id for t in store.list_trials(exp_id)]
+    store.claim_trials(ids, "w")
+    for k, tid in enumerate(ids):
+        history = [{"epoch": e, "train_loss": 1.0 / e, "val_loss": 1.2 / e,
+                    "val_accuracy": 0.5 + 0.1 * e + 0.01 * k} for e in (1, 2)]
+        store.append_metrics_many({tid: history}, worker="w")
+        store.finish_trial(tid, TrialState.COMPLETE, worker="w", result={
+            "status": "COMPLETE", "history": history, "epochs_run": 2, "n_params": 40,
+            "metrics": {"test_accuracy": 0.6 + 0.05 * k, "test_loss": 0.9 - 0.1 * k},
+            "timings": {"data": 0.0, "compile": 0.1, "train": 0.2 + k, "total": 0.3 + k}})
+    return exp_id, ids[0]
+
+
+@pytest.mark.slow
+def test_pages_run_under_their_policy_and_cancel_asks_first(served, recorder):
+    from playwright.sync_api import expect, sync_playwright
+
+    if not Path(CHROMIUM).is_file():
+        pytest.fail(f"{CHROMIUM} is missing: install Debian's chromium package")
+    base, app = served
+    client, store = app.test_client(), app.extensions["dnnframe"].store
+    done_id, trial_id = _finished_experiment(client, store)
+    waiting = {**TINY_SPEC, "name": "waiting", "model": {"hidden_layers": 1, "width": 5}}
+    running_id = client.post("/api/v1/experiments", json=waiting).json["id"]
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS,
+                                    headless=True)
+        try:
+            page = browser.new_page()
+            page.add_init_script(WATCH_POLICY)
+            errors: list[str] = []
+            page.on("pageerror", lambda exc: errors.append(str(exc)))
+            for path in ("/", "/experiments/new", f"/trials/{trial_id}"):
+                page.goto(base + path)
+                page.wait_for_load_state("load")
+                assert page.evaluate("window.__blocked") == [], path
+            page.goto(base + f"/experiments/{done_id}")
+            for chart in ("chart-accuracy", "chart-curves", "chart-parallel"):
+                page.wait_for_function(
+                    f"document.querySelector('#{chart} .main-svg, #{chart} canvas') !== null",
+                    timeout=30_000)
+            assert page.evaluate("window.__blocked") == []
+            expect(page.locator("#cancel")).to_have_count(0)  # finished: nothing to cancel
+
+            page.goto(base + f"/experiments/{running_id}")
+            asked: list[str] = []
+
+            def answer(dialog, accept: bool) -> None:
+                asked.append(dialog.message)
+                dialog.accept() if accept else dialog.dismiss()
+
+            page.once("dialog", lambda d: answer(d, False))
+            page.click("#cancel")
+            expect(page.locator("#cancel")).to_be_visible()
+            assert len(asked) == 1 and "Cancel this experiment?" in asked[0]
+            assert recorder.cancelled == []
+            page.once("dialog", lambda d: answer(d, True))
+            with page.expect_navigation():
+                page.click("#cancel")
+            assert recorder.cancelled == [running_id] and len(asked) == 2
+            assert page.evaluate("window.__blocked") == []
+            assert errors == []
+        finally:
+            browser.close()
