@@ -162,7 +162,7 @@ def list_experiments() -> Any:
     if status and status not in EXPERIMENT_STATUSES:
         raise APIError(
             400,
-            f"unknown status {status[:40]!r}; known: {', '.join(EXPERIMENT_STATUSES)}",
+            f"unknown status {brief(status)}; known: {', '.join(EXPERIMENT_STATUSES)}",
             [{"path": "status", "message": f"must be one of {', '.join(EXPERIMENT_STATUSES)}"}],
         )
     exps, more = find_experiments(services().store, query, status, limit, offset)
@@ -325,7 +325,7 @@ def importance(experiment_id: str) -> Any:
     if not METRIC_NAME.fullmatch(metric):
         raise APIError(
             400,
-            f"metric must be a plain name (letters, digits, _), but got {metric[:100]!r}",
+            f"metric must be a plain name (letters, digits, _), but got {brief(metric)}",
             [{"path": "metric", "message": "must be a plain name"}],
         )
     default_mode = objective_mode if metric == objective else guess_mode(metric)
@@ -333,14 +333,14 @@ def importance(experiment_id: str) -> Any:
     if mode not in ("max", "min"):
         raise APIError(
             400,
-            f"mode must be max or min, but got {mode!r}",
+            f"mode must be max or min, but got {brief(mode)}",
             [{"path": "mode", "message": "must be max or min"}],
         )
     evaluator = (request.args.get("evaluator") or DEFAULT_EVALUATOR).lower()
     if evaluator not in EVALUATORS:
         raise APIError(
             400,
-            f"evaluator must be one of {', '.join(EVALUATORS)}, but got {evaluator[:100]!r}",
+            f"evaluator must be one of {', '.join(EVALUATORS)}, but got {brief(evaluator)}",
             [{"path": "evaluator", "message": f"must be one of {', '.join(EVALUATORS)}"}],
         )
     body = cached_importances(store, experiment_id, metric, mode, evaluator)
@@ -358,7 +358,7 @@ def experiment_spec(experiment_id: str) -> Response:
     if fmt not in ("json", "yaml"):
         raise APIError(
             400,
-            f"format must be json or yaml, but got {fmt[:100]!r}",
+            f"format must be json or yaml, but got {brief(fmt)}",
             [{"path": "format", "message": "must be json or yaml"}],
         )
     spec = services().store.get_experiment(experiment_id).spec

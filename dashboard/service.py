@@ -240,7 +240,7 @@ def delete_experiment(experiment_id: str, confirm: str) -> int:
         raise APIError(
             400,
             f"to delete experiment {exp.id} confirm it: confirm must be its id, but got "
-            f"{confirm[:100]!r}",
+            f"{brief(confirm)}",
             [{"path": "confirm", "message": "must repeat the experiment's id"}],
         )
     try:
