@@ -264,6 +264,7 @@ def list_trials(experiment_id: str) -> Any:
             "n_trials": exp.n_trials,
             "status": exp_json["status"],
             "status_text": exp_json["status_text"],
+            "can_cancel": exp_json["can_cancel"],
         }
     )
 

@@ -452,5 +452,5 @@ def update_json(store: Any, experiment_id: str, trials: list[Any]) -> dict[str, 
         "experiment_id": experiment_id,
         "cursor": max(t.seq for t in trials),
         "trials": [trial_json(t, history=True) for t in trials],
-        **{k: exp[k] for k in ("counts", "n_trials", "status", "status_text")},
+        **{k: exp[k] for k in ("counts", "n_trials", "status", "status_text", "can_cancel")},
     }

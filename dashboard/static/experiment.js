@@ -221,6 +221,9 @@
     const status = document.getElementById("status");
     status.textContent = data.status_text || data.status;
     status.className = "state state-" + data.status;
+    // over while the page was open: nothing is left to cancel (the server would refuse it)
+    const cancel = document.getElementById("cancel");
+    if (cancel && data.can_cancel === false) cancel.form.remove();
     const objective = meta.objective || { metric: "test_accuracy", mode: "max" };
     const scored = Array.from(trials.values()).filter(function (t) {
       return t.state === "COMPLETE" && typeof t.metrics[objective.metric] === "number";

@@ -84,6 +84,17 @@ def test_pages_run_under_their_policy_and_cancel_asks_first(served, recorder):
             assert page.evaluate("window.__blocked") == []
             expect(page.locator("#cancel")).to_have_count(0)  # finished: nothing to cancel
 
+            # an experiment that ends while its page is open loses its Cancel button
+            ending = {**TINY_SPEC, "name": "ending", "model": {"hidden_layers": 1, "width": 6}}
+            ending_id = client.post("/api/v1/experiments", json=ending).json["id"]
+            page.goto(base + f"/experiments/{ending_id}")
+            expect(page.locator("#cancel")).to_be_visible()
+            ids = [t.id for t in store.list_trials(ending_id)]
+            store.claim_trials(ids, "w")
+            for tid in ids:
+                store.finish_trial(tid, TrialState.FAILED, worker="w", error="boom")
+            expect(page.locator("#cancel")).to_have_count(0, timeout=30_000)
+
             page.goto(base + f"/experiments/{running_id}")
             asked: list[str] = []
 
