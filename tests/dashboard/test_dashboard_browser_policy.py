@@ -72,9 +72,16 @@ def test_pages_run_under_their_policy_and_cancel_asks_first(served, recorder):
             page.add_init_script(WATCH_POLICY)
             errors: list[str] = []
             page.on("pageerror", lambda exc: errors.append(str(exc)))
-            for path in ("/", "/experiments/new", f"/trials/{trial_id}"):
+            for path in ("/", "/experiments/new"):
                 page.goto(base + path)
                 page.wait_for_load_state("load")
+                assert page.evaluate("window.__blocked") == [], path
+            # the trial's curves and the comparison's charts draw under the policy
+            for path, chart in ((f"/trials/{trial_id}", "chart-loss"),
+                                (f"/compare?ids={done_id},{running_id}", "chart-compare-curves")):
+                page.goto(base + path)
+                page.wait_for_function(
+                    f"document.querySelector('#{chart} .main-svg') !== null", timeout=30_000)
                 assert page.evaluate("window.__blocked") == [], path
             page.goto(base + f"/experiments/{done_id}")
             for chart in ("chart-accuracy", "chart-curves", "chart-parallel"):
