@@ -436,6 +436,8 @@ def trial_json(trial: Any, history: bool = False, full: bool = False) -> dict[st
                 "created_at": trial.created_at,
                 "heartbeat_at": trial.heartbeat_at,
                 "timings": result.get("timings") or {},
+                # the pack it trained in: its timings are its share of the pack's
+                "pack": result.get("pack") or None,
                 "environment": result.get("environment"),
             }
         )
