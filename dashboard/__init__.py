@@ -47,6 +47,7 @@ DEFAULTS: dict[str, Any] = {
     "MAX_DATASET_CELLS": 20_000_000,
     "EXECUTOR": None,  # an Executor instance to use instead of make_executor (embedding)
     "CELERY_INSPECT_TIMEOUT": 1.0,
+    "EVENT_STREAMS": None,  # live-update streams per process (None → events.DEFAULT_STREAMS)
     # wrong API tokens one client may send (at /login or as a bearer token) before it must wait
     "TOKEN_GUESS_LIMIT": "10 per minute",
     "SESSION_COOKIE_SAMESITE": "Lax",  # with the CSRF token: cross-site form posts carry no session

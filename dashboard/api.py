@@ -18,18 +18,27 @@ from dnnframe.worker_status import workers_with_status
 
 from .context import services
 from .errors import APIError
+from .events import stream as event_stream
 from .forms import check_form
+from .importance import DEFAULT_EVALUATOR, EVALUATORS, cached_importances
 from .openapi import openapi_document
 from .security import require_token
 from .service import (
+    EXPERIMENT_STATUSES,
+    METRIC_NAME,
     SORT_KEYS,
     TRIAL_STATES,
     cancel_experiment,
     check_web_spec,
+    delete_experiment,
     experiment_json,
+    find_experiments,
+    guess_mode,
     read_json_body,
+    spec_yaml,
     submit_spec,
     trial_json,
+    update_json,
 )
 from .uploads import upload_response
 
@@ -148,10 +157,22 @@ def list_experiments() -> Any:
     """Experiments, newest first (paginated)."""
     limit = _int_arg("limit", 100, 1, MAX_PAGE)
     offset = _int_arg("offset", 0, 0)
-    store = services().store
-    exps = store.list_experiments(limit=limit, offset=offset)
+    query = request.args.get("q", "")[:200]
+    status = request.args.get("status", "").upper()
+    if status and status not in EXPERIMENT_STATUSES:
+        raise APIError(
+            400,
+            f"unknown status {brief(status)}; known: {', '.join(EXPERIMENT_STATUSES)}",
+            [{"path": "status", "message": f"must be one of {', '.join(EXPERIMENT_STATUSES)}"}],
+        )
+    exps, more = find_experiments(services().store, query, status, limit, offset)
     return jsonify(
-        {"experiments": [experiment_json(e) for e in exps], "limit": limit, "offset": offset}
+        {
+            "experiments": [experiment_json(e) for e in exps],
+            "limit": limit,
+            "offset": offset,
+            "more": more,
+        }
     )
 
 
@@ -160,6 +181,15 @@ def get_experiment(experiment_id: str) -> Any:
     """One experiment: its spec, progress by state and best trial so far."""
     store = services().store
     return jsonify(experiment_json(store.get_experiment(experiment_id), store, best=True))
+
+
+@bp.delete("/experiments/<experiment_id>")
+@require_token
+def delete_experiment_route(experiment_id: str) -> Any:
+    """Delete an experiment that is over (``confirm=<its id>``): its own trials go with it,
+    trials it shares with other experiments stay theirs."""
+    removed = delete_experiment(experiment_id, request.args.get("confirm", ""))
+    return jsonify({"id": experiment_id, "deleted": True, "deleted_trials": removed})
 
 
 @bp.get("/experiments/<experiment_id>/trials")
@@ -234,6 +264,7 @@ def list_trials(experiment_id: str) -> Any:
             "n_trials": exp.n_trials,
             "status": exp_json["status"],
             "status_text": exp_json["status_text"],
+            "can_cancel": exp_json["can_cancel"],
         }
     )
 
@@ -257,6 +288,86 @@ def _sort_arg() -> str | None:
     except ValueError as exc:
         raise APIError(400, str(exc), [{"path": "sort", "message": rule}]) from None
     return sort
+
+
+@bp.get("/experiments/<experiment_id>/events")
+def experiment_events(experiment_id: str) -> Response:
+    """Server-sent events: ``trials`` with the trials that changed (and the experiment's
+    counts) as they change; ``change`` when the reader should catch up with ``trials?since=``
+    itself. 503 when this process streams to as many pages as it may: poll instead."""
+    svc = services()
+    svc.store.get_experiment(experiment_id)  # 404 for an unknown id
+    since = _int_arg("since", 0, 0)
+    svc.feed.describe = update_json
+    start = svc.feed.open_stream(experiment_id)
+    if start is False:
+        raise APIError(
+            503,
+            f"this server already streams to {svc.feed.max_streams} pages; poll "
+            "trials?since= instead",
+            headers={"Retry-After": "30"},
+        )
+    response = Response(
+        event_stream(svc.feed, experiment_id, since or 0, start), mimetype="text/event-stream"
+    )
+    response.headers["Cache-Control"] = "no-cache"
+    response.headers["X-Accel-Buffering"] = "no"  # nginx: pass events on at once
+    return response
+
+
+@bp.get("/experiments/<experiment_id>/importance")
+def importance(experiment_id: str) -> Any:
+    """Each parameter the experiment's complete trials vary → its importance for a metric
+    (Optuna's fANOVA by default), normalised to sum to 1."""
+    store = services().store
+    exp = store.get_experiment(experiment_id)
+    objective, objective_mode = exp.objective
+    metric = request.args.get("metric") or objective
+    if not METRIC_NAME.fullmatch(metric):
+        raise APIError(
+            400,
+            f"metric must be a plain name (letters, digits, _), but got {brief(metric)}",
+            [{"path": "metric", "message": "must be a plain name"}],
+        )
+    default_mode = objective_mode if metric == objective else guess_mode(metric)
+    mode = (request.args.get("mode") or default_mode).lower()
+    if mode not in ("max", "min"):
+        raise APIError(
+            400,
+            f"mode must be max or min, but got {brief(mode)}",
+            [{"path": "mode", "message": "must be max or min"}],
+        )
+    evaluator = (request.args.get("evaluator") or DEFAULT_EVALUATOR).lower()
+    if evaluator not in EVALUATORS:
+        raise APIError(
+            400,
+            f"evaluator must be one of {', '.join(EVALUATORS)}, but got {brief(evaluator)}",
+            [{"path": "evaluator", "message": f"must be one of {', '.join(EVALUATORS)}"}],
+        )
+    body = cached_importances(store, experiment_id, metric, mode, evaluator)
+    return jsonify(
+        {"experiment_id": experiment_id, "metric": metric, "mode": mode, "evaluator": evaluator,
+         **body}
+    )
+
+
+@bp.get("/experiments/<experiment_id>/spec")
+def experiment_spec(experiment_id: str) -> Response:
+    """The experiment's spec as stored, in JSON (what POST /experiments takes) or YAML (what
+    ``dnnframe run`` takes); either submits the same experiment again."""
+    fmt = (request.args.get("format") or "json").lower()
+    if fmt not in ("json", "yaml"):
+        raise APIError(
+            400,
+            f"format must be json or yaml, but got {brief(fmt)}",
+            [{"path": "format", "message": "must be json or yaml"}],
+        )
+    spec = services().store.get_experiment(experiment_id).spec
+    if fmt == "json":
+        return jsonify(spec)
+    response = Response(spec_yaml(spec), mimetype="application/yaml")
+    response.headers["Content-Disposition"] = f'inline; filename="{experiment_id}.yaml"'
+    return response
 
 
 @bp.get("/experiments/<experiment_id>/export")

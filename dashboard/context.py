@@ -16,6 +16,8 @@ from dnnframe.exceptions import DnnframeError
 from dnnframe.search.background import DRIVERS
 from dnnframe.store import ResultStore, open_store
 
+from .events import DEFAULT_STREAMS, ChangeFeed
+
 log = logging.getLogger(__name__)
 
 
@@ -29,6 +31,8 @@ class Services:
         self._executor = app.config.get("EXECUTOR")
         self._owns_executor = False
         self._resume_lock = None
+        streams = app.config.get("EVENT_STREAMS")
+        self.feed = ChangeFeed(lambda: self.store, DEFAULT_STREAMS if streams is None else int(streams))
 
     @property
     def store(self) -> ResultStore:
@@ -90,7 +94,9 @@ class Services:
             return []
 
     def shutdown(self) -> None:
-        """Stop the executor this app created (not one it was given) and close the store."""
+        """End the event streams, stop the executor this app created (not one it was given)
+        and close the store."""
+        self.feed.close()
         with self._lock:
             if self._executor is not None and self._owns_executor:
                 self._executor.shutdown(wait=False)

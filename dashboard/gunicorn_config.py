@@ -15,12 +15,15 @@ from typing import Any
 
 from gunicorn.util import parse_address
 
+from dashboard.events import DEFAULT_STREAMS
 from dnnframe import settings
 
 # Processes × threads: a request mostly waits on the store, so threads are cheap concurrency.
+# Each open page's live-update stream holds a thread too: the streams get their own, so
+# requests keep web_threads however many pages are open.
 workers = int(os.environ.get("WEB_CONCURRENCY", "2"))
 worker_class = "gthread"
-threads = settings.get().web_threads
+threads = settings.get().web_threads + int(os.environ.get("DNNFRAME_EVENT_STREAMS", DEFAULT_STREAMS))
 # SIGTERM: stop accepting, let requests in flight finish for up to graceful_timeout seconds.
 graceful_timeout = 20
 timeout = 60

@@ -10,7 +10,8 @@ from typing import Any
 from dnnframe import __version__
 from dnnframe.spec import spec_json_schema
 
-from .service import SORT_KEYS, TRIAL_STATES
+from .importance import EVALUATORS
+from .service import EXPERIMENT_STATUSES, SORT_KEYS, TRIAL_STATES
 
 
 def _rewrite_refs(node: Any) -> Any:
@@ -37,14 +38,15 @@ def _resp(description: str, schema: str | dict[str, Any] = "Object") -> dict[str
     return {"description": description, "content": _json(schema)}
 
 
-def _errors(*codes: int) -> dict[str, Any]:
+def _errors(*codes: int, conflict: str = "") -> dict[str, Any]:
+    """Error responses for ``codes``; ``conflict`` says what a 409 means for this operation."""
     text = {
         400: "invalid input; `errors` names every invalid field",
         401: "missing or wrong API token",
         403: "cross-site request, or a form body without the session's CSRF token "
         "(no API token set)",
         404: "unknown id",
-        409: "the experiment has finished: nothing is left to cancel",
+        409: conflict,
         413: "request body too large",
         429: "too many wrong API tokens from this client: wait Retry-After seconds",
         503: "store or executor unavailable",
@@ -81,6 +83,33 @@ def _document() -> str:
     schemas.update(
         {
             "Object": {"type": "object"},
+            "Importance": {
+                "type": "object",
+                "required": ["experiment_id", "metric", "mode", "evaluator", "importances"],
+                "properties": {
+                    "experiment_id": {"type": "string"},
+                    "metric": {"type": "string"},
+                    "mode": {"type": "string", "enum": ["max", "min"]},
+                    "evaluator": {"type": "string", "enum": list(EVALUATORS)},
+                    "importances": {
+                        "type": "object",
+                        "additionalProperties": {"type": "number"},
+                        "description": "parameter → importance",
+                    },
+                    "ranking": {
+                        "type": "array",
+                        "items": {"type": "string"},
+                        "description": "the parameters, most important first",
+                    },
+                    "params": {"type": "array", "items": {"type": "string"}},
+                    "n_trials": {"type": "integer"},
+                    "sampled": {
+                        "type": "integer",
+                        "description": "how many of the trials a forest evaluator saw",
+                    },
+                    "note": {"type": "string"},
+                },
+            },
             "Error": {
                 "type": "object",
                 "required": ["status", "error", "message"],
@@ -108,6 +137,10 @@ def _document() -> str:
                     "id": {"type": "string"},
                     "name": {"type": "string"},
                     "n_trials": {"type": "integer"},
+                    "sampled": {
+                        "type": "integer",
+                        "description": "how many of the trials a forest evaluator saw",
+                    },
                     "new_trials": {"type": "integer"},
                     "queued_trials": {"type": "integer"},
                     "created": {"type": "boolean"},
@@ -121,6 +154,10 @@ def _document() -> str:
                 "properties": {
                     "valid": {"type": "boolean"},
                     "n_trials": {"type": "integer"},
+                    "sampled": {
+                        "type": "integer",
+                        "description": "how many of the trials a forest evaluator saw",
+                    },
                     "experiment_id": {"type": "string"},
                     "spec": {"type": "object"},
                 },
@@ -203,6 +240,18 @@ def _document() -> str:
                 "operationId": "listExperiments",
                 "parameters": [
                     _param(
+                        "q",
+                        "query",
+                        {"type": "string", "maxLength": 200},
+                        "only experiments whose name or id contains this (any case)",
+                    ),
+                    _param(
+                        "status",
+                        "query",
+                        {"type": "string", "enum": list(EXPERIMENT_STATUSES)},
+                        "only experiments with this status",
+                    ),
+                    _param(
                         "limit",
                         "query",
                         {"type": "integer", "minimum": 1, "maximum": 1000},
@@ -235,7 +284,28 @@ def _document() -> str:
                 "operationId": "getExperiment",
                 "parameters": [_EXP_ID],
                 "responses": {"200": _resp("experiment"), **_errors(404)},
-            }
+            },
+            "delete": {
+                "summary": "Delete an experiment that is over, with the trials no other "
+                "experiment shares",
+                "operationId": "deleteExperiment",
+                "security": _SECURED,
+                "parameters": [
+                    _EXP_ID,
+                    _param(
+                        "confirm",
+                        "query",
+                        {"type": "string"},
+                        "the experiment's id again, to confirm",
+                        required=True,
+                    ),
+                ],
+                "responses": {
+                    "200": _resp("deleted: how many trials went with it"),
+                    **_errors(400, 401, 403, 404, 409, conflict="the experiment still has "
+                              "trials queued or running: cancel it first"),
+                },
+            },
         },
         "/experiments/{experiment_id}/trials": {
             "get": {
@@ -288,6 +358,94 @@ def _document() -> str:
                 "responses": {"200": _resp("trials and the next cursor"), **_errors(400, 404)},
             }
         },
+        "/experiments/{experiment_id}/events": {
+            "get": {
+                "summary": "Server-sent events: `trials` (the changed trials and the "
+                "experiment's counts) as they change; `change`: catch up with trials?since=",
+                "operationId": "experimentEvents",
+                "parameters": [
+                    _EXP_ID,
+                    _param(
+                        "since",
+                        "query",
+                        {"type": "integer", "minimum": 0, "maximum": 2**63 - 1},
+                        "the reader's cursor: the first event announces it at once",
+                    ),
+                ],
+                "responses": {
+                    "200": {
+                        "description": "an event stream (text/event-stream)",
+                        "content": {"text/event-stream": {"schema": {"type": "string"}}},
+                    },
+                    **_errors(400, 404, 503),
+                },
+            }
+        },
+        "/experiments/{experiment_id}/importance": {
+            "get": {
+                "summary": "Parameter importance: each parameter the complete trials vary → "
+                "its share of the metric's variation (Optuna's evaluators; sums to 1)",
+                "operationId": "getImportance",
+                "parameters": [
+                    _EXP_ID,
+                    _param(
+                        "metric",
+                        "query",
+                        {"type": "string", "pattern": "^[A-Za-z_][A-Za-z0-9_]{0,99}$"},
+                        "a final metric the trials recorded (default: the objective), or "
+                        "train_seconds, compile_seconds, total_seconds, epochs_run, n_params",
+                    ),
+                    _param(
+                        "mode",
+                        "query",
+                        {"type": "string", "enum": ["max", "min"]},
+                        "which way is better (default: the objective's, else max for "
+                        "accuracies and min otherwise)",
+                    ),
+                    _param(
+                        "evaluator",
+                        "query",
+                        {"type": "string", "enum": list(EVALUATORS)},
+                        "Optuna importance evaluator (default ped_anova; the forests, fanova "
+                        "and mean_decrease_impurity, see a seeded sample of at most 1,000 "
+                        "trials)",
+                    ),
+                ],
+                "responses": {
+                    "200": _resp(
+                        "importances (empty, with a note, while fewer than two complete "
+                        "trials have the metric)",
+                        "Importance",
+                    ),
+                    **_errors(400, 404),
+                },
+            }
+        },
+        "/experiments/{experiment_id}/spec": {
+            "get": {
+                "summary": "The stored spec: JSON for POST /experiments, YAML for dnnframe run",
+                "operationId": "getExperimentSpec",
+                "parameters": [
+                    _EXP_ID,
+                    _param(
+                        "format",
+                        "query",
+                        {"type": "string", "enum": ["json", "yaml"]},
+                        "file format (default json)",
+                    ),
+                ],
+                "responses": {
+                    "200": {
+                        "description": "the spec",
+                        "content": {
+                            **_json("ExperimentSpec"),
+                            "application/yaml": {"schema": {"type": "string"}},
+                        },
+                    },
+                    **_errors(400, 404),
+                },
+            }
+        },
         "/experiments/{experiment_id}/export": {
             "get": {
                 "summary": "Export trials as CSV or JSON Lines",
@@ -320,7 +478,11 @@ def _document() -> str:
                 "operationId": "cancelExperiment",
                 "security": _SECURED,
                 "parameters": [_EXP_ID],
-                "responses": {"200": _resp("cancelled"), **_errors(401, 403, 404, 409)},
+                "responses": {
+                    "200": _resp("cancelled"),
+                    **_errors(401, 403, 404, 409,
+                              conflict="the experiment has finished: nothing is left to cancel"),
+                },
             }
         },
         "/trials/{trial_id}": {

@@ -5,24 +5,34 @@ of store records. Views stay thin; everything here raises :class:`APIError` or d
 from __future__ import annotations
 
 import csv
+import re
 from typing import Any
 
+import yaml
 from flask import current_app
 
 from dnnframe.datasets import parse_csv, upload_path
-from dnnframe.exceptions import DatasetError, DnnframeError, NotFoundError, SpecError, brief
+from dnnframe.exceptions import (
+    DatasetError,
+    DnnframeError,
+    ExperimentActiveError,
+    NotFoundError,
+    SpecError,
+    brief,
+)
 from dnnframe.search.asha import rungs
 from dnnframe.search.background import DRIVERS
 from dnnframe.search.driver import is_driven
 from dnnframe.spec import ExperimentSpec, parse_spec
 from dnnframe.spec.models import SearchConfig
 from dnnframe.store import TrialState
-from dnnframe.store.rows import METRICS, trial_row
+from dnnframe.store.rows import METRICS
 from dnnframe.store.sorting import SORT_ALIASES, SORT_COLUMNS
 from dnnframe.submit import submit_experiment
 
 from .context import services
 from .errors import APIError
+from .params import RESULT_VALUES, TIMING_VALUES, trial_params, trial_values
 
 # --------------------------------------------------------------------------- specs
 
@@ -220,14 +230,47 @@ def submit_spec(spec: Any) -> tuple[Any, bool]:
     return submit_experiment(spec, store, executor), created
 
 
+def delete_experiment(experiment_id: str, confirm: str) -> int:
+    """Delete an experiment that is over once the caller confirmed it by repeating its id (or,
+    from the page, its name); returns how many trials went with it. 409 while its own trials
+    wait or run."""
+    store = services().store
+    exp = store.get_experiment(experiment_id)
+    if confirm.strip() not in (exp.id, exp.name):
+        raise APIError(
+            400,
+            f"to delete experiment {exp.id} confirm it: confirm must be its id, but got "
+            f"{brief(confirm)}",
+            [{"path": "confirm", "message": "must repeat the experiment's id"}],
+        )
+    try:
+        return store.delete_experiment(exp.id)
+    except ExperimentActiveError as exc:
+        raise APIError(409, str(exc)) from None
+
+
 # --------------------------------------------------------------------------- JSON views
 
-PARAM_KEYS = ("hidden_layers", "width", "activation", "optimizer", "learning_rate",
-              "batch_size", "max_epochs", "seed", "dataset")
 FINAL_METRICS = METRICS  # the final metrics every trial records
+# what trial_values measures besides the final metrics (the JSON has them as their own fields)
+NOT_METRICS = frozenset((*TIMING_VALUES, *RESULT_VALUES))
 TRIAL_STATES = tuple(state.value for state in TrialState)
 # short sort keys: store columns, timing aliases and the final metrics every trial records
 SORT_KEYS = frozenset((*SORT_COLUMNS, *SORT_ALIASES, *FINAL_METRICS))
+
+
+METRIC_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,99}")
+
+
+def guess_mode(metric: str) -> str:
+    """Whether a larger ``metric`` is better ("max": accuracies, R²) or a smaller one ("min":
+    losses, errors, seconds)."""
+    return "max" if metric.endswith(("accuracy", "r2", "auc", "f1")) else "min"
+
+
+def spec_yaml(spec: dict[str, Any]) -> str:
+    """A stored spec as YAML in the spec's own key order, ready for ``dnnframe run``."""
+    return yaml.safe_dump(spec, sort_keys=False, allow_unicode=True)
 
 
 def cancel_experiment(experiment_id: str) -> int:
@@ -251,6 +294,37 @@ def cancel_experiment(experiment_id: str) -> int:
 
 def _state(value: Any) -> str:
     return getattr(value, "value", value)
+
+
+EXPERIMENT_STATUSES = ("QUEUED", "RUNNING", "COMPLETE", "COMPLETE_WITH_FAILURES", "FAILED",
+                       "CANCELLED")
+
+
+def find_experiments(store: Any, query: str = "", status: str = "", limit: int = 50,
+                     offset: int = 0) -> tuple[list[Any], bool]:
+    """A page of experiments, newest first, whose name or id contains ``query`` (any case)
+    and whose status is ``status`` (when given); True when another page follows.
+
+    The store pages experiments but does not search them, so a filtered page reads the
+    experiments a page of 500 at a time and keeps the matching ones.
+    """
+    if not query and not status:
+        rows = store.list_experiments(limit=limit + 1, offset=offset)
+        return rows[:limit], len(rows) > limit
+    needle = query.casefold()
+    matched: list[Any] = []
+    start = 0
+    while len(matched) <= offset + limit:
+        page = store.list_experiments(limit=500, offset=start)
+        matched.extend(
+            e for e in page
+            if (needle in e.name.casefold() or needle in e.id.casefold())
+            and (not status or e.status == status)
+        )
+        if len(page) < 500:
+            break
+        start += len(page)
+    return matched[offset:offset + limit], len(matched) > offset + limit
 
 
 def experiment_json(exp: Any, store: Any | None = None, best: bool = False) -> dict[str, Any]:
@@ -298,49 +372,57 @@ def search_json(spec: dict[str, Any]) -> dict[str, Any]:
             "rungs": rungs(search.min_epochs, max_epochs, search.eta) if on else []}
 
 
+# Finished states other than COMPLETE, in the order the status text names them.
+_OUTCOMES = (("FAILED", "failed"), ("DIVERGED", "diverged"), ("PRUNED", "pruned"),
+             ("CANCELLED", "cancelled"))
+
+
 def status_text(status: str, counts: dict[str, int], n_trials: int) -> str:
-    """The experiment's status in words, saying how many trials failed once it is over, and
-    how many ASHA pruned."""
+    """The experiment's status in words; once trials are over it says how many of them
+    failed, diverged, were pruned or cancelled, so a full bar never hides an outcome."""
     failed = counts.get("FAILED", 0)
-    pruned = counts.get("PRUNED", 0)
+    others = [f"{counts[k]} {word}" for k, word in _OUTCOMES if counts.get(k)]
     if status == "FAILED":
         return f"failed: all {failed} trials failed" if failed != 1 else "failed: the trial failed"
-    if status == "COMPLETE_WITH_FAILURES":
-        text = f"finished, {failed} of {n_trials} failed"
-        return text + (f", {pruned} pruned" if pruned else "")
-    if status == "COMPLETE" and pruned:
-        return f"finished, {pruned} of {n_trials} pruned"
+    if status in ("COMPLETE", "COMPLETE_WITH_FAILURES") and others:
+        return f"finished, {others[0].replace(' ', f' of {n_trials} ', 1)}" + "".join(
+            ", " + o for o in others[1:]
+        )
+    if status == "CANCELLED":
+        complete = counts.get("COMPLETE", 0)
+        return f"cancelled: {complete} of {n_trials} complete" + "".join(", " + o for o in others)
     return {"COMPLETE": "finished"}.get(status, status.lower())
 
 
 def trial_json(trial: Any, history: bool = False, full: bool = False) -> dict[str, Any]:
-    """A trial as JSON: flat hyperparameters and final metrics for tables and charts."""
-    row = trial_row(trial)  # the one flattening of a trial, shared with reports and exports
+    """A trial as JSON for tables and charts: every configured value (``params``) and every
+    number it recorded (``metrics``: final metrics, timings, epochs run, parameter count)."""
     result = trial.result or {}
+    values = trial_values(result)
     last = trial.metrics[-1] if trial.metrics else {}
     out: dict[str, Any] = {
         "id": trial.id,
         "state": _state(trial.state),
         "seq": trial.seq,
-        "params": {k: row[k] for k in PARAM_KEYS},
-        "metrics": {k: row[k] for k in FINAL_METRICS if row.get(k) is not None},
+        "params": trial_params(trial.config),
+        "metrics": {k: v for k, v in values.items() if k not in NOT_METRICS},
         "epoch": last.get("epoch") if last else None,
         "epochs_run": result.get("epochs_run", len(trial.metrics)),
-        "train_seconds": row["train_seconds"],
-        "compile_seconds": row["compile_seconds"],
-        "total_seconds": row["total_seconds"],
-        "n_params": row["n_params"],
+        "train_seconds": values.get("train_seconds"),
+        "compile_seconds": values.get("compile_seconds"),
+        "total_seconds": values.get("total_seconds"),
+        "n_params": result.get("n_params"),
         "worker": trial.worker,
         "attempts": trial.attempts,
         "started_at": trial.started_at,
         "finished_at": trial.finished_at,
     }
-    if not out["metrics"] and last:
+    if not result.get("metrics") and last:
         # a running trial shows its latest epoch so the table moves before it finishes
         out["metrics"] = {
             k: last[k]
             for k in ("val_accuracy", "val_loss", "train_accuracy", "train_loss")
-            if k in last
+            if k in last and last[k] is not None
         }
     if history or full:
         out["history"] = list(trial.metrics)
@@ -354,9 +436,23 @@ def trial_json(trial: Any, history: bool = False, full: bool = False) -> dict[st
                 "created_at": trial.created_at,
                 "heartbeat_at": trial.heartbeat_at,
                 "timings": result.get("timings") or {},
+                # the pack it trained in: its timings are its share of the pack's
+                "pack": result.get("pack") or None,
                 "environment": result.get("environment"),
             }
         )
     if trial.error and not full:
         out["error"] = trial.error.strip().splitlines()[-1][:300]
     return out
+
+
+def update_json(store: Any, experiment_id: str, trials: list[Any]) -> dict[str, Any]:
+    """A live update of an experiment page: the trials that changed (with their curves) and
+    the experiment's progress, as a ``trials?since=`` page gives them."""
+    exp = experiment_json(store.get_experiment(experiment_id))
+    return {
+        "experiment_id": experiment_id,
+        "cursor": max(t.seq for t in trials),
+        "trials": [trial_json(t, history=True) for t in trials],
+        **{k: exp[k] for k in ("counts", "n_trials", "status", "status_text", "can_cancel")},
+    }

@@ -31,6 +31,8 @@ from dnnframe.vocabulary import (
     RESIDUALS,
 )
 
+from .around import form_around_best
+from .compare import MAX_COMPARED, spec_differences
 from .context import services
 from .errors import APIError
 from .formatting import duration, significant
@@ -44,10 +46,21 @@ from .security import (
     session_signed_in,
     token_digest,
 )
-from .service import cancel_experiment, experiment_json, submit_spec, trial_json
+from .service import (
+    EXPERIMENT_STATUSES,
+    cancel_experiment,
+    delete_experiment,
+    experiment_json,
+    find_experiments,
+    spec_yaml,
+    submit_spec,
+    trial_json,
+)
+from .summary import dataset_summary, reproduce_commands
 from .uploads import upload_response
 
 bp = Blueprint("ui", __name__)
+INDEX_PAGE = 50  # experiments per page of the index
 bp.add_app_template_filter(significant, "sig")
 bp.add_app_template_filter(duration, "duration")
 
@@ -135,9 +148,26 @@ def _gzipped(path: str, mtime_ns: int, size: int) -> bytes:
 @bp.get("/")
 def index() -> str:
     """All experiments with their progress."""
-    store = services().store
-    experiments = [experiment_json(e) for e in store.list_experiments(limit=200)]
-    return render_template("index.html", experiments=experiments)
+    query = request.args.get("q", "").strip()[:200]
+    status = request.args.get("status", "").upper()
+    if status not in EXPERIMENT_STATUSES:
+        status = ""
+    try:
+        offset = max(0, int(request.args.get("offset", 0)))
+    except ValueError:
+        offset = 0
+    exps, more = find_experiments(services().store, query, status, INDEX_PAGE, offset)
+    return render_template(
+        "index.html",
+        experiments=[experiment_json(e) for e in exps],
+        query=query,
+        status=status,
+        statuses=EXPERIMENT_STATUSES,
+        offset=offset,
+        page_size=INDEX_PAGE,
+        more=more,
+        deleted=request.args.get("deleted", "")[:100],
+    )
 
 
 def _datasets() -> list[dict[str, Any]]:
@@ -152,6 +182,8 @@ def new_experiment() -> Any:
     status = 200
     if request.method == "GET" and token_required():
         return redirect(url_for("ui.login", next=request.path))
+    if request.method == "GET" and request.args.get("around"):
+        form = _form_around(request.args["around"])
     if request.method == "POST":
         check_write_allowed()
         form = {k: request.form.get(k, "") for k in request.form}
@@ -176,6 +208,19 @@ def new_experiment() -> Any:
     ), status
 
 
+def _form_around(experiment_id: str) -> dict[str, Any]:
+    """The form filled in around an experiment's best trial (404 for an unknown id, the
+    defaults while nothing completed)."""
+    store = services().store
+    exp = store.get_experiment(experiment_id)
+    metric, mode = exp.objective
+    best = store.best_trial(exp.id, metric, mode)
+    if best is None:
+        return dict(DEFAULT_FORM)
+    seeds = (exp.spec.get("search") or {}).get("seeds", 1)
+    return form_around_best(exp.name, best.config, seeds if isinstance(seeds, int) else 1)
+
+
 @bp.post("/uploads")
 def upload() -> Any:
     """The form's CSV upload (CSRF-protected; the API's POST /datasets uses the bearer token)."""
@@ -188,7 +233,16 @@ def experiment_page(experiment_id: str) -> str:
     """Live view of one experiment (the page polls the API's since-cursor)."""
     store = services().store
     exp = store.get_experiment(experiment_id)
-    return render_template("experiment.html", exp=experiment_json(exp, store, best=True))
+    first = store.list_trials(experiment_id, limit=1)
+    return render_template(
+        "experiment.html",
+        exp=experiment_json(exp, store, best=True),
+        spec_yaml=spec_yaml(exp.spec),
+        dataset=dataset_summary(first[0].config if first else None, exp.spec),
+        commands=reproduce_commands(
+            exp.id, exp.name, request.url_root, bool(current_app.config.get("API_TOKEN"))
+        ),
+    )
 
 
 @bp.get("/trials/<trial_id>")
@@ -204,3 +258,30 @@ def cancel_page(experiment_id: str) -> Any:
     check_write_allowed()
     cancel_experiment(experiment_id)
     return redirect(url_for("ui.experiment_page", experiment_id=experiment_id), 303)
+
+
+@bp.post("/experiments/<experiment_id>/delete")
+def delete_page(experiment_id: str) -> Any:
+    """The experiment page's delete form: the token (when set), CSRF and the typed name."""
+    check_write_allowed()
+    delete_experiment(experiment_id, request.form.get("confirm", ""))
+    return redirect(url_for("ui.index", deleted=experiment_id), 303)
+
+
+@bp.get("/compare")
+def compare_page() -> str:
+    """Experiments side by side: their specs' differences, best results and overlaid charts."""
+    ids = list(dict.fromkeys(
+        i.strip() for v in request.args.getlist("ids") for i in v.split(",") if i.strip()
+    ))
+    if not 2 <= len(ids) <= MAX_COMPARED:
+        raise APIError(
+            400,
+            f"choose 2 to {MAX_COMPARED} experiments to compare, but got {len(ids)}",
+            [{"path": "ids", "message": f"must name 2 to {MAX_COMPARED} experiments"}],
+        )
+    store = services().store
+    exps = [experiment_json(store.get_experiment(i), store, best=True) for i in ids]
+    return render_template(
+        "compare.html", exps=exps, differences=spec_differences([e["spec"] for e in exps])
+    )

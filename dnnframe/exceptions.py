@@ -113,5 +113,10 @@ class NotFoundError(DnnframeError, KeyError):
         return str(self.args[0]) if self.args else "not found"
 
 
+class ExperimentActiveError(DnnframeError):
+    """An experiment still has trials queued or running where the operation needs it over
+    (deleting it): cancel it and wait for its running trials to stop first."""
+
+
 class TrialCancelled(DnnframeError):
     """Raised inside a running trial when its experiment was cancelled."""

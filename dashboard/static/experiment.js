@@ -1,90 +1,200 @@
-// Experiment page: follows GET /api/v1/experiments/<id>/trials?since=<cursor> every second
-// and redraws the progress, the sortable trial table and the plotly charts.
+// Experiment page: follows GET /api/v1/experiments/<id>/trials?since=<cursor> and redraws the
+// progress, the axes chooser, the sortable trial table and the charts (experiment-charts.js).
 (function () {
   "use strict";
+  const P = window.DnnPlot;
   const meta = JSON.parse(document.getElementById("experiment-data").textContent);
   const trials = new Map();
   let cursor = 0;
   let sortKey = null, sortDesc = false; // null: the sweep's own order (parameters, then id)
   let finishedPolls = 0;
   const FINISHED = new Set(["COMPLETE", "FAILED", "DIVERGED", "PRUNED", "CANCELLED"]);
-  const PLOT_CONFIG = { displaylogo: false, responsive: true };
-  const LAYOUT = {
-    margin: { l: 60, r: 20, t: 40, b: 50 }, height: 320,
-    paper_bgcolor: "rgba(0,0,0,0)", plot_bgcolor: "#fbfbfd",
-    font: { family: "system-ui, -apple-system, 'Segoe UI', sans-serif", size: 12, color: "#222" },
+  // parameters in the order a reader scans them: the layer design first, the seed last
+  const ORDER = ["hidden_layers", "width", "activation", "residual", "residual_learnable", "normalization",
+    "norm_position", "init", "dropout", "optimizer", "learning_rate", "momentum", "batch_size", "max_epochs",
+    "l2", "grad_clip", "lr_schedule.kind", "lr_schedule.warmup_epochs", "dataset"];
+  const EXTRA_VALUES = ["train_seconds", "compile_seconds", "total_seconds", "epochs_run", "n_params"];
+  // what the reader picked; a control left alone follows what the sweep varies
+  const chosen = {};
+  const controls = {
+    x: document.getElementById("x-param"), y: document.getElementById("y-metric"),
+    group: document.getElementById("group-by"), curveMetric: document.getElementById("curve-metric"),
+    mode: document.getElementById("curve-mode"), smoothing: document.getElementById("smoothing"),
+    logY: document.getElementById("log-y"), evaluator: document.getElementById("evaluator"),
   };
 
-  // numbers with 4 significant digits: 0.8333, 0.05, 12.35, 1e-7
-  function fmt(v) {
-    if (v === null || v === undefined || Number.isNaN(v)) return "";
-    if (typeof v === "number") return Number.isInteger(v) ? String(v) : String(Number(v.toPrecision(4)));
-    if (Array.isArray(v)) return v.join("/");
-    return String(v);
+  function rank(p) {
+    if (p === "seed") return 1000;
+    const i = ORDER.indexOf(p);
+    return i < 0 ? 500 : i;
   }
 
-  function row(t) {
-    return {
-      id: t.id, seq: t.seq, state: t.state, hidden_layers: t.params.hidden_layers,
-      width: t.params.width, activation: t.params.activation, optimizer: t.params.optimizer,
-      learning_rate: t.params.learning_rate, seed: t.params.seed, epoch: t.epoch,
-      test_accuracy: t.metrics.test_accuracy, val_accuracy: t.metrics.val_accuracy,
-      train_seconds: t.train_seconds, error: t.error,
-    };
+  function variedParams(all) {
+    const keys = new Set();
+    for (const t of all) for (const k of Object.keys(t.params)) keys.add(k);
+    return P.varying(all, Array.from(keys)).sort(function (a, b) { return rank(a) - rank(b) || a.localeCompare(b); });
   }
+
+  function metricNames(all) {
+    const names = new Set();
+    for (const t of all) for (const k of Object.keys(t.metrics || {})) if (t.state !== "RUNNING") names.add(k);
+    const objective = meta.objective && meta.objective.metric;
+    const list = Array.from(names).sort(function (a, b) {
+      return (b === objective) - (a === objective) || a.localeCompare(b);
+    });
+    return list.concat(EXTRA_VALUES.filter(function (k) {
+      return all.some(function (t) { return typeof t[k] === "number"; });
+    }));
+  }
+
+  function curveNames(all) {
+    const names = new Set();
+    for (const t of all) for (const h of t.history || []) for (const k of Object.keys(h)) {
+      if (k !== "epoch" && typeof h[k] === "number") names.add(k);
+    }
+    return Array.from(names).sort();
+  }
+
+  function setOptions(select, values, labels, selected) {
+    const current = Array.from(select.options).map(function (o) { return o.value; }).join("\n");
+    if (current !== values.join("\n")) {
+      select.innerHTML = "";
+      values.forEach(function (v, i) {
+        const o = document.createElement("option");
+        o.value = v;
+        o.textContent = labels[i];
+        select.appendChild(o);
+      });
+    }
+    select.value = selected;
+  }
+
+  // The axes: the reader's picks, else defaults that follow what the sweep varies.
+  function choose(all) {
+    const varied = variedParams(all);
+    const notSeed = varied.filter(function (p) { return p !== "seed"; });
+    const numeric = notSeed.filter(function (p) { return all.every(function (t) { return typeof t.params[p] === "number"; }); });
+    const xOptions = varied.length ? varied : ["hidden_layers"];
+    let x = chosen.x && xOptions.indexOf(chosen.x) >= 0 ? chosen.x
+      : varied.indexOf("hidden_layers") >= 0 ? "hidden_layers" : (numeric[0] || notSeed[0] || xOptions[0]);
+    const few = function (p) { return new Set(all.map(function (t) { return JSON.stringify(t.params[p]); })).size <= 24; };
+    const groupable = varied.filter(function (p) { return p !== x && few(p); });
+    const group = chosen.group !== undefined ? (groupable.indexOf(chosen.group) >= 0 ? chosen.group : "")
+      : (groupable.filter(function (p) { return p !== "seed"; })[0] || "");
+    setOptions(controls.x, xOptions, xOptions.map(P.label), x);
+    setOptions(controls.group, [""].concat(groupable), ["(none)"].concat(groupable.map(P.label)), group);
+
+    const metrics = metricNames(all);
+    const objective = meta.objective && meta.objective.metric;
+    const yOptions = metrics.length ? metrics : [objective || "test_accuracy"];
+    const y = chosen.y && yOptions.indexOf(chosen.y) >= 0 ? chosen.y
+      : yOptions.indexOf(objective) >= 0 ? objective : yOptions[0];
+    setOptions(controls.y, yOptions, yOptions.map(P.label), y);
+
+    const search = meta.search || {};
+    const curveOptions = curveNames(all);
+    const counterpart = String(objective || "").replace(/^test_/, "val_");
+    const curveMetric = chosen.curveMetric && curveOptions.indexOf(chosen.curveMetric) >= 0 ? chosen.curveMetric
+      : [search.prunes ? search.rung_metric : null, counterpart, "val_accuracy", "val_loss"]
+        .filter(function (m) { return m && curveOptions.indexOf(m) >= 0; })[0] || curveOptions[0] || "";
+    setOptions(controls.curveMetric, curveOptions.length ? curveOptions : [""],
+      curveOptions.length ? curveOptions.map(P.label) : ["(none yet)"], curveMetric);
+    const withHistory = all.filter(function (t) { return t.history && t.history.length; }).length;
+    const mode = chosen.mode || (withHistory > 12 ? "groups" : "trials");
+    controls.mode.value = mode;
+    return { x: x, y: y, group: group, varied: varied, curveMetric: curveMetric, mode: mode,
+      smoothing: parseFloat(controls.smoothing.value) || 0, logY: controls.logY.checked,
+      evaluator: controls.evaluator.value };
+  }
+
+  for (const name of ["x", "y", "group", "curveMetric", "mode", "evaluator"]) {
+    controls[name].addEventListener("change", function () { chosen[name] = controls[name].value; redraw(); });
+  }
+  controls.smoothing.addEventListener("input", function () {
+    document.getElementById("smoothing-value").textContent = controls.smoothing.value;
+    redraw();
+  });
+  controls.logY.addEventListener("change", redraw);
 
   // ----------------------------------------------------------------- table
-  const tbody = document.querySelector("#trials tbody");
-  for (const th of document.querySelectorAll("#trials th[data-key]")) {
-    th.addEventListener("click", function () {
-      const key = th.dataset.key;
-      sortDesc = sortKey === key ? !sortDesc : th.hasAttribute("data-num");
-      sortKey = key;
-      for (const o of document.querySelectorAll("#trials th")) o.classList.remove("asc", "desc");
-      th.classList.add(sortDesc ? "desc" : "asc");
-      renderTable();
-    });
+  const table = document.getElementById("trials");
+  const thead = table.querySelector("thead");
+  const tbody = table.querySelector("tbody");
+  let columnsKey = "";
+  let columns = [];
+
+  function cell(t, key) {
+    if (key === "state" || key === "id" || key === "epoch") return t[key];
+    return window.DnnCharts.value(t, key);
   }
 
-  function compareValues(x, y) {
-    const xm = x === null || x === undefined, ym = y === null || y === undefined;
-    if (xm || ym) return xm === ym ? 0 : (xm ? 1 : -1); // blanks last
-    return typeof x === "number" && typeof y === "number" ? x - y : String(x).localeCompare(String(y));
+  function setColumns(varied, y) {
+    const objective = (meta.objective && meta.objective.metric) || "test_accuracy";
+    const metricCols = [objective, objective.replace(/^test_/, "val_")];
+    if (metricCols.indexOf(y) < 0 && EXTRA_VALUES.indexOf(y) < 0) metricCols.push(y);
+    const next = [{ key: "state", label: "State" }]
+      .concat(varied.map(function (p) { return { key: p, label: P.label(p), num: true }; }))
+      .concat([{ key: "epoch", label: "Epochs", num: true }])
+      .concat(metricCols.map(function (m) { return { key: m, label: P.label(m), num: true, metric: true }; }))
+      .concat([{ key: "train_seconds", label: "Train s", num: true, metric: true }, { key: "id", label: "Trial" }]);
+    const key = next.map(function (c) { return c.key; }).join(",");
+    if (key === columnsKey) return;
+    columnsKey = key;
+    columns = next;
+    const tr = document.createElement("tr");
+    for (const c of columns) {
+      const th = document.createElement("th");
+      th.dataset.key = c.key;
+      if (c.num) th.dataset.num = "";
+      th.textContent = c.label;
+      if (c.key === sortKey) th.classList.add(sortDesc ? "desc" : "asc");
+      th.addEventListener("click", function () {
+        sortDesc = sortKey === c.key ? !sortDesc : th.hasAttribute("data-num");
+        sortKey = c.key;
+        for (const o of thead.querySelectorAll("th")) o.classList.remove("asc", "desc");
+        th.classList.add(sortDesc ? "desc" : "asc");
+        renderTable();
+      });
+      tr.appendChild(th);
+    }
+    thead.innerHTML = "";
+    thead.appendChild(tr);
   }
 
   // A trial's place never depends on its state or change number, so rows stay put while
   // trials move from QUEUED to RUNNING to COMPLETE.
-  const STABLE_KEYS = ["hidden_layers", "width", "activation", "optimizer", "learning_rate", "seed", "id"];
   function stableOrder(a, b) {
-    for (const k of STABLE_KEYS) {
-      const c = compareValues(a[k], b[k]);
-      if (c) return c;
+    for (const c of columns) {
+      if (c.key === "state" || c.key === "epoch" || c.metric || c.key === "id") continue;
+      const d = P.compare(a.params[c.key], b.params[c.key]);
+      if (d) return d;
     }
-    return 0;
+    return P.compare(a.id, b.id);
   }
 
   function renderTable() {
-    const rows = Array.from(trials.values()).map(row);
+    const rows = Array.from(trials.values());
     rows.sort(function (a, b) {
       if (sortKey !== null) {
-        const x = a[sortKey], y = b[sortKey];
+        const x = cell(a, sortKey), y = cell(b, sortKey);
         const blank = (x === null || x === undefined) !== (y === null || y === undefined);
-        const c = compareValues(x, y);
+        const c = P.compare(x, y);
         if (c) return blank || !sortDesc ? c : -c;
       }
       return stableOrder(a, b);
     });
-    const html = rows.map(function (r) {
-      const title = r.error ? ' title="' + escapeHtml(r.error) + '"' : "";
-      return '<tr data-trial="' + r.id + '" data-state="' + r.state + '">' +
-        '<td><span class="state state-' + r.state + '"' + title + ">" + r.state + "</span></td>" +
-        "<td>" + fmt(r.hidden_layers) + "</td><td>" + fmt(r.width) + "</td><td>" + fmt(r.activation) +
-        "</td><td>" + fmt(r.optimizer) + "</td><td>" + fmt(r.learning_rate) + "</td><td>" + fmt(r.seed) +
-        "</td><td>" + fmt(r.epoch) + '</td><td class="num">' + fmt(r.test_accuracy) + '</td><td class="num">' +
-        fmt(r.val_accuracy) + '</td><td class="num">' + fmt(r.train_seconds) + "</td>" +
-        '<td><a href="' + meta.trial_page.replace("TRIAL_ID", r.id) + '"><code>' + r.id.slice(0, 10) + "…</code></a></td></tr>";
+    tbody.innerHTML = rows.map(function (t) {
+      return '<tr data-trial="' + t.id + '" data-state="' + t.state + '">' + columns.map(function (c) {
+        if (c.key === "state") {
+          const title = t.error ? ' title="' + escapeHtml(t.error) + '"' : "";
+          return '<td><span class="state state-' + t.state + '"' + title + ">" + t.state + "</span></td>";
+        }
+        if (c.key === "id") {
+          return '<td><a href="' + meta.trial_page.replace("TRIAL_ID", t.id) + '"><code>' + t.id.slice(0, 10) + "…</code></a></td>";
+        }
+        return "<td" + (c.num ? ' class="num"' : "") + ">" + escapeHtml(P.fmt(cell(t, c.key))) + "</td>";
+      }).join("") + "</tr>";
     }).join("");
-    tbody.innerHTML = html;
   }
 
   function escapeHtml(s) {
@@ -93,264 +203,133 @@
     });
   }
 
-  // ----------------------------------------------------------------- charts
-  // Every parameter a trial has; a chart's series are named by the ones that vary.
-  const PARAMS = ["hidden_layers", "width", "activation", "optimizer", "learning_rate", "batch_size",
-    "max_epochs", "dataset", "seed"];
-  const PARAM_LABELS = { hidden_layers: "layers", learning_rate: "lr", batch_size: "batch",
-    max_epochs: "epochs", optimizer: "optimiser" };
+  // ----------------------------------------------------------------- progress
+  const SEGMENTS = ["COMPLETE", "PRUNED", "DIVERGED", "FAILED", "CANCELLED", "RUNNING"];
 
-  function varyingParams(list, candidates) {
-    return candidates.filter(function (p) {
-      return new Set(list.map(function (t) { return JSON.stringify(t.params[p]); })).size > 1;
-    });
-  }
-
-  function seriesLabeler(list, candidates) {
-    const varying = varyingParams(list, candidates);
-    return function (t) {
-      if (!varying.length) return "all";
-      return varying.map(function (p) { return (PARAM_LABELS[p] || p) + " " + fmt(t.params[p]); }).join(", ");
-    };
-  }
-
-  // An integer tick step that gives at most about `count` ticks over [0, span]: 1, 2, 5, 10, 20, …
-  function integerStep(span, count) {
-    const raw = Math.max(1, span / (count || 8));
-    const magnitude = Math.pow(10, Math.floor(Math.log10(raw)));
-    for (const m of [1, 2, 5, 10]) {
-      if (m * magnitude >= raw) return m * magnitude;
-    }
-    return 10 * magnitude;
-  }
-
-  function integerAxis(values, title) {
-    const lo = Math.min.apply(null, values), hi = Math.max.apply(null, values);
-    return { title: { text: title }, tickmode: "linear", tick0: 0, dtick: integerStep(hi - lo), tickformat: "d" };
-  }
-
-  function meanStd(values) {
-    const n = values.length;
-    const mean = values.reduce(function (a, b) { return a + b; }, 0) / n;
-    const variance = n > 1 ? values.reduce(function (a, b) { return a + (b - mean) * (b - mean); }, 0) / (n - 1) : 0;
-    return [mean, Math.sqrt(variance)];
-  }
-
-  // Hidden layers (x) vs a per-trial value (y): mean and ± one standard deviation over seeds.
-  const SERIES_PARAMS = PARAMS.filter(function (p) { return p !== "hidden_layers" && p !== "seed"; });
-  function depthTraces(list, value, collapse) {
-    const label = collapse ? function () { return "all"; } : seriesLabeler(list, SERIES_PARAMS);
-    const groups = new Map();
-    for (const t of list) {
-      const y = value(t);
-      if (y === null || y === undefined) continue;
-      const key = label(t);
-      if (!groups.has(key)) groups.set(key, new Map());
-      const byDepth = groups.get(key);
-      const d = t.params.hidden_layers;
-      if (!byDepth.has(d)) byDepth.set(d, []);
-      byDepth.get(d).push(y);
-    }
-    if (groups.size > 12) return depthTraces(list, value, true); // too many series to read
-    return Array.from(groups.entries()).map(function ([name, byDepth]) {
-      const depths = Array.from(byDepth.keys()).sort(function (a, b) { return a - b; });
-      const stats = depths.map(function (d) { return meanStd(byDepth.get(d)); });
-      return {
-        type: "scatter", mode: "lines+markers", name: name, x: depths,
-        y: stats.map(function (s) { return s[0]; }),
-        error_y: { type: "data", array: stats.map(function (s) { return s[1]; }), visible: true },
-        text: depths.map(function (d) { return byDepth.get(d).length + " seed(s)"; }),
-      };
-    });
-  }
-
-  // A chart with nothing to draw says why instead of showing empty default axes.
-  function draw(id, traces, layout, emptyText) {
-    const el = document.getElementById(id);
-    if (!traces.length) {
-      if (el.dataset.waiting !== emptyText) {
-        Plotly.purge(el);
-        el.textContent = "";
-        const note = document.createElement("div");
-        note.className = "chart-waiting";
-        note.textContent = emptyText;
-        el.appendChild(note);
-        el.dataset.waiting = emptyText;
-      }
-      return;
-    }
-    if (el.dataset.waiting !== undefined) {
-      el.textContent = "";
-      delete el.dataset.waiting;
-    }
-    Plotly.react(el, traces, layout, PLOT_CONFIG);
-  }
-
-  function renderCharts() {
-    if (typeof Plotly === "undefined") return;
-    const all = Array.from(trials.values());
-    const done = all.filter(function (t) { return t.state === "COMPLETE"; });
-    const over = all.length > 0 && all.every(function (t) { return FINISHED.has(t.state); });
-    const waiting = over ? "No trial completed: nothing to plot" : "Waiting for the first trial to finish…";
-    let objective = meta.objective && meta.objective.metric && meta.objective.metric.indexOf("test_") === 0
-      ? meta.objective.metric : "test_accuracy";
-    if (done.length && !done.some(function (t) { return t.metrics[objective] !== undefined; })) {
-      objective = "test_loss"; // regression trials have no accuracy
-    }
-    const depths = done.map(function (t) { return t.params.hidden_layers; });
-    draw("chart-accuracy", depthTraces(done, function (t) { return t.metrics[objective]; }),
-      Object.assign({}, LAYOUT, { title: { text: "Hidden layers vs " + objective.replace("_", " ") + " (mean ± sd over seeds)" },
-        xaxis: integerAxis(depths, "hidden layers"), yaxis: { title: { text: objective.replace("_", " ") } } }), waiting);
-    draw("chart-time", depthTraces(done, function (t) { return t.train_seconds; }),
-      Object.assign({}, LAYOUT, { title: { text: "Hidden layers vs training time (mean ± sd over seeds)" },
-        xaxis: integerAxis(depths, "hidden layers"), yaxis: { title: { text: "seconds" }, rangemode: "tozero" } }), waiting);
-
-    // Learning curves; with ASHA pruning, the rung chart: the metric ASHA compares against
-    // the epoch, the rungs marked, pruned trials faded and dotted where they stopped.
-    const search = meta.search || { prunes: false, rungs: [] };
-    const hasMetric = function (m) {
-      return all.some(function (t) { return (t.history || []).some(function (h) { return h[m] !== undefined && h[m] !== null; }); });
-    };
-    const curveMetric = search.prunes && search.rung_metric && hasMetric(search.rung_metric) ? search.rung_metric
-      : hasMetric("val_accuracy") ? "val_accuracy" : "val_loss";
-    const withHistory = all.filter(function (t) { return t.history && t.history.length; })
-      .sort(function (a, b) { return stableOrder(row(a), row(b)); }).slice(0, search.prunes ? 300 : 80);
-    const curveLabel = seriesLabeler(withHistory, PARAMS);
-    const curves = withHistory.map(function (t) {
-      return {
-        type: "scatter", mode: "lines", name: curveLabel(t),
-        x: t.history.map(function (h) { return h.epoch; }), y: t.history.map(function (h) { return h[curveMetric]; }),
-        line: { width: t.state === "PRUNED" ? 1 : 1.5, dash: t.state === "PRUNED" ? "dot" : "solid" },
-        opacity: t.state === "RUNNING" ? 1 : t.state === "PRUNED" ? 0.3 : 0.75,
-        meta: t.state,
-      };
-    });
-    const epochs = withHistory.reduce(function (a, t) { return a.concat(t.history.map(function (h) { return h.epoch; })); }, []);
-    const rungLines = (search.rungs || []).map(function (r) {
-      return { type: "line", xref: "x", yref: "paper", x0: r, x1: r, y0: 0, y1: 1,
-        line: { color: "#999", width: 1, dash: "dash" } };
-    });
-    const nPruned = all.filter(function (t) { return t.state === "PRUNED"; }).length;
-    const curveTitle = search.prunes
-      ? "Rung chart: " + curveMetric.replace("_", " ") + " by epoch (rungs dashed; " + nPruned + " pruned, faded)"
-      : "Learning curves (" + curveMetric.replace("_", " ") + ")";
-    draw("chart-curves", curves, Object.assign({}, LAYOUT, {
-      title: { text: curveTitle }, showlegend: curves.length <= 12, shapes: rungLines,
-      xaxis: integerAxis(epochs.concat(search.rungs || []), "epoch"), yaxis: { title: { text: curveMetric.replace("_", " ") } } }),
-      over ? "No learning curve was recorded" : "Waiting for the first epoch…");
-
-    // Best so far against time: the best objective among the trials completed by then.
-    const better = meta.objective && meta.objective.mode === "min"
-      ? function (a, b) { return a < b; } : function (a, b) { return a > b; };
-    const t0 = meta.created_at || 0;
-    const finishedIn = done.filter(function (t) { return t.finished_at && t.metrics[objective] !== undefined; })
-      .sort(function (a, b) { return a.finished_at - b.finished_at; });
-    const stepX = [], stepY = [];
-    let bestSoFar = null;
-    for (const t of finishedIn) {
-      const v = t.metrics[objective];
-      if (bestSoFar === null || better(v, bestSoFar)) bestSoFar = v;
-      stepX.push(t.finished_at - t0);
-      stepY.push(bestSoFar);
-    }
-    draw("chart-best", finishedIn.length ? [
-      { type: "scatter", mode: "markers", name: "completed trial", marker: { size: 5, color: "#bbb" },
-        x: finishedIn.map(function (t) { return t.finished_at - t0; }), y: finishedIn.map(function (t) { return t.metrics[objective]; }) },
-      { type: "scatter", mode: "lines", name: "best so far", line: { shape: "hv", width: 2 }, x: stepX, y: stepY },
-    ] : [], Object.assign({}, LAYOUT, { title: { text: "Best " + objective.replace("_", " ") + " so far" },
-      xaxis: { title: { text: "seconds since submission" }, rangemode: "tozero" },
-      yaxis: { title: { text: objective.replace("_", " ") } } }), waiting);
-
-    const pts = done.filter(function (t) { return t.metrics[objective] !== undefined; });
-    const cat = function (key) {
-      const values = Array.from(new Set(all.map(function (t) { return String(t.params[key]); }))).sort();
-      return { label: key, values: pts.map(function (t) { return values.indexOf(String(t.params[key])); }),
-        tickvals: values.map(function (_, i) { return i; }), ticktext: values };
-    };
-    // numeric parameters: a few distinct values are the ticks themselves (integers, or the
-    // learning rates on a log axis); many integers get integer steps; one value sits mid-axis
-    const numeric = function (key, label, transform) {
-      const raw = pts.map(function (t) { return t.params[key]; });
-      const distinct = Array.from(new Set(raw)).sort(function (a, b) { return a - b; });
-      const values = raw.map(transform || Number);
-      let ticks = distinct;
-      if (distinct.length > 10 && !transform) {
-        const step = integerStep(distinct[distinct.length - 1] - distinct[0]);
-        ticks = [];
-        for (let v = Math.ceil(distinct[0] / step) * step; v <= distinct[distinct.length - 1]; v += step) ticks.push(v);
-      }
-      const dim = { label: label, values: values };
-      if (ticks.length <= 10) {
-        dim.tickvals = ticks.map(transform || Number);
-        dim.ticktext = ticks.map(function (v) { return fmt(v); });
-      }
-      if (distinct.length === 1) {
-        const v = values[0];
-        dim.range = [v - 1, v + 1];
-      }
-      return dim;
-    };
-    const dims = [
-      numeric("hidden_layers", "hidden layers"),
-      Object.assign(cat("width"), { label: "width" }),
-      numeric("learning_rate", "lr (log)", Math.log10),
-      cat("activation"), Object.assign(cat("optimizer"), { label: "optimiser" }),
-      numeric("seed", "seed"),
-      { label: objective.replace("_", " "), values: pts.map(function (t) { return t.metrics[objective]; }) },
-    ];
-    draw("chart-parallel", pts.length ? [{
-      type: "parcoords", dimensions: dims, labelangle: 0, labelside: "top",
-      // a halo behind the tick labels keeps them readable where lines cross them
-      tickfont: { size: 11, shadow: "auto" },
-      line: { color: pts.map(function (t) { return t.metrics[objective]; }), colorscale: "Viridis", showscale: true },
-    }] : [], Object.assign({}, LAYOUT, { title: { text: "Hyperparameters → " + objective.replace("_", " "), y: 0.98 },
-      margin: { l: 60, r: 60, t: 90, b: 30 } }), waiting);
-  }
-
-  // ----------------------------------------------------------------- progress + polling
-  function renderProgress(data) {
+  function renderProgress(data, varied) {
     const counts = data.counts || {};
-    const finished = Object.keys(counts).reduce(function (a, k) { return a + (FINISHED.has(k) ? counts[k] : 0); }, 0);
-    const pct = data.n_trials ? (100 * finished / data.n_trials) : 100;
-    document.getElementById("progress-fill").style.width = pct.toFixed(1) + "%";
-    document.getElementById("progress-text").textContent = finished + " / " + data.n_trials + " trials finished";
-    document.getElementById("counts").innerHTML = Object.keys(counts).filter(function (k) { return counts[k]; })
-      .map(function (k) { return '<span class="state state-' + k + '">' + k + " " + counts[k] + "</span>"; }).join(" ");
+    const n = data.n_trials || 0;
+    const over = Object.keys(counts).reduce(function (a, k) { return a + (FINISHED.has(k) ? counts[k] : 0); }, 0);
+    for (const s of SEGMENTS) {
+      const el = document.getElementById("progress-" + s);
+      if (el) el.style.width = (n ? 100 * (counts[s] || 0) / n : 0).toFixed(2) + "%";
+    }
+    const parts = SEGMENTS.concat(["QUEUED"]).filter(function (k) { return counts[k]; })
+      .map(function (k) { return counts[k] + " " + k.toLowerCase(); });
+    document.getElementById("progress-text").textContent = over + " of " + n + " trials over" +
+      (parts.length ? ": " + parts.join(", ") : "");
     const status = document.getElementById("status");
     status.textContent = data.status_text || data.status;
     status.className = "state state-" + data.status;
-    const done = Array.from(trials.values()).filter(function (t) { return t.metrics.test_accuracy !== undefined; });
-    if (done.length) {
-      const best = done.reduce(function (a, b) { return b.metrics.test_accuracy > a.metrics.test_accuracy ? b : a; });
-      document.getElementById("best").textContent = "best test accuracy " + fmt(best.metrics.test_accuracy) + " — " +
-        best.params.hidden_layers + " hidden layer(s) × " + fmt(best.params.width) + ", " + best.params.activation + ", " +
-        best.params.optimizer + " lr " + fmt(best.params.learning_rate);
+    // over while the page was open: nothing is left to cancel (the server would refuse it)
+    const cancel = document.getElementById("cancel");
+    if (cancel && data.can_cancel === false) cancel.form.remove();
+    const objective = meta.objective || { metric: "test_accuracy", mode: "max" };
+    const scored = Array.from(trials.values()).filter(function (t) {
+      return t.state === "COMPLETE" && typeof t.metrics[objective.metric] === "number";
+    });
+    if (scored.length) {
+      const min = objective.mode === "min";
+      const best = scored.reduce(function (a, b) {
+        const x = a.metrics[objective.metric], y = b.metrics[objective.metric];
+        return (min ? y < x : y > x) ? b : a;
+      });
+      const el = document.getElementById("best");
+      el.textContent = "best " + P.label(objective.metric) + " " + P.fmt(best.metrics[objective.metric]) +
+        " (" + (min ? "lowest" : "highest") + ") — " + (varied.filter(function (p) { return p !== "seed"; })
+        .map(function (p) { return P.label(p) + " " + P.fmt(best.params[p]); }).join(", ") || "the only configuration");
+      el.dataset.trial = best.id;
     }
-    return finished >= data.n_trials;
+    return over >= n;
   }
 
-  async function poll() {
-    let more = true, changed = false, last = null;
-    try {
-      while (more) {
-        const res = await fetch(meta.trials_url + "?history=1&since=" + cursor);
-        if (!res.ok) throw new Error("HTTP " + res.status);
-        last = await res.json();
-        for (const t of last.trials) trials.set(t.id, t);
-        changed = changed || last.trials.length > 0;
-        cursor = last.cursor;
-        more = last.more;
-      }
-    } catch (e) {
-      document.getElementById("progress-text").textContent = "lost contact with the server (" + e.message + "), retrying…";
-      setTimeout(poll, 2000);
-      return;
-    }
-    const finished = renderProgress(last);
-    if (changed) { renderTable(); renderCharts(); }
-    finishedPolls = finished ? finishedPolls + 1 : 0;
-    if (finishedPolls < 3) setTimeout(poll, 1000);
-    else setTimeout(poll, 10000); // finished: keep an eye out for a resubmission, slowly
+  // ----------------------------------------------------------------- polling
+  let last = null;
+  function redraw() {
+    const all = Array.from(trials.values());
+    const choice = choose(all);
+    setColumns(choice.varied, choice.y);
+    if (last) renderProgress(last, choice.varied);
+    renderTable();
+    window.DnnCharts.render(all, meta, choice);
   }
-  poll();
+
+  // Read every change since the cursor; true when the experiment is over.
+  let fetching = null, again = false;
+  async function fetchChanges() {
+    let more = true, changed = false;
+    while (more) {
+      const res = await fetch(meta.trials_url + "?history=1&since=" + cursor);
+      if (!res.ok) throw new Error("HTTP " + res.status);
+      last = await res.json();
+      for (const t of last.trials) trials.set(t.id, t);
+      changed = changed || last.trials.length > 0;
+      cursor = last.cursor;
+      more = last.more;
+    }
+    const all = Array.from(trials.values());
+    const finished = renderProgress(last, variedParams(all));
+    if (changed) redraw();
+    return finished;
+  }
+
+  // One read at a time; an event that arrives during a read asks for one more after it.
+  function refresh() {
+    if (fetching) { again = true; return fetching; }
+    fetching = fetchChanges().finally(function () {
+      fetching = null;
+      if (again) { again = false; refresh(); }
+    });
+    return fetching;
+  }
+
+  function lostContact(e) {
+    document.getElementById("progress-text").textContent = "lost contact with the server (" + e.message + "), retrying…";
+  }
+
+  // Polling: every second while trials run, every ten once the experiment is over.
+  async function poll(until) {
+    try {
+      const finished = await refresh();
+      finishedPolls = finished ? finishedPolls + 1 : 0;
+    } catch (e) {
+      lostContact(e);
+    }
+    if (until && Date.now() > until) return follow();
+    setTimeout(function () { poll(until); }, finishedPolls < 3 ? 1000 : 10000);
+  }
+
+  // Server-sent events: the server says when the experiment changed, the page reads the
+  // changes then. A server that refuses the stream (too many pages open) or a browser
+  // without EventSource gets polled instead, and the stream is tried again later.
+  function follow() {
+    if (!window.EventSource || !meta.events_url) {
+      document.body.dataset.live = "poll";
+      return poll(null);
+    }
+    const source = new EventSource(meta.events_url + "?since=" + cursor);
+    source.addEventListener("change", function () {
+      document.body.dataset.live = "stream";
+      refresh().catch(lostContact);
+    });
+    // the changed trials themselves: nothing to read back (a newer copy from a read wins)
+    source.addEventListener("trials", function (event) {
+      const update = JSON.parse(event.data);
+      for (const t of update.trials) {
+        const held = trials.get(t.id);
+        if (!held || held.seq <= t.seq) trials.set(t.id, t);
+      }
+      last = Object.assign({}, last, update);
+      renderProgress(last, variedParams(Array.from(trials.values())));
+      redraw();
+    });
+    source.addEventListener("error", function () {
+      if (source.readyState !== EventSource.CLOSED) return; // it reconnects by itself
+      source.close();
+      document.body.dataset.live = "poll";
+      poll(Date.now() + 30000);
+    });
+  }
+
+  refresh().catch(lostContact).finally(follow);
 })();

@@ -156,6 +156,24 @@ class ResultStore(abc.ABC):
         """
 
     @abc.abstractmethod
+    def delete_experiment(self, experiment_id: str) -> int:
+        """Remove an experiment that is over, with every trial that belongs to it alone.
+
+        A trial it shares with another experiment stays, results and all, and only loses its
+        link to this one (its ``seq`` moves, as its ``experiment_ids`` changed). Queued
+        dispatches of the removed trials go too. Idempotent: an unknown (or already
+        deleted) experiment removes nothing and returns 0, so a retry after a lost
+        connection is safe.
+
+        Returns:
+            How many trials were removed.
+        Raises:
+            ExperimentActiveError: a trial that belongs to it alone is QUEUED or RUNNING
+                (nothing is removed; cancel the experiment and let its trials stop first).
+            ValueError: an empty experiment id.
+        """
+
+    @abc.abstractmethod
     def get_experiment(self, experiment_id: str) -> ExperimentRecord:
         """The experiment with its trial ``counts``. Raises NotFoundError if unknown."""
 

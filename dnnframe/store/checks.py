@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from ..exceptions import ExperimentActiveError
 from .records import TrialState
 
 
@@ -195,3 +196,16 @@ def check_rung_args(epoch: int, metric: str) -> None:
         raise ValueError(f"epoch must be an integer >= 1, got {epoch!r}")
     if not isinstance(metric, str) or not _METRIC_NAME.fullmatch(metric):
         raise ValueError(f"metric must be a plain name (letters, digits, _), got {metric!r}")
+
+
+def check_experiment_id(experiment_id: str) -> None:
+    """An experiment id must be a non-empty string, else ValueError naming it."""
+    if not experiment_id or not isinstance(experiment_id, str):
+        raise ValueError(f"experiment_id must be a non-empty string, got {experiment_id!r}")
+
+
+def active_error(experiment_id: str, active: list[str]) -> ExperimentActiveError:
+    """The refusal to delete an experiment whose own trials still wait or run."""
+    return ExperimentActiveError(
+        f"experiment {experiment_id!r} still has {len(active)} trial(s) queued or running "
+        f"(first: {active[0]}); cancel it and let them stop before deleting it")

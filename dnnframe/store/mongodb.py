@@ -31,7 +31,9 @@ from ..exceptions import NotFoundError, StoreError
 from .base import FinishItem, ResultStore, json_safe, now
 from .checks import (
     MetricsBatch,
+    active_error,
     check_experiment_args,
+    check_experiment_id,
     check_finish_items,
     check_held,
     check_ids,
@@ -156,6 +158,29 @@ class MongoStore(ResultStore):
         return len(self._update_each(query, {"state": "CANCELLED", "finished_at": now(),
                                              "error": "experiment cancelled before the trial "
                                                       "started"}, call))
+
+    @retry_write
+    def delete_experiment(self, experiment_id: str, *, call: WriteCall) -> int:
+        check_experiment_id(experiment_id)
+        if self._db.experiments.find_one({"_id": experiment_id}, {"_id": 1}) is None:
+            return 0
+        alone = {"experiment_ids": [experiment_id]}  # linked to this experiment only
+        active = [d["_id"] for d in self._db.trials.find(
+            {**alone, "state": {"$in": ["QUEUED", "RUNNING"]}}, {"_id": 1}).sort("order", 1)]
+        if active:
+            raise active_error(experiment_id, active)
+        own = [d["_id"] for d in self._db.trials.find(alone, {"_id": 1})]
+        # the experiment goes last: a retry after a lost connection finds it and finishes
+        self._db.held_dispatch.delete_many({"_id": {"$in": own}})
+        self._db.trials.delete_many(
+            {**alone, "_id": {"$in": own}, "state": {"$nin": ["QUEUED", "RUNNING"]}})
+        shared = {"experiment_ids": experiment_id}
+        ids = [d["_id"] for d in self._db.trials.find(shared, {"_id": 1})]
+        self._db.trials.update_many(shared, {"$pull": {"experiment_ids": experiment_id}})
+        if ids:
+            self._update_each({"_id": {"$in": ids}}, {}, call)
+        self._db.experiments.delete_one({"_id": experiment_id})
+        return len(own)
 
     def _update_each(self, query: dict[str, Any], changes: dict[str, Any],
                      call: WriteCall) -> list[str]:

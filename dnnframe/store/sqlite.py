@@ -13,7 +13,9 @@ from ..exceptions import NotFoundError
 from .base import FinishItem, ResultStore, dumps, now
 from .checks import (
     MetricsBatch,
+    active_error,
     check_experiment_args,
+    check_experiment_id,
     check_finish_items,
     check_held,
     check_ids,
@@ -141,6 +143,29 @@ class SQLiteStore(ResultStore):
                           "FROM experiments ORDER BY created_at DESC, rowid DESC LIMIT ? OFFSET ?",
                           (-1 if limit is None else limit, offset))
         return [self._experiment(r) for r in rows]
+
+    def delete_experiment(self, experiment_id: str) -> int:
+        check_experiment_id(experiment_id)
+        with self._tx() as c:
+            if c.execute("SELECT 1 FROM experiments WHERE id = ?", (experiment_id,)).fetchone() is None:
+                return 0
+            rows = c.execute(
+                "SELECT t.id, t.state, EXISTS (SELECT 1 FROM experiment_trials o WHERE "
+                "o.trial_id = t.id AND o.experiment_id != ?) FROM experiment_trials et JOIN "
+                "trials t ON t.id = et.trial_id WHERE et.experiment_id = ? ORDER BY t.rowid",
+                (experiment_id, experiment_id)).fetchall()
+            own = [tid for tid, _, shared in rows if not shared]
+            active = [tid for tid, state, shared in rows
+                      if not shared and state in ("QUEUED", "RUNNING")]
+            if active:
+                raise active_error(experiment_id, active)
+            c.execute("DELETE FROM experiment_trials WHERE experiment_id = ?", (experiment_id,))
+            for chunk in _chunks(own):
+                c.execute(f"DELETE FROM held_dispatch WHERE trial_id IN ({_marks(chunk)})", chunk)
+                c.execute(f"DELETE FROM trials WHERE id IN ({_marks(chunk)})", chunk)
+            _update_each(c, "state = state", [tid for tid, _, shared in rows if shared])
+            c.execute("DELETE FROM experiments WHERE id = ?", (experiment_id,))
+            return len(own)
 
     def _count_states(self, experiment_id: str | None) -> dict[str, int]:
         if experiment_id is None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -56,3 +57,26 @@ def client(app):
 @pytest.fixture
 def store(app) -> Iterator:
     return app.extensions["dnnframe"].store
+
+
+@pytest.fixture
+def quiet_server(tmp_path, data_dir):
+    """The app on a real server whose executor runs nothing: the test moves the trials."""
+    from werkzeug.serving import make_server
+
+    app = create_app(
+        {
+            "STORE_URL": f"sqlite:///{tmp_path / 'quiet.db'}",
+            "EXECUTOR": RecordingExecutor(),
+            "ALLOWED_HOSTS": "127.0.0.1",
+        }
+    )
+    server = make_server("127.0.0.1", 0, app, threaded=True)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_port}", app.extensions["dnnframe"].store
+    finally:
+        server.shutdown()
+        thread.join(10)
+        app.extensions["dnnframe"].shutdown()

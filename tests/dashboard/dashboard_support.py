@@ -2,9 +2,42 @@
 
 from __future__ import annotations
 
+import os
 import threading
+from pathlib import Path
+
+import pytest
 
 from dnnframe.executors import Executor
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-quic",
+]
+
+
+def artifacts_dir() -> Path:
+    """Where browser tests leave their screenshots (DNNFRAME_TEST_ARTIFACTS)."""
+    path = Path(os.environ.get("DNNFRAME_TEST_ARTIFACTS", "test-artifacts"))
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def browser(playwright):
+    """Headless Debian Chromium through Playwright (the test fails, naming the package,
+    when it is missing)."""
+    if not Path(CHROMIUM).is_file():
+        pytest.fail(
+            f"{CHROMIUM} is missing: install Debian's chromium package "
+            "(apt-get install chromium; .ci/run does this)"
+        )
+    return playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
 
 
 class RecordingExecutor(Executor):

@@ -123,6 +123,22 @@ def test_query_parameters_and_form_fields_are_quoted_briefly(client):
     assert len(page) < 2_000_000 + 50_000
 
 
+def test_the_analysis_views_quote_a_huge_value_briefly(client):
+    exp_id = client.post("/api/v1/experiments", json=TINY_SPEC).json["id"]
+    huge = "Z" * 100_000
+    for path in (f"/api/v1/experiments?status={huge}",
+                 f"/api/v1/experiments/{exp_id}/importance?mode={huge}",
+                 f"/api/v1/experiments/{exp_id}/importance?evaluator={huge}",
+                 f"/api/v1/experiments/{exp_id}/spec?format={huge}"):
+        r = client.get(path)
+        assert r.status_code == 400 and "Z" * 41 not in r.get_data(as_text=True), path[:80]
+    csrf = re.search(r'name="csrf_token" value="([^"]+)"',
+                     client.get("/experiments/new").get_data(as_text=True)).group(1)
+    r = client.delete(f"/api/v1/experiments/{exp_id}?confirm={huge}",
+                      headers={"X-CSRF-Token": csrf})
+    assert r.status_code == 400 and "Z" * 41 not in r.get_data(as_text=True)
+
+
 # --------------------------------------------------------------------------- token guessing
 A, B = {"REMOTE_ADDR": "192.0.2.1"}, {"REMOTE_ADDR": "192.0.2.2"}
 

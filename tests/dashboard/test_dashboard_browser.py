@@ -13,25 +13,10 @@ import time
 from pathlib import Path
 
 import pytest
+from dashboard_support import artifacts_dir
+from dashboard_support import browser as _browser
 
 from dashboard import create_app
-
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-    "--disable-quic",
-]
-
-
-def artifacts_dir() -> Path:
-    path = Path(os.environ.get("DNNFRAME_TEST_ARTIFACTS", "test-artifacts"))
-    path.mkdir(parents=True, exist_ok=True)
-    return path
 
 
 @pytest.fixture
@@ -51,15 +36,6 @@ def live_server(tmp_path, data_dir, monkeypatch):
         server.shutdown()
         thread.join(10)
         app.extensions["dnnframe"].shutdown()
-
-
-def _browser(playwright):
-    if not Path(CHROMIUM).is_file():
-        pytest.fail(
-            f"{CHROMIUM} is missing: install Debian's chromium package "
-            "(apt-get install chromium; .ci/run does this)"
-        )
-    return playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
 
 
 def _table_state(page) -> dict:
@@ -135,7 +111,9 @@ def test_submit_sweep_in_chromium_and_watch_it_complete(live_server):
             # the page changed without a reload: it showed unfinished trials first
             assert any(s["states"].count("COMPLETE") < 2 for s in samples), samples
             assert samples[0]["points"] < final["points"], samples
-            expect(page.locator("#progress-text")).to_have_text("2 / 2 trials finished")
+            expect(page.locator("#progress-text")).to_have_text(
+                "2 of 2 trials over: 2 complete"
+            )
             # the table sorts by a clicked column
             column = "#trials tbody tr td:nth-child(2)"
             page.click("#trials th[data-key=hidden_layers]")  # numbers sort descending first
@@ -223,30 +201,6 @@ def test_a_refused_csv_shows_the_servers_message_in_the_form(live_server, tmp_pa
             browser.close()
 
 
-@pytest.fixture
-def quiet_server(tmp_path, data_dir):
-    """The app on a real server whose executor runs nothing: the test moves the trials."""
-    from dashboard_support import RecordingExecutor
-    from werkzeug.serving import make_server
-
-    app = create_app(
-        {
-            "STORE_URL": f"sqlite:///{tmp_path / 'quiet.db'}",
-            "EXECUTOR": RecordingExecutor(),
-            "ALLOWED_HOSTS": "127.0.0.1",
-        }
-    )
-    server = make_server("127.0.0.1", 0, app, threaded=True)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_port}", app.extensions["dnnframe"].store
-    finally:
-        server.shutdown()
-        thread.join(10)
-        app.extensions["dnnframe"].shutdown()
-
-
 def _train(store, trial_id: str, epochs: int, accuracy: float) -> None:
     from dnnframe.store.base import TrialState
 
@@ -329,10 +283,10 @@ def test_experiment_page_waits_then_draws_readable_charts_in_a_stable_table(quie
             }""")
             # every parameter that varies names a curve, so no two legend entries are alike
             assert sorted(curves["names"]) == [
-                "layers 1, seed 0",
-                "layers 1, seed 1",
-                "layers 2, seed 0",
-                "layers 2, seed 1",
+                "hidden layers 1, seed 0",
+                "hidden layers 1, seed 1",
+                "hidden layers 2, seed 0",
+                "hidden layers 2, seed 1",
             ]
             # epochs 1..40: integer ticks every 5 epochs, not one per epoch
             assert curves["dtick"] == 5 and curves["ticks"][:7] == [
@@ -345,9 +299,10 @@ def test_experiment_page_waits_then_draws_readable_charts_in_a_stable_table(quie
                 "35",
             ]
             assert len(curves["ticks"]) <= 8
-            seed_axis = page.evaluate("""() => document.getElementById('chart-parallel').data[0]
-                .dimensions.find(d => d.label === 'seed')""")
-            assert seed_axis["tickvals"] == [0, 1] and seed_axis["ticktext"] == ["0", "1"]
+            # parallel coordinates spend no axis on the seed while other parameters vary
+            dims = page.evaluate("""() => document.getElementById('chart-parallel').data[0]
+                .dimensions.map(d => [d.label, d.tickvals])""")
+            assert dims == [["hidden layers", [1, 2]], ["test accuracy", None]]
             expect(page.locator("#status")).to_have_text("finished")
             shot = artifacts_dir() / "dashboard-experiment-charts.png"
             page.screenshot(path=str(shot), full_page=True)

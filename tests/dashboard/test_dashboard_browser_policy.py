@@ -72,9 +72,16 @@ def test_pages_run_under_their_policy_and_cancel_asks_first(served, recorder):
             page.add_init_script(WATCH_POLICY)
             errors: list[str] = []
             page.on("pageerror", lambda exc: errors.append(str(exc)))
-            for path in ("/", "/experiments/new", f"/trials/{trial_id}"):
+            for path in ("/", "/experiments/new"):
                 page.goto(base + path)
                 page.wait_for_load_state("load")
+                assert page.evaluate("window.__blocked") == [], path
+            # the trial's curves and the comparison's charts draw under the policy
+            for path, chart in ((f"/trials/{trial_id}", "chart-loss"),
+                                (f"/compare?ids={done_id},{running_id}", "chart-compare-curves")):
+                page.goto(base + path)
+                page.wait_for_function(
+                    f"document.querySelector('#{chart} .main-svg') !== null", timeout=30_000)
                 assert page.evaluate("window.__blocked") == [], path
             page.goto(base + f"/experiments/{done_id}")
             for chart in ("chart-accuracy", "chart-curves", "chart-parallel"):
@@ -83,6 +90,17 @@ def test_pages_run_under_their_policy_and_cancel_asks_first(served, recorder):
                     timeout=30_000)
             assert page.evaluate("window.__blocked") == []
             expect(page.locator("#cancel")).to_have_count(0)  # finished: nothing to cancel
+
+            # an experiment that ends while its page is open loses its Cancel button
+            ending = {**TINY_SPEC, "name": "ending", "model": {"hidden_layers": 1, "width": 6}}
+            ending_id = client.post("/api/v1/experiments", json=ending).json["id"]
+            page.goto(base + f"/experiments/{ending_id}")
+            expect(page.locator("#cancel")).to_be_visible()
+            ids = [t.id for t in store.list_trials(ending_id)]
+            store.claim_trials(ids, "w")
+            for tid in ids:
+                store.finish_trial(tid, TrialState.FAILED, worker="w", error="boom")
+            expect(page.locator("#cancel")).to_have_count(0, timeout=30_000)
 
             page.goto(base + f"/experiments/{running_id}")
             asked: list[str] = []

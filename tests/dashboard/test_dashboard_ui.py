@@ -317,6 +317,21 @@ def test_trial_page_rounds_metrics_and_times(client, store):
     assert ">0.0872 ms<" in timings and ">2.5 s<" in timings and ">123 ms<" in timings
 
 
+def test_trial_page_names_the_pack_whose_time_the_timings_share(client, store):
+    from dnnframe.store.base import TrialState
+
+    exp_id = client.post("/api/v1/experiments", json=TINY_SPEC).json["id"]
+    tid = store.list_trials(exp_id)[0].id
+    store.claim_trial(tid, "w1")
+    result = {"metrics": {"test_accuracy": 0.5}, "timings": {"train": 1.5},
+              "pack": {"id": "p7", "size": 4, "index": 1, "wall_seconds": 6.2,
+                       "compile_seconds": 2.0}}
+    store.finish_trial(tid, TrialState.COMPLETE, result=result, worker="w1")
+    html = client.get(f"/trials/{tid}").get_data(as_text=True)
+    pack = re.search(r'id="pack"[^>]*>(.*?)</td>', html, re.S).group(1)
+    assert "p7" in pack and "member 2 of 4" in pack and "6.2 s" in pack
+
+
 def test_form_offers_the_layer_design_options(client):
     html = client.get("/experiments/new").get_data(as_text=True)
     for field in ("norm_position", "grad_clip", "lr_schedule", "warmup_epochs"):

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from dnnframe.exceptions import NotFoundError
+from dnnframe.exceptions import ExperimentActiveError, NotFoundError
 from dnnframe.store import ResultStore, TrialRecord, TrialState
 
 CFG = {"model": {"hidden_layers": 2, "width": 8}, "seed": 0}
@@ -287,6 +287,52 @@ def test_cancel_experiment(store):
     assert store.get_trial(c).state is TrialState.CANCELLED
     exp = store.get_experiment("exp1")
     assert exp.cancel_requested and exp.status == "CANCELLED"
+
+
+def test_delete_experiment_removes_only_what_no_other_experiment_shares(store):
+    ids = make(store, 3, "gone")
+    store.create_experiment("kept", "name-kept", {"spec": "kept"}, 1)
+    store.create_trials("kept", [(ids[0], cfg(1))])  # the first trial is shared
+    for tid in ids:
+        run(store, tid, 0.5)
+    store.hold_dispatch([(ids[1], "default")])
+    seq_before = store.get_trial(ids[0]).seq
+    assert store.delete_experiment("gone") == 2
+    with pytest.raises(NotFoundError):
+        store.get_experiment("gone")
+    for tid in ids[1:]:
+        with pytest.raises(NotFoundError):
+            store.get_trial(tid)
+    shared = store.get_trial(ids[0])
+    assert shared.experiment_ids == ["kept"] and shared.result["metrics"]["test_accuracy"] == 0.5
+    assert shared.seq > seq_before  # a cursor reader sees its links change
+    assert [e.id for e in store.list_experiments()] == ["kept"]
+    assert store.counts_by_state("kept")["COMPLETE"] == 1
+    assert store.take_dispatch() == []
+    # idempotent: deleting it again (a retry) removes nothing
+    assert store.delete_experiment("gone") == 0
+    with pytest.raises(ValueError, match="experiment_id"):
+        store.delete_experiment("")
+
+
+def test_delete_experiment_refuses_while_its_own_trials_wait_or_run(store):
+    ids = make(store, 3, "busy")
+    run(store, ids[0], 0.5)
+    assert store.claim_trial(ids[1], "w") is not None
+    with pytest.raises(ExperimentActiveError, match="busy.*2 trial.*queued or running"):
+        store.delete_experiment("busy")
+    assert len(store.list_trials("busy")) == 3  # nothing was removed
+    store.cancel_experiment("busy")
+    with pytest.raises(ExperimentActiveError, match="1 trial"):
+        store.delete_experiment("busy")  # the running one has not stopped yet
+    assert store.finish_trial(ids[1], TrialState.CANCELLED, worker="w")
+    assert store.delete_experiment("busy") == 3
+    # a trial shared with a live experiment may be queued: it stays with that experiment
+    make(store, 1, "a")
+    store.create_experiment("b", "name-b", {"spec": "b"}, 1)
+    store.create_trials("b", [("a-t0", cfg(1))])
+    assert store.delete_experiment("b") == 0
+    assert store.get_trial("a-t0").experiment_ids == ["a"]
 
 
 def test_claim_after_cancel_does_not_run(store):

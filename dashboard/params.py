@@ -1,0 +1,68 @@
+"""A trial's parameters and recorded numbers as flat name → value maps, for charts and analysis.
+
+Every leaf of the trial's ``model`` and ``training`` configuration becomes a parameter
+(nested settings read ``lr_schedule.kind``), so a chart can put whatever a sweep varies on an
+axis; per-layer widths read ``"64x32"`` as in :func:`dnnframe.store.rows.trial_row`.
+
+>>> cfg = {"model": {"hidden_layers": 2, "width": [8, 4]},
+...        "training": {"lr_schedule": {"kind": "cosine"}}, "seed": 1,
+...        "dataset": {"name": "iris"}}
+>>> trial_params(cfg)
+{'hidden_layers': 2, 'width': '8x4', 'lr_schedule.kind': 'cosine', 'seed': 1, 'dataset': 'iris'}
+>>> trial_values({"metrics": {"test_loss": 0.5, "test_accuracy": None},
+...               "timings": {"train": 2.0}, "epochs_run": 3})
+{'test_loss': 0.5, 'train_seconds': 2.0, 'epochs_run': 3}
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+# What a trial's result records besides its metrics, under the names the charts use.
+TIMING_VALUES = {"train_seconds": "train", "compile_seconds": "compile", "total_seconds": "total"}
+RESULT_VALUES = ("epochs_run", "n_params")
+
+
+def leaves(prefix: str, value: Any, out: dict[str, Any]) -> None:
+    """Flatten ``value`` into ``out`` by dotted path; lists read ``8x4``, as widths do."""
+    if isinstance(value, dict) and value:
+        for key, item in value.items():
+            leaves(f"{prefix}.{key}" if prefix else str(key), item, out)
+    elif isinstance(value, list):
+        out[prefix] = "x".join(map(str, value))
+    elif isinstance(value, dict):
+        out[prefix] = None
+    else:
+        out[prefix] = value
+
+
+def trial_params(config: dict[str, Any] | None) -> dict[str, Any]:
+    """Every configured value of a trial, by its leaf name (``learning_rate``), plus the seed
+    and the dataset's name."""
+    cfg = config or {}
+    out: dict[str, Any] = {}
+    for section in ("model", "training"):
+        leaves("", cfg.get(section) or {}, out)
+    out["seed"] = cfg.get("seed")
+    out["dataset"] = (cfg.get("dataset") or {}).get("name")
+    return out
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def trial_values(result: dict[str, Any] | None) -> dict[str, Any]:
+    """Every finite number a finished trial recorded: its final metrics (whatever the task
+    measured), its timings in seconds, the epochs it ran and its parameter count."""
+    result = result or {}
+    out = {k: v for k, v in (result.get("metrics") or {}).items() if _number(v)}
+    timings = result.get("timings") or {}
+    for name, key in TIMING_VALUES.items():
+        if _number(timings.get(key)):
+            out[name] = timings[key]
+    for key in RESULT_VALUES:
+        if _number(result.get(key)):
+            out[key] = result[key]
+    return out

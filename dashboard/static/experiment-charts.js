@@ -1,0 +1,310 @@
+// The experiment page's charts, drawn from the trials the page holds and the axes the reader
+// chose: a metric against a parameter grouped by another, training time, learning curves
+// (grouped, smoothed), best so far, parameter importance, slices, parallel coordinates and
+// the depth profile.
+window.DnnCharts = (function () {
+  "use strict";
+  const P = window.DnnPlot;
+  const FINISHED = new Set(["COMPLETE", "FAILED", "DIVERGED", "PRUNED", "CANCELLED"]);
+  // the settings that make a layer design (what the depth profile draws one line for)
+  const DESIGN = ["width", "activation", "residual", "residual_learnable", "normalization", "norm_position",
+    "init", "dropout"];
+  const MAX_GROUPS = 24;
+
+  function value(t, key) {
+    if (t.metrics && t.metrics[key] !== undefined) return t.metrics[key];
+    if (key in t && key !== "params" && key !== "metrics") return t[key];
+    return t.params[key];
+  }
+
+  function groupName(group, t) { return group ? P.label(group) + " " + P.fmt(t.params[group]) : "all"; }
+
+  // Mean ± sd of `y` at each value of `x`, one series per group.
+  function byXTraces(done, x, y, group) {
+    const rows = done.filter(function (t) {
+      const v = value(t, y);
+      return typeof v === "number" && Number.isFinite(v) && t.params[x] !== undefined;
+    });
+    const groups = P.groupBy(rows, function (t) { return group ? t.params[group] : null; });
+    return groups.map(function (entry, i) {
+      const byX = P.groupBy(entry[1], function (t) { return t.params[x]; });
+      const stats = byX.map(function (e) { return P.meanStd(e[1].map(function (t) { return value(t, y); })); });
+      return {
+        type: "scatter", mode: "lines+markers", name: groupName(group, entry[1][0]),
+        x: byX.map(function (e) { return e[0]; }), y: stats.map(function (s) { return s[0]; }),
+        error_y: { type: "data", array: stats.map(function (s) { return s[1]; }), visible: true },
+        text: byX.map(function (e) { return e[1].length + " trial(s)"; }),
+        line: { color: P.colour(i) }, marker: { color: P.colour(i) }, legendgroup: String(entry[0]),
+      };
+    });
+  }
+
+  // Learning curves: per group the mean over its trials at each epoch with a ± sd band, or
+  // every trial as a thin line coloured by its group; clicking a legend entry hides a group.
+  // Few trials and no grouping: each trial is its own series, named by what varies.
+  function curveTraces(list, metric, group, opts) {
+    const traces = [];
+    const alone = !group && opts.mode === "trials" && list.length <= MAX_GROUPS;
+    const named = function (t) {
+      const keys = opts.varied.filter(function (p) { return p !== group; });
+      return keys.map(function (p) { return P.label(p) + " " + P.fmt(t.params[p]); }).join(", ") || "trial";
+    };
+    const groups = P.groupBy(list, alone ? named : function (t) { return group ? t.params[group] : null; });
+    groups.forEach(function (entry, i) {
+      const col = P.colour(i), key = "g" + i;
+      const name = alone ? entry[0] : groupName(group, entry[1][0]);
+      if (opts.mode === "trials") {
+        entry[1].forEach(function (t, j) {
+          const pruned = t.state === "PRUNED";
+          traces.push({ type: "scatter", mode: "lines", name: name, legendgroup: key, showlegend: j === 0,
+            x: t.history.map(function (h) { return h.epoch; }),
+            y: P.smooth(t.history.map(function (h) { return h[metric]; }), opts.smoothing),
+            line: { color: col, width: pruned ? 1 : 1.3, dash: pruned ? "dot" : "solid" },
+            opacity: t.state === "RUNNING" ? 1 : pruned ? 0.3 : 0.6, meta: t.state,
+            hovertemplate: named(t) + " (" + t.state.toLowerCase() + ")<br>epoch %{x}: %{y:.4g}<extra></extra>" });
+        });
+        return;
+      }
+      const byEpoch = new Map();
+      for (const t of entry[1]) {
+        const ys = P.smooth(t.history.map(function (h) { return h[metric]; }), opts.smoothing);
+        t.history.forEach(function (h, k) {
+          if (typeof ys[k] !== "number" || !Number.isFinite(ys[k])) return;
+          if (!byEpoch.has(h.epoch)) byEpoch.set(h.epoch, []);
+          byEpoch.get(h.epoch).push(ys[k]);
+        });
+      }
+      const epochs = Array.from(byEpoch.keys()).sort(function (a, b) { return a - b; });
+      const stats = epochs.map(function (e) { return P.meanStd(byEpoch.get(e)); });
+      const lower = stats.map(function (s) { return s[0] - s[1]; }), upper = stats.map(function (s) { return s[0] + s[1]; });
+      traces.push({ type: "scatter", mode: "lines", x: epochs.concat(epochs.slice().reverse()),
+        y: upper.concat(lower.slice().reverse()), fill: "toself", fillcolor: P.rgba(col, 0.15),
+        line: { width: 0 }, hoverinfo: "skip", legendgroup: key, showlegend: false, name: name + " ± sd" });
+      traces.push({ type: "scatter", mode: "lines", name: name + " (" + entry[1].length + ")", legendgroup: key,
+        x: epochs, y: stats.map(function (s) { return s[0]; }), line: { color: col, width: 2 } });
+    });
+    return traces;
+  }
+
+  function bestSoFar(done, metric, mode, t0) {
+    const better = mode === "min" ? function (a, b) { return a < b; } : function (a, b) { return a > b; };
+    const finishedIn = done.filter(function (t) { return t.finished_at && typeof t.metrics[metric] === "number"; })
+      .sort(function (a, b) { return a.finished_at - b.finished_at; });
+    const stepX = [], stepY = [];
+    let best = null;
+    for (const t of finishedIn) {
+      const v = t.metrics[metric];
+      if (best === null || better(v, best)) best = v;
+      stepX.push(t.finished_at - t0);
+      stepY.push(best);
+    }
+    return finishedIn.length ? [
+      { type: "scatter", mode: "markers", name: "completed trial", marker: { size: 5, color: "#bbb" },
+        x: finishedIn.map(function (t) { return t.finished_at - t0; }), y: finishedIn.map(function (t) { return t.metrics[metric]; }) },
+      { type: "scatter", mode: "lines", name: "best so far", line: { shape: "hv", width: 2 }, x: stepX, y: stepY },
+    ] : [];
+  }
+
+  // One small chart per varied parameter: the metric of every complete trial against it.
+  function sliceTraces(done, varied, y) {
+    const pts = done.filter(function (t) { return typeof value(t, y) === "number"; });
+    const axes = {};
+    const traces = varied.map(function (p, i) {
+      const suffix = i ? String(i + 1) : "";
+      axes["xaxis" + suffix] = Object.assign(P.axisFor(p, pts.map(function (t) { return t.params[p]; })),
+        { title: { text: P.label(p), standoff: 2 } });
+      axes["yaxis" + suffix] = { title: { text: i ? "" : P.label(y) } };
+      return { type: "scatter", mode: "markers", name: P.label(p), xaxis: "x" + suffix, yaxis: "y" + suffix,
+        x: pts.map(function (t) { return typeof t.params[p] === "boolean" || t.params[p] === null ? String(t.params[p]) : t.params[p]; }),
+        y: pts.map(function (t) { return value(t, y); }),
+        marker: { size: 6, opacity: 0.6, color: P.colour(i) }, showlegend: false };
+    });
+    return { traces: pts.length ? traces : [], axes: axes };
+  }
+
+  function parallelTraces(done, varied, y) {
+    const pts = done.filter(function (t) { return typeof value(t, y) === "number"; });
+    const dims = varied.map(function (p) {
+      const raw = pts.map(function (t) { return t.params[p]; });
+      if (raw.every(function (v) { return typeof v === "number"; })) {
+        const distinct = Array.from(new Set(raw)).sort(function (a, b) { return a - b; });
+        const lo = distinct[0], hi = distinct[distinct.length - 1];
+        const log = lo > 0 && hi / lo > 10;
+        const dim = { label: P.label(p) + (log ? " (log)" : ""), values: raw.map(log ? Math.log10 : Number) };
+        if (distinct.length <= 10) {
+          dim.tickvals = distinct.map(log ? Math.log10 : Number);
+          dim.ticktext = distinct.map(P.fmt);
+        }
+        return dim;
+      }
+      const values = Array.from(new Set(raw.map(String))).sort();
+      return { label: P.label(p), values: raw.map(function (v) { return values.indexOf(String(v)); }),
+        tickvals: values.map(function (_, i) { return i; }), ticktext: values };
+    });
+    dims.push({ label: P.label(y), values: pts.map(function (t) { return value(t, y); }) });
+    return pts.length ? [{ type: "parcoords", dimensions: dims, labelangle: 0, labelside: "top",
+      tickfont: { size: 11, shadow: "auto" },
+      line: { color: pts.map(function (t) { return value(t, y); }), colorscale: "Viridis", showscale: true,
+        colorbar: { thickness: 12, x: 1.04 } } }] : [];
+  }
+
+  // Depth profile: for each layer design the best and the mean of the metric against depth
+  // (left), and the mean compile and training time per trial against depth (right).
+  function depthProfile(done, metric, mode, varied) {
+    const designKeys = DESIGN.filter(function (k) { return varied.indexOf(k) >= 0; });
+    const rows = done.filter(function (t) { return typeof value(t, metric) === "number"; });
+    const designOf = function (t) {
+      return designKeys.length ? designKeys.map(function (k) { return P.label(k) + " " + P.fmt(t.params[k]); }).join(", ") : "all";
+    };
+    const traces = [];
+    P.groupBy(rows, designOf).forEach(function (entry, i) {
+      const col = P.colour(i), key = "d" + i;
+      const byDepth = P.groupBy(entry[1], function (t) { return t.params.hidden_layers; });
+      const depths = byDepth.map(function (e) { return e[0]; });
+      const pick = mode === "min" ? Math.min : Math.max;
+      const of = function (fn, k) { return byDepth.map(function (e) { return fn(e[1].map(function (t) { return value(t, k); }).filter(function (v) { return typeof v === "number"; })); }); };
+      const mean = function (vs) { return vs.length ? P.meanStd(vs)[0] : null; };
+      traces.push({ type: "scatter", mode: "lines+markers", name: entry[0] + " · mean", legendgroup: key,
+        x: depths, y: of(mean, metric), line: { color: col, width: 2 }, marker: { color: col } });
+      traces.push({ type: "scatter", mode: "lines+markers", name: entry[0] + " · best", legendgroup: key,
+        x: depths, y: of(function (vs) { return pick.apply(null, vs); }, metric),
+        line: { color: col, width: 1.5, dash: "dash" }, marker: { color: col, symbol: "star" } });
+      traces.push({ type: "scatter", mode: "lines+markers", name: entry[0] + " · train s", legendgroup: key,
+        xaxis: "x2", yaxis: "y2", x: depths, y: of(mean, "train_seconds"), line: { color: col, width: 2 },
+        marker: { color: col }, showlegend: false });
+      traces.push({ type: "scatter", mode: "lines+markers", name: entry[0] + " · compile s", legendgroup: key,
+        xaxis: "x2", yaxis: "y2", x: depths, y: of(mean, "compile_seconds"),
+        line: { color: col, width: 1.5, dash: "dot" }, marker: { color: col, symbol: "diamond" }, showlegend: false });
+    });
+    return traces;
+  }
+
+  // Mean of the metric over every pair of values of the two most important parameters.
+  function pairTraces(done, a, b, y) {
+    const rows = done.filter(function (t) { return typeof value(t, y) === "number"; });
+    const xs = P.groupBy(rows, function (t) { return t.params[a]; }).map(function (g) { return g[0]; });
+    const ys = P.groupBy(rows, function (t) { return t.params[b]; }).map(function (g) { return g[0]; });
+    const z = ys.map(function (vb) {
+      return xs.map(function (va) {
+        const vs = rows.filter(function (t) { return t.params[a] === va && t.params[b] === vb; })
+          .map(function (t) { return value(t, y); });
+        return vs.length ? P.meanStd(vs)[0] : null;
+      });
+    });
+    return rows.length ? [{ type: "heatmap", x: xs.map(P.fmt), y: ys.map(P.fmt), z: z, colorscale: "Viridis",
+      colorbar: { thickness: 12 }, hovertemplate: P.label(a) + " %{x}<br>" + P.label(b) + " %{y}<br>mean %{z:.4g}<extra></extra>" }] : [];
+  }
+
+  // ---------------------------------------------------------------- importance
+  let importanceKey = null, importanceBusy = false, lastDone = [];
+
+  async function importance(meta, y, evaluator, nDone) {
+    const key = [y, evaluator, nDone].join("|");
+    if (importanceBusy || key === importanceKey) return;
+    importanceBusy = true;
+    try {
+      const res = await fetch(meta.importance_url + "?metric=" + encodeURIComponent(y) + "&evaluator=" + encodeURIComponent(evaluator));
+      const body = await res.json();
+      importanceKey = key;
+      if (!res.ok) {
+        P.draw("chart-importance", [], null, "Importance unavailable: " + body.message);
+        return;
+      }
+      const ranked = body.ranking.slice().reverse(); // the most important on top
+      P.draw("chart-importance", ranked.length ? [{ type: "bar", orientation: "h",
+        x: ranked.map(function (p) { return body.importances[p]; }), y: ranked.map(P.label),
+        text: ranked.map(function (p) { return (100 * body.importances[p]).toFixed(1) + "%"; }), textposition: "auto",
+        marker: { color: "#2f5bd3" }, hovertemplate: "%{y}: %{x:.3f}<extra></extra>" }] : [],
+        P.layout({ title: "Parameter importance for " + P.label(y) + " (" + body.evaluator.replace("_", "-") + ", " + body.n_trials + " trials)",
+          margin: { l: 120, r: 20, t: 48, b: 40 }, xaxis: { title: { text: "importance (sums to 1)" }, rangemode: "tozero" },
+          height: Math.max(240, 80 + 28 * ranked.length) }),
+        body.note ? "Importance: " + body.note : "Waiting for the first trials to finish…");
+      const top = body.ranking.filter(function (p) { return p !== "seed"; }).slice(0, 2);
+      P.draw("chart-contour", top.length === 2 ? pairTraces(lastDone, top[0], top[1], y) : [],
+        P.layout({ title: "Mean " + P.label(y) + " over the two most important parameters",
+          xaxis: { title: { text: P.label(top[0] || "") }, type: "category" },
+          yaxis: { title: { text: P.label(top[1] || "") }, type: "category", automargin: true },
+          margin: { l: 110, r: 20, t: 48, b: 60 } }),
+        "Needs two parameters that matter: the sweep varies fewer");
+    } catch (e) {
+      importanceKey = null; // try again on the next redraw
+    } finally {
+      importanceBusy = false;
+    }
+  }
+
+  // ---------------------------------------------------------------- all charts
+  function render(all, meta, choice) {
+    if (typeof Plotly === "undefined") return;
+    const done = all.filter(function (t) { return t.state === "COMPLETE"; });
+    const over = all.length > 0 && all.every(function (t) { return FINISHED.has(t.state); });
+    const waiting = over ? "No trial completed: nothing to plot" : "Waiting for the first trial to finish…";
+    const x = choice.x, y = choice.y, group = choice.group || null;
+    const xs = done.map(function (t) { return t.params[x]; });
+    const xAxis = P.axisFor(x, xs);
+    const grouped = group ? " by " + P.label(group) : "";
+
+    P.draw("chart-accuracy", byXTraces(done, x, y, group), P.layout({
+      title: P.label(y) + " vs " + P.label(x) + grouped + " (mean ± sd)", xaxis: xAxis,
+      yaxis: { title: { text: P.label(y) }, type: choice.logY ? "log" : "linear" } }), waiting);
+    P.draw("chart-time", byXTraces(done, x, "train_seconds", group), P.layout({
+      title: "Training time per trial vs " + P.label(x) + grouped, xaxis: xAxis,
+      yaxis: { title: { text: "seconds" }, rangemode: "tozero" } }), waiting);
+
+    // learning curves; with ASHA pruning the rungs are marked and pruned trials dotted
+    const search = meta.search || { prunes: false, rungs: [] };
+    const withHistory = all.filter(function (t) { return t.history && t.history.length; });
+    const curveMetric = choice.curveMetric;
+    const curves = curveMetric ? curveTraces(withHistory, curveMetric, group, choice) : [];
+    const epochs = withHistory.reduce(function (a, t) { return a.concat(t.history.map(function (h) { return h.epoch; })); }, []);
+    const rungLines = (search.rungs || []).map(function (r) {
+      return { type: "line", xref: "x", yref: "paper", x0: r, x1: r, y0: 0, y1: 1, line: { color: "#999", width: 1, dash: "dash" } };
+    });
+    const nPruned = all.filter(function (t) { return t.state === "PRUNED"; }).length;
+    const what = choice.mode === "trials" ? withHistory.length + " trials" : "mean ± sd of " + withHistory.length + " trials";
+    const curveTitle = (search.prunes ? "Rung chart: " : "Learning curves: ") + P.label(curveMetric || "") +
+      (search.prunes ? " by epoch" : "") + grouped +
+      " (" + what + (search.prunes ? "; rungs dashed, " + nPruned + " pruned" : "") + ")";
+    P.draw("chart-curves", curves, P.layout({ title: curveTitle, shapes: rungLines,
+      xaxis: epochs.length ? P.integerAxis(epochs.concat(search.rungs || []), "epoch") : {},
+      yaxis: { title: { text: P.label(curveMetric || "") }, type: choice.logY ? "log" : "linear" } }),
+    over ? "No learning curve was recorded" : "Waiting for the first epoch…");
+
+    const objective = meta.objective || { metric: y, mode: "max" };
+    P.draw("chart-best", bestSoFar(done, objective.metric, objective.mode, meta.created_at || 0), P.layout({
+      title: (objective.mode === "min" ? "Lowest " : "Highest ") + P.label(objective.metric) + " so far",
+      xaxis: { title: { text: "seconds since submission" }, rangemode: "tozero" },
+      yaxis: { title: { text: P.label(objective.metric) } } }), waiting);
+
+    const varied = choice.varied;
+    const slices = sliceTraces(done, varied, y);
+    const cols = Math.min(3, Math.max(1, varied.length));
+    const rows = Math.ceil(varied.length / cols);
+    P.draw("chart-slice", slices.traces, P.layout(Object.assign({
+      title: "Slices: " + P.label(y) + " against each varied parameter",
+      grid: { rows: rows, columns: cols, pattern: "independent", xgap: 0.12, ygap: 0.35 },
+      height: 120 + 220 * rows, margin: { l: 60, r: 20, t: 48, b: 50 } }, slices.axes)),
+    varied.length ? waiting : "The sweep varies no parameter");
+
+    const dims = varied.filter(function (p) { return p !== "seed"; });
+    P.draw("chart-parallel", parallelTraces(done, dims.length ? dims : varied, y),
+      P.layout({ title: "Parameters → " + P.label(y), margin: { l: 60, r: 90, t: 90, b: 30 } }), waiting);
+
+    if (varied.indexOf("hidden_layers") >= 0) {
+      const mode = y === objective.metric ? objective.mode : (/accuracy$/.test(y) ? "max" : "min");
+      const profile = depthProfile(done, y, mode, varied);
+      P.draw("chart-depth", profile, P.layout({
+        title: "Depth profile: " + P.label(y) + " (mean solid, best dashed) and time per trial (train solid, compile dotted)",
+        grid: { rows: 1, columns: 2, pattern: "independent", xgap: 0.12 }, height: 380,
+        xaxis: P.integerAxis(xs.length ? done.map(function (t) { return t.params.hidden_layers; }) : [1], "hidden layers"),
+        xaxis2: P.integerAxis(xs.length ? done.map(function (t) { return t.params.hidden_layers; }) : [1], "hidden layers"),
+        yaxis: { title: { text: P.label(y) } }, yaxis2: { title: { text: "seconds per trial" }, rangemode: "tozero" } }), waiting);
+    } else {
+      P.draw("chart-depth", [], null, "Depth profile: this sweep does not vary the number of hidden layers");
+    }
+    lastDone = done;
+    importance(meta, y, choice.evaluator, done.length);
+  }
+
+  return { render: render, value: value };
+})();

@@ -1,0 +1,162 @@
+// What every chart of the dashboard shares: number formats, axes, colours, grouping and
+// smoothing of series, and drawing a chart or saying why there is nothing to draw.
+window.DnnPlot = (function () {
+  "use strict";
+
+  // 24 distinguishable colours (plotly's Dark24), so groups do not repeat colours after 10
+  const PALETTE = ["#2E91E5", "#E15F99", "#1CA71C", "#FB0D0D", "#DA16FF", "#222A2A", "#B68100",
+    "#750D86", "#EB663B", "#511CFB", "#00A08B", "#FB00D1", "#FC0080", "#B2828D", "#6C7C32",
+    "#778AAE", "#862A16", "#A777F1", "#620042", "#1616A7", "#DA60CA", "#6C4516", "#0D2A63", "#AF0038"];
+  // modebar only on hover, and without the tools a results chart does not need
+  const CONFIG = { displaylogo: false, responsive: true,
+    modeBarButtonsToRemove: ["select2d", "lasso2d", "autoScale2d", "toggleSpikelines"] };
+  const LAYOUT = {
+    margin: { l: 60, r: 20, t: 48, b: 70 }, height: 370,
+    paper_bgcolor: "rgba(0,0,0,0)", plot_bgcolor: "#fbfbfd",
+    font: { family: "system-ui, -apple-system, 'Segoe UI', sans-serif", size: 12, color: "#222" },
+    legend: { orientation: "h", yanchor: "top", y: -0.3, x: 0, font: { size: 11 } },
+  };
+  const LABELS = { hidden_layers: "hidden layers", learning_rate: "learning rate", batch_size: "batch size",
+    max_epochs: "epochs", optimizer: "optimiser", train_seconds: "training time (s)",
+    compile_seconds: "compile time (s)", total_seconds: "total time (s)", epochs_run: "epochs run",
+    n_params: "parameters" };
+
+  function label(key) { return LABELS[key] || String(key).replace(/_/g, " "); }
+
+  // numbers with 4 significant digits: 0.8333, 0.05, 12.35, 1e-7
+  function fmt(v) {
+    if (v === null || v === undefined || Number.isNaN(v)) return "";
+    if (typeof v === "number") return Number.isInteger(v) ? String(v) : String(Number(v.toPrecision(4)));
+    if (Array.isArray(v)) return v.join("/");
+    return String(v);
+  }
+
+  // A title that starts at the left, so plotly's modebar (top right) never covers it.
+  function title(text) { return { text: text, x: 0.01, xanchor: "left", font: { size: 14 } }; }
+
+  function layout(extra) {
+    const out = Object.assign({}, LAYOUT, extra || {});
+    if (typeof out.title === "string") out.title = title(out.title);
+    return out;
+  }
+
+  // An integer tick step that gives at most about `count` ticks over [0, span]: 1, 2, 5, 10, …
+  function integerStep(span, count) {
+    const raw = Math.max(1, span / (count || 8));
+    const magnitude = Math.pow(10, Math.floor(Math.log10(raw)));
+    for (const m of [1, 2, 5, 10]) {
+      if (m * magnitude >= raw) return m * magnitude;
+    }
+    return 10 * magnitude;
+  }
+
+  function integerAxis(values, text) {
+    const lo = Math.min.apply(null, values), hi = Math.max.apply(null, values);
+    return { title: { text: text }, tickmode: "linear", tick0: 0, dtick: integerStep(hi - lo), tickformat: "d" };
+  }
+
+  // The axis a parameter's values want: integer ticks, log for positive values spanning more
+  // than a decade, categories for text.
+  function axisFor(key, values) {
+    const nums = values.filter(function (v) { return typeof v === "number"; });
+    if (nums.length !== values.length || !nums.length) return { title: { text: label(key) }, type: "category" };
+    if (nums.every(Number.isInteger)) return integerAxis(nums, label(key));
+    const lo = Math.min.apply(null, nums), hi = Math.max.apply(null, nums);
+    return { title: { text: label(key) }, type: lo > 0 && hi / lo > 10 ? "log" : "linear" };
+  }
+
+  function meanStd(values) {
+    const n = values.length;
+    const mean = values.reduce(function (a, b) { return a + b; }, 0) / n;
+    const variance = n > 1 ? values.reduce(function (a, b) { return a + (b - mean) * (b - mean); }, 0) / (n - 1) : 0;
+    return [mean, Math.sqrt(variance)];
+  }
+
+  function compare(x, y) {
+    const xm = x === null || x === undefined, ym = y === null || y === undefined;
+    if (xm || ym) return xm === ym ? 0 : (xm ? 1 : -1); // blanks last
+    return typeof x === "number" && typeof y === "number" ? x - y : String(x).localeCompare(String(y));
+  }
+
+  // The parameters whose value differs between the given trials (the ones a sweep varies).
+  function varying(list, keys) {
+    return keys.filter(function (p) {
+      return new Set(list.map(function (t) { return JSON.stringify(t.params[p]); })).size > 1;
+    });
+  }
+
+  // Exponential moving average as TensorBoard smooths: weight in [0, 1), 0 = raw values.
+  function smooth(values, weight) {
+    if (!weight) return values;
+    let last = null;
+    return values.map(function (v) {
+      if (v === null || v === undefined || !Number.isFinite(v)) return v;
+      last = last === null ? v : last * weight + (1 - weight) * v;
+      return last;
+    });
+  }
+
+  // Group items by a key, groups in a stable order (numbers ascending, text alphabetical).
+  function groupBy(items, keyOf) {
+    const groups = new Map();
+    for (const item of items) {
+      const k = keyOf(item);
+      if (!groups.has(k)) groups.set(k, []);
+      groups.get(k).push(item);
+    }
+    return Array.from(groups.entries()).sort(function (a, b) { return compare(a[0], b[0]); });
+  }
+
+  function colour(i) { return PALETTE[i % PALETTE.length]; }
+
+  function rgba(hex, alpha) {
+    const n = parseInt(hex.slice(1), 16);
+    return "rgba(" + (n >> 16) + "," + ((n >> 8) & 255) + "," + (n & 255) + "," + alpha + ")";
+  }
+
+  // A title wider than its chart (a phone) is broken into lines, with room made above the plot.
+  function fitTitle(chartLayout, width) {
+    const text = chartLayout.title && chartLayout.title.text;
+    const perLine = Math.max(20, Math.floor((width - 30) / 7.5));
+    if (!text || text.length <= perLine) return chartLayout;
+    const lines = [];
+    let line = "";
+    for (const word of text.split(" ")) {
+      if (line && (line + " " + word).length > perLine) { lines.push(line); line = word; }
+      else line = line ? line + " " + word : word;
+    }
+    lines.push(line);
+    const margin = Object.assign({}, chartLayout.margin);
+    margin.t = (margin.t || 48) + 17 * (lines.length - 1);
+    return Object.assign({}, chartLayout, { title: Object.assign({}, chartLayout.title, { text: lines.join("<br>") }),
+      margin: margin, height: (chartLayout.height || 340) + 17 * (lines.length - 1) });
+  }
+
+  // A chart with nothing to draw says why instead of showing empty default axes.
+  function draw(id, traces, chartLayout, emptyText) {
+    const el = document.getElementById(id);
+    if (!el) return;
+    if (!traces.length) {
+      if (el.dataset.waiting !== emptyText) {
+        Plotly.purge(el);
+        el.textContent = "";
+        const note = document.createElement("div");
+        note.className = "chart-waiting";
+        note.textContent = emptyText;
+        el.appendChild(note);
+        el.dataset.waiting = emptyText;
+      }
+      return;
+    }
+    if (el.dataset.waiting !== undefined) {
+      el.textContent = "";
+      delete el.dataset.waiting;
+    }
+    Plotly.react(el, traces, fitTitle(chartLayout, el.clientWidth), CONFIG);
+  }
+
+  return { PALETTE: PALETTE, CONFIG: CONFIG, label: label, fmt: fmt, title: title, layout: layout,
+    integerStep: integerStep, integerAxis: integerAxis, axisFor: axisFor, meanStd: meanStd,
+    compare: compare, varying: varying, smooth: smooth, groupBy: groupBy, colour: colour,
+    rgba: rgba, draw: draw };
+})();
