@@ -25,7 +25,9 @@ from ..exceptions import NotFoundError
 from .base import FinishItem, ResultStore, dumps, now
 from .checks import (
     MetricsBatch,
+    active_error,
     check_experiment_args,
+    check_experiment_id,
     check_finish_items,
     check_held,
     check_ids,
@@ -137,6 +139,33 @@ class PostgresStore(ResultStore):
             update_each(c, "state = 'CANCELLED', finished_at = %s, error = %s", ids,
                          (now(), CANCELLED_BEFORE_START))
             return len(ids)
+        return self._db.write(body)[0]
+
+    def delete_experiment(self, experiment_id: str) -> int:
+        check_experiment_id(experiment_id)
+
+        def body(c: Conn) -> int:
+            if c.execute("SELECT 1 FROM experiments WHERE id = %s FOR UPDATE",
+                         (experiment_id,)).fetchone() is None:
+                return 0
+            ids = lock_trials(c, "t.id IN (SELECT trial_id FROM experiment_trials WHERE "
+                                 "experiment_id = %s)", (experiment_id,))
+            shared = {r[0] for r in c.execute(
+                "SELECT DISTINCT trial_id FROM experiment_trials WHERE trial_id = ANY(%s) AND "
+                "experiment_id <> %s", (ids, experiment_id))}
+            own = [tid for tid in ids if tid not in shared]
+            active = [r[0] for r in c.execute(
+                "SELECT id FROM trials WHERE id = ANY(%s) AND state IN ('QUEUED', 'RUNNING') "
+                "ORDER BY ord", (own,))]
+            if active:
+                raise active_error(experiment_id, active)
+            c.execute("DELETE FROM experiment_trials WHERE experiment_id = %s", (experiment_id,))
+            c.execute("DELETE FROM held_dispatch WHERE trial_id = ANY(%s)", (own,))
+            c.execute("DELETE FROM trials WHERE id = ANY(%s)", (own,))
+            # a shared trial's experiment_ids changed: it moves in the change order
+            update_each(c, "state = state", [tid for tid in ids if tid in shared])
+            c.execute("DELETE FROM experiments WHERE id = %s", (experiment_id,))
+            return len(own)
         return self._db.write(body)[0]
 
     def requeue_trials(self, experiment_id: str,
