@@ -18,7 +18,6 @@ equally between all members, so the members' times add up to the pack's.
 from __future__ import annotations
 
 import gc
-import math
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -28,7 +27,8 @@ import numpy as np
 from . import diskcache
 from .blocks import LayerDesign, residual_scale
 from .data import prepare_data
-from .environment import environment, notes as flag_notes
+from .environment import environment
+from .environment import notes as flag_notes
 from .flags import JAX_MODE
 from .graphkey import compile_key, pack_key
 from .layers import StackLayer

@@ -39,7 +39,7 @@ class _Unary(Op):
         return shapes
 
     def pullback(self, inputs, outputs, output_grads):
-        (x,), (out,), (gz,) = inputs, outputs, output_grads
+        (out,), (gz,) = outputs, output_grads
         if self.name == "tanh":
             return [gz * (1 - out * out)]
         if self.name == "relu":  # from the output: a scan's gradient then needs no z again

@@ -3,7 +3,6 @@ packs of every design through the runner."""
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
 from dnnframe.engine import train
