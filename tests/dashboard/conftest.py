@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from dashboard_support import RecordingExecutor
+from dashboard_support import RecordingExecutor, serving
 
 from dashboard import create_app
 
@@ -62,7 +61,6 @@ def store(app) -> Iterator:
 @pytest.fixture
 def quiet_server(tmp_path, data_dir):
     """The app on a real server whose executor runs nothing: the test moves the trials."""
-    from werkzeug.serving import make_server
 
     app = create_app(
         {
@@ -71,12 +69,8 @@ def quiet_server(tmp_path, data_dir):
             "ALLOWED_HOSTS": "127.0.0.1",
         }
     )
-    server = make_server("127.0.0.1", 0, app, threaded=True)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
     try:
-        yield f"http://127.0.0.1:{server.server_port}", app.extensions["dnnframe"].store
+        with serving(app) as base:
+            yield base, app.extensions["dnnframe"].store
     finally:
-        server.shutdown()
-        thread.join(10)
         app.extensions["dnnframe"].shutdown()

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -75,3 +77,18 @@ TINY_SPEC = {
     "training": {"max_epochs": 2, "batch_size": 32, "learning_rate": 0.01},
     "search": {"seeds": 2},
 }
+
+
+@contextlib.contextmanager
+def serving(app) -> Iterator[str]:
+    """``app`` on a real threaded HTTP server on a free local port: yields its base URL."""
+    from werkzeug.serving import make_server
+
+    server = make_server("127.0.0.1", 0, app, threaded=True)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_port}"
+    finally:
+        server.shutdown()
+        thread.join(10)

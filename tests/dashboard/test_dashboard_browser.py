@@ -8,12 +8,11 @@ page follows them through the API's since-cursor.
 from __future__ import annotations
 
 import os
-import threading
 import time
 from pathlib import Path
 
 import pytest
-from dashboard_support import artifacts_dir
+from dashboard_support import artifacts_dir, serving
 from dashboard_support import browser as _browser
 
 from dashboard import create_app
@@ -22,19 +21,14 @@ from dashboard import create_app
 @pytest.fixture
 def live_server(tmp_path, data_dir, monkeypatch):
     """The app on a real werkzeug server with the real local executor (no broker)."""
-    from werkzeug.serving import make_server
 
     monkeypatch.delenv("DNNFRAME_BROKER_URL", raising=False)
     monkeypatch.delenv("DNNFRAME_API_TOKEN", raising=False)
     app = create_app({"STORE_URL": f"sqlite:///{tmp_path / 'e2e.db'}", "WORKERS": 1})
-    server = make_server("127.0.0.1", 0, app, threaded=True)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
     try:
-        yield f"http://127.0.0.1:{server.server_port}", app
+        with serving(app) as base:
+            yield base, app
     finally:
-        server.shutdown()
-        thread.join(10)
         app.extensions["dnnframe"].shutdown()
 
 

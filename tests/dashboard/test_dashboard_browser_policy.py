@@ -3,11 +3,10 @@ the plotly charts, WebGL parallel coordinates included), and Cancel asks before 
 
 from __future__ import annotations
 
-import threading
 from pathlib import Path
 
 import pytest
-from dashboard_support import TINY_SPEC
+from dashboard_support import TINY_SPEC, serving
 
 from dnnframe.store import TrialState
 
@@ -25,17 +24,9 @@ document.addEventListener("securitypolicyviolation", function (e) {
 
 @pytest.fixture
 def served(make_app, recorder):
-    from werkzeug.serving import make_server
-
     app = make_app()
-    server = make_server("127.0.0.1", 0, app, threaded=True)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_port}", app
-    finally:
-        server.shutdown()
-        thread.join(10)
+    with serving(app) as base:
+        yield base, app
 
 
 def _finished_experiment(client, store) -> tuple[str, str]:

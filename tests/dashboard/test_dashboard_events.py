@@ -10,7 +10,7 @@ import threading
 import time
 
 import requests
-from dashboard_support import TINY_SPEC, browser
+from dashboard_support import TINY_SPEC, browser, serving
 
 from dnnframe.store.base import TrialState
 
@@ -120,21 +120,16 @@ def test_the_page_follows_a_stream(quiet_server):
 
 def test_the_page_polls_when_the_server_refuses_a_stream(tmp_path, data_dir):
     from dashboard_support import RecordingExecutor
-    from werkzeug.serving import make_server
 
     from dashboard import create_app
 
     app = create_app({"STORE_URL": f"sqlite:///{tmp_path / 'poll.db'}", "EVENT_STREAMS": 0,
                       "EXECUTOR": RecordingExecutor(), "ALLOWED_HOSTS": "127.0.0.1"})
-    server = make_server("127.0.0.1", 0, app, threaded=True)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
     try:
-        base = f"http://127.0.0.1:{server.server_port}"
-        store = app.extensions["dnnframe"].store
-        exp_id = requests.post(base + "/api/v1/experiments", json=TINY_SPEC, timeout=30).json()["id"]
-        assert _page_follows_changes(base, store, exp_id) == "poll"
+        with serving(app) as base:
+            store = app.extensions["dnnframe"].store
+            exp_id = requests.post(base + "/api/v1/experiments", json=TINY_SPEC,
+                                   timeout=30).json()["id"]
+            assert _page_follows_changes(base, store, exp_id) == "poll"
     finally:
-        server.shutdown()
-        thread.join(10)
         app.extensions["dnnframe"].shutdown()

@@ -51,7 +51,7 @@ INSTRUCTIONS = dockerfile_instructions(DOCKERFILE.read_text())
 def pip_install_steps(shell_text: str) -> list[list[str]]:
     """Every ``pip install`` command in a piece of shell, split into words."""
     steps = []
-    for command in re.split(r"&&|;|\n", shell_text):
+    for command in re.split(r"&&|;|\n", shell_text.replace("\\\n", " ")):  # continuations joined
         words = shlex.split(command, comments=True)
         for i, word in enumerate(words[:-1]):
             if Path(word).name in ("pip", "pip3") and words[i + 1] == "install":

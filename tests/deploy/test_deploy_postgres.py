@@ -20,9 +20,10 @@ def test_the_store_is_postgresql_and_mongodb_is_not_started(run_compose) -> None
     model = _model(run_compose)
     services = model["services"]
     assert "mongo" not in services
-    for name in ("worker", "worker-gpu", "dashboard", "flower"):
+    for name in ("worker", "worker-gpu", "dashboard"):  # Flower reads no store
         assert secret_files(model, name)["DNNFRAME_STORE_URL"] == \
             "postgresql://dnnframe:pg-secret-123@postgres:5432/dnnframe", name
+    assert "DNNFRAME_STORE_URL" not in secret_files(model, "flower")
     for name in ("worker", "worker-gpu", "dashboard"):
         assert {dep: c["condition"] for dep, c in services[name]["depends_on"].items()} == {
             "rabbitmq": "service_healthy", "postgres": "service_healthy"}, name
