@@ -169,7 +169,7 @@ def test_worker_command_parses(stack, service: str) -> None:
         worker.make_context("worker", ["--concurrency=zero"])
 
 
-def test_dashboard_command_is_gunicorn(stack) -> None:
+def test_dashboard_command_is_gunicorn(stack, monkeypatch) -> None:
     from flask import Flask
     from gunicorn.config import Config
 
@@ -180,6 +180,9 @@ def test_dashboard_command_is_gunicorn(stack) -> None:
     assert parsed.bind == ["0.0.0.0:8000"], parsed
     # the dashboard's own settings: threaded workers, access log, graceful stop
     assert parsed.config == "python:dashboard.gunicorn_config", parsed
+    # with a key set, importing the config writes no DNNFRAME_SECRET_KEY into this process
+    # (later tests read the environment's settings)
+    monkeypatch.setenv("DNNFRAME_SECRET_KEY", "test-key")
     settings = importlib.import_module("dashboard.gunicorn_config")
     assert settings.workers == 2 and settings.worker_class == "gthread", settings
     assert settings.accesslog == "-" and settings.graceful_timeout == 20
