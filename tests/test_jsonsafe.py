@@ -34,8 +34,8 @@ def test_json_copy_equals_json_safe_and_shares_nothing(value):
 def test_a_results_dict_is_strict_json_and_independent_of_the_result():
     history = [{"epoch": 1, "val_loss": float("nan")}, {"epoch": 2, "val_loss": 0.5}]
     result = TrialResult(status="DIVERGED", metrics={"test_loss": math.inf}, history=history,
-                         timings={"total": 1.0}, n_params=3, environment={"pack_index": 0},
-                         diverged_epoch=1)
+                         timings={"total": 1.0}, n_params=3, environment={"host": "h"},
+                         diverged_epoch=1, pack={"size": 2, "index": 0, "wall_seconds": 2.0})
     data = result.to_dict()
     assert data["metrics"] == {"test_loss": None}
     assert data["history"] == [{"epoch": 1, "val_loss": None}, {"epoch": 2, "val_loss": 0.5}]
@@ -43,7 +43,10 @@ def test_a_results_dict_is_strict_json_and_independent_of_the_result():
     data["history"][1]["val_loss"] = 9.0
     assert result.history[1]["val_loss"] == 0.5
     assert set(data) == {"status", "metrics", "history", "timings", "n_params", "environment",
-                         "diverged_epoch", "stopped_early", "epochs_run", "best_epoch", "notes"}
+                         "diverged_epoch", "stopped_early", "epochs_run", "best_epoch", "notes",
+                         "pack"}
+    data["pack"]["size"] = 9
+    assert result.pack == {"size": 2, "index": 0, "wall_seconds": 2.0}
 
 
 def test_what_orjson_refuses_takes_the_standard_librarys_way():
