@@ -193,11 +193,15 @@ def _train_pack(configs: list, on_epoch: OnPackEpoch | None) -> list[TrialResult
                     for c in configs)
     lr_at = model.hyper_index("learning_rate")
     initial = np.full(K, np.nan)
+    # every moment of training is some epoch's: the set-up before the first epoch and the
+    # bookkeeping after each (callbacks, snapshots) count in the time shared out
+    mark = t_compile
+    ran: list[_Member] = []
     for epoch in range(1, max_epochs + 1):
         if not active.any():
             break
-        t0 = time.perf_counter()
         running = active.sum()
+        ran = [m for m in members if m.running]
         if schedules:
             lrs = np.array([c.training.learning_rate * c.training.lr_schedule.factor(epoch, c.training.max_epochs)
                             for c in configs])
@@ -240,7 +244,8 @@ def _train_pack(configs: list, on_epoch: OnPackEpoch | None) -> list[TrialResult
                 if va is not None:
                     val_acc[lo:hi] = va
             state[:] = model.export_state()
-        share = (time.perf_counter() - t0) / running
+        now = time.perf_counter()
+        share, mark = (now - mark) / running, now
         if epoch == 1:
             for m, loss in zip(members, initial.tolist()):
                 m.initial_loss = loss
@@ -252,6 +257,9 @@ def _train_pack(configs: list, on_epoch: OnPackEpoch | None) -> list[TrialResult
             best = _snapshot(model, chunks, best, improved)
         active = np.array([m.running for m in members])
     t_train = time.perf_counter()
+    for m in ran:  # the last epoch's bookkeeping, shared by those who trained in it
+        m.train_seconds += (t_train - mark) / len(ran)
+        m.history[-1]["seconds"] += (t_train - mark) / len(ran)
 
     restore = np.array([m.has_best and m.status != "DIVERGED" for m in members])
     final = {split: (np.full(K, np.nan), np.full(K, np.nan)) for split in ("train", "val", "test")}
