@@ -193,15 +193,14 @@ def _train_pack(configs: list, on_epoch: OnPackEpoch | None) -> list[TrialResult
                     for c in configs)
     lr_at = model.hyper_index("learning_rate")
     initial = np.full(K, np.nan)
-    # every moment of training is some epoch's: the set-up before the first epoch and the
-    # bookkeeping after each (callbacks, snapshots) count in the time shared out
+    # every moment is shared out: the set-up before the first epoch and the bookkeeping
+    # after each (callbacks, snapshots) count in the next epoch's time, the last epoch's
+    # bookkeeping in the final evaluation's
     mark = t_compile
-    ran: list[_Member] = []
     for epoch in range(1, max_epochs + 1):
         if not active.any():
             break
         running = active.sum()
-        ran = [m for m in members if m.running]
         if schedules:
             lrs = np.array([c.training.learning_rate * c.training.lr_schedule.factor(epoch, c.training.max_epochs)
                             for c in configs])
@@ -256,10 +255,6 @@ def _train_pack(configs: list, on_epoch: OnPackEpoch | None) -> list[TrialResult
         if improved.any():
             best = _snapshot(model, chunks, best, improved)
         active = np.array([m.running for m in members])
-    t_train = time.perf_counter()
-    for m in ran:  # the last epoch's bookkeeping, shared by those who trained in it
-        m.train_seconds += (t_train - mark) / len(ran)
-        m.history[-1]["seconds"] += (t_train - mark) / len(ran)
 
     restore = np.array([m.has_best and m.status != "DIVERGED" for m in members])
     final = {split: (np.full(K, np.nan), np.full(K, np.nan)) for split in ("train", "val", "test")}
@@ -281,7 +276,7 @@ def _train_pack(configs: list, on_epoch: OnPackEpoch | None) -> list[TrialResult
              for split, (loss, acc) in final.items()}
     t_end = time.perf_counter()
     shared = {"data": (t_data - t_start) / K, "compile": (t_compile - t_data) / K,
-              "evaluate": (t_end - t_train) / K}
+              "evaluate": (t_end - mark) / K}
     pack = {"size": K, "wall_seconds": t_end - t_start, "compile_seconds": t_compile - t_data}
     env = environment(cached)
     env.update(compile_key=compile_key(first), pack_key=pack_key(first), disk_cache_hit=disk_hit)
