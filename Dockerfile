@@ -40,8 +40,8 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
 # A fixed uid so files on bind mounts and named volumes have a predictable owner. The
 # directories exist before VOLUME so a new named volume starts out owned by that user.
 RUN useradd --create-home --uid 10001 --user-group dnnframe \
- && mkdir -p /cache/pytensor /data \
- && chown dnnframe:dnnframe /cache/pytensor /data
+ && mkdir -p /cache/pytensor /data /opt/dnnframe/pytensor-seed \
+ && chown dnnframe:dnnframe /cache/pytensor /data /opt/dnnframe /opt/dnnframe/pytensor-seed
 
 WORKDIR /app
 # Dependencies in their own layer, rebuilt only when pyproject.toml or setup.py change:
@@ -76,15 +76,23 @@ RUN --mount=type=secret,id=ca-certificates \
 
 # Numeric, so runtimes that check "non-root" without reading /etc/passwd can verify it.
 USER 10001:10001
-# PyTensor's C code for the quickstart's graphs, compiled once here into /cache/pytensor:
-# Docker fills a new, empty named volume from the image's files at its mount point, so a
-# fresh stack's pytensor-cache volume starts with the common ops (elementwise, gemm, the
-# optimisers' updates) built, and its first sweep does not wait minutes for them. They are
+# PyTensor's C code for the quickstart's graphs, compiled once here into /cache/pytensor
+# and moved aside to /opt/dnnframe/pytensor-seed: the entrypoint copies it into the cache
+# volume once, under a lock, so a fresh stack's first sweep finds the common ops
+# (elementwise, gemm, the optimisers' updates) built. The image's /cache/pytensor stays
+# empty, because Docker's own copy into a new named volume races when several containers
+# mount it at once (worker replicas, the dashboard): "mkdir ...: file exists". The ops are
 # compiled for the build host's CPU; PyTensor spells -march=native out in its cache keys,
-# so on another CPU it compiles what it needs instead of loading them.
+# so on another CPU it compiles what it needs instead of loading them. The seed's id (a
+# checksum of its file list) names the marker, so a newer image seeds an old volume again.
 RUN DNNFRAME_STORE_URL=sqlite:////tmp/warm-up.db dnnframe run --local --quiet \
         experiments/quickstart.yaml \
- && rm -f /tmp/warm-up.db*
+ && rm -f /tmp/warm-up.db* \
+ && find /cache/pytensor -mindepth 1 -maxdepth 1 -exec mv -t /opt/dnnframe/pytensor-seed {} + \
+ && find /opt/dnnframe/pytensor-seed -mindepth 1 -printf '%P\n' > /tmp/seed-files \
+ && sort -o /tmp/seed-files /tmp/seed-files \
+ && sha256sum < /tmp/seed-files > /opt/dnnframe/pytensor-seed.id \
+ && rm /tmp/seed-files
 VOLUME ["/cache/pytensor", "/data"]
 EXPOSE 8000 5555
 ENTRYPOINT ["dnnframe-entrypoint"]
