@@ -20,6 +20,7 @@ from .context import services
 from .errors import APIError
 from .events import stream as event_stream
 from .forms import check_form
+from .graphs import graphs_progress
 from .importance import DEFAULT_EVALUATOR, EVALUATORS, cached_importances
 from .openapi import openapi_document
 from .security import require_token
@@ -180,7 +181,9 @@ def list_experiments() -> Any:
 def get_experiment(experiment_id: str) -> Any:
     """One experiment: its spec, progress by state and best trial so far."""
     store = services().store
-    return jsonify(experiment_json(store.get_experiment(experiment_id), store, best=True))
+    exp = store.get_experiment(experiment_id)
+    out = experiment_json(exp, store, best=True)
+    return jsonify({**out, "graphs": graphs_progress(exp, out["counts"], store)})
 
 
 @bp.delete("/experiments/<experiment_id>")
@@ -265,6 +268,7 @@ def list_trials(experiment_id: str) -> Any:
             "status": exp_json["status"],
             "status_text": exp_json["status_text"],
             "can_cancel": exp_json["can_cancel"],
+            "graphs": graphs_progress(exp, exp_json["counts"], store),
         }
     )
 

@@ -32,6 +32,7 @@ from dnnframe.submit import submit_experiment
 
 from .context import services
 from .errors import APIError
+from .graphs import graphs_progress
 from .params import RESULT_VALUES, TIMING_VALUES, trial_params, trial_values
 
 # --------------------------------------------------------------------------- specs
@@ -449,10 +450,12 @@ def trial_json(trial: Any, history: bool = False, full: bool = False) -> dict[st
 def update_json(store: Any, experiment_id: str, trials: list[Any]) -> dict[str, Any]:
     """A live update of an experiment page: the trials that changed (with their curves) and
     the experiment's progress, as a ``trials?since=`` page gives them."""
-    exp = experiment_json(store.get_experiment(experiment_id))
+    record = store.get_experiment(experiment_id)
+    exp = experiment_json(record)
     return {
         "experiment_id": experiment_id,
         "cursor": max(t.seq for t in trials),
         "trials": [trial_json(t, history=True) for t in trials],
         **{k: exp[k] for k in ("counts", "n_trials", "status", "status_text", "can_cancel")},
+        "graphs": graphs_progress(record, exp["counts"], store),
     }

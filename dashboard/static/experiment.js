@@ -221,6 +221,14 @@
     const status = document.getElementById("status");
     status.textContent = data.status_text || data.status;
     status.className = "state state-" + data.status;
+    // Before its first epoch a pack compiles its graph (minutes on a fresh host): say so,
+    // or the page looks hung while nothing moves.
+    const graphs = document.getElementById("graphs");
+    const building = data.graphs && data.graphs.ready < data.graphs.total;
+    graphs.hidden = !building;
+    graphs.textContent = building ? "building graphs " + data.graphs.ready + "/" + data.graphs.total +
+      ": the first pack of each graph compiles its C code before its first epoch (seconds when " +
+      "the compile cache has it, minutes on a fresh host)" : "";
     // over while the page was open: nothing is left to cancel (the server would refuse it)
     const cancel = document.getElementById("cancel");
     if (cancel && data.can_cancel === false) cancel.form.remove();

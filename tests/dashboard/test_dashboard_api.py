@@ -198,6 +198,36 @@ def test_list_and_get_experiment_with_progress_and_best(client, store):
     assert body["status"] == "RUNNING"
 
 
+def test_a_starting_experiment_says_how_many_of_its_graphs_are_built(client, store):
+    # relu/tanh × 1/2 hidden layers: four graphs (one layer has no scanned stack, two have
+    # one); the two seeds of a configuration share its graph.
+    spec = copy.deepcopy(TINY_SPEC)
+    spec["model"]["activation"] = {"grid": ["relu", "tanh"]}
+    exp_id = _submit(client, spec).json["id"]
+    trials_url = f"/api/v1/experiments/{exp_id}/trials"
+    assert client.get(trials_url).json["graphs"] is None, "nothing runs yet"
+    trials = store.list_trials(exp_id)
+    assert len(trials) == 8
+
+    def same_graph(t, other):
+        return t.config["model"] == other.config["model"] and t.id != other.id
+
+    first = trials[0]
+    [twin] = [t for t in trials if same_graph(t, first)]
+    other = next(t for t in trials if t.config["model"] != first.config["model"])
+    for t in (first, twin, other):
+        assert store.claim_trial(t.id, "w1") is not None
+    assert client.get(trials_url).json["graphs"] == {"ready": 0, "total": 4}
+    assert client.get(f"/api/v1/experiments/{exp_id}").json["graphs"] == {"ready": 0, "total": 4}
+    store.append_metrics(twin.id, {"epoch": 1, "val_accuracy": 0.5, "val_loss": 1.0})
+    assert client.get(trials_url).json["graphs"] == {"ready": 1, "total": 4}
+    # the page's notice is for the start: once a trial is over the progress bar moves
+    store.append_metrics(first.id, {"epoch": 1, "val_accuracy": 0.5, "val_loss": 1.0})
+    assert store.finish_trial(first.id, TrialState.COMPLETE,
+                              result={"metrics": {"test_accuracy": 0.5}}, worker="w1")
+    assert client.get(trials_url).json["graphs"] is None
+
+
 def test_list_experiments_bad_pagination_is_400(client):
     assert client.get("/api/v1/experiments?limit=0").status_code == 400
     r = client.get("/api/v1/experiments?offset=abc")
