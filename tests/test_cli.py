@@ -122,6 +122,13 @@ def test_printed_commands_never_show_a_password_from_the_environment(monkeypatch
     assert "s3cret" not in out
     assert "results in mongomock://alice:***@hints-test/dnnframe:" in out
     assert f'dnnframe status {exp_id} --store "$DNNFRAME_STORE_URL"' in out
+    # nor does the JSON summary, which scripts keep and log
+    with pytest.raises(SystemExit) as exc:
+        main(["status", exp_id, "--json"])
+    assert exc.value.code in (0, None)
+    out = capsys.readouterr().out
+    assert "s3cret" not in out
+    assert json.loads(out)["store"] == "mongomock://alice:***@hints-test/dnnframe"
 
 
 def test_rerunning_the_same_spec_retrains_nothing(swept):

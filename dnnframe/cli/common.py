@@ -204,7 +204,7 @@ def _summary(store, exp, store_url: str, wall: float | None = None, interrupted:
               for r in rows if r["state"] == "FAILED"]
     out = {
         "experiment_id": exp.id, "name": exp.name, "status": exp.status,
-        "store": absolute_store_url(store_url),
+        "store": _shown_url(absolute_store_url(store_url)),
         "n_trials": len(rows), "counts": counts, "objective": {"metric": metric, "mode": mode},
         "varied": varied, "interrupted": interrupted,
         "best": ({k: best_trials[0][k] for k in ("trial_id", metric, *varied, "seed")}
@@ -219,10 +219,12 @@ def _summary(store, exp, store_url: str, wall: float | None = None, interrupted:
     return out
 
 
-def _print_summary(console, summary: dict, hints: Sequence[str] = ()) -> None:  # noqa: ANN001
+def _print_summary(console, summary: dict, store_url: str,  # noqa: ANN001
+                   hints: Sequence[str] = ()) -> None:
     """Print an experiment's summary: counts, best configurations and trial, one line per
     failed trial, and the commands (with absolute paths) that read it further; then
-    ``hints``, each a line of plain text."""
+    ``hints``, each a line of plain text. ``store_url`` is the store's URL as given (the
+    summary's is masked): a password from the environment is printed as its variable."""
     from rich.table import Table
 
     metric = summary["objective"]["metric"]
@@ -246,7 +248,7 @@ def _print_summary(console, summary: dict, hints: Sequence[str] = ()) -> None:  
         b = summary["best"]
         console.print(f"best trial: {b['trial_id']}  {metric} = {b[metric]:.4f}", **plain)
     exp_id = shlex.quote(summary["experiment_id"])
-    store = " ".join(_store_words(summary["store"]))
+    store = " ".join(_store_words(store_url))
     failed = summary["failed"]
     for f in failed[:FAILED_LINES]:
         console.print(Text.assemble(("FAILED", "red"), f" {f['trial_id']}: {f['error']}"),

@@ -84,7 +84,7 @@ def status(experiment: str | None, store_url: str | None, show_failed: bool,
             console.print(Text.assemble(("FAILED", "red"), f" {trial_id}:"))
             console.print(Text(error.rstrip() or "(no error recorded)"), soft_wrap=True)
         return
-    _print_summary(console, summary)
+    _print_summary(console, summary, url)
     for r in running:
         console.print(f"RUNNING {r['trial_id']} on {r['worker']} (epoch {r['epochs']})",
                       markup=False, highlight=False, soft_wrap=True)

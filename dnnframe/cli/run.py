@@ -87,7 +87,7 @@ def run(ctx: click.Context, spec_path: Path, store_url: str | None, workers: int
         store.close()
     resume = _command_line(ctx, [str(spec_path.resolve())], skip=("quiet", "as_json"))
     # a run stopped by SIGTERM exits as a process killed by it would (128 + 15)
-    _report_run(results, summary, resume, interrupted, quiet, as_json,
+    _report_run(results, summary, store_url, resume, interrupted, quiet, as_json,
                 interrupt_code=143 if terminated else 130)
 
 
@@ -278,8 +278,8 @@ def _stored_experiment(store, experiment_id: str, interrupted: bool):  # noqa: A
         sys.exit(130)
 
 
-def _report_run(console, summary: dict, resume: str, interrupted: bool,  # noqa: ANN001
-                quiet: bool, as_json: bool, interrupt_code: int = 130) -> None:
+def _report_run(console, summary: dict, store_url: str, resume: str,  # noqa: ANN001
+                interrupted: bool, quiet: bool, as_json: bool, interrupt_code: int = 130) -> None:
     """Print the summary; exit ``interrupt_code`` when interrupted, 1 when a trial FAILED."""
     hints = []
     if interrupted:
@@ -290,7 +290,7 @@ def _report_run(console, summary: dict, resume: str, interrupted: bool,  # noqa:
         if as_json:
             click.echo(json.dumps(summary, indent=2, default=str))
         if not quiet:
-            _print_summary(console, summary, hints)
+            _print_summary(console, summary, store_url, hints)
     except BrokenPipeError:  # the reader went away (``| head``): the exit code still tells
         silence_closed_output()
     if interrupted:
