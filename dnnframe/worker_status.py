@@ -3,9 +3,10 @@
 Workers record themselves (``register_worker``) when they start, take and end a pack, and
 when they stop cleanly (``info["stopped"]``); a killed one just stops writing. So: a worker
 that said it stopped is not alive; on this host (same host name, same pid namespace) its
-process must exist; elsewhere it must have written within the heartbeat timeout, or be
-running a trial whose heartbeat is that fresh. An idle worker on another host that has not
-written for that long cannot be told from a dead one and counts as not alive.
+process must exist; elsewhere it must have written within the heartbeat timeout, be one of
+the processes its Celery node listed at a beat that fresh, or be running a trial whose
+heartbeat is that fresh. An idle worker on another host that nothing vouches for that
+long cannot be told from a dead one and counts as not alive.
 """
 
 from __future__ import annotations
@@ -33,6 +34,10 @@ def is_alive(store: ResultStore, worker: WorkerRecord, now: float | None = None,
     now = time.time() if now is None else now
     fresh = now - settings.get().heartbeat_timeout
     if worker.last_seen >= fresh:
+        return True
+    from .executors.liveness import node_vouches_for  # the Celery side: only then
+
+    if node_vouches_for(store, worker, now):
         return True
     if not worker.current_trial:
         return False

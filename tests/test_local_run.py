@@ -318,6 +318,32 @@ def test_the_worker_list_tells_live_workers_from_dead_ones(url):
     assert len(rows) == 3 and not any(r["alive"] for r in rows)
 
 
+def test_an_idle_celery_worker_on_another_host_is_alive_while_its_node_lists_it(
+        url, monkeypatch):
+    from dnnframe.executors.liveness import NODE_ROLE
+    from dnnframe.worker_status import is_alive
+
+    store = open_store(url)
+    # pool processes that wrote once, long ago (the store's clock set back for their
+    # writes), and have trained nothing since
+    real_time = time.time
+    with monkeypatch.context() as m:
+        m.setattr(time, "time", lambda: real_time() - 10_000)
+        store.register_worker("celery@far:7", host="far-away", pid=7)
+        store.register_worker("celery@far:8", host="far-away", pid=8)
+    (seven, eight) = sorted(store.list_workers(), key=lambda w: w.name)
+    later = real_time() + 10_000
+    assert not is_alive(store, seven) and not is_alive(store, eight)
+    # its node (the worker's main process) beats, listing its pool processes
+    store.register_worker("celery@far", host="far-away", pid=1,
+                          info={"role": NODE_ROLE, "queues": ["default"], "concurrency": 1,
+                                "pids": [7]})
+    assert is_alive(store, seven)
+    assert not is_alive(store, eight), "not one of the node's processes"
+    assert not is_alive(store, seven, now=later), "the node's beat is stale too"
+    store.close()
+
+
 def test_a_worker_on_another_host_is_alive_while_it_writes_or_its_trial_beats(url):
     from dnnframe.worker_status import is_alive
 

@@ -68,10 +68,44 @@ def trial_beat_interval() -> float:
 
 def register_node(store: ResultStore, node: str, pid: int, queues: list[str],
                   concurrency: int | None) -> None:
-    """Write node ``node``'s heartbeat row: host, main pid, queues and pool size."""
+    """Write node ``node``'s heartbeat row: host, main pid, queues, pool size and the pids
+    of its processes (so an idle pool process on another host can be told alive)."""
     store.register_worker(node, host=socket.gethostname(), pid=pid,
                           info={"role": NODE_ROLE, "queues": queues,
-                                "concurrency": concurrency})
+                                "concurrency": concurrency, "pids": _child_pids(pid)})
+
+
+def _child_pids(pid: int) -> list[int]:
+    """This host's processes whose parent is ``pid`` (a node's pool processes); empty where
+    there is no /proc."""
+    children = []
+    try:
+        entries = [e.name for e in os.scandir("/proc") if e.name.isdigit()]
+    except OSError:
+        return []
+    for name in entries:
+        try:
+            with open(f"/proc/{name}/stat", encoding="ascii", errors="replace") as fh:
+                if int(fh.read().rpartition(")")[2].split()[1]) == pid:
+                    children.append(int(name))
+        except (OSError, IndexError, ValueError):
+            continue  # it ended meanwhile
+    return sorted(children)
+
+
+def node_vouches_for(store: ResultStore, worker: WorkerRecord, now: float) -> bool:
+    """Whether ``worker`` (``<node>:<pid>``) is a process its node listed at its last beat,
+    and that beat is within :func:`node_timeout` of ``now``: an idle pool process writes
+    nothing itself, its node beats for it."""
+    node_name, pid = split_owner(worker.name)
+    if pid is None:
+        return False
+    for node in store.list_workers():
+        info = node.info or {}
+        if (node.name == node_name and info.get("role") == NODE_ROLE
+                and node.last_seen >= now - node_timeout() and pid in (info.get("pids") or ())):
+            return True
+    return False
 
 
 def live_nodes(store: ResultStore, queue: str | None = None) -> list[WorkerRecord]:
