@@ -12,6 +12,7 @@ import secrets
 from typing import Any
 
 from flask import Flask
+from werkzeug.middleware.proxy_fix import ProxyFix
 
 from dnnframe import __version__, settings
 
@@ -50,6 +51,12 @@ DEFAULTS: dict[str, Any] = {
     "EVENT_STREAMS": None,  # live-update streams per process (None → events.DEFAULT_STREAMS)
     # wrong API tokens one client may send (at /login or as a bearer token) before it must wait
     "TOKEN_GUESS_LIMIT": "10 per minute",
+    # where those guesses are counted: memory:// is per process (each gunicorn worker allows
+    # the limit); redis://host:6379 shares one count between processes and hosts
+    "TOKEN_GUESS_STORAGE": "memory://",
+    # reverse proxies in front of the server whose X-Forwarded-* headers are believed (0:
+    # none, so a client cannot pick its own address by sending the header)
+    "TRUSTED_PROXIES": 0,
     "SESSION_COOKIE_SAMESITE": "Lax",  # with the CSRF token: cross-site form posts carry no session
 }
 
@@ -71,6 +78,12 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     ) or default_allowed_hosts(app.config.get("BIND_HOST"))
     app.config["VERSION"] = __version__
 
+    proxies = int(app.config.get("TRUSTED_PROXIES") or 0)
+    if proxies:
+        # the client's address (token-guess throttle, "local client" checks), scheme and
+        # host as the proxies saw them, from the last `proxies` hops of the headers only
+        app.wsgi_app = ProxyFix(app.wsgi_app, x_for=proxies, x_proto=proxies,  # type: ignore[method-assign]
+                                x_host=proxies, x_port=proxies)
     app.register_blueprint(api_bp)
     app.register_blueprint(ui_bp)
     register_error_handlers(app, may_see_details)

@@ -22,10 +22,12 @@ from urllib.parse import urlsplit
 
 from flask import Flask, Response, current_app, g, request, session
 from limits import RateLimitItem, parse
-from limits.storage import MemoryStorage
+from limits.errors import ConfigurationError
+from limits.storage import storage_from_string
 from limits.strategies import MovingWindowRateLimiter
 
 from dnnframe.exceptions import brief
+from dnnframe.settings import SettingsError
 
 from .errors import APIError
 
@@ -177,12 +179,20 @@ class GuessThrottle:
     """Wrong API tokens per client (its address), over a moving window: a client past the
     limit is refused (429 with Retry-After) before its token is even compared, whichever
     token it sends, until its oldest wrong guess leaves the window. Other clients, the one
-    holding the right token among them, are not affected. Counts are kept per server
-    process (each gunicorn worker allows the limit)."""
+    holding the right token among them, are not affected. Counts are kept in ``storage``
+    (a ``limits`` storage URI): ``memory://`` per server process (each gunicorn worker
+    allows the limit), ``redis://…`` shared by every process that names it."""
 
-    def __init__(self, limit: str):
+    def __init__(self, limit: str, storage: str = "memory://"):
         self._limit: RateLimitItem = parse(limit)
-        self._limiter = MovingWindowRateLimiter(MemoryStorage())
+        try:
+            backend = storage_from_string(storage)
+        except ConfigurationError as exc:
+            hint = (" (redis:// needs the redis package: pip install 'dnnframe[redis]')"
+                    if storage.startswith("redis") else "")
+            raise SettingsError(f"DNNFRAME_TOKEN_GUESS_STORAGE={brief(storage)}: {exc}{hint}"
+                                ) from None
+        self._limiter = MovingWindowRateLimiter(backend)
 
     @staticmethod
     def of(app: Flask) -> GuessThrottle:
@@ -203,7 +213,8 @@ class GuessThrottle:
 
 
 def install_guess_throttle(app: Flask) -> None:
-    app.extensions["dnnframe_token_guesses"] = GuessThrottle(app.config["TOKEN_GUESS_LIMIT"])
+    app.extensions["dnnframe_token_guesses"] = GuessThrottle(
+        app.config["TOKEN_GUESS_LIMIT"], app.config.get("TOKEN_GUESS_STORAGE") or "memory://")
 
 
 def check_token_guess(given: str, expected: str) -> bool:

@@ -81,6 +81,8 @@ class Settings(BaseSettings):
     model_cache_bytes: int = Field(2**30, ge=0)
     mongo_timeout_s: float = 5.0
     web_threads: int = 4
+    trusted_proxies: int = Field(0, ge=0, le=8)
+    token_guess_storage: str = "memory://"
 
     @field_validator("workers", "max_attempts", "pack_size", "web_threads", mode="before")
     @classmethod
@@ -107,7 +109,8 @@ class Settings(BaseSettings):
     def dashboard_config(self) -> dict[str, object]:
         """The settings the dashboard takes, under its config keys (only those set)."""
         keys = ("broker_url", "store_url", "workers", "api_token", "secret_key", "flower_url",
-                "rabbitmq_ui_url", "allowed_hosts", "bind_host")
+                "rabbitmq_ui_url", "allowed_hosts", "bind_host", "trusted_proxies",
+                "token_guess_storage")
         return {k.upper(): getattr(self, k) for k in keys if k in self.model_fields_set}
 
 

@@ -5,6 +5,7 @@ public health check tells, and the headers the pages carry."""
 from __future__ import annotations
 
 import re
+import secrets
 
 import pytest
 from dashboard_support import TINY_SPEC
@@ -183,6 +184,55 @@ def test_wrong_tokens_at_sign_in_are_throttled_per_client(make_app):
     csrf = _login_csrf(holder)
     r = holder.post("/login", data={"csrf_token": csrf, "token": "s3cret"}, environ_overrides=B)
     assert r.status_code == 303
+
+
+def _guess(client, environ, headers=None):
+    return client.post("/api/v1/validate", json=TINY_SPEC,
+                       headers={**_bearer("wrong"), **(headers or {})}, environ_overrides=environ)
+
+
+def test_behind_a_trusted_proxy_clients_are_told_apart_by_forwarded_for(make_app):
+    proxy = {"REMOTE_ADDR": "10.0.0.2"}
+    client = make_app(API_TOKEN="s3cret", TOKEN_GUESS_LIMIT="2 per minute",
+                      TRUSTED_PROXIES=1).test_client()
+    guesser = {"X-Forwarded-For": "203.0.113.9"}
+    assert [_guess(client, proxy, guesser).status_code for _ in range(3)] == [401, 401, 429]
+    # another client behind the same proxy is not locked out with the guesser
+    r = client.post("/api/v1/validate", json=TINY_SPEC,
+                    headers={**_bearer("s3cret"), "X-Forwarded-For": "203.0.113.10"},
+                    environ_overrides=proxy)
+    assert r.status_code == 200
+
+
+def test_without_trusted_proxies_a_forwarded_for_header_changes_nothing(make_app):
+    client = make_app(API_TOKEN="s3cret", TOKEN_GUESS_LIMIT="2 per minute").test_client()
+    # a guesser that invents a new address for each guess is still one client
+    codes = [_guess(client, A, {"X-Forwarded-For": f"203.0.113.{i}"}).status_code
+             for i in range(3)]
+    assert codes == [401, 401, 429]
+
+
+def test_a_shared_guess_storage_counts_every_process_together(make_app):
+    redis = pytest.importorskip("redis", reason="the redis package (pip install redis)")
+    url = "redis://127.0.0.1:6379/0"
+    try:
+        redis.Redis.from_url(url, socket_timeout=2).ping()
+    except redis.RedisError as exc:
+        pytest.skip(f"no Redis server answers at {url}: {exc}")
+    # two apps stand for two gunicorn processes; a fresh address per run keeps runs apart
+    client = {"REMOTE_ADDR": f"198.18.{secrets.randbelow(250)}.{secrets.randbelow(250) + 1}"}
+    config = {"API_TOKEN": "s3cret", "TOKEN_GUESS_LIMIT": "3 per minute",
+              "TOKEN_GUESS_STORAGE": url}
+    first, second = make_app(**config).test_client(), make_app(**config).test_client()
+    codes = [_guess(c, client).status_code for c in (first, second, first, second)]
+    assert codes == [401, 401, 401, 429]
+
+
+def test_an_unknown_guess_storage_is_a_settings_error_naming_it(make_app):
+    from dnnframe.settings import SettingsError
+
+    with pytest.raises(SettingsError, match="DNNFRAME_TOKEN_GUESS_STORAGE='bogus://x': unknown storage scheme"):
+        make_app(TOKEN_GUESS_STORAGE="bogus://x")
 
 
 # --------------------------------------------------------------------------- public health
