@@ -227,6 +227,54 @@ def test_sweeps_train_in_worker_containers_and_split_across_two(stack: Stack) ->
     assert _worker_hosts(second.trials) == workers
 
 
+def test_a_killed_worker_container_loses_no_trial(stack: Stack) -> None:
+    # `docker kill` of a worker container while both workers train a pack, with the stack's
+    # default settings: the killed pack's trials run again on the other worker, every trial
+    # ends COMPLETE once. The time until the re-run is printed for docs/deploy.md's fault
+    # table; the bound only catches a fall back to the 300 s heartbeat timeout.
+    stack.compose("up", "--detach", "--wait", "--wait-timeout", str(UP_TIMEOUT_S), "--pull",
+                  "never", "--scale", "worker=2", timeout=UP_TIMEOUT_S + 60)
+    spec = {"name": "ci-kill-a-worker", "dataset": {"name": "digits"},
+            "model": {"hidden_layers": 3, "width": 64, "activation": "relu"},
+            "training": {"optimizer": "adam", "learning_rate": 0.001, "batch_size": 64,
+                         "max_epochs": 200},
+            "search": {"seeds": 4}}
+    status, created = _request(f"{stack.dashboard}/api/v1/experiments", spec, stack.token)
+    assert status == 201, created
+    url = f"{stack.dashboard}/api/v1/experiments/{created['id']}/trials"
+    deadline = time.monotonic() + SWEEP_TIMEOUT_S
+    while True:  # until both workers' packs have trained an epoch
+        _, page = _request(url)
+        training = {t["worker"] for t in page["trials"] if t["state"] == "RUNNING" and t["epoch"]}
+        hosts = {re.fullmatch(r"(?:[^@]*@)?([^:]+):\d+", w).group(1) for w in training}
+        if len(hosts) == 2:
+            break
+        assert page["counts"].get("COMPLETE", 0) == 0, "a pack finished before the kill"
+        assert time.monotonic() < deadline, page["counts"]
+        time.sleep(0.5)
+    victim_host = sorted(hosts)[0]
+    [victim] = [c for c in stack.containers("worker")
+                if docker("inspect", "--format", "{{.Config.Hostname}}", c).stdout.strip()
+                == victim_host]
+    lost = {t["id"] for t in page["trials"] if t["worker"] and victim_host in t["worker"]}
+    docker("kill", victim)
+    killed_at = time.time()
+    while True:
+        _, page = _request(url)
+        if page["counts"].get("COMPLETE", 0) + page["counts"].get("FAILED", 0) >= 4:
+            break
+        assert time.monotonic() < deadline + SWEEP_TIMEOUT_S, page["counts"]
+        time.sleep(1)
+    trials = {t["id"]: t for t in page["trials"]}
+    assert {t["state"] for t in trials.values()} == {"COMPLETE"}, page["counts"]
+    again = [trials[i] for i in lost]
+    # (Docker may restart the killed container, whose new worker can take them itself)
+    assert again and all(t["attempts"] >= 2 for t in again), again
+    rerun_s = min(t["started_at"] for t in again) - killed_at
+    print(f"docker kill of a worker: {len(again)} trials started again {rerun_s:.1f} s later")
+    assert rerun_s < 120, rerun_s
+
+
 def test_no_secret_shows_in_docker_inspect(stack: Stack) -> None:
     for service in ("rabbitmq", "worker", "dashboard", "flower"):
         for container in stack.containers(service):
