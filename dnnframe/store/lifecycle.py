@@ -18,6 +18,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any
 
 from .records import TrialState
@@ -42,16 +43,15 @@ class TrialUpdate:
     """Field changes of one trial write: ``set`` assigns values, ``inc`` adds to numbers.
 
     A write's new ``seq`` is not part of it: each backend numbers its writes its own way.
+    The mappings are read-only views: the module's constants cannot be changed by accident.
     """
 
     set: Mapping[str, Any]
     inc: Mapping[str, int] = field(default_factory=dict)
 
-    def apply(self, doc: dict[str, Any]) -> None:
-        """Make the change on a trial held as a plain dict (the in-memory backend)."""
-        doc.update(self.set)
-        for name, amount in self.inc.items():
-            doc[name] = doc.get(name, 0) + amount
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "set", MappingProxyType(dict(self.set)))
+        object.__setattr__(self, "inc", MappingProxyType(dict(self.inc)))
 
 
 # ---------------------------------------------------------------- claims
