@@ -15,15 +15,14 @@ from .base import (
     TrialState,
     WorkerRecord,
 )
+from .memory import MEMORY_PREFIX, MemoryStore
 
 DEFAULT_STORE_URL = "sqlite:///dnnframe.db"
-# In-memory stores live in one process: a URL that worker processes cannot share.
-MEMORY_PREFIX = "memory://"
 
 __all__ = [
-    "DEFAULT_STORE_URL", "MEMORY_PREFIX", "SCHEMA_VERSION", "ExperimentRecord", "NotFoundError", "ResultStore",
-    "SchemaVersionError", "StoreCorruptError", "StoreError", "TrialRecord", "TrialState",
-    "WorkerRecord", "default_store_url", "open_store",
+    "DEFAULT_STORE_URL", "MEMORY_PREFIX", "SCHEMA_VERSION", "ExperimentRecord", "NotFoundError",
+    "ResultStore", "SchemaVersionError", "StoreCorruptError", "StoreError", "TrialRecord",
+    "TrialState", "WorkerRecord", "default_store_url", "open_store",
 ]
 
 
@@ -72,8 +71,6 @@ def open_store(url: str | ResultStore | None = None, create: bool = True) -> Res
 
         return PostgresStore(url, create=create)
     if url.startswith(MEMORY_PREFIX):
-        from .memory import MemoryStore
-
         return MemoryStore(url, create=create)
     raise StoreError(f"store URL {url!r} is not supported: use sqlite:///path/to/file.db, "
                      "mongodb://host:port/database, postgresql://user:password@host:5432/database, "

@@ -44,7 +44,8 @@ Every method is safe to call from several threads and several processes (and, fo
 several machines) on the same store at once; each mutating call is atomic per trial
 (SQLite: ``BEGIN IMMEDIATE`` in WAL mode with a busy timeout and retries; MongoDB: single
 document atomic updates). A store object may be used across ``fork``: the child opens its
-own connection on first use.
+own connection on first use. The in-memory backend (``memory://``) is the exception: safe
+across threads (one lock), but its data lives in one process and no other can see it.
 
 Retries
 -------

@@ -19,7 +19,6 @@ from typing import Any
 
 from ..exceptions import NotFoundError, StoreError
 from ..jsonsafe import dumps, json_copy
-from . import MEMORY_PREFIX
 from .base import ResultStore, now
 from .checks import CheckedFinish, active_error, epochs_to_store
 from .lifecycle import (
@@ -42,7 +41,10 @@ from .lifecycle import (
 from .records import ExperimentRecord, TrialRecord, TrialState, WorkerRecord, value_at
 from .sorting import resolve_sort_path
 
-__all__ = ["MemoryStore"]
+__all__ = ["MEMORY_PREFIX", "MemoryStore"]
+
+# In-memory stores live in one process: a URL that worker processes cannot share.
+MEMORY_PREFIX = "memory://"
 
 @dataclass
 class _Data:

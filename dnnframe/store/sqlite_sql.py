@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import sqlite3
 from collections.abc import Iterator
@@ -48,28 +49,25 @@ def trial_record(row: tuple) -> TrialRecord:
         experiment_ids=sorted(json.loads(row[13])) if row[13] else [])
 
 
-def _assignments(update: TrialUpdate) -> tuple[str, list[Any]]:
-    """``SET`` text and parameters of a life-cycle update (its field names come from
+@functools.cache
+def _set_clause(sets: tuple[str, ...], incs: tuple[str, ...]) -> str:
+    """The ``SET`` text of a life-cycle update with these fields (names come from
     lifecycle.py, never from a caller)."""
-    parts, params = [], []
-    for name, value in update.set.items():
-        parts.append(f"{name} = ?")
-        params.append(dumps(value) if name in _JSON_COLUMNS and value is not None else value)
-    for name, amount in update.inc.items():
-        parts.append(f"{name} = {name} + ?")
-        params.append(amount)
-    return ", ".join([*parts, "seq = ?"]), params
+    return ", ".join([*(f"{name} = ?" for name in sets),
+                      *(f"{name} = {name} + ?" for name in incs), "seq = ?"])
 
 
 def apply_updates(c: sqlite3.Connection, rows: list[tuple[str, int, TrialUpdate]]) -> None:
     """Write ``(trial_id, seq, update)`` rows inside the caller's transaction: one
     statement per kind of update, run for all its rows."""
-    groups: dict[str, list[tuple]] = {}
+    groups: dict[tuple[tuple[str, ...], tuple[str, ...]], list[tuple]] = {}
     for tid, seq, update in rows:
-        sql, params = _assignments(update)
-        groups.setdefault(sql, []).append((*params, seq, tid))
-    for sql, params in groups.items():
-        c.executemany(f"UPDATE trials SET {sql} WHERE id = ?", params)
+        params = [dumps(value) if name in _JSON_COLUMNS and value is not None else value
+                  for name, value in update.set.items()]
+        groups.setdefault((tuple(update.set), tuple(update.inc)), []).append(
+            (*params, *update.inc.values(), seq, tid))
+    for fields, params in groups.items():
+        c.executemany(f"UPDATE trials SET {_set_clause(*fields)} WHERE id = ?", params)
 
 
 def update_each(c: sqlite3.Connection, update: TrialUpdate, ids: list[str]) -> None:
