@@ -887,3 +887,13 @@ def test_a_run_on_a_terminal_shows_the_live_bar_and_ends(tmp_path, hooks):
         os.close(main)
     text = re.sub(r"\x1b\[[0-9;?]*[a-zA-Z]", "", screen.decode(errors="replace"))
     assert "4/4" in text and "COMPLETE 4" in text, text[-2000:]
+
+
+def test_an_in_memory_store_is_refused_where_training_runs_in_other_processes(tmp_path):
+    spec = write_spec(tmp_path / "tiny.yaml", TINY)
+    for args in (["run", str(spec), "--store", "memory://x"], ["worker", "--store", "memory://x"]):
+        proc = cli(*args, cwd=tmp_path)
+        assert proc.returncode == 1, proc.stderr
+        assert proc.stderr.startswith("error: store URL 'memory://x' is an in-memory store, "
+                                      "for tests and one-process use"), proc.stderr
+        assert "Traceback" not in proc.stderr

@@ -24,7 +24,7 @@ from rich.text import Text
 
 from ..engine.backend import DeviceUnavailableError, probe
 from ..engine.flags import FlagSettings, translate
-from ..exceptions import SpecError
+from ..exceptions import SpecError, StoreError
 
 EXIT_SPEC_ERROR = 2
 # failed trials listed one line each in a summary; the rest are counted
@@ -57,6 +57,20 @@ def absolute_store_url(url: str) -> str:
     if not path or path.startswith(("/", ":memory:", "file:")):
         return url
     return prefix + str(Path(path).resolve())
+
+
+def refuse_process_local_store(url: str, doing: str) -> None:
+    """Raise StoreError naming ``url`` when it is an in-memory store (``memory://``): it
+    lives only in the process that opened it, so trials trained in worker processes would
+    be written where nobody could read them."""
+    from ..store import MEMORY_PREFIX
+
+    if url.strip().startswith(MEMORY_PREFIX):
+        raise StoreError(
+            f"store URL {url!r} is an in-memory store, for tests and one-process use: it "
+            f"lives only in the process that opened it, and {doing} trains in worker "
+            "processes (a local pool or Celery workers) that cannot see it; use "
+            "sqlite:///path/to/file.db, mongodb://... or postgresql://...")
 
 
 def asked_device() -> FlagSettings:

@@ -23,6 +23,7 @@ from .common import (
     absolute_store_url,
     asked_device,
     cli,
+    refuse_process_local_store,
     refuse_unusable_device,
     store_option,
 )
@@ -72,6 +73,7 @@ def run(ctx: click.Context, spec_path: Path, store_url: str | None, workers: int
     results = console if as_json else make_console(quiet=quiet)
     spec = load_spec(spec_path)  # SpecError → exit 2 naming the file and key
     store_url = absolute_store_url(store_url or default_store_url())
+    refuse_process_local_store(store_url, "dnnframe run")
     broker_url = _broker_for_run(broker_url, distributed, force_local)
     if not broker_url:  # Celery workers check their own device when they start
         refuse_unusable_device("run")

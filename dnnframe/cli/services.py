@@ -9,7 +9,7 @@ import click
 
 from .. import settings
 from ..exceptions import DnnframeError
-from .common import cli, refuse_unusable_device, store_option
+from .common import cli, refuse_process_local_store, refuse_unusable_device, store_option
 
 
 @cli.command()
@@ -78,7 +78,9 @@ def worker(store_url: str | None, broker_url: str | None, queues: str, concurren
     """
 
     from ..executors import THREAD_ENV
+    from ..store import default_store_url
 
+    refuse_process_local_store(store_url or default_store_url(), "dnnframe worker")
     # The Celery app reads its configuration from the environment when it is imported.
     if store_url:
         os.environ["DNNFRAME_STORE_URL"] = store_url

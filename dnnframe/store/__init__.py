@@ -15,13 +15,14 @@ from .base import (
     TrialState,
     WorkerRecord,
 )
+from .memory import MEMORY_PREFIX, MemoryStore
 
 DEFAULT_STORE_URL = "sqlite:///dnnframe.db"
 
 __all__ = [
-    "DEFAULT_STORE_URL", "SCHEMA_VERSION", "ExperimentRecord", "NotFoundError", "ResultStore",
-    "SchemaVersionError", "StoreCorruptError", "StoreError", "TrialRecord", "TrialState",
-    "WorkerRecord", "default_store_url", "open_store",
+    "DEFAULT_STORE_URL", "MEMORY_PREFIX", "SCHEMA_VERSION", "ExperimentRecord", "NotFoundError",
+    "ResultStore", "SchemaVersionError", "StoreCorruptError", "StoreError", "TrialRecord",
+    "TrialState", "WorkerRecord", "default_store_url", "open_store",
 ]
 
 
@@ -36,7 +37,10 @@ def open_store(url: str | ResultStore | None = None, create: bool = True) -> Res
     URLs: ``sqlite:///relative.db``, ``sqlite:////absolute/path.db``, ``mongodb://host/db``
     (``mongodb+srv://`` too; database defaults to ``dnnframe``),
     ``postgresql://user:password@host:5432/database`` (the database must exist; its tables
-    are created on first use), ``mongomock://`` (an in-process fake MongoDB, tests only).
+    are created on first use), ``mongomock://`` (an in-process fake MongoDB, tests only),
+    ``memory://`` or ``memory://NAME`` (the in-memory reference backend: tests and
+    one-process use only; stores opened with the same URL in one process share their data,
+    and no other process can see it).
 
     With ``create=False`` (read-only commands) a store that does not exist yet is an error
     instead of being created: a mistyped path must not leave an empty database behind.
@@ -66,6 +70,8 @@ def open_store(url: str | ResultStore | None = None, create: bool = True) -> Res
         from .postgresql import PostgresStore
 
         return PostgresStore(url, create=create)
+    if url.startswith(MEMORY_PREFIX):
+        return MemoryStore(url, create=create)
     raise StoreError(f"store URL {url!r} is not supported: use sqlite:///path/to/file.db, "
-                     "mongodb://host:port/database, postgresql://user:password@host:5432/database "
-                     "or mongomock:// (tests)")
+                     "mongodb://host:port/database, postgresql://user:password@host:5432/database, "
+                     "or mongomock:// or memory:// (tests, one process)")

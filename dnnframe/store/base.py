@@ -21,6 +21,8 @@ Trial life cycle
 ``QUEUED → CANCELLED | FAILED`` (cancelled before start, delivery cap reached), plus
 ``RUNNING → QUEUED`` by :meth:`ResultStore.requeue_stale` (silent heartbeat) and
 :meth:`ResultStore.release_trial` (the owner is known to be dead).
+The decisions (who wins a claim, what a finish, requeue or release writes, what each
+refusal says) are one policy, :mod:`dnnframe.store.lifecycle`, that every backend applies.
 
 Ownership: a RUNNING trial belongs to the ``worker`` that claimed it. Only that worker may
 heartbeat it, append its metrics (when ``worker`` is passed) and finish it; a write from any
@@ -42,7 +44,8 @@ Every method is safe to call from several threads and several processes (and, fo
 several machines) on the same store at once; each mutating call is atomic per trial
 (SQLite: ``BEGIN IMMEDIATE`` in WAL mode with a busy timeout and retries; MongoDB: single
 document atomic updates). A store object may be used across ``fork``: the child opens its
-own connection on first use.
+own connection on first use. The in-memory backend (``memory://``) is the exception: safe
+across threads (one lock), but its data lives in one process and no other can see it.
 
 Retries
 -------
@@ -66,44 +69,47 @@ when the store cannot be reached, read or written (the message names the URL or 
 from __future__ import annotations
 
 import abc
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, TextIO
 
 from ..jsonsafe import dumps, json_safe
-from .checks import MetricsBatch, check_page
+from .base_trials import FinishItem, TrialMethods, now
+from .checks import (
+    check_experiment_args,
+    check_experiment_id,
+    check_page,
+    check_rung_args,
+    check_trial_items,
+    check_worker,
+    requeue_state_list,
+    state_list,
+)
 from .export import write_csv, write_jsonl
 from .records import ExperimentRecord, TrialRecord, TrialState, WorkerRecord
-from .sorting import SORT_KEYS, resolve_sort_path
+from .sorting import SORT_KEYS, check_since_order, resolve_sort_path
 
-__all__ = ["SCHEMA_VERSION", "SORT_KEYS", "ExperimentRecord", "ResultStore", "TrialRecord",
-           "TrialState", "WorkerRecord", "check_page", "dumps", "json_safe", "now",
-           "resolve_sort_path"]
+__all__ = ["SCHEMA_VERSION", "SORT_KEYS", "ExperimentRecord", "FinishItem", "ResultStore",
+           "TrialRecord", "TrialState", "WorkerRecord", "check_page", "dumps", "json_safe",
+           "now", "resolve_sort_path"]
 
 # Bumped whenever the on-disk layout changes; a store with a larger number refuses to open.
 SCHEMA_VERSION = 1
 
-FinishItem = tuple[str, TrialState | str, dict[str, Any] | None, str | None]
 
-
-def now() -> float:
-    """Wall-clock seconds since the epoch (one place, so tests can reason about it)."""
-    return time.time()
-
-
-class ResultStore(abc.ABC):
+class ResultStore(TrialMethods):
     """Where every experiment, trial and per-epoch metric lives; open one with ``open_store``.
 
-    Backends implement the abstract methods (terse, no docs of their own); the conveniences
-    at the bottom are written once here on top of them. See the module docstring for the
-    life cycle, ownership, batches, concurrency and error rules that every method follows.
+    The public methods check their arguments once, here and in :class:`TrialMethods` (the
+    trial life cycle), then call the backend's ``_``-named abstract method; backends
+    implement those (terse, no docs of their own), and the conveniences at the bottom are
+    written once here on top of them. See the module docstring for the life cycle,
+    ownership, batches, concurrency and error rules that every method follows.
     """
 
     url: str = ""
 
     # ---------------------------------------------------------------- experiments
-    @abc.abstractmethod
     def create_experiment(self, experiment_id: str, name: str, spec: dict[str, Any],
                           n_trials: int) -> ExperimentRecord:
         """Record an experiment (idempotent: an existing one is returned unchanged).
@@ -112,8 +118,9 @@ class ResultStore(abc.ABC):
         Returns the stored record (with ``counts``). Raises ValueError for an empty id or a
         negative ``n_trials``.
         """
+        check_experiment_args(experiment_id, n_trials)
+        return self._create_experiment(experiment_id, name, spec, n_trials)
 
-    @abc.abstractmethod
     def create_trials(self, experiment_id: str, trials: list[tuple[str, dict[str, Any]]]) -> int:
         """Create QUEUED trials and link them to the experiment, all in one transaction.
 
@@ -126,8 +133,8 @@ class ResultStore(abc.ABC):
         Raises:
             NotFoundError: unknown experiment.  ValueError: an empty id or non-dict config.
         """
+        return self._create_trials(experiment_id, check_trial_items(trials))
 
-    @abc.abstractmethod
     def cancel_experiment(self, experiment_id: str) -> int:
         """Request cancellation: set ``cancel_requested`` and turn its QUEUED trials CANCELLED.
 
@@ -137,8 +144,8 @@ class ResultStore(abc.ABC):
 
         Returns how many QUEUED trials became CANCELLED. Raises NotFoundError if unknown.
         """
+        return self._cancel_experiment(experiment_id)
 
-    @abc.abstractmethod
     def requeue_trials(self, experiment_id: str,
                        states: list[TrialState] | tuple[TrialState, ...] | TrialState
                        = (TrialState.CANCELLED,)) -> list[str]:
@@ -154,8 +161,8 @@ class ResultStore(abc.ABC):
             NotFoundError: unknown experiment.  ValueError: a state other than CANCELLED,
             FAILED, DIVERGED or PRUNED.
         """
+        return self._requeue_trials(experiment_id, requeue_state_list(states))
 
-    @abc.abstractmethod
     def delete_experiment(self, experiment_id: str) -> int:
         """Remove an experiment that is over, with every trial that belongs to it alone.
 
@@ -172,141 +179,23 @@ class ResultStore(abc.ABC):
                 (nothing is removed; cancel the experiment and let its trials stop first).
             ValueError: an empty experiment id.
         """
+        check_experiment_id(experiment_id)
+        return self._delete_experiment(experiment_id)
 
-    @abc.abstractmethod
     def get_experiment(self, experiment_id: str) -> ExperimentRecord:
         """The experiment with its trial ``counts``. Raises NotFoundError if unknown."""
+        return self._get_experiment(experiment_id)
 
-    @abc.abstractmethod
     def list_experiments(self, limit: int = 100, offset: int = 0) -> list[ExperimentRecord]:
         """Experiments, newest first, with their ``counts``."""
-
-    # ---------------------------------------------------------------- trial life cycle
-    @abc.abstractmethod
-    def claim_trials(self, trial_ids: list[str], worker: str,
-                     max_attempts: int | None = None) -> list[TrialRecord]:
-        """Atomically take each QUEUED trial of ``trial_ids`` for ``worker``: QUEUED → RUNNING.
-
-        Each claim sets ``worker``, ``started_at``, ``heartbeat_at``, increments ``attempts``
-        and clears metrics left by an earlier (requeued) attempt. Of two workers claiming a
-        trial at once, exactly one gets it. A trial is not claimed (and not returned) when it
-        is not QUEUED (running elsewhere or finished: a redelivery is a no-op); when every
-        experiment of it has been cancelled (it becomes CANCELLED); or when ``attempts``
-        already reached ``max_attempts`` (it becomes FAILED with error
-        ``"delivery cap reached: ..."``).
-
-        Returns:
-            The records won, in the order of ``trial_ids``.
-        Raises:
-            NotFoundError: an unknown trial (nothing is claimed).  ValueError: empty worker,
-            max_attempts < 1, or a malformed id list.
-        """
-
-    @abc.abstractmethod
-    def heartbeat_trials(self, trial_ids: list[str], worker: str) -> set[str]:
-        """Refresh ``heartbeat_at`` of each trial that is RUNNING and owned by ``worker``.
-
-        Returns the ids still owned; a missing id tells the caller it lost that trial and
-        should stop it. Writes nothing to the others.
-        """
-
-    @abc.abstractmethod
-    def append_metrics_many(self, metrics_by_id: MetricsBatch,
-                            worker: str | None = None) -> set[str]:
-        """Append one epoch's metrics (a dict), or several epochs' in order (a list of
-        dicts), to each RUNNING trial, also refreshing its heartbeat.
-
-        A trial that is not RUNNING is left alone (a finished trial is read-only); with
-        ``worker``, so is one that worker does not own: a stale worker whose trial was
-        requeued and claimed by another never writes into the new owner's learning curve.
-        Non-finite floats are stored as null. Any number of epochs may come in one call.
-
-        Safe to retry: when a batch's epochs and the curve's last entry carry integer
-        ``epoch`` numbers, epochs numbered no later than that entry are stored already and
-        are skipped (the trial still counts as written), so a call repeated after its first
-        attempt was applied, or resent together with the next epochs, stores each once.
-
-        Returns:
-            The ids written (a missing one, when ``worker`` was given, was lost).
-        Raises:
-            ValueError: not a dict of trial id -> metrics dict or list of them.
-        """
-
-    @abc.abstractmethod
-    def finish_trials(self, items: list[FinishItem], worker: str | None = None) -> set[str]:
-        """Finish trials: ``items`` are ``(trial_id, state, result, error)`` tuples.
-
-        Each trial gets its state, ``result`` (``TrialResult.to_dict()``), ``error`` and
-        ``finished_at``. Allowed from RUNNING (when ``worker`` is given it must be the owner)
-        to any finished state, and from QUEUED to CANCELLED.
-
-        Returns:
-            The ids this call finished; the others were refused (already finished, QUEUED
-            with a state other than CANCELLED, or owned by another worker).
-        Raises:
-            NotFoundError: an unknown trial (nothing is finished).  ValueError: a state that
-            is not a finished state, or a malformed item.
-        """
-
-    @abc.abstractmethod
-    def cancel_requested(self, trial_ids: list[str]) -> set[str]:
-        """The ids whose trial is CANCELLED or all of whose experiments asked to cancel
-        (the runner stops those now). Raises NotFoundError for an unknown trial."""
-
-    @abc.abstractmethod
-    def requeue_stale(self, timeout_s: float, as_of: float | None = None) -> list[str]:
-        """Put RUNNING trials whose heartbeat is older than ``timeout_s`` seconds back to QUEUED.
-
-        Age is measured at ``as_of`` (a ``time.time()`` value; default: when the call is
-        made, before any wait for a lock), never at the moment the write finally runs: a
-        caller that last saw the store working at ``as_of`` does not judge heartbeats that
-        a stall since then kept from being written.
-
-        Their worker is cleared (so a late write from the lost worker is refused); ``attempts``
-        is kept, so a trial that keeps killing workers hits the delivery cap. Returns the
-        requeued ids (the caller resubmits them to its executor).
-        """
-
-    @abc.abstractmethod
-    def release_trial(self, trial_id: str, worker: str) -> bool:
-        """Atomically put a RUNNING trial owned by ``worker`` back to QUEUED: RUNNING → QUEUED.
-
-        For a caller that knows the owner is dead (a redelivered task finds the trial owned
-        by a pid that no longer exists), so it need not wait for :meth:`requeue_stale`.
-        ``worker`` and ``heartbeat_at`` are cleared and ``seq`` is bumped; ``attempts`` is
-        kept, so the death counts toward the delivery cap of the next claim.
-
-        Returns:
-            True if this call released the trial; False (and writes nothing) when it is not
-            RUNNING or is owned by another worker.
-        Raises:
-            NotFoundError: unknown trial.  ValueError: empty ``worker``.
-        """
-
-    # ---------------------------------------------------------------- dispatch
-    @abc.abstractmethod
-    def hold_dispatch(self, items: list[tuple[str, str]]) -> None:
-        """Remember QUEUED trials whose message could not be sent yet (the broker was
-        down): ``(trial_id, queue)`` pairs. Idempotent: a trial held again keeps one entry,
-        with the latest queue. Whoever reaches the broker later sends them (see
-        :meth:`take_dispatch`). Raises ValueError for a malformed pair.
-        """
-
-    @abc.abstractmethod
-    def take_dispatch(self, limit: int = 500) -> list[tuple[str, str]]:
-        """Remove and return up to ``limit`` held ``(trial_id, queue)`` pairs, oldest first.
-
-        Atomic per entry: with several callers at once each entry goes to exactly one. A
-        caller that then fails to send them holds them again. Raises ValueError for a
-        ``limit`` below 1.
-        """
+        check_page(limit, offset)
+        return self._list_experiments(limit, offset)
 
     # ---------------------------------------------------------------- queries
-    @abc.abstractmethod
     def get_trial(self, trial_id: str) -> TrialRecord:
         """The trial with config, metrics and result. Raises NotFoundError if unknown."""
+        return self._get_trial(trial_id)
 
-    @abc.abstractmethod
     def list_trials(self, experiment_id: str | None = None,
                     state: TrialState | list[TrialState] | None = None,
                     sort_by: str | None = None, descending: bool = False,
@@ -328,8 +217,13 @@ class ResultStore(abc.ABC):
             ValueError: bad ``sort_by``, ``state``, ``limit``, ``offset`` or ``since``, or
             ``since`` with an order other than ascending ``seq``.
         """
+        check_page(limit, offset)
+        check_since_order(since, sort_by, descending)
+        if sort_by is not None:
+            resolve_sort_path(sort_by)  # refused before any backend work
+        return self._list_trials(experiment_id, state_list(state), sort_by, descending, limit, offset,
+                                 since)
 
-    @abc.abstractmethod
     def rung_values(self, experiment_id: str, epoch: int, metric: str) -> list[float]:
         """What the trials of an experiment reported for ``metric`` at ``epoch`` (ASHA's rungs).
 
@@ -342,6 +236,8 @@ class ResultStore(abc.ABC):
         Raises:
             ValueError: ``epoch`` < 1 or ``metric`` not a plain name (letters, digits, _).
         """
+        check_rung_args(epoch, metric)
+        return self._rung_values(experiment_id, epoch, metric)
 
     @abc.abstractmethod
     def latest_seq(self) -> int:
@@ -352,11 +248,13 @@ class ResultStore(abc.ABC):
         """Trials by state (only states present), for one experiment or the whole store."""
 
     # ---------------------------------------------------------------- workers
-    @abc.abstractmethod
+
     def register_worker(self, name: str, host: str | None = None, pid: int | None = None,
                         current_trial: str | None = None, trials_done: int = 0,
                         info: dict[str, Any] | None = None) -> None:
         """Record what worker ``name`` is doing now (a full upsert; ``last_seen`` = now)."""
+        check_worker(name, "worker name")
+        self._register_worker(name, host, pid, current_trial, trials_done, info)
 
     @abc.abstractmethod
     def list_workers(self, seen_within_s: float | None = None) -> list[WorkerRecord]:
@@ -366,30 +264,56 @@ class ResultStore(abc.ABC):
     def close(self) -> None:
         """Release connections; the store object must not be used afterwards."""
 
-    # ---------------------------------------------------------------- single trials
-    def claim_trial(self, trial_id: str, worker: str,
-                    max_attempts: int | None = None) -> TrialRecord | None:
-        """:meth:`claim_trials` of one: the record, or None when not claimed."""
-        won = self.claim_trials([trial_id], worker, max_attempts=max_attempts)
-        return won[0] if won else None
+    # ---------------------------------------------------------------- what a backend implements
+    @abc.abstractmethod
+    def _create_experiment(self, experiment_id: str, name: str, spec: dict[str, Any],
+                           n_trials: int) -> ExperimentRecord:
+        """:meth:`create_experiment`, its arguments checked."""
 
-    def heartbeat(self, trial_id: str, worker: str) -> bool:
-        """:meth:`heartbeat_trials` of one: False when the caller lost the trial."""
-        return trial_id in self.heartbeat_trials([trial_id], worker)
+    @abc.abstractmethod
+    def _create_trials(self, experiment_id: str,
+                       trials: list[tuple[str, dict[str, Any]]]) -> int:
+        """:meth:`create_trials`, its arguments checked."""
 
-    def append_metrics(self, trial_id: str, metrics: dict[str, Any],
-                       worker: str | None = None) -> bool:
-        """:meth:`append_metrics_many` of one: True if written."""
-        return trial_id in self.append_metrics_many({trial_id: metrics}, worker=worker)
+    @abc.abstractmethod
+    def _cancel_experiment(self, experiment_id: str) -> int:
+        """:meth:`cancel_experiment`, its arguments checked."""
 
-    def finish_trial(self, trial_id: str, state: TrialState, result: dict[str, Any] | None = None,
-                     error: str | None = None, worker: str | None = None) -> bool:
-        """:meth:`finish_trials` of one: True if this call finished the trial."""
-        return trial_id in self.finish_trials([(trial_id, state, result, error)], worker=worker)
+    @abc.abstractmethod
+    def _requeue_trials(self, experiment_id: str, states: list[str]) -> list[str]:
+        """:meth:`requeue_trials`, its arguments checked."""
 
-    def is_cancel_requested(self, trial_id: str) -> bool:
-        """:meth:`cancel_requested` of one. Raises NotFoundError if unknown."""
-        return trial_id in self.cancel_requested([trial_id])
+    @abc.abstractmethod
+    def _delete_experiment(self, experiment_id: str) -> int:
+        """:meth:`delete_experiment`, its arguments checked."""
+
+    @abc.abstractmethod
+    def _get_experiment(self, experiment_id: str) -> ExperimentRecord:
+        """:meth:`get_experiment`, its arguments checked."""
+
+    @abc.abstractmethod
+    def _list_experiments(self, limit: int | None, offset: int) -> list[ExperimentRecord]:
+        """:meth:`list_experiments`, its arguments checked."""
+
+    @abc.abstractmethod
+    def _get_trial(self, trial_id: str) -> TrialRecord:
+        """:meth:`get_trial`, its arguments checked."""
+
+    @abc.abstractmethod
+    def _list_trials(self, experiment_id: str | None, states: list[str] | None,
+                     sort_by: str | None, descending: bool, limit: int | None, offset: int,
+                     since: int | None) -> list[TrialRecord]:
+        """:meth:`list_trials`, its arguments checked."""
+
+    @abc.abstractmethod
+    def _rung_values(self, experiment_id: str, epoch: int, metric: str) -> list[float]:
+        """:meth:`rung_values`, its arguments checked."""
+
+    @abc.abstractmethod
+    def _register_worker(self, name: str, host: str | None, pid: int | None,
+                         current_trial: str | None, trials_done: int,
+                         info: dict[str, Any] | None) -> None:
+        """:meth:`register_worker`, its arguments checked."""
 
     # ---------------------------------------------------------------- conveniences
     def __enter__(self) -> ResultStore:

@@ -6,6 +6,7 @@ import re
 from typing import Any
 
 from ..exceptions import ExperimentActiveError
+from .lifecycle import REQUEUABLE_STATES
 from .records import TrialState
 
 
@@ -37,9 +38,6 @@ def check_finish_state(state: TrialState | str) -> TrialState:
     if not st.is_finished:
         raise ValueError(f"finish_trial needs a finished state, got {st.value}")
     return st
-
-
-REQUEUABLE_STATES = ("CANCELLED", "FAILED", "DIVERGED", "PRUNED")
 
 
 def requeue_state_list(states: list[TrialState] | tuple[TrialState, ...] | TrialState | str
@@ -106,6 +104,12 @@ def check_take_limit(limit: int) -> None:
         raise ValueError(f"limit must be an integer >= 1, got {limit!r}")
 
 
+def check_timeout(timeout_s: float) -> None:
+    """A number of seconds >= 0, else ValueError."""
+    if timeout_s < 0:
+        raise ValueError(f"timeout_s must be >= 0, got {timeout_s!r}")
+
+
 def check_max_attempts(max_attempts: int | None) -> None:
     """None or an integer >= 1, else ValueError."""
     if max_attempts is not None and (not isinstance(max_attempts, int) or max_attempts < 1):
@@ -160,13 +164,13 @@ def epochs_to_store(epochs: list[dict[str, Any]], last_epoch: Any) -> list[dict[
     return [m for m in epochs if m["epoch"] > last_epoch]
 
 
-FinishItem = tuple[str, TrialState, "dict[str, Any] | None", "str | None"]
+CheckedFinish = tuple[str, TrialState, "dict[str, Any] | None", "str | None"]
 
 
 def check_finish_items(items: list[tuple[str, TrialState | str, dict[str, Any] | None,
-                                         str | None]]) -> list[FinishItem]:
+                                         str | None]]) -> list[CheckedFinish]:
     """Validate ``finish_trials`` input: (id, finished state, result, error) per trial."""
-    out: list[FinishItem] = []
+    out: list[CheckedFinish] = []
     seen: set[str] = set()
     for i, item in enumerate(items):
         try:

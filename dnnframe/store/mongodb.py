@@ -1,5 +1,7 @@
 """MongoDB backend (``mongodb://host/db``; ``mongomock://`` in tests). Contract: see base.py.
 
+Experiments, queries, dispatch and workers here; the trial life cycle in mongo_trials.py.
+
 Each mutating call is made of atomic single-document updates whose filter re-checks the
 state (batches go in one bulk write), so concurrent workers on many machines never both run
 a trial. A network hiccup (``AutoReconnect``) is retried a few times with back-off rather
@@ -24,57 +26,27 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from pymongo import ReturnDocument, UpdateOne
+from pymongo import ReturnDocument
 from pymongo.errors import BulkWriteError, PyMongoError
 
 from ..exceptions import NotFoundError, StoreError
-from .base import FinishItem, ResultStore, json_safe, now
-from .checks import (
-    MetricsBatch,
-    active_error,
-    check_experiment_args,
-    check_experiment_id,
-    check_finish_items,
-    check_held,
-    check_ids,
-    check_max_attempts,
-    check_metrics_many,
-    check_page,
-    check_rung_args,
-    check_take_limit,
-    check_trial_items,
-    check_worker,
-    epochs_to_store,
-    requeue_state_list,
-    state_list,
-)
+from .base import ResultStore, json_safe, now
+from .checks import active_error
+from .lifecycle import REQUEUE_RESET, TrialUpdate, cancel_before_start
 from .mongo_connect import WriteCall, connect, init_schema, redact, retry, retry_write
+from .mongo_trials import MongoTrials, trial_record
 from .mongoseq import SeqCounter
-from .records import ExperimentRecord, TrialRecord, TrialState, WorkerRecord
-from .sorting import check_since_order, resolve_sort_path
+from .records import ExperimentRecord, TrialRecord, WorkerRecord
+from .sorting import resolve_sort_path
 
 __all__ = ["MongoStore", "redact"]
 
 # A reserved seq block whose write has not landed after this long is taken for abandoned
 # (its writer died): readers stop waiting for it.
 INFLIGHT_TTL_S = 60.0
-# Reads and guarded pushes per append call before a curve that keeps changing under it (a
-# concurrent writer of the same trial) is given up on and reported not written.
-_APPEND_ROUNDS = 3
-_CANCELLED_BEFORE_START = "experiment cancelled before the trial started"
 
 
-def _trial(doc: dict[str, Any]) -> TrialRecord:
-    return TrialRecord(
-        id=doc["_id"], experiment_ids=sorted(doc.get("experiment_ids", [])),
-        state=TrialState(doc["state"]), config=doc.get("config") or {}, result=doc.get("result"),
-        metrics=doc.get("metrics") or [], error=doc.get("error"), worker=doc.get("worker"),
-        attempts=doc.get("attempts", 0), created_at=doc.get("created_at", 0.0),
-        started_at=doc.get("started_at"), finished_at=doc.get("finished_at"),
-        heartbeat_at=doc.get("heartbeat_at"), seq=doc.get("seq", 0))
-
-
-class MongoStore(ResultStore):
+class MongoStore(MongoTrials, ResultStore):
     """ResultStore in a MongoDB database: collections experiments, trials, workers, meta."""
 
     def __init__(self, db: Any, url: str, create: bool = True):
@@ -105,9 +77,8 @@ class MongoStore(ResultStore):
 
     # ------------------------------------------------------------ experiments
     @retry
-    def create_experiment(self, experiment_id: str, name: str, spec: dict[str, Any],
-                          n_trials: int) -> ExperimentRecord:
-        check_experiment_args(experiment_id, n_trials)
+    def _create_experiment(self, experiment_id: str, name: str, spec: dict[str, Any],
+                           n_trials: int) -> ExperimentRecord:
         self._db.experiments.update_one(
             {"_id": experiment_id},
             {"$setOnInsert": {"name": name, "spec": json_safe(spec), "n_trials": n_trials,
@@ -123,15 +94,14 @@ class MongoStore(ResultStore):
                                 counts=self._count_states(doc["_id"]))
 
     @retry
-    def get_experiment(self, experiment_id: str) -> ExperimentRecord:
+    def _get_experiment(self, experiment_id: str) -> ExperimentRecord:
         doc = self._db.experiments.find_one({"_id": experiment_id})
         if doc is None:
             raise NotFoundError(f"experiment {experiment_id!r} not found in {redact(self.url)}")
         return self._experiment(doc)
 
     @retry
-    def list_experiments(self, limit: int = 100, offset: int = 0) -> list[ExperimentRecord]:
-        check_page(limit, offset)
+    def _list_experiments(self, limit: int | None, offset: int) -> list[ExperimentRecord]:
         if limit == 0:
             return []
         cur = self._db.experiments.find().sort([("created_at", -1), ("order", -1)]).skip(offset)
@@ -147,7 +117,7 @@ class MongoStore(ResultStore):
         return {r["_id"]: r["n"] for r in rows}
 
     @retry_write
-    def cancel_experiment(self, experiment_id: str, *, call: WriteCall) -> int:
+    def _cancel_experiment(self, experiment_id: str, *, call: WriteCall) -> int:
         res = self._db.experiments.update_one({"_id": experiment_id},
                                               {"$set": {"cancel_requested": True}})
         if res.matched_count == 0:
@@ -155,13 +125,10 @@ class MongoStore(ResultStore):
         live = [d["_id"] for d in self._db.experiments.find({"cancel_requested": False}, {"_id": 1})]
         query = {"$and": [{"experiment_ids": experiment_id}, {"experiment_ids": {"$nin": live}}],
                  "state": "QUEUED"}
-        return len(self._update_each(query, {"state": "CANCELLED", "finished_at": now(),
-                                             "error": "experiment cancelled before the trial "
-                                                      "started"}, call))
+        return len(self._update_each(query, cancel_before_start(now()), call))
 
     @retry_write
-    def delete_experiment(self, experiment_id: str, *, call: WriteCall) -> int:
-        check_experiment_id(experiment_id)
+    def _delete_experiment(self, experiment_id: str, *, call: WriteCall) -> int:
         if self._db.experiments.find_one({"_id": experiment_id}, {"_id": 1}) is None:
             return 0
         alone = {"experiment_ids": [experiment_id]}  # linked to this experiment only
@@ -178,65 +145,13 @@ class MongoStore(ResultStore):
         ids = [d["_id"] for d in self._db.trials.find(shared, {"_id": 1})]
         self._db.trials.update_many(shared, {"$pull": {"experiment_ids": experiment_id}})
         if ids:
-            self._update_each({"_id": {"$in": ids}}, {}, call)
+            self._update_each({"_id": {"$in": ids}}, TrialUpdate({}), call)
         self._db.experiments.delete_one({"_id": experiment_id})
         return len(own)
 
-    def _update_each(self, query: dict[str, Any], changes: dict[str, Any],
-                     call: WriteCall) -> list[str]:
-        """``$set changes`` on every trial matching ``query``, each with its own ``seq``.
-
-        One ``$inc`` reserves a block of seqs spanning the trials' (unique) ``order`` values
-        and one pipeline update sets ``seq = base + order``: distinct per row, in creation
-        order, in a single round trip (gaps in the block are harmless). The filter is
-        re-checked by the update itself, so a trial that changed meanwhile is left alone.
-        Returns the ids updated by this call, an earlier attempt of it included.
-        """
-        earlier = self._stamped(None, call) if call.attempt else []
-        docs = list(self._db.trials.find(query, {"_id": 1, "order": 1}).sort("order", 1))
-        if not docs:
-            return earlier
-        ids = [d["_id"] for d in docs]
-        orders = [d.get("order") for d in docs]
-        changes = {**changes, "op": call.op}
-        if any(not isinstance(o, int) for o in orders):  # no order to number by: one by one
-            with self._seq.block(len(ids)) as first:
-                for k, tid in enumerate(ids):
-                    self._db.trials.update_one({**query, "_id": tid},
-                                               {"$set": {**changes, "seq": first + k}})
-            return list(dict.fromkeys(self._stamped(ids, call) + earlier))
-        low, span = orders[0], orders[-1] - orders[0] + 1
-        sets = {k: {"$literal": v} for k, v in changes.items()}  # values, never expressions
-        with self._seq.block(span) as first:
-            base = first - low
-            res = self._db.trials.update_many(
-                {**query, "_id": {"$in": ids}},
-                [{"$set": {**sets, "seq": {"$add": ["$order", base]}}}])
-        if res.modified_count == len(ids):
-            return list(dict.fromkeys(ids + earlier))
-        # Some changed meanwhile: the ones updated carry this call's op (one written again
-        # since, say claimed already, is left out: nobody needs to resubmit it).
-        return list(dict.fromkeys(self._stamped(ids, call) + earlier))
-
-    def _stamped(self, ids: list[str] | None, call: WriteCall) -> list[str]:
-        """Which of ``ids`` (None: of all trials) carry ``call``'s op: written by this call
-        and by nobody since. Without ids a scan, done only when an attempt was retried."""
-        query: dict[str, Any] = {"op": call.op}
-        if ids is not None:
-            query["_id"] = {"$in": ids}
-        found = {d["_id"] for d in self._db.trials.find(query, {"_id": 1})}
-        return [tid for tid in ids if tid in found] if ids is not None else sorted(found)
-
-    def _in_block(self, ids: list[str], first: int, n: int) -> set[str]:
-        """Which of ``ids`` still carry a seq of the block ``[first, first + n)``."""
-        return {d["_id"] for d in self._db.trials.find(
-            {"_id": {"$in": ids}, "seq": {"$gte": first, "$lt": first + n}}, {"_id": 1})}
-
     @retry_write
-    def requeue_trials(self, experiment_id: str,
-                       states: list[TrialState] | tuple[TrialState, ...] | TrialState
-                       = (TrialState.CANCELLED,), *, call: WriteCall) -> list[str]:
-        names = requeue_state_list(states)
+    def _requeue_trials(self, experiment_id: str, names: list[str], *,
+                        call: WriteCall) -> list[str]:
         res = self._db.experiments.update_one({"_id": experiment_id},
                                               {"$set": {"cancel_requested": False}})
         if res.matched_count == 0:
@@ -244,16 +159,13 @@ class MongoStore(ResultStore):
         if not names:
             return []
         query = {"experiment_ids": experiment_id, "state": {"$in": names}}
-        return sorted(self._update_each(
-            query, {"state": "QUEUED", "result": None, "error": None, "worker": None,
-                    "attempts": 0, "started_at": None, "finished_at": None,
-                    "heartbeat_at": None, "metrics": []}, call))
+        return sorted(self._update_each(query, REQUEUE_RESET, call))
 
     # ------------------------------------------------------------ trials
     @retry_write
-    def create_trials(self, experiment_id: str, trials: list[tuple[str, dict[str, Any]]], *,
-                      call: WriteCall) -> int:
-        items = [(tid, json_safe(config)) for tid, config in check_trial_items(trials)]
+    def _create_trials(self, experiment_id: str, trials: list[tuple[str, dict[str, Any]]], *,
+                       call: WriteCall) -> int:
+        items = [(tid, json_safe(config)) for tid, config in trials]
         if self._db.experiments.find_one({"_id": experiment_id}, {"_id": 1}) is None:
             raise NotFoundError(f"experiment {experiment_id!r} not found in {redact(self.url)}")
         ids = list(dict.fromkeys(t for t, _ in items))
@@ -285,203 +197,20 @@ class MongoStore(ResultStore):
                                         {"$addToSet": {"experiment_ids": experiment_id}})
         return created
 
-    def _live_experiments(self, experiment_ids: set[str]) -> set[str]:
-        """Those of ``experiment_ids`` that have not asked to cancel."""
-        return {d["_id"] for d in self._db.experiments.find(
-            {"_id": {"$in": sorted(experiment_ids)}, "cancel_requested": False}, {"_id": 1})}
-
-    def _update_all(self, ops: list[tuple[dict[str, Any], dict[str, Any]]]) -> int:
-        """Apply ``(filter, update)`` pairs to trials in one bulk write; returns how many
-        documents changed. mongomock cannot take pymongo's bulk operations: one by one."""
-        if not ops:
-            return 0
-        if self.url.startswith("mongomock://"):
-            return sum(self._db.trials.update_one(f, u).modified_count for f, u in ops)
-        return self._db.trials.bulk_write([UpdateOne(f, u) for f, u in ops],
-                                          ordered=False).modified_count
-
-    def _find_all(self, ids: list[str], fields: dict[str, int]) -> dict[str, dict[str, Any]]:
-        docs = {d["_id"]: d for d in self._db.trials.find({"_id": {"$in": ids}}, fields)}
-        missing = [tid for tid in ids if tid not in docs]
-        if missing:
-            raise NotFoundError(f"trial {missing[0]!r} not found in {redact(self.url)}"
-                                + (f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""))
-        return docs
-
-    @retry_write
-    def claim_trials(self, trial_ids: list[str], worker: str,
-                     max_attempts: int | None = None, *, call: WriteCall) -> list[TrialRecord]:
-        ids = check_ids(trial_ids)
-        check_worker(worker)
-        check_max_attempts(max_attempts)
-        docs = self._find_all(ids, {"state": 1, "attempts": 1, "experiment_ids": 1, "op": 1})
-        # won by an earlier attempt of this call, whose answer was lost
-        mine = [tid for tid in ids if docs[tid]["state"] == "RUNNING"
-                and docs[tid].get("op") == call.op]
-        queued = [tid for tid in ids if docs[tid]["state"] == "QUEUED"]
-        if not queued and not mine:
-            return []
-        live = self._live_experiments({e for tid in queued
-                                       for e in docs[tid].get("experiment_ids", [])})
-        t = now()
-        ops, claims = [], []
-        with self._seq.block(len(queued)) as first:
-            for k, tid in enumerate(queued):
-                doc, query = docs[tid], {"_id": tid, "state": "QUEUED"}
-                exps = doc.get("experiment_ids", [])
-                if exps and not live.intersection(exps):
-                    ops.append((query, {"$set": {
-                        "state": "CANCELLED", "finished_at": t, "seq": first + k,
-                        "error": _CANCELLED_BEFORE_START, "op": call.op}}))
-                elif max_attempts is not None and doc.get("attempts", 0) >= max_attempts:
-                    ops.append(({**query, "attempts": {"$gte": max_attempts}}, {"$set": {
-                        "state": "FAILED", "finished_at": t, "seq": first + k,
-                        "error": f"delivery cap reached: claimed {doc['attempts']} times, "
-                                 f"max_attempts={max_attempts} (the trial keeps losing its "
-                                 "worker)", "op": call.op}}))
-                else:
-                    if max_attempts is not None:
-                        query["attempts"] = {"$lt": max_attempts}
-                    ops.append((query, {"$set": {
-                        "state": "RUNNING", "worker": worker, "started_at": t, "heartbeat_at": t,
-                        "metrics": [], "seq": first + k, "op": call.op},
-                        "$inc": {"attempts": 1}}))
-                    claims.append(tid)
-            self._update_all(ops)
-        if not claims and not mine:
-            return []
-        # A claim was won when the trial runs under this worker and carries this call's op.
-        won = {d["_id"]: _trial(d) for d in self._db.trials.find(
-            {"_id": {"$in": claims + mine}, "state": "RUNNING", "worker": worker,
-             "op": call.op})}
-        return [won[tid] for tid in ids if tid in won]
-
     @retry
-    def heartbeat_trials(self, trial_ids: list[str], worker: str) -> set[str]:
-        ids = check_ids(trial_ids)
-        owned = {"_id": {"$in": ids}, "state": "RUNNING", "worker": worker}
-        self._db.trials.update_many(owned, {"$set": {"heartbeat_at": now()}})
-        return {d["_id"] for d in self._db.trials.find(owned, {"_id": 1})}
-
-    @retry
-    def append_metrics_many(self, metrics_by_id: MetricsBatch,
-                            worker: str | None = None) -> set[str]:
-        pending = check_metrics_many(metrics_by_id)
-        written: set[str] = set()
-        # Read how each curve ends, then push only the epochs it lacks, guarded by its length:
-        # a push that was applied before the connection dropped is not applied again when
-        # this call is retried. A curve that grew meanwhile is read again.
-        for _ in range(_APPEND_ROUNDS):
-            if not pending:
-                break
-            owned: dict[str, Any] = {"_id": {"$in": list(pending)}, "state": "RUNNING"}
-            if worker is not None:
-                owned["worker"] = worker
-            ends = {d["_id"]: d for d in self._db.trials.aggregate([
-                {"$match": owned},
-                {"$project": {"n": {"$size": "$metrics"},
-                              "last": {"$arrayElemAt": ["$metrics", -1]}}}])}
-            pending = {tid: epochs for tid, epochs in pending.items() if tid in ends}
-            if not pending:
-                break
-            t = now()
-            with self._seq.block(len(pending)) as first:
-                ops = []
-                for k, (tid, epochs) in enumerate(pending.items()):
-                    end = ends[tid]
-                    tail = epochs_to_store(epochs, (end.get("last") or {}).get("epoch"))
-                    ops.append(({**owned, "_id": tid, "metrics": {"$size": end["n"]}},
-                                {"$push": {"metrics": {"$each": json_safe(tail)}},
-                                 "$set": {"heartbeat_at": t, "seq": first + k}}))
-                modified = self._update_all(ops)
-                done = set(pending) if modified == len(pending) else \
-                    self._in_block(list(pending), first, len(pending))
-            written |= done
-            pending = {tid: epochs for tid, epochs in pending.items() if tid not in done}
-        return written
-
-    @retry_write
-    def finish_trials(self, items: list[FinishItem], worker: str | None = None, *,
-                      call: WriteCall) -> set[str]:
-        checked = check_finish_items(items)
-        if not checked:
-            return set()
-        ids = [tid for tid, *_ in checked]
-        self._find_all(ids, {"_id": 1})
-        t = now()
-        with self._seq.block(len(checked)) as first:
-            ops = []
-            for k, (tid, st, result, error) in enumerate(checked):
-                running: dict[str, Any] = {"state": "RUNNING"}
-                if worker is not None:
-                    running["worker"] = worker
-                allowed = [running] + ([{"state": "QUEUED"}] if st is TrialState.CANCELLED
-                                       else [])
-                ops.append(({"_id": tid, "$or": allowed}, {"$set": {
-                    "state": st.value, "result": json_safe(result) if result is not None else None,
-                    "error": error, "finished_at": t, "seq": first + k, "op": call.op}}))
-            modified = self._update_all(ops)
-        if modified == len(ids):
-            return set(ids)
-        return set(self._stamped(ids, call))
-
-    @retry
-    def cancel_requested(self, trial_ids: list[str]) -> set[str]:
-        ids = check_ids(trial_ids)
-        docs = self._find_all(ids, {"state": 1, "experiment_ids": 1})
-        live = self._live_experiments({e for d in docs.values()
-                                       for e in d.get("experiment_ids", [])})
-        return {tid for tid, d in docs.items() if d["state"] == "CANCELLED" or (
-            d.get("experiment_ids") and not live.intersection(d["experiment_ids"]))}
-
-    def requeue_stale(self, timeout_s: float, as_of: float | None = None) -> list[str]:
-        if timeout_s < 0:
-            raise ValueError(f"timeout_s must be >= 0, got {timeout_s!r}")
-        # taken once, before the retries: a reconnect wait must not age the heartbeats
-        return self._requeue_older_than((now() if as_of is None else as_of) - timeout_s)
-
-    @retry_write
-    def _requeue_older_than(self, cutoff: float, *, call: WriteCall) -> list[str]:
-        # Guarded per trial: one that heartbeats meanwhile stays RUNNING.
-        stale = {"state": "RUNNING", "heartbeat_at": {"$lt": cutoff}}
-        return sorted(self._update_each(stale, {"state": "QUEUED", "worker": None}, call))
-
-    @retry_write
-    def release_trial(self, trial_id: str, worker: str, *, call: WriteCall) -> bool:
-        check_worker(worker)
-        with self._seq.block() as seq:
-            res = self._db.trials.update_one(
-                {"_id": trial_id, "state": "RUNNING", "worker": worker},
-                {"$set": {"state": "QUEUED", "worker": None, "heartbeat_at": None, "seq": seq,
-                          "op": call.op}})
-        if res.matched_count:
-            return True
-        doc = self._db.trials.find_one({"_id": trial_id}, {"op": 1, "state": 1})
-        if doc is None:
-            raise NotFoundError(f"trial {trial_id!r} not found in {redact(self.url)}")
-        # released by an earlier attempt of this call, whose answer was lost
-        return doc.get("op") == call.op and doc["state"] == "QUEUED"
-
-    # ------------------------------------------------------------ queries
-    @retry
-    def get_trial(self, trial_id: str) -> TrialRecord:
+    def _get_trial(self, trial_id: str) -> TrialRecord:
         doc = self._db.trials.find_one({"_id": trial_id})
         if doc is None:
             raise NotFoundError(f"trial {trial_id!r} not found in {redact(self.url)}")
-        return _trial(doc)
+        return trial_record(doc)
 
     @retry
-    def list_trials(self, experiment_id: str | None = None,
-                    state: TrialState | list[TrialState] | None = None,
-                    sort_by: str | None = None, descending: bool = False,
-                    limit: int | None = None, offset: int = 0,
-                    since: int | None = None) -> list[TrialRecord]:
-        check_page(limit, offset)
-        check_since_order(since, sort_by, descending)
+    def _list_trials(self, experiment_id: str | None, states: list[str] | None,
+                     sort_by: str | None, descending: bool, limit: int | None, offset: int,
+                     since: int | None) -> list[TrialRecord]:
         match: dict[str, Any] = {}
         if experiment_id is not None:
             match["experiment_ids"] = experiment_id
-        states = state_list(state)
         if states is not None:
             match["state"] = {"$in": states}
         if since is not None:
@@ -497,7 +226,7 @@ class MongoStore(ResultStore):
             cur = self._db.trials.find(match).sort(keys).skip(offset)
             if limit is not None:
                 cur = cur.limit(limit)
-            return [_trial(d) for d in cur]
+            return [trial_record(d) for d in cur]
         path = resolve_sort_path(sort_by)
         field = "_id" if path == "id" else path  # validated identifiers only: no operators
         pipeline: list[dict[str, Any]] = [
@@ -512,11 +241,10 @@ class MongoStore(ResultStore):
         if limit is not None:
             pipeline.append({"$limit": limit})
         pipeline.append({"$project": {"_sort_key": 0, "_sort_null": 0}})
-        return [_trial(d) for d in self._db.trials.aggregate(pipeline)]
+        return [trial_record(d) for d in self._db.trials.aggregate(pipeline)]
 
     @retry
-    def rung_values(self, experiment_id: str, epoch: int, metric: str) -> list[float]:
-        check_rung_args(epoch, metric)
+    def _rung_values(self, experiment_id: str, epoch: int, metric: str) -> list[float]:
         docs = self._db.trials.find(
             {"experiment_ids": experiment_id, f"metrics.{epoch - 1}.epoch": epoch},
             {"_id": 0, "metrics": {"$slice": [epoch - 1, 1]}})
@@ -530,14 +258,12 @@ class MongoStore(ResultStore):
 
     # ------------------------------------------------------------ dispatch
     @retry
-    def hold_dispatch(self, items: list[tuple[str, str]]) -> None:
-        check_held(items)
+    def _hold_dispatch(self, items: list[tuple[str, str]]) -> None:
         for tid, queue in items:  # rare (a broker outage): one round trip each is fine
             self._db.held_dispatch.replace_one({"_id": tid}, {"queue": queue, "held_at": now()},
                                                upsert=True)
 
-    def take_dispatch(self, limit: int = 500) -> list[tuple[str, str]]:
-        check_take_limit(limit)
+    def _take_dispatch(self, limit: int) -> list[tuple[str, str]]:
         taken: list[tuple[str, str]] = []
         try:
             for doc in self._oldest_held(limit):
@@ -548,7 +274,7 @@ class MongoStore(ResultStore):
             # Not retried whole (a rerun would lose what was deleted already): give back
             # what this call took, then fail.
             if taken:
-                self.hold_dispatch(taken)
+                self._hold_dispatch(taken)
             raise StoreError(f"store {redact(self.url)}: {exc}") from exc
         return taken
 
@@ -558,10 +284,9 @@ class MongoStore(ResultStore):
 
     # ------------------------------------------------------------ workers
     @retry
-    def register_worker(self, name: str, host: str | None = None, pid: int | None = None,
-                        current_trial: str | None = None, trials_done: int = 0,
-                        info: dict[str, Any] | None = None) -> None:
-        check_worker(name, "worker name")
+    def _register_worker(self, name: str, host: str | None, pid: int | None,
+                         current_trial: str | None, trials_done: int,
+                         info: dict[str, Any] | None) -> None:
         self._db.workers.replace_one(
             {"_id": name},
             {"host": host, "pid": pid, "current_trial": current_trial, "trials_done": trials_done,

@@ -6,6 +6,8 @@ from typing import Any
 
 import psycopg
 
+from ..jsonsafe import dumps
+from .lifecycle import TrialUpdate
 from .records import TrialRecord, TrialState
 from .sorting import resolve_sort_path
 
@@ -15,12 +17,15 @@ TRIAL_COLS = ("t.id, t.state, t.config, t.result, t.metrics, t.error, t.worker, 
               "ARRAY(SELECT experiment_id FROM experiment_trials WHERE trial_id = t.id "
               "ORDER BY experiment_id)")
 EXP_COLS = "id, name, spec, n_trials, created_at, cancel_requested"
-# A trial counts as cancelled when it has experiments and none of them is still live.
+# lifecycle.all_experiments_cancelled of the row ``t``, as SQL.
 ALL_EXPERIMENTS_CANCELLED = (
     "(EXISTS (SELECT 1 FROM experiment_trials WHERE trial_id = t.id) AND NOT EXISTS "
     "(SELECT 1 FROM experiment_trials et JOIN experiments e ON e.id = et.experiment_id "
     "WHERE et.trial_id = t.id AND NOT e.cancel_requested))")
-CANCELLED_BEFORE_START = "experiment cancelled before the trial started"
+# The SQL type of each column a life-cycle update writes (values travel as typed arrays).
+_COLUMN_TYPES = {"state": "text", "worker": "text", "error": "text", "result": "jsonb",
+                 "metrics": "jsonb", "attempts": "int", "started_at": "float8",
+                 "finished_at": "float8", "heartbeat_at": "float8"}
 
 
 def trial_record(row: tuple) -> TrialRecord:
@@ -43,13 +48,47 @@ def reserve(c: Conn, n: int) -> int:
                      (n,)).fetchone()[0] - n + 1
 
 
-def update_each(c: Conn, assignments: str, ids: list[str], params: tuple = ()) -> None:
-    """``SET assignments`` on each of ``ids`` (locked already), each with its own seq in
-    the order given: a cursor reader paging with a limit never meets a tie."""
+def _column(name: str, values: list[Any]) -> tuple[str, list[Any]]:
+    """The array type of one column's values, and the values as that type."""
+    kind = _COLUMN_TYPES[name]
+    if kind == "jsonb":
+        return "text", [None if v is None else dumps(v) for v in values]
+    if kind == "float8":  # psycopg refuses a list mixing ints and floats
+        return kind, [None if v is None else float(v) for v in values]
+    return kind, values
+
+
+def apply_updates(c: Conn, rows: list[tuple[str, int, TrialUpdate]]) -> None:
+    """Write ``(trial_id, seq, update)`` rows (locked already): one statement per set of
+    fields, its values sent as one array per column (field names come from lifecycle.py)."""
+    groups: dict[tuple[tuple[str, ...], tuple[str, ...]], list[tuple[str, int, TrialUpdate]]] = {}
+    for row in rows:
+        groups.setdefault((tuple(row[2].set), tuple(row[2].inc)), []).append(row)
+    for (sets, incs), group in groups.items():
+        arrays, params, names, assign = ["%s::text[]", "%s::bigint[]"], [], ["id", "seq"], []
+        params += [[r[0] for r in group], [r[1] for r in group]]
+        for i, name in enumerate(sets):
+            kind, values = _column(name, [r[2].set[name] for r in group])
+            arrays.append(f"%s::{kind}[]")
+            params.append(values)
+            names.append(f"s{i}")
+            assign.append(f"{name} = u.s{i}" + ("::jsonb" if _COLUMN_TYPES[name] == "jsonb" else ""))
+        for i, name in enumerate(incs):
+            arrays.append("%s::int[]")
+            params.append([r[2].inc[name] for r in group])
+            names.append(f"i{i}")
+            assign.append(f"{name} = {name} + u.i{i}")
+        c.execute(f"UPDATE trials SET {', '.join([*assign, 'seq = u.seq'])} FROM "
+                  f"unnest({', '.join(arrays)}) AS u({', '.join(names)}) "
+                  "WHERE trials.id = u.id", params)
+
+
+def update_each(c: Conn, update: TrialUpdate, ids: list[str]) -> None:
+    """Apply ``update`` to each of ``ids`` (locked already), each with its own seq in the
+    order given: a cursor reader paging with a limit never meets a tie."""
     if ids:
         first = reserve(c, len(ids))
-        c.execute(f"UPDATE trials SET {assignments}, seq = %s + u.k - 1 FROM unnest(%s::text[]) "
-                  "WITH ORDINALITY AS u(id, k) WHERE trials.id = u.id", (*params, first, ids))
+        apply_updates(c, [(tid, first + k, update) for k, tid in enumerate(ids)])
 
 
 def lock_trials(c: Conn, where: str, params: tuple) -> list[str]:

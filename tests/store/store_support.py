@@ -1,5 +1,5 @@
 """Helpers for the store tests. One contract suite, every backend: a real SQLite file,
-mongomock, the real PostgreSQL server of this machine (each test in a database of its own,
+mongomock, the in-memory reference backend, the real PostgreSQL server of this machine (each test in a database of its own,
 dropped afterwards), and a real MongoDB server whenever DNNFRAME_TEST_MONGODB_URL is set
 (no MongoDB server can be installed here)."""
 
@@ -15,7 +15,7 @@ POSTGRESQL_URL = os.environ.get("DNNFRAME_TEST_POSTGRESQL_URL",
                                 "postgresql://postgres@127.0.0.1:5432/postgres")
 # The real-server case joins the suite only when a server is configured;
 # test_store_mongodb.py::test_real_mongodb_server says once, explicitly, when it is not.
-BACKENDS = ["sqlite", "mongomock", "postgresql"] + (["mongodb"] if MONGODB_URL else [])
+BACKENDS = ["sqlite", "mongomock", "memory", "postgresql"] + (["mongodb"] if MONGODB_URL else [])
 
 
 @functools.cache
@@ -60,5 +60,7 @@ def store_url(backend: str, tmp_path) -> str:
     db = f"dnnframe_test_{uuid.uuid4().hex[:12]}"
     if backend == "mongomock":
         return f"mongomock://localhost/{db}"
+    if backend == "memory":
+        return f"memory://{db}"
     assert MONGODB_URL, "backend 'mongodb' needs DNNFRAME_TEST_MONGODB_URL"
     return MONGODB_URL.rstrip("/") + "/" + db

@@ -1,0 +1,103 @@
+"""SQL shared by the SQLite store's methods: row decoding, per-row seqs, batched writes."""
+
+from __future__ import annotations
+
+import functools
+import json
+import sqlite3
+from collections.abc import Iterator
+from typing import Any
+
+from ..jsonsafe import dumps
+from .lifecycle import TrialUpdate
+from .records import TrialRecord, TrialState
+
+TRIAL_COLS = ("t.id, t.state, t.config, t.result, t.metrics, t.error, t.worker, t.attempts, "
+              "t.created_at, t.started_at, t.finished_at, t.heartbeat_at, t.seq, "
+              "(SELECT json_group_array(experiment_id) FROM experiment_trials "
+              "WHERE trial_id = t.id)")
+NEXT_SEQ = "(SELECT coalesce(max(seq), 0) + 1 FROM trials)"
+# lifecycle.all_experiments_cancelled of the row ``trials``, as SQL.
+ALL_EXPERIMENTS_CANCELLED = (
+    "(EXISTS (SELECT 1 FROM experiment_trials WHERE trial_id = trials.id) AND NOT EXISTS "
+    "(SELECT 1 FROM experiment_trials et JOIN experiments e ON e.id = et.experiment_id "
+    "WHERE et.trial_id = trials.id AND e.cancel_requested = 0))")
+# Columns holding JSON text.
+_JSON_COLUMNS = ("result", "metrics")
+
+
+def next_seq(c: sqlite3.Connection) -> int:
+    return c.execute(f"SELECT {NEXT_SEQ}").fetchone()[0]
+
+
+def marks(ids: list[str]) -> str:
+    return ", ".join("?" * len(ids))
+
+
+def chunks(items: list[Any], size: int = 500) -> Iterator[list[Any]]:
+    """Slices of ``items`` small enough for SQLite's limit on bound parameters."""
+    for i in range(0, len(items), size):
+        yield items[i:i + size]
+
+
+def trial_record(row: tuple) -> TrialRecord:
+    return TrialRecord(
+        id=row[0], state=TrialState(row[1]), config=json.loads(row[2]),
+        result=json.loads(row[3]) if row[3] is not None else None, metrics=json.loads(row[4]),
+        error=row[5], worker=row[6], attempts=row[7], created_at=row[8], started_at=row[9],
+        finished_at=row[10], heartbeat_at=row[11], seq=row[12],
+        experiment_ids=sorted(json.loads(row[13])) if row[13] else [])
+
+
+@functools.cache
+def _set_clause(sets: tuple[str, ...], incs: tuple[str, ...]) -> str:
+    """The ``SET`` text of a life-cycle update with these fields (names come from
+    lifecycle.py, never from a caller)."""
+    return ", ".join([*(f"{name} = ?" for name in sets),
+                      *(f"{name} = {name} + ?" for name in incs), "seq = ?"])
+
+
+def apply_updates(c: sqlite3.Connection, rows: list[tuple[str, int, TrialUpdate]]) -> None:
+    """Write ``(trial_id, seq, update)`` rows inside the caller's transaction: one
+    statement per kind of update, run for all its rows."""
+    groups: dict[tuple[tuple[str, ...], tuple[str, ...]], list[tuple]] = {}
+    for tid, seq, update in rows:
+        params = [dumps(value) if name in _JSON_COLUMNS and value is not None else value
+                  for name, value in update.set.items()]
+        groups.setdefault((tuple(update.set), tuple(update.inc)), []).append(
+            (*params, *update.inc.values(), seq, tid))
+    for fields, params in groups.items():
+        c.executemany(f"UPDATE trials SET {_set_clause(*fields)} WHERE id = ?", params)
+
+
+def update_each(c: sqlite3.Connection, update: TrialUpdate, ids: list[str]) -> None:
+    """Apply ``update`` to each of ``ids`` (inside the caller's transaction), giving every
+    row its own ``seq``: a cursor reader paging with ``limit`` must never meet a tie
+    larger than its page (it would skip the rest of the tied rows)."""
+    seq = next_seq(c)
+    apply_updates(c, [(tid, seq + i, update) for i, tid in enumerate(ids)])
+
+
+# json_insert takes one path/value pair per epoch, and SQLite caps a function's arguments
+# (127 by default): longer runs of epochs are appended this many at a time.
+_EPOCHS_PER_STATEMENT = 50
+
+
+def append_epochs(c: sqlite3.Connection, texts_by_id: dict[str, list[str]]) -> None:
+    """Append each trial's epochs (JSON texts, in order) to its curve, however many there
+    are: full slices first, all the same size so one statement serves them in order, then
+    each trial's shorter remainder."""
+    full: list[tuple[str, ...]] = []
+    rest: dict[int, list[tuple[str, ...]]] = {}
+    for tid, texts in texts_by_id.items():
+        for part in chunks(texts, _EPOCHS_PER_STATEMENT):
+            if len(part) == _EPOCHS_PER_STATEMENT:
+                full.append((*part, tid))
+            else:
+                rest.setdefault(len(part), []).append((*part, tid))
+    for count, rows in [(_EPOCHS_PER_STATEMENT, full), *rest.items()]:
+        if rows:
+            # '$[#]' is past the end of the array so far: json_insert applies pairs in order
+            pairs = ", ".join(["'$[#]', json(?)"] * count)
+            c.executemany(f"UPDATE trials SET metrics = json_insert(metrics, {pairs}) "
+                          "WHERE id = ?", rows)
