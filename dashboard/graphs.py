@@ -48,7 +48,7 @@ def _compile_keys(store: Any, exp: Any) -> dict[str, str]:
 def graphs_progress(exp: Any, counts: dict[str, int], store: Any) -> dict[str, int] | None:
     """``{"ready": r, "total": n}`` while trials run and none is over yet, else None."""
     if not counts.get("RUNNING") or any(
-            n for state, n in counts.items() if state not in ("QUEUED", "RUNNING")):
+            n for state, n in counts.items() if TrialState(state).is_finished):
         return None
     keys = _compile_keys(store, exp)
     running = store.list_trials(exp.id, state=TrialState.RUNNING)
