@@ -23,7 +23,8 @@ from . import settings
 from .engine.result import TrialResult
 from .exceptions import StoreError, TrialCancelled, failure_text
 from .heartbeat import Heartbeat
-from .search.asha import Pruner
+from .search.pruner import PackTrial
+from .search.pruner_factory import pruner_for_pack
 from .spec import TrialConfig
 from .store.base import ResultStore, TrialRecord, TrialState
 
@@ -186,7 +187,7 @@ class _Member:
     stopped: bool = False    # asked to stop (cancelled) or frozen by the engine
     lost: bool = False       # another worker owns it now: nothing more is written
     experiment_ids: tuple[str, ...] = ()
-    pruned: dict[str, Any] | None = None  # the ASHA decision that stopped it
+    pruned: dict[str, Any] | None = None  # why the pruner stopped it
     outcome: tuple[TrialState, dict[str, Any] | None, str | None] | None = None
 
 
@@ -200,9 +201,9 @@ class _PackRun:
         self.last_check = -float("inf")  # the first epoch always checks
         self.last_write = -float("inf")  # and is written at once
         self.pending: list[tuple[int, dict[str, dict[str, Any]]]] = []  # epochs not written
-        self.pruner = Pruner.for_trials(store, {
-            m.trial_id: (list(m.experiment_ids),
-                         int(m.config.get("training", {}).get("max_epochs", 0)))
+        self.pruner = pruner_for_pack(store, {
+            m.trial_id: PackTrial(m.experiment_ids,
+                                  int(m.config.get("training", {}).get("max_epochs", 0)))
             for m in members})
 
     def live(self) -> list[_Member]:
@@ -226,15 +227,16 @@ class _PackRun:
         if batch:
             self.pending.append((epoch, batch))
         try:
-            # A pack ASHA may prune writes every epoch: the rung query reads what was written.
+            # A pack that may be pruned writes every epoch: the pruner may read what was written.
             if self.pruner.active or time.monotonic() - self.last_write >= METRICS_INTERVAL_S:
                 self.write()
-            if self.pruner.active:  # at a rung: a store query over what was just written
+            if self.pruner.active:
                 written = {m.trial_id: batch[m.trial_id] for m in self.live()
                            if m.trial_id in batch and not m.stopped}
-                for tid, note in self.pruner.check(epoch, written).items():
-                    member = self._member(tid)
-                    member.pruned, member.stopped = note, True
+                for tid, decision in self.pruner.on_results(epoch, written).items():
+                    if decision.stop:
+                        member = self._member(tid)
+                        member.pruned, member.stopped = dict(decision.reason), True
             if time.monotonic() - self.last_check >= CHECK_INTERVAL_S:
                 self.last_check = time.monotonic()
                 live = [m.trial_id for m in self.live() if not m.stopped]
@@ -305,7 +307,8 @@ class _PackRun:
 def _outcome(result: Any, index: int, pruned: dict[str, Any] | None = None
              ) -> tuple[TrialState, dict[str, Any] | None, str | None]:
     """The final state, result dict and error of one member from what the engine returned
-    (a member stopped by ASHA comes back CANCELLED and becomes PRUNED, its curve kept)."""
+    (a member stopped by the pruner comes back CANCELLED and becomes PRUNED, its curve
+    kept)."""
     if isinstance(result, BaseException):
         return TrialState.FAILED, None, failure_text(result)
     state = TrialState(result.status)
@@ -341,8 +344,9 @@ def run_pack(trial_ids: list[str], store: ResultStore, worker: str | None = None
         train_fn: ``train(configs, on_epoch) -> one TrialResult per config``, where
             ``on_epoch(epoch, metrics)`` gets one metrics dict per member (None for a member
             the engine stopped) and returns one stop flag per member (cancelled, lost to
-            another worker, or pruned by ASHA at a rung: recorded PRUNED with its curve). A member's result with status FAILED (or an exception instance
-            in its place) fails that member only. Default: :func:`dnnframe.engine.train_pack`.
+            another worker, or stopped by the pack's pruner: recorded PRUNED with its curve). A
+            member's result with status FAILED (or an exception instance in its place) fails
+            that member only. Default: :func:`dnnframe.engine.train_pack`.
         heartbeat_interval_s: how often the background thread beats for every member
             (default: a fifth of the heartbeat timeout).
         observer: told what was claimed, each recorded epoch and each recorded end.
