@@ -15,7 +15,7 @@ from . import settings
 from .exceptions import NotFoundError
 from .executors.base import Executor
 from .executors.packing import compile_key, make_packs
-from .runner import release_if_owner_died
+from .owners import release_if_owner_died
 from .spec import ExperimentSpec, count_trials, expand_with_ids
 from .store.base import ExperimentRecord, ResultStore, TrialState
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 
-from ..runner import default_worker_name
+from ..owners import default_worker_name
 from ..store import TrialState, open_store
 from ..store.base import ResultStore
 from .local_worker import death_reason
