@@ -48,7 +48,7 @@ from dashboard import create_app
 from dnnframe.executors import Executor
 
 class Idle(Executor):
-    def submit(self, packs, graph_keys=None): pass
+    def submit(self, packs, compile_keys=None): pass
     def wait(self, timeout=None): return True
     def cancel(self, experiment_id): return 0
     def shutdown(self, wait=True): pass

@@ -1,8 +1,8 @@
 """Per-trial dispatch overhead: local process pool vs Celery over RabbitMQ, side by side.
 
-Every trial is a no-op (``tasks.hooks.noop_train``), so what is timed is the machinery:
-storing the sweep, handing ids to the executor, claim, final write (and for Celery: publish
-with confirms, broker, worker, ack, worker-state writes). Two numbers per executor:
+Every trial is a no-op (``dnnframe.testing.hooks.noop_train``), so what is timed is the
+machinery: storing the sweep, handing ids to the executor, claim, final write (and for
+Celery: publish with confirms, broker, worker, ack, worker-state writes). Two numbers per executor:
 
 * throughput: N trials submitted at once, wall time from ``submit_experiment`` until every
   result is stored; overhead = wall / N (with one worker process this is the serial cost
@@ -36,7 +36,7 @@ from dnnframe.executors import CeleryExecutor, LocalExecutor  # noqa: E402
 from dnnframe.spec import parse_spec  # noqa: E402
 from dnnframe.store import open_store  # noqa: E402
 from dnnframe.submit import submit_experiment  # noqa: E402
-from tasks.hooks import noop_train  # noqa: E402
+from dnnframe.testing.hooks import noop_train  # noqa: E402
 
 BROKER = os.environ.get("DNNFRAME_BROKER_URL") or "amqp://guest:guest@127.0.0.1:5672//"
 
@@ -110,7 +110,7 @@ def run_celery(tmp: Path, n: int, n_latency: int, workers: int) -> dict[str, flo
     url = f"sqlite:///{tmp / 'celery.db'}"
     queue = f"bench-{uuid.uuid4().hex[:8]}"
     env = dict(os.environ, DNNFRAME_STORE_URL=url, DNNFRAME_BROKER_URL=BROKER,
-               DNNFRAME_TRAIN_FN="tasks.hooks:noop_train",
+               DNNFRAME_TRAIN_FN="dnnframe.testing.hooks:noop_train",
                PYTHONPATH=f"{REPO}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
     log = tmp / "worker.log"
     with open(log, "wb") as fh:

@@ -10,7 +10,7 @@
    float32, digits (64 features), SGD, batch 128, for each width x depth.
 4. Trials/s of the paper workload (bench/packs.py's: iris, 1-4 layers of 16, tanh and relu,
    five learning rates, 20 epochs, batch 32), trained as packs of ``--pack-size`` trials
-   per graph key, on the C backend (one thread) vs the accelerator; compiles happen before
+   per pack key, on the C backend (one thread) vs the accelerator; compiles happen before
    the clock.
 
 On a machine where ``device=cuda`` cannot be used (no GPU, or jax without CUDA) the script

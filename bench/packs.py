@@ -3,7 +3,7 @@
     .venv/bin/python bench/packs.py [--sizes 1,10,100,1000] [--dtypes float64,float32]
 
 The paper workload: iris, 1-4 hidden layers of 16, tanh and relu, five SGD learning rates,
-20 epochs, batch 32, one seed. That is 8 graph keys (depth x activation); a pack of size K
+20 epochs, batch 32, one seed. That is 8 pack keys (depth x activation); a pack of size K
 holds K trials of one key (learning rates cycling), and each K row trains one pack per key
 (8 K trials, at least 40). Each dtype runs in a fresh subprocess with one BLAS/OpenMP
 thread (floatX is fixed when PyTensor is imported); compiles happen before the clock.

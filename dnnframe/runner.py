@@ -10,8 +10,6 @@ message.
 from __future__ import annotations
 
 import logging
-import os
-import socket
 import time
 import traceback
 import uuid
@@ -23,7 +21,9 @@ from . import settings
 from .engine.result import TrialResult
 from .exceptions import StoreError, TrialCancelled, failure_text
 from .heartbeat import Heartbeat
-from .search.asha import Pruner
+from .owners import default_worker_name
+from .search.pruner import PackTrial
+from .search.pruner_factory import pruner_for_pack
 from .spec import TrialConfig
 from .store.base import ResultStore, TrialRecord, TrialState
 
@@ -44,11 +44,6 @@ CHECK_INTERVAL_S = 1.0
 # A pack's learning curves are written at most this often (every epoch once an epoch takes
 # longer): rewriting each member's curve every epoch cost tiny trials more than training.
 METRICS_INTERVAL_S = 1.0
-
-
-def default_worker_name() -> str:
-    """``host:pid`` — unique per live process, readable in the dashboard."""
-    return f"{socket.gethostname()}:{os.getpid()}"
 
 
 def _default_train_fn() -> TrainFn:
@@ -112,51 +107,6 @@ def _finish_all(store: ResultStore, items: list[tuple[str, TrialState, dict[str,
     return set()  # unreachable; keeps type checkers happy
 
 
-def pid_is_dead(pid: int) -> bool:
-    """True only when no process ``pid`` exists here (a process we may not signal exists)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    except OSError:  # EPERM: someone's process has that pid; assume it may be the owner
-        return False
-    # A killed process whose parent died too stays a zombie until init reaps it (a second or
-    # more on some systems); it runs no trial any more.
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as fh:
-            return fh.read().rpartition(")")[2].split()[0] == "Z"
-    except (OSError, IndexError):
-        return False
-
-
-def release_if_owner_died(store: Any, trial_id: str, node: str) -> bool:
-    """Put ``trial_id`` back to QUEUED if its owner was a now-dead process of ``node``.
-
-    A process killed mid-trial (SIGKILL, OOM, a killed ``dnnframe run``) leaves its trial
-    RUNNING under ``"<node>:<pid>"``: a Celery pool process's message is redelivered within
-    seconds and a rerun of ``dnnframe run`` starts at once, but the claim refuses a RUNNING
-    trial, so without this the trial would wait for the stale-heartbeat timeout. Only owners
-    on *this* node are checked: same node name means same host (and pid namespace), the only
-    place where a pid says anything. An owner whose pid
-    still exists (or was reused) is left alone, and so is every other node's (the reaper
-    handles those). Returns True if this call released the trial.
-    """
-    trial = store.get_trial(trial_id)
-    if trial.state is not TrialState.RUNNING or not trial.worker:
-        return False
-    owner_node, _, owner_pid = trial.worker.rpartition(":")
-    if (owner_node != node or not owner_pid.isdigit() or int(owner_pid) == os.getpid()
-            or not pid_is_dead(int(owner_pid))):
-        log.info("trial %s: redelivered while RUNNING under %s (alive, or not on this node); "
-                 "left to its owner or the reaper", trial_id, trial.worker)
-        return False
-    if not store.release_trial(trial_id, trial.worker):
-        return False  # the reaper or another redelivery got there first
-    log.warning("trial %s: its owner %s died (no such process on this node); released it to "
-                "run again now (attempt %d so far)", trial_id, trial.worker, trial.attempts)
-    return True
-
-
 class PackObserver:
     """What a caller of :func:`run_pack` may watch while a pack runs (a Celery task shows it
     in Flower). Called in the training thread, so each method must be quick and must not
@@ -186,7 +136,7 @@ class _Member:
     stopped: bool = False    # asked to stop (cancelled) or frozen by the engine
     lost: bool = False       # another worker owns it now: nothing more is written
     experiment_ids: tuple[str, ...] = ()
-    pruned: dict[str, Any] | None = None  # the ASHA decision that stopped it
+    pruned: dict[str, Any] | None = None  # why the pruner stopped it
     outcome: tuple[TrialState, dict[str, Any] | None, str | None] | None = None
 
 
@@ -200,9 +150,9 @@ class _PackRun:
         self.last_check = -float("inf")  # the first epoch always checks
         self.last_write = -float("inf")  # and is written at once
         self.pending: list[tuple[int, dict[str, dict[str, Any]]]] = []  # epochs not written
-        self.pruner = Pruner.for_trials(store, {
-            m.trial_id: (list(m.experiment_ids),
-                         int(m.config.get("training", {}).get("max_epochs", 0)))
+        self.pruner = pruner_for_pack(store, {
+            m.trial_id: PackTrial(m.experiment_ids,
+                                  int(m.config.get("training", {}).get("max_epochs", 0)))
             for m in members})
 
     def live(self) -> list[_Member]:
@@ -226,15 +176,16 @@ class _PackRun:
         if batch:
             self.pending.append((epoch, batch))
         try:
-            # A pack ASHA may prune writes every epoch: the rung query reads what was written.
+            # A pack that may be pruned writes every epoch: the pruner may read what was written.
             if self.pruner.active or time.monotonic() - self.last_write >= METRICS_INTERVAL_S:
                 self.write()
-            if self.pruner.active:  # at a rung: a store query over what was just written
+            if self.pruner.active:
                 written = {m.trial_id: batch[m.trial_id] for m in self.live()
                            if m.trial_id in batch and not m.stopped}
-                for tid, note in self.pruner.check(epoch, written).items():
-                    member = self._member(tid)
-                    member.pruned, member.stopped = note, True
+                for tid, decision in self.pruner.on_results(epoch, written).items():
+                    if decision.stop:
+                        member = self._member(tid)
+                        member.pruned, member.stopped = dict(decision.reason), True
             if time.monotonic() - self.last_check >= CHECK_INTERVAL_S:
                 self.last_check = time.monotonic()
                 live = [m.trial_id for m in self.live() if not m.stopped]
@@ -305,7 +256,8 @@ class _PackRun:
 def _outcome(result: Any, index: int, pruned: dict[str, Any] | None = None
              ) -> tuple[TrialState, dict[str, Any] | None, str | None]:
     """The final state, result dict and error of one member from what the engine returned
-    (a member stopped by ASHA comes back CANCELLED and becomes PRUNED, its curve kept)."""
+    (a member stopped by the pruner comes back CANCELLED and becomes PRUNED, its curve
+    kept)."""
     if isinstance(result, BaseException):
         return TrialState.FAILED, None, failure_text(result)
     state = TrialState(result.status)
@@ -341,8 +293,9 @@ def run_pack(trial_ids: list[str], store: ResultStore, worker: str | None = None
         train_fn: ``train(configs, on_epoch) -> one TrialResult per config``, where
             ``on_epoch(epoch, metrics)`` gets one metrics dict per member (None for a member
             the engine stopped) and returns one stop flag per member (cancelled, lost to
-            another worker, or pruned by ASHA at a rung: recorded PRUNED with its curve). A member's result with status FAILED (or an exception instance
-            in its place) fails that member only. Default: :func:`dnnframe.engine.train_pack`.
+            another worker, or stopped by the pack's pruner: recorded PRUNED with its curve). A
+            member's result with status FAILED (or an exception instance in its place) fails
+            that member only. Default: :func:`dnnframe.engine.train_pack`.
         heartbeat_interval_s: how often the background thread beats for every member
             (default: a fifth of the heartbeat timeout).
         observer: told what was claimed, each recorded epoch and each recorded end.

@@ -15,7 +15,7 @@ from . import settings
 from .exceptions import NotFoundError
 from .executors.base import Executor
 from .executors.packing import compile_key, make_packs
-from .runner import release_if_owner_died
+from .owners import release_if_owner_died
 from .spec import ExperimentSpec, count_trials, expand_with_ids
 from .store.base import ExperimentRecord, ResultStore, TrialState
 
@@ -99,7 +99,7 @@ def submit_experiment(spec: ExperimentSpec, store: ResultStore, executor: Execut
         configs = dict(pairs)
         size = resolve_pack_size(spec, pack_size)
         packs = make_packs(to_run, configs, size, executor.parallelism)
-        executor.submit(packs, graph_keys=[compile_key(configs[pack[0]]) for pack in packs])
+        executor.submit(packs, compile_keys=[compile_key(configs[pack[0]]) for pack in packs])
     return SubmitResult(store.get_experiment(experiment_id), trial_ids, new_ids, list(requeued),
                         to_run, recovered, packs)
 

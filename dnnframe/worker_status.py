@@ -18,7 +18,7 @@ from typing import Any
 
 from . import settings
 from .exceptions import NotFoundError
-from .runner import pid_is_dead
+from .owners import pid_is_dead
 from .store.base import ResultStore, TrialState
 from .store.records import WorkerRecord
 

@@ -338,7 +338,7 @@ def test_bad_store_is_a_clear_error_not_a_traceback(tmp_path, url, message):
     assert (tmp_path / "corrupt.db").read_bytes() == b"not a database at all\n" * 20
 
 
-GATED = {"DNNFRAME_TRAIN_FN": "tasks.hooks:gated_train", "DNNFRAME_HOOK_EPOCHS": "2",
+GATED = {"DNNFRAME_TRAIN_FN": "dnnframe.testing.hooks:gated_train", "DNNFRAME_HOOK_EPOCHS": "2",
          "DNNFRAME_HOOK_EPOCH_SECONDS": "0.05"}
 
 
@@ -586,7 +586,7 @@ def test_plain_progress_lines_every_tenth_and_periodically():
 
 # --------------------------------------------------------------------------- a newcomer's run
 HOOKS = '''
-from tasks.hooks import noop_train
+from dnnframe.testing.hooks import noop_train
 
 
 def fail_train(config, on_epoch=None):

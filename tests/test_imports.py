@@ -1,4 +1,5 @@
-"""The module graph of dnnframe/, tasks/ and dashboard/ has no import cycle.
+"""The module graph of dnnframe/, tasks/ and dashboard/ has no import cycle, and its layers
+depend on each other only downwards.
 
 Every import statement counts, wherever it is written: an import inside a function still
 makes its module depend on the imported one, and hiding a cycle there is what this test
@@ -10,6 +11,9 @@ else to ``package``.
 from __future__ import annotations
 
 import ast
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -190,15 +194,136 @@ def test_a_cycle_through_a_function_level_import_is_found() -> None:
     assert find_cycles({"a": {"b"}, "b": set()}) == []
 
 
-def test_the_library_never_imports_the_applications() -> None:
-    """``dnnframe`` is the library: ``tasks`` (the Celery shim) and ``dashboard`` (the web
-    app) sit on top of it. Only the command line starts the dashboard."""
+# A layer rule: modules under ``importer`` never depend on modules under ``forbidden``, not
+# even through other modules (importing a module also runs its packages' __init__). Each
+# with why the lower layer must not know the upper one.
+LAYER_RULES: list[tuple[str, tuple[str, ...], str]] = [
+    ("dnnframe.engine", ("dnnframe.store",),
+     "the engine trains configurations and returns results; the runner records them"),
+    ("dnnframe.store", ("dnnframe.executors",),
+     "a store records trials whoever runs them; the executors use it, not the reverse"),
+    ("dnnframe.runner", ("dnnframe.search.driver", "dnnframe.search.background",
+                         "dnnframe.submit", "dnnframe.executors"),
+     "the runner trains what it is given: drivers and executors hand it trials, and it "
+     "knows pruning through dnnframe.search.pruner only"),
+    ("dnnframe", ("tasks", "dashboard"),
+     "dnnframe is the library; the Celery shim and the web app sit on top of it"),
+    ("", ("dnnframe.testing",),
+     "test hooks are loaded by name (DNNFRAME_TRAIN_FN) in tests, never imported by the "
+     "code that runs in production"),
+]
+
+# Imports that cross a layer rule, each with why it exists. An entry that no longer matches
+# an import, or no longer crosses a rule, fails the test, so the list only shrinks.
+ALLOWED_LAYER_EDGES: dict[tuple[str, str], str] = {
+    ("dnnframe.cli.services", "dashboard"):
+        "`dnnframe serve` starts the dashboard in its own process; the command line is the "
+        "one application inside the library, and nothing else in the library imports it",
+}
+
+# The modules of dnnframe.search the runner may name itself: the protocol and the factory
+# that picks the implementation (never a concrete pruner).
+RUNNER_SEARCH_IMPORTS = {"dnnframe.search.pruner", "dnnframe.search.pruner_factory"}
+
+
+def within(module: str, prefix: str) -> bool:
+    """True when ``module`` is ``prefix`` or below it (any module for an empty prefix)."""
+    return not prefix or module == prefix or module.startswith(prefix + ".")
+
+
+def with_packages(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    """``graph`` plus the edges Python adds: importing ``a.b.c`` runs ``a/__init__`` and
+    ``a/b/__init__`` first."""
+    out = {name: set(targets) for name, targets in graph.items()}
+    for name, targets in graph.items():
+        for target in targets:
+            parts = target.split(".")
+            out[name].update(p for p in (".".join(parts[:i]) for i in range(1, len(parts)))
+                             if p in graph and p != name)
+    return out
+
+
+def path_to(graph: dict[str, set[str]], start: str, targets: tuple[str, ...]) -> list[str] | None:
+    """The shortest import chain from ``start`` to a module under one of ``targets``."""
+    previous: dict[str, str | None] = {start: None}
+    queue = [start]
+    for node in queue:
+        for child in sorted(graph.get(node, ())):
+            if child in previous:
+                continue
+            previous[child] = node
+            if any(within(child, t) for t in targets):
+                chain = [child]
+                while previous[chain[-1]] is not None:
+                    chain.append(previous[chain[-1]])  # type: ignore[arg-type]
+                return chain[::-1]
+            queue.append(child)
+    return None
+
+
+def layer_violations(graph: dict[str, set[str]]) -> list[str]:
+    """One line per module that reaches a module a rule forbids it, with the chain."""
+    graph = with_packages(graph)
+    found = []
+    for importer, forbidden, why in LAYER_RULES:
+        for name in sorted(graph):
+            if not within(name, importer) or any(within(name, f) for f in forbidden):
+                continue
+            chain = path_to(graph, name, forbidden)
+            if chain:
+                found.append(f"{' -> '.join(chain)} ({why})")
+    return found
+
+
+def test_layers_depend_only_downwards() -> None:
     graph = import_graph()
-    upward = sorted(
-        (importer, imported)
-        for importer, targets in graph.items()
-        if importer.startswith("dnnframe") and not importer.startswith("dnnframe.cli")
-        for imported in targets
-        if imported.split(".")[0] in ("tasks", "dashboard")
-    )
-    assert not upward
+    for importer, imported in ALLOWED_LAYER_EDGES:
+        graph[importer].discard(imported)
+    violations = layer_violations(graph)
+    assert not violations, "\n".join(violations)
+
+
+def test_allowed_layer_edges_still_exist_and_cross_a_rule() -> None:
+    graph = import_graph()
+    stale = [edge for edge in ALLOWED_LAYER_EDGES if edge[1] not in graph.get(edge[0], set())]
+    assert not stale, f"remove these from ALLOWED_LAYER_EDGES, the imports are gone: {stale}"
+    needless = [(a, b) for a, b in ALLOWED_LAYER_EDGES
+                if not any(within(a, importer) and any(within(b, f) for f in forbidden)
+                           for importer, forbidden, _ in LAYER_RULES)]
+    assert not needless, f"remove these from ALLOWED_LAYER_EDGES, no rule forbids them: {needless}"
+
+
+def test_the_runner_knows_pruning_only_through_the_protocol() -> None:
+    graph = import_graph()
+    named = {m for m in graph["dnnframe.runner"] if within(m, "dnnframe.search")}
+    assert named <= RUNNER_SEARCH_IMPORTS, f"the runner imports {sorted(named)}"
+
+
+def test_a_layer_rule_sees_through_other_modules_and_package_inits() -> None:
+    graph = {"dnnframe": set(), "dnnframe.engine": set(), "dnnframe.engine.a": {"dnnframe.util"},
+             "dnnframe.util": {"dnnframe.search.x"}, "dnnframe.search": {"dnnframe.store.base"},
+             "dnnframe.search.x": set(), "dnnframe.store": set(), "dnnframe.store.base": set()}
+    # importing dnnframe.search.x runs dnnframe/search/__init__, which imports the store
+    assert layer_violations(graph) == [
+        "dnnframe.engine.a -> dnnframe.util -> dnnframe.search -> dnnframe.store (the engine "
+        "trains configurations and returns results; the runner records them)"]
+    graph["dnnframe.search"] = set()
+    assert layer_violations(graph) == []
+
+
+def test_the_entry_points_load_no_test_hook_unless_asked() -> None:
+    """The test hooks are imported by name (``importlib``), which the graph above cannot
+    see: start what a worker, the web app and the command line import, in a fresh
+    interpreter, and look."""
+    probe = ("import sys, dashboard, tasks, dnnframe.cli, dnnframe.executors.local_worker\n"
+             "from dnnframe.settings import resolve_train_fn\n"
+             "assert resolve_train_fn() is None\n"
+             "print(sorted(m for m in sys.modules if m.startswith('dnnframe.testing')))\n")
+    env = {k: v for k, v in os.environ.items() if k != "DNNFRAME_TRAIN_FN"}
+    out = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, env=env, capture_output=True,
+                         text=True, check=True).stdout
+    assert out.strip() == "[]"
+    asked = {**env, "DNNFRAME_TRAIN_FN": "dnnframe.testing.hooks:noop_train"}
+    out = subprocess.run([sys.executable, "-c", probe.replace(" is None", " is not None")],
+                         cwd=ROOT, env=asked, capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "['dnnframe.testing', 'dnnframe.testing.hooks']"

@@ -16,6 +16,7 @@ import pytest
 from dnnframe import settings
 from dnnframe.engine.result import TrialResult
 from dnnframe.executors import LocalExecutor
+from dnnframe.executors.local_queue import PackQueue, QueuedPack
 from dnnframe.executors.packing import make_packs
 from dnnframe.spec import expand_with_ids, parse_spec
 from dnnframe.store import TrialState, open_store
@@ -180,6 +181,25 @@ def test_workers_keep_to_the_graphs_they_compiled(url):
     # in queue order both workers would compile both depths (4 pairs); with affinity each
     # worker stays on its depth (2 pairs; 3 if one worker ran ahead and helped the other)
     assert len(pairs) <= 3, pairs
+
+
+def test_a_free_process_takes_its_own_graph_then_an_untaken_one_then_the_oldest():
+    queue = PackQueue()
+    for ids, key in ((["a"], "k1"), (["b"], "k2"), (["c"], "k3"), (["d", "e"], "k2")):
+        queue.append(QueuedPack(ids, key))
+    # a process that compiled k2 keeps to it, in queue order
+    assert queue.take({"k2"}, {"k1"}).trial_ids == ["b"]
+    # a fresh process skips the graph another one has built
+    assert queue.take(set(), {"k1", "k2"}).trial_ids == ["c"]
+    # every graph is taken elsewhere: the oldest
+    assert queue.take(set(), {"k1", "k2"}).trial_ids == ["a"]
+    queue.put_first(QueuedPack(["z"], None))
+    assert queue.drop({"d", "y"}) == 1
+    assert [(p.trial_ids, p.compile_key) for p in queue] == [(["z"], None), (["e"], "k2")]
+    assert queue.trial_count() == 2
+    # a pack without a key ends the search for a better-suited one
+    assert queue.take({"k2"}, set()).trial_ids == ["z"]
+    assert queue.clear() == 1 and len(queue) == 0
 
 
 def test_submit_recovers_trials_whose_worker_stopped(url, monkeypatch):

@@ -148,7 +148,7 @@ class _StartOnSubmit(Executor):
         self._parallelism = parallelism
         self.where = where  # "4 local workers" or the broker URL, for messages
         self.remote = remote  # trials run on workers elsewhere (Celery)
-        self.graph_of: dict[str, str] = {}  # trial id → the graph key of its pack
+        self.compile_key_of: dict[str, str] = {}  # trial id → its pack's compile key
         self.first_seq = 0  # the store's change cursor before the first pack was handed on
         self.started: Executor | None = None
 
@@ -157,14 +157,14 @@ class _StartOnSubmit(Executor):
         """The parallelism the executor will have, known before it exists."""
         return self._parallelism
 
-    def submit(self, packs: Sequence[list[str]], graph_keys: Sequence[str] | None = None) -> None:
+    def submit(self, packs: Sequence[list[str]], compile_keys: Sequence[str] | None = None) -> None:
         """Make the executor (once) and hand it the packs."""
         if self.started is None:
             self.first_seq = self._store.latest_seq()
             self.started = self._factory()
-        for pack, key in zip(packs, graph_keys or ()):
-            self.graph_of.update(dict.fromkeys(pack, key))
-        self.started.submit(packs, graph_keys)
+        for pack, key in zip(packs, compile_keys or ()):
+            self.compile_key_of.update(dict.fromkeys(pack, key))
+        self.started.submit(packs, compile_keys)
 
     def cancel(self, experiment_id: str) -> int:
         """Cancel in the store (and in the executor, once there is one)."""
@@ -209,7 +209,7 @@ def _submit_and_follow(console, store, executor: _StartOnSubmit, spec,  # noqa: 
         if not quiet:
             _announce_run(console, store, executor, result, store_url)
         if trained:
-            graphs = _GraphsBuilt(executor.graph_of, executor.first_seq)
+            graphs = _GraphsBuilt(executor.compile_key_of, executor.first_seq)
             interrupted = _follow(console, store, executor, result.experiment, quiet, graphs)
     except KeyboardInterrupt:
         # Ctrl-C before the progress loop took over (while storing the trials)
@@ -305,10 +305,10 @@ class _GraphsBuilt:
     """Which of a run's graphs are built: a graph is once a trial of it has trained an epoch
     or ended. Read from the trials that changed since the last look (the store's cursor)."""
 
-    def __init__(self, graph_of: dict[str, str], since: int) -> None:
-        self._graph_of = graph_of
+    def __init__(self, compile_key_of: dict[str, str], since: int) -> None:
+        self._compile_key_of = compile_key_of
         self._since = since
-        self.total = len(set(graph_of.values()))
+        self.total = len(set(compile_key_of.values()))
         self.ready: set[str] = set()
 
     def update(self, store, experiment_id: str) -> tuple[int, int]:  # noqa: ANN001
@@ -316,8 +316,8 @@ class _GraphsBuilt:
         if len(self.ready) < self.total:
             for t in store.list_trials(experiment_id, since=self._since):
                 self._since = max(self._since, t.seq)
-                if (t.metrics or t.state.is_finished) and t.id in self._graph_of:
-                    self.ready.add(self._graph_of[t.id])
+                if (t.metrics or t.state.is_finished) and t.id in self._compile_key_of:
+                    self.ready.add(self._compile_key_of[t.id])
         return len(self.ready), self.total
 
 

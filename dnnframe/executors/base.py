@@ -60,10 +60,10 @@ class Executor(abc.ABC):
         return 1
 
     @abc.abstractmethod
-    def submit(self, packs: Sequence[list[str]], graph_keys: Sequence[str] | None = None) -> None:
+    def submit(self, packs: Sequence[list[str]], compile_keys: Sequence[str] | None = None) -> None:
         """Queue packs of trials (already stored QUEUED); returns without waiting.
 
-        ``graph_keys[i]`` is the compile key of ``packs[i]``
+        ``compile_keys[i]`` is the compile key of ``packs[i]``
         (:func:`~dnnframe.engine.compile_key`): an executor that keeps worker processes may
         use it to send a pack to a worker that already compiled its graph.
         """

@@ -196,14 +196,14 @@ class CeleryExecutor(Executor):
             log.debug("cannot count the consumers of %r: %s", self.queue, exc)
             return None
 
-    def submit(self, packs: Sequence[list[str]], graph_keys: Sequence[str] | None = None) -> None:
+    def submit(self, packs: Sequence[list[str]], compile_keys: Sequence[str] | None = None) -> None:
         """Publish one ``tasks.train_pack`` message per pack to :attr:`queue`.
 
         Messages are persistent and published in AMQP transactions of up to 500: when the
         commit returns, the broker has taken them all (one round trip per batch instead of
         one publisher confirm per message). A batch that fails is published again whole;
         a duplicate message is harmless (the store claim runs a trial once). Workers take
-        packs in any order, so ``graph_keys`` is not used. Trials held by an earlier
+        packs in any order, so ``compile_keys`` is not used. Trials held by an earlier
         outage are sent first.
 
         Raises:

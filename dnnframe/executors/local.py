@@ -3,7 +3,6 @@ machine (the embedded default of ``dnnframe run``)."""
 
 from __future__ import annotations
 
-import collections
 import logging
 import multiprocessing
 import multiprocessing.connection
@@ -14,11 +13,12 @@ from dataclasses import dataclass, field
 
 from .. import settings
 from ..exceptions import DnnframeError
-from ..runner import TrainFn, default_worker_name
-from ..store import TrialState, default_store_url, open_store
-from ..store.base import ResultStore
+from ..runner import TrainFn
+from ..store import default_store_url, open_store
 from .base import Executor, pinned_threads
-from .local_worker import death_reason, worker_main
+from .local_crashes import CrashRecorder
+from .local_queue import PackQueue, QueuedPack
+from .local_worker import worker_main
 
 log = logging.getLogger(__name__)
 
@@ -31,7 +31,7 @@ class _Worker:
     pack: list[str] | None = None  # the pack this process is running
     stopping: bool = False
     dead: bool = False
-    graphs: set[str] = field(default_factory=set)  # graph keys this process has compiled
+    compiled: set[str] = field(default_factory=set)  # compile keys of the graphs it built
 
 
 @dataclass
@@ -45,14 +45,6 @@ class LocalStats:
     pending: int = 0
     states: dict[str, int] = field(default_factory=dict)
     worker_restarts: int = 0
-
-
-@dataclass
-class _Pack:
-    trial_ids: list[str]
-    graph_key: str | None = None
-
-
 
 
 class LocalExecutor(Executor):
@@ -85,15 +77,14 @@ class LocalExecutor(Executor):
         self._max_attempts = max_attempts
         self._ctx = multiprocessing.get_context(start_method)
         self._lock = threading.Condition()
-        self._pending: collections.deque[_Pack] = collections.deque()
+        self._pending = PackQueue()
         self._pool: list[_Worker] = []
         self._stats = LocalStats()
         self._closing = False
         self._killing = False
         self._error: BaseException | None = None
         self._wake_r, self._wake_w = self._ctx.Pipe(duplex=False)
-        self._dead_store: ResultStore | None = None  # opened lazily by the dispatcher thread
-        self._requeued: set[str] = set()  # trials requeued after a pre-claim crash
+        self._crashes = CrashRecorder(self.store_url)  # used by the dispatcher thread only
         self._recording = 0  # crashes taken from the pool, not yet settled
         with self._lock:
             for _ in range(self.workers):
@@ -108,23 +99,24 @@ class LocalExecutor(Executor):
         """The number of worker processes."""
         return self.workers
 
-    def submit(self, packs: Sequence[list[str]], graph_keys: Sequence[str] | None = None) -> None:
+    def submit(self, packs: Sequence[list[str]],
+               compile_keys: Sequence[str] | None = None) -> None:
         """Queue packs (in order) for the worker processes.
 
-        ``graph_keys`` (one per pack) lets a worker keep taking packs whose graph it has
+        ``compile_keys`` (one per pack) lets a worker keep taking packs whose graph it has
         already compiled, and different workers start on different graphs, instead of every
         worker compiling every graph.
         """
-        keys = list(graph_keys) if graph_keys is not None else [None] * len(packs)
+        keys = list(compile_keys) if compile_keys is not None else [None] * len(packs)
         if len(keys) != len(packs):
-            raise ValueError(f"graph_keys must have one key per pack ({len(packs)}), "
+            raise ValueError(f"compile_keys must have one key per pack ({len(packs)}), "
                              f"but got {len(keys)}")
         with self._lock:
             if self._closing:
                 raise DnnframeError("this executor has been shut down")
             for pack, key in zip(packs, keys):
                 if pack:
-                    self._pending.append(_Pack(list(pack), key))
+                    self._pending.append(QueuedPack(list(pack), key))
                     self._stats.submitted += len(pack)
         self._wake()
 
@@ -137,13 +129,7 @@ class LocalExecutor(Executor):
         finally:
             store.close()
         with self._lock:
-            kept: collections.deque[_Pack] = collections.deque()
-            for pack in self._pending:
-                members = [t for t in pack.trial_ids if t not in ids]
-                self._stats.submitted -= len(pack.trial_ids) - len(members)
-                if members:
-                    kept.append(_Pack(members, pack.graph_key))
-            self._pending = kept
+            self._stats.submitted -= self._pending.drop(ids)
             self._lock.notify_all()
         self._wake()
         return n
@@ -207,7 +193,7 @@ class LocalExecutor(Executor):
             s = self._stats
             return LocalStats(s.submitted, s.finished, s.crashed,
                               [t for w in self._pool for t in (w.pack or ())],
-                              sum(len(p.trial_ids) for p in self._pending),
+                              self._pending.trial_count(),
                               dict(s.states), s.worker_restarts)
 
     def shutdown(self, wait: bool = True) -> None:
@@ -223,8 +209,7 @@ class LocalExecutor(Executor):
             self._closing = True
             if not wait:
                 self._killing = True
-                self._stats.submitted -= sum(len(p.trial_ids) for p in self._pending)
-                self._pending.clear()
+                self._stats.submitted -= self._pending.clear()
         self._wake()
         if not wait:
             with self._lock:
@@ -257,75 +242,18 @@ class LocalExecutor(Executor):
         child.close()
         return _Worker(proc, parent)
 
-    def _settle_pack(self, pack: _Pack, pid: int | None, exitcode: int | None,
-                     killing: bool) -> list[tuple[str, tuple[TrialState, bool] | None]]:
-        """Record how the members of a dead worker's pack ended. Store I/O: called without
-        the lock. Returns each member with (the state to count, whether this crash failed
-        it), or None when the member must run again.
-
-        A member that finished before the crash keeps its state; one never claimed runs
-        again. When one member was running it caused the death and is FAILED (CANCELLED if
-        we were stopping the worker). When several were training together, which one killed
-        the process is unknown: they are released to run again each in a pack of its own,
-        so a poison trial fails alone and its packmates complete.
-        """
-        reason = (f"interrupted: worker process {pid} was stopped" if killing
-                  else death_reason(exitcode, pid))
-        worker_name = default_worker_name().rsplit(":", 1)[0] + f":{pid}"
-        outcomes: list[tuple[str, tuple[TrialState, bool] | None]] = []
-        try:
-            if self._dead_store is None:
-                self._dead_store = open_store(self.store_url)
-            store = self._dead_store
-            trials = {tid: store.get_trial(tid) for tid in pack.trial_ids}
-            running = [tid for tid, t in trials.items()
-                       if t.state is TrialState.RUNNING and t.worker == worker_name]
-            for tid, t in trials.items():
-                if t.state.is_finished:
-                    outcomes.append((tid, (t.state, False)))
-                elif tid not in running:
-                    again = not killing and tid not in self._requeued
-                    self._requeued.add(tid)
-                    if again:
-                        outcomes.append((tid, None))
-                    else:
-                        outcomes.append((tid, (TrialState.CANCELLED, False) if killing
-                                         else (TrialState.FAILED, True)))
-            if killing:
-                store.finish_trials([(tid, TrialState.CANCELLED, None, reason)
-                                     for tid in running], worker=worker_name)
-                outcomes += [(tid, (TrialState.CANCELLED, False)) for tid in running]
-            elif len(running) == 1:
-                store.finish_trials([(running[0], TrialState.FAILED, None, reason)],
-                                    worker=worker_name)
-                log.warning("trial %s: %s", running[0], reason)
-                outcomes.append((running[0], (TrialState.FAILED, True)))
-            else:
-                for tid in running:
-                    store.release_trial(tid, worker_name)
-                    outcomes.append((tid, None))
-                if running:
-                    log.warning("trials %s: %s; each runs again alone to find the cause",
-                                ", ".join(running), reason.replace("this trial", "their pack"))
-        except Exception:
-            log.exception("could not record the crash of pack %s", pack.trial_ids)
-            done = {tid for tid, _ in outcomes}
-            outcomes += [(tid, (TrialState.FAILED, True)) for tid in pack.trial_ids
-                         if tid not in done]
-        return outcomes
-
-    def _settle_crashes(self, crashes: list[tuple[_Pack, int | None, int | None]]) -> None:
+    def _settle_crashes(self, crashes: list[tuple[QueuedPack, int | None, int | None]]) -> None:
         """Record the dead workers' packs (outside the lock), then queue again, each in a
         pack of its own, the members that must run again, and count the others (inside)."""
         killing = self._killing
-        settled = [(pack, self._settle_pack(pack, pid, code, killing))
+        settled = [(pack, self._crashes.settle(pack.trial_ids, pid, code, killing))
                    for pack, pid, code in crashes]
         with self._lock:
             for pack, outcomes in settled:
                 self._recording -= 1
                 for tid, outcome in reversed(outcomes):
                     if outcome is None:
-                        self._pending.appendleft(_Pack([tid], pack.graph_key))
+                        self._pending.put_first(QueuedPack([tid], pack.compile_key))
                 for _tid, outcome in outcomes:
                     if outcome is not None:
                         state, crashed = outcome
@@ -348,13 +276,12 @@ class LocalExecutor(Executor):
                     f"local executor failed: {type(exc).__name__}: {exc}")
                 self._lock.notify_all()
         finally:
-            if self._dead_store is not None:
-                self._dead_store.close()
+            self._crashes.close()
 
     def _dispatch(self) -> None:
         startup_failures = 0
         while True:
-            crashes: list[tuple[_Pack, int | None, int | None]] = []
+            crashes: list[tuple[QueuedPack, int | None, int | None]] = []
             with self._lock:
                 # hand queued packs to idle workers
                 for w in self._pool:
@@ -418,25 +345,13 @@ class LocalExecutor(Executor):
             if crashes:
                 self._settle_crashes(crashes)
 
-    _AFFINITY_SCAN = 2000  # how far into the queue to look for a better-suited pack
-
-    def _take_for(self, w: _Worker) -> _Pack:
-        """Next pack for worker ``w``: one whose graph it already compiled, else one whose
-        graph no other worker has compiled, else the oldest queued pack."""
-        others = set().union(*(o.graphs for o in self._pool if o is not w and not o.dead))
-        chosen = None
-        for i, pack in enumerate(self._pending):
-            if i >= self._AFFINITY_SCAN or pack.graph_key is None:
-                break
-            if pack.graph_key in w.graphs:
-                chosen = i
-                break
-            if chosen is None and pack.graph_key not in others:
-                chosen = i
-        pack = self._pending[chosen or 0]
-        del self._pending[chosen or 0]
-        if pack.graph_key is not None:
-            w.graphs.add(pack.graph_key)
+    def _take_for(self, w: _Worker) -> QueuedPack:
+        """Next pack for worker ``w``, preferring graphs it has compiled (see
+        :meth:`PackQueue.take`)."""
+        elsewhere = set().union(*(o.compiled for o in self._pool if o is not w and not o.dead))
+        pack = self._pending.take(w.compiled, elsewhere)
+        if pack.compile_key is not None:
+            w.compiled.add(pack.compile_key)
         return pack
 
     def _on_message(self, w: _Worker, msg: tuple) -> None:

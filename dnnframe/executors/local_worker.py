@@ -10,7 +10,8 @@ import threading
 
 from .. import settings
 from ..engine import heap
-from ..runner import TrainFn, default_worker_name, one_by_one, run_pack
+from ..owners import default_worker_name
+from ..runner import TrainFn, one_by_one, run_pack
 from ..store import open_store
 from .base import THREAD_ENV
 

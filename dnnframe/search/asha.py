@@ -1,7 +1,7 @@
 """Asynchronous successive halving (ASHA; Li et al., MLSys 2020), decided by store queries.
 
 Rungs sit at ``min_epochs * eta**k`` epochs, below ``max_epochs`` (each trial's
-``training.max_epochs``). When a trial reaches a rung, the runner asks the store for the
+``training.max_epochs``). When a trial reaches a rung, :class:`AshaPruner` asks the store for the
 values every trial of the experiment reported at that epoch (its own included) and keeps
 the trial only if it is in the top ``1/eta`` of them. Promotion never waits for a rung to
 fill: with fewer than ``eta`` values at a rung the trial goes on, as in the paper's
@@ -14,17 +14,14 @@ reach a rung in the same epoch are judged against each other at once).
 
 from __future__ import annotations
 
-import logging
 import math
-import weakref
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..exceptions import NotFoundError, StoreError
 from ..spec.models import SearchConfig
 from ..store.base import ResultStore
-
-log = logging.getLogger(__name__)
+from .pruner import CONTINUE, Decision
 
 
 def rungs(min_epochs: int, max_epochs: int, eta: int) -> list[int]:
@@ -56,50 +53,41 @@ class AshaRule:
     eta: int
 
     @classmethod
-    def of(cls, experiment_id: str, search: SearchConfig) -> AshaRule | None:
-        """The rule of an experiment's search settings, or None when it does not prune."""
-        if not search.prunes:
-            return None
+    def of(cls, experiment_id: str, search: SearchConfig) -> AshaRule:
+        """The rule of an experiment's search settings (which ask for ASHA)."""
         return cls(experiment_id, search.rung_metric, search.objective.mode, search.min_epochs,
                    search.eta)
 
 
-class Pruner:
-    """The ASHA decisions of one pack: which members to stop at a rung epoch."""
+class AshaPruner:
+    """ASHA's decisions for one pack (a :class:`~.pruner.Pruner`): which members to stop at
+    a rung epoch.
+
+    Args:
+        store: where the values at each rung are read.
+        rules: each member that may be pruned -> the rule of every experiment it belongs to
+            (a member is stopped only when all of them would stop it).
+        max_epochs: each member's ``training.max_epochs`` (no rung at or above it).
+    """
 
     def __init__(self, store: ResultStore, rules: dict[str, list[AshaRule]],
                  max_epochs: dict[str, int]):
         self.store, self.rules, self.max_epochs = store, rules, max_epochs
-
-    @classmethod
-    def for_trials(cls, store: ResultStore, trials: dict[str, tuple[list[str], int]]) -> Pruner:
-        """A pruner for ``trials`` (id -> (experiment ids, training.max_epochs)).
-
-        A trial is pruned only when every experiment it belongs to prunes: a trial shared
-        with a grid sweep must still train in full. Unreadable experiments mean no pruning.
-        """
-        by_experiment: dict[str, AshaRule | None] = {}
-        rules: dict[str, list[AshaRule]] = {}
-        for tid, (experiment_ids, _) in trials.items():
-            for e in experiment_ids:
-                if e not in by_experiment:
-                    by_experiment[e] = _rule(store, e)
-            found = [by_experiment[e] for e in experiment_ids]
-            if found and all(r is not None for r in found):
-                rules[tid] = [r for r in found if r is not None]
-        return cls(store, rules, {tid: r for tid, (_, r) in trials.items()})
 
     @property
     def active(self) -> bool:
         """True when some member may be pruned."""
         return bool(self.rules)
 
-    def check(self, epoch: int, metrics: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
-        """Members of ``metrics`` (id -> this epoch's metrics, already stored) to prune now,
-        each with a note of the decision (epoch, metric, value, rank, values at the rung)."""
-        pruned: dict[str, dict[str, Any]] = {}
+    def on_results(self, epoch: int, results: Mapping[str, Mapping[str, Any]]
+                   ) -> dict[str, Decision]:
+        """Stop the members of ``results`` that reached a rung at ``epoch`` outside the top
+        ``1/eta`` there; the reason names the epoch, metric, value and how many values the
+        rung held. Members judged in one call see the same values at a rung."""
+        decisions: dict[str, Decision] = {}
         cache: dict[tuple[str, str], list[float]] = {}
-        for tid, m in metrics.items():
+        for tid, m in results.items():
+            decisions[tid] = CONTINUE
             notes = []
             for rule in self.rules.get(tid, []):
                 if epoch not in rungs(rule.min_epochs, self.max_epochs[tid], rule.eta):
@@ -118,27 +106,5 @@ class Pruner:
                               "trials_at_rung": len(values), "eta": rule.eta})
             else:
                 if notes:
-                    pruned[tid] = notes[0]
-        return pruned
-
-
-# A submitted experiment's id is a hash of its spec, so its rule never changes: every pack
-# of a sweep asked the store again (a read that also counts its trials by state). Kept per
-# store object (a worker keeps one), forgotten with it.
-_RULES: weakref.WeakKeyDictionary[ResultStore, dict[str, AshaRule | None]] = \
-    weakref.WeakKeyDictionary()
-
-
-def _rule(store: ResultStore, experiment_id: str) -> AshaRule | None:
-    known = _RULES.setdefault(store, {})
-    if experiment_id in known:
-        return known[experiment_id]
-    try:
-        spec = store.get_experiment(experiment_id).spec
-        rule = AshaRule.of(experiment_id, SearchConfig.model_validate(spec.get("search", {})))
-    except (NotFoundError, StoreError, ValueError):
-        log.warning("experiment %s: cannot read its search settings; its trials are not "
-                    "pruned", experiment_id, exc_info=True)
-        return None  # not remembered: the next pack asks again
-    known[experiment_id] = rule
-    return rule
+                    decisions[tid] = Decision(stop=True, reason=notes[0])
+        return decisions

@@ -54,7 +54,7 @@ class RecordingExecutor(Executor):
         self.cancelled: list[str] = []
         self._lock = threading.Lock()
 
-    def submit(self, packs: list[list[str]], graph_keys: list[str] | None = None) -> None:
+    def submit(self, packs: list[list[str]], compile_keys: list[str] | None = None) -> None:
         with self._lock:
             self.submitted.append([tid for pack in packs for tid in pack])
 

@@ -284,14 +284,14 @@ def start_worker(tmp_path: Path, store_url: str, broker_url: str,
             sys.stderr.write(f"\n===== log of worker {w.name} =====\n{w.log_text()[-6000:]}\n")
 
 
-SLEEPY = "tasks.hooks:sleepy_train"
+SLEEPY = "dnnframe.testing.hooks:sleepy_train"
 
 
 @pytest.fixture
 def sleepy_workers(start_worker: Callable[..., WorkerProc],
                    queue_name: str) -> Callable[..., list[WorkerProc]]:
     """Factory: ``sleepy_workers(n, epochs, epoch_s, cli=False, **env)`` → ``n`` ready
-    workers on the test's queue that train with ``tasks.hooks:sleepy_train`` (``epochs``
+    workers on the test's queue that train with ``dnnframe.testing.hooks:sleepy_train`` (``epochs``
     epochs of ``epoch_s`` seconds); ``cli=True`` starts the second through ``dnnframe
     worker``."""
 

@@ -1,8 +1,8 @@
 """Distributed training through Celery over the real RabbitMQ, with real worker processes.
 
-Most tests train with ``tasks.hooks`` stand-ins (``DNNFRAME_TRAIN_FN``) so that timings are
-predictable and a worker can be killed in the middle of a trial; one test trains the real
-engine end to end.
+Most tests train with ``dnnframe.testing.hooks`` stand-ins (``DNNFRAME_TRAIN_FN``) so that
+timings are predictable and a worker can be killed in the middle of a trial; one test trains
+the real engine end to end.
 """
 
 from __future__ import annotations
@@ -211,7 +211,7 @@ def test_poison_trial_fails_after_delivery_cap(broker_url, store_url, queue_name
                                                store):
     """A trial that SIGKILLs its worker process every time is FAILED with the reason after
     DNNFRAME_MAX_ATTEMPTS claims; the other trials of the sweep complete."""
-    env = {"DNNFRAME_TRAIN_FN": "tasks.hooks:kill_worker_train",
+    env = {"DNNFRAME_TRAIN_FN": "dnnframe.testing.hooks:kill_worker_train",
            "DNNFRAME_HOOK_POISON_SEED": "0", "DNNFRAME_HOOK_EPOCHS": "1",
            "DNNFRAME_HOOK_EPOCH_SECONDS": "0.1", "DNNFRAME_HEARTBEAT_TIMEOUT": "2",
            "DNNFRAME_MAX_ATTEMPTS": "2"}
@@ -234,7 +234,7 @@ def test_poison_member_of_a_pack_fails_alone(broker_url, store_url, queue_name, 
     """A pack of 4 whose first member SIGKILLs its process every time, with the default
     delivery cap (3): after the first crash the pack runs again whole, after the second it
     is split, and only the poison trial ends FAILED; its companions complete."""
-    env = {"DNNFRAME_TRAIN_FN": "tasks.hooks:kill_worker_train",
+    env = {"DNNFRAME_TRAIN_FN": "dnnframe.testing.hooks:kill_worker_train",
            "DNNFRAME_HOOK_POISON_SEED": "0", "DNNFRAME_HOOK_EPOCHS": "1",
            "DNNFRAME_HOOK_EPOCH_SECONDS": "0.05"}
     assert "DNNFRAME_MAX_ATTEMPTS" not in os.environ

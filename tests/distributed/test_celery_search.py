@@ -2,8 +2,8 @@
 are store queries made by whichever worker trains the trial, and the TPE driver keeps the
 workers busy through the Celery executor.
 
-The workers train with ``tasks.hooks:rate_train``, whose accuracy is ten times the learning
-rate, so which trial is better than which is known.
+The workers train with ``dnnframe.testing.hooks:rate_train``, whose accuracy is ten times the
+learning rate, so which trial is better than which is known.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from dnnframe.submit import submit_experiment
 
 pytestmark = pytest.mark.slow
 
-RATE = {"DNNFRAME_TRAIN_FN": "tasks.hooks:rate_train", "DNNFRAME_HOOK_EPOCHS": "4",
+RATE = {"DNNFRAME_TRAIN_FN": "dnnframe.testing.hooks:rate_train", "DNNFRAME_HOOK_EPOCHS": "4",
         "DNNFRAME_HOOK_EPOCH_SECONDS": "0.2"}
 ORDER = [5, 1, 7, 3, 8, 2, 6, 4]  # learning rate in hundredths, in the order submitted
 

@@ -44,12 +44,12 @@ def test_bad_settings_name_the_variable(monkeypatch, name, value, needle):
 def test_train_fn_hook(monkeypatch):
     monkeypatch.delenv("DNNFRAME_TRAIN_FN", raising=False)
     assert resolve_train_fn() is None
-    monkeypatch.setenv("DNNFRAME_TRAIN_FN", "tasks.hooks:noop_train")
+    monkeypatch.setenv("DNNFRAME_TRAIN_FN", "dnnframe.testing.hooks:noop_train")
     assert resolve_train_fn().__name__ == "noop_train"
-    monkeypatch.setenv("DNNFRAME_TRAIN_FN", "tasks.hooks")
+    monkeypatch.setenv("DNNFRAME_TRAIN_FN", "dnnframe.testing.hooks")
     with pytest.raises(SettingsError, match="must look like 'package.module:function'"):
         resolve_train_fn()
-    monkeypatch.setenv("DNNFRAME_TRAIN_FN", "tasks.hooks:nope")
+    monkeypatch.setenv("DNNFRAME_TRAIN_FN", "dnnframe.testing.hooks:nope")
     with pytest.raises(SettingsError, match="cannot be imported"):
         resolve_train_fn()
 

@@ -3,8 +3,8 @@ queued when the fault hits, and checks that every trial completes exactly once a
 interrupted trial runs again ahead of the queue (it starts before nearly all the trials
 that were waiting when it was put back). The seconds from fault to re-run are printed.
 
-Trials train with ``tasks.hooks:sleepy_train`` (three 0.3 s epochs), so 24 trials are cheap
-and a worker can be killed, stopped or starved of its store in the middle of one.
+Trials train with ``dnnframe.testing.hooks:sleepy_train`` (three 0.3 s epochs), so 24 trials
+are cheap and a worker can be killed, stopped or starved of its store in the middle of one.
 """
 
 from __future__ import annotations

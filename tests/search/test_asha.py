@@ -8,7 +8,9 @@ import pytest
 from dnnframe.engine.result import TrialResult
 from dnnframe.executors.local import LocalExecutor
 from dnnframe.runner import run_pack, run_trial
-from dnnframe.search.asha import promoted, rungs
+from dnnframe.search.asha import AshaPruner, promoted, rungs
+from dnnframe.search.pruner import PackTrial
+from dnnframe.search.pruner_factory import pruner_for_pack
 from dnnframe.spec import expand_with_ids, parse_spec
 from dnnframe.store import TrialState, open_store
 from dnnframe.submit import submit_experiment
@@ -187,3 +189,24 @@ def test_each_pack_reuses_the_rule_read_once_from_the_store(store, monkeypatch):
         run_pack([ids[q]], store, worker="w", train_fn=pack_train)
     assert reads == [parse_spec(_spec(4)).experiment_id]
     assert _ends(store, ids)[1] == ("PRUNED", 1)  # the remembered rule still prunes
+
+
+def test_the_factory_prunes_a_trial_only_when_all_its_experiments_prune(store):
+    asha = _stored(store, _spec(max_epochs=4))
+    raw = _spec(max_epochs=4)
+    raw["name"], raw["search"] = "grid", {"method": "grid"}
+    grid = _stored(store, raw)
+    assert grid == asha  # the same configurations: the same trials, in both experiments
+    trial = store.get_trial(asha[5])
+    assert len(trial.experiment_ids) == 2
+    both = {asha[5]: PackTrial(trial.experiment_ids, 4)}
+    assert not pruner_for_pack(store, both).active
+    only_asha = [parse_spec(_spec(max_epochs=4)).experiment_id]
+    pruner = pruner_for_pack(store, {asha[5]: PackTrial(only_asha, 4)})
+    assert isinstance(pruner, AshaPruner) and pruner.active
+    missing = pruner_for_pack(store, {asha[5]: PackTrial([*only_asha, "no-such"], 4)})
+    assert not missing.active
+    # and run that way, none of the shared trials is pruned
+    for q in ORDER:
+        run_trial(asha[q], store, worker="w", train_fn=curve_train)
+    assert {state for state, _ in _ends(store, asha).values()} == {"COMPLETE"}

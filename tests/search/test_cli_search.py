@@ -22,7 +22,8 @@ def test_dnnframe_run_drives_a_tpe_search(tmp_path):
     path = tmp_path / "tpe.yaml"
     path.write_text(yaml.safe_dump(spec), encoding="utf-8")
     url = f"sqlite:///{tmp_path / 'tpe.db'}"
-    env = {**os.environ, "PYTHONPATH": str(REPO), "DNNFRAME_TRAIN_FN": "tasks.hooks:sleepy_train",
+    env = {**os.environ, "PYTHONPATH": str(REPO),
+           "DNNFRAME_TRAIN_FN": "dnnframe.testing.hooks:sleepy_train",
            "DNNFRAME_HOOK_EPOCHS": "2", "DNNFRAME_HOOK_EPOCH_SECONDS": "0"}
     env.pop("DNNFRAME_STORE_URL", None)
     proc = subprocess.run([sys.executable, "-m", "dnnframe.cli", "run", str(path), "--store", url,

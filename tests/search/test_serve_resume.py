@@ -46,7 +46,7 @@ class Server:
         self.base = f"http://127.0.0.1:{port}"
         self.log = tmp_path / f"serve-{n}.log"
         env = {**os.environ, "PYTHONPATH": str(REPO), "DNNFRAME_API_TOKEN": TOKEN,
-               "DNNFRAME_WORKERS": "1", "DNNFRAME_TRAIN_FN": "tasks.hooks:sleepy_train",
+               "DNNFRAME_WORKERS": "1", "DNNFRAME_TRAIN_FN": "dnnframe.testing.hooks:sleepy_train",
                "DNNFRAME_HOOK_EPOCHS": "2", "DNNFRAME_HOOK_EPOCH_SECONDS": "0.2",
                "DNNFRAME_DATA_DIR": str(tmp_path / "data"), "TMPDIR": str(tmp_path)}
         env.pop("DNNFRAME_STORE_URL", None)

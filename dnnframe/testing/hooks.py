@@ -1,5 +1,6 @@
 """Train functions for tests and benchmarks, selected with
-``DNNFRAME_TRAIN_FN=tasks.hooks:NAME`` (Celery workers and ``dnnframe run`` alike).
+``DNNFRAME_TRAIN_FN=dnnframe.testing.hooks:NAME`` (Celery workers and ``dnnframe run``
+alike).
 
 They follow the engine's contract (``train(config, on_epoch=None) -> TrialResult``,
 ``on_epoch`` returning True asks to stop) without building a network, so the machinery
@@ -38,7 +39,7 @@ def _result(status: str, history: list[dict[str, Any]], seconds: float) -> Trial
                  "val_accuracy": last.get("val_accuracy"),
                  "test_accuracy": last.get("val_accuracy")},
         history=history, timings={"data": 0.0, "compile": 0.0, "train": seconds, "total": seconds},
-        n_params=0, environment={"train_fn": "tasks.hooks", "pid": os.getpid()},
+        n_params=0, environment={"train_fn": "dnnframe.testing.hooks", "pid": os.getpid()},
         epochs_run=len(history))
 
 
