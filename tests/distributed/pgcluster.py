@@ -34,7 +34,7 @@ class PgCluster:
             raise RuntimeError("no PostgreSQL server binaries under /usr/lib/postgresql")
         self.port, self._bin = port, bin_dir
         self._as_owner = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
-        self.home = Path(tempfile.mkdtemp(prefix="dnnframe-pg-"))
+        self.home = Path(tempfile.mkdtemp(prefix="dnnframe-netns-pg-"))
         if self._as_owner:
             shutil.chown(self.home, "postgres", "postgres")
         self.data, self.log = self.home / "data", self.home / "server.log"

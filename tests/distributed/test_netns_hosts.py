@@ -11,6 +11,9 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import subprocess
+import sys
 import time
 import uuid
 from collections import Counter
@@ -26,7 +29,7 @@ from dnnframe.store import TrialState, open_store
 from dnnframe.store.base import ResultStore
 from dnnframe.submit import submit_experiment
 
-from .conftest import SLEEPY, WorkerProc, free_ports, make_spec, wait_until
+from .conftest import REPO, SLEEPY, WorkerProc, free_ports, make_spec, wait_until, worker_env
 from .netns import NetnsHost, TcpForwarder, netns_hosts, netns_problem, subnet_of
 from .pgcluster import PgCluster, server_bin
 
@@ -196,6 +199,65 @@ def test_a_host_cut_off_mid_sweep(broker_url, cluster, database, queue_name, hos
     completions = _completions(done)
     assert all(completions[s] == 1 for s in completions if s not in seeds), completions
     assert all(completions[s] in (1, 2) for s in seeds), completions
+
+
+# A store write of host A that stops between its statements until told to go on: its
+# transaction holds the change counter (every write that gives a seq takes it) meanwhile.
+_WRITER = """
+import sys, psycopg
+from dnnframe.store import open_store
+store = open_store(sys.argv[1])
+store.create_experiment("cut-writer", "cut-writer", {}, 1)
+commit = psycopg.Connection.commit
+def held_commit(conn):
+    print("holding", flush=True)
+    sys.stdin.readline()
+    commit(conn)
+psycopg.Connection.commit = held_commit
+store.create_trials("cut-writer", [("t-cut-writer", {})])
+"""
+
+
+def test_a_host_cut_off_in_the_middle_of_a_store_write(
+        broker_url, cluster, database, queue_name, hosts, start_worker, host_brokers,
+        pg_store, tmp_path: Path):
+    """Host A's cable is cut between the statements of a store write (it has locked the
+    change counter that every seq-giving write takes; its COMMIT goes into the cut cable):
+    the server ends A's session after a short idle-in-transaction limit, so host B's
+    worker goes on with its sweep instead of waiting for A's commit forever."""
+    a, b = hosts
+    done = tmp_path / "completions.jsonl"
+    worker = start_worker(queue_name, host=b.name, netns=b.name, DNNFRAME_TRAIN_FN=SLEEPY,
+                          DNNFRAME_STORE_URL=cluster.url(database, b.address),
+                          DNNFRAME_BROKER_URL=host_brokers[b.name], **_hook_env(2, 0.2, done))
+    spec = make_spec("netns-cut-writer", 12)
+    with CeleryExecutor(broker_url, cluster.url(database), queue=queue_name) as ex:
+        submit_experiment(spec, pg_store, ex, pack_size=1)
+        wait_until(lambda: pg_store.counts_by_state(spec.experiment_id)["COMPLETE"] >= 2, 60,
+                   "host B's sweep to be under way")
+        writer = subprocess.Popen(
+            ["ip", "netns", "exec", a.name, sys.executable, "-c", _WRITER,
+             cluster.url(database, a.address)], cwd=REPO, env=worker_env("", ""),
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, start_new_session=True)
+        try:
+            assert writer.stdout.readline().strip() == "holding"  # blocks until it holds
+            a.set_link(False)
+            try:
+                writer.stdin.write("go\n")  # its COMMIT goes into the cut cable
+                writer.stdin.flush()
+                left = pg_store.counts_by_state(spec.experiment_id)
+                assert left["QUEUED"] + left["RUNNING"] > 0, left
+                assert ex.wait(timeout=120), pg_store.counts_by_state(spec.experiment_id)
+            finally:
+                a.set_link(True)
+        finally:
+            os.killpg(writer.pid, signal.SIGKILL)
+            writer.wait(timeout=10)
+    trials = pg_store.list_trials(spec.experiment_id)
+    assert [t.state for t in trials] == [TrialState.COMPLETE] * 12
+    assert all(t.worker.startswith(f"{worker.nodename}:") for t in trials)
+    assert sorted(_completions(done).values()) == [1] * 12
+    assert "terminating connection due to idle-in-transaction timeout" in cluster.log.read_text()
 
 
 def test_the_store_restarts_mid_sweep(broker_url, cluster, database, queue_name, hosts,
