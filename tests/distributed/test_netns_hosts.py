@@ -201,8 +201,8 @@ def test_a_host_cut_off_mid_sweep(broker_url, cluster, database, queue_name, hos
     assert all(completions[s] in (1, 2) for s in seeds), completions
 
 
-# A store write of host A that stops between its statements until told to go on: its
-# transaction holds the change counter (every write that gives a seq takes it) meanwhile.
+# A store write of host A that, when told, stops before its COMMIT until told to go on:
+# its transaction holds the change counter (every write that gives a seq takes it) meanwhile.
 _WRITER = """
 import sys, psycopg
 from dnnframe.store import open_store
@@ -214,6 +214,8 @@ def held_commit(conn):
     sys.stdin.readline()
     commit(conn)
 psycopg.Connection.commit = held_commit
+print("ready", flush=True)
+sys.stdin.readline()
 store.create_trials("cut-writer", [("t-cut-writer", {})])
 """
 
@@ -231,28 +233,34 @@ def test_a_host_cut_off_in_the_middle_of_a_store_write(
                           DNNFRAME_STORE_URL=cluster.url(database, b.address),
                           DNNFRAME_BROKER_URL=host_brokers[b.name], **_hook_env(2, 0.2, done))
     spec = make_spec("netns-cut-writer", 12)
-    with CeleryExecutor(broker_url, cluster.url(database), queue=queue_name) as ex:
-        submit_experiment(spec, pg_store, ex, pack_size=1)
-        wait_until(lambda: pg_store.counts_by_state(spec.experiment_id)["COMPLETE"] >= 2, 60,
-                   "host B's sweep to be under way")
-        writer = subprocess.Popen(
-            ["ip", "netns", "exec", a.name, sys.executable, "-c", _WRITER,
-             cluster.url(database, a.address)], cwd=REPO, env=worker_env("", ""),
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, start_new_session=True)
-        try:
-            assert writer.stdout.readline().strip() == "holding"  # blocks until it holds
+    writer = subprocess.Popen(
+        ["ip", "netns", "exec", a.name, sys.executable, "-c", _WRITER,
+         cluster.url(database, a.address)], cwd=REPO, env=worker_env("", ""),
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, start_new_session=True)
+
+    def tell(line: str) -> None:
+        writer.stdin.write(f"{line}\n")
+        writer.stdin.flush()
+
+    try:
+        assert writer.stdout.readline().strip() == "ready"  # blocks until it is
+        with CeleryExecutor(broker_url, cluster.url(database), queue=queue_name) as ex:
+            submit_experiment(spec, pg_store, ex, pack_size=1)
+            wait_until(lambda: pg_store.counts_by_state(spec.experiment_id)["COMPLETE"] >= 2,
+                       60, "host B's sweep to be under way")
+            tell("hold")
+            assert writer.stdout.readline().strip() == "holding"
             a.set_link(False)
             try:
-                writer.stdin.write("go\n")  # its COMMIT goes into the cut cable
-                writer.stdin.flush()
+                tell("go")  # its COMMIT goes into the cut cable
                 left = pg_store.counts_by_state(spec.experiment_id)
                 assert left["QUEUED"] + left["RUNNING"] > 0, left
                 assert ex.wait(timeout=120), pg_store.counts_by_state(spec.experiment_id)
             finally:
                 a.set_link(True)
-        finally:
-            os.killpg(writer.pid, signal.SIGKILL)
-            writer.wait(timeout=10)
+    finally:
+        os.killpg(writer.pid, signal.SIGKILL)
+        writer.wait(timeout=10)
     trials = pg_store.list_trials(spec.experiment_id)
     assert [t.state for t in trials] == [TrialState.COMPLETE] * 12
     assert all(t.worker.startswith(f"{worker.nodename}:") for t in trials)
