@@ -30,6 +30,11 @@ from .postgresql_schema import migrate
 
 _RETRIES = 6
 _CONNECT_TIMEOUT_S = 10
+# A session stopped between the statements of a transaction (its host cut off the network,
+# its process frozen) holds its row locks, and the change counter every write takes, until
+# the server's TCP gives up, hours later: the server ends it after this long instead (the
+# store's own transactions never wait on their client that long; a retry follows).
+_IDLE_IN_TRANSACTION_S = 10
 # Answers of recorded writes are kept this long: far longer than any retry of a call.
 _OPS_KEPT_S = 3600.0
 _PRUNE_EVERY = 500
@@ -89,9 +94,16 @@ class PgConnections:
         if getattr(local, "pid", None) != pid or getattr(local, "conn", None) is None:
             if getattr(local, "pid", None) != pid and getattr(local, "conn", None) is not None:
                 _FORK_ORPHANS.append(local.conn)  # inherited through fork: never touch it
-            local.conn = psycopg.connect(self.url, connect_timeout=_CONNECT_TIMEOUT_S,
-                                         application_name="dnnframe")
-            local.pid = pid
+            conn = psycopg.connect(self.url, connect_timeout=_CONNECT_TIMEOUT_S,
+                                   application_name="dnnframe", autocommit=True)
+            try:
+                conn.execute("SET idle_in_transaction_session_timeout = "
+                             f"'{_IDLE_IN_TRANSACTION_S}s'")
+                conn.autocommit = False
+            except BaseException:
+                conn.close()
+                raise
+            local.conn, local.pid = conn, pid
             # A thread per request (a threaded web server) would leave a server process
             # behind for each: close the connections of this process's finished threads.
             with self._lock:
@@ -178,7 +190,9 @@ class PgConnections:
                 if op is None or "applied_ops" not in str(e.diag.constraint_name or ""):
                     raise StoreError(f"store {self.where!r}: {e}") from e
                 # An earlier attempt of this call committed meanwhile: read its answer.
-            except psycopg.OperationalError as e:
+            except (psycopg.OperationalError, errors.IdleInTransactionSessionTimeout) as e:
+                # the second: the server ended a session stopped inside this transaction
+                # (rolled back), like a lost connection
                 self._recover(conn)
                 if attempt == _RETRIES - 1:
                     raise StoreError(f"store {self.where!r}: still failing after {_RETRIES} "

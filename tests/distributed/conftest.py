@@ -233,18 +233,19 @@ def worker_env(store_url: str, broker_url: str, **extra: str) -> dict[str, str]:
 @pytest.fixture
 def start_worker(tmp_path: Path, store_url: str, broker_url: str,
                  request: pytest.FixtureRequest) -> Iterator[Callable[..., WorkerProc]]:
-    """Factory: ``start_worker(queue, concurrency=1, cli=False, host=None, **env)`` → a ready
-    worker.
+    """Factory: ``start_worker(queue, concurrency=1, cli=False, host=None, netns=None,
+    **env)`` → a ready worker.
 
     ``cli=True`` starts it through ``dnnframe worker`` instead of ``celery -A tasks worker``.
     ``host="NAME"`` starts it in a UTS namespace of its own (``unshare -u``) whose hostname
     is NAME: its node name and its trials' owners name another host, as on another machine.
+    ``netns="NAME"`` starts it in that network namespace (``ip netns exec``; see netns.py).
     Every worker started here is killed (whole process group) at teardown.
     """
     started: list[WorkerProc] = []
 
     def start(queue: str, concurrency: int = 1, cli: bool = False, ready_timeout: float = 60,
-              host: str | None = None, **env: str) -> WorkerProc:
+              host: str | None = None, netns: str | None = None, **env: str) -> WorkerProc:
         name = f"w{len(started) + 1}-{uuid.uuid4().hex[:6]}"
         log = tmp_path / f"{name}.log"
         if cli:
@@ -258,6 +259,8 @@ def start_worker(tmp_path: Path, store_url: str, broker_url: str,
         cmd += ["--without-mingle", "--without-gossip"]
         if host is not None:
             cmd = ["unshare", "--uts", "sh", "-c", 'hostname "$0" && exec "$@"', host, *cmd]
+        if netns is not None:
+            cmd = ["ip", "netns", "exec", netns, *cmd]
         fh = open(log, "wb")
         proc = subprocess.Popen(cmd, cwd=REPO, env=worker_env(store_url, broker_url, **env),
                                 stdout=fh, stderr=subprocess.STDOUT, start_new_session=True)

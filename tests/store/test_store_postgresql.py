@@ -175,6 +175,38 @@ def test_a_call_waits_for_its_server_to_restart(private_cluster, monkeypatch):
         assert s.get_experiment("e").counts == {"RUNNING": 2}
 
 
+def test_a_writer_stopped_inside_its_transaction_does_not_hold_the_store(new_db, monkeypatch):
+    """A writer that stops between the statements of a write (its host cut off, its process
+    frozen) holds the change counter every write takes: the server ends its session after
+    the idle-in-transaction limit, another writer goes on, and the stopped write, resumed,
+    is retried on a new connection and applied once."""
+    monkeypatch.setattr(postgresql_conn, "_IDLE_IN_TRANSACTION_S", 1)
+    stopped, resume = threading.Event(), threading.Event()
+    real_commit = psycopg.Connection.commit
+
+    def commit(conn: psycopg.Connection) -> None:
+        if threading.current_thread().name == "stopped-writer" and not resume.is_set():
+            stopped.set()
+            resume.wait(timeout=60)
+        real_commit(conn)
+
+    monkeypatch.setattr(psycopg.Connection, "commit", commit)
+    url = new_db()
+    with open_store(url) as s, open_store(url) as other:
+        s.create_experiment("e", "e", {}, 2)
+        writer = threading.Thread(target=lambda: s.create_trials("e", [("a", {})]),
+                                  name="stopped-writer")
+        writer.start()
+        _wait_for(stopped.is_set, "the writer to stop inside its transaction")
+        done = threading.Thread(target=lambda: other.create_trials("e", [("b", {})]))
+        done.start()
+        done.join(timeout=60)
+        assert not done.is_alive(), "the other writer waited for the stopped one"
+        resume.set()
+        writer.join(timeout=60)
+        assert sorted(t.id for t in other.list_trials("e")) == ["a", "b"]
+
+
 def test_threads_that_ended_leave_no_connection_behind(new_db):
     with open_store(new_db()) as s:
         s.create_experiment("e", "e", {}, 0)
