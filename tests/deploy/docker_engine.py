@@ -20,6 +20,7 @@ BASE_IMAGE = "dnnframe-base:3.11-bookworm"
 OFFICIAL_BASE = "python:3.11-slim-bookworm"
 PROJECT_IMAGE = "dnnframe:ci"
 RABBITMQ_IMAGE = "dnnframe-rabbitmq:bookworm"
+POSTGRES_IMAGE = "dnnframe-postgres:bookworm"
 # Marks what the tests build, so their dangling leftovers can be pruned without touching
 # anyone else's images.
 BUILD_LABEL = "org.dnnframe.built-by=tests-deploy"

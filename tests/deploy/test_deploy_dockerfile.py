@@ -217,8 +217,9 @@ def hadolint_binary() -> Path:
     return path
 
 
-@pytest.mark.parametrize("dockerfile", [DOCKERFILE, REPO / "deploy" / "rabbitmq" / "Dockerfile"],
-                         ids=["image", "rabbitmq"])
+@pytest.mark.parametrize("dockerfile", [DOCKERFILE, REPO / "deploy" / "rabbitmq" / "Dockerfile",
+                                        REPO / "deploy" / "postgres" / "Dockerfile"],
+                         ids=["image", "rabbitmq", "postgres"])
 def test_hadolint_passes(dockerfile: Path) -> None:
     proc = subprocess.run([str(hadolint_binary()), "--failure-threshold", "info",
                            str(dockerfile)], capture_output=True, text=True, timeout=60)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from deploy_support import COMPOSE_FILE, ENV_EXAMPLE, REPO, resolve, secret_files
+from deploy_support import CI_FILE, COMPOSE_FILE, ENV_EXAMPLE, REPO, resolve, secret_files
 
 POSTGRES_FILE = REPO / "deploy" / "compose.postgres.yml"
 PG_ENV = {"POSTGRES_USER": "dnnframe", "POSTGRES_PASSWORD": "pg-secret-123"}
@@ -50,3 +50,19 @@ def test_the_postgres_secrets_have_no_default(run_compose, tmp_path: Path) -> No
         env = {k: v for k, v in PG_ENV.items() if k != missing}
         proc = run_compose([COMPOSE_FILE, POSTGRES_FILE], ["config"], ENV_EXAMPLE, env)
         assert proc.returncode != 0 and f"set {missing} in .env" in proc.stderr, proc.stderr
+
+
+def test_the_ci_stack_runs_on_postgresql_built_from_debian(run_compose) -> None:
+    # what tests/deploy/test_deploy_stack.py starts: the CI override, then this one with
+    # its own CI override (the official postgres image cannot be pulled there)
+    files = [COMPOSE_FILE, CI_FILE, POSTGRES_FILE, REPO / "deploy" / "compose.ci-postgres.yml"]
+    model = resolve(run_compose, files, ENV_EXAMPLE, extra_env=PG_ENV, profiles=())
+    pg = model["services"]["postgres"]
+    assert pg["image"] == "dnnframe-postgres:bookworm" and pg["pull_policy"] == "never"
+    assert not pg.get("ports")
+    assert model["networks"]["default"]["internal"] is True
+    assert secret_files(model, "worker")["DNNFRAME_STORE_URL"].startswith("postgresql://")
+    # the same healthcheck as the stack's, only more frequent
+    assert pg["healthcheck"]["test"] == _model(run_compose)["services"]["postgres"][
+        "healthcheck"]["test"]
+    assert "mongo" not in model["services"]

