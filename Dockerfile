@@ -1,7 +1,8 @@
 # One image for the worker, the dashboard and Flower: docker-compose.yml picks the command.
 #
 # Build:  DOCKER_BUILDKIT=1 docker build -t dnnframe:latest .
-# Extras: --build-arg DNNFRAME_EXTRAS=monitoring,mnist1d   (pyproject.toml's optional groups)
+# Extras: --build-arg DNNFRAME_EXTRAS=all,monitoring,mnist1d   (pyproject.toml's optional
+#         groups; the stack needs all (worker, dashboard, MongoDB store) and monitoring (Flower))
 # Base:   --build-arg PYTHON_IMAGE=python:3.11-slim-bookworm@sha256:<digest> pins the base
 #         by digest for byte-for-byte rebuilds (the tag alone follows Debian security
 #         updates); where no registry is reachable, deploy/build-base-image.sh builds a
@@ -9,7 +10,7 @@
 # CAs:    --secret id=ca-certificates,src=/etc/ssl/certs/ca-certificates.crt lets pip trust
 #         a proxy's certificate authority during the build without storing it in the image.
 #
-# GPU:    --build-arg DNNFRAME_EXTRAS=monitoring,gpu -t dnnframe:gpu adds JAX's CUDA 12 build
+# GPU:    --build-arg DNNFRAME_EXTRAS=all,monitoring,gpu -t dnnframe:gpu adds JAX's CUDA 12 build
 #         (its pip wheels bring the CUDA libraries; the host gives the NVIDIA driver through
 #         the NVIDIA container toolkit); compose's `gpu` profile builds and uses that image.
 ARG PYTHON_IMAGE=python:3.11-slim-bookworm
@@ -51,7 +52,7 @@ WORKDIR /app
 # The install step is .ci/run's (`pip install -e ".[...]"`) less -e: the image holds no
 # working tree to edit; tests/deploy checks the two stay the same. The version ranges
 # live in pyproject.toml (DL3013 asks for pins on the command line).
-ARG DNNFRAME_EXTRAS=monitoring
+ARG DNNFRAME_EXTRAS=all,monitoring
 COPY pyproject.toml setup.py ./
 # hadolint ignore=DL3013
 RUN --mount=type=secret,id=ca-certificates \

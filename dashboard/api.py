@@ -11,6 +11,7 @@ from flask import Blueprint, Response, current_app, jsonify, request, url_for
 from dnnframe import __version__
 from dnnframe.exceptions import DnnframeError, brief
 from dnnframe.executors.liveness import live_nodes, store_label
+from dnnframe.extras import require
 from dnnframe.spec import count_trials
 from dnnframe.store import TrialState
 from dnnframe.store.base import resolve_sort_path
@@ -464,9 +465,8 @@ def _wrong_store(broker: str, timeout: float, store: Any) -> list[dict[str, str]
 @functools.lru_cache(maxsize=4)
 def _celery_app(broker: str) -> Any:
     # one client app per broker, so its connection pool is reused across requests
-    from celery import Celery
-
-    app = Celery("dnnframe-dashboard", broker=broker)
+    celery = require("celery", "celery", "the dashboard's view of the Celery workers")
+    app = celery.Celery("dnnframe-dashboard", broker=broker)
     # a page must not hang on a broker that is down: fail fast instead of retrying
     app.conf.broker_connection_timeout = 1.0
     app.conf.broker_connection_max_retries = 1

@@ -22,9 +22,8 @@ from dnnframe.exceptions import (
 )
 from dnnframe.search.asha import rungs
 from dnnframe.search.background import DRIVERS
-from dnnframe.search.driver import is_driven
 from dnnframe.spec import ExperimentSpec, parse_spec
-from dnnframe.spec.models import SearchConfig
+from dnnframe.spec.models import SearchConfig, is_driven
 from dnnframe.store import TrialState
 from dnnframe.store.rows import METRICS
 from dnnframe.store.sorting import SORT_ALIASES, SORT_COLUMNS

@@ -25,6 +25,7 @@ from rich.text import Text
 from ..engine.backend import DeviceUnavailableError, probe
 from ..engine.flags import FlagSettings, translate
 from ..exceptions import SpecError, StoreError
+from ..urls import redact
 
 EXIT_SPEC_ERROR = 2
 # failed trials listed one line each in a summary; the rest are counted
@@ -103,10 +104,6 @@ def _has_password(url: str) -> bool:
 
 def _shown_url(url: str) -> str:
     """A store or broker URL as printed: any password replaced by ``***``."""
-    if not _has_password(url):
-        return url
-    from ..store.mongodb import redact  # only then: it imports the MongoDB driver
-
     return redact(url)
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 import click
 
 from ..exceptions import SpecError
+from ..extras import require
 from .common import (
     EXIT_SPEC_ERROR,
     _open_store,
@@ -170,6 +171,7 @@ def report(experiment: str, store_url: str | None, output: Path | None) -> None:
     """Write a self-contained HTML report (plotly charts, plotly.js inlined; works offline)."""
     from ..report import write_report
 
+    require("plotly", "web", "dnnframe report")
     store = _open_store(store_url, create=False)
     exp = _resolve_experiment(store, experiment)
     path = write_report(store, exp.id, output or Path(f"report-{exp.id}.html"))
@@ -196,6 +198,7 @@ def paper_report(outdir: Path, store_url: str | None, experiments: tuple[str, ..
     from ..analysis.paper import write_paper_report, write_repro_report
     from ..store import open_store
 
+    require("plotly", "paper", "dnnframe paper-report")
     command = "dnnframe " + " ".join(sys.argv[1:])
     store = _open_store(store_url, create=False)
     ids = [_resolve_experiment(store, e).id for e in experiments] or None

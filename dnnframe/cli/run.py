@@ -14,6 +14,8 @@ import click
 from .. import settings
 from ..exceptions import DnnframeError
 from ..executors.base import Executor
+from ..extras import require
+from ..spec.models import is_driven
 from .common import (
     _command_line,
     _open_store,
@@ -75,6 +77,11 @@ def run(ctx: click.Context, spec_path: Path, store_url: str | None, workers: int
     store_url = absolute_store_url(store_url or default_store_url())
     refuse_process_local_store(store_url, "dnnframe run")
     broker_url = _broker_for_run(broker_url, distributed, force_local)
+    # a missing extra is said before anything is stored or trained
+    if broker_url:
+        require("celery", "celery", "dnnframe run with a broker (--broker, $DNNFRAME_BROKER_URL)")
+    if is_driven(spec):
+        require("optuna", "search", f"search.method: {spec.search.method}")
     if not broker_url:  # Celery workers check their own device when they start
         refuse_unusable_device("run")
     with _sigterm_as_interrupt() as terminated:
@@ -193,13 +200,14 @@ def _submit_and_follow(console, store, executor: _StartOnSubmit, spec,  # noqa: 
                        quiet: bool) -> tuple[bool, int]:
     """Submit the spec, show progress until it is done or interrupted, shut the executor
     down. Returns (interrupted, number of trials handed to the executor)."""
-    from ..search.driver import SearchDriver, is_driven
     from ..submit import submit_experiment
 
     interrupted = False
     trained = 0
     try:
         if is_driven(spec):  # tpe/cmaes: a sampler proposes trials as results arrive
+            from ..search.driver import SearchDriver  # Optuna: the search extra, checked above
+
             console.print(f"searching with {spec.search.method}: {spec.search.num_samples} trials")
             driven = SearchDriver(spec, store, executor, pack_size=pack_size).run()
             return driven.cancelled, len(driven.asked)

@@ -9,6 +9,7 @@ import click
 
 from .. import settings
 from ..exceptions import DnnframeError
+from ..extras import require
 from .common import cli, refuse_process_local_store, refuse_unusable_device, store_option
 
 
@@ -35,7 +36,10 @@ def serve(store_url: str | None, host: str, port: int, debug: bool, production: 
         os.environ["DNNFRAME_STORE_URL"] = store_url
     # requests must name the address it listens on (or a local name): see DNNFRAME_ALLOWED_HOSTS
     os.environ.setdefault("DNNFRAME_BIND_HOST", host)
+    for module in ("flask", "plotly", "limits", "optuna"):  # what dashboard/ imports
+        require(module, "web", "the dashboard")
     if production or web_workers:
+        require("gunicorn", "web", "dnnframe serve --production")
         bind = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
         args = [sys.executable, "-m", "gunicorn", "--config", "python:dashboard.gunicorn_config",
                 "--bind", bind]
@@ -80,6 +84,7 @@ def worker(store_url: str | None, broker_url: str | None, queues: str, concurren
     from ..executors import THREAD_ENV
     from ..store import default_store_url
 
+    require("celery", "celery", "dnnframe worker")
     refuse_process_local_store(store_url or default_store_url(), "dnnframe worker")
     # The Celery app reads its configuration from the environment when it is imported.
     if store_url:

@@ -1,7 +1,8 @@
 """Executors: where trials run. ``LocalExecutor`` (a process pool on this machine) and
 ``CeleryExecutor`` (Celery workers over RabbitMQ) implement :class:`Executor`.
 
-``CeleryExecutor`` is imported on first use, so a local run never imports Celery.
+``CeleryExecutor`` is imported on first use, so a local run never imports Celery (the
+``celery`` extra).
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from .. import settings
+from ..extras import require
 from ..store import default_store_url
 from .base import THREAD_ENV, Executor, pinned_threads
 from .local import LocalExecutor, LocalStats
@@ -19,9 +21,7 @@ if TYPE_CHECKING:
 
 def __getattr__(name: str) -> object:
     if name == "CeleryExecutor":
-        from .celery import CeleryExecutor
-
-        return CeleryExecutor
+        return _celery_executor()
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
@@ -32,10 +32,15 @@ def make_executor(store_url: str | None = None, broker_url: str | None = None,
     broker_url = broker_url or settings.get().broker_url
     store_url = store_url or default_store_url()
     if broker_url:
-        from .celery import CeleryExecutor
-
-        return CeleryExecutor(broker_url, store_url, queue=queue)
+        return _celery_executor()(broker_url, store_url, queue=queue)
     return LocalExecutor(store_url, workers=workers)
+
+
+def _celery_executor() -> type[CeleryExecutor]:
+    require("celery", "celery", "sending trials to Celery workers (a broker URL)")
+    from .celery import CeleryExecutor
+
+    return CeleryExecutor
 
 
 __all__ = ["CeleryExecutor", "Executor", "LocalExecutor", "LocalStats", "THREAD_ENV",

@@ -23,12 +23,11 @@ import socket
 import time
 from collections.abc import Iterable
 
-from kombu.utils.url import maybe_sanitize_url
-
 from .. import settings
 from ..store import default_store_url
 from ..store.base import ResultStore, TrialState
 from ..store.records import TrialRecord, WorkerRecord
+from ..urls import redact
 
 #: How often a node's reaper registers the node (its heartbeat), at most.
 NODE_BEAT_S = 5.0
@@ -47,7 +46,7 @@ def store_label(url: str | None = None) -> str:
     url = url or default_store_url()
     if url.startswith("sqlite:///"):
         url = "sqlite:///" + os.path.abspath(url[len("sqlite:///"):])
-    return maybe_sanitize_url(url)
+    return redact(url, mask="**")  # as Celery masks the broker URL in its own logs
 
 
 def node_timeout() -> float:

@@ -19,10 +19,11 @@ from collections.abc import Callable
 from ..exceptions import SpecError
 from ..executors.base import Executor
 from ..spec import ExperimentSpec, count_trials, parse_spec
+from ..spec.models import is_driven
 from ..store.base import ResultStore
 from ..store.records import ExperimentRecord
 from ..submit import SubmitResult
-from .driver import SearchDriver, is_driven
+from .driver import SearchDriver
 
 log = logging.getLogger(__name__)
 

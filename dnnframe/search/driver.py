@@ -28,9 +28,10 @@ from ..datasets import dataset_fingerprint
 from ..exceptions import SpecError
 from ..executors.base import Executor
 from ..executors.packing import compile_key, make_packs
+from ..extras import require
 from ..spec import ExperimentSpec, count_trials, trial_id
 from ..spec.expand import resolve, spec_spaces
-from ..spec.models import MODEL_BASED_METHODS, canonical_json
+from ..spec.models import MODEL_BASED_METHODS, canonical_json, is_driven
 from ..store.base import ResultStore, TrialRecord, TrialState
 from ..submit import recover_abandoned_trials, resolve_pack_size
 from .space import SpaceMap
@@ -41,16 +42,12 @@ _TOLD = {TrialState.COMPLETE: OptunaState.COMPLETE, TrialState.PRUNED: OptunaSta
          TrialState.FAILED: OptunaState.FAIL, TrialState.DIVERGED: OptunaState.FAIL}
 
 
-def is_driven(spec: ExperimentSpec) -> bool:
-    """True when ``spec``'s trials come from a driver rather than from expansion."""
-    return spec.search.method in MODEL_BASED_METHODS
-
-
 def make_sampler(method: str, seed: int) -> BaseSampler:
     """Optuna's sampler for ``method`` (``tpe`` or ``cmaes``), seeded."""
     if method == "tpe":
         return TPESampler(seed=seed)
     if method == "cmaes":
+        require("cmaes", "search", "search.method: cmaes")  # Optuna imports it only when sampling
         return CmaEsSampler(seed=seed, warn_independent_sampling=False)
     raise ValueError(f"method must be one of {MODEL_BASED_METHODS}, got {method!r}")
 

@@ -374,6 +374,12 @@ class ExperimentSpec(BaseModel):
         return "exp-" + digest[:16]
 
 
+def is_driven(spec: ExperimentSpec) -> bool:
+    """True when ``spec``'s trials come from a driver (a model-based sampler, the
+    ``search`` extra) rather than from expansion."""
+    return spec.search.method in MODEL_BASED_METHODS
+
+
 def spec_json_schema() -> dict[str, Any]:
     """JSON Schema of the spec format (used by the OpenAPI document and the web form)."""
     schema = ExperimentSpec.model_json_schema()

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from .. import settings
 from ..exceptions import NotFoundError, SchemaVersionError, StoreCorruptError, StoreError
+from ..extras import require
 from .base import (
     SCHEMA_VERSION,
     ExperimentRecord,
@@ -63,6 +64,7 @@ def open_store(url: str | ResultStore | None = None, create: bool = True) -> Res
 
         return SQLiteStore(parse_sqlite_url(url), url=url, create=create)
     if url.startswith(("mongodb://", "mongodb+srv://", "mongomock://")):
+        require("pymongo", "mongo", "a mongodb:// store")
         from .mongodb import MongoStore
 
         return MongoStore.from_url(url, create=create)

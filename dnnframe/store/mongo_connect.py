@@ -9,7 +9,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 import pymongo
 from pymongo.errors import (
@@ -22,6 +22,7 @@ from pymongo.errors import (
 
 from .. import settings
 from ..exceptions import SchemaVersionError, StoreCorruptError, StoreError
+from ..urls import redact
 from .base import SCHEMA_VERSION, now
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -31,18 +32,6 @@ COLLECTIONS = ("meta", "experiments", "trials", "workers", "counters", "held_dis
 # of the same mongomock:// URL (a test's dashboard and runner) see the same documents.
 _MOCK_CLIENTS: dict[str, Any] = {}
 _MOCK_LOCK = threading.Lock()
-
-
-def redact(url: str) -> str:
-    """The URL with any password replaced by ``***`` (safe for error messages and logs)."""
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return url
-    if parts.password is None:
-        return url
-    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
-    return urlunsplit(parts._replace(netloc=netloc))
 
 
 def retry(fn: F) -> F:

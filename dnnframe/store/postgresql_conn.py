@@ -24,8 +24,8 @@ from psycopg import errors
 from psycopg.types.json import Jsonb
 
 from ..exceptions import NotFoundError, StoreError
+from ..urls import redact
 from .base import now
-from .mongo_connect import redact
 from .postgresql_schema import migrate
 
 _RETRIES = 6

@@ -197,7 +197,7 @@ def test_gpu_profile(run_compose, stack) -> None:
     assert "--queues=gpu" in gpu["command"]
     # The GPU image (JAX's CUDA build) and one GPU, for this service only.
     assert gpu["image"] == "dnnframe:gpu"
-    assert gpu["build"]["args"]["DNNFRAME_EXTRAS"] == "monitoring,gpu"
+    assert gpu["build"]["args"]["DNNFRAME_EXTRAS"] == "all,monitoring,gpu"
     [device] = gpu["deploy"]["resources"]["reservations"]["devices"]
     assert device["driver"] == "nvidia" and device["capabilities"] == ["gpu"]
     assert device["count"] == 1

@@ -103,6 +103,8 @@ def test_install_step_is_the_one_ci_uses() -> None:
     for extra in filter(None, (image_extras + "," + ci_extras).split(",")):
         assert extra in groups, f"extra [{extra}] is not in pyproject.toml {sorted(groups)}"
     assert "monitoring" in image_extras.split(","), "the image runs Flower: needs [monitoring]"
+    # ... and the worker, the dashboard and the MongoDB store, which are extras too.
+    assert "all" in image_extras.split(","), "the image runs the whole stack: needs [all]"
 
 
 def _step_index(predicate) -> int:
