@@ -891,7 +891,8 @@ def test_a_run_on_a_terminal_shows_the_live_bar_and_ends(tmp_path, hooks):
 
 def test_an_in_memory_store_is_refused_where_training_runs_in_other_processes(tmp_path):
     spec = write_spec(tmp_path / "tiny.yaml", TINY)
-    for args in (["run", str(spec), "--store", "memory://x"], ["worker", "--store", "memory://x"]):
+    for args in (["run", str(spec), "--store", "memory://x"], ["worker", "--store", "memory://x"],
+                 ["serve", "--store", "memory://x"]):
         proc = cli(*args, cwd=tmp_path)
         assert proc.returncode == 1, proc.stderr
         assert proc.stderr.startswith("error: store URL 'memory://x' is an in-memory store, "

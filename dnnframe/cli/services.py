@@ -31,6 +31,10 @@ def serve(store_url: str | None, host: str, port: int, debug: bool, production: 
     gunicorn runs dashboard.wsgi:app with the settings in dashboard/gunicorn_config.py.
     """
 
+    from ..store import default_store_url
+
+    # its trials train in a process pool or Celery workers, which cannot see such a store
+    refuse_process_local_store(store_url or default_store_url(), "dnnframe serve")
     if store_url:
         # the app reads its configuration from the environment
         os.environ["DNNFRAME_STORE_URL"] = store_url
