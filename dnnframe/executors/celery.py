@@ -300,7 +300,8 @@ class CeleryExecutor(Executor):
             cursor = self._cursor if self._cursor is not None else store.latest_seq()
         # Trials finished before the cursor was taken are seen here, the rest by the cursor.
         fresh = list(dict.fromkeys(t for t in unchecked if t not in self._remaining))
-        running = {t.id for t in store.get_trials(fresh, fields=()) if not t.state.is_finished}
+        running = {t.id for t in (store.get_trials(fresh, fields=()) if fresh else [])
+                   if not t.state.is_finished}
         self._ended += len(fresh) - len(running)
         self._remaining |= running
         while True:
