@@ -92,9 +92,9 @@ from .export import write_csv, write_jsonl
 from .records import BULKY_FIELDS, ExperimentRecord, TrialRecord, TrialState, WorkerRecord
 from .sorting import SORT_KEYS, check_since_order, resolve_sort_path
 
-__all__ = ["BULKY_FIELDS", "SCHEMA_VERSION", "SORT_KEYS", "ExperimentRecord", "FinishItem", "ResultStore",
-           "TrialRecord", "TrialState", "WorkerRecord", "check_page", "dumps", "json_safe",
-           "now", "resolve_sort_path"]
+__all__ = ["BULKY_FIELDS", "SCHEMA_VERSION", "SORT_KEYS", "ExperimentRecord", "FinishItem",
+           "ResultStore", "TrialRecord", "TrialState", "WorkerRecord", "check_page", "dumps",
+           "json_safe", "now", "resolve_sort_path"]
 
 # Bumped whenever the on-disk layout changes; a store with a larger number refuses to open.
 SCHEMA_VERSION = 1
