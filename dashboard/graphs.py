@@ -33,7 +33,7 @@ def _compile_keys(store: Any, exp: Any) -> dict[str, str]:
             _keys.move_to_end(key)
             return _keys[key]
     keys: dict[str, str] = {}
-    for trial in store.list_trials(exp.id):
+    for trial in store.list_trials(exp.id, fields=["config"]):
         try:
             keys[trial.id] = compile_key(trial.config)
         except ValueError:  # a config an older version stored: it builds no graph of ours
@@ -51,6 +51,6 @@ def graphs_progress(exp: Any, counts: dict[str, int], store: Any) -> dict[str, i
             n for state, n in counts.items() if TrialState(state).is_finished):
         return None
     keys = _compile_keys(store, exp)
-    running = store.list_trials(exp.id, state=TrialState.RUNNING)
+    running = store.list_trials(exp.id, state=TrialState.RUNNING, fields=["metrics"])
     ready = {keys[t.id] for t in running if t.metrics and t.id in keys}
     return {"ready": len(ready), "total": len(set(keys.values()))}

@@ -233,7 +233,7 @@ def experiment_page(experiment_id: str) -> str:
     """Live view of one experiment (the page polls the API's since-cursor)."""
     store = services().store
     exp = store.get_experiment(experiment_id)
-    first = store.list_trials(experiment_id, limit=1)
+    first = store.list_trials(experiment_id, limit=1, fields=["config"])
     return render_template(
         "experiment.html",
         exp=experiment_json(exp, store, best=True),

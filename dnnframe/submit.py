@@ -46,7 +46,7 @@ def recover_abandoned_trials(store: ResultStore) -> list[str]:
     """
     recovered = store.requeue_stale(settings.get().heartbeat_timeout)
     host = socket.gethostname()
-    recovered += [t.id for t in store.list_trials(state=TrialState.RUNNING)
+    recovered += [t.id for t in store.running_owners()
                   if release_if_owner_died(store, t.id, host)]
     return recovered
 
@@ -75,7 +75,7 @@ def submit_experiment(spec: ExperimentSpec, store: ResultStore, executor: Execut
     pairs = [(tid, cfg.model_dump(mode="json")) for tid, cfg in expand_with_ids(spec)]
     trial_ids = list(dict.fromkeys(tid for tid, _ in pairs))  # a duplicated config is one trial
     experiment_id = spec.experiment_id
-    existing = ({t.id for t in store.list_trials(experiment_id)}
+    existing = ({t.id for t in store.list_trials(experiment_id, fields=())}
                 if _experiment_exists(store, experiment_id) else set())
     store.create_experiment(experiment_id, spec.name, spec.to_dict(), count_trials(spec))
     created = store.create_trials(experiment_id, pairs)
@@ -89,7 +89,8 @@ def submit_experiment(spec: ExperimentSpec, store: ResultStore, executor: Execut
     if created == len(trial_ids):
         to_run = trial_ids  # all created QUEUED just now: no need to read them back
     else:
-        queued = {t.id for t in store.list_trials(experiment_id, state=TrialState.QUEUED)}
+        queued = {t.id for t in store.list_trials(experiment_id, state=TrialState.QUEUED,
+                                                  fields=())}
         to_run = [tid for tid in trial_ids if tid in queued]
     if executor is not None:  # recovered trials of other experiments are not in to_run
         ours = set(trial_ids)

@@ -353,7 +353,8 @@ def _follow(console, store, executor: Executor, exp, quiet: bool,  # noqa: ANN00
             last_finished = finished
         if counts != last_counts:
             # a pack's members are claimed together by one worker process: one pack each
-            running = store.list_trials(exp.id, state="RUNNING") if counts.get("RUNNING") else []
+            running = (store.list_trials(exp.id, state="RUNNING", fields=())
+                       if counts.get("RUNNING") else [])
             packs = len({t.worker for t in running})
             last_counts = counts
         # until a first trial ends nothing else moves: say how far the graphs got (a first

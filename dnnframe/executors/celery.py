@@ -299,12 +299,13 @@ class CeleryExecutor(Executor):
             unchecked, self._unchecked = self._unchecked, []
             cursor = self._cursor if self._cursor is not None else store.latest_seq()
         # Trials finished before the cursor was taken are seen here, the rest by the cursor.
-        fresh = set(unchecked) - self._remaining
-        running = {tid for tid in fresh if not store.get_trial(tid).state.is_finished}
+        fresh = list(dict.fromkeys(t for t in unchecked if t not in self._remaining))
+        running = {t.id for t in (store.get_trials(fresh, fields=()) if fresh else [])
+                   if not t.state.is_finished}
         self._ended += len(fresh) - len(running)
         self._remaining |= running
         while True:
-            changed = store.list_trials(since=cursor)
+            changed = store.list_trials(since=cursor, fields=())  # ids, states, seqs
             if changed:
                 cursor = max(cursor, max(t.seq for t in changed))
                 ended = self._remaining & {t.id for t in changed if t.state.is_finished}

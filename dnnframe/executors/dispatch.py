@@ -57,7 +57,7 @@ def repack(store: ResultStore, trial_ids: list[str], workers: int | None = None
     """The trials of ``trial_ids`` still QUEUED, in packs of trials that share a graph, sized
     for ``workers`` worker processes (default ``$DNNFRAME_WORKERS``, else the cores here);
     a pack with members that crashed before is split as :func:`split_after_crash` says."""
-    trials = {t.id: t for t in (store.get_trial(tid) for tid in dict.fromkeys(trial_ids))
+    trials = {t.id: t for t in store.get_trials(list(trial_ids), fields=["config"])
               if t.state is TrialState.QUEUED}
     if not trials:
         return []
@@ -105,7 +105,7 @@ def lost_packs(store: ResultStore, owners: dict[str, str | None]) -> list[list[s
     cap = settings.get().max_attempts
     packs: list[list[str]] = []
     for ids in by_owner.values():
-        queued = [t for t in map(store.get_trial, ids) if t.state is TrialState.QUEUED]
+        queued = [t for t in store.get_trials(ids, fields=()) if t.state is TrialState.QUEUED]
         if queued:
             packs += split_after_crash([t.id for t in queued],
                                        max(t.attempts for t in queued), cap)

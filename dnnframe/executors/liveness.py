@@ -189,7 +189,7 @@ def dead_node_trials(store: ResultStore, as_of: float,
     seen = {w.name: w.last_seen for w in store.list_workers()
             if (w.info or {}).get("role") == NODE_ROLE}
     if running is None:
-        running = store.list_trials(state=TrialState.RUNNING)
+        running = store.running_owners()
     dead: dict[str, str] = {}
     for t in running:
         node, _ = split_owner(t.worker)

@@ -47,7 +47,7 @@ class CrashRecorder:
             if self._store is None:
                 self._store = open_store(self.store_url)
             store = self._store
-            trials = {tid: store.get_trial(tid) for tid in trial_ids}
+            trials = {t.id: t for t in store.get_trials(list(trial_ids), fields=())}
             running = [tid for tid, t in trials.items()
                        if t.state is TrialState.RUNNING and t.worker == worker_name]
             for tid, t in trials.items():

@@ -123,7 +123,7 @@ def reap_once(store: ResultStore, celery_app: Celery, timeout_s: float,
     unknown goes to ``default_queue``'s retry queue.
     """
     # Who owned each running trial (requeue_stale clears the owner), to route it back.
-    owners = {t.id: t.worker for t in store.list_trials(state=TrialState.RUNNING)}
+    owners = {t.id: t.worker for t in store.running_owners()}
     requeued = store.requeue_stale(timeout_s, as_of=as_of)
     return _send_back(store, celery_app, {tid: owners.get(tid) for tid in requeued},
                       default_queue,
@@ -151,7 +151,7 @@ def release_own_dead(store: ResultStore, celery_app: Celery, node: str,
     redeliver their message to another node, whose claim refuses a RUNNING trial, and only
     this node can tell that the owner is gone. Returns ``(trial_id, queue)`` for each
     trial released and re-published."""
-    owners = {t.id: t.worker for t in store.list_trials(state=TrialState.RUNNING)
+    owners = {t.id: t.worker for t in store.running_owners()
               if liveness.owner_gone_here(t, node)}
     released = {tid: owner for tid, owner in owners.items()
                 if owner and store.release_trial(tid, owner)}
@@ -184,7 +184,7 @@ class OrphanWatch:
         if any(_ready(celery_app, q) for q in with_retry_queues(sorted(names))):
             self.seen = {}
             return []
-        queued = {t.id: t.seq for t in store.list_trials(state=TrialState.QUEUED)}
+        queued = {t.id: t.seq for t in store.list_trials(state=TrialState.QUEUED, fields=())}
         orphans = [tid for tid, seq in queued.items() if self.seen.get(tid) == seq]
         self.seen = {tid: seq for tid, seq in queued.items() if tid not in orphans}
         if not orphans:

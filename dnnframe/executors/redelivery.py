@@ -60,7 +60,7 @@ def _watch_other_nodes(store: ResultStore, trial_ids: list[str], node: str) -> N
     while True:
         waiting = []
         seen = _node_seen(store)
-        for t in map(store.get_trial, trial_ids):
+        for t in store.get_trials(trial_ids, fields=()):
             owner_node, _ = liveness.split_owner(t.worker)
             if (t.state is TrialState.RUNNING and owner_node != node and owner_node in seen
                     and seen[owner_node] <= first_seen.get(owner_node, 0.0)):
@@ -82,10 +82,10 @@ def take_back(store: ResultStore, app: Celery, trial_ids: list[str], node: str,
     that many; otherwise they are left to the pieces their releaser sent (this delivery
     sends them when it released them itself)."""
     ids = list(dict.fromkeys(trial_ids))
-    released = _release_gone_here(store, [store.get_trial(tid) for tid in ids], node)
+    released = _release_gone_here(store, store.get_trials(ids, fields=()), node)
     if redelivered:
         _watch_other_nodes(store, ids, node)
-    crashed = [t for t in map(store.get_trial, ids)
+    crashed = [t for t in store.get_trials(ids, fields=())
                if t.state is TrialState.QUEUED and t.attempts >= 1]
     if not crashed:
         return ids

@@ -244,7 +244,7 @@ class SearchDriver:
     def _submit(self, ids: list[str]) -> None:
         if not ids:
             return
-        configs = {t.id: t.config for t in (self.store.get_trial(i) for i in ids)}
+        configs = {t.id: t.config for t in self.store.get_trials(ids, fields=["config"])}
         packs = make_packs(ids, configs, self.pack_size, self.executor.parallelism)
         self.executor.submit(packs, compile_keys=[compile_key(configs[p[0]]) for p in packs])
 

@@ -69,7 +69,7 @@ when the store cannot be reached, read or written (the message names the URL or 
 from __future__ import annotations
 
 import abc
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -78,6 +78,9 @@ from .base_trials import FinishItem, TrialMethods, now
 from .checks import (
     check_experiment_args,
     check_experiment_id,
+    check_experiment_ids,
+    check_fields,
+    check_ids,
     check_page,
     check_rung_args,
     check_trial_items,
@@ -86,12 +89,12 @@ from .checks import (
     state_list,
 )
 from .export import write_csv, write_jsonl
-from .records import ExperimentRecord, TrialRecord, TrialState, WorkerRecord
+from .records import BULKY_FIELDS, ExperimentRecord, TrialRecord, TrialState, WorkerRecord
 from .sorting import SORT_KEYS, check_since_order, resolve_sort_path
 
-__all__ = ["SCHEMA_VERSION", "SORT_KEYS", "ExperimentRecord", "FinishItem", "ResultStore",
-           "TrialRecord", "TrialState", "WorkerRecord", "check_page", "dumps", "json_safe",
-           "now", "resolve_sort_path"]
+__all__ = ["BULKY_FIELDS", "SCHEMA_VERSION", "SORT_KEYS", "ExperimentRecord", "FinishItem",
+           "ResultStore", "TrialRecord", "TrialState", "WorkerRecord", "check_page", "dumps",
+           "json_safe", "now", "resolve_sort_path"]
 
 # Bumped whenever the on-disk layout changes; a store with a larger number refuses to open.
 SCHEMA_VERSION = 1
@@ -187,7 +190,7 @@ class ResultStore(TrialMethods):
         return self._get_experiment(experiment_id)
 
     def list_experiments(self, limit: int = 100, offset: int = 0) -> list[ExperimentRecord]:
-        """Experiments, newest first, with their ``counts``."""
+        """Experiments, newest first, with their ``counts`` (all counted in one query)."""
         check_page(limit, offset)
         return self._list_experiments(limit, offset)
 
@@ -196,11 +199,26 @@ class ResultStore(TrialMethods):
         """The trial with config, metrics and result. Raises NotFoundError if unknown."""
         return self._get_trial(trial_id)
 
+    def get_trials(self, trial_ids: list[str],
+                   fields: Iterable[str] | None = None) -> list[TrialRecord]:
+        """Several trials in one read, in the order of ``trial_ids`` (a repeated id once).
+
+        ``fields`` as for :meth:`list_trials`.
+
+        Raises:
+            NotFoundError: an unknown trial id (naming it).  ValueError: a malformed id list
+            or ``fields``.
+        """
+        ids = check_ids(trial_ids)
+        wanted = check_fields(fields)
+        return self._get_trials(ids, wanted) if ids else []
+
     def list_trials(self, experiment_id: str | None = None,
                     state: TrialState | list[TrialState] | None = None,
                     sort_by: str | None = None, descending: bool = False,
                     limit: int | None = None, offset: int = 0,
-                    since: int | None = None) -> list[TrialRecord]:
+                    since: int | None = None,
+                    fields: Iterable[str] | None = None) -> list[TrialRecord]:
         """Trials, filtered, sorted and paginated.
 
         Args:
@@ -213,16 +231,26 @@ class ResultStore(TrialMethods):
             limit, offset: pagination.
             since: only trials whose ``seq`` is greater, in ascending change order (see the
                 module docstring); any other order is refused, as it would lose rows.
+            fields: which bulky fields to read (any of ``BULKY_FIELDS``: ``config``,
+                ``result``, ``metrics``); None reads all. The others are not read from the
+                store and keep their empty values (``{}``, None, ``[]``); every other field
+                is always read. Filtering and sorting see the whole row either way.
         Raises:
-            ValueError: bad ``sort_by``, ``state``, ``limit``, ``offset`` or ``since``, or
-            ``since`` with an order other than ascending ``seq``.
+            ValueError: bad ``sort_by``, ``state``, ``limit``, ``offset``, ``since`` or
+            ``fields``, or ``since`` with an order other than ascending ``seq``.
         """
         check_page(limit, offset)
         check_since_order(since, sort_by, descending)
+        wanted = check_fields(fields)
         if sort_by is not None:
             resolve_sort_path(sort_by)  # refused before any backend work
         return self._list_trials(experiment_id, state_list(state), sort_by, descending, limit, offset,
-                                 since)
+                                 since, wanted)
+
+    def running_owners(self) -> list[TrialRecord]:
+        """The RUNNING trials with who owns them and since when (``worker``,
+        ``started_at``, ``heartbeat_at``), their bulky fields not read: what a reaper judges."""
+        return self.list_trials(state=TrialState.RUNNING, fields=())
 
     def rung_values(self, experiment_id: str, epoch: int, metric: str) -> list[float]:
         """What the trials of an experiment reported for ``metric`` at ``epoch`` (ASHA's rungs).
@@ -246,6 +274,11 @@ class ResultStore(TrialMethods):
     @abc.abstractmethod
     def _count_states(self, experiment_id: str | None) -> dict[str, int]:
         """Trials by state (only states present), for one experiment or the whole store."""
+
+    @abc.abstractmethod
+    def _count_states_many(self, experiment_ids: list[str]) -> dict[str, dict[str, int]]:
+        """Trials by state (only states present) of each experiment that has any, in one
+        query."""
 
     # ---------------------------------------------------------------- workers
 
@@ -296,13 +329,17 @@ class ResultStore(TrialMethods):
         """:meth:`list_experiments`, its arguments checked."""
 
     @abc.abstractmethod
+    def _get_trials(self, trial_ids: list[str], fields: frozenset[str]) -> list[TrialRecord]:
+        """:meth:`get_trials`, its arguments checked (distinct ids, at least one)."""
+
+    @abc.abstractmethod
     def _get_trial(self, trial_id: str) -> TrialRecord:
         """:meth:`get_trial`, its arguments checked."""
 
     @abc.abstractmethod
     def _list_trials(self, experiment_id: str | None, states: list[str] | None,
                      sort_by: str | None, descending: bool, limit: int | None, offset: int,
-                     since: int | None) -> list[TrialRecord]:
+                     since: int | None, fields: frozenset[str]) -> list[TrialRecord]:
         """:meth:`list_trials`, its arguments checked."""
 
     @abc.abstractmethod
@@ -327,6 +364,14 @@ class ResultStore(TrialMethods):
         counts = {s.value: 0 for s in TrialState}
         counts.update(self._count_states(experiment_id))
         return counts
+
+    def counts_by_experiment(self, experiment_ids: list[str]) -> dict[str, dict[str, int]]:
+        """:meth:`counts_by_state` of several experiments in one query: ``{experiment_id:
+        counts}`` for each id given (an unknown one has all zeros). Raises ValueError for a
+        malformed id list."""
+        ids = check_experiment_ids(experiment_ids)
+        found = self._count_states_many(ids) if ids else {}
+        return {eid: {**{s.value: 0 for s in TrialState}, **found.get(eid, {})} for eid in ids}
 
     def best_trial(self, experiment_id: str | None = None, metric: str = "test_accuracy",
                    mode: str = "max") -> TrialRecord | None:

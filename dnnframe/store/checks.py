@@ -7,7 +7,7 @@ from typing import Any
 
 from ..exceptions import ExperimentActiveError
 from .lifecycle import REQUEUABLE_STATES
-from .records import TrialState
+from .records import BULKY_FIELDS, TrialState
 
 
 def check_trial_items(trials: list[tuple[str, dict[str, Any]]]) -> list[tuple[str, dict[str, Any]]]:
@@ -213,3 +213,30 @@ def active_error(experiment_id: str, active: list[str]) -> ExperimentActiveError
     return ExperimentActiveError(
         f"experiment {experiment_id!r} still has {len(active)} trial(s) queued or running "
         f"(first: {active[0]}); cancel it and let them stop before deleting it")
+
+
+def check_fields(fields: Any) -> frozenset[str]:
+    """Which of the bulky trial fields (:data:`~.records.BULKY_FIELDS`) a read fills in:
+    all of them for None, else the names given, else ValueError naming the bad one."""
+    if fields is None:
+        return frozenset(BULKY_FIELDS)
+    if isinstance(fields, str) or not isinstance(fields, (list, tuple, set, frozenset)):
+        raise ValueError(f"fields must be a list of field names (any of "
+                         f"{', '.join(BULKY_FIELDS)}) or None, got {fields!r:.100}")
+    for name in fields:
+        if name not in BULKY_FIELDS:
+            raise ValueError(f"fields: {name!r} is not a field a read may leave out; use any "
+                             f"of {', '.join(BULKY_FIELDS)}")
+    return frozenset(fields)
+
+
+def check_experiment_ids(experiment_ids: Any) -> list[str]:
+    """Distinct non-empty experiment ids in their first-seen order, else ValueError."""
+    if isinstance(experiment_ids, str) or not isinstance(experiment_ids,
+                                                         (list, tuple, set, frozenset)):
+        raise ValueError(f"experiment_ids must be a list of experiment ids, "
+                         f"got {experiment_ids!r:.100}")
+    for i, eid in enumerate(experiment_ids):
+        if not eid or not isinstance(eid, str):
+            raise ValueError(f"experiment_ids[{i}] must be a non-empty string, got {eid!r}")
+    return list(dict.fromkeys(experiment_ids))

@@ -38,7 +38,7 @@ from .lifecycle import (
     owns,
     stop_requested,
 )
-from .records import ExperimentRecord, TrialRecord, TrialState, WorkerRecord, value_at
+from .records import BULKY_FIELDS, ExperimentRecord, TrialRecord, TrialState, WorkerRecord, value_at
 from .sorting import resolve_sort_path
 
 __all__ = ["MEMORY_PREFIX", "MemoryStore"]
@@ -141,17 +141,22 @@ class MemoryStore(ResultStore):
         return [doc for doc in d.trials.values() if experiment_id in doc["experiment_ids"]]
 
     @staticmethod
-    def _record(doc: dict[str, Any]) -> TrialRecord:
-        fields = json_copy({k: v for k, v in doc.items() if k != "state"})
-        fields["experiment_ids"] = sorted(fields["experiment_ids"])
-        return TrialRecord(state=TrialState(doc["state"]), **fields)
+    def _record(doc: dict[str, Any], fields: frozenset[str] = frozenset(BULKY_FIELDS)
+                ) -> TrialRecord:
+        # the bulky fields not asked for are never copied
+        values = json_copy({k: v for k, v in doc.items()
+                            if k != "state" and (k not in BULKY_FIELDS or k in fields)})
+        values["experiment_ids"] = sorted(values["experiment_ids"])
+        return TrialRecord(state=TrialState(doc["state"]), **{"config": {}, **values})
 
-    def _experiment(self, d: _Data, experiment_id: str) -> ExperimentRecord:
+    def _experiment(self, d: _Data, experiment_id: str,
+                    counts: dict[str, int] | None = None) -> ExperimentRecord:
         doc = self._experiment_doc(d, experiment_id)
         return ExperimentRecord(
             id=experiment_id, name=doc["name"], spec=json_copy(doc["spec"]),
             n_trials=doc["n_trials"], created_at=doc["created_at"],
-            cancel_requested=doc["cancel_requested"], counts=self._count_states(experiment_id))
+            cancel_requested=doc["cancel_requested"],
+            counts=self._count_states(experiment_id) if counts is None else counts)
 
     # ------------------------------------------------------------ experiments
     def _create_experiment(self, experiment_id: str, name: str, spec: dict[str, Any],
@@ -174,12 +179,22 @@ class MemoryStore(ResultStore):
             ids = sorted(d.experiments, key=lambda e: (d.experiments[e]["created_at"],
                                                        d.experiments[e]["order"]), reverse=True)
             page = ids[offset:] if limit is None else ids[offset:offset + limit]
-            return [self._experiment(d, e) for e in page]
+            counts = self._count_states_many(page)
+            return [self._experiment(d, e, counts.get(e, {})) for e in page]
 
     def _count_states(self, experiment_id: str | None) -> dict[str, int]:
         with self._locked() as d:
             docs = d.trials.values() if experiment_id is None else self._linked(d, experiment_id)
             return dict(Counter(doc["state"] for doc in docs))
+
+    def _count_states_many(self, experiment_ids: list[str]) -> dict[str, dict[str, int]]:
+        wanted = set(experiment_ids)
+        counts: dict[str, Counter[str]] = {}
+        with self._locked() as d:
+            for doc in d.trials.values():
+                for eid in wanted.intersection(doc["experiment_ids"]):
+                    counts.setdefault(eid, Counter())[doc["state"]] += 1
+        return {eid: dict(c) for eid, c in counts.items()}
 
     def _cancel_experiment(self, experiment_id: str) -> int:
         with self._locked() as d:
@@ -331,9 +346,14 @@ class MemoryStore(ResultStore):
         with self._locked() as d:
             return self._record(self._trial(d, trial_id))
 
+    def _get_trials(self, trial_ids: list[str], fields: frozenset[str]) -> list[TrialRecord]:
+        with self._locked() as d:
+            self._require(d, trial_ids)
+            return [self._record(d.trials[tid], fields) for tid in trial_ids]
+
     def _list_trials(self, experiment_id: str | None, states: list[str] | None,
                      sort_by: str | None, descending: bool, limit: int | None, offset: int,
-                     since: int | None) -> list[TrialRecord]:
+                     since: int | None, fields: frozenset[str]) -> list[TrialRecord]:
         with self._locked() as d:
             docs = [doc for doc in d.trials.values()
                     if (experiment_id is None or experiment_id in doc["experiment_ids"])
@@ -352,7 +372,7 @@ class MemoryStore(ResultStore):
                                  key=lambda dv: _sort_key(dv[1]), reverse=descending)
                 docs = [doc for doc, _ in present] + [doc for doc, v in values if v is None]
             page = docs[offset:] if limit is None else docs[offset:offset + limit]
-            return [self._record(doc) for doc in page]
+            return [self._record(doc, fields) for doc in page]
 
     def _rung_values(self, experiment_id: str, epoch: int, metric: str) -> list[float]:
         with self._locked() as d:

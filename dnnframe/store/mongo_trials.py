@@ -30,11 +30,16 @@ from .lifecycle import (
 )
 from .mongo_connect import WriteCall, redact, retry, retry_write
 from .mongoseq import SeqCounter
-from .records import TrialRecord, TrialState
+from .records import BULKY_FIELDS, TrialRecord, TrialState
 
 # Reads and guarded pushes per append call before a curve that keeps changing under it (a
 # concurrent writer of the same trial) is given up on and reported not written.
 _APPEND_ROUNDS = 3
+
+
+def left_out(fields: frozenset[str]) -> dict[str, int] | None:
+    """The projection leaving out the bulky fields not in ``fields`` (None: every field)."""
+    return {name: 0 for name in BULKY_FIELDS if name not in fields} or None
 
 
 def trial_record(doc: dict[str, Any]) -> TrialRecord:
@@ -129,7 +134,7 @@ class MongoTrials:
         return self._db.trials.bulk_write([UpdateOne(f, u) for f, u in ops],
                                           ordered=False).modified_count
 
-    def _find_all(self, ids: list[str], fields: dict[str, int]) -> dict[str, dict[str, Any]]:
+    def _find_all(self, ids: list[str], fields: dict[str, int] | None) -> dict[str, dict[str, Any]]:
         docs = {d["_id"]: d for d in self._db.trials.find({"_id": {"$in": ids}}, fields)}
         missing = [tid for tid in ids if tid not in docs]
         if missing:

@@ -34,7 +34,7 @@ from .base import ResultStore, json_safe, now
 from .checks import active_error
 from .lifecycle import REQUEUE_RESET, TrialUpdate, cancel_before_start
 from .mongo_connect import WriteCall, connect, init_schema, redact, retry, retry_write
-from .mongo_trials import MongoTrials, trial_record
+from .mongo_trials import MongoTrials, left_out, trial_record
 from .mongoseq import SeqCounter
 from .records import ExperimentRecord, TrialRecord, WorkerRecord
 from .sorting import resolve_sort_path
@@ -87,18 +87,19 @@ class MongoStore(MongoTrials, ResultStore):
             upsert=True)
         return self.get_experiment(experiment_id)
 
-    def _experiment(self, doc: dict[str, Any]) -> ExperimentRecord:
+    @staticmethod
+    def _experiment(doc: dict[str, Any], counts: dict[str, int]) -> ExperimentRecord:
         return ExperimentRecord(id=doc["_id"], name=doc["name"], spec=doc["spec"],
                                 n_trials=doc["n_trials"], created_at=doc["created_at"],
                                 cancel_requested=bool(doc.get("cancel_requested")),
-                                counts=self._count_states(doc["_id"]))
+                                counts=counts)
 
     @retry
     def _get_experiment(self, experiment_id: str) -> ExperimentRecord:
         doc = self._db.experiments.find_one({"_id": experiment_id})
         if doc is None:
             raise NotFoundError(f"experiment {experiment_id!r} not found in {redact(self.url)}")
-        return self._experiment(doc)
+        return self._experiment(doc, self._count_states(experiment_id))
 
     @retry
     def _list_experiments(self, limit: int | None, offset: int) -> list[ExperimentRecord]:
@@ -107,7 +108,9 @@ class MongoStore(MongoTrials, ResultStore):
         cur = self._db.experiments.find().sort([("created_at", -1), ("order", -1)]).skip(offset)
         if limit is not None:
             cur = cur.limit(limit)
-        return [self._experiment(d) for d in cur]
+        docs = list(cur)
+        counts = self._count_states_many([d["_id"] for d in docs])
+        return [self._experiment(d, counts.get(d["_id"], {})) for d in docs]
 
     @retry
     def _count_states(self, experiment_id: str | None) -> dict[str, int]:
@@ -115,6 +118,19 @@ class MongoStore(MongoTrials, ResultStore):
         rows = self._db.trials.aggregate([{"$match": match},
                                           {"$group": {"_id": "$state", "n": {"$sum": 1}}}])
         return {r["_id"]: r["n"] for r in rows}
+
+    @retry
+    def _count_states_many(self, experiment_ids: list[str]) -> dict[str, dict[str, int]]:
+        # a trial counts once for each of the wanted experiments it belongs to
+        wanted = {"experiment_ids": {"$in": experiment_ids}}
+        rows = self._db.trials.aggregate([
+            {"$match": wanted}, {"$project": {"experiment_ids": 1, "state": 1}},
+            {"$unwind": "$experiment_ids"}, {"$match": wanted},
+            {"$group": {"_id": {"e": "$experiment_ids", "s": "$state"}, "n": {"$sum": 1}}}])
+        counts: dict[str, dict[str, int]] = {}
+        for r in rows:
+            counts.setdefault(r["_id"]["e"], {})[r["_id"]["s"]] = r["n"]
+        return counts
 
     @retry_write
     def _cancel_experiment(self, experiment_id: str, *, call: WriteCall) -> int:
@@ -205,9 +221,14 @@ class MongoStore(MongoTrials, ResultStore):
         return trial_record(doc)
 
     @retry
+    def _get_trials(self, trial_ids: list[str], fields: frozenset[str]) -> list[TrialRecord]:
+        docs = self._find_all(trial_ids, left_out(fields))
+        return [trial_record(docs[tid]) for tid in trial_ids]
+
+    @retry
     def _list_trials(self, experiment_id: str | None, states: list[str] | None,
                      sort_by: str | None, descending: bool, limit: int | None, offset: int,
-                     since: int | None) -> list[TrialRecord]:
+                     since: int | None, fields: frozenset[str]) -> list[TrialRecord]:
         match: dict[str, Any] = {}
         if experiment_id is not None:
             match["experiment_ids"] = experiment_id
@@ -223,7 +244,7 @@ class MongoStore(MongoTrials, ResultStore):
         if sort_by is None:
             keys = [("seq", direction), ("order", direction)] if since is not None else \
                 [("created_at", direction), ("order", direction)]
-            cur = self._db.trials.find(match).sort(keys).skip(offset)
+            cur = self._db.trials.find(match, left_out(fields)).sort(keys).skip(offset)
             if limit is not None:
                 cur = cur.limit(limit)
             return [trial_record(d) for d in cur]
@@ -240,7 +261,7 @@ class MongoStore(MongoTrials, ResultStore):
         ]
         if limit is not None:
             pipeline.append({"$limit": limit})
-        pipeline.append({"$project": {"_sort_key": 0, "_sort_null": 0}})
+        pipeline.append({"$project": {"_sort_key": 0, "_sort_null": 0, **(left_out(fields) or {})}})
         return [trial_record(d) for d in self._db.trials.aggregate(pipeline)]
 
     @retry

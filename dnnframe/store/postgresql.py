@@ -68,8 +68,9 @@ class PostgresStore(PostgresTrials, ResultStore):
         return self.get_experiment(experiment_id)
 
     def _experiments(self, c: Conn, rows: list[tuple]) -> list[ExperimentRecord]:
+        counts = self._counts_many(c, [r[0] for r in rows])
         return [ExperimentRecord(id=r[0], name=r[1], spec=r[2], n_trials=r[3], created_at=r[4],
-                                 cancel_requested=r[5], counts=self._counts(c, r[0]))
+                                 cancel_requested=r[5], counts=counts.get(r[0], {}))
                 for r in rows]
 
     def _get_experiment(self, experiment_id: str) -> ExperimentRecord:
@@ -97,6 +98,19 @@ class PostgresStore(PostgresTrials, ResultStore):
 
     def _count_states(self, experiment_id: str | None) -> dict[str, int]:
         return self._db.read(lambda c: self._counts(c, experiment_id))
+
+    @staticmethod
+    def _counts_many(c: Conn, experiment_ids: list[str]) -> dict[str, dict[str, int]]:
+        counts: dict[str, dict[str, int]] = {}
+        for eid, state, n in c.execute(
+                "SELECT et.experiment_id, t.state, count(*) FROM experiment_trials et JOIN "
+                "trials t ON t.id = et.trial_id WHERE et.experiment_id = ANY(%s) "
+                "GROUP BY et.experiment_id, t.state", (experiment_ids,)):
+            counts.setdefault(eid, {})[state] = n
+        return counts
+
+    def _count_states_many(self, experiment_ids: list[str]) -> dict[str, dict[str, int]]:
+        return self._db.read(lambda c: self._counts_many(c, experiment_ids))
 
     def _set_cancel(self, c: Conn, experiment_id: str, value: bool) -> None:
         if c.execute("UPDATE experiments SET cancel_requested = %s WHERE id = %s",
@@ -183,11 +197,20 @@ class PostgresStore(PostgresTrials, ResultStore):
             raise self._missing("trial", trial_id)
         return rows[0]
 
+    def _get_trials(self, trial_ids: list[str], fields: frozenset[str]) -> list[TrialRecord]:
+        rows = self._db.read(lambda c: self._records(c, trial_ids, fields))
+        if len(rows) < len(trial_ids):
+            got = {t.id for t in rows}
+            missing = [tid for tid in trial_ids if tid not in got]
+            raise NotFoundError(f"trial {missing[0]!r} not found in {self._where}"
+                                + (f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""))
+        return rows
+
     def _list_trials(self, experiment_id: str | None, states: list[str] | None,
                      sort_by: str | None, descending: bool, limit: int | None, offset: int,
-                     since: int | None) -> list[TrialRecord]:
+                     since: int | None, fields: frozenset[str]) -> list[TrialRecord]:
         sql, args = trials_query(experiment_id, states, sort_by, descending, limit,
-                                 offset, since)
+                                 offset, since, fields)
         return self._db.read(lambda c: [trial_record(r) for r in c.execute(sql, args)])
 
     def _rung_values(self, experiment_id: str, epoch: int, metric: str) -> list[float]:

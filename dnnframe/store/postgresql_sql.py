@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import psycopg
 
 from ..jsonsafe import dumps
 from .lifecycle import TrialUpdate
-from .records import TrialRecord, TrialState
+from .records import BULKY_FIELDS, TrialRecord, TrialState
 from .sorting import resolve_sort_path
 
 Conn = psycopg.Connection
@@ -16,6 +17,19 @@ TRIAL_COLS = ("t.id, t.state, t.config, t.result, t.metrics, t.error, t.worker, 
               "t.created_at, t.started_at, t.finished_at, t.heartbeat_at, t.seq, "
               "ARRAY(SELECT experiment_id FROM experiment_trials WHERE trial_id = t.id "
               "ORDER BY experiment_id)")
+
+
+@functools.cache
+def trial_cols(fields: frozenset[str]) -> str:
+    """:data:`TRIAL_COLS` reading only the bulky ``fields`` given (NULL for the others, so
+    :func:`trial_record` decodes every row alike)."""
+    cols = TRIAL_COLS
+    for name in BULKY_FIELDS:
+        if name not in fields:
+            cols = cols.replace(f"t.{name},", f"NULL::jsonb AS {name},", 1)
+    return cols
+
+
 EXP_COLS = "id, name, spec, n_trials, created_at, cancel_requested"
 # lifecycle.all_experiments_cancelled of the row ``t``, as SQL.
 ALL_EXPERIMENTS_CANCELLED = (
@@ -29,8 +43,10 @@ _COLUMN_TYPES = {"state": "text", "worker": "text", "error": "text", "result": "
 
 
 def trial_record(row: tuple) -> TrialRecord:
+    """A row of :func:`trial_cols` (a bulky field not read is NULL: its empty value)."""
     return TrialRecord(
-        id=row[0], state=TrialState(row[1]), config=row[2], result=row[3], metrics=row[4],
+        id=row[0], state=TrialState(row[1]), config=row[2] if row[2] is not None else {},
+        result=row[3], metrics=row[4] if row[4] is not None else [],
         error=row[5], worker=row[6], attempts=row[7], created_at=row[8], started_at=row[9],
         finished_at=row[10], heartbeat_at=row[11], seq=row[12], experiment_ids=list(row[13]))
 
@@ -100,7 +116,7 @@ def lock_trials(c: Conn, where: str, params: tuple) -> list[str]:
 
 def trials_query(experiment_id: str | None, states: list[str] | None, sort_by: str | None,
                  descending: bool, limit: int | None, offset: int,
-                 since: int | None) -> tuple[str, tuple]:
+                 since: int | None, fields: frozenset[str]) -> tuple[str, tuple]:
     """The SELECT of ``list_trials`` (arguments checked already) and its parameters."""
     where, params, order_params = [], [], []
     if experiment_id is not None:
@@ -129,7 +145,7 @@ def trials_query(experiment_id: str | None, states: list[str] | None, sort_by: s
             order_params = [rest.split("."), rest.split(".")]
         else:
             order = f"t.{path} IS NULL, t.{path} {direction}, t.ord"
-    sql = f"SELECT {TRIAL_COLS} FROM trials t"
+    sql = f"SELECT {trial_cols(fields)} FROM trials t"
     if where:
         sql += " WHERE " + " AND ".join(where)
     sql += f" ORDER BY {order} LIMIT %s OFFSET %s"

@@ -24,16 +24,16 @@ from .lifecycle import (
 from .postgresql_conn import PgConnections
 from .postgresql_sql import (
     ALL_EXPERIMENTS_CANCELLED,
-    TRIAL_COLS,
     Conn,
     apply_updates,
     lock_trials,
     reserve,
     statement,
+    trial_cols,
     trial_record,
     update_each,
 )
-from .records import TrialRecord
+from .records import BULKY_FIELDS, TrialRecord
 
 
 class PostgresTrials:
@@ -49,9 +49,10 @@ class PostgresTrials:
             raise NotFoundError(f"trial {missing[0]!r} not found in {self._where}"
                                 + (f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""))
 
-    def _records(self, c: Conn, ids: list[str]) -> list[TrialRecord]:
+    def _records(self, c: Conn, ids: list[str],
+                 fields: frozenset[str] = frozenset(BULKY_FIELDS)) -> list[TrialRecord]:
         got = {r[0]: trial_record(r) for r in c.execute(
-            f"SELECT {TRIAL_COLS} FROM trials t WHERE t.id = ANY(%s)", (ids,))}
+            f"SELECT {trial_cols(fields)} FROM trials t WHERE t.id = ANY(%s)", (ids,))}
         return [got[tid] for tid in ids if tid in got]
 
     def _claim_trials(self, trial_ids: list[str], worker: str,

@@ -8,6 +8,11 @@ from typing import Any
 
 from .sorting import resolve_sort_path
 
+#: The trial fields that hold the bulk of a stored row (the config, the result with its
+#: history, the learning curve so far). A read given ``fields=`` fills in only those named;
+#: the others keep their empty values: ``config`` ``{}``, ``result`` None, ``metrics`` ``[]``.
+BULKY_FIELDS = ("config", "result", "metrics")
+
 
 class TrialState(str, enum.Enum):
     """Where a trial is in its life cycle (see the module docstring)."""

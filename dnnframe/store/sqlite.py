@@ -23,6 +23,7 @@ from .sqlite_sql import (
     chunks,
     marks,
     next_seq,
+    trial_cols,
     trial_record,
     update_each,
 )
@@ -50,23 +51,24 @@ class SQLiteStore(SQLiteTrials, ResultStore):
                       "VALUES (?, ?, ?, ?, ?)", (experiment_id, name, dumps(spec), n_trials, now()))
         return self.get_experiment(experiment_id)
 
-    def _experiment(self, row: tuple) -> ExperimentRecord:
+    @staticmethod
+    def _experiment(row: tuple, counts: dict[str, int]) -> ExperimentRecord:
         return ExperimentRecord(id=row[0], name=row[1], spec=json.loads(row[2]), n_trials=row[3],
-                                created_at=row[4], cancel_requested=bool(row[5]),
-                                counts=self._count_states(row[0]))
+                                created_at=row[4], cancel_requested=bool(row[5]), counts=counts)
 
     def _get_experiment(self, experiment_id: str) -> ExperimentRecord:
         rows = self._read("SELECT id, name, spec, n_trials, created_at, cancel_requested "
                           "FROM experiments WHERE id = ?", (experiment_id,))
         if not rows:
             raise NotFoundError(f"experiment {experiment_id!r} not found in {self.url}")
-        return self._experiment(rows[0])
+        return self._experiment(rows[0], self._count_states(experiment_id))
 
     def _list_experiments(self, limit: int | None, offset: int) -> list[ExperimentRecord]:
         rows = self._read("SELECT id, name, spec, n_trials, created_at, cancel_requested "
                           "FROM experiments ORDER BY created_at DESC, rowid DESC LIMIT ? OFFSET ?",
                           (-1 if limit is None else limit, offset))
-        return [self._experiment(r) for r in rows]
+        counts = self._count_states_many([r[0] for r in rows])
+        return [self._experiment(r, counts.get(r[0], {})) for r in rows]
 
     def _delete_experiment(self, experiment_id: str) -> int:
         with self._tx() as c:
@@ -98,6 +100,16 @@ class SQLiteStore(SQLiteTrials, ResultStore):
                               "ON t.id = et.trial_id WHERE et.experiment_id = ? GROUP BY t.state",
                               (experiment_id,))
         return {s: n for s, n in rows}
+
+    def _count_states_many(self, experiment_ids: list[str]) -> dict[str, dict[str, int]]:
+        counts: dict[str, dict[str, int]] = {}
+        for chunk in chunks(experiment_ids):
+            for eid, state, n in self._read(
+                    "SELECT et.experiment_id, t.state, count(*) FROM experiment_trials et "
+                    "JOIN trials t ON t.id = et.trial_id WHERE et.experiment_id IN "
+                    f"({marks(chunk)}) GROUP BY et.experiment_id, t.state", chunk):
+                counts.setdefault(eid, {})[state] = n
+        return counts
 
     def _cancel_experiment(self, experiment_id: str) -> int:
         with self._tx() as c:
@@ -151,9 +163,15 @@ class SQLiteStore(SQLiteTrials, ResultStore):
             raise NotFoundError(f"trial {trial_id!r} not found in {self.url}")
         return trial_record(rows[0])
 
+    def _get_trials(self, trial_ids: list[str], fields: frozenset[str]) -> list[TrialRecord]:
+        got = {r[0]: trial_record(r) for chunk in chunks(trial_ids) for r in self._read(
+            f"SELECT {trial_cols(fields)} FROM trials t WHERE t.id IN ({marks(chunk)})", chunk)}
+        self._require(trial_ids, got)
+        return [got[tid] for tid in trial_ids]
+
     def _list_trials(self, experiment_id: str | None, states: list[str] | None,
                      sort_by: str | None, descending: bool, limit: int | None, offset: int,
-                     since: int | None) -> list[TrialRecord]:
+                     since: int | None, fields: frozenset[str]) -> list[TrialRecord]:
         where, params = [], []
         if experiment_id is not None:
             where.append("t.id IN (SELECT trial_id FROM experiment_trials WHERE experiment_id = ?)")
@@ -178,7 +196,7 @@ class SQLiteStore(SQLiteTrials, ResultStore):
                 params.extend([f"$.{rest}", f"$.{rest}"])
             else:
                 order = f"t.{path} IS NULL, t.{path} {direction}, t.rowid"
-        sql = f"SELECT {TRIAL_COLS} FROM trials t"
+        sql = f"SELECT {trial_cols(fields)} FROM trials t"
         if where:
             sql += " WHERE " + " AND ".join(where)
         sql += f" ORDER BY {order} LIMIT ? OFFSET ?"

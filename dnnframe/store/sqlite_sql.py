@@ -10,12 +10,25 @@ from typing import Any
 
 from ..jsonsafe import dumps
 from .lifecycle import TrialUpdate
-from .records import TrialRecord, TrialState
+from .records import BULKY_FIELDS, TrialRecord, TrialState
 
 TRIAL_COLS = ("t.id, t.state, t.config, t.result, t.metrics, t.error, t.worker, t.attempts, "
               "t.created_at, t.started_at, t.finished_at, t.heartbeat_at, t.seq, "
               "(SELECT json_group_array(experiment_id) FROM experiment_trials "
               "WHERE trial_id = t.id)")
+
+
+@functools.cache
+def trial_cols(fields: frozenset[str]) -> str:
+    """:data:`TRIAL_COLS` reading only the bulky ``fields`` given (NULL for the others, so
+    :func:`trial_record` decodes every row alike)."""
+    cols = TRIAL_COLS
+    for name in BULKY_FIELDS:
+        if name not in fields:
+            cols = cols.replace(f"t.{name},", f"NULL AS {name},", 1)
+    return cols
+
+
 NEXT_SEQ = "(SELECT coalesce(max(seq), 0) + 1 FROM trials)"
 # lifecycle.all_experiments_cancelled of the row ``trials``, as SQL.
 ALL_EXPERIMENTS_CANCELLED = (
@@ -41,9 +54,12 @@ def chunks(items: list[Any], size: int = 500) -> Iterator[list[Any]]:
 
 
 def trial_record(row: tuple) -> TrialRecord:
+    """A row of :func:`trial_cols` (a bulky field not read is NULL: its empty value)."""
     return TrialRecord(
-        id=row[0], state=TrialState(row[1]), config=json.loads(row[2]),
-        result=json.loads(row[3]) if row[3] is not None else None, metrics=json.loads(row[4]),
+        id=row[0], state=TrialState(row[1]),
+        config=json.loads(row[2]) if row[2] is not None else {},
+        result=json.loads(row[3]) if row[3] is not None else None,
+        metrics=json.loads(row[4]) if row[4] is not None else [],
         error=row[5], worker=row[6], attempts=row[7], created_at=row[8], started_at=row[9],
         finished_at=row[10], heartbeat_at=row[11], seq=row[12],
         experiment_ids=sorted(json.loads(row[13])) if row[13] else [])

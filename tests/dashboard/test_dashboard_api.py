@@ -198,6 +198,19 @@ def test_list_and_get_experiment_with_progress_and_best(client, store):
     assert body["status"] == "RUNNING"
 
 
+def test_the_listing_gives_each_experiment_its_own_counts(client, store):
+    first = _submit(client).json["id"]
+    spec = copy.deepcopy(TINY_SPEC)
+    spec["name"] = "second"
+    spec["model"]["width"] = 5  # trials of its own, none shared with the first
+    second = _submit(client, spec).json["id"]
+    _finish(store, store.list_trials(second)[0].id, 0.5)
+    listed = {e["id"]: e for e in client.get("/api/v1/experiments").json["experiments"]}
+    assert listed[first]["counts"]["QUEUED"] == 4 and listed[first]["finished"] == 0
+    assert listed[second]["counts"]["COMPLETE"] == 1 and listed[second]["finished"] == 1
+    assert sum(listed[second]["counts"].values()) == len(store.list_trials(second))
+
+
 def test_a_starting_experiment_says_how_many_of_its_graphs_are_built(client, store):
     # relu/tanh × 1/2 hidden layers: four graphs (one layer has no scanned stack, two have
     # one); the two seeds of a configuration share its graph.

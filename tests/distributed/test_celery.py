@@ -386,31 +386,37 @@ def test_cli_run_uses_broker_from_environment(broker_url, store_url, queue_name,
 def test_wait_reads_each_trial_once_then_only_changes(broker_url, store_url, queue_name,
                                                      store):
     """The CLI waits in half-second slices: across them, each submitted trial is read once
-    and every later poll reads only what changed since (the store's change cursor)."""
+    (all in one read) and every later poll reads only what changed since (the store's
+    change cursor), without the learning curves."""
     spec = make_spec("poll-cost", 30)
     with CeleryExecutor(broker_url, store_url, queue=queue_name) as ex:
         result = submit_experiment(spec, store, ex, pack_size=1)  # no worker: all stay queued
         polled = ex._open_store()
         reads: Counter[str] = Counter()
-        for name in ("get_trial", "list_trials"):
+        for name in ("get_trial", "get_trials", "list_trials"):
             real = getattr(polled, name)
 
             def counted(*args, _real=real, _name=name, **kwargs):
                 reads[_name] += 1
+                if _name == "get_trials":
+                    reads["ids looked up"] += len(args[0])
                 if _name == "list_trials":
                     assert kwargs.get("since") is not None, "a poll without the cursor"
+                    assert "metrics" not in kwargs.get("fields", ["metrics"]), \
+                        "a poll that reads the curves"
                 return _real(*args, **kwargs)
 
             setattr(polled, name, counted)
         for _ in range(5):
             assert not ex.wait(timeout=0.05)
-        assert reads["get_trial"] == 30 and reads["list_trials"] >= 5
+        assert (reads["get_trial"], reads["get_trials"], reads["ids looked up"]) == (0, 1, 30)
+        assert reads["list_trials"] >= 5
         for tid in result.trial_ids:  # a stand-in worker finishes them through the store
             store.claim_trial(tid, "stand-in")
             store.finish_trial(tid, TrialState.COMPLETE, result={"status": "COMPLETE"},
                                worker="stand-in")
         assert ex.wait(timeout=10)
-        assert reads["get_trial"] == 30
+        assert (reads["get_trial"], reads["get_trials"], reads["ids looked up"]) == (0, 1, 30)
 
 
 def test_wait_any_counts_the_trials_seen_finished_in_the_store(broker_url, store_url,
