@@ -297,7 +297,15 @@ def test_wait_any_returns_when_one_trial_ends_while_others_run(url, tmp_path, mo
         result = submit_experiment(parse_spec(_spec(seeds=2, name="any")), store, ex,
                                    pack_size=1)
         assert ex.wait_any(0, timeout=60) == 1  # seed 1 ended; seed 0 is held
-        states = {t.config["seed"]: t.state for t in store.list_trials(result.experiment.id)}
+        # the process that trained seed 1 may be the one to take seed 0 next, so seed 0 can
+        # still be QUEUED at this moment; it must be taken and held, never ended
+        deadline = time.monotonic() + 60
+        while True:
+            states = {t.config["seed"]: t.state for t in store.list_trials(result.experiment.id)}
+            assert states[0] in (TrialState.QUEUED, TrialState.RUNNING), states
+            if states[0] is TrialState.RUNNING or time.monotonic() > deadline:
+                break
+            ex.wait_any(1, timeout=0.2)
         assert states == {0: TrialState.RUNNING, 1: TrialState.COMPLETE}
         assert ex.wait_any(1, timeout=0.05) == 1  # nothing else ended: the timeout returns
         release.touch()
