@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .flags import JAX_MODE, configure
+from .flags import DEFAULT_MODE, JAX_MODE, configure
 
 configure()
 
@@ -43,6 +43,22 @@ from .vecmath import vexp, vrelu, vtanh  # noqa: E402
 _PACK_ACTIVATIONS = {**ACTIVATIONS, "tanh": vtanh, "relu": vrelu}
 
 HYPER = ("learning_rate", "momentum", "l2", "grad_clip")
+
+
+# Rewrites left out of the C backend's default pipeline. ShapeOpt attaches shape inference
+# to every node a rewrite creates: about a fifth of a build's rewriting, while the compiled
+# steps measured the same without it (the engine reads run-time sizes off its inputs).
+EXCLUDED_REWRITES = ("ShapeOpt",)
+
+
+def compile_mode(mode: str):
+    """The PyTensor mode the pack's functions (and the inner functions of its scans) compile
+    with: ``mode`` as configured, less :data:`EXCLUDED_REWRITES` for the default C backend."""
+    if mode != DEFAULT_MODE:
+        return mode
+    from pytensor.compile.mode import get_mode
+
+    return get_mode(mode).excluding(*EXCLUDED_REWRITES)
 
 
 def _activation(shape: PackShape):
@@ -116,6 +132,7 @@ class PackedModel:
     def __init__(self, shape: PackShape):
         self.shape = shape
         dtype, jax = shape.dtype, shape.mode == JAX_MODE
+        mode = compile_mode(shape.mode)
         act = _activation(shape)
         self.layers: list[PackedLayer] = []
         counts = iter(shape.stack_layers or ())
@@ -127,7 +144,7 @@ class PackedModel:
             else:
                 n_static = next(counts) if shape.stack_layers is not None else None
                 self.layers.append(StackLayer(seg[1], act, shape.design, dtype, f"stack{k}",
-                                              n_static, jax))
+                                              n_static, jax, scan_mode=mode))
         last = self.layers[-1].n_out if self.layers else shape.n_features
         self.layers.append(DenseLayer(last, shape.n_outputs, None, LayerDesign(), dtype, "output", jax))
         self.params = [p for layer in self.layers for p in layer.params]
@@ -160,13 +177,13 @@ class PackedModel:
         updates = [(v, pt.switch(_first(keep, v.ndim), e, v)) if v.ndim > 0 else (v, e)
                    for v, e in updates + stat_updates]
         self.train_fn = pytensor.function([X, y, *masks], [loss, correct], updates=updates,
-                                          mode=shape.mode, name="packed_train_step")
+                                          mode=mode, name="packed_train_step")
         Xe = pt.matrix("X_eval", dtype=dtype)
         ye = self._y_type(0)
         out_e, _ = self._forward(Xe, [None] * len(hidden), True, None)
         rows_e, correct_e = self._loss_rows(out_e, ye)
         self.eval_fn = pytensor.function([Xe, ye], [rows_e.sum(axis=1), correct_e],
-                                         mode=shape.mode, name="packed_evaluate")
+                                         mode=mode, name="packed_evaluate")
 
     def _y_type(self, extra: int):
         if self.shape.loss == "softmax_crossentropy":
