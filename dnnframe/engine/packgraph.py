@@ -137,6 +137,8 @@ class PackedModel:
         self.shape = shape
         dtype, jax = shape.dtype, shape.mode == JAX_MODE
         mode = compile_mode(shape.mode)
+        # the scans' inner functions get the same rewrites; other modes keep PyTensor's default
+        scan_mode = mode if shape.mode == DEFAULT_MODE else None
         act = _activation(shape)
         self.layers: list[PackedLayer] = []
         counts = iter(shape.stack_layers or ())
@@ -148,7 +150,7 @@ class PackedModel:
             else:
                 n_static = next(counts) if shape.stack_layers is not None else None
                 self.layers.append(StackLayer(seg[1], act, shape.design, dtype, f"stack{k}",
-                                              n_static, jax, scan_mode=mode))
+                                              n_static, jax, scan_mode=scan_mode))
         last = self.layers[-1].n_out if self.layers else shape.n_features
         self.layers.append(DenseLayer(last, shape.n_outputs, None, LayerDesign(), dtype, "output", jax))
         self.params = [p for layer in self.layers for p in layer.params]
