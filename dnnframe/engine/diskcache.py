@@ -120,7 +120,10 @@ def _march_path() -> Path:
     flags = next((line for line in cpu.splitlines() if line.startswith("flags")), "")
     text = "|".join([platform.node(), platform.machine(), str(pytensor.config.cxx),
                      str(pytensor.config.gcc__cxxflags), pytensor.__version__, flags])
-    return cache_dir() / f"march-{hashlib.sha256(text.encode()).hexdigest()[:32]}.json"
+    # beside PyTensor's C modules (whose keys they are part of), not with the compiled
+    # models: a worker given an empty model cache still finds them
+    compiled = Path(str(pytensor.config.compiledir)) / "dnnframe"
+    return compiled / f"march-{hashlib.sha256(text.encode()).hexdigest()[:32]}.json"
 
 
 def _reuse_march_flags() -> None:
@@ -146,6 +149,7 @@ def _remember_march_flags() -> None:
     if GCC_compiler.march_flags is None or path.exists():
         return
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
         with os.fdopen(fd, "w") as f:
             json.dump(list(GCC_compiler.march_flags), f)

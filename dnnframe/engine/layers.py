@@ -186,17 +186,18 @@ class StackLayer(PackedLayer):
 
     ``n_layers`` given: static (part of the variables' type, as JAX needs); None: a run-time
     value, set by the values loaded. Dropout masks come in as one ``[K, n_layers, width, B]``
-    input, scanned with the weights.
+    input, scanned with the weights. ``scan_mode``: the PyTensor mode the scan's inner
+    functions compile with (None: PyTensor's default), the same as the outer function's.
     """
 
     def __init__(self, width: int, act: Callable, design: LayerDesign, dtype: str, name: str,
-                 n_layers: int | None = None, jax: bool = False):
+                 n_layers: int | None = None, jax: bool = False, scan_mode=None):
         _check_positive("width", width)
         if n_layers is not None:
             _check_positive("n_layers", n_layers)
         self.n_in = self.n_out = self.units = width
         self.width, self.dtype, self.design, self.act = width, dtype, design, act
-        self.n_layers, self.jax = n_layers, jax
+        self.n_layers, self.jax, self.scan_mode = n_layers, jax, scan_mode
         lead = (n_layers or 1,)
         self._make(name, lead, lead if n_layers is not None else None)
 
@@ -228,7 +229,7 @@ class StackLayer(PackedLayer):
         n_steps = self.n_layers if self.n_layers is not None else self.shared["W"].shape[1]
         outputs_info = [h, None, None] if training_bn else [h]
         outputs = pytensor.scan(step, sequences=seqs, outputs_info=outputs_info,
-                                n_steps=n_steps, return_updates=False)
+                                n_steps=n_steps, return_updates=False, mode=self.scan_mode)
         if not training_bn:
             return outputs[-1], []
         hs, means, variances = outputs

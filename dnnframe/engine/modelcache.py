@@ -53,7 +53,7 @@ class ModelCache:
 
         Building happens under the lock: two threads asking for one shape compile it once.
         A model built (and any evicted) changes the process's long-lived heap: it is
-        settled (:func:`heap.settle`) in worker processes.
+        settled (:func:`heap.settle`, fully when a model was evicted) in worker processes.
         """
         with self._lock:
             model = self._items.get(key)
@@ -65,7 +65,7 @@ class ModelCache:
                 self._items[key] = model
             evicted = self._evict(keep=key)
         if not cached or evicted:
-            heap.settle()
+            heap.settle(full=evicted > 0)
         return model, cached
 
     def _evict(self, keep: Hashable) -> int:
@@ -89,7 +89,7 @@ class ModelCache:
         """Forget every model."""
         with self._lock:
             self._items.clear()
-        heap.settle()
+        heap.settle(full=True)
 
     def __len__(self) -> int:
         return len(self._items)

@@ -170,12 +170,13 @@ def _train_pack(configs: list, on_epoch: OnPackEpoch | None) -> list[TrialResult
                       shared_input=len(set(seeds)) == 1,
                       stack_layers=counts if shape_args["mode"] == JAX_MODE else None)
     t_data = time.perf_counter()
-
+    # building a graph creates hundreds of thousands of objects (a quarter of a build's time
+    # went to the collector's passes over them), and training many small acyclic ones
+    # (metrics, histories); with compiled graphs in memory, the cyclic collector's full
+    # passes would cost more than either. A worker settles its heap after each build.
+    gc.disable()
     model, cached, disk_hit = packed_model(shape)
     t_compile = time.perf_counter()
-    # training creates many small acyclic objects (metrics, histories); with compiled graphs
-    # in memory, the cyclic collector's full passes over them would cost more than training
-    gc.disable()
 
     members = []
     for c in configs:

@@ -200,6 +200,47 @@ def test_worker_heap_is_frozen_after_builds_and_dropped_models_are_reclaimed():
     assert out["after_disable"] == 0
 
 
+HEAP_YOUNG_CHILD = textwrap.dedent("""
+    import gc, json, weakref
+    from dnnframe.engine import heap
+    from dnnframe.engine.modelcache import ModelCache
+
+    class Model:  # a cyclic structure, as compiled graphs are
+        def __init__(self, nbytes):
+            self.nbytes, self.me = nbytes, self
+
+    heap.enable()
+    old = Model(0)
+    old_ref = weakref.ref(old)
+    heap.settle()  # old is frozen now
+    del old  # cyclic garbage among the frozen objects
+    junk_refs = []
+
+    def build():  # a build leaves cyclic garbage of its own, as graph rewriting does
+        junk = Model(0)
+        junk_refs.append(weakref.ref(junk))
+        return Model(100)
+
+    cache = ModelCache(max_bytes=150, size=lambda m: m.nbytes)
+    cache.get_or_build("a", build)
+    out = {"build_garbage_reclaimed": junk_refs[0]() is None,
+           "frozen_garbage_still_frozen": old_ref() is not None}
+    cache.get_or_build("b", lambda: Model(100))  # evicts "a": a full pass
+    out["frozen_garbage_reclaimed_on_eviction"] = old_ref() is None
+    print(json.dumps(out))
+""")
+
+
+def test_worker_heap_settles_a_build_without_a_full_pass_until_a_model_is_dropped():
+    """After a build only the objects made since the last freeze are collected (the build's
+    garbage goes, the frozen heap of earlier models is not walked again); an eviction
+    collects everything, so what died among the frozen objects is reclaimed then."""
+    out = json.loads(subprocess.run([sys.executable, "-c", HEAP_YOUNG_CHILD], check=True,
+                                    capture_output=True, text=True).stdout)
+    assert out == {"build_garbage_reclaimed": True, "frozen_garbage_still_frozen": True,
+                   "frozen_garbage_reclaimed_on_eviction": True}
+
+
 MALLOC_CHILD = textwrap.dedent("""
     import json, resource
     import numpy as np
