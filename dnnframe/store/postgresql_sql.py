@@ -9,7 +9,7 @@ import psycopg
 
 from ..jsonsafe import dumps
 from .lifecycle import TrialUpdate
-from .records import BULKY_FIELDS, TrialRecord, TrialState
+from .records import TrialRecord, TrialState, columns_reading
 from .sorting import resolve_sort_path
 
 Conn = psycopg.Connection
@@ -23,11 +23,7 @@ TRIAL_COLS = ("t.id, t.state, t.config, t.result, t.metrics, t.error, t.worker, 
 def trial_cols(fields: frozenset[str]) -> str:
     """:data:`TRIAL_COLS` reading only the bulky ``fields`` given (NULL for the others, so
     :func:`trial_record` decodes every row alike)."""
-    cols = TRIAL_COLS
-    for name in BULKY_FIELDS:
-        if name not in fields:
-            cols = cols.replace(f"t.{name},", f"NULL::jsonb AS {name},", 1)
-    return cols
+    return columns_reading(TRIAL_COLS, fields, "NULL::jsonb")
 
 
 EXP_COLS = "id, name, spec, n_trials, created_at, cancel_requested"

@@ -14,6 +14,15 @@ from .sorting import resolve_sort_path
 BULKY_FIELDS = ("config", "result", "metrics")
 
 
+def columns_reading(cols: str, fields: frozenset[str], null: str = "NULL") -> str:
+    """An SQL backend's trial columns ``cols`` (each bulky one written ``t.<name>,``) with
+    the bulky fields not in ``fields`` read as ``null`` instead, so every row decodes alike."""
+    for name in BULKY_FIELDS:
+        if name not in fields:
+            cols = cols.replace(f"t.{name},", f"{null} AS {name},", 1)
+    return cols
+
+
 class TrialState(str, enum.Enum):
     """Where a trial is in its life cycle (see the module docstring)."""
 

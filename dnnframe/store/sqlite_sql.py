@@ -10,7 +10,7 @@ from typing import Any
 
 from ..jsonsafe import dumps
 from .lifecycle import TrialUpdate
-from .records import BULKY_FIELDS, TrialRecord, TrialState
+from .records import TrialRecord, TrialState, columns_reading
 
 TRIAL_COLS = ("t.id, t.state, t.config, t.result, t.metrics, t.error, t.worker, t.attempts, "
               "t.created_at, t.started_at, t.finished_at, t.heartbeat_at, t.seq, "
@@ -22,11 +22,7 @@ TRIAL_COLS = ("t.id, t.state, t.config, t.result, t.metrics, t.error, t.worker, 
 def trial_cols(fields: frozenset[str]) -> str:
     """:data:`TRIAL_COLS` reading only the bulky ``fields`` given (NULL for the others, so
     :func:`trial_record` decodes every row alike)."""
-    cols = TRIAL_COLS
-    for name in BULKY_FIELDS:
-        if name not in fields:
-            cols = cols.replace(f"t.{name},", f"NULL AS {name},", 1)
-    return cols
+    return columns_reading(TRIAL_COLS, fields)
 
 
 NEXT_SEQ = "(SELECT coalesce(max(seq), 0) + 1 FROM trials)"
