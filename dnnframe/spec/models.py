@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import hashlib
-import json
 import math
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from ..datasets import DatasetConfig, dataset_task
+from ..jsonsafe import canonical_json
 from ..vocabulary import (
     ACTIVATIONS,
     INITS,
@@ -52,13 +52,6 @@ PositiveFloat = Annotated[float, Field(gt=0, allow_inf_nan=False)]
 NonNegFloat = Annotated[float, Field(ge=0, allow_inf_nan=False)]
 Fraction = Annotated[float, Field(ge=0, lt=1, allow_inf_nan=False)]
 Width = Annotated[int, Field(ge=1, le=MAX_WIDTH)]
-
-
-def canonical_json(value: Any) -> str:
-    """Key-sorted compact ASCII JSON: the same value gives the same text on every platform."""
-    return json.dumps(
-        value, sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=False
-    )
 
 
 class _Strict(BaseModel):
