@@ -10,7 +10,7 @@ import threading
 
 from .. import settings
 from ..engine import heap
-from ..owners import default_worker_name
+from ..owners import WorkerName, default_worker_name
 from ..runner import TrainFn, one_by_one, run_pack
 from ..store import open_store
 from .base import THREAD_ENV
@@ -116,7 +116,7 @@ def worker_main(conn: multiprocessing.connection.Connection, store_url: str,
 
     def register(current: str | None, stopped: bool = False) -> None:
         try:  # the worker list is informative; a failed write must not stop training
-            store.register_worker(worker, host=worker.rsplit(":", 1)[0], pid=os.getpid(),
+            store.register_worker(worker, host=WorkerName.parse(worker).node, pid=os.getpid(),
                                   current_trial=current, trials_done=done,
                                   info={"executor": "local", "stopped": stopped})
         except Exception:
