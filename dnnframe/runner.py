@@ -22,6 +22,7 @@ from .engine.result import TrialResult
 from .exceptions import StoreError, TrialCancelled, failure_text
 from .heartbeat import Heartbeat
 from .owners import default_worker_name
+from .retrying import FINAL_WRITE
 from .search.pruner import PackTrial
 from .search.pruner_factory import pruner_for_pack
 from .spec import TrialConfig
@@ -35,8 +36,7 @@ PackEpochFn = Callable[[int, list[dict[str, Any] | None]], list[bool]]
 PackTrainFn = Callable[[list[TrialConfig], PackEpochFn], list[TrialResult]]
 
 # A results database hiccup must not kill a run (Sacred's lesson): per-epoch writes are
-# best effort, the final write is retried before giving up.
-_FINISH_RETRIES = 5
+# best effort, the final write is retried before giving up (retrying.FINAL_WRITE).
 # Heartbeat and cancellation checks from epochs at most this often: tiny trials run many
 # epochs a second, and each check is a store round trip. The heartbeat thread covers long
 # epochs and compiles.
@@ -93,18 +93,9 @@ def _heartbeat_interval() -> float:
 
 def _finish_all(store: ResultStore, items: list[tuple[str, TrialState, dict[str, Any] | None,
                                                       str | None]], worker: str) -> set[str]:
-    delay = 0.2
-    for attempt in range(_FINISH_RETRIES):
-        try:
-            return store.finish_trials(items, worker=worker)
-        except StoreError:
-            if attempt == _FINISH_RETRIES - 1:
-                raise
-            log.warning("trials %s: storing the final states failed, retrying in %.1fs",
-                        ", ".join(i[0] for i in items), delay, exc_info=True)
-            time.sleep(delay)
-            delay *= 2
-    return set()  # unreachable; keeps type checkers happy
+    return FINAL_WRITE.call(
+        store.finish_trials, items, worker=worker,
+        what=f"trials {', '.join(i[0] for i in items)}: storing the final states")
 
 
 class PackObserver:
@@ -229,25 +220,20 @@ class _PackRun:
         later write would carry these epochs, so it is retried like the final states. Epochs
         still unstored after that are named in an error (each result keeps its whole
         history)."""
-        delay = 0.2
-        for attempt in range(_FINISH_RETRIES):
-            try:
-                self.write()
-                return
-            except StoreError:
-                if attempt == _FINISH_RETRIES - 1:
-                    break
-                log.warning("pack of %d: recording its last epochs failed, retrying in %.1fs",
-                            len(self.members), delay, exc_info=True)
-                time.sleep(delay)
-                delay *= 2
+        try:
+            FINAL_WRITE.call(self.write,
+                             what=f"pack of {len(self.members)}: recording its last epochs")
+            return
+        except StoreError as exc:
+            failure = " ".join(str(exc).split())
         counts: dict[str, int] = {}
         for _, batch in self.pending:
             for tid in batch:
                 counts[tid] = counts.get(tid, 0) + 1
         log.error("pack of %d: %s could not be stored in the trials' curves after %d tries "
-                  "(their results keep the whole history)", len(self.members),
-                  ", ".join(f"{n} epochs of {tid}" for tid, n in counts.items()), _FINISH_RETRIES)
+                  "(%s; their results keep the whole history)", len(self.members),
+                  ", ".join(f"{n} epochs of {tid}" for tid, n in counts.items()),
+                  FINAL_WRITE.attempts, failure)
 
     def _member(self, trial_id: str) -> _Member:
         return next(m for m in self.members if m.trial_id == trial_id)

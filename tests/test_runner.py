@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from dnnframe import runner
+from dnnframe import retrying, runner
 from dnnframe.engine.result import TrialResult
 from dnnframe.runner import run_pack, run_trial
 from dnnframe.spec import expand_with_ids, parse_spec
@@ -318,7 +318,7 @@ def test_a_failed_epoch_write_is_sent_again_with_the_next_one(store, pack_ids, m
     from dnnframe.exceptions import StoreError
 
     monkeypatch.setattr(runner, "METRICS_INTERVAL_S", 0.0)
-    monkeypatch.setattr(runner.time, "sleep", lambda s: None)  # the end's back-off
+    monkeypatch.setattr(retrying, "pause", lambda s: None)  # the end's back-off
     real_append = store.append_metrics_many
     calls = []
 
