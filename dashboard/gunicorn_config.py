@@ -23,7 +23,7 @@ from dnnframe import settings
 # requests keep web_threads however many pages are open.
 workers = int(os.environ.get("WEB_CONCURRENCY", "2"))
 worker_class = "gthread"
-threads = settings.get().web_threads + int(os.environ.get("DNNFRAME_EVENT_STREAMS", DEFAULT_STREAMS))
+threads = settings.get().web_threads + (settings.get().event_streams or DEFAULT_STREAMS)
 # SIGTERM: stop accepting, let requests in flight finish for up to graceful_timeout seconds.
 graceful_timeout = 20
 timeout = 60

@@ -14,7 +14,7 @@ import os
 import re
 import shlex
 import warnings
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -74,23 +74,26 @@ def refuse_process_local_store(url: str, doing: str) -> None:
             "sqlite:///path/to/file.db, mongodb://... or postgresql://...")
 
 
-def asked_device() -> FlagSettings:
-    """What THEANO_FLAGS/PYTENSOR_FLAGS ask of this machine (backend, device), read
-    without applying them; the training processes warn about the flags themselves."""
+def asked_device(env: Mapping[str, str] | None = None) -> FlagSettings:
+    """What THEANO_FLAGS/PYTENSOR_FLAGS (in ``env``, default this process's environment) ask
+    of this machine (backend, device), read without applying them; the training processes
+    warn about the flags themselves."""
+    env = os.environ if env is None else env
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return translate(os.environ.get("THEANO_FLAGS", ""), os.environ.get("PYTENSOR_FLAGS", ""))
+        return translate(env.get("THEANO_FLAGS", ""), env.get("PYTENSOR_FLAGS", ""))
 
 
-def refuse_unusable_device(doing: str) -> None:
-    """Raise DeviceUnavailableError ("refusing to DOING: reason") when the flags ask for the
-    JAX backend or a GPU that this machine cannot provide: every trial would fail on it.
-    Checked once, in a child process (see :func:`dnnframe.engine.backend.probe`), and only
-    when the flags ask for more than the C backend."""
-    asked = asked_device()
+def refuse_unusable_device(doing: str, env: Mapping[str, str] | None = None) -> None:
+    """Raise DeviceUnavailableError ("refusing to DOING: reason") when the flags (of
+    ``env``, default this process's environment) ask for the JAX backend or a GPU that this
+    machine cannot provide: every trial would fail on it. Checked once, in a child process
+    (see :func:`dnnframe.engine.backend.probe`), and only when the flags ask for more than
+    the C backend."""
+    asked = asked_device(env)
     if asked.backend != "jax" and asked.device_error is None:
         return
-    reason = probe()
+    reason = probe(None if env is None else dict(env))
     if reason:
         raise DeviceUnavailableError(f"refusing to {doing}: {reason}")
 
