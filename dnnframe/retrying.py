@@ -4,7 +4,8 @@ declared once here and run by tenacity.
 A policy retries only the errors it names; anything else ends the call at once. When the
 last attempt fails, its error is raised as it is (never swallowed, never wrapped in
 tenacity's RetryError), so the caller turns it into the error it owes its own caller.
-Each retry is logged with what failed and when the next attempt comes.
+Each retry is logged (at the policy's ``log_level``) with what failed and when the next
+attempt comes.
 
 Errors are named by their module path, so this module imports no database or broker
 driver (pymongo is optional): an error of a module that was never imported cannot occur.
@@ -48,7 +49,9 @@ def _exception_class(path: str) -> type[BaseException] | None:
 class RetryPolicy:
     """``attempts`` tries in all; before try n+1, wait ``first_wait_s * 2**(n-1)``, at most
     ``max_wait_s``. Retries the errors ``retry_on`` names (``"module.Class"``, subclasses
-    included) for which ``when`` (if given) is true, and :class:`AttemptAgain`."""
+    included) for which ``when`` (if given) is true, and :class:`AttemptAgain`. Retries
+    are logged at ``log_level``: INFO where the caller reports the last failure anyway (a
+    command's one-line error stays one line), WARNING where a retry is news by itself."""
 
     name: str
     attempts: int
@@ -56,6 +59,7 @@ class RetryPolicy:
     max_wait_s: float
     retry_on: tuple[str, ...]
     when: Callable[[BaseException], bool] | None = field(default=None, compare=False)
+    log_level: int = logging.INFO
 
     def __post_init__(self) -> None:
         if self.attempts < 1 or self.first_wait_s < 0 or self.max_wait_s < self.first_wait_s:
@@ -77,11 +81,6 @@ class RetryPolicy:
         """The waits between attempts, in seconds (``attempts - 1`` of them)."""
         return [min(self.first_wait_s * 2 ** n, self.max_wait_s) for n in range(self.attempts - 1)]
 
-    @property
-    def total_wait_s(self) -> float:
-        """Seconds spent waiting between attempts when every attempt fails."""
-        return sum(self.waits())
-
     def retrying(self, what: str, sleep: Callable[[float], None] | None = None
                  ) -> tenacity.Retrying:
         """A tenacity ``Retrying`` for this policy; ``what`` names the work in the log,
@@ -91,9 +90,9 @@ class RetryPolicy:
         def before_sleep(state: tenacity.RetryCallState) -> None:
             exc = state.outcome.exception() if state.outcome else None
             wait = state.next_action.sleep if state.next_action else 0.0
-            log.warning("%s failed (%s: %s); attempt %d of %d, the next in %.1fs [%s]",
-                        what, type(exc).__name__, " ".join(str(exc).split())[:200],
-                        state.attempt_number, self.attempts, wait, self.name)
+            log.log(self.log_level, "%s failed (%s: %s); attempt %d of %d, the next in %.1fs [%s]",
+                    what, type(exc).__name__, " ".join(str(exc).split())[:200],
+                    state.attempt_number, self.attempts, wait, self.name)
 
         return tenacity.Retrying(
             stop=tenacity.stop_after_attempt(self.attempts),
@@ -131,7 +130,7 @@ SQLITE_BUSY = RetryPolicy(
 # database hiccup must not kill a run).
 FINAL_WRITE = RetryPolicy(
     "final_write", attempts=5, first_wait_s=0.2, max_wait_s=1.6,
-    retry_on=("dnnframe.exceptions.StoreError",))
+    retry_on=("dnnframe.exceptions.StoreError",), log_level=logging.WARNING)
 
 # Publishing a batch of packs in one broker transaction: any failure (refused, dropped,
 # channel closed) redoes the whole batch on a new connection; then the trials are held in
