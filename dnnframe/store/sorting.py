@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import re
 
+from ..metrics import FINAL_METRICS
+
 # Columns ``list_trials(sort_by=...)`` accepts as they are.
 SORT_COLUMNS = ("created_at", "started_at", "finished_at", "heartbeat_at", "state", "attempts",
                 "seq", "worker", "id")
 # Short names for values inside the stored result.
-SORT_METRICS = ("test_accuracy", "test_loss", "val_accuracy", "val_loss", "train_accuracy",
-                "train_loss")
 SORT_ALIASES = {
-    **{m: f"result.metrics.{m}" for m in SORT_METRICS},
+    **{m: f"result.metrics.{m}" for m in FINAL_METRICS},
     "train_seconds": "result.timings.train",
     "compile_seconds": "result.timings.compile",
     "data_seconds": "result.timings.data",
