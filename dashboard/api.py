@@ -13,7 +13,7 @@ from dnnframe.exceptions import DnnframeError, brief
 from dnnframe.executors.liveness import live_nodes, store_label
 from dnnframe.extras import require
 from dnnframe.spec import count_trials
-from dnnframe.store import TrialState
+from dnnframe.states import EXPERIMENT_STATUSES, TrialState
 from dnnframe.store.base import resolve_sort_path
 from dnnframe.worker_status import workers_with_status
 
@@ -26,7 +26,6 @@ from .importance import DEFAULT_EVALUATOR, EVALUATORS, cached_importances
 from .openapi import openapi_document
 from .security import require_token
 from .service import (
-    EXPERIMENT_STATUSES,
     METRIC_NAME,
     SORT_KEYS,
     TRIAL_STATES,

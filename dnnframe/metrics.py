@@ -37,10 +37,10 @@ class Metric:
 METRICS: dict[str, Metric] = {m.name: m for m in (
     Metric("test_accuracy", "max", "test accuracy"),
     Metric("test_loss", "min", "test loss"),
-    Metric("val_accuracy", "max", "validation accuracy"),
-    Metric("val_loss", "min", "validation loss"),
-    Metric("train_accuracy", "max", "training accuracy"),
-    Metric("train_loss", "min", "training loss"),
+    Metric("val_accuracy", "max", "val accuracy"),
+    Metric("val_loss", "min", "val loss"),
+    Metric("train_accuracy", "max", "train accuracy"),
+    Metric("train_loss", "min", "train loss"),
     Metric("train_seconds", "min", "training time (s)"),
     Metric("compile_seconds", "min", "compile time (s)"),
 )}
@@ -63,6 +63,13 @@ DEFAULT_OBJECTIVE_MODE: Mode = "max"
 def default_objective() -> tuple[str, Mode]:
     """``(metric, mode)`` of a spec that names no objective."""
     return DEFAULT_OBJECTIVE_METRIC, DEFAULT_OBJECTIVE_MODE
+
+
+def metrics_json() -> dict[str, Any]:
+    """The registry and the default objective as JSON (for the dashboard's page scripts)."""
+    return {"metrics": {m.name: {"direction": m.direction, "label": m.label}
+                        for m in METRICS.values()},
+            "objective": {"metric": DEFAULT_OBJECTIVE_METRIC, "mode": DEFAULT_OBJECTIVE_MODE}}
 
 
 def direction(metric: str) -> Mode:

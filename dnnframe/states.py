@@ -81,6 +81,8 @@ class ExperimentStatus(str, enum.Enum):
 
 
 EXPERIMENT_STATUSES: tuple[str, ...] = tuple(s.value for s in ExperimentStatus)
+#: Statuses of an experiment that still has work waiting or running.
+ACTIVE_STATUSES: tuple[ExperimentStatus, ...] = (ExperimentStatus.QUEUED, ExperimentStatus.RUNNING)
 
 
 def _count(counts: Mapping[str, int], states: Iterable[TrialState]) -> int:
@@ -107,4 +109,5 @@ def states_json() -> dict[str, Any]:
         "done": [s.value for s in DONE_STATES],
         "scored": SCORED_STATE.value,
         "bar": [s.value for s in BAR_STATES],
+        "active_statuses": [s.value for s in ACTIVE_STATUSES],
     }

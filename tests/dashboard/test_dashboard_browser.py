@@ -106,7 +106,7 @@ def test_submit_sweep_in_chromium_and_watch_it_complete(live_server):
             assert any(s["states"].count("COMPLETE") < 2 for s in samples), samples
             assert samples[0]["points"] < final["points"], samples
             expect(page.locator("#progress-text")).to_have_text(
-                "2 of 2 trials over: 2 complete"
+                "2 of 2 trials done: 2 complete"
             )
             # the table sorts by a clicked column
             column = "#trials tbody tr td:nth-child(2)"
