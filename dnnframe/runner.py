@@ -1,10 +1,12 @@
-"""Run trials: claim them, train them, report each epoch, record how each one ended.
+"""Run trials: claim them, train them, record how each one ended.
 
 :func:`run_pack` is the single place where a training exception becomes a FAILED trial
 (with its traceback); :func:`run_trial` is a pack of one. The local process pool and the
 Celery task both call them, so a trial behaves the same wherever it runs. They only need
 trial ids and a store: configurations are re-read from the store, never shipped with the
-message.
+message. Each epoch's bookkeeping lives in :mod:`dnnframe.pack_epochs`, the recording of
+each member's end in :mod:`dnnframe.pack_outcome`, the train functions in
+:mod:`dnnframe.pack_train`.
 """
 
 from __future__ import annotations
@@ -13,37 +15,22 @@ import logging
 import time
 import traceback
 import uuid
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
 
 from . import settings
-from .engine.result import TrialResult
-from .exceptions import StoreError, TrialCancelled, failure_text
+from .exceptions import TrialCancelled, failure_text
 from .heartbeat import Heartbeat
 from .owners import default_worker_name
-from .search.pruner import PackTrial
-from .search.pruner_factory import pruner_for_pack
+from .pack_epochs import PackEpochs, PackMember, PackObserver
+from .pack_outcome import finish_all, member_outcome
+from .pack_train import PackEpochFn, PackTrainFn, TrainFn, one_by_one
 from .spec import TrialConfig
-from .store.base import ResultStore, TrialRecord, TrialState
+from .states import TrialState
+from .store.base import ResultStore
+
+__all__ = ["PackEpochFn", "PackObserver", "PackTrainFn", "TrainFn", "one_by_one", "run_pack",
+           "run_trial"]
 
 log = logging.getLogger(__name__)
-
-TrainFn = Callable[..., TrialResult]
-# ``on_epoch(epoch, one metrics dict or None per member) -> one stop flag per member``
-PackEpochFn = Callable[[int, list[dict[str, Any] | None]], list[bool]]
-PackTrainFn = Callable[[list[TrialConfig], PackEpochFn], list[TrialResult]]
-
-# A results database hiccup must not kill a run (Sacred's lesson): per-epoch writes are
-# best effort, the final write is retried before giving up.
-_FINISH_RETRIES = 5
-# Heartbeat and cancellation checks from epochs at most this often: tiny trials run many
-# epochs a second, and each check is a store round trip. The heartbeat thread covers long
-# epochs and compiles.
-CHECK_INTERVAL_S = 1.0
-# A pack's learning curves are written at most this often (every epoch once an epoch takes
-# longer): rewriting each member's curve every epoch cost tiny trials more than training.
-METRICS_INTERVAL_S = 1.0
 
 
 def _default_train_fn() -> TrainFn:
@@ -58,224 +45,8 @@ def _default_pack_train_fn() -> PackTrainFn:
     return train_pack
 
 
-def one_by_one(train: TrainFn) -> PackTrainFn:
-    """Adapt a single-trial ``train(config, on_epoch=...)`` to the pack contract: members
-    train one after another, each seeing only its own slot of the pack's epoch callback.
-
-    An exception while training one member fails that member only (its result slot holds
-    the exception); KeyboardInterrupt and cancellation still end the whole pack.
-    """
-
-    def train_each(configs: list[TrialConfig], on_epoch: PackEpochFn) -> list[TrialResult]:
-        results: list[Any] = []
-        for i, config in enumerate(configs):
-            def member_epoch(epoch: int, metrics: dict[str, Any], i: int = i) -> bool:
-                slots: list[dict[str, Any] | None] = [None] * len(configs)
-                slots[i] = metrics
-                return on_epoch(epoch, slots)[i]
-
-            if len(configs) == 1:  # nothing to isolate: a pack of one fails as a pack
-                return [train(config, on_epoch=member_epoch)]
-            try:
-                results.append(train(config, on_epoch=member_epoch))
-            except (KeyboardInterrupt, TrialCancelled):
-                raise
-            except Exception as exc:  # recorded as this member's FAILED result
-                results.append(exc)
-        return results
-
-    return train_each
-
-
 def _heartbeat_interval() -> float:
     return max(0.2, settings.get().heartbeat_timeout / 5)
-
-
-def _finish_all(store: ResultStore, items: list[tuple[str, TrialState, dict[str, Any] | None,
-                                                      str | None]], worker: str) -> set[str]:
-    delay = 0.2
-    for attempt in range(_FINISH_RETRIES):
-        try:
-            return store.finish_trials(items, worker=worker)
-        except StoreError:
-            if attempt == _FINISH_RETRIES - 1:
-                raise
-            log.warning("trials %s: storing the final states failed, retrying in %.1fs",
-                        ", ".join(i[0] for i in items), delay, exc_info=True)
-            time.sleep(delay)
-            delay *= 2
-    return set()  # unreachable; keeps type checkers happy
-
-
-class PackObserver:
-    """What a caller of :func:`run_pack` may watch while a pack runs (a Celery task shows it
-    in Flower). Called in the training thread, so each method must be quick and must not
-    raise; the defaults do nothing."""
-
-    def claimed(self, records: list[TrialRecord]) -> None:
-        """The members this call won, as the claim returned them (config, attempts)."""
-
-    def epoch(self, epoch: int, metrics: dict[str, dict[str, Any]]) -> None:
-        """Epoch ``epoch`` was recorded for these members (trial id -> that epoch's metrics).
-        Epochs are written at most every :data:`METRICS_INTERVAL_S`, so several calls may
-        come at once."""
-
-    def finished(self, trial_id: str, state: TrialState, result: dict[str, Any] | None,
-                 error: str | None) -> None:
-        """The store accepted this member's final state (nothing is called for a member
-        lost to another worker)."""
-
-
-@dataclass
-class _Member:
-    """One claimed trial of a pack."""
-
-    trial_id: str
-    config: dict[str, Any]
-    index: int = -1          # position in the trained pack (-1: not trained)
-    stopped: bool = False    # asked to stop (cancelled) or frozen by the engine
-    lost: bool = False       # another worker owns it now: nothing more is written
-    experiment_ids: tuple[str, ...] = ()
-    pruned: dict[str, Any] | None = None  # why the pruner stopped it
-    outcome: tuple[TrialState, dict[str, Any] | None, str | None] | None = None
-
-
-class _PackRun:
-    """The per-epoch bookkeeping of one pack: throttled metrics writes and checks."""
-
-    def __init__(self, store: ResultStore, worker: str, members: list[_Member],
-                 heartbeat: Heartbeat, observer: PackObserver):
-        self.store, self.worker, self.members, self.heartbeat = store, worker, members, heartbeat
-        self.observer = observer
-        self.last_check = -float("inf")  # the first epoch always checks
-        self.last_write = -float("inf")  # and is written at once
-        self.pending: list[tuple[int, dict[str, dict[str, Any]]]] = []  # epochs not written
-        self.pruner = pruner_for_pack(store, {
-            m.trial_id: PackTrial(m.experiment_ids,
-                                  int(m.config.get("training", {}).get("max_epochs", 0)))
-            for m in members})
-
-    def live(self) -> list[_Member]:
-        return [m for m in self.members if not m.lost]
-
-    def lose(self, ids: set[str]) -> None:
-        for m in self.members:
-            if m.trial_id in ids and not m.lost:
-                m.lost = True
-                log.warning("trial %s: another worker owns it now; it is dropped from this "
-                            "pack", m.trial_id)
-        self.heartbeat.untrack(ids)
-
-    def on_epoch(self, epoch: int, metrics: list[dict[str, Any] | None]) -> list[bool]:
-        if len(metrics) != len(self.members):
-            raise ValueError(f"on_epoch got {len(metrics)} metrics for a pack of "
-                             f"{len(self.members)}")
-        self.lose(self.heartbeat.lost)
-        batch = {m.trial_id: dict(x) for m, x in zip(self.members, metrics)
-                 if x is not None and not m.lost}
-        if batch:
-            self.pending.append((epoch, batch))
-        try:
-            # A pack that may be pruned writes every epoch: the pruner may read what was written.
-            if self.pruner.active or time.monotonic() - self.last_write >= METRICS_INTERVAL_S:
-                self.write()
-            if self.pruner.active:
-                written = {m.trial_id: batch[m.trial_id] for m in self.live()
-                           if m.trial_id in batch and not m.stopped}
-                for tid, decision in self.pruner.on_results(epoch, written).items():
-                    if decision.stop:
-                        member = self._member(tid)
-                        member.pruned, member.stopped = dict(decision.reason), True
-            if time.monotonic() - self.last_check >= CHECK_INTERVAL_S:
-                self.last_check = time.monotonic()
-                live = [m.trial_id for m in self.live() if not m.stopped]
-                if live:
-                    self.lose(self.heartbeat.beat())
-                    for tid in self.store.cancel_requested(live):
-                        self._member(tid).stopped = True
-        except StoreError:
-            log.warning("pack %s: could not record epoch %s; training goes on",
-                        ", ".join(batch), epoch, exc_info=True)
-        # None is a member with nothing this epoch (frozen by the engine, or not yet trained
-        # by a one-by-one train function): it is neither stopped nor lost by that
-        return [m.lost or m.stopped for m in self.members]
-
-    def write(self) -> None:
-        """Write the epochs not written yet in one store call, then tell the observer what
-        was recorded. Owner-checked: a worker whose trial was requeued and claimed by
-        another never writes into its curve, and drops the trial. A failed write (StoreError)
-        keeps its epochs for the next write: the store skips epochs a curve already holds,
-        so sending them again stores each once."""
-        self.last_write = time.monotonic()
-        lost = {m.trial_id for m in self.members if m.lost}
-        by_trial: dict[str, list[dict[str, Any]]] = {}
-        for _, batch in self.pending:
-            for tid, x in batch.items():
-                if tid not in lost:
-                    by_trial.setdefault(tid, []).append(x)
-        if not by_trial:
-            self.pending = []
-            return
-        written = self.store.append_metrics_many(by_trial, self.worker)
-        pending, self.pending = self.pending, []
-        self.lose(set(by_trial) - written)
-        for epoch, batch in pending:
-            recorded = {tid: x for tid, x in batch.items() if tid in written}
-            if recorded:
-                self.observer.epoch(epoch, recorded)
-
-    def write_rest(self) -> None:
-        """:meth:`write` at the end of training, before any member's end is recorded; no
-        later write would carry these epochs, so it is retried like the final states. Epochs
-        still unstored after that are named in an error (each result keeps its whole
-        history)."""
-        delay = 0.2
-        for attempt in range(_FINISH_RETRIES):
-            try:
-                self.write()
-                return
-            except StoreError:
-                if attempt == _FINISH_RETRIES - 1:
-                    break
-                log.warning("pack of %d: recording its last epochs failed, retrying in %.1fs",
-                            len(self.members), delay, exc_info=True)
-                time.sleep(delay)
-                delay *= 2
-        counts: dict[str, int] = {}
-        for _, batch in self.pending:
-            for tid in batch:
-                counts[tid] = counts.get(tid, 0) + 1
-        log.error("pack of %d: %s could not be stored in the trials' curves after %d tries "
-                  "(their results keep the whole history)", len(self.members),
-                  ", ".join(f"{n} epochs of {tid}" for tid, n in counts.items()), _FINISH_RETRIES)
-
-    def _member(self, trial_id: str) -> _Member:
-        return next(m for m in self.members if m.trial_id == trial_id)
-
-
-def _outcome(result: Any, index: int, pruned: dict[str, Any] | None = None
-             ) -> tuple[TrialState, dict[str, Any] | None, str | None]:
-    """The final state, result dict and error of one member from what the engine returned
-    (a member stopped by the pruner comes back CANCELLED and becomes PRUNED, its curve
-    kept)."""
-    if isinstance(result, BaseException):
-        return TrialState.FAILED, None, failure_text(result)
-    state = TrialState(result.status)
-    data = result.to_dict()
-    error = None
-    if pruned is not None and state in (TrialState.CANCELLED, TrialState.COMPLETE):
-        data["status"], data["pruned"] = TrialState.PRUNED.value, pruned
-        return TrialState.PRUNED, data, None
-    if state is TrialState.FAILED:
-        error = getattr(result, "error", None) or "\n".join(result.notes) or \
-            f"the engine reported pack member {index} as FAILED"
-    elif state is TrialState.DIVERGED:
-        error = f"diverged at epoch {getattr(result, 'diverged_epoch', None)} (loss became " \
-                "non-finite)"
-    elif state is TrialState.CANCELLED:
-        error = f"cancelled after {getattr(result, 'epochs_run', '?')} epochs (experiment " \
-                "cancelled)"
-    return state, data, error
 
 
 def run_pack(trial_ids: list[str], store: ResultStore, worker: str | None = None,
@@ -318,7 +89,7 @@ def run_pack(trial_ids: list[str], store: ResultStore, worker: str | None = None
     if not records:
         return states
     observer.claimed(records)
-    members = [_Member(r.id, r.config, experiment_ids=tuple(r.experiment_ids)) for r in records]
+    members = [PackMember(r.id, r.config, experiment_ids=tuple(r.experiment_ids)) for r in records]
     configs: list[TrialConfig] = []
     for m in members:
         try:
@@ -341,7 +112,7 @@ def run_pack(trial_ids: list[str], store: ResultStore, worker: str | None = None
             # the engine's pack (size, wall and compile seconds) with this run's id
             result["pack"] = {**(result.get("pack") or {}), **pack, "index": m.index}
         items.append((m.trial_id, state, result, error))
-    finished = _finish_all(store, items, worker) if items else set()
+    finished = finish_all(store, items, worker) if items else set()
     for tid, state, result, error in items:
         if tid in finished:
             states[tid] = state
@@ -352,13 +123,13 @@ def run_pack(trial_ids: list[str], store: ResultStore, worker: str | None = None
     return states
 
 
-def _train(store: ResultStore, worker: str, members: list[_Member], configs: list[TrialConfig],
+def _train(store: ResultStore, worker: str, members: list[PackMember], configs: list[TrialConfig],
            train: PackTrainFn, interval_s: float, observer: PackObserver) -> None:
     """Train ``members`` together and set each one's ``outcome`` (left None when lost)."""
     started = time.perf_counter()
     heartbeat = Heartbeat.shared(store, worker, interval_s)
     heartbeat.track(m.trial_id for m in members)
-    run = _PackRun(store, worker, members, heartbeat, observer)
+    run = PackEpochs(store, worker, members, heartbeat, observer)
     try:
         try:
             results = train(configs, run.on_epoch)
@@ -369,7 +140,7 @@ def _train(store: ResultStore, worker: str, members: list[_Member], configs: lis
                                f"pack of {len(members)}")
     except KeyboardInterrupt:
         _end_all(members, TrialState.CANCELLED, "interrupted (KeyboardInterrupt)")
-        _finish_all(store, [(m.trial_id, *m.outcome) for m in members  # type: ignore[misc]
+        finish_all(store, [(m.trial_id, *m.outcome) for m in members  # type: ignore[misc]
                             if not m.lost], worker)
         for m in members:
             m.lost = True  # recorded already
@@ -392,10 +163,10 @@ def _train(store: ResultStore, worker: str, members: list[_Member], configs: lis
         run.lose(heartbeat.lost)
     for m, result in zip(members, results):
         if not m.lost:
-            m.outcome = _outcome(result, m.index, m.pruned)
+            m.outcome = member_outcome(result, m.index, m.pruned)
 
 
-def _end_all(members: list[_Member], state: TrialState, error: str) -> None:
+def _end_all(members: list[PackMember], state: TrialState, error: str) -> None:
     for m in members:
         m.outcome = (state, None, error)
 
