@@ -6,9 +6,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from .engine.result import TrialResult
-from .exceptions import TrialCancelled
-from .spec import TrialConfig
+from ..engine.result import TrialResult
+from ..exceptions import TrialCancelled
+from ..spec import TrialConfig
 
 TrainFn = Callable[..., TrialResult]
 # ``on_epoch(epoch, one metrics dict or None per member) -> one stop flag per member``

@@ -1,12 +1,10 @@
-"""Run trials: claim them, train them, record how each one ended.
+"""The claim-train-record loop of a pack of trials.
 
 :func:`run_pack` is the single place where a training exception becomes a FAILED trial
 (with its traceback); :func:`run_trial` is a pack of one. The local process pool and the
 Celery task both call them, so a trial behaves the same wherever it runs. They only need
 trial ids and a store: configurations are re-read from the store, never shipped with the
-message. Each epoch's bookkeeping lives in :mod:`dnnframe.pack_epochs`, the recording of
-each member's end in :mod:`dnnframe.pack_outcome`, the train functions in
-:mod:`dnnframe.pack_train`.
+message.
 """
 
 from __future__ import annotations
@@ -16,31 +14,28 @@ import time
 import traceback
 import uuid
 
-from . import settings
-from .exceptions import TrialCancelled, failure_text
-from .heartbeat import Heartbeat
-from .owners import default_worker_name
-from .pack_epochs import PackEpochs, PackMember, PackObserver
-from .pack_outcome import finish_all, member_outcome
-from .pack_train import PackEpochFn, PackTrainFn, TrainFn, one_by_one
-from .spec import TrialConfig
-from .states import TrialState
-from .store.base import ResultStore
-
-__all__ = ["PackEpochFn", "PackObserver", "PackTrainFn", "TrainFn", "one_by_one", "run_pack",
-           "run_trial"]
+from .. import settings
+from ..exceptions import TrialCancelled, failure_text
+from ..heartbeat import Heartbeat
+from ..owners import default_worker_name
+from ..spec import TrialConfig
+from ..states import TrialState
+from ..store.base import ResultStore
+from .epochs import PackEpochs, PackMember, PackObserver
+from .outcome import finish_all, member_outcome
+from .train_fns import PackTrainFn, TrainFn, one_by_one
 
 log = logging.getLogger(__name__)
 
 
 def _default_train_fn() -> TrainFn:
-    from .engine import train  # importing the engine is cheap; train loads PyTensor
+    from ..engine import train  # importing the engine is cheap; train loads PyTensor
 
     return train
 
 
 def _default_pack_train_fn() -> PackTrainFn:
-    from .engine import train_pack  # importing the engine is cheap; train_pack loads PyTensor
+    from ..engine import train_pack  # importing the engine is cheap; train_pack loads PyTensor
 
     return train_pack
 

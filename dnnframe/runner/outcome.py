@@ -8,9 +8,9 @@ import logging
 import time
 from typing import Any
 
-from .exceptions import StoreError, failure_text
-from .states import TrialState
-from .store.base import ResultStore
+from ..exceptions import StoreError, failure_text
+from ..states import TrialState
+from ..store.base import ResultStore
 
 log = logging.getLogger(__name__)
 

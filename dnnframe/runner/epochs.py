@@ -8,13 +8,13 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from .exceptions import StoreError
-from .heartbeat import Heartbeat
-from .pack_outcome import FINISH_RETRIES
-from .search.pruner import PackTrial
-from .search.pruner_factory import pruner_for_pack
-from .states import TrialState
-from .store.base import ResultStore, TrialRecord
+from ..exceptions import StoreError
+from ..heartbeat import Heartbeat
+from ..search.pruner import PackTrial
+from ..search.pruner_factory import pruner_for_pack
+from ..states import TrialState
+from ..store.base import ResultStore, TrialRecord
+from .outcome import FINISH_RETRIES
 
 log = logging.getLogger(__name__)
 
