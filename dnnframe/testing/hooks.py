@@ -25,6 +25,7 @@ from typing import Any
 
 from dnnframe.engine.result import TrialResult
 from dnnframe.spec import TrialConfig
+from dnnframe.states import TrialState
 
 OnEpoch = Callable[[int, dict], bool | None]
 
@@ -45,7 +46,7 @@ def _result(status: str, history: list[dict[str, Any]], seconds: float) -> Trial
 
 def noop_train(config: TrialConfig, on_epoch: OnEpoch | None = None) -> TrialResult:
     """Return a COMPLETE result at once (dispatch-overhead benchmarks)."""
-    return _result("COMPLETE", [], 0.0)
+    return _result(TrialState.COMPLETE.value, [], 0.0)
 
 
 def _sleepy_epochs(on_epoch: OnEpoch | None, curve: Callable[[int], tuple[float, float]]
@@ -74,12 +75,12 @@ def sleepy_train(config: TrialConfig, on_epoch: OnEpoch | None = None) -> TrialR
     reporting each epoch and honouring cancellation like the engine does."""
     history, cancelled, seconds = _sleepy_epochs(on_epoch, lambda e: (1 / e, 1 - 1 / e / 2))
     if cancelled:
-        return _result("CANCELLED", history, seconds)
+        return _result(TrialState.CANCELLED.value, history, seconds)
     log_path = os.environ.get("DNNFRAME_HOOK_LOG")
     if log_path:
         with open(log_path, "a") as fh:  # one short append per line: atomic with O_APPEND
             fh.write(json.dumps({"seed": config.seed, "pid": os.getpid()}) + "\n")
-    return _result("COMPLETE", history, seconds)
+    return _result(TrialState.COMPLETE.value, history, seconds)
 
 
 def rate_train(config: TrialConfig, on_epoch: OnEpoch | None = None) -> TrialResult:
@@ -92,7 +93,8 @@ def rate_train(config: TrialConfig, on_epoch: OnEpoch | None = None) -> TrialRes
         return 1 - accuracy, accuracy
 
     history, cancelled, seconds = _sleepy_epochs(on_epoch, curve)
-    return _result("CANCELLED" if cancelled else "COMPLETE", history, seconds)
+    ended = TrialState.CANCELLED if cancelled else TrialState.COMPLETE
+    return _result(ended.value, history, seconds)
 
 
 def gated_train(config: TrialConfig, on_epoch: OnEpoch | None = None) -> TrialResult:
@@ -110,7 +112,7 @@ def gated_train(config: TrialConfig, on_epoch: OnEpoch | None = None) -> TrialRe
                    "val_loss": 1.0, "val_accuracy": 0.5, "seconds": per_epoch}
         history.append(metrics)
         if on_epoch is not None and on_epoch(len(history), dict(metrics)):
-            return _result("CANCELLED", history, time.perf_counter() - started)
+            return _result(TrialState.CANCELLED.value, history, time.perf_counter() - started)
 
 
 def kill_worker_train(config: TrialConfig, on_epoch: OnEpoch | None = None) -> TrialResult:
