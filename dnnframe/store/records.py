@@ -1,4 +1,5 @@
-"""The records a store hands out: trial states, experiments, trials, workers."""
+"""The records a store hands out: experiments, trials, workers (trial states and what each
+group of them means live in :mod:`dnnframe.states`; ``TrialState`` is exported here too)."""
 
 from __future__ import annotations
 
@@ -85,7 +86,8 @@ class ExperimentRecord:
 
 @dataclass
 class TrialRecord:
-    """One trial as stored; see the module docstring for states and ownership."""
+    """One trial as stored; its states are described on :class:`dnnframe.states.TrialState`,
+    its ownership on ``ResultStore``."""
 
     id: str
     experiment_ids: list[str]
