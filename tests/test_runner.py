@@ -10,8 +10,8 @@ import time
 
 import pytest
 
-from dnnframe.runner import epochs as pack_epochs
 from dnnframe.engine.result import TrialResult
+from dnnframe.runner import epochs as pack_epochs
 from dnnframe.runner import run_pack, run_trial
 from dnnframe.spec import expand_with_ids, parse_spec
 from dnnframe.store import TrialState, open_store
