@@ -10,6 +10,7 @@ on its own. Never set ``DNNFRAME_TRAIN_FN`` on a production worker.
 Environment knobs (read per call): ``DNNFRAME_HOOK_EPOCHS`` (default 3),
 ``DNNFRAME_HOOK_EPOCH_SECONDS`` (default 0.5), ``DNNFRAME_HOOK_POISON_SEED`` (see
 ``kill_worker_train``), ``DNNFRAME_HOOK_FREE_SEEDS`` (see ``gated_train``) and
+``DNNFRAME_HOOK_GATE`` (see ``gate_then_train``) and
 ``DNNFRAME_HOOK_LOG``: a file to which ``sleepy_train`` appends ``{"seed", "pid"}`` each
 time it *completes* a training run (tests count duplicated work with it).
 """
@@ -113,6 +114,20 @@ def gated_train(config: TrialConfig, on_epoch: OnEpoch | None = None) -> TrialRe
         history.append(metrics)
         if on_epoch is not None and on_epoch(len(history), dict(metrics)):
             return _result(TrialState.CANCELLED.value, history, time.perf_counter() - started)
+
+
+def gate_then_train(config: TrialConfig, on_epoch: OnEpoch | None = None) -> TrialResult:
+    """Wait until the file ``DNNFRAME_HOOK_GATE`` exists, then train with the real engine:
+    a test sees its trials unfinished for as long as it needs, then lets them run."""
+    from dnnframe.engine import train
+
+    gate = os.environ["DNNFRAME_HOOK_GATE"]
+    deadline = time.monotonic() + 600
+    while not os.path.exists(gate):
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"the test never opened the gate {gate}")
+        time.sleep(0.05)
+    return train(config, on_epoch=on_epoch)
 
 
 def kill_worker_train(config: TrialConfig, on_epoch: OnEpoch | None = None) -> TrialResult:
