@@ -20,6 +20,7 @@ from ..exceptions import SpecError
 from ..executors.base import Executor
 from ..spec import ExperimentSpec, count_trials, parse_spec
 from ..spec.models import is_driven
+from ..states import count_active
 from ..store.base import ResultStore
 from ..store.records import ExperimentRecord
 from ..submit import SubmitResult
@@ -107,7 +108,7 @@ def _driven_spec(exp: ExperimentRecord) -> ExperimentSpec | None:
         return None
     if not is_driven(spec) or spec.experiment_id != exp.id:
         return None
-    unfinished = exp.counts.get("QUEUED", 0) + exp.counts.get("RUNNING", 0)
+    unfinished = count_active(exp.counts)
     return spec if unfinished or sum(exp.counts.values()) < spec.search.num_samples else None
 
 
