@@ -27,7 +27,8 @@ from .base import SCHEMA_VERSION, now
 
 F = TypeVar("F", bound=Callable[..., Any])
 _RETRIES = 5
-COLLECTIONS = ("meta", "experiments", "trials", "workers", "counters", "held_dispatch")
+COLLECTIONS = ("meta", "experiments", "trials", "workers", "counters", "held_dispatch",
+               "leases")
 # mongomock clients do not share data; one per host per process lets a second open_store()
 # of the same mongomock:// URL (a test's dashboard and runner) see the same documents.
 _MOCK_CLIENTS: dict[str, Any] = {}
