@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import logging
+import os
 import signal
 import threading
 
 import click
 
 from ..extras import require
+from ..search.child import DRIVE
+from ..search.child import supervise as supervise_child
 from ..urls import redact
 from .common import _open_store, cli, refuse_process_local_store, store_option
 
@@ -24,8 +27,10 @@ from .common import _open_store, cli, refuse_process_local_store, store_option
               show_default=True, help="Seconds between looks at the store for new experiments.")
 @click.option("--exit-with-parent", "parent_pid", type=int, default=None, hidden=True,
               help="Stop when the process with this pid (the one that started this) ends.")
+@click.option("--supervise", is_flag=True, hidden=True,
+              help="Run the service as a child process, started again whenever it ends.")
 def drive(store_url: str | None, broker_url: str | None, workers: int | None, poll_s: float,
-          parent_pid: int | None) -> None:
+          parent_pid: int | None, supervise: bool) -> None:
     """Run the search drivers of stored tpe/cmaes experiments until stopped (Ctrl-C, SIGTERM).
 
     Each experiment is driven by one process at a time, whoever holds its store lease
@@ -42,12 +47,22 @@ def drive(store_url: str | None, broker_url: str | None, workers: int | None, po
     refuse_process_local_store(url, "dnnframe drive")
     logging.basicConfig(level=logging.INFO,
                         format="%(created).3f %(process)d %(name)s %(levelname)s %(message)s")
-    store = _open_store(url)
-    service = DriverService(store, lambda: make_executor(url, broker_url=broker_url,
-                                                         workers=workers), poll_s=poll_s)
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
+    if supervise:
+        # the child reads them from its environment: URLs may carry passwords, which must
+        # not show on a command line
+        os.environ["DNNFRAME_STORE_URL"] = url
+        if broker_url:
+            os.environ["DNNFRAME_BROKER_URL"] = broker_url
+        if workers:
+            os.environ["DNNFRAME_WORKERS"] = str(workers)
+        supervise_child([*DRIVE, f"--poll={poll_s}"], stop, parent_pid)
+        return
+    store = _open_store(url)
+    service = DriverService(store, lambda: make_executor(url, broker_url=broker_url,
+                                                         workers=workers), poll_s=poll_s)
     logging.getLogger(__name__).info("driver service %s watching %s", service.owner,
                                      redact(url))
     try:

@@ -1,7 +1,14 @@
-"""The driver service as a supervised child process of a server (``dnnframe serve``,
-gunicorn's master): started with the server, started again whenever it dies, stopped
-with the server. The child also stops by itself when its parent is gone (even one killed
-with SIGKILL), so a driver never outlives the server that started it."""
+"""The driver service as a supervised child of a server (``dnnframe serve``, gunicorn's
+master): started with the server, started again whenever it dies, stopped with the server.
+
+The server starts one supervisor process (``dnnframe drive --supervise``), once, from its
+main thread; the supervisor runs ``dnnframe drive`` and restarts it when it ends. The
+restarts happen in the supervisor, never on a thread of the server: gunicorn's master forks
+its workers at any moment, and a worker forked while a thread of the master was starting a
+process would inherit that start's pipe and hang it. Every process of the chain stops by
+itself when its parent is gone (even one killed with SIGKILL), so a driver never outlives
+the server that started it.
+"""
 
 from __future__ import annotations
 
@@ -13,61 +20,68 @@ import threading
 
 log = logging.getLogger(__name__)
 
+DRIVE = [sys.executable, "-m", "dnnframe.cli", "drive"]
+
 
 class DriverChild:
-    """``dnnframe drive --store URL`` as a child of this process, restarted when it dies.
+    """The supervisor process (``dnnframe drive --supervise``) of a server.
 
     Args:
         store_url: the store the server uses (None: ``$DNNFRAME_STORE_URL`` or the default).
-        restart_delay_s: the wait before starting a child again after one died, so a child
-            that cannot start does not spin.
     """
 
-    def __init__(self, store_url: str | None = None, restart_delay_s: float = 1.0):
-        self.store_url, self.restart_delay_s = store_url, restart_delay_s
+    def __init__(self, store_url: str | None = None):
+        self.store_url = store_url
         self.proc: subprocess.Popen | None = None
-        self.starts = 0
-        self._stop = threading.Event()
-        self._lock = threading.Lock()
-        self._thread: threading.Thread | None = None
 
     def start(self) -> DriverChild:
-        """Start the child and the thread that restarts it."""
-        self._thread = threading.Thread(target=self._supervise, daemon=True,
-                                        name="dnnframe-driver-child")
-        self._thread.start()
+        """Start the supervisor (call it from the server's main thread)."""
+        args = [*DRIVE, "--supervise", f"--exit-with-parent={os.getpid()}"]
+        if self.store_url:
+            args.append(f"--store={self.store_url}")
+        self.proc = subprocess.Popen(args)  # noqa: S603 - our own interpreter and module
         return self
 
     def stop(self, timeout: float = 20.0) -> None:
-        """Stop the child (SIGTERM, then SIGKILL after ``timeout``) and stop restarting it."""
-        self._stop.set()
-        with self._lock:
-            proc = self.proc
-        if proc is not None and proc.poll() is None:
-            proc.terminate()
+        """Stop the supervisor and its driver service (SIGTERM, then SIGKILL)."""
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def supervise(args: list[str], stop: threading.Event, parent_pid: int | None = None,
+              restart_delay_s: float = 1.0, check_every_s: float = 0.5) -> None:
+    """Run ``args`` (a ``dnnframe drive`` command) as a child, started again whenever it
+    ends, until ``stop`` is set or the process ``parent_pid`` is gone; then stop the child.
+
+    The child is given ``--exit-with-parent`` with this process's pid. ``restart_delay_s``
+    keeps a child that cannot start from spinning.
+    """
+    child: subprocess.Popen | None = None
+    try:
+        while not stop.is_set() and not _orphaned(parent_pid):
+            if child is None or child.poll() is not None:
+                if child is not None:
+                    log.error("the driver service (pid %d) exited with %s; starting it again",
+                              child.pid, child.returncode)
+                    if stop.wait(restart_delay_s):
+                        break
+                child = subprocess.Popen([*args, f"--exit-with-parent={os.getpid()}"])  # noqa: S603
+            stop.wait(check_every_s)
+    finally:
+        if child is not None and child.poll() is None:
+            child.terminate()
             try:
-                proc.wait(timeout)
+                child.wait(30)
             except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+                child.kill()
+                child.wait()
 
-    def _spawn(self) -> subprocess.Popen:
-        args = [sys.executable, "-m", "dnnframe.cli", "drive",
-                f"--exit-with-parent={os.getpid()}"]
-        if self.store_url:
-            args.append(f"--store={self.store_url}")
-        return subprocess.Popen(args)  # noqa: S603 - our own interpreter and module
 
-    def _supervise(self) -> None:
-        while not self._stop.is_set():
-            with self._lock:
-                if self._stop.is_set():
-                    return
-                self.proc = self._spawn()
-                self.starts += 1
-            code = self.proc.wait()
-            if self._stop.is_set():
-                return
-            log.error("the driver service (pid %d) exited with %s; starting it again",
-                      self.proc.pid, code)
-            self._stop.wait(self.restart_delay_s)
+def _orphaned(parent_pid: int | None) -> bool:
+    return parent_pid is not None and os.getppid() != parent_pid
