@@ -45,7 +45,8 @@ if _DREW_KEY:
 
 
 def when_ready(server: Any) -> None:
-    """Default the allowed hosts to the addresses gunicorn listens on (before workers fork)."""
+    """Default the allowed hosts to the addresses gunicorn listens on and start the driver
+    service's supervisor (both before any worker forks)."""
     if _DREW_KEY:
         server.log.info(
             "DNNFRAME_SECRET_KEY is not set: the workers share a key drawn at start-up; "
