@@ -23,7 +23,7 @@ from ..exceptions import DnnframeError, SpecError
 from ..executors.base import Executor
 from ..owners import default_worker_name
 from ..spec import ExperimentSpec, count_trials, parse_spec
-from ..spec.models import is_driven
+from ..spec.models import MODEL_BASED_METHODS, is_driven
 from ..store.base import ResultStore
 from ..store.records import ExperimentRecord, TrialState
 from ..submit import SubmitResult
@@ -50,8 +50,10 @@ def unfinished_driven(store: ResultStore, page: int = 100) -> list[ExperimentSpe
 
 
 def _driven_spec(exp: ExperimentRecord) -> ExperimentSpec | None:
-    if exp.cancel_requested:
-        return None
+    search = exp.spec.get("search") if isinstance(exp.spec, dict) else None
+    if exp.cancel_requested or not isinstance(search, dict) \
+            or search.get("method") not in MODEL_BASED_METHODS:
+        return None  # read every second: skip the others without validating their specs
     try:
         spec = parse_spec(exp.spec, source=f"experiment {exp.id}")
     except SpecError:
