@@ -15,7 +15,7 @@ from dashboard import create_app
 from dnnframe.executors.local import LocalExecutor
 from dnnframe.search.driver import SearchDriver
 from dnnframe.search.lease import LeaseKeeper, driver_lease_name
-from dnnframe.search.service import DriverService
+from dnnframe.search.service import DriverService, unfinished_driven
 from dnnframe.spec import parse_spec
 from dnnframe.store import TrialState, open_store
 
@@ -120,3 +120,21 @@ def test_a_driver_that_loses_its_lease_asks_nothing_more(tmp_path, monkeypatch):
     assert len(result.asked) < 12 and len(store.list_trials(spec.experiment_id)) == len(result.asked)
     assert store.get_lease(name).owner == "second:2"  # the old holder's release left it alone
     store.close()
+
+
+def test_resubmitting_a_cancelled_search_lifts_the_cancel_for_the_service(tmp_path):
+    url = f"sqlite:///{tmp_path / 'c.db'}"
+    raw = {**RAW, "name": "cancelled-tpe", "search": {**RAW["search"], "num_samples": 3}}
+    app = create_app({"TESTING": True, "STORE_URL": url})
+    store = open_store(url)
+    try:
+        client = app.test_client()
+        eid = client.post("/api/v1/experiments", json=raw).get_json()["id"]
+        assert [s.experiment_id for s in unfinished_driven(store)] == [eid]
+        assert client.post(f"/api/v1/experiments/{eid}/cancel").status_code == 200
+        assert unfinished_driven(store) == []  # a cancelled search is not driven
+        assert client.post("/api/v1/experiments", json=raw).status_code == 200
+        assert [s.experiment_id for s in unfinished_driven(store)] == [eid]
+    finally:
+        app.extensions["dnnframe"].shutdown()
+        store.close()
