@@ -25,6 +25,8 @@ from rich.text import Text
 from ..engine.backend import DeviceUnavailableError, probe
 from ..engine.flags import FlagSettings, translate
 from ..exceptions import SpecError, StoreError
+from ..metrics import rank
+from ..states import SCORED_STATE, TrialState
 from ..urls import redact
 
 EXIT_SPEC_ERROR = 2
@@ -206,13 +208,12 @@ def _summary(store, exp, store_url: str, wall: float | None = None, interrupted:
     metric, mode = exp.objective
     rows = trial_rows(store, exp.id)
     varied = [c for c in varied_columns(rows) if c != "seed"]
-    scored = (r for r in rows if r["state"] == "COMPLETE" and r.get(metric) is not None)
-    best_trials = sorted(scored, key=lambda r: r[metric], reverse=(mode == "max"))
-    best_configs = aggregate(rows, varied, metric) if varied else []
-    best_configs.sort(key=lambda a: a["mean"], reverse=(mode == "max"))
+    best_trials = rank([r for r in rows if r["state"] == SCORED_STATE.value],
+                       lambda r: r.get(metric), mode, scored_only=True)
+    best_configs = rank(aggregate(rows, varied, metric) if varied else [], lambda a: a["mean"], mode)
     counts = store.counts_by_state(exp.id)
     failed = [{"trial_id": r["trial_id"], "error": r["error"]}
-              for r in rows if r["state"] == "FAILED"]
+              for r in rows if r["state"] == TrialState.FAILED.value]
     out = {
         "experiment_id": exp.id, "name": exp.name, "status": exp.status,
         "store": _shown_url(absolute_store_url(store_url)),
@@ -262,7 +263,8 @@ def _print_summary(console, summary: dict, store_url: str,  # noqa: ANN001
     store = " ".join(_store_words(store_url))
     failed = summary["failed"]
     for f in failed[:FAILED_LINES]:
-        console.print(Text.assemble(("FAILED", "red"), f" {f['trial_id']}: {f['error']}"),
+        console.print(Text.assemble((TrialState.FAILED.value, "red"),
+                                    f" {f['trial_id']}: {f['error']}"),
                       soft_wrap=True)
     if failed:
         more = (f"{len(failed) - FAILED_LINES} more failed; "

@@ -33,14 +33,16 @@ from ..extras import require
 from ..spec import ExperimentSpec, count_trials, trial_id
 from ..spec.expand import resolve, spec_spaces
 from ..spec.models import MODEL_BASED_METHODS, canonical_json, is_driven
-from ..store.base import ResultStore, TrialRecord, TrialState
+from ..states import TOLD_STATES, TrialState
+from ..store.base import ResultStore, TrialRecord
 from ..submit import recover_abandoned_trials, resolve_pack_size
 from .space import SpaceMap
 
 log = logging.getLogger(__name__)
 
-_TOLD = {TrialState.COMPLETE: OptunaState.COMPLETE, TrialState.PRUNED: OptunaState.PRUNED,
-         TrialState.FAILED: OptunaState.FAIL, TrialState.DIVERGED: OptunaState.FAIL}
+# What the study hears of each state a sampler is told about; the others told are failures.
+_AS_OPTUNA = {TrialState.COMPLETE: OptunaState.COMPLETE, TrialState.PRUNED: OptunaState.PRUNED}
+_TOLD = {s: _AS_OPTUNA.get(s, OptunaState.FAIL) for s in TOLD_STATES}
 
 
 def make_sampler(method: str, seed: int) -> BaseSampler:
@@ -226,7 +228,7 @@ class SearchDriver:
                 continue  # the same configuration is in flight already: told when it ends
             self.store.create_trials(self.experiment_id, [(tid, config.model_dump(mode="json"))])
             record = self.store.get_trial(tid)
-            if record.state.is_finished and record.state is not TrialState.CANCELLED:
+            if record.state in TOLD_STATES:
                 self._tell(record)  # trained before (by another experiment): reuse it
             elif record.state is TrialState.QUEUED:
                 new.append(tid)

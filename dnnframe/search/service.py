@@ -24,6 +24,7 @@ from ..executors.base import Executor
 from ..owners import default_worker_name
 from ..spec import ExperimentSpec, count_trials, parse_spec
 from ..spec.models import MODEL_BASED_METHODS, is_driven
+from ..states import count_active
 from ..store.base import ResultStore
 from ..store.records import ExperimentRecord, TrialState
 from ..submit import SubmitResult
@@ -63,7 +64,7 @@ def _driven_spec(exp: ExperimentRecord) -> ExperimentSpec | None:
         return None
     if not is_driven(spec) or spec.experiment_id != exp.id:
         return None
-    unfinished = exp.counts.get("QUEUED", 0) + exp.counts.get("RUNNING", 0)
+    unfinished = count_active(exp.counts)
     return spec if unfinished or sum(exp.counts.values()) < spec.search.num_samples else None
 
 

@@ -14,7 +14,7 @@ from ..exceptions import NotFoundError
 from .base import ResultStore, dumps, now
 from .checks import active_error
 from .lease_backends import SQLiteLeases
-from .lifecycle import REQUEUE_RESET, TrialUpdate, cancel_before_start
+from .lifecycle import ACTIVE, REQUEUE_RESET, TrialUpdate, cancel_before_start
 from .records import ExperimentRecord, TrialRecord, WorkerRecord
 from .sorting import resolve_sort_path
 from .sqlite_file import SQLiteFile, parse_sqlite_url
@@ -82,7 +82,7 @@ class SQLiteStore(SQLiteLeases, SQLiteTrials, ResultStore):
                 (experiment_id, experiment_id)).fetchall()
             own = [tid for tid, _, shared in rows if not shared]
             active = [tid for tid, state, shared in rows
-                      if not shared and state in ("QUEUED", "RUNNING")]
+                      if not shared and state in ACTIVE]
             if active:
                 raise active_error(experiment_id, active)
             c.execute("DELETE FROM experiment_trials WHERE experiment_id = ?", (experiment_id,))
