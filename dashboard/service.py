@@ -22,7 +22,7 @@ from dnnframe.exceptions import (
 )
 from dnnframe.metrics import FINAL_METRICS
 from dnnframe.search.asha import rungs
-from dnnframe.search.background import DRIVERS
+from dnnframe.search.service import store_driven
 from dnnframe.spec import ExperimentSpec, parse_spec
 from dnnframe.spec.models import SearchConfig, is_driven
 from dnnframe.states import (
@@ -218,7 +218,10 @@ def read_json_body(request) -> Any:
 
 
 def submit_spec(spec: Any) -> tuple[Any, bool]:
-    """Submit through the configured executor; True when the experiment is new."""
+    """Submit through the configured executor; True when the experiment is new.
+
+    A tpe/cmaes spec is only stored: a driver service (``dnnframe drive``, which ``dnnframe
+    serve`` starts) asks for its trials as results arrive, outside the web tier."""
     svc = services()
     store = svc.store
     try:
@@ -226,12 +229,12 @@ def submit_spec(spec: Any) -> tuple[Any, bool]:
         created = False
     except NotFoundError:
         created = True
+    if is_driven(spec):
+        return store_driven(spec, store), created
     try:
         executor = svc.executor
     except DnnframeError as exc:
         raise APIError(503, f"cannot reach the executor: {exc}") from None
-    if is_driven(spec):  # tpe/cmaes: a driver thread asks for trials as results arrive
-        return DRIVERS.start(spec, store, executor), created
     return submit_experiment(spec, store, executor), created
 
 

@@ -82,6 +82,7 @@ class Settings(BaseSettings):
     cache_dir: str | None = None
     model_cache_bytes: int = Field(2**30, ge=0)
     mongo_timeout_s: float = 5.0
+    driver_lease_s: float = 30.0
     web_threads: int = 4
     trusted_proxies: int = Field(0, ge=0, le=8)
     token_guess_storage: str = "memory://"
@@ -102,7 +103,7 @@ class Settings(BaseSettings):
         return _count(info.field_name, raw)  # type: ignore[attr-defined]
 
     @field_validator("heartbeat_timeout", "task_time_limit", "mongo_timeout_s",
-                     "celery_inspect_timeout", mode="before")
+                     "celery_inspect_timeout", "driver_lease_s", mode="before")
     @classmethod
     def _positive_seconds(cls, raw: object, info: object) -> object:
         return _seconds(info.field_name, raw)  # type: ignore[attr-defined]

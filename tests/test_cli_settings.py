@@ -13,7 +13,6 @@ from click.testing import CliRunner
 from flask import Flask
 
 from dashboard import create_app
-from dashboard.context import Services
 from dnnframe import settings
 from dnnframe.cli import cli
 from dnnframe.cli import services as cli_services
@@ -38,7 +37,19 @@ def started(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
 
     monkeypatch.setattr(os, "execve", execve)
     monkeypatch.setattr(Flask, "run", run)
-    monkeypatch.setattr(Services, "resume_search", lambda self: seen.update(resumed=True))
+
+    class DriverChild:  # the driver service's supervisor: a real one would start a process
+        def __init__(self, store_url: str | None = None):
+            seen.update(driver_store_url=store_url)
+
+        def start(self) -> DriverChild:
+            seen.update(driver_started=True)
+            return self
+
+        def stop(self) -> None:
+            seen.update(driver_stopped=True)
+
+    monkeypatch.setattr(cli_services, "DriverChild", DriverChild)
     for name in ("DNNFRAME_STORE_URL", "DNNFRAME_BROKER_URL", "DNNFRAME_BIND_HOST",
                  "THEANO_FLAGS", *THREAD_ENV):
         monkeypatch.delenv(name, raising=False)
@@ -58,7 +69,10 @@ def test_serve_gives_the_app_its_settings(started, tmp_path):
     assert started["config"]["STORE_URL"] == url
     assert started["config"]["BIND_HOST"] == "127.0.0.2"
     assert "127.0.0.2" in started["config"]["ALLOWED_HOSTS"]
-    assert started["resumed"] and started["run"]["port"] == 5999
+    assert started["run"]["port"] == 5999
+    # the search drivers' service is told the store explicitly, not through the environment
+    assert started["driver_started"] and started["driver_store_url"] == url
+    assert started["driver_stopped"]
 
 
 def test_serve_keeps_a_bind_host_the_environment_sets(started, tmp_path, monkeypatch):

@@ -202,7 +202,7 @@ LAYER_RULES: list[tuple[str, tuple[str, ...], str]] = [
      "the engine trains configurations and returns results; the runner records them"),
     ("dnnframe.store", ("dnnframe.executors",),
      "a store records trials whoever runs them; the executors use it, not the reverse"),
-    ("dnnframe.runner", ("dnnframe.search.driver", "dnnframe.search.background",
+    ("dnnframe.runner", ("dnnframe.search.driver", "dnnframe.search.service",
                          "dnnframe.submit", "dnnframe.executors"),
      "the runner trains what it is given: drivers and executors hand it trials, and it "
      "knows pruning through dnnframe.search.pruner only"),

@@ -210,7 +210,17 @@ def _submit_and_follow(console, store, executor: _StartOnSubmit, spec,  # noqa: 
             from ..search.driver import SearchDriver  # Optuna: the search extra, checked above
 
             console.print(f"searching with {spec.search.method}: {spec.search.num_samples} trials")
-            driven = SearchDriver(spec, store, executor, pack_size=pack_size).run()
+            lease = _take_driver_lease(store, spec.experiment_id)
+            try:
+                driven = SearchDriver(spec, store, executor, pack_size=pack_size,
+                                      keep_going=lambda: lease.held).run()
+            finally:
+                lease.release()
+            if driven.stopped:
+                raise DnnframeError(
+                    f"experiment {spec.experiment_id}: another process took over its search "
+                    f"driver (its lease was not renewed in time); follow it with `dnnframe "
+                    f"status {spec.experiment_id}`")
             return driven.cancelled, len(driven.asked)
         result = submit_experiment(spec, store, executor, retry_failed=retry_failed,
                                    pack_size=pack_size)
@@ -230,6 +240,23 @@ def _submit_and_follow(console, store, executor: _StartOnSubmit, spec,  # noqa: 
     finally:
         executor.shutdown(wait=not interrupted)
     return interrupted, trained
+
+
+def _take_driver_lease(store, experiment_id: str):  # noqa: ANN001, ANN202
+    """The lease of the experiment's search driver, for this process; a clear error when
+    another process (a server's driver service, another run) drives it."""
+    from ..search.lease import LeaseKeeper, driver_lease_name
+
+    lease = LeaseKeeper(store, driver_lease_name(experiment_id))
+    if lease.acquire():
+        return lease
+    holder = store.get_lease(lease.name)
+    who = holder.owner if holder is not None else "another process"
+    raise DnnframeError(
+        f"experiment {experiment_id} is already being driven by {who} (a server's driver "
+        f"service or another `dnnframe run`): one driver per experiment. Follow it with "
+        f"`dnnframe status {experiment_id}`, or stop that process and run this again once "
+        f"its lease has expired")
 
 
 def _announce_run(console, store, executor: _StartOnSubmit, result,  # noqa: ANN001

@@ -10,6 +10,7 @@ import click
 from .. import settings
 from ..exceptions import DnnframeError
 from ..extras import require
+from ..search.child import DriverChild
 from .common import cli, refuse_process_local_store, refuse_unusable_device, store_option
 
 # What a worker consuming the gpu queue trains with unless THEANO_FLAGS says otherwise.
@@ -32,6 +33,8 @@ def serve(store_url: str | None, host: str, port: int, debug: bool, production: 
 
     Without --production one process serves it (Werkzeug's server, for a laptop); with it,
     gunicorn runs dashboard.wsgi:app with the settings in dashboard/gunicorn_config.py.
+    Either way a child process runs the search drivers of tpe/cmaes experiments (`dnnframe
+    drive`), started again if it dies.
     """
 
     from ..store import default_store_url
@@ -57,10 +60,16 @@ def serve(store_url: str | None, host: str, port: int, debug: bool, production: 
     except ImportError as exc:
         raise DnnframeError(f"the dashboard package cannot be imported: {exc}") from None
     app = create_app(settings=app_settings)
-    if not debug or os.environ.get("WERKZEUG_RUN_MAIN") == "true":
-        # with --debug the reloader's parent only watches files; its child serves
-        app.extensions["dnnframe"].resume_search()
-    app.run(host=host, port=port, debug=debug)
+    driver = None
+    if os.environ.get("WERKZEUG_RUN_MAIN") != "true":
+        # with --debug the reloader's parent lives as long as the server; its child, which
+        # serves, is replaced on every reload
+        driver = DriverChild(store_url).start()
+    try:
+        app.run(host=host, port=port, debug=debug)
+    finally:
+        if driver is not None:
+            driver.stop()
 
 
 # --------------------------------------------------------------------------- worker

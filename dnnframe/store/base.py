@@ -91,18 +91,19 @@ from .checks import (
     state_list,
 )
 from .export import write_csv, write_jsonl
+from .leases import LeaseMethods, LeaseRecord
 from .records import BULKY_FIELDS, ExperimentRecord, TrialRecord, TrialState, WorkerRecord
 from .sorting import SORT_KEYS, check_since_order, resolve_sort_path
 
 __all__ = ["BULKY_FIELDS", "SCHEMA_VERSION", "SORT_KEYS", "ExperimentRecord", "FinishItem",
-           "ResultStore", "TrialRecord", "TrialState", "WorkerRecord", "check_page", "dumps",
+           "LeaseRecord", "ResultStore", "TrialRecord", "TrialState", "WorkerRecord", "check_page", "dumps",
            "json_safe", "now", "resolve_sort_path"]
 
 # Bumped whenever the on-disk layout changes; a store with a larger number refuses to open.
 SCHEMA_VERSION = 1
 
 
-class ResultStore(TrialMethods):
+class ResultStore(TrialMethods, LeaseMethods):
     """Where every experiment, trial and per-epoch metric lives; open one with ``open_store``.
 
     The public methods check their arguments once, here and in :class:`TrialMethods` (the

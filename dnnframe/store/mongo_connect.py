@@ -26,7 +26,8 @@ from ..urls import redact
 from .base import SCHEMA_VERSION, now
 
 F = TypeVar("F", bound=Callable[..., Any])
-COLLECTIONS = ("meta", "experiments", "trials", "workers", "counters", "held_dispatch")
+COLLECTIONS = ("meta", "experiments", "trials", "workers", "counters", "held_dispatch",
+               "leases")
 # mongomock clients do not share data; one per host per process lets a second open_store()
 # of the same mongomock:// URL (a test's dashboard and runner) see the same documents.
 _MOCK_CLIENTS: dict[str, Any] = {}

@@ -34,6 +34,7 @@ from .base import ResultStore, json_safe, now
 from .checks import active_error
 from .lifecycle import ACTIVE, QUEUED, REQUEUE_RESET, TrialUpdate, cancel_before_start
 from .mongo_connect import WriteCall, connect, init_schema, redact, retry, retry_write
+from .mongo_leases import MongoLeases
 from .mongo_trials import MongoTrials, left_out, trial_record
 from .mongoseq import SeqCounter
 from .records import ExperimentRecord, TrialRecord, WorkerRecord
@@ -46,7 +47,7 @@ __all__ = ["MongoStore", "redact"]
 INFLIGHT_TTL_S = 60.0
 
 
-class MongoStore(MongoTrials, ResultStore):
+class MongoStore(MongoLeases, MongoTrials, ResultStore):
     """ResultStore in a MongoDB database: collections experiments, trials, workers, meta."""
 
     def __init__(self, db: Any, url: str, create: bool = True):

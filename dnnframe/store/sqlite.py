@@ -13,6 +13,7 @@ from typing import Any
 from ..exceptions import NotFoundError
 from .base import ResultStore, dumps, now
 from .checks import active_error
+from .lease_backends import SQLiteLeases
 from .lifecycle import ACTIVE, REQUEUE_RESET, TrialUpdate, cancel_before_start
 from .records import ExperimentRecord, TrialRecord, WorkerRecord
 from .sorting import resolve_sort_path
@@ -32,7 +33,7 @@ from .sqlite_trials import SQLiteTrials
 __all__ = ["SQLiteStore", "parse_sqlite_url"]
 
 
-class SQLiteStore(SQLiteTrials, ResultStore):
+class SQLiteStore(SQLiteLeases, SQLiteTrials, ResultStore):
     """ResultStore in one SQLite file (WAL mode); one connection per process and thread."""
 
     def __init__(self, path: str | Path, url: str | None = None, create: bool = True):

@@ -45,6 +45,8 @@ CREATE TABLE IF NOT EXISTS workers (
     trials_done INTEGER NOT NULL DEFAULT 0, last_seen REAL NOT NULL, info TEXT NOT NULL DEFAULT '{{}}');
 CREATE TABLE IF NOT EXISTS held_dispatch (
     trial_id TEXT PRIMARY KEY, queue TEXT NOT NULL, held_at REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS leases (
+    name TEXT PRIMARY KEY, owner TEXT NOT NULL, expires_at REAL NOT NULL);
 """
 
 def parse_sqlite_url(url: str) -> Path:
