@@ -50,6 +50,10 @@ DEFAULTS: dict[str, Any] = {
     # generated datasets a web request may ask for (rows x features)
     "MAX_DATASET_CELLS": 20_000_000,
     "EXECUTOR": None,  # an Executor instance to use instead of make_executor (embedding)
+    # without a broker, who trains: "here" (a process pool of this process) or "service" (the
+    # one pool of the server's driver service, `dnnframe drive`, which dnnframe serve starts;
+    # trials are handed to it through the store, so gunicorn's workers share one pool)
+    "LOCAL_POOL": "here",
     "CELERY_INSPECT_TIMEOUT": 1.0,
     "EVENT_STREAMS": None,  # live-update streams per process (None → events.DEFAULT_STREAMS)
     # wrong API tokens one client may send (at /login or as a bearer token) before it must wait

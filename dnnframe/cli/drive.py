@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import logging
-import os
 import signal
 import threading
 
 import click
 
+from .. import settings
 from ..extras import require
 from ..search.child import DRIVE
 from ..search.child import supervise as supervise_child
@@ -53,16 +53,15 @@ def drive(store_url: str | None, broker_url: str | None, workers: int | None, po
     if supervise:
         # the child reads them from its environment: URLs may carry passwords, which must
         # not show on a command line
-        os.environ["DNNFRAME_STORE_URL"] = url
-        if broker_url:
-            os.environ["DNNFRAME_BROKER_URL"] = broker_url
-        if workers:
-            os.environ["DNNFRAME_WORKERS"] = str(workers)
-        supervise_child([*DRIVE, f"--poll={poll_s}"], stop, parent_pid)
+        env = settings.child_environ(store_url=url, broker_url=broker_url,
+                                     workers=str(workers) if workers else None)
+        supervise_child([*DRIVE, f"--poll={poll_s}"], stop, parent_pid, env=env)
         return
     store = _open_store(url)
+    broker_url = broker_url or settings.get().broker_url
     service = DriverService(store, lambda: make_executor(url, broker_url=broker_url,
-                                                         workers=workers), poll_s=poll_s)
+                                                         workers=workers), poll_s=poll_s,
+                            handoff=not broker_url)
     logging.getLogger(__name__).info("driver service %s watching %s", service.owner,
                                      redact(url))
     try:

@@ -59,7 +59,8 @@ def serve(store_url: str | None, host: str, port: int, debug: bool, production: 
         from dashboard import create_app
     except ImportError as exc:
         raise DnnframeError(f"the dashboard package cannot be imported: {exc}") from None
-    app = create_app(settings=app_settings)
+    # without a broker the driver service's pool trains the trials this server submits
+    app = create_app({"LOCAL_POOL": "service"}, settings=app_settings)
     driver = None
     if os.environ.get("WERKZEUG_RUN_MAIN") != "true":
         # with --debug the reloader's parent lives as long as the server; its child, which

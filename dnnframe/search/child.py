@@ -18,6 +18,8 @@ import subprocess
 import sys
 import threading
 
+from .. import settings
+
 log = logging.getLogger(__name__)
 
 DRIVE = [sys.executable, "-m", "dnnframe.cli", "drive"]
@@ -37,9 +39,10 @@ class DriverChild:
     def start(self) -> DriverChild:
         """Start the supervisor (call it from the server's main thread)."""
         args = [*DRIVE, "--supervise", f"--exit-with-parent={os.getpid()}"]
-        if self.store_url:
-            args.append(f"--store={self.store_url}")
-        self.proc = subprocess.Popen(args)  # noqa: S603 - our own interpreter and module
+        # the store URL goes in the child's environment: it may carry a password, which must
+        # not show on a command line
+        env = settings.child_environ(store_url=self.store_url)
+        self.proc = subprocess.Popen(args, env=env)  # noqa: S603 - our own interpreter and module
         return self
 
     def stop(self, timeout: float = 20.0) -> None:
@@ -55,12 +58,14 @@ class DriverChild:
 
 
 def supervise(args: list[str], stop: threading.Event, parent_pid: int | None = None,
-              restart_delay_s: float = 1.0, check_every_s: float = 0.5) -> None:
+              restart_delay_s: float = 1.0, check_every_s: float = 0.5,
+              env: dict[str, str] | None = None) -> None:
     """Run ``args`` (a ``dnnframe drive`` command) as a child, started again whenever it
     ends, until ``stop`` is set or the process ``parent_pid`` is gone; then stop the child.
 
-    The child is given ``--exit-with-parent`` with this process's pid. ``restart_delay_s``
-    keeps a child that cannot start from spinning.
+    The child is given ``--exit-with-parent`` with this process's pid and ``env`` (default:
+    this process's environment). ``restart_delay_s`` keeps a child that cannot start from
+    spinning.
     """
     child: subprocess.Popen | None = None
     try:
@@ -71,7 +76,8 @@ def supervise(args: list[str], stop: threading.Event, parent_pid: int | None = N
                               child.pid, child.returncode)
                     if stop.wait(restart_delay_s):
                         break
-                child = subprocess.Popen([*args, f"--exit-with-parent={os.getpid()}"])  # noqa: S603
+                child = subprocess.Popen([*args, f"--exit-with-parent={os.getpid()}"],  # noqa: S603
+                                         env=env)
             stop.wait(check_every_s)
     finally:
         if child is not None and child.poll() is None:

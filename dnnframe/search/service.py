@@ -8,6 +8,10 @@ whose lease is lost asks nothing more and stops; the service that took the lease
 rebuilds the study from the stored trials and goes on. Any number of services (on one host
 or many) may run against one store: each experiment is driven by one of them at a time, and
 a killed service's experiments are taken over once its leases expire.
+
+Without a broker the service's process pool is also the server's: web processes hand it the
+trials of every experiment they submit through the store (:mod:`dnnframe.executors.handoff`),
+and each poll takes them.
 """
 
 from __future__ import annotations
@@ -21,13 +25,14 @@ from dataclasses import dataclass
 
 from ..exceptions import DnnframeError, SpecError
 from ..executors.base import Executor
+from ..executors.handoff import hand_all_queued, take_handed
 from ..owners import default_worker_name
 from ..spec import ExperimentSpec, count_trials, parse_spec
 from ..spec.models import MODEL_BASED_METHODS, is_driven
 from ..states import count_active
 from ..store.base import ResultStore
 from ..store.records import ExperimentRecord, TrialState
-from ..submit import SubmitResult
+from ..submit import SubmitResult, recover_abandoned_trials
 from .driver import SearchDriver
 from .lease import LeaseKeeper, driver_lease_name
 
@@ -84,12 +89,14 @@ class DriverService:
         ttl_s: the leases' time to live (default ``$DNNFRAME_DRIVER_LEASE_S``).
         poll_s: how often the store is read for new or orphaned experiments.
         pack_size: as for :class:`SearchDriver`.
+        handoff: also train the trials web processes hand to this service's pool through
+            the store (:mod:`dnnframe.executors.handoff`): a server without a broker.
     """
 
     def __init__(self, store: ResultStore, executor: Callable[[], Executor],
                  owner: str | None = None, ttl_s: float | None = None, poll_s: float = 1.0,
-                 pack_size: int | None = None):
-        self.store, self._make_executor = store, executor
+                 pack_size: int | None = None, handoff: bool = False):
+        self.store, self._make_executor, self.handoff = store, executor, handoff
         self.owner = owner or default_worker_name()
         self.ttl_s, self.poll_s, self.pack_size = ttl_s, poll_s, pack_size
         self._executor: Executor | None = None
@@ -97,6 +104,7 @@ class DriverService:
         self._running: dict[str, _Running] = {}
         self._failed_at: dict[str, float] = {}
         self._stopping = threading.Event()
+        self._handed_queued = False
 
     @property
     def driving(self) -> list[str]:
@@ -108,6 +116,13 @@ class DriverService:
         whose lease this service takes; returns the experiments started."""
         for eid in [e for e, r in self._running.items() if not r.thread.is_alive()]:
             self._running.pop(eid).thread.join()
+        if self.handoff and not self._stopping.is_set():
+            if not self._handed_queued:
+                # what a previous service took but never trained (it died with its pool)
+                recover_abandoned_trials(self.store)
+                hand_all_queued(self.store)
+                self._handed_queued = True
+            take_handed(self.store, self._executor_now())
         started = []
         for spec in unfinished_driven(self.store):
             eid = spec.experiment_id

@@ -150,3 +150,46 @@ def test_a_killed_driver_service_is_replaced_and_no_trial_is_asked_twice(tmp_pat
     asked = [tid for _, _, tid in asks]
     assert len(asked) == len(set(asked)) == SAMPLES, asked
     assert set(asked) == {t.id for t in trials}
+
+
+def _parent(pid: int) -> int:
+    status = Path(f"/proc/{pid}/status").read_text()
+    return int(re.search(r"^PPid:\s+(\d+)", status, re.M).group(1))
+
+
+def test_without_a_broker_the_web_workers_share_the_driver_services_one_pool(tmp_path):
+    """Trials of a grid experiment posted to three web workers are trained by the process
+    pool of the driver service, not by a pool of whichever web worker took the request."""
+    url = f"sqlite:///{tmp_path / 'pool.db'}"
+    store = open_store(url)
+    server = Serve(tmp_path, url)
+    try:
+        spec = {"name": "one-pool", "dataset": {"name": "digits"},
+                "model": {"hidden_layers": 1, "width": 16},
+                "training": {"learning_rate": {"grid": [0.001, 0.002, 0.005, 0.01, 0.02, 0.05]},
+                             "max_epochs": 3}}
+        ids = []
+        for _ in range(3):  # the same spec again is a no-op; any web worker may answer
+            response = requests.post(server.base + "/api/v1/experiments", json=spec, timeout=30,
+                                     headers={"Authorization": f"Bearer {TOKEN}"})
+            assert response.status_code in (200, 201), response.text
+            ids.append(response.json()["id"])
+        eid = ids[0]
+        assert set(ids) == {eid}
+        _wait(lambda: store.counts_by_state(eid).get("COMPLETE", 0) == 6, 120,
+              "six COMPLETE trials", server)
+        web = {int(p) for p in re.findall(r"Booting worker with pid: (\d+)", server.text(0))}
+        owners = {int(t.worker.rsplit(":", 1)[1]) for t in store.list_trials(eid)}
+        parents = {_parent(pid) for pid in owners}
+        assert len(owners) <= 2 and len(parents) == 1, (owners, parents)
+        (pool_owner,) = parents
+        assert pool_owner not in web
+        cmdline = Path(f"/proc/{pool_owner}/cmdline").read_bytes().split(b"\0")
+        assert b"drive" in cmdline and b"--supervise" not in cmdline, cmdline
+        # and none of the web workers started processes of its own
+        for pid in web:
+            children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+            assert children == [], (pid, children)
+    finally:
+        server.stop()
+        store.close()
