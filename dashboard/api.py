@@ -13,8 +13,9 @@ from dnnframe.exceptions import DnnframeError, brief
 from dnnframe.executors.liveness import live_nodes, store_label
 from dnnframe.extras import require
 from dnnframe.spec import count_trials
-from dnnframe.store import TrialState
+from dnnframe.states import EXPERIMENT_STATUSES, TrialState
 from dnnframe.store.base import resolve_sort_path
+from dnnframe.store.sorting import since_order_fault, since_order_message
 from dnnframe.worker_status import workers_with_status
 
 from .context import services
@@ -26,7 +27,6 @@ from .importance import DEFAULT_EVALUATOR, EVALUATORS, cached_importances
 from .openapi import openapi_document
 from .security import require_token
 from .service import (
-    EXPERIMENT_STATUSES,
     METRIC_NAME,
     SORT_KEYS,
     TRIAL_STATES,
@@ -217,15 +217,6 @@ def list_trials(experiment_id: str) -> Any:
         )
     sort = _sort_arg()
     since = _int_arg("since", None, 0)
-    if since is not None and sort not in (None, "seq"):
-        # the cursor is a change number: only a page in change order can say where the next
-        # one starts without skipping rows
-        raise APIError(
-            400,
-            f"since= follows changes in change order and cannot be combined with "
-            f"sort={brief(sort)}; drop since to sort, or drop sort to follow changes",
-            [{"path": "sort", "message": "must be empty or 'seq' when since is given"}],
-        )
     order = (request.args.get("order") or ("desc" if sort else "asc")).lower()
     if order not in ("asc", "desc"):
         raise APIError(
@@ -233,10 +224,18 @@ def list_trials(experiment_id: str) -> Any:
             f"order must be asc or desc, but got {brief(order)}",
             [{"path": "order", "message": "must be asc or desc"}],
         )
-    if since is not None and order == "desc":
+    fault = since_order_fault(sort, order == "desc") if since is not None else None
+    if fault == "sort_by":
         raise APIError(
             400,
-            "since= pages run in ascending change order; drop order=desc",
+            since_order_message(f"sort={brief(sort)}") + "; drop since to sort, or drop sort "
+            "to follow changes",
+            [{"path": "sort", "message": "must be empty or 'seq' when since is given"}],
+        )
+    if fault == "descending":
+        raise APIError(
+            400,
+            since_order_message("order=desc") + "; drop order=desc",
             [{"path": "order", "message": "must be asc when since is given"}],
         )
     limit = _int_arg("limit", 100 if sort else MAX_PAGE, 1, MAX_PAGE)

@@ -30,10 +30,10 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import json
 import os
 from typing import TYPE_CHECKING, Any
 
+from ..jsonsafe import canonical_json
 from .flags import gpu_index
 
 if TYPE_CHECKING:
@@ -138,7 +138,7 @@ def pack_key_fields(config: dict | TrialConfig) -> dict[str, Any]:
 
 
 def _key(fields: dict[str, Any], widths: str) -> str:
-    text = json.dumps(fields, sort_keys=True, separators=(",", ":"))
+    text = canonical_json(fields)
     digest = hashlib.sha256(text.encode()).hexdigest()[:16]
     return (f"{fields['dataset']['name']}-{widths}-{fields['activation']}-{fields['optimizer']}"
             f"-{fields['dtype']}-{digest}")

@@ -34,7 +34,7 @@ from .graphkey import compile_key, pack_key
 from .layers import StackLayer
 from .modelcache import ModelCache
 from .packgraph import PackedModel, PackShape, graph_segments, segments_for
-from .result import TrialResult
+from .result import CANCELLED, COMPLETE, DIVERGED, TrialResult
 from .stopping import better as _better
 from .stopping import diverged as _diverged
 from .stopping import monitor_for
@@ -98,7 +98,7 @@ class _Member:
         self.monitor = monitor
         self.notes = notes
         self.history: list[dict[str, Any]] = []
-        self.status, self.diverged_epoch, self.stopped_early = "COMPLETE", None, False
+        self.status, self.diverged_epoch, self.stopped_early = COMPLETE, None, False
         self.best_value, self.best_epoch, self.since_best = None, None, 0
         self.has_best = False
         self.running = True
@@ -259,7 +259,7 @@ def _train_pack(configs: list, on_epoch: OnPackEpoch | None) -> list[TrialResult
             best = _snapshot(model, chunks, best, improved)
         active = np.array([m.running for m in members])
 
-    restore = np.array([m.has_best and m.status != "DIVERGED" for m in members])
+    restore = np.array([m.has_best and m.status != DIVERGED for m in members])
     final = {split: (np.full(K, np.nan), np.full(K, np.nan)) for split in ("train", "val", "test")}
     for lo, hi, state in chunks:
         if best is not None and restore[lo:hi].any():  # final metrics: those of the best epoch
@@ -340,7 +340,7 @@ def _epoch_metrics(members, epoch, diverged, train_loss, train_acc, val_loss, va
             continue
         m.train_seconds += share
         if diverged[k]:
-            m.status, m.diverged_epoch, m.running = "DIVERGED", epoch, False
+            m.status, m.diverged_epoch, m.running = DIVERGED, epoch, False
             m.history.append({"epoch": epoch, "train_loss": None, "train_accuracy": None,
                               "val_loss": None, "val_accuracy": None, "seconds": share})
             continue
@@ -351,7 +351,7 @@ def _epoch_metrics(members, epoch, diverged, train_loss, train_acc, val_loss, va
                    "seconds": share}
         m.history.append(metrics)
         if _diverged(metrics, m.initial_loss, m.config.training.divergence_factor):
-            m.status, m.diverged_epoch, m.running = "DIVERGED", epoch, False
+            m.status, m.diverged_epoch, m.running = DIVERGED, epoch, False
             continue
         reported[k] = dict(metrics)
     return reported
@@ -373,7 +373,7 @@ def _advance(members, epoch: int, reported: list, flags) -> np.ndarray:
             else:
                 m.since_best += 1
         if stop:
-            m.status, m.running = "CANCELLED", False
+            m.status, m.running = CANCELLED, False
         elif m.monitor and m.since_best >= es.patience:
             m.stopped_early, m.running = True, False
         elif epoch >= m.config.training.max_epochs:
