@@ -3,7 +3,7 @@ one call (the pack key).
 
 The **compile key** holds what the compiled graph depends on: the dataset (its shape), the
 runs of equal hidden widths *without their depth* (the first layer of a run is unrolled, the
-rest is a scanned stack whose number of layers is a run-time shape; see
+rest is a scanned stack whose number of layers is a run-time shape, 0 included; see
 :func:`~dnnframe.engine.packgraph.segments_for`) and, under JAX only, *their widths* (under
 every other backend a width is a run-time shape too: ``"w"`` stands for it; see
 :func:`~dnnframe.engine.packgraph.graph_segments`), the activation, the layer design (residual
@@ -39,12 +39,20 @@ from .flags import gpu_index
 if TYPE_CHECKING:
     from ..spec import TrialConfig
 
-KEY_VERSION = "4"  # bump when the meaning of a key changes (4: widths only under JAX)
+KEY_VERSION = "5"  # bump when the meaning of a key changes (5: a run of 1 is a stack under C)
 WIDTH = "w"  # a hidden width in the compile key where it is a run-time shape
-# A run of equal widths up to this long is unrolled; a longer one is its first layer plus a
-# scanned stack of the rest. 1: every run beyond one layer is scanned, so a depth sweep at
-# one width builds two graphs (depth 1, and every other depth).
+# Under JAX (static depths) a run of equal widths up to this long is unrolled; a longer one
+# is its first layer plus a scanned stack of the rest. Under the C backend every run is its
+# first layer plus a stack, of 0 real layers for a run of one (see unrolled_run), so a depth
+# sweep at one width builds one graph.
 UNROLLED_RUN = 1
+
+
+def unrolled_run(static: bool) -> int:
+    """The longest run of equal widths that is unrolled: :data:`UNROLLED_RUN` with static
+    shapes (JAX), else 0 (a run of one is a layer plus a stack of 0 real layers, whose one
+    placeholder step passes its input through; see ``StackLayer``)."""
+    return UNROLLED_RUN if static else 0
 
 
 def _flag(name: str, flag_vars: tuple[str | None, ...]) -> str | None:
@@ -90,18 +98,19 @@ def as_config(config: dict | TrialConfig) -> TrialConfig:
 
 def _runs(widths: list[int], static: bool, entry_sensitive: bool) -> list:
     """The hidden widths as the compiled graph sees them: a run of equal widths longer than
-    :data:`UNROLLED_RUN` is ``[width, "stack"]`` whatever its length. Without ``static``
+    :func:`unrolled_run` is ``[width, "stack"]`` whatever its length. Without ``static``
     shapes each width is :data:`WIDTH`, except the first where the first layer's design
     depends on whether it equals the input width (``entry_sensitive``): the key cannot see
     the dataset's width, so it keeps that one (at worst a little finer than the graph)."""
     out: list = []
+    unrolled = unrolled_run(static)
     i = 0
     while i < len(widths):
         j = i
         while j < len(widths) and widths[j] == widths[i]:
             j += 1
         w = widths[i] if static or (i == 0 and entry_sensitive) else WIDTH
-        out += [w] * (j - i) if j - i <= UNROLLED_RUN else [w, "stack"]
+        out += [w] * (j - i) if j - i <= unrolled else [w, "stack"]
         i = j
     return out
 

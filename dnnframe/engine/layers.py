@@ -215,12 +215,19 @@ class StackLayer(PackedLayer):
         self.n_layers, self.jax, self.scan_mode = n_layers, jax, scan_mode
         lead = (n_layers or 1,)
         self._make(name, lead, lead if n_layers is not None else None)
+        if n_layers is None:
+            # a run-time depth may be 0 real layers: the scan still runs one placeholder step
+            # (a scan of 0 steps has no gradient in PyTensor) and this per-member flag (0)
+            # passes the stack's input through instead
+            self.shared["live"] = pytensor.shared(np.zeros(1, dtype=dtype), name=f"{name}.live")
+            self.consts.append(self.shared["live"])
 
     def forward(self, h, keep, deterministic: bool, biased: dict | None = None):
         """``(output [K, width, B], batch-norm update pairs)`` for ``h`` ``[K, width, B]``;
         ``keep`` ``[K, n_layers, width, B]`` or None."""
         design, act = self.design, self.act
-        names = [k for k in self.shared if not (k in ("mean", "var") and not deterministic)]
+        names = [k for k in self.shared
+                 if k != "live" and not (k in ("mean", "var") and not deterministic)]
         # the scan runs over layers: layer axis first
         seqs = [v.dimshuffle(1, 0, *range(2, v.ndim)) for v in (self.shared[k] for k in names)]
         if keep is not None:
@@ -246,20 +253,38 @@ class StackLayer(PackedLayer):
         outputs = pytensor.scan(step, sequences=seqs, outputs_info=outputs_info,
                                 n_steps=n_steps, return_updates=False, mode=self.scan_mode)
         if not training_bn:
-            return outputs[-1], []
+            return self._pass(outputs[-1], h), []
         hs, means, variances = outputs
         mean, var = self.shared["mean"], self.shared["var"]
-        return hs[-1], [(mean, running_update(mean, means.dimshuffle(1, 0, 2))),
+        return self._pass(hs[-1], h), [(mean, running_update(mean, means.dimshuffle(1, 0, 2))),
                         (var, running_update(var, variances.dimshuffle(1, 0, 2)))]
+
+    def _pass(self, out, h):
+        """The stack's output: the scan's, or its input ``h`` for members whose stack has 0
+        real layers. Exact either way (a switch, also in the gradient); the placeholder step's
+        values are finite, so its zero gradient stays zero."""
+        if "live" not in self.shared:
+            return out
+        return pt.switch(self.shared["live"].dimshuffle(0, "x", "x") > 0, out, h)
 
     def initial_values(self, rng: np.random.Generator, init: str, residual_scale: float,
                        n_layers: int = 1, width: int | None = None) -> list[np.ndarray]:
         """One member's values for ``n_layers`` layers of ``width`` (default: the layer's
-        own), in ``shared`` order (draws the layers' weight matrices from ``rng`` in order)."""
+        own), in ``shared`` order (draws the layers' weight matrices from ``rng`` in order).
+        ``n_layers`` 0 (a run-time depth only): one placeholder layer of zero weights,
+        drawing nothing from ``rng``, and the ``live`` flag 0."""
         w = self.width if width is None else width
+        if n_layers == 0 and "live" not in self.shared:
+            raise ValueError("a stack of static depth needs n_layers >= 1")
+        placeholder = n_layers == 0
+        n_layers = max(n_layers, 1)
         out = []
         for key in self.shared:
-            if key == "W":
+            if key == "live":
+                out.append(np.asarray(0.0 if placeholder else 1.0, dtype=self.dtype))
+            elif key == "W" and placeholder:
+                out.append(np.zeros((1, w, w), dtype=self.dtype))
+            elif key == "W":
                 out.append(np.stack([init_weights(rng, init, w, w).T for _ in range(n_layers)])
                            .astype(self.dtype))
             elif key == "b":

@@ -166,7 +166,8 @@ def _train_pack(configs: list, on_epoch: OnPackEpoch | None) -> list[TrialResult
     K = len(configs)
     seeds = [c.seed for c in configs]
     # this pack's widths; the compiled graph sees only what its backend needs of them
-    segments, counts = segments_for(data.n_features, first.model.widths)
+    segments, counts = segments_for(data.n_features, first.model.widths,
+                                    static=shape_args["mode"] == JAX_MODE)
     design = LayerDesign.from_model(first.model)
     shape = PackShape(**shape_args, segments=graph_segments(segments, design, shape_args["mode"]),
                       design=design, shared_input=len(set(seeds)) == 1,
@@ -225,7 +226,7 @@ def _train_pack(configs: list, on_epoch: OnPackEpoch | None) -> list[TrialResult
                 idx = order[..., start:start + batch] if shape.shared_input \
                     else order[lo:hi, start:start + batch]
                 b = idx.shape[-1]
-                masks = _dropout_masks(model, segments, drop_rngs, active, members, b, lo, hi) \
+                masks = _dropout_masks(model, segments, counts, drop_rngs, active, members, b, lo, hi) \
                     if shape.dropout else []
                 loss, c = model.train_fn(X_train[idx], y_train[idx], *masks)
                 if epoch == 1 and start == 0:  # the loss at initialisation: before any update
@@ -405,25 +406,31 @@ def _initialise(model: PackedModel, configs: list, segments: tuple, counts: tupl
              "l2": [c.training.l2 for c in configs],
              "grad_clip": [c.training.grad_clip or 1.0 for c in configs]}
     model.load(network, {k: np.asarray(v, dtype=np.float64) for k, v in hyper.items()})
-    n_params = int(sum(v[0].size for v in network[:len(model.params)]))
+    n_params = model.n_params(per_member[0], counts)
     return n_params, drop_rngs, shuffle_rngs
 
 
-def _dropout_masks(model: PackedModel, segments: tuple, drop_rngs, active, members, b: int,
-                   lo: int, hi: int) -> list[np.ndarray]:
+def _dropout_masks(model: PackedModel, segments: tuple, counts: tuple[int, ...], drop_rngs,
+                   active, members, b: int, lo: int, hi: int) -> list[np.ndarray]:
     """Keep masks scaled by ``1 / (1 - p)`` for members lo..hi: ``[hi - lo, width, b]`` per
-    unrolled hidden layer and ``[hi - lo, n_layers, width, b]`` per stack (``segments``: the
-    pack's, with its widths), drawn from each member's own generator layer by layer."""
+    unrolled hidden layer and ``[hi - lo, n_layers, width, b]`` per stack (``segments`` and
+    ``counts``: the pack's, with its widths and depths), drawn from each member's own
+    generator layer by layer. A stack of 0 real layers gets one mask of zeros for its
+    placeholder step, drawn from nothing."""
     dtype = model.shape.dtype
-    shapes = [(layer.shared["W"].get_value(borrow=True).shape[1], seg[1])
-              if isinstance(layer, StackLayer) else (seg[2],) for layer, seg in zip(model.hidden, segments)]
-    masks = [np.zeros((hi - lo, *s, b), dtype=dtype) for s in shapes]
+    stacks = iter(counts)
+    shapes = [(next(stacks), seg[1]) if isinstance(layer, StackLayer) else (seg[2],)
+              for layer, seg in zip(model.hidden, segments)]
+    masks = [np.zeros((hi - lo, *((max(s[0], 1), s[1]) if len(s) == 2 else s), b), dtype=dtype)
+             for s in shapes]
     for k in range(lo, hi):
         if not active[k]:
             continue  # a frozen member's updates are masked: its draws would be unused
         rng, p = drop_rngs[k], members[k].config.model.dropout
         scale = 1.0 / (1.0 - p)
         for mask, s in zip(masks, shapes):
+            if s[0] == 0:  # a stack of 0 real layers
+                continue
             draw = rng.random((*s[:-1], b, s[-1]))  # rows then units, as a [b, width] layer draws
             mask[k - lo] = np.swapaxes(draw >= p, -1, -2) * scale
     return masks

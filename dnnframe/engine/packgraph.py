@@ -33,7 +33,7 @@ import pytensor.tensor as pt  # noqa: E402
 from pytensor.tensor.blas import gemv_no_inplace  # noqa: E402
 
 from .blocks import LayerDesign  # noqa: E402
-from .graphkey import UNROLLED_RUN  # noqa: E402
+from .graphkey import unrolled_run  # noqa: E402
 from .layers import ACTIVATIONS, DenseLayer, PackedLayer, StackLayer  # noqa: E402
 from .updates import make_updates  # noqa: E402
 from .vecmath import vexp, vrelu, vtanh  # noqa: E402
@@ -96,13 +96,17 @@ class PackShape:
     stack_layers: tuple[int, ...] | None = None
 
 
-def segments_for(n_features: int, widths: list[int] | tuple[int, ...]) -> tuple[tuple, tuple[int, ...]]:
+def segments_for(n_features: int, widths: list[int] | tuple[int, ...],
+                 static: bool = False) -> tuple[tuple, tuple[int, ...]]:
     """Split hidden widths into graph segments plus the layer count of each stack.
 
-    A run of equal widths of up to :data:`UNROLLED_RUN` layers is unrolled; a longer one is
-    a dense layer (its input width differs, except possibly for the very first) and a
-    scanned stack of the rest of the run.
+    A run of equal widths of up to :func:`~dnnframe.engine.graphkey.unrolled_run` layers
+    (``static``: JAX's static depths) is unrolled; a longer one is a dense layer (its input
+    width differs, except possibly for the very first) and a scanned stack of the rest of
+    the run: under the C backend a run of one is a dense layer and a stack of 0 layers, so
+    every depth of a structure shares one graph.
     """
+    unrolled = unrolled_run(static)
     segments: list[tuple] = []
     counts: list[int] = []
     prev = n_features
@@ -112,7 +116,7 @@ def segments_for(n_features: int, widths: list[int] | tuple[int, ...]) -> tuple[
         j = i + 1
         while j < len(widths) and widths[j] == w:
             j += 1
-        if j - i <= UNROLLED_RUN:
+        if j - i <= unrolled:
             segments += [("dense", prev, w)] + [("dense", w, w)] * (j - i - 1)
         else:
             segments += [("dense", prev, w), ("stack", w)]
@@ -335,6 +339,14 @@ class PackedModel:
 
     def set_active(self, active: np.ndarray) -> None:
         self.active.set_value(active.astype(self.shape.dtype))
+
+    def n_params(self, values: list[np.ndarray], stack_layers: tuple[int, ...]) -> int:
+        """One member's count of trained parameters from its values (:attr:`network` order):
+        a stack of 0 real layers (a run of one under the C backend) counts none."""
+        counts = iter(stack_layers)
+        empty = {id(p) for layer in self.layers
+                 if isinstance(layer, StackLayer) and next(counts) == 0 for p in layer.params}
+        return int(sum(v.size for p, v in zip(self.params, values) if id(p) not in empty))
 
     def initial_network(self, rng: np.random.Generator, init: str, residual_scale: float,
                         stack_layers: tuple[int, ...], segments: tuple | None = None) -> list[np.ndarray]:
