@@ -32,7 +32,7 @@ def test_fields_are_literal(monkeypatch):
     monkeypatch.delenv("PYTENSOR_FLAGS", raising=False)
     monkeypatch.delenv("THEANO_FLAGS", raising=False)
     compiled = {
-        "v": "4",
+        "v": "5",
         "dataset": {"name": "iris", "params": {}, "path": None, "upload": None, "label_column": None,
                     "test_fraction": 0.2, "validation_fraction": 0.1, "standardize": True,
                     "split_seed": 0},
@@ -47,18 +47,19 @@ def test_fields_are_literal(monkeypatch):
     assert pack_key(BASE).startswith("iris-16x2-b32-tanh-sgd-float64-")
 
 
-def test_depth_is_out_of_the_compile_key_and_in_the_pack_key():
-    depths = [2, 3, 10, 100, 1000, 2000]
+def test_depth_is_out_of_the_compile_key_and_in_the_pack_key(c_backend):
+    # a single layer shares the graph too: a stack of 0 real layers
+    depths = [1, 2, 3, 10, 100, 1000, 2000]
     assert len({compile_key(variant(model__hidden_layers=d)) for d in depths}) == 1
     assert len({pack_key(variant(model__hidden_layers=d)) for d in depths}) == len(depths)
-    # a single layer has no stack: its own graph
-    assert compile_key(variant(model__hidden_layers=1)) != compile_key(BASE)
-    # runs of equal widths are scanned wherever they stand
+    assert compile_key_fields(variant(model__hidden_layers=1))["runs"] == ["w", "stack"]
+    # runs of equal widths are scanned wherever they stand, whatever their length
     def widths(w):
         return variant(model__width=w, model__hidden_layers=len(w))
 
     assert compile_key(widths([32, 8, 8, 8])) == compile_key(widths([32, 8, 8]))
-    assert compile_key(widths([32, 8])) != compile_key(widths([32, 8, 8]))
+    assert compile_key(widths([32, 8])) == compile_key(widths([32, 8, 8]))
+    assert compile_key(widths([32, 32, 8])) == compile_key(widths([32, 8, 8]))
 
 
 def test_run_time_values_share_one_key():
@@ -84,7 +85,6 @@ def test_run_time_values_share_one_key():
 @pytest.mark.parametrize("change", [
     {"dataset": {"name": "wine"}},
     {"dataset": {"name": "iris", "split_seed": 1}},
-    {"model__hidden_layers": 1},
     {"model__width": [16, 8]},
     {"model__activation": "relu"},
     {"model__residual": True},
@@ -121,10 +121,10 @@ def test_widths_are_out_of_the_compile_key_under_the_c_backend(c_backend):
     assert len({pack_key(c) for c in same}) == len(same)
     assert compile_key(widths([32, 8, 8, 8])) == compile_key(widths([4, 64, 64]))
     assert compile_key(widths([32, 8])) == compile_key(widths([1, 2]))
-    # the structure still counts: two runs are not one, a stack is not one layer
+    # the structure still counts: two runs are not one (but a run's length never counts)
     assert compile_key(widths([32, 8])) != compile_key(widths([8, 8]))
-    assert compile_key(widths([32, 8])) != compile_key(widths([32, 8, 8]))
-    assert compile_key(widths([16])) != compile_key(widths([16, 16]))
+    assert compile_key(widths([32, 8])) == compile_key(widths([32, 8, 8]))
+    assert compile_key(widths([16])) == compile_key(widths([16, 16]))
 
 
 @pytest.mark.parametrize("design", [{"model__residual": "identity"},
@@ -137,7 +137,7 @@ def test_the_first_width_stays_where_the_first_layer_may_be_a_shortcut(c_backend
 
     assert compile_key(widths([4, 4, 4])) != compile_key(widths([16, 16, 16]))
     assert compile_key(widths([4, 8, 8])) == compile_key(widths([4, 32, 32]))
-    assert compile_key_fields(widths([4, 8, 8]))["runs"] == [4, "w", "stack"]
+    assert compile_key_fields(widths([4, 8, 8]))["runs"] == [4, "stack", "w", "stack"]
 
 
 @pytest.mark.parametrize("flags", ["device=cuda", "device=gpu1,floatX=float64", "mode=JAX"])
@@ -147,6 +147,10 @@ def test_widths_stay_in_the_compile_key_under_jax(monkeypatch, flags):
     monkeypatch.delenv("PYTENSOR_FLAGS", raising=False)
     assert compile_key_fields(BASE)["runs"] == [16, "stack"]
     assert compile_key(variant(model__width=32)) != compile_key(BASE)
+    # static depths: a single layer is unrolled, its own graph
+    assert compile_key_fields(variant(model__hidden_layers=1))["runs"] == [16]
+    assert compile_key_fields(variant(model__width=[8, 16, 16], model__hidden_layers=3))["runs"] \
+        == [8, 16, "stack"]
     monkeypatch.setenv("PYTENSOR_FLAGS", "mode=CVM")
     monkeypatch.setenv("THEANO_FLAGS", "floatX=float64")
     assert compile_key(variant(model__width=32)) == compile_key(BASE)

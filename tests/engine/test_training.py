@@ -244,7 +244,12 @@ def test_width_list_builds_dense_and_stacked_segments():
     from dnnframe.engine import train
     from dnnframe.engine.packgraph import segments_for
 
+    # under the C backend a run of one is a layer and a stack of 0 real layers (one graph
+    # for every depth); JAX's static depths unroll it
     assert segments_for(4, [8, 8, 8, 6, 6, 3]) == (
+        (("dense", 4, 8), ("stack", 8), ("dense", 8, 6), ("stack", 6), ("dense", 6, 3),
+         ("stack", 3)), (2, 1, 0))
+    assert segments_for(4, [8, 8, 8, 6, 6, 3], static=True) == (
         (("dense", 4, 8), ("stack", 8), ("dense", 8, 6), ("stack", 6), ("dense", 6, 3)), (2, 1))
     result = train(make_config(model={"hidden_layers": 6, "width": [8, 8, 8, 6, 6, 3], "residual": True},
                                training={"max_epochs": 2}))
