@@ -9,8 +9,8 @@ member's initial values with ``initial_values``; shapes are checked when it is b
 A run of hidden layers of equal width is one :class:`StackLayer`: its tensors carry a layer
 axis after the member axis and its forward pass is a ``pytensor.scan`` over it, so the graph
 (and the compile time) does not grow with depth. Under the C backend the number of layers is
-a run-time value (the shared values' shape): one compiled function trains a stack of 2 or
-2,000 layers. Under JAX it is static (XLA needs static shapes), and XLA compiles the scan's
+a run-time value (the shared values' shape): one compiled function trains a stack of 0 or
+2,000 layers (0: one placeholder layer whose output a per-member flag switches off). Under JAX it is static (XLA needs static shapes), and XLA compiles the scan's
 body once, so the build time does not grow with depth there either. Likewise a hidden width
 given as None is a run-time value (the C backend's graphs serve every width): the values
 loaded set it, and ``initial_values`` is told it.
@@ -200,7 +200,8 @@ class StackLayer(PackedLayer):
     tensors (``W: [K, n_layers, width, width]``, every extra with the same layer axis).
 
     ``n_layers`` given: static (part of the variables' type, as JAX needs); None: a run-time
-    value, set by the values loaded (so is ``width`` when None). Dropout masks come in as one ``[K, n_layers, width, B]``
+    value, set by the values loaded (so is ``width`` when None), 0 included: one placeholder
+    layer and a per-member const ``live`` (1: the scan's output; 0: the stack's input). Dropout masks come in as one ``[K, n_layers, width, B]``
     input, scanned with the weights. ``scan_mode``: the PyTensor mode the scan's inner
     functions compile with (None: PyTensor's default), the same as the outer function's.
     """

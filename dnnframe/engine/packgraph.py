@@ -5,7 +5,8 @@ Every value has a leading member axis (``W: [K, n_out, n_in]``, stored transpose
 and writes contiguous blocks; per-member hyperparameters (learning rate, momentum, L2,
 clipping threshold) and an ``active`` flag are shared vectors of length K. The first layer
 of each run of equal widths is unrolled; the rest of the run is a scanned
-:class:`~dnnframe.engine.layers.StackLayer`, so the graph does not grow with depth. When all
+:class:`~dnnframe.engine.layers.StackLayer`, so the graph does not grow with depth (under
+the C backend a run of one has a stack of 0 layers, so depth 1 shares the graph too). When all
 members see the same minibatch (same shuffling seed), the first layer of all K members is
 one wide product ``[K*H, D] @ [D, B]``. The loss is the sum of the members' losses, so each
 member's gradient is exactly its own (gradient clipping and L2 are per member too). Updates
