@@ -229,6 +229,16 @@ class StackLayer(PackedLayer):
         design, act = self.design, self.act
         names = [k for k in self.shared
                  if k != "live" and not (k in ("mean", "var") and not deterministic)]
+        live = self.shared.get("live")
+        h_all, used = h, None
+        if live is not None:
+            # 0 real layers: the placeholder step runs on one row (about free; 0 rows trip
+            # BLAS's stride checks) whose output is dropped: every row passes through (see
+            # _pass). With layers, on all rows.
+            used = pt.switch(live[0] > 0, h.shape[-1], 0)
+            rows = pt.maximum(used, 1)
+            h = h[:, :, :rows]
+            keep = keep[..., :rows] if keep is not None else None
         # the scan runs over layers: layer axis first
         seqs = [v.dimshuffle(1, 0, *range(2, v.ndim)) for v in (self.shared[k] for k in names)]
         if keep is not None:
@@ -254,19 +264,24 @@ class StackLayer(PackedLayer):
         outputs = pytensor.scan(step, sequences=seqs, outputs_info=outputs_info,
                                 n_steps=n_steps, return_updates=False, mode=self.scan_mode)
         if not training_bn:
-            return self._pass(outputs[-1], h), []
+            return self._pass(outputs[-1], h_all, used), []
         hs, means, variances = outputs
-        mean, var = self.shared["mean"], self.shared["var"]
-        return self._pass(hs[-1], h), [(mean, running_update(mean, means.dimshuffle(1, 0, 2))),
-                        (var, running_update(var, variances.dimshuffle(1, 0, 2)))]
+        return self._pass(hs[-1], h_all, used), [
+            (s, self._keep_placeholder(s, running_update(s, stats.dimshuffle(1, 0, 2))))
+            for s, stats in ((self.shared["mean"], means), (self.shared["var"], variances))]
 
-    def _pass(self, out, h):
-        """The stack's output: the scan's, or its input ``h`` for members whose stack has 0
-        real layers. Exact either way (a switch, also in the gradient); the placeholder step's
-        values are finite, so its zero gradient stays zero."""
-        if "live" not in self.shared:
+    def _pass(self, out, h, used):
+        """The stack's output: the scan's first ``used`` rows (all, or none for a stack of 0
+        real layers), then the rest of its input ``h``'s. Exact, also in the gradient."""
+        if used is None:
             return out
-        return pt.switch(self.shared["live"].dimshuffle(0, "x", "x") > 0, out, h)
+        return pt.concatenate([out[:, :, :used], h[:, :, used:]], axis=2)
+
+    def _keep_placeholder(self, running, new):
+        """``new`` running statistics, but the placeholder's stay as they are."""
+        if "live" not in self.shared:
+            return new
+        return pt.switch(self.shared["live"].dimshuffle(0, "x", "x") > 0, new, running)
 
     def initial_values(self, rng: np.random.Generator, init: str, residual_scale: float,
                        n_layers: int = 1, width: int | None = None) -> list[np.ndarray]:
