@@ -80,7 +80,7 @@ def test_gradients_match_finite_differences(name, kind):
 
 def test_layer_norm_matches_numpy_per_member():
     layer = make("stack", DESIGNS["layer-post"], width=4, act="relu", n_layers=2, seed=1)
-    W, b, gain, shift = (v.get_value() for v in layer.shared.values())
+    W, b, gain, shift = (layer.shared[k].get_value() for k in ("W", "b", "gain", "shift"))
     x = np.random.default_rng(2).standard_normal((K, 4, 5))  # [members, units, rows]
     H, out, _ = forward(layer)
     got = pytensor.function([H], out)(x)
