@@ -64,7 +64,9 @@ def _sum_last_axes_as_gemv(fgraph, node):
     backend's Sum over the last axis is several times slower than that gemv."""
     (x,), (out,) = node.inputs, node.outputs
     axes = node.op.axis
-    if axes is None or x.ndim < 2 or x.dtype not in ("float32", "float64") or out.dtype != x.dtype:
+    # float32 sums accumulate in float64; a gemv would accumulate in float32
+    if axes is None or x.ndim < 2 or x.dtype not in ("float32", "float64") or \
+            out.dtype != x.dtype or node.op.acc_dtype != x.dtype:
         return None
     n = len(axes)
     if n == x.ndim or sorted(a % x.ndim for a in axes) != list(range(x.ndim - n, x.ndim)):
