@@ -1,9 +1,10 @@
 """The dnnframe web application: REST API (``/api/v1``) and live dashboard pages.
 
 ``flask --app dashboard run`` and ``dnnframe serve`` start it. Configuration is layered:
-built-in defaults, then ``DNNFRAME_*`` environment variables (``DNNFRAME_STORE_URL`` →
-``STORE_URL``), then ``test_config`` — the last so a test is never changed by the shell it
-runs in.
+built-in defaults, then the settings that are set (:class:`dnnframe.settings.Settings`, the
+one typed reading of the ``DNNFRAME_*`` environment variables: ``DNNFRAME_STORE_URL`` →
+``STORE_URL``; ``settings`` given explicitly replaces that reading), then ``test_config`` —
+the last so a test is never changed by the shell it runs in.
 """
 
 from __future__ import annotations
@@ -14,7 +15,9 @@ from typing import Any
 from flask import Flask
 from werkzeug.middleware.proxy_fix import ProxyFix
 
-from dnnframe import __version__, settings
+from dnnframe import __version__
+from dnnframe.settings import Settings
+from dnnframe.settings import get as get_settings
 
 from .api import bp as api_bp
 from .context import Services, services
@@ -47,6 +50,10 @@ DEFAULTS: dict[str, Any] = {
     # generated datasets a web request may ask for (rows x features)
     "MAX_DATASET_CELLS": 20_000_000,
     "EXECUTOR": None,  # an Executor instance to use instead of make_executor (embedding)
+    # without a broker, who trains: "here" (a process pool of this process) or "service" (the
+    # one pool of the server's driver service, `dnnframe drive`, which dnnframe serve starts;
+    # trials are handed to it through the store, so gunicorn's workers share one pool)
+    "LOCAL_POOL": "here",
     "CELERY_INSPECT_TIMEOUT": 1.0,
     "EVENT_STREAMS": None,  # live-update streams per process (None → events.DEFAULT_STREAMS)
     # wrong API tokens one client may send (at /login or as a bearer token) before it must wait
@@ -61,12 +68,13 @@ DEFAULTS: dict[str, Any] = {
 }
 
 
-def create_app(test_config: dict[str, Any] | None = None) -> Flask:
-    """Build the Flask application (API + UI blueprints, one JSON error handler)."""
+def create_app(test_config: dict[str, Any] | None = None,
+               settings: Settings | None = None) -> Flask:
+    """Build the Flask application (API + UI blueprints, one JSON error handler), configured
+    by ``settings`` (default: as the environment says now) and then ``test_config``."""
     app = Flask(__name__)
     app.config.from_mapping(DEFAULTS)
-    app.config.from_prefixed_env("DNNFRAME")
-    app.config.from_mapping(settings.get().dashboard_config())  # typed: a token stays a string
+    app.config.from_mapping((settings or get_settings()).dashboard_config())
     if test_config:
         app.config.from_mapping(test_config)
     if not app.config.get("SECRET_KEY"):

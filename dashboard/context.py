@@ -3,17 +3,12 @@
 from __future__ import annotations
 
 import atexit
-import fcntl
-import hashlib
 import logging
-import tempfile
 import threading
-from pathlib import Path
 
 from flask import Flask, current_app
 
-from dnnframe.exceptions import DnnframeError
-from dnnframe.search.background import DRIVERS
+from dnnframe.settings import get as get_settings
 from dnnframe.store import ResultStore, open_store
 
 from .events import DEFAULT_STREAMS, ChangeFeed
@@ -30,7 +25,6 @@ class Services:
         self._store = None
         self._executor = app.config.get("EXECUTOR")
         self._owns_executor = False
-        self._resume_lock = None
         streams = app.config.get("EVENT_STREAMS")
         self.feed = ChangeFeed(lambda: self.store, DEFAULT_STREAMS if streams is None else int(streams))
 
@@ -55,6 +49,14 @@ class Services:
 
                     url = self.config.get("STORE_URL")  # None → the executor's default
                     workers = self.config.get("WORKERS")
+                    if self.config.get("LOCAL_POOL") == "service" and not self.config.get(
+                            "BROKER_URL"):
+                        # the server's driver service owns the one pool: hand trials to it
+                        from dnnframe.executors.handoff import HandoffExecutor
+
+                        self._executor = HandoffExecutor(
+                            self.store, int(workers) if workers else get_settings().worker_count)
+                        return self._executor
                     self._executor = make_executor(
                         url,
                         broker_url=self.config.get("BROKER_URL"),
@@ -68,30 +70,6 @@ class Services:
     @property
     def has_executor(self) -> bool:
         return self._executor is not None
-
-    def resume_search(self) -> list[str]:
-        """Resume the search drivers a previous server left unfinished; returns the
-        experiment ids.
-
-        Of the server processes of one host and store (gunicorn's workers) only the one
-        holding a lock file resumes, so a restart starts one driver per experiment, not one
-        per worker; the lock is released when that process ends, and the worker that
-        replaces it takes it over.
-        """
-        url = self.store_url() or ""
-        name = "dnnframe-drivers-" + hashlib.sha256(url.encode()).hexdigest()[:16] + ".lock"
-        handle = open(Path(tempfile.gettempdir()) / name, "a")  # noqa: SIM115 - held for life
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            handle.close()
-            return []  # another process of this server resumes them
-        self._resume_lock = handle
-        try:
-            return DRIVERS.resume(self.store, lambda: self.executor)
-        except DnnframeError as exc:
-            log.error("cannot resume the search drivers: %s", exc)
-            return []
 
     def shutdown(self) -> None:
         """End the event streams, stop the executor this app created (not one it was given)

@@ -16,7 +16,7 @@ from collections import OrderedDict
 from typing import Any
 
 from dnnframe.engine import compile_key
-from dnnframe.store import TrialState
+from dnnframe.states import TrialState
 
 # A few experiments' keys: the pages open at one time while their sweeps start.
 _KEPT = 8
@@ -47,7 +47,7 @@ def _compile_keys(store: Any, exp: Any) -> dict[str, str]:
 
 def graphs_progress(exp: Any, counts: dict[str, int], store: Any) -> dict[str, int] | None:
     """``{"ready": r, "total": n}`` while trials run and none is over yet, else None."""
-    if not counts.get("RUNNING") or any(
+    if not counts.get(TrialState.RUNNING.value) or any(
             n for state, n in counts.items() if TrialState(state).is_finished):
         return None
     keys = _compile_keys(store, exp)

@@ -4,7 +4,9 @@
 
 Every value can still be overridden on gunicorn's command line or in ``GUNICORN_CMD_ARGS``.
 Loaded in gunicorn's master process before any worker starts, which is what lets it give
-every worker the same session key.
+every worker the same session key. The master also runs the driver service (``dnnframe
+drive``: the search drivers of tpe/cmaes experiments) as a child it restarts if it dies, so
+the web workers only submit and read.
 """
 
 from __future__ import annotations
@@ -17,13 +19,14 @@ from gunicorn.util import parse_address
 
 from dashboard.events import DEFAULT_STREAMS
 from dnnframe import settings
+from dnnframe.search.child import DriverChild
 
 # Processes × threads: a request mostly waits on the store, so threads are cheap concurrency.
 # Each open page's live-update stream holds a thread too: the streams get their own, so
 # requests keep web_threads however many pages are open.
 workers = int(os.environ.get("WEB_CONCURRENCY", "2"))
 worker_class = "gthread"
-threads = settings.get().web_threads + int(os.environ.get("DNNFRAME_EVENT_STREAMS", DEFAULT_STREAMS))
+threads = settings.get().web_threads + (settings.get().event_streams or DEFAULT_STREAMS)
 # SIGTERM: stop accepting, let requests in flight finish for up to graceful_timeout seconds.
 graceful_timeout = 20
 timeout = 60
@@ -42,7 +45,8 @@ if _DREW_KEY:
 
 
 def when_ready(server: Any) -> None:
-    """Default the allowed hosts to the addresses gunicorn listens on (before workers fork)."""
+    """Default the allowed hosts to the addresses gunicorn listens on and start the driver
+    service's supervisor (both before any worker forks)."""
     if _DREW_KEY:
         server.log.info(
             "DNNFRAME_SECRET_KEY is not set: the workers share a key drawn at start-up; "
@@ -55,3 +59,11 @@ def when_ready(server: Any) -> None:
             hosts.append(str(parsed[0]))
     if hosts:
         os.environ.setdefault("DNNFRAME_BIND_HOST", ",".join(hosts))
+    server.dnnframe_driver = DriverChild().start()
+
+
+def on_exit(server: Any) -> None:
+    """Stop the driver service with the server (it releases its leases as it stops)."""
+    driver = getattr(server, "dnnframe_driver", None)
+    if driver is not None:
+        driver.stop()

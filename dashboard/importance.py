@@ -25,6 +25,8 @@ from optuna.distributions import (
     IntDistribution,
 )
 
+from dnnframe.states import SCORED_STATE
+
 from .params import trial_params, trial_values
 
 EVALUATORS = ("ped_anova", "fanova", "mean_decrease_impurity")
@@ -81,7 +83,7 @@ def importances(trials: Iterable[Any], metric: str, mode: str, evaluator: str) -
     """
     rows: list[tuple[dict[str, Any], float]] = []
     for trial in trials:
-        if getattr(trial.state, "value", trial.state) != "COMPLETE":
+        if getattr(trial.state, "value", trial.state) != SCORED_STATE.value:
             continue
         value = trial_values(trial.result).get(metric)
         if value is not None:

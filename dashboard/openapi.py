@@ -9,9 +9,10 @@ from typing import Any
 
 from dnnframe import __version__
 from dnnframe.spec import spec_json_schema
+from dnnframe.states import EXPERIMENT_STATUSES
 
 from .importance import EVALUATORS
-from .service import EXPERIMENT_STATUSES, SORT_KEYS, TRIAL_STATES
+from .service import SORT_KEYS, TRIAL_STATES
 
 
 def _rewrite_refs(node: Any) -> Any:

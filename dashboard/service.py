@@ -20,12 +20,17 @@ from dnnframe.exceptions import (
     SpecError,
     brief,
 )
+from dnnframe.metrics import FINAL_METRICS
 from dnnframe.search.asha import rungs
-from dnnframe.search.background import DRIVERS
+from dnnframe.search.service import store_driven
 from dnnframe.spec import ExperimentSpec, parse_spec
 from dnnframe.spec.models import SearchConfig, is_driven
-from dnnframe.store import TrialState
-from dnnframe.store.rows import METRICS
+from dnnframe.states import (
+    OUTCOME_STATES,
+    ExperimentStatus,
+    TrialState,
+    count_done,
+)
 from dnnframe.store.sorting import SORT_ALIASES, SORT_COLUMNS
 from dnnframe.submit import submit_experiment
 
@@ -213,7 +218,10 @@ def read_json_body(request) -> Any:
 
 
 def submit_spec(spec: Any) -> tuple[Any, bool]:
-    """Submit through the configured executor; True when the experiment is new."""
+    """Submit through the configured executor; True when the experiment is new.
+
+    A tpe/cmaes spec is only stored: a driver service (``dnnframe drive``, which ``dnnframe
+    serve`` starts) asks for its trials as results arrive, outside the web tier."""
     svc = services()
     store = svc.store
     try:
@@ -221,12 +229,12 @@ def submit_spec(spec: Any) -> tuple[Any, bool]:
         created = False
     except NotFoundError:
         created = True
+    if is_driven(spec):
+        return store_driven(spec, store), created
     try:
         executor = svc.executor
     except DnnframeError as exc:
         raise APIError(503, f"cannot reach the executor: {exc}") from None
-    if is_driven(spec):  # tpe/cmaes: a driver thread asks for trials as results arrive
-        return DRIVERS.start(spec, store, executor), created
     return submit_experiment(spec, store, executor), created
 
 
@@ -251,7 +259,6 @@ def delete_experiment(experiment_id: str, confirm: str) -> int:
 
 # --------------------------------------------------------------------------- JSON views
 
-FINAL_METRICS = METRICS  # the final metrics every trial records
 # what trial_values measures besides the final metrics (the JSON has them as their own fields)
 NOT_METRICS = frozenset((*TIMING_VALUES, *RESULT_VALUES))
 TRIAL_STATES = tuple(state.value for state in TrialState)
@@ -296,10 +303,6 @@ def _state(value: Any) -> str:
     return getattr(value, "value", value)
 
 
-EXPERIMENT_STATUSES = ("QUEUED", "RUNNING", "COMPLETE", "COMPLETE_WITH_FAILURES", "FAILED",
-                       "CANCELLED")
-
-
 def find_experiments(store: Any, query: str = "", status: str = "", limit: int = 50,
                      offset: int = 0) -> tuple[list[Any], bool]:
     """A page of experiments, newest first, whose name or id contains ``query`` (any case)
@@ -330,7 +333,7 @@ def find_experiments(store: Any, query: str = "", status: str = "", limit: int =
 def experiment_json(exp: Any, store: Any | None = None, best: bool = False) -> dict[str, Any]:
     """An experiment with its progress (trials by state) and, on request, its best trial."""
     counts = {(_state(k)): int(v) for k, v in (exp.counts or {}).items()}
-    finished = sum(v for k, v in counts.items() if k not in ("QUEUED", "RUNNING"))
+    finished = count_done(counts)  # trials that ran to an end, as the CLI's progress counts
     out: dict[str, Any] = {
         "id": exp.id,
         "name": exp.name,
@@ -372,26 +375,25 @@ def search_json(spec: dict[str, Any]) -> dict[str, Any]:
             "rungs": rungs(search.min_epochs, max_epochs, search.eta) if on else []}
 
 
-# Finished states other than COMPLETE, in the order the status text names them.
-_OUTCOMES = (("FAILED", "failed"), ("DIVERGED", "diverged"), ("PRUNED", "pruned"),
-             ("CANCELLED", "cancelled"))
+_FAILED, _COMPLETE = TrialState.FAILED.value, TrialState.COMPLETE.value
 
 
 def status_text(status: str, counts: dict[str, int], n_trials: int) -> str:
     """The experiment's status in words; once trials are over it says how many of them
     failed, diverged, were pruned or cancelled, so a full bar never hides an outcome."""
-    failed = counts.get("FAILED", 0)
-    others = [f"{counts[k]} {word}" for k, word in _OUTCOMES if counts.get(k)]
-    if status == "FAILED":
+    failed = counts.get(_FAILED, 0)
+    others = [f"{counts[s.value]} {s.value.lower()}" for s in OUTCOME_STATES if counts.get(s.value)]
+    if status == ExperimentStatus.FAILED.value:
         return f"failed: all {failed} trials failed" if failed != 1 else "failed: the trial failed"
-    if status in ("COMPLETE", "COMPLETE_WITH_FAILURES") and others:
+    if status in (ExperimentStatus.COMPLETE.value,
+                  ExperimentStatus.COMPLETE_WITH_FAILURES.value) and others:
         return f"finished, {others[0].replace(' ', f' of {n_trials} ', 1)}" + "".join(
             ", " + o for o in others[1:]
         )
-    if status == "CANCELLED":
-        complete = counts.get("COMPLETE", 0)
+    if status == ExperimentStatus.CANCELLED.value:
+        complete = counts.get(_COMPLETE, 0)
         return f"cancelled: {complete} of {n_trials} complete" + "".join(", " + o for o in others)
-    return {"COMPLETE": "finished"}.get(status, status.lower())
+    return {ExperimentStatus.COMPLETE.value: "finished"}.get(status, status.lower())
 
 
 def trial_json(trial: Any, history: bool = False, full: bool = False) -> dict[str, Any]:

@@ -22,6 +22,8 @@ from flask import (
 )
 
 from dnnframe.datasets import list_datasets
+from dnnframe.metrics import metrics_json
+from dnnframe.states import EXPERIMENT_STATUSES, states_json
 from dnnframe.vocabulary import (
     ACTIVATIONS,
     LR_SCHEDULES,
@@ -47,7 +49,6 @@ from .security import (
     token_digest,
 )
 from .service import (
-    EXPERIMENT_STATUSES,
     cancel_experiment,
     delete_experiment,
     experiment_json,
@@ -112,9 +113,17 @@ def login() -> Any:
     return render_template("login.html", error=error, next_url=next_url), status
 
 
+def page_vocabulary() -> dict[str, Any]:
+    """Trial states, their groups, the metrics with their labels and the default objective,
+    for templates and page scripts (which read it from base.html), so neither holds lists
+    of their own."""
+    return {**states_json(), **metrics_json()}
+
+
 @bp.app_context_processor
 def _inject() -> dict[str, Any]:
-    return {"csrf_token": csrf_token, "csp_nonce": csp_nonce, "config": current_app.config}
+    return {"csrf_token": csrf_token, "csp_nonce": csp_nonce, "config": current_app.config,
+            "vocabulary": page_vocabulary()}
 
 
 # --------------------------------------------------------------------------- assets

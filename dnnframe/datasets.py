@@ -35,6 +35,7 @@ from .csv_data import (
 )
 from .dataset_registry import REGISTRY, DatasetInfo, list_datasets
 from .exceptions import DatasetError, brief
+from .jsonsafe import canonical_json
 
 __all__ = [
     "MAX_CSV_BYTES",
@@ -211,7 +212,7 @@ def dataset_fingerprint(cfg: DatasetConfig, loss: str = "softmax_crossentropy") 
 
 
 def _params_key(params: dict[str, Any]) -> str:
-    return json.dumps(params, sort_keys=True)
+    return canonical_json(params)
 
 
 _builtin_fingerprints: dict[tuple[str, str], str] = {}

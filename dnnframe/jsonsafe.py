@@ -1,4 +1,6 @@
-"""``json_safe``: turn Python/numpy values into strict JSON values (no heavy imports)."""
+"""JSON for storing and hashing: ``json_safe`` (Python/numpy values into strict JSON values),
+``dumps`` (fast compact text) and ``canonical_json`` (the one text every hash is taken of).
+No heavy imports."""
 
 from __future__ import annotations
 
@@ -9,6 +11,18 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+
+
+def canonical_json(value: Any) -> str:
+    """Key-sorted compact ASCII JSON: the same value gives the same text on every platform.
+
+    Every stored id and cache key is a hash of this text (trial and experiment ids, compile
+    and pack keys), so its bytes must never change: a change would give stored trials new
+    ids. NaN and infinities are refused (they have no JSON form).
+    """
+    return json.dumps(
+        value, sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=False
+    )
 
 
 def json_safe(value: Any) -> Any:

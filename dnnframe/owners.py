@@ -1,15 +1,18 @@
 """Who owns a RUNNING trial, and whether that owner still lives.
 
-A worker is named ``host:pid``: the claim records that name on the trial, so a process on
-the same host can tell whether the owner's process is gone and release its trial at once
-instead of waiting for the stale-heartbeat timeout.
+A worker is named ``<node>:<pid>`` (``host:pid`` for ``dnnframe run``, ``celery@host:pid`` for
+a Celery pool process): the claim records that name on the trial, so a process on the same
+node can tell whether the owner's process is gone and release its trial at once instead of
+waiting for the stale-heartbeat timeout. Names are built and split here only.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import re
 import socket
+from dataclasses import dataclass
 from typing import Any
 
 from .store.base import TrialState
@@ -17,9 +20,65 @@ from .store.base import TrialState
 log = logging.getLogger(__name__)
 
 
+# The pid is the ASCII digits after the last colon (a node name may hold colons: an IPv6
+# address); str.isdigit() would also take digits int() refuses, such as "²".
+_NAME = re.compile(r"(?P<node>.+):(?P<pid>[0-9]+)", re.DOTALL)
+
+
+@dataclass(frozen=True)
+class WorkerName:
+    """A worker's name split: its node and, for a process, its pid (None for a node's own
+    name or a name given by hand, which say nothing about a process)."""
+
+    node: str
+    pid: int | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.node, str) or not self.node:
+            raise ValueError(f"a worker name needs a non-empty node, but got {self.node!r}")
+        if self.pid is not None and (isinstance(self.pid, bool) or not isinstance(self.pid, int)
+                                     or self.pid < 0):
+            raise ValueError(f"a worker's pid must be an integer >= 0, but got {self.pid!r}")
+
+    def __str__(self) -> str:
+        return self.node if self.pid is None else f"{self.node}:{self.pid}"
+
+    @classmethod
+    def parse(cls, name: str | None) -> WorkerName:
+        """``"<node>:<pid>"`` split; any other non-empty name is a node without pid.
+
+        Raises:
+            ValueError: ``name`` is empty or None (a trial's owner is always named).
+        """
+        if not name:
+            raise ValueError(f"a worker name must be a non-empty string, but got {name!r}")
+        match = _NAME.fullmatch(name)
+        return cls(match["node"], int(match["pid"])) if match else cls(name)
+
+
+def worker_name(node: str | None = None, pid: int | None = None) -> str:
+    """``<node>:<pid>`` of a process: this host and this process unless given."""
+    return str(WorkerName(node or socket.gethostname(), os.getpid() if pid is None else pid))
+
+
 def default_worker_name() -> str:
-    """``host:pid`` — unique per live process, readable in the dashboard."""
-    return f"{socket.gethostname()}:{os.getpid()}"
+    """``host:pid`` of this process — unique per live process, readable in the dashboard."""
+    return worker_name()
+
+
+def split_owner(worker: str | None) -> tuple[str, int | None]:
+    """A trial's owner ``"<node>:<pid>"`` → (node, pid); ("", None) when it has none, pid
+    None when the name has no pid."""
+    if not worker:
+        return "", None
+    name = WorkerName.parse(worker)
+    return name.node, name.pid
+
+
+def celery_node(hostname: str | None = None) -> str:
+    """A Celery node's name: ``hostname`` as Celery gave it, else Celery's default
+    ``celery@<host>``."""
+    return hostname or f"celery@{socket.gethostname()}"
 
 
 def pid_is_dead(pid: int) -> bool:
@@ -54,9 +113,9 @@ def release_if_owner_died(store: Any, trial_id: str, node: str) -> bool:
     trial = store.get_trial(trial_id)
     if trial.state is not TrialState.RUNNING or not trial.worker:
         return False
-    owner_node, _, owner_pid = trial.worker.rpartition(":")
-    if (owner_node != node or not owner_pid.isdigit() or int(owner_pid) == os.getpid()
-            or not pid_is_dead(int(owner_pid))):
+    owner_node, owner_pid = split_owner(trial.worker)
+    if (owner_node != node or owner_pid is None or owner_pid == os.getpid()
+            or not pid_is_dead(owner_pid)):
         log.info("trial %s: redelivered while RUNNING under %s (alive, or not on this node); "
                  "left to its owner or the reaper", trial_id, trial.worker)
         return False

@@ -7,7 +7,7 @@ first run on a host compiles them, for tens of seconds) both say how many are re
 live display: a plain line is printed whenever another tenth of the trials finished, and at
 least every :data:`PLAIN_INTERVAL_S` seconds, so a CI log shows the run is alive.
 
-Only trials that really finished (COMPLETE, FAILED, DIVERGED, PRUNED) count as done;
+Only trials that ran to an end count as done (:data:`dnnframe.states.DONE_STATES`):
 CANCELLED trials do not, so an interrupted run shows how far it actually got.
 """
 
@@ -32,7 +32,7 @@ from rich.progress import (
 from rich.table import Column
 from rich.text import Text
 
-from .store.base import TrialState
+from .states import OUTCOME_STATES, TrialState, count_done
 
 # a plain progress line at least this often when output is not a terminal
 PLAIN_INTERVAL_S = 30.0
@@ -41,9 +41,12 @@ NAME_WIDTH = 24
 
 
 def trials_finished(counts: Mapping[str, int]) -> int:
-    """Trials that ran to an end (every finished state but CANCELLED), from counts by state."""
-    return sum(n for state, n in counts.items()
-               if TrialState(state).is_finished and state != TrialState.CANCELLED.value)
+    """Trials that ran to an end, from counts by state (:func:`dnnframe.states.count_done`)."""
+    return count_done(counts)
+
+
+_RUNNING, _FAILED, _CANCELLED = (TrialState.RUNNING.value, TrialState.FAILED.value,
+                                 TrialState.CANCELLED.value)
 
 
 def _clock(seconds: float | None) -> str:
@@ -176,11 +179,11 @@ class RunProgress:
     def _detail(self) -> str:
         c = self._counts
         parts = [self._building()] if self._graphs else []
-        parts += [describe_running(c.get("RUNNING", 0), self._packs),
-                  f"failed {c.get('FAILED', 0)}"]
-        for state in ("DIVERGED", "PRUNED", "CANCELLED"):
-            if c.get(state):
-                parts.append(f"{state.lower()} {c[state]}")
+        parts += [describe_running(c.get(_RUNNING, 0), self._packs),
+                  f"failed {c.get(_FAILED, 0)}"]
+        for state in OUTCOME_STATES:
+            if state is not TrialState.FAILED and c.get(state.value):
+                parts.append(f"{state.value.lower()} {c[state.value]}")
         if self._best:
             parts.append(self._best)
         return " · ".join(parts)
@@ -200,11 +203,11 @@ class RunProgress:
         finished = trials_finished(self._counts)
         elapsed = self._clock() - self._started
         c = self._counts
-        cancelled = f"{c['CANCELLED']} cancelled, " if c.get("CANCELLED") else ""
+        cancelled = f"{c[_CANCELLED]} cancelled, " if c.get(_CANCELLED) else ""
         building = f"{self._building()}, " if self._graphs else ""
         line = (f"{self.name}: {finished}/{self.total} trials finished, {building}"
-                f"{describe_running(c.get('RUNNING', 0), self._packs)}, "
-                f"{c.get('FAILED', 0)} failed, {cancelled}"
+                f"{describe_running(c.get(_RUNNING, 0), self._packs)}, "
+                f"{c.get(_FAILED, 0)} failed, {cancelled}"
                 f"elapsed {_clock(elapsed)}, ETA {_clock(self._eta(finished, elapsed))}")
         return line + (f", {self._best}" if self._best else "")
 
@@ -228,7 +231,7 @@ class RunProgress:
 
 
 def describe_best(metric: str, value: Any) -> str:
-    """``best test_accuracy 0.9733`` (empty when there is no value yet)."""
+    """``best val_loss 0.0733`` (empty when there is no value yet)."""
     if value is None:
         return ""
     return f"best {metric} {value:.4f}" if isinstance(value, float) else f"best {metric} {value}"

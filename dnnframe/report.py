@@ -17,7 +17,6 @@ seeds), :func:`linear_fit` (slope, intercept, R²), :func:`markdown_table`, and
 from __future__ import annotations
 
 import html
-import math
 import statistics
 import time
 from collections import defaultdict
@@ -26,8 +25,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .metrics import DEFAULT_OBJECTIVE_METRIC, METRICS, is_number, rank
+from .states import SCORED_STATE
 from .store.base import ResultStore, TrialRecord
-from .store.rows import CONFIG_COLUMNS, METRICS, trial_row
+from .store.rows import CONFIG_COLUMNS, trial_row
+
+# the state value report rows are scored in (only such trials have final metrics)
+_SCORED = SCORED_STATE.value
 
 
 # --------------------------------------------------------------------------- rows
@@ -43,12 +47,11 @@ def varied_columns(rows: Sequence[dict[str, Any]]) -> list[str]:
 
 
 # --------------------------------------------------------------------------- statistics
-def _finite(v: Any) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+_finite = is_number
 
 
 def aggregate(rows: Iterable[dict[str, Any]], by: str | Sequence[str], metric: str,
-              states: Sequence[str] | None = ("COMPLETE",)) -> list[dict[str, Any]]:
+              states: Sequence[str] | None = (_SCORED,)) -> list[dict[str, Any]]:
     """Group rows by ``by`` and summarise ``metric``: n, mean, std (sample; 0 for n=1), min, max.
 
     Rows whose metric is missing/non-finite or whose state is not in ``states`` (None: any)
@@ -57,7 +60,7 @@ def aggregate(rows: Iterable[dict[str, Any]], by: str | Sequence[str], metric: s
     keys = [by] if isinstance(by, str) else list(by)
     groups: dict[tuple, list[float]] = defaultdict(list)
     for r in rows:
-        if states is not None and r.get("state", "COMPLETE") not in states:
+        if states is not None and r.get("state", _SCORED) not in states:
             continue
         v = r.get(metric)
         if _finite(v):
@@ -72,8 +75,8 @@ def aggregate(rows: Iterable[dict[str, Any]], by: str | Sequence[str], metric: s
     return out
 
 
-def aggregate_by_depth(rows: Iterable[dict[str, Any]], metric: str = "test_accuracy",
-                       states: Sequence[str] | None = ("COMPLETE",)) -> list[dict[str, Any]]:
+def aggregate_by_depth(rows: Iterable[dict[str, Any]], metric: str = DEFAULT_OBJECTIVE_METRIC,
+                       states: Sequence[str] | None = (_SCORED,)) -> list[dict[str, Any]]:
     """:func:`aggregate` by ``hidden_layers``: mean and spread of ``metric`` at each depth."""
     return aggregate(rows, "hidden_layers", metric, states)
 
@@ -115,7 +118,7 @@ def time_vs_depth_fit(rows: Iterable[dict[str, Any]], metric: str = "train_secon
     """Linear fit of a timing (``train_seconds`` or ``compile_seconds``) against hidden layers
     over every COMPLETE trial."""
     pts = [(r["hidden_layers"], r[metric]) for r in rows
-           if r.get("state") == "COMPLETE" and _finite(r.get(metric)) and _finite(r.get("hidden_layers"))]
+           if r.get("state") == _SCORED and _finite(r.get(metric)) and _finite(r.get("hidden_layers"))]
     return linear_fit([p[0] for p in pts], [p[1] for p in pts])
 
 
@@ -154,7 +157,7 @@ def first_builds(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 # --------------------------------------------------------------------------- figures
-def figures(rows: Sequence[dict[str, Any]], metric: str = "test_accuracy") -> dict[str, Any]:
+def figures(rows: Sequence[dict[str, Any]], metric: str = DEFAULT_OBJECTIVE_METRIC) -> dict[str, Any]:
     """The report's plotly figures keyed by name: ``depth_metric``, ``depth_time``,
     ``depth_compile`` and ``learning_curves`` (those with no data are left out).
 
@@ -165,7 +168,7 @@ def figures(rows: Sequence[dict[str, Any]], metric: str = "test_accuracy") -> di
     import plotly.graph_objects as go
 
     figs: dict[str, Any] = {}
-    done = [r for r in rows if r.get("state") == "COMPLETE"]
+    done = [r for r in rows if r.get("state") == _SCORED]
 
     def depth_figure(pts_rows: list[dict[str, Any]], column: str, title: str, ytitle: str,
                      fit: bool) -> Any | None:
@@ -247,8 +250,8 @@ def render_html(store: ResultStore, experiment_id: str) -> str:
     rows = [{**trial_row(t), COMPILE_REUSED: compile_reused(t)}
             for t in store.list_trials(experiment_id)]
     metric, mode = exp.objective
-    if metric not in (*METRICS, "train_seconds", "compile_seconds"):
-        metric = "test_accuracy"
+    if metric not in METRICS:
+        metric = DEFAULT_OBJECTIVE_METRIC
     figs = figures(rows, metric)
     parts = []
     for i, fig in enumerate(figs.values()):
@@ -260,9 +263,9 @@ def render_html(store: ResultStore, experiment_id: str) -> str:
         counts[r["state"]] += 1
     varied = [c for c in varied_columns(rows) if c != "seed"]
     by_config = aggregate(rows, varied, metric) if varied else []
-    by_config.sort(key=lambda a: a["mean"], reverse=(mode == "max"))
-    done = sorted((r for r in rows if r["state"] == "COMPLETE" and _finite(r.get(metric))),
-                  key=lambda r: r[metric], reverse=(mode == "max"))
+    by_config = rank(by_config, lambda a: a["mean"], mode)
+    done = rank([r for r in rows if r["state"] == _SCORED], lambda r: r.get(metric), mode,
+                scored_only=True)
     fit_lines = []
     for col, label, fit_rows in (("train_seconds", "train_seconds", rows),
                                  ("compile_seconds", "compile_seconds of first builds",

@@ -2,7 +2,9 @@
 
 The CLI, the local executor, the Celery workers and the dashboard all read their settings
 here. :func:`get` reads the environment afresh on each call (a command or a test may change
-it between calls). Every variable is listed once, in docs/deploy.md.
+it between calls). A command that starts a server passes its settings on explicitly: the
+dashboard's ``create_app(settings=...)``, and :func:`child_environ` for a child process;
+it never writes its own environment. Every variable is listed once, in docs/deploy.md.
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ from __future__ import annotations
 import importlib
 import math
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -44,7 +46,7 @@ def _count(name: str, raw: object) -> object:
 
 
 def _seconds(name: str, raw: object) -> object:
-    if isinstance(raw, (int, float)):
+    if raw is None or isinstance(raw, (int, float)):
         return raw
     var = f"{ENV_PREFIX}{name.upper()}"
     try:
@@ -80,16 +82,28 @@ class Settings(BaseSettings):
     cache_dir: str | None = None
     model_cache_bytes: int = Field(2**30, ge=0)
     mongo_timeout_s: float = 5.0
+    driver_lease_s: float = 30.0
     web_threads: int = 4
     trusted_proxies: int = Field(0, ge=0, le=8)
     token_guess_storage: str = "memory://"
+    # Dashboard limits; unset, the dashboard's own defaults apply (dashboard.DEFAULTS).
+    max_trials: int | None = None
+    max_dataset_cells: int | None = None
+    max_content_length: int | None = None
+    max_upload_bytes: int | None = None
+    event_streams: int | None = Field(None, ge=0)
+    celery_inspect_timeout: float | None = None
+    token_guess_limit: str | None = None
 
-    @field_validator("workers", "max_attempts", "pack_size", "web_threads", mode="before")
+    @field_validator("workers", "max_attempts", "pack_size", "web_threads", "max_trials",
+                     "max_dataset_cells", "max_content_length", "max_upload_bytes",
+                     mode="before")
     @classmethod
     def _positive_count(cls, raw: object, info: object) -> object:
         return _count(info.field_name, raw)  # type: ignore[attr-defined]
 
-    @field_validator("heartbeat_timeout", "task_time_limit", "mongo_timeout_s", mode="before")
+    @field_validator("heartbeat_timeout", "task_time_limit", "mongo_timeout_s",
+                     "celery_inspect_timeout", "driver_lease_s", mode="before")
     @classmethod
     def _positive_seconds(cls, raw: object, info: object) -> object:
         return _seconds(info.field_name, raw)  # type: ignore[attr-defined]
@@ -110,8 +124,22 @@ class Settings(BaseSettings):
         """The settings the dashboard takes, under its config keys (only those set)."""
         keys = ("broker_url", "store_url", "workers", "api_token", "secret_key", "flower_url",
                 "rabbitmq_ui_url", "allowed_hosts", "bind_host", "trusted_proxies",
-                "token_guess_storage")
+                "token_guess_storage", "max_trials", "max_dataset_cells", "max_content_length",
+                "max_upload_bytes", "event_streams", "celery_inspect_timeout",
+                "token_guess_limit")
         return {k.upper(): getattr(self, k) for k in keys if k in self.model_fields_set}
+
+    def replace(self, **values: object) -> Settings:
+        """A copy with ``values`` set (validated like the environment's); a None value
+        leaves that setting as it is."""
+        given = {k: v for k, v in values.items() if v is not None}
+        unknown = sorted(set(given) - set(type(self).model_fields))
+        if unknown:
+            raise SettingsError(f"no such setting: {', '.join(unknown)}")
+        try:
+            return type(self).model_validate({**self.model_dump(exclude_unset=True), **given})
+        except ValidationError as exc:
+            raise _settings_error(exc) from None
 
 
 def get() -> Settings:
@@ -123,12 +151,34 @@ def get() -> Settings:
     try:
         return Settings()
     except ValidationError as exc:
-        err = exc.errors()[0]
-        message = str(err.get("ctx", {}).get("error") or err["msg"])
-        if not message.startswith(ENV_PREFIX):
-            field = str(err["loc"][0]) if err["loc"] else "?"
-            message = f"{ENV_PREFIX}{field.upper()}: {message}, but got {err.get('input')!r}"
-        raise SettingsError(message) from None
+        raise _settings_error(exc) from None
+
+
+def _settings_error(exc: ValidationError) -> SettingsError:
+    err = exc.errors()[0]
+    message = str(err.get("ctx", {}).get("error") or err["msg"])
+    if not message.startswith(ENV_PREFIX):
+        field = str(err["loc"][0]) if err["loc"] else "?"
+        message = f"{ENV_PREFIX}{field.upper()}: {message}, but got {err.get('input')!r}"
+    return SettingsError(message)
+
+
+def child_environ(values: Mapping[str, str | None] | None = None,
+                  base: Mapping[str, str] | None = None, **settings: str | None) -> dict[str, str]:
+    """The environment of a child process: ``base`` (default this process's), plus
+    ``DNNFRAME_<NAME>`` for each of ``settings`` and the variables in ``values`` (a None value
+    leaves the variable as it is). This process's own environment is never changed.
+
+    Raises:
+        SettingsError: a name that is no setting.
+    """
+    env = dict(os.environ if base is None else base)
+    unknown = sorted(set(settings) - set(Settings.model_fields))
+    if unknown:
+        raise SettingsError(f"no such setting: {', '.join(unknown)}")
+    env.update({f"{ENV_PREFIX}{k.upper()}": str(v) for k, v in settings.items() if v is not None})
+    env.update({k: v for k, v in (values or {}).items() if v is not None})
+    return env
 
 
 def resolve_train_fn(spec: str | None = None) -> Callable[..., object] | None:

@@ -10,8 +10,9 @@ import time
 
 import pytest
 
-from dnnframe import runner
+from dnnframe import retrying
 from dnnframe.engine.result import TrialResult
+from dnnframe.runner import epochs as pack_epochs
 from dnnframe.runner import run_pack, run_trial
 from dnnframe.spec import expand_with_ids, parse_spec
 from dnnframe.store import TrialState, open_store
@@ -174,8 +175,8 @@ def pack_ids(store) -> list[str]:
 def every_epoch_checks(monkeypatch):
     # Cancellation and heartbeat checks and metrics writes are throttled in time; here every
     # epoch checks and writes, so what a test sees depends on epochs, never on the clock.
-    monkeypatch.setattr(runner, "CHECK_INTERVAL_S", 0.0)
-    monkeypatch.setattr(runner, "METRICS_INTERVAL_S", 0.0)
+    monkeypatch.setattr(pack_epochs, "CHECK_INTERVAL_S", 0.0)
+    monkeypatch.setattr(pack_epochs, "METRICS_INTERVAL_S", 0.0)
 
 
 class StandInPack:
@@ -276,7 +277,7 @@ def test_a_pack_survives_divergence_failure_cancellation_and_a_lost_member(store
 
 def test_fast_epochs_are_written_together_first_at_once_all_before_the_end(
         store, pack_ids, monkeypatch):
-    monkeypatch.setattr(runner, "METRICS_INTERVAL_S", 3600.0)  # no epoch is ever slow enough
+    monkeypatch.setattr(pack_epochs, "METRICS_INTERVAL_S", 3600.0)  # no epoch is ever slow enough
     by_seed = {_seed(store, t): t for t in pack_ids}
     seen = {}
 
@@ -317,8 +318,8 @@ def test_a_failed_epoch_write_is_sent_again_with_the_next_one(store, pack_ids, m
     does the first try at the end: each stored curve still holds every epoch once."""
     from dnnframe.exceptions import StoreError
 
-    monkeypatch.setattr(runner, "METRICS_INTERVAL_S", 0.0)
-    monkeypatch.setattr(runner.time, "sleep", lambda s: None)  # the end's back-off
+    monkeypatch.setattr(pack_epochs, "METRICS_INTERVAL_S", 0.0)
+    monkeypatch.setattr(retrying, "pause", lambda s: None)  # the end's back-off
     real_append = store.append_metrics_many
     calls = []
 

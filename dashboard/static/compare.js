@@ -39,11 +39,11 @@
 
   function render() {
     const all = [].concat.apply([], byExperiment);
-    const done = function (i) { return byExperiment[i].filter(function (t) { return t.state === "COMPLETE"; }); };
+    const done = function (i) { return byExperiment[i].filter(function (t) { return t.state === P.VOCAB.scored; }); };
     const paramKeys = new Set(), metricKeys = new Set(), curveKeys = new Set();
     for (const t of all) {
       Object.keys(t.params).forEach(function (k) { paramKeys.add(k); });
-      if (t.state === "COMPLETE") Object.keys(t.metrics).forEach(function (k) { metricKeys.add(k); });
+      if (t.state === P.VOCAB.scored) Object.keys(t.metrics).forEach(function (k) { metricKeys.add(k); });
       for (const h of t.history || []) Object.keys(h).forEach(function (k) { if (k !== "epoch") curveKeys.add(k); });
     }
     const varied = P.varying(all, Array.from(paramKeys)).filter(function (p) { return p !== "seed"; });
@@ -97,7 +97,7 @@
         x: finished.map(function (t) { return t.finished_at - meta.created_at[i]; }),
         y: finished.map(function (t) { best = best === null ? t.metrics[objective] : mode(best, t.metrics[objective]); return best; }) });
     });
-    const any = all.some(function (t) { return t.state === "COMPLETE"; });
+    const any = all.some(function (t) { return t.state === P.VOCAB.scored; });
     const allEpochs = [].concat.apply([], curveTraces.map(function (c) { return c.x; }));
     const xAxis = P.axisFor(x, all.map(function (t) { return t.params[x]; }));
     P.draw("chart-compare-metric", any ? metricTraces : [], P.layout({ title: P.label(y) + " vs " + P.label(x) + " (mean ± sd)",

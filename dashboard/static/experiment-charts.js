@@ -5,7 +5,8 @@
 window.DnnCharts = (function () {
   "use strict";
   const P = window.DnnPlot;
-  const FINISHED = new Set(["COMPLETE", "FAILED", "DIVERGED", "PRUNED", "CANCELLED"]);
+  const V = P.VOCAB, S = V.states;
+  const FINISHED = new Set(V.finished);
   // the settings that make a layer design (what the depth profile draws one line for)
   const DESIGN = ["width", "activation", "residual", "residual_learnable", "normalization", "norm_position",
     "init", "dropout"];
@@ -55,12 +56,12 @@ window.DnnCharts = (function () {
       const name = alone ? entry[0] : groupName(group, entry[1][0]);
       if (opts.mode === "trials") {
         entry[1].forEach(function (t, j) {
-          const pruned = t.state === "PRUNED";
+          const pruned = t.state === S.PRUNED;
           traces.push({ type: "scatter", mode: "lines", name: name, legendgroup: key, showlegend: j === 0,
             x: t.history.map(function (h) { return h.epoch; }),
             y: P.smooth(t.history.map(function (h) { return h[metric]; }), opts.smoothing),
             line: { color: col, width: pruned ? 1 : 1.3, dash: pruned ? "dot" : "solid" },
-            opacity: t.state === "RUNNING" ? 1 : pruned ? 0.3 : 0.6, meta: t.state,
+            opacity: t.state === S.RUNNING ? 1 : pruned ? 0.3 : 0.6, meta: t.state,
             hovertemplate: named(t) + " (" + t.state.toLowerCase() + ")<br>epoch %{x}: %{y:.4g}<extra></extra>" });
         });
         return;
@@ -236,7 +237,7 @@ window.DnnCharts = (function () {
   // ---------------------------------------------------------------- all charts
   function render(all, meta, choice) {
     if (typeof Plotly === "undefined") return;
-    const done = all.filter(function (t) { return t.state === "COMPLETE"; });
+    const done = all.filter(function (t) { return t.state === V.scored; });
     const over = all.length > 0 && all.every(function (t) { return FINISHED.has(t.state); });
     const waiting = over ? "No trial completed: nothing to plot" : "Waiting for the first trial to finish…";
     const x = choice.x, y = choice.y, group = choice.group || null;
@@ -260,7 +261,7 @@ window.DnnCharts = (function () {
     const rungLines = (search.rungs || []).map(function (r) {
       return { type: "line", xref: "x", yref: "paper", x0: r, x1: r, y0: 0, y1: 1, line: { color: "#999", width: 1, dash: "dash" } };
     });
-    const nPruned = all.filter(function (t) { return t.state === "PRUNED"; }).length;
+    const nPruned = all.filter(function (t) { return t.state === S.PRUNED; }).length;
     const what = choice.mode === "trials" ? withHistory.length + " trials" : "mean ± sd of " + withHistory.length + " trials";
     const curveTitle = (search.prunes ? "Rung chart: " : "Learning curves: ") + P.label(curveMetric || "") +
       (search.prunes ? " by epoch" : "") + grouped +

@@ -8,7 +8,8 @@
   let cursor = 0;
   let sortKey = null, sortDesc = false; // null: the sweep's own order (parameters, then id)
   let finishedPolls = 0;
-  const FINISHED = new Set(["COMPLETE", "FAILED", "DIVERGED", "PRUNED", "CANCELLED"]);
+  const V = P.VOCAB, S = V.states;
+  const DONE = new Set(V.done), FINISHED = new Set(V.finished);
   // parameters in the order a reader scans them: the layer design first, the seed last
   const ORDER = ["hidden_layers", "width", "activation", "residual", "residual_learnable", "normalization",
     "norm_position", "init", "dropout", "optimizer", "learning_rate", "momentum", "batch_size", "max_epochs",
@@ -37,7 +38,7 @@
 
   function metricNames(all) {
     const names = new Set();
-    for (const t of all) for (const k of Object.keys(t.metrics || {})) if (t.state !== "RUNNING") names.add(k);
+    for (const t of all) for (const k of Object.keys(t.metrics || {})) if (t.state !== S.RUNNING) names.add(k);
     const objective = meta.objective && meta.objective.metric;
     const list = Array.from(names).sort(function (a, b) {
       return (b === objective) - (a === objective) || a.localeCompare(b);
@@ -86,7 +87,7 @@
 
     const metrics = metricNames(all);
     const objective = meta.objective && meta.objective.metric;
-    const yOptions = metrics.length ? metrics : [objective || "test_accuracy"];
+    const yOptions = metrics.length ? metrics : [objective || V.objective.metric];
     const y = chosen.y && yOptions.indexOf(chosen.y) >= 0 ? chosen.y
       : yOptions.indexOf(objective) >= 0 ? objective : yOptions[0];
     setOptions(controls.y, yOptions, yOptions.map(P.label), y);
@@ -129,7 +130,7 @@
   }
 
   function setColumns(varied, y) {
-    const objective = (meta.objective && meta.objective.metric) || "test_accuracy";
+    const objective = (meta.objective && meta.objective.metric) || V.objective.metric;
     const metricCols = [objective, objective.replace(/^test_/, "val_")];
     if (metricCols.indexOf(y) < 0 && EXTRA_VALUES.indexOf(y) < 0) metricCols.push(y);
     const next = [{ key: "state", label: "State" }]
@@ -204,19 +205,23 @@
   }
 
   // ----------------------------------------------------------------- progress
-  const SEGMENTS = ["COMPLETE", "PRUNED", "DIVERGED", "FAILED", "CANCELLED", "RUNNING"];
+  const SEGMENTS = V.bar;
 
   function renderProgress(data, varied) {
     const counts = data.counts || {};
     const n = data.n_trials || 0;
-    const over = Object.keys(counts).reduce(function (a, k) { return a + (FINISHED.has(k) ? counts[k] : 0); }, 0);
+    const inState = function (states) {
+      return Object.keys(counts).reduce(function (a, k) { return a + (states.has(k) ? counts[k] : 0); }, 0);
+    };
+    // the text counts trials that ran to an end; polling stops once every trial is over
+    const done = inState(DONE), over = inState(FINISHED);
     for (const s of SEGMENTS) {
       const el = document.getElementById("progress-" + s);
       if (el) el.style.width = (n ? 100 * (counts[s] || 0) / n : 0).toFixed(2) + "%";
     }
-    const parts = SEGMENTS.concat(["QUEUED"]).filter(function (k) { return counts[k]; })
+    const parts = SEGMENTS.concat([S.QUEUED]).filter(function (k) { return counts[k]; })
       .map(function (k) { return counts[k] + " " + k.toLowerCase(); });
-    document.getElementById("progress-text").textContent = over + " of " + n + " trials over" +
+    document.getElementById("progress-text").textContent = done + " of " + n + " trials done" +
       (parts.length ? ": " + parts.join(", ") : "");
     const status = document.getElementById("status");
     status.textContent = data.status_text || data.status;
@@ -232,9 +237,9 @@
     // over while the page was open: nothing is left to cancel (the server would refuse it)
     const cancel = document.getElementById("cancel");
     if (cancel && data.can_cancel === false) cancel.form.remove();
-    const objective = meta.objective || { metric: "test_accuracy", mode: "max" };
+    const objective = meta.objective || V.objective;
     const scored = Array.from(trials.values()).filter(function (t) {
-      return t.state === "COMPLETE" && typeof t.metrics[objective.metric] === "number";
+      return t.state === V.scored && typeof t.metrics[objective.metric] === "number";
     });
     if (scored.length) {
       const min = objective.mode === "min";

@@ -16,10 +16,12 @@ window.DnnPlot = (function () {
     font: { family: "system-ui, -apple-system, 'Segoe UI', sans-serif", size: 12, color: "#222" },
     legend: { orientation: "h", yanchor: "top", y: -0.3, x: 0, font: { size: 11 } },
   };
+  // states, their groups, metrics and the default objective, served by the dashboard (base.html)
+  const VOCAB = JSON.parse(document.getElementById("dnnframe-vocabulary").textContent);
   const LABELS = { hidden_layers: "hidden layers", learning_rate: "learning rate", batch_size: "batch size",
-    max_epochs: "epochs", optimizer: "optimiser", train_seconds: "training time (s)",
-    compile_seconds: "compile time (s)", total_seconds: "total time (s)", epochs_run: "epochs run",
+    max_epochs: "epochs", optimizer: "optimiser", total_seconds: "total time (s)", epochs_run: "epochs run",
     n_params: "parameters" };
+  for (const name of Object.keys(VOCAB.metrics)) LABELS[name] = VOCAB.metrics[name].label;
 
   function label(key) { return LABELS[key] || String(key).replace(/_/g, " "); }
 
@@ -155,7 +157,7 @@ window.DnnPlot = (function () {
     Plotly.react(el, traces, fitTitle(chartLayout, el.clientWidth), CONFIG);
   }
 
-  return { PALETTE: PALETTE, CONFIG: CONFIG, label: label, fmt: fmt, title: title, layout: layout,
+  return { VOCAB: VOCAB, PALETTE: PALETTE, CONFIG: CONFIG, label: label, fmt: fmt, title: title, layout: layout,
     integerStep: integerStep, integerAxis: integerAxis, axisFor: axisFor, meanStd: meanStd,
     compare: compare, varying: varying, smooth: smooth, groupBy: groupBy, colour: colour,
     rgba: rgba, draw: draw };

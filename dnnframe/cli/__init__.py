@@ -15,7 +15,7 @@ import sys
 import click
 
 from ..exceptions import DnnframeError, SpecError, StoreError
-from . import results, run, services  # noqa: F401 - each module registers its commands
+from . import drive, results, run, services  # noqa: F401 - each module registers its commands
 from .common import EXIT_SPEC_ERROR, _one_line, _print_spec_error, cli
 from .output import silence_closed_output
 

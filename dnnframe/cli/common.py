@@ -14,7 +14,7 @@ import os
 import re
 import shlex
 import warnings
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -25,6 +25,8 @@ from rich.text import Text
 from ..engine.backend import DeviceUnavailableError, probe
 from ..engine.flags import FlagSettings, translate
 from ..exceptions import SpecError, StoreError
+from ..metrics import rank
+from ..states import SCORED_STATE, TrialState
 from ..urls import redact
 
 EXIT_SPEC_ERROR = 2
@@ -74,23 +76,26 @@ def refuse_process_local_store(url: str, doing: str) -> None:
             "sqlite:///path/to/file.db, mongodb://... or postgresql://...")
 
 
-def asked_device() -> FlagSettings:
-    """What THEANO_FLAGS/PYTENSOR_FLAGS ask of this machine (backend, device), read
-    without applying them; the training processes warn about the flags themselves."""
+def asked_device(env: Mapping[str, str] | None = None) -> FlagSettings:
+    """What THEANO_FLAGS/PYTENSOR_FLAGS (in ``env``, default this process's environment) ask
+    of this machine (backend, device), read without applying them; the training processes
+    warn about the flags themselves."""
+    env = os.environ if env is None else env
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return translate(os.environ.get("THEANO_FLAGS", ""), os.environ.get("PYTENSOR_FLAGS", ""))
+        return translate(env.get("THEANO_FLAGS", ""), env.get("PYTENSOR_FLAGS", ""))
 
 
-def refuse_unusable_device(doing: str) -> None:
-    """Raise DeviceUnavailableError ("refusing to DOING: reason") when the flags ask for the
-    JAX backend or a GPU that this machine cannot provide: every trial would fail on it.
-    Checked once, in a child process (see :func:`dnnframe.engine.backend.probe`), and only
-    when the flags ask for more than the C backend."""
-    asked = asked_device()
+def refuse_unusable_device(doing: str, env: Mapping[str, str] | None = None) -> None:
+    """Raise DeviceUnavailableError ("refusing to DOING: reason") when the flags (of
+    ``env``, default this process's environment) ask for the JAX backend or a GPU that this
+    machine cannot provide: every trial would fail on it. Checked once, in a child process
+    (see :func:`dnnframe.engine.backend.probe`), and only when the flags ask for more than
+    the C backend."""
+    asked = asked_device(env)
     if asked.backend != "jax" and asked.device_error is None:
         return
-    reason = probe()
+    reason = probe(None if env is None else dict(env))
     if reason:
         raise DeviceUnavailableError(f"refusing to {doing}: {reason}")
 
@@ -206,13 +211,12 @@ def _summary(store, exp, store_url: str, wall: float | None = None, interrupted:
     metric, mode = exp.objective
     rows = trial_rows(store, exp.id)
     varied = [c for c in varied_columns(rows) if c != "seed"]
-    scored = (r for r in rows if r["state"] == "COMPLETE" and r.get(metric) is not None)
-    best_trials = sorted(scored, key=lambda r: r[metric], reverse=(mode == "max"))
-    best_configs = aggregate(rows, varied, metric) if varied else []
-    best_configs.sort(key=lambda a: a["mean"], reverse=(mode == "max"))
+    best_trials = rank([r for r in rows if r["state"] == SCORED_STATE.value],
+                       lambda r: r.get(metric), mode, scored_only=True)
+    best_configs = rank(aggregate(rows, varied, metric) if varied else [], lambda a: a["mean"], mode)
     counts = store.counts_by_state(exp.id)
     failed = [{"trial_id": r["trial_id"], "error": r["error"]}
-              for r in rows if r["state"] == "FAILED"]
+              for r in rows if r["state"] == TrialState.FAILED.value]
     out = {
         "experiment_id": exp.id, "name": exp.name, "status": exp.status,
         "store": _shown_url(absolute_store_url(store_url)),
@@ -262,7 +266,8 @@ def _print_summary(console, summary: dict, store_url: str,  # noqa: ANN001
     store = " ".join(_store_words(store_url))
     failed = summary["failed"]
     for f in failed[:FAILED_LINES]:
-        console.print(Text.assemble(("FAILED", "red"), f" {f['trial_id']}: {f['error']}"),
+        console.print(Text.assemble((TrialState.FAILED.value, "red"),
+                                    f" {f['trial_id']}: {f['error']}"),
                       soft_wrap=True)
     if failed:
         more = (f"{len(failed) - FAILED_LINES} more failed; "

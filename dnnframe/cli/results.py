@@ -10,6 +10,7 @@ import click
 
 from ..exceptions import SpecError
 from ..extras import require
+from ..states import TrialState
 from .common import (
     EXIT_SPEC_ERROR,
     _open_store,
@@ -66,9 +67,9 @@ def status(experiment: str | None, store_url: str | None, show_failed: bool,
     summary = _summary(store, exp, url)
     running = [{"trial_id": t.id, "worker": t.worker, "epochs": len(t.metrics),
                 "heartbeat_at": t.heartbeat_at}
-               for t in store.list_trials(exp.id, state="RUNNING")]
+               for t in store.list_trials(exp.id, state=TrialState.RUNNING)]
     summary["running"] = running
-    errors = ({t.id: t.error or "" for t in store.list_trials(exp.id, state="FAILED")}
+    errors = ({t.id: t.error or "" for t in store.list_trials(exp.id, state=TrialState.FAILED)}
               if show_failed else {})
     store.close()
     if as_json:
@@ -82,7 +83,7 @@ def status(experiment: str | None, store_url: str | None, show_failed: bool,
         if not errors:
             console.print(f"no FAILED trials in {exp.name} ({exp.id})", markup=False)
         for trial_id, error in errors.items():
-            console.print(Text.assemble(("FAILED", "red"), f" {trial_id}:"))
+            console.print(Text.assemble((TrialState.FAILED.value, "red"), f" {trial_id}:"))
             console.print(Text(error.rstrip() or "(no error recorded)"), soft_wrap=True)
         return
     _print_summary(console, summary, url)
@@ -121,16 +122,18 @@ def ls_cmd(store_url: str | None, limit: int, as_json: bool) -> None:
     table.add_column("complete", justify="right")
     table.add_column("failed", justify="right")
     # adaptive search stops trials on purpose: a column of its own, only when it did
-    pruned = any(r["counts"].get("PRUNED", 0) for r in rows)
+    complete, failed, pruned_ = (TrialState.COMPLETE.value, TrialState.FAILED.value,
+                                 TrialState.PRUNED.value)
+    pruned = any(r["counts"].get(pruned_, 0) for r in rows)
     if pruned:
         table.add_column("pruned", justify="right")
     table.add_column("status", overflow="fold")
     for r in rows:
         created = time.strftime("%Y-%m-%d %H:%M", time.localtime(r["created_at"]))
         table.add_row(Text(r["id"]), Text(r["name"]), created,
-                      f"{r['counts'].get('COMPLETE', 0)}/{r['n_trials']}",
-                      str(r["counts"].get("FAILED", 0)),
-                      *([str(r["counts"].get("PRUNED", 0))] if pruned else []), Text(r["status"]))
+                      f"{r['counts'].get(complete, 0)}/{r['n_trials']}",
+                      str(r["counts"].get(failed, 0)),
+                      *([str(r["counts"].get(pruned_, 0))] if pruned else []), Text(r["status"]))
     make_console().print(table if rows else "no experiments yet; start one with: dnnframe run SPEC")
 
 

@@ -16,6 +16,7 @@ from ..exceptions import DnnframeError
 from ..executors.base import Executor
 from ..extras import require
 from ..spec.models import is_driven
+from ..states import TrialState, count_active
 from .common import (
     _command_line,
     _open_store,
@@ -209,7 +210,17 @@ def _submit_and_follow(console, store, executor: _StartOnSubmit, spec,  # noqa: 
             from ..search.driver import SearchDriver  # Optuna: the search extra, checked above
 
             console.print(f"searching with {spec.search.method}: {spec.search.num_samples} trials")
-            driven = SearchDriver(spec, store, executor, pack_size=pack_size).run()
+            lease = _take_driver_lease(store, spec.experiment_id)
+            try:
+                driven = SearchDriver(spec, store, executor, pack_size=pack_size,
+                                      keep_going=lambda: lease.held).run()
+            finally:
+                lease.release()
+            if driven.stopped:
+                raise DnnframeError(
+                    f"experiment {spec.experiment_id}: another process took over its search "
+                    f"driver (its lease was not renewed in time); follow it with `dnnframe "
+                    f"status {spec.experiment_id}`")
             return driven.cancelled, len(driven.asked)
         result = submit_experiment(spec, store, executor, retry_failed=retry_failed,
                                    pack_size=pack_size)
@@ -229,6 +240,23 @@ def _submit_and_follow(console, store, executor: _StartOnSubmit, spec,  # noqa: 
     finally:
         executor.shutdown(wait=not interrupted)
     return interrupted, trained
+
+
+def _take_driver_lease(store, experiment_id: str):  # noqa: ANN001, ANN202
+    """The lease of the experiment's search driver, for this process; a clear error when
+    another process (a server's driver service, another run) drives it."""
+    from ..search.lease import LeaseKeeper, driver_lease_name
+
+    lease = LeaseKeeper(store, driver_lease_name(experiment_id))
+    if lease.acquire():
+        return lease
+    holder = store.get_lease(lease.name)
+    who = holder.owner if holder is not None else "another process"
+    raise DnnframeError(
+        f"experiment {experiment_id} is already being driven by {who} (a server's driver "
+        f"service or another `dnnframe run`): one driver per experiment. Follow it with "
+        f"`dnnframe status {experiment_id}`, or stop that process and run this again once "
+        f"its lease has expired")
 
 
 def _announce_run(console, store, executor: _StartOnSubmit, result,  # noqa: ANN001
@@ -259,12 +287,12 @@ def _finished_before(store, experiment_id: str, remote: bool) -> list[str]:  # n
     from collections import Counter
 
     lines = []
-    failed = store.counts_by_state(experiment_id).get("FAILED", 0)
+    failed = store.counts_by_state(experiment_id).get(TrialState.FAILED.value, 0)
     if not remote:  # Celery workers train on their own devices; this host's flags say nothing
         here = asked_device().device
         devices = Counter(
             ((t.result or {}).get("environment") or {}).get("device")
-            for t in store.list_trials(experiment_id, state="COMPLETE"))
+            for t in store.list_trials(experiment_id, state=TrialState.COMPLETE))
         for device, n in sorted(devices.items(), key=lambda kv: str(kv[0])):
             if device and device != here:
                 lines.append(f"reusing {n} trials already COMPLETE on {device} (this run trains "
@@ -294,7 +322,8 @@ def _report_run(console, summary: dict, store_url: str, resume: str,  # noqa: AN
     hints = []
     if interrupted:
         hints.append(f"interrupted — resume with: {resume}")
-    elif summary["counts"].get("FAILED") and "--retry-failed" not in resume.split():
+    elif (summary["counts"].get(TrialState.FAILED.value)
+          and "--retry-failed" not in resume.split()):
         hints.append(f"run the FAILED trials again with: {resume} --retry-failed")
     try:
         if as_json:
@@ -305,7 +334,7 @@ def _report_run(console, summary: dict, store_url: str, resume: str,  # noqa: AN
         silence_closed_output()
     if interrupted:
         sys.exit(interrupt_code)
-    if summary["counts"].get("FAILED"):
+    if summary["counts"].get(TrialState.FAILED.value):
         sys.exit(1)
 
 
@@ -353,15 +382,15 @@ def _follow(console, store, executor: Executor, exp, quiet: bool,  # noqa: ANN00
             last_finished = finished
         if counts != last_counts:
             # a pack's members are claimed together by one worker process: one pack each
-            running = (store.list_trials(exp.id, state="RUNNING", fields=())
-                       if counts.get("RUNNING") else [])
+            running = (store.list_trials(exp.id, state=TrialState.RUNNING, fields=())
+                       if counts.get(TrialState.RUNNING.value) else [])
             packs = len({t.worker for t in running})
             last_counts = counts
         # until a first trial ends nothing else moves: say how far the graphs got (a first
         # run on a host compiles them, for tens of seconds)
         building = graphs.update(store, exp.id) if finished == first_finished else None
         progress.update(counts, best_text, running_packs=packs, graphs=building)
-        return counts.get("QUEUED", 0) + counts.get("RUNNING", 0) == 0
+        return count_active(counts) == 0
 
     with RunProgress(console, exp.name, total, first, enabled=not quiet) as progress:
         try:

@@ -10,7 +10,11 @@ import click
 from .. import settings
 from ..exceptions import DnnframeError
 from ..extras import require
+from ..search.child import DriverChild
 from .common import cli, refuse_process_local_store, refuse_unusable_device, store_option
+
+# What a worker consuming the gpu queue trains with unless THEANO_FLAGS says otherwise.
+GPU_FLAGS = "device=cuda,floatX=float32"
 
 
 @cli.command()
@@ -29,17 +33,17 @@ def serve(store_url: str | None, host: str, port: int, debug: bool, production: 
 
     Without --production one process serves it (Werkzeug's server, for a laptop); with it,
     gunicorn runs dashboard.wsgi:app with the settings in dashboard/gunicorn_config.py.
+    Either way a child process runs the search drivers of tpe/cmaes experiments (`dnnframe
+    drive`), started again if it dies.
     """
 
     from ..store import default_store_url
 
     # its trials train in a process pool or Celery workers, which cannot see such a store
     refuse_process_local_store(store_url or default_store_url(), "dnnframe serve")
-    if store_url:
-        # the app reads its configuration from the environment
-        os.environ["DNNFRAME_STORE_URL"] = store_url
+    current = settings.get()
     # requests must name the address it listens on (or a local name): see DNNFRAME_ALLOWED_HOSTS
-    os.environ.setdefault("DNNFRAME_BIND_HOST", host)
+    app_settings = current.replace(store_url=store_url, bind_host=current.bind_host or host)
     for module in ("flask", "plotly", "limits", "optuna"):  # what dashboard/ imports
         require(module, "web", "the dashboard")
     if production or web_workers:
@@ -49,16 +53,24 @@ def serve(store_url: str | None, host: str, port: int, debug: bool, production: 
                 "--bind", bind]
         if web_workers:
             args += ["--workers", str(web_workers)]
-        os.execv(sys.executable, [*args, "dashboard.wsgi:app"])
+        os.execve(sys.executable, [*args, "dashboard.wsgi:app"],
+                  settings.child_environ(store_url=store_url, bind_host=app_settings.bind_host))
     try:
         from dashboard import create_app
     except ImportError as exc:
         raise DnnframeError(f"the dashboard package cannot be imported: {exc}") from None
-    app = create_app()
-    if not debug or os.environ.get("WERKZEUG_RUN_MAIN") == "true":
-        # with --debug the reloader's parent only watches files; its child serves
-        app.extensions["dnnframe"].resume_search()
-    app.run(host=host, port=port, debug=debug)
+    # without a broker the driver service's pool trains the trials this server submits
+    app = create_app({"LOCAL_POOL": "service"}, settings=app_settings)
+    driver = None
+    if os.environ.get("WERKZEUG_RUN_MAIN") != "true":
+        # with --debug the reloader's parent lives as long as the server; its child, which
+        # serves, is replaced on every reload
+        driver = DriverChild(store_url).start()
+    try:
+        app.run(host=host, port=port, debug=debug)
+    finally:
+        if driver is not None:
+            driver.stop()
 
 
 # --------------------------------------------------------------------------- worker
@@ -90,25 +102,19 @@ def worker(store_url: str | None, broker_url: str | None, queues: str, concurren
 
     require("celery", "celery", "dnnframe worker")
     refuse_process_local_store(store_url or default_store_url(), "dnnframe worker")
-    # The Celery app reads its configuration from the environment when it is imported.
-    if store_url:
-        os.environ["DNNFRAME_STORE_URL"] = store_url
-    if broker_url:
-        os.environ["DNNFRAME_BROKER_URL"] = broker_url
     names = [q.strip() for q in queues.split(",") if q.strip()]
     if not names:
         raise click.UsageError("--queues needs at least one queue name")
-    if "gpu" in names and not os.environ.get("THEANO_FLAGS"):
-        os.environ["THEANO_FLAGS"] = "device=cuda,floatX=float32"
-    refuse_unusable_device("start the worker")
-    for key, value in THREAD_ENV.items():
-        os.environ.setdefault(key, value)
-    from ..executors.celery_worker import worker_app
-
-    app = worker_app()
-    argv = ["worker", f"--queues={','.join(names)}",
+    # The worker (``celery -A tasks worker``, its pool processes and the reaper) reads its
+    # configuration from its environment: built here for it, this process's left as it is.
+    flags = None if os.environ.get("THEANO_FLAGS") or "gpu" not in names else GPU_FLAGS
+    env = settings.child_environ({"THEANO_FLAGS": flags}, base={**THREAD_ENV, **os.environ},
+                                 store_url=store_url, broker_url=broker_url)
+    refuse_unusable_device("start the worker", env)
+    argv = [sys.executable, "-m", "celery", "-A", "tasks", "worker",
+            f"--queues={','.join(names)}",
             f"--concurrency={concurrency or settings.get().worker_count}",
             "--prefetch-multiplier=1", "-O", "fair", f"--loglevel={loglevel}"]
     if hostname:
         argv.append(f"--hostname={hostname}")
-    app.worker_main(argv + list(celery_args))
+    os.execve(sys.executable, argv + list(celery_args), env)

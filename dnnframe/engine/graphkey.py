@@ -4,20 +4,24 @@ one call (the pack key).
 The **compile key** holds what the compiled graph depends on: the dataset (its shape), the
 runs of equal hidden widths *without their depth* (the first layer of a run is unrolled, the
 rest is a scanned stack whose number of layers is a run-time shape; see
-:func:`~dnnframe.engine.packgraph.segments_for`), the activation, the layer design (residual
+:func:`~dnnframe.engine.packgraph.segments_for`) and, under JAX only, *their widths* (under
+every other backend a width is a run-time shape too: ``"w"`` stands for it; see
+:func:`~dnnframe.engine.packgraph.graph_segments`), the activation, the layer design (residual
 kind and whether its scale is learned, normalisation and its position), dropout and gradient
 clipping on/off, the loss, the optimiser and the process's floatX (from ``PYTENSOR_FLAGS``,
 else ``THEANO_FLAGS``, else float32 when ``device`` names a GPU and float64 otherwise).
 
 The **pack key** adds what the members of one call must share: the hidden widths with their
 depth (one tensor per layer, one stack length) and the batch size (members step through
-minibatches together). Under the C backend trials of different depth share a compiled
-function but not a pack; under JAX the depth of a stack is static in the compiled function.
+minibatches together). Under the C backend trials of different depth or widths share a
+compiled function but not a pack; under JAX widths and the depth of a stack are static in the
+compiled function.
 
 Not in either key (run-time inputs of the pack, one value per member): seed, learning rate
 and its schedule, momentum, L2, dropout rate, clipping threshold, init, max_epochs, early
 stopping, divergence bound. Nor the backend (C or JAX) and the device: they are the training
-process's, not the trial's, and a pack compiles on whichever worker takes it.
+process's, not the trial's, and a pack compiles on whichever worker takes it; like the
+floatX, whether widths count is read from this process's flags (workers share them).
 
 This module imports neither PyTensor nor NumPy.
 """
@@ -26,16 +30,17 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import json
 import os
 from typing import TYPE_CHECKING, Any
 
+from ..jsonsafe import canonical_json
 from .flags import gpu_index
 
 if TYPE_CHECKING:
     from ..spec import TrialConfig
 
-KEY_VERSION = "3"  # bump when the meaning of a key changes
+KEY_VERSION = "4"  # bump when the meaning of a key changes (4: widths only under JAX)
+WIDTH = "w"  # a hidden width in the compile key where it is a run-time shape
 # A run of equal widths up to this long is unrolled; a longer one is its first layer plus a
 # scanned stack of the rest. 1: every run beyond one layer is scanned, so a depth sweep at
 # one width builds two graphs (depth 1, and every other depth).
@@ -64,6 +69,18 @@ def _dtype_for(flag_vars: tuple[str | None, ...]) -> str:
     return _flag("floatX", flag_vars) or ("float32" if device is not None else "float64")
 
 
+def process_static_widths() -> bool:
+    """Whether this process compiles static shapes (JAX: ``mode=JAX`` or a GPU ``device``),
+    so hidden widths are part of the compile key; read without PyTensor."""
+    return _static_for((os.environ.get("PYTENSOR_FLAGS"), os.environ.get("THEANO_FLAGS")))
+
+
+@functools.lru_cache(maxsize=16)
+def _static_for(flag_vars: tuple[str | None, ...]) -> bool:
+    mode = (_flag("mode", flag_vars) or "").upper()
+    return mode == "JAX" or gpu_index(_flag("device", flag_vars)) is not None
+
+
 def as_config(config: dict | TrialConfig) -> TrialConfig:
     """``config`` as a :class:`~dnnframe.spec.TrialConfig` (a stored JSON dict is validated)."""
     from ..spec import TrialConfig
@@ -71,16 +88,20 @@ def as_config(config: dict | TrialConfig) -> TrialConfig:
     return TrialConfig.model_validate(config) if isinstance(config, dict) else config
 
 
-def _runs(widths: list[int]) -> list:
+def _runs(widths: list[int], static: bool, entry_sensitive: bool) -> list:
     """The hidden widths as the compiled graph sees them: a run of equal widths longer than
-    :data:`UNROLLED_RUN` is ``[width, "stack"]`` whatever its length."""
+    :data:`UNROLLED_RUN` is ``[width, "stack"]`` whatever its length. Without ``static``
+    shapes each width is :data:`WIDTH`, except the first where the first layer's design
+    depends on whether it equals the input width (``entry_sensitive``): the key cannot see
+    the dataset's width, so it keeps that one (at worst a little finer than the graph)."""
     out: list = []
     i = 0
     while i < len(widths):
         j = i
         while j < len(widths) and widths[j] == widths[i]:
             j += 1
-        out += [widths[i]] * (j - i) if j - i <= UNROLLED_RUN else [widths[i], "stack"]
+        w = widths[i] if static or (i == 0 and entry_sensitive) else WIDTH
+        out += [w] * (j - i) if j - i <= UNROLLED_RUN else [w, "stack"]
         i = j
     return out
 
@@ -92,7 +113,9 @@ def compile_key_fields(config: dict | TrialConfig) -> dict[str, Any]:
     return {
         "v": KEY_VERSION,
         "dataset": config.dataset.model_dump(mode="json"),
-        "runs": _runs(list(model.widths)),
+        # a shortcut or pre-norm applies to the first layer only where its widths are equal
+        "runs": _runs(list(model.widths), process_static_widths(),
+                      model.residual != "none" or model.norm_position == "pre"),
         "activation": model.activation,
         "residual": model.residual,
         "residual_learnable": model.residual == "rezero" or model.residual_learnable,
@@ -107,14 +130,15 @@ def compile_key_fields(config: dict | TrialConfig) -> dict[str, Any]:
 
 
 def pack_key_fields(config: dict | TrialConfig) -> dict[str, Any]:
-    """The fields of the pack key: the compile key's plus the depth and the batch size."""
+    """The fields of the pack key: the compile key's plus the widths with the depth, and the
+    batch size."""
     config = as_config(config)
     return {**compile_key_fields(config), "widths": list(config.model.widths),
             "batch_size": int(config.training.batch_size)}
 
 
 def _key(fields: dict[str, Any], widths: str) -> str:
-    text = json.dumps(fields, sort_keys=True, separators=(",", ":"))
+    text = canonical_json(fields)
     digest = hashlib.sha256(text.encode()).hexdigest()[:16]
     return (f"{fields['dataset']['name']}-{widths}-{fields['activation']}-{fields['optimizer']}"
             f"-{fields['dtype']}-{digest}")

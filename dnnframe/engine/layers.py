@@ -11,7 +11,9 @@ axis after the member axis and its forward pass is a ``pytensor.scan`` over it, 
 (and the compile time) does not grow with depth. Under the C backend the number of layers is
 a run-time value (the shared values' shape): one compiled function trains a stack of 2 or
 2,000 layers. Under JAX it is static (XLA needs static shapes), and XLA compiles the scan's
-body once, so the build time does not grow with depth there either.
+body once, so the build time does not grow with depth there either. Likewise a hidden width
+given as None is a run-time value (the C backend's graphs serve every width): the values
+loaded set it, and ``initial_values`` is told it.
 """
 
 from __future__ import annotations
@@ -74,7 +76,9 @@ def spread_bias(b, rows):
     return pt.dot(b.reshape((-1, 1)), ones).reshape((b.shape[0], b.shape[1], rows))
 
 
-def _check_positive(name: str, value: int) -> None:
+def _check_positive(name: str, value: int | None) -> None:
+    if value is None:  # a run-time size
+        return
     if not isinstance(value, (int, np.integer)) or value < 1:
         raise ValueError(f"{name} must be a positive integer, but got {value!r}")
 
@@ -91,7 +95,9 @@ class PackedLayer:
 
     def _make(self, name: str, lead: tuple, static: tuple | None) -> None:
         """Create ``W``, ``b`` and the extras with the per-member shape ``lead + ...``;
-        ``static``: the same shape fixed in the variables' type (None: unknown)."""
+        ``static``: the same shape fixed in the variables' type (None: unknown). A run-time
+        width (None) holds 1 until values are loaded: an untyped shared value's dims of
+        length 1 are not broadcastable, so nothing in the graph assumes it."""
         n_in, n_out = self.n_in, self.n_out
         shapes = {"W": (*lead, n_out, n_in), "b": (*lead, n_out)}
         for extra in self.design.extras():
@@ -99,7 +105,8 @@ class PackedLayer:
         self.shared = {}
         for key, shape in shapes.items():
             typed = (None, *shape) if static is not None else None
-            self.shared[key] = pytensor.shared(np.zeros((1, *shape), dtype=self.dtype),
+            placeholder = tuple(1 if n is None else n for n in shape)
+            self.shared[key] = pytensor.shared(np.zeros((1, *placeholder), dtype=self.dtype),
                                                name=f"{name}.{key}", shape=typed)
         self.params = [v for k, v in self.shared.items() if k in ("W", "b") or self.design.trained(k)]
         self.regularizable = [self.shared["W"]]
@@ -111,21 +118,22 @@ class PackedLayer:
         # activations may be lambdas (not picklable), and only building the graph needs them
         return {k: v for k, v in self.__dict__.items() if k != "act"}
 
-    def _start(self, key: str, lead: tuple, residual_scale: float) -> np.ndarray:
+    def _start(self, key: str, lead: tuple, residual_scale: float, units: int) -> np.ndarray:
         start = {"gain": 1.0, "shift": 0.0, "mean": 0.0, "var": 1.0, "scale": residual_scale}
-        shape = lead if key == "scale" else (*lead, self.units)
+        shape = lead if key == "scale" else (*lead, units)
         return np.full(shape, start[key], dtype=self.dtype)
 
 
 class DenseLayer(PackedLayer):
     """One layer ``n_in → n_out``: :func:`block_step` with its own parameters (``W`` stored
-    transposed, ``[K, n_out, n_in]``). ``act`` None makes it the linear output layer."""
+    transposed, ``[K, n_out, n_in]``). ``act`` None makes it the linear output layer.
+    ``n_in``/``n_out`` None: run-time widths (a residual layer needs them given and equal)."""
 
     def __init__(self, n_in: int, n_out: int, act: Callable | None, design: LayerDesign,
                  dtype: str, name: str, jax: bool = False):
         _check_positive("n_in", n_in)
         _check_positive("n_out", n_out)
-        if design.residual != "none" and n_in != n_out:
+        if design.residual != "none" and (n_in is None or n_in != n_out):
             raise ValueError(f"a residual layer needs n_in == n_out, but got n_in={n_in}, n_out={n_out}")
         self.n_in, self.n_out, self.dtype, self.design = n_in, n_out, dtype, design
         self.act, self.jax = act, jax
@@ -141,10 +149,12 @@ class DenseLayer(PackedLayer):
         def product(u):
             if u.ndim == 2 and not self.jax:
                 # shared input: all members' products are one wide product [K*n_out, D] @ [D, B]
-                z = pt.dot(W.reshape((-1, self.n_in)), u.T) + b.reshape((-1,)).dimshuffle(0, "x")
+                n_in = W.shape[2] if self.n_in is None else self.n_in
+                n_out = W.shape[1] if self.n_out is None else self.n_out
+                z = pt.dot(W.reshape((-1, n_in)), u.T) + b.reshape((-1,)).dimshuffle(0, "x")
                 if biased is not None:
                     biased[b] = z
-                return z.reshape((W.shape[0], self.n_out, u.shape[0]))
+                return z.reshape((W.shape[0], n_out, u.shape[0]))
             if u.ndim == 2:  # under JAX a broadcast product (a run-time K is no static shape)
                 return pt.matmul(W, u.T) + b.dimshuffle(0, 1, "x")
             z = pt.matmul(W, u) + b.dimshuffle(0, 1, "x")  # compiles to BatchedDot
@@ -167,16 +177,21 @@ class DenseLayer(PackedLayer):
         return [(self.shared["mean"], running_update(self.shared["mean"], stats[0])),
                 (self.shared["var"], running_update(self.shared["var"], stats[1]))]
 
-    def initial_values(self, rng: np.random.Generator, init: str, residual_scale: float) -> list[np.ndarray]:
-        """One member's values, in ``shared`` order (draws one weight matrix from ``rng``)."""
+    def initial_values(self, rng: np.random.Generator, init: str, residual_scale: float,
+                       n_in: int | None = None, n_out: int | None = None) -> list[np.ndarray]:
+        """One member's values, in ``shared`` order (draws one weight matrix from ``rng``);
+        ``n_in``/``n_out``: the member's widths (default: the layer's own)."""
+        n_in = self.n_in if n_in is None else n_in
+        n_out = self.n_out if n_out is None else n_out
+        units = n_in if self.design.norm_position == "pre" else n_out
         out = []
         for key in self.shared:
             if key == "W":
-                out.append(init_weights(rng, init, self.n_in, self.n_out).T.astype(self.dtype))
+                out.append(init_weights(rng, init, n_in, n_out).T.astype(self.dtype))
             elif key == "b":
-                out.append(np.zeros(self.n_out, dtype=self.dtype))
+                out.append(np.zeros(n_out, dtype=self.dtype))
             else:
-                out.append(self._start(key, (), residual_scale))
+                out.append(self._start(key, (), residual_scale, units))
         return out
 
 
@@ -185,7 +200,7 @@ class StackLayer(PackedLayer):
     tensors (``W: [K, n_layers, width, width]``, every extra with the same layer axis).
 
     ``n_layers`` given: static (part of the variables' type, as JAX needs); None: a run-time
-    value, set by the values loaded. Dropout masks come in as one ``[K, n_layers, width, B]``
+    value, set by the values loaded (so is ``width`` when None). Dropout masks come in as one ``[K, n_layers, width, B]``
     input, scanned with the weights. ``scan_mode``: the PyTensor mode the scan's inner
     functions compile with (None: PyTensor's default), the same as the outer function's.
     """
@@ -238,10 +253,10 @@ class StackLayer(PackedLayer):
                         (var, running_update(var, variances.dimshuffle(1, 0, 2)))]
 
     def initial_values(self, rng: np.random.Generator, init: str, residual_scale: float,
-                       n_layers: int = 1) -> list[np.ndarray]:
-        """One member's values for ``n_layers`` layers, in ``shared`` order (draws the layers'
-        weight matrices from ``rng`` in order)."""
-        w = self.width
+                       n_layers: int = 1, width: int | None = None) -> list[np.ndarray]:
+        """One member's values for ``n_layers`` layers of ``width`` (default: the layer's
+        own), in ``shared`` order (draws the layers' weight matrices from ``rng`` in order)."""
+        w = self.width if width is None else width
         out = []
         for key in self.shared:
             if key == "W":
@@ -250,7 +265,7 @@ class StackLayer(PackedLayer):
             elif key == "b":
                 out.append(np.zeros((n_layers, w), dtype=self.dtype))
             else:
-                out.append(self._start(key, (n_layers,), residual_scale))
+                out.append(self._start(key, (n_layers,), residual_scale, w))
         return out
 
 

@@ -33,8 +33,8 @@ from .flags import JAX_MODE
 from .graphkey import compile_key, pack_key
 from .layers import StackLayer
 from .modelcache import ModelCache
-from .packgraph import PackedModel, PackShape, segments_for
-from .result import TrialResult
+from .packgraph import PackedModel, PackShape, graph_segments, segments_for
+from .result import CANCELLED, COMPLETE, DIVERGED, TrialResult
 from .stopping import better as _better
 from .stopping import diverged as _diverged
 from .stopping import monitor_for
@@ -98,7 +98,7 @@ class _Member:
         self.monitor = monitor
         self.notes = notes
         self.history: list[dict[str, Any]] = []
-        self.status, self.diverged_epoch, self.stopped_early = "COMPLETE", None, False
+        self.status, self.diverged_epoch, self.stopped_early = COMPLETE, None, False
         self.best_value, self.best_epoch, self.since_best = None, None, 0
         self.has_best = False
         self.running = True
@@ -165,9 +165,11 @@ def _train_pack(configs: list, on_epoch: OnPackEpoch | None) -> list[TrialResult
     classification = data.task == "classification"
     K = len(configs)
     seeds = [c.seed for c in configs]
+    # this pack's widths; the compiled graph sees only what its backend needs of them
     segments, counts = segments_for(data.n_features, first.model.widths)
-    shape = PackShape(**shape_args, segments=segments, design=LayerDesign.from_model(first.model),
-                      shared_input=len(set(seeds)) == 1,
+    design = LayerDesign.from_model(first.model)
+    shape = PackShape(**shape_args, segments=graph_segments(segments, design, shape_args["mode"]),
+                      design=design, shared_input=len(set(seeds)) == 1,
                       stack_layers=counts if shape_args["mode"] == JAX_MODE else None)
     t_data = time.perf_counter()
     # building a graph creates hundreds of thousands of objects (a quarter of a build's time
@@ -182,11 +184,11 @@ def _train_pack(configs: list, on_epoch: OnPackEpoch | None) -> list[TrialResult
     for c in configs:
         monitor, notes = monitor_for(c, has_val=len(splits["val"][0]) > 0, classification=classification)
         members.append(_Member(c, monitor, flag_notes() + notes))
-    n_params, drop_rngs, shuffle_rngs = _initialise(model, configs, counts)
+    n_params, drop_rngs, shuffle_rngs = _initialise(model, configs, segments, counts)
     n = len(X_train)
     batch = min(first.training.batch_size, n)
-    units = _units(shape, counts)
-    chunks = _chunks(model, K, batch, units)
+    units = _units(shape, segments, counts)
+    chunks = _chunks(model, K, batch, units, _widest(shape, segments))
     active = np.ones(K, dtype=bool)
     best: list[np.ndarray] | None = None
     max_epochs = max(c.training.max_epochs for c in configs)
@@ -223,7 +225,7 @@ def _train_pack(configs: list, on_epoch: OnPackEpoch | None) -> list[TrialResult
                 idx = order[..., start:start + batch] if shape.shared_input \
                     else order[lo:hi, start:start + batch]
                 b = idx.shape[-1]
-                masks = _dropout_masks(model, drop_rngs, active, members, b, lo, hi) \
+                masks = _dropout_masks(model, segments, drop_rngs, active, members, b, lo, hi) \
                     if shape.dropout else []
                 loss, c = model.train_fn(X_train[idx], y_train[idx], *masks)
                 if epoch == 1 and start == 0:  # the loss at initialisation: before any update
@@ -257,7 +259,7 @@ def _train_pack(configs: list, on_epoch: OnPackEpoch | None) -> list[TrialResult
             best = _snapshot(model, chunks, best, improved)
         active = np.array([m.running for m in members])
 
-    restore = np.array([m.has_best and m.status != "DIVERGED" for m in members])
+    restore = np.array([m.has_best and m.status != DIVERGED for m in members])
     final = {split: (np.full(K, np.nan), np.full(K, np.nan)) for split in ("train", "val", "test")}
     for lo, hi, state in chunks:
         if best is not None and restore[lo:hi].any():  # final metrics: those of the best epoch
@@ -298,19 +300,24 @@ def _train_pack(configs: list, on_epoch: OnPackEpoch | None) -> list[TrialResult
     return results
 
 
-def _units(shape: PackShape, counts: tuple[int, ...]) -> int:
+def _units(shape: PackShape, segments: tuple, counts: tuple[int, ...]) -> int:
     """Units per row of every layer, input and output included (what one row of a member
-    keeps for the backward pass)."""
-    stacks = [seg[1] for seg in shape.segments if seg[0] == "stack"]
-    dense = [seg[2] for seg in shape.segments if seg[0] == "dense"]
+    keeps for the backward pass); ``segments``: the pack's, with its widths."""
+    stacks = [seg[1] for seg in segments if seg[0] == "stack"]
+    dense = [seg[2] for seg in segments if seg[0] == "dense"]
     return shape.n_features + shape.n_outputs + sum(dense) + sum(w * c for w, c in zip(stacks, counts))
 
 
-def _chunks(model: PackedModel, K: int, batch: int, units: int) -> list[tuple[int, int, list[np.ndarray]]]:
+def _widest(shape: PackShape, segments: tuple) -> int:
+    """The widest layer of the pack, its input and output included."""
+    return max([shape.n_features, shape.n_outputs, *(seg[-1] for seg in segments)])
+
+
+def _chunks(model: PackedModel, K: int, batch: int, units: int,
+            widest: int) -> list[tuple[int, int, list[np.ndarray]]]:
     """Split the loaded pack state into ``(lo, hi, state)`` chunks of members whose
     activations stay within CHUNK_ELEMENTS per layer and DEEP_ELEMENTS in all. Under mode=JAX
     the pack is one chunk: XLA compiles per shape, and a GPU wants the whole pack at once."""
-    widest = max(max(layer.n_out for layer in model.layers), model.shape.n_features)
     size = K if model.shape.mode == JAX_MODE else \
         max(1, min(CHUNK_ELEMENTS // (batch * widest), DEEP_ELEMENTS // (batch * units)))
     full = model.export_state()
@@ -333,7 +340,7 @@ def _epoch_metrics(members, epoch, diverged, train_loss, train_acc, val_loss, va
             continue
         m.train_seconds += share
         if diverged[k]:
-            m.status, m.diverged_epoch, m.running = "DIVERGED", epoch, False
+            m.status, m.diverged_epoch, m.running = DIVERGED, epoch, False
             m.history.append({"epoch": epoch, "train_loss": None, "train_accuracy": None,
                               "val_loss": None, "val_accuracy": None, "seconds": share})
             continue
@@ -344,7 +351,7 @@ def _epoch_metrics(members, epoch, diverged, train_loss, train_acc, val_loss, va
                    "seconds": share}
         m.history.append(metrics)
         if _diverged(metrics, m.initial_loss, m.config.training.divergence_factor):
-            m.status, m.diverged_epoch, m.running = "DIVERGED", epoch, False
+            m.status, m.diverged_epoch, m.running = DIVERGED, epoch, False
             continue
         reported[k] = dict(metrics)
     return reported
@@ -366,7 +373,7 @@ def _advance(members, epoch: int, reported: list, flags) -> np.ndarray:
             else:
                 m.since_best += 1
         if stop:
-            m.status, m.running = "CANCELLED", False
+            m.status, m.running = CANCELLED, False
         elif m.monitor and m.since_best >= es.patience:
             m.stopped_early, m.running = True, False
         elif epoch >= m.config.training.max_epochs:
@@ -374,7 +381,7 @@ def _advance(members, epoch: int, reported: list, flags) -> np.ndarray:
     return improved
 
 
-def _initialise(model: PackedModel, configs: list, counts: tuple[int, ...]):
+def _initialise(model: PackedModel, configs: list, segments: tuple, counts: tuple[int, ...]):
     """Load every member's initial values and hyperparameters; return one member's parameter
     count, the members' dropout generators and one shuffling generator per distinct seed."""
     by_draw: dict[tuple[int, str], tuple[list[np.ndarray], int]] = {}
@@ -386,7 +393,7 @@ def _initialise(model: PackedModel, configs: list, counts: tuple[int, ...]):
         if key not in by_draw:
             init_ss, shuffle_ss = np.random.SeedSequence(c.seed).spawn(2)
             rng = np.random.default_rng(init_ss)
-            values = model.initial_network(rng, c.model.init, residual_scale(c.model), counts)
+            values = model.initial_network(rng, c.model.init, residual_scale(c.model), counts, segments)
             by_draw[key] = (values, int(rng.integers(2**31)))
             shuffle_rngs.setdefault(c.seed, np.random.default_rng(shuffle_ss))
         values, drop_seed = by_draw[key]
@@ -402,13 +409,14 @@ def _initialise(model: PackedModel, configs: list, counts: tuple[int, ...]):
     return n_params, drop_rngs, shuffle_rngs
 
 
-def _dropout_masks(model: PackedModel, drop_rngs, active, members, b: int, lo: int, hi: int) -> list[np.ndarray]:
+def _dropout_masks(model: PackedModel, segments: tuple, drop_rngs, active, members, b: int,
+                   lo: int, hi: int) -> list[np.ndarray]:
     """Keep masks scaled by ``1 / (1 - p)`` for members lo..hi: ``[hi - lo, width, b]`` per
-    unrolled hidden layer and ``[hi - lo, n_layers, width, b]`` per stack, drawn from each
-    member's own generator layer by layer."""
+    unrolled hidden layer and ``[hi - lo, n_layers, width, b]`` per stack (``segments``: the
+    pack's, with its widths), drawn from each member's own generator layer by layer."""
     dtype = model.shape.dtype
-    shapes = [(layer.shared["W"].get_value(borrow=True).shape[1], layer.width)
-              if isinstance(layer, StackLayer) else (layer.n_out,) for layer in model.hidden]
+    shapes = [(layer.shared["W"].get_value(borrow=True).shape[1], seg[1])
+              if isinstance(layer, StackLayer) else (seg[2],) for layer, seg in zip(model.hidden, segments)]
     masks = [np.zeros((hi - lo, *s, b), dtype=dtype) for s in shapes]
     for k in range(lo, hi):
         if not active[k]:

@@ -12,9 +12,10 @@ member's gradient is exactly its own (gradient clipping and L2 are per member to
 of inactive members (stopped, diverged, cancelled, finished) are masked: their parameters,
 running statistics and optimiser state stay as they were.
 
-The compiled functions depend on neither K nor (under the C backend) the number of layers
-of a stack: both are run-time shapes of the shared values, so one compiled
-:class:`PackedModel` trains packs of any size and any depth of one :class:`PackShape`.
+The compiled functions depend on neither K nor (under the C backend) the hidden widths and
+the number of layers of a stack: all are run-time shapes of the shared values, so one
+compiled :class:`PackedModel` trains packs of any size, width and depth of one
+:class:`PackShape` (see :func:`graph_segments`).
 """
 
 from __future__ import annotations
@@ -101,9 +102,10 @@ def _activation(shape: PackShape):
 class PackShape:
     """Everything the compiled graph depends on: the compile key, resolved.
 
-    ``segments`` is a tuple of ``("dense", n_in, n_out)`` and ``("stack", width)``; the
-    number of layers of a stack is not part of the shape, except under JAX
-    (``stack_layers``, one count per stack: XLA needs static shapes).
+    ``segments`` is a tuple of ``("dense", n_in, n_out)`` and ``("stack", width)`` as
+    :func:`graph_segments` gives them: under the C backend the hidden widths are None
+    (run-time shapes). The number of layers of a stack is not part of the shape either,
+    except under JAX (``stack_layers``, one count per stack: XLA needs static shapes).
     """
 
     n_features: int
@@ -147,6 +149,28 @@ def segments_for(n_features: int, widths: list[int] | tuple[int, ...]) -> tuple[
     return tuple(segments), tuple(counts)
 
 
+def graph_segments(segments: tuple, design: LayerDesign, mode: str) -> tuple:
+    """``segments`` (of :func:`segments_for`) as the compiled graph depends on them.
+
+    Under JAX, as they are (static shapes). Otherwise every tensor's shape is a run-time
+    value, so the hidden widths are erased (None) and one compiled function serves every
+    width of a structure; only the first layer's input width (the dataset's) stays, and both
+    widths of a dense layer whose input and output widths are equal when its design depends
+    on that (a shortcut or pre-norm needs them equal; see ``LayerDesign.for_entry``).
+    """
+    if mode == JAX_MODE:
+        return segments
+    out: list[tuple] = []
+    for k, seg in enumerate(segments):
+        if seg[0] == "stack":
+            out.append(("stack", None))
+        elif seg[1] == seg[2] and design.for_entry() != design:
+            out.append(seg)
+        else:
+            out.append(("dense", seg[1] if k == 0 else None, None))
+    return tuple(out)
+
+
 def _first(v, ndim: int):
     """A length-K vector broadcast against a tensor of ``ndim`` with a leading member axis."""
     return v.dimshuffle(0, *(["x"] * (ndim - 1)))
@@ -173,13 +197,14 @@ class PackedModel:
         for k, seg in enumerate(shape.segments):
             if seg[0] == "dense":
                 _, n_in, n_out = seg
-                design = shape.design if n_in == n_out else shape.design.for_entry()
+                design = shape.design if n_in is not None and n_in == n_out \
+                    else shape.design.for_entry()
                 self.layers.append(DenseLayer(n_in, n_out, act, design, dtype, f"hidden{k}", jax))
             else:
                 n_static = next(counts) if shape.stack_layers is not None else None
                 self.layers.append(StackLayer(seg[1], act, shape.design, dtype, f"stack{k}",
                                               n_static, jax, scan_mode=scan_mode))
-        last = self.layers[-1].n_out if self.layers else shape.n_features
+        last = self.layers[-1].n_out if self.layers else shape.n_features  # None: run-time
         self.layers.append(DenseLayer(last, shape.n_outputs, None, LayerDesign(), dtype, "output", jax))
         self.params = [p for layer in self.layers for p in layer.params]
         self.stats = [s for layer in self.layers for s in layer.stats]
@@ -340,17 +365,22 @@ class PackedModel:
         self.active.set_value(active.astype(self.shape.dtype))
 
     def initial_network(self, rng: np.random.Generator, init: str, residual_scale: float,
-                        stack_layers: tuple[int, ...]) -> list[np.ndarray]:
+                        stack_layers: tuple[int, ...], segments: tuple | None = None) -> list[np.ndarray]:
         """One member's initial values in :attr:`network` order, drawn layer by layer in
-        order; hidden layers use ``init``, the output layer of every network uses Glorot."""
+        order; hidden layers use ``init``, the output layer of every network uses Glorot.
+        ``segments``: the member's own (of :func:`segments_for`, with its widths; default:
+        the shape's, which have them only under JAX)."""
         counts = iter(stack_layers)
+        sizes = list(segments if segments is not None else self.shape.segments)
+        last = sizes[-1][-1] if sizes else self.shape.n_features
+        sizes.append(("dense", last, self.shape.n_outputs))
         values: dict = {}
-        for layer in self.layers:
+        for layer, seg in zip(self.layers, sizes):
             if isinstance(layer, StackLayer):
-                drawn = layer.initial_values(rng, init, residual_scale, next(counts))
+                drawn = layer.initial_values(rng, init, residual_scale, next(counts), seg[1])
             else:
                 scheme = "glorot" if layer is self.layers[-1] else init
-                drawn = layer.initial_values(rng, scheme, residual_scale)
+                drawn = layer.initial_values(rng, scheme, residual_scale, seg[1], seg[2])
             values.update(zip(layer.shared.values(), drawn))
         return [values[v] for v in self.network]
 

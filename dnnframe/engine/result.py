@@ -6,8 +6,12 @@ from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
 from ..jsonsafe import json_copy
+from ..states import TrialState
 
-Status = Literal["COMPLETE", "DIVERGED", "CANCELLED"]
+# The states a training run ends in, as the engine writes them into a result.
+COMPLETE, DIVERGED, CANCELLED = (TrialState.COMPLETE.value, TrialState.DIVERGED.value,
+                                 TrialState.CANCELLED.value)
+Status = Literal[(COMPLETE, DIVERGED, CANCELLED)]  # type: ignore[valid-type]
 
 
 @dataclass

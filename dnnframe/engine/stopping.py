@@ -5,18 +5,16 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
+from ..metrics import improves
+
 if TYPE_CHECKING:
     from ..spec import TrialConfig
 
 
 def better(metric: str, value: float, best: float | None, min_delta: float) -> bool:
-    """Whether ``value`` of ``metric`` improves on ``best`` by more than ``min_delta``
-    (accuracies go up, losses go down)."""
-    if best is None:
-        return True
-    if metric.endswith("accuracy"):
-        return value > best + min_delta
-    return value < best - min_delta
+    """Whether ``value`` of ``metric`` improves on ``best`` by more than ``min_delta``, in
+    the metric's direction from the registry (:func:`dnnframe.metrics.improves`)."""
+    return improves(metric, value, best, min_delta)
 
 
 def monitor_for(config: TrialConfig, has_val: bool, classification: bool) -> tuple[str | None, list[str]]:

@@ -28,6 +28,7 @@ from kombu.transport.base import StdChannel
 
 from .. import settings
 from ..exceptions import BrokerUnavailableError, DnnframeError, StoreError
+from ..retrying import BROKER_PUBLISH
 from ..store import default_store_url, open_store
 from ..store.base import ResultStore
 from . import liveness
@@ -48,7 +49,6 @@ _PUBLISH_BATCH = 500
 # A submit gives up on an unreachable broker after about this long (a caller, say the
 # dashboard answering a POST, is waiting); its trials are held and sent later.
 _CONNECT_TIMEOUT_S = 2.0
-_PUBLISH_ATTEMPTS = 3
 
 
 def celery_settings(broker: str | None = None) -> dict[str, object]:
@@ -238,37 +238,40 @@ class CeleryExecutor(Executor):
             self._open_store().hold_dispatch([(t, retry_queue(self.queue)) for t in trial_ids])
 
     def _publish_batch(self, packs: list[list[str]]) -> None:
-        delay, last_exc = 0.2, None
-        for _attempt in range(_PUBLISH_ATTEMPTS):
-            try:
-                with self._lock:
-                    if self._channel is None:  # one connection, kept open between submits
-                        self._conn = self.app.connection_for_write()
-                        self._conn.ensure_connection(max_retries=1, interval_start=0.1,
-                                                     interval_step=0.1)
-                        self._channel = self._conn.channel()
-                        self._channel.tx_select()
-                    producer = Producer(self._channel)
-                    for pack in packs:
-                        # retry=False: kombu's own retry would reconnect onto a fresh
-                        # channel that is not transactional, so the message went out at
-                        # once and again when this loop redid the batch (after a broker
-                        # restart, every pack twice). A failure here redoes the batch.
-                        self.app.send_task(PACK_TASK, args=[pack], queue=self.queue,
-                                           producer=producer, retry=False,
-                                           headers={STORE_HEADER: self._store_label})
-                    self._channel.tx_commit()
-                    return
-            except Exception as exc:  # connection refused/dropped: redo the whole batch
-                last_exc = exc
-                self._close_connection()
-                time.sleep(delay)
-                delay *= 2
-        safe = self.app.connection_for_write().as_uri()  # password masked
-        reason = " ".join(str(last_exc).split()) or type(last_exc).__name__
-        raise BrokerUnavailableError(
-            f"the broker {safe} is unavailable ({reason}); the trials are stored and will be "
-            "sent when it is back") from last_exc
+        try:
+            BROKER_PUBLISH.call(self._publish_once, packs,
+                                what=f"publishing {len(packs)} packs to {self.queue!r}")
+        except Exception as exc:  # still refused/dropped: the caller holds the trials
+            safe = self.app.connection_for_write().as_uri()  # password masked
+            reason = " ".join(str(exc).split()) or type(exc).__name__
+            raise BrokerUnavailableError(
+                f"the broker {safe} is unavailable ({reason}); the trials are stored and will "
+                "be sent when it is back") from exc
+
+    def _publish_once(self, packs: list[list[str]]) -> None:
+        """One attempt of :meth:`_publish_batch`: the whole batch in one AMQP transaction;
+        a failure closes the connection, so the next attempt redoes the batch afresh."""
+        try:
+            with self._lock:
+                if self._channel is None:  # one connection, kept open between submits
+                    self._conn = self.app.connection_for_write()
+                    self._conn.ensure_connection(max_retries=1, interval_start=0.1,
+                                                 interval_step=0.1)
+                    self._channel = self._conn.channel()
+                    self._channel.tx_select()
+                producer = Producer(self._channel)
+                for pack in packs:
+                    # retry=False: kombu's own retry would reconnect onto a fresh
+                    # channel that is not transactional, so the message went out at
+                    # once and again when BROKER_PUBLISH redid the batch (after a broker
+                    # restart, every pack twice). A failure here redoes the batch.
+                    self.app.send_task(PACK_TASK, args=[pack], queue=self.queue,
+                                       producer=producer, retry=False,
+                                       headers={STORE_HEADER: self._store_label})
+                self._channel.tx_commit()
+        except Exception:  # connection refused/dropped: redo the whole batch
+            self._close_connection()
+            raise
 
     def cancel(self, experiment_id: str) -> int:
         """Cancel in the store: queued trials are refused at claim (their messages become

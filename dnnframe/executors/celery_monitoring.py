@@ -27,6 +27,7 @@ from typing import Any
 from celery import Celery
 
 from ..exceptions import DnnframeError, StoreError
+from ..metrics import DEFAULT_OBJECTIVE_METRIC
 from ..runner import PackObserver
 from ..store.base import ResultStore, TrialRecord, TrialState
 from ..store.records import value_at
@@ -218,7 +219,7 @@ class PackReport(PackObserver):
             try:
                 metric = self.store.get_experiment(experiment_id).objective[0]
             except DnnframeError:  # unknown or unreadable: fall back to the default
-                return "test_accuracy"
+                return DEFAULT_OBJECTIVE_METRIC
             _objective_metrics[experiment_id] = metric  # a spec never changes
         return metric
 
@@ -229,7 +230,7 @@ class PackReport(PackObserver):
                   and m["delivery"] in ("trained", "refused")]
         if not failed:
             return
-        listed = "; ".join(f"{tid}: {m.get('error') or m.get('reason') or 'FAILED'}"
+        listed = "; ".join(f"{tid}: {m.get('error') or m.get('reason') or TrialState.FAILED.value}"
                            for tid, m in failed[:_LISTED_FAILURES])
         more = f"; and {len(failed) - _LISTED_FAILURES} more" if len(failed) > _LISTED_FAILURES else ""
         raise PackFailed(f"{len(failed)} of {len(trials)} trials FAILED ({listed}{more}) "

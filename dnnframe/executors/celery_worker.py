@@ -27,6 +27,7 @@ from celery.worker.control import inspect_command
 from .. import settings
 from ..engine import heap
 from ..exceptions import DnnframeError, NotFoundError, StoreError
+from ..owners import celery_node, worker_name
 from ..runner import TrainFn, one_by_one, run_pack
 from ..store import default_store_url, open_store
 from ..store.base import ResultStore, TrialState
@@ -114,7 +115,7 @@ class _ProcessState:
         with self.lock:
             self.current = current
             self.state = {
-                "name": f"{node}:{os.getpid()}", "host": socket.gethostname(),
+                "name": worker_name(node), "host": socket.gethostname(),
                 "pid": os.getpid(), "current_trial": current[0][0] if current else None,
                 "trials_done": self.trials_done,
                 "info": {"node": node, "queue": queue, "role": "process"}}
@@ -153,8 +154,8 @@ def train_trial(self: Task, trial_id: str) -> dict[str, object]:
 
 
 def _run_pack(task: Task, trial_ids: list[str]) -> dict[str, object]:
-    node = task.request.hostname or f"celery@{socket.gethostname()}"
-    worker = f"{node}:{os.getpid()}"
+    node = celery_node(task.request.hostname)
+    worker = worker_name(node)
     queue = (task.request.delivery_info or {}).get("routing_key")
     proc = _proc
     try:
@@ -253,7 +254,7 @@ def _say_which_store() -> None:
 
 def _on_worker_ready(sender: object = None, **_: object) -> None:
     # sender: the worker's consumer; its controller knows the pool size (-c)
-    hostname = getattr(sender, "hostname", None) or f"celery@{socket.gethostname()}"
+    hostname = celery_node(getattr(sender, "hostname", None))
     concurrency = getattr(getattr(sender, "controller", None), "concurrency", None)
     _say_which_store()
     _ignore_connection_loss_warning()

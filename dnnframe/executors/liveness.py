@@ -24,6 +24,7 @@ import time
 from collections.abc import Iterable
 
 from .. import settings
+from ..owners import split_owner
 from ..store import default_store_url
 from ..store.base import ResultStore, TrialState
 from ..store.records import TrialRecord, WorkerRecord
@@ -131,12 +132,6 @@ def worker_processes(store: ResultStore, queue: str, consumers: int | None) -> i
     if consumers is not None:
         processes += max(0, consumers - len(nodes))
     return processes or None
-
-
-def split_owner(worker: str | None) -> tuple[str, int | None]:
-    """``"<node>:<pid>"`` → (node, pid); pid None when the name has no pid."""
-    node, _, pid = (worker or "").rpartition(":")
-    return (node, int(pid)) if node and pid.isdigit() else (worker or "", None)
 
 
 def _process_started_at(pid: int) -> float | None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 
-from ..owners import default_worker_name
+from ..owners import worker_name
 from ..store import TrialState, open_store
 from ..store.base import ResultStore
 from .local_worker import death_reason
@@ -41,7 +41,7 @@ class CrashRecorder:
         """
         reason = (f"interrupted: worker process {pid} was stopped" if killing
                   else death_reason(exitcode, pid))
-        worker_name = default_worker_name().rsplit(":", 1)[0] + f":{pid}"
+        owner = worker_name(pid=pid)
         outcomes: list[tuple[str, Outcome]] = []
         try:
             if self._store is None:
@@ -49,7 +49,7 @@ class CrashRecorder:
             store = self._store
             trials = {t.id: t for t in store.get_trials(list(trial_ids), fields=())}
             running = [tid for tid, t in trials.items()
-                       if t.state is TrialState.RUNNING and t.worker == worker_name]
+                       if t.state is TrialState.RUNNING and t.worker == owner]
             for tid, t in trials.items():
                 if t.state.is_finished:
                     outcomes.append((tid, (t.state, False)))
@@ -63,16 +63,16 @@ class CrashRecorder:
                                          else (TrialState.FAILED, True)))
             if killing:
                 store.finish_trials([(tid, TrialState.CANCELLED, None, reason)
-                                     for tid in running], worker=worker_name)
+                                     for tid in running], worker=owner)
                 outcomes += [(tid, (TrialState.CANCELLED, False)) for tid in running]
             elif len(running) == 1:
                 store.finish_trials([(running[0], TrialState.FAILED, None, reason)],
-                                    worker=worker_name)
+                                    worker=owner)
                 log.warning("trial %s: %s", running[0], reason)
                 outcomes.append((running[0], (TrialState.FAILED, True)))
             else:
                 for tid in running:
-                    store.release_trial(tid, worker_name)
+                    store.release_trial(tid, owner)
                     outcomes.append((tid, None))
                 if running:
                     log.warning("trials %s: %s; each runs again alone to find the cause",

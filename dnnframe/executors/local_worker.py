@@ -10,7 +10,7 @@ import threading
 
 from .. import settings
 from ..engine import heap
-from ..owners import default_worker_name
+from ..owners import WorkerName, default_worker_name
 from ..runner import TrainFn, one_by_one, run_pack
 from ..store import open_store
 from .base import THREAD_ENV
@@ -116,7 +116,7 @@ def worker_main(conn: multiprocessing.connection.Connection, store_url: str,
 
     def register(current: str | None, stopped: bool = False) -> None:
         try:  # the worker list is informative; a failed write must not stop training
-            store.register_worker(worker, host=worker.rsplit(":", 1)[0], pid=os.getpid(),
+            store.register_worker(worker, host=WorkerName.parse(worker).node, pid=os.getpid(),
                                   current_trial=current, trials_done=done,
                                   info={"executor": "local", "stopped": stopped})
         except Exception:
@@ -137,13 +137,20 @@ def worker_main(conn: multiprocessing.connection.Connection, store_url: str,
             try:
                 states = run_pack(pack, store, worker=worker, max_attempts=max_attempts,
                                   train_fn=pack_train)
-                done += sum(state is not None for state in states.values())
-                register(None)
-                conn.send(("done", pack, {tid: state.value if state is not None else None
-                                          for tid, state in states.items()}, None))
             except Exception as exc:  # a store failure: run_pack handles training errors
                 log.exception("worker %s: pack %s could not be run", worker, pack)
-                conn.send(("done", pack, {}, f"{type(exc).__name__}: {exc}"))
+                answer = ("done", pack, {}, f"{type(exc).__name__}: {exc}")
+            else:
+                done += sum(state is not None for state in states.values())
+                register(None)
+                answer = ("done", pack, {tid: state.value if state is not None else None
+                                         for tid, state in states.items()}, None)
+            try:
+                conn.send(answer)
+            except OSError:
+                # the parent was killed while this pack ran: its trials are recorded in the
+                # store, which is all a successor needs
+                break
         register(None, stopped=True)  # the worker list shows it gone, not idle
     finally:
         store.close()

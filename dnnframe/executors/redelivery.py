@@ -25,6 +25,7 @@ import time
 from celery import Celery
 
 from .. import settings
+from ..owners import split_owner
 from ..store.base import ResultStore, TrialState
 from ..store.records import TrialRecord
 from . import liveness
@@ -61,7 +62,7 @@ def _watch_other_nodes(store: ResultStore, trial_ids: list[str], node: str) -> N
         waiting = []
         seen = _node_seen(store)
         for t in store.get_trials(trial_ids, fields=()):
-            owner_node, _ = liveness.split_owner(t.worker)
+            owner_node, _ = split_owner(t.worker)
             if (t.state is TrialState.RUNNING and owner_node != node and owner_node in seen
                     and seen[owner_node] <= first_seen.get(owner_node, 0.0)):
                 waiting.append(t)

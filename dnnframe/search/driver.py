@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,14 +33,16 @@ from ..extras import require
 from ..spec import ExperimentSpec, count_trials, trial_id
 from ..spec.expand import resolve, spec_spaces
 from ..spec.models import MODEL_BASED_METHODS, canonical_json, is_driven
-from ..store.base import ResultStore, TrialRecord, TrialState
+from ..states import TOLD_STATES, TrialState
+from ..store.base import ResultStore, TrialRecord
 from ..submit import recover_abandoned_trials, resolve_pack_size
 from .space import SpaceMap
 
 log = logging.getLogger(__name__)
 
-_TOLD = {TrialState.COMPLETE: OptunaState.COMPLETE, TrialState.PRUNED: OptunaState.PRUNED,
-         TrialState.FAILED: OptunaState.FAIL, TrialState.DIVERGED: OptunaState.FAIL}
+# What the study hears of each state a sampler is told about; the others told are failures.
+_AS_OPTUNA = {TrialState.COMPLETE: OptunaState.COMPLETE, TrialState.PRUNED: OptunaState.PRUNED}
+_TOLD = {s: _AS_OPTUNA.get(s, OptunaState.FAIL) for s in TOLD_STATES}
 
 
 def make_sampler(method: str, seed: int) -> BaseSampler:
@@ -56,13 +59,15 @@ def make_sampler(method: str, seed: int) -> BaseSampler:
 class DriverResult:
     """What a driver run did: the experiment, the trials it asked for (in order; a repeat
     of a configuration appears again), how many stored finished trials it rebuilt the study
-    from, whether all ``num_samples`` are done, and whether the experiment was cancelled."""
+    from, whether all ``num_samples`` are done, whether the experiment was cancelled, and
+    whether the driver stopped early because ``keep_going`` said so (its lease was lost)."""
 
     experiment_id: str
     asked: list[str] = field(default_factory=list)
     rebuilt: int = 0
     finished: bool = False
     cancelled: bool = False
+    stopped: bool = False
 
 
 class SearchDriver:
@@ -76,14 +81,19 @@ class SearchDriver:
         poll_s: the longest wait between looks at the store. The executor wakes the driver
             when one of its trials ends; the store is read at least this often for trials
             that end elsewhere (another process, a cancellation).
+        keep_going: asked before every ask; once it answers False the driver asks nothing
+            more and returns (``stopped``). A driver holding a lease passes
+            ``LeaseKeeper.held``, so a driver that lost its lease never asks again.
     """
 
     def __init__(self, spec: ExperimentSpec, store: ResultStore, executor: Executor,
-                 pack_size: int | None = None, poll_s: float = 0.2):
+                 pack_size: int | None = None, poll_s: float = 0.2,
+                 keep_going: Callable[[], bool] | None = None):
         if not is_driven(spec):
             raise ValueError(f"a driver needs search.method tpe or cmaes, got "
                              f"{spec.search.method!r}")
         self.spec, self.store, self.executor, self.poll_s = spec, store, executor, poll_s
+        self.keep_going = keep_going or (lambda: True)
         self.pack_size = resolve_pack_size(spec, pack_size)
         self.search = spec.search
         self.space = SpaceMap(spec_spaces(spec))
@@ -120,6 +130,9 @@ class SearchDriver:
         budget = self.search.num_samples - len(stored)
         seen = 0  # trials the executor has seen end (wait_any's count)
         while True:
+            if not self.keep_going():
+                out.stopped = True
+                return out
             slots = max(1, self.executor.parallelism) - len(self.waiting)
             n_new = min(slots, budget, limit - len(out.asked) if limit is not None else slots)
             if n_new > 0:
@@ -193,6 +206,9 @@ class SearchDriver:
         """Ask for ``n`` configurations and store each; returns the ids to train."""
         new: list[str] = []
         for _ in range(n):
+            if not self.keep_going():
+                out.stopped = True
+                break
             number = len(self.study.get_trials(deepcopy=False))
             self.study.sampler = make_sampler(self.search.method,
                                               _seed(self.search.random_seed, number))
@@ -205,13 +221,14 @@ class SearchDriver:
                 continue
             tid = trial_id(config, self._fingerprint(config))
             out.asked.append(tid)
+            log.info("experiment %s: asked trial %s (number %d)", self.experiment_id, tid, number)
             known = tid in self.waiting
             self.waiting.setdefault(tid, []).append(trial)
             if known:
                 continue  # the same configuration is in flight already: told when it ends
             self.store.create_trials(self.experiment_id, [(tid, config.model_dump(mode="json"))])
             record = self.store.get_trial(tid)
-            if record.state.is_finished and record.state is not TrialState.CANCELLED:
+            if record.state in TOLD_STATES:
                 self._tell(record)  # trained before (by another experiment): reuse it
             elif record.state is TrialState.QUEUED:
                 new.append(tid)

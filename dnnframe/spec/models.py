@@ -3,13 +3,21 @@
 from __future__ import annotations
 
 import hashlib
-import json
 import math
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from ..datasets import DatasetConfig, dataset_task
+from ..jsonsafe import canonical_json
+from ..metrics import (
+    DEFAULT_OBJECTIVE_METRIC,
+    DEFAULT_OBJECTIVE_MODE,
+    EPOCH_METRICS,
+    EPOCH_STAND_IN,
+    MODES,
+    OBJECTIVE_METRICS,
+)
 from ..vocabulary import (
     ACTIVATIONS,
     INITS,
@@ -36,29 +44,14 @@ Normalization = Literal[NORMALIZATIONS]  # type: ignore[valid-type]
 Residual = Literal[RESIDUALS]  # type: ignore[valid-type]
 NormPosition = Literal[NORM_POSITIONS]  # type: ignore[valid-type]
 LrScheduleKind = Literal[LR_SCHEDULES]  # type: ignore[valid-type]
-EpochMetric = Literal["val_loss", "val_accuracy", "train_loss", "train_accuracy"]
-ObjectiveMetric = Literal[
-    "test_accuracy",
-    "test_loss",
-    "val_accuracy",
-    "val_loss",
-    "train_accuracy",
-    "train_loss",
-    "train_seconds",
-    "compile_seconds",
-]
+EpochMetric = Literal[EPOCH_METRICS]  # type: ignore[valid-type]
+ObjectiveMetric = Literal[OBJECTIVE_METRICS]  # type: ignore[valid-type]
+ObjectiveMode = Literal[MODES]  # type: ignore[valid-type]
 
 PositiveFloat = Annotated[float, Field(gt=0, allow_inf_nan=False)]
 NonNegFloat = Annotated[float, Field(ge=0, allow_inf_nan=False)]
 Fraction = Annotated[float, Field(ge=0, lt=1, allow_inf_nan=False)]
 Width = Annotated[int, Field(ge=1, le=MAX_WIDTH)]
-
-
-def canonical_json(value: Any) -> str:
-    """Key-sorted compact ASCII JSON: the same value gives the same text on every platform."""
-    return json.dumps(
-        value, sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=False
-    )
 
 
 class _Strict(BaseModel):
@@ -247,8 +240,8 @@ def _first_format(doc: dict[str, Any]) -> dict[str, Any]:
 class Objective(_Strict):
     """What "best trial" means: the metric and whether higher or lower is better."""
 
-    metric: ObjectiveMetric = "test_accuracy"
-    mode: Literal["max", "min"] = "max"
+    metric: ObjectiveMetric = DEFAULT_OBJECTIVE_METRIC
+    mode: ObjectiveMode = DEFAULT_OBJECTIVE_MODE
 
 
 SearchMethod = Literal["grid", "random", "asha", "tpe", "cmaes"]
@@ -256,9 +249,6 @@ SearchMethod = Literal["grid", "random", "asha", "tpe", "cmaes"]
 # configurations come from a model of the results so far (a driver asks as results arrive).
 SAMPLED_METHODS = ("random", "asha", "tpe", "cmaes")
 MODEL_BASED_METHODS = ("tpe", "cmaes")
-# ASHA compares trials on a metric reported every epoch: test metrics exist only at the end,
-# so their validation counterparts stand in for them at the rungs.
-_RUNG_METRIC = {"test_accuracy": "val_accuracy", "test_loss": "val_loss"}
 
 
 class SearchConfig(_Strict):
@@ -326,7 +316,7 @@ class SearchConfig(_Strict):
     @property
     def rung_metric(self) -> str:
         """The per-epoch metric ASHA compares at rungs (validation for a test objective)."""
-        return _RUNG_METRIC.get(self.objective.metric, self.objective.metric)
+        return EPOCH_STAND_IN.get(self.objective.metric, self.objective.metric)
 
     @field_validator("seeds")
     @classmethod

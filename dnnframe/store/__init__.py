@@ -11,6 +11,7 @@ from ..extras import require
 from .base import (
     SCHEMA_VERSION,
     ExperimentRecord,
+    LeaseRecord,
     ResultStore,
     TrialRecord,
     TrialState,
@@ -21,8 +22,8 @@ from .memory import MEMORY_PREFIX, MemoryStore
 DEFAULT_STORE_URL = "sqlite:///dnnframe.db"
 
 __all__ = [
-    "DEFAULT_STORE_URL", "MEMORY_PREFIX", "SCHEMA_VERSION", "ExperimentRecord", "NotFoundError",
-    "ResultStore", "SchemaVersionError", "StoreCorruptError", "StoreError", "TrialRecord",
+    "DEFAULT_STORE_URL", "MEMORY_PREFIX", "SCHEMA_VERSION", "ExperimentRecord", "LeaseRecord",
+    "NotFoundError", "ResultStore", "SchemaVersionError", "StoreCorruptError", "StoreError", "TrialRecord",
     "TrialState", "WorkerRecord", "default_store_url", "open_store",
 ]
 

@@ -74,6 +74,8 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from ..jsonsafe import dumps, json_safe
+from ..metrics import DEFAULT_OBJECTIVE_METRIC, DEFAULT_OBJECTIVE_MODE, check_mode
+from ..states import SCORED_STATE
 from .base_trials import FinishItem, TrialMethods, now
 from .checks import (
     check_experiment_args,
@@ -89,18 +91,19 @@ from .checks import (
     state_list,
 )
 from .export import write_csv, write_jsonl
+from .leases import LeaseMethods, LeaseRecord
 from .records import BULKY_FIELDS, ExperimentRecord, TrialRecord, TrialState, WorkerRecord
 from .sorting import SORT_KEYS, check_since_order, resolve_sort_path
 
 __all__ = ["BULKY_FIELDS", "SCHEMA_VERSION", "SORT_KEYS", "ExperimentRecord", "FinishItem",
-           "ResultStore", "TrialRecord", "TrialState", "WorkerRecord", "check_page", "dumps",
+           "LeaseRecord", "ResultStore", "TrialRecord", "TrialState", "WorkerRecord", "check_page", "dumps",
            "json_safe", "now", "resolve_sort_path"]
 
 # Bumped whenever the on-disk layout changes; a store with a larger number refuses to open.
 SCHEMA_VERSION = 1
 
 
-class ResultStore(TrialMethods):
+class ResultStore(TrialMethods, LeaseMethods):
     """Where every experiment, trial and per-epoch metric lives; open one with ``open_store``.
 
     The public methods check their arguments once, here and in :class:`TrialMethods` (the
@@ -373,16 +376,17 @@ class ResultStore(TrialMethods):
         found = self._count_states_many(ids) if ids else {}
         return {eid: {**{s.value: 0 for s in TrialState}, **found.get(eid, {})} for eid in ids}
 
-    def best_trial(self, experiment_id: str | None = None, metric: str = "test_accuracy",
-                   mode: str = "max") -> TrialRecord | None:
-        """The COMPLETE trial with the best ``metric`` (any ``sort_by`` key), or None.
+    def best_trial(self, experiment_id: str | None = None,
+                   metric: str = DEFAULT_OBJECTIVE_METRIC,
+                   mode: str = DEFAULT_OBJECTIVE_MODE) -> TrialRecord | None:
+        """The COMPLETE trial with the best ``metric`` (any ``sort_by`` key), or None; the
+        first created wins a tie (the order :func:`dnnframe.metrics.best_first` ranks in).
 
         Raises:
             ValueError: ``mode`` not "max"/"min" or a bad metric key.
         """
-        if mode not in ("max", "min"):
-            raise ValueError(f"mode must be 'max' or 'min', got {mode!r}")
-        rows = self.list_trials(experiment_id=experiment_id, state=TrialState.COMPLETE,
+        check_mode(mode)
+        rows = self.list_trials(experiment_id=experiment_id, state=SCORED_STATE,
                                 sort_by=metric, descending=(mode == "max"), limit=1)
         if not rows or rows[0].value(metric) is None:
             return None

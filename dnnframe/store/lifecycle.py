@@ -21,9 +21,10 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from .records import TrialState
+from ..states import ACTIVE_STATES, TrialState
 
 QUEUED, RUNNING = TrialState.QUEUED.value, TrialState.RUNNING.value
+ACTIVE = tuple(s.value for s in ACTIVE_STATES)  # as stored: a cancel or a delete waits for them
 CANCELLED, FAILED = TrialState.CANCELLED.value, TrialState.FAILED.value
 
 # The finished states ``requeue_trials`` may put back; COMPLETE results are never discarded.

@@ -21,6 +21,8 @@ from ..exceptions import NotFoundError, StoreError
 from ..jsonsafe import dumps, json_copy
 from .base import ResultStore, now
 from .checks import CheckedFinish, active_error, epochs_to_store
+from .lease_backends import MemoryLeases
+from .leases import LeaseRecord
 from .lifecycle import (
     QUEUED,
     RELEASE,
@@ -55,6 +57,7 @@ class _Data:
     trials: dict[str, dict[str, Any]] = field(default_factory=dict)
     workers: dict[str, WorkerRecord] = field(default_factory=dict)
     held: dict[str, str] = field(default_factory=dict)  # trial id -> queue, oldest first
+    leases: dict[str, LeaseRecord] = field(default_factory=dict)
     seq: int = 0
     experiment_order: int = 0
 
@@ -73,7 +76,7 @@ def _sort_key(value: Any) -> tuple[int, Any]:
     return 2, dumps(value)
 
 
-class MemoryStore(ResultStore):
+class MemoryStore(MemoryLeases, ResultStore):
     """ResultStore in this process's memory (see the module docstring)."""
 
     def __init__(self, url: str = MEMORY_PREFIX, create: bool = True):

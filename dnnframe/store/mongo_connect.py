@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import functools
 import threading
-import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -22,12 +21,13 @@ from pymongo.errors import (
 
 from .. import settings
 from ..exceptions import SchemaVersionError, StoreCorruptError, StoreError
+from ..retrying import STORE_WRITE
 from ..urls import redact
 from .base import SCHEMA_VERSION, now
 
 F = TypeVar("F", bound=Callable[..., Any])
-_RETRIES = 5
-COLLECTIONS = ("meta", "experiments", "trials", "workers", "counters", "held_dispatch")
+COLLECTIONS = ("meta", "experiments", "trials", "workers", "counters", "held_dispatch",
+               "leases")
 # mongomock clients do not share data; one per host per process lets a second open_store()
 # of the same mongomock:// URL (a test's dashboard and runner) see the same documents.
 _MOCK_CLIENTS: dict[str, Any] = {}
@@ -35,22 +35,19 @@ _MOCK_LOCK = threading.Lock()
 
 
 def retry(fn: F) -> F:
-    """Retry on AutoReconnect (primary step-down, dropped connection) with back-off; other
-    driver errors become StoreError naming the URL."""
+    """Retry on AutoReconnect (primary step-down, dropped connection) by the
+    :data:`~dnnframe.retrying.STORE_WRITE` policy; other driver errors become StoreError
+    naming the URL."""
 
     @functools.wraps(fn)
     def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
-        for attempt in range(_RETRIES):
-            try:
-                return fn(self, *args, **kwargs)
-            except AutoReconnect as e:
-                if attempt == _RETRIES - 1:
-                    raise StoreError(f"store {redact(self.url)}: still unreachable after "
-                                     f"{_RETRIES} attempts: {e}") from e
-                time.sleep(min(0.2 * 2 ** attempt, 3.0))
-            except PyMongoError as e:
-                raise StoreError(f"store {redact(self.url)}: {e}") from e
-        raise AssertionError("unreachable")
+        try:
+            return STORE_WRITE.call(fn, self, *args, what=f"store {redact(self.url)}", **kwargs)
+        except AutoReconnect as e:
+            raise StoreError(f"store {redact(self.url)}: still unreachable after "
+                             f"{STORE_WRITE.attempts} attempts: {e}") from e
+        except PyMongoError as e:
+            raise StoreError(f"store {redact(self.url)}: {e}") from e
 
     return wrapper  # type: ignore[return-value]
 

@@ -17,6 +17,7 @@ from ..jsonsafe import json_safe
 from .base_trials import now
 from .checks import CheckedFinish, epochs_to_store
 from .lifecycle import (
+    QUEUED,
     RELEASE,
     REQUEUE_STALE,
     RUNNING,
@@ -149,7 +150,7 @@ class MongoTrials:
         # won by an earlier attempt of this call, whose answer was lost
         mine = [tid for tid in ids if docs[tid]["state"] == RUNNING
                 and docs[tid].get("op") == call.op]
-        queued = [tid for tid in ids if docs[tid]["state"] == "QUEUED"]
+        queued = [tid for tid in ids if docs[tid]["state"] == QUEUED]
         if not queued and not mine:
             return []
         live = self._live_experiments({e for tid in queued
@@ -158,10 +159,10 @@ class MongoTrials:
         ops, claims = [], []
         with self._seq.block(len(queued)) as first:
             for k, tid in enumerate(queued):
-                doc, query = docs[tid], {"_id": tid, "state": "QUEUED"}
+                doc, query = docs[tid], {"_id": tid, "state": QUEUED}
                 attempts = doc.get("attempts", 0)
                 outcome, update = decide_claim(
-                    "QUEUED", attempts,
+                    QUEUED, attempts,
                     all_experiments_cancelled(doc.get("experiment_ids", []), live),
                     max_attempts, worker, t)
                 # the filter re-checks the attempts the decision was made on
@@ -184,7 +185,7 @@ class MongoTrials:
     @retry
     def _heartbeat_trials(self, ids: list[str], worker: str) -> set[str]:
         # lifecycle.owns as a filter
-        owned = {"_id": {"$in": ids}, "state": "RUNNING", "worker": worker}
+        owned = {"_id": {"$in": ids}, "state": RUNNING, "worker": worker}
         self._db.trials.update_many(owned, {"$set": {"heartbeat_at": now()}})
         return {d["_id"] for d in self._db.trials.find(owned, {"_id": 1})}
 
@@ -272,4 +273,4 @@ class MongoTrials:
         if doc is None:
             raise NotFoundError(f"trial {trial_id!r} not found in {redact(self.url)}")
         # released by an earlier attempt of this call, whose answer was lost
-        return doc.get("op") == call.op and doc["state"] == "QUEUED"
+        return doc.get("op") == call.op and doc["state"] == QUEUED

@@ -32,8 +32,9 @@ from pymongo.errors import BulkWriteError, PyMongoError
 from ..exceptions import NotFoundError, StoreError
 from .base import ResultStore, json_safe, now
 from .checks import active_error
-from .lifecycle import REQUEUE_RESET, TrialUpdate, cancel_before_start
+from .lifecycle import ACTIVE, QUEUED, REQUEUE_RESET, TrialUpdate, cancel_before_start
 from .mongo_connect import WriteCall, connect, init_schema, redact, retry, retry_write
+from .mongo_leases import MongoLeases
 from .mongo_trials import MongoTrials, left_out, trial_record
 from .mongoseq import SeqCounter
 from .records import ExperimentRecord, TrialRecord, WorkerRecord
@@ -46,7 +47,7 @@ __all__ = ["MongoStore", "redact"]
 INFLIGHT_TTL_S = 60.0
 
 
-class MongoStore(MongoTrials, ResultStore):
+class MongoStore(MongoLeases, MongoTrials, ResultStore):
     """ResultStore in a MongoDB database: collections experiments, trials, workers, meta."""
 
     def __init__(self, db: Any, url: str, create: bool = True):
@@ -140,7 +141,7 @@ class MongoStore(MongoTrials, ResultStore):
             raise NotFoundError(f"experiment {experiment_id!r} not found in {redact(self.url)}")
         live = [d["_id"] for d in self._db.experiments.find({"cancel_requested": False}, {"_id": 1})]
         query = {"$and": [{"experiment_ids": experiment_id}, {"experiment_ids": {"$nin": live}}],
-                 "state": "QUEUED"}
+                 "state": QUEUED}
         return len(self._update_each(query, cancel_before_start(now()), call))
 
     @retry_write
@@ -149,14 +150,14 @@ class MongoStore(MongoTrials, ResultStore):
             return 0
         alone = {"experiment_ids": [experiment_id]}  # linked to this experiment only
         active = [d["_id"] for d in self._db.trials.find(
-            {**alone, "state": {"$in": ["QUEUED", "RUNNING"]}}, {"_id": 1}).sort("order", 1)]
+            {**alone, "state": {"$in": list(ACTIVE)}}, {"_id": 1}).sort("order", 1)]
         if active:
             raise active_error(experiment_id, active)
         own = [d["_id"] for d in self._db.trials.find(alone, {"_id": 1})]
         # the experiment goes last: a retry after a lost connection finds it and finishes
         self._db.held_dispatch.delete_many({"_id": {"$in": own}})
         self._db.trials.delete_many(
-            {**alone, "_id": {"$in": own}, "state": {"$nin": ["QUEUED", "RUNNING"]}})
+            {**alone, "_id": {"$in": own}, "state": {"$nin": list(ACTIVE)}})
         shared = {"experiment_ids": experiment_id}
         ids = [d["_id"] for d in self._db.trials.find(shared, {"_id": 1})]
         self._db.trials.update_many(shared, {"$pull": {"experiment_ids": experiment_id}})
@@ -198,7 +199,7 @@ class MongoStore(MongoTrials, ResultStore):
             last = self._next("trial_order", len(new))
             t = now()
             with self._seq.block(len(new)) as first_seq:
-                docs = [{"_id": tid, "experiment_ids": [experiment_id], "state": "QUEUED",
+                docs = [{"_id": tid, "experiment_ids": [experiment_id], "state": QUEUED,
                          "config": c, "result": None, "metrics": [], "error": None,
                          "worker": None, "attempts": 0, "created_at": t, "started_at": None,
                          "finished_at": None, "heartbeat_at": None, "seq": first_seq + k,

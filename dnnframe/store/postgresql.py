@@ -25,6 +25,7 @@ from typing import Any
 from ..exceptions import NotFoundError
 from .base import ResultStore, dumps, now
 from .checks import active_error
+from .lease_backends import PostgresLeases
 from .lifecycle import REQUEUE_RESET, TrialUpdate, cancel_before_start
 from .postgresql_conn import PgConnections
 from .postgresql_sql import (
@@ -44,7 +45,7 @@ from .records import ExperimentRecord, TrialRecord, WorkerRecord
 __all__ = ["PostgresStore"]
 
 
-class PostgresStore(PostgresTrials, ResultStore):
+class PostgresStore(PostgresLeases, PostgresTrials, ResultStore):
     """ResultStore in a PostgreSQL database (the schema of the connection's search_path)."""
 
     def __init__(self, url: str, create: bool = True):

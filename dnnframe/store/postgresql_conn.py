@@ -14,7 +14,6 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
-import time
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -24,11 +23,11 @@ from psycopg import errors
 from psycopg.types.json import Jsonb
 
 from ..exceptions import NotFoundError, StoreError
+from ..retrying import STORE_WRITE, AttemptAgain
 from ..urls import redact
 from .base import now
 from .postgresql_schema import migrate
 
-_RETRIES = 6
 _CONNECT_TIMEOUT_S = 10
 # A session stopped between the statements of a transaction (its host cut off the network,
 # its process frozen) holds its row locks, and the change counter every write takes, until
@@ -43,8 +42,12 @@ _PRUNE_EVERY = 500
 _FORK_ORPHANS: list[psycopg.Connection] = []
 
 
-def _backoff(attempt: int) -> None:
-    time.sleep(min(0.2 * 2 ** attempt, 3.0))
+class _Unreachable(psycopg.OperationalError):
+    """No connection could be opened (retried like a lost one, reported as unreachable)."""
+
+    def __init__(self, error: psycopg.OperationalError):
+        super().__init__(str(error))
+        self.error = error
 
 
 class PgConnections:
@@ -162,49 +165,61 @@ class PgConnections:
 
     def _attempts(self, body: Callable[[psycopg.Connection], Any], op: str | None,
                   encode: Callable[[Any], Any] | None = None) -> Any:
-        for attempt in range(_RETRIES):
-            try:  # a server restarting refuses connections for a while: wait for it
-                conn = self._conn()
-            except psycopg.OperationalError as e:
-                if attempt == _RETRIES - 1:
-                    raise self._connect_error(e) from e
-                _backoff(attempt)
-                continue
-            try:
-                if attempt and op is not None:
-                    row = conn.execute("SELECT answer FROM applied_ops WHERE op = %s",
-                                       (op,)).fetchone()
-                    if row is not None:
-                        conn.commit()
-                        return row[0], True
-                answer = body(conn)
-                if op is not None:
-                    self._record(conn, op, encode(answer) if encode else answer)
-                conn.commit()
-                return answer, False
-            except (NotFoundError, ValueError):
-                self._recover(conn)
-                raise
-            except errors.UniqueViolation as e:
-                self._recover(conn)
-                if op is None or "applied_ops" not in str(e.diag.constraint_name or ""):
-                    raise StoreError(f"store {self.where!r}: {e}") from e
-                # An earlier attempt of this call committed meanwhile: read its answer.
-            except (psycopg.OperationalError, errors.IdleInTransactionSessionTimeout) as e:
-                # the second: the server ended a session stopped inside this transaction
-                # (rolled back), like a lost connection
-                self._recover(conn)
-                if attempt == _RETRIES - 1:
-                    raise StoreError(f"store {self.where!r}: still failing after {_RETRIES} "
-                                     f"attempts: {str(e).strip()}") from e
-                _backoff(attempt)
-            except psycopg.Error as e:
-                self._recover(conn)
-                raise StoreError(f"store {self.where!r}: {str(e).strip()}") from e
-            except BaseException:
-                self._recover(conn)
-                raise
-        raise StoreError(f"store {self.where!r}: still failing after {_RETRIES} attempts")
+        try:
+            for attempt in STORE_WRITE.retrying(f"store {self.where!r}"):
+                with attempt:
+                    return self._attempt(body, op, encode,
+                                         retried=attempt.retry_state.attempt_number > 1)
+        except _Unreachable as e:
+            raise self._connect_error(e.error) from e.error
+        except (psycopg.OperationalError, errors.IdleInTransactionSessionTimeout) as e:
+            raise StoreError(f"store {self.where!r}: still failing after "
+                             f"{STORE_WRITE.attempts} attempts: {str(e).strip()}") from e
+        except AttemptAgain as e:
+            raise StoreError(f"store {self.where!r}: still failing after "
+                             f"{STORE_WRITE.attempts} attempts") from e
+        raise AssertionError("unreachable: the last attempt returns or raises")
+
+    def _attempt(self, body: Callable[[psycopg.Connection], Any], op: str | None,
+                 encode: Callable[[Any], Any] | None, retried: bool) -> Any:
+        """One attempt of :meth:`_attempts`; raises what :data:`STORE_WRITE` retries when
+        the server may answer the next one."""
+        try:  # a server restarting refuses connections for a while: wait for it
+            conn = self._conn()
+        except psycopg.OperationalError as e:
+            raise _Unreachable(e) from e
+        try:
+            if retried and op is not None:
+                row = conn.execute("SELECT answer FROM applied_ops WHERE op = %s",
+                                   (op,)).fetchone()
+                if row is not None:
+                    conn.commit()
+                    return row[0], True
+            answer = body(conn)
+            if op is not None:
+                self._record(conn, op, encode(answer) if encode else answer)
+            conn.commit()
+            return answer, False
+        except (NotFoundError, ValueError):
+            self._recover(conn)
+            raise
+        except errors.UniqueViolation as e:
+            self._recover(conn)
+            if op is None or "applied_ops" not in str(e.diag.constraint_name or ""):
+                raise StoreError(f"store {self.where!r}: {e}") from e
+            # An earlier attempt of this call committed meanwhile: the next reads its answer.
+            raise AttemptAgain(f"an earlier attempt of op {op} committed") from e
+        except (psycopg.OperationalError, errors.IdleInTransactionSessionTimeout):
+            # the second: the server ended a session stopped inside this transaction
+            # (rolled back), like a lost connection; retried by STORE_WRITE
+            self._recover(conn)
+            raise
+        except psycopg.Error as e:
+            self._recover(conn)
+            raise StoreError(f"store {self.where!r}: {str(e).strip()}") from e
+        except BaseException:
+            self._recover(conn)
+            raise
 
     def _record(self, conn: psycopg.Connection, op: str, answer: Any) -> None:
         t = now()

@@ -53,9 +53,14 @@ CREATE TABLE applied_ops (
     op TEXT PRIMARY KEY, answer JSONB, at DOUBLE PRECISION NOT NULL);
 CREATE INDEX applied_ops_at ON applied_ops (at);
 """),
+    (2, """
+CREATE TABLE leases (
+    name TEXT COLLATE "C" PRIMARY KEY, owner TEXT NOT NULL,
+    expires_at DOUBLE PRECISION NOT NULL);
+"""),
 ]
 TABLES = ("schema_version", "experiments", "trials", "experiment_trials", "change_counter",
-          "workers", "held_dispatch", "applied_ops")
+          "workers", "held_dispatch", "applied_ops", "leases")
 
 
 def latest_version() -> int:

@@ -1,11 +1,13 @@
-"""The records a store hands out: trial states, experiments, trials, workers."""
+"""The records a store hands out: experiments, trials, workers (trial states and what each
+group of them means live in :mod:`dnnframe.states`; ``TrialState`` is exported here too)."""
 
 from __future__ import annotations
 
-import enum
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from ..metrics import default_objective
+from ..states import ACTIVE_STATES, ExperimentStatus, TrialState
 from .sorting import resolve_sort_path
 
 #: The trial fields that hold the bulk of a stored row (the config, the result with its
@@ -21,23 +23,6 @@ def columns_reading(cols: str, fields: frozenset[str], null: str = "NULL") -> st
         if name not in fields:
             cols = cols.replace(f"t.{name},", f"{null} AS {name},", 1)
     return cols
-
-
-class TrialState(str, enum.Enum):
-    """Where a trial is in its life cycle (see the module docstring)."""
-
-    QUEUED = "QUEUED"
-    RUNNING = "RUNNING"
-    COMPLETE = "COMPLETE"
-    FAILED = "FAILED"
-    DIVERGED = "DIVERGED"
-    PRUNED = "PRUNED"
-    CANCELLED = "CANCELLED"
-
-    @property
-    def is_finished(self) -> bool:
-        """True for every terminal state (the trial is read-only from then on)."""
-        return self not in (TrialState.QUEUED, TrialState.RUNNING)
 
 
 @dataclass
@@ -63,42 +48,46 @@ class ExperimentRecord:
         once every trial is finished: FAILED when all of them failed, COMPLETE_WITH_FAILURES
         when some did, COMPLETE otherwise; QUEUED before any trial started.
         """
+        status = ExperimentStatus
         running = self.counts.get(TrialState.RUNNING.value, 0)
         queued = self.counts.get(TrialState.QUEUED.value, 0)
         total = sum(self.counts.values())
         if running:
-            return "RUNNING"
+            return status.RUNNING.value
         # a cancel that came after everything had finished cancelled nothing
         if self.cancel_requested and not (self.is_finished and
                                           not self.counts.get(TrialState.CANCELLED.value)):
-            return "CANCELLED"
+            return status.CANCELLED.value
         if queued:
-            return "RUNNING" if queued < total else "QUEUED"
+            return (status.RUNNING if queued < total else status.QUEUED).value
         if not total:
-            return "QUEUED"
+            return status.QUEUED.value
         failed = self.counts.get(TrialState.FAILED.value, 0)
         if failed:
-            return "FAILED" if failed == total else "COMPLETE_WITH_FAILURES"
-        return "COMPLETE"
+            return (status.FAILED if failed == total else status.COMPLETE_WITH_FAILURES).value
+        return status.COMPLETE.value
 
     @property
     def is_finished(self) -> bool:
         """Every trial it expands to exists and is finished: nothing is left to cancel (an
         adaptive search that has not created all its trials yet is not finished)."""
         total = sum(self.counts.values())
-        waiting = sum(self.counts.get(s.value, 0) for s in (TrialState.QUEUED, TrialState.RUNNING))
+        waiting = sum(self.counts.get(s.value, 0) for s in ACTIVE_STATES)
         return total >= self.n_trials and not waiting
 
     @property
     def objective(self) -> tuple[str, str]:
-        """The spec's ``(metric, mode)``; ``("test_accuracy", "max")`` when it names none."""
+        """The spec's ``(metric, mode)``; :func:`dnnframe.metrics.default_objective` when it
+        names none."""
         objective = (self.spec.get("search") or {}).get("objective") or {}
-        return objective.get("metric", "test_accuracy"), objective.get("mode", "max")
+        metric, mode = default_objective()
+        return objective.get("metric", metric), objective.get("mode", mode)
 
 
 @dataclass
 class TrialRecord:
-    """One trial as stored; see the module docstring for states and ownership."""
+    """One trial as stored; its states are described on :class:`dnnframe.states.TrialState`,
+    its ownership on ``ResultStore``."""
 
     id: str
     experiment_ids: list[str]
@@ -122,7 +111,7 @@ class TrialRecord:
         return d
 
     def value(self, path: str) -> Any:
-        """The value at a ``sort_by`` path (``"test_accuracy"``, ``"config.model.width"``), or None."""
+        """The value at a ``sort_by`` path (``"val_loss"``, ``"config.model.width"``), or None."""
         path = resolve_sort_path(path)
         if "." not in path:
             v = getattr(self, path)

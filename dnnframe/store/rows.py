@@ -20,9 +20,9 @@ import datetime as dt
 import json
 from typing import Any
 
+from ..metrics import FINAL_METRICS
 from .records import TrialRecord
 
-METRICS = ("test_accuracy", "test_loss", "val_accuracy", "val_loss", "train_accuracy", "train_loss")
 CONFIG_COLUMNS = ("dataset", "hidden_layers", "width", "activation", "init", "dropout", "residual",
                   "optimizer", "learning_rate", "batch_size", "max_epochs", "l2", "seed")
 # Kept out of CSV rows: the per-epoch history and the environment would explode the columns
@@ -77,7 +77,7 @@ def trial_row(trial: TrialRecord) -> dict[str, Any]:
     }
     result = trial.result or {}
     metrics = result.get("metrics") or {}
-    for m in METRICS:
+    for m in FINAL_METRICS:
         row[m] = metrics.get(m)
     timings = result.get("timings") or {}
     row["train_seconds"] = timings.get("train")

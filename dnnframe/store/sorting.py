@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import re
 
+from ..metrics import FINAL_METRICS
+
 # Columns ``list_trials(sort_by=...)`` accepts as they are.
 SORT_COLUMNS = ("created_at", "started_at", "finished_at", "heartbeat_at", "state", "attempts",
                 "seq", "worker", "id")
 # Short names for values inside the stored result.
-SORT_METRICS = ("test_accuracy", "test_loss", "val_accuracy", "val_loss", "train_accuracy",
-                "train_loss")
 SORT_ALIASES = {
-    **{m: f"result.metrics.{m}" for m in SORT_METRICS},
+    **{m: f"result.metrics.{m}" for m in FINAL_METRICS},
     "train_seconds": "result.timings.train",
     "compile_seconds": "result.timings.compile",
     "data_seconds": "result.timings.data",
@@ -49,12 +49,28 @@ def resolve_sort_path(sort_by: str) -> str:
     return path
 
 
-def check_since_order(since: int | None, sort_by: str | None, descending: bool) -> None:
-    """Refuse a ``since=`` query in any order but ascending change order (``seq``).
+def since_order_fault(sort_by: str | None, descending: bool) -> str | None:
+    """Which argument keeps a ``since=`` reader from paging in this order: ``"sort_by"``,
+    ``"descending"``, or None when the order is ascending change order (``seq``).
 
     A ``since`` reader moves its cursor to the largest ``seq`` of each page; in any other
     order a page's largest ``seq`` can lie beyond rows the reader has not been given yet,
-    and those rows would never be returned.
+    and those rows would never be returned. The store and the REST API both apply this rule.
+    """
+    if sort_by not in (None, "seq"):
+        return "sort_by"
+    return "descending" if descending else None
+
+
+def since_order_message(given: str) -> str:
+    """The refusal of a ``since=`` query whose order was ``given`` (``"sort_by='x'"``)."""
+    return (f"since= pages in ascending change order only (sort_by None or 'seq', descending "
+            f"False), but got {given}: in any other order the cursor would skip rows")
+
+
+def check_since_order(since: int | None, sort_by: str | None, descending: bool) -> None:
+    """Refuse a ``since=`` query in any order but ascending change order
+    (:func:`since_order_fault`).
 
     Raises:
         ValueError: naming the rule and the values given.
@@ -63,8 +79,5 @@ def check_since_order(since: int | None, sort_by: str | None, descending: bool) 
         return
     if not isinstance(since, int) or isinstance(since, bool) or since < 0:
         raise ValueError(f"since must be a non-negative integer (a change cursor), got {since!r}")
-    if (sort_by not in (None, "seq")) or descending:
-        raise ValueError(
-            "since= pages in ascending change order only (sort_by None or 'seq', descending "
-            f"False), but got sort_by={sort_by!r}, descending={descending!r}: in any other order "
-            "the cursor would skip rows")
+    if since_order_fault(sort_by, descending):
+        raise ValueError(since_order_message(f"sort_by={sort_by!r}, descending={descending!r}"))

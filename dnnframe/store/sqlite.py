@@ -13,7 +13,8 @@ from typing import Any
 from ..exceptions import NotFoundError
 from .base import ResultStore, dumps, now
 from .checks import active_error
-from .lifecycle import REQUEUE_RESET, TrialUpdate, cancel_before_start
+from .lease_backends import SQLiteLeases
+from .lifecycle import ACTIVE, REQUEUE_RESET, TrialUpdate, cancel_before_start
 from .records import ExperimentRecord, TrialRecord, WorkerRecord
 from .sorting import resolve_sort_path
 from .sqlite_file import SQLiteFile, parse_sqlite_url
@@ -32,7 +33,7 @@ from .sqlite_trials import SQLiteTrials
 __all__ = ["SQLiteStore", "parse_sqlite_url"]
 
 
-class SQLiteStore(SQLiteTrials, ResultStore):
+class SQLiteStore(SQLiteLeases, SQLiteTrials, ResultStore):
     """ResultStore in one SQLite file (WAL mode); one connection per process and thread."""
 
     def __init__(self, path: str | Path, url: str | None = None, create: bool = True):
@@ -81,7 +82,7 @@ class SQLiteStore(SQLiteTrials, ResultStore):
                 (experiment_id, experiment_id)).fetchall()
             own = [tid for tid, _, shared in rows if not shared]
             active = [tid for tid, state, shared in rows
-                      if not shared and state in ("QUEUED", "RUNNING")]
+                      if not shared and state in ACTIVE]
             if active:
                 raise active_error(experiment_id, active)
             c.execute("DELETE FROM experiment_trials WHERE experiment_id = ?", (experiment_id,))

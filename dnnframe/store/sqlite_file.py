@@ -10,17 +10,16 @@ import contextlib
 import os
 import sqlite3
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 from ..exceptions import SchemaVersionError, StoreCorruptError, StoreError
+from ..retrying import SQLITE_BUSY
 from .base import SCHEMA_VERSION, now
 
 _HEADER = b"SQLite format 3\x00"
 _META = "dnnframe_meta"
 _BUSY_TIMEOUT_S = 30.0
-_BUSY_RETRIES = 8
 # Connections inherited through fork must never be closed (or garbage-collected, which
 # closes them) in the child: that would release the parent's locks. They are parked here.
 _FORK_ORPHANS: list[sqlite3.Connection] = []
@@ -46,6 +45,8 @@ CREATE TABLE IF NOT EXISTS workers (
     trials_done INTEGER NOT NULL DEFAULT 0, last_seen REAL NOT NULL, info TEXT NOT NULL DEFAULT '{{}}');
 CREATE TABLE IF NOT EXISTS held_dispatch (
     trial_id TEXT PRIMARY KEY, queue TEXT NOT NULL, held_at REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS leases (
+    name TEXT PRIMARY KEY, owner TEXT NOT NULL, expires_at REAL NOT NULL);
 """
 
 def parse_sqlite_url(url: str) -> Path:
@@ -177,19 +178,13 @@ class SQLiteFile:
         """One write transaction (BEGIN IMMEDIATE: take the write lock up front, so two
         writers never deadlock upgrading read locks), retried while the file is busy."""
         conn = self._conn()
-        for attempt in range(_BUSY_RETRIES):
-            try:
-                conn.execute("BEGIN IMMEDIATE")
-                break
-            except sqlite3.OperationalError as e:
-                if "locked" not in str(e) and "busy" not in str(e):
-                    raise self._wrap(e) from e
-                if attempt == _BUSY_RETRIES - 1:
-                    raise StoreError(f"store {self.url!r} stayed locked by other writers "
-                                     f"for over {_BUSY_TIMEOUT_S * _BUSY_RETRIES:.0f}s") from e
-                time.sleep(0.05 * 2 ** attempt)
-            except sqlite3.DatabaseError as e:
-                raise self._wrap(e) from e
+        try:
+            SQLITE_BUSY.call(conn.execute, "BEGIN IMMEDIATE", what=f"store {self.url!r}")
+        except sqlite3.DatabaseError as e:
+            if SQLITE_BUSY.retries(e):
+                raise StoreError(f"store {self.url!r} stayed locked by other writers for over "
+                                 f"{_BUSY_TIMEOUT_S * SQLITE_BUSY.attempts:.0f}s") from e
+            raise self._wrap(e) from e
         try:
             yield conn
         except BaseException as e:

@@ -10,6 +10,7 @@ on its own. Never set ``DNNFRAME_TRAIN_FN`` on a production worker.
 Environment knobs (read per call): ``DNNFRAME_HOOK_EPOCHS`` (default 3),
 ``DNNFRAME_HOOK_EPOCH_SECONDS`` (default 0.5), ``DNNFRAME_HOOK_POISON_SEED`` (see
 ``kill_worker_train``), ``DNNFRAME_HOOK_FREE_SEEDS`` (see ``gated_train``) and
+``DNNFRAME_HOOK_GATE`` (see ``gate_then_train``) and
 ``DNNFRAME_HOOK_LOG``: a file to which ``sleepy_train`` appends ``{"seed", "pid"}`` each
 time it *completes* a training run (tests count duplicated work with it).
 """
@@ -25,6 +26,7 @@ from typing import Any
 
 from dnnframe.engine.result import TrialResult
 from dnnframe.spec import TrialConfig
+from dnnframe.states import TrialState
 
 OnEpoch = Callable[[int, dict], bool | None]
 
@@ -45,7 +47,7 @@ def _result(status: str, history: list[dict[str, Any]], seconds: float) -> Trial
 
 def noop_train(config: TrialConfig, on_epoch: OnEpoch | None = None) -> TrialResult:
     """Return a COMPLETE result at once (dispatch-overhead benchmarks)."""
-    return _result("COMPLETE", [], 0.0)
+    return _result(TrialState.COMPLETE.value, [], 0.0)
 
 
 def _sleepy_epochs(on_epoch: OnEpoch | None, curve: Callable[[int], tuple[float, float]]
@@ -74,12 +76,12 @@ def sleepy_train(config: TrialConfig, on_epoch: OnEpoch | None = None) -> TrialR
     reporting each epoch and honouring cancellation like the engine does."""
     history, cancelled, seconds = _sleepy_epochs(on_epoch, lambda e: (1 / e, 1 - 1 / e / 2))
     if cancelled:
-        return _result("CANCELLED", history, seconds)
+        return _result(TrialState.CANCELLED.value, history, seconds)
     log_path = os.environ.get("DNNFRAME_HOOK_LOG")
     if log_path:
         with open(log_path, "a") as fh:  # one short append per line: atomic with O_APPEND
             fh.write(json.dumps({"seed": config.seed, "pid": os.getpid()}) + "\n")
-    return _result("COMPLETE", history, seconds)
+    return _result(TrialState.COMPLETE.value, history, seconds)
 
 
 def rate_train(config: TrialConfig, on_epoch: OnEpoch | None = None) -> TrialResult:
@@ -92,7 +94,8 @@ def rate_train(config: TrialConfig, on_epoch: OnEpoch | None = None) -> TrialRes
         return 1 - accuracy, accuracy
 
     history, cancelled, seconds = _sleepy_epochs(on_epoch, curve)
-    return _result("CANCELLED" if cancelled else "COMPLETE", history, seconds)
+    ended = TrialState.CANCELLED if cancelled else TrialState.COMPLETE
+    return _result(ended.value, history, seconds)
 
 
 def gated_train(config: TrialConfig, on_epoch: OnEpoch | None = None) -> TrialResult:
@@ -110,7 +113,21 @@ def gated_train(config: TrialConfig, on_epoch: OnEpoch | None = None) -> TrialRe
                    "val_loss": 1.0, "val_accuracy": 0.5, "seconds": per_epoch}
         history.append(metrics)
         if on_epoch is not None and on_epoch(len(history), dict(metrics)):
-            return _result("CANCELLED", history, time.perf_counter() - started)
+            return _result(TrialState.CANCELLED.value, history, time.perf_counter() - started)
+
+
+def gate_then_train(config: TrialConfig, on_epoch: OnEpoch | None = None) -> TrialResult:
+    """Wait until the file ``DNNFRAME_HOOK_GATE`` exists, then train with the real engine:
+    a test sees its trials unfinished for as long as it needs, then lets them run."""
+    from dnnframe.engine import train
+
+    gate = os.environ["DNNFRAME_HOOK_GATE"]
+    deadline = time.monotonic() + 600
+    while not os.path.exists(gate):
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"the test never opened the gate {gate}")
+        time.sleep(0.05)
+    return train(config, on_epoch=on_epoch)
 
 
 def kill_worker_train(config: TrialConfig, on_epoch: OnEpoch | None = None) -> TrialResult:

@@ -270,7 +270,7 @@ def test_status_tells_the_truth_for_a_cancelled_regression_with_live_epochs(quie
                 "cancelled: 2 of 4 complete, 2 cancelled", timeout=10_000
             )
             expect(page.locator("#progress-text")).to_have_text(
-                "4 of 4 trials over: 2 complete, 2 cancelled"
+                "2 of 4 trials done: 2 complete, 2 cancelled"
             )
             widths = page.evaluate("""() => ['COMPLETE', 'CANCELLED', 'FAILED'].map(
                 s => document.getElementById('progress-' + s).style.width)""")

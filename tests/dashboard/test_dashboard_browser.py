@@ -24,10 +24,14 @@ def live_server(tmp_path, data_dir, monkeypatch):
 
     monkeypatch.delenv("DNNFRAME_BROKER_URL", raising=False)
     monkeypatch.delenv("DNNFRAME_API_TOKEN", raising=False)
+    # the real engine behind a gate the test opens once the page has shown unfinished trials
+    gate = tmp_path / "gate"
+    monkeypatch.setenv("DNNFRAME_TRAIN_FN", "dnnframe.testing.hooks:gate_then_train")
+    monkeypatch.setenv("DNNFRAME_HOOK_GATE", str(gate))
     app = create_app({"STORE_URL": f"sqlite:///{tmp_path / 'e2e.db'}", "WORKERS": 1})
     try:
         with serving(app) as base:
-            yield base, app
+            yield base, app, gate
     finally:
         app.extensions["dnnframe"].shutdown()
 
@@ -46,7 +50,7 @@ def _table_state(page) -> dict:
 def test_submit_sweep_in_chromium_and_watch_it_complete(live_server):
     from playwright.sync_api import expect, sync_playwright
 
-    base, app = live_server
+    base, app, gate = live_server
     with sync_playwright() as p:
         browser = _browser(p)
         try:
@@ -83,7 +87,10 @@ def test_submit_sweep_in_chromium_and_watch_it_complete(live_server):
             page.wait_for_url("**/experiments/exp-*", timeout=30_000)
             expect(page.locator("#trials tbody tr")).to_have_count(2, timeout=10_000)
 
-            samples = []
+            # the trials wait at the gate: the page shows them unfinished first
+            expect(page.locator("#progress-text")).to_contain_text("0 of 2", timeout=10_000)
+            samples = [_table_state(page)]
+            gate.touch()
             deadline = time.monotonic() + 240
             while time.monotonic() < deadline:
                 state = _table_state(page)
@@ -106,7 +113,7 @@ def test_submit_sweep_in_chromium_and_watch_it_complete(live_server):
             assert any(s["states"].count("COMPLETE") < 2 for s in samples), samples
             assert samples[0]["points"] < final["points"], samples
             expect(page.locator("#progress-text")).to_have_text(
-                "2 of 2 trials over: 2 complete"
+                "2 of 2 trials done: 2 complete"
             )
             # the table sorts by a clicked column
             column = "#trials tbody tr td:nth-child(2)"
@@ -138,7 +145,7 @@ def test_csv_upload_fills_label_choices_and_counts(live_server, tmp_path):
     """The form uploads a CSV, offers its header as label columns and validates the sweep."""
     from playwright.sync_api import expect, sync_playwright
 
-    base, app = live_server
+    base, app, gate = live_server
     csv_file = tmp_path / "flowers.csv"
     rows = ["petal,sepal,kind"] + [f"{i % 7}.5,{i % 5}.25,{'ab'[i % 2]}" for i in range(40)]
     csv_file.write_text("\n".join(rows) + "\n")
@@ -176,7 +183,7 @@ def test_csv_upload_fills_label_choices_and_counts(live_server, tmp_path):
 def test_a_refused_csv_shows_the_servers_message_in_the_form(live_server, tmp_path):
     from playwright.sync_api import expect, sync_playwright
 
-    base, app = live_server
+    base, app, gate = live_server
     csv_file = tmp_path / "one-column.csv"
     csv_file.write_text("only\n1\n2\n3\n")
     with sync_playwright() as p:

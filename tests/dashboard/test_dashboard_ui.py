@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import json
 import re
 
 import pytest
@@ -364,3 +365,15 @@ def test_form_design_errors_are_shown_next_to_their_fields(client, recorder):
     assert r.status_code == 400 and recorder.submitted == []
     assert re.search(r'id="error-grad_clip"[^>]*>[^<]*greater than 0', html)
     assert re.search(r'id="error-warmup_epochs"[^>]*>must be a number', html)
+
+
+def test_pages_get_the_vocabulary_from_the_server(client):
+    html = client.get("/").get_data(as_text=True)
+    found = re.search(r'<script id="dnnframe-vocabulary" type="application/json">(.*?)</script>',
+                      html, re.S)
+    assert found, "base.html must carry the vocabulary"
+    served = json.loads(found.group(1))
+    assert served["done"] == ["COMPLETE", "FAILED", "DIVERGED", "PRUNED"]
+    assert served["bar"] == ["COMPLETE", "PRUNED", "DIVERGED", "FAILED", "CANCELLED", "RUNNING"]
+    assert served["objective"] == {"metric": "test_accuracy", "mode": "max"}
+    assert served["metrics"]["val_loss"] == {"direction": "min", "label": "val loss"}

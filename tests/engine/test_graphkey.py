@@ -1,6 +1,6 @@
 """The compile key (exactly what the compiled function depends on: not the depth of a
-scanned run) and the pack key (what trains together in one call: the depth and batch size
-too)."""
+scanned run, nor under the C backend the hidden widths) and the pack key (what trains
+together in one call: the widths, depth and batch size too)."""
 
 from __future__ import annotations
 
@@ -32,18 +32,18 @@ def test_fields_are_literal(monkeypatch):
     monkeypatch.delenv("PYTENSOR_FLAGS", raising=False)
     monkeypatch.delenv("THEANO_FLAGS", raising=False)
     compiled = {
-        "v": "3",
+        "v": "4",
         "dataset": {"name": "iris", "params": {}, "path": None, "upload": None, "label_column": None,
                     "test_fraction": 0.2, "validation_fraction": 0.1, "standardize": True,
                     "split_seed": 0},
-        "runs": [16, "stack"], "activation": "tanh", "residual": "none",
+        "runs": ["w", "stack"], "activation": "tanh", "residual": "none",
         "residual_learnable": False, "normalization": "none", "norm_position": "post",
         "dropout": False, "grad_clip": False, "loss": "softmax_crossentropy", "optimizer": "sgd",
         "dtype": "float64",
     }
     assert compile_key_fields(BASE) == compiled
     assert pack_key_fields(BASE) == {**compiled, "widths": [16, 16], "batch_size": 32}
-    assert compile_key(BASE).startswith("iris-16xstack-tanh-sgd-float64-")
+    assert compile_key(BASE).startswith("iris-wxstack-tanh-sgd-float64-")
     assert pack_key(BASE).startswith("iris-16x2-b32-tanh-sgd-float64-")
 
 
@@ -85,7 +85,6 @@ def test_run_time_values_share_one_key():
     {"dataset": {"name": "wine"}},
     {"dataset": {"name": "iris", "split_seed": 1}},
     {"model__hidden_layers": 1},
-    {"model__width": 32},
     {"model__width": [16, 8]},
     {"model__activation": "relu"},
     {"model__residual": True},
@@ -103,6 +102,54 @@ def test_run_time_values_share_one_key():
 def test_graph_changes_change_both_keys(change):
     assert compile_key(variant(**change)) != compile_key(BASE)
     assert pack_key(variant(**change)) != pack_key(BASE)
+
+
+@pytest.fixture
+def c_backend(monkeypatch):
+    monkeypatch.delenv("PYTENSOR_FLAGS", raising=False)
+    monkeypatch.delenv("THEANO_FLAGS", raising=False)
+
+
+def test_widths_are_out_of_the_compile_key_under_the_c_backend(c_backend):
+    """A width is a run-time shape there: every width of a structure (the runs of equal
+    widths, and which of them are stacks) shares one key; the pack key keeps the widths."""
+    def widths(w):
+        return variant(model__width=w, model__hidden_layers=len(w))
+
+    same = [widths([1, 1]), widths([16, 16]), widths([64, 64, 64]), widths([4096, 4096])]
+    assert len({compile_key(c) for c in same}) == 1
+    assert len({pack_key(c) for c in same}) == len(same)
+    assert compile_key(widths([32, 8, 8, 8])) == compile_key(widths([4, 64, 64]))
+    assert compile_key(widths([32, 8])) == compile_key(widths([1, 2]))
+    # the structure still counts: two runs are not one, a stack is not one layer
+    assert compile_key(widths([32, 8])) != compile_key(widths([8, 8]))
+    assert compile_key(widths([32, 8])) != compile_key(widths([32, 8, 8]))
+    assert compile_key(widths([16])) != compile_key(widths([16, 16]))
+
+
+@pytest.mark.parametrize("design", [{"model__residual": "identity"},
+                                    {"model__normalization": "layer", "model__norm_position": "pre"}])
+def test_the_first_width_stays_where_the_first_layer_may_be_a_shortcut(c_backend, design):
+    """With a shortcut or pre-norm the first layer's design depends on whether its width
+    equals the input's, which the key cannot see: that width stays (later ones go)."""
+    def widths(w):
+        return variant(model__width=w, model__hidden_layers=len(w), **design)
+
+    assert compile_key(widths([4, 4, 4])) != compile_key(widths([16, 16, 16]))
+    assert compile_key(widths([4, 8, 8])) == compile_key(widths([4, 32, 32]))
+    assert compile_key_fields(widths([4, 8, 8]))["runs"] == [4, "w", "stack"]
+
+
+@pytest.mark.parametrize("flags", ["device=cuda", "device=gpu1,floatX=float64", "mode=JAX"])
+def test_widths_stay_in_the_compile_key_under_jax(monkeypatch, flags):
+    """XLA compiles static shapes: each width is its own graph there."""
+    monkeypatch.setenv("THEANO_FLAGS", flags)
+    monkeypatch.delenv("PYTENSOR_FLAGS", raising=False)
+    assert compile_key_fields(BASE)["runs"] == [16, "stack"]
+    assert compile_key(variant(model__width=32)) != compile_key(BASE)
+    monkeypatch.setenv("PYTENSOR_FLAGS", "mode=CVM")
+    monkeypatch.setenv("THEANO_FLAGS", "floatX=float64")
+    assert compile_key(variant(model__width=32)) == compile_key(BASE)
 
 
 def test_the_batch_size_changes_the_pack_only():

@@ -1,5 +1,6 @@
-"""``dnnframe serve`` as a real process: a tpe experiment whose server is killed mid-way is
-resumed when the server starts again (one process, or gunicorn's workers), and completes to
+"""``dnnframe serve`` as a real process: a tpe experiment whose server (and with it the
+driver service it runs) is killed mid-way is resumed by the driver service of the next
+server once the killed one's lease expires (one process, or gunicorn), and completes to
 exactly ``num_samples``."""
 
 from __future__ import annotations
@@ -48,7 +49,8 @@ class Server:
         env = {**os.environ, "PYTHONPATH": str(REPO), "DNNFRAME_API_TOKEN": TOKEN,
                "DNNFRAME_WORKERS": "1", "DNNFRAME_TRAIN_FN": "dnnframe.testing.hooks:sleepy_train",
                "DNNFRAME_HOOK_EPOCHS": "2", "DNNFRAME_HOOK_EPOCH_SECONDS": "0.2",
-               "DNNFRAME_DATA_DIR": str(tmp_path / "data"), "TMPDIR": str(tmp_path)}
+               "DNNFRAME_DATA_DIR": str(tmp_path / "data"), "TMPDIR": str(tmp_path),
+               "DNNFRAME_DRIVER_LEASE_S": "3"}
         env.pop("DNNFRAME_STORE_URL", None)
         with open(self.log, "wb") as fh:
             self.proc = subprocess.Popen(
@@ -96,7 +98,7 @@ def test_a_killed_server_resumes_its_tpe_driver_on_restart(tmp_path, restart):
     stored = len(store.list_trials(eid))
     assert stored < 8, "the driver finished before the kill: nothing left to resume"
 
-    second = Server(tmp_path, url, port, 2, restart)  # gunicorn: one worker resumes it
+    second = Server(tmp_path, url, port, 2, restart)  # its driver service resumes it
     try:
         _wait(lambda: done() == 8, 180, f"8 COMPLETE trials after the restart:\n{second.text()}")
         body = requests.get(f"{second.base}/api/v1/experiments/{eid}", timeout=10).json()

@@ -777,40 +777,6 @@ def test_csv_times_are_iso_8601_utc(store):
         assert abs(parsed.timestamp() - value) < 1e-3
 
 
-@pytest.fixture
-def atomic_operations(backend, monkeypatch):
-    """On mongomock, make each single collection operation atomic, as a MongoDB server does.
-
-    mongomock applies one update in several Python steps, so threads can interleave inside
-    a single update (two compare-and-sets on one document can both succeed), and a ``find``
-    filters and sorts documents while other threads change them, so one query can see one
-    document in two versions; a server never does either. With one lock around each
-    operation (a cursor reads all its documents under it) the test checks the store's logic,
-    not mongomock's thread safety.
-    """
-    if backend != "mongomock":
-        return
-    import mongomock
-
-    lock = threading.RLock()
-    for name in ("update_one", "update_many", "find_one", "find_one_and_update", "insert_one",
-                 "insert_many", "count_documents", "aggregate", "find_one_and_delete"):
-        real = getattr(mongomock.collection.Collection, name)
-
-        def locked(self, *args, _real=real, **kwargs):
-            with lock:
-                return _real(self, *args, **kwargs)
-
-        monkeypatch.setattr(mongomock.collection.Collection, name, locked)
-    real_dataset = mongomock.collection.Collection._get_dataset
-
-    def snapshot(self, *args, **kwargs):
-        with lock:
-            return iter(list(real_dataset(self, *args, **kwargs)))
-
-    monkeypatch.setattr(mongomock.collection.Collection, "_get_dataset", snapshot)
-
-
 def test_interleaved_writers_never_hide_a_finished_trial_from_a_cursor_reader(
         store, atomic_operations):
     ids = make(store, 120)

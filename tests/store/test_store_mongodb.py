@@ -98,9 +98,9 @@ def test_persistent_outage_becomes_store_error(monkeypatch):
     def down(self, *args, **kwargs):
         raise AutoReconnect("connection refused")
 
-    monkeypatch.setattr("dnnframe.store.mongo_connect.time.sleep", lambda s: None)
+    monkeypatch.setattr("dnnframe.retrying.pause", lambda s: None)
     monkeypatch.setattr(mongomock.collection.Collection, "find_one", down)
-    with pytest.raises(StoreError, match="mongomock://localhost/outage.*unreachable after 5"):
+    with pytest.raises(StoreError, match="mongomock://localhost/outage.*unreachable after 6 attempts"):
         s.get_experiment("e")
 
 

@@ -28,6 +28,7 @@ from store_support import (
 )
 from test_store_retries import WRITES, _answer, _contents
 
+from dnnframe import retrying
 from dnnframe.exceptions import SchemaVersionError, StoreCorruptError, StoreError
 from dnnframe.store import TrialState, open_store, postgresql_conn
 from dnnframe.store import postgresql_schema as schema
@@ -100,7 +101,7 @@ class LostCommits:
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch):
         self.count, self.fail_at, self.armed = 0, None, False
-        monkeypatch.setattr("dnnframe.store.postgresql_conn._backoff", lambda attempt: None)
+        monkeypatch.setattr("dnnframe.retrying.pause", lambda seconds: None)
         real = psycopg.Connection.commit
 
         def commit(conn: psycopg.Connection) -> None:
@@ -154,13 +155,13 @@ def test_a_connection_killed_by_the_server_is_replaced(new_db):
 def test_a_call_waits_for_its_server_to_restart(private_cluster, monkeypatch):
     url, start, stop = private_cluster
     refused = threading.Event()
-    real_backoff = postgresql_conn._backoff
+    real_pause = retrying.pause
 
-    def backoff(attempt: int) -> None:
+    def pause(seconds: float) -> None:
         refused.set()
-        real_backoff(attempt)
+        real_pause(seconds)
 
-    monkeypatch.setattr(postgresql_conn, "_backoff", backoff)
+    monkeypatch.setattr(retrying, "pause", pause)
     with open_store(url) as s:
         s.create_experiment("e", "e", {}, 2)
         s.create_trials("e", [("a", {}), ("b", {})])
@@ -173,6 +174,28 @@ def test_a_call_waits_for_its_server_to_restart(private_cluster, monkeypatch):
         call.join(timeout=120)
         assert [r.id for r in answer["won"]] == ["a", "b"]
         assert s.get_experiment("e").counts == {"RUNNING": 2}
+
+
+def test_a_server_that_stays_away_is_retried_then_named(new_db, monkeypatch):
+    """The database refuses every new connection (as a server gone for good would): the call
+    waits the store_write policy's back-off, then says which server it could not reach."""
+    slept: list[float] = []
+    monkeypatch.setattr(retrying, "pause", slept.append)
+    with open_store(new_db()) as s:
+        s.create_experiment("e", "e", {}, 1)
+        name = psycopg.conninfo.conninfo_to_dict(s.url)["dbname"]
+        admin_url = psycopg.conninfo.make_conninfo(s.url, dbname="postgres")
+        with psycopg.connect(admin_url, autocommit=True) as admin:
+            admin.execute(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS false')
+            admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                          "WHERE datname = %s AND application_name = 'dnnframe'", (name,))
+            try:
+                with pytest.raises(StoreError, match="PostgreSQL server unreachable.*not "
+                                                     "currently accepting connections"):
+                    s.create_trials("e", [("a", {})])
+            finally:
+                admin.execute(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS true')
+    assert slept == [0.2, 0.4, 0.8, 1.6, 3.0]
 
 
 def test_a_writer_stopped_inside_its_transaction_does_not_hold_the_store(new_db, monkeypatch):

@@ -94,7 +94,7 @@ class LostAnswers:
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch):
         self.count, self.fail_at, self.armed = 0, None, False
-        monkeypatch.setattr("dnnframe.store.mongo_connect.time.sleep", lambda s: None)
+        monkeypatch.setattr("dnnframe.retrying.pause", lambda s: None)
         for name in self.METHODS:
             real = getattr(mongomock.collection.Collection, name)
             monkeypatch.setattr(mongomock.collection.Collection, name, self._wrap(real))

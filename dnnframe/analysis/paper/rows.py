@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 from ... import report
 from ...datasets import DatasetConfig, load_dataset
+from ...jsonsafe import canonical_json
 from ...store.base import ResultStore, TrialState
 
 # States whose result is worth analysing: a DIVERGED trial is a real outcome of a deep stack
@@ -75,7 +75,7 @@ _chance_cache: dict[str, float] = {}
 
 def majority_rate(dataset_config: dict[str, Any]) -> float | None:
     """Test accuracy of always predicting the most frequent training class (None: regression)."""
-    key = json.dumps(dataset_config, sort_keys=True)
+    key = canonical_json(dataset_config)
     if key not in _chance_cache:
         data = load_dataset(DatasetConfig.model_validate(dataset_config))
         if data.task != "classification":

@@ -1,0 +1,135 @@
+"""The metrics a trial records, which way each one is better, and the default objective.
+
+One registry answers "is higher better for this metric?" for early stopping, the best-trial
+ranking, reports, the dashboard and the search drivers, instead of each guessing from the
+name; :func:`best_first` is the one ranking of values by an objective. It imports nothing
+from dnnframe, so the spec, the store and the dashboard's form can all read it.
+
+>>> direction("val_loss"), direction("test_accuracy")
+('min', 'max')
+>>> best_first([0.5, None, float("nan"), 0.9, 0.5], "max")
+[3, 0, 4, 1, 2]
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, TypeVar
+
+Mode = Literal["max", "min"]
+MODES: tuple[str, ...] = ("max", "min")
+
+
+@dataclass(frozen=True)
+class Metric:
+    """A recorded metric: its name, whether higher (``max``) or lower (``min``) is better,
+    and the words a chart axis or table header shows."""
+
+    name: str
+    direction: Mode
+    label: str
+
+
+#: Every metric a trial records, in the order tables show them. The first six are the final
+#: metrics of every trial (the last four also every epoch); the timings are ``result.timings``.
+METRICS: dict[str, Metric] = {m.name: m for m in (
+    Metric("test_accuracy", "max", "test accuracy"),
+    Metric("test_loss", "min", "test loss"),
+    Metric("val_accuracy", "max", "val accuracy"),
+    Metric("val_loss", "min", "val loss"),
+    Metric("train_accuracy", "max", "train accuracy"),
+    Metric("train_loss", "min", "train loss"),
+    Metric("train_seconds", "min", "training time (s)"),
+    Metric("compile_seconds", "min", "compile time (s)"),
+)}
+#: The final metrics every trial records (``result.metrics``).
+FINAL_METRICS: tuple[str, ...] = ("test_accuracy", "test_loss", "val_accuracy", "val_loss",
+                                  "train_accuracy", "train_loss")
+#: The metrics recorded every epoch (what early stopping and pruning can watch).
+EPOCH_METRICS: tuple[str, ...] = ("val_loss", "val_accuracy", "train_loss", "train_accuracy")
+#: The per-epoch metric that stands in for a final one where only epochs are known (a
+#: pruner's rungs): test metrics exist only at the end, their validation ones every epoch.
+EPOCH_STAND_IN: dict[str, str] = {"test_accuracy": "val_accuracy", "test_loss": "val_loss"}
+#: The metrics a spec may name as its objective.
+OBJECTIVE_METRICS: tuple[str, ...] = tuple(METRICS)
+
+#: The objective of a spec that names none: the best trial has the highest test accuracy.
+DEFAULT_OBJECTIVE_METRIC = "test_accuracy"
+DEFAULT_OBJECTIVE_MODE: Mode = "max"
+
+
+def default_objective() -> tuple[str, Mode]:
+    """``(metric, mode)`` of a spec that names no objective."""
+    return DEFAULT_OBJECTIVE_METRIC, DEFAULT_OBJECTIVE_MODE
+
+
+def metrics_json() -> dict[str, Any]:
+    """The registry and the default objective as JSON (for the dashboard's page scripts)."""
+    return {"metrics": {m.name: {"direction": m.direction, "label": m.label}
+                        for m in METRICS.values()},
+            "objective": {"metric": DEFAULT_OBJECTIVE_METRIC, "mode": DEFAULT_OBJECTIVE_MODE}}
+
+
+def direction(metric: str) -> Mode:
+    """Whether higher (``"max"``) or lower (``"min"``) is better for ``metric``.
+
+    Raises:
+        ValueError: naming the metric and the known ones, when it is not registered.
+    """
+    try:
+        return METRICS[metric].direction
+    except KeyError:
+        raise ValueError(f"unknown metric {metric!r}: known metrics are "
+                         f"{', '.join(METRICS)}") from None
+
+
+def check_mode(mode: str) -> Mode:
+    """``mode`` itself when it is "max" or "min". Raises ValueError naming it otherwise."""
+    if mode not in MODES:
+        raise ValueError(f"mode must be 'max' or 'min', got {mode!r}")
+    return mode  # type: ignore[return-value]
+
+
+def improves(metric: str, value: float, best: float | None, min_delta: float = 0.0) -> bool:
+    """Whether ``value`` of ``metric`` beats ``best`` by more than ``min_delta`` in the
+    metric's own direction (any value beats no best yet)."""
+    if best is None:
+        return True
+    if direction(metric) == "max":
+        return value > best + min_delta
+    return value < best - min_delta
+
+
+def is_number(value: Any) -> bool:
+    """A finite int or float (not a bool): a value that can be ranked."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+T = TypeVar("T")
+
+
+def best_first(values: Sequence[Any], mode: str) -> list[int]:
+    """The indices of ``values`` from best to worst under ``mode`` ("max" or "min").
+
+    Values that are not finite numbers (None, NaN, inf, text) come last, in their given
+    order; equal values keep their given order, so a caller that passes rows in a stable
+    order (creation order, trial id) gets the same ranking every time.
+
+    Raises:
+        ValueError: ``mode`` is not "max" or "min".
+    """
+    sign = -1.0 if check_mode(mode) == "max" else 1.0
+    ranked = sorted(range(len(values)), key=lambda i: (
+        (0, sign * float(values[i]), i) if is_number(values[i]) else (1, 0.0, i)))
+    return ranked
+
+
+def rank(items: Sequence[T], value: Callable[[T], Any], mode: str,
+         scored_only: bool = False) -> list[T]:
+    """``items`` best first by ``value(item)`` under ``mode`` (see :func:`best_first`);
+    with ``scored_only`` the items without a finite value are left out."""
+    values = [value(item) for item in items]
+    order = best_first(values, mode)
+    return [items[i] for i in order if not scored_only or is_number(values[i])]

@@ -1,0 +1,168 @@
+"""A running pack's per-epoch bookkeeping: throttled curve writes, heartbeats, cancel and
+pruning checks, and what a caller may watch (:class:`PackObserver`)."""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from ..exceptions import StoreError
+from ..heartbeat import Heartbeat
+from ..retrying import FINAL_WRITE
+from ..search.pruner import PackTrial
+from ..search.pruner_factory import pruner_for_pack
+from ..states import TrialState
+from ..store.base import ResultStore, TrialRecord
+
+log = logging.getLogger(__name__)
+
+# Heartbeat and cancellation checks from epochs at most this often: tiny trials run many
+# epochs a second, and each check is a store round trip. The heartbeat thread covers long
+# epochs and compiles.
+CHECK_INTERVAL_S = 1.0
+# A pack's learning curves are written at most this often (every epoch once an epoch takes
+# longer): rewriting each member's curve every epoch cost tiny trials more than training.
+METRICS_INTERVAL_S = 1.0
+
+
+class PackObserver:
+    """What a caller of :func:`run_pack` may watch while a pack runs (a Celery task shows it
+    in Flower). Called in the training thread, so each method must be quick and must not
+    raise; the defaults do nothing."""
+
+    def claimed(self, records: list[TrialRecord]) -> None:
+        """The members this call won, as the claim returned them (config, attempts)."""
+
+    def epoch(self, epoch: int, metrics: dict[str, dict[str, Any]]) -> None:
+        """Epoch ``epoch`` was recorded for these members (trial id -> that epoch's metrics).
+        Epochs are written at most every :data:`METRICS_INTERVAL_S`, so several calls may
+        come at once."""
+
+    def finished(self, trial_id: str, state: TrialState, result: dict[str, Any] | None,
+                 error: str | None) -> None:
+        """The store accepted this member's final state (nothing is called for a member
+        lost to another worker)."""
+
+
+@dataclass
+class PackMember:
+    """One claimed trial of a pack."""
+
+    trial_id: str
+    config: dict[str, Any]
+    index: int = -1          # position in the trained pack (-1: not trained)
+    stopped: bool = False    # asked to stop (cancelled) or frozen by the engine
+    lost: bool = False       # another worker owns it now: nothing more is written
+    experiment_ids: tuple[str, ...] = ()
+    pruned: dict[str, Any] | None = None  # why the pruner stopped it
+    outcome: tuple[TrialState, dict[str, Any] | None, str | None] | None = None
+
+
+class PackEpochs:
+    """The per-epoch bookkeeping of one pack: throttled metrics writes and checks."""
+
+    def __init__(self, store: ResultStore, worker: str, members: list[PackMember],
+                 heartbeat: Heartbeat, observer: PackObserver):
+        self.store, self.worker, self.members, self.heartbeat = store, worker, members, heartbeat
+        self.observer = observer
+        self.last_check = -float("inf")  # the first epoch always checks
+        self.last_write = -float("inf")  # and is written at once
+        self.pending: list[tuple[int, dict[str, dict[str, Any]]]] = []  # epochs not written
+        self.pruner = pruner_for_pack(store, {
+            m.trial_id: PackTrial(m.experiment_ids,
+                                  int(m.config.get("training", {}).get("max_epochs", 0)))
+            for m in members})
+
+    def live(self) -> list[PackMember]:
+        return [m for m in self.members if not m.lost]
+
+    def lose(self, ids: set[str]) -> None:
+        for m in self.members:
+            if m.trial_id in ids and not m.lost:
+                m.lost = True
+                log.warning("trial %s: another worker owns it now; it is dropped from this "
+                            "pack", m.trial_id)
+        self.heartbeat.untrack(ids)
+
+    def on_epoch(self, epoch: int, metrics: list[dict[str, Any] | None]) -> list[bool]:
+        if len(metrics) != len(self.members):
+            raise ValueError(f"on_epoch got {len(metrics)} metrics for a pack of "
+                             f"{len(self.members)}")
+        self.lose(self.heartbeat.lost)
+        batch = {m.trial_id: dict(x) for m, x in zip(self.members, metrics)
+                 if x is not None and not m.lost}
+        if batch:
+            self.pending.append((epoch, batch))
+        try:
+            # A pack that may be pruned writes every epoch: the pruner may read what was written.
+            if self.pruner.active or time.monotonic() - self.last_write >= METRICS_INTERVAL_S:
+                self.write()
+            if self.pruner.active:
+                written = {m.trial_id: batch[m.trial_id] for m in self.live()
+                           if m.trial_id in batch and not m.stopped}
+                for tid, decision in self.pruner.on_results(epoch, written).items():
+                    if decision.stop:
+                        member = self._member(tid)
+                        member.pruned, member.stopped = dict(decision.reason), True
+            if time.monotonic() - self.last_check >= CHECK_INTERVAL_S:
+                self.last_check = time.monotonic()
+                live = [m.trial_id for m in self.live() if not m.stopped]
+                if live:
+                    self.lose(self.heartbeat.beat())
+                    for tid in self.store.cancel_requested(live):
+                        self._member(tid).stopped = True
+        except StoreError:
+            log.warning("pack %s: could not record epoch %s; training goes on",
+                        ", ".join(batch), epoch, exc_info=True)
+        # None is a member with nothing this epoch (frozen by the engine, or not yet trained
+        # by a one-by-one train function): it is neither stopped nor lost by that
+        return [m.lost or m.stopped for m in self.members]
+
+    def write(self) -> None:
+        """Write the epochs not written yet in one store call, then tell the observer what
+        was recorded. Owner-checked: a worker whose trial was requeued and claimed by
+        another never writes into its curve, and drops the trial. A failed write (StoreError)
+        keeps its epochs for the next write: the store skips epochs a curve already holds,
+        so sending them again stores each once."""
+        self.last_write = time.monotonic()
+        lost = {m.trial_id for m in self.members if m.lost}
+        by_trial: dict[str, list[dict[str, Any]]] = {}
+        for _, batch in self.pending:
+            for tid, x in batch.items():
+                if tid not in lost:
+                    by_trial.setdefault(tid, []).append(x)
+        if not by_trial:
+            self.pending = []
+            return
+        written = self.store.append_metrics_many(by_trial, self.worker)
+        pending, self.pending = self.pending, []
+        self.lose(set(by_trial) - written)
+        for epoch, batch in pending:
+            recorded = {tid: x for tid, x in batch.items() if tid in written}
+            if recorded:
+                self.observer.epoch(epoch, recorded)
+
+    def write_rest(self) -> None:
+        """:meth:`write` at the end of training, before any member's end is recorded; no
+        later write would carry these epochs, so it is retried like the final states. Epochs
+        still unstored after that are named in an error (each result keeps its whole
+        history)."""
+        try:
+            FINAL_WRITE.call(self.write,
+                             what=f"pack of {len(self.members)}: recording its last epochs")
+            return
+        except StoreError as exc:
+            failure = " ".join(str(exc).split())
+        counts: dict[str, int] = {}
+        for _, batch in self.pending:
+            for tid in batch:
+                counts[tid] = counts.get(tid, 0) + 1
+        log.error("pack of %d: %s could not be stored in the trials' curves after %d tries "
+                  "(%s; their results keep the whole history)", len(self.members),
+                  ", ".join(f"{n} epochs of {tid}" for tid, n in counts.items()),
+                  FINAL_WRITE.attempts, failure)
+
+    def _member(self, trial_id: str) -> PackMember:
+        return next(m for m in self.members if m.trial_id == trial_id)

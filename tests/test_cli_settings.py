@@ -1,0 +1,162 @@
+"""Commands that start servers pass their settings on explicitly and never write their own
+process's environment: ``dnnframe serve`` to the app (or gunicorn's environment),
+``dnnframe worker`` to the Celery worker's environment. Run in-process (click's CliRunner)
+with the server start replaced, so the environment can be compared before and after."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+from flask import Flask
+
+from dashboard import create_app
+from dnnframe import settings
+from dnnframe.cli import cli
+from dnnframe.cli import services as cli_services
+from dnnframe.executors import THREAD_ENV
+
+
+class Started(Exception):
+    """Stands for a server start (``os.execve`` never returns; ``app.run`` blocks)."""
+
+
+@pytest.fixture
+def started(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+    seen: dict[str, Any] = {}
+
+    def execve(path: str, argv: list[str], env: dict[str, str]) -> None:
+        seen.update(path=path, argv=argv, env=env)
+        raise Started
+
+    def run(app: Flask, **kwargs: Any) -> None:
+        seen.update(config=dict(app.config), run=kwargs)
+        raise Started
+
+    monkeypatch.setattr(os, "execve", execve)
+    monkeypatch.setattr(Flask, "run", run)
+
+    class DriverChild:  # the driver service's supervisor: a real one would start a process
+        def __init__(self, store_url: str | None = None):
+            seen.update(driver_store_url=store_url)
+
+        def start(self) -> DriverChild:
+            seen.update(driver_started=True)
+            return self
+
+        def stop(self) -> None:
+            seen.update(driver_stopped=True)
+
+    monkeypatch.setattr(cli_services, "DriverChild", DriverChild)
+    for name in ("DNNFRAME_STORE_URL", "DNNFRAME_BROKER_URL", "DNNFRAME_BIND_HOST",
+                 "THEANO_FLAGS", *THREAD_ENV):
+        monkeypatch.delenv(name, raising=False)
+    return seen
+
+
+def _invoke(args: list[str]) -> None:
+    before = dict(os.environ)
+    result = CliRunner().invoke(cli, args)
+    assert isinstance(result.exception, Started), result.output
+    assert dict(os.environ) == before, "the command changed its own environment"
+
+
+def test_serve_gives_the_app_its_settings(started, tmp_path):
+    url = f"sqlite:///{tmp_path / 'serve.db'}"
+    _invoke(["serve", "--store", url, "--host", "127.0.0.2", "--port", "5999"])
+    assert started["config"]["STORE_URL"] == url
+    assert started["config"]["BIND_HOST"] == "127.0.0.2"
+    assert "127.0.0.2" in started["config"]["ALLOWED_HOSTS"]
+    assert started["run"]["port"] == 5999
+    # the search drivers' service is told the store explicitly, not through the environment
+    assert started["driver_started"] and started["driver_store_url"] == url
+    assert started["driver_stopped"]
+
+
+def test_serve_keeps_a_bind_host_the_environment_sets(started, tmp_path, monkeypatch):
+    monkeypatch.setenv("DNNFRAME_BIND_HOST", "dash.example.org")
+    _invoke(["serve", "--store", f"sqlite:///{tmp_path / 's.db'}"])
+    assert started["config"]["BIND_HOST"] == "dash.example.org"
+
+
+def test_serve_production_gives_gunicorn_an_environment_of_its_own(started, tmp_path):
+    url = f"sqlite:///{tmp_path / 'prod.db'}"
+    _invoke(["serve", "--production", "--store", url, "--host", "::1", "--web-workers", "3"])
+    assert started["argv"][1:4] == ["-m", "gunicorn", "--config"]
+    assert started["argv"][-4:] == ["[::1]:5000", "--workers", "3", "dashboard.wsgi:app"]
+    env = started["env"]
+    assert env["DNNFRAME_STORE_URL"] == url and env["DNNFRAME_BIND_HOST"] == "::1"
+    assert env["PATH"] == os.environ["PATH"]
+
+
+def test_worker_gives_celery_an_environment_of_its_own(started, tmp_path, monkeypatch):
+    checked: list[dict[str, str]] = []
+    monkeypatch.setattr(cli_services, "refuse_unusable_device",
+                        lambda doing, env=None: checked.append(env))
+    url = f"sqlite:///{tmp_path / 'w.db'}"
+    _invoke(["worker", "--store", url, "--broker", "amqp://u:p@broker:5672//", "-Q", "gpu",
+             "-c", "2", "--", "--without-mingle"])
+    env = started["env"]
+    assert env["DNNFRAME_STORE_URL"] == url
+    assert env["DNNFRAME_BROKER_URL"] == "amqp://u:p@broker:5672//"
+    assert env["THEANO_FLAGS"] == "device=cuda,floatX=float32"
+    assert {k: env[k] for k in THREAD_ENV} == THREAD_ENV
+    assert checked == [env]  # the device is checked with the flags the worker will get
+    assert started["argv"][1:6] == ["-m", "celery", "-A", "tasks", "worker"]
+    assert "--queues=gpu" in started["argv"] and "--concurrency=2" in started["argv"]
+    assert started["argv"][-1] == "--without-mingle"
+
+
+def test_worker_keeps_the_flags_the_environment_sets(started, tmp_path, monkeypatch):
+    monkeypatch.setenv("THEANO_FLAGS", "device=cpu,floatX=float64")
+    monkeypatch.setattr(cli_services, "refuse_unusable_device", lambda doing, env=None: None)
+    _invoke(["worker", "--store", f"sqlite:///{tmp_path / 'w.db'}", "-Q", "gpu,default"])
+    assert started["env"]["THEANO_FLAGS"] == "device=cpu,floatX=float64"
+    assert "DNNFRAME_BROKER_URL" not in started["env"]
+
+
+# ------------------------------------------------------------------ the dashboard's settings
+def test_create_app_takes_explicit_settings_over_the_environment(monkeypatch):
+    monkeypatch.setenv("DNNFRAME_STORE_URL", "sqlite:///from-env.db")
+    monkeypatch.setenv("DNNFRAME_MAX_TRIALS", "7")
+    given = settings.get().replace(store_url="sqlite:///given.db")
+    app = create_app(settings=given)
+    assert app.config["STORE_URL"] == "sqlite:///given.db"
+    assert app.config["MAX_TRIALS"] == 7  # typed: an int, as the environment said
+    assert create_app().config["STORE_URL"] == "sqlite:///from-env.db"
+    # a test's own config wins over both
+    assert create_app({"MAX_TRIALS": 3}, settings=given).config["MAX_TRIALS"] == 3
+
+
+def test_an_unset_dashboard_setting_keeps_the_dashboards_default(monkeypatch):
+    for name in ("DNNFRAME_MAX_TRIALS", "DNNFRAME_EVENT_STREAMS", "DNNFRAME_MAX_CONTENT_LENGTH"):
+        monkeypatch.delenv(name, raising=False)
+    config = create_app().config
+    assert (config["MAX_TRIALS"], config["EVENT_STREAMS"], config["MAX_CONTENT_LENGTH"]) == (
+        10_000, None, 8 * 1024 * 1024)
+
+
+@pytest.mark.parametrize("name, value, message", [
+    ("DNNFRAME_MAX_TRIALS", "many", "DNNFRAME_MAX_TRIALS must be a positive integer, but got 'many'"),
+    ("DNNFRAME_MAX_CONTENT_LENGTH", "0", "DNNFRAME_MAX_CONTENT_LENGTH must be a positive integer"),
+    ("DNNFRAME_CELERY_INSPECT_TIMEOUT", "-1", "DNNFRAME_CELERY_INSPECT_TIMEOUT must be > 0"),
+    ("DNNFRAME_EVENT_STREAMS", "-1", "DNNFRAME_EVENT_STREAMS: .*greater than or equal to 0"),
+])
+def test_a_bad_dashboard_setting_is_named(monkeypatch, name, value, message):
+    monkeypatch.setenv(name, value)
+    with pytest.raises(settings.SettingsError, match=message):
+        create_app()
+
+
+def test_child_environ_adds_settings_and_refuses_unknown_names():
+    env = settings.child_environ({"THEANO_FLAGS": "device=cpu", "GONE": None},
+                                 base={"PATH": "/bin"}, store_url="sqlite:///x.db",
+                                 broker_url=None)
+    assert env == {"PATH": "/bin", "DNNFRAME_STORE_URL": "sqlite:///x.db",
+                   "THEANO_FLAGS": "device=cpu"}
+    with pytest.raises(settings.SettingsError, match="no such setting: store"):
+        settings.child_environ(store="x")
+    with pytest.raises(settings.SettingsError, match="no such setting: nope"):
+        settings.get().replace(nope=1)

@@ -1,0 +1,134 @@
+"""Concepts with one home stay there: trial states and their groups in dnnframe/states.py,
+metrics, their direction and the default objective in dnnframe/metrics.py.
+
+The scans read the sources (Python through its syntax tree, so a state name inside a longer
+text such as an SQL query or a docstring is not a literal of its own; page scripts and
+templates as text) and fail when a state name or the default objective is written out
+anywhere else, so a second list of states cannot grow back unnoticed.
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+import re
+from pathlib import Path
+
+import pytest
+
+from dnnframe import metrics, states
+from dnnframe.metrics import best_first, direction, improves, rank
+from dnnframe.progress import trials_finished
+from dnnframe.states import TrialState, count_done
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("dnnframe", "dashboard", "tasks")
+STATE_NAMES = frozenset({s.value for s in TrialState} | set(states.EXPERIMENT_STATUSES))
+OBJECTIVE = metrics.DEFAULT_OBJECTIVE_METRIC
+
+STATES_HOME = "dnnframe/states.py"
+METRICS_HOME = "dnnframe/metrics.py"
+# Places that name test_accuracy as a metric of their own, not as the default objective.
+OBJECTIVE_ALLOWED = {
+    "dnnframe/testing/hooks.py": "a fake engine result fills in every final metric",
+    "dnnframe/analysis/paper/depth.py": "the paper's depth table is about test accuracy itself",
+}
+
+
+def literals(source: str, names: frozenset[str] | set[str]) -> list[tuple[int, str]]:
+    """``(line, text)`` of each string constant in Python ``source`` that is one of ``names``."""
+    return [(n.lineno, n.value) for n in ast.walk(ast.parse(source))
+            if isinstance(n, ast.Constant) and isinstance(n.value, str) and n.value in names]
+
+
+def page_literals(text: str, names: frozenset[str] | set[str]) -> list[tuple[int, str]]:
+    """``(line, name)`` of each quoted ``names`` entry in a page script or template."""
+    alternatives = "|".join(sorted(map(re.escape, names)))
+    pattern = re.compile(rf"""["']({alternatives})["']""")
+    return [(text.count("\n", 0, m.start()) + 1, m.group(1)) for m in pattern.finditer(text)]
+
+
+def python_sources() -> dict[str, str]:
+    return {p.relative_to(ROOT).as_posix(): p.read_text(encoding="utf-8")
+            for pkg in PACKAGES for p in sorted((ROOT / pkg).rglob("*.py"))}
+
+
+def page_sources() -> dict[str, str]:
+    pages = [*(ROOT / "dashboard" / "static").glob("*.js"),
+             *(ROOT / "dashboard" / "templates").glob("*.html")]
+    return {p.relative_to(ROOT).as_posix(): p.read_text(encoding="utf-8") for p in sorted(pages)}
+
+
+def test_state_names_are_written_only_in_their_home() -> None:
+    found = [f"{path}:{line}: {text!r}" for path, source in python_sources().items()
+             if path != STATES_HOME for line, text in literals(source, STATE_NAMES)]
+    found += [f"{path}:{line}: {text!r}" for path, text_ in page_sources().items()
+              for line, text in page_literals(text_, STATE_NAMES)]
+    assert not found, ("state names belong in dnnframe/states.py (pages read them from the "
+                       "served vocabulary):\n" + "\n".join(found))
+
+
+def test_the_default_objective_is_written_only_in_its_home() -> None:
+    found = [f"{path}:{line}" for path, source in python_sources().items()
+             if path != METRICS_HOME and path not in OBJECTIVE_ALLOWED
+             for line, _ in literals(source, {OBJECTIVE})]
+    found += [f"{path}:{line}" for path, text in page_sources().items()
+              for line, _ in page_literals(text, {OBJECTIVE})]
+    assert not found, "use dnnframe.metrics.DEFAULT_OBJECTIVE_METRIC:\n" + "\n".join(found)
+
+
+def test_allowed_places_still_name_the_metric() -> None:
+    sources = python_sources()
+    stale = [p for p in OBJECTIVE_ALLOWED if not literals(sources.get(p, ""), {OBJECTIVE})]
+    assert not stale, f"remove these from OBJECTIVE_ALLOWED, they no longer name it: {stale}"
+
+
+def test_the_scans_find_what_they_look_for() -> None:
+    source = 'x = 1\nif t.state == "CANCELLED":\n    sql = "WHERE state = \'QUEUED\'"\n'
+    assert literals(source, STATE_NAMES) == [(2, "CANCELLED")]  # the SQL text is not one
+    assert page_literals('a;\nconst S = ["COMPLETE", "RUNNING"];', STATE_NAMES) == [
+        (2, "COMPLETE"), (2, "RUNNING")]
+    assert literals('best = "test_accuracy"', {OBJECTIVE}) == [(1, "test_accuracy")]
+
+
+# --------------------------------------------------------------------- the rules themselves
+def test_the_state_groups() -> None:
+    assert [s.value for s in states.ACTIVE_STATES] == ["QUEUED", "RUNNING"]
+    assert {s.value for s in states.DONE_STATES} == {"COMPLETE", "FAILED", "DIVERGED", "PRUNED"}
+    assert set(states.FINISHED_STATES) == set(states.DONE_STATES) | {TrialState.CANCELLED}
+    assert states.TOLD_STATES == states.DONE_STATES
+
+
+def test_the_cli_and_the_dashboard_count_done_trials_alike() -> None:
+    from dashboard.service import experiment_json
+    from dnnframe.store.records import ExperimentRecord
+
+    counts = {"COMPLETE": 2, "FAILED": 1, "PRUNED": 1, "CANCELLED": 3, "QUEUED": 2}
+    exp = ExperimentRecord("exp-1", "e", {}, n_trials=9, created_at=0.0, counts=counts)
+    assert trials_finished(counts) == count_done(counts) == 4
+    body = experiment_json(exp)
+    assert body["finished"] == 4 and body["progress"] == pytest.approx(4 / 9)
+
+
+def test_directions_come_from_the_registry() -> None:
+    assert [direction(m) for m in ("test_accuracy", "val_loss", "train_seconds")] == [
+        "max", "min", "min"]
+    assert improves("val_loss", 0.5, 0.6) and not improves("val_loss", 0.6, 0.5)
+    assert improves("train_accuracy", 0.91, 0.9, min_delta=0.005)
+    assert not improves("train_accuracy", 0.904, 0.9, min_delta=0.005)
+    with pytest.raises(ValueError, match="unknown metric 'accuracy': known metrics are test_acc"):
+        direction("accuracy")
+
+
+@pytest.mark.parametrize("mode, expected", [("max", [3, 0, 4, 1, 2, 5]),
+                                            ("min", [0, 4, 3, 1, 2, 5])])
+def test_best_first_puts_missing_values_last_and_keeps_ties_in_order(mode, expected) -> None:
+    values = [0.5, None, math.nan, 0.9, 0.5, "n/a"]
+    assert best_first(values, mode) == expected
+
+
+def test_rank_leaves_unscored_out_on_request_and_refuses_a_bad_mode() -> None:
+    rows = [{"id": "a", "v": None}, {"id": "b", "v": 2.0}, {"id": "c", "v": 1.0}]
+    assert [r["id"] for r in rank(rows, lambda r: r["v"], "min", scored_only=True)] == ["c", "b"]
+    with pytest.raises(ValueError, match="mode must be 'max' or 'min', got 'up'"):
+        rank(rows, lambda r: r["v"], "up")
