@@ -26,18 +26,17 @@ from .security import require_token
 from .service import (
     METRIC_NAME,
     cancel_experiment,
-    check_web_spec,
     delete_experiment,
     experiment_json,
     find_experiments,
     guess_mode,
-    read_json_body,
     spec_yaml,
     submit_spec,
     trial_json,
     update_json,
 )
 from .uploads import upload_response
+from .web_specs import check_web_spec, read_json_body
 
 bp = Blueprint("api", __name__, url_prefix="/api/v1")
 
