@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import time
 from typing import Any
 
@@ -10,14 +9,11 @@ from flask import Blueprint, Response, current_app, jsonify, request, url_for
 
 from dnnframe import __version__
 from dnnframe.exceptions import DnnframeError, brief
-from dnnframe.executors.liveness import live_nodes, store_label
-from dnnframe.extras import require
 from dnnframe.spec import count_trials
-from dnnframe.states import EXPERIMENT_STATUSES, TrialState
-from dnnframe.store.base import resolve_sort_path
-from dnnframe.store.sorting import since_order_fault, since_order_message
+from dnnframe.states import EXPERIMENT_STATUSES
 from dnnframe.worker_status import workers_with_status
 
+from .celery_view import celery_inspect, wrong_store
 from .context import services
 from .errors import APIError
 from .events import stream as event_stream
@@ -25,54 +21,24 @@ from .forms import check_form
 from .graphs import graphs_progress
 from .importance import DEFAULT_EVALUATOR, EVALUATORS, cached_importances
 from .openapi import openapi_document
+from .query_args import MAX_PAGE, int_arg, trials_query
 from .security import require_token
 from .service import (
     METRIC_NAME,
-    SORT_KEYS,
-    TRIAL_STATES,
     cancel_experiment,
-    check_web_spec,
     delete_experiment,
     experiment_json,
     find_experiments,
     guess_mode,
-    read_json_body,
     spec_yaml,
     submit_spec,
     trial_json,
     update_json,
 )
 from .uploads import upload_response
+from .web_specs import check_web_spec, read_json_body
 
 bp = Blueprint("api", __name__, url_prefix="/api/v1")
-
-MAX_PAGE = 1000
-# SQLite stores 64-bit signed integers; a larger offset or cursor cannot even be bound.
-MAX_INT_ARG = 2**63 - 1
-
-
-def _int_arg(name: str, default: int | None, low: int = 0, high: int | None = None) -> int | None:
-    raw = request.args.get(name)
-    if raw is None or raw == "":
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise APIError(
-            400,
-            f"query parameter {name} must be an integer, but got {brief(raw)}",
-            [{"path": name, "message": "must be an integer"}],
-        ) from None
-    high = MAX_INT_ARG if high is None else min(high, MAX_INT_ARG)
-    if value < low or value > high:
-        bound = f"between {low} and {high}"
-        raise APIError(
-            400,
-            f"query parameter {name} must be {bound}, but got {value}",
-            [{"path": name, "message": f"must be {bound}"}],
-        )
-    return value
-
 
 # --------------------------------------------------------------------------- meta
 
@@ -157,8 +123,8 @@ def create_experiment() -> Any:
 @bp.get("/experiments")
 def list_experiments() -> Any:
     """Experiments, newest first (paginated)."""
-    limit = _int_arg("limit", 100, 1, MAX_PAGE)
-    offset = _int_arg("offset", 0, 0)
+    limit = int_arg("limit", 100, 1, MAX_PAGE)
+    offset = int_arg("offset", 0, 0)
     query = request.args.get("q", "")[:200]
     status = request.args.get("status", "").upper()
     if status and status not in EXPERIMENT_STATUSES:
@@ -205,63 +171,28 @@ def list_trials(experiment_id: str) -> Any:
     """
     store = services().store
     exp = store.get_experiment(experiment_id)
-    states = [
-        s.strip().upper() for v in request.args.getlist("state") for s in v.split(",") if s.strip()
-    ]
-    bad = [s for s in states if s not in TRIAL_STATES]
-    if bad:
-        raise APIError(
-            400,
-            f"unknown state {brief(bad[0])}; known: {', '.join(TRIAL_STATES)}",
-            [{"path": "state", "message": f"must be one of {', '.join(TRIAL_STATES)}"}],
-        )
-    sort = _sort_arg()
-    since = _int_arg("since", None, 0)
-    order = (request.args.get("order") or ("desc" if sort else "asc")).lower()
-    if order not in ("asc", "desc"):
-        raise APIError(
-            400,
-            f"order must be asc or desc, but got {brief(order)}",
-            [{"path": "order", "message": "must be asc or desc"}],
-        )
-    fault = since_order_fault(sort, order == "desc") if since is not None else None
-    if fault == "sort_by":
-        raise APIError(
-            400,
-            since_order_message(f"sort={brief(sort)}") + "; drop since to sort, or drop sort "
-            "to follow changes",
-            [{"path": "sort", "message": "must be empty or 'seq' when since is given"}],
-        )
-    if fault == "descending":
-        raise APIError(
-            400,
-            since_order_message("order=desc") + "; drop order=desc",
-            [{"path": "order", "message": "must be asc when since is given"}],
-        )
-    limit = _int_arg("limit", 100 if sort else MAX_PAGE, 1, MAX_PAGE)
-    offset = _int_arg("offset", 0, 0)
-    history = request.args.get("history", "").lower() in ("1", "true", "yes")
+    q = trials_query()
     # one row more than asked says whether another page exists
     rows = store.list_trials(
         experiment_id,
-        state=[TrialState(s) for s in states] or None,
-        sort_by=sort,
-        descending=(order == "desc"),
-        limit=limit + 1,
-        offset=offset,
-        since=since,
+        state=q.states or None,
+        sort_by=q.sort,
+        descending=q.descending,
+        limit=q.limit + 1,
+        offset=q.offset,
+        since=q.since,
     )
-    more = len(rows) > limit
-    trials = rows[:limit]
-    cursor = max([t.seq for t in trials], default=since or 0)
+    more = len(rows) > q.limit
+    trials = rows[:q.limit]
+    cursor = max([t.seq for t in trials], default=q.since or 0)
     exp_json = experiment_json(exp)
     return jsonify(
         {
             "experiment_id": experiment_id,
-            "trials": [trial_json(t, history=history) for t in trials],
+            "trials": [trial_json(t, history=q.history) for t in trials],
             "cursor": cursor,
-            "limit": limit,
-            "offset": offset,
+            "limit": q.limit,
+            "offset": q.offset,
             "more": more,
             "counts": exp_json["counts"],
             "n_trials": exp.n_trials,
@@ -273,27 +204,6 @@ def list_trials(experiment_id: str) -> Any:
     )
 
 
-def _sort_arg() -> str | None:
-    """The ``sort`` query parameter: a known key or a dotted ``config.``/``result.`` path."""
-    sort = request.args.get("sort") or None
-    if sort is None:
-        return None
-    allowed = sorted(SORT_KEYS)
-    rule = (
-        f"must be one of {', '.join(allowed)}, or a dotted path starting with 'config.' "
-        "or 'result.'"
-    )
-    if sort not in SORT_KEYS and not sort.startswith(("config.", "result.")):
-        raise APIError(
-            400, f"unknown sort key {brief(sort)}: {rule}", [{"path": "sort", "message": rule}]
-        )
-    try:
-        resolve_sort_path(sort)
-    except ValueError as exc:
-        raise APIError(400, str(exc), [{"path": "sort", "message": rule}]) from None
-    return sort
-
-
 @bp.get("/experiments/<experiment_id>/events")
 def experiment_events(experiment_id: str) -> Response:
     """Server-sent events: ``trials`` with the trials that changed (and the experiment's
@@ -301,7 +211,7 @@ def experiment_events(experiment_id: str) -> Response:
     itself. 503 when this process streams to as many pages as it may: poll instead."""
     svc = services()
     svc.store.get_experiment(experiment_id)  # 404 for an unknown id
-    since = _int_arg("since", 0, 0)
+    since = int_arg("since", 0, 0)
     svc.feed.describe = update_json
     start = svc.feed.open_stream(experiment_id)
     if start is False:
@@ -435,59 +345,9 @@ def workers() -> Any:
     broker = current_app.config.get("BROKER_URL")
     if broker:
         timeout = float(current_app.config["CELERY_INSPECT_TIMEOUT"])
-        body["celery"] = _celery_inspect(broker, timeout)
-        body["wrong_store"] = _wrong_store(broker, timeout, store)
+        body["celery"] = celery_inspect(broker, timeout)
+        body["wrong_store"] = wrong_store(broker, timeout, store, services().store_url())
     return jsonify(body)
-
-
-def _wrong_store(broker: str, timeout: float, store: Any) -> list[dict[str, str]]:
-    """Workers on the broker that serve another store than this dashboard's (they name it,
-    and have not registered in this one): they leave this store's packs on the queue."""
-    mine = store_label(services().store_url())
-    registered = {w.name for w in live_nodes(store)}
-    try:
-        replies = _celery_app(broker).control.broadcast("dnnframe_store", reply=True,
-                                                         timeout=timeout)
-    except Exception:  # noqa: BLE001 - a broker hiccup must not break the page
-        return []
-    wrong = []
-    for reply in replies or []:
-        for node, answer in reply.items():
-            theirs = answer.get("store") if isinstance(answer, dict) else None
-            if theirs and theirs != mine and node not in registered:
-                wrong.append({"node": node, "store": theirs, "message": (
-                    f"{node} uses the store {theirs}, not this dashboard's {mine}: it takes "
-                    "none of these sweeps' packs; give it the same DNNFRAME_STORE_URL")})
-    return sorted(wrong, key=lambda w: w["node"])
-
-
-@functools.lru_cache(maxsize=4)
-def _celery_app(broker: str) -> Any:
-    # one client app per broker, so its connection pool is reused across requests
-    celery = require("celery", "celery", "the dashboard's view of the Celery workers")
-    app = celery.Celery("dnnframe-dashboard", broker=broker)
-    # a page must not hang on a broker that is down: fail fast instead of retrying
-    app.conf.broker_connection_timeout = 1.0
-    app.conf.broker_connection_max_retries = 1
-    app.conf.broker_transport_options = {
-        "max_retries": 1,
-        "interval_start": 0,
-        "interval_step": 0.2,
-    }
-    return app
-
-
-def _celery_inspect(broker: str, timeout: float) -> dict[str, Any]:
-    try:
-        inspect = _celery_app(broker).control.inspect(timeout=timeout)
-        active = inspect.active() or {}
-        return {
-            "ok": True,
-            "workers": sorted(active),
-            "active": {name: [t.get("args") for t in tasks] for name, tasks in active.items()},
-        }
-    except Exception as exc:  # noqa: BLE001 - a broker hiccup must not break the page
-        return {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
 
 
 @bp.post("/datasets")

@@ -16,7 +16,7 @@ from werkzeug.datastructures import MultiDict
 from dnnframe.exceptions import SpecError, brief
 from dnnframe.spec import ExperimentSpec
 
-from .service import check_web_spec
+from .web_specs import check_web_spec
 
 # spec path prefix → form field (longest prefix first)
 _PATH_TO_FIELD = [

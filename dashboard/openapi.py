@@ -1,4 +1,5 @@
-"""The OpenAPI 3.1 document, built from the spec's own pydantic models (one source of truth)."""
+"""The OpenAPI 3.1 document: its paths here, its schemas (built from the spec's own pydantic
+models, one source of truth) in :mod:`.openapi_schemas`."""
 
 from __future__ import annotations
 
@@ -8,26 +9,11 @@ import json
 from typing import Any
 
 from dnnframe import __version__
-from dnnframe.spec import spec_json_schema
 from dnnframe.states import EXPERIMENT_STATUSES
 
 from .importance import EVALUATORS
+from .openapi_schemas import component_schemas
 from .service import SORT_KEYS, TRIAL_STATES
-
-
-def _rewrite_refs(node: Any) -> Any:
-    if isinstance(node, dict):
-        return {
-            k: (
-                "#/components/schemas/" + v.split("/")[-1]
-                if k == "$ref" and isinstance(v, str)
-                else _rewrite_refs(v)
-            )
-            for k, v in node.items()
-        }
-    if isinstance(node, list):
-        return [_rewrite_refs(v) for v in node]
-    return node
 
 
 def _json(schema: str | dict[str, Any]) -> dict[str, Any]:
@@ -75,106 +61,7 @@ _SECURED = [{"bearer": []}]
 
 @functools.lru_cache(maxsize=1)
 def _document() -> str:
-    spec_schema = spec_json_schema()
-    defs = spec_schema.pop("$defs", {})
-    schemas: dict[str, Any] = {name: _rewrite_refs(s) for name, s in defs.items()}
-    for sub in schemas.values():
-        sub.pop("$defs", None)
-    schemas["ExperimentSpec"] = _rewrite_refs(spec_schema)
-    schemas.update(
-        {
-            "Object": {"type": "object"},
-            "Importance": {
-                "type": "object",
-                "required": ["experiment_id", "metric", "mode", "evaluator", "importances"],
-                "properties": {
-                    "experiment_id": {"type": "string"},
-                    "metric": {"type": "string"},
-                    "mode": {"type": "string", "enum": ["max", "min"]},
-                    "evaluator": {"type": "string", "enum": list(EVALUATORS)},
-                    "importances": {
-                        "type": "object",
-                        "additionalProperties": {"type": "number"},
-                        "description": "parameter → importance",
-                    },
-                    "ranking": {
-                        "type": "array",
-                        "items": {"type": "string"},
-                        "description": "the parameters, most important first",
-                    },
-                    "params": {"type": "array", "items": {"type": "string"}},
-                    "n_trials": {"type": "integer"},
-                    "sampled": {
-                        "type": "integer",
-                        "description": "how many of the trials a forest evaluator saw",
-                    },
-                    "note": {"type": "string"},
-                },
-            },
-            "Error": {
-                "type": "object",
-                "required": ["status", "error", "message"],
-                "properties": {
-                    "status": {"type": "integer"},
-                    "error": {"type": "string"},
-                    "message": {"type": "string"},
-                    "errors": {
-                        "type": "array",
-                        "items": {
-                            "type": "object",
-                            "required": ["path", "message"],
-                            "properties": {
-                                "path": {"type": "string"},
-                                "message": {"type": "string"},
-                            },
-                        },
-                    },
-                },
-            },
-            "Submitted": {
-                "type": "object",
-                "required": ["id", "n_trials"],
-                "properties": {
-                    "id": {"type": "string"},
-                    "name": {"type": "string"},
-                    "n_trials": {"type": "integer"},
-                    "sampled": {
-                        "type": "integer",
-                        "description": "how many of the trials a forest evaluator saw",
-                    },
-                    "new_trials": {"type": "integer"},
-                    "queued_trials": {"type": "integer"},
-                    "created": {"type": "boolean"},
-                    "url": {"type": "string"},
-                    "api_url": {"type": "string"},
-                },
-            },
-            "Validated": {
-                "type": "object",
-                "required": ["valid", "n_trials"],
-                "properties": {
-                    "valid": {"type": "boolean"},
-                    "n_trials": {"type": "integer"},
-                    "sampled": {
-                        "type": "integer",
-                        "description": "how many of the trials a forest evaluator saw",
-                    },
-                    "experiment_id": {"type": "string"},
-                    "spec": {"type": "object"},
-                },
-            },
-            "Upload": {
-                "type": "object",
-                "required": ["id", "header", "rows"],
-                "properties": {
-                    "id": {"type": "string"},
-                    "header": {"type": "array", "items": {"type": "string"}},
-                    "rows": {"type": "integer"},
-                    "label_candidates": {"type": "array", "items": {"type": "string"}},
-                },
-            },
-        }
-    )
+    schemas = component_schemas()
     form_fields = {
         "type": "object",
         "properties": {
