@@ -11,14 +11,12 @@ unroll and that scan.
 
 from __future__ import annotations
 
-import math
-
 import pytest
+from engine_support import assert_same
 
 from dnnframe.engine import pack_key, train, train_pack
 
 pytestmark = pytest.mark.timeout(900)
-REL = 1e-9
 
 
 def config(seed=0, lr=0.1, optimizer="sgd", layers=2, width=8, activation="tanh", epochs=4,
@@ -27,35 +25,6 @@ def config(seed=0, lr=0.1, optimizer="sgd", layers=2, width=8, activation="tanh"
             "model": {"hidden_layers": layers, "width": width, "activation": activation, **(model or {})},
             "training": {"optimizer": optimizer, "learning_rate": lr, "batch_size": 32,
                          "max_epochs": epochs, **(training or {})}}
-
-
-def close(a, b) -> bool:
-    if a is None or b is None:
-        return a is b
-    if math.isnan(a) or math.isnan(b):
-        return math.isnan(a) and math.isnan(b)
-    return a == b or abs(a - b) <= REL * max(abs(a), abs(b))
-
-
-def assert_same(packed, alone) -> None:
-    assert packed.status == alone.status
-    assert packed.epochs_run == alone.epochs_run
-    assert packed.best_epoch == alone.best_epoch
-    assert packed.stopped_early == alone.stopped_early
-    assert packed.diverged_epoch == alone.diverged_epoch
-    assert packed.n_params == alone.n_params
-    assert packed.notes == alone.notes
-    for name, value in alone.metrics.items():
-        if name.endswith("accuracy"):
-            assert packed.metrics[name] == value, name
-        else:
-            assert close(packed.metrics[name], value), (name, packed.metrics[name], value)
-    assert len(packed.history) == len(alone.history)
-    for hp, ha in zip(packed.history, alone.history):
-        for name in ("epoch", "train_accuracy", "val_accuracy"):
-            assert hp[name] == ha[name], (name, hp, ha)
-        for name in ("train_loss", "val_loss"):
-            assert close(hp[name], ha[name]), (name, hp, ha)
 
 
 def check_pack(configs, on_epoch=None) -> list:

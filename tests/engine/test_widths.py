@@ -17,11 +17,11 @@ import sys
 import textwrap
 
 import pytest
+from engine_support import assert_same
 
 from dnnframe.engine import compile_key, packed, train_pack
 
 pytestmark = pytest.mark.timeout(900)
-REL = 1e-9
 
 
 def config(width, layers=3, seed=0, lr=0.05, model=None, optimizer="adam") -> dict:
@@ -29,27 +29,6 @@ def config(width, layers=3, seed=0, lr=0.05, model=None, optimizer="adam") -> di
             "model": {"hidden_layers": layers, "width": width, "activation": "tanh", **(model or {})},
             "training": {"optimizer": optimizer, "learning_rate": lr, "batch_size": 16,
                          "max_epochs": 3}}
-
-
-def close(a, b) -> bool:
-    if a is None or b is None:
-        return a is b
-    if math.isnan(a) or math.isnan(b):
-        return math.isnan(a) and math.isnan(b)
-    return a == b or abs(a - b) <= REL * max(abs(a), abs(b))
-
-
-def assert_same(shared, alone) -> None:
-    assert (shared.status, shared.epochs_run, shared.n_params) == \
-        (alone.status, alone.epochs_run, alone.n_params)
-    for name, value in alone.metrics.items():
-        if name.endswith("accuracy"):
-            assert shared.metrics[name] == value, name
-        else:
-            assert close(shared.metrics[name], value), (name, shared.metrics[name], value)
-    for hs, ha in zip(shared.history, alone.history):
-        assert hs["train_accuracy"] == ha["train_accuracy"]
-        assert close(hs["train_loss"], ha["train_loss"]) and close(hs["val_loss"], ha["val_loss"])
 
 
 @pytest.fixture
