@@ -25,15 +25,6 @@ def config(layers=1, width=4, seed=0, lr=0.05, model=None, optimizer="adam") -> 
                          "max_epochs": 3, "l2": 1e-4, "momentum": 0.9}}
 
 
-@pytest.fixture
-def fresh(monkeypatch, tmp_path):
-    """An empty in-process and disk cache of compiled models."""
-    monkeypatch.setenv("DNNFRAME_CACHE_DIR", str(tmp_path))
-    packed.clear_cache()
-    yield
-    packed.clear_cache()
-
-
 def unrolled(monkeypatch, pack: list[dict]) -> list:
     """``pack`` trained in a graph of its own where a run of one layer is that layer alone
     (as JAX's static depths split it), with no stack."""

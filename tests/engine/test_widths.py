@@ -31,15 +31,6 @@ def config(width, layers=3, seed=0, lr=0.05, model=None, optimizer="adam") -> di
                          "max_epochs": 3}}
 
 
-@pytest.fixture
-def fresh(monkeypatch, tmp_path):
-    """An empty in-process and disk cache of compiled models."""
-    monkeypatch.setenv("DNNFRAME_CACHE_DIR", str(tmp_path))
-    packed.clear_cache()
-    yield
-    packed.clear_cache()
-
-
 def width_baked(monkeypatch, packs: list[list[dict]]) -> list:
     """Each pack trained in a graph with its widths written in (a fresh one per pack)."""
     with monkeypatch.context() as m:
