@@ -170,16 +170,17 @@ def record_pid_slowly(config, on_epoch=None):
 
 def test_workers_keep_to_the_graphs_they_compiled(url):
     spec = parse_spec({**_spec(seeds=4, name="affinity"),
-                       "model": {"hidden_layers": {"grid": [1, 2]}, "width": 8}})
+                       "model": {"hidden_layers": 1, "width": 8,
+                                 "activation": {"grid": ["relu", "tanh"]}}})
     store = open_store(url)
     with LocalExecutor(url, workers=2, train_fn=record_pid_slowly) as ex:
         assert ex.wait_ready(timeout=120)
         result = submit_experiment(spec, store, ex)
         assert ex.wait(timeout=120)
-    pairs = {(t.result["environment"]["pid"], t.config["model"]["hidden_layers"])
+    pairs = {(t.result["environment"]["pid"], t.config["model"]["activation"])
              for t in store.list_trials(result.experiment.id)}
-    # in queue order both workers would compile both depths (4 pairs); with affinity each
-    # worker stays on its depth (2 pairs; 3 if one worker ran ahead and helped the other)
+    # in queue order both workers would compile both graphs (4 pairs); with affinity each
+    # worker stays on its graph (2 pairs; 3 if one worker ran ahead and helped the other)
     assert len(pairs) <= 3, pairs
 
 
@@ -248,7 +249,8 @@ def test_automatic_packs_are_never_fewer_than_workers_nor_mix_graphs():
     assert [len(p) for p in make_packs(ids, configs, None, workers=1)] == [10]
     assert [len(p) for p in make_packs(ids[:3], configs, None, workers=4)] == [1, 1, 1]
     depth_ids, depth_configs = _queued({**_spec(seeds=2, name="depths"),
-                                        "model": {"hidden_layers": {"grid": [1, 2]}, "width": 8}})
+                                        "model": {"hidden_layers": 1, "width": 8,
+                                 "activation": {"grid": ["relu", "tanh"]}}})
     packs = make_packs(depth_ids, depth_configs, None, workers=1)
     assert len(packs) == 2
     assert [{depth_configs[t]["model"]["hidden_layers"] for t in p} for p in packs] == [{1}, {2}]

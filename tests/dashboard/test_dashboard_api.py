@@ -10,6 +10,7 @@ import json
 import pytest
 from dashboard_support import TINY_SPEC
 
+from dnnframe.engine.graphkey import compile_key
 from dnnframe.store.base import TrialState
 
 IRIS_CSV = b"a,b,c,species\n1,2,3,x\n4,5,6,y\n7,8,9,x\n1.5,2.5,3.5,y\n"
@@ -212,22 +213,20 @@ def test_the_listing_gives_each_experiment_its_own_counts(client, store):
 
 
 def test_a_starting_experiment_says_how_many_of_its_graphs_are_built(client, store):
-    # relu/tanh × 1/2 hidden layers: four graphs (one layer has no scanned stack, two have
-    # one); the two seeds of a configuration share its graph.
+    # relu/tanh × sgd/adam: four graphs; the two seeds of a configuration share its graph.
     spec = copy.deepcopy(TINY_SPEC)
-    spec["model"]["activation"] = {"grid": ["relu", "tanh"]}
+    spec["model"] = {"hidden_layers": 1, "width": 4, "activation": {"grid": ["relu", "tanh"]}}
+    spec["training"]["optimizer"] = {"grid": ["sgd", "adam"]}
     exp_id = _submit(client, spec).json["id"]
     trials_url = f"/api/v1/experiments/{exp_id}/trials"
     assert client.get(trials_url).json["graphs"] is None, "nothing runs yet"
     trials = store.list_trials(exp_id)
     assert len(trials) == 8
 
-    def same_graph(t, other):
-        return t.config["model"] == other.config["model"] and t.id != other.id
-
     first = trials[0]
-    [twin] = [t for t in trials if same_graph(t, first)]
-    other = next(t for t in trials if t.config["model"] != first.config["model"])
+    [twin] = [t for t in trials if compile_key(t.config) == compile_key(first.config)
+              and t.id != first.id]
+    other = next(t for t in trials if compile_key(t.config) != compile_key(first.config))
     for t in (first, twin, other):
         assert store.claim_trial(t.id, "w1") is not None
     assert client.get(trials_url).json["graphs"] == {"ready": 0, "total": 4}
