@@ -415,24 +415,34 @@ def _dropout_masks(model: PackedModel, segments: tuple, counts: tuple[int, ...],
     """Keep masks scaled by ``1 / (1 - p)`` for members lo..hi: ``[hi - lo, width, b]`` per
     unrolled hidden layer and ``[hi - lo, n_layers, width, b]`` per stack (``segments`` and
     ``counts``: the pack's, with its widths and depths), drawn from each member's own
-    generator layer by layer. A stack of 0 real layers gets one mask of zeros for its
-    placeholder step, drawn from nothing."""
+    generator layer by layer, rows then units, as a ``[b, width]`` layer draws. A stack of 0
+    real layers gets one mask of zeros for its placeholder step, drawn from nothing.
+
+    Each member's draws for every layer come from one call (a generator's doubles are the
+    same drawn at once as one layer after another), and the thresholding, transposing and
+    scaling run once for the whole chunk: done per member and layer they cost as much as
+    the draws themselves."""
     dtype = model.shape.dtype
     stacks = iter(counts)
-    shapes = [(next(stacks), seg[1]) if isinstance(layer, StackLayer) else (seg[2],)
+    shapes = [(next(stacks), seg[1]) if isinstance(layer, StackLayer) else (1, seg[2])
               for layer, seg in zip(model.hidden, segments)]
-    masks = [np.zeros((hi - lo, *((max(s[0], 1), s[1]) if len(s) == 2 else s), b), dtype=dtype)
-             for s in shapes]
+    sizes = [n * w * b for n, w in shapes]
+    # a frozen member draws nothing (its updates are masked) and keeps nothing
+    draws = np.zeros((hi - lo, sum(sizes)))
+    p = np.array([[members[k].config.model.dropout] for k in range(lo, hi)])
     for k in range(lo, hi):
-        if not active[k]:
-            continue  # a frozen member's updates are masked: its draws would be unused
-        rng, p = drop_rngs[k], members[k].config.model.dropout
-        scale = 1.0 / (1.0 - p)
-        for mask, s in zip(masks, shapes):
-            if s[0] == 0:  # a stack of 0 real layers
-                continue
-            draw = rng.random((*s[:-1], b, s[-1]))  # rows then units, as a [b, width] layer draws
-            mask[k - lo] = np.swapaxes(draw >= p, -1, -2) * scale
+        if active[k]:
+            drop_rngs[k].random(out=draws[k - lo])
+    keep = (draws >= p) & active[lo:hi, None]
+    scale = (1.0 / (1.0 - p))[:, :, None, None]
+    masks, at = [], 0
+    for layer, (n, w), size in zip(model.hidden, shapes, sizes):
+        mask = np.zeros((hi - lo, max(n, 1), w, b), dtype=dtype)
+        if n:  # (transposed while still bytes: the float pass then writes in order)
+            part = keep[:, at:at + size].reshape(hi - lo, n, b, w)
+            np.multiply(np.ascontiguousarray(part.swapaxes(-1, -2)), scale, out=mask)
+        at += size
+        masks.append(mask if isinstance(layer, StackLayer) else mask[:, 0])
     return masks
 
 
