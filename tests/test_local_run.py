@@ -249,8 +249,7 @@ def test_automatic_packs_are_never_fewer_than_workers_nor_mix_graphs():
     assert [len(p) for p in make_packs(ids, configs, None, workers=1)] == [10]
     assert [len(p) for p in make_packs(ids[:3], configs, None, workers=4)] == [1, 1, 1]
     depth_ids, depth_configs = _queued({**_spec(seeds=2, name="depths"),
-                                        "model": {"hidden_layers": 1, "width": 8,
-                                 "activation": {"grid": ["relu", "tanh"]}}})
+                                        "model": {"hidden_layers": {"grid": [1, 2]}, "width": 8}})
     packs = make_packs(depth_ids, depth_configs, None, workers=1)
     assert len(packs) == 2
     assert [{depth_configs[t]["model"]["hidden_layers"] for t in p} for p in packs] == [{1}, {2}]
