@@ -427,8 +427,9 @@ def _dropout_masks(model: PackedModel, segments: tuple, counts: tuple[int, ...],
     shapes = [(next(stacks), seg[1]) if isinstance(layer, StackLayer) else (1, seg[2])
               for layer, seg in zip(model.hidden, segments)]
     sizes = [n * w * b for n, w in shapes]
-    # a frozen member draws nothing (its updates are masked) and keeps nothing
-    draws = np.zeros((hi - lo, sum(sizes)))
+    # a frozen member draws nothing (its updates are masked) and keeps nothing: its row of
+    # draws is left as it was allocated and masked out by ``active`` below
+    draws = np.empty((hi - lo, sum(sizes)))
     p = np.array([[members[k].config.model.dropout] for k in range(lo, hi)])
     for k in range(lo, hi):
         if active[k]:
@@ -437,8 +438,10 @@ def _dropout_masks(model: PackedModel, segments: tuple, counts: tuple[int, ...],
     scale = (1.0 / (1.0 - p))[:, :, None, None]
     masks, at = [], 0
     for layer, (n, w), size in zip(model.hidden, shapes, sizes):
-        mask = np.zeros((hi - lo, max(n, 1), w, b), dtype=dtype)
-        if n:  # (transposed while still bytes: the float pass then writes in order)
+        if not n:
+            mask = np.zeros((hi - lo, 1, w, b), dtype=dtype)
+        else:  # (transposed while still bytes: the float pass then writes in order)
+            mask = np.empty((hi - lo, n, w, b), dtype=dtype)
             part = keep[:, at:at + size].reshape(hi - lo, n, b, w)
             np.multiply(np.ascontiguousarray(part.swapaxes(-1, -2)), scale, out=mask)
         at += size
