@@ -98,7 +98,7 @@ def _units(v):
     return v.dimshuffle(0, 1, "x")
 
 
-def normalize(x, kind: str, gain, shift, running: tuple | None):
+def normalize(x, kind: str, gain, shift, running: tuple | None, saved: list | None = None):
     """``(normalised x, (batch mean, batch variance) or None)`` for ``x`` of ``[K, units, B]``.
 
     ``kind`` is ``layer`` (statistics over each row's units) or ``batch`` (over the rows of
@@ -117,28 +117,37 @@ def normalize(x, kind: str, gain, shift, running: tuple | None):
         v = ((x - _units(m)) ** 2).mean(axis=2)
         batch_stats = (m, v)
         mean, var = _units(m), _units(v)
-    return (x - mean) / pt.sqrt(var + NORM_EPS) * _units(gain) + _units(shift), batch_stats
+    centred, spread = x - mean, pt.sqrt(var + NORM_EPS)
+    if saved is not None:
+        saved += [centred, spread]
+    return centred / spread * _units(gain) + _units(shift), batch_stats
 
 
 def block_step(h, product: Callable, extras: dict, design: LayerDesign, act: Callable,
-               keep, deterministic: bool, product_input=None):
+               keep, deterministic: bool, product_input=None, saved: list | None = None):
     """One hidden layer: ``(output [K, units, B], (batch mean, batch variance) or None)``.
 
     ``product(u)`` is the layer's ``W u + b`` on its (possibly normalised) input, which is
     ``product_input`` when given and there is no pre-norm (else ``h``); ``extras``
     maps ``gain``/``shift``, ``mean``/``var`` and ``scale`` to this layer's tensors;
     ``keep`` is the dropout mask already scaled by ``1 / (1 - p)`` (None: no dropout).
+    ``saved`` (a list, in a training graph's scan step) collects, in the order computed, the
+    :func:`saved_count` intermediates that the step's gradient would otherwise compute again.
     """
     batch_stats = None
     norm = design.normalization
     running = (extras["mean"], extras["var"]) if norm == "batch" and deterministic else None
     u = h if product_input is None else product_input
     if norm != "none" and design.norm_position == "pre":
-        u, batch_stats = normalize(h, norm, extras["gain"], extras["shift"], running)
+        u, batch_stats = normalize(h, norm, extras["gain"], extras["shift"], running, saved)
+        if saved is not None:
+            saved.append(u)
     z = product(u)
     if norm != "none" and design.norm_position == "post":
-        z, batch_stats = normalize(z, norm, extras["gain"], extras["shift"], running)
+        z, batch_stats = normalize(z, norm, extras["gain"], extras["shift"], running, saved)
     out = act(z)
+    if saved is not None and _branch_differs(design, keep is not None):
+        saved.append(out)
     if keep is not None:
         out = out * keep
     if design.residual == "identity":
@@ -146,6 +155,20 @@ def block_step(h, product: Callable, extras: dict, design: LayerDesign, act: Cal
     elif design.scaled:
         out = h + extras["scale"].dimshuffle(0, "x", "x") * out
     return out, batch_stats
+
+
+def _branch_differs(design: LayerDesign, dropout: bool) -> bool:
+    """Whether the activation's output is not itself the layer's output (which a scan keeps
+    anyway)."""
+    return dropout or design.residual != "none"
+
+
+def saved_count(design: LayerDesign, dropout: bool) -> int:
+    """How many intermediates :func:`block_step` appends to its ``saved`` list: those the
+    layer's gradient would otherwise compute again (the normalisation's centred input,
+    spread and output; the activation's output)."""
+    norm = 0 if design.normalization == "none" else 2 + (design.norm_position == "pre")
+    return norm + _branch_differs(design, dropout)
 
 
 def running_update(running, batch_stat):

@@ -29,7 +29,7 @@ configure()  # THEANO_FLAGS must be mapped before PyTensor reads its flags
 import pytensor  # noqa: E402
 import pytensor.tensor as pt  # noqa: E402
 
-from .blocks import LayerDesign, block_step, running_update  # noqa: E402
+from .blocks import LayerDesign, block_step, running_update, saved_count  # noqa: E402
 from .constants import SELU_ALPHA, SELU_SCALE  # noqa: E402
 
 
@@ -66,14 +66,6 @@ def init_weights(rng: np.random.Generator, init: str, n_in: int, n_out: int) -> 
         q = q * np.sign(np.diag(r))  # unique decomposition → a uniform draw
         return q if n_in >= n_out else q.T
     raise ValueError(f"init must be one of glorot, he, lecun, orthogonal, but got {init!r}")
-
-
-def spread_bias(b, rows):
-    """``b`` ``[K, units]`` repeated over ``rows`` columns, as a product with a row of ones:
-    its gradient is then a matrix-vector product with ones. Broadcasting it instead makes the
-    gradient a Sum over the last axis, which the C backend runs about 20x slower."""
-    ones = pt.ones((1, rows), dtype=b.dtype)
-    return pt.dot(b.reshape((-1, 1)), ones).reshape((b.shape[0], b.shape[1], rows))
 
 
 def _check_positive(name: str, value: int | None) -> None:
@@ -201,8 +193,9 @@ class StackLayer(PackedLayer):
 
     ``n_layers`` given: static (part of the variables' type, as JAX needs); None: a run-time
     value, set by the values loaded (so is ``width`` when None), 0 included: one placeholder
-    layer and a per-member const ``live`` (1: the scan's output; 0: the stack's input). Dropout masks come in as one ``[K, n_layers, width, B]``
-    input, scanned with the weights. ``scan_mode``: the PyTensor mode the scan's inner
+    layer and a per-member const ``live`` (1: the scan's output; 0: the stack's input). Dropout masks come in as one ``[n_layers, K, width, B]``
+    input, layer-major so that each step's slice is contiguous (strided, it slowed the
+    step's elementwise loops), scanned with the weights. ``scan_mode``: the PyTensor mode the scan's inner
     functions compile with (None: PyTensor's default), the same as the outer function's.
     """
 
@@ -225,7 +218,7 @@ class StackLayer(PackedLayer):
 
     def forward(self, h, keep, deterministic: bool, biased: dict | None = None):
         """``(output [K, width, B], batch-norm update pairs)`` for ``h`` ``[K, width, B]``;
-        ``keep`` ``[K, n_layers, width, B]`` or None."""
+        ``keep`` ``[n_layers, K, width, B]`` or None."""
         design, act = self.design, self.act
         names = [k for k in self.shared
                  if k != "live" and not (k in ("mean", "var") and not deterministic)]
@@ -242,7 +235,7 @@ class StackLayer(PackedLayer):
         # the scan runs over layers: layer axis first
         seqs = [v.dimshuffle(1, 0, *range(2, v.ndim)) for v in (self.shared[k] for k in names)]
         if keep is not None:
-            seqs.append(keep.dimshuffle(1, 0, 2, 3))
+            seqs.append(keep)
         training_bn = design.normalization == "batch" and not deterministic
 
         def step(*args):
@@ -252,20 +245,28 @@ class StackLayer(PackedLayer):
             k = layer[len(names)] if keep is not None else None
 
             def product(u):
-                # XLA fuses the bias's batch sum itself (and needs static reshapes)
-                bias = b.dimshuffle(0, 1, "x") if self.jax else spread_bias(b, u.shape[-1])
-                return pt.matmul(W, u) + bias
+                # the bias broadcast over the batch: its gradient's Sum over the batch axis
+                # compiles to a gemv with ones (SUM_AS_GEMV in packgraph)
+                return pt.matmul(W, u) + b.dimshuffle(0, 1, "x")
 
-            out, stats = block_step(h, product, values, design, act, k, deterministic)
-            return (out, *stats) if training_bn else out
+            saved = None if deterministic else []
+            out, stats = block_step(h, product, values, design, act, k, deterministic, saved=saved)
+            assert len(saved or ()) == n_saved
+            # The gradient's scan swaps each of the step's outputs that it would recompute
+            # for the value saved here, output by output in this order: last computed
+            # first, since swapping an inner value first hides the outer ones built on it.
+            return (out, *reversed(saved or ()), *(stats if training_bn else ()))
 
         n_steps = self.n_layers if self.n_layers is not None else self.shared["W"].shape[1]
-        outputs_info = [h, None, None] if training_bn else [h]
+        n_saved = 0 if deterministic else saved_count(design, keep is not None)
+        outputs_info = [h] + [None] * (n_saved + 2 * training_bn)
         outputs = pytensor.scan(step, sequences=seqs, outputs_info=outputs_info,
                                 n_steps=n_steps, return_updates=False, mode=self.scan_mode)
-        if not training_bn:
+        if not (n_saved or training_bn):
             return self._pass(outputs[-1], h_all, used), []
-        hs, means, variances = outputs
+        if not training_bn:
+            return self._pass(outputs[0][-1], h_all, used), []
+        hs, means, variances = outputs[0], outputs[-2], outputs[-1]
         return self._pass(hs[-1], h_all, used), [
             (s, self._keep_placeholder(s, running_update(s, stats.dimshuffle(1, 0, 2))))
             for s, stats in ((self.shared["mean"], means), (self.shared["var"], variances))]

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from . import diskcache
-from .blocks import LayerDesign, residual_scale
+from .blocks import LayerDesign, residual_scale, saved_count
 from .data import prepare_data
 from .environment import environment
 from .environment import notes as flag_notes
@@ -303,10 +303,12 @@ def _train_pack(configs: list, on_epoch: OnPackEpoch | None) -> list[TrialResult
 
 def _units(shape: PackShape, segments: tuple, counts: tuple[int, ...]) -> int:
     """Units per row of every layer, input and output included (what one row of a member
-    keeps for the backward pass); ``segments``: the pack's, with its widths."""
+    keeps for the backward pass: a hidden layer's output and the intermediates its gradient
+    reuses); ``segments``: the pack's, with its widths."""
     stacks = [seg[1] for seg in segments if seg[0] == "stack"]
     dense = [seg[2] for seg in segments if seg[0] == "dense"]
-    return shape.n_features + shape.n_outputs + sum(dense) + sum(w * c for w, c in zip(stacks, counts))
+    hidden = sum(dense) + sum(w * c for w, c in zip(stacks, counts))
+    return shape.n_features + shape.n_outputs + hidden * (1 + saved_count(shape.design, shape.dropout))
 
 
 def _widest(shape: PackShape, segments: tuple) -> int:
@@ -413,9 +415,10 @@ def _initialise(model: PackedModel, configs: list, segments: tuple, counts: tupl
 def _dropout_masks(model: PackedModel, segments: tuple, counts: tuple[int, ...], drop_rngs,
                    active, members, b: int, lo: int, hi: int) -> list[np.ndarray]:
     """Keep masks scaled by ``1 / (1 - p)`` for members lo..hi: ``[hi - lo, width, b]`` per
-    unrolled hidden layer and ``[hi - lo, n_layers, width, b]`` per stack (``segments`` and
-    ``counts``: the pack's, with its widths and depths), drawn from each member's own
-    generator layer by layer, rows then units, as a ``[b, width]`` layer draws. A stack of 0
+    unrolled hidden layer and ``[n_layers, hi - lo, width, b]`` per stack (layer-major, as
+    its scan steps through them; ``segments`` and ``counts``: the pack's, with its widths
+    and depths), drawn from each member's own generator layer by layer, rows then units, as
+    a ``[b, width]`` layer draws. A stack of 0
     real layers gets one mask of zeros for its placeholder step, drawn from nothing.
 
     Each member's draws for every layer come from one call (a generator's doubles are the
@@ -435,17 +438,17 @@ def _dropout_masks(model: PackedModel, segments: tuple, counts: tuple[int, ...],
         if active[k]:
             drop_rngs[k].random(out=draws[k - lo])
     keep = (draws >= p) & active[lo:hi, None]
-    scale = (1.0 / (1.0 - p))[:, :, None, None]
+    scale = (1.0 / (1.0 - p))[:, :, None]
     masks, at = [], 0
     for layer, (n, w), size in zip(model.hidden, shapes, sizes):
         if not n:
-            mask = np.zeros((hi - lo, 1, w, b), dtype=dtype)
+            mask = np.zeros((1, hi - lo, w, b), dtype=dtype)
         else:  # (transposed while still bytes: the float pass then writes in order)
-            mask = np.empty((hi - lo, n, w, b), dtype=dtype)
+            mask = np.empty((n, hi - lo, w, b), dtype=dtype)
             part = keep[:, at:at + size].reshape(hi - lo, n, b, w)
-            np.multiply(np.ascontiguousarray(part.swapaxes(-1, -2)), scale, out=mask)
+            np.multiply(np.ascontiguousarray(part.transpose(1, 0, 3, 2)), scale, out=mask)
         at += size
-        masks.append(mask if isinstance(layer, StackLayer) else mask[:, 0])
+        masks.append(mask if isinstance(layer, StackLayer) else mask[0])
     return masks
 
 

@@ -109,7 +109,7 @@ def test_the_placeholder_layer_stays_finite_and_untouched():
     before = {k: v.get_value().copy() for k, v in stack.shared.items()}
     X = rng.normal(size=(2, 6, 4))
     y = rng.integers(0, 3, size=(2, 6))
-    keep = [np.full((2, 5, 6), 1.25), np.zeros((2, 1, 5, 6))]
+    keep = [np.full((2, 5, 6), 1.25), np.zeros((1, 2, 5, 6))]  # a stack's: layer-major
     for _ in range(3):
         loss, _ = model.train_fn(X, y, *keep)
         assert np.isfinite(loss).all()
