@@ -209,7 +209,10 @@ class SearchDriver:
             if not self.keep_going():
                 out.stopped = True
                 break
-            number = len(self.study.get_trials(deepcopy=False))
+            # the asks so far, an earlier driver's unfinished ones included: a successor
+            # seeds its asks where the earlier driver left off, not again from the seed
+            # one of its trials still in flight had
+            number = len(self.study.get_trials(deepcopy=False)) + self._earlier_in_flight()
             self.study.sampler = make_sampler(self.search.method,
                                               _seed(self.search.random_seed, number))
             trial = self.study.ask(self.space.distributions)
@@ -221,18 +224,26 @@ class SearchDriver:
                 continue
             tid = trial_id(config, self._fingerprint(config))
             out.asked.append(tid)
-            log.info("experiment %s: asked trial %s (number %d)", self.experiment_id, tid, number)
             known = tid in self.waiting
             self.waiting.setdefault(tid, []).append(trial)
             if known:
+                log.info("experiment %s: asked trial %s (number %d), in flight already",
+                         self.experiment_id, tid, number)
                 continue  # the same configuration is in flight already: told when it ends
             self.store.create_trials(self.experiment_id, [(tid, config.model_dump(mode="json"))])
+            # logged once stored: a driver killed before the write asked nothing that lasts,
+            # and its successor asks that number again
+            log.info("experiment %s: asked trial %s (number %d)", self.experiment_id, tid, number)
             record = self.store.get_trial(tid)
             if record.state in TOLD_STATES:
                 self._tell(record)  # trained before (by another experiment): reuse it
             elif record.state is TrialState.QUEUED:
                 new.append(tid)
         return new
+
+    def _earlier_in_flight(self) -> int:
+        """Trials an earlier driver asked that have not ended (not in this study yet)."""
+        return sum(trial is None for asks in self.waiting.values() for trial in asks)
 
     def _tell(self, t: TrialRecord) -> None:
         state = _TOLD.get(t.state, OptunaState.FAIL)

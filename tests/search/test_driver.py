@@ -15,9 +15,9 @@ from optuna.trial import TrialState as OptunaState
 
 from dnnframe.engine.result import TrialResult
 from dnnframe.executors.local import LocalExecutor
-from dnnframe.search.driver import SearchDriver
+from dnnframe.search.driver import DriverResult, SearchDriver
 from dnnframe.search.space import SpaceMap
-from dnnframe.spec import parse_spec
+from dnnframe.spec import count_trials, parse_spec
 from dnnframe.spec.expand import spec_spaces
 from dnnframe.store import TrialState, open_store
 
@@ -67,9 +67,10 @@ def first_waits_for_two_more(config, on_epoch=None):
     return shaped_train(config, on_epoch)
 
 
-def _drive(url: str, raw: dict = RAW, limit: int | None = None) -> tuple[SearchDriver, object]:
+def _drive(url: str, raw: dict = RAW, limit: int | None = None,
+           workers: int = 1) -> tuple[SearchDriver, object]:
     store = open_store(url)
-    with LocalExecutor(url, workers=1, train_fn=shaped_train) as ex:
+    with LocalExecutor(url, workers=workers, train_fn=shaped_train) as ex:
         driver = SearchDriver(parse_spec(raw), store, ex)
         result = driver.run(limit=limit)
     return driver, result
@@ -114,6 +115,26 @@ def test_a_restarted_driver_goes_on_from_the_stored_trials(tmp_path):
     assert len(driver.study.trials) == 12
     _, uninterrupted = _drive(fresh)
     assert first.asked + second.asked == uninterrupted.asked
+
+
+def test_a_successor_asks_on_past_what_a_killed_driver_left_in_flight(tmp_path):
+    """A driver killed with trials stored but not ended: its successor numbers its asks
+    after them (as one uninterrupted driver would), so it asks none of their configurations
+    again, trains them, and fills the sample budget."""
+    url, fresh = f"sqlite:///{tmp_path / 'k.db'}", f"sqlite:///{tmp_path / 'f.db'}"
+    spec, store = parse_spec(RAW), open_store(url)
+    killed = SearchDriver(spec, store, None)  # asks and stores, then dies before training
+    store.create_experiment(killed.experiment_id, spec.name, spec.to_dict(), count_trials(spec))
+    left = killed._ask(1, DriverResult(killed.experiment_id))
+    assert len(left) == 1
+    # two workers, one trial in flight: the successor asks for the free one at once
+    driver, second = _drive(url, workers=2)
+    assert second.rebuilt == 0 and second.finished
+    assert set(second.asked).isdisjoint(left), (left, second.asked)
+    _, uninterrupted = _drive(fresh)
+    assert second.asked[0] == uninterrupted.asked[1]  # the random start: seeded by number
+    trials = store.list_trials(driver.experiment_id)
+    assert len(trials) == 12 and {t.state for t in trials} == {TrialState.COMPLETE}
 
 
 def test_tpe_with_asha_pruning_tells_optuna_pruned(tmp_path):
