@@ -124,13 +124,16 @@ def normalize(x, kind: str, gain, shift, running: tuple | None, saved: list | No
 
 
 def block_step(h, product: Callable, extras: dict, design: LayerDesign, act: Callable,
-               keep, deterministic: bool, product_input=None, saved: list | None = None):
+               keep, deterministic: bool, product_input=None, saved: list | None = None,
+               keep_scale=None):
     """One hidden layer: ``(output [K, units, B], (batch mean, batch variance) or None)``.
 
     ``product(u)`` is the layer's ``W u + b`` on its (possibly normalised) input, which is
     ``product_input`` when given and there is no pre-norm (else ``h``); ``extras``
     maps ``gain``/``shift``, ``mean``/``var`` and ``scale`` to this layer's tensors;
-    ``keep`` is the dropout mask already scaled by ``1 / (1 - p)`` (None: no dropout).
+    ``keep`` is the dropout mask (None: no dropout): 0/1 (booleans), scaled by each member's
+    ``keep_scale`` ``[K]`` (``1 / (1 - p)``) when given. Masks of booleans are an eighth of the
+    bytes of scaled float ones, and the scaling fuses into the step's elementwise loop.
     ``saved`` (a list, in a training graph's scan step) collects, in the order computed, the
     :func:`saved_count` intermediates that the step's gradient would otherwise compute again.
     """
@@ -149,7 +152,7 @@ def block_step(h, product: Callable, extras: dict, design: LayerDesign, act: Cal
     if saved is not None and _branch_differs(design, keep is not None):
         saved.append(out)
     if keep is not None:
-        out = out * keep
+        out = out * keep if keep_scale is None else out * keep * keep_scale.dimshuffle(0, "x", "x")
     if design.residual == "identity":
         out = h + out
     elif design.scaled:

@@ -132,10 +132,11 @@ class DenseLayer(PackedLayer):
         self.units = n_in if design.norm_position == "pre" else n_out
         self._make(name, (), None)
 
-    def forward(self, h, keep, deterministic: bool, biased: dict | None = None):
+    def forward(self, h, keep, deterministic: bool, biased: dict | None = None, keep_scale=None):
         """``(output, batch-norm update pairs)`` for ``h`` ``[K, n_in, B]``, or the members'
         shared input ``[B, n_in]`` (one minibatch for all). ``biased`` (training graph of the
-        C backend) collects ``W u + b`` under ``b``: its batch sum is ``b``'s gradient."""
+        C backend) collects ``W u + b`` under ``b``: its batch sum is ``b``'s gradient.
+        ``keep``/``keep_scale``: as :func:`block_step` takes them."""
         W, b = self.shared["W"], self.shared["b"]
 
         def product(u):
@@ -160,7 +161,7 @@ class DenseLayer(PackedLayer):
         h_fm = h.T.dimshuffle("x", 0, 1) if h.ndim == 2 else h
         extras = {k: v for k, v in self.shared.items() if k not in ("W", "b")}
         out, stats = block_step(h_fm, product, extras, self.design, self.act, keep,
-                                deterministic, product_input=h)
+                                deterministic, product_input=h, keep_scale=keep_scale)
         return out, self._stat_updates(stats)
 
     def _stat_updates(self, stats) -> list:
@@ -216,9 +217,10 @@ class StackLayer(PackedLayer):
             self.shared["live"] = pytensor.shared(np.zeros(1, dtype=dtype), name=f"{name}.live")
             self.consts.append(self.shared["live"])
 
-    def forward(self, h, keep, deterministic: bool, biased: dict | None = None):
+    def forward(self, h, keep, deterministic: bool, biased: dict | None = None, keep_scale=None):
         """``(output [K, width, B], batch-norm update pairs)`` for ``h`` ``[K, width, B]``;
-        ``keep`` ``[n_layers, K, width, B]`` or None."""
+        ``keep`` ``[n_layers, K, width, B]`` or None, and ``keep_scale`` as :func:`block_step`
+        takes them."""
         design, act = self.design, self.act
         names = [k for k in self.shared
                  if k != "live" and not (k in ("mean", "var") and not deterministic)]
@@ -250,7 +252,8 @@ class StackLayer(PackedLayer):
                 return pt.matmul(W, u) + b.dimshuffle(0, 1, "x")
 
             saved = None if deterministic else []
-            out, stats = block_step(h, product, values, design, act, k, deterministic, saved=saved)
+            out, stats = block_step(h, product, values, design, act, k, deterministic, saved=saved,
+                                    keep_scale=keep_scale)
             assert len(saved or ()) == n_saved
             # The gradient's scan swaps each of the step's outputs that it would recompute
             # for the value saved here, output by output in this order: last computed

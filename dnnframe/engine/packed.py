@@ -406,7 +406,8 @@ def _initialise(model: PackedModel, configs: list, segments: tuple, counts: tupl
     hyper = {"learning_rate": [c.training.learning_rate for c in configs],
              "momentum": [c.training.momentum for c in configs],
              "l2": [c.training.l2 for c in configs],
-             "grad_clip": [c.training.grad_clip or 1.0 for c in configs]}
+             "grad_clip": [c.training.grad_clip or 1.0 for c in configs],
+             "dropout_scale": [1.0 / (1.0 - c.model.dropout) for c in configs]}
     model.load(network, {k: np.asarray(v, dtype=np.float64) for k, v in hyper.items()})
     n_params = model.n_params(per_member[0], counts)
     return n_params, drop_rngs, shuffle_rngs
@@ -414,42 +415,47 @@ def _initialise(model: PackedModel, configs: list, segments: tuple, counts: tupl
 
 def _dropout_masks(model: PackedModel, segments: tuple, counts: tuple[int, ...], drop_rngs,
                    active, members, b: int, lo: int, hi: int) -> list[np.ndarray]:
-    """Keep masks scaled by ``1 / (1 - p)`` for members lo..hi: ``[hi - lo, width, b]`` per
-    unrolled hidden layer and ``[n_layers, hi - lo, width, b]`` per stack (layer-major, as
-    its scan steps through them; ``segments`` and ``counts``: the pack's, with its widths
-    and depths), drawn from each member's own generator layer by layer, rows then units, as
-    a ``[b, width]`` layer draws. A stack of 0
-    real layers gets one mask of zeros for its placeholder step, drawn from nothing.
+    """Boolean keep masks for members lo..hi (the graph scales them by each member's
+    ``1 / (1 - p)``): ``[hi - lo, width, b]`` per unrolled hidden layer and ``[n_layers,
+    hi - lo, width, b]`` per stack (layer-major, as its scan steps through them; ``segments``
+    and ``counts``: the pack's, with its widths and depths). A unit is kept when its 32-bit
+    draw is at least ``p`` of the 2**32 values (so the rate is ``p`` to within 2**-32); each
+    member's draws come from its own generator, two per 64-bit output, layer by layer, rows
+    then units, as a ``[b, width]`` layer reads them. A stack of 0 real layers gets one mask
+    of zeros for its placeholder step, drawn from nothing.
 
-    Each member's draws for every layer come from one call (a generator's doubles are the
-    same drawn at once as one layer after another), and the thresholding, transposing and
-    scaling run once for the whole chunk: done per member and layer they cost as much as
-    the draws themselves."""
-    dtype = model.shape.dtype
+    Each member's draws for every layer come from one call, and the thresholding and
+    transposing run once for the whole chunk: done per member and layer they cost as much as
+    the draws themselves. Raw 32-bit draws cost a third of doubles'."""
     stacks = iter(counts)
     shapes = [(next(stacks), seg[1]) if isinstance(layer, StackLayer) else (1, seg[2])
               for layer, seg in zip(model.hidden, segments)]
     sizes = [n * w * b for n, w in shapes]
+    total = sum(sizes)
     # a frozen member draws nothing (its updates are masked) and keeps nothing: its row of
     # draws is left as it was allocated and masked out by ``active`` below
-    draws = np.empty((hi - lo, sum(sizes)))
-    p = np.array([[members[k].config.model.dropout] for k in range(lo, hi)])
+    draws = np.empty((hi - lo, total + total % 2), dtype=np.uint32)
     for k in range(lo, hi):
         if active[k]:
-            drop_rngs[k].random(out=draws[k - lo])
-    keep = (draws >= p) & active[lo:hi, None]
-    scale = (1.0 / (1.0 - p))[:, :, None]
+            draws[k - lo] = drop_rngs[k].bit_generator.random_raw((total + 1) // 2).view(np.uint32)
+    limit = np.array([[_keep_limit(members[k].config.model.dropout)] for k in range(lo, hi)],
+                     dtype=np.uint32)
+    keep = (draws[:, :total] >= limit) & active[lo:hi, None]
     masks, at = [], 0
     for layer, (n, w), size in zip(model.hidden, shapes, sizes):
         if not n:
-            mask = np.zeros((1, hi - lo, w, b), dtype=dtype)
-        else:  # (transposed while still bytes: the float pass then writes in order)
-            mask = np.empty((n, hi - lo, w, b), dtype=dtype)
+            mask = np.zeros((1, hi - lo, w, b), dtype=bool)
+        else:
             part = keep[:, at:at + size].reshape(hi - lo, n, b, w)
-            np.multiply(np.ascontiguousarray(part.transpose(1, 0, 3, 2)), scale, out=mask)
+            mask = np.ascontiguousarray(part.transpose(1, 0, 3, 2))
         at += size
         masks.append(mask if isinstance(layer, StackLayer) else mask[0])
     return masks
+
+
+def _keep_limit(p: float) -> int:
+    """The least 32-bit draw that keeps a unit at dropout rate ``p``."""
+    return min(round(p * 2**32), 2**32 - 1)
 
 
 def _snapshot(model: PackedModel, chunks, best: list[np.ndarray] | None, improved: np.ndarray) -> list[np.ndarray]:

@@ -47,7 +47,8 @@ from .vecmath import vexp, vrelu, vtanh  # noqa: E402
 # Under mode=JAX XLA vectorises them itself (and vecmath's NumPy ops cannot run inside XLA).
 _PACK_ACTIVATIONS = {**ACTIVATIONS, "tanh": vtanh, "relu": vrelu}
 
-HYPER = ("learning_rate", "momentum", "l2", "grad_clip")
+# per-member values the graph reads (dropout_scale: 1 / (1 - p), applied to the 0/1 masks)
+HYPER = ("learning_rate", "momentum", "l2", "grad_clip", "dropout_scale")
 
 
 # Rewrites left out of the C backend's default pipeline. ShapeOpt attaches shape inference
@@ -220,7 +221,7 @@ class PackedModel:
         X = pt.matrix("X", dtype=dtype) if shape.shared_input else pt.tensor3("X", dtype=dtype)
         y = self._y_type(0 if shape.shared_input else 1)
         hidden = self.layers[:-1]
-        masks = [pt.tensor(f"keep{i}", dtype=dtype, shape=(None,) * (4 if isinstance(layer, StackLayer) else 3))
+        masks = [pt.tensor(f"keep{i}", dtype="bool", shape=(None,) * (4 if isinstance(layer, StackLayer) else 3))
                  for i, layer in enumerate(hidden)] if shape.dropout else []
         biased: dict | None = None if jax else {}
         out, stat_updates = self._forward(X, masks or [None] * len(hidden), False, biased)
@@ -260,7 +261,7 @@ class PackedModel:
         h = x if x.ndim == 2 else x.dimshuffle(0, 2, 1)
         stat_updates: list = []
         for layer, keep in zip(self.layers[:-1], masks):
-            h, pairs = layer.forward(h, keep, deterministic, biased)
+            h, pairs = layer.forward(h, keep, deterministic, biased, self.hyper["dropout_scale"])
             stat_updates += pairs
         out, _ = self.layers[-1].forward(h, None, deterministic, biased)
         return out, stat_updates

@@ -103,13 +103,13 @@ def test_the_placeholder_layer_stays_finite_and_untouched():
     assert rng.integers(2**31) == _next_draw(alone)
     model.load([np.stack([v, v]) for v in values],
                {"learning_rate": [0.1, 0.01], "momentum": [0, 0], "l2": [0.1, 0.1],
-                "grad_clip": [1, 1]})
+                "grad_clip": [1, 1], "dropout_scale": [1.25, 1.25]})
     stack = model.hidden[1]
     assert isinstance(stack, StackLayer)
     before = {k: v.get_value().copy() for k, v in stack.shared.items()}
     X = rng.normal(size=(2, 6, 4))
     y = rng.integers(0, 3, size=(2, 6))
-    keep = [np.full((2, 5, 6), 1.25), np.zeros((1, 2, 5, 6))]  # a stack's: layer-major
+    keep = [np.ones((2, 5, 6), dtype=bool), np.zeros((1, 2, 5, 6), dtype=bool)]  # a stack's: layer-major
     for _ in range(3):
         loss, _ = model.train_fn(X, y, *keep)
         assert np.isfinite(loss).all()

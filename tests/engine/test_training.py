@@ -71,7 +71,7 @@ def test_gradients_match_finite_differences():
                for v in model.initial_network(rng, "glorot", 1.0, counts)]
     lr = 0.1
     model.load(network, {"learning_rate": [lr, lr], "momentum": [0, 0], "l2": [0, 0],
-                         "grad_clip": [1, 1]})
+                         "grad_clip": [1, 1], "dropout_scale": [1, 1]})
     X = rng.normal(size=(6, 4))
     y = np.array([0, 1, 2, 0, 1, 2])
 
