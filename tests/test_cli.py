@@ -43,11 +43,16 @@ def write_spec(path: Path, spec: dict) -> Path:
 
 @pytest.fixture(scope="module")
 def swept(tmp_path_factory):
-    """One real sweep (4 tiny trials on 2 workers) shared by the read-only tests."""
+    """One real sweep (4 tiny trials on 2 workers) shared by the read-only tests. Each trial
+    waits until both workers have started one (a worker slow to start would otherwise find
+    the other done with the whole sweep), then trains with the engine."""
     root = tmp_path_factory.mktemp("cli")
     spec = write_spec(root / "tiny.yaml", TINY)
     url = f"sqlite:///{root / 'results.db'}"
-    proc = cli("run", str(spec), "--store", url, "--workers", "2", "--json", cwd=root)
+    (root / "meet").mkdir()
+    proc = cli("run", str(spec), "--store", url, "--workers", "2", "--json", cwd=root,
+               env={"DNNFRAME_TRAIN_FN": "dnnframe.testing.hooks:meet_then_train",
+                    "DNNFRAME_HOOK_MEET_DIR": str(root / "meet")})
     assert proc.returncode == 0, proc.stderr
     return {"root": root, "spec": spec, "url": url, "summary": json.loads(proc.stdout),
             "stderr": proc.stderr}

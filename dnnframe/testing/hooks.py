@@ -10,7 +10,8 @@ on its own. Never set ``DNNFRAME_TRAIN_FN`` on a production worker.
 Environment knobs (read per call): ``DNNFRAME_HOOK_EPOCHS`` (default 3),
 ``DNNFRAME_HOOK_EPOCH_SECONDS`` (default 0.5), ``DNNFRAME_HOOK_POISON_SEED`` (see
 ``kill_worker_train``), ``DNNFRAME_HOOK_FREE_SEEDS`` (see ``gated_train``) and
-``DNNFRAME_HOOK_GATE`` (see ``gate_then_train``) and
+``DNNFRAME_HOOK_GATE`` (see ``gate_then_train``), ``DNNFRAME_HOOK_MEET_DIR`` and
+``DNNFRAME_HOOK_MEET`` (see ``meet_then_train``) and
 ``DNNFRAME_HOOK_LOG``: a file to which ``sleepy_train`` appends ``{"seed", "pid"}`` each
 time it *completes* a training run (tests count duplicated work with it).
 """
@@ -127,6 +128,23 @@ def gate_then_train(config: TrialConfig, on_epoch: OnEpoch | None = None) -> Tri
         if time.monotonic() > deadline:
             raise TimeoutError(f"the test never opened the gate {gate}")
         time.sleep(0.05)
+    return train(config, on_epoch=on_epoch)
+
+
+def meet_then_train(config: TrialConfig, on_epoch: OnEpoch | None = None) -> TrialResult:
+    """Mark this process in the directory ``DNNFRAME_HOOK_MEET_DIR``, wait until
+    ``DNNFRAME_HOOK_MEET`` processes (default 2) have marked it, then train with the real
+    engine: every worker of a sweep trains some of it, however late one of them starts.
+    After a minute without them it trains anyway (the test then sees fewer workers)."""
+    from dnnframe.engine import train
+
+    meet = os.environ["DNNFRAME_HOOK_MEET_DIR"]
+    open(os.path.join(meet, str(os.getpid())), "a").close()
+    deadline = time.monotonic() + 60
+    while len(os.listdir(meet)) < int(os.environ.get("DNNFRAME_HOOK_MEET", "2")):
+        if time.monotonic() > deadline:
+            break
+        time.sleep(0.02)
     return train(config, on_epoch=on_epoch)
 
 
