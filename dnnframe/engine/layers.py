@@ -194,10 +194,15 @@ class StackLayer(PackedLayer):
 
     ``n_layers`` given: static (part of the variables' type, as JAX needs); None: a run-time
     value, set by the values loaded (so is ``width`` when None), 0 included: one placeholder
-    layer and a per-member const ``live`` (1: the scan's output; 0: the stack's input). Dropout masks come in as one ``[n_layers, K, width, B]``
-    input, layer-major so that each step's slice is contiguous (strided, it slowed the
-    step's elementwise loops), scanned with the weights. ``scan_mode``: the PyTensor mode the scan's inner
-    functions compile with (None: PyTensor's default), the same as the outer function's.
+    layer and a per-member const ``live`` (1: the scan's output; 0: the stack's input).
+    Dropout masks come in as one ``[n_layers, K, width, B]`` input, layer-major so that each
+    step's slice is contiguous (strided, it slowed the step's elementwise loops), scanned with
+    the weights. ``scan_mode``: the PyTensor mode the scan's inner functions compile with
+    (None: PyTensor's default), the same as the outer function's.
+
+    In a training graph each step also outputs what its gradient would compute again (see
+    :func:`~.blocks.block_step`'s ``saved``): PyTensor's scan gradient reads those outputs
+    instead of recomputing them.
     """
 
     def __init__(self, width: int, act: Callable, design: LayerDesign, dtype: str, name: str,
