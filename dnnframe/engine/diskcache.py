@@ -30,7 +30,8 @@ from .. import settings
 from .constants import ENGINE_VERSION
 
 FORMAT = "1"
-_SOURCES = ("packgraph.py", "layers.py", "blocks.py", "vecmath.py", "updates.py", "diskcache.py")
+_SOURCES = ("packgraph.py", "layers.py", "blocks.py", "rewrites.py", "vecmath.py", "updates.py",
+            "diskcache.py")
 
 
 @functools.lru_cache(maxsize=1)

@@ -253,7 +253,7 @@ class StackLayer(PackedLayer):
 
             def product(u):
                 # the bias broadcast over the batch: its gradient's Sum over the batch axis
-                # compiles to a gemv with ones (SUM_AS_GEMV in packgraph)
+                # compiles to a gemv with ones (SUM_AS_GEMV in rewrites)
                 return pt.matmul(W, u) + b.dimshuffle(0, 1, "x")
 
             saved = None if deterministic else []

@@ -31,13 +31,12 @@ configure()
 
 import pytensor  # noqa: E402
 import pytensor.tensor as pt  # noqa: E402
-from pytensor.graph.rewriting.basic import in2out, node_rewriter  # noqa: E402
 from pytensor.tensor.blas import gemv_no_inplace  # noqa: E402
-from pytensor.tensor.math import Sum  # noqa: E402
 
 from .blocks import LayerDesign  # noqa: E402
 from .graphkey import unrolled_run  # noqa: E402
 from .layers import ACTIVATIONS, DenseLayer, PackedLayer, StackLayer  # noqa: E402
+from .rewrites import compile_mode  # noqa: E402
 from .updates import make_updates  # noqa: E402
 from .vecmath import vexp, vrelu, vtanh  # noqa: E402
 
@@ -49,51 +48,6 @@ _PACK_ACTIVATIONS = {**ACTIVATIONS, "tanh": vtanh, "relu": vrelu}
 
 # per-member values the graph reads (dropout_scale: 1 / (1 - p), applied to the 0/1 masks)
 HYPER = ("learning_rate", "momentum", "l2", "grad_clip", "dropout_scale")
-
-
-# Rewrites left out of the C backend's default pipeline. ShapeOpt attaches shape inference
-# to every node a rewrite creates: about a fifth of a build's rewriting, while the compiled
-# steps measured the same without it (the engine reads run-time sizes off its inputs). The
-# others look for diagonal, orthogonal or selection matrices in every product, walking its
-# ancestors each time (a tenth of the rest); no product of a pack has such an operand.
-EXCLUDED_REWRITES = ("ShapeOpt", "dot_diag_to_elemwise", "orthogonal_dot_transpose_to_eye",
-                     "selection_dot_to_indexing")
-
-
-def _sum_last_axes_as_gemv(fgraph, node):
-    """A Sum over the trailing axes of a float tensor as a matrix-vector product with ones.
-    The gradients of a pack's per-unit and per-layer scales (normalisation gain and shift,
-    a residual branch's scale) sum over the batch axis inside the gradient scan, and the C
-    backend's Sum over the last axis is several times slower than that gemv."""
-    (x,), (out,) = node.inputs, node.outputs
-    axes = node.op.axis
-    # float32 sums accumulate in float64; a gemv would accumulate in float32
-    if axes is None or x.ndim < 2 or x.dtype not in ("float32", "float64") or \
-            out.dtype != x.dtype or node.op.acc_dtype != x.dtype:
-        return None
-    n = len(axes)
-    if n == x.ndim or sorted(a % x.ndim for a in axes) != list(range(x.ndim - n, x.ndim)):
-        return None
-    cols = pt.prod(x.shape[x.ndim - n:])
-    rows = x.reshape((-1, cols))
-    zeros = pt.zeros((rows.shape[0],), dtype=x.dtype)
-    ones = pt.ones((cols,), dtype=x.dtype)
-    return [gemv_no_inplace(zeros, 1.0, rows, ones, 0.0).reshape(x.shape[:x.ndim - n])]
-
-
-# (the rewrite wraps the plain function, which pickles by name with the compiled model)
-SUM_AS_GEMV = in2out(node_rewriter([Sum])(_sum_last_axes_as_gemv), name="sum_last_axes_as_gemv")
-
-
-def compile_mode(mode: str):
-    """The PyTensor mode the pack's functions (and the inner functions of its scans) compile
-    with: ``mode`` as configured, less :data:`EXCLUDED_REWRITES` for the default C backend,
-    plus :data:`SUM_AS_GEMV` (before the BLAS rewrites pick their C ops)."""
-    if mode != DEFAULT_MODE:
-        return mode
-    from pytensor.compile.mode import get_mode
-
-    return get_mode(mode).excluding(*EXCLUDED_REWRITES).register((SUM_AS_GEMV, 1.6))
 
 
 def _activation(shape: PackShape):
