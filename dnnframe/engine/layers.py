@@ -29,7 +29,7 @@ configure()  # THEANO_FLAGS must be mapped before PyTensor reads its flags
 import pytensor  # noqa: E402
 import pytensor.tensor as pt  # noqa: E402
 
-from .blocks import LayerDesign, block_step, running_update, saved_count  # noqa: E402
+from .blocks import LayerDesign, block_step, fold_affine, running_update, saved_count  # noqa: E402
 from .constants import SELU_ALPHA, SELU_SCALE  # noqa: E402
 
 
@@ -139,7 +139,13 @@ class DenseLayer(PackedLayer):
         ``keep``/``keep_scale``: as :func:`block_step` takes them."""
         W, b = self.shared["W"], self.shared["b"]
 
-        def product(u):
+        def product(u, *affine):
+            if affine:  # pre-norm: u is the normalised [K or 1, n_in, B]
+                W_eff, b_eff = fold_affine(W, b, *affine)
+                z = pt.matmul(W_eff, u) + b_eff.dimshuffle(0, 1, "x")
+                if biased is not None:
+                    biased[b] = z  # (b_eff's gradient, which is b's)
+                return z
             if u.ndim == 2 and not self.jax:
                 # shared input: all members' products are one wide product [K*n_out, D] @ [D, B]
                 n_in = W.shape[2] if self.n_in is None else self.n_in
@@ -251,10 +257,11 @@ class StackLayer(PackedLayer):
             W, b = values.pop("W"), values.pop("b")
             k = layer[len(names)] if keep is not None else None
 
-            def product(u):
+            def product(u, *affine):
                 # the bias broadcast over the batch: its gradient's Sum over the batch axis
                 # compiles to a gemv with ones (SUM_AS_GEMV in rewrites)
-                return pt.matmul(W, u) + b.dimshuffle(0, 1, "x")
+                W_eff, b_eff = fold_affine(W, b, *affine) if affine else (W, b)
+                return pt.matmul(W_eff, u) + b_eff.dimshuffle(0, 1, "x")
 
             saved = None if deterministic else []
             out, stats = block_step(h, product, values, design, act, k, deterministic, saved=saved,
