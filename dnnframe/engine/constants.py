@@ -8,7 +8,8 @@ from __future__ import annotations
 
 # Bump when a change to the engine changes results: it is part of every trial id.
 ENGINE_VERSION = "6"  # 6: a pre-norm's gain and shift folded into the product, branch factors
-# as rows (both round differently); 5: a stack's gradient reuses what its forward scan saved
+# as rows (both round differently), dropout draws in [units, rows] order; 5: a stack's
+# gradient reuses what its forward scan saved
 
 # Klambauer et al. 2017, "Self-Normalizing Neural Networks": the fixed point of mean 0 and
 # variance 1 under LeCun-normal weights.

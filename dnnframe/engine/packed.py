@@ -420,9 +420,10 @@ def _dropout_masks(model: PackedModel, segments: tuple, counts: tuple[int, ...],
     hi - lo, width, b]`` per stack (layer-major, as its scan steps through them; ``segments``
     and ``counts``: the pack's, with its widths and depths). A unit is kept when its 32-bit
     draw is at least ``p`` of the 2**32 values (so the rate is ``p`` to within 2**-32); each
-    member's draws come from its own generator, two per 64-bit output, layer by layer, rows
-    then units, as a ``[b, width]`` layer reads them. A stack of 0 real layers gets one mask
-    of zeros for its placeholder step, drawn from nothing.
+    member's draws come from its own generator, two per 64-bit output, layer by layer, units
+    then rows, in the ``[width, b]`` order the graph reads them (so each member's block of a
+    layer is copied whole). A stack of 0 real layers gets one mask of zeros for its
+    placeholder step, drawn from nothing.
 
     Each member's draws for every layer come from one call, and the thresholding and
     transposing run once for the whole chunk: done per member and layer they cost as much as
@@ -440,14 +441,16 @@ def _dropout_masks(model: PackedModel, segments: tuple, counts: tuple[int, ...],
             draws[k - lo] = drop_rngs[k].bit_generator.random_raw((total + 1) // 2).view(np.uint32)
     limit = np.array([[_keep_limit(members[k].config.model.dropout)] for k in range(lo, hi)],
                      dtype=np.uint32)
-    keep = (draws[:, :total] >= limit) & active[lo:hi, None]
+    keep = np.greater_equal(draws[:, :total], limit)
+    if not active[lo:hi].all():
+        np.logical_and(keep, active[lo:hi, None], out=keep)
     masks, at = [], 0
     for layer, (n, w), size in zip(model.hidden, shapes, sizes):
         if not n:
             mask = np.zeros((1, hi - lo, w, b), dtype=bool)
         else:
-            part = keep[:, at:at + size].reshape(hi - lo, n, b, w)
-            mask = np.ascontiguousarray(part.transpose(1, 0, 3, 2))
+            part = keep[:, at:at + size].reshape(hi - lo, n, w, b)
+            mask = np.ascontiguousarray(part.transpose(1, 0, 2, 3))
         at += size
         masks.append(mask if isinstance(layer, StackLayer) else mask[0])
     return masks
