@@ -196,6 +196,7 @@ def _train_pack(configs: list, on_epoch: OnPackEpoch | None) -> list[TrialResult
     schedules = any(c.training.lr_schedule.kind != "none" or c.training.lr_schedule.warmup_epochs
                     for c in configs)
     lr_at = model.hyper_index("learning_rate")
+    keep_limits = _keep_limits(configs) if shape.dropout else None
     initial = np.full(K, np.nan)
     # every moment is shared out: the set-up before the first epoch and the bookkeeping
     # after each (callbacks, snapshots) count in the next epoch's time, the last epoch's
@@ -226,7 +227,7 @@ def _train_pack(configs: list, on_epoch: OnPackEpoch | None) -> list[TrialResult
                 idx = order[..., start:start + batch] if shape.shared_input \
                     else order[lo:hi, start:start + batch]
                 b = idx.shape[-1]
-                masks = _dropout_masks(model, segments, counts, drop_rngs, active, members, b, lo, hi) \
+                masks = _dropout_masks(model, segments, counts, drop_rngs, active, keep_limits, b, lo, hi) \
                     if shape.dropout else []
                 loss, c = model.train_fn(X_train[idx], y_train[idx], *masks)
                 if epoch == 1 and start == 0:  # the loss at initialisation: before any update
@@ -414,12 +415,13 @@ def _initialise(model: PackedModel, configs: list, segments: tuple, counts: tupl
 
 
 def _dropout_masks(model: PackedModel, segments: tuple, counts: tuple[int, ...], drop_rngs,
-                   active, members, b: int, lo: int, hi: int) -> list[np.ndarray]:
+                   active, keep_limits: np.ndarray, b: int, lo: int, hi: int) -> list[np.ndarray]:
     """Boolean keep masks for members lo..hi (the graph scales them by each member's
     ``1 / (1 - p)``): ``[hi - lo, width, b]`` per unrolled hidden layer and ``[n_layers,
     hi - lo, width, b]`` per stack (layer-major, as its scan steps through them; ``segments``
     and ``counts``: the pack's, with its widths and depths). A unit is kept when its 32-bit
-    draw is at least ``p`` of the 2**32 values (so the rate is ``p`` to within 2**-32); each
+    draw is at least its member's ``keep_limits`` row (:func:`_keep_limits`: ``p`` of the
+    2**32 values, so the rate is ``p`` to within 2**-32); each
     member's draws come from its own generator, two per 64-bit output, layer by layer, units
     then rows, in the ``[width, b]`` order the graph reads them (so each member's block of a
     layer is copied whole). A stack of 0 real layers gets one mask of zeros for its
@@ -439,9 +441,7 @@ def _dropout_masks(model: PackedModel, segments: tuple, counts: tuple[int, ...],
     for k in range(lo, hi):
         if active[k]:
             draws[k - lo] = drop_rngs[k].bit_generator.random_raw((total + 1) // 2).view(np.uint32)
-    limit = np.array([[_keep_limit(members[k].config.model.dropout)] for k in range(lo, hi)],
-                     dtype=np.uint32)
-    keep = np.greater_equal(draws[:, :total], limit)
+    keep = np.greater_equal(draws[:, :total], keep_limits[lo:hi])
     if not active[lo:hi].all():
         np.logical_and(keep, active[lo:hi, None], out=keep)
     masks, at = [], 0
@@ -456,9 +456,11 @@ def _dropout_masks(model: PackedModel, segments: tuple, counts: tuple[int, ...],
     return masks
 
 
-def _keep_limit(p: float) -> int:
-    """The least 32-bit draw that keeps a unit at dropout rate ``p``."""
-    return min(round(p * 2**32), 2**32 - 1)
+def _keep_limits(configs: list) -> np.ndarray:
+    """Each member's least 32-bit draw that keeps a unit at its dropout rate ``p``,
+    ``[K, 1]``."""
+    return np.array([[min(round(c.model.dropout * 2**32), 2**32 - 1)] for c in configs],
+                    dtype=np.uint32)
 
 
 def _snapshot(model: PackedModel, chunks, best: list[np.ndarray] | None, improved: np.ndarray) -> list[np.ndarray]:
