@@ -1,5 +1,6 @@
 """The graph rewrites the C backend compiles a pack with: PyTensor's default pipeline less a
-few that cost build time for nothing here, plus two of the engine's own.
+few that cost build time for nothing here, plus the engine's own: two below, and the
+vectorisable elementwise loops of :mod:`~dnnframe.engine.loops`.
 
 Two of PyTensor's rewrites build Alloc nodes (vectors of ones, zeros, a value broadcast to a
 shape) whose constructor looks for a constant shape by cloning and rewriting every node
@@ -21,6 +22,8 @@ from pytensor.tensor.basic import Alloc, second  # noqa: E402
 from pytensor.tensor.blas import gemv_no_inplace  # noqa: E402
 from pytensor.tensor.math import Sum  # noqa: E402
 from pytensor.tensor.rewriting.basic import broadcasted_by, get_simplified_broadcast_shape  # noqa: E402
+
+from .loops import CONTIGUOUS_LOOPS  # noqa: E402
 
 # Rewrites left out of the C backend's default pipeline. ShapeOpt attaches shape inference
 # to every node a rewrite creates: about a fifth of a build's rewriting, while the compiled
@@ -84,11 +87,12 @@ def compile_mode(mode: str):
     """The PyTensor mode the pack's functions (and the inner functions of its scans) compile
     with: ``mode`` as configured, less :data:`EXCLUDED_REWRITES` for the default C backend,
     plus :data:`SECOND_AS_ALLOC` where PyTensor runs local_second_to_alloc (after its
-    stabilising and specialising passes) and :data:`SUM_AS_GEMV` (before the BLAS
-    rewrites pick their C ops)."""
+    stabilising and specialising passes), :data:`SUM_AS_GEMV` (before the BLAS rewrites
+    pick their C ops) and :data:`~.loops.CONTIGUOUS_LOOPS` (after elementwise fusion)."""
     if mode != DEFAULT_MODE:
         return mode
     from pytensor.compile.mode import get_mode
 
     return get_mode(mode).excluding(*EXCLUDED_REWRITES).register(
-        (SECOND_AS_ALLOC, 1.51), (SUM_AS_GEMV, 1.6), (SECOND_AS_ALLOC, 2.01))
+        (SECOND_AS_ALLOC, 1.51), (SUM_AS_GEMV, 1.6), (SECOND_AS_ALLOC, 2.01),
+        (CONTIGUOUS_LOOPS, 50.4))
