@@ -111,7 +111,13 @@ def store(kind: str, key: Any, model: Any) -> Path | None:
     return path
 
 
-def _march_path() -> Path:
+# Facts PyTensor works out by running the compiler once in every process, kept per host
+# beside its C modules (not with the compiled models: a worker given an empty model cache
+# still finds them): the CPU's -march flags (several compiler runs, about a second; part
+# of every C module's key) and whether the BLAS's gemv reads y when beta is 0 (a test
+# program compiled and run, 0.4 s, the first time a process builds or loads a graph with
+# a matrix-vector product).
+def _host_path(fact: str) -> Path:
     import pytensor
 
     try:
@@ -119,44 +125,60 @@ def _march_path() -> Path:
     except OSError:
         cpu = ""
     flags = next((line for line in cpu.splitlines() if line.startswith("flags")), "")
-    text = "|".join([platform.node(), platform.machine(), str(pytensor.config.cxx),
-                     str(pytensor.config.gcc__cxxflags), pytensor.__version__, flags])
-    # beside PyTensor's C modules (whose keys they are part of), not with the compiled
-    # models: a worker given an empty model cache still finds them
-    compiled = Path(str(pytensor.config.compiledir)) / "dnnframe"
-    return compiled / f"march-{hashlib.sha256(text.encode()).hexdigest()[:32]}.json"
+    cfg = pytensor.config
+    text = "|".join([platform.node(), platform.machine(), str(cfg.cxx), str(cfg.gcc__cxxflags),
+                     str(cfg.blas__ldflags), pytensor.__version__, flags])
+    compiled = Path(str(cfg.compiledir)) / "dnnframe"
+    return compiled / f"{fact}-{hashlib.sha256(text.encode()).hexdigest()[:32]}.json"
 
 
-def _reuse_march_flags() -> None:
-    # PyTensor asks g++ for this CPU's -march flags once per process (several compiler
-    # runs, about a second); they are part of every C module's key, so remembering them
-    # per host and CPU lets a fresh process link cached modules without asking again
-    from pytensor.link.c.cmodule import GCC_compiler
+def _gemv_check():
+    # PyTensor's memo of its gemv test: the function, whose attribute holds the answer
+    from pytensor.tensor import blas_c
 
-    if GCC_compiler.march_flags is not None:
-        return
+    check = getattr(blas_c, "must_initialize_y_gemv", None)
+    return check if hasattr(check, "_force_init_beta") else None
+
+
+def _read_host_fact(fact: str) -> Any:
     try:
-        flags = json.loads(_march_path().read_text())
+        return json.loads(_host_path(fact).read_text())
     except (OSError, ValueError):
-        return
-    if isinstance(flags, list) and all(isinstance(f, str) for f in flags):
-        GCC_compiler.march_flags = flags
+        return None
 
 
-def _remember_march_flags() -> None:
+def _reuse_host_facts() -> None:
     from pytensor.link.c.cmodule import GCC_compiler
 
-    path = _march_path()
-    if GCC_compiler.march_flags is None or path.exists():
-        return
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
-        with os.fdopen(fd, "w") as f:
-            json.dump(list(GCC_compiler.march_flags), f)
-        os.replace(tmp, path)
-    except OSError:
-        pass
+    if GCC_compiler.march_flags is None:
+        flags = _read_host_fact("march")
+        if isinstance(flags, list) and all(isinstance(f, str) for f in flags):
+            GCC_compiler.march_flags = flags
+    check = _gemv_check()
+    if check is not None and check._force_init_beta is None:
+        answer = _read_host_fact("gemv-beta")
+        if isinstance(answer, bool):
+            check._force_init_beta = answer
+
+
+def _remember_host_facts() -> None:
+    from pytensor.link.c.cmodule import GCC_compiler
+
+    check = _gemv_check()
+    march = GCC_compiler.march_flags
+    for fact, value in (("march", list(march) if march is not None else None),
+                        ("gemv-beta", check._force_init_beta if check is not None else None)):
+        path = _host_path(fact)
+        if value is None or path.exists():
+            continue
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
+            with os.fdopen(fd, "w") as f:
+                json.dump(value, f)
+            os.replace(tmp, path)
+        except OSError:
+            pass
 
 
 def _stdlib_ext_suffix() -> None:
@@ -176,6 +198,7 @@ def preload() -> None:
     imported modules (setuptools among them) and reading PyTensor's compiledir index.
     A worker calls this at start, so its first trial of a known shape starts sooner."""
     _stdlib_ext_suffix()
+    _reuse_host_facts()
     from pytensor.link.c import cutils, cvm, exceptions  # noqa: F401  - setuptools among them
     from pytensor.link.c.basic import get_module_cache
 
@@ -185,11 +208,12 @@ def preload() -> None:
 def load_or_build(kind: str, key: Any, build: Callable[[], Any]) -> tuple[Any, bool]:
     """(model, loaded_from_disk): the cached model, else ``build()`` stored for next time."""
     _stdlib_ext_suffix()
-    _reuse_march_flags()
+    _reuse_host_facts()
     model = load(kind, key)
     if model is not None:
+        _remember_host_facts()
         return model, True
     model = build()
     store(kind, key, model)
-    _remember_march_flags()
+    _remember_host_facts()
     return model, False

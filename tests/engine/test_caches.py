@@ -126,6 +126,45 @@ def test_a_preloaded_process_loads_from_disk_with_its_imports_done(tmp_path):
     assert child["metrics"] == [r["metrics"] for r in first]
 
 
+GEMV_CHILD = textwrap.dedent("""
+    import json, warnings
+    warnings.simplefilter("ignore")
+    from pytensor.link.c.cmodule import GCC_compiler
+    from pytensor.tensor import blas_c
+    from dnnframe.engine import train_pack
+    checks, compile_tmp = [], GCC_compiler.try_compile_tmp
+    def counted(*args, **kwargs):
+        checks.append(kwargs.get("tmp_prefix"))
+        return compile_tmp(*args, **kwargs)
+    GCC_compiler.try_compile_tmp = counted
+    cfg = {"dataset": {"name": "iris"}, "model": {"hidden_layers": 2, "width": 6, "activation": "relu"},
+           "training": {"optimizer": "sgd", "max_epochs": 1, "learning_rate": 0.05}}
+    [result] = train_pack([cfg])
+    print(json.dumps({"checks": checks, "answer": blas_c.must_initialize_y_gemv._force_init_beta,
+                      "status": result.status}))
+""")
+
+
+def test_a_fresh_process_reuses_the_hosts_blas_check(tmp_path):
+    """PyTensor compiles and runs a BLAS test program in each process that first builds or
+    loads a graph with a gemv; its answer is kept per host, so later processes skip it."""
+    from dnnframe.engine import diskcache
+
+    fact = diskcache._host_path("gemv-beta")
+    fact.unlink(missing_ok=True)  # recomputed by the first process below
+    env = dict(os.environ, DNNFRAME_CACHE_DIR=str(tmp_path))
+    children = []
+    for _ in range(2):
+        out = subprocess.run([sys.executable, "-c", GEMV_CHILD], env=env, capture_output=True, text=True)
+        assert out.returncode == 0, out.stderr[-3000:]
+        children.append(json.loads(out.stdout.strip().splitlines()[-1]))
+    first, second = children
+    assert first["status"] == second["status"] == "COMPLETE"
+    assert [c for c in first["checks"] if c == "check_beta_"] == ["check_beta_"]
+    assert json.loads(fact.read_text()) is first["answer"]
+    assert "check_beta_" not in second["checks"] and second["answer"] is first["answer"]
+
+
 def test_unreadable_cache_file_is_rebuilt(tmp_path, monkeypatch):
     from dnnframe.engine import diskcache
 
