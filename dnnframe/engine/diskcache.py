@@ -115,8 +115,8 @@ def store(kind: str, key: Any, model: Any) -> Path | None:
 # beside its C modules (not with the compiled models: a worker given an empty model cache
 # still finds them): the CPU's -march flags (several compiler runs, about a second; part
 # of every C module's key) and whether the BLAS's gemv reads y when beta is 0 (a test
-# program compiled and run, 0.4 s, the first time a process builds or loads a graph with
-# a matrix-vector product).
+# program compiled and run the first time a process builds or loads a graph with a
+# matrix-vector product: about 0.14 s of a fresh worker's first build).
 def _host_path(fact: str) -> Path:
     import pytensor
 
