@@ -13,7 +13,11 @@ from __future__ import annotations
 
 import difflib
 import hashlib
+import importlib.metadata
 import json
+import logging
+import os
+import tempfile
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -23,6 +27,7 @@ from typing import Annotated, Any
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from . import settings
 from .csv_data import (
     MAX_CSV_BYTES,
     UPLOAD_ID,
@@ -55,6 +60,8 @@ __all__ = [
     "validate_csv_bytes",
     "validate_dataset_config",
 ]
+
+log = logging.getLogger(__name__)
 
 # Test and validation together may take at most this share of the rows, so training keeps
 # at least a tenth of them.
@@ -219,13 +226,108 @@ _builtin_fingerprints: dict[tuple[str, str], str] = {}
 
 
 def _fingerprint_builtin(name: str, params_key: str) -> str:
-    # generated and shipped data never change within a process: hash each once
+    # generated and shipped data never change within a process: hash each once, and keep
+    # the hash on disk too, so a process that only submits never loads the data
     key = (name, params_key)
     if key not in _builtin_fingerprints:
-        cfg = DatasetConfig(name=name, params=json.loads(params_key))
-        X, y = _raw(cfg, REGISTRY[name].task)
-        _builtin_fingerprints[key] = f"{name}-" + _hash_arrays(X, y)
+        path = _disk_path("fingerprint", [name, params_key], ".json")
+        found = _read_disk(path, lambda f: json.load(f)["fingerprint"])
+        if not isinstance(found, str):
+            cfg = DatasetConfig(name=name, params=json.loads(params_key))
+            X, y = _raw(cfg, REGISTRY[name].task)
+            found = f"{name}-" + _hash_arrays(X, y)
+            _write_disk(path, lambda f: f.write(json.dumps({"fingerprint": found}).encode()))
+        _builtin_fingerprints[key] = found
     return _builtin_fingerprints[key]
+
+
+# --------------------------------------------------------------------------- disk cache
+# Built-in data come from scikit-learn, whose import costs a fresh process about a second
+# (SciPy parses docstrings as it loads), more than a small sweep's training. Fingerprints
+# and split, standardised arrays are kept per host, keyed by what determines them (the
+# dataset config, its content fingerprint, the scikit-learn and NumPy versions), so a
+# submitting process or a fresh worker does not import scikit-learn for data seen before.
+DISK_FORMAT = "1"
+_DISK_PACKAGES = ("scikit-learn", "numpy")
+_ARRAYS = ("X_train", "y_train", "X_val", "y_val", "X_test", "y_test")
+
+
+def disk_cache_dir() -> Path:
+    """``$DNNFRAME_CACHE_DIR/datasets``, else ``$XDG_CACHE_HOME/dnnframe/datasets`` (by
+    default ``~/.cache/dnnframe/datasets``)."""
+    base = (settings.get().cache_dir or "").strip()
+    if base:
+        return Path(base) / "datasets"
+    xdg = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(xdg) / "dnnframe" / "datasets"
+
+
+def _versions() -> list[str]:
+    out = []
+    for name in _DISK_PACKAGES:
+        try:
+            out.append(importlib.metadata.version(name))
+        except importlib.metadata.PackageNotFoundError:
+            out.append("-")
+    return out
+
+
+def _disk_path(kind: str, key: list[str], suffix: str) -> Path:
+    text = "|".join([DISK_FORMAT, kind, *key, *_versions()])
+    return disk_cache_dir() / f"{kind}-{hashlib.sha256(text.encode()).hexdigest()[:32]}{suffix}"
+
+
+def _read_disk(path: Path, read: Any) -> Any:
+    """``read(file)`` of the cached file, or None when it is missing or unreadable (a
+    damaged file is simply rebuilt and replaced)."""
+    try:
+        with path.open("rb") as f:
+            return read(f)
+    except FileNotFoundError:
+        return None
+    except Exception:  # noqa: BLE001 - any damage is a miss
+        log.debug("dataset cache file %s unreadable; rebuilding it", path, exc_info=True)
+        return None
+
+
+def _write_disk(path: Path, write: Any) -> None:
+    """Write through a temporary file renamed into place (readers never see a part); a
+    cache that cannot be written is only slower."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                write(f)
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+    except OSError:
+        log.debug("dataset cache %s not writable", path, exc_info=True)
+
+
+def _load_built(path: Path, cfg: DatasetConfig, task: Task, fingerprint: str) -> Dataset | None:
+    def read(f: Any) -> Dataset | None:
+        with np.load(f, allow_pickle=False) as z:
+            meta = json.loads(str(z["meta"]))
+            if meta != {"name": cfg.name, "task": task, "fingerprint": fingerprint,
+                        "n_classes": meta.get("n_classes")}:
+                return None
+            arrays = [np.ascontiguousarray(z[name]) for name in _ARRAYS]
+        for a in arrays:
+            a.setflags(write=False)
+        return Dataset(cfg.name, task, *arrays, n_classes=meta["n_classes"],
+                       fingerprint=fingerprint)
+
+    return _read_disk(path, read)
+
+
+def _save_built(path: Path, data: Dataset) -> None:
+    meta = {"name": data.name, "task": data.task, "fingerprint": data.fingerprint,
+            "n_classes": data.n_classes}
+    _write_disk(path, lambda f: np.savez(f, meta=np.array(json.dumps(meta)),
+                                         **{name: getattr(data, name) for name in _ARRAYS}))
 
 
 # --------------------------------------------------------------------------- splitting
@@ -300,7 +402,8 @@ _cache_lock = threading.Lock()
 
 
 def load_dataset(cfg: DatasetConfig, loss: str = "softmax_crossentropy") -> Dataset:
-    """Load, split and (optionally) standardise a dataset; cached per process by content."""
+    """Load, split and (optionally) standardise a dataset; cached per process and on disk
+    (:func:`disk_cache_dir`) by content."""
     task = dataset_task(cfg, loss)
     csv_bytes = None
     if cfg.name == "csv":
@@ -314,7 +417,11 @@ def load_dataset(cfg: DatasetConfig, loss: str = "softmax_crossentropy") -> Data
         if key in _cache:
             _cache.move_to_end(key)
             return _cache[key]
-    data = _build(cfg, task, fingerprint, csv_bytes)
+    path = _disk_path("dataset", list(key), ".npz")
+    data = _load_built(path, cfg, task, fingerprint)
+    if data is None:
+        data = _build(cfg, task, fingerprint, csv_bytes)
+        _save_built(path, data)
     with _cache_lock:
         _cache[key] = data
         while len(_cache) > _CACHE_SIZE:

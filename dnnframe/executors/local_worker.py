@@ -96,12 +96,10 @@ def worker_main(conn: multiprocessing.connection.Connection, store_url: str,
     pack_train = one_by_one(train_fn) if train_fn is not None else None
     if train_fn is None:
         # Import what every trial needs (PyTensor via the engine, which applies THEANO_FLAGS
-        # first; scikit-learn's dataset loaders; the C linker and its module index) while
-        # the parent is still submitting, so the first trial of each worker does not pay
-        # seconds of imports.
+        # first; the C linker and its module index) while the parent is still submitting,
+        # so the first trial of each worker does not pay seconds of imports. Datasets come
+        # from the host's dataset cache, without scikit-learn, once any process loaded them.
         try:
-            import sklearn.datasets  # noqa: F401
-
             from ..engine import diskcache
             from ..engine import train as _train  # noqa: F401
             diskcache.preload()
