@@ -69,7 +69,7 @@ when the store cannot be reached, read or written (the message names the URL or 
 from __future__ import annotations
 
 import abc
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -86,6 +86,7 @@ from .checks import (
     check_page,
     check_rung_args,
     check_trial_items,
+    check_value_paths,
     check_worker,
     requeue_state_list,
     state_list,
@@ -269,6 +270,38 @@ class ResultStore(TrialMethods, LeaseMethods):
         """
         check_rung_args(epoch, metric)
         return self._rung_values(experiment_id, epoch, metric)
+
+    def trial_values(self, experiment_id: str, paths: Sequence[str]) -> list[dict[str, Any]]:
+        """A few values of every trial of an experiment, without reading the rest of its row.
+
+        One dict per trial linked to ``experiment_id``, in creation order: ``id``, ``state``
+        (a :class:`TrialState`), ``error``, and each of ``paths`` (a dotted path into the
+        trial's ``config`` or ``result``, e.g. ``config.model.width`` or
+        ``result.metrics.test_accuracy``) mapped to its JSON value there, None where the
+        trial has none. What a summary of thousands of trials needs: the backends read
+        these values inside the store, never the learning curves they sit beside.
+
+        Raises:
+            ValueError: a path that is not ``config.`` or ``result.`` followed by plain
+                names (letters, digits, _).
+        """
+        check_experiment_id(experiment_id)
+        return self._trial_values(experiment_id, check_value_paths(paths))
+
+    def _trial_values(self, experiment_id: str, paths: tuple[str, ...]) -> list[dict[str, Any]]:
+        """:meth:`trial_values`, its arguments checked; this reads whole rows, and backends
+        that can project inside the store override it."""
+        out = []
+        for t in self.iter_trials(experiment_id):
+            row: dict[str, Any] = {"id": t.id, "state": t.state, "error": t.error}
+            for path in paths:
+                column, *keys = path.split(".")
+                value: Any = t.config if column == "config" else t.result
+                for key in keys:
+                    value = value.get(key) if isinstance(value, dict) else None
+                row[path] = value
+            out.append(row)
+        return out
 
     @abc.abstractmethod
     def latest_seq(self) -> int:

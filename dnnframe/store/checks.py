@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from typing import Any
 
 from ..exceptions import ExperimentActiveError
@@ -200,6 +201,24 @@ def check_rung_args(epoch: int, metric: str) -> None:
         raise ValueError(f"epoch must be an integer >= 1, got {epoch!r}")
     if not isinstance(metric, str) or not _METRIC_NAME.fullmatch(metric):
         raise ValueError(f"metric must be a plain name (letters, digits, _), got {metric!r}")
+
+
+# a value path of ``trial_values``: a bulky JSON field, then plain names (they become part
+# of a JSON path, never SQL text)
+_VALUE_PATH = re.compile(r"(config|result)(\.[A-Za-z_][A-Za-z0-9_]*)+")
+
+
+def check_value_paths(paths: Sequence[str]) -> tuple[str, ...]:
+    """The paths of ``trial_values``: ``config.`` or ``result.`` then dotted plain names
+    (``config.model.width``, ``result.metrics.test_accuracy``), else ValueError naming one."""
+    if isinstance(paths, str):
+        raise ValueError(f"paths must be a list of paths, not the string {paths!r}")
+    out = tuple(paths)
+    for path in out:
+        if not isinstance(path, str) or not _VALUE_PATH.fullmatch(path):
+            raise ValueError("each path must be config.<name>[.<name>...] or "
+                             f"result.<name>[.<name>...] (letters, digits, _), got {path!r}")
+    return out
 
 
 def check_experiment_id(experiment_id: str) -> None:

@@ -40,7 +40,7 @@ from .postgresql_sql import (
     update_each,
 )
 from .postgresql_trials import PostgresTrials
-from .records import ExperimentRecord, TrialRecord, WorkerRecord
+from .records import ExperimentRecord, TrialRecord, TrialState, WorkerRecord
 
 __all__ = ["PostgresStore"]
 
@@ -222,6 +222,16 @@ class PostgresStore(PostgresLeases, PostgresTrials, ResultStore):
             (epoch - 1, metric, experiment_id, epoch - 1, epoch)).fetchall())
         return [float(v) for v, in rows if isinstance(v, (int, float))
                 and not isinstance(v, bool) and math.isfinite(v)]
+
+    def _trial_values(self, experiment_id: str, paths: tuple[str, ...]) -> list[dict[str, Any]]:
+        cols = "".join(f", t.{p.split('.')[0]} #> %s::text[]" for p in paths)
+        args = [p.split(".")[1:] for p in paths]
+        rows = self._db.read(lambda c: c.execute(
+            f"SELECT t.id, t.state, t.error{cols} FROM trials t WHERE t.id IN (SELECT trial_id "
+            "FROM experiment_trials WHERE experiment_id = %s) ORDER BY t.created_at, t.ord",
+            (*args, experiment_id)).fetchall())
+        return [{"id": r[0], "state": TrialState(r[1]), "error": r[2],
+                 **dict(zip(paths, r[3:]))} for r in rows]
 
     def latest_seq(self) -> int:
         return self._db.read(lambda c: c.execute("SELECT value FROM change_counter").fetchone()[0])

@@ -18,13 +18,25 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..metrics import FINAL_METRICS
 from .records import TrialRecord
+from .sorting import resolve_sort_path
 
-CONFIG_COLUMNS = ("dataset", "hidden_layers", "width", "activation", "init", "dropout", "residual",
-                  "optimizer", "learning_rate", "batch_size", "max_epochs", "l2", "seed")
+if TYPE_CHECKING:
+    from .base import ResultStore
+
+# Each swept column of a row and where it lives in a trial's config.
+CONFIG_PATHS = {
+    "dataset": "config.dataset.name", "hidden_layers": "config.model.hidden_layers",
+    "width": "config.model.width", "activation": "config.model.activation",
+    "init": "config.model.init", "dropout": "config.model.dropout",
+    "residual": "config.model.residual", "optimizer": "config.training.optimizer",
+    "learning_rate": "config.training.learning_rate", "batch_size": "config.training.batch_size",
+    "max_epochs": "config.training.max_epochs", "l2": "config.training.l2", "seed": "config.seed",
+}
+CONFIG_COLUMNS = tuple(CONFIG_PATHS)
 # Kept out of CSV rows: the per-epoch history and the environment would explode the columns
 # (they stay in JSON lines).
 _NOT_IN_CSV = ("history", "environment")
@@ -54,27 +66,8 @@ def trial_row(trial: TrialRecord) -> dict[str, Any]:
     its members); ``pack_id``, ``pack_size`` and ``pack_seconds`` (the pack's wall time) say
     which pack it trained in.
     """
-    cfg = trial.config or {}
-    model = cfg.get("model") or {}
-    training = cfg.get("training") or {}
-    width = model.get("width")
-    row: dict[str, Any] = {
-        "trial_id": trial.id,
-        "state": trial.state.value,
-        "dataset": (cfg.get("dataset") or {}).get("name"),
-        "hidden_layers": model.get("hidden_layers"),
-        "width": "x".join(map(str, width)) if isinstance(width, list) else width,
-        "activation": model.get("activation"),
-        "init": model.get("init"),
-        "dropout": model.get("dropout"),
-        "residual": model.get("residual"),
-        "optimizer": training.get("optimizer"),
-        "learning_rate": training.get("learning_rate"),
-        "batch_size": training.get("batch_size"),
-        "max_epochs": training.get("max_epochs"),
-        "l2": training.get("l2"),
-        "seed": cfg.get("seed"),
-    }
+    row: dict[str, Any] = {"trial_id": trial.id, "state": trial.state.value}
+    row.update(config_columns({path: _at(trial.config, path) for path in CONFIG_PATHS.values()}))
     result = trial.result or {}
     metrics = result.get("metrics") or {}
     for m in FINAL_METRICS:
@@ -92,6 +85,33 @@ def trial_row(trial: TrialRecord) -> dict[str, Any]:
     row["history"] = result.get("history") or list(trial.metrics or [])
     row["error"] = error_summary(trial.error)
     return row
+
+
+def _at(config: dict[str, Any], path: str) -> Any:
+    value: Any = config or {}
+    for key in path.split(".")[1:]:
+        value = value.get(key) if isinstance(value, dict) else None
+    return value
+
+
+def config_columns(values: dict[str, Any]) -> dict[str, Any]:
+    """The swept columns of a row from its config's values by path (:data:`CONFIG_PATHS`):
+    a per-layer ``width`` list reads ``"64x32"`` so rows group by it."""
+    row = {column: values.get(path) for column, path in CONFIG_PATHS.items()}
+    if isinstance(row["width"], list):
+        row["width"] = "x".join(map(str, row["width"]))
+    return row
+
+
+def summary_rows(store: ResultStore, experiment_id: str, metric: str) -> list[dict[str, Any]]:
+    """Light rows of an experiment's trials: id, state, the swept columns, ``metric`` (any
+    sort key, e.g. ``test_accuracy`` or ``train_seconds``) and the error's last line, read
+    with ``store.trial_values``: what a summary of a large sweep reads instead of whole
+    trials with their learning curves."""
+    path = resolve_sort_path(metric)
+    values = store.trial_values(experiment_id, [*CONFIG_PATHS.values(), path])
+    return [{"trial_id": v["id"], "state": v["state"].value, **config_columns(v),
+             metric: v[path], "error": error_summary(v["error"])} for v in values]
 
 
 def export_row(trial: TrialRecord) -> dict[str, Any]:

@@ -15,7 +15,7 @@ from .base import ResultStore, dumps, now
 from .checks import active_error
 from .lease_backends import SQLiteLeases
 from .lifecycle import ACTIVE, REQUEUE_RESET, TrialUpdate, cancel_before_start
-from .records import ExperimentRecord, TrialRecord, WorkerRecord
+from .records import ExperimentRecord, TrialRecord, TrialState, WorkerRecord
 from .sorting import resolve_sort_path
 from .sqlite_file import SQLiteFile, parse_sqlite_url
 from .sqlite_sql import (
@@ -211,6 +211,29 @@ class SQLiteStore(SQLiteLeases, SQLiteTrials, ResultStore):
             "ON t.id = et.trial_id WHERE et.experiment_id = ? AND "
             "json_extract(t.metrics, ?) = ?", (f"{at}.{metric}", experiment_id, f"{at}.epoch", epoch))
         return [float(v) for v, in rows if isinstance(v, (int, float)) and math.isfinite(v)]
+
+    def _trial_values(self, experiment_id: str, paths: tuple[str, ...]) -> list[dict[str, Any]]:
+        # json_extract gives scalars as SQL values (booleans as 1/0) and arrays and objects
+        # as JSON text; json_type says which it was
+        cols = "".join(f", json_extract(t.{p.split('.')[0]}, ?), json_type(t.{p.split('.')[0]}, ?)"
+                       for p in paths)
+        params: list[Any] = []
+        for p in paths:
+            json_path = "$." + p.split(".", 1)[1]
+            params += [json_path, json_path]
+        rows = self._read(
+            f"SELECT t.id, t.state, t.error{cols} FROM trials t WHERE t.id IN (SELECT trial_id "
+            "FROM experiment_trials WHERE experiment_id = ?) ORDER BY t.created_at, t.rowid",
+            [*params, experiment_id])
+        out = []
+        for r in rows:
+            row: dict[str, Any] = {"id": r[0], "state": TrialState(r[1]), "error": r[2]}
+            for i, p in enumerate(paths):
+                value, kind = r[3 + 2 * i], r[4 + 2 * i]
+                row[p] = (json.loads(value) if kind in ("array", "object")
+                          else bool(value) if kind in ("true", "false") else value)
+            out.append(row)
+        return out
 
     def latest_seq(self) -> int:
         return self._read("SELECT coalesce(max(seq), 0) FROM trials")[0][0]

@@ -827,3 +827,37 @@ def test_row_examples_run():
     from dnnframe.store import rows
 
     assert doctest.testmod(rows).failed == 0
+
+
+def test_trial_values_read_config_and_result_paths_of_each_trial(store):
+    a, b, c = make(store, 3)
+    (other,) = make(store, 1, eid="exp2")
+    run(store, a, 0.8, epochs=2)
+    store.claim_trial(b, "w")
+    store.finish_trial(b, TrialState.FAILED, error="boom", worker="w")
+    store.claim_trial(c, "w")
+    store.finish_trial(c, TrialState.COMPLETE, worker="w", result={
+        "metrics": {"test_accuracy": None, "flag": True, "curve": [1, 2]},
+        "deep": {"list": {"x": False}}})
+    paths = ["config.model.hidden_layers", "config.missing.key", "result.metrics.test_accuracy",
+             "result.metrics.flag", "result.metrics.curve", "result.deep.list"]
+    rows = store.trial_values("exp1", paths)
+    assert [r["id"] for r in rows] == [a, b, c]  # creation order, only this experiment's
+    assert [r["state"] for r in rows] == [TrialState.COMPLETE, TrialState.FAILED,
+                                          TrialState.COMPLETE]
+    assert rows[1]["error"] == "boom" and rows[0]["error"] is None
+    assert [r["config.model.hidden_layers"] for r in rows] == [1, 2, 3]
+    assert all(r["config.missing.key"] is None for r in rows)
+    assert rows[0]["result.metrics.test_accuracy"] == 0.8
+    assert rows[1]["result.metrics.test_accuracy"] is None  # no result at all
+    assert rows[2]["result.metrics.flag"] is True  # a JSON true stays a bool
+    assert rows[2]["result.metrics.curve"] == [1, 2]
+    assert rows[2]["result.deep.list"] == {"x": False}
+    # the same values as the whole rows hold
+    whole = {t.id: t for t in store.list_trials("exp1")}
+    assert all(r["config.model.hidden_layers"] == whole[r["id"]].config["model"]["hidden_layers"]
+               for r in rows)
+    assert store.trial_values("nope", paths) == []
+    for bad in (["metrics.x"], ["config"], ["config.a b"], ["result.x') OR 1=1 --"], "config.model"):
+        with pytest.raises(ValueError, match="path"):
+            store.trial_values("exp1", bad)
