@@ -205,11 +205,12 @@ def _resolve_experiment(store, ref: str | None):  # noqa: ANN001, ANN202
 def _summary(store, exp, store_url: str, wall: float | None = None, interrupted: bool = False,
              trained: int | None = None, top: int = 5) -> dict:  # noqa: ANN001
     """Machine-readable summary of an experiment (``--json`` output)."""
-    from ..report import aggregate, trial_rows, varied_columns
+    from ..report import aggregate, varied_columns
+    from ..store.rows import summary_rows
 
     exp = store.get_experiment(exp.id)
     metric, mode = exp.objective
-    rows = trial_rows(store, exp.id)
+    rows = summary_rows(store, exp.id, metric)  # a few values per trial, never whole rows
     varied = [c for c in varied_columns(rows) if c != "seed"]
     best_trials = rank([r for r in rows if r["state"] == SCORED_STATE.value],
                        lambda r: r.get(metric), mode, scored_only=True)
