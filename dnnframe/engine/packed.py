@@ -20,7 +20,7 @@ from __future__ import annotations
 import gc
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -32,11 +32,10 @@ from .environment import notes as flag_notes
 from .flags import JAX_MODE
 from .graphkey import compile_key, pack_key
 from .layers import StackLayer
+from .ledger import PackLedger
 from .modelcache import ModelCache
 from .packgraph import PackedModel, PackShape, graph_segments, segments_for
-from .result import CANCELLED, COMPLETE, DIVERGED, TrialResult
-from .stopping import better as _better
-from .stopping import diverged as _diverged
+from .result import EpochReport, TrialResult
 from .stopping import monitor_for
 
 if TYPE_CHECKING:
@@ -48,7 +47,7 @@ CHUNK_ELEMENTS = 2**17  # members x width x batch per training call: keeps activ
 # activations for the backward pass, so deep packs train in smaller chunks
 DEEP_ELEMENTS = 2**23
 
-OnPackEpoch = Callable[[int, list], "list[bool] | None"]
+OnPackEpoch = Callable[[int, EpochReport], "list[bool] | None"]
 
 _CACHE = ModelCache()
 
@@ -82,28 +81,23 @@ def _check_configs(configs: list) -> list[TrialConfig]:
     from ..spec import TrialConfig
 
     out = [TrialConfig.model_validate(c) if isinstance(c, dict) else c for c in configs]
-    keys = [pack_key(c) for c in out]
+    # a pack's members differ in their per-member values only: the key (a canonical JSON
+    # and a hash, a tenth of a small pack's bookkeeping when made per member) is made once
+    # per distinct value of every field it reads
+    by_fields: dict[tuple, str] = {}
+    keys = []
+    for c in out:
+        fields = (c.dataset.model_dump_json(), c.model.model_dump_json(exclude={"init", "dropout"}),
+                  c.model.dropout > 0, c.training.optimizer, c.training.batch_size,
+                  c.training.grad_clip is None)
+        if fields not in by_fields:
+            by_fields[fields] = pack_key(c)
+        keys.append(by_fields[fields])
     for i, key in enumerate(keys):
         if key != keys[0]:
             raise ValueError(f"configs[{i}] has pack key {key!r} but configs[0] has {keys[0]!r}: "
                              "a pack trains trials of one pack key only")
     return out
-
-
-class _Member:
-    """Book-keeping of one trial of the pack."""
-
-    def __init__(self, config: TrialConfig, monitor: str | None, notes: list[str]):
-        self.config = config
-        self.monitor = monitor
-        self.notes = notes
-        self.history: list[dict[str, Any]] = []
-        self.status, self.diverged_epoch, self.stopped_early = COMPLETE, None, False
-        self.best_value, self.best_epoch, self.since_best = None, None, 0
-        self.has_best = False
-        self.running = True
-        self.initial_loss: float | None = None
-        self.train_seconds = 0.0
 
 
 def _evaluate(model: PackedModel, X: np.ndarray, y: np.ndarray, K: int, units: int,
@@ -134,15 +128,22 @@ def train(config: TrialConfig | dict, on_epoch: Callable[[int, dict], bool | Non
     """
     if on_epoch is None:
         return train_pack([config])[0]
-    return train_pack([config], lambda epoch, metrics: [bool(on_epoch(epoch, dict(metrics[0])))])[0]
+
+    def each_epoch(epoch: int, report: EpochReport) -> list[bool]:
+        metrics = report[0]  # None in the epoch it diverged: nothing to report
+        return [metrics is not None and bool(on_epoch(epoch, metrics))]
+
+    return train_pack([config], each_epoch)[0]
 
 
 def train_pack(configs: list[TrialConfig | dict], on_epoch: OnPackEpoch | None = None) -> list[TrialResult]:
     """Train ``configs`` (all of one :func:`pack_key`) as one pack; one result per config.
 
-    ``on_epoch(epoch, metrics)`` is called once per epoch with one metrics dict per member
-    (as :func:`train` passes to its callback) or None for members that no longer train; it
-    may return one flag per member: True ends that member CANCELLED after this epoch.
+    ``on_epoch(epoch, report)`` is called once per epoch with an
+    :class:`~dnnframe.engine.result.EpochReport`: the members' metrics as arrays, indexable
+    as one metrics dict per member (as :func:`train` passes to its callback) or None for
+    members that no longer train; it may return one flag per member: True ends that member
+    CANCELLED after this epoch.
     Raises ValueError when the configs do not share one pack key.
     """
     enabled = gc.isenabled()
@@ -181,10 +182,13 @@ def _train_pack(configs: list, on_epoch: OnPackEpoch | None) -> list[TrialResult
     model, cached, disk_hit = packed_model(shape)
     t_compile = time.perf_counter()
 
-    members = []
+    monitors, notes = [], []
+    base_notes = flag_notes()
     for c in configs:
-        monitor, notes = monitor_for(c, has_val=len(splits["val"][0]) > 0, classification=classification)
-        members.append(_Member(c, monitor, flag_notes() + notes))
+        monitor, more = monitor_for(c, has_val=len(splits["val"][0]) > 0, classification=classification)
+        monitors.append(monitor)
+        notes.append(base_notes + more)
+    ledger = PackLedger(configs, monitors)
     n_params, drop_rngs, shuffle_rngs = _initialise(model, configs, segments, counts)
     n = len(X_train)
     batch = min(first.training.batch_size, n)
@@ -251,17 +255,17 @@ def _train_pack(configs: list, on_epoch: OnPackEpoch | None) -> list[TrialResult
         now = time.perf_counter()
         share, mark = (now - mark) / running, now
         if epoch == 1:
-            for m, loss in zip(members, initial.tolist()):
-                m.initial_loss = loss
-        reported = _epoch_metrics(members, epoch, diverged, loss_sum / n,
-                                  correct / n if classification else None, val_loss, val_acc, share)
-        flags = on_epoch(epoch, reported) if on_epoch is not None else None
-        improved = _advance(members, epoch, reported, flags)
+            ledger.initial_loss = initial
+        report = ledger.record(epoch, diverged, {
+            "train_loss": loss_sum / n, "train_accuracy": correct / n if classification else None,
+            "val_loss": val_loss, "val_accuracy": val_acc}, share)
+        flags = on_epoch(epoch, report) if on_epoch is not None else None
+        improved = ledger.advance(epoch, report, flags)
         if improved.any():
             best = _snapshot(model, chunks, best, improved)
-        active = np.array([m.running for m in members])
+        active = ledger.running.copy()
 
-    restore = np.array([m.has_best and m.status != DIVERGED for m in members])
+    restore = ledger.restore()
     final = {split: (np.full(K, np.nan), np.full(K, np.nan)) for split in ("train", "val", "test")}
     for lo, hi, state in chunks:
         if best is not None and restore[lo:hi].any():  # final metrics: those of the best epoch
@@ -285,20 +289,26 @@ def _train_pack(configs: list, on_epoch: OnPackEpoch | None) -> list[TrialResult
     pack = {"size": K, "wall_seconds": t_end - t_start, "compile_seconds": t_compile - t_data}
     env = environment(cached)
     env.update(compile_key=compile_key(first), pack_key=pack_key(first), disk_cache_hit=disk_hit)
+    histories = ledger.histories()
+    columns = {f"{split}_{kind}": (None if values is None else values.tolist())
+               for split, pair in final.items() for kind, values in zip(("loss", "accuracy"), pair)}
+    train_seconds = ledger.train_seconds.tolist()
+    diverged_at, best_epochs = ledger.diverged_epoch.tolist(), ledger.best_epoch.tolist()
     results = []
-    for k, m in enumerate(members):
+    for k in range(K):
         metrics: dict[str, float | None] = {}
-        for split, (loss, acc) in final.items():
-            metrics[f"{split}_loss"] = None if loss is None else float(loss[k])
-            metrics[f"{split}_accuracy"] = None if acc is None else float(acc[k])
-        timings = {**shared, "train": float(m.train_seconds)}
+        for split in final:
+            for kind in ("loss", "accuracy"):
+                values = columns[f"{split}_{kind}"]
+                metrics[f"{split}_{kind}"] = None if values is None else values[k]
+        timings = {**shared, "train": train_seconds[k]}
         timings["total"] = sum(timings.values())
         results.append(TrialResult(
-            status=m.status, metrics=metrics, history=m.history, timings=timings,
+            status=ledger.status_of(k), metrics=metrics, history=histories[k], timings=timings,
             n_params=n_params, environment=dict(env), pack=dict(pack, index=k),
-            diverged_epoch=m.diverged_epoch, stopped_early=m.stopped_early,
-            epochs_run=len(m.history), best_epoch=m.best_epoch if m.monitor else None,
-            notes=m.notes))
+            diverged_epoch=diverged_at[k] or None, stopped_early=bool(ledger.stopped_early[k]),
+            epochs_run=len(histories[k]),
+            best_epoch=(best_epochs[k] or None) if monitors[k] else None, notes=notes[k]))
     return results
 
 
@@ -330,59 +340,6 @@ def _chunks(model: PackedModel, K: int, batch: int, units: int,
         hi = min(K, lo + size)
         out.append((lo, hi, [np.array(v[lo:hi]) if v.ndim else np.array(v) for v in full]))
     return out
-
-
-def _epoch_metrics(members, epoch, diverged, train_loss, train_acc, val_loss, val_acc, share):
-    """Append this epoch to every running member's history; return what on_epoch gets."""
-    train_loss = train_loss.tolist()
-    train_acc = train_acc.tolist() if train_acc is not None else None
-    val_loss = val_loss.tolist() if val_loss is not None else None
-    val_acc = val_acc.tolist() if val_acc is not None else None
-    reported: list[dict | None] = [None] * len(members)
-    for k, m in enumerate(members):
-        if not m.running:
-            continue
-        m.train_seconds += share
-        if diverged[k]:
-            m.status, m.diverged_epoch, m.running = DIVERGED, epoch, False
-            m.history.append({"epoch": epoch, "train_loss": None, "train_accuracy": None,
-                              "val_loss": None, "val_accuracy": None, "seconds": share})
-            continue
-        metrics = {"epoch": epoch, "train_loss": train_loss[k],
-                   "train_accuracy": train_acc[k] if train_acc is not None else None,
-                   "val_loss": val_loss[k] if val_loss is not None else None,
-                   "val_accuracy": val_acc[k] if val_acc is not None else None,
-                   "seconds": share}
-        m.history.append(metrics)
-        if _diverged(metrics, m.initial_loss, m.config.training.divergence_factor):
-            m.status, m.diverged_epoch, m.running = DIVERGED, epoch, False
-            continue
-        reported[k] = dict(metrics)
-    return reported
-
-
-def _advance(members, epoch: int, reported: list, flags) -> np.ndarray:
-    """Early stopping, cancellation and max_epochs per member; returns who improved."""
-    improved = np.zeros(len(members), dtype=bool)
-    for k, m in enumerate(members):
-        if reported[k] is None:
-            continue
-        stop = bool(flags[k]) if flags is not None else False
-        es = m.config.training.early_stopping
-        if m.monitor:
-            value = reported[k][m.monitor]
-            if _better(m.monitor, value, m.best_value, es.min_delta):
-                m.best_value, m.best_epoch, m.since_best = value, epoch, 0
-                improved[k] = m.has_best = True
-            else:
-                m.since_best += 1
-        if stop:
-            m.status, m.running = CANCELLED, False
-        elif m.monitor and m.since_best >= es.patience:
-            m.stopped_early, m.running = True, False
-        elif epoch >= m.config.training.max_epochs:
-            m.running = False
-    return improved
 
 
 def _initialise(model: PackedModel, configs: list, segments: tuple, counts: tuple[int, ...]):

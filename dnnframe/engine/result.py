@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
@@ -45,3 +46,50 @@ class TrialResult:
         # no dataclasses.asdict: its deepcopy of every value cost a packed trial more than
         # its training
         return json_copy({f.name: getattr(self, f.name) for f in fields(self)})
+
+
+# What an epoch of a curve holds besides its number, in the order a stored entry has it.
+EPOCH_COLUMNS = ("train_loss", "train_accuracy", "val_loss", "val_accuracy", "seconds")
+
+
+class EpochReport(Sequence):
+    """One epoch of a pack, as arrays over its members: what ``on_epoch`` gets.
+
+    ``columns`` holds each of :data:`EPOCH_COLUMNS` as a list over the members (None for a
+    metric the pack does not have, e.g. accuracy in regression); ``reported`` says which
+    members reported this epoch (the others no longer train, or just diverged). Indexing
+    gives member k's metrics as the dict a curve stores (``epoch``, then the columns), or
+    None: a consumer that needs every member's dicts builds them once,
+    when it needs them, instead of the engine building dicts nobody reads.
+    """
+
+    def __init__(self, epoch: int, columns: dict[str, list[float] | None],
+                 reported: list[bool]) -> None:
+        self.epoch = epoch
+        self.columns = columns
+        self.reported = reported
+
+    @classmethod
+    def of_dicts(cls, epoch: int, metrics: Sequence[dict[str, Any] | None]) -> EpochReport:
+        """A report from one metrics dict (or None) per member, as a single-trial train
+        function reports them."""
+        columns: dict[str, list[float] | None] = {
+            name: [None if m is None else m.get(name) for m in metrics]  # type: ignore[misc]
+            for name in EPOCH_COLUMNS}
+        return cls(epoch, columns, [m is not None for m in metrics])
+
+    def __len__(self) -> int:
+        return len(self.reported)
+
+    def __getitem__(self, k: int) -> dict[str, Any] | None:  # type: ignore[override]
+        if not self.reported[k]:
+            return None
+        row: dict[str, Any] = {"epoch": self.epoch}
+        for name in EPOCH_COLUMNS:
+            values = self.columns[name]
+            row[name] = None if values is None else values[k]
+        return row
+
+    def indices(self) -> list[int]:
+        """The members that reported this epoch."""
+        return [k for k, r in enumerate(self.reported) if r]

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..engine.result import EpochReport
 from ..exceptions import StoreError
 from ..heartbeat import Heartbeat
 from ..retrying import FINAL_WRITE
@@ -69,7 +71,7 @@ class PackEpochs:
         self.observer = observer
         self.last_check = -float("inf")  # the first epoch always checks
         self.last_write = -float("inf")  # and is written at once
-        self.pending: list[tuple[int, dict[str, dict[str, Any]]]] = []  # epochs not written
+        self.pending: list[EpochReport] = []  # epochs not written
         self.pruner = pruner_for_pack(store, {
             m.trial_id: PackTrial(m.experiment_ids,
                                   int(m.config.get("training", {}).get("max_epochs", 0)))
@@ -86,22 +88,24 @@ class PackEpochs:
                             "pack", m.trial_id)
         self.heartbeat.untrack(ids)
 
-    def on_epoch(self, epoch: int, metrics: list[dict[str, Any] | None]) -> list[bool]:
+    def on_epoch(self, epoch: int, metrics: EpochReport | Sequence[dict[str, Any] | None]
+                 ) -> list[bool]:
+        """Take the epoch's report (or one metrics dict or None per member); write what is
+        due, ask the pruner, beat and check for cancellation when due. Returns one stop
+        flag per member."""
         if len(metrics) != len(self.members):
             raise ValueError(f"on_epoch got {len(metrics)} metrics for a pack of "
                              f"{len(self.members)}")
+        report = metrics if isinstance(metrics, EpochReport) else EpochReport.of_dicts(epoch, metrics)
         self.lose(self.heartbeat.lost)
-        batch = {m.trial_id: dict(x) for m, x in zip(self.members, metrics)
-                 if x is not None and not m.lost}
-        if batch:
-            self.pending.append((epoch, batch))
+        self.pending.append(report)
         try:
             # A pack that may be pruned writes every epoch: the pruner may read what was written.
             if self.pruner.active or time.monotonic() - self.last_write >= METRICS_INTERVAL_S:
                 self.write()
             if self.pruner.active:
-                written = {m.trial_id: batch[m.trial_id] for m in self.live()
-                           if m.trial_id in batch and not m.stopped}
+                written = {m.trial_id: report[k] for k, m in enumerate(self.members)
+                           if report.reported[k] and not m.lost and not m.stopped}
                 for tid, decision in self.pruner.on_results(epoch, written).items():
                     if decision.stop:
                         member = self._member(tid)
@@ -114,8 +118,8 @@ class PackEpochs:
                     for tid in self.store.cancel_requested(live):
                         self._member(tid).stopped = True
         except StoreError:
-            log.warning("pack %s: could not record epoch %s; training goes on",
-                        ", ".join(batch), epoch, exc_info=True)
+            log.warning("pack of %d: could not record epoch %s; training goes on",
+                        len(self.members), epoch, exc_info=True)
         # None is a member with nothing this epoch (frozen by the engine, or not yet trained
         # by a one-by-one train function): it is neither stopped nor lost by that
         return [m.lost or m.stopped for m in self.members]
@@ -125,21 +129,27 @@ class PackEpochs:
         was recorded. Owner-checked: a worker whose trial was requeued and claimed by
         another never writes into its curve, and drops the trial. A failed write (StoreError)
         keeps its epochs for the next write: the store skips epochs a curve already holds,
-        so sending them again stores each once."""
+        so sending them again stores each once. Each member's entries are made here, once,
+        from the reports' arrays."""
         self.last_write = time.monotonic()
-        lost = {m.trial_id for m in self.members if m.lost}
+        live = [k for k, m in enumerate(self.members) if not m.lost]
         by_trial: dict[str, list[dict[str, Any]]] = {}
-        for _, batch in self.pending:
-            for tid, x in batch.items():
-                if tid not in lost:
-                    by_trial.setdefault(tid, []).append(x)
+        entries: list[tuple[int, dict[str, dict[str, Any]]]] = []
+        for report in self.pending:
+            batch = {}
+            for k in live:
+                if report.reported[k]:
+                    entry = report[k]
+                    batch[self.members[k].trial_id] = entry
+                    by_trial.setdefault(self.members[k].trial_id, []).append(entry)  # type: ignore[arg-type]
+            entries.append((report.epoch, batch))  # type: ignore[arg-type]
         if not by_trial:
             self.pending = []
             return
         written = self.store.append_metrics_many(by_trial, self.worker)
-        pending, self.pending = self.pending, []
+        self.pending = []
         self.lose(set(by_trial) - written)
-        for epoch, batch in pending:
+        for epoch, batch in entries:
             recorded = {tid: x for tid, x in batch.items() if tid in written}
             if recorded:
                 self.observer.epoch(epoch, recorded)
@@ -156,9 +166,11 @@ class PackEpochs:
         except StoreError as exc:
             failure = " ".join(str(exc).split())
         counts: dict[str, int] = {}
-        for _, batch in self.pending:
-            for tid in batch:
-                counts[tid] = counts.get(tid, 0) + 1
+        for report in self.pending:
+            for k in report.indices():
+                if not self.members[k].lost:
+                    tid = self.members[k].trial_id
+                    counts[tid] = counts.get(tid, 0) + 1
         log.error("pack of %d: %s could not be stored in the trials' curves after %d tries "
                   "(%s; their results keep the whole history)", len(self.members),
                   ", ".join(f"{n} epochs of {tid}" for tid, n in counts.items()),
