@@ -1,0 +1,145 @@
+"""End to end as the user runs it: the paper sweep through ``dnnframe run``, this checkout
+side by side with another (the previous ``main``), alternating, warm caches.
+
+The paper workload (iris, 1-4 hidden layers of 16, tanh/relu, five SGD learning rates, 20
+epochs, batch 32; seeds make up the count: 10,000 trials by default) is run by each
+checkout's own CLI (``python -m dnnframe.cli run SPEC -w 2 --store sqlite:///... -q``) in a
+fresh SQLite store per run. Each checkout runs once untimed first (its compile and dataset
+caches warm), then the rounds alternate the checkouts. Printed per run: wall time,
+configurations per second, and the ``dnnframe run`` process's own share of the run's CPU
+(its CPU time apart from its worker processes', over all of it: the CLI must stay quiet
+while the workers need the cores).
+
+    git worktree add /tmp/base <previous main>
+    python bench/e2e.py --base /tmp/base                 # 10,000 trials, 3 rounds
+    python bench/e2e.py --base /tmp/base --trials 2000 --rounds 2
+    python bench/e2e.py                                   # this checkout alone
+
+The goal: at least 4x the previous main's configurations per second, the parent under 5 %
+of the CPU; the paper's headline is 10,000 configurations per second.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+TICKS = os.sysconf("SC_CLK_TCK")
+CONFIGS = 4 * 2 * 5  # depths x activations x learning rates
+
+
+def paper_spec(trials: int, epochs: int) -> dict:
+    """The paper workload with enough seeds for ``trials`` trials (a multiple of 40)."""
+    return {"name": f"paper-e2e-{trials}", "dataset": {"name": "iris"},
+            "model": {"hidden_layers": {"grid": [1, 2, 3, 4]}, "width": 16,
+                      "activation": {"grid": ["tanh", "relu"]}},
+            "training": {"optimizer": "sgd",
+                         "learning_rate": {"grid": [0.001, 0.003, 0.01, 0.03, 0.1]},
+                         "batch_size": 32, "max_epochs": epochs, "early_stopping": None},
+            "search": {"seeds": max(1, trials // CONFIGS)}}
+
+
+def _own_and_children_cpu(pid: int) -> tuple[float, float] | None:
+    """(the process's own CPU seconds, its waited-for children's), from /proc."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    utime, stime, cutime, cstime = (int(x) for x in fields[11:15])
+    return (utime + stime) / TICKS, (cutime + cstime) / TICKS
+
+
+def run_once(checkout: Path, spec_path: Path, workers: int, root: Path) -> dict:
+    """One ``dnnframe run`` of the spec by ``checkout``'s code in a fresh store."""
+    store = root / f"{checkout.name}-{time.monotonic_ns()}.db"
+    env = {**os.environ, "PYTHONPATH": str(checkout)}
+    cmd = [sys.executable, "-m", "dnnframe.cli", "run", str(spec_path), "-w", str(workers),
+           "--store", f"sqlite:///{store}", "-q"]
+    before = _children_cpu()
+    start = time.perf_counter()
+    proc = subprocess.Popen(cmd, cwd=checkout, env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True)
+    children = 0.0
+    while proc.poll() is None:
+        # the workers are joined before the summary: their CPU is in the parent's
+        # children's account by the last look
+        seen = _own_and_children_cpu(proc.pid)
+        if seen is not None:
+            children = seen[1]
+        time.sleep(0.05)
+    wall = time.perf_counter() - start
+    err = proc.stderr.read() if proc.stderr else ""
+    if proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} (in {checkout}) exited {proc.returncode}:\n{err}")
+    # the CLI and every worker it waited for, from this process's account of its children
+    total = _children_cpu() - before
+    store.unlink(missing_ok=True)
+    return {"wall": wall, "cpu": total, "parent_cpu": max(0.0, total - children)}
+
+
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--base", type=Path, help="another checkout to run side by side")
+    ap.add_argument("--trials", type=int, default=10_000)
+    ap.add_argument("--epochs", type=int, default=20)
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--json", type=Path, help="also write the results here")
+    args = ap.parse_args()
+    checkouts = [("this", REPO)] + ([("base", args.base.resolve())] if args.base else [])
+    with tempfile.TemporaryDirectory(prefix="dnnframe-e2e-") as tmp:
+        root = Path(tmp)
+        spec_path = root / "paper.json"
+        spec = paper_spec(args.trials, args.epochs)
+        spec_path.write_text(json.dumps(spec))
+        n = CONFIGS * spec["search"]["seeds"]
+        print(f"paper sweep: {n} trials, {args.epochs} epochs, -w {args.workers}; load "
+              f"average {os.getloadavg()[0]:.2f} at start")
+        for _, path in checkouts:  # warm each checkout's caches, untimed
+            run_once(path, spec_path, args.workers, root)
+        runs: dict[str, list[dict]] = {name: [] for name, _ in checkouts}
+        for r in range(args.rounds):
+            order = checkouts if r % 2 == 0 else checkouts[::-1]
+            for name, path in order:
+                out = run_once(path, spec_path, args.workers, root)
+                runs[name].append(out)
+                share = (f", parent {100 * out['parent_cpu'] / out['cpu']:.1f} % of "
+                         f"{out['cpu']:.1f} CPU s" if out["cpu"] else "")
+                print(f"  round {r + 1} {name:5s} {out['wall']:6.2f} s  "
+                      f"{n / out['wall']:7.0f} configs/s{share}", flush=True)
+    print()
+    summary = {}
+    for name, _ in checkouts:
+        walls = [x["wall"] for x in runs[name]]
+        shares = [x["parent_cpu"] / x["cpu"] for x in runs[name] if x["cpu"]]
+        summary[name] = {"walls": walls, "median_wall": statistics.median(walls),
+                         "configs_per_s": n / statistics.median(walls),
+                         "parent_share": statistics.median(shares) if shares else None}
+        print(f"{name:5s} median {summary[name]['median_wall']:.2f} s, "
+              f"{summary[name]['configs_per_s']:.0f} configs/s, parent "
+              f"{100 * (summary[name]['parent_share'] or 0):.1f} % of the CPU")
+    if args.base:
+        ratio = summary["base"]["median_wall"] / summary["this"]["median_wall"]
+        print(f"this / base: {ratio:.2f}x faster (goal >= 4x); the paper's headline is "
+              f"10,000 configs/s")
+        summary["ratio"] = ratio
+    if args.json:
+        args.json.write_text(json.dumps({"trials": n, **summary}, indent=2))
+
+
+if __name__ == "__main__":
+    main()
