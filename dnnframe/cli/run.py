@@ -311,9 +311,9 @@ def _finished_before(store, experiment_id: str, remote: bool) -> list[str]:  # n
     failed = store.counts_by_state(experiment_id).get(TrialState.FAILED.value, 0)
     if not remote:  # Celery workers train on their own devices; this host's flags say nothing
         here = asked_device().device
-        devices = Counter(
-            ((t.result or {}).get("environment") or {}).get("device")
-            for t in store.list_trials(experiment_id, state=TrialState.COMPLETE))
+        path = "result.environment.device"
+        devices = Counter(v[path] for v in store.trial_values(experiment_id, [path])
+                          if v["state"] is TrialState.COMPLETE)
         for device, n in sorted(devices.items(), key=lambda kv: str(kv[0])):
             if device and device != here:
                 lines.append(f"reusing {n} trials already COMPLETE on {device} (this run trains "
