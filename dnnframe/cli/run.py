@@ -36,6 +36,8 @@ from .output import make_console, silence_closed_output
 # While following a run, the best result so far is looked up at most this often: it is a
 # sort of every finished trial's result inside the store (a tenth of a second at 10,000).
 BEST_INTERVAL_S = 2.0
+# While nothing ends, the counts (trials started, packs running) are read this often.
+FOLLOW_INTERVAL_S = 1.0
 
 
 @cli.command()
@@ -421,10 +423,14 @@ def _follow(console, store, executor: Executor, exp, quiet: bool,  # noqa: ANN00
 
     with RunProgress(console, exp.name, total, first, enabled=not quiet) as progress:
         try:
+            ended = 0
             while True:
-                if executor.wait(timeout=0.5):
+                if executor.wait(timeout=0):
                     poll()
                     return False
+                # woken as trials end (a local pool counts each pack as its worker reports
+                # it), else once a FOLLOW_INTERVAL_S: the store is read only then
+                ended = executor.wait_any(ended, FOLLOW_INTERVAL_S)
                 poll()
                 if console.file.reader_gone:
                     break  # the output went away (``| head``): stop as for Ctrl-C
