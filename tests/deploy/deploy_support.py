@@ -31,6 +31,10 @@ ENV_EXAMPLE = REPO / ".env.example"
 WORKER_HOST_FILE = REPO / "deploy" / "compose.worker-host.yml"
 EXPOSE_FILE = REPO / "deploy" / "compose.expose-backends.yml"
 CI_FILE = REPO / "deploy" / "compose.ci.yml"
+# The registry-less production stack: locally built images, the stack's own health checks.
+LOCAL_IMAGES_FILE = REPO / "deploy" / "compose.local-images.yml"
+LOCAL_POSTGRES_FILE = REPO / "deploy" / "compose.local-postgres.yml"
+POSTGRES_FILE = REPO / "deploy" / "compose.postgres.yml"
 ENTRYPOINT = REPO / "deploy" / "dnnframe-entrypoint"
 
 # The secrets the default stack must refuse to run without (no defaults in the files).

@@ -17,8 +17,11 @@ from deploy_support import (
     COMPOSE_FILE,
     ENV_EXAMPLE,
     EXPOSE_FILE,
+    LOCAL_IMAGES_FILE,
+    LOCAL_POSTGRES_FILE,
     MONGO_FILE,
     MONGO_SECRETS,
+    POSTGRES_FILE,
     REPO,
     REQUIRED_SECRETS,
     STACK_FILES,
@@ -338,6 +341,38 @@ def test_ci_override_keeps_everything_on_the_machine(run_compose, tmp_path: Path
         assert svc["healthcheck"]["test"] == stack["services"][name]["healthcheck"]["test"], name
 
 
+@pytest.mark.parametrize("store", ["sqlite", "postgresql"])
+def test_the_registry_less_stack_is_the_production_stack_on_local_images(
+        run_compose, tmp_path: Path, store: str) -> None:
+    """deploy/compose.local-images.yml (and, for PostgreSQL, compose.local-postgres.yml)
+    pull nothing and change nothing else: the stack's health checks, restart policies,
+    published ports and network; no MongoDB, so no MONGO_* secret."""
+    values = {k: v for k, v in read_env_file(ENV_EXAMPLE).items() if k not in MONGO_SECRETS}
+    values.update(POSTGRES_USER="dnnframe", POSTGRES_PASSWORD="pg-secret-123")
+    env_file = tmp_path / "local.env"
+    env_file.write_text("".join(f"{k}={v}\n" for k, v in values.items()))
+    base = [COMPOSE_FILE] + ([POSTGRES_FILE] if store == "postgresql" else [])
+    local = base + [LOCAL_IMAGES_FILE] + ([LOCAL_POSTGRES_FILE] if store == "postgresql" else [])
+    production = resolve(run_compose, base, env_file)
+    model = resolve(run_compose, local, env_file)
+    assert set(model["services"]) == set(production["services"]) and "mongo" not in model["services"]
+    assert model["name"] == production["name"] == "dnnframe"
+    assert not model["networks"]["default"].get("internal")
+    for name, svc in model["services"].items():
+        assert svc.get("pull_policy") == "never", f"{name} would try a registry"
+        here = production["services"][name]
+        for key in ("healthcheck", "restart", "ports", "command", "depends_on", "configs"):
+            assert svc.get(key) == here.get(key), (name, key)
+    images = {name: svc["image"] for name, svc in model["services"].items()}
+    assert images["rabbitmq"] == "dnnframe-rabbitmq:bookworm"
+    assert images["worker"] == images["dashboard"] == images["flower"] == "dnnframe:latest"
+    if store == "postgresql":
+        assert images["postgres"] == "dnnframe-postgres:bookworm"
+        assert secret_files(model, "worker")["DNNFRAME_STORE_URL"].startswith("postgresql://")
+    else:
+        assert secret_files(model, "worker")["DNNFRAME_STORE_URL"] == "sqlite:////data/dnnframe.db"
+
+
 def test_ci_look_override_publishes_the_three_uis_on_localhost(run_compose) -> None:
     look = REPO / "deploy" / "compose.ci-look.yml"
     model = resolve(run_compose, [COMPOSE_FILE, CI_FILE, look], ENV_EXAMPLE, profiles=())
@@ -402,7 +437,8 @@ def test_every_setting_is_documented() -> None:
         for source in (REPO / package).rglob("*.py"):
             used.update(re.findall(r"\b(DNNFRAME_[A-Z][A-Z0-9_]*[A-Z0-9])\b", source.read_text()))
     used.update(read_env_file(ENV_EXAMPLE))
-    for compose_file in (COMPOSE_FILE, MONGO_FILE, WORKER_HOST_FILE, EXPOSE_FILE, CI_FILE):
+    for compose_file in (COMPOSE_FILE, MONGO_FILE, WORKER_HOST_FILE, EXPOSE_FILE, CI_FILE,
+                         LOCAL_IMAGES_FILE, LOCAL_POSTGRES_FILE):
         lines = [x for x in compose_file.read_text().splitlines() if not x.strip().startswith("#")]
         used.update(re.findall(r"\$\{([A-Z][A-Z0-9_]*)", "\n".join(lines)))
     wildcards = re.findall(r"`(DNNFRAME_[A-Z_]+)_\*`", docs)

@@ -11,13 +11,13 @@ from deploy_support import (
     COMPOSE_FILE,
     ENV_EXAMPLE,
     MONGO_SECRETS,
+    POSTGRES_FILE,
     REPO,
     read_env_file,
     resolve,
     secret_files,
 )
 
-POSTGRES_FILE = REPO / "deploy" / "compose.postgres.yml"
 PG_ENV = {"POSTGRES_USER": "dnnframe", "POSTGRES_PASSWORD": "pg-secret-123"}
 
 
