@@ -28,15 +28,15 @@ RUN apt-get update \
  && rm -rf /var/lib/apt/lists/*
 
 # base_compiledir lives on a volume so compiled graphs survive container restarts and are
-# shared by every worker replica (PyTensor locks the directory itself). The default store
-# is a SQLite file on the data volume, writable by the image's user; compose points it at
-# MongoDB. THEANO_FLAGS is not set here: compose passes it through and the engine maps it.
+# shared by every worker replica (PyTensor locks the directory itself). The default store,
+# a SQLite file on the data volume, is the entrypoint's (not an ENV here, which `docker
+# inspect` would show beside the URL compose hands over as a file). THEANO_FLAGS is not
+# set here: compose passes it through and the engine maps it.
 ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PYTENSOR_FLAGS=base_compiledir=/cache/pytensor,blas__ldflags=-lopenblas \
-    DNNFRAME_DATA_DIR=/data \
-    DNNFRAME_STORE_URL=sqlite:////data/dnnframe.db
+    DNNFRAME_DATA_DIR=/data
 
 # A fixed uid so files on bind mounts and named volumes have a predictable owner. The
 # directories exist before VOLUME so a new named volume starts out owned by that user.

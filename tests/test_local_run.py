@@ -373,6 +373,42 @@ def test_an_idle_celery_worker_on_another_host_is_alive_while_its_node_lists_it(
     store.close()
 
 
+def test_a_celery_node_and_its_processes_are_dead_once_the_node_is_silent_past_its_timeout(
+        url, monkeypatch):
+    """Processes of a node on another host are judged by the node's beat, by the rule the
+    reaper releases their trials by: dead once the node is silent for the node timeout,
+    though their own writes are far younger than the heartbeat timeout; a process the
+    node's next beat does not list (killed alone) is dead from that beat on."""
+    import dnnframe.store.sqlite as sqlite_store
+    from dnnframe.executors.liveness import NODE_ROLE
+    from dnnframe.worker_status import is_alive
+
+    monkeypatch.setenv("DNNFRAME_HEARTBEAT_TIMEOUT", "300")  # node timeout 30 s
+    store = open_store(url)
+    clock = [1_000_000.0]
+    monkeypatch.setattr(sqlite_store, "now", lambda: clock[0])
+
+    def beat(pids: list[int]) -> None:
+        store.register_worker("celery@far", host="far-away", pid=1,
+                              info={"role": NODE_ROLE, "queues": ["default"],
+                                    "concurrency": 2, "pids": pids})
+
+    beat([7])
+    clock[0] += 1
+    store.register_worker("celery@far:7", host="far-away", pid=7)
+    store.register_worker("celery@far:9", host="far-away", pid=9)  # started after the beat
+    workers = {w.name: w for w in store.list_workers()}
+    node, seven, nine = workers["celery@far"], workers["celery@far:7"], workers["celery@far:9"]
+    assert all(is_alive(store, w, now=1_000_029.0) for w in (node, seven, nine))
+    assert not any(is_alive(store, w, now=1_000_030.5) for w in (node, seven, nine))
+    clock[0] += 4
+    beat([7])  # 9 was killed alone: the node's next beat does not list it
+    workers = {w.name: w for w in store.list_workers()}
+    assert is_alive(store, workers["celery@far:7"], now=clock[0])
+    assert not is_alive(store, workers["celery@far:9"], now=clock[0])
+    store.close()
+
+
 def test_a_worker_on_another_host_is_alive_while_it_writes_or_its_trial_beats(url):
     from dnnframe.worker_status import is_alive
 

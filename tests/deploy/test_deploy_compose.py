@@ -17,8 +17,14 @@ from deploy_support import (
     COMPOSE_FILE,
     ENV_EXAMPLE,
     EXPOSE_FILE,
+    LOCAL_IMAGES_FILE,
+    LOCAL_POSTGRES_FILE,
+    MONGO_FILE,
+    MONGO_SECRETS,
+    POSTGRES_FILE,
     REPO,
     REQUIRED_SECRETS,
+    STACK_FILES,
     WORKER_HOST_FILE,
     read_env_file,
     resolve,
@@ -31,8 +37,9 @@ BACKENDS = ("rabbitmq", "mongo")
 RABBITMQ_CONF = REPO / "deploy" / "rabbitmq" / "rabbitmq.conf"
 
 
-def test_compose_file_validates_with_env_example(run_compose) -> None:
-    proc = run_compose([COMPOSE_FILE], ["--profile", "gpu", "config", "--quiet"], ENV_EXAMPLE)
+@pytest.mark.parametrize("files", [STACK_FILES, [COMPOSE_FILE]], ids=["mongodb", "sqlite"])
+def test_compose_file_validates_with_env_example(run_compose, files) -> None:
+    proc = run_compose(files, ["--profile", "gpu", "config", "--quiet"], ENV_EXAMPLE)
     assert proc.returncode == 0, f"docker compose config rejected the file:\n{proc.stderr}"
 
 
@@ -52,9 +59,27 @@ def test_secrets_have_no_default(run_compose, tmp_path: Path, secret: str) -> No
     del values[secret]
     env_file = tmp_path / "missing.env"
     env_file.write_text("".join(f"{k}={v}\n" for k, v in values.items()))
-    proc = run_compose([COMPOSE_FILE], ["config", "--quiet"], env_file)
+    proc = run_compose(STACK_FILES, ["config", "--quiet"], env_file)
     assert proc.returncode != 0, f"compose started without {secret}: it must have no default"
     assert secret in proc.stderr, f"the error should name {secret}:\n{proc.stderr}"
+
+
+def test_a_stack_without_mongodb_needs_no_mongo_secret(run_compose, tmp_path: Path) -> None:
+    """docker-compose.yml alone (a SQLite file) and its CI override require no MONGO_*
+    value; the PostgreSQL stack is checked in test_deploy_postgres.py."""
+    values = {k: v for k, v in read_env_file(ENV_EXAMPLE).items() if k not in MONGO_SECRETS}
+    env_file = tmp_path / "no-mongo.env"
+    env_file.write_text("".join(f"{k}={v}\n" for k, v in values.items()))
+    for files in ([COMPOSE_FILE], [COMPOSE_FILE, CI_FILE]):
+        model = resolve(run_compose, files, env_file)
+        assert "mongo" not in model["services"], files
+        assert secret_files(model, "worker")["DNNFRAME_STORE_URL"] == \
+            "sqlite:////data/dnnframe.db", files
+    # the rest are still required there
+    del values["RABBITMQ_PASSWORD"]
+    env_file.write_text("".join(f"{k}={v}\n" for k, v in values.items()))
+    proc = run_compose([COMPOSE_FILE], ["config", "--quiet"], env_file)
+    assert proc.returncode != 0 and "RABBITMQ_PASSWORD" in proc.stderr, proc.stderr
 
 
 def _environment_items(node: object):
@@ -73,10 +98,10 @@ def _environment_items(node: object):
 REQUIRED_REF = re.compile(r"^\$\{[A-Z_]+:\?[^}]*\}$")
 
 
-@pytest.mark.parametrize("path", [COMPOSE_FILE, WORKER_HOST_FILE])
+@pytest.mark.parametrize("path", [COMPOSE_FILE, MONGO_FILE, WORKER_HOST_FILE])
 def test_credentials_come_from_env_only(path: Path) -> None:
     raw = yaml.safe_load(path.read_text())
-    if path == COMPOSE_FILE:
+    if path == MONGO_FILE:
         env = raw["services"]["mongo"]["environment"]
         assert env["MONGO_INITDB_ROOT_USERNAME"].startswith("${MONGO_USER:?")
         assert raw["configs"]["mongo-password"]["content"].startswith("${MONGO_PASSWORD:?")
@@ -98,7 +123,7 @@ def test_only_three_ports_published_on_localhost(run_compose, secrets_only_env,
                                                 env_choice: str) -> None:
     # "secrets-only" leaves DNNFRAME_PUBLISH_ADDRESS unset: the file's own default counts.
     env_file = ENV_EXAMPLE if env_choice == "env-example" else secrets_only_env
-    model = resolve(run_compose, [COMPOSE_FILE], env_file)
+    model = resolve(run_compose, STACK_FILES, env_file)
     published = {name: svc.get("ports") or [] for name, svc in model["services"].items()}
     assert {n for n, p in published.items() if p} == set(PUBLISHED), published
     for name, target in PUBLISHED.items():
@@ -110,7 +135,7 @@ def test_only_three_ports_published_on_localhost(run_compose, secrets_only_env,
         assert not svc.get("expose"), f"{name}: only the stack's network may reach it"
 
 
-@pytest.mark.parametrize("files", [[COMPOSE_FILE], [WORKER_HOST_FILE]], ids=["stack", "worker-host"])
+@pytest.mark.parametrize("files", [STACK_FILES, [WORKER_HOST_FILE]], ids=["stack", "worker-host"])
 def test_no_secret_in_what_docker_inspect_shows(run_compose, tmp_path: Path,
                                                  files: list[Path]) -> None:
     # Environment, command, healthcheck and labels are what `docker inspect` shows; the
@@ -131,7 +156,7 @@ def test_no_secret_in_what_docker_inspect_shows(run_compose, tmp_path: Path,
         for config in svc.get("configs") or []:
             assert "file" not in model["configs"][config["source"]], "a bind mount shows its path"
     stack_files = {s: secret_files(model, s) for s in model["services"]}
-    if files == [COMPOSE_FILE]:  # remote workers need neither
+    if files == STACK_FILES:  # remote workers need neither
         assert stack_files["dashboard"]["DNNFRAME_SECRET_KEY"] == values["DNNFRAME_SECRET_KEY"]
         assert stack_files["dashboard"]["DNNFRAME_API_TOKEN"].strip() == "tok3n_value"
 
@@ -154,7 +179,7 @@ def test_each_service_gets_only_the_secret_files_it_uses(stack) -> None:
 
 
 def test_publish_address_is_configurable(run_compose) -> None:
-    model = resolve(run_compose, [COMPOSE_FILE], ENV_EXAMPLE,
+    model = resolve(run_compose, STACK_FILES, ENV_EXAMPLE,
                     extra_env={"DNNFRAME_PUBLISH_ADDRESS": "10.1.2.3"})
     for name in PUBLISHED:
         assert model["services"][name]["ports"][0]["host_ip"] == "10.1.2.3"
@@ -204,7 +229,7 @@ def test_gpu_profile(run_compose, stack) -> None:
     for name, svc in stack["services"].items():
         assert name == "worker-gpu" or "deploy" not in svc, f"{name} reserves a GPU"
     # Without the profile the GPU worker is not part of the stack.
-    plain = resolve(run_compose, [COMPOSE_FILE], ENV_EXAMPLE, profiles=())
+    plain = resolve(run_compose, STACK_FILES, ENV_EXAMPLE, profiles=())
     assert "worker-gpu" not in plain["services"]
 
 
@@ -316,6 +341,38 @@ def test_ci_override_keeps_everything_on_the_machine(run_compose, tmp_path: Path
         assert svc["healthcheck"]["test"] == stack["services"][name]["healthcheck"]["test"], name
 
 
+@pytest.mark.parametrize("store", ["sqlite", "postgresql"])
+def test_the_registry_less_stack_is_the_production_stack_on_local_images(
+        run_compose, tmp_path: Path, store: str) -> None:
+    """deploy/compose.local-images.yml (and, for PostgreSQL, compose.local-postgres.yml)
+    pull nothing and change nothing else: the stack's health checks, restart policies,
+    published ports and network; no MongoDB, so no MONGO_* secret."""
+    values = {k: v for k, v in read_env_file(ENV_EXAMPLE).items() if k not in MONGO_SECRETS}
+    values.update(POSTGRES_USER="dnnframe", POSTGRES_PASSWORD="pg-secret-123")
+    env_file = tmp_path / "local.env"
+    env_file.write_text("".join(f"{k}={v}\n" for k, v in values.items()))
+    base = [COMPOSE_FILE] + ([POSTGRES_FILE] if store == "postgresql" else [])
+    local = base + [LOCAL_IMAGES_FILE] + ([LOCAL_POSTGRES_FILE] if store == "postgresql" else [])
+    production = resolve(run_compose, base, env_file)
+    model = resolve(run_compose, local, env_file)
+    assert set(model["services"]) == set(production["services"]) and "mongo" not in model["services"]
+    assert model["name"] == production["name"] == "dnnframe"
+    assert not model["networks"]["default"].get("internal")
+    for name, svc in model["services"].items():
+        assert svc.get("pull_policy") == "never", f"{name} would try a registry"
+        here = production["services"][name]
+        for key in ("healthcheck", "restart", "ports", "command", "depends_on", "configs"):
+            assert svc.get(key) == here.get(key), (name, key)
+    images = {name: svc["image"] for name, svc in model["services"].items()}
+    assert images["rabbitmq"] == "dnnframe-rabbitmq:bookworm"
+    assert images["worker"] == images["dashboard"] == images["flower"] == "dnnframe:latest"
+    if store == "postgresql":
+        assert images["postgres"] == "dnnframe-postgres:bookworm"
+        assert secret_files(model, "worker")["DNNFRAME_STORE_URL"].startswith("postgresql://")
+    else:
+        assert secret_files(model, "worker")["DNNFRAME_STORE_URL"] == "sqlite:////data/dnnframe.db"
+
+
 def test_ci_look_override_publishes_the_three_uis_on_localhost(run_compose) -> None:
     look = REPO / "deploy" / "compose.ci-look.yml"
     model = resolve(run_compose, [COMPOSE_FILE, CI_FILE, look], ENV_EXAMPLE, profiles=())
@@ -356,9 +413,9 @@ def test_worker_host_file_mirrors_the_stack(run_compose, stack, tmp_path: Path) 
 
 
 def test_backends_are_exposed_only_on_request(run_compose) -> None:
-    proc = run_compose([COMPOSE_FILE, EXPOSE_FILE], ["config", "--quiet"], ENV_EXAMPLE)
+    proc = run_compose([*STACK_FILES, EXPOSE_FILE], ["config", "--quiet"], ENV_EXAMPLE)
     assert proc.returncode != 0 and "DNNFRAME_BACKEND_ADDRESS" in proc.stderr, proc.stderr
-    model = resolve(run_compose, [COMPOSE_FILE, EXPOSE_FILE], ENV_EXAMPLE,
+    model = resolve(run_compose, [*STACK_FILES, EXPOSE_FILE], ENV_EXAMPLE,
                     extra_env={"DNNFRAME_BACKEND_ADDRESS": "10.0.0.5"})
     ports = {n: {(p["host_ip"], p["target"]) for p in s.get("ports") or []}
              for n, s in model["services"].items()}
@@ -380,7 +437,8 @@ def test_every_setting_is_documented() -> None:
         for source in (REPO / package).rglob("*.py"):
             used.update(re.findall(r"\b(DNNFRAME_[A-Z][A-Z0-9_]*[A-Z0-9])\b", source.read_text()))
     used.update(read_env_file(ENV_EXAMPLE))
-    for compose_file in (COMPOSE_FILE, WORKER_HOST_FILE, EXPOSE_FILE, CI_FILE):
+    for compose_file in (COMPOSE_FILE, MONGO_FILE, WORKER_HOST_FILE, EXPOSE_FILE, CI_FILE,
+                         LOCAL_IMAGES_FILE, LOCAL_POSTGRES_FILE):
         lines = [x for x in compose_file.read_text().splitlines() if not x.strip().startswith("#")]
         used.update(re.findall(r"\$\{([A-Z][A-Z0-9_]*)", "\n".join(lines)))
     wildcards = re.findall(r"`(DNNFRAME_[A-Z_]+)_\*`", docs)

@@ -147,9 +147,11 @@ def test_no_syntax_directive_and_no_certificate_in_a_layer() -> None:
 
 def test_default_store_is_on_the_data_volume() -> None:
     env = " ".join(a for kw, a in INSTRUCTIONS if kw == "ENV")
-    store = re.search(r"DNNFRAME_STORE_URL=(\S+)", env)
-    assert store, "the image needs a default DNNFRAME_STORE_URL its user can write"
-    assert store.group(1) == "sqlite:////data/dnnframe.db"
+    # not an image ENV: `docker inspect` would show it beside the URL a _FILE gives
+    assert "DNNFRAME_STORE_URL" not in env
+    assert re.search(r"DNNFRAME_DATA_DIR=/data(\s|$)", env)
+    proc = _entrypoint({"DNNFRAME_DATA_DIR": "/data"}, "sh", "-c", 'printf %s "$DNNFRAME_STORE_URL"')
+    assert proc.stdout == "sqlite:////data/dnnframe.db", proc.stderr
     volumes = " ".join(a for kw, a in INSTRUCTIONS if kw == "VOLUME")
     assert '"/data"' in volumes
     chowned = " ".join(a for kw, a in INSTRUCTIONS if kw == "RUN" and "chown" in a)
@@ -191,10 +193,12 @@ def test_entrypoint_reads_secrets_from_files(tmp_path: Path) -> None:
 def test_entrypoint_file_wins_over_the_image_default(tmp_path: Path) -> None:
     url = tmp_path / "store-url"
     url.write_text("mongodb://u:p@mongo:27017/dnnframe")
-    proc = _entrypoint({"DNNFRAME_STORE_URL": "sqlite:////data/dnnframe.db",
-                        "DNNFRAME_STORE_URL_FILE": str(url)}, "sh", "-c",
-                       'printf %s "$DNNFRAME_STORE_URL"')
-    assert proc.stdout == "mongodb://u:p@mongo:27017/dnnframe", proc.stderr
+    for env in ({"DNNFRAME_STORE_URL_FILE": str(url)},
+                {"DNNFRAME_STORE_URL": "sqlite:////data/dnnframe.db",
+                 "DNNFRAME_STORE_URL_FILE": str(url)}):
+        proc = _entrypoint({"DNNFRAME_DATA_DIR": "/data", **env}, "sh", "-c",
+                           'printf %s "$DNNFRAME_STORE_URL"')
+        assert proc.stdout == "mongodb://u:p@mongo:27017/dnnframe", proc.stderr
 
 
 def test_entrypoint_names_an_unreadable_secret_file(tmp_path: Path) -> None:

@@ -6,9 +6,18 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from deploy_support import CI_FILE, COMPOSE_FILE, ENV_EXAMPLE, REPO, resolve, secret_files
+from deploy_support import (
+    CI_FILE,
+    COMPOSE_FILE,
+    ENV_EXAMPLE,
+    MONGO_SECRETS,
+    POSTGRES_FILE,
+    REPO,
+    read_env_file,
+    resolve,
+    secret_files,
+)
 
-POSTGRES_FILE = REPO / "deploy" / "compose.postgres.yml"
 PG_ENV = {"POSTGRES_USER": "dnnframe", "POSTGRES_PASSWORD": "pg-secret-123"}
 
 
@@ -43,6 +52,16 @@ def test_postgres_is_pinned_checked_and_gets_its_password_as_a_file(run_compose)
     for name, svc in model["services"].items():
         assert "pg-secret-123" not in str(svc.get("environment")), name
         assert "pg-secret-123" not in str(svc.get("command")), name
+
+
+def test_the_postgres_stack_needs_no_mongo_secret(run_compose, tmp_path: Path) -> None:
+    values = {k: v for k, v in read_env_file(ENV_EXAMPLE).items() if k not in MONGO_SECRETS}
+    env_file = tmp_path / "no-mongo.env"
+    env_file.write_text("".join(f"{k}={v}\n" for k, v in values.items()))
+    for files in ([COMPOSE_FILE, POSTGRES_FILE],
+                  [COMPOSE_FILE, CI_FILE, POSTGRES_FILE, REPO / "deploy" / "compose.ci-postgres.yml"]):
+        model = resolve(run_compose, files, env_file, extra_env=PG_ENV)
+        assert secret_files(model, "worker")["DNNFRAME_STORE_URL"].startswith("postgresql://")
 
 
 def test_the_postgres_secrets_have_no_default(run_compose, tmp_path: Path) -> None:

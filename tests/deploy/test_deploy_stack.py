@@ -86,12 +86,11 @@ def _container_address(container: str) -> str:
 
 @pytest.fixture(scope="module")
 def stack(images: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
-    """docker-compose.yml + the CI and PostgreSQL overrides up and healthy; always
-    `down -v` after."""
+    """docker-compose.yml + the CI and PostgreSQL overrides up and healthy, with no
+    MONGO_* secret (no MongoDB in this stack); always `down -v` after."""
     tmp = tmp_path_factory.mktemp("stack")
     token = secrets.token_hex(16)
     values = {"RABBITMQ_USER": "dnnframe", "RABBITMQ_PASSWORD": secrets.token_hex(12),
-              "MONGO_USER": "dnnframe", "MONGO_PASSWORD": secrets.token_hex(12),
               "FLOWER_BASIC_AUTH": f"admin:{secrets.token_hex(12)}",
               "DNNFRAME_SECRET_KEY": secrets.token_hex(32), "DNNFRAME_API_TOKEN": token,
               "POSTGRES_USER": "dnnframe", "POSTGRES_PASSWORD": secrets.token_hex(12),
@@ -122,8 +121,7 @@ def stack(images: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[St
                 "--pull", "never", timeout=UP_TIMEOUT_S + 60)
         [dashboard] = compose("ps", "--quiet", "dashboard").stdout.split()
         yield Stack(compose, project, f"http://{_container_address(dashboard)}:8000", token,
-                    [values["RABBITMQ_PASSWORD"], values["MONGO_PASSWORD"],
-                     values["POSTGRES_PASSWORD"],
+                    [values["RABBITMQ_PASSWORD"], values["POSTGRES_PASSWORD"],
                      values["FLOWER_BASIC_AUTH"].split(":", 1)[1], values["DNNFRAME_SECRET_KEY"],
                      token])
     finally:

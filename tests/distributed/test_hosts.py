@@ -96,3 +96,51 @@ def test_killed_host_its_pack_runs_again_as_a_pack_within_a_minute(
     # Flower's view: the dead host's message, redelivered, trained the pack itself.
     assert any("'summary': 'pack of 4: trained 4 (COMPLETE 4)', 'redelivered': True" in line
                for line in survivor.log_text().splitlines()), survivor.log_text()[-3000:]
+
+
+def test_a_killed_hosts_worker_is_listed_not_alive_within_the_node_timeout(
+        broker_url, store_url, queue_name, start_worker, store):
+    """SIGKILL the whole process tree of one host's worker while it trains: /api/v1/workers
+    lists its node and its pool process not alive within the node timeout (the moment the
+    reaper may release its trials), not after the 300 s heartbeat timeout, while the other
+    host's stay alive."""
+    from dashboard import create_app
+    from dnnframe.executors.liveness import node_timeout
+
+    workers = _two_hosts(start_worker, store, queue_name, DNNFRAME_HOOK_EPOCHS="100",
+                         DNNFRAME_HOOK_EPOCH_SECONDS="0.5")
+    victim, survivor = workers
+    app = create_app({"TESTING": True, "STORE_URL": store_url, "EXECUTOR": None})
+    client = app.test_client()
+
+    def listed(w) -> dict[str, bool]:
+        """``w``'s rows in the API's worker list (its node and its processes): alive?"""
+        rows = client.get("/api/v1/workers").json["workers"]
+        return {r["name"]: r["alive"] for r in rows
+                if r["name"] == w.nodename or r["name"].startswith(f"{w.nodename}:")}
+
+    spec = make_spec("host-killed-listed", 2)
+    # not waited for: the trials outlast the test (the workers are killed at teardown)
+    ex = CeleryExecutor(broker_url, store_url, queue=queue_name)
+    try:
+        submit_experiment(spec, store, ex, pack_size=1)
+        # each host's node and the pool process training its trial are listed alive
+        wait_until(lambda: all(len(listed(w)) == 2 and all(listed(w).values())
+                               and any(t.worker.startswith(f"{w.nodename}:") and t.metrics
+                                       for t in store.list_trials(
+                                           spec.experiment_id, state=TrialState.RUNNING))
+                               for w in workers), 60, "each host to train a trial")
+        victim.kill_group(signal.SIGKILL)
+        victim.proc.wait(timeout=10)
+        killed_at = time.monotonic()
+        # the node's last beat came before the kill: it is silent for the node timeout by
+        # killed_at + node_timeout() at the latest (a second more for the requests)
+        wait_until(lambda: not any(listed(victim).values()), node_timeout() + 1,
+                   f"{victim.nodename}'s rows to be listed not alive")
+        print(f"host killed: its worker listed not alive "
+              f"{time.monotonic() - killed_at:.1f}s after the SIGKILL")
+        assert len(listed(victim)) == 2
+        assert all(listed(survivor).values()) and len(listed(survivor)) == 2
+    finally:
+        ex.shutdown(wait=False)
+        app.extensions["dnnframe"].shutdown()

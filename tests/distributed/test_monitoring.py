@@ -109,14 +109,17 @@ def test_result_names_trials_states_objective_and_a_duplicate_is_a_no_op(
         ex.submit(sub.packs)  # a duplicate message: the store claim makes it a no-op
         noop = _result(events.wait_for(w.nodename, "task-succeeded", n=2)[1])
     first, second = sub.trial_ids
+    by = store.get_trial(first).worker  # the pool process that trained the pack
+    assert by.startswith(f"{w.nodename}:") and store.get_trial(second).worker == by
     assert trained == {
         "summary": "pack of 2: trained 2 (COMPLETE 2)", "redelivered": False,
         "trials": {tid: {"state": "COMPLETE", "delivery": "trained", "attempt": 1,
                          "metric": "test_accuracy", "objective": 0.75} for tid in (first, second)}}
     assert noop == {
-        "summary": "pack of 2: no-op 2 (COMPLETE 2)", "redelivered": False,
+        "summary": f"pack of 2: no-op 2 (COMPLETE 2; by {by})", "redelivered": False,
         "trials": {tid: {"state": "COMPLETE", "delivery": "no-op", "reason": "already COMPLETE",
-                         "metric": "test_accuracy", "objective": 0.75} for tid in (first, second)}}
+                         "by": by, "metric": "test_accuracy", "objective": 0.75}
+                   for tid in (first, second)}}
     task_id = done["uuid"]
     assert {e["type"] for e in events.of(w.nodename) if e["uuid"] == task_id} >= {
         "task-received", "task-started", "task-progress", "task-succeeded"}
@@ -186,7 +189,9 @@ def test_a_killed_delivery_shows_in_its_redelivery(broker_url, store_url, queue_
     trained = [t for t in entries if t["delivery"] == "trained"]
     assert trained == [{"state": "COMPLETE", "delivery": "trained", "attempt": 2,
                         "metric": "test_accuracy", "objective": 0.875}]
-    assert all(t["delivery"] == "no-op" for t in entries if t not in trained)
+    # a no-op names the process that trained the trial (the same task id's result in Flower)
+    owner = store.get_trial(tid).worker
+    assert all(t["delivery"] == "no-op" and t["by"] == owner for t in entries if t not in trained)
 
 
 def _flower(broker_url: str, store_url: str, tmp_path: Path, **env: str
@@ -288,7 +293,7 @@ def test_report_of_a_pack_with_diverged_failed_lost_and_finished_members(store):
     result = report.result(ids, redelivered=False)
     assert result == {
         "summary": "pack of 4: trained 2 (DIVERGED 1, FAILED 1), dropped 1 (RUNNING 1), "
-                   "no-op 1 (COMPLETE 1)",
+                   "no-op 1 (COMPLETE 1; by elsewhere:1)",
         "redelivered": False,
         "trials": {
             ids[0]: {"state": "DIVERGED", "delivery": "trained", "attempt": 1,
@@ -300,7 +305,7 @@ def test_report_of_a_pack_with_diverged_failed_lost_and_finished_members(store):
                      "reason": "trained, but thief:2 owns it now: this delivery's result was "
                                "not recorded"},
             ids[3]: {"state": "COMPLETE", "delivery": "no-op", "reason": "already COMPLETE",
-                     "metric": "test_accuracy", "objective": 0.5}}}
+                     "by": "elsewhere:1", "metric": "test_accuracy", "objective": 0.5}}}
     assert report.epochs == {ids[0]: 2, ids[1]: 2, ids[2]: 1}
     with pytest.raises(PackFailed, match=rf"^1 of 4 trials FAILED \({ids[1]}: ValueError: "
                                          r"poison\) \[pack of 4: "):

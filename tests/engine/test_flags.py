@@ -55,6 +55,26 @@ def test_gpu_only_flags_warn_and_are_dropped():
     assert "device" not in s.pytensor_flags and "gpuarray__preallocate" not in s.pytensor_flags
 
 
+def test_importing_pytensor_through_the_flags_logs_nothing_at_info():
+    """A worker logs at INFO (Celery's default): PyTensor's import, through
+    :func:`configure`, adds no line of its own there, and its config warnings still show."""
+    script = textwrap.dedent("""
+        import logging
+        logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s %(message)s")
+        from dnnframe.engine.flags import configure
+        configure()
+        logging.getLogger("pytensor.configparser").warning("still shown")
+    """)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env.pop("PYTENSOR_FLAGS", None)
+    env.pop("THEANO_FLAGS", None)
+    proc = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert [line for line in proc.stderr.splitlines() if "pytensor" in line] == [
+        "WARNING pytensor.configparser still shown"], proc.stderr[-3000:]
+
+
 def test_theano_flags_in_a_fresh_process_train_in_float32():
     """The real path: THEANO_FLAGS set before anything imports PyTensor."""
     script = textwrap.dedent("""
