@@ -33,7 +33,7 @@ def environment(cached: bool) -> dict[str, Any]:
         "pid": os.getpid(),
         "floatX": str(pytensor.config.floatX),
         "mode": _FLAGS.mode,
-        "blas__ldflags": str(pytensor.config.blas__ldflags),
+        "blas": _FLAGS.blas,
         "flags": _FLAGS.to_dict(),
         "requested_device": _FLAGS.requested_device,
         **describe(),  # backend, device, device_name (+ jax, jaxlib, cuda)

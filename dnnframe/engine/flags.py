@@ -36,13 +36,13 @@ a name PyTensor does not know          (dropped)                       **warning
 
 Values already in ``PYTENSOR_FLAGS`` win over translated THEANO_FLAGS. When neither sets
 ``mode`` nor ``linker`` the engine compiles with ``CVM`` (PyTensor's C backend), and when
-``blas__ldflags`` is unset and libopenblas is installed it adds ``blas__ldflags=-lopenblas``
-(pip's PyTensor finds no BLAS on its own and falls back to slow paths).
+``blas__ldflags`` is unset it links the BLAS :func:`~dnnframe.engine.blas.default_blas`
+chooses (pip's PyTensor finds none on its own and warns in five lines); with none to link
+it says so in one line.
 """
 
 from __future__ import annotations
 
-import ctypes.util
 import logging
 import os
 import re
@@ -50,6 +50,8 @@ import sys
 import warnings
 from dataclasses import dataclass, field
 from typing import Any
+
+from .blas import default_blas
 
 DEFAULT_MODE = "CVM"
 JAX_MODE = "JAX"
@@ -77,6 +79,8 @@ class FlagSettings:
     # why the requested device can never be used (an unknown device name); checked with the
     # GPU itself by backend.require(), so the message reaches the trial or the worker
     device_error: str | None = None
+    # which BLAS the C code links (see blas.py): pypi, system, numpy, or configured by the user
+    blas: str = "configured"
 
     @property
     def backend(self) -> str:
@@ -89,11 +93,14 @@ class FlagSettings:
         return int(self.device.split(":")[1]) if self.device.startswith("cuda:") else None
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-safe view for a trial's environment."""
-        return {"theano_flags": self.theano_flags, "pytensor_flags": dict(self.pytensor_flags),
+        """JSON-safe view for a trial's environment (the BLAS by its name unless the user
+        gave its flags: the chosen library's flags are long, and stored with every trial)."""
+        shown = {k: v for k, v in self.pytensor_flags.items()
+                 if k != "blas__ldflags" or self.blas == "configured"}
+        return {"theano_flags": self.theano_flags, "pytensor_flags": shown,
                 "requested_device": self.requested_device, "device": self.device,
-                "mode": self.mode, "backend": self.backend, "dropped": list(self.dropped),
-                "notes": list(self.notes)}
+                "mode": self.mode, "backend": self.backend, "blas": self.blas,
+                "dropped": list(self.dropped), "notes": list(self.notes)}
 
 
 def gpu_index(device: str | None) -> int | None:
@@ -149,8 +156,10 @@ def translate(theano_flags: str, pytensor_flags: str = "") -> FlagSettings:
     device = out.pop("device", device)
     if device is not None:
         _apply_device(settings, out, device.strip())
-    if "blas__ldflags" not in out and ctypes.util.find_library("openblas"):
-        out["blas__ldflags"] = "-lopenblas"
+    if "blas__ldflags" not in out:
+        settings.blas, out["blas__ldflags"] = default_blas()
+    else:
+        settings.blas = "configured"
     if out.get("mode", "").upper() == JAX_MODE:
         out["mode"] = JAX_MODE
     if "mode" in out:
@@ -214,6 +223,10 @@ def configure() -> FlagSettings:
     config_log = logging.getLogger("pytensor.configparser")
     if config_log.level == logging.NOTSET:
         config_log.setLevel(logging.WARNING)
+    if settings.blas == "numpy":
+        warnings.warn("no BLAS library for PyTensor's C code (the scipy-openblas32 wheel is not "
+                      "installed: pip install scipy-openblas32); products run through NumPy, "
+                      "slower on wide layers", FlagWarning, stacklevel=2)
     import pytensor
 
     known = pytensor.config._config_var_dict
