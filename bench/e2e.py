@@ -9,7 +9,8 @@ caches warm), then the rounds alternate the checkouts. With ``--celery`` the sam
 through RabbitMQ to each checkout's Celery worker (its start not timed). Printed per run: wall time,
 configurations per second, and the ``dnnframe run`` process's own share of the run's CPU
 (its CPU time apart from its worker processes', over all of it: the CLI must stay quiet
-while the workers need the cores).
+while the workers need the cores), and how the workers' time on packs splits between
+compiled calls and the rest (per-member Python, the runner, the store).
 
     git worktree add /tmp/base <previous main>
     python bench/e2e.py --base /tmp/base                 # 10,000 trials, 3 rounds
@@ -29,6 +30,7 @@ import json
 import os
 import resource
 import signal
+import sqlite3
 import statistics
 import subprocess
 import sys
@@ -136,8 +138,29 @@ def _timed(checkout: Path, args: list[str], store: Path) -> dict:
         raise RuntimeError(f"{' '.join(cmd)} (in {checkout}) exited {proc.returncode}:\n{err}")
     # the CLI and every worker it waited for, from this process's account of its children
     total = _children_cpu() - before
+    split = worker_split(store)
     store.unlink(missing_ok=True)
-    return {"wall": wall, "cpu": total, "parent_cpu": max(0.0, total - children)}
+    return {"wall": wall, "cpu": total, "parent_cpu": max(0.0, total - children), **split}
+
+
+def worker_split(store: Path) -> dict:
+    """How the workers' time on packs splits, from the stored trials: each pack's time from
+    its claim to its members' finish, the seconds its engine spent inside compiled calls and
+    building or loading its graph; the rest is the per-member Python of the epoch loop and
+    the runner and the store's reads and writes (None for a checkout that does not record
+    compiled seconds)."""
+    with sqlite3.connect(store) as db:
+        rows = db.execute(
+            "SELECT max(finished_at) - min(started_at), "
+            "max(json_extract(result, '$.pack.compute_seconds')), "
+            "max(json_extract(result, '$.pack.compile_seconds')) FROM trials "
+            "GROUP BY json_extract(result, '$.pack.id')").fetchall()
+    on_packs = sum(r[0] for r in rows)
+    if not rows or any(r[1] is None for r in rows) or not on_packs:
+        return {"other_share": None}
+    compute, build = sum(r[1] for r in rows), sum(r[2] for r in rows)
+    return {"other_share": max(0.0, on_packs - compute - build) / on_packs,
+            "compute_share": compute / on_packs}
 
 
 def _children_cpu() -> float:
@@ -177,8 +200,11 @@ def main() -> None:
                 share = (f", parent {100 * out['parent_cpu'] / out['cpu']:.1f} % of "
                          f"{out['cpu']:.1f} CPU s" if out["cpu"] else
                          f", the CLI {out['parent_cpu']:.1f} CPU s")
+                other = (f", workers: compiled calls {100 * out['compute_share']:.0f} %, "
+                         f"per-member Python and store {100 * out['other_share']:.0f} %"
+                         if out.get("other_share") is not None else "")
                 print(f"  round {r + 1} {name:5s} {out['wall']:6.2f} s  "
-                      f"{n / out['wall']:7.0f} configs/s{share}", flush=True)
+                      f"{n / out['wall']:7.0f} configs/s{share}{other}", flush=True)
     print()
     summary = {}
     for name, _ in checkouts:
