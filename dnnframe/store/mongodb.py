@@ -37,7 +37,7 @@ from .mongo_connect import WriteCall, connect, init_schema, redact, retry, retry
 from .mongo_leases import MongoLeases
 from .mongo_trials import MongoTrials, left_out, trial_record
 from .mongoseq import SeqCounter
-from .records import ExperimentRecord, TrialRecord, WorkerRecord
+from .records import ExperimentRecord, TrialRecord, TrialState, WorkerRecord
 from .sorting import resolve_sort_path
 
 __all__ = ["MongoStore", "redact"]
@@ -273,6 +273,26 @@ class MongoStore(MongoLeases, MongoTrials, ResultStore):
         values = [d["metrics"][0].get(metric) for d in docs if d.get("metrics")]
         return [float(v) for v in values
                 if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)]
+
+    @retry
+    def _trial_values(self, experiment_id: str, paths: tuple[str, ...]) -> list[dict[str, Any]]:
+        # project only the paths (a path inside another one asked for is read with it)
+        wanted = [p for p in paths if not any(p.startswith(q + ".") for q in paths)]
+        docs = self._db.trials.find(
+            {"experiment_ids": experiment_id},
+            {"state": 1, "error": 1, **dict.fromkeys(wanted, 1)}).sort(
+            [("created_at", 1), ("order", 1)])
+        out = []
+        for d in docs:
+            row: dict[str, Any] = {"id": d["_id"], "state": TrialState(d["state"]),
+                                   "error": d.get("error")}
+            for path in paths:
+                value: Any = d
+                for key in path.split("."):
+                    value = value.get(key) if isinstance(value, dict) else None
+                row[path] = value
+            out.append(row)
+        return out
 
     @retry
     def latest_seq(self) -> int:

@@ -840,7 +840,7 @@ def test_trial_values_read_config_and_result_paths_of_each_trial(store):
         "metrics": {"test_accuracy": None, "flag": True, "curve": [1, 2]},
         "deep": {"list": {"x": False}}})
     paths = ["config.model.hidden_layers", "config.missing.key", "result.metrics.test_accuracy",
-             "result.metrics.flag", "result.metrics.curve", "result.deep.list"]
+             "result.metrics.flag", "result.metrics.curve", "result.deep.list", "config.model"]
     rows = store.trial_values("exp1", paths)
     assert [r["id"] for r in rows] == [a, b, c]  # creation order, only this experiment's
     assert [r["state"] for r in rows] == [TrialState.COMPLETE, TrialState.FAILED,
@@ -853,6 +853,7 @@ def test_trial_values_read_config_and_result_paths_of_each_trial(store):
     assert rows[2]["result.metrics.flag"] is True  # a JSON true stays a bool
     assert rows[2]["result.metrics.curve"] == [1, 2]
     assert rows[2]["result.deep.list"] == {"x": False}
+    assert rows[0]["config.model"] == {"hidden_layers": 1, "width": 8}  # and a path inside it
     # the same values as the whole rows hold
     whole = {t.id: t for t in store.list_trials("exp1")}
     assert all(r["config.model.hidden_layers"] == whole[r["id"]].config["model"]["hidden_layers"]
