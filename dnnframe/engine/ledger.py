@@ -137,15 +137,9 @@ class PackLedger:
         out: list[list[dict[str, Any]]] = [[] for _ in range(self.K)]
         nan_epoch = np.where(self.non_finite, self.diverged_epoch, 0).tolist()
         for report in self.epochs:
-            e = report.epoch
-            cols = [(name, report.columns[name]) for name in EPOCH_COLUMNS]
             for k in report.indices():
-                if nan_epoch[k] == e:
-                    row = {"epoch": e, **{n: None for n, _ in cols if n != "seconds"},
-                           "seconds": report.columns["seconds"][k]}  # type: ignore[index]
-                else:
-                    row = {"epoch": e}
-                    for name, values in cols:
-                        row[name] = None if values is None else values[k]
+                row = report.entry(k)
+                if nan_epoch[k] == report.epoch:
+                    row.update(dict.fromkeys(EPOCH_COLUMNS[:-1]))  # all but the seconds
                 out[k].append(row)
         return out

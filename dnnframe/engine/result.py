@@ -82,8 +82,11 @@ class EpochReport(Sequence):
         return len(self.reported)
 
     def __getitem__(self, k: int) -> dict[str, Any] | None:  # type: ignore[override]
-        if not self.reported[k]:
-            return None
+        return self.entry(k) if self.reported[k] else None
+
+    def entry(self, k: int) -> dict[str, Any]:
+        """Member k's metrics of this epoch, as a curve stores them (whether it reported
+        or not: the caller knows)."""
         row: dict[str, Any] = {"epoch": self.epoch}
         for name in EPOCH_COLUMNS:
             values = self.columns[name]

@@ -104,7 +104,7 @@ class PackEpochs:
             if self.pruner.active or time.monotonic() - self.last_write >= METRICS_INTERVAL_S:
                 self.write()
             if self.pruner.active:
-                written = {m.trial_id: report[k] for k, m in enumerate(self.members)
+                written = {m.trial_id: report.entry(k) for k, m in enumerate(self.members)
                            if report.reported[k] and not m.lost and not m.stopped}
                 for tid, decision in self.pruner.on_results(epoch, written).items():
                     if decision.stop:
@@ -139,10 +139,10 @@ class PackEpochs:
             batch = {}
             for k in live:
                 if report.reported[k]:
-                    entry = report[k]
+                    entry = report.entry(k)
                     batch[self.members[k].trial_id] = entry
-                    by_trial.setdefault(self.members[k].trial_id, []).append(entry)  # type: ignore[arg-type]
-            entries.append((report.epoch, batch))  # type: ignore[arg-type]
+                    by_trial.setdefault(self.members[k].trial_id, []).append(entry)
+            entries.append((report.epoch, batch))
         if not by_trial:
             self.pending = []
             return
