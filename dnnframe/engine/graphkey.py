@@ -47,9 +47,10 @@ KEY_VERSION = "6"  # bump when the meaning of a key changes (6: runs of up to 4 
 WIDTH = "w"  # a hidden width in the compile key where it is a run-time shape
 # Under the C backend a run of equal widths up to this long is unrolled (dense layers); a
 # longer one is its first layer plus a scanned stack of the rest (at least this many
-# layers). Unrolled, shallow packs train 1.4-1.7x faster than through a scan (iris, width
-# 16, K=417, depths 1-4 and 8, results bit-identical), at the price of one graph per depth
-# up to this one; every longer run still shares one graph.
+# layers). Unrolled, shallow packs train 1.2-1.7x faster than through a scan (iris, width
+# 16, SGD, K=417, depths 1-4; 1.4x at width 128 with Adam; results bit-identical), at the
+# price of a graph per depth up to this one (a sweep over many structures builds more of
+# them); every longer run still shares one graph.
 UNROLLED_RUN = 4
 # Under JAX (static shapes: every depth compiles its own graph anyway) a run of one is
 # unrolled and a longer run is a layer plus a stack; the stack's scan is what keeps XLA's

@@ -5,7 +5,7 @@ Every value has a leading member axis (``W: [K, n_out, n_in]``, stored transpose
 and writes contiguous blocks; per-member hyperparameters (learning rate, momentum, L2,
 clipping threshold) and an ``active`` flag are shared vectors of length K. A short run of
 equal widths is unrolled (under the C backend up to four layers: shallow packs train
-1.4-1.7x faster unrolled than through a scan); in a longer one the first layer is unrolled
+1.2-1.7x faster unrolled than through a scan); in a longer one the first layer is unrolled
 and the rest of the run is a scanned :class:`~dnnframe.engine.layers.StackLayer`, so the
 graph does not grow with depth (see :func:`segments_for`). When all
 members see the same minibatch (same shuffling seed), the first layer of all K members is
