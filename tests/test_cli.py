@@ -799,7 +799,7 @@ def test_progress_counts_trials_in_packs_and_keeps_its_eta_between_packs():
 
 
 def test_progress_says_graphs_are_building_until_a_trial_ends(tmp_path, hooks):
-    """Two graphs (relu and tanh; depths 1 and 2 would share one) that take long to build:
+    """Two graphs (relu and tanh, at one depth) that take long to build:
     the log says so at once rather than looking frozen, and stops saying it once trials end."""
     write_spec(tmp_path / "tiny.yaml",
                {**TINY, "model": {"hidden_layers": 1, "width": 8,

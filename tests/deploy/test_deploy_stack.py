@@ -147,7 +147,7 @@ def _request(url: str, body: dict | None = None, token: str | None = None) -> tu
 
 
 def _sweep(name: str, widths: list[int], learning_rate: float) -> dict[str, Any]:
-    """A small sweep: one graph per width (one task each), two seeds each. Widths share
+    """A small sweep: one pack per width (one task each), two seeds each. Widths share
     their compiled C code (shapes are run-time values), so only the first sweep compiles."""
     return {"name": name, "dataset": {"name": "digits"},
             "model": {"hidden_layers": 1, "width": {"grid": widths}, "activation": "relu"},

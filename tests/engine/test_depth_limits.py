@@ -1,6 +1,7 @@
 """The depths a spec allows, through the default path a user takes (`dnnframe run`): plain
-stacks of 1,000 and 2,000 layers train, and every depth of one width shares one compiled
-function (the depth is a run-time shape of the scanned stack, not part of the graph)."""
+stacks of 1,000 and 2,000 layers train, and every depth of one width past the four that
+are unrolled shares one compiled function (the depth is a run-time shape of the scanned
+stack, not part of the graph)."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 def test_plain_stacks_at_the_spec_limits_train_through_dnnframe_run(tmp_path):
     spec = {"name": "deepest", "dataset": {"name": "iris"},
-            "model": {"hidden_layers": {"grid": [2, 1000, 2000]}, "width": 16,
+            "model": {"hidden_layers": {"grid": [5, 1000, 2000]}, "width": 16,
                       "activation": "relu"},
             "training": {"optimizer": "sgd", "learning_rate": 0.01, "max_epochs": 1,
                          "batch_size": 64},

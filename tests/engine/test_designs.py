@@ -1,5 +1,5 @@
-"""Layer designs end to end: one compiled graph for every depth, clipping, schedules, and
-packs of every design through the runner."""
+"""Layer designs end to end: one compiled graph for every depth of a scanned stack, clipping,
+schedules, and packs of every design through the runner."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The compile key (exactly what the compiled function depends on: not the depth of a
+"""The compile key (exactly what the compiled function depends on: not the length of a
 scanned run, nor under the C backend the hidden widths) and the pack key (what trains
 together in one call: the widths, depth and batch size too)."""
 
@@ -32,34 +32,43 @@ def test_fields_are_literal(monkeypatch):
     monkeypatch.delenv("PYTENSOR_FLAGS", raising=False)
     monkeypatch.delenv("THEANO_FLAGS", raising=False)
     compiled = {
-        "v": "5",
+        "v": "6",
         "dataset": {"name": "iris", "params": {}, "path": None, "upload": None, "label_column": None,
                     "test_fraction": 0.2, "validation_fraction": 0.1, "standardize": True,
                     "split_seed": 0},
-        "runs": ["w", "stack"], "activation": "tanh", "residual": "none",
+        "runs": ["w", "w"], "activation": "tanh", "residual": "none",
         "residual_learnable": False, "normalization": "none", "norm_position": "post",
         "dropout": False, "grad_clip": False, "loss": "softmax_crossentropy", "optimizer": "sgd",
         "dtype": "float64",
     }
     assert compile_key_fields(BASE) == compiled
     assert pack_key_fields(BASE) == {**compiled, "widths": [16, 16], "batch_size": 32}
-    assert compile_key(BASE).startswith("iris-wxstack-tanh-sgd-float64-")
+    assert compile_key(BASE).startswith("iris-wxw-tanh-sgd-float64-")
     assert pack_key(BASE).startswith("iris-16x2-b32-tanh-sgd-float64-")
 
 
-def test_depth_is_out_of_the_compile_key_and_in_the_pack_key(c_backend):
-    # a single layer shares the graph too: a stack of 0 real layers
-    depths = [1, 2, 3, 10, 100, 1000, 2000]
-    assert len({compile_key(variant(model__hidden_layers=d)) for d in depths}) == 1
+def test_short_runs_are_unrolled_and_longer_ones_share_one_key(c_backend):
+    """Under the C backend a run of up to four layers is unrolled (its own key per depth); a
+    longer one is a layer plus a scanned stack, whose length is out of the compile key."""
+    shallow = [1, 2, 3, 4]
+    assert [compile_key_fields(variant(model__hidden_layers=d))["runs"] for d in shallow] == [
+        ["w"], ["w", "w"], ["w", "w", "w"], ["w", "w", "w", "w"]]
+    assert len({compile_key(variant(model__hidden_layers=d)) for d in shallow}) == 4
+    deep = [5, 6, 10, 100, 1000, 2000]
+    assert len({compile_key(variant(model__hidden_layers=d)) for d in shallow + deep}) == 5
+    assert compile_key_fields(variant(model__hidden_layers=5))["runs"] == ["w", "stack"]
+    depths = shallow + deep
     assert len({pack_key(variant(model__hidden_layers=d)) for d in depths}) == len(depths)
-    assert compile_key_fields(variant(model__hidden_layers=1))["runs"] == ["w", "stack"]
-    # runs of equal widths are scanned wherever they stand, whatever their length
+
+    # runs of equal widths are split wherever they stand, by their own length
     def widths(w):
         return variant(model__width=w, model__hidden_layers=len(w))
 
-    assert compile_key(widths([32, 8, 8, 8])) == compile_key(widths([32, 8, 8]))
-    assert compile_key(widths([32, 8])) == compile_key(widths([32, 8, 8]))
-    assert compile_key(widths([32, 32, 8])) == compile_key(widths([32, 8, 8]))
+    assert compile_key(widths([32] + [8] * 5)) == compile_key(widths([32] + [8] * 9))
+    assert compile_key(widths([32] * 5 + [8])) == compile_key(widths([32] * 7 + [8]))
+    assert compile_key(widths([32, 8, 8])) != compile_key(widths([32, 8, 8, 8]))
+    assert compile_key(widths([32, 8])) != compile_key(widths([32] + [8] * 5))
+    assert compile_key_fields(widths([32, 8, 8] + [6] * 6))["runs"] == ["w", "w", "w", "w", "stack"]
 
 
 def test_run_time_values_share_one_key():
@@ -85,7 +94,8 @@ def test_run_time_values_share_one_key():
 @pytest.mark.parametrize("change", [
     {"dataset": {"name": "wine"}},
     {"dataset": {"name": "iris", "split_seed": 1}},
-    {"model__width": [16, 8]},
+    {"model__hidden_layers": 3},  # one more unrolled layer
+    {"model__hidden_layers": 5},  # a layer and a scanned stack
     {"model__activation": "relu"},
     {"model__residual": True},
     {"model__residual": "rezero"},
@@ -116,15 +126,15 @@ def test_widths_are_out_of_the_compile_key_under_the_c_backend(c_backend):
     def widths(w):
         return variant(model__width=w, model__hidden_layers=len(w))
 
-    same = [widths([1, 1]), widths([16, 16]), widths([64, 64, 64]), widths([4096, 4096])]
+    same = [widths([1] * 6), widths([16] * 6), widths([64] * 9), widths([1024] * 5)]
     assert len({compile_key(c) for c in same}) == 1
     assert len({pack_key(c) for c in same}) == len(same)
-    assert compile_key(widths([32, 8, 8, 8])) == compile_key(widths([4, 64, 64]))
+    assert compile_key(widths([32, 8, 8])) == compile_key(widths([4, 64, 64]))
     assert compile_key(widths([32, 8])) == compile_key(widths([1, 2]))
-    # the structure still counts: two runs are not one (but a run's length never counts)
-    assert compile_key(widths([32, 8])) != compile_key(widths([8, 8]))
-    assert compile_key(widths([32, 8])) == compile_key(widths([32, 8, 8]))
-    assert compile_key(widths([16])) == compile_key(widths([16, 16]))
+    # an unrolled run's layers are each a dense layer: two runs of one are two layers
+    assert compile_key(widths([32, 8])) == compile_key(widths([8, 8]))
+    assert compile_key(widths([32] + [8] * 5)) != compile_key(widths([8] * 6))
+    assert compile_key(widths([32] + [8] * 5)) == compile_key(widths([32] + [8] * 12))
 
 
 @pytest.mark.parametrize("design", [{"model__residual": "identity"},
@@ -135,9 +145,13 @@ def test_the_first_width_stays_where_the_first_layer_may_be_a_shortcut(c_backend
     def widths(w):
         return variant(model__width=w, model__hidden_layers=len(w), **design)
 
-    assert compile_key(widths([4, 4, 4])) != compile_key(widths([16, 16, 16]))
-    assert compile_key(widths([4, 8, 8])) == compile_key(widths([4, 32, 32]))
-    assert compile_key_fields(widths([4, 8, 8]))["runs"] == [4, "stack", "w", "stack"]
+    assert compile_key(widths([4] * 6)) != compile_key(widths([16] * 6))
+    assert compile_key(widths([4] + [8] * 5)) == compile_key(widths([4] + [32] * 5))
+    assert compile_key_fields(widths([4] * 5 + [8] * 5))["runs"] == [4, "stack", "w", "stack"]
+    # an unrolled layer after the first of its run is a shortcut (or pre-norm) layer whose
+    # widths the graph keeps
+    assert compile_key_fields(widths([4, 8, 8]))["runs"] == [4, "w", 8]
+    assert compile_key(widths([4, 8, 8])) != compile_key(widths([4, 32, 32]))
 
 
 @pytest.mark.parametrize("flags", ["device=cuda", "device=gpu1,floatX=float64", "mode=JAX"])
@@ -181,3 +195,53 @@ def test_importing_the_engine_does_not_load_pytensor():
             "print('pytensor' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+# width lists of depths 1..10: one width, two runs, three runs, runs either side of the
+# unrolled limit, widths equal to the input's (iris: 4) and not
+GRID = sorted({tuple(w) for w in (
+    *([width] * d for d in range(1, 11) for width in (4, 8, 16)),
+    *([a] * m + [b] * n for m in range(1, 7) for n in (1, 2, 4, 5)
+      for a, b in ((4, 8), (8, 4), (16, 8), (8, 16))),
+    *([a] * m + [b] + [a] * n for m in (1, 3, 5) for n in (1, 4, 5) for a, b in ((8, 4), (16, 32))),
+) if len(w) <= 10})
+DESIGNS = [{}, {"model__normalization": "batch"}, {"model__residual": "identity"},
+           {"model__residual": "rezero", "model__normalization": "layer", "model__norm_position": "pre"}]
+
+
+def graph_of(config: dict, static: bool) -> tuple:
+    """The segments the compiled graph of ``config`` is built from, as this test computes
+    them from the graph builder (iris has 4 features)."""
+    from dnnframe.engine.blocks import LayerDesign
+    from dnnframe.engine.flags import DEFAULT_MODE, JAX_MODE
+    from dnnframe.engine.graphkey import as_config
+    from dnnframe.engine.packgraph import graph_segments, segments_for
+
+    model = as_config(config).model
+    segments, _ = segments_for(4, list(model.widths), static=static)
+    return graph_segments(segments, LayerDesign.from_model(model), JAX_MODE if static else DEFAULT_MODE)
+
+
+@pytest.mark.parametrize("flags", [None, "mode=JAX"])
+@pytest.mark.parametrize("design", DESIGNS)
+def test_equal_compile_keys_are_equal_graphs(monkeypatch, flags, design):
+    """Over a grid of width lists, two configs share a compile key exactly when the graph
+    builder gives them the same segments. The one exception is documented: with a shortcut
+    or pre-norm the key keeps the first width, which the graph keeps only where it equals
+    the dataset's (the key cannot see the dataset's width), so there the key may be finer."""
+    monkeypatch.delenv("PYTENSOR_FLAGS", raising=False)
+    if flags:
+        monkeypatch.setenv("THEANO_FLAGS", flags)
+    else:
+        monkeypatch.delenv("THEANO_FLAGS", raising=False)
+    configs = [variant(model__width=list(w), model__hidden_layers=len(w), **design) for w in GRID]
+    keys = [compile_key(c) for c in configs]
+    graphs = [graph_of(c, flags is not None) for c in configs]
+    entry_sensitive = "model__residual" in design or design.get("model__norm_position") == "pre"
+    assert len(set(keys)) > 10
+    for i in range(len(GRID)):
+        for j in range(i):
+            if keys[i] == keys[j]:
+                assert graphs[i] == graphs[j], (GRID[i], GRID[j])
+            elif graphs[i] == graphs[j]:
+                assert entry_sensitive and flags is None and GRID[i][0] != GRID[j][0], (GRID[i], GRID[j])

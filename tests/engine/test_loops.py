@@ -144,8 +144,9 @@ def test_a_packs_graphs_use_the_contiguous_loops(tmp_path, monkeypatch):
     monkeypatch.setenv("DNNFRAME_CACHE_DIR", str(tmp_path))
     from dnnframe.engine import packed, train_pack
 
+    # five layers: a layer and a scanned stack (shorter runs are unrolled)
     config = {"dataset": {"name": "iris"}, "seed": 0,
-              "model": {"hidden_layers": 3, "width": 8, "activation": "relu",
+              "model": {"hidden_layers": 5, "width": 8, "activation": "relu",
                         "residual": "rezero", "normalization": "layer", "norm_position": "pre"},
               "training": {"optimizer": "adam", "learning_rate": 0.01, "max_epochs": 1}}
     packed._CACHE.clear()  # then the one model in this process's cache is this trial's

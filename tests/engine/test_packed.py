@@ -120,8 +120,8 @@ def test_shared_order_paths_dropout_residual_and_no_hidden_layers():
     check_pack([config(lr=lr, layers=0) for lr in (0.05, 0.5)])
 
 
-# every layer design, with per-member clipping thresholds, schedules and dropout rates; depth 4
-# is an unrolled first layer and a scanned stack of 3
+# every layer design, with per-member clipping thresholds, schedules and dropout rates; depth 5
+# is an unrolled first layer and a scanned stack of 4 (shallower runs are unrolled whole)
 DESIGNS = {
     "batch-post-clip-cosine": ({"normalization": "batch"},
                                {"grad_clip": 0.5, "lr_schedule": {"kind": "cosine", "warmup_epochs": 1}}),
@@ -139,7 +139,7 @@ def test_layer_designs(name):
     clip = {"grad_clip": 0.1} if "grad_clip" in training else {}
     variants = [(0, 0.01, {}), (1, 0.05, clip), (0, 0.003, {"lr_schedule": "none"}),
                 (2, 0.02, {"l2": 1e-3})]
-    configs = [config(seed=s, lr=lr, optimizer="adam", activation="relu", layers=4, epochs=5,
+    configs = [config(seed=s, lr=lr, optimizer="adam", activation="relu", layers=5, epochs=5,
                       model={**model, **({"dropout": 0.4} if s == 2 and model.get("dropout") else {})},
                       training={**training, **extra})
                for s, lr, extra in variants]

@@ -44,12 +44,15 @@ def engine():
 
 
 # --------------------------------------------------------------------------- gradients
-def test_gradients_match_finite_differences():
+@pytest.mark.parametrize("layout", ["unrolled", "scanned"])
+def test_gradients_match_finite_differences(layout):
     """One SGD step of the compiled training function equals p - lr * numerical gradient,
     for each of two members (each member's gradient is its own).
 
-    The net has a dense layer, a scanned residual stack of 2 layers and the output layer,
-    so the gradient through ``scan`` is checked too.
+    The net has three residual hidden layers of width 5 and the output layer: unrolled (as
+    the C backend builds a run that short), and as a dense layer and a scanned stack of 2
+    (as a longer run is split; 2 keeps the check small), so the gradient through ``scan``
+    is checked too.
     """
     import pytensor
 
@@ -59,7 +62,9 @@ def test_gradients_match_finite_differences():
 
     assert pytensor.config.floatX == "float64", "the gradient check needs float64"
     segments, counts = segments_for(4, [5, 5, 5])
-    assert segments == (("dense", 4, 5), ("stack", 5)) and counts == (2,)
+    assert segments == (("dense", 4, 5), ("dense", 5, 5), ("dense", 5, 5)) and counts == ()
+    if layout == "scanned":
+        segments, counts = (("dense", 4, 5), ("stack", 5)), (2,)
     shape = PackShape(n_features=4, n_outputs=3, segments=segments, activation="tanh",
                       design=LayerDesign(residual="identity"), dropout=False, grad_clip=False,
                       loss="softmax_crossentropy", classification=True, optimizer="sgd",
@@ -228,14 +233,15 @@ def test_regression_without_validation_split_and_squared_error_classification():
 
 
 def test_deep_stack_trains_and_shares_the_compiled_graph():
-    """300 layers: no RecursionError; then depth 4 reuses the same compiled functions."""
+    """300 layers: no RecursionError; then depth 5 (the shallowest a scanned stack serves)
+    reuses the same compiled functions."""
     from dnnframe.engine import train
 
     deep = train(make_config(model={"hidden_layers": 300, "width": 8, "init": "orthogonal", "activation": "tanh"},
                              training={"max_epochs": 1}))
     assert deep.status == "COMPLETE" and np.isfinite(deep.metrics["test_loss"])
     assert deep.n_params == 4 * 8 + 8 + 299 * (8 * 8 + 8) + 8 * 3 + 3
-    shallow = train(make_config(model={"hidden_layers": 4, "width": 8, "init": "orthogonal", "activation": "tanh"},
+    shallow = train(make_config(model={"hidden_layers": 5, "width": 8, "init": "orthogonal", "activation": "tanh"},
                                 training={"max_epochs": 1}))
     assert shallow.environment["compile_cache_hit"] is True
 
@@ -244,17 +250,17 @@ def test_width_list_builds_dense_and_stacked_segments():
     from dnnframe.engine import train
     from dnnframe.engine.packgraph import segments_for
 
-    # under the C backend a run of one is a layer and a stack of 0 real layers (one graph
-    # for every depth); JAX's static depths unroll it
-    assert segments_for(4, [8, 8, 8, 6, 6, 3]) == (
-        (("dense", 4, 8), ("stack", 8), ("dense", 8, 6), ("stack", 6), ("dense", 6, 3),
-         ("stack", 3)), (2, 1, 0))
-    assert segments_for(4, [8, 8, 8, 6, 6, 3], static=True) == (
-        (("dense", 4, 8), ("stack", 8), ("dense", 8, 6), ("stack", 6), ("dense", 6, 3)), (2, 1))
-    result = train(make_config(model={"hidden_layers": 6, "width": [8, 8, 8, 6, 6, 3], "residual": True},
+    # under the C backend a run of up to four layers is unrolled, a longer one is a layer
+    # and a stack of the rest; JAX's static depths unroll a run of one only
+    widths = [8] * 6 + [6, 6] + [3]
+    assert segments_for(4, widths) == (
+        (("dense", 4, 8), ("stack", 8), ("dense", 8, 6), ("dense", 6, 6), ("dense", 6, 3)), (5,))
+    assert segments_for(4, widths, static=True) == (
+        (("dense", 4, 8), ("stack", 8), ("dense", 8, 6), ("stack", 6), ("dense", 6, 3)), (5, 1))
+    result = train(make_config(model={"hidden_layers": 9, "width": widths, "residual": True},
                                training={"max_epochs": 2}))
     assert result.status == "COMPLETE"
-    assert result.n_params == (4 * 8 + 8) + 2 * 72 + (8 * 6 + 6) + 42 + (6 * 3 + 3) + (3 * 3 + 3)
+    assert result.n_params == (4 * 8 + 8) + 5 * 72 + (8 * 6 + 6) + 42 + (6 * 3 + 3) + (3 * 3 + 3)
 
 
 @pytest.mark.parametrize("setting", [

@@ -1,0 +1,115 @@
+"""Under the C backend a run of up to four equal widths is unrolled (dense layers only): a
+shallow pack trains faster than through a scan. A trial trained unrolled gives what the
+same trial gets trained another way:
+
+* through a scan (the run split as a first layer and a scanned stack of the rest, as a
+  longer run is): the same values, bit for bit for plain layers; with normalisation,
+  shortcuts and dropout the scan's fused loops may round differently in the last bit, so
+  there within 1e-9 relative (float64);
+* alone rather than in its pack: within 1e-9 relative (see ``engine_support``).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from engine_support import assert_same
+
+from dnnframe.engine import compile_key, graphkey, pack_key, packed, train, train_pack
+from dnnframe.engine.packgraph import segments_for
+
+pytestmark = pytest.mark.timeout(900)
+
+
+def config(layers=3, width=8, seed=0, lr=0.05, model=None, optimizer="adam") -> dict:
+    return {"dataset": {"name": "iris"}, "seed": seed,
+            "model": {"hidden_layers": layers, "width": width, "activation": "tanh", **(model or {})},
+            "training": {"optimizer": optimizer, "learning_rate": lr, "batch_size": 16,
+                         "max_epochs": 3, "l2": 1e-4, "momentum": 0.9}}
+
+
+def scanned(monkeypatch, pack: list[dict]) -> list:
+    """``pack`` trained in a graph of its own where every run longer than one layer is a
+    layer and a scanned stack (the rule JAX's static depths use)."""
+    with monkeypatch.context() as m:
+        m.setattr(graphkey, "UNROLLED_RUN", 1)
+        packed.clear_cache()
+        out = train_pack(pack)
+    packed.clear_cache()
+    return out
+
+
+CASES = {
+    # two seeds: members read their own minibatches; one seed: the wide shared-input product
+    "plain-sgd": [config(width=16, seed=s, lr=lr, optimizer="sgd") for s, lr in ((0, 0.1), (1, 0.02))],
+    "plain-shared-input-rmsprop": [config(width=16, lr=lr, optimizer="rmsprop") for lr in (0.01, 0.002)],
+    "rezero-pre-layer-norm-dropout-adam": [config(width=4, seed=s, model={
+        "residual": "rezero", "normalization": "layer", "norm_position": "pre", "dropout": 0.2})
+        for s in (0, 1)],
+    "batch-norm-momentum": [config(width=8, seed=s, optimizer="momentum",
+                                   model={"normalization": "batch"}) for s in (0, 1)],
+    "identity-nesterov-dropout-two-runs": [config(layers=4, width=[4, 8, 8, 8], seed=s, optimizer="nesterov",
+                                                  model={"residual": "identity", "dropout": 0.1})
+                                           for s in (0, 1)],
+}
+
+
+def _values(result) -> tuple:
+    return (result.status, result.n_params, result.epochs_run, result.best_epoch, result.metrics,
+            [{k: v for k, v in h.items() if k != "seconds"} for h in result.history])
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_an_unrolled_run_trains_as_through_a_scan(name, fresh, monkeypatch):
+    pack = CASES[name]
+    assert segments_for(4, graphkey.as_config(pack[0]).model.widths)[1] == ()  # no stack
+    unrolled = train_pack(pack)
+    for r, s in zip(unrolled, scanned(monkeypatch, pack)):
+        assert r.status == "COMPLETE" and math.isfinite(r.metrics["test_loss"])
+        if name.startswith("plain"):
+            assert _values(r) == _values(s)
+        else:
+            assert_same(r, s)
+
+
+def test_depth_three_in_a_pack_trains_as_alone(fresh):
+    """Members that differ in seed, learning rate, init and L2, with dropout and batch
+    norm, each against the same config trained alone (a pack of one)."""
+    pack = [config(seed=s, lr=lr, model={"init": init, "dropout": 0.2, "normalization": "batch"})
+            for s, lr, init in ((0, 0.05, "he"), (1, 0.01, "glorot"), (0, 0.2, "orthogonal"))]
+    pack[1]["training"]["l2"] = 1e-2
+    for r, c in zip(train_pack(pack), pack):
+        assert_same(r, train(c))
+
+
+def test_each_unrolled_depth_builds_its_graph_and_longer_runs_share_one(fresh):
+    """Depths 1 to 4 of one structure are four graphs; depths 5, 7 and 20 are one more (a
+    layer and a scanned stack whose length is a run-time shape)."""
+    results = [train_pack([config(width=8, layers=d, model={"normalization": "batch"})])[0]
+               for d in (1, 2, 3, 4, 5, 7, 20)]
+    assert [r.environment["compile_cache_hit"] for r in results] == [False] * 5 + [True] * 2
+    assert len(packed._CACHE) == 5
+    assert len({compile_key(config(layers=d)) for d in (1, 2, 3, 4, 5, 7, 20)}) == 5
+    assert len({pack_key(config(layers=d)) for d in (1, 2, 3, 4, 5, 7, 20)}) == 7
+    per_layer = 8 * 8 + 8 + 2 * 8  # W, b, gain and shift
+    assert [r.n_params for r in results] == [4 * 8 + 8 + 2 * 8 + 8 * 3 + 3 + k * per_layer
+                                             for k in (0, 1, 2, 3, 4, 6, 19)]
+
+
+def test_a_stack_is_never_empty():
+    """Every split gives a stack at least one real layer (a scan of 0 steps has no gradient
+    in PyTensor), and a stack refuses to be built with none."""
+    from dnnframe.engine.blocks import LayerDesign
+    from dnnframe.engine.layers import ACTIVATIONS, StackLayer
+
+    for static in (False, True):
+        for depth in range(1, 12):
+            for widths in ([8] * depth, [4] + [8] * depth, [8] * depth + [4]):
+                _, counts = segments_for(4, widths, static)
+                assert all(n >= 1 for n in counts), (widths, static)
+    assert segments_for(4, [8] * 5)[1] == (graphkey.UNROLLED_RUN,)
+    stack = StackLayer(None, ACTIVATIONS["tanh"], LayerDesign(), "float64", "s")
+    with pytest.raises(ValueError, match="n_layers must be a positive integer, but got 0"):
+        stack.initial_values(np.random.default_rng(0), "he", 0.0, 0, 8)
