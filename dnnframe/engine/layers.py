@@ -6,16 +6,14 @@ included). Activations are feature-major ``[K, units, B]``, so every product rea
 writes contiguous blocks. A layer builds its symbolic output with ``forward`` and gives one
 member's initial values with ``initial_values``; shapes are checked when it is built.
 
-A long run of hidden layers of equal width is one :class:`DenseLayer` and a
-:class:`StackLayer` of the rest (a short run is dense layers only: unrolled, shallow packs
-train faster than through a scan). A stack's tensors carry a layer axis after the member axis
-and its forward pass is a ``pytensor.scan`` over it, so the graph (and the compile time) does
-not grow with depth. Under the C backend the number of layers is a run-time value (the
-shared values' shape): one compiled function trains a stack of 4 or 2,000 layers. Under JAX
-it is static (XLA needs static shapes), and XLA compiles the scan's body once, so the build
-time does not grow with depth there either. Likewise a hidden width given as None is a
-run-time value (the C backend's graphs serve every width): the values loaded set it, and
-``initial_values`` is told it.
+A run of hidden layers of equal width is one :class:`StackLayer`: its tensors carry a layer
+axis after the member axis and its forward pass is a ``pytensor.scan`` over it, so the graph
+(and the compile time) does not grow with depth. Under the C backend the number of layers is
+a run-time value (the shared values' shape): one compiled function trains a stack of 0 or
+2,000 layers (0: one placeholder layer whose output a per-member flag switches off). Under JAX it is static (XLA needs static shapes), and XLA compiles the scan's
+body once, so the build time does not grow with depth there either. Likewise a hidden width
+given as None is a run-time value (the C backend's graphs serve every width): the values
+loaded set it, and ``initial_values`` is told it.
 """
 
 from __future__ import annotations
@@ -201,8 +199,8 @@ class StackLayer(PackedLayer):
     tensors (``W: [K, n_layers, width, width]``, every extra with the same layer axis).
 
     ``n_layers`` given: static (part of the variables' type, as JAX needs); None: a run-time
-    value, set by the values loaded (so is ``width`` when None), at least 1: PyTensor's scan
-    of 0 steps has no gradient, and the engine never builds an empty stack.
+    value, set by the values loaded (so is ``width`` when None), 0 included: one placeholder
+    layer and a per-member const ``live`` (1: the scan's output; 0: the stack's input).
     Dropout masks come in as one ``[n_layers, K, width, B]`` input, layer-major so that each
     step's slice is contiguous (strided, it slowed the step's elementwise loops), scanned with
     the weights. ``scan_mode``: the PyTensor mode the scan's inner functions compile with
@@ -223,13 +221,30 @@ class StackLayer(PackedLayer):
         self.n_layers, self.jax, self.scan_mode = n_layers, jax, scan_mode
         lead = (n_layers or 1,)
         self._make(name, lead, lead if n_layers is not None else None)
+        if n_layers is None:
+            # a run-time depth may be 0 real layers: the scan still runs one placeholder step
+            # (a scan of 0 steps has no gradient in PyTensor) and this per-member flag (0)
+            # passes the stack's input through instead
+            self.shared["live"] = pytensor.shared(np.zeros(1, dtype=dtype), name=f"{name}.live")
+            self.consts.append(self.shared["live"])
 
     def forward(self, h, keep, deterministic: bool, biased: dict | None = None, keep_scale=None):
         """``(output [K, width, B], batch-norm update pairs)`` for ``h`` ``[K, width, B]``;
         ``keep`` ``[n_layers, K, width, B]`` or None, and ``keep_scale`` as :func:`block_step`
         takes them."""
         design, act = self.design, self.act
-        names = [k for k in self.shared if not (k in ("mean", "var") and not deterministic)]
+        names = [k for k in self.shared
+                 if k != "live" and not (k in ("mean", "var") and not deterministic)]
+        live = self.shared.get("live")
+        h_all, used = h, None
+        if live is not None:
+            # 0 real layers: the placeholder step runs on one row (about free; 0 rows trip
+            # BLAS's stride checks) whose output is dropped: every row passes through (see
+            # _pass). With layers, on all rows.
+            used = pt.switch(live[0] > 0, h.shape[-1], 0)
+            rows = pt.maximum(used, 1)
+            h = h[:, :, :rows]
+            keep = keep[..., :rows] if keep is not None else None
         # the scan runs over layers: layer axis first
         seqs = [v.dimshuffle(1, 0, *range(2, v.ndim)) for v in (self.shared[k] for k in names)]
         if keep is not None:
@@ -263,22 +278,45 @@ class StackLayer(PackedLayer):
         outputs = pytensor.scan(step, sequences=seqs, outputs_info=outputs_info,
                                 n_steps=n_steps, return_updates=False, mode=self.scan_mode)
         if not (n_saved or training_bn):
-            return outputs[-1], []
+            return self._pass(outputs[-1], h_all, used), []
         if not training_bn:
-            return outputs[0][-1], []
+            return self._pass(outputs[0][-1], h_all, used), []
         hs, means, variances = outputs[0], outputs[-2], outputs[-1]
-        return hs[-1], [(s, running_update(s, stats.dimshuffle(1, 0, 2)))
-                        for s, stats in ((self.shared["mean"], means), (self.shared["var"], variances))]
+        return self._pass(hs[-1], h_all, used), [
+            (s, self._keep_placeholder(s, running_update(s, stats.dimshuffle(1, 0, 2))))
+            for s, stats in ((self.shared["mean"], means), (self.shared["var"], variances))]
+
+    def _pass(self, out, h, used):
+        """The stack's output: the scan's first ``used`` rows (all, or none for a stack of 0
+        real layers), then the rest of its input ``h``'s. Exact, also in the gradient."""
+        if used is None:
+            return out
+        return pt.concatenate([out[:, :, :used], h[:, :, used:]], axis=2)
+
+    def _keep_placeholder(self, running, new):
+        """``new`` running statistics, but the placeholder's stay as they are."""
+        if "live" not in self.shared:
+            return new
+        return pt.switch(self.shared["live"].dimshuffle(0, "x", "x") > 0, new, running)
 
     def initial_values(self, rng: np.random.Generator, init: str, residual_scale: float,
                        n_layers: int = 1, width: int | None = None) -> list[np.ndarray]:
         """One member's values for ``n_layers`` layers of ``width`` (default: the layer's
-        own), in ``shared`` order (draws the layers' weight matrices from ``rng`` in order)."""
-        _check_positive("n_layers", n_layers)
+        own), in ``shared`` order (draws the layers' weight matrices from ``rng`` in order).
+        ``n_layers`` 0 (a run-time depth only): one placeholder layer of zero weights,
+        drawing nothing from ``rng``, and the ``live`` flag 0."""
         w = self.width if width is None else width
+        if n_layers == 0 and "live" not in self.shared:
+            raise ValueError("a stack of static depth needs n_layers >= 1")
+        placeholder = n_layers == 0
+        n_layers = max(n_layers, 1)
         out = []
         for key in self.shared:
-            if key == "W":
+            if key == "live":
+                out.append(np.asarray(0.0 if placeholder else 1.0, dtype=self.dtype))
+            elif key == "W" and placeholder:
+                out.append(np.zeros((1, w, w), dtype=self.dtype))
+            elif key == "W":
                 out.append(np.stack([init_weights(rng, init, w, w).T for _ in range(n_layers)])
                            .astype(self.dtype))
             elif key == "b":

@@ -377,7 +377,7 @@ def _initialise(model: PackedModel, configs: list, segments: tuple, counts: tupl
              "grad_clip": [c.training.grad_clip or 1.0 for c in configs],
              "dropout_scale": [1.0 / (1.0 - c.model.dropout) for c in configs]}
     model.load(network, {k: np.asarray(v, dtype=np.float64) for k, v in hyper.items()})
-    n_params = model.n_params(per_member[0])
+    n_params = model.n_params(per_member[0], counts)
     return n_params, drop_rngs, shuffle_rngs
 
 
@@ -391,7 +391,8 @@ def _dropout_masks(model: PackedModel, segments: tuple, counts: tuple[int, ...],
     2**32 values, so the rate is ``p`` to within 2**-32); each
     member's draws come from its own generator, two per 64-bit output, layer by layer, units
     then rows, in the ``[width, b]`` order the graph reads them (so each member's block of a
-    layer is copied whole).
+    layer is copied whole). A stack of 0 real layers gets one mask of zeros for its
+    placeholder step, drawn from nothing.
 
     Each member's draws for every layer come from one call, and the thresholding and
     transposing run once for the whole chunk: done per member and layer they cost as much as
@@ -412,8 +413,11 @@ def _dropout_masks(model: PackedModel, segments: tuple, counts: tuple[int, ...],
         np.logical_and(keep, active[lo:hi, None], out=keep)
     masks, at = [], 0
     for layer, (n, w), size in zip(model.hidden, shapes, sizes):
-        part = keep[:, at:at + size].reshape(hi - lo, n, w, b)
-        mask = np.ascontiguousarray(part.transpose(1, 0, 2, 3))
+        if not n:
+            mask = np.zeros((1, hi - lo, w, b), dtype=bool)
+        else:
+            part = keep[:, at:at + size].reshape(hi - lo, n, w, b)
+            mask = np.ascontiguousarray(part.transpose(1, 0, 2, 3))
         at += size
         masks.append(mask if isinstance(layer, StackLayer) else mask[0])
     return masks

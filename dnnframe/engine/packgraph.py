@@ -328,9 +328,13 @@ class PackedModel:
     def set_active(self, active: np.ndarray) -> None:
         self.active.set_value(active.astype(self.shape.dtype))
 
-    def n_params(self, values: list[np.ndarray]) -> int:
-        """One member's count of trained parameters from its values (:attr:`network` order)."""
-        return int(sum(v.size for v in values[:len(self.params)]))
+    def n_params(self, values: list[np.ndarray], stack_layers: tuple[int, ...]) -> int:
+        """One member's count of trained parameters from its values (:attr:`network` order):
+        a stack of 0 real layers (a run of one under the C backend) counts none."""
+        counts = iter(stack_layers)
+        empty = {id(p) for layer in self.layers
+                 if isinstance(layer, StackLayer) and next(counts) == 0 for p in layer.params}
+        return int(sum(v.size for p, v in zip(self.params, values) if id(p) not in empty))
 
     def initial_network(self, rng: np.random.Generator, init: str, residual_scale: float,
                         stack_layers: tuple[int, ...], segments: tuple | None = None) -> list[np.ndarray]:
