@@ -100,7 +100,7 @@ def submit_experiment(spec: ExperimentSpec, store: ResultStore, executor: Execut
         configs = dict(pairs)
         size = resolve_pack_size(spec, pack_size)
         packs = make_packs(to_run, configs, size, executor.parallelism)
-        executor.submit(packs, compile_keys=[compile_key(configs[pack[0]]) for pack in packs])
+        executor.submit(packs, compile_keys=[compile_key(configs[pack[0]], len(pack)) for pack in packs])
     return SubmitResult(store.get_experiment(experiment_id), trial_ids, new_ids, list(requeued),
                         to_run, recovered, packs)
 

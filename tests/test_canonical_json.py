@@ -36,5 +36,6 @@ def test_stored_ids_and_keys_keep_their_values(monkeypatch):
     assert ExperimentSpec.model_validate(SPEC).experiment_id == "exp-438b66fcc3b354c8"
     assert (trial_id(TrialConfig.model_validate(CONFIG), "iris-abc", "1")
             == "t-66df483b07ef70fc9a326c85")
-    assert compile_key(CONFIG) == "iris-wxw-tanh-sgd-float64-3758878aadce6947"
-    assert pack_key(CONFIG) == "iris-16x2-b32-tanh-sgd-float64-ba85ef1119beb431"
+    assert compile_key(CONFIG) == "iris-wxstack-tanh-sgd-float64-8a6dd7b55562994f"
+    assert compile_key(CONFIG, 256) == "iris-wxw-tanh-sgd-float64-3758878aadce6947"  # a big pack
+    assert pack_key(CONFIG) == "iris-16x2-b32-tanh-sgd-float64-aaf0c061b934034c"

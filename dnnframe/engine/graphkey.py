@@ -3,10 +3,12 @@ one call (the pack key).
 
 The **compile key** holds what the compiled graph depends on: the dataset (its shape); the
 runs of equal hidden widths as the graph builds them (see
-:func:`~dnnframe.engine.packgraph.segments_for`): under the C backend a run of up to
-:data:`UNROLLED_RUN` layers is unrolled, one entry per layer (shallow nets train much faster
-unrolled than through a scan), and a longer run is its first layer plus a scanned stack whose
-number of layers is a run-time shape, left out of the key; under JAX only, the runs' widths
+:func:`~dnnframe.engine.packgraph.segments_for`): a run is its first layer plus a scanned
+stack whose number of layers is a run-time shape, left out of the key (0 layers for a run of
+one), except that under the C backend a pack of at least :data:`UNROLL_MIN_PACK` trials
+unrolls a run of up to :data:`UNROLLED_RUN` layers, one entry per layer (shallow nets train
+much faster unrolled than through a scan, which pays for a graph per depth only in a big
+pack: the key depends on the pack's size); under JAX only, the runs' widths
 (under every other backend a width is a run-time shape too: ``"w"`` stands for it, except
 where a layer's design depends on its input and output widths being equal; see
 :func:`~dnnframe.engine.packgraph.graph_segments`); the activation, the layer design
@@ -43,26 +45,34 @@ from .flags import gpu_index
 if TYPE_CHECKING:
     from ..spec import TrialConfig
 
-KEY_VERSION = "6"  # bump when the meaning of a key changes (6: runs of up to 4 unrolled under C)
+KEY_VERSION = "6"  # bump when the meaning of a key changes (6: big packs unroll short runs)
 WIDTH = "w"  # a hidden width in the compile key where it is a run-time shape
-# Under the C backend a run of equal widths up to this long is unrolled (dense layers); a
-# longer one is its first layer plus a scanned stack of the rest (at least this many
-# layers). Unrolled, shallow packs train 1.2-1.7x faster than through a scan (iris, width
-# 16, SGD, K=417, depths 1-4; 1.4x at width 128 with Adam; results bit-identical), at the
-# price of a graph per depth up to this one (a sweep over many structures builds more of
-# them); every longer run still shares one graph.
+# Under the C backend, in a pack of at least UNROLL_MIN_PACK trials, a run of equal widths up
+# to UNROLLED_RUN long is unrolled (dense layers); a longer one is its first layer plus a
+# scanned stack of the rest. Unrolled, shallow packs train 1.2-1.7x faster than through a
+# scan (iris, width 16, SGD, K=417, depths 1-4; 1.4x at width 128 with Adam; results
+# bit-identical), at the price of a graph per depth up to UNROLLED_RUN: a sweep over many
+# small structures (216 ASHA configurations over depths 1-32) built 24 graphs instead of 6
+# and ran 2-4x longer. So only packs big enough to pay for a graph unroll; smaller ones
+# scan every run (a run of one is a layer and a stack of 0 real layers), one graph for
+# every depth of a structure.
 UNROLLED_RUN = 4
+UNROLL_MIN_PACK = 256
 # Under JAX (static shapes: every depth compiles its own graph anyway) a run of one is
 # unrolled and a longer run is a layer plus a stack; the stack's scan is what keeps XLA's
 # compile time flat in depth. Unrolling more there has not been measured.
 UNROLLED_RUN_STATIC = 1
 
 
-def unrolled_run(static: bool) -> int:
-    """The longest run of equal widths that is unrolled: :data:`UNROLLED_RUN_STATIC` with
-    static shapes (JAX), else :data:`UNROLLED_RUN`. A longer run is a layer plus a stack of
-    at least one real layer: a stack is never empty."""
-    return UNROLLED_RUN_STATIC if static else UNROLLED_RUN
+def unrolled_run(static: bool, pack_size: int = 1) -> int:
+    """The longest run of equal widths that is unrolled in a pack of ``pack_size`` trials:
+    :data:`UNROLLED_RUN_STATIC` with static shapes (JAX); else :data:`UNROLLED_RUN` in a
+    pack of at least :data:`UNROLL_MIN_PACK` trials and 0 in a smaller one (a run of one
+    is a layer plus a stack of 0 real layers, whose one placeholder step passes its input
+    through; see ``StackLayer``)."""
+    if static:
+        return UNROLLED_RUN_STATIC
+    return UNROLLED_RUN if pack_size >= UNROLL_MIN_PACK else 0
 
 
 def _flag(name: str, flag_vars: tuple[str | None, ...]) -> str | None:
@@ -106,17 +116,16 @@ def as_config(config: dict | TrialConfig) -> TrialConfig:
     return TrialConfig.model_validate(config) if isinstance(config, dict) else config
 
 
-def _runs(widths: list[int], static: bool, entry_sensitive: bool) -> list:
+def _runs(widths: list[int], static: bool, entry_sensitive: bool, unrolled: int) -> list:
     """The hidden widths as the compiled graph sees them (as
     :func:`~dnnframe.engine.packgraph.segments_for` splits them): a run of equal widths up
-    to :func:`unrolled_run` long is one entry per layer, a longer one is ``[width, "stack"]``
+    to ``unrolled`` (:func:`unrolled_run`) long is one entry per layer, a longer one is ``[width, "stack"]``
     whatever its length. Without ``static`` shapes each width is :data:`WIDTH`, except where
     a layer's design depends on whether its input and output widths are equal
     (``entry_sensitive``: a shortcut or pre-norm): the first layer's, since the key cannot
     see the dataset's width (at worst a little finer than the graph), and an unrolled
     layer's after the first of its run (input and output equal; the graph keeps them)."""
     out: list = []
-    unrolled = unrolled_run(static)
     i = 0
     while i < len(widths):
         j = i
@@ -132,16 +141,19 @@ def _runs(widths: list[int], static: bool, entry_sensitive: bool) -> list:
     return out
 
 
-def compile_key_fields(config: dict | TrialConfig) -> dict[str, Any]:
-    """The fields of the compile key, as a JSON-ready dict (see the module docstring)."""
+def compile_key_fields(config: dict | TrialConfig, pack_size: int = 1) -> dict[str, Any]:
+    """The fields of the compile key of ``config`` in a pack of ``pack_size`` trials, as a
+    JSON-ready dict (see the module docstring)."""
     config = as_config(config)
     model, training = config.model, config.training
+    static = process_static_widths()
     return {
         "v": KEY_VERSION,
         "dataset": config.dataset.model_dump(mode="json"),
         # a shortcut or pre-norm applies to the first layer only where its widths are equal
-        "runs": _runs(list(model.widths), process_static_widths(),
-                      model.residual != "none" or model.norm_position == "pre"),
+        "runs": _runs(list(model.widths), static,
+                      model.residual != "none" or model.norm_position == "pre",
+                      unrolled_run(static, pack_size)),
         "activation": model.activation,
         "residual": model.residual,
         "residual_learnable": model.residual == "rezero" or model.residual_learnable,
@@ -156,8 +168,9 @@ def compile_key_fields(config: dict | TrialConfig) -> dict[str, Any]:
 
 
 def pack_key_fields(config: dict | TrialConfig) -> dict[str, Any]:
-    """The fields of the pack key: the compile key's plus the widths with the depth, and the
-    batch size."""
+    """The fields of the pack key: the compile key's (of a pack of one: trials are packed by
+    this key, before any pack's size is known; the widths below say the rest) plus the
+    widths with the depth, and the batch size."""
     config = as_config(config)
     return {**compile_key_fields(config), "widths": list(config.model.widths),
             "batch_size": int(config.training.batch_size)}
@@ -170,9 +183,10 @@ def _key(fields: dict[str, Any], widths: str) -> str:
             f"-{fields['dtype']}-{digest}")
 
 
-def compile_key(config: dict | TrialConfig) -> str:
-    """A short stable string: equal for configs that one compiled function can train."""
-    fields = compile_key_fields(config)
+def compile_key(config: dict | TrialConfig, pack_size: int = 1) -> str:
+    """A short stable string: equal for configs that one compiled function can train, in
+    packs of ``pack_size`` trials (a big pack unrolls short runs: :func:`unrolled_run`)."""
+    fields = compile_key_fields(config, pack_size)
     return _key(fields, "x".join(str(w) for w in fields["runs"]) or "0")
 
 

@@ -168,7 +168,7 @@ def _train_pack(configs: list, on_epoch: OnPackEpoch | None) -> list[TrialResult
     seeds = [c.seed for c in configs]
     # this pack's widths; the compiled graph sees only what its backend needs of them
     segments, counts = segments_for(data.n_features, first.model.widths,
-                                    static=shape_args["mode"] == JAX_MODE)
+                                    static=shape_args["mode"] == JAX_MODE, pack_size=K)
     design = LayerDesign.from_model(first.model)
     shape = PackShape(**shape_args, segments=graph_segments(segments, design, shape_args["mode"]),
                       design=design, shared_input=len(set(seeds)) == 1,
@@ -298,7 +298,7 @@ def _train_pack(configs: list, on_epoch: OnPackEpoch | None) -> list[TrialResult
     pack = {"size": K, "wall_seconds": t_end - t_start, "compile_seconds": t_compile - t_data,
             "compute_seconds": compute}
     env = environment(cached)
-    env.update(compile_key=compile_key(first), pack_key=pack_key(first), disk_cache_hit=disk_hit)
+    env.update(compile_key=compile_key(first, K), pack_key=pack_key(first), disk_cache_hit=disk_hit)
     histories = ledger.histories()
     columns = {f"{split}_{kind}": (None if values is None else values.tolist())
                for split, pair in final.items() for kind, values in zip(("loss", "accuracy"), pair)}

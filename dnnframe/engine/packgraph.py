@@ -82,17 +82,18 @@ class PackShape:
 
 
 def segments_for(n_features: int, widths: list[int] | tuple[int, ...],
-                 static: bool = False) -> tuple[tuple, tuple[int, ...]]:
+                 static: bool = False, pack_size: int = 1) -> tuple[tuple, tuple[int, ...]]:
     """Split hidden widths into graph segments plus the layer count of each stack.
 
     A run of equal widths of up to :func:`~dnnframe.engine.graphkey.unrolled_run` layers
-    (``static``: JAX's static depths) is unrolled, all dense layers; a longer one is a dense
-    layer (its input width differs, except possibly for the very first) and a scanned stack
-    of the rest of the run, never empty. The compile key's runs
+    (``static``: JAX's static depths; ``pack_size``: a big pack unrolls short runs) is
+    unrolled, all dense layers; a longer one is a dense layer (its input width differs,
+    except possibly for the very first) and a scanned stack of the rest of the run (of 0
+    real layers for a run of one where no run is unrolled). The compile key's runs
     (:func:`~dnnframe.engine.graphkey.compile_key_fields`) follow the same rule, so trials
     of one compile key share these segments as the graph sees them (:func:`graph_segments`).
     """
-    unrolled = unrolled_run(static)
+    unrolled = unrolled_run(static, pack_size)
     segments: list[tuple] = []
     counts: list[int] = []
     prev = n_features

@@ -102,7 +102,7 @@ def take_handed(store: ResultStore, executor: Executor, limit: int = 500) -> int
             if packs:
                 configs = {t.id: t.config for t in store.get_trials(
                     [p[0] for p in packs], fields=["config"])}
-                executor.submit(packs, compile_keys=[compile_key(configs[p[0]]) for p in packs])
+                executor.submit(packs, compile_keys=[compile_key(configs[p[0]], len(p)) for p in packs])
         except Exception:
             store.hold_dispatch([(tid, LOCAL_POOL_QUEUE) for tid in mine])
             raise

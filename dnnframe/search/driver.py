@@ -274,7 +274,7 @@ class SearchDriver:
             return
         configs = {t.id: t.config for t in self.store.get_trials(ids, fields=["config"])}
         packs = make_packs(ids, configs, self.pack_size, self.executor.parallelism)
-        self.executor.submit(packs, compile_keys=[compile_key(configs[p[0]]) for p in packs])
+        self.executor.submit(packs, compile_keys=[compile_key(configs[p[0]], len(p)) for p in packs])
 
 
 def _seed(random_seed: int, number: int) -> int:

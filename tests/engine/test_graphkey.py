@@ -1,6 +1,10 @@
 """The compile key (exactly what the compiled function depends on: not the length of a
 scanned run, nor under the C backend the hidden widths) and the pack key (what trains
-together in one call: the widths, depth and batch size too)."""
+together in one call: the widths, depth and batch size too).
+
+Most tests here ask for the key of a pack big enough to unroll short runs (``BIG``); a small
+pack scans every run, so every depth of a structure shares its graph
+(:func:`test_a_small_pack_scans_every_run`)."""
 
 from __future__ import annotations
 
@@ -9,8 +13,18 @@ import sys
 
 import pytest
 
-from dnnframe.engine import compile_key, pack_key
-from dnnframe.engine.graphkey import compile_key_fields, pack_key_fields
+from dnnframe.engine import graphkey, pack_key
+from dnnframe.engine.graphkey import pack_key_fields
+
+BIG = graphkey.UNROLL_MIN_PACK  # a pack that unrolls runs of up to UNROLLED_RUN layers
+
+
+def compile_key(config, pack_size: int = BIG) -> str:
+    return graphkey.compile_key(config, pack_size)
+
+
+def compile_key_fields(config, pack_size: int = BIG) -> dict:
+    return graphkey.compile_key_fields(config, pack_size)
 
 BASE = {"dataset": {"name": "iris"},
         "model": {"hidden_layers": 2, "width": 16, "activation": "tanh"},
@@ -42,9 +56,24 @@ def test_fields_are_literal(monkeypatch):
         "dtype": "float64",
     }
     assert compile_key_fields(BASE) == compiled
-    assert pack_key_fields(BASE) == {**compiled, "widths": [16, 16], "batch_size": 32}
+    # a pack of one scans the run; trials are packed by that form, plus their widths
+    scanned = {**compiled, "runs": ["w", "stack"]}
+    assert compile_key_fields(BASE, 1) == compile_key_fields(BASE, BIG - 1) == scanned
+    assert pack_key_fields(BASE) == {**scanned, "widths": [16, 16], "batch_size": 32}
     assert compile_key(BASE).startswith("iris-wxw-tanh-sgd-float64-")
+    assert compile_key(BASE, 1).startswith("iris-wxstack-tanh-sgd-float64-")
     assert pack_key(BASE).startswith("iris-16x2-b32-tanh-sgd-float64-")
+
+
+def test_a_small_pack_scans_every_run(c_backend):
+    """A pack smaller than UNROLL_MIN_PACK pays no graph per depth: a run of one is a layer
+    and a stack of 0 real layers, so every depth of a structure shares one graph."""
+    depths = [1, 2, 3, 4, 10, 100, 1000, 2000]
+    assert len({compile_key(variant(model__hidden_layers=d), BIG - 1) for d in depths}) == 1
+    assert compile_key_fields(variant(model__hidden_layers=1), 1)["runs"] == ["w", "stack"]
+    assert len({pack_key(variant(model__hidden_layers=d)) for d in depths}) == len(depths)
+    # the same pack key whatever the pack's size: trials are packed before sizes are known
+    assert pack_key_fields(variant(model__hidden_layers=3))["runs"] == ["w", "stack"]
 
 
 def test_short_runs_are_unrolled_and_longer_ones_share_one_key(c_backend):
@@ -209,7 +238,7 @@ DESIGNS = [{}, {"model__normalization": "batch"}, {"model__residual": "identity"
            {"model__residual": "rezero", "model__normalization": "layer", "model__norm_position": "pre"}]
 
 
-def graph_of(config: dict, static: bool) -> tuple:
+def graph_of(config: dict, static: bool, pack_size: int) -> tuple:
     """The segments the compiled graph of ``config`` is built from, as this test computes
     them from the graph builder (iris has 4 features)."""
     from dnnframe.engine.blocks import LayerDesign
@@ -218,13 +247,14 @@ def graph_of(config: dict, static: bool) -> tuple:
     from dnnframe.engine.packgraph import graph_segments, segments_for
 
     model = as_config(config).model
-    segments, _ = segments_for(4, list(model.widths), static=static)
+    segments, _ = segments_for(4, list(model.widths), static=static, pack_size=pack_size)
     return graph_segments(segments, LayerDesign.from_model(model), JAX_MODE if static else DEFAULT_MODE)
 
 
+@pytest.mark.parametrize("pack_size", [1, BIG])
 @pytest.mark.parametrize("flags", [None, "mode=JAX"])
 @pytest.mark.parametrize("design", DESIGNS)
-def test_equal_compile_keys_are_equal_graphs(monkeypatch, flags, design):
+def test_equal_compile_keys_are_equal_graphs(monkeypatch, flags, design, pack_size):
     """Over a grid of width lists, two configs share a compile key exactly when the graph
     builder gives them the same segments. The one exception is documented: with a shortcut
     or pre-norm the key keeps the first width, which the graph keeps only where it equals
@@ -235,10 +265,10 @@ def test_equal_compile_keys_are_equal_graphs(monkeypatch, flags, design):
     else:
         monkeypatch.delenv("THEANO_FLAGS", raising=False)
     configs = [variant(model__width=list(w), model__hidden_layers=len(w), **design) for w in GRID]
-    keys = [compile_key(c) for c in configs]
-    graphs = [graph_of(c, flags is not None) for c in configs]
+    keys = [compile_key(c, pack_size) for c in configs]
+    graphs = [graph_of(c, flags is not None, pack_size) for c in configs]
     entry_sensitive = "model__residual" in design or design.get("model__norm_position") == "pre"
-    assert len(set(keys)) > 10
+    assert len(set(keys)) > (10 if pack_size == BIG or flags else 2)
     for i in range(len(GRID)):
         for j in range(i):
             if keys[i] == keys[j]:

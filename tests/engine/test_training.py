@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from dnnframe.datasets import load_dataset
+from dnnframe.engine.graphkey import UNROLL_MIN_PACK
 from dnnframe.spec import TrialConfig
 
 pytestmark = pytest.mark.timeout(900)
@@ -50,7 +51,7 @@ def test_gradients_match_finite_differences(layout):
     for each of two members (each member's gradient is its own).
 
     The net has three residual hidden layers of width 5 and the output layer: unrolled (as
-    the C backend builds a run that short), and as a dense layer and a scanned stack of 2
+    the C backend builds a run that short in a big pack), and as a dense layer and a scanned stack of 2
     (as a longer run is split; 2 keeps the check small), so the gradient through ``scan``
     is checked too.
     """
@@ -61,7 +62,7 @@ def test_gradients_match_finite_differences(layout):
     from dnnframe.engine.packgraph import PackedModel, PackShape, segments_for
 
     assert pytensor.config.floatX == "float64", "the gradient check needs float64"
-    segments, counts = segments_for(4, [5, 5, 5])
+    segments, counts = segments_for(4, [5, 5, 5], pack_size=UNROLL_MIN_PACK)
     assert segments == (("dense", 4, 5), ("dense", 5, 5), ("dense", 5, 5)) and counts == ()
     if layout == "scanned":
         segments, counts = (("dense", 4, 5), ("stack", 5)), (2,)
@@ -250,11 +251,15 @@ def test_width_list_builds_dense_and_stacked_segments():
     from dnnframe.engine import train
     from dnnframe.engine.packgraph import segments_for
 
-    # under the C backend a run of up to four layers is unrolled, a longer one is a layer
-    # and a stack of the rest; JAX's static depths unroll a run of one only
+    # under the C backend a big pack unrolls a run of up to four layers, a longer one is a
+    # layer and a stack of the rest; a small pack scans every run (a run of one is a layer
+    # and a stack of 0 layers); JAX's static depths unroll a run of one only
     widths = [8] * 6 + [6, 6] + [3]
-    assert segments_for(4, widths) == (
+    assert segments_for(4, widths, pack_size=UNROLL_MIN_PACK) == (
         (("dense", 4, 8), ("stack", 8), ("dense", 8, 6), ("dense", 6, 6), ("dense", 6, 3)), (5,))
+    assert segments_for(4, widths) == (
+        (("dense", 4, 8), ("stack", 8), ("dense", 8, 6), ("stack", 6), ("dense", 6, 3),
+         ("stack", 3)), (5, 1, 0))
     assert segments_for(4, widths, static=True) == (
         (("dense", 4, 8), ("stack", 8), ("dense", 8, 6), ("stack", 6), ("dense", 6, 3)), (5, 1))
     result = train(make_config(model={"hidden_layers": 9, "width": widths, "residual": True},

@@ -1,6 +1,7 @@
-"""Under the C backend a run of up to four equal widths is unrolled (dense layers only): a
-shallow pack trains faster than through a scan. A trial trained unrolled gives what the
-same trial gets trained another way:
+"""Under the C backend a pack of at least UNROLL_MIN_PACK trials unrolls each run of up to
+four equal widths (dense layers only): a big shallow pack trains faster than through a
+scan. Here small packs unroll too (the ``unrolling`` fixture lowers the threshold). A trial
+trained unrolled gives what the same trial gets trained another way:
 
 * through a scan (the run split as a first layer and a scanned stack of the rest, as a
   longer run is): the same values, bit for bit for plain layers; with normalisation,
@@ -29,11 +30,20 @@ def config(layers=3, width=8, seed=0, lr=0.05, model=None, optimizer="adam") -> 
                          "max_epochs": 3, "l2": 1e-4, "momentum": 0.9}}
 
 
+@pytest.fixture
+def unrolling(monkeypatch):
+    """Packs of any size unroll short runs."""
+    monkeypatch.setattr(graphkey, "UNROLL_MIN_PACK", 1)
+    packed.clear_cache()
+    yield
+    packed.clear_cache()
+
+
 def scanned(monkeypatch, pack: list[dict]) -> list:
-    """``pack`` trained in a graph of its own where every run longer than one layer is a
-    layer and a scanned stack (the rule JAX's static depths use)."""
+    """``pack`` trained in a graph of its own where every run is a layer and a scanned
+    stack (what a small pack gets)."""
     with monkeypatch.context() as m:
-        m.setattr(graphkey, "UNROLLED_RUN", 1)
+        m.setattr(graphkey, "UNROLL_MIN_PACK", 10**9)
         packed.clear_cache()
         out = train_pack(pack)
     packed.clear_cache()
@@ -61,9 +71,9 @@ def _values(result) -> tuple:
 
 
 @pytest.mark.parametrize("name", list(CASES))
-def test_an_unrolled_run_trains_as_through_a_scan(name, fresh, monkeypatch):
+def test_an_unrolled_run_trains_as_through_a_scan(name, fresh, unrolling, monkeypatch):
     pack = CASES[name]
-    assert segments_for(4, graphkey.as_config(pack[0]).model.widths)[1] == ()  # no stack
+    assert segments_for(4, graphkey.as_config(pack[0]).model.widths, pack_size=2)[1] == ()
     unrolled = train_pack(pack)
     for r, s in zip(unrolled, scanned(monkeypatch, pack)):
         assert r.status == "COMPLETE" and math.isfinite(r.metrics["test_loss"])
@@ -73,7 +83,7 @@ def test_an_unrolled_run_trains_as_through_a_scan(name, fresh, monkeypatch):
             assert_same(r, s)
 
 
-def test_depth_three_in_a_pack_trains_as_alone(fresh):
+def test_depth_three_in_a_pack_trains_as_alone(fresh, unrolling):
     """Members that differ in seed, learning rate, init and L2, with dropout and batch
     norm, each against the same config trained alone (a pack of one)."""
     pack = [config(seed=s, lr=lr, model={"init": init, "dropout": 0.2, "normalization": "batch"})
@@ -83,7 +93,7 @@ def test_depth_three_in_a_pack_trains_as_alone(fresh):
         assert_same(r, train(c))
 
 
-def test_each_unrolled_depth_builds_its_graph_and_longer_runs_share_one(fresh):
+def test_each_unrolled_depth_builds_its_graph_and_longer_runs_share_one(fresh, unrolling):
     """Depths 1 to 4 of one structure are four graphs; depths 5, 7 and 20 are one more (a
     layer and a scanned stack whose length is a run-time shape)."""
     results = [train_pack([config(width=8, layers=d, model={"normalization": "batch"})])[0]
@@ -97,12 +107,21 @@ def test_each_unrolled_depth_builds_its_graph_and_longer_runs_share_one(fresh):
                                              for k in (0, 1, 2, 3, 4, 6, 19)]
 
 
-def test_a_stack_is_never_empty():
-    """Every split gives a stack at least one real layer (a scan of 0 steps has no gradient
-    in PyTensor)."""
-    for static in (False, True):
-        for depth in range(1, 12):
-            for widths in ([8] * depth, [4] + [8] * depth, [8] * depth + [4]):
-                _, counts = segments_for(4, widths, static)
-                assert all(n >= 1 for n in counts), (widths, static)
-    assert segments_for(4, [8] * 5)[1] == (graphkey.UNROLLED_RUN,)
+def test_only_a_big_pack_unrolls_and_its_stacks_are_never_empty():
+    """A pack of UNROLL_MIN_PACK trials or more unrolls runs of up to UNROLLED_RUN layers
+    (a longer run keeps a stack of at least UNROLLED_RUN real layers); a smaller pack scans
+    every run, a run of one as a layer and a stack of 0 real layers (its placeholder step);
+    JAX's static depths unroll runs of one whatever the pack."""
+    big = graphkey.UNROLL_MIN_PACK
+    for depth in range(1, 12):
+        for widths in ([8] * depth, [4] + [8] * depth, [8] * depth + [4]):
+            _, counts = segments_for(4, widths, pack_size=big)
+            assert all(n >= graphkey.UNROLLED_RUN for n in counts), widths
+            small, counts = segments_for(4, widths, pack_size=big - 1)
+            assert [s[0] for s in small].count("stack") == len(counts) >= 1, widths
+            _, counts = segments_for(4, widths, static=True, pack_size=1)
+            assert all(n >= 1 for n in counts), widths
+    assert segments_for(4, [8] * 3, pack_size=big)[1] == ()
+    assert segments_for(4, [8] * 5, pack_size=big)[1] == (graphkey.UNROLLED_RUN,)
+    assert segments_for(4, [8], pack_size=1)[1] == (0,)
+    assert compile_key(config(layers=3), big) != compile_key(config(layers=3), big - 1)
