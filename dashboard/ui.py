@@ -33,12 +33,12 @@ from dnnframe.vocabulary import (
     RESIDUALS,
 )
 
-from .around import form_around_best
+from .around import spec_around_best
 from .compare import MAX_COMPARED, spec_differences
 from .context import services
 from .errors import APIError
 from .formatting import duration, significant
-from .forms import CHECKBOX_FIELDS, DEFAULT_FORM, check_form
+from .forms import CHECKBOX_FIELDS, DEFAULT_FORM, SPEC_TEXT_FIELD, check_form
 from .security import (
     check_token_guess,
     csp_nonce,
@@ -192,7 +192,7 @@ def new_experiment() -> Any:
     if request.method == "GET" and token_required():
         return redirect(url_for("ui.login", next=request.path))
     if request.method == "GET" and request.args.get("around"):
-        form = _form_around(request.args["around"])
+        form[SPEC_TEXT_FIELD] = spec_yaml(_spec_around(request.args["around"]))
     if request.method == "POST":
         check_write_allowed()
         form = {k: request.form.get(k, "") for k in request.form}
@@ -217,17 +217,14 @@ def new_experiment() -> Any:
     ), status
 
 
-def _form_around(experiment_id: str) -> dict[str, Any]:
-    """The form filled in around an experiment's best trial (404 for an unknown id, the
-    defaults while nothing completed)."""
+def _spec_around(experiment_id: str) -> dict[str, Any]:
+    """The experiment's spec around its best trial (404 for an unknown id; the spec as it
+    was, renamed, while nothing completed)."""
     store = services().store
     exp = store.get_experiment(experiment_id)
     metric, mode = exp.objective
     best = store.best_trial(exp.id, metric, mode)
-    if best is None:
-        return dict(DEFAULT_FORM)
-    seeds = (exp.spec.get("search") or {}).get("seeds", 1)
-    return form_around_best(exp.name, best.config, seeds if isinstance(seeds, int) else 1)
+    return spec_around_best(exp.spec, best.config if best is not None else {})
 
 
 @bp.post("/uploads")

@@ -202,13 +202,101 @@ def test_the_experiment_page_shows_spec_dataset_and_the_commands_to_run_it_again
     assert "Authorization" not in html  # no token on this server
 
 
-def test_sweep_again_around_the_best_fills_the_form_from_the_best_trial(client, store):
+def _csrf(client, path="/experiments/new"):
+    html = client.get(path).get_data(as_text=True)
+    return re.search(r'name="csrf_token" value="([^"]+)"', html).group(1)
+
+
+def _spec_box(html):
+    import html as html_lib
+
+    text = re.search(r'<textarea id="spec_text"[^>]*>(.*?)</textarea>', html, re.S).group(1)
+    return yaml.safe_load(html_lib.unescape(text))
+
+
+def test_sweep_again_around_the_best_fills_the_spec_box_from_the_best_trial(client, store):
     exp_id = _lr_experiment(client, store)  # best: 3 layers, lr 0.1, seed 1
-    html = client.get(f"/experiments/new?around={exp_id}").get_data(as_text=True)
-    assert 'value="lr-matters-around-best"' in html
-    assert 'value="2-4"' in html and 'value="2, 4, 8"' in html
-    assert 'value="0.0333, 0.1, 0.3"' in html and 'name="seeds" value="2"' in html
+    spec = _spec_box(client.get(f"/experiments/new?around={exp_id}").get_data(as_text=True))
+    assert spec["name"] == "lr-matters-around-best"
+    assert spec["model"] == {"hidden_layers": {"int_range": [2, 4, 1]},
+                             "width": {"grid": [2, 4, 8]}}
+    assert spec["training"] == {"max_epochs": 2, "learning_rate": {"grid": [0.0333, 0.1, 0.3]}}
+    assert spec["search"]["seeds"] == 2
     assert client.get("/experiments/new?around=exp-nope").status_code == 404
+
+
+REGRESSION_SWEEP = {
+    "name": "regress-full",
+    "dataset": {"name": "diabetes"},
+    "model": {"hidden_layers": {"grid": [1, 2]}, "width": 8, "loss": "squared_error",
+              "init": "he", "dropout": {"grid": [0.0, 0.2]}},
+    "training": {"max_epochs": 4, "learning_rate": 0.01, "l2": 0.0001,
+                 "early_stopping": {"metric": "val_loss", "patience": 2}},
+    "search": {"method": "random", "num_samples": 1, "seeds": 2,
+               "objective": {"metric": "test_loss", "mode": "min"}},
+}
+
+
+def test_sweep_again_on_a_regression_keeps_every_field_it_does_not_change(client, store):
+    exp_id = client.post("/api/v1/experiments", json=REGRESSION_SWEEP).json["id"]
+    for t in store.list_trials(exp_id):
+        loss = 0.3 + 0.1 * t.config["model"]["hidden_layers"] + t.config["model"]["dropout"]
+        _finish(store, t.id, {"test_loss": loss, "test_accuracy": None})
+    html = client.get(f"/experiments/new?around={exp_id}").get_data(as_text=True)
+    spec = _spec_box(html)
+    # the best: one layer, no dropout; what the sweep again does not change stays as it was
+    assert spec["model"] == {"hidden_layers": {"int_range": [1, 2, 1]},
+                             "width": {"grid": [4, 8, 16]}, "loss": "squared_error",
+                             "init": "he", "dropout": 0.0}
+    assert spec["training"]["l2"] == 0.0001
+    assert spec["training"]["early_stopping"] == {"metric": "val_loss", "patience": 2}
+    assert spec["search"]["objective"] == {"metric": "test_loss", "mode": "min"}
+    assert spec["search"]["method"] == "random" and spec["search"]["seeds"] == 2
+    # the box is checked by the validate endpoint and submitted by the form as it stands
+    text = re.search(r'<textarea id="spec_text"[^>]*>(.*?)</textarea>', html, re.S).group(1)
+    import html as html_lib
+
+    text = html_lib.unescape(text)
+    token = _csrf(client)
+    r = client.post("/api/v1/validate", data={"spec_text": text, "csrf_token": token},
+                    headers={"X-CSRF-Token": token})
+    # random search crosses the grids (width, learning rate) and draws the depth
+    assert r.status_code == 200 and r.json["n_trials"] == 18, r.json
+    r = client.post("/experiments/new", data={"spec_text": text, "csrf_token": token,
+                                              "dataset": "iris"})
+    assert r.status_code == 303, r.get_data(as_text=True)
+    new_id = r.headers["Location"].rsplit("/", 1)[1]
+    stored = client.get(f"/api/v1/experiments/{new_id}/spec").json
+    assert stored["model"]["loss"] == "squared_error"
+    assert stored["search"]["objective"] == {"metric": "test_loss", "mode": "min"}
+
+
+def test_the_spec_box_reports_each_error_with_its_path_and_keeps_the_text(client):
+    token = _csrf(client)
+    text = "name: broken\ndataset: diabetes\nmodel: {width: 0}\n"
+    r = client.post("/api/v1/validate", data={"spec_text": text},
+                    headers={"X-CSRF-Token": token})
+    assert r.status_code == 400
+    message = r.json["fields"]["spec_text"]
+    assert message.startswith("model.width: ")
+    r = client.post("/api/v1/validate", data={"spec_text": "a: &x [1]\nb: *x\n"},
+                    headers={"X-CSRF-Token": token})
+    assert r.status_code == 400 and "aliases" in r.json["fields"]["spec_text"]
+    page = client.post("/experiments/new", data={"spec_text": text, "csrf_token": token})
+    assert page.status_code == 400
+    html = page.get_data(as_text=True)
+    assert "name: broken" in html and "model.width" in html
+
+
+def test_a_blank_regression_sweep_from_the_form_fields_is_valid(client):
+    token = _csrf(client)
+    form = {"name": "blank-regression", "dataset": "diabetes", "hidden_layers": "1",
+            "width": "4", "activation": "relu", "optimizer": "adam", "learning_rate": "0.01",
+            "epochs": "2", "batch_size": "32", "seeds": "1"}
+    r = client.post("/api/v1/validate", data=form, headers={"X-CSRF-Token": token})
+    assert r.status_code == 200, r.json
+    assert r.json["spec"]["model"]["loss"] == "squared_error"
+    assert r.json["spec"]["search"]["objective"] == {"metric": "test_loss", "mode": "min"}
 
 
 # --------------------------------------------------------------------------- delete

@@ -9,6 +9,7 @@ what the page shows.
 
 from __future__ import annotations
 
+import json
 import math
 
 import pytest
@@ -282,6 +283,60 @@ def test_status_tells_the_truth_for_a_cancelled_regression_with_live_epochs(quie
             b.close()
 
 
+def test_a_regression_sweeps_again_from_the_browser_with_its_loss_and_objective(quiet_server):
+    from playwright.sync_api import expect, sync_playwright
+
+    base, store = quiet_server
+    spec = {**REGRESSION, "name": "regress-again",
+            "model": {**REGRESSION["model"], "dropout": 0.1},
+            "search": {"seeds": 1, "objective": {"metric": "test_loss", "mode": "min"}}}
+    exp_id = requests.post(base + "/api/v1/experiments", json=spec, timeout=30).json()["id"]
+    for t in store.list_trials(exp_id):
+        assert store.claim_trial(t.id, "w1")
+        loss = 0.2 * t.config["model"]["hidden_layers"] + 0.01 * t.config["model"]["width"]
+        result = {"metrics": {"test_loss": loss, "test_accuracy": None},
+                  "timings": {"train": 1.0, "compile": 0.2}, "epochs_run": 5}
+        assert store.finish_trial(t.id, TrialState.COMPLETE, result=result, worker="w1")
+    with sync_playwright() as p:
+        b, page, problems = _open(p, base, f"/experiments/{exp_id}")
+        try:
+            page.click("#sweep-again")
+            page.wait_for_url("**/experiments/new?around=*")
+            # best: 1 layer of 4 units → depth 1-2, widths 2/4/8, three learning rates
+            expect(page.locator("#trial-count")).to_have_text("18 trials", timeout=10_000)
+            expect(page.locator("#error-spec_text")).to_have_text("")
+            page.click("#submit")
+            page.wait_for_url("**/experiments/exp-*")
+            new_id = page.url.rsplit("/", 1)[1]
+            stored = requests.get(base + f"/api/v1/experiments/{new_id}/spec", timeout=30).json()
+            assert stored["model"]["loss"] == "squared_error"
+            assert stored["model"]["dropout"] == 0.1
+            assert stored["search"]["objective"] == {"metric": "test_loss", "mode": "min"}
+            # a blank regression sweep from the form's fields is valid too, and the spec box
+            # starts from it for what the fields do not cover
+            page.goto(base + "/experiments/new")
+            page.select_option("#dataset", "diabetes")
+            page.fill("#seeds", "1")
+            expect(page.locator("#trial-count")).to_have_text("3 trials", timeout=10_000)
+            page.click("#spec-box summary")
+            page.click("#edit-spec")
+            expect(page.locator("#form-fields")).to_be_hidden()
+            edited = yaml.safe_load(page.input_value("#spec_text"))
+            assert edited["model"]["loss"] == "squared_error"
+            edited["training"]["early_stopping"] = {"metric": "val_loss", "patience": "soon"}
+            page.fill("#spec_text", json.dumps(edited))
+            expect(page.locator("#error-spec_text")).to_contain_text(
+                "training.early_stopping.patience", timeout=10_000
+            )
+            page.click("#use-form")
+            expect(page.locator("#form-fields")).to_be_visible()
+            expect(page.locator("#trial-count")).to_have_text("3 trials", timeout=10_000)
+            # the browser logs the validation's 400 for the broken spec, which was on purpose
+            assert [m for m in problems if "status of 400" not in m] == []
+        finally:
+            b.close()
+
+
 def test_spec_commands_sweep_again_and_small_screens(quiet_server):
     from playwright.sync_api import expect, sync_playwright
 
@@ -306,14 +361,14 @@ def test_spec_commands_sweep_again_and_small_screens(quiet_server):
                 assert overflow <= 0, (path, overflow)
             page.goto(base + f"/experiments/{exp_id}")
             page.screenshot(path=str(artifacts_dir() / "dashboard-phone.png"))
-            # the best trial: relu, lr 0.1 (2 layers, width 8) → a form around it
+            # the best trial: relu, lr 0.1 (2 layers, width 8) → a spec around it
             page.click("#sweep-again")
             page.wait_for_url("**/experiments/new?around=*")
-            expect(page.locator("#hidden_layers")).to_have_value("1-3")
-            expect(page.locator("#width")).to_have_value("4, 8, 16")
-            expect(page.locator("#learning_rate")).to_have_value("0.0333, 0.1, 0.3")
-            assert page.is_checked("input[name=activation][value=relu]")
-            assert not page.is_checked("input[name=activation][value=tanh]")
+            around = yaml.safe_load(page.input_value("#spec_text"))
+            assert around["model"] == {"hidden_layers": {"int_range": [1, 3, 1]},
+                                       "width": {"grid": [4, 8, 16]}, "activation": "relu"}
+            assert around["training"]["learning_rate"] == {"grid": [0.0333, 0.1, 0.3]}
+            expect(page.locator("#form-fields")).to_be_hidden()
             expect(page.locator("#trial-count")).to_have_text("54 trials", timeout=10_000)
             # delete it: open the danger zone, type the name, and it is gone from the list
             page.goto(base + f"/experiments/{exp_id}")
