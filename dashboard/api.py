@@ -21,15 +21,14 @@ from .forms import check_form
 from .graphs import graphs_progress
 from .importance import DEFAULT_EVALUATOR, EVALUATORS, cached_importances
 from .openapi import openapi_document
+from .params import VALUE_NAMES, value_direction
 from .query_args import MAX_PAGE, int_arg, trials_query
 from .security import require_token
 from .service import (
-    METRIC_NAME,
     cancel_experiment,
     delete_experiment,
     experiment_json,
     find_experiments,
-    guess_mode,
     spec_yaml,
     submit_spec,
     trial_json,
@@ -237,13 +236,14 @@ def importance(experiment_id: str) -> Any:
     exp = store.get_experiment(experiment_id)
     objective, objective_mode = exp.objective
     metric = request.args.get("metric") or objective
-    if not METRIC_NAME.fullmatch(metric):
+    if metric not in VALUE_NAMES:
+        # an unknown metric has no values, which would read as "nothing is important"
         raise APIError(
             400,
-            f"metric must be a plain name (letters, digits, _), but got {brief(metric)}",
-            [{"path": "metric", "message": "must be a plain name"}],
+            f"metric must be one of {', '.join(VALUE_NAMES)}, but got {brief(metric)}",
+            [{"path": "metric", "message": f"must be one of {', '.join(VALUE_NAMES)}"}],
         )
-    default_mode = objective_mode if metric == objective else guess_mode(metric)
+    default_mode = objective_mode if metric == objective else value_direction(metric)
     mode = (request.args.get("mode") or default_mode).lower()
     if mode not in ("max", "min"):
         raise APIError(

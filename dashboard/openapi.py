@@ -13,6 +13,7 @@ from dnnframe.states import EXPERIMENT_STATUSES
 
 from .importance import EVALUATORS
 from .openapi_schemas import component_schemas
+from .params import VALUE_NAMES
 from .service import SORT_KEYS, TRIAL_STATES
 
 
@@ -279,9 +280,9 @@ def _document() -> str:
                     _param(
                         "metric",
                         "query",
-                        {"type": "string", "pattern": "^[A-Za-z_][A-Za-z0-9_]{0,99}$"},
-                        "a final metric the trials recorded (default: the objective), or "
-                        "train_seconds, compile_seconds, total_seconds, epochs_run, n_params",
+                        {"type": "string", "enum": list(VALUE_NAMES)},
+                        "a final metric (default: the objective), a timing, epochs_run or "
+                        "n_params; any other name is a 400",
                     ),
                     _param(
                         "mode",

@@ -4,7 +4,6 @@ a web submission's spec are in :mod:`.web_specs`). Views stay thin; everything h
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 import yaml
@@ -84,15 +83,6 @@ NOT_METRICS = frozenset((*TIMING_VALUES, *RESULT_VALUES))
 TRIAL_STATES = tuple(state.value for state in TrialState)
 # short sort keys: store columns, timing aliases and the final metrics every trial records
 SORT_KEYS = frozenset((*SORT_COLUMNS, *SORT_ALIASES, *FINAL_METRICS))
-
-
-METRIC_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,99}")
-
-
-def guess_mode(metric: str) -> str:
-    """Whether a larger ``metric`` is better ("max": accuracies, R²) or a smaller one ("min":
-    losses, errors, seconds)."""
-    return "max" if metric.endswith(("accuracy", "r2", "auc", "f1")) else "min"
 
 
 def spec_yaml(spec: dict[str, Any]) -> str:

@@ -65,6 +65,7 @@ def test_importance_for_another_metric_and_its_errors(client, store):
     assert body["mode"] == "min" and body["ranking"][0] == "learning_rate"
     for query, path in [
         ("metric=no;such", "metric"),
+        ("metric=bogus", "metric"),
         ("mode=up", "mode"),
         ("evaluator=shap", "evaluator"),
     ]:
@@ -72,9 +73,10 @@ def test_importance_for_another_metric_and_its_errors(client, store):
         assert r.status_code == 400 and r.json["errors"][0]["path"] == path, r.json
     assert "ped_anova, fanova" in client.get(base + "?evaluator=shap").json["message"]
     assert client.get("/api/v1/experiments/exp-nope/importance").status_code == 404
-    # a metric no trial recorded: nothing to rank, and the answer says why
-    body = client.get(base + "?metric=test_r2").json
-    assert body["importances"] == {} and "has 0" in body["note"]
+    assert "test_accuracy, test_loss" in client.get(base + "?metric=bogus").json["message"]
+    # a known metric no trial recorded: nothing to rank, and the answer says why
+    body = client.get(base + "?metric=val_accuracy").json
+    assert body["importances"] == {} and "has 0" in body["note"] and body["mode"] == "max"
 
 
 def test_forest_evaluators_see_a_seeded_sample_of_a_large_sweep(client, store, monkeypatch):
