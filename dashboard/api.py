@@ -207,9 +207,12 @@ def list_trials(experiment_id: str) -> Any:
 def experiment_events(experiment_id: str) -> Response:
     """Server-sent events: ``trials`` with the trials that changed (and the experiment's
     counts) as they change; ``change`` when the reader should catch up with ``trials?since=``
-    itself. 503 when this process streams to as many pages as it may: poll instead."""
+    itself; ``end`` when the experiment is finished, and the stream closes. 204 for an
+    experiment that is already finished (EventSource does not reconnect then). 503 when this
+    process streams to as many pages as it may: poll instead."""
     svc = services()
-    svc.store.get_experiment(experiment_id)  # 404 for an unknown id
+    if svc.store.get_experiment(experiment_id).is_finished:  # 404 for an unknown id
+        return Response(status=204)
     since = int_arg("since", 0, 0)
     svc.feed.describe = update_json
     start = svc.feed.open_stream(experiment_id)

@@ -250,7 +250,8 @@ def _document() -> str:
         "/experiments/{experiment_id}/events": {
             "get": {
                 "summary": "Server-sent events: `trials` (the changed trials and the "
-                "experiment's counts) as they change; `change`: catch up with trials?since=",
+                "experiment's counts) as they change; `change`: catch up with trials?since=; "
+                "`end`: the experiment is finished and the stream closes",
                 "operationId": "experimentEvents",
                 "parameters": [
                     _EXP_ID,
@@ -266,6 +267,7 @@ def _document() -> str:
                         "description": "an event stream (text/event-stream)",
                         "content": {"text/event-stream": {"schema": {"type": "string"}}},
                     },
+                    "204": {"description": "the experiment is finished: nothing to stream"},
                     **_errors(400, 404, 503),
                 },
             }

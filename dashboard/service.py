@@ -269,4 +269,5 @@ def update_json(store: Any, experiment_id: str, trials: list[Any]) -> dict[str, 
         "trials": [trial_json(t, history=True) for t in trials],
         **{k: exp[k] for k in ("counts", "n_trials", "status", "status_text", "can_cancel")},
         "graphs": graphs_progress(record, exp["counts"], store),
+        "over": record.is_finished,  # the page's stream ends with this update
     }
