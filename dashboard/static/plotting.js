@@ -141,6 +141,8 @@ window.DnnPlot = (function () {
     if (!traces.length) {
       if (el.dataset.waiting !== emptyText) {
         Plotly.purge(el);
+        el.style.height = "";
+        el.classList.remove("drawn");
         el.textContent = "";
         const note = document.createElement("div");
         note.className = "chart-waiting";
@@ -154,7 +156,13 @@ window.DnnPlot = (function () {
       el.textContent = "";
       delete el.dataset.waiting;
     }
-    Plotly.react(el, traces, fitTitle(chartLayout, el.clientWidth), CONFIG);
+    const laid = fitTitle(chartLayout, el.clientWidth);
+    // On a window resize plotly's responsive mode drops the layout's height and takes the
+    // container's in both directions, so the container holds the chart's height: otherwise
+    // it collapses to the card's minimum and stays there until the next redraw.
+    el.style.height = (laid.height || LAYOUT.height) + "px";
+    el.classList.add("drawn");
+    Plotly.react(el, traces, laid, CONFIG);
   }
 
   return { VOCAB: VOCAB, PALETTE: PALETTE, CONFIG: CONFIG, label: label, fmt: fmt, title: title, layout: layout,

@@ -153,6 +153,48 @@ def test_axes_follow_what_the_sweep_varies_and_the_reader_can_change_them(quiet_
             b.close()
 
 
+# each chart card's size and its plot's, as [id, card width, card height, plot width, plot height]
+CHART_SIZES = """() => Array.from(document.querySelectorAll('.chart')).map(el => {
+    const svg = el.querySelector('.main-svg');
+    return [el.id, el.clientWidth, el.clientHeight,
+            svg ? Math.round(svg.getBoundingClientRect().width) : null,
+            svg ? Math.round(svg.getBoundingClientRect().height) : null]; })"""
+
+
+def test_charts_keep_their_size_through_a_window_resize(quiet_server):
+    from playwright.sync_api import expect, sync_playwright
+
+    base, store = quiet_server
+    exp_id = requests.post(base + "/api/v1/experiments", json=ACTIVATION_LR, timeout=30).json()["id"]
+    _finish_all(store, exp_id, _lr_decides)
+    with sync_playwright() as p:
+        b, page, problems = _open(p, base, f"/experiments/{exp_id}", width=1400, height=1000)
+        try:
+            expect(page.locator("#chart-importance .main-svg").first).to_be_visible(timeout=20_000)
+            expect(page.locator("#chart-slice .main-svg").first).to_be_visible()
+            before = page.evaluate(CHART_SIZES)
+            drawn = {i for i, _, _, plot_w, _ in before if plot_w}
+            # the depth profile has nothing to draw here (the depth is fixed): it says so
+            assert drawn == {c[0] for c in before} - {"chart-depth"}, before
+            # every plot fills its card's width and keeps the height it was drawn with
+            settled = (
+                f"() => {{ const s = ({CHART_SIZES})(); const b = {json.dumps(before)};"
+                " return s.every((c, i) => c[3] === null"
+                " || (Math.abs(c[1] - c[3]) <= 1 && c[4] === b[i][4])); }"
+            )
+            for width, height in ((1200, 900), (1000, 800), (1400, 1000)):
+                page.set_viewport_size({"width": width, "height": height})
+                page.wait_for_function(settled, timeout=10_000)
+                sizes = page.evaluate(CHART_SIZES)
+                if width == 1000:  # narrower: the plots follow their cards in
+                    assert sizes[0][3] < before[0][3], sizes
+            # back at the first size, every chart is as it was drawn
+            assert page.evaluate(CHART_SIZES) == before
+            assert problems == []
+        finally:
+            b.close()
+
+
 @pytest.mark.slow
 def test_learning_curves_stay_readable_with_500_trials(quiet_server):
     from playwright.sync_api import expect, sync_playwright
