@@ -459,3 +459,40 @@ def test_compare_two_experiments_from_the_list(quiet_server):
             assert problems == []
         finally:
             b.close()
+
+
+def test_the_list_updates_while_trials_run_without_losing_what_the_reader_typed(quiet_server):
+    from playwright.sync_api import expect, sync_playwright
+
+    base, store = quiet_server
+    done = requests.post(base + "/api/v1/experiments", json=ACTIVATION_LR, timeout=30).json()["id"]
+    _finish_all(store, done, _lr_decides)
+    running = requests.post(base + "/api/v1/experiments", json=REGRESSION, timeout=30).json()["id"]
+    trials = [t.id for t in store.list_trials(running)]
+    with sync_playwright() as p:
+        b, page, problems = _open(p, base, "/")
+        try:
+            row = page.locator(f"tr[data-experiment='{running}']")
+            expect(row.locator("td").nth(5)).to_have_text("0 / 4")
+            page.evaluate("window.notReloaded = true")
+            page.check(f"input[name=ids][value={done}]")
+            page.fill("#q", "regr")
+            page.focus("#q")
+            for tid in trials[:2]:
+                assert store.claim_trial(tid, "w1")
+                result = {"metrics": {"test_loss": 0.4}, "epochs_run": 5}
+                assert store.finish_trial(tid, TrialState.COMPLETE, result=result, worker="w1")
+            # the row catches up by itself, and nothing the reader did is undone
+            expect(row.locator("td").nth(5)).to_have_text("2 / 4", timeout=15_000)
+            assert page.evaluate("window.notReloaded") is True
+            assert page.is_checked(f"input[name=ids][value={done}]")
+            assert page.input_value("#q") == "regr"
+            assert page.evaluate("document.activeElement.id") == "q"
+            # once nothing runs, the list stops asking
+            requests.post(base + f"/api/v1/experiments/{running}/cancel", timeout=30)
+            expect(row.locator(".state")).to_contain_text("cancelled", timeout=15_000)
+            expect(page.locator("#experiments")).to_have_attribute("data-active", "0")
+            assert page.is_checked(f"input[name=ids][value={done}]")
+            assert problems == []
+        finally:
+            b.close()
