@@ -155,7 +155,7 @@ def get_experiment(experiment_id: str) -> Any:
 @bp.delete("/experiments/<experiment_id>")
 @require_token
 def delete_experiment_route(experiment_id: str) -> Any:
-    """Delete an experiment that is over (``confirm=<its id>``): its own trials go with it,
+    """Delete an experiment that is over (``confirm=<its id or name>``): its own trials go with it,
     trials it shares with other experiments stay theirs."""
     removed = delete_experiment(experiment_id, request.args.get("confirm", ""))
     return jsonify({"id": experiment_id, "deleted": True, "deleted_trials": removed})

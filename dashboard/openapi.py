@@ -185,7 +185,7 @@ def _document() -> str:
                         "confirm",
                         "query",
                         {"type": "string"},
-                        "the experiment's id again, to confirm",
+                        "the experiment's id or its name again, to confirm",
                         required=True,
                     ),
                 ],

@@ -58,17 +58,17 @@ def submit_spec(spec: Any) -> tuple[Any, bool]:
 
 
 def delete_experiment(experiment_id: str, confirm: str) -> int:
-    """Delete an experiment that is over once the caller confirmed it by repeating its id (or,
-    from the page, its name); returns how many trials went with it. 409 while its own trials
-    wait or run."""
+    """Delete an experiment that is over once the caller confirmed it by repeating its id or
+    its name (the API and the page take either); returns how many trials went with it. 409
+    while its own trials wait or run."""
     store = services().store
     exp = store.get_experiment(experiment_id)
     if confirm.strip() not in (exp.id, exp.name):
         raise APIError(
             400,
-            f"to delete experiment {exp.id} confirm it: confirm must be its id, but got "
-            f"{brief(confirm)}",
-            [{"path": "confirm", "message": "must repeat the experiment's id"}],
+            f"to delete experiment {exp.name!r} ({exp.id}), confirm must repeat its name or "
+            f"its id, but got {brief(confirm) if confirm.strip() else 'nothing'}",
+            [{"path": "confirm", "message": "must repeat the experiment's name or id"}],
         )
     try:
         return store.delete_experiment(exp.id)

@@ -237,6 +237,12 @@ def upload() -> Any:
 @bp.get("/experiments/<experiment_id>")
 def experiment_page(experiment_id: str) -> str:
     """Live view of one experiment (the page polls the API's since-cursor)."""
+    return _experiment_page(experiment_id)
+
+
+def _experiment_page(experiment_id: str, delete_error: str = "", confirm: str = "") -> str:
+    """The experiment page; after a refused delete, with its form open, the text typed and
+    the reason next to it."""
     store = services().store
     exp = store.get_experiment(experiment_id)
     first = store.list_trials(experiment_id, limit=1, fields=["config"])
@@ -248,6 +254,8 @@ def experiment_page(experiment_id: str) -> str:
         commands=reproduce_commands(
             exp.id, exp.name, request.url_root, bool(current_app.config.get("API_TOKEN"))
         ),
+        delete_error=delete_error,
+        confirm=confirm,
     )
 
 
@@ -268,9 +276,17 @@ def cancel_page(experiment_id: str) -> Any:
 
 @bp.post("/experiments/<experiment_id>/delete")
 def delete_page(experiment_id: str) -> Any:
-    """The experiment page's delete form: the token (when set), CSRF and the typed name."""
+    """The experiment page's delete form: the token (when set), CSRF and the typed name (or
+    id). A wrong confirmation or an experiment still running shows the page again with the
+    reason beside the form, so the reader can correct it there."""
     check_write_allowed()
-    delete_experiment(experiment_id, request.form.get("confirm", ""))
+    confirm = request.form.get("confirm", "")[:200]
+    try:
+        delete_experiment(experiment_id, confirm)
+    except APIError as exc:
+        if exc.status not in (400, 409):
+            raise
+        return _experiment_page(experiment_id, delete_error=exc.message, confirm=confirm), exc.status
     return redirect(url_for("ui.index", deleted=experiment_id), 303)
 
 

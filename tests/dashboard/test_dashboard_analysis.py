@@ -328,6 +328,17 @@ def test_delete_needs_the_token_and_a_confirmation_and_keeps_shared_trials(make_
         "/experiments/{experiment_id}"]
 
 
+def test_the_page_says_why_a_running_experiment_is_not_deleted(client, store):
+    exp_id = client.post("/api/v1/experiments", json=LR_SPEC).json["id"]
+    token = _csrf(client, f"/experiments/{exp_id}")
+    r = client.post(f"/experiments/{exp_id}/delete", data={"csrf_token": token,
+                                                           "confirm": exp_id})
+    assert r.status_code == 409
+    page = r.get_data(as_text=True)
+    assert 'id="delete-error"' in page and "cancel it" in page
+    assert client.get(f"/api/v1/experiments/{exp_id}").status_code == 200
+
+
 def test_the_page_deletes_after_the_name_is_typed(client, store):
     import re
 
@@ -337,7 +348,13 @@ def test_the_page_deletes_after_the_name_is_typed(client, store):
     token = re.search(r'name="csrf_token" value="([^"]+)"', html).group(1)
     wrong = client.post(f"/experiments/{exp_id}/delete", data={"csrf_token": token,
                                                                "confirm": "lr"})
-    assert wrong.status_code == 400 and "confirm" in wrong.get_data(as_text=True)
+    # the page again, its delete form open with what was typed and why it is not enough
+    assert wrong.status_code == 400
+    page = wrong.get_data(as_text=True)
+    assert '<details class="danger-zone" id="delete-zone" open>' in page
+    assert 'value="lr"' in page and 'id="delete-error"' in page
+    assert (f"to delete experiment &#39;lr-matters&#39; ({exp_id}), confirm must repeat its "
+            "name or its id, but got &#39;lr&#39;") in page
     forged = client.post(f"/experiments/{exp_id}/delete", data={"confirm": "lr-matters"})
     assert forged.status_code == 400 and client.get(f"/api/v1/experiments/{exp_id}").status_code == 200
     r = client.post(f"/experiments/{exp_id}/delete", data={"csrf_token": token,

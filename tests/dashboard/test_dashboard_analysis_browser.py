@@ -415,6 +415,17 @@ def test_spec_commands_sweep_again_and_small_screens(quiet_server):
             # delete it: open the danger zone, type the name, and it is gone from the list
             page.goto(base + f"/experiments/{exp_id}")
             page.click("#delete-zone summary")
+            # a wrong entry: the same page, the form still open, saying what to type
+            page.fill("#delete-confirm", "activation")
+            page.click("#delete")
+            expect(page.locator("#delete-error")).to_contain_text(
+                "confirm must repeat its name or its id, but got 'activation'"
+            )
+            expect(page.locator("#delete-confirm")).to_be_visible()
+            expect(page.locator("#delete-confirm")).to_have_value("activation")
+            problems.remove(
+                "Failed to load resource: the server responded with a status of 400 (BAD REQUEST)"
+            )
             page.fill("#delete-confirm", "activation-lr")
             page.click("#delete")
             page.wait_for_url(f"**/?deleted={exp_id}")
