@@ -23,7 +23,7 @@ from flask import (
 
 from dnnframe.datasets import list_datasets
 from dnnframe.metrics import metrics_json
-from dnnframe.states import EXPERIMENT_STATUSES, states_json
+from dnnframe.states import EXPERIMENT_STATUSES, SCORED_STATE, states_json
 from dnnframe.vocabulary import (
     ACTIVATIONS,
     LR_SCHEDULES,
@@ -39,6 +39,7 @@ from .context import services
 from .errors import APIError
 from .formatting import duration, significant
 from .forms import CHECKBOX_FIELDS, DEFAULT_FORM, SPEC_TEXT_FIELD, check_form
+from .ranking import rank_configurations
 from .security import (
     check_token_guess,
     csp_nonce,
@@ -218,13 +219,15 @@ def new_experiment() -> Any:
 
 
 def _spec_around(experiment_id: str) -> dict[str, Any]:
-    """The experiment's spec around its best trial (404 for an unknown id; the spec as it
-    was, renamed, while nothing completed)."""
+    """The experiment's spec around its best configuration, by its mean over seeds (404 for
+    an unknown id; the spec as it was, renamed, while nothing completed)."""
     store = services().store
     exp = store.get_experiment(experiment_id)
     metric, mode = exp.objective
-    best = store.best_trial(exp.id, metric, mode)
-    return spec_around_best(exp.spec, best.config if best is not None else {})
+    trials = store.list_trials(exp.id, state=SCORED_STATE, fields=["config", "result"])
+    ranked = rank_configurations(trials, metric, mode)
+    by_id = {t.id: t for t in trials}
+    return spec_around_best(exp.spec, by_id[ranked[0].best_trial_id].config if ranked else {})
 
 
 @bp.post("/uploads")

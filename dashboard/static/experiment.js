@@ -237,20 +237,21 @@
     const cancel = document.getElementById("cancel");
     if (cancel && data.can_cancel === false) cancel.form.remove();
     const objective = meta.objective || V.objective;
-    const scored = Array.from(trials.values()).filter(function (t) {
-      return t.state === V.scored && typeof t.metrics[objective.metric] === "number";
-    });
-    if (scored.length) {
-      const min = objective.mode === "min";
-      const best = scored.reduce(function (a, b) {
-        const x = a.metrics[objective.metric], y = b.metrics[objective.metric];
-        return (min ? y < x : y > x) ? b : a;
-      });
+    // the best configuration by its mean over seeds: one lucky seed does not make it best,
+    // and the order does not depend on the order the trials arrived in
+    const ranked = P.rankConfigurations(Array.from(trials.values()), function (t) {
+      return t.state === V.scored ? t.metrics[objective.metric] : null;
+    }, objective.mode);
+    if (ranked.length) {
+      const best = ranked[0], min = objective.mode === "min";
       const el = document.getElementById("best");
-      el.textContent = "best " + P.label(objective.metric) + " " + P.fmt(best.metrics[objective.metric]) +
-        " (" + (min ? "lowest" : "highest") + ") — " + (varied.filter(function (p) { return p !== "seed"; })
-        .map(function (p) { return P.label(p) + " " + P.fmt(best.params[p]); }).join(", ") || "the only configuration");
-      el.dataset.trial = best.id;
+      const spread = best.n > 1 ? " ± " + P.fmt(best.sd) + " (" + (min ? "lowest" : "highest") +
+        " mean of " + best.n + " seeds)" : " (" + (min ? "lowest" : "highest") + ")";
+      el.textContent = "best " + P.label(objective.metric) + " " + P.fmt(best.mean) + spread + " — " +
+        (varied.filter(function (p) { return p !== "seed"; })
+          .map(function (p) { return P.label(p) + " " + P.fmt(best.params[p]); }).join(", ") || "the only configuration");
+      el.dataset.trial = best.bestTrialId;
+      el.dataset.trials = best.trialIds.join(" ");
     }
     return over >= n;
   }

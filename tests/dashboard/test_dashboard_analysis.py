@@ -227,6 +227,19 @@ def test_sweep_again_around_the_best_fills_the_spec_box_from_the_best_trial(clie
     assert client.get("/experiments/new?around=exp-nope").status_code == 404
 
 
+def test_sweep_again_centres_on_the_best_mean_over_seeds_not_a_lucky_seed(client, store):
+    spec = {**LR_SPEC, "model": {"hidden_layers": 2, "width": 4}}
+    exp_id = client.post("/api/v1/experiments", json=spec).json["id"]
+    scores = {(0.1, 0): 0.9721, (0.1, 1): 0.9721,  # the best mean, on both seeds
+              (0.01, 0): 0.99, (0.01, 1): 0.90,  # one lucky seed
+              (0.001, 0): 0.9721, (0.001, 1): 0.95}
+    for t in store.list_trials(exp_id):
+        acc = scores[(t.config["training"]["learning_rate"], t.config["seed"])]
+        _finish(store, t.id, {"test_accuracy": acc, "test_loss": 1 - acc})
+    spec = _spec_box(client.get(f"/experiments/new?around={exp_id}").get_data(as_text=True))
+    assert spec["training"]["learning_rate"] == {"grid": [0.0333, 0.1, 0.3]}
+
+
 REGRESSION_SWEEP = {
     "name": "regress-full",
     "dataset": {"name": "diabetes"},
@@ -379,7 +392,9 @@ def test_compare_shows_the_settings_that_differ_and_the_best_of_each(client, sto
     assert client.get(f"/compare?ids={a}&ids=exp-nope").status_code == 404
 
 
-@pytest.mark.parametrize("module", ["dashboard.params", "dashboard.around", "dashboard.compare"])
+@pytest.mark.parametrize(
+    "module", ["dashboard.params", "dashboard.around", "dashboard.compare", "dashboard.ranking"]
+)
 def test_module_examples_run(module):
     import doctest
     import importlib

@@ -507,3 +507,45 @@ def test_the_list_updates_while_trials_run_without_losing_what_the_reader_typed(
             assert problems == []
         finally:
             b.close()
+
+
+def test_the_best_configuration_is_the_best_mean_live_and_after_a_reload(quiet_server):
+    from playwright.sync_api import expect, sync_playwright
+
+    base, store = quiet_server
+    exp_id = requests.post(base + "/api/v1/experiments", json=ACTIVATION_LR, timeout=30).json()["id"]
+    # five trials tie at 0.9721; only relu at 0.1 scores it on both seeds
+    scores = {("relu", 0.1, 0): 0.9721, ("relu", 0.1, 1): 0.9721,
+              ("tanh", 0.1, 0): 0.9721, ("tanh", 0.1, 1): 0.96,
+              ("tanh", 0.01, 0): 0.9721, ("tanh", 0.01, 1): 0.3,
+              ("relu", 0.01, 0): 0.5, ("relu", 0.01, 1): 0.9721}
+    trials = store.list_trials(exp_id)
+    key = {t.id: (t.config["model"]["activation"], t.config["training"]["learning_rate"],
+                  t.config["seed"]) for t in trials}
+    best = sorted(tid for tid, k in key.items() if k[:2] == ("relu", 0.1))
+    # the lucky single seeds finish first, the best configuration last
+    order = sorted(key, key=lambda tid: (key[tid][:2] == ("relu", 0.1), key[tid][2] == 0, tid),
+                   reverse=False)
+    with sync_playwright() as p:
+        b, page, problems = _open(p, base, f"/experiments/{exp_id}")
+        try:
+            page.wait_for_function("() => document.body.dataset.live === 'stream'",
+                                   timeout=10_000)
+            for tid in order:
+                assert store.claim_trial(tid, "w1")
+                acc = scores.get(key[tid], 0.2)
+                result = {"metrics": {"test_accuracy": acc, "test_loss": 1 - acc},
+                          "timings": {"train": 1.0}, "epochs_run": 3}
+                assert store.finish_trial(tid, TrialState.COMPLETE, result=result, worker="w1")
+            expected = ("best test accuracy 0.9721 ± 0 (highest mean of 2 seeds) — "
+                        "activation relu, learning rate 0.1")
+            expect(page.locator("#best")).to_have_text(expected, timeout=15_000)
+            live = page.evaluate("[document.getElementById('best').dataset.trial,"
+                                 " document.getElementById('best').dataset.trials]")
+            assert live == [best[0], " ".join(best)]
+            page.reload()
+            expect(page.locator("#best")).to_have_text(expected, timeout=15_000)
+            assert page.evaluate("document.getElementById('best').dataset.trial") == best[0]
+            assert problems == []
+        finally:
+            b.close()
