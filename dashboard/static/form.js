@@ -20,6 +20,7 @@
   function showMode() {
     const fromBox = specText.value.trim() !== "";
     formFields.hidden = fromBox;
+    document.getElementById("spec-preview").hidden = fromBox;
     document.getElementById("use-form").hidden = !fromBox;
   }
 
