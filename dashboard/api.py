@@ -21,15 +21,14 @@ from .forms import check_form
 from .graphs import graphs_progress
 from .importance import DEFAULT_EVALUATOR, EVALUATORS, cached_importances
 from .openapi import openapi_document
+from .params import VALUE_NAMES, value_direction
 from .query_args import MAX_PAGE, int_arg, trials_query
 from .security import require_token
 from .service import (
-    METRIC_NAME,
     cancel_experiment,
     delete_experiment,
     experiment_json,
     find_experiments,
-    guess_mode,
     spec_yaml,
     submit_spec,
     trial_json,
@@ -156,7 +155,7 @@ def get_experiment(experiment_id: str) -> Any:
 @bp.delete("/experiments/<experiment_id>")
 @require_token
 def delete_experiment_route(experiment_id: str) -> Any:
-    """Delete an experiment that is over (``confirm=<its id>``): its own trials go with it,
+    """Delete an experiment that is over (``confirm=<its id or name>``): its own trials go with it,
     trials it shares with other experiments stay theirs."""
     removed = delete_experiment(experiment_id, request.args.get("confirm", ""))
     return jsonify({"id": experiment_id, "deleted": True, "deleted_trials": removed})
@@ -208,9 +207,12 @@ def list_trials(experiment_id: str) -> Any:
 def experiment_events(experiment_id: str) -> Response:
     """Server-sent events: ``trials`` with the trials that changed (and the experiment's
     counts) as they change; ``change`` when the reader should catch up with ``trials?since=``
-    itself. 503 when this process streams to as many pages as it may: poll instead."""
+    itself; ``end`` when the experiment is finished, and the stream closes. 204 for an
+    experiment that is already finished (EventSource does not reconnect then). 503 when this
+    process streams to as many pages as it may: poll instead."""
     svc = services()
-    svc.store.get_experiment(experiment_id)  # 404 for an unknown id
+    if svc.store.get_experiment(experiment_id).is_finished:  # 404 for an unknown id
+        return Response(status=204)
     since = int_arg("since", 0, 0)
     svc.feed.describe = update_json
     start = svc.feed.open_stream(experiment_id)
@@ -237,13 +239,14 @@ def importance(experiment_id: str) -> Any:
     exp = store.get_experiment(experiment_id)
     objective, objective_mode = exp.objective
     metric = request.args.get("metric") or objective
-    if not METRIC_NAME.fullmatch(metric):
+    if metric not in VALUE_NAMES:
+        # an unknown metric has no values, which would read as "nothing is important"
         raise APIError(
             400,
-            f"metric must be a plain name (letters, digits, _), but got {brief(metric)}",
-            [{"path": "metric", "message": "must be a plain name"}],
+            f"metric must be one of {', '.join(VALUE_NAMES)}, but got {brief(metric)}",
+            [{"path": "metric", "message": f"must be one of {', '.join(VALUE_NAMES)}"}],
         )
-    default_mode = objective_mode if metric == objective else guess_mode(metric)
+    default_mode = objective_mode if metric == objective else value_direction(metric)
     mode = (request.args.get("mode") or default_mode).lower()
     if mode not in ("max", "min"):
         raise APIError(

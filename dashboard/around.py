@@ -1,65 +1,79 @@
-"""The sweep form filled in around an experiment's best trial: "sweep again around the best".
+"""The spec of a sweep around an experiment's best configuration: "sweep again around the best".
 
-The best trial's categorical choices are kept; its depth, width and learning rate become
+The new spec is the old one with three changes: every search space in ``dataset``, ``model``
+and ``training`` is pinned to the best trial's value; depth, width and learning rate become
 small grids around the best values (one layer either way, half and double the width, a
-third and three times the learning rate), so the next sweep looks closer where the last
-one did best.
+third and three times the learning rate); the name says where it came from. Everything else
+— the loss, the objective, the search method, early stopping, dropout, L2, init, seeds —
+is kept, so a regression sweep stays a regression sweep.
 
->>> best = {"dataset": {"name": "iris"}, "seed": 1,
-...         "model": {"hidden_layers": 3, "width": 32, "activation": "tanh"},
-...         "training": {"optimizer": "sgd", "learning_rate": 0.01, "max_epochs": 20,
-...                      "batch_size": 16}}
->>> form = form_around_best("sweep", best, seeds=2)
->>> form["hidden_layers"], form["width"], form["learning_rate"], form["activation"]
-('2-4', '16, 32, 64', '0.00333, 0.01, 0.03', ['tanh'])
+>>> spec = {"name": "sweep", "dataset": {"name": "diabetes"},
+...         "model": {"hidden_layers": {"grid": [1, 3]}, "width": 32,
+...                   "activation": {"grid": ["relu", "tanh"]}, "loss": "squared_error"},
+...         "training": {"learning_rate": 0.01, "l2": 0.001},
+...         "search": {"seeds": 2, "objective": {"metric": "test_loss", "mode": "min"}}}
+>>> best = {"dataset": {"name": "diabetes"}, "seed": 1,
+...         "model": {"hidden_layers": 3, "width": 32, "activation": "tanh",
+...                   "loss": "squared_error"},
+...         "training": {"learning_rate": 0.01}}
+>>> around = spec_around_best(spec, best)
+>>> around["model"]
+{'hidden_layers': {'int_range': [2, 4, 1]}, 'width': {'grid': [16, 32, 64]}, 'activation': 'tanh', 'loss': 'squared_error'}
+>>> around["training"], around["search"] == spec["search"], around["name"]
+({'learning_rate': {'grid': [0.00333, 0.01, 0.03]}, 'l2': 0.001}, True, 'sweep-around-best')
 """
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
-from .forms import DEFAULT_FORM
+from dnnframe.spec import MAX_HIDDEN_LAYERS
+from dnnframe.spec.models import MAX_WIDTH
+from dnnframe.spec.spaces import is_space
+
+# the parts of a spec whose leaves a trial's config resolves
+_RESOLVED_SECTIONS = ("dataset", "model", "training")
 
 
-def _number(value: float) -> str:
-    return f"{value:.3g}"
+def _rounded(value: float) -> float:
+    return float(f"{value:.3g}")
 
 
-def form_around_best(name: str, config: dict[str, Any], seeds: int) -> dict[str, Any]:
-    """The sweep form's fields for a sweep around ``config`` (the best trial's)."""
-    model = config.get("model") or {}
-    training = config.get("training") or {}
-    dataset = config.get("dataset") or {}
-    schedule = training.get("lr_schedule") or {}
-    form: dict[str, Any] = dict(DEFAULT_FORM)
-    depth = model.get("hidden_layers")
-    width = model.get("width")
-    lr = training.get("learning_rate")
-    form.update(
-        {
-            "name": f"{name}-around-best"[:200],
-            "dataset": dataset.get("name", DEFAULT_FORM["dataset"]),
-            "upload": dataset.get("upload") or "",
-            "label_column": dataset.get("label_column") or "",
-            "activation": [model.get("activation", "relu")],
-            "residual": [model.get("residual", "none")],
-            "normalization": [model.get("normalization", "none")],
-            "norm_position": model.get("norm_position", "post"),
-            "optimizer": [training.get("optimizer", "adam")],
-            "epochs": str(training.get("max_epochs", DEFAULT_FORM["epochs"])),
-            "batch_size": str(training.get("batch_size", DEFAULT_FORM["batch_size"])),
-            "grad_clip": "" if training.get("grad_clip") is None else str(training["grad_clip"]),
-            "lr_schedule": schedule.get("kind", "none"),
-            "warmup_epochs": str(schedule.get("warmup_epochs", 0)),
-            "seeds": str(seeds),
-        }
-    )
-    if isinstance(depth, int):
-        form["hidden_layers"] = f"{max(1, depth - 1)}-{depth + 1}"
+def _pin_spaces(section: dict[str, Any], config: dict[str, Any]) -> dict[str, Any]:
+    """``section`` with each search space replaced by the value ``config`` has at its path
+    (a space ``config`` does not resolve stays as it is)."""
+    out: dict[str, Any] = {}
+    for key, value in section.items():
+        if is_space(value) and key in config:
+            out[key] = copy.deepcopy(config[key])
+        elif isinstance(value, dict) and not is_space(value) and isinstance(config.get(key), dict):
+            out[key] = _pin_spaces(value, config[key])
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
+def spec_around_best(spec: dict[str, Any], config: dict[str, Any]) -> dict[str, Any]:
+    """A sweep like ``spec`` (a stored spec) around ``config`` (its best trial's)."""
+    out = copy.deepcopy(spec)
+    out["name"] = f"{spec.get('name') or 'experiment'}-around-best"[:200]
+    for section in _RESOLVED_SECTIONS:
+        if isinstance(out.get(section), dict):
+            out[section] = _pin_spaces(out[section], config.get(section) or {})
+    model = out.setdefault("model", {})
+    training = out.setdefault("training", {})
+    best_model = config.get("model") or {}
+    depth = best_model.get("hidden_layers")
+    width = best_model.get("width")
+    lr = (config.get("training") or {}).get("learning_rate")
+    # a per-layer width list fixes the depth: another depth would not match the list
+    if isinstance(depth, int) and not isinstance(width, list):
+        low, high = max(min(depth, 1), depth - 1), min(depth + 1, MAX_HIDDEN_LAYERS)
+        model["hidden_layers"] = {"int_range": [low, high, 1]} if low != high else depth
     if isinstance(width, int):
-        form["width"] = ", ".join(str(w) for w in sorted({max(1, width // 2), width, width * 2}))
-    elif isinstance(width, list):
-        form["width"] = ", ".join(map(str, width))
+        widths = sorted({max(1, width // 2), width, min(width * 2, MAX_WIDTH)})
+        model["width"] = {"grid": widths} if len(widths) > 1 else width
     if isinstance(lr, (int, float)) and lr > 0:
-        form["learning_rate"] = ", ".join(_number(v) for v in (lr / 3, lr, lr * 3))
-    return form
+        training["learning_rate"] = {"grid": [_rounded(v) for v in (lr / 3, lr, lr * 3)]}
+    return out

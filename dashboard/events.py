@@ -10,6 +10,11 @@ not twenty. A page that cannot stream polls ``trials?since=`` instead.
 A stream holds one server thread while it is open (gunicorn's gthread workers), so each
 process serves at most ``EVENT_STREAMS`` of them; the next is refused with 503 and the page
 polls instead. Streams end after ``STREAM_SECONDS`` and the browser reconnects on its own.
+
+A stream also holds one of the six connections a browser keeps per host, so it must not
+outlive its experiment: when an update says the experiment is over the stream sends ``end``
+and closes (the page then stops listening), and a stream asked for a finished experiment is
+answered 204, which tells EventSource not to reconnect.
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ import threading
 import time
 from collections import Counter, deque
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, NamedTuple
 
 from dnnframe.exceptions import DnnframeError
 
@@ -36,9 +41,13 @@ UPDATES_KEPT = 64  # per experiment: a stream further behind is told to read for
 DEFAULT_STREAMS = 16
 
 
-# An update: the change number it reaches, the one of the experiment's update before it
-# (None for its first) and the event's JSON, serialised once for every stream.
-Update = tuple[int, "int | None", str]
+class Update(NamedTuple):
+    """One update of an experiment, serialised once for every stream."""
+
+    seq: int  # the change number it reaches
+    previous: int | None  # that of the experiment's update before it (None for its first)
+    data: str  # the event's JSON
+    over: bool  # the experiment is finished: the stream ends after this update
 
 
 class ChangeFeed:
@@ -48,7 +57,8 @@ class ChangeFeed:
     def __init__(self, store: Callable[[], Any], max_streams: int):
         self._store = store
         self.max_streams = max_streams
-        # what a page needs of an update: (store, experiment id, changed trials) → JSON object
+        # what a page needs of an update: (store, experiment id, changed trials) → JSON
+        # object, whose ``over`` is true once the experiment is finished
         self.describe: Callable[[Any, str, list[Any]], dict[str, Any]] | None = None
         self._cond = threading.Condition()
         self._cursor = 0
@@ -83,7 +93,7 @@ class ChangeFeed:
                                                 daemon=True)
                 self._thread.start()
             updates = self._updates.get(experiment_id)
-            return updates[-1][0] if updates else None
+            return updates[-1].seq if updates else None
 
     def close_stream(self, experiment_id: str) -> None:
         with self._cond:
@@ -96,7 +106,7 @@ class ChangeFeed:
     def updates(self, experiment_id: str, after: int | None, timeout: float) -> list[Update]:
         """The experiment's updates past ``after`` (waiting up to ``timeout`` for one)."""
         def newer() -> list[Update]:
-            return [u for u in self._updates.get(experiment_id, ()) if after is None or u[0] > after]
+            return [u for u in self._updates.get(experiment_id, ()) if after is None or u.seq > after]
 
         with self._cond:
             self._cond.wait_for(lambda: self.closed or bool(newer()), timeout)
@@ -135,16 +145,16 @@ class ChangeFeed:
         if not changed or self.describe is None:
             return
         described = {
-            e: (max(t.seq for t in trials.values()),
-                json.dumps(self.describe(store, e, list(trials.values()))))
+            e: (max(t.seq for t in trials.values()), self.describe(store, e, list(trials.values())))
             for e, trials in changed.items()
         }
         with self._cond:
-            for e, (seq, data) in described.items():
+            for e, (seq, body) in described.items():
                 if e not in self._watched:
                     continue
                 kept = self._updates.setdefault(e, deque(maxlen=UPDATES_KEPT))
-                kept.append((seq, kept[-1][0] if kept else None, data))
+                kept.append(Update(seq, kept[-1].seq if kept else None, json.dumps(body),
+                                   bool(body.get("over"))))
             self._cond.notify_all()
 
 
@@ -160,6 +170,7 @@ def stream(feed: ChangeFeed, experiment_id: str, since: int, start: int | None) 
     and the stream's start; then ``trials`` events carry the changed trials (and the
     experiment's counts) as the feed reads them. A stream that fell more than
     ``UPDATES_KEPT`` updates behind gets a ``change`` event instead, and the page reads.
+    After the update that finishes the experiment comes ``end``, and the stream closes.
     """
     try:
         yield "retry: 3000\n\n"
@@ -171,11 +182,14 @@ def stream(feed: ChangeFeed, experiment_id: str, since: int, start: int | None) 
             if not updates:
                 yield ": keep-alive\n\n"
                 continue
-            if updates[0][1] != seen:  # some were dropped: the page reads them itself
+            if updates[0].previous != seen:  # some were dropped: the page reads them itself
                 yield _event("change", {"cursor": since})
             else:
-                yield "".join(f"event: trials\ndata: {data}\n\n" for _, _, data in updates)
-            seen = updates[-1][0]
+                yield "".join(f"event: trials\ndata: {u.data}\n\n" for u in updates)
+            seen = updates[-1].seq
+            if updates[-1].over:
+                yield _event("end", {"cursor": seen})
+                return
             time.sleep(MIN_GAP_S)
     finally:
         feed.close_stream(experiment_id)

@@ -3,6 +3,11 @@ spec error paths mapped back onto the form's fields.
 
 Ranges and lists are typed the way people write them: ``1-4`` (every integer), ``2-16:2``
 (a step), ``1, 2, 4`` (a list), ``32`` (one value).
+
+The form's fields cover the usual sweep; the whole spec (any field the spec's models have:
+loss, objective, search method, early stopping, dropout, L2, init, ...) is written in its
+``spec_text`` box as YAML or JSON. When that box holds text it is the spec, and the fields
+are not read; both are checked by the same ``POST /api/v1/validate``.
 """
 
 from __future__ import annotations
@@ -10,13 +15,17 @@ from __future__ import annotations
 import re
 from typing import Any
 
+import yaml
 from flask import current_app
 from werkzeug.datastructures import MultiDict
 
+from dnnframe.datasets import list_datasets
 from dnnframe.exceptions import SpecError, brief
-from dnnframe.spec import ExperimentSpec
+from dnnframe.spec import ExperimentSpec, parse_spec_text
 
 from .web_specs import check_web_spec
+
+_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 # spec path prefix → form field (longest prefix first)
 _PATH_TO_FIELD = [
@@ -66,6 +75,12 @@ DEFAULT_FORM = {
 }
 # form fields that are lists of checked boxes (each becomes a grid over its values)
 CHECKBOX_FIELDS = ("activation", "optimizer", "residual", "normalization")
+# the spec box: YAML or JSON text that replaces the fields when it is not empty
+SPEC_TEXT_FIELD = "spec_text"
+MAX_SPEC_TEXT = 1_000_000  # characters; a sweep's spec is a few hundred
+# what a regression dataset chosen in the form implies (the fields have no loss of their own)
+REGRESSION_MODEL = {"loss": "squared_error"}
+REGRESSION_OBJECTIVE = {"metric": "test_loss", "mode": "min"}
 
 
 class FormErrors(Exception):
@@ -136,6 +151,8 @@ def check_form(form: MultiDict) -> tuple[ExperimentSpec | None, dict[str, Any], 
     so the spec rules still judge every other field (``0`` as the number of epochs) and the
     form shows all its errors in one round.
     """
+    if (form.get(SPEC_TEXT_FIELD) or "").strip():
+        return _check_spec_text(form[SPEC_TEXT_FIELD])
     data, errors = _read_form(form)
     # the server's cap is the one that applies to a sweep from the form: its spec says so
     data["search"]["max_trials"] = int(current_app.config["MAX_TRIALS"])
@@ -148,6 +165,49 @@ def check_form(form: MultiDict) -> tuple[ExperimentSpec | None, dict[str, Any], 
     if errors:
         return None, data, errors
     return spec, data, {}
+
+
+def _check_spec_text(text: str) -> tuple[ExperimentSpec | None, dict[str, Any], dict[str, str]]:
+    """The spec box's YAML/JSON checked like a REST body; its errors all go to the box, each
+    naming its spec path."""
+    if len(text) > MAX_SPEC_TEXT:
+        return None, {}, {SPEC_TEXT_FIELD: f"the spec is longer than {MAX_SPEC_TEXT} characters"}
+    if _has_yaml_alias(text):
+        # an alias can make a short text stand for an exponentially large document
+        return None, {}, {SPEC_TEXT_FIELD: "YAML anchors and aliases (&name, *name) are not "
+                                           "accepted here; write the values out"}
+    try:
+        data = parse_spec_text(text, "spec box")
+    except SpecError as exc:
+        return None, {}, {SPEC_TEXT_FIELD: _spec_messages(exc.errors)}
+    if not isinstance(data, dict):
+        return None, {}, {SPEC_TEXT_FIELD: f"the spec must be a mapping (name:, dataset:, "
+                                           f"model:, ...), but got {brief(data)}"}
+    try:
+        spec = check_web_spec(data)
+    except SpecError as exc:
+        return None, data, {SPEC_TEXT_FIELD: _spec_messages(exc.errors)}
+    return spec, data, {}
+
+
+def _has_yaml_alias(text: str) -> bool:
+    if text.lstrip()[:1] in ("{", "[") or "*" not in text:
+        return False
+    try:
+        return any(isinstance(e, yaml.AliasEvent) for e in yaml.parse(text, Loader=_YAML_LOADER))
+    except yaml.YAMLError:
+        return False  # the spec reader says what is wrong with it
+
+
+def _spec_messages(errors: list[dict[str, str]]) -> str:
+    return "; ".join(
+        f"{e['path']}: {e['message']}" if e.get("path") else e["message"] for e in errors
+    )
+
+
+def _regression(dataset_name: str) -> bool:
+    return any(d["name"] == dataset_name and d.get("task") == "regression"
+               for d in list_datasets())
 
 
 def _read_form(form: MultiDict) -> tuple[dict[str, Any], dict[str, str]]:
@@ -183,6 +243,7 @@ def _read_form(form: MultiDict) -> tuple[dict[str, Any], dict[str, str]]:
         "width": _ints("width", form.get("width", ""), errors, allow_range=False),
         "activation": _one_or_grid(activations) if activations else None,
         **_layer_design(form),
+        **(REGRESSION_MODEL if _regression(dataset_name) else {}),
     }
     training = {
         "optimizer": _one_or_grid(optimizers) if optimizers else None,
@@ -201,6 +262,8 @@ def _read_form(form: MultiDict) -> tuple[dict[str, Any], dict[str, str]]:
         "training": {k: v for k, v in training.items() if v is not None},
         "search": {"seeds": seeds},
     }
+    if _regression(dataset_name):
+        spec["search"]["objective"] = dict(REGRESSION_OBJECTIVE)
     return spec, errors
 
 

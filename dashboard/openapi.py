@@ -13,6 +13,7 @@ from dnnframe.states import EXPERIMENT_STATUSES
 
 from .importance import EVALUATORS
 from .openapi_schemas import component_schemas
+from .params import VALUE_NAMES
 from .service import SORT_KEYS, TRIAL_STATES
 
 
@@ -184,7 +185,7 @@ def _document() -> str:
                         "confirm",
                         "query",
                         {"type": "string"},
-                        "the experiment's id again, to confirm",
+                        "the experiment's id or its name again, to confirm",
                         required=True,
                     ),
                 ],
@@ -249,7 +250,8 @@ def _document() -> str:
         "/experiments/{experiment_id}/events": {
             "get": {
                 "summary": "Server-sent events: `trials` (the changed trials and the "
-                "experiment's counts) as they change; `change`: catch up with trials?since=",
+                "experiment's counts) as they change; `change`: catch up with trials?since=; "
+                "`end`: the experiment is finished and the stream closes",
                 "operationId": "experimentEvents",
                 "parameters": [
                     _EXP_ID,
@@ -265,6 +267,7 @@ def _document() -> str:
                         "description": "an event stream (text/event-stream)",
                         "content": {"text/event-stream": {"schema": {"type": "string"}}},
                     },
+                    "204": {"description": "the experiment is finished: nothing to stream"},
                     **_errors(400, 404, 503),
                 },
             }
@@ -279,9 +282,9 @@ def _document() -> str:
                     _param(
                         "metric",
                         "query",
-                        {"type": "string", "pattern": "^[A-Za-z_][A-Za-z0-9_]{0,99}$"},
-                        "a final metric the trials recorded (default: the objective), or "
-                        "train_seconds, compile_seconds, total_seconds, epochs_run, n_params",
+                        {"type": "string", "enum": list(VALUE_NAMES)},
+                        "a final metric (default: the objective), a timing, epochs_run or "
+                        "n_params; any other name is a 400",
                     ),
                     _param(
                         "mode",

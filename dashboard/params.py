@@ -19,9 +19,19 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from dnnframe.metrics import METRICS
+
 # What a trial's result records besides its metrics, under the names the charts use.
 TIMING_VALUES = {"train_seconds": "train", "compile_seconds": "compile", "total_seconds": "total"}
 RESULT_VALUES = ("epochs_run", "n_params")
+#: Every name :func:`trial_values` can give: what a chart or importance may be asked about.
+VALUE_NAMES: tuple[str, ...] = tuple(dict.fromkeys((*METRICS, *TIMING_VALUES, *RESULT_VALUES)))
+
+
+def value_direction(name: str) -> str:
+    """Whether more (``max``) or less (``min``) of a value is better; timings and sizes
+    are better smaller."""
+    return METRICS[name].direction if name in METRICS else "min"
 
 
 def leaves(prefix: str, value: Any, out: dict[str, Any]) -> None:

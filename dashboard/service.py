@@ -4,7 +4,6 @@ a web submission's spec are in :mod:`.web_specs`). Views stay thin; everything h
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 import yaml
@@ -59,17 +58,17 @@ def submit_spec(spec: Any) -> tuple[Any, bool]:
 
 
 def delete_experiment(experiment_id: str, confirm: str) -> int:
-    """Delete an experiment that is over once the caller confirmed it by repeating its id (or,
-    from the page, its name); returns how many trials went with it. 409 while its own trials
-    wait or run."""
+    """Delete an experiment that is over once the caller confirmed it by repeating its id or
+    its name (the API and the page take either); returns how many trials went with it. 409
+    while its own trials wait or run."""
     store = services().store
     exp = store.get_experiment(experiment_id)
     if confirm.strip() not in (exp.id, exp.name):
         raise APIError(
             400,
-            f"to delete experiment {exp.id} confirm it: confirm must be its id, but got "
-            f"{brief(confirm)}",
-            [{"path": "confirm", "message": "must repeat the experiment's id"}],
+            f"to delete experiment {exp.name!r} ({exp.id}), confirm must repeat its name or "
+            f"its id, but got {brief(confirm) if confirm.strip() else 'nothing'}",
+            [{"path": "confirm", "message": "must repeat the experiment's name or id"}],
         )
     try:
         return store.delete_experiment(exp.id)
@@ -84,15 +83,6 @@ NOT_METRICS = frozenset((*TIMING_VALUES, *RESULT_VALUES))
 TRIAL_STATES = tuple(state.value for state in TrialState)
 # short sort keys: store columns, timing aliases and the final metrics every trial records
 SORT_KEYS = frozenset((*SORT_COLUMNS, *SORT_ALIASES, *FINAL_METRICS))
-
-
-METRIC_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,99}")
-
-
-def guess_mode(metric: str) -> str:
-    """Whether a larger ``metric`` is better ("max": accuracies, R²) or a smaller one ("min":
-    losses, errors, seconds)."""
-    return "max" if metric.endswith(("accuracy", "r2", "auc", "f1")) else "min"
 
 
 def spec_yaml(spec: dict[str, Any]) -> str:
@@ -279,4 +269,5 @@ def update_json(store: Any, experiment_id: str, trials: list[Any]) -> dict[str, 
         "trials": [trial_json(t, history=True) for t in trials],
         **{k: exp[k] for k in ("counts", "n_trials", "status", "status_text", "can_cancel")},
         "graphs": graphs_progress(record, exp["counts"], store),
+        "over": record.is_finished,  # the page's stream ends with this update
     }

@@ -23,7 +23,7 @@ from flask import (
 
 from dnnframe.datasets import list_datasets
 from dnnframe.metrics import metrics_json
-from dnnframe.states import EXPERIMENT_STATUSES, states_json
+from dnnframe.states import EXPERIMENT_STATUSES, SCORED_STATE, states_json
 from dnnframe.vocabulary import (
     ACTIVATIONS,
     LR_SCHEDULES,
@@ -33,12 +33,13 @@ from dnnframe.vocabulary import (
     RESIDUALS,
 )
 
-from .around import form_around_best
+from .around import spec_around_best
 from .compare import MAX_COMPARED, spec_differences
 from .context import services
 from .errors import APIError
 from .formatting import duration, significant
-from .forms import CHECKBOX_FIELDS, DEFAULT_FORM, check_form
+from .forms import CHECKBOX_FIELDS, DEFAULT_FORM, SPEC_TEXT_FIELD, check_form
+from .ranking import rank_configurations
 from .security import (
     check_token_guess,
     csp_nonce,
@@ -192,7 +193,7 @@ def new_experiment() -> Any:
     if request.method == "GET" and token_required():
         return redirect(url_for("ui.login", next=request.path))
     if request.method == "GET" and request.args.get("around"):
-        form = _form_around(request.args["around"])
+        form[SPEC_TEXT_FIELD] = spec_yaml(_spec_around(request.args["around"]))
     if request.method == "POST":
         check_write_allowed()
         form = {k: request.form.get(k, "") for k in request.form}
@@ -217,17 +218,16 @@ def new_experiment() -> Any:
     ), status
 
 
-def _form_around(experiment_id: str) -> dict[str, Any]:
-    """The form filled in around an experiment's best trial (404 for an unknown id, the
-    defaults while nothing completed)."""
+def _spec_around(experiment_id: str) -> dict[str, Any]:
+    """The experiment's spec around its best configuration, by its mean over seeds (404 for
+    an unknown id; the spec as it was, renamed, while nothing completed)."""
     store = services().store
     exp = store.get_experiment(experiment_id)
     metric, mode = exp.objective
-    best = store.best_trial(exp.id, metric, mode)
-    if best is None:
-        return dict(DEFAULT_FORM)
-    seeds = (exp.spec.get("search") or {}).get("seeds", 1)
-    return form_around_best(exp.name, best.config, seeds if isinstance(seeds, int) else 1)
+    trials = store.list_trials(exp.id, state=SCORED_STATE, fields=["config", "result"])
+    ranked = rank_configurations(trials, metric, mode)
+    by_id = {t.id: t for t in trials}
+    return spec_around_best(exp.spec, by_id[ranked[0].best_trial_id].config if ranked else {})
 
 
 @bp.post("/uploads")
@@ -240,6 +240,12 @@ def upload() -> Any:
 @bp.get("/experiments/<experiment_id>")
 def experiment_page(experiment_id: str) -> str:
     """Live view of one experiment (the page polls the API's since-cursor)."""
+    return _experiment_page(experiment_id)
+
+
+def _experiment_page(experiment_id: str, delete_error: str = "", confirm: str = "") -> str:
+    """The experiment page; after a refused delete, with its form open, the text typed and
+    the reason next to it."""
     store = services().store
     exp = store.get_experiment(experiment_id)
     first = store.list_trials(experiment_id, limit=1, fields=["config"])
@@ -251,6 +257,8 @@ def experiment_page(experiment_id: str) -> str:
         commands=reproduce_commands(
             exp.id, exp.name, request.url_root, bool(current_app.config.get("API_TOKEN"))
         ),
+        delete_error=delete_error,
+        confirm=confirm,
     )
 
 
@@ -271,9 +279,17 @@ def cancel_page(experiment_id: str) -> Any:
 
 @bp.post("/experiments/<experiment_id>/delete")
 def delete_page(experiment_id: str) -> Any:
-    """The experiment page's delete form: the token (when set), CSRF and the typed name."""
+    """The experiment page's delete form: the token (when set), CSRF and the typed name (or
+    id). A wrong confirmation or an experiment still running shows the page again with the
+    reason beside the form, so the reader can correct it there."""
     check_write_allowed()
-    delete_experiment(experiment_id, request.form.get("confirm", ""))
+    confirm = request.form.get("confirm", "")[:200]
+    try:
+        delete_experiment(experiment_id, confirm)
+    except APIError as exc:
+        if exc.status not in (400, 409):
+            raise
+        return _experiment_page(experiment_id, delete_error=exc.message, confirm=confirm), exc.status
     return redirect(url_for("ui.index", deleted=experiment_id), 303)
 
 

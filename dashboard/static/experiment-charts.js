@@ -197,11 +197,13 @@ window.DnnCharts = (function () {
   }
 
   // ---------------------------------------------------------------- importance
-  let importanceKey = null, importanceBusy = false, lastDone = [];
+  let importanceKey = null, importanceBusy = false, importanceNext = null, lastDone = [];
 
   async function importance(meta, y, evaluator, nDone) {
     const key = [y, evaluator, nDone].join("|");
-    if (importanceBusy || key === importanceKey) return;
+    // a choice made while an answer is on its way is asked for once that answer is in
+    if (importanceBusy) { importanceNext = [meta, y, evaluator, nDone]; return; }
+    if (key === importanceKey) return;
     importanceBusy = true;
     try {
       const res = await fetch(meta.importance_url + "?metric=" + encodeURIComponent(y) + "&evaluator=" + encodeURIComponent(evaluator));
@@ -231,6 +233,9 @@ window.DnnCharts = (function () {
       importanceKey = null; // try again on the next redraw
     } finally {
       importanceBusy = false;
+      const next = importanceNext;
+      importanceNext = null;
+      if (next) importance.apply(null, next);
     }
   }
 

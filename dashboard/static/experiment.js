@@ -7,7 +7,6 @@
   const trials = new Map();
   let cursor = 0;
   let sortKey = null, sortDesc = false; // null: the sweep's own order (parameters, then id)
-  let finishedPolls = 0;
   const V = P.VOCAB, S = V.states;
   const DONE = new Set(V.done), FINISHED = new Set(V.finished);
   // parameters in the order a reader scans them: the layer design first, the seed last
@@ -238,20 +237,21 @@
     const cancel = document.getElementById("cancel");
     if (cancel && data.can_cancel === false) cancel.form.remove();
     const objective = meta.objective || V.objective;
-    const scored = Array.from(trials.values()).filter(function (t) {
-      return t.state === V.scored && typeof t.metrics[objective.metric] === "number";
-    });
-    if (scored.length) {
-      const min = objective.mode === "min";
-      const best = scored.reduce(function (a, b) {
-        const x = a.metrics[objective.metric], y = b.metrics[objective.metric];
-        return (min ? y < x : y > x) ? b : a;
-      });
+    // the best configuration by its mean over seeds: one lucky seed does not make it best,
+    // and the order does not depend on the order the trials arrived in
+    const ranked = P.rankConfigurations(Array.from(trials.values()), function (t) {
+      return t.state === V.scored ? t.metrics[objective.metric] : null;
+    }, objective.mode);
+    if (ranked.length) {
+      const best = ranked[0], min = objective.mode === "min";
       const el = document.getElementById("best");
-      el.textContent = "best " + P.label(objective.metric) + " " + P.fmt(best.metrics[objective.metric]) +
-        " (" + (min ? "lowest" : "highest") + ") — " + (varied.filter(function (p) { return p !== "seed"; })
-        .map(function (p) { return P.label(p) + " " + P.fmt(best.params[p]); }).join(", ") || "the only configuration");
-      el.dataset.trial = best.id;
+      const spread = best.n > 1 ? " ± " + P.fmt(best.sd) + " (" + (min ? "lowest" : "highest") +
+        " mean of " + best.n + " seeds)" : " (" + (min ? "lowest" : "highest") + ")";
+      el.textContent = "best " + P.label(objective.metric) + " " + P.fmt(best.mean) + spread + " — " +
+        (varied.filter(function (p) { return p !== "seed"; })
+          .map(function (p) { return P.label(p) + " " + P.fmt(best.params[p]); }).join(", ") || "the only configuration");
+      el.dataset.trial = best.bestTrialId;
+      el.dataset.trials = best.trialIds.join(" ");
     }
     return over >= n;
   }
@@ -300,16 +300,33 @@
     document.getElementById("progress-text").textContent = "lost contact with the server (" + e.message + "), retrying…";
   }
 
-  // Polling: every second while trials run, every ten once the experiment is over.
+  // Polling: every second while trials run.
   async function poll(until) {
+    let finished = false;
     try {
-      const finished = await refresh();
-      finishedPolls = finished ? finishedPolls + 1 : 0;
+      finished = await refresh();
     } catch (e) {
       lostContact(e);
     }
+    if (finished) return rest();
     if (until && Date.now() > until) return follow();
-    setTimeout(function () { poll(until); }, finishedPolls < 3 ? 1000 : 10000);
+    setTimeout(function () { poll(until); }, 1000);
+  }
+
+  // A finished experiment holds no connection open (a browser has six per host, shared by
+  // every tab): one short read every 30 s notices it coming back to life (a resubmitted spec
+  // requeues its failed trials), and the page follows it again.
+  function rest() {
+    document.body.dataset.live = "finished";
+    setTimeout(async function () {
+      let finished = true;
+      try {
+        finished = await refresh();
+      } catch (e) {
+        lostContact(e);
+      }
+      if (finished) rest(); else follow();
+    }, 30000);
   }
 
   // Server-sent events: the server says when the experiment changed, the page reads the
@@ -321,9 +338,20 @@
       return poll(null);
     }
     const source = new EventSource(meta.events_url + "?since=" + cursor);
+    let ended = false;
+    function end() {
+      if (ended) return;
+      ended = true;
+      source.close();
+      rest();
+    }
     source.addEventListener("change", function () {
       document.body.dataset.live = "stream";
-      refresh().catch(lostContact);
+      refresh().then(function (finished) { if (finished) end(); }).catch(lostContact);
+    });
+    // the experiment is over: the server closes the stream, and the page must not reconnect
+    source.addEventListener("end", function () {
+      refresh().catch(lostContact).finally(end);
     });
     // the changed trials themselves: nothing to read back (a newer copy from a read wins)
     source.addEventListener("trials", function (event) {
@@ -335,14 +363,20 @@
       last = Object.assign({}, last, update);
       renderProgress(last, variedParams(Array.from(trials.values())));
       redraw();
+      if (update.over) end();
     });
     source.addEventListener("error", function () {
-      if (source.readyState !== EventSource.CLOSED) return; // it reconnects by itself
+      if (ended || source.readyState !== EventSource.CLOSED) return; // it reconnects by itself
       source.close();
       document.body.dataset.live = "poll";
       poll(Date.now() + 30000);
     });
   }
 
-  refresh().catch(lostContact).finally(follow);
+  refresh().then(function (finished) {
+    if (finished) rest(); else follow();
+  }, function (e) {
+    lostContact(e);
+    follow();
+  });
 })();

@@ -11,6 +11,18 @@
   let timer = null;
   let generation = 0;
   let uploadError = "";
+  let lastSpec = null;  // the spec of the latest validation, for "start from the form's spec"
+  const specText = document.getElementById("spec_text");
+  const specBox = document.getElementById("spec-box");
+  const formFields = document.getElementById("form-fields");
+
+  // A spec in the box is what is submitted: the fields it sets aside are hidden.
+  function showMode() {
+    const fromBox = specText.value.trim() !== "";
+    formFields.hidden = fromBox;
+    document.getElementById("spec-preview").hidden = fromBox;
+    document.getElementById("use-form").hidden = !fromBox;
+  }
 
   // POST to this server and read its JSON answer; an answer that is not JSON (a proxy's error
   // page, say) still gives a message naming the HTTP status, not "cannot reach the server".
@@ -37,7 +49,7 @@
     for (const el of form.querySelectorAll(".field-error[data-field]")) {
       el.textContent = (fields && fields[el.dataset.field]) || "";
     }
-    for (const input of form.querySelectorAll("input, select")) {
+    for (const input of form.querySelectorAll("input, select, textarea")) {
       const name = input.name || input.id;
       input.classList.toggle("invalid", Boolean(fields && fields[name]));
     }
@@ -54,6 +66,7 @@
       countEl.className = "count bad";
       return;
     }
+    if (data.spec) lastSpec = data.spec;
     if (data.valid) {
       showErrors({});
       countEl.textContent = data.n_trials + (data.n_trials === 1 ? " trial" : " trials");
@@ -112,6 +125,21 @@
     labelSelect.value = guess;
     schedule();
   });
+
+  document.getElementById("edit-spec").addEventListener("click", function () {
+    if (lastSpec) specText.value = JSON.stringify(lastSpec, null, 2);
+    specBox.open = true;
+    showMode();
+    schedule();
+    specText.focus();
+  });
+  document.getElementById("use-form").addEventListener("click", function () {
+    specText.value = "";
+    showMode();
+    schedule();
+  });
+  specText.addEventListener("input", showMode);
+  showMode();
 
   form.addEventListener("input", schedule);
   form.addEventListener("change", schedule);

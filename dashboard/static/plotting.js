@@ -74,6 +74,41 @@ window.DnnPlot = (function () {
     return [mean, Math.sqrt(variance)];
   }
 
+  // Trials that differ only in their seed are one configuration, ranked by its mean over
+  // seeds: a better mean, then more seeds, then a smaller spread, then the smallest trial id
+  // (dashboard/ranking.py ranks the same way; sums run over the values in ascending order so
+  // both give the same mean). `value(t)` is a trial's number, or null to leave it out.
+  function rankConfigurations(trialList, value, mode) {
+    const groups = new Map();
+    for (const t of trialList) {
+      const v = value(t);
+      if (typeof v !== "number" || !Number.isFinite(v)) continue;
+      const params = Object.assign({}, t.params);
+      delete params.seed;
+      const key = JSON.stringify(Object.keys(params).sort().map(function (k) { return [k, params[k]]; }));
+      if (!groups.has(key)) groups.set(key, { params: params, members: [] });
+      groups.get(key).members.push([t.id, v]);
+    }
+    const sign = mode === "max" ? -1 : 1;
+    const byId = function (a, b) { return a < b ? -1 : a > b ? 1 : 0; };
+    const ranked = Array.from(groups.values()).map(function (g) {
+      const values = g.members.map(function (m) { return m[1]; }).sort(function (a, b) { return a - b; });
+      let total = 0;
+      for (const v of values) total += v;
+      const mean = total / values.length;
+      let squares = 0;
+      for (const v of values) squares += (v - mean) * (v - mean);
+      const best = g.members.slice().sort(function (a, b) { return sign * a[1] - sign * b[1] || byId(a[0], b[0]); })[0];
+      return { params: g.params, mean: mean, n: values.length,
+        sd: values.length > 1 ? Math.sqrt(squares / (values.length - 1)) : 0,
+        trialIds: g.members.map(function (m) { return m[0]; }).sort(byId), bestTrialId: best[0] };
+    });
+    ranked.sort(function (a, b) {
+      return (sign * a.mean - sign * b.mean) || (b.n - a.n) || (a.sd - b.sd) || byId(a.trialIds[0], b.trialIds[0]);
+    });
+    return ranked;
+  }
+
   function compare(x, y) {
     const xm = x === null || x === undefined, ym = y === null || y === undefined;
     if (xm || ym) return xm === ym ? 0 : (xm ? 1 : -1); // blanks last
@@ -141,6 +176,8 @@ window.DnnPlot = (function () {
     if (!traces.length) {
       if (el.dataset.waiting !== emptyText) {
         Plotly.purge(el);
+        el.style.height = "";
+        el.classList.remove("drawn");
         el.textContent = "";
         const note = document.createElement("div");
         note.className = "chart-waiting";
@@ -154,11 +191,18 @@ window.DnnPlot = (function () {
       el.textContent = "";
       delete el.dataset.waiting;
     }
-    Plotly.react(el, traces, fitTitle(chartLayout, el.clientWidth), CONFIG);
+    const laid = fitTitle(chartLayout, el.clientWidth);
+    // On a window resize plotly's responsive mode drops the layout's height and takes the
+    // container's in both directions, so the container holds the chart's height: otherwise
+    // it collapses to the card's minimum and stays there until the next redraw.
+    el.style.height = (laid.height || LAYOUT.height) + "px";
+    el.classList.add("drawn");
+    Plotly.react(el, traces, laid, CONFIG);
   }
 
   return { VOCAB: VOCAB, PALETTE: PALETTE, CONFIG: CONFIG, label: label, fmt: fmt, title: title, layout: layout,
     integerStep: integerStep, integerAxis: integerAxis, axisFor: axisFor, meanStd: meanStd,
+    rankConfigurations: rankConfigurations,
     compare: compare, varying: varying, smooth: smooth, groupBy: groupBy, colour: colour,
     rgba: rgba, draw: draw };
 })();

@@ -65,6 +65,7 @@ def test_importance_for_another_metric_and_its_errors(client, store):
     assert body["mode"] == "min" and body["ranking"][0] == "learning_rate"
     for query, path in [
         ("metric=no;such", "metric"),
+        ("metric=bogus", "metric"),
         ("mode=up", "mode"),
         ("evaluator=shap", "evaluator"),
     ]:
@@ -72,9 +73,10 @@ def test_importance_for_another_metric_and_its_errors(client, store):
         assert r.status_code == 400 and r.json["errors"][0]["path"] == path, r.json
     assert "ped_anova, fanova" in client.get(base + "?evaluator=shap").json["message"]
     assert client.get("/api/v1/experiments/exp-nope/importance").status_code == 404
-    # a metric no trial recorded: nothing to rank, and the answer says why
-    body = client.get(base + "?metric=test_r2").json
-    assert body["importances"] == {} and "has 0" in body["note"]
+    assert "test_accuracy, test_loss" in client.get(base + "?metric=bogus").json["message"]
+    # a known metric no trial recorded: nothing to rank, and the answer says why
+    body = client.get(base + "?metric=val_accuracy").json
+    assert body["importances"] == {} and "has 0" in body["note"] and body["mode"] == "max"
 
 
 def test_forest_evaluators_see_a_seeded_sample_of_a_large_sweep(client, store, monkeypatch):
@@ -202,13 +204,114 @@ def test_the_experiment_page_shows_spec_dataset_and_the_commands_to_run_it_again
     assert "Authorization" not in html  # no token on this server
 
 
-def test_sweep_again_around_the_best_fills_the_form_from_the_best_trial(client, store):
+def _csrf(client, path="/experiments/new"):
+    html = client.get(path).get_data(as_text=True)
+    return re.search(r'name="csrf_token" value="([^"]+)"', html).group(1)
+
+
+def _spec_box(html):
+    import html as html_lib
+
+    text = re.search(r'<textarea id="spec_text"[^>]*>(.*?)</textarea>', html, re.S).group(1)
+    return yaml.safe_load(html_lib.unescape(text))
+
+
+def test_sweep_again_around_the_best_fills_the_spec_box_from_the_best_trial(client, store):
     exp_id = _lr_experiment(client, store)  # best: 3 layers, lr 0.1, seed 1
-    html = client.get(f"/experiments/new?around={exp_id}").get_data(as_text=True)
-    assert 'value="lr-matters-around-best"' in html
-    assert 'value="2-4"' in html and 'value="2, 4, 8"' in html
-    assert 'value="0.0333, 0.1, 0.3"' in html and 'name="seeds" value="2"' in html
+    spec = _spec_box(client.get(f"/experiments/new?around={exp_id}").get_data(as_text=True))
+    assert spec["name"] == "lr-matters-around-best"
+    assert spec["model"] == {"hidden_layers": {"int_range": [2, 4, 1]},
+                             "width": {"grid": [2, 4, 8]}}
+    assert spec["training"] == {"max_epochs": 2, "learning_rate": {"grid": [0.0333, 0.1, 0.3]}}
+    assert spec["search"]["seeds"] == 2
     assert client.get("/experiments/new?around=exp-nope").status_code == 404
+
+
+def test_sweep_again_centres_on_the_best_mean_over_seeds_not_a_lucky_seed(client, store):
+    spec = {**LR_SPEC, "model": {"hidden_layers": 2, "width": 4}}
+    exp_id = client.post("/api/v1/experiments", json=spec).json["id"]
+    scores = {(0.1, 0): 0.9721, (0.1, 1): 0.9721,  # the best mean, on both seeds
+              (0.01, 0): 0.99, (0.01, 1): 0.90,  # one lucky seed
+              (0.001, 0): 0.9721, (0.001, 1): 0.95}
+    for t in store.list_trials(exp_id):
+        acc = scores[(t.config["training"]["learning_rate"], t.config["seed"])]
+        _finish(store, t.id, {"test_accuracy": acc, "test_loss": 1 - acc})
+    spec = _spec_box(client.get(f"/experiments/new?around={exp_id}").get_data(as_text=True))
+    assert spec["training"]["learning_rate"] == {"grid": [0.0333, 0.1, 0.3]}
+
+
+REGRESSION_SWEEP = {
+    "name": "regress-full",
+    "dataset": {"name": "diabetes"},
+    "model": {"hidden_layers": {"grid": [1, 2]}, "width": 8, "loss": "squared_error",
+              "init": "he", "dropout": {"grid": [0.0, 0.2]}},
+    "training": {"max_epochs": 4, "learning_rate": 0.01, "l2": 0.0001,
+                 "early_stopping": {"metric": "val_loss", "patience": 2}},
+    "search": {"method": "random", "num_samples": 1, "seeds": 2,
+               "objective": {"metric": "test_loss", "mode": "min"}},
+}
+
+
+def test_sweep_again_on_a_regression_keeps_every_field_it_does_not_change(client, store):
+    exp_id = client.post("/api/v1/experiments", json=REGRESSION_SWEEP).json["id"]
+    for t in store.list_trials(exp_id):
+        loss = 0.3 + 0.1 * t.config["model"]["hidden_layers"] + t.config["model"]["dropout"]
+        _finish(store, t.id, {"test_loss": loss, "test_accuracy": None})
+    html = client.get(f"/experiments/new?around={exp_id}").get_data(as_text=True)
+    spec = _spec_box(html)
+    # the best: one layer, no dropout; what the sweep again does not change stays as it was
+    assert spec["model"] == {"hidden_layers": {"int_range": [1, 2, 1]},
+                             "width": {"grid": [4, 8, 16]}, "loss": "squared_error",
+                             "init": "he", "dropout": 0.0}
+    assert spec["training"]["l2"] == 0.0001
+    assert spec["training"]["early_stopping"] == {"metric": "val_loss", "patience": 2}
+    assert spec["search"]["objective"] == {"metric": "test_loss", "mode": "min"}
+    assert spec["search"]["method"] == "random" and spec["search"]["seeds"] == 2
+    # the box is checked by the validate endpoint and submitted by the form as it stands
+    text = re.search(r'<textarea id="spec_text"[^>]*>(.*?)</textarea>', html, re.S).group(1)
+    import html as html_lib
+
+    text = html_lib.unescape(text)
+    token = _csrf(client)
+    r = client.post("/api/v1/validate", data={"spec_text": text, "csrf_token": token},
+                    headers={"X-CSRF-Token": token})
+    # random search crosses the grids (width, learning rate) and draws the depth
+    assert r.status_code == 200 and r.json["n_trials"] == 18, r.json
+    r = client.post("/experiments/new", data={"spec_text": text, "csrf_token": token,
+                                              "dataset": "iris"})
+    assert r.status_code == 303, r.get_data(as_text=True)
+    new_id = r.headers["Location"].rsplit("/", 1)[1]
+    stored = client.get(f"/api/v1/experiments/{new_id}/spec").json
+    assert stored["model"]["loss"] == "squared_error"
+    assert stored["search"]["objective"] == {"metric": "test_loss", "mode": "min"}
+
+
+def test_the_spec_box_reports_each_error_with_its_path_and_keeps_the_text(client):
+    token = _csrf(client)
+    text = "name: broken\ndataset: diabetes\nmodel: {width: 0}\n"
+    r = client.post("/api/v1/validate", data={"spec_text": text},
+                    headers={"X-CSRF-Token": token})
+    assert r.status_code == 400
+    message = r.json["fields"]["spec_text"]
+    assert message.startswith("model.width: ")
+    r = client.post("/api/v1/validate", data={"spec_text": "a: &x [1]\nb: *x\n"},
+                    headers={"X-CSRF-Token": token})
+    assert r.status_code == 400 and "aliases" in r.json["fields"]["spec_text"]
+    page = client.post("/experiments/new", data={"spec_text": text, "csrf_token": token})
+    assert page.status_code == 400
+    html = page.get_data(as_text=True)
+    assert "name: broken" in html and "model.width" in html
+
+
+def test_a_blank_regression_sweep_from_the_form_fields_is_valid(client):
+    token = _csrf(client)
+    form = {"name": "blank-regression", "dataset": "diabetes", "hidden_layers": "1",
+            "width": "4", "activation": "relu", "optimizer": "adam", "learning_rate": "0.01",
+            "epochs": "2", "batch_size": "32", "seeds": "1"}
+    r = client.post("/api/v1/validate", data=form, headers={"X-CSRF-Token": token})
+    assert r.status_code == 200, r.json
+    assert r.json["spec"]["model"]["loss"] == "squared_error"
+    assert r.json["spec"]["search"]["objective"] == {"metric": "test_loss", "mode": "min"}
 
 
 # --------------------------------------------------------------------------- delete
@@ -238,6 +341,17 @@ def test_delete_needs_the_token_and_a_confirmation_and_keeps_shared_trials(make_
         "/experiments/{experiment_id}"]
 
 
+def test_the_page_says_why_a_running_experiment_is_not_deleted(client, store):
+    exp_id = client.post("/api/v1/experiments", json=LR_SPEC).json["id"]
+    token = _csrf(client, f"/experiments/{exp_id}")
+    r = client.post(f"/experiments/{exp_id}/delete", data={"csrf_token": token,
+                                                           "confirm": exp_id})
+    assert r.status_code == 409
+    page = r.get_data(as_text=True)
+    assert 'id="delete-error"' in page and "cancel it" in page
+    assert client.get(f"/api/v1/experiments/{exp_id}").status_code == 200
+
+
 def test_the_page_deletes_after_the_name_is_typed(client, store):
     import re
 
@@ -247,7 +361,13 @@ def test_the_page_deletes_after_the_name_is_typed(client, store):
     token = re.search(r'name="csrf_token" value="([^"]+)"', html).group(1)
     wrong = client.post(f"/experiments/{exp_id}/delete", data={"csrf_token": token,
                                                                "confirm": "lr"})
-    assert wrong.status_code == 400 and "confirm" in wrong.get_data(as_text=True)
+    # the page again, its delete form open with what was typed and why it is not enough
+    assert wrong.status_code == 400
+    page = wrong.get_data(as_text=True)
+    assert '<details class="danger-zone" id="delete-zone" open>' in page
+    assert 'value="lr"' in page and 'id="delete-error"' in page
+    assert (f"to delete experiment &#39;lr-matters&#39; ({exp_id}), confirm must repeat its "
+            "name or its id, but got &#39;lr&#39;") in page
     forged = client.post(f"/experiments/{exp_id}/delete", data={"confirm": "lr-matters"})
     assert forged.status_code == 400 and client.get(f"/api/v1/experiments/{exp_id}").status_code == 200
     r = client.post(f"/experiments/{exp_id}/delete", data={"csrf_token": token,
@@ -272,7 +392,9 @@ def test_compare_shows_the_settings_that_differ_and_the_best_of_each(client, sto
     assert client.get(f"/compare?ids={a}&ids=exp-nope").status_code == 404
 
 
-@pytest.mark.parametrize("module", ["dashboard.params", "dashboard.around", "dashboard.compare"])
+@pytest.mark.parametrize(
+    "module", ["dashboard.params", "dashboard.around", "dashboard.compare", "dashboard.ranking"]
+)
 def test_module_examples_run(module):
     import doctest
     import importlib

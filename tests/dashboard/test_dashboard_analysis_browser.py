@@ -9,6 +9,7 @@ what the page shows.
 
 from __future__ import annotations
 
+import json
 import math
 
 import pytest
@@ -152,6 +153,48 @@ def test_axes_follow_what_the_sweep_varies_and_the_reader_can_change_them(quiet_
             b.close()
 
 
+# each chart card's size and its plot's, as [id, card width, card height, plot width, plot height]
+CHART_SIZES = """() => Array.from(document.querySelectorAll('.chart')).map(el => {
+    const svg = el.querySelector('.main-svg');
+    return [el.id, el.clientWidth, el.clientHeight,
+            svg ? Math.round(svg.getBoundingClientRect().width) : null,
+            svg ? Math.round(svg.getBoundingClientRect().height) : null]; })"""
+
+
+def test_charts_keep_their_size_through_a_window_resize(quiet_server):
+    from playwright.sync_api import expect, sync_playwright
+
+    base, store = quiet_server
+    exp_id = requests.post(base + "/api/v1/experiments", json=ACTIVATION_LR, timeout=30).json()["id"]
+    _finish_all(store, exp_id, _lr_decides)
+    with sync_playwright() as p:
+        b, page, problems = _open(p, base, f"/experiments/{exp_id}", width=1400, height=1000)
+        try:
+            expect(page.locator("#chart-importance .main-svg").first).to_be_visible(timeout=20_000)
+            expect(page.locator("#chart-slice .main-svg").first).to_be_visible()
+            before = page.evaluate(CHART_SIZES)
+            drawn = {i for i, _, _, plot_w, _ in before if plot_w}
+            # the depth profile has nothing to draw here (the depth is fixed): it says so
+            assert drawn == {c[0] for c in before} - {"chart-depth"}, before
+            # every plot fills its card's width and keeps the height it was drawn with
+            settled = (
+                f"() => {{ const s = ({CHART_SIZES})(); const b = {json.dumps(before)};"
+                " return s.every((c, i) => c[3] === null"
+                " || (Math.abs(c[1] - c[3]) <= 1 && c[4] === b[i][4])); }"
+            )
+            for width, height in ((1200, 900), (1000, 800), (1400, 1000)):
+                page.set_viewport_size({"width": width, "height": height})
+                page.wait_for_function(settled, timeout=10_000)
+                sizes = page.evaluate(CHART_SIZES)
+                if width == 1000:  # narrower: the plots follow their cards in
+                    assert sizes[0][3] < before[0][3], sizes
+            # back at the first size, every chart is as it was drawn
+            assert page.evaluate(CHART_SIZES) == before
+            assert problems == []
+        finally:
+            b.close()
+
+
 @pytest.mark.slow
 def test_learning_curves_stay_readable_with_500_trials(quiet_server):
     from playwright.sync_api import expect, sync_playwright
@@ -282,6 +325,60 @@ def test_status_tells_the_truth_for_a_cancelled_regression_with_live_epochs(quie
             b.close()
 
 
+def test_a_regression_sweeps_again_from_the_browser_with_its_loss_and_objective(quiet_server):
+    from playwright.sync_api import expect, sync_playwright
+
+    base, store = quiet_server
+    spec = {**REGRESSION, "name": "regress-again",
+            "model": {**REGRESSION["model"], "dropout": 0.1},
+            "search": {"seeds": 1, "objective": {"metric": "test_loss", "mode": "min"}}}
+    exp_id = requests.post(base + "/api/v1/experiments", json=spec, timeout=30).json()["id"]
+    for t in store.list_trials(exp_id):
+        assert store.claim_trial(t.id, "w1")
+        loss = 0.2 * t.config["model"]["hidden_layers"] + 0.01 * t.config["model"]["width"]
+        result = {"metrics": {"test_loss": loss, "test_accuracy": None},
+                  "timings": {"train": 1.0, "compile": 0.2}, "epochs_run": 5}
+        assert store.finish_trial(t.id, TrialState.COMPLETE, result=result, worker="w1")
+    with sync_playwright() as p:
+        b, page, problems = _open(p, base, f"/experiments/{exp_id}")
+        try:
+            page.click("#sweep-again")
+            page.wait_for_url("**/experiments/new?around=*")
+            # best: 1 layer of 4 units → depth 1-2, widths 2/4/8, three learning rates
+            expect(page.locator("#trial-count")).to_have_text("18 trials", timeout=10_000)
+            expect(page.locator("#error-spec_text")).to_have_text("")
+            page.click("#submit")
+            page.wait_for_url("**/experiments/exp-*")
+            new_id = page.url.rsplit("/", 1)[1]
+            stored = requests.get(base + f"/api/v1/experiments/{new_id}/spec", timeout=30).json()
+            assert stored["model"]["loss"] == "squared_error"
+            assert stored["model"]["dropout"] == 0.1
+            assert stored["search"]["objective"] == {"metric": "test_loss", "mode": "min"}
+            # a blank regression sweep from the form's fields is valid too, and the spec box
+            # starts from it for what the fields do not cover
+            page.goto(base + "/experiments/new")
+            page.select_option("#dataset", "diabetes")
+            page.fill("#seeds", "1")
+            expect(page.locator("#trial-count")).to_have_text("3 trials", timeout=10_000)
+            page.click("#spec-box summary")
+            page.click("#edit-spec")
+            expect(page.locator("#form-fields")).to_be_hidden()
+            edited = yaml.safe_load(page.input_value("#spec_text"))
+            assert edited["model"]["loss"] == "squared_error"
+            edited["training"]["early_stopping"] = {"metric": "val_loss", "patience": "soon"}
+            page.fill("#spec_text", json.dumps(edited))
+            expect(page.locator("#error-spec_text")).to_contain_text(
+                "training.early_stopping.patience", timeout=10_000
+            )
+            page.click("#use-form")
+            expect(page.locator("#form-fields")).to_be_visible()
+            expect(page.locator("#trial-count")).to_have_text("3 trials", timeout=10_000)
+            # the browser logs the validation's 400 for the broken spec, which was on purpose
+            assert [m for m in problems if "status of 400" not in m] == []
+        finally:
+            b.close()
+
+
 def test_spec_commands_sweep_again_and_small_screens(quiet_server):
     from playwright.sync_api import expect, sync_playwright
 
@@ -306,18 +403,29 @@ def test_spec_commands_sweep_again_and_small_screens(quiet_server):
                 assert overflow <= 0, (path, overflow)
             page.goto(base + f"/experiments/{exp_id}")
             page.screenshot(path=str(artifacts_dir() / "dashboard-phone.png"))
-            # the best trial: relu, lr 0.1 (2 layers, width 8) → a form around it
+            # the best trial: relu, lr 0.1 (2 layers, width 8) → a spec around it
             page.click("#sweep-again")
             page.wait_for_url("**/experiments/new?around=*")
-            expect(page.locator("#hidden_layers")).to_have_value("1-3")
-            expect(page.locator("#width")).to_have_value("4, 8, 16")
-            expect(page.locator("#learning_rate")).to_have_value("0.0333, 0.1, 0.3")
-            assert page.is_checked("input[name=activation][value=relu]")
-            assert not page.is_checked("input[name=activation][value=tanh]")
+            around = yaml.safe_load(page.input_value("#spec_text"))
+            assert around["model"] == {"hidden_layers": {"int_range": [1, 3, 1]},
+                                       "width": {"grid": [4, 8, 16]}, "activation": "relu"}
+            assert around["training"]["learning_rate"] == {"grid": [0.0333, 0.1, 0.3]}
+            expect(page.locator("#form-fields")).to_be_hidden()
             expect(page.locator("#trial-count")).to_have_text("54 trials", timeout=10_000)
             # delete it: open the danger zone, type the name, and it is gone from the list
             page.goto(base + f"/experiments/{exp_id}")
             page.click("#delete-zone summary")
+            # a wrong entry: the same page, the form still open, saying what to type
+            page.fill("#delete-confirm", "activation")
+            page.click("#delete")
+            expect(page.locator("#delete-error")).to_contain_text(
+                "confirm must repeat its name or its id, but got 'activation'"
+            )
+            expect(page.locator("#delete-confirm")).to_be_visible()
+            expect(page.locator("#delete-confirm")).to_have_value("activation")
+            problems.remove(
+                "Failed to load resource: the server responded with a status of 400 (BAD REQUEST)"
+            )
             page.fill("#delete-confirm", "activation-lr")
             page.click("#delete")
             page.wait_for_url(f"**/?deleted={exp_id}")
@@ -359,6 +467,85 @@ def test_compare_two_experiments_from_the_list(quiet_server):
                 "document.getElementById('chart-compare-metric').data[0].x"
             ) == ["relu", "tanh"]
             page.screenshot(path=str(artifacts_dir() / "dashboard-compare.png"), full_page=True)
+            assert problems == []
+        finally:
+            b.close()
+
+
+def test_the_list_updates_while_trials_run_without_losing_what_the_reader_typed(quiet_server):
+    from playwright.sync_api import expect, sync_playwright
+
+    base, store = quiet_server
+    done = requests.post(base + "/api/v1/experiments", json=ACTIVATION_LR, timeout=30).json()["id"]
+    _finish_all(store, done, _lr_decides)
+    running = requests.post(base + "/api/v1/experiments", json=REGRESSION, timeout=30).json()["id"]
+    trials = [t.id for t in store.list_trials(running)]
+    with sync_playwright() as p:
+        b, page, problems = _open(p, base, "/")
+        try:
+            row = page.locator(f"tr[data-experiment='{running}']")
+            expect(row.locator("td").nth(5)).to_have_text("0 / 4")
+            page.evaluate("window.notReloaded = true")
+            page.check(f"input[name=ids][value={done}]")
+            page.fill("#q", "regr")
+            page.focus("#q")
+            for tid in trials[:2]:
+                assert store.claim_trial(tid, "w1")
+                result = {"metrics": {"test_loss": 0.4}, "epochs_run": 5}
+                assert store.finish_trial(tid, TrialState.COMPLETE, result=result, worker="w1")
+            # the row catches up by itself, and nothing the reader did is undone
+            expect(row.locator("td").nth(5)).to_have_text("2 / 4", timeout=15_000)
+            assert page.evaluate("window.notReloaded") is True
+            assert page.is_checked(f"input[name=ids][value={done}]")
+            assert page.input_value("#q") == "regr"
+            assert page.evaluate("document.activeElement.id") == "q"
+            # once nothing runs, the list stops asking
+            requests.post(base + f"/api/v1/experiments/{running}/cancel", timeout=30)
+            expect(row.locator(".state")).to_contain_text("cancelled", timeout=15_000)
+            expect(page.locator("#experiments")).to_have_attribute("data-active", "0")
+            assert page.is_checked(f"input[name=ids][value={done}]")
+            assert problems == []
+        finally:
+            b.close()
+
+
+def test_the_best_configuration_is_the_best_mean_live_and_after_a_reload(quiet_server):
+    from playwright.sync_api import expect, sync_playwright
+
+    base, store = quiet_server
+    exp_id = requests.post(base + "/api/v1/experiments", json=ACTIVATION_LR, timeout=30).json()["id"]
+    # five trials tie at 0.9721; only relu at 0.1 scores it on both seeds
+    scores = {("relu", 0.1, 0): 0.9721, ("relu", 0.1, 1): 0.9721,
+              ("tanh", 0.1, 0): 0.9721, ("tanh", 0.1, 1): 0.96,
+              ("tanh", 0.01, 0): 0.9721, ("tanh", 0.01, 1): 0.3,
+              ("relu", 0.01, 0): 0.5, ("relu", 0.01, 1): 0.9721}
+    trials = store.list_trials(exp_id)
+    key = {t.id: (t.config["model"]["activation"], t.config["training"]["learning_rate"],
+                  t.config["seed"]) for t in trials}
+    best = sorted(tid for tid, k in key.items() if k[:2] == ("relu", 0.1))
+    # the lucky single seeds finish first, the best configuration last
+    order = sorted(key, key=lambda tid: (key[tid][:2] == ("relu", 0.1), key[tid][2] == 0, tid),
+                   reverse=False)
+    with sync_playwright() as p:
+        b, page, problems = _open(p, base, f"/experiments/{exp_id}")
+        try:
+            page.wait_for_function("() => document.body.dataset.live === 'stream'",
+                                   timeout=10_000)
+            for tid in order:
+                assert store.claim_trial(tid, "w1")
+                acc = scores.get(key[tid], 0.2)
+                result = {"metrics": {"test_accuracy": acc, "test_loss": 1 - acc},
+                          "timings": {"train": 1.0}, "epochs_run": 3}
+                assert store.finish_trial(tid, TrialState.COMPLETE, result=result, worker="w1")
+            expected = ("best test accuracy 0.9721 ± 0 (highest mean of 2 seeds) — "
+                        "activation relu, learning rate 0.1")
+            expect(page.locator("#best")).to_have_text(expected, timeout=15_000)
+            live = page.evaluate("[document.getElementById('best').dataset.trial,"
+                                 " document.getElementById('best').dataset.trials]")
+            assert live == [best[0], " ".join(best)]
+            page.reload()
+            expect(page.locator("#best")).to_have_text(expected, timeout=15_000)
+            assert page.evaluate("document.getElementById('best').dataset.trial") == best[0]
             assert problems == []
         finally:
             b.close()

@@ -77,6 +77,32 @@ def test_a_stream_announces_changes_of_its_experiment_only(client, store):
     assert _next_event(events) == ""
 
 
+def _finish_every_trial(store, exp_id):
+    ids = [t.id for t in store.list_trials(exp_id)]
+    assert len(store.claim_trials(ids, "w1")) == len(ids)
+    result = {"metrics": {"test_accuracy": 0.9, "test_loss": 0.1}, "epochs_run": 2}
+    items = [(tid, TrialState.COMPLETE, result, None) for tid in ids]
+    assert len(store.finish_trials(items, worker="w1")) == len(ids)
+
+
+def test_a_stream_ends_when_its_experiment_is_over_and_none_opens_after(client, store):
+    exp_id = client.post("/api/v1/experiments", json=TINY_SPEC).json["id"]
+    r = client.get(f"/api/v1/experiments/{exp_id}/events?since={store.latest_seq()}",
+                   buffered=False)
+    events = _events(r)
+    assert _next_event(events).startswith("event: change")
+    _finish_every_trial(store, exp_id)
+    names = []
+    while not names or names[-1] != "":
+        names.append(_next_event(events).split("\n", 1)[0])
+    # the last update says the experiment is over; then `end`, and the stream closes
+    assert names[-3:] == ["event: trials", "event: end", ""]
+    assert client.application.extensions["dnnframe"].feed._open == 0
+    # a finished experiment has nothing to stream: 204, which EventSource does not retry
+    again = client.get(f"/api/v1/experiments/{exp_id}/events")
+    assert again.status_code == 204 and again.get_data() == b""
+
+
 def test_a_server_at_its_stream_limit_says_poll_instead(make_app):
     client = make_app(EVENT_STREAMS=0).test_client()
     exp_id = client.post("/api/v1/experiments", json=TINY_SPEC).json["id"]
@@ -133,3 +159,41 @@ def test_the_page_polls_when_the_server_refuses_a_stream(tmp_path, data_dir):
             assert _page_follows_changes(base, store, exp_id) == "poll"
     finally:
         app.extensions["dnnframe"].shutdown()
+
+
+def test_seven_tabs_of_a_finished_experiment_and_the_list_all_load(quiet_server):
+    """A browser keeps six connections per host for all its tabs: pages of a finished
+    experiment must hold none of them."""
+    from playwright.sync_api import expect, sync_playwright
+
+    base, store = quiet_server
+    exp_id = requests.post(base + "/api/v1/experiments", json=TINY_SPEC, timeout=30).json()["id"]
+    url = base + f"/experiments/{exp_id}"
+    with sync_playwright() as p:
+        b = browser(p)
+        try:
+            context = b.new_context()  # one connection pool, as the tabs of one window
+            errors: list[str] = []
+            first = context.new_page()
+            first.on("pageerror", lambda exc: errors.append(str(exc)))
+            first.goto(url)
+            first.wait_for_function("() => document.body.dataset.live === 'stream'",
+                                    timeout=10_000)
+            # the experiment finishes while its page listens: the stream ends, for good
+            _finish_every_trial(store, exp_id)
+            first.wait_for_function("() => document.body.dataset.live === 'finished'",
+                                    timeout=15_000)
+            expect(first.locator("#status")).to_contain_text("finished")
+            for _ in range(6):
+                page = context.new_page()
+                page.on("pageerror", lambda exc: errors.append(str(exc)))
+                page.goto(url, timeout=15_000)
+                expect(page.locator("#trials tbody tr[data-state=COMPLETE]")).to_have_count(4)
+                page.wait_for_function("() => document.body.dataset.live === 'finished'",
+                                       timeout=10_000)
+            listing = context.new_page()
+            listing.goto(base + "/", timeout=15_000)
+            expect(listing.locator(f"tr[data-experiment='{exp_id}']")).to_be_visible()
+            assert errors == []
+        finally:
+            b.close()

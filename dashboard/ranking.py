@@ -1,0 +1,92 @@
+"""Which configuration is best: trials that differ only in their seed are one configuration,
+ranked by its mean over the seeds that completed, shown with their spread and count.
+
+A single trial's value is one draw of the seed's noise, so five trials tying at 0.9721 say
+little; a configuration that scored 0.9721 on both its seeds says more. The order is total
+and depends on nothing but the values, so the live page, a reloaded page and "sweep again"
+name the same configuration: a better mean first, then more seeds, then a smaller spread,
+then the smallest trial id. experiment.js ranks the same way (sums taken over the values in
+ascending order, so both give the same floating-point mean).
+
+>>> from types import SimpleNamespace as T
+>>> def trial(tid, lr, seed, acc):
+...     return T(id=tid, state=SCORED_STATE, result={"metrics": {"test_accuracy": acc}},
+...              config={"model": {}, "training": {"learning_rate": lr}, "seed": seed})
+>>> trials = [trial("a", 0.1, 0, 0.9721), trial("b", 0.01, 0, 0.98), trial("c", 0.01, 1, 0.95),
+...           trial("d", 0.1, 1, 0.9721), trial("e", 0.3, 0, 0.9721)]
+>>> best, *rest = rank_configurations(trials, "test_accuracy", "max")
+>>> best.params["learning_rate"], best.mean, best.sd, best.n, best.trial_ids, best.best_trial_id
+(0.1, 0.9721, 0.0, 2, ('a', 'd'), 'a')
+>>> [(r.params["learning_rate"], r.n) for r in rest]
+[(0.3, 1), (0.01, 2)]
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from dnnframe.states import SCORED_STATE
+
+from .params import trial_params, trial_values
+
+
+@dataclass(frozen=True)
+class RankedConfiguration:
+    """One configuration (every parameter but the seed) and its scores over seeds."""
+
+    params: dict[str, Any]
+    mean: float
+    sd: float  # sample standard deviation over seeds; 0 for one seed
+    n: int  # seeds that completed with a value
+    trial_ids: tuple[str, ...]  # sorted
+    best_trial_id: str  # its trial with the best value (the smallest id among equals)
+
+    def to_json(self) -> dict[str, Any]:
+        """The configuration as the API and the pages show it."""
+        return {"params": self.params, "mean": self.mean, "sd": self.sd, "n": self.n,
+                "trial_ids": list(self.trial_ids), "best_trial_id": self.best_trial_id}
+
+
+def mean_sd(values: list[float]) -> tuple[float, float]:
+    """Mean and sample standard deviation, summed in ascending order (as the page sums)."""
+    ordered = sorted(values)
+    total = 0.0
+    for v in ordered:
+        total += v
+    mean = total / len(ordered)
+    if len(ordered) < 2:
+        return mean, 0.0
+    squares = 0.0
+    for v in ordered:
+        squares += (v - mean) * (v - mean)
+    return mean, math.sqrt(squares / (len(ordered) - 1))
+
+
+def rank_configurations(trials: Iterable[Any], metric: str, mode: str) -> list[RankedConfiguration]:
+    """The configurations of ``trials`` (COMPLETE ones with a finite ``metric``), best first."""
+    groups: dict[str, list[tuple[str, float]]] = {}
+    params_of: dict[str, dict[str, Any]] = {}
+    for trial in trials:
+        if trial.state != SCORED_STATE:
+            continue
+        value = trial_values(trial.result).get(metric)
+        if value is None:
+            continue
+        params = trial_params(trial.config)
+        params.pop("seed", None)
+        key = json.dumps(params, sort_keys=True, default=str)
+        params_of.setdefault(key, params)
+        groups.setdefault(key, []).append((trial.id, float(value)))
+    sign = -1.0 if mode == "max" else 1.0
+    ranked = []
+    for key, members in groups.items():
+        mean, sd = mean_sd([v for _, v in members])
+        best_id = min(members, key=lambda m: (sign * m[1], m[0]))[0]
+        ids = tuple(sorted(tid for tid, _ in members))
+        ranked.append(RankedConfiguration(params_of[key], mean, sd, len(members), ids, best_id))
+    ranked.sort(key=lambda c: (sign * c.mean, -c.n, c.sd, c.trial_ids[0]))
+    return ranked
