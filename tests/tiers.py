@@ -103,9 +103,11 @@ def tiers_of(item: pytest.Item) -> set[str]:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    # Registered here too, so a run with another configuration file (pytester) knows them.
+    # pyproject.toml registers them; a run with another configuration (pytester's) gets them here
+    known = {line.split(":", 1)[0].strip() for line in config.getini("markers")}
     for marker, needs in TIERS.items():
-        config.addinivalue_line("markers", f"{marker}: needs {needs}")
+        if marker not in known:
+            config.addinivalue_line("markers", f"{marker}: needs {needs}")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -114,8 +116,10 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(marker)
 
 
+@pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item: pytest.Item) -> None:
-    # The checks cheap enough to make here; a fixture that reaches a server skips itself.
+    # Before any fixture starts something for nothing. The checks cheap enough to make here;
+    # a fixture that reaches a server skips itself.
     marked = {m.name for m in item.iter_markers()}
     if "browser" in marked and (reason := chromium_missing()):
         _skip(reason)
