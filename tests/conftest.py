@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import os
 
+# markers by service, a missing service's skip and CI's refusal of skips (tests/tiers.py);
+# pytester runs small suites through that plugin to test it
+pytest_plugins = ["tiers", "pytester"]
+
 
 def pytest_configure(config) -> None:  # noqa: ANN001 - pytest hook
     # Settings a user may have exported (a broker, a store, a token) would reroute the CLI

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from tiers import skip_optional
 
 from dnnframe.store import open_store
 
@@ -635,7 +636,7 @@ def test_a_gpu_that_is_not_here_is_refused_in_one_line_before_anything_runs(tmp_
     from dnnframe.engine.backend import probe
 
     if probe({**os.environ, "THEANO_FLAGS": "device=cuda"}) is None:
-        pytest.skip("this machine has a usable CUDA GPU")
+        skip_optional("this machine has a usable CUDA GPU")
     spec = write_spec(tmp_path / "tiny.yaml", TINY)
     proc = cli("run", "tiny.yaml", "-w", "2", cwd=tmp_path, env={"THEANO_FLAGS": "device=cuda"})
     assert proc.returncode == 1

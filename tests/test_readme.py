@@ -22,6 +22,10 @@ def test_ci_runs_the_readme_install_and_test_commands_verbatim() -> None:
     tests = [c for c in commands if "pytest" in c]
     assert install == ['python3 -m venv .venv && . .venv/bin/activate && pip install -e ".[dev]"']
     assert tests == ["python -m pytest"]
+    # the fast tier sits beside it (a console block: it is not what CI runs)
+    section = (ROOT / "README.md").read_text(encoding="utf-8").split("## A fresh machine")[1]
+    section = section.split("\n## ", 1)[0]
+    assert 'python -m pytest -m "not (slow or broker or browser or docker or netns)"' in section
     ci_lines = [line.strip() for line in (ROOT / ".ci" / "run").read_text().splitlines()]
     for command in install + tests:
         assert command in ci_lines, f".ci/run does not run the README's command {command!r}"

@@ -6,6 +6,11 @@ from __future__ import annotations
 
 import re
 import secrets
+import shutil
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
 
 import pytest
 from dashboard_support import TINY_SPEC
@@ -212,13 +217,42 @@ def test_without_trusted_proxies_a_forwarded_for_header_changes_nothing(make_app
     assert codes == [401, 401, 429]
 
 
-def test_a_shared_guess_storage_counts_every_process_together(make_app):
-    redis = pytest.importorskip("redis", reason="the redis package (pip install redis)")
-    url = "redis://127.0.0.1:6379/0"
+@pytest.fixture
+def redis_url(tmp_path) -> Iterator[str]:
+    """A Redis server of this test only (Debian's redis-server; .ci/run installs it), on a
+    free port with no persistence; stopped afterwards."""
+    import redis
+
+    server = shutil.which("redis-server")
+    if server is None:
+        pytest.skip("no redis-server here: install Debian's redis-server (.ci/run does this)")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen([server, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+                             "--appendonly", "no", "--dir", str(tmp_path)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"redis://127.0.0.1:{port}/0"
     try:
-        redis.Redis.from_url(url, socket_timeout=2).ping()
-    except redis.RedisError as exc:
-        pytest.skip(f"no Redis server answers at {url}: {exc}")
+        client = redis.Redis.from_url(url, socket_timeout=2)
+        deadline = time.monotonic() + 30
+        while True:  # a deadline poll: the server takes connections once it has bound
+            try:
+                client.ping()
+                break
+            except redis.ConnectionError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    pytest.fail(f"redis-server on port {port} did not start "
+                                f"(exit code {proc.poll()})")
+                time.sleep(0.05)
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+def test_a_shared_guess_storage_counts_every_process_together(make_app, redis_url):
+    url = redis_url
     # two apps stand for two gunicorn processes; a fresh address per run keeps runs apart
     client = {"REMOTE_ADDR": f"198.18.{secrets.randbelow(250)}.{secrets.randbelow(250) + 1}"}
     config = {"API_TOKEN": "s3cret", "TOKEN_GUESS_LIMIT": "3 per minute",

@@ -19,6 +19,8 @@ from dashboard_support import artifacts_dir, browser
 
 from dnnframe.store.base import TrialState
 
+pytestmark = pytest.mark.browser
+
 
 def _open(p, base, path, width=1280, height=1100):
     b = browser(p)

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import json
 import socket
-import time
 from collections.abc import Iterator
 
+import kombu.utils.functional
 import pytest
 from dashboard_support import TINY_SPEC
 
@@ -28,9 +28,12 @@ def test_submit_with_broker_unreachable_is_503_and_trials_are_held(
     monkeypatch.setenv("DNNFRAME_BROKER_URL",
                        f"amqp://someone:s3cret-pw@127.0.0.1:{dead_port}//")
     app = make_app(EXECUTOR=None)  # the executor the environment configures: Celery
-    started = time.monotonic()
-    response = app.test_client().post("/api/v1/experiments", json=TINY_SPEC)
-    answered_s = time.monotonic() - started
+    # kombu's waits between connection attempts, recorded instead of slept: what the
+    # request waits by design, whatever the machine's load
+    waits: list[float] = []
+    with monkeypatch.context() as patched:
+        patched.setattr(kombu.utils.functional, "sleep", waits.append)
+        response = app.test_client().post("/api/v1/experiments", json=TINY_SPEC)
 
     assert response.status_code == 503, response.get_data(as_text=True)
     assert response.headers["Retry-After"] == "30"
@@ -40,8 +43,8 @@ def test_submit_with_broker_unreachable_is_503_and_trials_are_held(
     assert f"the broker amqp://someone:**@127.0.0.1:{dead_port}//" in message
     assert "\n" not in message
     assert "s3cret-pw" not in json.dumps(body)
-    # generous: the point is a prompt answer, not the minute of retries a client gives up on
-    assert answered_s < 15, answered_s
+    # a prompt answer, not the minute of retries a client gives up on
+    assert sum(waits) < 5, waits
 
     store = app.extensions["dnnframe"].store
     (experiment,) = store.list_experiments()

@@ -17,6 +17,7 @@ from dashboard_support import browser as _browser
 
 from dashboard import create_app
 
+pytestmark = pytest.mark.browser
 
 @pytest.fixture
 def live_server(tmp_path, data_dir, monkeypatch):

@@ -3,12 +3,12 @@ the plotly charts, WebGL parallel coordinates included), and Cancel asks before 
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 from dashboard_support import TINY_SPEC, serving
 
 from dnnframe.store import TrialState
+
+pytestmark = pytest.mark.browser
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
@@ -48,8 +48,6 @@ def _finished_experiment(client, store) -> tuple[str, str]:
 def test_pages_run_under_their_policy_and_cancel_asks_first(served, recorder):
     from playwright.sync_api import expect, sync_playwright
 
-    if not Path(CHROMIUM).is_file():
-        pytest.fail(f"{CHROMIUM} is missing: install Debian's chromium package")
     base, app = served
     client, store = app.test_client(), app.extensions["dnnframe"].store
     done_id, trial_id = _finished_experiment(client, store)

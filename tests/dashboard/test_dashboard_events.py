@@ -9,6 +9,7 @@ import queue
 import threading
 import time
 
+import pytest
 import requests
 from dashboard_support import TINY_SPEC, browser, serving
 
@@ -138,12 +139,14 @@ def _page_follows_changes(base, store, exp_id) -> str:
             b.close()
 
 
+@pytest.mark.browser
 def test_the_page_follows_a_stream(quiet_server):
     base, store = quiet_server
     exp_id = requests.post(base + "/api/v1/experiments", json=TINY_SPEC, timeout=30).json()["id"]
     assert _page_follows_changes(base, store, exp_id) == "stream"
 
 
+@pytest.mark.browser
 def test_the_page_polls_when_the_server_refuses_a_stream(tmp_path, data_dir):
     from dashboard_support import RecordingExecutor
 

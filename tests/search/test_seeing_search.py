@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import threading
-from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -64,12 +63,11 @@ def test_the_api_gives_the_rungs_of_the_experiment(pruned):
     assert body["status_text"] == "finished, 5 of 8 pruned"
 
 
+@pytest.mark.browser
 def test_experiment_page_draws_the_rung_chart_and_best_so_far(pruned):
     from playwright.sync_api import expect, sync_playwright
     from werkzeug.serving import make_server
 
-    if not Path(CHROMIUM).is_file():
-        pytest.fail(f"{CHROMIUM} is missing: install Debian's chromium package")
     url, eid = pruned
     app = create_app({"STORE_URL": url, "ALLOWED_HOSTS": "127.0.0.1"})
     server = make_server("127.0.0.1", 0, app, threaded=True)

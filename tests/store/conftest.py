@@ -14,7 +14,7 @@ from store_support import (
     store_url,
 )
 
-from dnnframe.store import ResultStore, open_store
+from dnnframe.store import ResultStore, base_trials, open_store
 
 
 @pytest.fixture(params=BACKENDS)
@@ -35,6 +35,27 @@ def url(backend, tmp_path) -> Iterator[str]:
         yield db_url
     finally:
         drop_postgresql_database(name)
+
+
+class SteppedClock:
+    """A clock that moves only when the test says (``advance``): ages are exact."""
+
+    def __init__(self, start: float = 1_700_000_000.0) -> None:
+        self.time = start
+
+    def __call__(self) -> float:
+        return self.time
+
+    def advance(self, seconds: float) -> None:
+        self.time += seconds
+
+
+@pytest.fixture
+def clock(monkeypatch) -> SteppedClock:
+    """The stores' clock (every timestamp they write, every age they judge), test-driven."""
+    stepped = SteppedClock()
+    monkeypatch.setattr(base_trials, "clock", stepped)
+    return stepped
 
 
 @pytest.fixture

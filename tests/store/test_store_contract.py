@@ -7,7 +7,6 @@ import datetime
 import io
 import json
 import threading
-import time
 
 import pytest
 
@@ -79,9 +78,9 @@ def test_bad_arguments_are_named(store):
         store.claim_trial("t", "w", max_attempts=0)
 
 
-def test_experiment_listing_newest_first_with_counts(store):
+def test_experiment_listing_newest_first_with_counts(store, clock):
     make(store, 2, "a")
-    time.sleep(0.01)
+    clock.advance(1)
     make(store, 3, "b")
     exps = store.list_experiments()
     assert [e.id for e in exps] == ["b", "a"]
@@ -127,14 +126,14 @@ def test_claim_is_exclusive_and_counts_attempts(store):
     assert store.get_trial(tid).worker == "w1"
 
 
-def test_heartbeat_only_by_owner_while_running(store):
+def test_heartbeat_only_by_owner_while_running(store, clock):
     (tid,) = make(store, 1)
     assert store.heartbeat(tid, "w1") is False  # not running yet
     store.claim_trial(tid, "w1")
     before = store.get_trial(tid).heartbeat_at
-    time.sleep(0.01)
+    clock.advance(1)
     assert store.heartbeat(tid, "w1") is True
-    assert store.get_trial(tid).heartbeat_at > before
+    assert store.get_trial(tid).heartbeat_at == before + 1
     assert store.heartbeat(tid, "intruder") is False
     store.finish_trial(tid, TrialState.COMPLETE, worker="w1")
     assert store.heartbeat(tid, "w1") is False
@@ -205,33 +204,35 @@ def test_queued_can_only_be_cancelled(store):
     assert store.claim_trial(a, "w") is None
 
 
-def test_delivery_cap_marks_failed(store):
+def test_delivery_cap_marks_failed(store, clock):
     (tid,) = make(store, 1)
     for i in range(2):
         assert store.claim_trial(tid, f"w{i}", max_attempts=2) is not None
-        time.sleep(0.02)
-        assert store.requeue_stale(0.01) == [tid]
+        clock.advance(2)
+        assert store.requeue_stale(1) == [tid]
     assert store.claim_trial(tid, "w3", max_attempts=2) is None
     t = store.get_trial(tid)
     assert t.state is TrialState.FAILED and t.attempts == 2
     assert t.error.startswith("delivery cap reached")
 
 
-def test_requeue_stale_judges_age_as_of_the_given_time(store):
+def test_requeue_stale_judges_age_as_of_the_given_time(store, clock):
     (tid,) = make(store, 1)
     store.claim_trial(tid, "w")
     # seen a minute ago the heartbeat was not written yet: nothing is old as of then
-    assert store.requeue_stale(0, as_of=time.time() - 60) == []
-    assert store.requeue_stale(30, as_of=time.time() + 60) == [tid]
+    assert store.requeue_stale(0, as_of=clock() - 60) == []
+    assert store.requeue_stale(30, as_of=clock() + 60) == [tid]
     assert store.get_trial(tid).state is TrialState.QUEUED
 
 
-def test_requeue_stale_only_old_heartbeats(store):
+def test_requeue_stale_only_old_heartbeats(store, clock):
     a, b = make(store, 2)
     store.claim_trial(a, "lost")
-    time.sleep(0.5)
+    clock.advance(30)
     store.claim_trial(b, "alive")
-    assert store.requeue_stale(0.4) == [a]  # generous margins: CI machines stall
+    clock.advance(10)
+    assert store.requeue_stale(40) == []  # a is exactly 40 s old: not older than 40 s
+    assert store.requeue_stale(20) == [a]  # b is 10 s old
     ta = store.get_trial(a)
     assert ta.state is TrialState.QUEUED and ta.worker is None and ta.attempts == 1
     assert store.get_trial(b).state is TrialState.RUNNING
@@ -466,7 +467,7 @@ def test_export_jsonl_and_csv(filled, tmp_path):
     assert "result.history" not in table[0]
 
 
-def test_workers(store):
+def test_workers(store, clock):
     store.register_worker("w1", host="h", pid=12, current_trial="t", trials_done=3,
                           info={"queue": "default"})
     store.register_worker("w2", host="h", pid=13)
@@ -474,7 +475,8 @@ def test_workers(store):
     ws = store.list_workers()
     assert [w.name for w in ws] == ["w1", "w2"]
     assert (ws[0].current_trial, ws[0].trials_done, ws[0].pid) == (None, 4, 12)
-    assert ws[0].last_seen > time.time() - 60
+    assert ws[0].last_seen == clock()
+    clock.advance(60)
     assert len(store.list_workers(seen_within_s=60)) == 2
     assert store.list_workers(seen_within_s=-10) == []
 
@@ -661,14 +663,14 @@ def test_batch_arguments_are_named(store):
         store.finish_trials([(ids[0], TrialState.COMPLETE)], worker="w")
 
 
-def test_heartbeat_trials_reports_what_is_still_owned(store):
+def test_heartbeat_trials_reports_what_is_still_owned(store, clock):
     a, b, c, d = make(store, 4)
     store.claim_trials([a, b, c], "w")
     store.claim_trial(d, "other")
     store.finish_trial(c, TrialState.COMPLETE, worker="w")
     before = {t.id: t.heartbeat_at for t in store.list_trials()}
     cursor = store.latest_seq()
-    time.sleep(0.01)
+    clock.advance(1)
     assert store.heartbeat_trials([a, b, c, d], "w") == {a, b}
     after = {t.id: t.heartbeat_at for t in store.list_trials()}
     assert after[a] > before[a] and after[b] > before[b]

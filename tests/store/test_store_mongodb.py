@@ -8,6 +8,7 @@ import mongomock
 import pytest
 from pymongo.errors import AutoReconnect
 from store_support import MONGODB_URL
+from tiers import skip_optional
 
 from dnnframe.exceptions import SchemaVersionError, StoreCorruptError, StoreError
 from dnnframe.store import SCHEMA_VERSION, TrialState, open_store
@@ -17,7 +18,7 @@ from dnnframe.store.mongodb import redact
 def test_real_mongodb_server():
     """The contract suite runs against a real server only when one is configured."""
     if not MONGODB_URL:
-        pytest.skip("no MongoDB server can be installed on this machine; set "
+        skip_optional("no MongoDB server can be installed on this machine; set "
                     "DNNFRAME_TEST_MONGODB_URL=mongodb://host:27017 to run the whole contract "
                     "suite and the multi-process test against a real server")
     s = open_store(MONGODB_URL.rstrip("/") + "/dnnframe_test_ping")
