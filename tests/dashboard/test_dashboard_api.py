@@ -523,3 +523,10 @@ def test_unreachable_broker_is_reported_not_a_crash(make_app):
     app = make_app(BROKER_URL="amqp://guest:guest@127.0.0.1:1//", CELERY_INSPECT_TIMEOUT=0.5)
     r = app.test_client().get("/api/v1/workers")
     assert r.status_code == 200 and r.json["celery"]["ok"] is False and r.json["celery"]["error"]
+
+
+def test_a_spec_with_per_layer_widths_is_submitted(client, recorder):
+    spec = {**TINY_SPEC, "model": {"hidden_layers": 2, "width": [8, 4]}}
+    r = _submit(client, spec)
+    assert r.status_code == 201, r.json
+    assert len(recorder.submitted[-1]) == 2  # two seeds
