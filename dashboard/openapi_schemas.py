@@ -29,7 +29,8 @@ def _rewrite_refs(node: Any) -> Any:
 
 def component_schemas() -> dict[str, Any]:
     """Every schema of ``components.schemas``, by name."""
-    spec_schema = spec_json_schema()
+    # web specs may not name files on the server
+    spec_schema = spec_json_schema(server_files=False)
     defs = spec_schema.pop("$defs", {})
     schemas: dict[str, Any] = {name: _rewrite_refs(s) for name, s in defs.items()}
     for sub in schemas.values():
@@ -92,10 +93,6 @@ def component_schemas() -> dict[str, Any]:
                     "id": {"type": "string"},
                     "name": {"type": "string"},
                     "n_trials": {"type": "integer"},
-                    "sampled": {
-                        "type": "integer",
-                        "description": "how many of the trials a forest evaluator saw",
-                    },
                     "new_trials": {"type": "integer"},
                     "queued_trials": {"type": "integer"},
                     "created": {"type": "boolean"},
@@ -109,10 +106,6 @@ def component_schemas() -> dict[str, Any]:
                 "properties": {
                     "valid": {"type": "boolean"},
                     "n_trials": {"type": "integer"},
-                    "sampled": {
-                        "type": "integer",
-                        "description": "how many of the trials a forest evaluator saw",
-                    },
                     "experiment_id": {"type": "string"},
                     "spec": {"type": "object"},
                 },
