@@ -107,7 +107,9 @@ def _parse_spec(data: Any, source: str | None, trial_cap: int | None,
         _check_listed_values(spaces)
         _check_plain_values(data)
         _check_space_values(spec, spaces, strict)
-        _check_combinations(spec, spaces)
+        if not strict:
+            # every value's type is checked above; combinations are the lax pass's work
+            _check_combinations(spec, spaces)
         spec = _regression_objective(spec)
     except _Invalid as exc:
         # a field set aside took its default: what follows from that default is not news
