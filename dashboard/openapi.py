@@ -140,7 +140,7 @@ def _document(token_required: bool) -> str:
             "get": {
                 "summary": "Liveness and store check",
                 "operationId": "health",
-                "responses": {"200": _resp("ok"), **_errors(503)},
+                "responses": {"200": _resp("ok", "Health"), **_errors(503)},
             }
         },
         "/openapi.json": {
@@ -189,7 +189,7 @@ def _document(token_required: bool) -> str:
                     _param("limit", "query", _PAGE, "page size"),
                     _param("offset", "query", _INT_ARG, "skip this many"),
                 ],
-                "responses": {"200": _resp("experiments"), **_errors(400)},
+                "responses": {"200": _resp("experiments", "ExperimentList"), **_errors(400)},
             },
             "post": {
                 "summary": "Submit a sweep (idempotent: the same spec is the same experiment)",
@@ -210,7 +210,7 @@ def _document(token_required: bool) -> str:
                 "summary": "An experiment: spec, progress by state, best trial",
                 "operationId": "getExperiment",
                 "parameters": [_EXP_ID],
-                "responses": {"200": _resp("experiment"), **_errors(404)},
+                "responses": {"200": _resp("experiment", "Experiment"), **_errors(404)},
             },
             "delete": {
                 "summary": "Delete an experiment that is over, with the trials no other "
@@ -229,7 +229,7 @@ def _document(token_required: bool) -> str:
                     ),
                 ],
                 "responses": {
-                    "200": _resp("deleted: how many trials went with it"),
+                    "200": _resp("deleted: how many trials went with it", "Deleted"),
                     **_errors(400, 401, 403, 404, 409, conflict="the experiment still has "
                               "trials queued or running: cancel it first"),
                 },
@@ -293,7 +293,8 @@ def _document(token_required: bool) -> str:
                         "include per-epoch metrics (1, true, yes)",
                     ),
                 ],
-                "responses": {"200": _resp("trials and the next cursor"), **_errors(400, 404)},
+                "responses": {"200": _resp("trials and the next cursor", "TrialList"),
+                              **_errors(400, 404)},
             }
         },
         "/experiments/{experiment_id}/events": {
@@ -426,7 +427,7 @@ def _document(token_required: bool) -> str:
                 "security": secured,
                 "parameters": [_EXP_ID],
                 "responses": {
-                    "200": _resp("cancelled"),
+                    "200": _resp("cancelled", "Cancelled"),
                     **_errors(401, 403, 404, 409,
                               conflict="the experiment has finished: nothing is left to cancel"),
                 },
@@ -437,14 +438,14 @@ def _document(token_required: bool) -> str:
                 "summary": "A trial: config, per-epoch metrics, timings, environment, error",
                 "operationId": "getTrial",
                 "parameters": [_param("trial_id", "path", {"type": "string"}, "trial id (t-…)")],
-                "responses": {"200": _resp("trial"), **_errors(404)},
+                "responses": {"200": _resp("trial", "Trial"), **_errors(404)},
             }
         },
         "/workers": {
             "get": {
                 "summary": "Worker state (from the store; Celery's view when a broker is set)",
                 "operationId": "listWorkers",
-                "responses": {"200": _resp("workers")},
+                "responses": {"200": _resp("workers", "Workers")},
             }
         },
         "/datasets": {
