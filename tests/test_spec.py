@@ -818,6 +818,8 @@ AGREEMENT = [
     ({"dataset": "iris", "model": {"hidden_layers": 2.0}}, True),
     ({"dataset": "iris", "training": {"early_stopping": {"patience": {"grid": [1, 2]}}}}, True),
     ({"dataset": "iris", "model": {"surprise": 1}}, False),
+    ({"dataset": {"name": "csv", "upload": "not-an-id", "label_column": "y"}}, False),
+    ({"dataset": {"name": "iris", "upload": ""}}, True),
 ]
 
 

@@ -23,6 +23,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from ..csv_data import UPLOAD_ID
 from ..dataset_registry import REGISTRY
 from ..datasets import DatasetConfig
 from ..vocabulary import LR_SCHEDULES
@@ -63,6 +64,9 @@ def spec_json_schema(server_files: bool = True) -> dict[str, Any]:
         "enum": [*REGISTRY, "csv"],
         "description": "a built-in dataset, or csv for an uploaded file",
     }
+    # an upload the server takes is an upload id (or empty, which other datasets ignore)
+    dataset["properties"]["upload"]["anyOf"][0]["pattern"] = (
+        "^(?:" + UPLOAD_ID.pattern.strip("^$") + ")?$")
     if not server_files:
         del dataset["properties"]["path"]
     resolved, sectioned = [], []
