@@ -120,7 +120,7 @@ def _execute(schema) -> tuple[int, list[str]]:
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(120)
+@pytest.mark.timeout(300)
 @pytest.mark.parametrize("token", [None, TOKEN], ids=["no-token", "token"])
 def test_every_check_passes_in_every_phase(make_app, token):
     settings_ = {"API_TOKEN": token} if token else {}
@@ -142,7 +142,7 @@ def test_every_check_passes_in_every_phase(make_app, token):
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(120)
+@pytest.mark.timeout(300)
 def test_every_rule_of_a_spec_body_is_in_the_document(make_app):
     # POST /experiments takes the same schema and the same validation as POST /validate
     app = make_app()
