@@ -25,9 +25,10 @@ from pydantic import BaseModel
 
 from ..csv_data import UPLOAD_ID
 from ..dataset_registry import REGISTRY
-from ..datasets import DatasetConfig
+from ..datasets import MAX_HELD_OUT, DatasetConfig
 from ..vocabulary import LR_SCHEDULES
-from .models import ExperimentSpec, ModelConfig, TrainingConfig
+from .models import MAX_HIDDEN_WEIGHTS, ExperimentSpec, ModelConfig, TrainingConfig
+from .spaces import MAX_SPACE_VALUES
 from .validate import MAX_LISTED_VALUES
 
 # Strings in a spec may not hold control characters (the description may hold line breaks).
@@ -37,14 +38,15 @@ PLAIN_TEXT = "^[^\\x00-\\x1f\\x7f]*$"
 CROSS_FIELD_RULES = (
     "dataset: a csv dataset needs upload and label_column and takes no params; other "
     "datasets take neither, and their params follow their own model (one of the params "
-    "schemas listed); test_fraction + validation_fraction < 0.9",
+    f"schemas listed); test_fraction + validation_fraction < {MAX_HELD_OUT}",
     "model: a width list has one entry per hidden layer; the hidden layers hold at most "
-    "50,000,000 weights; residual_learnable needs residual: scaled; norm_position: pre needs "
-    "a normalization; a regression dataset needs loss: squared_error",
+    f"{MAX_HIDDEN_WEIGHTS:,} weights; residual_learnable needs residual: scaled; "
+    "norm_position: pre needs a normalization; a regression dataset needs loss: squared_error",
     "search spaces: int_range and uniform/loguniform need low <= high; uniform and "
     "loguniform need a method other than grid; the sweep has at most search.max_trials "
-    "trials (and at most the server's cap), the spec lists at most 20,000 values in grid and "
-    "choice spaces, an int_range at most 10,000,000",
+    "trials (and at most the server's cap), the spec lists at most "
+    f"{MAX_LISTED_VALUES:,} values in grid and choice spaces, an int_range at most "
+    f"{MAX_SPACE_VALUES:,}",
     "search: tpe and cmaes take one seed; with ASHA pruning, min_epochs < max_epochs, the "
     "objective is a per-epoch metric and training.max_epochs is not a search space",
 )
