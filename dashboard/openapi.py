@@ -293,8 +293,16 @@ def _document(token_required: bool) -> str:
                         "include per-epoch metrics (1, true, yes)",
                     ),
                 ],
-                "responses": {"200": _resp("trials and the next cursor", "TrialList"),
-                              **_errors(400, 404)},
+                "responses": {
+                    "200": {
+                        **_resp("trials and the next cursor", "TrialList"),
+                        "links": {"getTrial": {
+                            "operationId": "getTrial",
+                            "parameters": {"trial_id": "$response.body#/trials/0/id"},
+                        }},
+                    },
+                    **_errors(400, 404),
+                },
             }
         },
         "/experiments/{experiment_id}/events": {
