@@ -851,3 +851,9 @@ def test_web_json_schema_leaves_out_server_files():
     assert "path" in spec_json_schema()["$defs"]["DatasetConfig"]["properties"]
     assert "path" not in spec_json_schema(server_files=False)["$defs"]["DatasetConfig"][
         "properties"]
+
+
+def test_a_space_over_the_whole_training_section_takes_search_max_epochs():
+    doc = spec(training={"grid": [{"max_epochs": 3}, {"learning_rate": 0.1}]},
+               search={"max_epochs": 7})
+    assert [t.training.max_epochs for t in expand(parse_spec(doc))] == [7, 7]
