@@ -22,7 +22,16 @@ from .graphs import graphs_progress
 from .importance import DEFAULT_EVALUATOR, EVALUATORS, cached_importances
 from .openapi import openapi_document
 from .params import VALUE_NAMES, value_direction
-from .query_args import MAX_PAGE, int_arg, trials_query
+from .query_args import (
+    EXPORT_FORMATS,
+    MAX_PAGE,
+    MAX_SEARCH_TEXT,
+    SPEC_FORMATS,
+    choice_arg,
+    int_arg,
+    text_arg,
+    trials_query,
+)
 from .security import require_token
 from .service import (
     cancel_experiment,
@@ -62,8 +71,9 @@ def health() -> Any:
 
 @bp.get("/openapi.json")
 def openapi() -> Any:
-    """The OpenAPI 3.1 document of this API."""
-    return jsonify(openapi_document())
+    """The OpenAPI 3.1 document of this API, as this server is configured (whether writes
+    need the API token)."""
+    return jsonify(openapi_document(token_required=bool(current_app.config.get("API_TOKEN"))))
 
 
 # --------------------------------------------------------------------------- experiments
@@ -124,14 +134,8 @@ def list_experiments() -> Any:
     """Experiments, newest first (paginated)."""
     limit = int_arg("limit", 100, 1, MAX_PAGE)
     offset = int_arg("offset", 0, 0)
-    query = request.args.get("q", "")[:200]
-    status = request.args.get("status", "").upper()
-    if status and status not in EXPERIMENT_STATUSES:
-        raise APIError(
-            400,
-            f"unknown status {brief(status)}; known: {', '.join(EXPERIMENT_STATUSES)}",
-            [{"path": "status", "message": f"must be one of {', '.join(EXPERIMENT_STATUSES)}"}],
-        )
+    query = text_arg("q", MAX_SEARCH_TEXT)
+    status = choice_arg("status", EXPERIMENT_STATUSES, "")
     exps, more = find_experiments(services().store, query, status, limit, offset)
     return jsonify(
         {
@@ -247,20 +251,8 @@ def importance(experiment_id: str) -> Any:
             [{"path": "metric", "message": f"must be one of {', '.join(VALUE_NAMES)}"}],
         )
     default_mode = objective_mode if metric == objective else value_direction(metric)
-    mode = (request.args.get("mode") or default_mode).lower()
-    if mode not in ("max", "min"):
-        raise APIError(
-            400,
-            f"mode must be max or min, but got {brief(mode)}",
-            [{"path": "mode", "message": "must be max or min"}],
-        )
-    evaluator = (request.args.get("evaluator") or DEFAULT_EVALUATOR).lower()
-    if evaluator not in EVALUATORS:
-        raise APIError(
-            400,
-            f"evaluator must be one of {', '.join(EVALUATORS)}, but got {brief(evaluator)}",
-            [{"path": "evaluator", "message": f"must be one of {', '.join(EVALUATORS)}"}],
-        )
+    mode = choice_arg("mode", ("max", "min"), default_mode)
+    evaluator = choice_arg("evaluator", tuple(EVALUATORS), DEFAULT_EVALUATOR)
     body = cached_importances(store, experiment_id, metric, mode, evaluator)
     return jsonify(
         {"experiment_id": experiment_id, "metric": metric, "mode": mode, "evaluator": evaluator,
@@ -272,13 +264,7 @@ def importance(experiment_id: str) -> Any:
 def experiment_spec(experiment_id: str) -> Response:
     """The experiment's spec as stored, in JSON (what POST /experiments takes) or YAML (what
     ``dnnframe run`` takes); either submits the same experiment again."""
-    fmt = (request.args.get("format") or "json").lower()
-    if fmt not in ("json", "yaml"):
-        raise APIError(
-            400,
-            f"format must be json or yaml, but got {brief(fmt)}",
-            [{"path": "format", "message": "must be json or yaml"}],
-        )
+    fmt = choice_arg("format", SPEC_FORMATS, "json")
     spec = services().store.get_experiment(experiment_id).spec
     if fmt == "json":
         return jsonify(spec)
@@ -292,13 +278,7 @@ def export(experiment_id: str) -> Response:
     """All trials as CSV (one row per trial) or JSON Lines (one full record per line)."""
     import io
 
-    fmt = (request.args.get("format") or "csv").lower()
-    if fmt not in ("csv", "jsonl"):
-        raise APIError(
-            400,
-            f"format must be csv or jsonl, but got {brief(fmt)}",
-            [{"path": "format", "message": "must be csv or jsonl"}],
-        )
+    fmt = choice_arg("format", EXPORT_FORMATS, "csv")
     store = services().store
     store.get_experiment(experiment_id)  # 404 for an unknown id
     buffer = io.StringIO()

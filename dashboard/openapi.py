@@ -6,6 +6,8 @@ from __future__ import annotations
 import copy
 import functools
 import json
+import re
+from collections.abc import Iterable
 from typing import Any
 
 from dnnframe import __version__
@@ -14,6 +16,15 @@ from dnnframe.states import EXPERIMENT_STATUSES
 from .importance import EVALUATORS
 from .openapi_schemas import component_schemas
 from .params import VALUE_NAMES
+from .query_args import (
+    EXPORT_FORMATS,
+    HISTORY_CHOICES,
+    MAX_INT_ARG,
+    MAX_PAGE,
+    MAX_SEARCH_TEXT,
+    SORT_PATH,
+    SPEC_FORMATS,
+)
 from .service import SORT_KEYS, TRIAL_STATES
 
 
@@ -56,13 +67,49 @@ def _param(
     }
 
 
+def _any_case(words: Iterable[str]) -> str:
+    """A pattern matching one of ``words`` in any mix of cases."""
+    return "|".join(
+        "".join(f"[{c.upper()}{c.lower()}]" if c.upper() != c.lower() else re.escape(c)
+                for c in word)
+        for word in words
+    )
+
+
+def _choice(choices: Iterable[str]) -> dict[str, Any]:
+    """A query parameter the server takes in any case; empty is the same as absent."""
+    choices = list(choices)
+    return {
+        "type": "string",
+        "pattern": f"^(?:{_any_case(choices)})?$",
+        "description": f"one of {', '.join(choices)} (any case)",
+    }
+
+
 _EXP_ID = _param("experiment_id", "path", {"type": "string"}, "experiment id (exp-…)")
-_SECURED = [{"bearer": []}]
+_INT_ARG = {"type": "integer", "minimum": 0, "maximum": MAX_INT_ARG}
+_PAGE = {"type": "integer", "minimum": 1, "maximum": MAX_PAGE}
+# POST /experiments answers the id every per-experiment operation takes
+_EXPERIMENT_LINKS = {
+    op: {"operationId": op, "parameters": {"experiment_id": "$response.body#/id"}}
+    for op in ("getExperiment", "listTrials", "experimentEvents", "getImportance",
+               "getExperimentSpec", "exportExperiment", "cancelExperiment")
+}
+_EXPERIMENT_LINKS["deleteExperiment"] = {
+    "operationId": "deleteExperiment",
+    "parameters": {"experiment_id": "$response.body#/id", "confirm": "$response.body#/id"},
+}
 
 
-@functools.lru_cache(maxsize=1)
-def _document() -> str:
+def _security(token_required: bool) -> list[dict[str, list[str]]]:
+    # without a configured token, writes need no Authorization header (and ignore one)
+    return [{"bearer": []}] if token_required else [{}, {"bearer": []}]
+
+
+@functools.lru_cache(maxsize=2)
+def _document(token_required: bool) -> str:
     schemas = component_schemas()
+    secured = _security(token_required)
     form_fields = {
         "type": "object",
         "properties": {
@@ -94,7 +141,7 @@ def _document() -> str:
             "get": {
                 "summary": "Liveness and store check",
                 "operationId": "health",
-                "responses": {"200": _resp("ok"), **_errors(503)},
+                "responses": {"200": _resp("ok", "Health"), **_errors(503)},
             }
         },
         "/openapi.json": {
@@ -109,7 +156,7 @@ def _document() -> str:
                 "summary": "Validate a spec (JSON) or the sweep form's fields (form-encoded); "
                 "stores nothing",
                 "operationId": "validate",
-                "security": _SECURED,
+                "security": secured,
                 "requestBody": {
                     "required": True,
                     "content": {
@@ -131,38 +178,30 @@ def _document() -> str:
                     _param(
                         "q",
                         "query",
-                        {"type": "string", "maxLength": 200},
+                        {"type": "string", "maxLength": MAX_SEARCH_TEXT},
                         "only experiments whose name or id contains this (any case)",
                     ),
                     _param(
                         "status",
                         "query",
-                        {"type": "string", "enum": list(EXPERIMENT_STATUSES)},
+                        _choice(EXPERIMENT_STATUSES),
                         "only experiments with this status",
                     ),
-                    _param(
-                        "limit",
-                        "query",
-                        {"type": "integer", "minimum": 1, "maximum": 1000},
-                        "page size",
-                    ),
-                    _param(
-                        "offset",
-                        "query",
-                        {"type": "integer", "minimum": 0, "maximum": 2**63 - 1},
-                        "skip this many",
-                    ),
+                    _param("limit", "query", _PAGE, "page size"),
+                    _param("offset", "query", _INT_ARG, "skip this many"),
                 ],
-                "responses": {"200": _resp("experiments"), **_errors(400)},
+                "responses": {"200": _resp("experiments", "ExperimentList"), **_errors(400)},
             },
             "post": {
                 "summary": "Submit a sweep (idempotent: the same spec is the same experiment)",
                 "operationId": "createExperiment",
-                "security": _SECURED,
+                "security": secured,
                 "requestBody": {"required": True, "content": _json("ExperimentSpec")},
                 "responses": {
-                    "201": _resp("created and queued", "Submitted"),
-                    "200": _resp("already submitted: the existing experiment", "Submitted"),
+                    "201": {**_resp("created and queued", "Submitted"),
+                            "links": _EXPERIMENT_LINKS},
+                    "200": {**_resp("already submitted: the existing experiment", "Submitted"),
+                            "links": _EXPERIMENT_LINKS},
                     **_errors(400, 401, 403, 413, 503),
                 },
             },
@@ -172,25 +211,26 @@ def _document() -> str:
                 "summary": "An experiment: spec, progress by state, best trial",
                 "operationId": "getExperiment",
                 "parameters": [_EXP_ID],
-                "responses": {"200": _resp("experiment"), **_errors(404)},
+                "responses": {"200": _resp("experiment", "Experiment"), **_errors(404)},
             },
             "delete": {
                 "summary": "Delete an experiment that is over, with the trials no other "
                 "experiment shares",
                 "operationId": "deleteExperiment",
-                "security": _SECURED,
+                "security": secured,
                 "parameters": [
                     _EXP_ID,
                     _param(
                         "confirm",
                         "query",
                         {"type": "string"},
-                        "the experiment's id or its name again, to confirm",
+                        "the experiment's id or its name again, to confirm; anything else is "
+                        "refused with 400",
                         required=True,
                     ),
                 ],
                 "responses": {
-                    "200": _resp("deleted: how many trials went with it"),
+                    "200": _resp("deleted: how many trials went with it", "Deleted"),
                     **_errors(400, 401, 403, 404, 409, conflict="the experiment still has "
                               "trials queued or running: cancel it first"),
                 },
@@ -203,48 +243,67 @@ def _document() -> str:
                 "operationId": "listTrials",
                 "parameters": [
                     _EXP_ID,
-                    _param(
-                        "state",
-                        "query",
-                        {"type": "string", "enum": list(TRIAL_STATES)},
-                        "only trials in this state",
-                    ),
+                    {
+                        **_param(
+                            "state",
+                            "query",
+                            {
+                                "type": "array",
+                                "items": {
+                                    "type": "string",
+                                    "pattern": f"^(?: *(?:{_any_case(TRIAL_STATES)})? *"
+                                    f"(?:, *(?:{_any_case(TRIAL_STATES)})? *)*)$",
+                                },
+                            },
+                            f"only trials in these states: {', '.join(TRIAL_STATES)} (any "
+                            "case), repeated or comma-separated",
+                        ),
+                        "style": "form",
+                        "explode": True,
+                    },
                     _param(
                         "sort",
                         "query",
-                        {"type": "string", "examples": sorted(SORT_KEYS)},
+                        {
+                            "type": "string",
+                            "anyOf": [{"enum": ["", *sorted(SORT_KEYS)]},
+                                      {"pattern": f"^{SORT_PATH}$"}],
+                        },
                         "one of the listed keys or a dotted path (config.model.hidden_layers); "
-                        "not with since, which pages in change order",
+                        "with since only seq (400 otherwise: since pages in change order)",
                     ),
                     _param(
-                        "order", "query", {"type": "string", "enum": ["asc", "desc"]}, "sort order"
-                    ),
-                    _param(
-                        "limit",
+                        "order",
                         "query",
-                        {"type": "integer", "minimum": 1, "maximum": 1000},
-                        "page size",
+                        _choice(("asc", "desc")),
+                        "sort order (default desc with sort, else asc); with since only asc "
+                        "(400 otherwise)",
                     ),
-                    _param(
-                        "offset",
-                        "query",
-                        {"type": "integer", "minimum": 0, "maximum": 2**63 - 1},
-                        "skip this many",
-                    ),
+                    _param("limit", "query", _PAGE, "page size"),
+                    _param("offset", "query", _INT_ARG, "skip this many"),
                     _param(
                         "since",
                         "query",
-                        {"type": "integer", "minimum": 0, "maximum": 2**63 - 1},
+                        _INT_ARG,
                         "change cursor from the previous answer (pages in change order: no sort)",
                     ),
                     _param(
                         "history",
                         "query",
-                        {"type": "string", "enum": ["0", "1"]},
-                        "include per-epoch metrics",
+                        _choice(HISTORY_CHOICES),
+                        "include per-epoch metrics (1, true, yes)",
                     ),
                 ],
-                "responses": {"200": _resp("trials and the next cursor"), **_errors(400, 404)},
+                "responses": {
+                    "200": {
+                        **_resp("trials and the next cursor", "TrialList"),
+                        "links": {"getTrial": {
+                            "operationId": "getTrial",
+                            "parameters": {"trial_id": "$response.body#/trials/0/id"},
+                        }},
+                    },
+                    **_errors(400, 404),
+                },
             }
         },
         "/experiments/{experiment_id}/events": {
@@ -258,14 +317,21 @@ def _document() -> str:
                     _param(
                         "since",
                         "query",
-                        {"type": "integer", "minimum": 0, "maximum": 2**63 - 1},
+                        _INT_ARG,
                         "the reader's cursor: the first event announces it at once",
                     ),
                 ],
                 "responses": {
                     "200": {
                         "description": "an event stream (text/event-stream)",
-                        "content": {"text/event-stream": {"schema": {"type": "string"}}},
+                        "content": {"text/event-stream": {"schema": {
+                            "type": "object",
+                            "required": ["event", "data"],
+                            "properties": {
+                                "event": {"enum": ["trials", "change", "end"]},
+                                "data": {"type": "string", "description": "JSON"},
+                            },
+                        }}},
                     },
                     "204": {"description": "the experiment is finished: nothing to stream"},
                     **_errors(400, 404, 503),
@@ -289,14 +355,14 @@ def _document() -> str:
                     _param(
                         "mode",
                         "query",
-                        {"type": "string", "enum": ["max", "min"]},
+                        _choice(("max", "min")),
                         "which way is better (default: the objective's, else max for "
                         "accuracies and min otherwise)",
                     ),
                     _param(
                         "evaluator",
                         "query",
-                        {"type": "string", "enum": list(EVALUATORS)},
+                        _choice(EVALUATORS),
                         "Optuna importance evaluator (default ped_anova; the forests, fanova "
                         "and mean_decrease_impurity, see a seeded sample of at most 1,000 "
                         "trials)",
@@ -321,7 +387,7 @@ def _document() -> str:
                     _param(
                         "format",
                         "query",
-                        {"type": "string", "enum": ["json", "yaml"]},
+                        _choice(SPEC_FORMATS),
                         "file format (default json)",
                     ),
                 ],
@@ -330,7 +396,9 @@ def _document() -> str:
                         "description": "the spec",
                         "content": {
                             **_json("ExperimentSpec"),
-                            "application/yaml": {"schema": {"type": "string"}},
+                            "application/yaml": {
+                                "schema": {"$ref": "#/components/schemas/ExperimentSpec"}
+                            },
                         },
                     },
                     **_errors(400, 404),
@@ -346,7 +414,7 @@ def _document() -> str:
                     _param(
                         "format",
                         "query",
-                        {"type": "string", "enum": ["csv", "jsonl"]},
+                        _choice(EXPORT_FORMATS),
                         "file format",
                     ),
                 ],
@@ -367,10 +435,10 @@ def _document() -> str:
                 "summary": "Cancel: queued trials are cancelled, "
                 "running ones stop after their epoch",
                 "operationId": "cancelExperiment",
-                "security": _SECURED,
+                "security": secured,
                 "parameters": [_EXP_ID],
                 "responses": {
-                    "200": _resp("cancelled"),
+                    "200": _resp("cancelled", "Cancelled"),
                     **_errors(401, 403, 404, 409,
                               conflict="the experiment has finished: nothing is left to cancel"),
                 },
@@ -381,21 +449,21 @@ def _document() -> str:
                 "summary": "A trial: config, per-epoch metrics, timings, environment, error",
                 "operationId": "getTrial",
                 "parameters": [_param("trial_id", "path", {"type": "string"}, "trial id (t-…)")],
-                "responses": {"200": _resp("trial"), **_errors(404)},
+                "responses": {"200": _resp("trial", "Trial"), **_errors(404)},
             }
         },
         "/workers": {
             "get": {
                 "summary": "Worker state (from the store; Celery's view when a broker is set)",
                 "operationId": "listWorkers",
-                "responses": {"200": _resp("workers")},
+                "responses": {"200": _resp("workers", "Workers")},
             }
         },
         "/datasets": {
             "post": {
                 "summary": "Upload a CSV dataset → an id for dataset.upload",
                 "operationId": "uploadDataset",
-                "security": _SECURED,
+                "security": secured,
                 "requestBody": {
                     "required": True,
                     "content": {
@@ -439,6 +507,7 @@ def _document() -> str:
     return json.dumps(doc)
 
 
-def openapi_document() -> dict[str, Any]:
-    """A fresh copy of the OpenAPI document (built once per process)."""
-    return copy.deepcopy(json.loads(_document()))
+def openapi_document(token_required: bool = False) -> dict[str, Any]:
+    """A fresh copy of the OpenAPI document (built once per process and configuration):
+    with ``token_required`` the write operations need the bearer token, else it is optional."""
+    return copy.deepcopy(json.loads(_document(token_required)))

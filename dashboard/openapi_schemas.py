@@ -6,8 +6,30 @@ from __future__ import annotations
 from typing import Any
 
 from dnnframe.spec import spec_json_schema
+from dnnframe.states import EXPERIMENT_STATUSES
 
 from .importance import EVALUATORS
+from .service import TRIAL_STATES
+
+
+def _object(required: dict[str, Any], **optional: Any) -> dict[str, Any]:
+    """An object with these ``required`` properties (and ``optional`` ones); more may come."""
+    return {"type": "object", "required": list(required),
+            "properties": {**required, **optional}}
+
+
+_INT, _STR, _BOOL = {"type": "integer"}, {"type": "string"}, {"type": "boolean"}
+_EXPERIMENT = _object(
+    {"id": _STR, "name": _STR, "n_trials": _INT, "status": {"enum": list(EXPERIMENT_STATUSES)},
+     "status_text": _STR, "can_cancel": _BOOL,
+     "counts": {"type": "object", "additionalProperties": _INT,
+                "description": "trial state → how many"}},
+    finished=_INT, progress={"type": "number"}, cancel_requested=_BOOL,
+)
+_TRIAL = _object({"id": _STR, "state": {"enum": list(TRIAL_STATES)},
+                  "params": {"type": "object"}, "metrics": {"type": "object"}},
+                 seq=_INT, attempts=_INT)
+_PAGE = {"limit": _INT, "offset": _INT, "more": _BOOL}
 
 
 def _rewrite_refs(node: Any) -> Any:
@@ -29,7 +51,8 @@ def _rewrite_refs(node: Any) -> Any:
 
 def component_schemas() -> dict[str, Any]:
     """Every schema of ``components.schemas``, by name."""
-    spec_schema = spec_json_schema()
+    # web specs may not name files on the server
+    spec_schema = spec_json_schema(server_files=False)
     defs = spec_schema.pop("$defs", {})
     schemas: dict[str, Any] = {name: _rewrite_refs(s) for name, s in defs.items()}
     for sub in schemas.values():
@@ -38,6 +61,27 @@ def component_schemas() -> dict[str, Any]:
     schemas.update(
         {
             "Object": {"type": "object"},
+            "Health": _object({"status": {"enum": ["ok"]}, "version": _STR,
+                               "executor": {"enum": ["local", "celery"]}},
+                              store_ms={"type": "number"}),
+            "Experiment": _EXPERIMENT,
+            "ExperimentList": _object(
+                {"experiments": {"type": "array", "items": {"$ref": "#/components/schemas/"
+                                                                    "Experiment"}},
+                 **_PAGE}),
+            "Trial": _TRIAL,
+            "TrialList": _object(
+                {"experiment_id": _STR, "cursor": _INT, "n_trials": _INT,
+                 "trials": {"type": "array", "items": {"$ref": "#/components/schemas/Trial"}},
+                 **_PAGE},
+                counts=_EXPERIMENT["properties"]["counts"],
+                status=_EXPERIMENT["properties"]["status"], can_cancel=_BOOL),
+            "Deleted": _object({"id": _STR, "deleted": {"const": True}, "deleted_trials": _INT}),
+            "Cancelled": {"allOf": [{"$ref": "#/components/schemas/Experiment"},
+                                    _object({"cancelled_trials": _INT})]},
+            "Workers": _object({"workers": {"type": "array", "items": {"type": "object"}},
+                                "celery": {"type": ["object", "null"]},
+                                "wrong_store": {"type": "array"}}),
             "Importance": {
                 "type": "object",
                 "required": ["experiment_id", "metric", "mode", "evaluator", "importances"],
@@ -92,10 +136,6 @@ def component_schemas() -> dict[str, Any]:
                     "id": {"type": "string"},
                     "name": {"type": "string"},
                     "n_trials": {"type": "integer"},
-                    "sampled": {
-                        "type": "integer",
-                        "description": "how many of the trials a forest evaluator saw",
-                    },
                     "new_trials": {"type": "integer"},
                     "queued_trials": {"type": "integer"},
                     "created": {"type": "boolean"},
@@ -109,10 +149,6 @@ def component_schemas() -> dict[str, Any]:
                 "properties": {
                     "valid": {"type": "boolean"},
                     "n_trials": {"type": "integer"},
-                    "sampled": {
-                        "type": "integer",
-                        "description": "how many of the trials a forest evaluator saw",
-                    },
                     "experiment_id": {"type": "string"},
                     "spec": {"type": "object"},
                 },

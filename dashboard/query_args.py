@@ -3,6 +3,8 @@ listing's filters, each refused with a 400 that names the argument."""
 
 from __future__ import annotations
 
+import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from flask import request
@@ -18,6 +20,14 @@ from .service import SORT_KEYS, TRIAL_STATES
 MAX_PAGE = 1000
 # SQLite stores 64-bit signed integers; a larger offset or cursor cannot even be bound.
 MAX_INT_ARG = 2**63 - 1
+MAX_SEARCH_TEXT = 200
+# What int() would also take ("+5", " 5", "5_000", other scripts' digits) is no JSON integer.
+_INTEGER = re.compile(r"-?[0-9]+")
+# A sort key beyond the short names: a dotted path of identifiers into the config or result.
+SORT_PATH = r"(?:config|result)(?:\.[A-Za-z_][A-Za-z0-9_]*)+"
+SPEC_FORMATS = ("json", "yaml")
+EXPORT_FORMATS = ("csv", "jsonl")
+HISTORY_CHOICES = {"1": True, "true": True, "yes": True, "0": False, "false": False, "no": False}
 
 
 def int_arg(name: str, default: int | None, low: int = 0, high: int | None = None) -> int | None:
@@ -25,23 +35,48 @@ def int_arg(name: str, default: int | None, low: int = 0, high: int | None = Non
     raw = request.args.get(name)
     if raw is None or raw == "":
         return default
-    try:
-        value = int(raw)
-    except ValueError:
+    if not _INTEGER.fullmatch(raw):
         raise APIError(
             400,
             f"query parameter {name} must be an integer, but got {brief(raw)}",
             [{"path": name, "message": "must be an integer"}],
-        ) from None
+        )
     high = MAX_INT_ARG if high is None else min(high, MAX_INT_ARG)
-    if value < low or value > high:
+    # more digits than any bound has is out of range (and int() refuses very long numbers)
+    value = int(raw) if len(raw) <= 20 else None
+    if value is None or value < low or value > high:
         bound = f"between {low} and {high}"
         raise APIError(
             400,
-            f"query parameter {name} must be {bound}, but got {value}",
+            f"query parameter {name} must be {bound}, but got {brief(raw)}",
             [{"path": name, "message": f"must be {bound}"}],
         )
     return value
+
+
+def choice_arg(name: str, choices: Sequence[str], default: str) -> str:
+    """The query parameter ``name``, one of ``choices`` in any case (lower-cased when they
+    are); ``default`` when absent or empty."""
+    raw = request.args.get(name) or ""
+    if not raw:
+        return default
+    value = raw.lower() if all(c == c.lower() for c in choices) else raw.upper()
+    if value not in choices:
+        rule = f"must be one of {', '.join(choices)}"
+        raise APIError(400, f"query parameter {name} {rule}, but got {brief(raw)}",
+                       [{"path": name, "message": rule}])
+    return value
+
+
+def text_arg(name: str, max_length: int) -> str:
+    """The query parameter ``name`` as given (empty when absent), at most ``max_length``
+    characters."""
+    raw = request.args.get(name) or ""
+    if len(raw) > max_length:
+        rule = f"must be at most {max_length} characters"
+        raise APIError(400, f"query parameter {name} {rule}, but got {len(raw)}",
+                       [{"path": name, "message": rule}])
+    return raw
 
 
 def sort_arg() -> str | None:
@@ -54,7 +89,7 @@ def sort_arg() -> str | None:
         f"must be one of {', '.join(allowed)}, or a dotted path starting with 'config.' "
         "or 'result.'"
     )
-    if sort not in SORT_KEYS and not sort.startswith(("config.", "result.")):
+    if sort not in SORT_KEYS and not re.fullmatch(SORT_PATH, sort):
         raise APIError(
             400, f"unknown sort key {brief(sort)}: {rule}", [{"path": "sort", "message": rule}]
         )
@@ -80,8 +115,10 @@ class TrialsQuery:
 
 def trials_query() -> TrialsQuery:
     """The trials listing's arguments from the request; a 400 names the first bad one."""
+    # state=A&state=B or state=A,B; spaces around a name and empty items are ignored
     states = [
-        s.strip().upper() for v in request.args.getlist("state") for s in v.split(",") if s.strip()
+        s.strip(" ").upper() for v in request.args.getlist("state") for s in v.split(",")
+        if s.strip(" ")
     ]
     bad = [s for s in states if s not in TRIAL_STATES]
     if bad:
@@ -92,13 +129,7 @@ def trials_query() -> TrialsQuery:
         )
     sort = sort_arg()
     since = int_arg("since", None, 0)
-    order = (request.args.get("order") or ("desc" if sort else "asc")).lower()
-    if order not in ("asc", "desc"):
-        raise APIError(
-            400,
-            f"order must be asc or desc, but got {brief(order)}",
-            [{"path": "order", "message": "must be asc or desc"}],
-        )
+    order = choice_arg("order", ("asc", "desc"), "desc" if sort else "asc")
     fault = since_order_fault(sort, order == "desc") if since is not None else None
     if fault == "sort_by":
         raise APIError(
@@ -115,6 +146,6 @@ def trials_query() -> TrialsQuery:
         )
     limit = int_arg("limit", 100 if sort else MAX_PAGE, 1, MAX_PAGE)
     offset = int_arg("offset", 0, 0)
-    history = request.args.get("history", "").lower() in ("1", "true", "yes")
+    history = HISTORY_CHOICES[choice_arg("history", tuple(HISTORY_CHOICES), "0")]
     return TrialsQuery([TrialState(s) for s in states], sort, order == "desc", since, limit,
                        offset, history)

@@ -21,7 +21,8 @@ def check_web_spec(data: Any) -> ExperimentSpec:
     """Validate a spec that arrived over HTTP: the spec rules plus the server's own limits.
 
     Web specs may not name server files (``dataset.path``): only built-in datasets or
-    ``upload`` ids from ``POST /api/v1/datasets``. Every problem is reported at once.
+    ``upload`` ids from ``POST /api/v1/datasets``. Values must have their fields' JSON types, as
+    the OpenAPI document says. Every problem is reported at once.
     """
     errors: list[dict[str, str]] = []
     if (
@@ -41,7 +42,7 @@ def check_web_spec(data: Any) -> ExperimentSpec:
     spec = None
     try:
         spec = parse_spec(data, source="request body",
-                          trial_cap=int(current_app.config["MAX_TRIALS"]))
+                          trial_cap=int(current_app.config["MAX_TRIALS"]), json_types=True)
     except SpecError as exc:
         errors.extend(exc.errors)
     if errors:

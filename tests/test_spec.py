@@ -801,3 +801,67 @@ def test_json_schema_lists_the_design_options():
     training = schema["$defs"]["TrainingConfig"]["properties"]
     assert "grad_clip" in training and "lr_schedule" in training
     assert "cosine" in json.dumps(schema["$defs"]["LrSchedule"])
+
+
+# --------------------------------------------------------------------------- JSON Schema
+AGREEMENT = [
+    # (document, accepted by the server) — the schema must say the same
+    ({"dataset": {"name": "iris"}, "model": {"hidden_layers": {"grid": [1, 2]}}}, True),
+    ({"dataset": {}}, False),
+    ({"dataset": "iris", "model": {"residual": True}}, True),
+    ({"dataset": "iris", "training": {"lr_schedule": "cosine"}}, True),
+    ({"dataset": "iris", "training": {"lr_schedule": {"grid": ["cosine", {"kind": "step"}]}}},
+     True),
+    ({"dataset": {"name": "moons", "params": {"n_samples": {"grid": [100, 200]}}}}, True),
+    ({"dataset": {"name": "moons", "params": {"grid": [{}]}}}, False),
+    ({"dataset": "iris", "model": {"grid": [{"width": 4}, {"width": 8}]}}, True),
+    ({"dataset": "iris", "model": {"width": {"int_range": [4, 16, 4]}}}, True),
+    ({"dataset": "iris", "model": {"activation": "swish"}}, False),
+    ({"dataset": "iris", "model": {"hidden_layers": 2001}}, False),
+    ({"dataset": "nosuch"}, False),
+    ({"dataset": "iris", "name": "a\nb"}, False),
+    ({"dataset": "iris", "description": "a\nb"}, True),
+    ({"dataset": "iris", "training": {"learning_rate": "0.1"}}, False),
+    ({"dataset": "iris", "model": {"hidden_layers": True}}, False),
+    ({"dataset": "iris", "model": {"hidden_layers": 2.0}}, True),
+    ({"dataset": "iris", "training": {"early_stopping": {"patience": {"grid": [1, 2]}}}}, True),
+    ({"dataset": "iris", "model": {"surprise": 1}}, False),
+    ({"dataset": {"name": "csv", "upload": "not-an-id", "label_column": "y"}}, False),
+    ({"dataset": {"name": "iris", "upload": ""}}, True),
+]
+
+
+@pytest.mark.parametrize("doc, accepted", AGREEMENT, ids=[json.dumps(d) for d, _ in AGREEMENT])
+def test_the_json_schema_accepts_what_json_specs_pass(doc, accepted):
+    jsonschema_rs = pytest.importorskip("jsonschema_rs")
+    validator = jsonschema_rs.Draft202012Validator(spec_json_schema(server_files=False))
+    assert validator.is_valid(doc) is accepted
+    if accepted:
+        parse_spec(doc, json_types=True)
+    else:
+        with pytest.raises(SpecError):
+            parse_spec(doc, json_types=True)
+
+
+def test_json_types_refuse_what_a_file_may_spell_as_text():
+    doc = spec(training={"learning_rate": "1e-3"}, model={"hidden_layers": True})
+    parse_spec(doc)  # YAML reads 1e-3 as a string: files stay lax
+    with pytest.raises(SpecError) as info:
+        parse_spec(doc, json_types=True)
+    assert {e["path"] for e in info.value.errors} == {"training.learning_rate",
+                                                      "model.hidden_layers"}
+    # 2.0 is an integer in JSON; the spec keeps what was written, so its id is the same
+    whole = spec(model={"hidden_layers": 2.0, "width": {"int_range": [4.0, 8]}})
+    assert parse_spec(whole, json_types=True).experiment_id == parse_spec(whole).experiment_id
+
+
+def test_web_json_schema_leaves_out_server_files():
+    assert "path" in spec_json_schema()["$defs"]["DatasetConfig"]["properties"]
+    assert "path" not in spec_json_schema(server_files=False)["$defs"]["DatasetConfig"][
+        "properties"]
+
+
+def test_a_space_over_the_whole_training_section_takes_search_max_epochs():
+    doc = spec(training={"grid": [{"max_epochs": 3}, {"learning_rate": 0.1}]},
+               search={"max_epochs": 7})
+    assert [t.training.max_epochs for t in expand(parse_spec(doc))] == [7, 7]

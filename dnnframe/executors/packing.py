@@ -28,7 +28,9 @@ def trial_bytes(config: dict) -> int:
     """A generous estimate of one pack member's working set in bytes."""
     model = config.get("model") or {}
     training = config.get("training") or {}
-    width = max(int(model.get("width") or 1), 1)
+    width = model.get("width") or 1
+    # per-layer widths: the widest layer bounds every layer's share
+    width = max([*width, 1]) if isinstance(width, list) else max(int(width), 1)
     depth = max(int(model.get("hidden_layers") or 0), 0)
     batch = max(int(training.get("batch_size") or 1), 1)
     fan_in = max(width, _ASSUMED_INPUT_WIDTH)

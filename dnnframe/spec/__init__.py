@@ -6,7 +6,7 @@ replaced by a search space (see :mod:`dnnframe.spec.spaces`). Nothing in a spec 
 executed: there is no eval, and YAML is read with ``safe_load``.
 
 Modules: ``models`` (the pydantic models), ``spaces`` (the search-space language),
-``document`` (plain-JSON checks), ``errors`` (paths and messages), ``validate``
+``document`` (plain-JSON checks), ``schema`` (the spec's JSON Schema), ``errors`` (paths and messages), ``validate``
 (``parse_spec``), ``expand`` (trials from a sweep), ``ids`` (trial ids), ``loading`` (files).
 
 >>> spec = parse_spec({"dataset": {"name": "iris"},
@@ -38,8 +38,8 @@ from .models import (
     TrainingConfig,
     TrialConfig,
     canonical_json,
-    spec_json_schema,
 )
+from .schema import spec_json_schema
 from .spaces import MAX_SPACE_VALUES, SPACE_KINDS
 from .validate import FULL_CHECK_TRIALS, parse_spec
 

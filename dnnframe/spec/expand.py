@@ -88,7 +88,7 @@ def expand_checked(spec: ExperimentSpec, seeds: list[int] | None = None) -> Iter
     seeds = spec.search.seed_list if seeds is None else seeds
     for assignment in _assignments(spec, spaces):
         for seed in seeds:
-            yield _resolved(base, assignment, seed)
+            yield _resolved(base, assignment, seed, spec.search.max_epochs)
 
 
 def resolve(spec: ExperimentSpec, assignment: dict[KeyPath, Any], seed: int) -> TrialConfig:
@@ -98,18 +98,23 @@ def resolve(spec: ExperimentSpec, assignment: dict[KeyPath, Any], seed: int) -> 
     Raises:
         SpecError: the values break a rule (naming the combination).
     """
-    return _resolved(_base(spec, spec_spaces(spec)), assignment, seed)
+    return _resolved(_base(spec, spec_spaces(spec)), assignment, seed, spec.search.max_epochs)
 
 
 def _base(spec: ExperimentSpec, spaces: list[Space]) -> dict[str, Any]:
     base = skeleton(spec.to_dict(), spaces)
-    if spec.search.max_epochs is not None:  # ASHA's R is how long an unpruned trial trains
+    # ASHA's R is how long an unpruned trial trains (a space over the whole training section
+    # gets it in _resolved, once its value is known)
+    if spec.search.max_epochs is not None and isinstance(base.get("training", {}), dict):
         base["training"] = {**base.get("training", {}), "max_epochs": spec.search.max_epochs}
     return base
 
 
-def _resolved(base: dict, assignment: dict[KeyPath, Any], seed: int) -> TrialConfig:
+def _resolved(base: dict, assignment: dict[KeyPath, Any], seed: int,
+              max_epochs: int | None = None) -> TrialConfig:
     doc = with_values(base, {path: copy.deepcopy(v) for path, v in assignment.items()})
+    if max_epochs is not None and isinstance(assignment.get(("training",)), dict):
+        doc["training"] = {**doc["training"], "max_epochs": max_epochs}
     doc["seed"] = seed
     try:
         return TrialConfig.model_validate(doc)

@@ -369,27 +369,3 @@ def is_driven(spec: ExperimentSpec) -> bool:
     ``search`` extra) rather than from expansion."""
     return spec.search.method in MODEL_BASED_METHODS
 
-
-def spec_json_schema() -> dict[str, Any]:
-    """JSON Schema of the spec format (used by the OpenAPI document and the web form)."""
-    schema = ExperimentSpec.model_json_schema()
-    schema["$defs"] = {
-        **schema.get("$defs", {}),
-        **{
-            name: model.model_json_schema()
-            for name, model in (
-                ("DatasetConfig", DatasetConfig),
-                ("ModelConfig", ModelConfig),
-                ("TrainingConfig", TrainingConfig),
-                # nested models of TrainingConfig, so its "#/$defs/..." references resolve
-                ("EarlyStopping", EarlyStopping),
-                ("LrSchedule", LrSchedule),
-            )
-        },
-    }
-    schema["description"] = (
-        "A dnnframe sweep. dataset/model/training follow DatasetConfig/ModelConfig/"
-        "TrainingConfig; any leaf value may be a search space: {grid|choice: [...]}, "
-        "{int_range: [low, high, step]}, {uniform|loguniform: [low, high]}."
-    )
-    return schema

@@ -94,14 +94,16 @@ def _check_listed(path: KeyPath, kind: str, arg: list, errors: ErrorList) -> Spa
 
 def _check_int_range(path: KeyPath, arg: list, errors: ErrorList) -> Space | None:
     where = (*path, "int_range")
+    # 2.0 is an integer in JSON (and to JSON Schema)
     if len(arg) not in (2, 3) or not all(
-        isinstance(v, int) and not isinstance(v, bool) for v in arg
+        isinstance(v, int) and not isinstance(v, bool)
+        or isinstance(v, float) and v.is_integer() for v in arg
     ):
         errors.add(
             where, f"int_range takes [low, high] or [low, high, step] integers, but got {brief(arg)}"
         )
         return None
-    low, high, step = (*arg, 1)[:3]
+    low, high, step = (int(v) for v in (*arg, 1)[:3])
     if step <= 0:
         errors.add((*where, 2), f"step must be > 0, but got {step}")
         return None

@@ -60,21 +60,45 @@ def _raise_if(errors: ErrorList) -> None:
 
 
 def parse_spec(data: Any, source: str | None = None,
-               trial_cap: int | None = None) -> ExperimentSpec:
+               trial_cap: int | None = None, json_types: bool = False) -> ExperimentSpec:
     """Validate a spec document (already parsed JSON/YAML) into an :class:`ExperimentSpec`.
 
     ``trial_cap`` is a limit on the sweep's size that the spec cannot raise (a server's).
-    Every problem is reported at once: top-level fields that are invalid are set aside
-    (their errors kept) and the rest of the spec is checked without them.
+    With ``json_types`` every value must have its field's JSON type, as the spec's JSON
+    Schema says: no ``"0.1"`` for a number, no ``true`` for an integer (YAML files are read
+    without it: YAML reads ``1e-3`` as a string). Every problem is reported at once:
+    top-level fields that are invalid are set aside (their errors kept) and the rest of the
+    spec is checked without them.
 
     Raises:
         SpecError: listing the problems with their paths (``model.activation.grid[2]``).
     """
+    if json_types:
+        # pydantic's strict mode, on a copy where a whole number such as 2.0 is an int: JSON
+        # has one number type, and 2.0 is an integer to JSON Schema. The spec itself is the
+        # document as given, so its id does not change.
+        _parse_spec(_whole_numbers_as_ints(data), source, trial_cap, strict=True)
+    return _parse_spec(data, source, trial_cap, strict=False)
+
+
+def _whole_numbers_as_ints(value: Any) -> Any:
+    # recursion is bounded: callers pass bodies of bounded nesting (read_json_body)
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, dict):
+        return {k: _whole_numbers_as_ints(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_whole_numbers_as_ints(v) for v in value]
+    return value
+
+
+def _parse_spec(data: Any, source: str | None, trial_cap: int | None,
+                strict: bool) -> ExperimentSpec:
     errors = ErrorList()
     set_aside: list[KeyPath] = []
     try:
         _check_document(data)
-        spec, data, set_aside = _validate_top_level(data, errors)
+        spec, data, set_aside = _validate_top_level(data, errors, strict)
         if spec is None:
             raise _Invalid(errors)
         spaces = _check_spaces(data, spec)
@@ -82,8 +106,10 @@ def parse_spec(data: Any, source: str | None = None,
         _check_pruning_epochs(spec)
         _check_listed_values(spaces)
         _check_plain_values(data)
-        _check_space_values(spec, spaces)
-        _check_combinations(spec, spaces)
+        _check_space_values(spec, spaces, strict)
+        if not strict:
+            # every value's type is checked above; combinations are the lax pass's work
+            _check_combinations(spec, spaces)
         spec = _regression_objective(spec)
     except _Invalid as exc:
         # a field set aside took its default: what follows from that default is not news
@@ -116,7 +142,7 @@ def _check_document(data: Any) -> None:
 _SET_ASIDE_ROUNDS = 5
 
 
-def _validate_top_level(data: dict, errors: ErrorList
+def _validate_top_level(data: dict, errors: ErrorList, strict: bool
                         ) -> tuple[ExperimentSpec | None, dict, list[KeyPath]]:
     """Top-level keys, the search section and free text; sections stay plain JSON.
 
@@ -128,7 +154,7 @@ def _validate_top_level(data: dict, errors: ErrorList
     set_aside: list[KeyPath] = []
     for _ in range(_SET_ASIDE_ROUNDS):
         try:
-            return ExperimentSpec.model_validate(data), data, set_aside
+            return ExperimentSpec.model_validate(data, strict=strict), data, set_aside
         except ValidationError as exc:
             errors.extend(pydantic_errors(exc, ExperimentSpec))
             found = [user_loc(e) for e in exc.errors(include_url=False)]
@@ -213,7 +239,7 @@ def _check_plain_values(data: dict) -> None:
     _raise_if(errors)
 
 
-def _check_space_values(spec: ExperimentSpec, spaces: list[Space]) -> None:
+def _check_space_values(spec: ExperimentSpec, spaces: list[Space], strict: bool) -> None:
     """Check every value of every space in place, the other spaces at their first value, so
     an error names the exact element: ``model.activation.grid[2]``."""
     errors = ErrorList()
@@ -222,7 +248,7 @@ def _check_space_values(spec: ExperimentSpec, spaces: list[Space]) -> None:
     misspelt: set[str] = set()
     base_errors = 0
     try:
-        TrialConfig.model_validate(base)
+        TrialConfig.model_validate(base, strict=strict)
     except ValidationError as exc:
         base_errors = exc.error_count()
         found = pydantic_errors(exc, TrialConfig, {s.path: (*s.path, s.kind, 0) for s in spaces})
@@ -233,7 +259,7 @@ def _check_space_values(spec: ExperimentSpec, spaces: list[Space]) -> None:
             continue  # reported once, at the key
         for element, value in _probes(space):
             try:
-                TrialConfig.model_validate(with_values(base, {space.path: value}))
+                TrialConfig.model_validate(with_values(base, {space.path: value}), strict=strict)
             except ValidationError as exc:
                 if len(errors.items) < SpecError.MAX_LISTED:
                     _report_probe(exc, space.path, element, errors)

@@ -524,3 +524,54 @@ def test_unreachable_broker_is_reported_not_a_crash(make_app):
     app = make_app(BROKER_URL="amqp://guest:guest@127.0.0.1:1//", CELERY_INSPECT_TIMEOUT=0.5)
     r = app.test_client().get("/api/v1/workers")
     assert r.status_code == 200 and r.json["celery"]["ok"] is False and r.json["celery"]["error"]
+
+
+def test_a_spec_with_per_layer_widths_is_submitted(client, recorder):
+    spec = {**TINY_SPEC, "model": {"hidden_layers": 2, "width": [8, 4]}}
+    r = _submit(client, spec)
+    assert r.status_code == 201, r.json
+    assert len(recorder.submitted[-1]) == 2  # two seeds
+
+
+# --------------------------------------------------------------------------- the document's word
+def test_the_document_says_writes_need_a_token_only_when_one_is_set(make_app):
+    for token, security in ((None, [{}, {"bearer": []}]), ("s3cret", [{"bearer": []}])):
+        doc = make_app(API_TOKEN=token).test_client().get("/api/v1/openapi.json").json
+        writes = [op for ops in doc["paths"].values() for m, op in ops.items()
+                  if m in ("post", "delete")]
+        assert writes and all(op["security"] == security for op in writes)
+
+
+def test_created_experiments_link_to_the_operations_taking_their_id(client):
+    doc = client.get("/api/v1/openapi.json").json
+    links = doc["paths"]["/experiments"]["post"]["responses"]["201"]["links"]
+    taking_id = {op["operationId"] for path, ops in doc["paths"].items()
+                 if "{experiment_id}" in path for op in ops.values()}
+    assert {link["operationId"] for link in links.values()} == taking_id
+    assert all(link["parameters"]["experiment_id"] == "$response.body#/id"
+               for link in links.values())
+
+
+@pytest.mark.parametrize("query, name", [
+    ("q=" + "x" * 201, "q"),
+    ("limit=+5", "limit"),
+    ("offset=" + "9" * 30, "offset"),
+    ("status=done", "status"),
+])
+def test_a_query_parameter_beyond_its_documented_limit_is_refused_by_name(client, query, name):
+    r = client.get("/api/v1/experiments?" + query)
+    assert r.status_code == 400, r.json
+    assert [e["path"] for e in r.json["errors"]] == [name]
+
+
+def test_query_parameters_within_their_documented_limits_are_taken(client):
+    exp_id = _submit(client).json["id"]
+    assert client.get("/api/v1/experiments?q=" + "x" * 200).status_code == 200
+    assert client.get("/api/v1/experiments?status=Queued").status_code == 200
+    base = f"/api/v1/experiments/{exp_id}/trials"
+    r = client.get(base + "?state=queued,%20running&state=Complete&history=TRUE")
+    assert r.status_code == 200 and len(r.json["trials"]) == 4
+    r = client.get(base + "?history=maybe")
+    assert r.status_code == 400 and r.json["errors"][0]["path"] == "history"
+    r = client.get(base + "?sort=config.model.")
+    assert r.status_code == 400 and r.json["errors"][0]["path"] == "sort"
