@@ -215,9 +215,9 @@ def experiment_events(experiment_id: str) -> Response:
     experiment that is already finished (EventSource does not reconnect then). 503 when this
     process streams to as many pages as it may: poll instead."""
     svc = services()
+    since = int_arg("since", 0, 0)  # a bad cursor is a 400 whatever the experiment's state
     if svc.store.get_experiment(experiment_id).is_finished:  # 404 for an unknown id
         return Response(status=204)
-    since = int_arg("since", 0, 0)
     svc.feed.describe = update_json
     start = svc.feed.open_stream(experiment_id)
     if start is False:

@@ -35,9 +35,9 @@ from .output import make_console, silence_closed_output
 
 # While following a run, the best result so far is looked up at most this often: it is a
 # sort of every finished trial's result inside the store (a tenth of a second at 10,000).
-BEST_INTERVAL_S = 2.0
+BEST_INTERVAL_S = 5.0
 # While nothing ends, the counts (trials started, packs running) are read this often.
-FOLLOW_INTERVAL_S = 1.0
+FOLLOW_INTERVAL_S = 2.0
 
 
 @cli.command()
