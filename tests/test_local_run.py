@@ -350,6 +350,7 @@ def test_the_worker_list_tells_live_workers_from_dead_ones(url):
 def test_an_idle_celery_worker_on_another_host_is_alive_while_its_node_lists_it(
         url, monkeypatch):
     from dnnframe.executors.liveness import NODE_ROLE
+    from dnnframe.store import base_trials
     from dnnframe.worker_status import is_alive
 
     store = open_store(url)
@@ -357,7 +358,7 @@ def test_an_idle_celery_worker_on_another_host_is_alive_while_its_node_lists_it(
     # writes), and have trained nothing since
     real_time = time.time
     with monkeypatch.context() as m:
-        m.setattr(time, "time", lambda: real_time() - 10_000)
+        m.setattr(base_trials, "clock", lambda: real_time() - 10_000)
         store.register_worker("celery@far:7", host="far-away", pid=7)
         store.register_worker("celery@far:8", host="far-away", pid=8)
     (seven, eight) = sorted(store.list_workers(), key=lambda w: w.name)
