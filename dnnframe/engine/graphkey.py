@@ -190,6 +190,27 @@ def compile_key(config: dict | TrialConfig, pack_size: int = 1) -> str:
     return _key(fields, "x".join(str(w) for w in fields["runs"]) or "0")
 
 
+def pack_keys(configs: list[dict] | list[TrialConfig]) -> list[str]:
+    """:func:`pack_key` of each config, made once per distinct value of the fields it reads:
+    a sweep's trials differ mostly in values the key leaves out (seed, learning rate, ...),
+    and a key is a validation, a canonical JSON and a hash (a tenth of submitting a
+    10,000-trial sweep, and of a small pack's bookkeeping, when made per trial)."""
+    by_fields: dict[str, str] = {}
+    keys = []
+    for config in configs:
+        doc = config if isinstance(config, dict) else config.model_dump(mode="json")
+        model, training = doc.get("model") or {}, doc.get("training") or {}
+        # every field the key reads, as given (a default left out only misses the memo)
+        fields = canonical_json([
+            doc.get("dataset"), {k: v for k, v in model.items() if k not in ("init", "dropout")},
+            (model.get("dropout") or 0) > 0, training.get("optimizer"),
+            training.get("batch_size"), training.get("grad_clip") is None])
+        if fields not in by_fields:
+            by_fields[fields] = pack_key(config)
+        keys.append(by_fields[fields])
+    return keys
+
+
 def pack_key(config: dict | TrialConfig) -> str:
     """A short stable string: equal for configs that can train together in one pack."""
     fields = pack_key_fields(config)

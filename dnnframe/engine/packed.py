@@ -30,7 +30,7 @@ from .data import prepare_data
 from .environment import environment
 from .environment import notes as flag_notes
 from .flags import JAX_MODE
-from .graphkey import compile_key, pack_key
+from .graphkey import compile_key, pack_key, pack_keys
 from .layers import StackLayer
 from .ledger import PackLedger
 from .modelcache import ModelCache
@@ -81,18 +81,7 @@ def _check_configs(configs: list) -> list[TrialConfig]:
     from ..spec import TrialConfig
 
     out = [TrialConfig.model_validate(c) if isinstance(c, dict) else c for c in configs]
-    # a pack's members differ in their per-member values only: the key (a canonical JSON
-    # and a hash, a tenth of a small pack's bookkeeping when made per member) is made once
-    # per distinct value of every field it reads
-    by_fields: dict[tuple, str] = {}
-    keys = []
-    for c in out:
-        fields = (c.dataset.model_dump_json(), c.model.model_dump_json(exclude={"init", "dropout"}),
-                  c.model.dropout > 0, c.training.optimizer, c.training.batch_size,
-                  c.training.grad_clip is None)
-        if fields not in by_fields:
-            by_fields[fields] = pack_key(c)
-        keys.append(by_fields[fields])
+    keys = pack_keys(out)
     for i, key in enumerate(keys):
         if key != keys[0]:
             raise ValueError(f"configs[{i}] has pack key {key!r} but configs[0] has {keys[0]!r}: "

@@ -10,6 +10,7 @@ import math
 from collections.abc import Mapping, Sequence
 
 from ..engine import compile_key, pack_key
+from ..engine.graphkey import pack_keys
 
 #: Memory one pack may take in a worker (parameters, gradients, optimiser state and
 #: minibatch activations of all its members), so a worker stays well under 1 GB.
@@ -75,8 +76,8 @@ def make_packs(trial_ids: Sequence[str], configs_by_id: Mapping[str, dict],
     if pack_size is None:
         pack_size = auto_pack_size([configs_by_id[t] for t in ids], workers)
     groups: dict[str, list[str]] = {}
-    for tid in ids:
-        groups.setdefault(pack_key(configs_by_id[tid]), []).append(tid)
+    for tid, key in zip(ids, pack_keys([configs_by_id[t] for t in ids])):
+        groups.setdefault(key, []).append(tid)
     packs: list[list[str]] = []
     for members in groups.values():
         n_packs = math.ceil(len(members) / pack_size)

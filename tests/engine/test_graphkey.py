@@ -275,3 +275,20 @@ def test_equal_compile_keys_are_equal_graphs(monkeypatch, flags, design, pack_si
                 assert graphs[i] == graphs[j], (GRID[i], GRID[j])
             elif graphs[i] == graphs[j]:
                 assert entry_sensitive and flags is None and GRID[i][0] != GRID[j][0], (GRID[i], GRID[j])
+
+
+def test_pack_keys_are_each_configs_pack_key():
+    """The memo groups by every field the key reads: the same keys as one by one, for dicts
+    (defaults given or left out) and validated configs alike."""
+    from dnnframe.spec import TrialConfig
+
+    configs = [variant(training__learning_rate=lr, model__dropout=p, model__init=init,
+                       training__grad_clip=clip, model__hidden_layers=d)
+               for lr in (0.1, 0.01) for p in (0.0, 0.2, 0.5) for init in ("he", "glorot")
+               for clip in (None, 1.0, 2.0) for d in (1, 3)]
+    configs += [variant(model__residual="none"), variant(dataset={"name": "wine"}),
+                variant(training__batch_size=8), variant(training__optimizer="adam")]
+    typed = [TrialConfig.model_validate(c) for c in configs]
+    expected = [pack_key(c) for c in configs]
+    assert graphkey.pack_keys(configs) == expected == graphkey.pack_keys(typed)
+    assert len(set(expected)) == 2 * 2 * 2 + 4  # depth x dropout on/off x clip on/off, + 4
