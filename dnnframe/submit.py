@@ -16,7 +16,7 @@ from .exceptions import NotFoundError
 from .executors.base import Executor
 from .executors.packing import compile_key, make_packs
 from .owners import release_if_owner_died
-from .spec import ExperimentSpec, count_trials, expand_with_ids
+from .spec import ExperimentSpec, count_trials, expand_documents
 from .store.base import ExperimentRecord, ResultStore, TrialState
 
 
@@ -72,7 +72,7 @@ def submit_experiment(spec: ExperimentSpec, store: ResultStore, executor: Execut
         A :class:`SubmitResult`.
     """
     recovered = recover_abandoned_trials(store)
-    pairs = [(tid, cfg.model_dump(mode="json")) for tid, cfg in expand_with_ids(spec)]
+    pairs = list(expand_documents(spec))
     trial_ids = list(dict.fromkeys(tid for tid, _ in pairs))  # a duplicated config is one trial
     experiment_id = spec.experiment_id
     existing = ({t.id for t in store.list_trials(experiment_id, fields=())}

@@ -200,6 +200,10 @@ class _StartOnSubmit(Executor):
             return super().wait_any(ended, timeout)
         return self.started.wait_any(ended, timeout)
 
+    def running_packs(self) -> int | None:
+        """The executor's own count once it exists (0 before)."""
+        return 0 if self.started is None else self.started.running_packs()
+
     def shutdown(self, wait: bool = True) -> None:
         """Shut the executor down if it was made."""
         if self.started is not None:
@@ -402,6 +406,8 @@ def _follow(console, store, executor: Executor, exp, quiet: bool,  # noqa: ANN00
         counts = store.counts_by_state(exp.id)
         finished = trials_finished(counts)
         settled = count_active(counts) == 0
+        if not progress.enabled:
+            return settled  # --quiet: nothing is shown, so nothing more is read
         # the best trial is a sort of every finished result inside the store: looked up
         # when trials finished, at most every BEST_INTERVAL_S (and once more at the end)
         if (finished != last_finished or not best_text) and (
@@ -411,9 +417,12 @@ def _follow(console, store, executor: Executor, exp, quiet: bool,  # noqa: ANN00
             last_finished, best_at = finished, time.monotonic()
         if counts != last_counts:
             # a pack's members are claimed together by one worker process: one pack each
-            running = (store.list_trials(exp.id, state=TrialState.RUNNING, fields=())
-                       if counts.get(TrialState.RUNNING.value) else [])
-            packs = len({t.worker for t in running})
+            # (a local pool knows its packs; else the RUNNING trials' owners are counted)
+            packs = executor.running_packs()
+            if packs is None:
+                running = (store.list_trials(exp.id, state=TrialState.RUNNING, fields=())
+                           if counts.get(TrialState.RUNNING.value) else [])
+                packs = len({t.worker for t in running})
             last_counts = counts
         # until a first trial ends nothing else moves: say how far the graphs got (a first
         # run on a host compiles them, for tens of seconds)

@@ -94,6 +94,12 @@ class Executor(abc.ABC):
         time.sleep(timeout)
         return ended
 
+    def running_packs(self) -> int | None:
+        """How many packs are on workers now, where the executor knows it without asking
+        the store (a local pool does); None here: a caller counts the RUNNING trials'
+        owners in the store instead."""
+        return None
+
     @abc.abstractmethod
     def shutdown(self, wait: bool = True) -> None:
         """Release the executor; with ``wait`` first let submitted trials finish."""

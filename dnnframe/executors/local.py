@@ -196,6 +196,11 @@ class LocalExecutor(Executor):
                               self._pending.trial_count(),
                               dict(s.states), s.worker_restarts)
 
+    def running_packs(self) -> int:
+        """Packs handed to worker processes and not yet reported back."""
+        with self._lock:
+            return sum(1 for w in self._pool if w.pack)
+
     def shutdown(self, wait: bool = True) -> None:
         """Stop the pool. ``wait=True`` lets queued and running trials finish first;
         ``wait=False`` drops queued trials and terminates the workers at once — their running

@@ -23,7 +23,7 @@ from __future__ import annotations
 from ..datasets import DatasetConfig
 from .document import MAX_NESTING
 from .expand import count_trials, expand
-from .ids import expand_with_ids, trial_id
+from .ids import expand_documents, expand_with_ids, trial_id
 from .loading import load_spec, parse_spec_text
 from .models import (
     DEFAULT_MAX_TRIALS,
@@ -63,6 +63,7 @@ __all__ = [
     "canonical_json",
     "count_trials",
     "expand",
+    "expand_documents",
     "expand_with_ids",
     "load_spec",
     "parse_spec",

@@ -213,9 +213,9 @@ class TrialConfig(_Strict):
         """Key-sorted compact JSON: the same config gives the same text on every platform.
 
         Trial ids hash this text, so a config that uses none of the later layer-design
-        options is written exactly as before they existed (see :func:`_first_format`).
+        options is written exactly as before they existed (see :func:`first_format`).
         """
-        return canonical_json(_first_format(self.model_dump(mode="json")))
+        return canonical_json(first_format(self.model_dump(mode="json")))
 
 
 # Options added after the first spec format, with the value that means "as before".
@@ -225,7 +225,7 @@ _LATER_TRAINING_DEFAULTS = {"grad_clip": None, "lr_schedule": LrSchedule().model
                             "divergence_factor": DIVERGENCE_FACTOR}
 
 
-def _first_format(doc: dict[str, Any]) -> dict[str, Any]:
+def first_format(doc: dict[str, Any]) -> dict[str, Any]:
     """``doc`` with later options at their defaults left out and residual none/identity
     written as the booleans of the first format: ids of existing trials stay valid."""
     model = {k: v for k, v in doc["model"].items() if _LATER_MODEL_DEFAULTS.get(k, ...) != v}
