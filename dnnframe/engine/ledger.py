@@ -137,9 +137,10 @@ class PackLedger:
         out: list[list[dict[str, Any]]] = [[] for _ in range(self.K)]
         nan_epoch = np.where(self.non_finite, self.diverged_epoch, 0).tolist()
         for report in self.epochs:
+            entries = report.entries()  # shared with what was written to the store
             for k in report.indices():
-                row = report.entry(k)
+                row = entries[k]
                 if nan_epoch[k] == report.epoch:
-                    row.update(dict.fromkeys(EPOCH_COLUMNS[:-1]))  # all but the seconds
+                    row = {**row, **dict.fromkeys(EPOCH_COLUMNS[:-1])}  # all but the seconds
                 out[k].append(row)
         return out

@@ -50,6 +50,7 @@ class TrialResult:
 
 # What an epoch of a curve holds besides its number, in the order a stored entry has it.
 EPOCH_COLUMNS = ("train_loss", "train_accuracy", "val_loss", "val_accuracy", "seconds")
+_ENTRY_KEYS = ("epoch", *EPOCH_COLUMNS)
 
 
 class EpochReport(Sequence):
@@ -68,6 +69,7 @@ class EpochReport(Sequence):
         self.epoch = epoch
         self.columns = columns
         self.reported = reported
+        self._entries: list[dict[str, Any]] | None = None
 
     @classmethod
     def of_dicts(cls, epoch: int, metrics: Sequence[dict[str, Any] | None]) -> EpochReport:
@@ -86,12 +88,19 @@ class EpochReport(Sequence):
 
     def entry(self, k: int) -> dict[str, Any]:
         """Member k's metrics of this epoch, as a curve stores them (whether it reported
-        or not: the caller knows)."""
-        row: dict[str, Any] = {"epoch": self.epoch}
-        for name in EPOCH_COLUMNS:
-            values = self.columns[name]
-            row[name] = None if values is None else values[k]
-        return row
+        or not: the caller knows); a dict of the caller's own."""
+        return dict(self.entries()[k])
+
+    def entries(self) -> list[dict[str, Any]]:
+        """Every member's :meth:`entry`, built together once (a pack writes each epoch to
+        the store and into the results' histories: one dict serves both). Shared: callers
+        must not change them."""
+        if self._entries is None:
+            nones = [None] * len(self.reported)
+            columns = [self.columns[name] or nones for name in EPOCH_COLUMNS]
+            epoch = self.epoch
+            self._entries = [dict(zip(_ENTRY_KEYS, (epoch, *row))) for row in zip(*columns)]
+        return self._entries
 
     def indices(self) -> list[int]:
         """The members that reported this epoch."""

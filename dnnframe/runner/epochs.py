@@ -137,11 +137,12 @@ class PackEpochs:
         entries: list[tuple[int, dict[str, dict[str, Any]]]] = []
         for report in self.pending:
             batch = {}
+            shared, reported = report.entries(), report.reported
             for k in live:
-                if report.reported[k]:
-                    entry = report.entry(k)
-                    batch[self.members[k].trial_id] = entry
-                    by_trial.setdefault(self.members[k].trial_id, []).append(entry)
+                if reported[k]:
+                    tid = self.members[k].trial_id
+                    batch[tid] = shared[k]
+                    by_trial.setdefault(tid, []).append(shared[k])
             entries.append((report.epoch, batch))
         if not by_trial:
             self.pending = []

@@ -142,10 +142,11 @@ def check_metrics_many(metrics_by_id: MetricsBatch) -> dict[str, list[dict[str, 
         if not tid or not isinstance(tid, str):
             raise ValueError(f"metrics_by_id: trial id must be a non-empty string, got {tid!r}")
         epochs = metrics if isinstance(metrics, list) else [metrics]
-        for m in epochs:
-            if not isinstance(m, dict):
-                raise ValueError(f"metrics must be a dict or a list of dicts, got "
-                                 f"{type(m).__name__} for trial {tid!r}")
+        if not all(type(m) is dict for m in epochs):  # type() first: quick, and the usual
+            for m in epochs:
+                if not isinstance(m, dict):
+                    raise ValueError(f"metrics must be a dict or a list of dicts, got "
+                                     f"{type(m).__name__} for trial {tid!r}")
         if epochs:
             out[tid] = epochs
     return out
@@ -157,12 +158,16 @@ def epochs_to_store(epochs: list[dict[str, Any]], last_epoch: Any) -> list[dict[
     curve's last entry, those numbered no later than it are stored already (a write retried
     after it was applied, or resent together with the next epochs) and are left out; an
     unnumbered batch is appended whole."""
-    def numbered(x: Any) -> bool:
-        return isinstance(x, int) and not isinstance(x, bool)
-
-    if not numbered(last_epoch) or not all(numbered(m.get("epoch")) for m in epochs):
+    if not _numbered(last_epoch):
         return epochs
-    return [m for m in epochs if m["epoch"] > last_epoch]
+    numbers = [m.get("epoch") for m in epochs]
+    if not all(type(x) is int or _numbered(x) for x in numbers):  # type(): the common case, quickly
+        return epochs
+    return [m for m, x in zip(epochs, numbers) if x > last_epoch]
+
+
+def _numbered(x: Any) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool)
 
 
 CheckedFinish = tuple[str, TrialState, "dict[str, Any] | None", "str | None"]

@@ -90,26 +90,19 @@ def update_each(c: sqlite3.Connection, update: TrialUpdate, ids: list[str]) -> N
     apply_updates(c, [(tid, seq + i, update) for i, tid in enumerate(ids)])
 
 
-# json_insert takes one path/value pair per epoch, and SQLite caps a function's arguments
-# (127 by default): longer runs of epochs are appended this many at a time.
-_EPOCHS_PER_STATEMENT = 50
+# A curve and the epochs to append are JSON arrays: json() writes each minified, so the
+# curve without its closing bracket, a comma and the tail without its opening one is the
+# longer array. One text per trial, built by C code, however many epochs it carries (a
+# json_insert pair per epoch needed a Python object and a parse of each).
+_APPEND = ("UPDATE trials SET heartbeat_at = ?1, seq = ?2, metrics = CASE "
+           "WHEN json_array_length(?3) = 0 THEN metrics "
+           "WHEN json_array_length(metrics) = 0 THEN json(?3) "
+           "ELSE substr(json(metrics), 1, length(json(metrics)) - 1) || ',' || substr(json(?3), 2) "
+           "END WHERE id = ?4")
 
 
-def append_epochs(c: sqlite3.Connection, texts_by_id: dict[str, list[str]]) -> None:
-    """Append each trial's epochs (JSON texts, in order) to its curve, however many there
-    are: full slices first, all the same size so one statement serves them in order, then
-    each trial's shorter remainder."""
-    full: list[tuple[str, ...]] = []
-    rest: dict[int, list[tuple[str, ...]]] = {}
-    for tid, texts in texts_by_id.items():
-        for part in chunks(texts, _EPOCHS_PER_STATEMENT):
-            if len(part) == _EPOCHS_PER_STATEMENT:
-                full.append((*part, tid))
-            else:
-                rest.setdefault(len(part), []).append((*part, tid))
-    for count, rows in [(_EPOCHS_PER_STATEMENT, full), *rest.items()]:
-        if rows:
-            # '$[#]' is past the end of the array so far: json_insert applies pairs in order
-            pairs = ", ".join(["'$[#]', json(?)"] * count)
-            c.executemany(f"UPDATE trials SET metrics = json_insert(metrics, {pairs}) "
-                          "WHERE id = ?", rows)
+def append_epochs(c: sqlite3.Connection, rows: list[tuple[float, int, str, str]]) -> None:
+    """Append to each trial's curve its epochs, given as ``(heartbeat_at, seq, JSON array
+    text of the epochs in order, trial id)``; the heartbeat and change number are set in
+    the same statement."""
+    c.executemany(_APPEND, rows)

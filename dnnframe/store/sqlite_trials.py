@@ -101,11 +101,8 @@ class SQLiteTrials:
                 if owns(r[1], r[2], worker)}
             written = [tid for tid in ids if tid in last]
             first = next_seq(c)
-            c.executemany("UPDATE trials SET heartbeat_at = ?, seq = ? WHERE id = ?",
-                          [(t, first + k, tid) for k, tid in enumerate(written)])
-            append_epochs(c, {tid: [dumps(m) for m in epochs_to_store(epochs_by_id[tid],
-                                                                      last[tid])]
-                              for tid in written})
+            append_epochs(c, [(t, first + k, dumps(epochs_to_store(epochs_by_id[tid], last[tid])),
+                               tid) for k, tid in enumerate(written)])
         return set(written)
 
     def _finish_trials(self, items: list[CheckedFinish], worker: str | None) -> set[str]:
