@@ -1,5 +1,6 @@
 """Concepts with one home stay there: trial states and their groups in dnnframe/states.py,
-metrics, their direction and the default objective in dnnframe/metrics.py.
+metrics, their direction, the default objective and "is a finite number" in
+dnnframe/metrics.py, a submission's pack size in dnnframe/executors/packing.py.
 
 The scans read the sources (Python through its syntax tree, so a state name inside a longer
 text such as an SQL query or a docstring is not a literal of its own; page scripts and
@@ -12,6 +13,7 @@ from __future__ import annotations
 import ast
 import math
 import re
+from functools import cache
 from pathlib import Path
 
 import pytest
@@ -48,6 +50,7 @@ def page_literals(text: str, names: frozenset[str] | set[str]) -> list[tuple[int
     return [(text.count("\n", 0, m.start()) + 1, m.group(1)) for m in pattern.finditer(text)]
 
 
+@cache  # read once for every scan (the dict is not changed)
 def python_sources() -> dict[str, str]:
     return {p.relative_to(ROOT).as_posix(): p.read_text(encoding="utf-8")
             for pkg in PACKAGES for p in sorted((ROOT / pkg).rglob("*.py"))}
