@@ -16,7 +16,7 @@ from dnnframe.exceptions import (
     brief,
 )
 from dnnframe.metrics import FINAL_METRICS
-from dnnframe.search.asha import rungs
+from dnnframe.pruning.asha import rungs
 from dnnframe.search.service import store_driven
 from dnnframe.spec.models import SearchConfig, is_driven
 from dnnframe.states import (

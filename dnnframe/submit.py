@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from . import settings
 from .exceptions import NotFoundError
 from .executors.base import Executor
-from .executors.packing import compile_key, make_packs
+from .executors.packing import compile_key, make_packs, resolve_pack_size
 from .owners import release_if_owner_died
 from .spec import ExperimentSpec, count_trials, expand_documents
 from .store.base import ExperimentRecord, ResultStore, TrialState
@@ -103,15 +103,6 @@ def submit_experiment(spec: ExperimentSpec, store: ResultStore, executor: Execut
         executor.submit(packs, compile_keys=[compile_key(configs[pack[0]], len(pack)) for pack in packs])
     return SubmitResult(store.get_experiment(experiment_id), trial_ids, new_ids, list(requeued),
                         to_run, recovered, packs)
-
-
-def resolve_pack_size(spec: ExperimentSpec, pack_size: int | None = None) -> int | None:
-    """The pack size a submission uses: ``pack_size`` (the command line), else the spec's
-    ``search.pack_size``, else ``$DNNFRAME_PACK_SIZE``; None means automatic."""
-    if pack_size is not None:
-        return pack_size
-    from_spec = spec.search.pack_size
-    return from_spec if from_spec is not None else settings.get().pack_size
 
 
 def _experiment_exists(store: ResultStore, experiment_id: str) -> bool:

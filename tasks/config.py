@@ -7,8 +7,7 @@ from dnnframe.executors.celery import (
     DEFAULT_TASK_TIME_LIMIT,
     PACK_TASK,
     QUEUES,
-    TRAIN_TASK,
     celery_settings,
 )
 
-__all__ = ["DEFAULT_TASK_TIME_LIMIT", "PACK_TASK", "QUEUES", "TRAIN_TASK", "celery_settings"]
+__all__ = ["DEFAULT_TASK_TIME_LIMIT", "PACK_TASK", "QUEUES", "celery_settings"]

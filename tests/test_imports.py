@@ -202,15 +202,26 @@ LAYER_RULES: list[tuple[str, tuple[str, ...], str]] = [
      "the engine trains configurations and returns results; the runner records them"),
     ("dnnframe.store", ("dnnframe.executors",),
      "a store records trials whoever runs them; the executors use it, not the reverse"),
-    ("dnnframe.runner", ("dnnframe.search.driver", "dnnframe.search.service",
-                         "dnnframe.submit", "dnnframe.executors"),
+    ("dnnframe.runner", ("dnnframe.search", "dnnframe.submit", "dnnframe.executors"),
      "the runner trains what it is given: drivers and executors hand it trials, and it "
-     "knows pruning through dnnframe.search.pruner only"),
+     "knows pruning through dnnframe.pruning's protocol only"),
     ("dnnframe", ("tasks", "dashboard"),
      "dnnframe is the library; the Celery shim and the web app sit on top of it"),
     ("", ("dnnframe.testing",),
      "test hooks are loaded by name (DNNFRAME_TRAIN_FN) in tests, never imported by the "
      "code that runs in production"),
+]
+
+# Packages from the bottom up, each a layer of its own: a package never depends on one
+# after it. Pruning is asked by the runner after each epoch; the executors run packs with
+# the runner; the search drivers hand trials to the executors (and to dnnframe.submit,
+# which sits between them).
+PACKAGE_ORDER = ("dnnframe.pruning", "dnnframe.runner", "dnnframe.executors", "dnnframe.submit",
+                 "dnnframe.search")
+LAYER_RULES += [
+    (lower, PACKAGE_ORDER[i + 1:],
+     f"{lower} sits below {', '.join(PACKAGE_ORDER[i + 1:])} (PACKAGE_ORDER)")
+    for i, lower in enumerate(PACKAGE_ORDER[:-1])
 ]
 
 # Imports that cross a layer rule, each with why it exists. An entry that no longer matches
@@ -221,9 +232,9 @@ ALLOWED_LAYER_EDGES: dict[tuple[str, str], str] = {
         "one application inside the library, and nothing else in the library imports it",
 }
 
-# The modules of dnnframe.search the runner may name itself: the protocol and the factory
+# The modules of dnnframe.pruning the runner may name itself: the protocol and the factory
 # that picks the implementation (never a concrete pruner).
-RUNNER_SEARCH_IMPORTS = {"dnnframe.search.pruner", "dnnframe.search.pruner_factory"}
+RUNNER_PRUNING_IMPORTS = {"dnnframe.pruning.pruner", "dnnframe.pruning.factory"}
 
 
 def within(module: str, prefix: str) -> bool:
@@ -296,8 +307,8 @@ def test_allowed_layer_edges_still_exist_and_cross_a_rule() -> None:
 def test_the_runner_knows_pruning_only_through_the_protocol() -> None:
     graph = import_graph()
     named = {m for name, targets in graph.items() if within(name, "dnnframe.runner")
-             for m in targets if within(m, "dnnframe.search")}
-    assert named <= RUNNER_SEARCH_IMPORTS, f"the runner imports {sorted(named)}"
+             for m in targets if within(m, "dnnframe.pruning")}
+    assert named <= RUNNER_PRUNING_IMPORTS, f"the runner imports {sorted(named)}"
 
 
 def test_a_layer_rule_sees_through_other_modules_and_package_inits() -> None:
@@ -328,3 +339,14 @@ def test_the_entry_points_load_no_test_hook_unless_asked() -> None:
     out = subprocess.run([sys.executable, "-c", probe.replace(" is None", " is not None")],
                          cwd=ROOT, env=asked, capture_output=True, text=True, check=True).stdout
     assert out.strip() == "['dnnframe.testing', 'dnnframe.testing.hooks']"
+
+
+def test_the_package_order_names_packages_that_exist() -> None:
+    graph = import_graph()
+    missing = [p for p in PACKAGE_ORDER if p not in graph]
+    assert not missing, f"PACKAGE_ORDER names modules that do not exist: {missing}"
+    # pruning knows the store it reads rungs from, and nothing that runs or proposes trials
+    pruning = {m for name, targets in with_packages(graph).items()
+               if within(name, "dnnframe.pruning") for m in targets}
+    assert "dnnframe.store.base" in pruning
+    assert not [m for m in pruning if any(within(m, p) for p in PACKAGE_ORDER[1:])]

@@ -17,10 +17,10 @@ from dnnframe import settings
 from dnnframe.engine.result import TrialResult
 from dnnframe.executors import LocalExecutor
 from dnnframe.executors.local_queue import PackQueue, QueuedPack
-from dnnframe.executors.packing import make_packs
+from dnnframe.executors.packing import make_packs, resolve_pack_size
 from dnnframe.spec import expand_with_ids, parse_spec
 from dnnframe.store import TrialState, open_store
-from dnnframe.submit import resolve_pack_size, submit_experiment
+from dnnframe.submit import submit_experiment
 
 
 def _spec(seeds: int, name: str = "local-test", epochs: int = 2) -> dict:

@@ -42,8 +42,6 @@ DEFAULT_TASK_TIME_LIMIT = settings.Settings.model_fields["task_time_limit"].defa
 #: Queues every deployment has: CPU workers consume ``default``, workers started with
 #: ``THEANO_FLAGS=device=cuda`` consume ``gpu``. Any other name is created on first use.
 QUEUES = ("default", "gpu")
-#: The one-trial task of earlier releases; workers still run messages already queued.
-TRAIN_TASK = "tasks.train_trial"
 # Messages are published in AMQP transactions of this many.
 _PUBLISH_BATCH = 500
 # A submit gives up on an unreachable broker after about this long (a caller, say the

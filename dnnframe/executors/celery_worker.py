@@ -33,7 +33,7 @@ from ..store import default_store_url, open_store
 from ..store.base import ResultStore, TrialState
 from . import liveness, reaper, redelivery
 from .base import THREAD_ENV
-from .celery import PACK_TASK, TRAIN_TASK, create_app
+from .celery import PACK_TASK, create_app
 from .celery_monitoring import RESULT_REPR_MAX, PackFailed, PackReport, ProgressSender
 from .dispatch import RETRY_SUFFIX, STORE_HEADER, with_retry_queues
 
@@ -144,13 +144,6 @@ def train_pack(self: Task, trial_ids: list[str]) -> dict[str, object]:
         raise DnnframeError(f"{PACK_TASK} needs a non-empty list of trial id strings, "
                             f"but got {trial_ids!r}")
     return _run_pack(self, trial_ids)
-
-
-def train_trial(self: Task, trial_id: str) -> dict[str, object]:
-    """Run one stored trial by id: a pack of one (messages of earlier releases)."""
-    if not isinstance(trial_id, str) or not trial_id:
-        raise DnnframeError(f"{TRAIN_TASK} needs a trial id string, but got {trial_id!r}")
-    return _run_pack(self, [trial_id])
 
 
 def _run_pack(task: Task, trial_ids: list[str]) -> dict[str, object]:
@@ -310,12 +303,11 @@ def install(celery_app: Celery) -> None:
     global _app
     _app = celery_app
     _quiet_expected_noise()
-    for name, body in ((PACK_TASK, train_pack), (TRAIN_TASK, train_trial)):
-        # throws: a FAILED trial is an expected outcome, logged in one line (its traceback
-        # is in the store); resultrepr_maxsize: task-succeeded events carry whole packs.
-        celery_app.task(name=name, bind=True, acks_late=True, reject_on_worker_lost=True,
-                        ignore_result=True, throws=(PackFailed,),
-                        resultrepr_maxsize=RESULT_REPR_MAX)(body)
+    # throws: a FAILED trial is an expected outcome, logged in one line (its traceback is
+    # in the store); resultrepr_maxsize: task-succeeded events carry whole packs.
+    celery_app.task(name=PACK_TASK, bind=True, acks_late=True, reject_on_worker_lost=True,
+                    ignore_result=True, throws=(PackFailed,),
+                    resultrepr_maxsize=RESULT_REPR_MAX)(train_pack)
     signals.worker_process_init.connect(_reset_process_state, dispatch_uid="dnnframe-proc")
     signals.worker_init.connect(_on_worker_init, dispatch_uid="dnnframe-init")
     signals.worker_ready.connect(_on_worker_ready, dispatch_uid="dnnframe-ready")

@@ -14,13 +14,12 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 
-from .. import settings
 from ..exceptions import NotFoundError, SpecError
 from ..spec import parse_spec
 from ..states import TrialState
 from ..store.base import ResultStore
 from .base import Executor
-from .packing import compile_key, make_packs
+from .packing import compile_key, make_packs, resolve_pack_size
 
 #: The dispatch list name of trials waiting for a server's local pool (never a Celery queue).
 LOCAL_POOL_QUEUE = "dnnframe.local-pool"
@@ -129,11 +128,10 @@ def _packs(store: ResultStore, trial_ids: list[str], workers: int) -> list[list[
 
 
 def _pack_size(store: ResultStore, experiment_id: str) -> int | None:
-    # as resolve_pack_size: the spec's search.pack_size, else $DNNFRAME_PACK_SIZE
+    """The pack size a submission of the stored experiment uses (:func:`resolve_pack_size`)."""
     try:
         spec = parse_spec(store.get_experiment(experiment_id).spec,
                           source=f"experiment {experiment_id}")
     except (NotFoundError, SpecError):
         spec = None  # deleted meanwhile, or stored by another version: size them as usual
-    from_spec = spec.search.pack_size if spec is not None else None
-    return from_spec if from_spec is not None else settings.get().pack_size
+    return resolve_pack_size(spec)

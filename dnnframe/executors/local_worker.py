@@ -8,6 +8,8 @@ import os
 import signal
 import threading
 
+from threadpoolctl import threadpool_limits
+
 from .. import settings
 from ..engine import heap
 from ..owners import WorkerName, default_worker_name
@@ -75,12 +77,8 @@ def worker_main(conn: multiprocessing.connection.Connection, store_url: str,
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     _stop_on_sigterm_from_parent_only()
     os.environ.update(THREAD_ENV)
-    try:
-        from threadpoolctl import threadpool_limits
-
-        threadpool_limits(1)
-    except Exception:  # threadpoolctl is optional; the environment already pins threads
-        pass
+    # the environment pins the BLAS libraries loaded from now on; this pins those loaded
+    threadpool_limits(1)
     try:
         train_fn = train_fn or settings.resolve_train_fn()
     except settings.SettingsError as exc:

@@ -9,8 +9,10 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 
+from .. import settings
 from ..engine import compile_key, pack_key
 from ..engine.graphkey import pack_keys
+from ..spec import ExperimentSpec
 
 #: Memory one pack may take in a worker (parameters, gradients, optimiser state and
 #: minibatch activations of all its members), so a worker stays well under 1 GB.
@@ -56,6 +58,16 @@ def auto_pack_size(configs: Sequence[dict], workers: int,
     return max(1, min(by_memory, by_workers))
 
 
+def resolve_pack_size(spec: ExperimentSpec | None, pack_size: int | None = None) -> int | None:
+    """The pack size a submission of ``spec`` uses: ``pack_size`` (the command line), else
+    the spec's ``search.pack_size``, else ``$DNNFRAME_PACK_SIZE``; None means automatic.
+    ``spec`` None (a stored spec that cannot be read) skips the spec's own size."""
+    if pack_size is not None:
+        return pack_size
+    from_spec = spec.search.pack_size if spec is not None else None
+    return from_spec if from_spec is not None else settings.get().pack_size
+
+
 def make_packs(trial_ids: Sequence[str], configs_by_id: Mapping[str, dict],
                pack_size: int | None, workers: int) -> list[list[str]]:
     """Group ``trial_ids`` into packs of trials with the same :func:`pack_key`.
@@ -93,4 +105,4 @@ def make_packs(trial_ids: Sequence[str], configs_by_id: Mapping[str, dict],
 
 
 __all__ = ["PACK_MEMORY_BUDGET", "auto_pack_size", "compile_key", "make_packs", "pack_key",
-           "trial_bytes"]
+           "resolve_pack_size", "trial_bytes"]

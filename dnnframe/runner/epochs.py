@@ -12,9 +12,9 @@ from typing import Any
 from ..engine.result import EpochReport
 from ..exceptions import StoreError
 from ..heartbeat import Heartbeat
+from ..pruning.factory import pruner_for_pack
+from ..pruning.pruner import PackTrial
 from ..retrying import FINAL_WRITE
-from ..search.pruner import PackTrial
-from ..search.pruner_factory import pruner_for_pack
 from ..states import TrialState
 from ..store.base import ResultStore, TrialRecord
 

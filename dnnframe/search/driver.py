@@ -15,7 +15,6 @@ With ``search.pruner: asha`` the runner prunes trials at rungs exactly as for
 from __future__ import annotations
 
 import logging
-import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -28,14 +27,15 @@ from optuna.trial import TrialState as OptunaState
 from ..datasets import dataset_fingerprint
 from ..exceptions import SpecError
 from ..executors.base import Executor
-from ..executors.packing import compile_key, make_packs
+from ..executors.packing import compile_key, make_packs, resolve_pack_size
 from ..extras import require
+from ..metrics import is_number
 from ..spec import ExperimentSpec, count_trials, trial_id
 from ..spec.expand import resolve, spec_spaces
 from ..spec.models import MODEL_BASED_METHODS, canonical_json, is_driven
 from ..states import TOLD_STATES, TrialState
 from ..store.base import ResultStore, TrialRecord
-from ..submit import recover_abandoned_trials, resolve_pack_size
+from ..submit import recover_abandoned_trials
 from .space import SpaceMap
 
 log = logging.getLogger(__name__)
@@ -194,13 +194,12 @@ class SearchDriver:
 
     def _value(self, t: TrialRecord) -> float | None:
         v = t.value(self.metric)
-        return float(v) if isinstance(v, (int, float)) and math.isfinite(v) else None
+        return float(v) if is_number(v) else None
 
     def _curve(self, t: TrialRecord) -> dict[int, float]:
         metric = self.search.rung_metric
         return {int(m["epoch"]): float(m[metric]) for m in t.metrics
-                if isinstance(m.get("epoch"), int) and isinstance(m.get(metric), (int, float))
-                and math.isfinite(m[metric])}
+                if isinstance(m.get("epoch"), int) and is_number(m.get(metric))}
 
     def _ask(self, n: int, out: DriverResult) -> list[str]:
         """Ask for ``n`` configurations and store each; returns the ids to train."""

@@ -143,7 +143,7 @@ def test_celery_app_and_queues_exist(stack) -> None:
     from tasks import config
 
     assert isinstance(tasks.app, Celery), "`celery -A tasks` needs tasks.app"
-    assert config.TRAIN_TASK in tasks.app.tasks, "the worker would have nothing to run"
+    assert config.PACK_TASK in tasks.app.tasks, "the worker would have nothing to run"
     assert stack["services"]["flower"]["command"][:4] == ["celery", "-A", "tasks", "flower"]
     for name, queue in (("worker", "default"), ("worker-gpu", "gpu")):
         command = stack["services"][name]["command"]

@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from dnnframe.executors import CeleryExecutor
-from dnnframe.search.asha import rungs
+from dnnframe.pruning.asha import rungs
 from dnnframe.search.driver import SearchDriver
 from dnnframe.spec import parse_spec
 from dnnframe.store import TrialState

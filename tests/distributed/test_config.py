@@ -19,7 +19,8 @@ def test_json_only_late_acks_prefetch_one():
     assert conf.worker_prefetch_multiplier == 1
     assert conf.broker_connection_retry_on_startup
     assert {q.name for q in conf.task_queues} == {"default", "gpu"}
-    assert config.TRAIN_TASK in app.tasks
+    # one task: a worker trains packs (a single trial is a pack of one)
+    assert {name for name in app.tasks if name.startswith("tasks.")} == {config.PACK_TASK}
 
 
 def test_default_time_limit_below_rabbitmq_consumer_timeout(monkeypatch):

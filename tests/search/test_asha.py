@@ -7,10 +7,10 @@ import pytest
 
 from dnnframe.engine.result import TrialResult
 from dnnframe.executors.local import LocalExecutor
+from dnnframe.pruning.asha import AshaPruner, promoted, rungs
+from dnnframe.pruning.factory import pruner_for_pack
+from dnnframe.pruning.pruner import PackTrial
 from dnnframe.runner import run_pack, run_trial
-from dnnframe.search.asha import AshaPruner, promoted, rungs
-from dnnframe.search.pruner import PackTrial
-from dnnframe.search.pruner_factory import pruner_for_pack
 from dnnframe.spec import expand_with_ids, parse_spec
 from dnnframe.store import TrialState, open_store
 from dnnframe.submit import submit_experiment

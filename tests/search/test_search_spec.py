@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from dnnframe.exceptions import SpecError
+from dnnframe.executors.packing import resolve_pack_size
 from dnnframe.spec import count_trials, expand, parse_spec
-from dnnframe.submit import resolve_pack_size
 
 BASE = {"dataset": "iris", "model": {"width": 8},
         "training": {"learning_rate": {"loguniform": [0.001, 0.1]}}}

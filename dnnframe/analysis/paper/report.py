@@ -183,7 +183,8 @@ def _report_markdown(
         f"({summary['n_diverged']} DIVERGED), experiments: "
         + ", ".join(f"`{e}`" for e in summary["experiments"]),
         "",
-        "Figures: [figures.html](figures.html) (interactive, self-contained, works offline)",
+        "Figures: [figures.html](figures.html) (interactive, self-contained, works offline; "
+        "written with this report, not kept in git)",
         "",
     ]
     for p in pngs:

@@ -4,7 +4,7 @@ go on and which stop.
 The runner trains a pack and asks the pack's pruner about each epoch's results; it never
 knows the algorithm (ASHA, :mod:`.asha`, is the first one). Which pruner a pack gets is
 decided from its experiments' search settings in one place,
-:func:`dnnframe.search.pruner_factory.pruner_for_pack`.
+:func:`dnnframe.pruning.factory.pruner_for_pack`.
 """
 
 from __future__ import annotations

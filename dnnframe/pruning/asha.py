@@ -14,11 +14,11 @@ reach a rung in the same epoch are judged against each other at once).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ..metrics import is_number
 from ..spec.models import SearchConfig
 from ..store.base import ResultStore
 from .pruner import CONTINUE, Decision
@@ -93,7 +93,7 @@ class AshaPruner:
                 if epoch not in rungs(rule.min_epochs, self.max_epochs[tid], rule.eta):
                     break
                 value = m.get(rule.metric)
-                if not isinstance(value, (int, float)) or not math.isfinite(value):
+                if not is_number(value):
                     break  # nothing to compare: the trial goes on
                 key = (rule.experiment_id, rule.metric)
                 if key not in cache:
