@@ -1,0 +1,54 @@
+"""The site's runnable shell blocks run as written.
+
+A ```bash block right after a ``<!-- runnable -->`` line needs nothing beyond this machine
+(no broker, no dashboard, no Docker). Each page's runnable blocks run in order, in one shell
+in a fresh directory, as a reader following the page would; the store is the default SQLite
+file there.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from site_support import ROOT
+
+MARKER = "<!-- runnable -->"
+_BLOCK = re.compile(re.escape(MARKER) + r"\n```(\w*)\n(.*?)```", flags=re.S)
+
+
+def runnable_blocks(page: Path) -> list[str]:
+    text = page.read_text(encoding="utf-8")
+    found = _BLOCK.findall(text)
+    assert len(found) == text.count(MARKER), f"{page}: a {MARKER} line not right above a fence"
+    assert all(lang == "bash" for lang, _ in found), f"{page}: runnable blocks are bash"
+    return [body for _, body in found]
+
+
+PAGES = sorted(p for p in (ROOT / "docs").rglob("*.md") if MARKER in p.read_text("utf-8"))
+
+
+def test_the_tutorials_have_runnable_blocks() -> None:
+    names = {p.relative_to(ROOT / "docs").as_posix() for p in PAGES}
+    assert {"tutorials/first-sweep.md", "tutorials/depth-study.md",
+            "tutorials/adaptive-search.md", "how-to/csv-datasets.md"} <= names, names
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.relative_to(ROOT / "docs").as_posix())
+def test_runnable_blocks_run(page: Path, tmp_path: Path) -> None:
+    script = "set -euo pipefail\n" + "\n".join(runnable_blocks(page))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DNNFRAME_")}
+    # the commands of the environment running the tests: dnnframe, python
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    proc = subprocess.run(["bash", "-c", script], cwd=tmp_path, env=env,
+                          stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                          timeout=540)
+    assert proc.returncode == 0, (
+        f"{page.name}: exit {proc.returncode}\n--- stdout\n{proc.stdout[-4000:]}"
+        f"\n--- stderr\n{proc.stderr[-4000:]}")
