@@ -52,3 +52,36 @@ def test_runnable_blocks_run(page: Path, tmp_path: Path) -> None:
     assert proc.returncode == 0, (
         f"{page.name}: exit {proc.returncode}\n--- stdout\n{proc.stdout[-4000:]}"
         f"\n--- stderr\n{proc.stderr[-4000:]}")
+
+
+def _dnnframe_commands() -> list[tuple[str, str]]:
+    """(page, command line) for each ``dnnframe …`` command in the site's bash blocks, env
+    assignments before it and ``# comments`` after it dropped, ``&&`` chains split."""
+    found = []
+    for page in sorted((ROOT / "docs").rglob("*.md")):
+        text = page.read_text(encoding="utf-8")
+        for block in re.findall(r"```bash\n(.*?)```", text, flags=re.S):
+            for line in block.replace("\\\n", " ").splitlines():
+                for part in line.split(" #", 1)[0].split("&&"):
+                    words = part.strip().split()
+                    while words and re.fullmatch(r"[A-Z_]+=\S*", words[0]):
+                        words.pop(0)
+                    if words[:1] == ["dnnframe"]:
+                        found.append((page.name, " ".join(words)))
+    return found
+
+
+def test_every_dnnframe_command_in_the_docs_parses() -> None:
+    """Each command names a real subcommand and real options, as the CLI would parse it."""
+    import shlex
+
+    from dnnframe.cli import cli
+
+    commands = _dnnframe_commands()
+    assert len(commands) >= 30, commands
+    for page, line in commands:
+        name, *rest = shlex.split(line)[1:]
+        command = cli.get_command(None, name)  # type: ignore[arg-type]
+        assert command is not None, f"{page}: no command {name!r}: {line}"
+        with command.make_context(name, list(rest), parent=None) as ctx:
+            assert ctx.command is command, f"{page}: {line}"
