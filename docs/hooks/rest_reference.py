@@ -126,7 +126,8 @@ def rest_page() -> str:
         "",
         f"{doc['info']['description']} Generated at build time from the OpenAPI "
         f"{doc['openapi']} document the server serves at `GET /api/v1/openapi.json` "
-        "(`dashboard/openapi.py`). Every "
+        "(`dashboard/openapi.py`); a running dashboard shows the same document as Swagger UI "
+        "at `/api/docs/` (its *API* link). Every "
         f"path is under `{doc['servers'][0]['url']}`. Reads are public; writes need the "
         "bearer token when `DNNFRAME_API_TOKEN` is set (see "
         "[tokens and a reverse proxy](../how-to/tokens-and-proxy.md)). In the curl lines, "
