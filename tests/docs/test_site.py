@@ -30,6 +30,18 @@ def test_the_site_builds_strictly_without_a_warning(site: Site) -> None:
         assert "<h1" in site.page(page.replace("README.md", "")), page
 
 
+def test_the_pages_load_nothing_from_other_hosts(site: Site) -> None:
+    """No fonts, scripts or styles from a CDN: the site reads the same offline."""
+    import re
+
+    pages = list(site.directory.rglob("index.html"))
+    assert len(pages) > 20
+    for page in pages:
+        text = page.read_text(encoding="utf-8")
+        remote = re.findall(r'<(?:script|link)\b[^>]*(?:src|href)="(?:https?:)?//[^"]+"', text)
+        assert not remote, f"{page.relative_to(site.directory)} loads {remote}"
+
+
 def _nested_models(annotation: object) -> list[type[BaseModel]]:
     """The pydantic models an annotation holds (``EarlyStopping | None`` and the like)."""
     if isinstance(annotation, type) and issubclass(annotation, BaseModel):

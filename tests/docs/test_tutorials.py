@@ -18,18 +18,21 @@ import pytest
 from site_support import ROOT
 
 MARKER = "<!-- runnable -->"
-_BLOCK = re.compile(re.escape(MARKER) + r"\n```(\w*)\n(.*?)```", flags=re.S)
+_BLOCK = re.compile("^" + re.escape(MARKER) + r"\n```(\w*)\n(.*?)```", flags=re.S | re.M)
+# a marker is a line of its own; prose may quote it
 
 
 def runnable_blocks(page: Path) -> list[str]:
     text = page.read_text(encoding="utf-8")
     found = _BLOCK.findall(text)
-    assert len(found) == text.count(MARKER), f"{page}: a {MARKER} line not right above a fence"
+    markers = sum(line == MARKER for line in text.splitlines())
+    assert len(found) == markers, f"{page}: a {MARKER} line not right above a fence"
     assert all(lang == "bash" for lang, _ in found), f"{page}: runnable blocks are bash"
     return [body for _, body in found]
 
 
-PAGES = sorted(p for p in (ROOT / "docs").rglob("*.md") if MARKER in p.read_text("utf-8"))
+PAGES = sorted(p for p in (ROOT / "docs").rglob("*.md")
+               if MARKER in p.read_text("utf-8").splitlines())
 
 
 def test_the_tutorials_have_runnable_blocks() -> None:
