@@ -20,6 +20,7 @@ from dnnframe.settings import Settings
 from dnnframe.settings import get as get_settings
 
 from .api import bp as api_bp
+from .api_docs import bp as api_docs_bp
 from .context import Services, services
 from .errors import register_error_handlers
 from .security import (
@@ -93,6 +94,7 @@ def create_app(test_config: dict[str, Any] | None = None,
         app.wsgi_app = ProxyFix(app.wsgi_app, x_for=proxies, x_proto=proxies,  # type: ignore[method-assign]
                                 x_host=proxies, x_port=proxies)
     app.register_blueprint(api_bp)
+    app.register_blueprint(api_docs_bp)
     app.register_blueprint(ui_bp)
     register_error_handlers(app, may_see_details)
     install_guess_throttle(app)

@@ -77,11 +77,15 @@ class DatasetConfig(BaseModel):
     params: dict[str, Any] = Field(default_factory=dict)
     path: str | None = Field(None, max_length=4096, description="CSV file (name=csv)")
     upload: str | None = Field(None, max_length=64, description="uploaded CSV id (name=csv)")
-    label_column: str | None = Field(None, max_length=500)
-    test_fraction: Annotated[float, Field(gt=0, lt=1, allow_inf_nan=False)] = 0.2
-    validation_fraction: Annotated[float, Field(ge=0, lt=1, allow_inf_nan=False)] = 0.1
-    standardize: bool = True
-    split_seed: int = Field(0, ge=0, le=2**32 - 1)
+    label_column: str | None = Field(None, max_length=500,
+                                     description="the CSV column holding the label (name=csv)")
+    test_fraction: Annotated[float, Field(gt=0, lt=1, allow_inf_nan=False)] = Field(
+        0.2, description="share of the rows held out for the test metrics")
+    validation_fraction: Annotated[float, Field(ge=0, lt=1, allow_inf_nan=False)] = Field(
+        0.1, description="share held out for validation (early stopping, ASHA)")
+    standardize: bool = Field(True, description="scale features to zero mean, unit variance "
+                                                "(fitted on the training split)")
+    split_seed: int = Field(0, ge=0, le=2**32 - 1, description="seed of the split")
 
     @model_validator(mode="after")
     def _check(self) -> DatasetConfig:

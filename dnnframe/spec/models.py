@@ -62,9 +62,10 @@ class _Strict(BaseModel):
 class EarlyStopping(_Strict):
     """Stop when ``metric`` has not improved by ``min_delta`` for ``patience`` epochs."""
 
-    metric: EpochMetric = "val_loss"
-    patience: int = Field(5, ge=1, le=100_000)
-    min_delta: NonNegFloat = 0.0
+    metric: EpochMetric = Field("val_loss", description="the per-epoch metric watched")
+    patience: int = Field(5, ge=1, le=100_000,
+                          description="epochs without improvement before training stops")
+    min_delta: NonNegFloat = Field(0.0, description="the least change that counts as improvement")
 
 
 class ModelConfig(_Strict):
@@ -79,20 +80,24 @@ class ModelConfig(_Strict):
     Smith 2020). ``normalization: batch`` keeps running statistics for evaluation.
     """
 
-    hidden_layers: int = Field(1, ge=0, le=MAX_HIDDEN_LAYERS)
-    width: Width | list[Width] = 32
-    activation: Activation = "relu"
-    init: Init = "glorot"
-    dropout: Fraction = 0.0
+    hidden_layers: int = Field(1, ge=0, le=MAX_HIDDEN_LAYERS,
+                               description="dense hidden layers (0: the output head alone)")
+    width: Width | list[Width] = Field(
+        32, description="units per hidden layer, or one width per layer: [64, 32, 16]")
+    activation: Activation = Field("relu", description="the hidden layers' nonlinearity")
+    init: Init = Field("glorot", description="weight initialisation")
+    dropout: Fraction = Field(0.0, description="dropout rate after each hidden layer's activation")
     residual: Residual = Field("none", description="none | identity (true) | rezero | scaled")
     residual_learnable: bool = Field(
         False, description="scaled: the branch scale is a learnable scalar per layer (SkipInit)"
     )
-    normalization: Normalization = "none"
+    normalization: Normalization = Field(
+        "none", description="batch (running statistics for evaluation) or layer normalisation")
     norm_position: NormPosition = Field(
         "post", description="post: normalise pre-activations; pre: normalise the branch input"
     )
-    loss: Loss = "softmax_crossentropy"
+    loss: Loss = Field("softmax_crossentropy",
+                       description="squared_error for regression datasets")
 
     @field_validator("residual", mode="before")
     @classmethod
@@ -143,10 +148,12 @@ class LrSchedule(_Strict):
     ``step_epochs`` epochs), or ``none`` (constant). ``lr_schedule: cosine`` is short for
     ``{kind: cosine}``."""
 
-    kind: LrScheduleKind = "none"
-    warmup_epochs: int = Field(0, ge=0, le=100_000)
-    step_epochs: int = Field(10, ge=1, le=100_000)
-    step_factor: Annotated[float, Field(gt=0, le=1, allow_inf_nan=False)] = 0.1
+    kind: LrScheduleKind = Field("none", description="none (constant), cosine or step decay")
+    warmup_epochs: int = Field(0, ge=0, le=100_000,
+                               description="epochs of linear warm-up before the decay")
+    step_epochs: int = Field(10, ge=1, le=100_000, description="step: epochs between steps")
+    step_factor: Annotated[float, Field(gt=0, le=1, allow_inf_nan=False)] = Field(
+        0.1, description="step: the learning rate's multiplier at each step")
 
     def factor(self, epoch: int, max_epochs: int) -> float:
         """The multiplier of the base learning rate during ``epoch`` (1-based)."""
@@ -169,17 +176,19 @@ DIVERGENCE_FACTOR = 1e4
 class TrainingConfig(_Strict):
     """How the network is trained."""
 
-    optimizer: Optimizer = "adam"
-    learning_rate: PositiveFloat = 1e-3
-    momentum: Annotated[float, Field(ge=0, lt=1, allow_inf_nan=False)] = 0.9
-    batch_size: int = Field(64, ge=1, le=1_000_000)
-    max_epochs: int = Field(20, ge=1, le=100_000)
-    early_stopping: EarlyStopping | None = None
-    l2: NonNegFloat = 0.0
+    optimizer: Optimizer = Field("adam", description="the update rule")
+    learning_rate: PositiveFloat = Field(1e-3, description="the base learning rate")
+    momentum: Annotated[float, Field(ge=0, lt=1, allow_inf_nan=False)] = Field(
+        0.9, description="optimizer momentum and nesterov: the velocity's decay")
+    batch_size: int = Field(64, ge=1, le=1_000_000, description="rows per minibatch")
+    max_epochs: int = Field(20, ge=1, le=100_000, description="epochs at most")
+    early_stopping: EarlyStopping | None = Field(None, description="null: train max_epochs")
+    l2: NonNegFloat = Field(0.0, description="L2 penalty on the weights")
     grad_clip: PositiveFloat | None = Field(
         None, description="rescale the gradient to this global L2 norm when it is larger"
     )
-    lr_schedule: LrSchedule = Field(default_factory=LrSchedule)
+    lr_schedule: LrSchedule = Field(default_factory=LrSchedule,
+                                    description="the learning rate per epoch")
     divergence_factor: Annotated[float, Field(gt=1, allow_inf_nan=False)] | None = Field(
         DIVERGENCE_FACTOR,
         description="a loss above this multiple of max(its loss at initialisation, 1) ends the "
@@ -240,8 +249,9 @@ def first_format(doc: dict[str, Any]) -> dict[str, Any]:
 class Objective(_Strict):
     """What "best trial" means: the metric and whether higher or lower is better."""
 
-    metric: ObjectiveMetric = DEFAULT_OBJECTIVE_METRIC
-    mode: ObjectiveMode = DEFAULT_OBJECTIVE_MODE
+    metric: ObjectiveMetric = Field(DEFAULT_OBJECTIVE_METRIC,
+                                    description="the result the best trial is chosen by")
+    mode: ObjectiveMode = Field(DEFAULT_OBJECTIVE_MODE, description="max or min is better")
 
 
 SearchMethod = Literal["grid", "random", "asha", "tpe", "cmaes"]
@@ -262,17 +272,19 @@ class SearchConfig(_Strict):
     ``pruner: asha`` adds the same pruning to them (or to any other method).
     """
 
-    method: SearchMethod = "grid"
+    method: SearchMethod = Field("grid", description="how configurations are chosen")
     num_samples: int = Field(
         1, ge=1, le=1_000_000,
         description="random/asha: samples per grid point; tpe/cmaes: configurations in all",
     )
     seeds: (
         Annotated[int, Field(ge=1, le=10_000)] | list[Annotated[int, Field(ge=0, le=2**32 - 1)]]
-    ) = 1
+    ) = Field(1, description="how many seeds (3: seeds 0, 1, 2), or an explicit list [0, 7, 42]; "
+                             "tpe/cmaes take one")
     random_seed: int = Field(0, ge=0, le=2**32 - 1, description="seed of the random sampler")
-    objective: Objective = Field(default_factory=Objective)
-    max_trials: int = Field(DEFAULT_MAX_TRIALS, ge=1, le=10_000_000)
+    objective: Objective = Field(default_factory=Objective, description="what best means")
+    max_trials: int = Field(DEFAULT_MAX_TRIALS, ge=1, le=10_000_000,
+                            description="larger sweeps are refused before anything is stored")
     pack_size: int | None = Field(
         None, ge=1, le=100_000,
         description="most trials trained together in one pack (default: automatic)",
@@ -340,8 +352,9 @@ class ExperimentSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    name: str = Field("experiment", min_length=1, max_length=200)
-    description: str = Field("", max_length=10_000)
+    name: str = Field("experiment", min_length=1, max_length=200,
+                      description="shown in listings; `dnnframe status NAME` finds it")
+    description: str = Field("", max_length=10_000, description="free text, shown with the experiment")
     dataset: dict[str, Any]
     model: dict[str, Any] = Field(default_factory=dict)
     training: dict[str, Any] = Field(default_factory=dict)

@@ -13,7 +13,7 @@ is listed in the spec's description.
 >>> schema["required"], schema["properties"]["model"]["anyOf"][0]
 (['dataset'], {'$ref': '#/$defs/ModelSection'})
 >>> sorted(schema["$defs"]["ModelSection"]["properties"]["hidden_layers"]["anyOf"][0])
-['default', 'maximum', 'minimum', 'title', 'type']
+['default', 'description', 'maximum', 'minimum', 'title', 'type']
 """
 
 from __future__ import annotations
