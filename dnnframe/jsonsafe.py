@@ -71,6 +71,16 @@ def dumps(value: Any) -> str:
         return _ENCODER.encode(json_safe(value))
 
 
+def loads(text: str | bytes) -> Any:
+    """Parse stored JSON at C speed; what orjson refuses (an integer beyond 64 bits, a
+    NaN literal written by another program) is parsed by the standard library, which also
+    raises the error for text that is not JSON."""
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return json.loads(text)
+
+
 def json_copy(value: Any) -> Any:
     """:func:`json_safe`, at C speed in the common case (a round trip through orjson is a
     deep copy). Dict keys that are not strings are spelled as JSON spells them (``true``,

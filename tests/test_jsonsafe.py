@@ -57,3 +57,13 @@ def test_what_orjson_refuses_takes_the_standard_librarys_way():
     assert json_copy({True: 1, None: [2.5]}) == {"true": 1, "null": [2.5]}
     with pytest.raises(TypeError, match="set"):
         dumps({"s": {1, 2}})
+
+
+def test_loads_reads_what_orjson_refuses_as_the_standard_library_does():
+    from dnnframe.jsonsafe import loads
+
+    assert loads('{"a": [1, 2.5, null, "x"]}') == {"a": [1, 2.5, None, "x"]}
+    assert loads(str(2**70)) == 2**70  # beyond 64 bits
+    assert math.isnan(loads("NaN"))  # a literal another program may have written
+    with pytest.raises(ValueError):
+        loads("{not json")

@@ -19,6 +19,7 @@ from ..exceptions import TrialCancelled, failure_text
 from ..heartbeat import Heartbeat
 from ..owners import default_worker_name
 from ..spec import TrialConfig
+from ..spec.batch import validate_many
 from ..states import TrialState
 from ..store.base import ResultStore
 from .epochs import PackEpochs, PackMember, PackObserver
@@ -86,12 +87,11 @@ def run_pack(trial_ids: list[str], store: ResultStore, worker: str | None = None
     observer.claimed(records)
     members = [PackMember(r.id, r.config, experiment_ids=tuple(r.experiment_ids)) for r in records]
     configs: list[TrialConfig] = []
-    for m in members:
-        try:
-            configs.append(TrialConfig.model_validate(m.config))
-        except Exception:  # noqa: BLE001 - one bad stored config fails that member only
-            m.outcome = (TrialState.FAILED, None, traceback.format_exc())
+    for m, config in zip(members, validate_many([m.config for m in members])):
+        if isinstance(config, Exception):  # one bad stored config fails that member only
+            m.outcome = (TrialState.FAILED, None, "".join(traceback.format_exception(config)))
             continue
+        configs.append(config)
         m.index = len(configs) - 1
     trained = [m for m in members if m.index >= 0]
     pack = {"id": uuid.uuid4().hex[:12], "size": len(trained)}

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import functools
-import json
 import sqlite3
 from collections.abc import Iterator
 from typing import Any
 
-from ..jsonsafe import dumps
+from ..jsonsafe import dumps, loads
 from .lifecycle import TrialUpdate
 from .records import TrialRecord, TrialState, columns_reading
 
@@ -53,12 +52,12 @@ def trial_record(row: tuple) -> TrialRecord:
     """A row of :func:`trial_cols` (a bulky field not read is NULL: its empty value)."""
     return TrialRecord(
         id=row[0], state=TrialState(row[1]),
-        config=json.loads(row[2]) if row[2] is not None else {},
-        result=json.loads(row[3]) if row[3] is not None else None,
-        metrics=json.loads(row[4]) if row[4] is not None else [],
+        config=loads(row[2]) if row[2] is not None else {},
+        result=loads(row[3]) if row[3] is not None else None,
+        metrics=loads(row[4]) if row[4] is not None else [],
         error=row[5], worker=row[6], attempts=row[7], created_at=row[8], started_at=row[9],
         finished_at=row[10], heartbeat_at=row[11], seq=row[12],
-        experiment_ids=sorted(json.loads(row[13])) if row[13] else [])
+        experiment_ids=sorted(loads(row[13])) if row[13] else [])
 
 
 @functools.cache
