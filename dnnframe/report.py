@@ -44,11 +44,10 @@ def trial_rows(store: ResultStore, experiment_id: str) -> list[dict[str, Any]]:
 def varied_columns(rows: Sequence[dict[str, Any]]) -> list[str]:
     """Config columns that take more than one value across ``rows`` (what the sweep swept)."""
     def varies(column: str) -> bool:
-        # same type and equal, as repr would tell (1, 1.0 and True differ), without
-        # writing every value out
-        first = rows[0].get(column)
-        return any(type(v) is not type(first) or v != first
-                   for v in (r.get(column) for r in rows))
+        # all of one type and equal to the first, as repr would tell (1, 1.0 and True
+        # differ), counted by C loops instead of writing every value out
+        values = [r.get(column) for r in rows]
+        return len(set(map(type, values))) > 1 or values.count(values[0]) != len(values)
 
     return [c for c in CONFIG_COLUMNS if rows and varies(c)]
 

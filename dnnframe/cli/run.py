@@ -38,6 +38,8 @@ from .output import make_console, silence_closed_output
 BEST_INTERVAL_S = 5.0
 # While nothing ends, the counts (trials started, packs running) are read this often.
 FOLLOW_INTERVAL_S = 2.0
+# the store's counts are read at most this often while following
+POLL_INTERVAL_S = 0.5
 
 
 @cli.command()
@@ -432,7 +434,7 @@ def _follow(console, store, executor: Executor, exp, quiet: bool,  # noqa: ANN00
 
     with RunProgress(console, exp.name, total, first, enabled=not quiet) as progress:
         try:
-            ended = 0
+            ended, polled_at = 0, -float("inf")
             while True:
                 if executor.wait(timeout=0):
                     poll()
@@ -440,7 +442,11 @@ def _follow(console, store, executor: Executor, exp, quiet: bool,  # noqa: ANN00
                 # woken as trials end (a local pool counts each pack as its worker reports
                 # it), else once a FOLLOW_INTERVAL_S: the store is read only then
                 ended = executor.wait_any(ended, FOLLOW_INTERVAL_S)
-                poll()
+                # --quiet shows nothing until the end; else at most every POLL_INTERVAL_S
+                # (packs of a big sweep end many times a second, each read counts them all)
+                if progress.enabled and time.monotonic() - polled_at >= POLL_INTERVAL_S:
+                    polled_at = time.monotonic()
+                    poll()
                 if console.file.reader_gone:
                     break  # the output went away (``| head``): stop as for Ctrl-C
         except KeyboardInterrupt:
