@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 
+import pytest
+
 # markers by service, a missing service's skip and CI's refusal of skips (tests/tiers.py);
 # pytester runs small suites through that plugin to test it
 pytest_plugins = ["tiers", "pytester"]
@@ -17,3 +19,20 @@ def pytest_configure(config) -> None:  # noqa: ANN001 - pytest hook
     for name in list(os.environ):
         if name.startswith("DNNFRAME_") and not name.startswith("DNNFRAME_TEST_"):
             del os.environ[name]
+
+
+@pytest.fixture
+def validations(monkeypatch) -> list[int]:
+    """TrialConfig.model_validate counted, one entry per call (what a spec or a pack costs
+    in validations)."""
+    calls: list[int] = []
+    from dnnframe.spec.models import TrialConfig
+
+    original = TrialConfig.model_validate.__func__
+
+    def counting(cls, *args, **kwargs):
+        calls.append(1)
+        return original(cls, *args, **kwargs)
+
+    monkeypatch.setattr(TrialConfig, "model_validate", classmethod(counting))
+    return calls

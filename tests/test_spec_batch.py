@@ -45,15 +45,7 @@ def test_a_bad_document_is_its_own_error_and_not_reused():
     assert isinstance(got[3], ValidationError) and isinstance(got[4], ValidationError)
 
 
-def test_validates_each_distinct_rest_once(monkeypatch):
-    calls = []
-    original = TrialConfig.model_validate.__func__
-
-    def counting(cls, *args, **kwargs):
-        calls.append(1)
-        return original(cls, *args, **kwargs)
-
-    monkeypatch.setattr(TrialConfig, "model_validate", classmethod(counting))
+def test_validates_each_distinct_rest_once(validations):
     docs = [doc(s, lr) for lr in (0.1, 0.01, 0.001) for s in range(100)]
     assert len(validate_many(docs)) == 300
-    assert len(calls) == 3
+    assert len(validations) == 3
