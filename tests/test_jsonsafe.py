@@ -49,6 +49,23 @@ def test_a_results_dict_is_strict_json_and_independent_of_the_result():
     assert result.pack == {"size": 2, "index": 0, "wall_seconds": 2.0}
 
 
+@pytest.mark.parametrize("odd", [float("inf"), -math.inf, np.float64("nan"), True, [1, 2],
+                                 {"nested": 1}])
+def test_a_plain_history_copied_quickly_equals_the_json_round_trip(odd):
+    plain = [{"epoch": k, "train_loss": 1.0 / k, "val_accuracy": None, "note": "x"}
+             for k in range(1, 4)]
+    result = TrialResult(status="COMPLETE", metrics={}, history=plain, timings={},
+                         n_params=1, environment={})
+    data = result.to_dict()
+    assert data["history"] == json_copy(plain)
+    assert all(a is not b for a, b in zip(data["history"], plain))
+    # any other value (not finite, not a plain scalar) takes the whole round trip
+    odd_history = [*plain, {"epoch": 4, "train_loss": odd}]
+    result = TrialResult(status="COMPLETE", metrics={}, history=odd_history, timings={},
+                         n_params=1, environment={})
+    assert result.to_dict()["history"] == json_copy(odd_history)
+
+
 def test_what_orjson_refuses_takes_the_standard_librarys_way():
     """Integers beyond 64 bits stay exact, non-string keys are spelled as JSON spells them."""
     big = {"n": 2**70 + 1, "nested": [{"x": -(2**65) - 3}]}

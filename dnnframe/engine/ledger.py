@@ -87,13 +87,13 @@ class PackLedger:
         self.status[diverged] = _DIVERGED
         self.diverged_epoch[diverged] = epoch
         self.running &= ~diverged
-        lists: dict[str, list[float] | None] = {
-            name: None if columns.get(name) is None else columns[name].tolist()  # type: ignore[union-attr]
+        lists: dict[str, list[float | None] | None] = {
+            name: None if columns.get(name) is None else _plain_list(columns[name])  # type: ignore[arg-type]
             for name in EPOCH_COLUMNS if name != "seconds"}
         lists["seconds"] = [share] * self.K
-        report = EpochReport(epoch, lists, (ran & ~diverged).tolist())
-        self.epochs.append(EpochReport(epoch, lists, ran.tolist()))
-        return report
+        stored = EpochReport(epoch, lists, ran.tolist())  # one set of entries for both
+        self.epochs.append(stored)
+        return stored.reporting((ran & ~diverged).tolist())
 
     def advance(self, epoch: int, report: EpochReport, stop: list[bool] | None) -> np.ndarray:
         """Early stopping, cancellation (``stop``: one flag per member from ``on_epoch``)
@@ -144,3 +144,14 @@ class PackLedger:
                     row = {**row, **dict.fromkeys(EPOCH_COLUMNS[:-1])}  # all but the seconds
                 out[k].append(row)
         return out
+
+
+def _plain_list(values: np.ndarray) -> list[float | None]:
+    """``values`` as floats, None where not finite (what a stored curve holds: JSON has no
+    NaN), checked in C."""
+    out = values.tolist()
+    finite = np.isfinite(values)
+    if not finite.all():
+        for k in np.flatnonzero(~finite).tolist():
+            out[k] = None
+    return out

@@ -44,8 +44,30 @@ class TrialResult:
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe dict (NaN/inf become None), sharing nothing with this result."""
         # no dataclasses.asdict: its deepcopy of every value cost a packed trial more than
-        # its training
+        # its training; a history of plain finite entries (the engine's) is copied entry by
+        # entry, five times quicker than a round trip through JSON
+        if _plain(self.history):
+            out = json_copy({f.name: getattr(self, f.name) for f in fields(self)
+                             if f.name != "history"})
+            out["history"] = [dict(entry) for entry in self.history]
+            return out
         return json_copy({f.name: getattr(self, f.name) for f in fields(self)})
+
+
+def _plain(history: list[dict[str, Any]]) -> bool:
+    """Entries that are dicts of string keys to None, str, int or finite floats."""
+    for entry in history:
+        if type(entry) is not dict:
+            return False
+        for key, value in entry.items():
+            kind = type(value)
+            if type(key) is not str or (kind is float and value - value != 0.0) or (
+                    kind not in _PLAIN and value is not None):
+                return False
+    return True
+
+
+_PLAIN = (float, int, str)
 
 
 # What an epoch of a curve holds besides its number, in the order a stored entry has it.
@@ -69,7 +91,7 @@ class EpochReport(Sequence):
         self.epoch = epoch
         self.columns = columns
         self.reported = reported
-        self._entries: list[dict[str, Any]] | None = None
+        self._entries: list[list[dict[str, Any]]] = []  # built once, shared by reporting()
 
     @classmethod
     def of_dicts(cls, epoch: int, metrics: Sequence[dict[str, Any] | None]) -> EpochReport:
@@ -95,12 +117,18 @@ class EpochReport(Sequence):
         """Every member's :meth:`entry`, built together once (a pack writes each epoch to
         the store and into the results' histories: one dict serves both). Shared: callers
         must not change them."""
-        if self._entries is None:
+        if not self._entries:
             nones = [None] * len(self.reported)
             columns = [self.columns[name] or nones for name in EPOCH_COLUMNS]
             epoch = self.epoch
-            self._entries = [dict(zip(_ENTRY_KEYS, (epoch, *row))) for row in zip(*columns)]
-        return self._entries
+            self._entries.append([dict(zip(_ENTRY_KEYS, (epoch, *row))) for row in zip(*columns)])
+        return self._entries[0]
+
+    def reporting(self, reported: list[bool]) -> EpochReport:
+        """This epoch with other members reporting: the same columns and entries."""
+        other = EpochReport(self.epoch, self.columns, reported)
+        other._entries = self._entries
+        return other
 
     def indices(self) -> list[int]:
         """The members that reported this epoch."""
