@@ -330,32 +330,34 @@
   }
 
   // Server-sent events: the server says when the experiment changed, the page reads the
-  // changes then. A server that refuses the stream (too many pages open) or a browser
-  // without EventSource gets polled instead, and the stream is tried again later.
+  // changes then. Every tab of this site shares one stream (live.js), so however many are
+  // open they hold one of the browser's six connections per host. Without a shared stream
+  // (no SharedWorker), or when the server refuses it (too many pages open), the page polls,
+  // and tries the stream again later.
+  let following = false;
   function follow() {
-    if (!window.EventSource || !meta.events_url) {
+    following = true;
+    if (!window.DnnLive || !DnnLive.watch(meta.id, meta.live_url, meta.live_worker, onLive)) {
       document.body.dataset.live = "poll";
       return poll(null);
     }
-    const source = new EventSource(meta.events_url + "?since=" + cursor);
-    let ended = false;
-    function end() {
-      if (ended) return;
-      ended = true;
-      source.close();
-      rest();
-    }
-    source.addEventListener("change", function () {
+  }
+
+  function stopFollowing() {
+    if (!following) return;
+    following = false;
+    DnnLive.unwatch(meta.id);
+    rest();
+  }
+
+  function onLive(message) {
+    if (!following) return;
+    if (message.type === "change") {
       document.body.dataset.live = "stream";
-      refresh().then(function (finished) { if (finished) end(); }).catch(lostContact);
-    });
-    // the experiment is over: the server closes the stream, and the page must not reconnect
-    source.addEventListener("end", function () {
-      refresh().catch(lostContact).finally(end);
-    });
-    // the changed trials themselves: nothing to read back (a newer copy from a read wins)
-    source.addEventListener("trials", function (event) {
-      const update = JSON.parse(event.data);
+      refresh().then(function (finished) { if (finished) stopFollowing(); }).catch(lostContact);
+    } else if (message.type === "trials") {
+      // the changed trials themselves: nothing to read back (a newer copy from a read wins)
+      const update = message.data;
       for (const t of update.trials) {
         const held = trials.get(t.id);
         if (!held || held.seq <= t.seq) trials.set(t.id, t);
@@ -363,14 +365,16 @@
       last = Object.assign({}, last, update);
       renderProgress(last, variedParams(Array.from(trials.values())));
       redraw();
-      if (update.over) end();
-    });
-    source.addEventListener("error", function () {
-      if (ended || source.readyState !== EventSource.CLOSED) return; // it reconnects by itself
-      source.close();
+      if (update.over) stopFollowing();
+    } else if (message.type === "end") {
+      // the experiment is over: the stream follows it no more
+      refresh().catch(lostContact).finally(stopFollowing);
+    } else if (message.type === "closed") {
+      // refused or lost: poll a while, then ask for the stream again
+      following = false;
       document.body.dataset.live = "poll";
       poll(Date.now() + 30000);
-    });
+    }
   }
 
   refresh().then(function (finished) {

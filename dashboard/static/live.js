@@ -1,0 +1,57 @@
+// A page's side of the live stream every tab of this site shares (live-worker.js).
+//
+// DnnLive.watch(id, eventsUrl, workerUrl, onMessage) → true when the shared stream will
+// deliver the experiment's events to onMessage, false when this browser has no SharedWorker
+// (the page then polls: a poll holds no connection between reads, so it never starves
+// other tabs as a stream per tab would). DnnLive.unwatch(id) stops them.
+window.DnnLive = (function () {
+  "use strict";
+  let port = null;
+  const watched = new Map(); // experiment id → { eventsUrl, onMessage }
+
+  function connect(workerUrl) {
+    if (port) return port;
+    if (!window.SharedWorker) return null;
+    try {
+      port = new SharedWorker(workerUrl, { name: "dnnframe-live" }).port;
+    } catch (e) { // a browser or policy that refuses it
+      return null;
+    }
+    port.onmessage = function (event) {
+      const m = event.data || {};
+      const held = watched.get(m.experiment_id);
+      // the stream is over for it (ended, refused or lost): the page decides what next
+      if (m.type === "end" || m.type === "closed") watched.delete(m.experiment_id);
+      if (held) held.onMessage(m);
+    };
+    port.start();
+    return port;
+  }
+
+  function watch(id, eventsUrl, workerUrl, onMessage) {
+    if (!eventsUrl || !window.EventSource || !connect(workerUrl)) return false;
+    watched.set(id, { eventsUrl: eventsUrl, onMessage: onMessage });
+    port.postMessage({ type: "watch", experiment_id: id, events_url: eventsUrl });
+    return true;
+  }
+
+  function unwatch(id) {
+    if (!watched.delete(id) || !port) return;
+    port.postMessage({ type: "unwatch", experiment_id: id });
+  }
+
+  // A tab that closes or goes into the back-forward cache stops counting as a follower;
+  // one that comes back follows again (its first message tells it to catch up).
+  window.addEventListener("pagehide", function () {
+    if (!port) return;
+    for (const id of watched.keys()) port.postMessage({ type: "unwatch", experiment_id: id });
+  });
+  window.addEventListener("pageshow", function (event) {
+    if (!event.persisted || !port) return;
+    for (const [id, held] of watched) {
+      port.postMessage({ type: "watch", experiment_id: id, events_url: held.eventsUrl });
+    }
+  });
+
+  return { watch: watch, unwatch: unwatch };
+})();
