@@ -1,0 +1,101 @@
+"""Statistics that must not mislead, through the real API: diverged trials are counted and
+the parameter that decided them named, and a best configuration tied on its mean says so."""
+
+from __future__ import annotations
+
+from dnnframe.store.base import TrialState
+
+# the learning rate decides divergence: every trial at 1000 blows up
+DIVERGING = {
+    "name": "diverging",
+    "dataset": {"name": "iris"},
+    "model": {"hidden_layers": {"grid": [1, 2]}, "width": 4},
+    "training": {"optimizer": "sgd", "max_epochs": 3,
+                 "learning_rate": {"grid": [0.05, 1000]}},
+    "search": {"seeds": 2},
+}
+TIES = {
+    "name": "ties",
+    "dataset": {"name": "iris"},
+    "model": {"activation": {"grid": ["relu", "tanh"]}, "width": 4},
+    "training": {"max_epochs": 2, "learning_rate": {"grid": [0.01, 0.1]}},
+    "search": {"seeds": 2},
+}
+
+
+def _finish(store, trial_id, state, metrics, history=()):
+    assert store.claim_trial(trial_id, "w1") is not None
+    for row in history:
+        assert store.append_metrics(trial_id, row, worker="w1")
+    result = {"metrics": metrics, "epochs_run": len(history) or 3}
+    assert store.finish_trial(trial_id, state, result=result, worker="w1")
+
+
+def _diverging(client, store):
+    exp_id = client.post("/api/v1/experiments", json=DIVERGING).json["id"]
+    for t in store.list_trials(exp_id):
+        if t.config["training"]["learning_rate"] == 1000:
+            _finish(store, t.id, TrialState.DIVERGED, {"test_loss": float("nan")},
+                    [{"epoch": 1, "val_loss": 3e9}, {"epoch": 2, "val_loss": float("inf")}])
+        else:
+            acc = 0.9 + 0.01 * t.config["model"]["hidden_layers"] + 0.001 * t.config["seed"]
+            _finish(store, t.id, TrialState.COMPLETE, {"test_accuracy": acc, "test_loss": 1 - acc},
+                    [{"epoch": 1, "val_loss": 0.6}, {"epoch": 2, "val_loss": 0.4}])
+    return exp_id
+
+
+def test_importance_counts_diverged_trials_and_names_what_decided_them(client, store):
+    exp_id = _diverging(client, store)
+    for evaluator in ("ped_anova", "fanova"):
+        body = client.get(f"/api/v1/experiments/{exp_id}/importance?evaluator={evaluator}").json
+        # the ranking rests on the four that trained, and says what it leaves out and why
+        assert body["n_trials"] == 4 and body["n_diverged"] == 4
+        assert body["params"] == ["hidden_layers", "seed"]
+        assert body["diverged_at"] == {"learning_rate": [1000]}
+        assert body["note"] == ("4 diverged trials are not ranked (no value), and every trial "
+                                "diverged at learning_rate 1000")
+    # an experiment where nothing diverged says nothing of it
+    plain = client.post("/api/v1/experiments", json={**DIVERGING, "name": "calm", "training": {
+        "optimizer": "sgd", "max_epochs": 3, "learning_rate": 0.01}}).json["id"]
+    for t in store.list_trials(plain):
+        _finish(store, t.id, TrialState.COMPLETE, {"test_accuracy": 0.9 + 0.01 * t.config["seed"]})
+    body = client.get(f"/api/v1/experiments/{plain}/importance").json
+    assert body["n_diverged"] == 0 and "diverged_at" not in body and "note" not in body
+
+
+def test_diverged_trials_come_back_as_diverged_not_as_numbers(client, store):
+    exp_id = _diverging(client, store)
+    trials = client.get(f"/api/v1/experiments/{exp_id}/trials?history=1&state=DIVERGED").json
+    assert len(trials["trials"]) == 4
+    for t in trials["trials"]:
+        # non-finite values are no JSON numbers: null, with the state saying why
+        assert t["state"] == "DIVERGED" and t["metrics"].get("test_loss") is None
+        assert [h["val_loss"] for h in t["history"]] == [3e9, None]
+    assert client.get(f"/api/v1/experiments/{exp_id}").json["counts"]["DIVERGED"] == 4
+
+
+def test_the_best_configuration_is_ranked_by_its_mean_and_reports_ties(client, store):
+    exp_id = client.post("/api/v1/experiments", json=TIES).json["id"]
+    scores = {("relu", 0.1): [0.95, 0.97], ("tanh", 0.1): [0.96, 0.96],
+              ("relu", 0.01): [0.99, 0.5], ("tanh", 0.01): [0.96]}
+    ids: dict[tuple, list[str]] = {}
+    for t in store.list_trials(exp_id):
+        key = (t.config["model"]["activation"], t.config["training"]["learning_rate"])
+        ids.setdefault(key, []).append(t.id)
+        taken = scores[key]
+        seed = t.config["seed"]
+        if seed < len(taken):
+            _finish(store, t.id, TrialState.COMPLETE, {"test_accuracy": taken[seed]})
+        else:
+            _finish(store, t.id, TrialState.DIVERGED, {})
+    best = client.get(f"/api/v1/experiments/{exp_id}").json["best_configuration"]
+    # three configurations share the mean 0.96: more seeds, then a smaller spread, break it
+    assert (best["params"]["activation"], best["params"]["learning_rate"]) == ("tanh", 0.1)
+    assert "seed" not in best["params"]
+    assert best["n"] == 2 and best["sd"] == 0.0 and abs(best["mean"] - 0.96) < 1e-12
+    assert best["trial_ids"] == sorted(ids[("tanh", 0.1)])
+    assert best["n_configurations"] == 4
+    ties = [(c["params"]["activation"], c["params"]["learning_rate"], c["n"]) for c in best["ties"]]
+    assert ties == [("relu", 0.1, 2), ("tanh", 0.01, 1)]
+    # the same answer however often it is asked
+    assert client.get(f"/api/v1/experiments/{exp_id}").json["best_configuration"] == best
