@@ -11,6 +11,7 @@ window.DnnCharts = (function () {
   const DESIGN = ["width", "activation", "residual", "residual_learnable", "normalization", "norm_position",
     "init", "dropout"];
   const MAX_GROUPS = 24;
+  const DIVERGED_COLOUR = "#c0392b";
 
   function value(t, key) {
     if (t.metrics && t.metrics[key] !== undefined) return t.metrics[key];
@@ -40,6 +41,20 @@ window.DnnCharts = (function () {
     });
   }
 
+  // Diverged trials have no value to plot: each x where some diverged gets a red mark at the
+  // foot of the chart with their count (by group on hover), rather than the trials vanishing.
+  function divergedMarks(diverged, x, group) {
+    const byX = P.groupBy(diverged.filter(function (t) { return t.params[x] !== undefined; }),
+      function (t) { return t.params[x]; });
+    return byX.map(function (entry) {
+      const groups = P.groupBy(entry[1], function (t) { return group ? t.params[group] : null; });
+      return { x: typeof entry[0] === "number" ? entry[0] : P.fmt(entry[0]), xref: "x", yref: "paper", y: 0,
+        yanchor: "bottom", showarrow: false, text: "✕ " + entry[1].length + " diverged",
+        font: { color: DIVERGED_COLOUR, size: 11 }, captureevents: true,
+        hovertext: groups.map(function (g) { return groupName(group, g[1][0]) + ": " + g[1].length; }).join("<br>") };
+    });
+  }
+
   // Learning curves: per group the mean over its trials at each epoch with a ± sd band, or
   // every trial as a thin line coloured by its group; clicking a legend entry hides a group.
   // Few trials and no grouping: each trial is its own series, named by what varies.
@@ -56,18 +71,22 @@ window.DnnCharts = (function () {
       const name = alone ? entry[0] : groupName(group, entry[1][0]);
       if (opts.mode === "trials") {
         entry[1].forEach(function (t, j) {
-          const pruned = t.state === S.PRUNED;
+          const pruned = t.state === S.PRUNED, diverged = t.state === S.DIVERGED;
           traces.push({ type: "scatter", mode: "lines", name: name, legendgroup: key, showlegend: j === 0,
             x: t.history.map(function (h) { return h.epoch; }),
             y: P.smooth(t.history.map(function (h) { return h[metric]; }), opts.smoothing),
-            line: { color: col, width: pruned ? 1 : 1.3, dash: pruned ? "dot" : "solid" },
+            line: { color: diverged ? DIVERGED_COLOUR : col, width: pruned ? 1 : 1.3,
+              dash: pruned || diverged ? "dot" : "solid" },
             opacity: t.state === S.RUNNING ? 1 : pruned ? 0.3 : 0.6, meta: t.state,
             hovertemplate: named(t) + " (" + t.state.toLowerCase() + ")<br>epoch %{x}: %{y:.4g}<extra></extra>" });
         });
         return;
       }
+      // a diverged trial's losses (1e9 and up) would be the mean: it is counted, not averaged
+      const nDiverged = entry[1].filter(function (t) { return t.state === S.DIVERGED; }).length;
       const byEpoch = new Map();
       for (const t of entry[1]) {
+        if (t.state === S.DIVERGED) continue;
         const ys = P.smooth(t.history.map(function (h) { return h[metric]; }), opts.smoothing);
         t.history.forEach(function (h, k) {
           if (typeof ys[k] !== "number" || !Number.isFinite(ys[k])) return;
@@ -81,29 +100,52 @@ window.DnnCharts = (function () {
       traces.push({ type: "scatter", mode: "lines", x: epochs.concat(epochs.slice().reverse()),
         y: upper.concat(lower.slice().reverse()), fill: "toself", fillcolor: P.rgba(col, 0.15),
         line: { width: 0 }, hoverinfo: "skip", legendgroup: key, showlegend: false, name: name + " ± sd" });
-      traces.push({ type: "scatter", mode: "lines", name: name + " (" + entry[1].length + ")", legendgroup: key,
+      traces.push({ type: "scatter", mode: "lines", legendgroup: key,
+        name: name + " (" + (entry[1].length - nDiverged) + (nDiverged ? ", " + nDiverged + " diverged not in the mean" : "") + ")",
         x: epochs, y: stats.map(function (s) { return s[0]; }), line: { color: col, width: 2 } });
     });
     return traces;
   }
 
-  function bestSoFar(done, metric, mode, t0) {
+  // The y range of the curves of every trial but those in `state` (a diverged trial's 1e9
+  // would flatten every other curve to a line), or {} to let plotly choose when none is.
+  function rangeWithout(list, metric, state) {
+    if (!list.some(function (t) { return t.state === state; })) return {};
+    const ys = [];
+    for (const t of list) {
+      if (t.state === state) continue;
+      for (const h of t.history) if (typeof h[metric] === "number" && Number.isFinite(h[metric])) ys.push(h[metric]);
+    }
+    if (!ys.length) return {};
+    const lo = Math.min.apply(null, ys), hi = Math.max.apply(null, ys), pad = (hi - lo) * 0.05 || Math.abs(hi) * 0.05 || 1;
+    return { range: [lo - pad, hi + pad], autorange: false };
+  }
+
+  // Best so far against the trials in the order they finished (1, 2, …): reused trials
+  // finished before this experiment began, so time since submission would run negative.
+  // Diverged trials take their place in the order, marked at the foot, with no value.
+  function bestSoFar(finished, metric, mode) {
     const better = mode === "min" ? function (a, b) { return a < b; } : function (a, b) { return a > b; };
-    const finishedIn = done.filter(function (t) { return t.finished_at && typeof t.metrics[metric] === "number"; })
-      .sort(function (a, b) { return a.finished_at - b.finished_at; });
-    const stepX = [], stepY = [];
+    const inOrder = finished.filter(function (t) {
+      return t.state === S.DIVERGED || (t.state === V.scored && typeof t.metrics[metric] === "number");
+    }).sort(function (a, b) { return (a.finished_at || 0) - (b.finished_at || 0) || P.compare(a.id, b.id); });
+    const stepX = [], stepY = [], doneX = [], doneY = [], marks = [];
     let best = null;
-    for (const t of finishedIn) {
+    inOrder.forEach(function (t, i) {
+      if (t.state === S.DIVERGED) {
+        marks.push({ x: i + 1, xref: "x", yref: "paper", y: 0, yanchor: "bottom", showarrow: false, text: "✕",
+          font: { color: DIVERGED_COLOUR, size: 12 }, captureevents: true, hovertext: "trial " + (i + 1) + " diverged" });
+        return;
+      }
       const v = t.metrics[metric];
       if (best === null || better(v, best)) best = v;
-      stepX.push(t.finished_at - t0);
-      stepY.push(best);
-    }
-    return finishedIn.length ? [
-      { type: "scatter", mode: "markers", name: "completed trial", marker: { size: 5, color: "#bbb" },
-        x: finishedIn.map(function (t) { return t.finished_at - t0; }), y: finishedIn.map(function (t) { return t.metrics[metric]; }) },
+      doneX.push(i + 1); doneY.push(v);
+      stepX.push(i + 1); stepY.push(best);
+    });
+    return { marks: marks, traces: doneX.length ? [
+      { type: "scatter", mode: "markers", name: "completed trial", marker: { size: 5, color: "#bbb" }, x: doneX, y: doneY },
       { type: "scatter", mode: "lines", name: "best so far", line: { shape: "hv", width: 2 }, x: stepX, y: stepY },
-    ] : [];
+    ] : [] };
   }
 
   // One small chart per varied parameter: the metric of every complete trial against it.
@@ -197,6 +239,16 @@ window.DnnCharts = (function () {
   }
 
   // ---------------------------------------------------------------- importance
+  // What decided divergence, which a ranking of the trials that trained cannot show.
+  function divergedAt(body) {
+    const at = body.diverged_at || {};
+    const names = Object.keys(at);
+    return names.length ? " among the trials that trained; every trial diverged at " + names.map(function (p) {
+      return P.label(p) + " " + at[p].map(P.fmt).join(", ");
+    }).join("; ") : "";
+  }
+
+
   let importanceKey = null, importanceBusy = false, importanceNext = null, lastDone = [];
 
   async function importance(meta, y, evaluator, nDone) {
@@ -218,7 +270,8 @@ window.DnnCharts = (function () {
         x: ranked.map(function (p) { return body.importances[p]; }), y: ranked.map(P.label),
         text: ranked.map(function (p) { return (100 * body.importances[p]).toFixed(1) + "%"; }), textposition: "auto",
         marker: { color: "#2f5bd3" }, hovertemplate: "%{y}: %{x:.3f}<extra></extra>" }] : [],
-        P.layout({ title: "Parameter importance for " + P.label(y) + " (" + body.evaluator.replace("_", "-") + ", " + body.n_trials + " trials)",
+        P.layout({ title: "Parameter importance for " + P.label(y) + " (" + body.evaluator.replace("_", "-") + ", " + body.n_trials + " trials" +
+          (body.n_diverged ? "; " + body.n_diverged + " diverged, not ranked" : "") + ")",
           margin: { l: 120, r: 20, t: 48, b: 40 }, xaxis: { title: { text: "importance (sums to 1)" }, rangemode: "tozero" },
           height: Math.max(240, 80 + 28 * ranked.length) }),
         body.note ? "Importance: " + body.note : "Waiting for the first trials to finish…");
@@ -228,7 +281,7 @@ window.DnnCharts = (function () {
           xaxis: { title: { text: P.label(top[0] || "") }, type: "category" },
           yaxis: { title: { text: P.label(top[1] || "") }, type: "category", automargin: true },
           margin: { l: 110, r: 20, t: 48, b: 60 } }),
-        "Needs two parameters that matter: the sweep varies fewer");
+        "Needs two parameters that matter: the sweep varies fewer" + divergedAt(body));
     } catch (e) {
       importanceKey = null; // try again on the next redraw
     } finally {
@@ -250,8 +303,11 @@ window.DnnCharts = (function () {
     const xAxis = P.axisFor(x, xs);
     const grouped = group ? " by " + P.label(group) : "";
 
+    const diverged = all.filter(function (t) { return t.state === S.DIVERGED; });
+    const divergedText = diverged.length ? "; " + diverged.length + " diverged, marked ✕" : "";
     P.draw("chart-accuracy", byXTraces(done, x, y, group), P.layout({
-      title: P.label(y) + " vs " + P.label(x) + grouped + " (mean ± sd)", xaxis: xAxis,
+      title: P.label(y) + " vs " + P.label(x) + grouped + " (mean ± sd" + divergedText + ")", xaxis: xAxis,
+      annotations: divergedMarks(diverged, x, group),
       yaxis: { title: { text: P.label(y) }, type: choice.logY ? "log" : "linear" } }), waiting);
     P.draw("chart-time", byXTraces(done, x, "train_seconds", group), P.layout({
       title: "Training time per trial vs " + P.label(x) + grouped, xaxis: xAxis,
@@ -273,13 +329,16 @@ window.DnnCharts = (function () {
       " (" + what + (search.prunes ? "; rungs dashed, " + nPruned + " pruned" : "") + ")";
     P.draw("chart-curves", curves, P.layout({ title: curveTitle, shapes: rungLines,
       xaxis: epochs.length ? P.integerAxis(epochs.concat(search.rungs || []), "epoch") : {},
-      yaxis: { title: { text: P.label(curveMetric || "") }, type: choice.logY ? "log" : "linear" } }),
+      yaxis: Object.assign({ title: { text: P.label(curveMetric || "") }, type: choice.logY ? "log" : "linear" },
+        choice.logY ? {} : rangeWithout(withHistory, curveMetric, S.DIVERGED)) }),
     over ? "No learning curve was recorded" : "Waiting for the first epoch…");
 
     const objective = meta.objective || { metric: y, mode: "max" };
-    P.draw("chart-best", bestSoFar(done, objective.metric, objective.mode, meta.created_at || 0), P.layout({
-      title: (objective.mode === "min" ? "Lowest " : "Highest ") + P.label(objective.metric) + " so far",
-      xaxis: { title: { text: "seconds since submission" }, rangemode: "tozero" },
+    const best = bestSoFar(all, objective.metric, objective.mode);
+    P.draw("chart-best", best.traces, P.layout({
+      title: (objective.mode === "min" ? "Lowest " : "Highest ") + P.label(objective.metric) + " so far" +
+        (best.marks.length ? " (" + best.marks.length + " diverged, marked ✕)" : ""),
+      xaxis: { title: { text: "trials in the order they finished" }, rangemode: "tozero" }, annotations: best.marks,
       yaxis: { title: { text: P.label(objective.metric) } } }), waiting);
 
     const varied = choice.varied;

@@ -250,6 +250,19 @@
       el.textContent = "best " + P.label(objective.metric) + " " + P.fmt(best.mean) + spread + " — " +
         (varied.filter(function (p) { return p !== "seed"; })
           .map(function (p) { return P.label(p) + " " + P.fmt(best.params[p]); }).join(", ") || "the only configuration");
+      // equal means are a tie, whatever order the rule above puts them in: say so
+      const ties = ranked.slice(1).filter(function (c) {
+        return Math.abs(c.mean - best.mean) <= 1e-12 * Math.max(1, Math.abs(best.mean));
+      });
+      if (ties.length) {
+        el.textContent += "; tied on the mean with " + ties.length + " other configuration" +
+          (ties.length > 1 ? "s" : "") + " (" + ties.map(function (c) {
+            return varied.filter(function (p) { return p !== "seed"; })
+              .map(function (p) { return P.label(p) + " " + P.fmt(c.params[p]); }).join(", ") +
+              " over " + c.n + " seed" + (c.n > 1 ? "s" : "");
+          }).join("; ") + "), which only the rule orders: more seeds, a smaller sd, the smaller trial id";
+      }
+      el.dataset.ties = String(ties.length);
       el.dataset.trial = best.bestTrialId;
       el.dataset.trials = best.trialIds.join(" ");
     }

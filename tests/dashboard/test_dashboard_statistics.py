@@ -3,6 +3,10 @@ the parameter that decided them named, and a best configuration tied on its mean
 
 from __future__ import annotations
 
+import pytest
+import requests
+from dashboard_support import artifacts_dir, browser
+
 from dnnframe.store.base import TrialState
 
 # the learning rate decides divergence: every trial at 1000 blows up
@@ -99,3 +103,54 @@ def test_the_best_configuration_is_ranked_by_its_mean_and_reports_ties(client, s
     assert ties == [("relu", 0.1, 2), ("tanh", 0.01, 1)]
     # the same answer however often it is asked
     assert client.get(f"/api/v1/experiments/{exp_id}").json["best_configuration"] == best
+
+
+@pytest.mark.browser
+def test_the_page_shows_diverged_trials_ties_and_best_so_far_in_finishing_order(quiet_server):
+    from playwright.sync_api import expect, sync_playwright
+
+    base, store = quiet_server
+    exp_id = requests.post(base + "/api/v1/experiments", json=DIVERGING, timeout=30).json()["id"]
+    for t in sorted(store.list_trials(exp_id), key=lambda t: t.id):
+        if t.config["training"]["learning_rate"] == 1000:
+            _finish(store, t.id, TrialState.DIVERGED, {"test_loss": float("nan")},
+                    [{"epoch": 1, "val_loss": 3e9}, {"epoch": 2, "val_loss": float("inf")}])
+        else:  # both depths score 0.94 and 0.96 on their two seeds: a tie
+            acc = 0.94 + 0.02 * t.config["seed"]
+            _finish(store, t.id, TrialState.COMPLETE, {"test_accuracy": acc, "test_loss": 1 - acc},
+                    [{"epoch": 1, "val_loss": 0.6}, {"epoch": 2, "val_loss": 0.4}])
+    with sync_playwright() as p:
+        b = browser(p)
+        try:
+            page = b.new_page(viewport={"width": 1280, "height": 1100})
+            errors: list[str] = []
+            page.on("pageerror", lambda exc: errors.append(str(exc)))
+            page.goto(base + f"/experiments/{exp_id}")
+            # the best is one of two configurations tied on the mean, and says so
+            expect(page.locator("#best")).to_contain_text(
+                "tied on the mean with 1 other configuration", timeout=15_000)
+            assert page.evaluate("document.getElementById('best').dataset.ties") == "1"
+            for chart in ("chart-accuracy", "chart-best", "chart-curves", "chart-importance"):
+                expect(page.locator(f"#{chart}.drawn")).to_have_count(1, timeout=15_000)
+            layout = "(id) => document.getElementById(id).layout"
+            title = "(id) => document.getElementById(id).layout.title.text.replaceAll('<br>', ' ')"
+            # accuracy against depth: each depth marks its two diverged trials
+            accuracy = page.evaluate(layout, "chart-accuracy")
+            assert "4 diverged, marked ✕" in page.evaluate(title, "chart-accuracy")
+            assert [a["text"] for a in accuracy["annotations"]] == ["✕ 2 diverged"] * 2
+            # best so far over the 8 trials in finishing order, the diverged ones marked
+            best = page.evaluate("document.getElementById('chart-best').data.map(d => d.x)")
+            marks = page.evaluate(layout, "chart-best")["annotations"]
+            xs = sorted(best[0] + [m["x"] for m in marks])
+            assert xs == list(range(1, 9)) and len(marks) == 4 and best[1] == best[0]
+            # curves: the diverged ones (3e9) do not stretch the axis of those that trained
+            curves = page.evaluate(layout, "chart-curves")
+            assert curves["yaxis"]["range"][1] < 1
+            # importance says what it left out, and the contour what decided divergence
+            assert "4 diverged, not ranked" in page.evaluate(title, "chart-importance")
+            expect(page.locator("#chart-contour")).to_contain_text(
+                "every trial diverged at learning rate 1000", timeout=15_000)
+            page.screenshot(path=str(artifacts_dir() / "dashboard-diverged.png"), full_page=True)
+            assert errors == []
+        finally:
+            b.close()
