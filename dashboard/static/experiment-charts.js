@@ -34,7 +34,9 @@ window.DnnCharts = (function () {
       return {
         type: "scatter", mode: "lines+markers", name: groupName(group, entry[1][0]),
         x: byX.map(function (e) { return e[0]; }), y: stats.map(function (s) { return s[0]; }),
-        error_y: { type: "data", array: stats.map(function (s) { return s[1]; }), visible: true },
+        error_y: { type: "data", symmetric: false, visible: true,
+          array: stats.map(function (s) { return P.band(s[0], s[1], y)[1]; }),
+          arrayminus: stats.map(function (s) { return P.band(s[0], s[1], y)[0]; }) },
         text: byX.map(function (e) { return e[1].length + " trial(s)"; }),
         line: { color: P.colour(i) }, marker: { color: P.colour(i) }, legendgroup: String(entry[0]),
       };
@@ -96,7 +98,8 @@ window.DnnCharts = (function () {
       }
       const epochs = Array.from(byEpoch.keys()).sort(function (a, b) { return a - b; });
       const stats = epochs.map(function (e) { return P.meanStd(byEpoch.get(e)); });
-      const lower = stats.map(function (s) { return s[0] - s[1]; }), upper = stats.map(function (s) { return s[0] + s[1]; });
+      const lower = stats.map(function (s) { return s[0] - P.band(s[0], s[1], metric)[0]; });
+      const upper = stats.map(function (s) { return s[0] + P.band(s[0], s[1], metric)[1]; });
       traces.push({ type: "scatter", mode: "lines", x: epochs.concat(epochs.slice().reverse()),
         y: upper.concat(lower.slice().reverse()), fill: "toself", fillcolor: P.rgba(col, 0.15),
         line: { width: 0 }, hoverinfo: "skip", legendgroup: key, showlegend: false, name: name + " ± sd" });
@@ -177,6 +180,8 @@ window.DnnCharts = (function () {
         if (distinct.length <= 10) {
           dim.tickvals = distinct.map(log ? Math.log10 : Number);
           dim.ticktext = distinct.map(P.fmt);
+        } else if (log) { // the axis holds log10 values: label its decades with real ones
+          Object.assign(dim, P.logTicks(lo, hi));
         }
         return dim;
       }
@@ -188,6 +193,7 @@ window.DnnCharts = (function () {
     return pts.length ? [{ type: "parcoords", dimensions: dims, labelangle: 0, labelside: "top",
       tickfont: { size: 11, shadow: "auto" },
       line: { color: pts.map(function (t) { return value(t, y); }), colorscale: "Viridis", showscale: true,
+        reversescale: P.direction(y) === "min", // the better end is the bright one
         colorbar: { thickness: 12, x: 1.04 } } }] : [];
   }
 
@@ -234,7 +240,9 @@ window.DnnCharts = (function () {
         return vs.length ? P.meanStd(vs)[0] : null;
       });
     });
+    // bright is better whichever way the metric goes: a loss's lowest cell is the bright one
     return rows.length ? [{ type: "heatmap", x: xs.map(P.fmt), y: ys.map(P.fmt), z: z, colorscale: "Viridis",
+      reversescale: P.direction(y) === "min",
       colorbar: { thickness: 12 }, hovertemplate: P.label(a) + " %{x}<br>" + P.label(b) + " %{y}<br>mean %{z:.4g}<extra></extra>" }] : [];
   }
 
@@ -277,7 +285,7 @@ window.DnnCharts = (function () {
         body.note ? "Importance: " + body.note : "Waiting for the first trials to finish…");
       const top = body.ranking.filter(function (p) { return p !== "seed"; }).slice(0, 2);
       P.draw("chart-contour", top.length === 2 ? pairTraces(lastDone, top[0], top[1], y) : [],
-        P.layout({ title: "Mean " + P.label(y) + " over the two most important parameters",
+        P.layout({ title: "Mean " + P.label(y) + " over the two most important parameters (brighter is better)",
           xaxis: { title: { text: P.label(top[0] || "") }, type: "category" },
           yaxis: { title: { text: P.label(top[1] || "") }, type: "category", automargin: true },
           margin: { l: 110, r: 20, t: 48, b: 60 } }),

@@ -107,14 +107,26 @@
       evaluator: controls.evaluator.value };
   }
 
-  for (const name of ["x", "y", "group", "curveMetric", "mode", "evaluator"]) {
-    controls[name].addEventListener("change", function () { chosen[name] = controls[name].value; redraw(); });
+  // the reader's choices live in the URL (url-state.js): a reload or a shared link shows them
+  const PICKS = ["x", "y", "group", "curveMetric", "mode", "evaluator"];
+  const remember = window.DnnUrlState.restore(controls, chosen, PICKS);
+
+  for (const name of PICKS) {
+    controls[name].addEventListener("change", function () {
+      chosen[name] = controls[name].value;
+      remember(name, chosen[name], null);
+      redraw();
+    });
   }
   controls.smoothing.addEventListener("input", function () {
     document.getElementById("smoothing-value").textContent = controls.smoothing.value;
+    remember("smoothing", controls.smoothing.value, "0");
     redraw();
   });
-  controls.logY.addEventListener("change", redraw);
+  controls.logY.addEventListener("change", function () {
+    remember("log_y", controls.logY.checked ? "1" : "0", "0");
+    redraw();
+  });
 
   // ----------------------------------------------------------------- table
   const table = document.getElementById("trials");
@@ -243,28 +255,12 @@
       return t.state === V.scored ? t.metrics[objective.metric] : null;
     }, objective.mode);
     if (ranked.length) {
-      const best = ranked[0], min = objective.mode === "min";
       const el = document.getElementById("best");
-      const spread = best.n > 1 ? " ± " + P.fmt(best.sd) + " (" + (min ? "lowest" : "highest") +
-        " mean of " + best.n + " seeds)" : " (" + (min ? "lowest" : "highest") + ")";
-      el.textContent = "best " + P.label(objective.metric) + " " + P.fmt(best.mean) + spread + " — " +
-        (varied.filter(function (p) { return p !== "seed"; })
-          .map(function (p) { return P.label(p) + " " + P.fmt(best.params[p]); }).join(", ") || "the only configuration");
-      // equal means are a tie, whatever order the rule above puts them in: say so
-      const ties = ranked.slice(1).filter(function (c) {
-        return Math.abs(c.mean - best.mean) <= 1e-12 * Math.max(1, Math.abs(best.mean));
-      });
-      if (ties.length) {
-        el.textContent += "; tied on the mean with " + ties.length + " other configuration" +
-          (ties.length > 1 ? "s" : "") + " (" + ties.map(function (c) {
-            return varied.filter(function (p) { return p !== "seed"; })
-              .map(function (p) { return P.label(p) + " " + P.fmt(c.params[p]); }).join(", ") +
-              " over " + c.n + " seed" + (c.n > 1 ? "s" : "");
-          }).join("; ") + "), which only the rule orders: more seeds, a smaller sd, the smaller trial id";
-      }
-      el.dataset.ties = String(ties.length);
-      el.dataset.trial = best.bestTrialId;
-      el.dataset.trials = best.trialIds.join(" ");
+      const told = P.describeBest(ranked, objective, varied);
+      el.textContent = told.text;
+      el.dataset.ties = String(told.ties);
+      el.dataset.trial = ranked[0].bestTrialId;
+      el.dataset.trials = ranked[0].trialIds.join(" ");
     }
     return over >= n;
   }

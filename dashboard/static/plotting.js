@@ -64,7 +64,38 @@ window.DnnPlot = (function () {
     if (nums.length !== values.length || !nums.length) return { title: { text: label(key) }, type: "category" };
     if (nums.every(Number.isInteger)) return integerAxis(nums, label(key));
     const lo = Math.min.apply(null, nums), hi = Math.max.apply(null, nums);
-    return { title: { text: label(key) }, type: lo > 0 && hi / lo > 10 ? "log" : "linear" };
+    // a log axis ticks each decade with its value (0.001, 0.01, …), never as 10^-3 or a bare "2"
+    return lo > 0 && hi / lo > 10 ? { title: { text: label(key) }, type: "log", dtick: 1, tickformat: "~g" }
+      : { title: { text: label(key) }, type: "linear" };
+  }
+
+  // [low, high] a metric can take (null: unbounded), from the dashboard's vocabulary;
+  // unknown values (train seconds, epochs) are taken as non-negative
+  function bounds(metric) {
+    const m = VOCAB.metrics[metric];
+    return m && m.bounds ? m.bounds : [0, null];
+  }
+
+  // Whether higher ("max") or lower ("min") is better for a metric.
+  function direction(metric) {
+    const m = VOCAB.metrics[metric];
+    return m ? m.direction : /accuracy$/.test(metric) ? "max" : "min";
+  }
+
+  // The minus and plus lengths of a ± sd bar around `mean`, stopped at the metric's bounds:
+  // an accuracy of 0.98 ± 0.05 reaches 1, not 1.03.
+  function band(mean, sd, metric) {
+    const b = bounds(metric);
+    const plus = b[1] === null ? sd : Math.max(0, Math.min(sd, b[1] - mean));
+    const minus = b[0] === null ? sd : Math.max(0, Math.min(sd, mean - b[0]));
+    return [minus, plus];
+  }
+
+  // Ticks for values drawn as log10: one per decade, labelled with the real values.
+  function logTicks(lo, hi) {
+    const vals = [];
+    for (let e = Math.floor(Math.log10(lo)); e <= Math.ceil(Math.log10(hi)); e++) vals.push(e);
+    return { tickvals: vals, ticktext: vals.map(function (e) { return fmt(Math.pow(10, e)); }) };
   }
 
   function meanStd(values) {
@@ -107,6 +138,30 @@ window.DnnPlot = (function () {
       return (sign * a.mean - sign * b.mean) || (b.n - a.n) || (a.sd - b.sd) || byId(a.trialIds[0], b.trialIds[0]);
     });
     return ranked;
+  }
+
+  // The best configuration in words (rankConfigurations' first): its mean, spread, seeds and
+  // parameters, and the configurations tied with it on the mean, which only the order's rule
+  // puts after it. Returns { text, ties: how many tie }.
+  function describeBest(ranked, objective, varied) {
+    const best = ranked[0], min = objective.mode === "min";
+    const shown = varied.filter(function (p) { return p !== "seed"; });
+    const params = function (c) {
+      return shown.map(function (p) { return label(p) + " " + fmt(c.params[p]); }).join(", ");
+    };
+    const spread = best.n > 1 ? " ± " + fmt(best.sd) + " (" + (min ? "lowest" : "highest") +
+      " mean of " + best.n + " seeds)" : " (" + (min ? "lowest" : "highest") + ")";
+    let text = "best " + label(objective.metric) + " " + fmt(best.mean) + spread + " — " +
+      (params(best) || "the only configuration");
+    const ties = ranked.slice(1).filter(function (c) {
+      return Math.abs(c.mean - best.mean) <= 1e-12 * Math.max(1, Math.abs(best.mean));
+    });
+    if (ties.length) {
+      text += "; tied on the mean with " + ties.length + " other configuration" + (ties.length > 1 ? "s" : "") +
+        " (" + ties.map(function (c) { return params(c) + " over " + c.n + " seed" + (c.n > 1 ? "s" : ""); }).join("; ") +
+        "), which only the rule orders: more seeds, a smaller sd, the smaller trial id";
+    }
+    return { text: text, ties: ties.length };
   }
 
   function compare(x, y) {
@@ -202,7 +257,8 @@ window.DnnPlot = (function () {
 
   return { VOCAB: VOCAB, PALETTE: PALETTE, CONFIG: CONFIG, label: label, fmt: fmt, title: title, layout: layout,
     integerStep: integerStep, integerAxis: integerAxis, axisFor: axisFor, meanStd: meanStd,
-    rankConfigurations: rankConfigurations,
+    bounds: bounds, direction: direction, band: band, logTicks: logTicks,
+    rankConfigurations: rankConfigurations, describeBest: describeBest,
     compare: compare, varying: varying, smooth: smooth, groupBy: groupBy, colour: colour,
     rgba: rgba, draw: draw };
 })();

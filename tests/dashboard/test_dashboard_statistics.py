@@ -154,3 +154,71 @@ def test_the_page_shows_diverged_trials_ties_and_best_so_far_in_finishing_order(
             assert errors == []
         finally:
             b.close()
+
+
+# twelve learning rates over four decades: a log axis, and more values than the parallel
+# coordinates label one by one
+RATES = [1e-4, 2e-4, 5e-4, 1e-3, 2e-3, 5e-3, 1e-2, 2e-2, 5e-2, 1e-1, 2e-1, 5e-1]
+LR_SWEEP = {
+    "name": "rates",
+    "dataset": {"name": "iris"},
+    "model": {"hidden_layers": {"grid": [1, 2]}, "width": 4},
+    "training": {"max_epochs": 2, "learning_rate": {"grid": RATES}},
+    "search": {"seeds": 2},
+}
+
+
+@pytest.mark.browser
+def test_chart_choices_survive_a_reload_and_charts_respect_direction_bounds_and_log(quiet_server):
+    from playwright.sync_api import expect, sync_playwright
+
+    base, store = quiet_server
+    exp_id = requests.post(base + "/api/v1/experiments", json=LR_SWEEP, timeout=30).json()["id"]
+    for t in store.list_trials(exp_id):
+        lr, depth = t.config["training"]["learning_rate"], t.config["model"]["hidden_layers"]
+        # seeds 1.0 and 0.9 at the best rate: mean 0.95 ± 0.07 would reach past 1
+        acc = 1.0 - 0.1 * t.config["seed"] if lr == 1e-2 else 0.5 + 0.01 * depth + lr / 10
+        _finish(store, t.id, TrialState.COMPLETE, {"test_accuracy": acc, "test_loss": 1 - acc})
+    url = base + f"/experiments/{exp_id}"
+    with sync_playwright() as p:
+        b = browser(p)
+        try:
+            page = b.new_page(viewport={"width": 1280, "height": 1100})
+            errors: list[str] = []
+            page.on("pageerror", lambda exc: errors.append(str(exc)))
+            page.goto(url + "?x=learning_rate&group=hidden_layers&y=test_loss&log_y=1")
+            # the choices in the URL are the page's
+            expect(page.locator("#x-param")).to_have_value("learning_rate", timeout=15_000)
+            expect(page.locator("#group-by")).to_have_value("hidden_layers")
+            expect(page.locator("#y-metric")).to_have_value("test_loss")
+            assert page.is_checked("#log-y")
+            for chart in ("chart-accuracy", "chart-contour", "chart-parallel"):
+                expect(page.locator(f"#{chart}.drawn")).to_have_count(1, timeout=15_000)
+            layout = "(id) => document.getElementById(id).layout"
+            data = "(id) => document.getElementById(id).data"
+            # a loss's heatmap and parallel coordinates make the lowest (best) value bright
+            assert page.evaluate(data, "chart-contour")[0]["reversescale"] is True
+            parallel = page.evaluate(data, "chart-parallel")[0]
+            assert parallel["line"]["reversescale"] is True
+            # the learning rate's log axes are labelled with real values, a tick a decade
+            lr_dim = next(d for d in parallel["dimensions"] if d["label"].startswith("learning"))
+            assert lr_dim["ticktext"] == ["0.0001", "0.001", "0.01", "0.1", "1"]
+            x_axis = page.evaluate(layout, "chart-accuracy")["xaxis"]
+            assert (x_axis["type"], x_axis["dtick"], x_axis["tickformat"]) == ("log", 1, "~g")
+            # a new choice goes into the URL, and a reload keeps it
+            page.select_option("#y-metric", "test_accuracy")
+            page.uncheck("#log-y")
+            assert "y=test_accuracy" in page.url and "log_y" not in page.url
+            # an accuracy's ± sd stops at 1 (and at 0)
+            for trace in page.evaluate(data, "chart-accuracy"):
+                for mean, plus, minus in zip(trace["y"], trace["error_y"]["array"],
+                                             trace["error_y"]["arrayminus"]):
+                    assert mean + plus <= 1 + 1e-12 and mean - minus >= -1e-12
+            assert page.evaluate(data, "chart-contour")[0]["reversescale"] is False
+            page.reload()
+            expect(page.locator("#y-metric")).to_have_value("test_accuracy", timeout=15_000)
+            expect(page.locator("#group-by")).to_have_value("hidden_layers")
+            assert not page.is_checked("#log-y")
+            assert errors == []
+        finally:
+            b.close()
