@@ -316,3 +316,38 @@ def test_eight_tabs_of_live_experiments_share_one_stream_and_a_tenth_loads(tmp_p
                 b.close()
     finally:
         app.extensions["dnnframe"].shutdown()
+
+
+@pytest.mark.browser
+def test_a_running_trials_page_follows_its_epochs_and_shows_its_end(quiet_server):
+    from playwright.sync_api import expect, sync_playwright
+
+    base, store = quiet_server
+    exp_id = requests.post(base + "/api/v1/experiments", json=TINY_SPEC, timeout=30).json()["id"]
+    trial = store.list_trials(exp_id)[0].id
+    assert store.claim_trial(trial, "w1")
+    assert store.append_metrics(trial, {"epoch": 1, "val_loss": 0.9, "train_loss": 1.0}, worker="w1")
+    with sync_playwright() as p:
+        b = browser(p)
+        try:
+            page = b.new_page()
+            errors: list[str] = []
+            page.on("pageerror", lambda exc: errors.append(str(exc)))
+            page.goto(base + f"/trials/{trial}")
+            page.wait_for_function("() => document.body.dataset.live === 'stream'", timeout=15_000)
+            assert page.evaluate("document.getElementById('chart-loss').data[1].y") == [0.9]
+            for epoch in (2, 3):
+                assert store.append_metrics(trial, {"epoch": epoch, "val_loss": 0.9 - 0.1 * epoch,
+                                                    "train_loss": 1.0}, worker="w1")
+            page.wait_for_function("() => document.body.dataset.epochs === '3'", timeout=15_000)
+            assert page.evaluate("document.getElementById('chart-loss').data[1].y") == [
+                0.9, pytest.approx(0.7), pytest.approx(0.6)]
+            expect(page.locator("#state")).to_have_text("RUNNING")
+            # it ends: the page shows its final state and metrics
+            result = {"metrics": {"test_accuracy": 0.75, "test_loss": 0.5}, "epochs_run": 3}
+            assert store.finish_trial(trial, TrialState.COMPLETE, result=result, worker="w1")
+            expect(page.locator("#state")).to_have_text("COMPLETE", timeout=15_000)
+            expect(page.locator("#final-metrics")).to_contain_text("test_accuracy", timeout=15_000)
+            assert errors == []
+        finally:
+            b.close()
