@@ -74,12 +74,15 @@ window.DnnCharts = (function () {
       if (opts.mode === "trials") {
         entry[1].forEach(function (t, j) {
           const pruned = t.state === S.PRUNED, diverged = t.state === S.DIVERGED;
-          traces.push({ type: "scatter", mode: "lines", name: name, legendgroup: key, showlegend: j === 0,
+          // a trial pruned at the first rung has one point: a line alone would not show it
+          const marked = pruned || t.history.length < 2;
+          traces.push({ type: "scatter", mode: marked ? "lines+markers" : "lines", name: name, legendgroup: key,
+            showlegend: j === 0, marker: { size: pruned ? 5 : 4, symbol: pruned ? "x" : "circle" },
             x: t.history.map(function (h) { return h.epoch; }),
             y: P.smooth(t.history.map(function (h) { return h[metric]; }), opts.smoothing),
             line: { color: diverged ? DIVERGED_COLOUR : col, width: pruned ? 1 : 1.3,
               dash: pruned || diverged ? "dot" : "solid" },
-            opacity: t.state === S.RUNNING ? 1 : pruned ? 0.3 : 0.6, meta: t.state,
+            opacity: t.state === S.RUNNING ? 1 : pruned ? 0.5 : 0.6, meta: t.state,
             hovertemplate: named(t) + " (" + t.state.toLowerCase() + ")<br>epoch %{x}: %{y:.4g}<extra></extra>" });
         });
         return;
@@ -228,22 +231,21 @@ window.DnnCharts = (function () {
     return traces;
   }
 
-  // Mean of the metric over every pair of values of the two most important parameters.
+  // Mean of the metric over every pair of values of the two most important parameters. A
+  // continuous parameter (a sampled learning rate takes as many values as trials) is cut
+  // into bins, so each cell averages several trials instead of one column per trial.
   function pairTraces(done, a, b, y) {
     const rows = done.filter(function (t) { return typeof value(t, y) === "number"; });
-    const xs = P.groupBy(rows, function (t) { return t.params[a]; }).map(function (g) { return g[0]; });
-    const ys = P.groupBy(rows, function (t) { return t.params[b]; }).map(function (g) { return g[0]; });
-    const z = ys.map(function (vb) {
-      return xs.map(function (va) {
-        const vs = rows.filter(function (t) { return t.params[a] === va && t.params[b] === vb; })
-          .map(function (t) { return value(t, y); });
-        return vs.length ? P.meanStd(vs)[0] : null;
-      });
-    });
+    const binA = P.bins(rows.map(function (t) { return t.params[a]; }));
+    const binB = P.bins(rows.map(function (t) { return t.params[b]; }));
+    const z = binB.labels.map(function () { return binA.labels.map(function () { return []; }); });
+    for (const t of rows) z[binB.index(t.params[b])][binA.index(t.params[a])].push(value(t, y));
+    const mean = z.map(function (row) { return row.map(function (vs) { return vs.length ? P.meanStd(vs)[0] : null; }); });
+    const counts = z.map(function (row) { return row.map(function (vs) { return vs.length; }); });
     // bright is better whichever way the metric goes: a loss's lowest cell is the bright one
-    return rows.length ? [{ type: "heatmap", x: xs.map(P.fmt), y: ys.map(P.fmt), z: z, colorscale: "Viridis",
-      reversescale: P.direction(y) === "min",
-      colorbar: { thickness: 12 }, hovertemplate: P.label(a) + " %{x}<br>" + P.label(b) + " %{y}<br>mean %{z:.4g}<extra></extra>" }] : [];
+    return rows.length ? [{ type: "heatmap", x: binA.labels, y: binB.labels, z: mean, customdata: counts,
+      colorscale: "Viridis", reversescale: P.direction(y) === "min", colorbar: { thickness: 12 },
+      hovertemplate: P.label(a) + " %{x}<br>" + P.label(b) + " %{y}<br>mean %{z:.4g} of %{customdata} trial(s)<extra></extra>" }] : [];
   }
 
   // ---------------------------------------------------------------- importance

@@ -98,6 +98,33 @@ window.DnnPlot = (function () {
     return { tickvals: vals, ticktext: vals.map(function (e) { return fmt(Math.pow(10, e)); }) };
   }
 
+  // The categories a heatmap axis shows for a parameter's values: each value its own while
+  // there are at most `most` of them (or they are not all numbers), else `most` bins of equal
+  // width, on a log scale for positive values spanning more than a decade. Returns
+  // { labels, index(value) → the label's position }.
+  function bins(values, most) {
+    most = most || 8;
+    const key = function (v) { return JSON.stringify(v === undefined ? null : v); }; // a missing value is null
+    const distinct = Array.from(new Set(values.map(key)))
+      .map(function (k) { return JSON.parse(k); }).sort(compare);
+    const numeric = distinct.every(function (v) { return typeof v === "number" && Number.isFinite(v); });
+    if (!numeric || distinct.length <= most) {
+      const keys = distinct.map(key);
+      return { labels: distinct.map(fmt), index: function (v) { return keys.indexOf(key(v)); } };
+    }
+    const lo = distinct[0], hi = distinct[distinct.length - 1];
+    const log = lo > 0 && hi / lo > 10;
+    const to = log ? Math.log10 : Number, from = log ? function (u) { return Math.pow(10, u); } : Number;
+    const width = (to(hi) - to(lo)) / most;
+    const edges = [];
+    for (let i = 0; i <= most; i++) edges.push(from(to(lo) + i * width));
+    const labels = [];
+    for (let i = 0; i < most; i++) labels.push(fmt(edges[i]) + "–" + fmt(edges[i + 1]));
+    return { labels: labels, index: function (v) {
+      return Math.min(most - 1, Math.max(0, Math.floor((to(v) - to(lo)) / width)));
+    } };
+  }
+
   function meanStd(values) {
     const n = values.length;
     const mean = values.reduce(function (a, b) { return a + b; }, 0) / n;
@@ -257,7 +284,7 @@ window.DnnPlot = (function () {
 
   return { VOCAB: VOCAB, PALETTE: PALETTE, CONFIG: CONFIG, label: label, fmt: fmt, title: title, layout: layout,
     integerStep: integerStep, integerAxis: integerAxis, axisFor: axisFor, meanStd: meanStd,
-    bounds: bounds, direction: direction, band: band, logTicks: logTicks,
+    bounds: bounds, direction: direction, band: band, logTicks: logTicks, bins: bins,
     rankConfigurations: rankConfigurations, describeBest: describeBest,
     compare: compare, varying: varying, smooth: smooth, groupBy: groupBy, colour: colour,
     rgba: rgba, draw: draw };

@@ -222,3 +222,53 @@ def test_chart_choices_survive_a_reload_and_charts_respect_direction_bounds_and_
             assert errors == []
         finally:
             b.close()
+
+
+ASHA = {
+    "name": "asha-sampled",
+    "dataset": {"name": "iris"},
+    "model": {"hidden_layers": {"grid": [1, 3]}, "width": 4},
+    "training": {"max_epochs": 3, "learning_rate": {"loguniform": [1e-4, 1e-1]}},
+    "search": {"method": "asha", "num_samples": 12, "seeds": 1, "min_epochs": 1, "eta": 3},
+}
+
+
+@pytest.mark.browser
+def test_a_sampled_rate_is_binned_in_the_contour_and_pruned_trials_stay_visible(quiet_server):
+    import math
+
+    from playwright.sync_api import expect, sync_playwright
+
+    base, store = quiet_server
+    exp_id = requests.post(base + "/api/v1/experiments", json=ASHA, timeout=30).json()["id"]
+    trials = sorted(store.list_trials(exp_id), key=lambda t: t.id)
+    assert len({t.config["training"]["learning_rate"] for t in trials}) == 24
+    for i, t in enumerate(trials):
+        lr, depth = t.config["training"]["learning_rate"], t.config["model"]["hidden_layers"]
+        acc = 0.6 + 0.05 * math.log10(lr) + 0.1 * depth
+        epochs = 1 if i % 2 else 3  # every other trial stopped at the first rung
+        _finish(store, t.id, TrialState.PRUNED if i % 2 else TrialState.COMPLETE,
+                {"test_accuracy": acc, "test_loss": 1 - acc},
+                [{"epoch": e, "val_accuracy": acc} for e in range(1, epochs + 1)])
+    with sync_playwright() as p:
+        b = browser(p)
+        try:
+            page = b.new_page(viewport={"width": 1280, "height": 1100})
+            errors: list[str] = []
+            page.on("pageerror", lambda exc: errors.append(str(exc)))
+            page.goto(base + f"/experiments/{exp_id}?mode=trials")
+            for chart in ("chart-curves", "chart-contour"):
+                expect(page.locator(f"#{chart}.drawn")).to_have_count(1, timeout=15_000)
+            # every pruned trial's one point is drawn with a marker, not as an invisible line
+            curves = page.evaluate("document.getElementById('chart-curves').data")
+            pruned = [c for c in curves if c["meta"] == "PRUNED"]
+            assert len(pruned) == 12 and all("markers" in c["mode"] for c in pruned)
+            # 24 distinct learning rates fall into at most 8 log bins, not 24 columns
+            heat = page.evaluate("document.getElementById('chart-contour').data[0]")
+            layout = page.evaluate("document.getElementById('chart-contour').layout")
+            axis = "x" if "learning" in layout["xaxis"]["title"]["text"] else "y"
+            assert len(heat[axis]) <= 8 and all("–" in label for label in heat[axis])
+            assert sum(sum(row) for row in heat["customdata"]) == 12  # the complete trials
+            assert errors == []
+        finally:
+            b.close()
