@@ -6,14 +6,13 @@
   const meta = JSON.parse(document.getElementById("experiment-data").textContent);
   const trials = new Map();
   let cursor = 0;
-  let sortKey = null, sortDesc = false; // null: the sweep's own order (parameters, then id)
   const V = P.VOCAB, S = V.states;
   const DONE = new Set(V.done), FINISHED = new Set(V.finished);
   // parameters in the order a reader scans them: the layer design first, the seed last
   const ORDER = ["hidden_layers", "width", "activation", "residual", "residual_learnable", "normalization",
     "norm_position", "init", "dropout", "optimizer", "learning_rate", "momentum", "batch_size", "max_epochs",
     "l2", "grad_clip", "lr_schedule.kind", "lr_schedule.warmup_epochs", "dataset"];
-  const EXTRA_VALUES = ["train_seconds", "compile_seconds", "total_seconds", "epochs_run", "n_params"];
+  const EXTRA_VALUES = window.DnnTrialTable.EXTRA_VALUES;
   // what the reader picked; a control left alone follows what the sweep varies
   const chosen = {};
   const controls = {
@@ -129,91 +128,7 @@
   });
 
   // ----------------------------------------------------------------- table
-  const table = document.getElementById("trials");
-  const thead = table.querySelector("thead");
-  const tbody = table.querySelector("tbody");
-  let columnsKey = "";
-  let columns = [];
-
-  function cell(t, key) {
-    if (key === "state" || key === "id" || key === "epoch") return t[key];
-    return window.DnnCharts.value(t, key);
-  }
-
-  function setColumns(varied, y) {
-    const objective = (meta.objective && meta.objective.metric) || V.objective.metric;
-    const metricCols = [objective, objective.replace(/^test_/, "val_")];
-    if (metricCols.indexOf(y) < 0 && EXTRA_VALUES.indexOf(y) < 0) metricCols.push(y);
-    const next = [{ key: "state", label: "State" }]
-      .concat(varied.map(function (p) { return { key: p, label: P.label(p), num: true }; }))
-      .concat([{ key: "epoch", label: "Epochs", num: true }])
-      .concat(metricCols.map(function (m) { return { key: m, label: P.label(m), num: true, metric: true }; }))
-      .concat([{ key: "train_seconds", label: "Train s", num: true, metric: true }, { key: "id", label: "Trial" }]);
-    const key = next.map(function (c) { return c.key; }).join(",");
-    if (key === columnsKey) return;
-    columnsKey = key;
-    columns = next;
-    const tr = document.createElement("tr");
-    for (const c of columns) {
-      const th = document.createElement("th");
-      th.dataset.key = c.key;
-      if (c.num) th.dataset.num = "";
-      th.textContent = c.label;
-      if (c.key === sortKey) th.classList.add(sortDesc ? "desc" : "asc");
-      th.addEventListener("click", function () {
-        sortDesc = sortKey === c.key ? !sortDesc : th.hasAttribute("data-num");
-        sortKey = c.key;
-        for (const o of thead.querySelectorAll("th")) o.classList.remove("asc", "desc");
-        th.classList.add(sortDesc ? "desc" : "asc");
-        renderTable();
-      });
-      tr.appendChild(th);
-    }
-    thead.innerHTML = "";
-    thead.appendChild(tr);
-  }
-
-  // A trial's place never depends on its state or change number, so rows stay put while
-  // trials move from QUEUED to RUNNING to COMPLETE.
-  function stableOrder(a, b) {
-    for (const c of columns) {
-      if (c.key === "state" || c.key === "epoch" || c.metric || c.key === "id") continue;
-      const d = P.compare(a.params[c.key], b.params[c.key]);
-      if (d) return d;
-    }
-    return P.compare(a.id, b.id);
-  }
-
-  function renderTable() {
-    const rows = Array.from(trials.values());
-    rows.sort(function (a, b) {
-      if (sortKey !== null) {
-        const x = cell(a, sortKey), y = cell(b, sortKey);
-        const blank = (x === null || x === undefined) !== (y === null || y === undefined);
-        const c = P.compare(x, y);
-        if (c) return blank || !sortDesc ? c : -c;
-      }
-      return stableOrder(a, b);
-    });
-    tbody.innerHTML = rows.map(function (t) {
-      return '<tr data-trial="' + t.id + '" data-state="' + t.state + '">' + columns.map(function (c) {
-        if (c.key === "state") {
-          const title = t.error ? ' title="' + escapeHtml(t.error) + '"' : "";
-          return '<td><span class="state state-' + t.state + '"' + title + ">" + t.state + "</span></td>";
-        }
-        if (c.key === "id") {
-          return '<td><a href="' + meta.trial_page.replace("TRIAL_ID", t.id) + '"><code>' + t.id.slice(0, 10) + "…</code></a></td>";
-        }
-        return "<td" + (c.num ? ' class="num"' : "") + ">" + escapeHtml(P.fmt(cell(t, c.key))) + "</td>";
-      }).join("") + "</tr>";
-    }).join("");
-  }
-
-  function escapeHtml(s) {
-    return String(s).replace(/[&<>"']/g, function (c) {
-      return { "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" }[c];
-    });
-  }
+  const table = window.DnnTrialTable.create(meta, trials, remember);
 
   // ----------------------------------------------------------------- progress
   const SEGMENTS = V.bar;
@@ -270,9 +185,9 @@
   function redraw() {
     const all = Array.from(trials.values());
     const choice = choose(all);
-    setColumns(choice.varied, choice.y);
+    table.setColumns(choice.varied, choice.y);
     if (last) renderProgress(last, choice.varied);
-    renderTable();
+    table.render();
     window.DnnCharts.render(all, meta, choice);
   }
 

@@ -215,10 +215,27 @@ def test_chart_choices_survive_a_reload_and_charts_respect_direction_bounds_and_
                                              trace["error_y"]["arrayminus"]):
                     assert mean + plus <= 1 + 1e-12 and mean - minus >= -1e-12
             assert page.evaluate(data, "chart-contour")[0]["reversescale"] is False
+            # the table sorts from the keyboard, says its order, and keeps it in the URL
+            header = page.locator("#trials th[data-key=learning_rate]")
+            header.locator("button").focus()
+            page.keyboard.press("Enter")  # numbers sort descending first
+            expect(header).to_have_attribute("aria-sort", "descending")
+            first_rate = "document.querySelector('#trials tbody tr').dataset.trial"
+            assert "sort=learning_rate" in page.url and "desc=1" in page.url
+            top = page.evaluate(first_rate)
+            assert store.get_trial(top).config["training"]["learning_rate"] == RATES[-1]
+            page.keyboard.press("Space")
+            expect(header).to_have_attribute("aria-sort", "ascending")
+            assert "desc" not in page.url
             page.reload()
             expect(page.locator("#y-metric")).to_have_value("test_accuracy", timeout=15_000)
             expect(page.locator("#group-by")).to_have_value("hidden_layers")
             assert not page.is_checked("#log-y")
+            expect(page.locator("#trials th[data-key=learning_rate]")).to_have_attribute(
+                "aria-sort", "ascending")
+            expect(page.locator("#trials th[data-key=state]")).to_have_attribute("aria-sort", "none")
+            assert store.get_trial(page.evaluate(first_rate)).config["training"][
+                "learning_rate"] == RATES[0]
             assert errors == []
         finally:
             b.close()
