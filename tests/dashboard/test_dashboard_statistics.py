@@ -289,3 +289,10 @@ def test_a_sampled_rate_is_binned_in_the_contour_and_pruned_trials_stay_visible(
             assert errors == []
         finally:
             b.close()
+
+
+def test_a_finished_experiments_charts_do_not_wait_for_a_first_trial(client, store):
+    exp_id = _diverging(client, store)
+    html = client.get(f"/experiments/{exp_id}").get_data(as_text=True)
+    # until the page's script has read the trials its charts say they are loading
+    assert "Waiting for the first trial" not in html and "Loading the trials…" in html
