@@ -45,14 +45,17 @@ window.DnnCharts = (function () {
 
   // Diverged trials have no value to plot: each x where some diverged gets a red mark at the
   // foot of the chart with their count (by group on hover), rather than the trials vanishing.
-  function divergedMarks(diverged, x, group) {
+  // `axis` is the x axis (a log axis places annotations by log10), `ref` its name ("x2").
+  function divergedMarks(diverged, x, group, axis, ref) {
     const byX = P.groupBy(diverged.filter(function (t) { return t.params[x] !== undefined; }),
       function (t) { return t.params[x]; });
+    const suffix = (ref || "x").slice(1);
     return byX.map(function (entry) {
+      const v = entry[0];
+      const at = axis.type === "log" ? Math.log10(v) : typeof v === "number" ? v : P.fmt(v);
       const groups = P.groupBy(entry[1], function (t) { return group ? t.params[group] : null; });
-      return { x: typeof entry[0] === "number" ? entry[0] : P.fmt(entry[0]), xref: "x", yref: "paper", y: 0,
-        yanchor: "bottom", showarrow: false, text: "✕ " + entry[1].length + " diverged",
-        font: { color: DIVERGED_COLOUR, size: 11 }, captureevents: true,
+      return { x: at, xref: ref || "x", yref: "y" + suffix + " domain", y: 0, yanchor: "bottom", showarrow: false,
+        text: "✕ " + entry[1].length + " diverged", font: { color: DIVERGED_COLOUR, size: 11 }, captureevents: true,
         hovertext: groups.map(function (g) { return groupName(group, g[1][0]) + ": " + g[1].length; }).join("<br>") };
     });
   }
@@ -154,21 +157,28 @@ window.DnnCharts = (function () {
     ] : [] };
   }
 
-  // One small chart per varied parameter: the metric of every complete trial against it.
-  function sliceTraces(done, varied, y) {
+  // One small chart per varied parameter: the metric of every complete trial against it, and
+  // where trials diverged a count at the foot of the panel (the values that decide divergence
+  // show even when no trial at them trained).
+  function sliceTraces(done, varied, y, diverged) {
     const pts = done.filter(function (t) { return typeof value(t, y) === "number"; });
     const axes = {};
+    let marks = [];
     const traces = varied.map(function (p, i) {
       const suffix = i ? String(i + 1) : "";
-      axes["xaxis" + suffix] = Object.assign(P.axisFor(p, pts.map(function (t) { return t.params[p]; })),
-        { title: { text: P.label(p), standoff: 2 } });
+      const all = pts.concat(diverged).map(function (t) { return t.params[p]; });
+      const axis = diverged.length ? P.spanAxis(P.axisFor(p, all), all) : P.axisFor(p, all);
+      axes["xaxis" + suffix] = Object.assign(axis, { title: { text: P.label(p), standoff: 2 } });
       axes["yaxis" + suffix] = { title: { text: i ? "" : P.label(y) } };
+      marks = marks.concat(divergedMarks(diverged, p, null, axis, "x" + suffix).map(function (m) {
+        return Object.assign(m, { text: "✕ " + m.text.split(" ")[1] });
+      }));
       return { type: "scatter", mode: "markers", name: P.label(p), xaxis: "x" + suffix, yaxis: "y" + suffix,
         x: pts.map(function (t) { return typeof t.params[p] === "boolean" || t.params[p] === null ? String(t.params[p]) : t.params[p]; }),
         y: pts.map(function (t) { return value(t, y); }),
         marker: { size: 6, opacity: 0.6, color: P.colour(i) }, showlegend: false };
     });
-    return { traces: pts.length ? traces : [], axes: axes };
+    return { traces: pts.length ? traces : [], axes: axes, marks: marks };
   }
 
   function parallelTraces(done, varied, y) {
@@ -310,14 +320,16 @@ window.DnnCharts = (function () {
     const waiting = over ? "No trial completed: nothing to plot" : "Waiting for the first trial to finish…";
     const x = choice.x, y = choice.y, group = choice.group || null;
     const xs = done.map(function (t) { return t.params[x]; });
-    const xAxis = P.axisFor(x, xs);
+    const diverged = all.filter(function (t) { return t.state === S.DIVERGED; });
+    // the x axis spans the values where trials diverged too, so their marks show
+    const spanned = xs.concat(diverged.map(function (t) { return t.params[x]; }).filter(function (v) { return v !== undefined; }));
+    const xAxis = diverged.length ? P.spanAxis(P.axisFor(x, spanned), spanned) : P.axisFor(x, xs);
     const grouped = group ? " by " + P.label(group) : "";
 
-    const diverged = all.filter(function (t) { return t.state === S.DIVERGED; });
     const divergedText = diverged.length ? "; " + diverged.length + " diverged, marked ✕" : "";
     P.draw("chart-accuracy", byXTraces(done, x, y, group), P.layout({
       title: P.label(y) + " vs " + P.label(x) + grouped + " (mean ± sd" + divergedText + ")", xaxis: xAxis,
-      annotations: divergedMarks(diverged, x, group),
+      annotations: divergedMarks(diverged, x, group, xAxis, "x"),
       yaxis: { title: { text: P.label(y) }, type: choice.logY ? "log" : "linear" } }), waiting);
     P.draw("chart-time", byXTraces(done, x, "train_seconds", group), P.layout({
       title: "Training time per trial vs " + P.label(x) + grouped, xaxis: xAxis,
@@ -352,18 +364,20 @@ window.DnnCharts = (function () {
       yaxis: { title: { text: P.label(objective.metric) } } }), waiting);
 
     const varied = choice.varied;
-    const slices = sliceTraces(done, varied, y);
+    const slices = sliceTraces(done, varied, y, diverged);
     const cols = Math.min(3, Math.max(1, varied.length));
     const rows = Math.ceil(varied.length / cols);
     P.draw("chart-slice", slices.traces, P.layout(Object.assign({
-      title: "Slices: " + P.label(y) + " against each varied parameter",
+      title: "Slices: " + P.label(y) + " against each varied parameter" + (diverged.length ? " (✕: trials diverged there)" : ""),
+      annotations: slices.marks,
       grid: { rows: rows, columns: cols, pattern: "independent", xgap: 0.12, ygap: 0.35 },
       height: 120 + 220 * rows, margin: { l: 60, r: 20, t: 48, b: 50 } }, slices.axes)),
     varied.length ? waiting : "The sweep varies no parameter");
 
     const dims = varied.filter(function (p) { return p !== "seed"; });
     P.draw("chart-parallel", parallelTraces(done, dims.length ? dims : varied, y),
-      P.layout({ title: "Parameters → " + P.label(y), margin: { l: 60, r: 90, t: 90, b: 30 } }), waiting);
+      P.layout({ title: "Parameters → " + P.label(y) + (diverged.length ? " (" + diverged.length +
+        " diverged trials have no value to draw: the slices mark them)" : ""), margin: { l: 60, r: 90, t: 90, b: 30 } }), waiting);
 
     if (varied.indexOf("hidden_layers") >= 0) {
       const mode = y === objective.metric ? objective.mode : (/accuracy$/.test(y) ? "max" : "min");

@@ -125,6 +125,22 @@ window.DnnPlot = (function () {
     } };
   }
 
+  // `axis` (from axisFor) made to span every one of `values`, not only those its traces
+  // draw: marks placed at the others (where trials diverged) then stay on the chart.
+  function spanAxis(axis, values) {
+    const nums = values.filter(function (v) { return typeof v === "number" && Number.isFinite(v); });
+    if (axis.type === "category") {
+      const cats = Array.from(new Set(values.map(fmt))).sort();
+      return Object.assign(axis, { categoryorder: "array", categoryarray: cats });
+    }
+    if (!nums.length) return axis;
+    const log = axis.type === "log";
+    const to = log ? Math.log10 : Number;
+    const lo = to(Math.min.apply(null, nums)), hi = to(Math.max.apply(null, nums));
+    const pad = (hi - lo) * 0.06 || (log ? 0.3 : Math.abs(hi) * 0.1 || 1);
+    return Object.assign(axis, { range: [lo - pad, hi + pad], autorange: false });
+  }
+
   function meanStd(values) {
     const n = values.length;
     const mean = values.reduce(function (a, b) { return a + b; }, 0) / n;
@@ -284,7 +300,7 @@ window.DnnPlot = (function () {
 
   return { VOCAB: VOCAB, PALETTE: PALETTE, CONFIG: CONFIG, label: label, fmt: fmt, title: title, layout: layout,
     integerStep: integerStep, integerAxis: integerAxis, axisFor: axisFor, meanStd: meanStd,
-    bounds: bounds, direction: direction, band: band, logTicks: logTicks, bins: bins,
+    bounds: bounds, direction: direction, band: band, logTicks: logTicks, bins: bins, spanAxis: spanAxis,
     rankConfigurations: rankConfigurations, describeBest: describeBest,
     compare: compare, varying: varying, smooth: smooth, groupBy: groupBy, colour: colour,
     rgba: rgba, draw: draw };

@@ -3,6 +3,8 @@ the parameter that decided them named, and a best configuration tied on its mean
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import requests
 from dashboard_support import artifacts_dir, browser
@@ -138,6 +140,14 @@ def test_the_page_shows_diverged_trials_ties_and_best_so_far_in_finishing_order(
             accuracy = page.evaluate(layout, "chart-accuracy")
             assert "4 diverged, marked ✕" in page.evaluate(title, "chart-accuracy")
             assert [a["text"] for a in accuracy["annotations"]] == ["✕ 2 diverged"] * 2
+            # the learning rate's slice marks the four that diverged at 1000, on its axis
+            slices = page.evaluate(layout, "chart-slice")
+            marks = {(a["xref"], a["x"], a["text"]) for a in slices["annotations"]}
+            lr_ref = next(k for k, v in slices.items() if k.startswith("xaxis")
+                          and v["title"]["text"] == "learning rate").replace("axis", "")
+            assert (lr_ref, 3, "✕ 4") in marks  # a log axis: log10(1000)
+            lo, hi = slices[lr_ref.replace("x", "xaxis")]["range"]
+            assert lo < math.log10(0.05) and hi > 3
             # best so far over the 8 trials in finishing order, the diverged ones marked
             best = page.evaluate("document.getElementById('chart-best').data.map(d => d.x)")
             marks = page.evaluate(layout, "chart-best")["annotations"]
@@ -252,8 +262,6 @@ ASHA = {
 
 @pytest.mark.browser
 def test_a_sampled_rate_is_binned_in_the_contour_and_pruned_trials_stay_visible(quiet_server):
-    import math
-
     from playwright.sync_api import expect, sync_playwright
 
     base, store = quiet_server
