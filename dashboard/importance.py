@@ -37,6 +37,8 @@ DEFAULT_EVALUATOR = "ped_anova"
 FOREST_MAX_TRIALS = 1000
 # a log axis once the values span more than this ratio (learning rates, L2)
 LOG_RATIO = 10.0
+# fewer complete trials than this per varied parameter: the answer says it is a rough guide
+FEW_TRIALS_PER_PARAM = 5
 
 
 def _evaluator(name: str) -> optuna.importance.BaseImportanceEvaluator:
@@ -100,8 +102,11 @@ def importances(trials: Iterable[Any], metric: str, mode: str, evaluator: str) -
     The forest evaluators see a seeded sample of at most ``FOREST_MAX_TRIALS`` of them
     (``sampled`` in the answer says so).
     Returns ``{"importances": {...}, "ranking": [most important first], "n_trials": n,
-    "params": [varied parameters]}`` and, when there is
-    nothing to rank yet, an empty ``importances`` with a ``note`` saying why.
+    "params": [varied parameters], "few_trials": bool}``, with ``noise_floor`` (the seed's
+    importance) and ``below_noise`` (parameters that matter no more than it) when the seed
+    varies, ``n_diverged`` (and ``diverged_at``: see :func:`divergence`), a ``note`` on what
+    to make of it, and, when there is nothing to rank yet, an empty ``importances`` with a
+    ``note`` saying why.
     """
     rows: list[tuple[dict[str, Any], float]] = []
     diverged: list[dict[str, Any]] = []
@@ -153,8 +158,20 @@ def importances(trials: Iterable[Any], metric: str, mode: str, evaluator: str) -
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
         ranked = optuna.importance.get_param_importances(study, evaluator=_evaluator(evaluator))
     out["importances"] = {k: float(v) for k, v in ranked.items()}
+    notes = []
+    # a handful of trials per parameter makes any split look decisive
+    out["few_trials"] = len(rows) < FEW_TRIALS_PER_PARAM * len(varied)
+    if out["few_trials"]:
+        notes.append(f"rests on {len(rows)} trials for {len(varied)} parameters, fewer than "
+                     f"{FEW_TRIALS_PER_PARAM} a parameter: a rough guide")
+    if "seed" in ranked:
+        # the seed changes nothing but the draw: what matters no more than it is noise
+        out["noise_floor"] = float(ranked["seed"])
+        out["below_noise"] = [p for p in ranked if p != "seed" and ranked[p] <= ranked["seed"]]
     if diverged:
-        out["note"] = _diverged_note(out).lstrip("; ")
+        notes.append(_diverged_note(out).lstrip("; "))
+    if notes:
+        out["note"] = "; ".join(notes)
     out["ranking"] = list(ranked)  # JSON objects lose their order on the way out
     return out
 

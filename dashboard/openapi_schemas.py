@@ -114,6 +114,19 @@ def component_schemas() -> dict[str, Any]:
                         "description": "how many of the trials a forest evaluator saw",
                     },
                     "note": {"type": "string"},
+                    "few_trials": {
+                        "type": "boolean",
+                        "description": "fewer than 5 complete trials a varied parameter: a "
+                        "rough guide",
+                    },
+                    "noise_floor": {
+                        "type": "number",
+                        "description": "the seed's importance: what the draw alone explains",
+                    },
+                    "below_noise": {
+                        "type": "array", "items": {"type": "string"},
+                        "description": "parameters that matter no more than the seed",
+                    },
                     "n_diverged": {
                         "type": "integer",
                         "description": "DIVERGED trials: not ranked, for they have no value",

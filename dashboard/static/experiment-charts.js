@@ -286,13 +286,22 @@ window.DnnCharts = (function () {
         return;
       }
       const ranked = body.ranking.slice().reverse(); // the most important on top
+      // the seed changes only the draw: its bar is the noise floor (grey, a dashed line), and
+      // what matters no more than it is drawn pale
+      const below = new Set(body.below_noise || []);
+      const floor = typeof body.noise_floor === "number" ? [{ type: "line", xref: "x", yref: "paper",
+        x0: body.noise_floor, x1: body.noise_floor, y0: 0, y1: 1, line: { color: "#6b7280", width: 1, dash: "dash" } }] : [];
       P.draw("chart-importance", ranked.length ? [{ type: "bar", orientation: "h",
-        x: ranked.map(function (p) { return body.importances[p]; }), y: ranked.map(P.label),
+        x: ranked.map(function (p) { return body.importances[p]; }),
+        y: ranked.map(function (p) { return P.label(p) + (p === "seed" ? " (noise floor)" : ""); }),
         text: ranked.map(function (p) { return (100 * body.importances[p]).toFixed(1) + "%"; }), textposition: "auto",
-        marker: { color: "#2f5bd3" }, hovertemplate: "%{y}: %{x:.3f}<extra></extra>" }] : [],
+        marker: { color: ranked.map(function (p) { return p === "seed" ? "#9aa3b5" : below.has(p) ? "#a9bdf0" : "#2f5bd3"; }) },
+        hovertemplate: "%{y}: %{x:.3f}<extra></extra>" }] : [],
         P.layout({ title: "Parameter importance for " + P.label(y) + " (" + body.evaluator.replace("_", "-") + ", " + body.n_trials + " trials" +
+          (body.few_trials ? ", too few: a rough guide" : "") +
           (body.n_diverged ? "; " + body.n_diverged + " diverged, not ranked" : "") + ")",
-          margin: { l: 120, r: 20, t: 48, b: 40 }, xaxis: { title: { text: "importance (sums to 1)" }, rangemode: "tozero" },
+          shapes: floor, margin: { l: 140, r: 20, t: 48, b: 40 },
+          xaxis: { title: { text: "importance (sums to 1)" + (floor.length ? "; dashed: the seed's noise floor" : "") }, rangemode: "tozero" },
           height: Math.max(240, 80 + 28 * ranked.length) }),
         body.note ? "Importance: " + body.note : "Waiting for the first trials to finish…");
       const top = body.ranking.filter(function (p) { return p !== "seed"; }).slice(0, 2);

@@ -58,15 +58,36 @@ def test_importance_counts_diverged_trials_and_names_what_decided_them(client, s
         assert body["n_trials"] == 4 and body["n_diverged"] == 4
         assert body["params"] == ["hidden_layers", "seed"]
         assert body["diverged_at"] == {"learning_rate": [1000]}
-        assert body["note"] == ("4 diverged trials are not ranked (no value), and every trial "
-                                "diverged at learning_rate 1000")
+        assert body["note"].endswith("; 4 diverged trials are not ranked (no value), and every "
+                                     "trial diverged at learning_rate 1000")
+        # four trials for two parameters: it says the answer is rough
+        assert body["few_trials"] is True and body["note"].startswith(
+            "rests on 4 trials for 2 parameters, fewer than 5 a parameter: a rough guide")
     # an experiment where nothing diverged says nothing of it
     plain = client.post("/api/v1/experiments", json={**DIVERGING, "name": "calm", "training": {
         "optimizer": "sgd", "max_epochs": 3, "learning_rate": 0.01}}).json["id"]
     for t in store.list_trials(plain):
         _finish(store, t.id, TrialState.COMPLETE, {"test_accuracy": 0.9 + 0.01 * t.config["seed"]})
     body = client.get(f"/api/v1/experiments/{plain}/importance").json
-    assert body["n_diverged"] == 0 and "diverged_at" not in body and "note" not in body
+    assert body["n_diverged"] == 0 and "diverged_at" not in body and "diverged" not in body["note"]
+
+
+def test_importance_names_the_seed_as_the_noise_floor_and_what_sits_below_it(client, store):
+    spec = {"name": "noise", "dataset": {"name": "iris"},
+            "model": {"hidden_layers": {"grid": [1, 2, 3]}, "width": {"grid": [4, 8]}},
+            "training": {"max_epochs": 2, "learning_rate": {"grid": [0.001, 0.01, 0.1]}},
+            "search": {"seeds": 3}}
+    exp_id = client.post("/api/v1/experiments", json=spec).json["id"]
+    for t in store.list_trials(exp_id):
+        lr, seed = t.config["training"]["learning_rate"], t.config["seed"]
+        # the rate decides; the seed moves it a little; depth and width not at all
+        _finish(store, t.id, TrialState.COMPLETE,
+                {"test_accuracy": {0.001: 0.4, 0.01: 0.6, 0.1: 0.9}[lr] + 0.02 * seed})
+    body = client.get(f"/api/v1/experiments/{exp_id}/importance").json
+    assert body["n_trials"] == 54 and body["few_trials"] is False and "note" not in body
+    assert body["ranking"][:2] == ["learning_rate", "seed"]
+    assert body["noise_floor"] == body["importances"]["seed"] > 0
+    assert sorted(body["below_noise"]) == ["hidden_layers", "width"]
 
 
 def test_diverged_trials_come_back_as_diverged_not_as_numbers(client, store):
@@ -135,6 +156,7 @@ def test_the_page_shows_diverged_trials_ties_and_best_so_far_in_finishing_order(
             for chart in ("chart-accuracy", "chart-best", "chart-curves", "chart-importance"):
                 expect(page.locator(f"#{chart}.drawn")).to_have_count(1, timeout=15_000)
             layout = "(id) => document.getElementById(id).layout"
+            data = "(id) => document.getElementById(id).data"
             title = "(id) => document.getElementById(id).layout.title.text.replaceAll('<br>', ' ')"
             # accuracy against depth: each depth marks its two diverged trials
             accuracy = page.evaluate(layout, "chart-accuracy")
@@ -157,7 +179,14 @@ def test_the_page_shows_diverged_trials_ties_and_best_so_far_in_finishing_order(
             curves = page.evaluate(layout, "chart-curves")
             assert curves["yaxis"]["range"][1] < 1
             # importance says what it left out, and the contour what decided divergence
-            assert "4 diverged, not ranked" in page.evaluate(title, "chart-importance")
+            importance_title = page.evaluate(title, "chart-importance")
+            assert "4 diverged, not ranked" in importance_title
+            assert "too few: a rough guide" in importance_title
+            # the seed is the noise floor, not one more parameter
+            bars = page.evaluate(data, "chart-importance")[0]
+            assert "seed (noise floor)" in bars["y"]
+            floor = page.evaluate(layout, "chart-importance")["shapes"][0]
+            assert floor["x0"] == bars["x"][bars["y"].index("seed (noise floor)")]
             expect(page.locator("#chart-contour")).to_contain_text(
                 "every trial diverged at learning rate 1000", timeout=15_000)
             page.screenshot(path=str(artifacts_dir() / "dashboard-diverged.png"), full_page=True)
