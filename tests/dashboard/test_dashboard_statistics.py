@@ -4,6 +4,7 @@ the parameter that decided them named, and a best configuration tied on its mean
 from __future__ import annotations
 
 import math
+import re
 
 import pytest
 import requests
@@ -27,6 +28,17 @@ TIES = {
     "training": {"max_epochs": 2, "learning_rate": {"grid": [0.01, 0.1]}},
     "search": {"seeds": 2},
 }
+
+
+def _contrast(fg: str, bg: str) -> float:
+    """WCAG contrast ratio of two CSS ``rgb(r, g, b)`` colours."""
+    def luminance(css: str) -> float:
+        channels = [int(c) / 255 for c in re.findall(r"\d+", css)[:3]]
+        linear = [c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4 for c in channels]
+        return 0.2126 * linear[0] + 0.7152 * linear[1] + 0.0722 * linear[2]
+
+    high, low = sorted([luminance(fg), luminance(bg)], reverse=True)
+    return (high + 0.05) / (low + 0.05)
 
 
 def _finish(store, trial_id, state, metrics, history=()):
@@ -189,6 +201,19 @@ def test_the_page_shows_diverged_trials_ties_and_best_so_far_in_finishing_order(
             assert floor["x0"] == bars["x"][bars["y"].index("seed (noise floor)")]
             expect(page.locator("#chart-contour")).to_contain_text(
                 "every trial diverged at learning rate 1000", timeout=15_000)
+            # every state's badge reads at 4.5:1 or more (WCAG AA for its 11 px text)
+            for name, fg, bg in page.evaluate("""() => {
+                const v = JSON.parse(document.getElementById('dnnframe-vocabulary').textContent);
+                const names = Object.values(v.states).concat(['COMPLETE_WITH_FAILURES']);
+                return names.map(n => {
+                    const el = document.createElement('span');
+                    el.className = 'state state-' + n;
+                    el.textContent = n;
+                    document.body.appendChild(el);
+                    const style = getComputedStyle(el);
+                    return [n, style.color, style.backgroundColor];
+                }); }"""):
+                assert _contrast(fg, bg) >= 4.5, (name, fg, bg, _contrast(fg, bg))
             page.screenshot(path=str(artifacts_dir() / "dashboard-diverged.png"), full_page=True)
             assert errors == []
         finally:
