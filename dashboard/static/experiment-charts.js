@@ -138,7 +138,7 @@ window.DnnCharts = (function () {
     const inOrder = finished.filter(function (t) {
       return t.state === S.DIVERGED || (t.state === V.scored && typeof t.metrics[metric] === "number");
     }).sort(function (a, b) { return (a.finished_at || 0) - (b.finished_at || 0) || P.compare(a.id, b.id); });
-    const stepX = [], stepY = [], doneX = [], doneY = [], marks = [];
+    const stepX = [], stepY = [], doneX = [], doneY = [], doneIds = [], marks = [];
     let best = null;
     inOrder.forEach(function (t, i) {
       if (t.state === S.DIVERGED) {
@@ -148,11 +148,12 @@ window.DnnCharts = (function () {
       }
       const v = t.metrics[metric];
       if (best === null || better(v, best)) best = v;
-      doneX.push(i + 1); doneY.push(v);
+      doneX.push(i + 1); doneY.push(v); doneIds.push(t.id);
       stepX.push(i + 1); stepY.push(best);
     });
     return { marks: marks, traces: doneX.length ? [
-      { type: "scatter", mode: "markers", name: "completed trial", marker: { size: 5, color: "#bbb" }, x: doneX, y: doneY },
+      { type: "scatter", mode: "markers", name: "completed trial", marker: { size: 5, color: "#bbb" }, x: doneX, y: doneY,
+        customdata: doneIds, hovertemplate: "trial %{x}: %{y:.4g}<br>click: its trial<extra></extra>" },
       { type: "scatter", mode: "lines", name: "best so far", line: { shape: "hv", width: 2 }, x: stepX, y: stepY },
     ] : [] };
   }
@@ -175,7 +176,8 @@ window.DnnCharts = (function () {
       }));
       return { type: "scatter", mode: "markers", name: P.label(p), xaxis: "x" + suffix, yaxis: "y" + suffix,
         x: pts.map(function (t) { return typeof t.params[p] === "boolean" || t.params[p] === null ? String(t.params[p]) : t.params[p]; }),
-        y: pts.map(function (t) { return value(t, y); }),
+        y: pts.map(function (t) { return value(t, y); }), customdata: pts.map(function (t) { return t.id; }),
+        hovertemplate: "%{x}: %{y:.4g}<br>click: its trial<extra></extra>",
         marker: { size: 6, opacity: 0.6, color: P.colour(i) }, showlegend: false };
     });
     return { traces: pts.length ? traces : [], axes: axes, marks: marks };
@@ -321,6 +323,19 @@ window.DnnCharts = (function () {
     }
   }
 
+  // A point that is one trial (its id in customdata) opens that trial's page when clicked.
+  function linkPoints(id, meta) {
+    const el = document.getElementById(id);
+    if (!el || typeof el.on !== "function") return; // nothing drawn
+    el.removeAllListeners("plotly_click"); // a redraw must not stack handlers
+    el.on("plotly_click", function (event) {
+      const point = event.points && event.points[0];
+      if (point && typeof point.customdata === "string") {
+        window.location.href = meta.trial_page.replace("TRIAL_ID", encodeURIComponent(point.customdata));
+      }
+    });
+  }
+
   // ---------------------------------------------------------------- all charts
   function render(all, meta, choice) {
     if (typeof Plotly === "undefined") return;
@@ -400,6 +415,7 @@ window.DnnCharts = (function () {
     } else {
       P.draw("chart-depth", [], null, "Depth profile: this sweep does not vary the number of hidden layers");
     }
+    for (const id of ["chart-slice", "chart-best"]) linkPoints(id, meta);
     lastDone = done;
     importance(meta, y, choice.evaluator, done.length);
   }

@@ -146,6 +146,8 @@ def test_the_page_shows_diverged_trials_ties_and_best_so_far_in_finishing_order(
 
     base, store = quiet_server
     exp_id = requests.post(base + "/api/v1/experiments", json=DIVERGING, timeout=30).json()["id"]
+    ids_trained = {t.id for t in store.list_trials(exp_id)
+                   if t.config["training"]["learning_rate"] != 1000}
     for t in sorted(store.list_trials(exp_id), key=lambda t: t.id):
         if t.config["training"]["learning_rate"] == 1000:
             _finish(store, t.id, TrialState.DIVERGED, {"test_loss": float("nan")},
@@ -215,6 +217,13 @@ def test_the_page_shows_diverged_trials_ties_and_best_so_far_in_finishing_order(
                 }); }"""):
                 assert _contrast(fg, bg) >= 4.5, (name, fg, bg, _contrast(fg, bg))
             page.screenshot(path=str(artifacts_dir() / "dashboard-diverged.png"), full_page=True)
+            # a slice's point is a trial: clicking it opens the trial's page
+            point = page.locator("#chart-slice .scatterlayer .point").first
+            point.scroll_into_view_if_needed()
+            box = point.bounding_box()
+            page.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+            page.wait_for_url("**/trials/t-*", timeout=15_000)
+            assert page.url.rsplit("/", 1)[1] in ids_trained
             assert errors == []
         finally:
             b.close()
