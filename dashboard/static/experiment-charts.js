@@ -183,8 +183,12 @@ window.DnnCharts = (function () {
     return { traces: pts.length ? traces : [], axes: axes, marks: marks };
   }
 
+  // The parallel coordinates of every complete trial; brushing an axis filters the table and
+  // the other charts (brush.js), so each axis is described in `parallelInfos` for it.
+  let parallelInfos = [];
   function parallelTraces(done, varied, y) {
     const pts = done.filter(function (t) { return typeof value(t, y) === "number"; });
+    const infos = [];
     const dims = varied.map(function (p) {
       const raw = pts.map(function (t) { return t.params[p]; });
       if (raw.every(function (v) { return typeof v === "number"; })) {
@@ -198,18 +202,34 @@ window.DnnCharts = (function () {
         } else if (log) { // the axis holds log10 values: label its decades with real ones
           Object.assign(dim, P.logTicks(lo, hi));
         }
+        infos.push({ key: p, log: log, categories: null });
         return dim;
       }
       const values = Array.from(new Set(raw.map(String))).sort();
+      infos.push({ key: p, log: false, categories: values });
       return { label: P.label(p), values: raw.map(function (v) { return values.indexOf(String(v)); }),
         tickvals: values.map(function (_, i) { return i; }), ticktext: values };
     });
     dims.push({ label: P.label(y), values: pts.map(function (t) { return value(t, y); }) });
+    infos.push({ key: y, log: false, categories: null });
+    dims.forEach(function (d, i) {
+      const range = window.DnnBrush.constraint(infos[i]);
+      if (range) d.constraintrange = range;
+    });
+    parallelInfos = infos;
     return pts.length ? [{ type: "parcoords", dimensions: dims, labelangle: 0, labelside: "top",
       tickfont: { size: 11, shadow: "auto" },
       line: { color: pts.map(function (t) { return value(t, y); }), colorscale: "Viridis", showscale: true,
         reversescale: P.direction(y) === "min", // the better end is the bright one
         colorbar: { thickness: 12, x: 1.04 } } }] : [];
+  }
+
+  // A drag on an axis restyles the chart: read the brushes back from it.
+  function listenForBrushes() {
+    const el = document.getElementById("chart-parallel");
+    if (!el || typeof el.on !== "function") return;
+    el.removeAllListeners("plotly_restyle");
+    el.on("plotly_restyle", function () { window.DnnBrush.read(el.data[0].dimensions, parallelInfos); });
   }
 
   // Depth profile: for each layer design the best and the mean of the metric against depth
@@ -337,11 +357,19 @@ window.DnnCharts = (function () {
   }
 
   // ---------------------------------------------------------------- all charts
-  function render(all, meta, choice) {
+  function keeps(t) { return window.DnnBrush.keeps(t, value); }
+
+  // Every chart from `everything` the page holds; while the parallel coordinates are brushed
+  // the others show only the trials inside the brushes (the parallel chart shows them all,
+  // with its brushes on).
+  function render(everything, meta, choice) {
     if (typeof Plotly === "undefined") return;
+    const brushed = window.DnnBrush.active();
+    const all = brushed ? everything.filter(keeps) : everything;
     const done = all.filter(function (t) { return t.state === V.scored; });
-    const over = all.length > 0 && all.every(function (t) { return FINISHED.has(t.state); });
-    const waiting = over ? "No trial completed: nothing to plot" : "Waiting for the first trial to finish…";
+    const over = everything.length > 0 && everything.every(function (t) { return FINISHED.has(t.state); });
+    const waiting = brushed ? "No trial inside the brushed ranges of the parallel coordinates"
+      : over ? "No trial completed: nothing to plot" : "Waiting for the first trial to finish…";
     const x = choice.x, y = choice.y, group = choice.group || null;
     const xs = done.map(function (t) { return t.params[x]; });
     const diverged = all.filter(function (t) { return t.state === S.DIVERGED; });
@@ -399,8 +427,9 @@ window.DnnCharts = (function () {
     varied.length ? waiting : "The sweep varies no parameter");
 
     const dims = varied.filter(function (p) { return p !== "seed"; });
-    P.draw("chart-parallel", parallelTraces(done, dims.length ? dims : varied, y),
-      P.layout({ title: "Parameters → " + P.label(y) + (diverged.length ? " (" + diverged.length +
+    const allDone = everything.filter(function (t) { return t.state === V.scored; });
+    P.draw("chart-parallel", parallelTraces(allDone, dims.length ? dims : varied, y),
+      P.layout({ title: "Parameters → " + P.label(y) + " (drag along an axis to filter the table and charts)" + (diverged.length ? " (" + diverged.length +
         " diverged trials have no value to draw: the slices mark them)" : ""), margin: { l: 60, r: 90, t: 90, b: 30 } }), waiting);
 
     if (varied.indexOf("hidden_layers") >= 0) {
@@ -416,9 +445,10 @@ window.DnnCharts = (function () {
       P.draw("chart-depth", [], null, "Depth profile: this sweep does not vary the number of hidden layers");
     }
     for (const id of ["chart-slice", "chart-best"]) linkPoints(id, meta);
+    listenForBrushes();
     lastDone = done;
     importance(meta, y, choice.evaluator, done.length);
   }
 
-  return { render: render, value: value };
+  return { render: render, value: value, keeps: keeps };
 })();

@@ -130,6 +130,14 @@
   // ----------------------------------------------------------------- table
   const table = window.DnnTrialTable.create(meta, trials, remember);
 
+  // brushes on the parallel coordinates filter the table and the charts, and live in the URL
+  window.DnnBrush.load(new URLSearchParams(location.search).get("brush"));
+  window.DnnBrush.onChange(function () {
+    remember("brush", window.DnnBrush.text(), null);
+    redraw();
+  });
+  document.getElementById("clear-brush").addEventListener("click", function () { window.DnnBrush.clear(); });
+
   // ----------------------------------------------------------------- progress
   const SEGMENTS = V.bar;
 
@@ -187,7 +195,7 @@
     const choice = choose(all);
     table.setColumns(choice.varied, choice.y);
     if (last) renderProgress(last, choice.varied);
-    table.render();
+    table.render(window.DnnBrush.active() ? window.DnnCharts.keeps : null);
     window.DnnCharts.render(all, meta, choice);
   }
 

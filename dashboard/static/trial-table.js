@@ -53,7 +53,7 @@ window.DnnTrialTable = (function () {
           remember("sort", sortKey, null);
           remember("desc", sortDesc ? "1" : "0", "0");
           markSorted();
-          renderTable();
+          renderTable(lastKeep);
         });
         tr.appendChild(th);
       }
@@ -83,8 +83,14 @@ window.DnnTrialTable = (function () {
       return P.compare(a.id, b.id);
     }
 
-    function renderTable() {
-      const rows = Array.from(trials.values());
+    // keep: null for every trial, else the trials to show (the parallel coordinates' brushes)
+    function renderTable(keep) {
+      const every = Array.from(trials.values());
+      const rows = keep ? every.filter(keep) : every;
+      const note = document.getElementById("brushed");
+      note.hidden = !keep;
+      document.getElementById("brushed-text").textContent = keep ? "Showing " + rows.length + " of " +
+        every.length + " trials: those inside the brushed ranges of the parallel coordinates." : "";
       rows.sort(function (a, b) {
         if (sortKey !== null) {
           const x = cell(a, sortKey), y = cell(b, sortKey);
@@ -114,7 +120,13 @@ window.DnnTrialTable = (function () {
       });
     }
 
-    return { setColumns: setColumns, render: renderTable };
+    let lastKeep = null;
+    function render(keep) {
+      lastKeep = keep || null;
+      renderTable(lastKeep);
+    }
+
+    return { setColumns: setColumns, render: render };
   }
 
   return { create: create, EXTRA_VALUES: EXTRA_VALUES };
