@@ -6,14 +6,26 @@
 // other tabs as a stream per tab would). DnnLive.unwatch(id) stops them.
 window.DnnLive = (function () {
   "use strict";
-  let port = null;
+  let port = null, broken = false;
   const watched = new Map(); // experiment id → { eventsUrl, onMessage }
+
+  // The worker did not start (its script failed to load or run): every page that counted
+  // on it is told its stream is closed, and polls; later watches answer false.
+  function lost() {
+    broken = true;
+    port = null;
+    const held = Array.from(watched.entries());
+    watched.clear();
+    for (const [id, h] of held) h.onMessage({ type: "closed", experiment_id: id, data: {} });
+  }
 
   function connect(workerUrl) {
     if (port) return port;
-    if (!window.SharedWorker) return null;
+    if (broken || !window.SharedWorker) return null;
     try {
-      port = new SharedWorker(workerUrl, { name: "dnnframe-live" }).port;
+      const worker = new SharedWorker(workerUrl, { name: "dnnframe-live" });
+      worker.addEventListener("error", lost);
+      port = worker.port;
     } catch (e) { // a browser or policy that refuses it
       return null;
     }

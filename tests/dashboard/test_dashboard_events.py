@@ -351,3 +351,29 @@ def test_a_running_trials_page_follows_its_epochs_and_shows_its_end(quiet_server
             assert errors == []
         finally:
             b.close()
+
+
+@pytest.mark.browser
+def test_a_page_polls_when_the_shared_stream_worker_cannot_start(quiet_server):
+    from playwright.sync_api import expect, sync_playwright
+
+    base, store = quiet_server
+    exp_id = requests.post(base + "/api/v1/experiments", json=TINY_SPEC, timeout=30).json()["id"]
+    with sync_playwright() as p:
+        b = browser(p)
+        try:
+            context = b.new_context()
+            # the worker's script cannot be had (a proxy, a broken deploy)
+            context.route("**/live-worker.js", lambda route: route.fulfill(status=404))
+            page = context.new_page()
+            errors: list[str] = []
+            page.on("pageerror", lambda exc: errors.append(str(exc)))
+            page.goto(base + f"/experiments/{exp_id}")
+            page.wait_for_function("() => document.body.dataset.live === 'poll'", timeout=15_000)
+            trial = store.list_trials(exp_id)[0].id
+            assert store.claim_trial(trial, "w1")
+            expect(page.locator(f"tr[data-trial='{trial}']")).to_have_attribute(
+                "data-state", "RUNNING", timeout=15_000)
+            assert errors == []
+        finally:
+            b.close()
