@@ -267,6 +267,19 @@ window.DnnPlot = (function () {
       margin: margin, height: (chartLayout.height || 340) + 17 * (lines.length - 1) });
   }
 
+  // A text alternative for a chart: what it shows (its title) and how much (its series and
+  // points), for a screen reader, which cannot read the drawing.
+  function describe(el, chartLayout, traces) {
+    const title = String((chartLayout.title && chartLayout.title.text) || "chart").replace(/<br>/g, " ");
+    const named = traces.filter(function (t) { return t.name && t.showlegend !== false; }).map(function (t) { return t.name; });
+    const points = traces.reduce(function (n, t) {
+      return n + (t.type === "parcoords" ? (t.dimensions[0] || { values: [] }).values.length : (t.y || t.x || []).length || 0);
+    }, 0);
+    el.setAttribute("role", "img");
+    el.setAttribute("aria-label", title + ": " + points + " values" +
+      (named.length ? " in " + named.length + " series (" + named.slice(0, 8).join("; ") + (named.length > 8 ? "; …" : "") + ")" : ""));
+  }
+
   // A chart with nothing to draw says why instead of showing empty default axes.
   function draw(id, traces, chartLayout, emptyText) {
     const el = document.getElementById(id);
@@ -274,6 +287,8 @@ window.DnnPlot = (function () {
     if (!traces.length) {
       if (el.dataset.waiting !== emptyText) {
         Plotly.purge(el);
+        el.removeAttribute("role"); // the note below is text a screen reader reads
+        el.removeAttribute("aria-label");
         el.style.height = "";
         el.classList.remove("drawn");
         el.textContent = "";
@@ -296,6 +311,7 @@ window.DnnPlot = (function () {
     el.style.height = (laid.height || LAYOUT.height) + "px";
     el.classList.add("drawn");
     Plotly.react(el, traces, laid, CONFIG);
+    describe(el, laid, traces);
   }
 
   return { VOCAB: VOCAB, PALETTE: PALETTE, CONFIG: CONFIG, label: label, fmt: fmt, title: title, layout: layout,

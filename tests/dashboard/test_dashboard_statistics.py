@@ -203,6 +203,13 @@ def test_the_page_shows_diverged_trials_ties_and_best_so_far_in_finishing_order(
             assert floor["x0"] == bars["x"][bars["y"].index("seed (noise floor)")]
             expect(page.locator("#chart-contour")).to_contain_text(
                 "every trial diverged at learning rate 1000", timeout=15_000)
+            # each chart has a text alternative: what it shows, and how much
+            for chart in ("chart-accuracy", "chart-best", "chart-slice", "chart-parallel"):
+                described = page.locator(f"#{chart}")
+                expect(described).to_have_attribute("role", "img")
+                assert " values" in described.get_attribute("aria-label")
+            assert page.get_attribute("#chart-best", "aria-label").startswith(
+                "Highest test accuracy so far (4 diverged, marked ✕): 8 values in 2 series")
             # every state's badge reads at 4.5:1 or more (WCAG AA for its 11 px text)
             for name, fg, bg in page.evaluate("""() => {
                 const v = JSON.parse(document.getElementById('dnnframe-vocabulary').textContent);
