@@ -374,3 +374,15 @@ def test_a_finished_experiments_charts_do_not_wait_for_a_first_trial(client, sto
     html = client.get(f"/experiments/{exp_id}").get_data(as_text=True)
     # until the page's script has read the trials its charts say they are loading
     assert "Waiting for the first trial" not in html and "Loading the trials…" in html
+
+
+def test_an_empty_integer_query_parameter_is_refused_by_name(client, store):
+    """The document says integer: "limit=" is no integer, as "+5" is not (a form's empty
+    field)."""
+    exp_id = client.post("/api/v1/experiments", json=TIES).json["id"]
+    for url, name in [("/api/v1/experiments?limit=", "limit"),
+                      (f"/api/v1/experiments/{exp_id}/trials?offset=", "offset"),
+                      (f"/api/v1/experiments/{exp_id}/events?since=", "since")]:
+        r = client.get(url)
+        assert r.status_code == 400 and r.json["errors"][0]["path"] == name, (url, r.json)
+        assert f"query parameter {name} must be an integer, but got ''" in r.json["message"]
