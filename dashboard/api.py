@@ -8,7 +8,7 @@ from typing import Any
 from flask import Blueprint, Response, current_app, jsonify, request, url_for
 
 from dnnframe import __version__
-from dnnframe.exceptions import DnnframeError, brief
+from dnnframe.exceptions import DnnframeError, NotFoundError, brief
 from dnnframe.spec import count_trials
 from dnnframe.states import EXPERIMENT_STATUSES
 from dnnframe.worker_status import workers_with_status
@@ -16,6 +16,7 @@ from dnnframe.worker_status import workers_with_status
 from .celery_view import celery_inspect, wrong_store
 from .context import services
 from .errors import APIError
+from .events import MAX_STREAMED
 from .events import stream as event_stream
 from .forms import check_form
 from .graphs import graphs_progress
@@ -218,9 +219,39 @@ def experiment_events(experiment_id: str) -> Response:
     since = int_arg("since", 0, 0)  # a bad cursor is a 400 whatever the experiment's state
     if svc.store.get_experiment(experiment_id).is_finished:  # 404 for an unknown id
         return Response(status=204)
+    return _event_response([experiment_id], [], since or 0)
+
+
+@bp.get("/events")
+def events() -> Response:
+    """One event stream for several experiments (``experiment=<id>``, repeated), as the
+    experiment stream gives each, every event naming its ``experiment_id``: all the tabs of a
+    browser share one. An experiment that is finished or unknown gets ``end`` at once; 204
+    when none is left to follow."""
+    given = request.args.getlist("experiment")
+    ids = list(dict.fromkeys(given))
+    if not given or len(given) > MAX_STREAMED or not all(given):
+        rule = f"must name between 1 and {MAX_STREAMED} experiments, none of them empty"
+        raise APIError(400, f"query parameter experiment {rule}",
+                       [{"path": "experiment", "message": rule}])
+    store = services().store
+    live, ended = [], []
+    for experiment_id in ids:
+        try:
+            (ended if store.get_experiment(experiment_id).is_finished else live).append(
+                experiment_id)
+        except NotFoundError:  # gone: its tab stops listening, the others go on
+            ended.append(experiment_id)
+    if not live:
+        return Response(status=204)
+    return _event_response(live, ended, None)
+
+
+def _event_response(live: list[str], ended: list[str], since: int | None) -> Response:
+    svc = services()
     svc.feed.describe = update_json
-    start = svc.feed.open_stream(experiment_id)
-    if start is False:
+    starts = svc.feed.open_stream(live)
+    if starts is None:
         raise APIError(
             503,
             f"this server already streams to {svc.feed.max_streams} pages; poll "
@@ -228,7 +259,7 @@ def experiment_events(experiment_id: str) -> Response:
             headers={"Retry-After": "30"},
         )
     response = Response(
-        event_stream(svc.feed, experiment_id, since or 0, start), mimetype="text/event-stream"
+        event_stream(svc.feed, starts, since, ended), mimetype="text/event-stream"
     )
     response.headers["Cache-Control"] = "no-cache"
     response.headers["X-Accel-Buffering"] = "no"  # nginx: pass events on at once

@@ -11,10 +11,13 @@ A stream holds one server thread while it is open (gunicorn's gthread workers), 
 process serves at most ``EVENT_STREAMS`` of them; the next is refused with 503 and the page
 polls instead. Streams end after ``STREAM_SECONDS`` and the browser reconnects on its own.
 
-A stream also holds one of the six connections a browser keeps per host, so it must not
-outlive its experiment: when an update says the experiment is over the stream sends ``end``
-and closes (the page then stops listening), and a stream asked for a finished experiment is
-answered 204, which tells EventSource not to reconnect.
+A stream also holds one of the six connections a browser keeps per host for all its tabs.
+So one stream may follow several experiments (``/api/v1/events?experiment=…``): the
+dashboard's tabs share one, held by a SharedWorker (static/live-worker.js), however many
+tabs and experiments are open. And a stream must not outlive its experiments: when an update
+says an experiment is over the stream sends ``end`` for it, and closes after its last one;
+a stream asked only for finished experiments is answered 204, which tells EventSource not
+to reconnect.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ import logging
 import threading
 import time
 from collections import Counter, deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, NamedTuple
 
 from dnnframe.exceptions import DnnframeError
@@ -36,6 +39,7 @@ KEEPALIVE_S = 15.0  # a comment line this often finds closed connections and kee
 STREAM_SECONDS = 300.0  # then the browser reconnects (EventSource does, after `retry`)
 MIN_GAP_S = 1.0  # at most one event a second per page, however fast trials change
 PAGE = 1000
+MAX_STREAMED = 100  # experiments one stream follows at most (a browser's open tabs)
 UPDATES_KEPT = 64  # per experiment: a stream further behind is told to read for itself
 # streams one server process holds open at most (each holds a thread; see gunicorn_config)
 DEFAULT_STREAMS = 16
@@ -74,17 +78,18 @@ class ChangeFeed:
             self.closed = True
             self._cond.notify_all()
 
-    def open_stream(self, experiment_id: str) -> int | None | bool:
-        """Take a stream slot for ``experiment_id`` (starting the reader if it is idle).
+    def open_stream(self, experiment_ids: Iterable[str]) -> dict[str, int | None] | None:
+        """Take one stream slot for ``experiment_ids`` (starting the reader if it is idle).
 
-        Returns False when every slot is taken, else the change number of the experiment's
-        latest update (None before its first): where the new stream's updates start.
+        Returns None when every slot is taken, else each experiment's latest update's change
+        number (None before its first): where the new stream's updates start.
         """
+        ids = list(dict.fromkeys(experiment_ids))
         with self._cond:
             if self.closed or self._open >= self.max_streams:
-                return False
+                return None
             self._open += 1
-            self._watched[experiment_id] += 1
+            self._watched.update(ids)
             if self._thread is None:
                 # the reader's cursor is set before any stream waits, so no change made
                 # after this call can be missed
@@ -92,21 +97,31 @@ class ChangeFeed:
                 self._thread = threading.Thread(target=self._follow, name="dnnframe-change-feed",
                                                 daemon=True)
                 self._thread.start()
-            updates = self._updates.get(experiment_id)
-            return updates[-1].seq if updates else None
+            starts: dict[str, int | None] = {}
+            for e in ids:
+                updates = self._updates.get(e)
+                starts[e] = updates[-1].seq if updates else None
+            return starts
 
-    def close_stream(self, experiment_id: str) -> None:
+    def close_stream(self, experiment_ids: Iterable[str]) -> None:
         with self._cond:
             self._open -= 1
-            self._watched[experiment_id] -= 1
-            if self._watched[experiment_id] <= 0:
-                del self._watched[experiment_id]
-                self._updates.pop(experiment_id, None)
+            for e in dict.fromkeys(experiment_ids):
+                self._watched[e] -= 1
+                if self._watched[e] <= 0:
+                    del self._watched[e]
+                    self._updates.pop(e, None)
 
-    def updates(self, experiment_id: str, after: int | None, timeout: float) -> list[Update]:
-        """The experiment's updates past ``after`` (waiting up to ``timeout`` for one)."""
-        def newer() -> list[Update]:
-            return [u for u in self._updates.get(experiment_id, ()) if after is None or u.seq > after]
+    def updates(self, after: dict[str, int | None], timeout: float) -> dict[str, list[Update]]:
+        """Each experiment's updates past its change number in ``after`` (waiting up to
+        ``timeout`` for one); experiments with none are left out."""
+        def newer() -> dict[str, list[Update]]:
+            found = {}
+            for e, seen in after.items():
+                kept = [u for u in self._updates.get(e, ()) if seen is None or u.seq > seen]
+                if kept:
+                    found[e] = kept
+            return found
 
         with self._cond:
             self._cond.wait_for(lambda: self.closed or bool(newer()), timeout)
@@ -162,34 +177,48 @@ def _event(name: str, data: dict[str, Any]) -> str:
     return f"event: {name}\ndata: {json.dumps(data)}\n\n"
 
 
-def stream(feed: ChangeFeed, experiment_id: str, since: int, start: int | None) -> Iterator[str]:
-    """The event stream of one page (the caller took a slot with ``open_stream``, which
-    gave ``start``).
+def stream(feed: ChangeFeed, starts: dict[str, int | None], since: int | None = None,
+           ended: Iterable[str] = ()) -> Iterator[str]:
+    """The event stream of one page, or of every tab of one browser (the caller took a slot
+    with ``open_stream``, which gave ``starts``: the experiments it follows).
 
-    It starts with a ``change`` event, so the page reads whatever changed between its cursor
-    and the stream's start; then ``trials`` events carry the changed trials (and the
-    experiment's counts) as the feed reads them. A stream that fell more than
-    ``UPDATES_KEPT`` updates behind gets a ``change`` event instead, and the page reads.
-    After the update that finishes the experiment comes ``end``, and the stream closes.
+    ``ended`` are experiments asked for that are already over (or unknown): each gets ``end``
+    at once. Then a ``change`` event for each followed experiment, so the page reads whatever
+    changed between its cursor (``since``, when the page gave one) and the stream's start;
+    then ``trials`` events carry the changed trials (and the experiment's counts) as the feed
+    reads them. An experiment whose stream fell more than ``UPDATES_KEPT`` updates behind gets
+    a ``change`` event instead, and its page reads. After the update that finishes an
+    experiment comes its ``end``; the stream closes after the last one.
     """
+    cursor = {} if since is None else {"cursor": since}
     try:
-        yield "retry: 3000\n\n"
-        yield _event("change", {"cursor": since})
-        seen = start
+        yield "retry: 3000\n\n" + "".join(
+            [_event("end", {**cursor, "experiment_id": e}) for e in ended]
+            + [_event("change", {**cursor, "experiment_id": e}) for e in starts])
+        seen = dict(starts)
         ends = time.monotonic() + STREAM_SECONDS
-        while time.monotonic() < ends and not feed.closed:
-            updates = feed.updates(experiment_id, seen, KEEPALIVE_S)
-            if not updates:
+        while seen and time.monotonic() < ends and not feed.closed:
+            found = feed.updates(seen, KEEPALIVE_S)
+            if not found:
                 yield ": keep-alive\n\n"
                 continue
-            if updates[0].previous != seen:  # some were dropped: the page reads them itself
-                yield _event("change", {"cursor": since})
-            else:
-                yield "".join(f"event: trials\ndata: {u.data}\n\n" for u in updates)
-            seen = updates[-1].seq
-            if updates[-1].over:
-                yield _event("end", {"cursor": seen})
-                return
-            time.sleep(MIN_GAP_S)
+            yield "".join(_sent(e, updates, seen, cursor) for e, updates in found.items())
+            if seen:
+                time.sleep(MIN_GAP_S)
     finally:
-        feed.close_stream(experiment_id)
+        feed.close_stream(starts)
+
+
+def _sent(experiment_id: str, updates: list[Update], seen: dict[str, int | None],
+          cursor: dict[str, int]) -> str:
+    """The events that pass ``updates`` of one experiment on; ``seen`` moves past them and
+    forgets an experiment that is over."""
+    if updates[0].previous != seen[experiment_id]:  # some were dropped: the page reads them
+        text = _event("change", {**cursor, "experiment_id": experiment_id})
+    else:
+        text = "".join(f"event: trials\ndata: {u.data}\n\n" for u in updates)
+    seen[experiment_id] = updates[-1].seq
+    if updates[-1].over:
+        del seen[experiment_id]
+        text += _event("end", {"cursor": updates[-1].seq, "experiment_id": experiment_id})
+    return text

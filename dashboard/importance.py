@@ -25,7 +25,7 @@ from optuna.distributions import (
     IntDistribution,
 )
 
-from dnnframe.states import SCORED_STATE
+from dnnframe.states import SCORED_STATE, TrialState
 
 from .params import trial_params, trial_values
 
@@ -37,6 +37,8 @@ DEFAULT_EVALUATOR = "ped_anova"
 FOREST_MAX_TRIALS = 1000
 # a log axis once the values span more than this ratio (learning rates, L2)
 LOG_RATIO = 10.0
+# fewer complete trials than this per varied parameter: the answer says it is a rough guide
+FEW_TRIALS_PER_PARAM = 5
 
 
 def _evaluator(name: str) -> optuna.importance.BaseImportanceEvaluator:
@@ -71,6 +73,28 @@ def _param_value(dist: BaseDistribution, value: Any) -> Any:
     return _choice(value) if isinstance(dist, CategoricalDistribution) else value
 
 
+def divergence(trained: list[dict[str, Any]], diverged: list[dict[str, Any]]) -> dict[str, Any]:
+    """What the ranking leaves out: ``n_diverged`` trials (they have no value to rank) and,
+    when there are any, ``diverged_at``: each parameter → the values at which every trial
+    diverged while some trial at another value trained, so a parameter that decides
+    divergence is named even though the trials that trained do not vary it.
+
+    >>> divergence([{"lr": 0.05, "depth": 1}, {"lr": 0.05, "depth": 2}],
+    ...            [{"lr": 1000, "depth": 1}, {"lr": 1000, "depth": 2}])
+    {'n_diverged': 2, 'diverged_at': {'lr': [1000]}}
+    """
+    if not diverged:
+        return {"n_diverged": 0}
+    at: dict[str, list[Any]] = {}
+    for name in sorted({k for params in diverged for k in params}):
+        seen_trained = {repr(p.get(name)) for p in trained}
+        values = {repr(p.get(name)): p.get(name) for p in diverged}
+        only = [v for r, v in values.items() if r not in seen_trained]
+        if only and seen_trained:
+            at[name] = sorted(only, key=lambda v: (str(type(v)), v if _is_number(v) else str(v)))
+    return {"n_diverged": len(diverged), "diverged_at": at}
+
+
 def importances(trials: Iterable[Any], metric: str, mode: str, evaluator: str) -> dict[str, Any]:
     """Each varied parameter → its importance for ``metric`` (normalised to sum to 1).
 
@@ -78,19 +102,28 @@ def importances(trials: Iterable[Any], metric: str, mode: str, evaluator: str) -
     The forest evaluators see a seeded sample of at most ``FOREST_MAX_TRIALS`` of them
     (``sampled`` in the answer says so).
     Returns ``{"importances": {...}, "ranking": [most important first], "n_trials": n,
-    "params": [varied parameters]}`` and, when there is
-    nothing to rank yet, an empty ``importances`` with a ``note`` saying why.
+    "params": [varied parameters], "few_trials": bool}``, with ``noise_floor`` (the seed's
+    importance) and ``below_noise`` (parameters that matter no more than it) when the seed
+    varies, ``n_diverged`` (and ``diverged_at``: see :func:`divergence`), a ``note`` on what
+    to make of it, and, when there is nothing to rank yet, an empty ``importances`` with a
+    ``note`` saying why.
     """
     rows: list[tuple[dict[str, Any], float]] = []
+    diverged: list[dict[str, Any]] = []
     for trial in trials:
-        if getattr(trial.state, "value", trial.state) != SCORED_STATE.value:
+        state = getattr(trial.state, "value", trial.state)
+        if state == TrialState.DIVERGED.value:
+            diverged.append(trial_params(trial.config))
+        if state != SCORED_STATE.value:
             continue
         value = trial_values(trial.result).get(metric)
         if value is not None:
             rows.append((trial_params(trial.config), float(value)))
-    out: dict[str, Any] = {"importances": {}, "ranking": [], "n_trials": len(rows), "params": []}
+    out: dict[str, Any] = {"importances": {}, "ranking": [], "n_trials": len(rows), "params": [],
+                           **divergence([p for p, _ in rows], diverged)}
     if len(rows) < 2:
-        out["note"] = f"needs at least 2 complete trials with a value of {metric}, has {len(rows)}"
+        out["note"] = (f"needs at least 2 complete trials with a value of {metric}, has "
+                       f"{len(rows)}{_diverged_note(out)}")
         return out
     names = sorted({k for params, _ in rows for k in params})
     varied = {}
@@ -100,13 +133,15 @@ def importances(trials: Iterable[Any], metric: str, mode: str, evaluator: str) -
             varied[name] = distribution(taken)
     out["params"] = sorted(varied)
     if not varied:
-        out["note"] = "the complete trials all share the same parameters: nothing to rank"
+        out["note"] = ("the complete trials all share the same parameters: nothing to rank"
+                       + _diverged_note(out))
         return out
     if evaluator != "ped_anova" and len(rows) > FOREST_MAX_TRIALS:
         rows = random.Random(0).sample(rows, FOREST_MAX_TRIALS)
         out["sampled"] = FOREST_MAX_TRIALS
     if len({v for _, v in rows}) == 1:
-        out["note"] = f"every complete trial has the same {metric}: nothing to rank"
+        out["note"] = (f"every complete trial has the same {metric}: nothing to rank"
+                       + _diverged_note(out))
         return out
     frozen = [
         optuna.trial.create_trial(
@@ -123,8 +158,36 @@ def importances(trials: Iterable[Any], metric: str, mode: str, evaluator: str) -
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
         ranked = optuna.importance.get_param_importances(study, evaluator=_evaluator(evaluator))
     out["importances"] = {k: float(v) for k, v in ranked.items()}
+    notes = []
+    # a handful of trials per parameter makes any split look decisive
+    out["few_trials"] = len(rows) < FEW_TRIALS_PER_PARAM * len(varied)
+    if out["few_trials"]:
+        notes.append(f"rests on {len(rows)} trials for {len(varied)} parameters, fewer than "
+                     f"{FEW_TRIALS_PER_PARAM} a parameter: a rough guide")
+    if "seed" in ranked:
+        # the seed changes nothing but the draw: what matters no more than it is noise
+        out["noise_floor"] = float(ranked["seed"])
+        out["below_noise"] = [p for p in ranked if p != "seed" and ranked[p] <= ranked["seed"]]
+    if diverged:
+        notes.append(_diverged_note(out).lstrip("; "))
+    if notes:
+        out["note"] = "; ".join(notes)
     out["ranking"] = list(ranked)  # JSON objects lose their order on the way out
     return out
+
+
+def _diverged_note(out: dict[str, Any]) -> str:
+    """"; N trials diverged …" naming what decided it, or "" when none diverged."""
+    n = out["n_diverged"]
+    if not n:
+        return ""
+    text = f"; {n} diverged trial{'s are' if n > 1 else ' is'} not ranked (no value)"
+    at = out.get("diverged_at") or {}
+    if at:
+        text += ", and every trial diverged at " + "; ".join(
+            f"{name} {', '.join(f'{v:g}' if isinstance(v, float) else str(v) for v in values)}"
+            for name, values in at.items())
+    return text
 
 
 _lock = threading.Lock()

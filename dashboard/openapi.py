@@ -13,6 +13,7 @@ from typing import Any
 from dnnframe import __version__
 from dnnframe.states import EXPERIMENT_STATUSES
 
+from .events import MAX_STREAMED
 from .importance import EVALUATORS
 from .openapi_schemas import component_schemas
 from .params import VALUE_NAMES
@@ -89,6 +90,14 @@ def _choice(choices: Iterable[str]) -> dict[str, Any]:
 _EXP_ID = _param("experiment_id", "path", {"type": "string"}, "experiment id (exp-…)")
 _INT_ARG = {"type": "integer", "minimum": 0, "maximum": MAX_INT_ARG}
 _PAGE = {"type": "integer", "minimum": 1, "maximum": MAX_PAGE}
+_EVENT = {
+    "type": "object",
+    "required": ["event", "data"],
+    "properties": {
+        "event": {"enum": ["trials", "change", "end"]},
+        "data": {"type": "string", "description": "JSON"},
+    },
+}
 # POST /experiments answers the id every per-experiment operation takes
 _EXPERIMENT_LINKS = {
     op: {"operationId": op, "parameters": {"experiment_id": "$response.body#/id"}}
@@ -324,17 +333,31 @@ def _document(token_required: bool) -> str:
                 "responses": {
                     "200": {
                         "description": "an event stream (text/event-stream)",
-                        "content": {"text/event-stream": {"schema": {
-                            "type": "object",
-                            "required": ["event", "data"],
-                            "properties": {
-                                "event": {"enum": ["trials", "change", "end"]},
-                                "data": {"type": "string", "description": "JSON"},
-                            },
-                        }}},
+                        "content": {"text/event-stream": {"schema": _EVENT}},
                     },
                     "204": {"description": "the experiment is finished: nothing to stream"},
                     **_errors(400, 404, 503),
+                },
+            }
+        },
+        "/events": {
+            "get": {
+                "summary": "One event stream for several experiments, as each experiment's own "
+                "stream gives them, every event naming its `experiment_id` (a browser's tabs "
+                "share one); `end` at once for an experiment finished or unknown",
+                "operationId": "events",
+                "parameters": [{
+                    **_param("experiment", "query", {
+                        "type": "array", "minItems": 1, "maxItems": MAX_STREAMED,
+                        "items": {"type": "string", "minLength": 1}},
+                        "an experiment id (repeated for each)", required=True),
+                    "style": "form", "explode": True,
+                }],
+                "responses": {
+                    "200": {"description": "an event stream (text/event-stream)",
+                            "content": {"text/event-stream": {"schema": _EVENT}}},
+                    "204": {"description": "every experiment is finished: nothing to stream"},
+                    **_errors(400, 503),
                 },
             }
         },

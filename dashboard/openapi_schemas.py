@@ -25,6 +25,13 @@ _EXPERIMENT = _object(
      "counts": {"type": "object", "additionalProperties": _INT,
                 "description": "trial state → how many"}},
     finished=_INT, progress={"type": "number"}, cancel_requested=_BOOL,
+    best_configuration={
+        "type": ["object", "null"],
+        "description": "GET of one experiment: the configuration (every parameter but the "
+        "seed) with the best mean of the objective over its seeds, its sd, seed count and "
+        "trials; `ties`: the configurations with the same mean, which only the order's rule "
+        "(more seeds, smaller sd, smallest trial id) puts after it",
+    },
 )
 _TRIAL = _object({"id": _STR, "state": {"enum": list(TRIAL_STATES)},
                   "params": {"type": "object"}, "metrics": {"type": "object"}},
@@ -107,6 +114,29 @@ def component_schemas() -> dict[str, Any]:
                         "description": "how many of the trials a forest evaluator saw",
                     },
                     "note": {"type": "string"},
+                    "few_trials": {
+                        "type": "boolean",
+                        "description": "fewer than 5 complete trials a varied parameter: a "
+                        "rough guide",
+                    },
+                    "noise_floor": {
+                        "type": "number",
+                        "description": "the seed's importance: what the draw alone explains",
+                    },
+                    "below_noise": {
+                        "type": "array", "items": {"type": "string"},
+                        "description": "parameters that matter no more than the seed",
+                    },
+                    "n_diverged": {
+                        "type": "integer",
+                        "description": "DIVERGED trials: not ranked, for they have no value",
+                    },
+                    "diverged_at": {
+                        "type": "object",
+                        "additionalProperties": {"type": "array"},
+                        "description": "parameter → the values at which every trial diverged "
+                        "(while trials at another value trained)",
+                    },
                 },
             },
             "Error": {

@@ -33,8 +33,9 @@ HISTORY_CHOICES = {"1": True, "true": True, "yes": True, "0": False, "false": Fa
 def int_arg(name: str, default: int | None, low: int = 0, high: int | None = None) -> int | None:
     """The integer query parameter ``name`` within ``[low, high]``; ``default`` when absent."""
     raw = request.args.get(name)
-    if raw is None or raw == "":
+    if raw is None:
         return default
+    # empty ("limit=") is no integer either: the document says integer, so it is refused
     if not _INTEGER.fullmatch(raw):
         raise APIError(
             400,

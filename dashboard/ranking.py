@@ -19,6 +19,12 @@ ascending order, so both give the same floating-point mean).
 (0.1, 0.9721, 0.0, 2, ('a', 'd'), 'a')
 >>> [(r.params["learning_rate"], r.n) for r in rest]
 [(0.3, 1), (0.01, 2)]
+
+Equal means are ties, and are reported as such: the order among them (more seeds, a smaller
+spread, the smallest trial id) is only a rule that makes the choice repeatable.
+
+>>> [c.params["learning_rate"] for c in tied_with_best([best, *rest])]
+[0.3]
 """
 
 from __future__ import annotations
@@ -90,3 +96,28 @@ def rank_configurations(trials: Iterable[Any], metric: str, mode: str) -> list[R
         ranked.append(RankedConfiguration(params_of[key], mean, sd, len(members), ids, best_id))
     ranked.sort(key=lambda c: (sign * c.mean, -c.n, c.sd, c.trial_ids[0]))
     return ranked
+
+
+# means equal but for the last bits of their sums are equal
+_TIE_TOLERANCE = 1e-12
+
+
+def tied_with_best(ranked: list[RankedConfiguration]) -> list[RankedConfiguration]:
+    """The configurations after the first whose mean equals the first's (a tie broken only
+    by the ranking's rule), in rank order."""
+    if not ranked:
+        return []
+    best = ranked[0].mean
+    return [c for c in ranked[1:] if math.isclose(c.mean, best, rel_tol=_TIE_TOLERANCE,
+                                                 abs_tol=_TIE_TOLERANCE)]
+
+
+def best_configuration_json(ranked: list[RankedConfiguration]) -> dict[str, Any] | None:
+    """The best configuration as the API gives it: its params, mean, spread and count, and
+    the configurations tied with it on the mean (``ties``, each with its params, count and
+    trials), or None while nothing completed."""
+    if not ranked:
+        return None
+    return {**ranked[0].to_json(), "n_configurations": len(ranked),
+            "ties": [{k: c.to_json()[k] for k in ("params", "n", "sd", "trial_ids")}
+                     for c in tied_with_best(ranked)]}

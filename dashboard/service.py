@@ -21,6 +21,7 @@ from dnnframe.search.service import store_driven
 from dnnframe.spec.models import SearchConfig, is_driven
 from dnnframe.states import (
     OUTCOME_STATES,
+    SCORED_STATE,
     ExperimentStatus,
     TrialState,
     count_done,
@@ -32,6 +33,7 @@ from .context import services
 from .errors import APIError
 from .graphs import graphs_progress
 from .params import RESULT_VALUES, TIMING_VALUES, trial_params, trial_values
+from .ranking import best_configuration_json, rank_configurations
 
 # --------------------------------------------------------------------------- submitting
 
@@ -168,6 +170,9 @@ def experiment_json(exp: Any, store: Any | None = None, best: bool = False) -> d
         out["objective"] = {"metric": metric, "mode": mode}
         out["search"] = search_json(exp.spec)
         out["best_trial"] = trial_json(trial) if trial is not None else None
+        scored = store.list_trials(exp.id, state=SCORED_STATE, fields=["config", "result"])
+        out["best_configuration"] = best_configuration_json(
+            rank_configurations(scored, metric, mode))
     return out
 
 

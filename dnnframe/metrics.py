@@ -30,16 +30,19 @@ class Metric:
     name: str
     direction: Mode
     label: str
+    # the values it can take (None: unbounded), so a chart's ± sd band stops at them
+    low: float | None = 0.0
+    high: float | None = None
 
 
 #: Every metric a trial records, in the order tables show them. The first six are the final
 #: metrics of every trial (the last four also every epoch); the timings are ``result.timings``.
 METRICS: dict[str, Metric] = {m.name: m for m in (
-    Metric("test_accuracy", "max", "test accuracy"),
+    Metric("test_accuracy", "max", "test accuracy", high=1.0),
     Metric("test_loss", "min", "test loss"),
-    Metric("val_accuracy", "max", "val accuracy"),
+    Metric("val_accuracy", "max", "val accuracy", high=1.0),
     Metric("val_loss", "min", "val loss"),
-    Metric("train_accuracy", "max", "train accuracy"),
+    Metric("train_accuracy", "max", "train accuracy", high=1.0),
     Metric("train_loss", "min", "train loss"),
     Metric("train_seconds", "min", "training time (s)"),
     Metric("compile_seconds", "min", "compile time (s)"),
@@ -67,7 +70,8 @@ def default_objective() -> tuple[str, Mode]:
 
 def metrics_json() -> dict[str, Any]:
     """The registry and the default objective as JSON (for the dashboard's page scripts)."""
-    return {"metrics": {m.name: {"direction": m.direction, "label": m.label}
+    return {"metrics": {m.name: {"direction": m.direction, "label": m.label,
+                                 "bounds": [m.low, m.high]}
                         for m in METRICS.values()},
             "objective": {"metric": DEFAULT_OBJECTIVE_METRIC, "mode": DEFAULT_OBJECTIVE_MODE}}
 

@@ -74,27 +74,33 @@
         function (t) { return t.params[x]; });
       const stats = groups.map(function (g) { return P.meanStd(g[1].map(function (t) { return value(t, y); })); });
       metricTraces.push({ type: "scatter", mode: "lines+markers", name: name, x: groups.map(function (g) { return g[0]; }),
-        y: stats.map(function (s) { return s[0]; }), error_y: { type: "data", array: stats.map(function (s) { return s[1]; }) },
+        y: stats.map(function (s) { return s[0]; }),
+        error_y: { type: "data", symmetric: false, array: stats.map(function (s) { return P.band(s[0], s[1], y)[1]; }),
+          arrayminus: stats.map(function (s) { return P.band(s[0], s[1], y)[0]; }) },
         line: { color: col }, marker: { color: col } });
       const times = P.groupBy(rows, function (t) { return t.params[x]; });
       timeTraces.push({ type: "scatter", mode: "lines+markers", name: name, x: times.map(function (g) { return g[0]; }),
         y: times.map(function (g) { const v = numbers(g[1].map(function (t) { return t.train_seconds; })); return v.length ? P.meanStd(v)[0] : null; }),
         line: { color: col }, marker: { color: col } });
       const perEpoch = new Map();
+      // a diverged trial's losses (1e9 and up) would be the mean: it is left out of it
+      const diverged = byExperiment[i].filter(function (t) { return t.state === P.VOCAB.states.DIVERGED; });
       for (const t of byExperiment[i]) for (const h of t.history || []) {
-        if (typeof h[curve] !== "number") continue;
+        if (typeof h[curve] !== "number" || t.state === P.VOCAB.states.DIVERGED) continue;
         if (!perEpoch.has(h.epoch)) perEpoch.set(h.epoch, []);
         perEpoch.get(h.epoch).push(h[curve]);
       }
       const epochs = Array.from(perEpoch.keys()).sort(function (a, b) { return a - b; });
-      curveTraces.push({ type: "scatter", mode: "lines", name: name, x: epochs,
+      curveTraces.push({ type: "scatter", mode: "lines", x: epochs,
+        name: name + (diverged.length ? " (" + diverged.length + " diverged, not in the mean)" : ""),
         y: epochs.map(function (e) { return P.meanStd(perEpoch.get(e))[0]; }), line: { color: col, width: 2 } });
       const mode = (meta.objectives[i] || {}).mode === "min" ? Math.min : Math.max;
-      const finished = rows.filter(function (t) { return t.finished_at && typeof t.metrics[objective] === "number"; })
-        .sort(function (a, b) { return a.finished_at - b.finished_at; });
+      // over the trials in the order they finished: reused trials finished before the experiment
+      const finished = rows.filter(function (t) { return typeof t.metrics[objective] === "number"; })
+        .sort(function (a, b) { return (a.finished_at || 0) - (b.finished_at || 0) || P.compare(a.id, b.id); });
       let best = null;
       bestTraces.push({ type: "scatter", mode: "lines", name: name, line: { shape: "hv", color: col, width: 2 },
-        x: finished.map(function (t) { return t.finished_at - meta.created_at[i]; }),
+        x: finished.map(function (_, k) { return k + 1; }),
         y: finished.map(function (t) { best = best === null ? t.metrics[objective] : mode(best, t.metrics[objective]); return best; }) });
     });
     const any = all.some(function (t) { return t.state === P.VOCAB.scored; });
@@ -106,7 +112,8 @@
       xaxis: P.integerAxis(allEpochs.length ? allEpochs : [1], "epoch"), yaxis: { title: { text: P.label(curve) } } }),
     "No learning curve yet");
     P.draw("chart-compare-best", any ? bestTraces : [], P.layout({ title: "Best " + P.label(objective) + " so far",
-      xaxis: { title: { text: "seconds since submission" } }, yaxis: { title: { text: P.label(objective) } } }), "No trial completed yet");
+      xaxis: { title: { text: "completed trials in the order they finished" }, rangemode: "tozero" },
+      yaxis: { title: { text: P.label(objective) } } }), "No trial completed yet");
     P.draw("chart-compare-time", any ? timeTraces : [], P.layout({ title: "Training time per trial vs " + P.label(x),
       xaxis: xAxis, yaxis: { title: { text: "seconds" }, rangemode: "tozero" } }), "No trial completed yet");
   }

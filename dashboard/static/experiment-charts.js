@@ -11,6 +11,7 @@ window.DnnCharts = (function () {
   const DESIGN = ["width", "activation", "residual", "residual_learnable", "normalization", "norm_position",
     "init", "dropout"];
   const MAX_GROUPS = 24;
+  const DIVERGED_COLOUR = "#c0392b";
 
   function value(t, key) {
     if (t.metrics && t.metrics[key] !== undefined) return t.metrics[key];
@@ -33,10 +34,29 @@ window.DnnCharts = (function () {
       return {
         type: "scatter", mode: "lines+markers", name: groupName(group, entry[1][0]),
         x: byX.map(function (e) { return e[0]; }), y: stats.map(function (s) { return s[0]; }),
-        error_y: { type: "data", array: stats.map(function (s) { return s[1]; }), visible: true },
+        error_y: { type: "data", symmetric: false, visible: true,
+          array: stats.map(function (s) { return P.band(s[0], s[1], y)[1]; }),
+          arrayminus: stats.map(function (s) { return P.band(s[0], s[1], y)[0]; }) },
         text: byX.map(function (e) { return e[1].length + " trial(s)"; }),
         line: { color: P.colour(i) }, marker: { color: P.colour(i) }, legendgroup: String(entry[0]),
       };
+    });
+  }
+
+  // Diverged trials have no value to plot: each x where some diverged gets a red mark at the
+  // foot of the chart with their count (by group on hover), rather than the trials vanishing.
+  // `axis` is the x axis (a log axis places annotations by log10), `ref` its name ("x2").
+  function divergedMarks(diverged, x, group, axis, ref) {
+    const byX = P.groupBy(diverged.filter(function (t) { return t.params[x] !== undefined; }),
+      function (t) { return t.params[x]; });
+    const suffix = (ref || "x").slice(1);
+    return byX.map(function (entry) {
+      const v = entry[0];
+      const at = axis.type === "log" ? Math.log10(v) : typeof v === "number" ? v : P.fmt(v);
+      const groups = P.groupBy(entry[1], function (t) { return group ? t.params[group] : null; });
+      return { x: at, xref: ref || "x", yref: "y" + suffix + " domain", y: 0, yanchor: "bottom", showarrow: false,
+        text: "✕ " + entry[1].length + " diverged", font: { color: DIVERGED_COLOUR, size: 11 }, captureevents: true,
+        hovertext: groups.map(function (g) { return groupName(group, g[1][0]) + ": " + g[1].length; }).join("<br>") };
     });
   }
 
@@ -56,18 +76,25 @@ window.DnnCharts = (function () {
       const name = alone ? entry[0] : groupName(group, entry[1][0]);
       if (opts.mode === "trials") {
         entry[1].forEach(function (t, j) {
-          const pruned = t.state === S.PRUNED;
-          traces.push({ type: "scatter", mode: "lines", name: name, legendgroup: key, showlegend: j === 0,
+          const pruned = t.state === S.PRUNED, diverged = t.state === S.DIVERGED;
+          // a trial pruned at the first rung has one point: a line alone would not show it
+          const marked = pruned || t.history.length < 2;
+          traces.push({ type: "scatter", mode: marked ? "lines+markers" : "lines", name: name, legendgroup: key,
+            showlegend: j === 0, marker: { size: pruned ? 5 : 4, symbol: pruned ? "x" : "circle" },
             x: t.history.map(function (h) { return h.epoch; }),
             y: P.smooth(t.history.map(function (h) { return h[metric]; }), opts.smoothing),
-            line: { color: col, width: pruned ? 1 : 1.3, dash: pruned ? "dot" : "solid" },
-            opacity: t.state === S.RUNNING ? 1 : pruned ? 0.3 : 0.6, meta: t.state,
+            line: { color: diverged ? DIVERGED_COLOUR : col, width: pruned ? 1 : 1.3,
+              dash: pruned || diverged ? "dot" : "solid" },
+            opacity: t.state === S.RUNNING ? 1 : pruned ? 0.5 : 0.6, meta: t.state,
             hovertemplate: named(t) + " (" + t.state.toLowerCase() + ")<br>epoch %{x}: %{y:.4g}<extra></extra>" });
         });
         return;
       }
+      // a diverged trial's losses (1e9 and up) would be the mean: it is counted, not averaged
+      const nDiverged = entry[1].filter(function (t) { return t.state === S.DIVERGED; }).length;
       const byEpoch = new Map();
       for (const t of entry[1]) {
+        if (t.state === S.DIVERGED) continue;
         const ys = P.smooth(t.history.map(function (h) { return h[metric]; }), opts.smoothing);
         t.history.forEach(function (h, k) {
           if (typeof ys[k] !== "number" || !Number.isFinite(ys[k])) return;
@@ -77,54 +104,91 @@ window.DnnCharts = (function () {
       }
       const epochs = Array.from(byEpoch.keys()).sort(function (a, b) { return a - b; });
       const stats = epochs.map(function (e) { return P.meanStd(byEpoch.get(e)); });
-      const lower = stats.map(function (s) { return s[0] - s[1]; }), upper = stats.map(function (s) { return s[0] + s[1]; });
+      const lower = stats.map(function (s) { return s[0] - P.band(s[0], s[1], metric)[0]; });
+      const upper = stats.map(function (s) { return s[0] + P.band(s[0], s[1], metric)[1]; });
       traces.push({ type: "scatter", mode: "lines", x: epochs.concat(epochs.slice().reverse()),
         y: upper.concat(lower.slice().reverse()), fill: "toself", fillcolor: P.rgba(col, 0.15),
         line: { width: 0 }, hoverinfo: "skip", legendgroup: key, showlegend: false, name: name + " ± sd" });
-      traces.push({ type: "scatter", mode: "lines", name: name + " (" + entry[1].length + ")", legendgroup: key,
+      traces.push({ type: "scatter", mode: "lines", legendgroup: key,
+        name: name + " (" + (entry[1].length - nDiverged) + (nDiverged ? ", " + nDiverged + " diverged not in the mean" : "") + ")",
         x: epochs, y: stats.map(function (s) { return s[0]; }), line: { color: col, width: 2 } });
     });
     return traces;
   }
 
-  function bestSoFar(done, metric, mode, t0) {
+  // The y range of the curves of every trial but those in `state` (a diverged trial's 1e9
+  // would flatten every other curve to a line), or {} to let plotly choose when none is.
+  function rangeWithout(list, metric, state) {
+    if (!list.some(function (t) { return t.state === state; })) return {};
+    const ys = [];
+    for (const t of list) {
+      if (t.state === state) continue;
+      for (const h of t.history) if (typeof h[metric] === "number" && Number.isFinite(h[metric])) ys.push(h[metric]);
+    }
+    if (!ys.length) return {};
+    const lo = Math.min.apply(null, ys), hi = Math.max.apply(null, ys), pad = (hi - lo) * 0.05 || Math.abs(hi) * 0.05 || 1;
+    return { range: [lo - pad, hi + pad], autorange: false };
+  }
+
+  // Best so far against the trials in the order they finished (1, 2, …): reused trials
+  // finished before this experiment began, so time since submission would run negative.
+  // Diverged trials take their place in the order, marked at the foot, with no value.
+  function bestSoFar(finished, metric, mode) {
     const better = mode === "min" ? function (a, b) { return a < b; } : function (a, b) { return a > b; };
-    const finishedIn = done.filter(function (t) { return t.finished_at && typeof t.metrics[metric] === "number"; })
-      .sort(function (a, b) { return a.finished_at - b.finished_at; });
-    const stepX = [], stepY = [];
+    const inOrder = finished.filter(function (t) {
+      return t.state === S.DIVERGED || (t.state === V.scored && typeof t.metrics[metric] === "number");
+    }).sort(function (a, b) { return (a.finished_at || 0) - (b.finished_at || 0) || P.compare(a.id, b.id); });
+    const stepX = [], stepY = [], doneX = [], doneY = [], doneIds = [], marks = [];
     let best = null;
-    for (const t of finishedIn) {
+    inOrder.forEach(function (t, i) {
+      if (t.state === S.DIVERGED) {
+        marks.push({ x: i + 1, xref: "x", yref: "paper", y: 0, yanchor: "bottom", showarrow: false, text: "✕",
+          font: { color: DIVERGED_COLOUR, size: 12 }, captureevents: true, hovertext: "trial " + (i + 1) + " diverged" });
+        return;
+      }
       const v = t.metrics[metric];
       if (best === null || better(v, best)) best = v;
-      stepX.push(t.finished_at - t0);
-      stepY.push(best);
-    }
-    return finishedIn.length ? [
-      { type: "scatter", mode: "markers", name: "completed trial", marker: { size: 5, color: "#bbb" },
-        x: finishedIn.map(function (t) { return t.finished_at - t0; }), y: finishedIn.map(function (t) { return t.metrics[metric]; }) },
+      doneX.push(i + 1); doneY.push(v); doneIds.push(t.id);
+      stepX.push(i + 1); stepY.push(best);
+    });
+    return { marks: marks, traces: doneX.length ? [
+      { type: "scatter", mode: "markers", name: "completed trial", marker: { size: 5, color: "#bbb" }, x: doneX, y: doneY,
+        customdata: doneIds, hovertemplate: "trial %{x}: %{y:.4g}<br>click: its trial<extra></extra>" },
       { type: "scatter", mode: "lines", name: "best so far", line: { shape: "hv", width: 2 }, x: stepX, y: stepY },
-    ] : [];
+    ] : [] };
   }
 
-  // One small chart per varied parameter: the metric of every complete trial against it.
-  function sliceTraces(done, varied, y) {
+  // One small chart per varied parameter: the metric of every complete trial against it, and
+  // where trials diverged a count at the foot of the panel (the values that decide divergence
+  // show even when no trial at them trained).
+  function sliceTraces(done, varied, y, diverged) {
     const pts = done.filter(function (t) { return typeof value(t, y) === "number"; });
     const axes = {};
+    let marks = [];
     const traces = varied.map(function (p, i) {
       const suffix = i ? String(i + 1) : "";
-      axes["xaxis" + suffix] = Object.assign(P.axisFor(p, pts.map(function (t) { return t.params[p]; })),
-        { title: { text: P.label(p), standoff: 2 } });
+      const all = pts.concat(diverged).map(function (t) { return t.params[p]; });
+      const axis = diverged.length ? P.spanAxis(P.axisFor(p, all), all) : P.axisFor(p, all);
+      axes["xaxis" + suffix] = Object.assign(axis, { title: { text: P.label(p), standoff: 2 } });
       axes["yaxis" + suffix] = { title: { text: i ? "" : P.label(y) } };
+      marks = marks.concat(divergedMarks(diverged, p, null, axis, "x" + suffix).map(function (m) {
+        return Object.assign(m, { text: "✕ " + m.text.split(" ")[1] });
+      }));
       return { type: "scatter", mode: "markers", name: P.label(p), xaxis: "x" + suffix, yaxis: "y" + suffix,
         x: pts.map(function (t) { return typeof t.params[p] === "boolean" || t.params[p] === null ? String(t.params[p]) : t.params[p]; }),
-        y: pts.map(function (t) { return value(t, y); }),
+        y: pts.map(function (t) { return value(t, y); }), customdata: pts.map(function (t) { return t.id; }),
+        hovertemplate: "%{x}: %{y:.4g}<br>click: its trial<extra></extra>",
         marker: { size: 6, opacity: 0.6, color: P.colour(i) }, showlegend: false };
     });
-    return { traces: pts.length ? traces : [], axes: axes };
+    return { traces: pts.length ? traces : [], axes: axes, marks: marks };
   }
 
+  // The parallel coordinates of every complete trial; brushing an axis filters the table and
+  // the other charts (brush.js), so each axis is described in `parallelInfos` for it.
+  let parallelInfos = [];
   function parallelTraces(done, varied, y) {
     const pts = done.filter(function (t) { return typeof value(t, y) === "number"; });
+    const infos = [];
     const dims = varied.map(function (p) {
       const raw = pts.map(function (t) { return t.params[p]; });
       if (raw.every(function (v) { return typeof v === "number"; })) {
@@ -135,18 +199,37 @@ window.DnnCharts = (function () {
         if (distinct.length <= 10) {
           dim.tickvals = distinct.map(log ? Math.log10 : Number);
           dim.ticktext = distinct.map(P.fmt);
+        } else if (log) { // the axis holds log10 values: label its decades with real ones
+          Object.assign(dim, P.logTicks(lo, hi));
         }
+        infos.push({ key: p, log: log, categories: null });
         return dim;
       }
       const values = Array.from(new Set(raw.map(String))).sort();
+      infos.push({ key: p, log: false, categories: values });
       return { label: P.label(p), values: raw.map(function (v) { return values.indexOf(String(v)); }),
         tickvals: values.map(function (_, i) { return i; }), ticktext: values };
     });
     dims.push({ label: P.label(y), values: pts.map(function (t) { return value(t, y); }) });
+    infos.push({ key: y, log: false, categories: null });
+    dims.forEach(function (d, i) {
+      const range = window.DnnBrush.constraint(infos[i]);
+      if (range) d.constraintrange = range;
+    });
+    parallelInfos = infos;
     return pts.length ? [{ type: "parcoords", dimensions: dims, labelangle: 0, labelside: "top",
       tickfont: { size: 11, shadow: "auto" },
       line: { color: pts.map(function (t) { return value(t, y); }), colorscale: "Viridis", showscale: true,
+        reversescale: P.direction(y) === "min", // the better end is the bright one
         colorbar: { thickness: 12, x: 1.04 } } }] : [];
+  }
+
+  // A drag on an axis restyles the chart: read the brushes back from it.
+  function listenForBrushes() {
+    const el = document.getElementById("chart-parallel");
+    if (!el || typeof el.on !== "function") return;
+    el.removeAllListeners("plotly_restyle");
+    el.on("plotly_restyle", function () { window.DnnBrush.read(el.data[0].dimensions, parallelInfos); });
   }
 
   // Depth profile: for each layer design the best and the mean of the metric against depth
@@ -180,78 +263,45 @@ window.DnnCharts = (function () {
     return traces;
   }
 
-  // Mean of the metric over every pair of values of the two most important parameters.
-  function pairTraces(done, a, b, y) {
-    const rows = done.filter(function (t) { return typeof value(t, y) === "number"; });
-    const xs = P.groupBy(rows, function (t) { return t.params[a]; }).map(function (g) { return g[0]; });
-    const ys = P.groupBy(rows, function (t) { return t.params[b]; }).map(function (g) { return g[0]; });
-    const z = ys.map(function (vb) {
-      return xs.map(function (va) {
-        const vs = rows.filter(function (t) { return t.params[a] === va && t.params[b] === vb; })
-          .map(function (t) { return value(t, y); });
-        return vs.length ? P.meanStd(vs)[0] : null;
-      });
-    });
-    return rows.length ? [{ type: "heatmap", x: xs.map(P.fmt), y: ys.map(P.fmt), z: z, colorscale: "Viridis",
-      colorbar: { thickness: 12 }, hovertemplate: P.label(a) + " %{x}<br>" + P.label(b) + " %{y}<br>mean %{z:.4g}<extra></extra>" }] : [];
-  }
-
-  // ---------------------------------------------------------------- importance
-  let importanceKey = null, importanceBusy = false, importanceNext = null, lastDone = [];
-
-  async function importance(meta, y, evaluator, nDone) {
-    const key = [y, evaluator, nDone].join("|");
-    // a choice made while an answer is on its way is asked for once that answer is in
-    if (importanceBusy) { importanceNext = [meta, y, evaluator, nDone]; return; }
-    if (key === importanceKey) return;
-    importanceBusy = true;
-    try {
-      const res = await fetch(meta.importance_url + "?metric=" + encodeURIComponent(y) + "&evaluator=" + encodeURIComponent(evaluator));
-      const body = await res.json();
-      importanceKey = key;
-      if (!res.ok) {
-        P.draw("chart-importance", [], null, "Importance unavailable: " + body.message);
-        return;
+  // A point that is one trial (its id in customdata) opens that trial's page when clicked.
+  function linkPoints(id, meta) {
+    const el = document.getElementById(id);
+    if (!el || typeof el.on !== "function") return; // nothing drawn
+    el.removeAllListeners("plotly_click"); // a redraw must not stack handlers
+    el.on("plotly_click", function (event) {
+      const point = event.points && event.points[0];
+      if (point && typeof point.customdata === "string") {
+        window.location.href = meta.trial_page.replace("TRIAL_ID", encodeURIComponent(point.customdata));
       }
-      const ranked = body.ranking.slice().reverse(); // the most important on top
-      P.draw("chart-importance", ranked.length ? [{ type: "bar", orientation: "h",
-        x: ranked.map(function (p) { return body.importances[p]; }), y: ranked.map(P.label),
-        text: ranked.map(function (p) { return (100 * body.importances[p]).toFixed(1) + "%"; }), textposition: "auto",
-        marker: { color: "#2f5bd3" }, hovertemplate: "%{y}: %{x:.3f}<extra></extra>" }] : [],
-        P.layout({ title: "Parameter importance for " + P.label(y) + " (" + body.evaluator.replace("_", "-") + ", " + body.n_trials + " trials)",
-          margin: { l: 120, r: 20, t: 48, b: 40 }, xaxis: { title: { text: "importance (sums to 1)" }, rangemode: "tozero" },
-          height: Math.max(240, 80 + 28 * ranked.length) }),
-        body.note ? "Importance: " + body.note : "Waiting for the first trials to finish…");
-      const top = body.ranking.filter(function (p) { return p !== "seed"; }).slice(0, 2);
-      P.draw("chart-contour", top.length === 2 ? pairTraces(lastDone, top[0], top[1], y) : [],
-        P.layout({ title: "Mean " + P.label(y) + " over the two most important parameters",
-          xaxis: { title: { text: P.label(top[0] || "") }, type: "category" },
-          yaxis: { title: { text: P.label(top[1] || "") }, type: "category", automargin: true },
-          margin: { l: 110, r: 20, t: 48, b: 60 } }),
-        "Needs two parameters that matter: the sweep varies fewer");
-    } catch (e) {
-      importanceKey = null; // try again on the next redraw
-    } finally {
-      importanceBusy = false;
-      const next = importanceNext;
-      importanceNext = null;
-      if (next) importance.apply(null, next);
-    }
+    });
   }
 
   // ---------------------------------------------------------------- all charts
-  function render(all, meta, choice) {
+  function keeps(t) { return window.DnnBrush.keeps(t, value); }
+
+  // Every chart from `everything` the page holds; while the parallel coordinates are brushed
+  // the others show only the trials inside the brushes (the parallel chart shows them all,
+  // with its brushes on).
+  function render(everything, meta, choice) {
     if (typeof Plotly === "undefined") return;
+    const brushed = window.DnnBrush.active();
+    const all = brushed ? everything.filter(keeps) : everything;
     const done = all.filter(function (t) { return t.state === V.scored; });
-    const over = all.length > 0 && all.every(function (t) { return FINISHED.has(t.state); });
-    const waiting = over ? "No trial completed: nothing to plot" : "Waiting for the first trial to finish…";
+    const over = everything.length > 0 && everything.every(function (t) { return FINISHED.has(t.state); });
+    const waiting = brushed ? "No trial inside the brushed ranges of the parallel coordinates"
+      : over ? "No trial completed: nothing to plot" : "Waiting for the first trial to finish…";
     const x = choice.x, y = choice.y, group = choice.group || null;
     const xs = done.map(function (t) { return t.params[x]; });
-    const xAxis = P.axisFor(x, xs);
+    const diverged = all.filter(function (t) { return t.state === S.DIVERGED; });
+    // the x axis spans the values where trials diverged too, so their marks show
+    const spanned = xs.concat(diverged.map(function (t) { return t.params[x]; }).filter(function (v) { return v !== undefined; }));
+    const xAxis = diverged.length ? P.spanAxis(P.axisFor(x, spanned), spanned) : P.axisFor(x, xs);
     const grouped = group ? " by " + P.label(group) : "";
 
+    const divergedText = diverged.length ? "; " + diverged.length + " diverged, marked ✕" : "";
     P.draw("chart-accuracy", byXTraces(done, x, y, group), P.layout({
-      title: P.label(y) + " vs " + P.label(x) + grouped + " (mean ± sd)", xaxis: xAxis,
+      title: P.label(y) + " vs " + P.label(x) + grouped + " (mean ± sd" + divergedText + ")", xaxis: xAxis,
+      annotations: divergedMarks(diverged, x, group, xAxis, "x"),
       yaxis: { title: { text: P.label(y) }, type: choice.logY ? "log" : "linear" } }), waiting);
     P.draw("chart-time", byXTraces(done, x, "train_seconds", group), P.layout({
       title: "Training time per trial vs " + P.label(x) + grouped, xaxis: xAxis,
@@ -273,28 +323,34 @@ window.DnnCharts = (function () {
       " (" + what + (search.prunes ? "; rungs dashed, " + nPruned + " pruned" : "") + ")";
     P.draw("chart-curves", curves, P.layout({ title: curveTitle, shapes: rungLines,
       xaxis: epochs.length ? P.integerAxis(epochs.concat(search.rungs || []), "epoch") : {},
-      yaxis: { title: { text: P.label(curveMetric || "") }, type: choice.logY ? "log" : "linear" } }),
+      yaxis: Object.assign({ title: { text: P.label(curveMetric || "") }, type: choice.logY ? "log" : "linear" },
+        choice.logY ? {} : rangeWithout(withHistory, curveMetric, S.DIVERGED)) }),
     over ? "No learning curve was recorded" : "Waiting for the first epoch…");
 
     const objective = meta.objective || { metric: y, mode: "max" };
-    P.draw("chart-best", bestSoFar(done, objective.metric, objective.mode, meta.created_at || 0), P.layout({
-      title: (objective.mode === "min" ? "Lowest " : "Highest ") + P.label(objective.metric) + " so far",
-      xaxis: { title: { text: "seconds since submission" }, rangemode: "tozero" },
+    const best = bestSoFar(all, objective.metric, objective.mode);
+    P.draw("chart-best", best.traces, P.layout({
+      title: (objective.mode === "min" ? "Lowest " : "Highest ") + P.label(objective.metric) + " so far" +
+        (best.marks.length ? " (" + best.marks.length + " diverged, marked ✕)" : ""),
+      xaxis: { title: { text: "trials in the order they finished" }, rangemode: "tozero" }, annotations: best.marks,
       yaxis: { title: { text: P.label(objective.metric) } } }), waiting);
 
     const varied = choice.varied;
-    const slices = sliceTraces(done, varied, y);
+    const slices = sliceTraces(done, varied, y, diverged);
     const cols = Math.min(3, Math.max(1, varied.length));
     const rows = Math.ceil(varied.length / cols);
     P.draw("chart-slice", slices.traces, P.layout(Object.assign({
-      title: "Slices: " + P.label(y) + " against each varied parameter",
+      title: "Slices: " + P.label(y) + " against each varied parameter" + (diverged.length ? " (✕: trials diverged there)" : ""),
+      annotations: slices.marks,
       grid: { rows: rows, columns: cols, pattern: "independent", xgap: 0.12, ygap: 0.35 },
       height: 120 + 220 * rows, margin: { l: 60, r: 20, t: 48, b: 50 } }, slices.axes)),
     varied.length ? waiting : "The sweep varies no parameter");
 
     const dims = varied.filter(function (p) { return p !== "seed"; });
-    P.draw("chart-parallel", parallelTraces(done, dims.length ? dims : varied, y),
-      P.layout({ title: "Parameters → " + P.label(y), margin: { l: 60, r: 90, t: 90, b: 30 } }), waiting);
+    const allDone = everything.filter(function (t) { return t.state === V.scored; });
+    P.draw("chart-parallel", parallelTraces(allDone, dims.length ? dims : varied, y),
+      P.layout({ title: "Parameters → " + P.label(y) + " (drag along an axis to filter the table and charts)" + (diverged.length ? " (" + diverged.length +
+        " diverged trials have no value to draw: the slices mark them)" : ""), margin: { l: 60, r: 90, t: 90, b: 30 } }), waiting);
 
     if (varied.indexOf("hidden_layers") >= 0) {
       const mode = y === objective.metric ? objective.mode : (/accuracy$/.test(y) ? "max" : "min");
@@ -308,9 +364,10 @@ window.DnnCharts = (function () {
     } else {
       P.draw("chart-depth", [], null, "Depth profile: this sweep does not vary the number of hidden layers");
     }
-    lastDone = done;
-    importance(meta, y, choice.evaluator, done.length);
+    for (const id of ["chart-slice", "chart-best"]) linkPoints(id, meta);
+    listenForBrushes();
+    window.DnnImportance.show(meta, y, choice.evaluator, done, value);
   }
 
-  return { render: render, value: value };
+  return { render: render, value: value, keeps: keeps };
 })();

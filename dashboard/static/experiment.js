@@ -6,14 +6,13 @@
   const meta = JSON.parse(document.getElementById("experiment-data").textContent);
   const trials = new Map();
   let cursor = 0;
-  let sortKey = null, sortDesc = false; // null: the sweep's own order (parameters, then id)
   const V = P.VOCAB, S = V.states;
   const DONE = new Set(V.done), FINISHED = new Set(V.finished);
   // parameters in the order a reader scans them: the layer design first, the seed last
   const ORDER = ["hidden_layers", "width", "activation", "residual", "residual_learnable", "normalization",
     "norm_position", "init", "dropout", "optimizer", "learning_rate", "momentum", "batch_size", "max_epochs",
     "l2", "grad_clip", "lr_schedule.kind", "lr_schedule.warmup_epochs", "dataset"];
-  const EXTRA_VALUES = ["train_seconds", "compile_seconds", "total_seconds", "epochs_run", "n_params"];
+  const EXTRA_VALUES = window.DnnTrialTable.EXTRA_VALUES;
   // what the reader picked; a control left alone follows what the sweep varies
   const chosen = {};
   const controls = {
@@ -107,101 +106,37 @@
       evaluator: controls.evaluator.value };
   }
 
-  for (const name of ["x", "y", "group", "curveMetric", "mode", "evaluator"]) {
-    controls[name].addEventListener("change", function () { chosen[name] = controls[name].value; redraw(); });
+  // the reader's choices live in the URL (url-state.js): a reload or a shared link shows them
+  const PICKS = ["x", "y", "group", "curveMetric", "mode", "evaluator"];
+  const remember = window.DnnUrlState.restore(controls, chosen, PICKS);
+
+  for (const name of PICKS) {
+    controls[name].addEventListener("change", function () {
+      chosen[name] = controls[name].value;
+      remember(name, chosen[name], null);
+      redraw();
+    });
   }
   controls.smoothing.addEventListener("input", function () {
     document.getElementById("smoothing-value").textContent = controls.smoothing.value;
+    remember("smoothing", controls.smoothing.value, "0");
     redraw();
   });
-  controls.logY.addEventListener("change", redraw);
+  controls.logY.addEventListener("change", function () {
+    remember("log_y", controls.logY.checked ? "1" : "0", "0");
+    redraw();
+  });
 
   // ----------------------------------------------------------------- table
-  const table = document.getElementById("trials");
-  const thead = table.querySelector("thead");
-  const tbody = table.querySelector("tbody");
-  let columnsKey = "";
-  let columns = [];
+  const table = window.DnnTrialTable.create(meta, trials, remember);
 
-  function cell(t, key) {
-    if (key === "state" || key === "id" || key === "epoch") return t[key];
-    return window.DnnCharts.value(t, key);
-  }
-
-  function setColumns(varied, y) {
-    const objective = (meta.objective && meta.objective.metric) || V.objective.metric;
-    const metricCols = [objective, objective.replace(/^test_/, "val_")];
-    if (metricCols.indexOf(y) < 0 && EXTRA_VALUES.indexOf(y) < 0) metricCols.push(y);
-    const next = [{ key: "state", label: "State" }]
-      .concat(varied.map(function (p) { return { key: p, label: P.label(p), num: true }; }))
-      .concat([{ key: "epoch", label: "Epochs", num: true }])
-      .concat(metricCols.map(function (m) { return { key: m, label: P.label(m), num: true, metric: true }; }))
-      .concat([{ key: "train_seconds", label: "Train s", num: true, metric: true }, { key: "id", label: "Trial" }]);
-    const key = next.map(function (c) { return c.key; }).join(",");
-    if (key === columnsKey) return;
-    columnsKey = key;
-    columns = next;
-    const tr = document.createElement("tr");
-    for (const c of columns) {
-      const th = document.createElement("th");
-      th.dataset.key = c.key;
-      if (c.num) th.dataset.num = "";
-      th.textContent = c.label;
-      if (c.key === sortKey) th.classList.add(sortDesc ? "desc" : "asc");
-      th.addEventListener("click", function () {
-        sortDesc = sortKey === c.key ? !sortDesc : th.hasAttribute("data-num");
-        sortKey = c.key;
-        for (const o of thead.querySelectorAll("th")) o.classList.remove("asc", "desc");
-        th.classList.add(sortDesc ? "desc" : "asc");
-        renderTable();
-      });
-      tr.appendChild(th);
-    }
-    thead.innerHTML = "";
-    thead.appendChild(tr);
-  }
-
-  // A trial's place never depends on its state or change number, so rows stay put while
-  // trials move from QUEUED to RUNNING to COMPLETE.
-  function stableOrder(a, b) {
-    for (const c of columns) {
-      if (c.key === "state" || c.key === "epoch" || c.metric || c.key === "id") continue;
-      const d = P.compare(a.params[c.key], b.params[c.key]);
-      if (d) return d;
-    }
-    return P.compare(a.id, b.id);
-  }
-
-  function renderTable() {
-    const rows = Array.from(trials.values());
-    rows.sort(function (a, b) {
-      if (sortKey !== null) {
-        const x = cell(a, sortKey), y = cell(b, sortKey);
-        const blank = (x === null || x === undefined) !== (y === null || y === undefined);
-        const c = P.compare(x, y);
-        if (c) return blank || !sortDesc ? c : -c;
-      }
-      return stableOrder(a, b);
-    });
-    tbody.innerHTML = rows.map(function (t) {
-      return '<tr data-trial="' + t.id + '" data-state="' + t.state + '">' + columns.map(function (c) {
-        if (c.key === "state") {
-          const title = t.error ? ' title="' + escapeHtml(t.error) + '"' : "";
-          return '<td><span class="state state-' + t.state + '"' + title + ">" + t.state + "</span></td>";
-        }
-        if (c.key === "id") {
-          return '<td><a href="' + meta.trial_page.replace("TRIAL_ID", t.id) + '"><code>' + t.id.slice(0, 10) + "…</code></a></td>";
-        }
-        return "<td" + (c.num ? ' class="num"' : "") + ">" + escapeHtml(P.fmt(cell(t, c.key))) + "</td>";
-      }).join("") + "</tr>";
-    }).join("");
-  }
-
-  function escapeHtml(s) {
-    return String(s).replace(/[&<>"']/g, function (c) {
-      return { "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" }[c];
-    });
-  }
+  // brushes on the parallel coordinates filter the table and the charts, and live in the URL
+  window.DnnBrush.load(new URLSearchParams(location.search).get("brush"));
+  window.DnnBrush.onChange(function () {
+    remember("brush", window.DnnBrush.text(), null);
+    redraw();
+  });
+  document.getElementById("clear-brush").addEventListener("click", function () { window.DnnBrush.clear(); });
 
   // ----------------------------------------------------------------- progress
   const SEGMENTS = V.bar;
@@ -243,15 +178,12 @@
       return t.state === V.scored ? t.metrics[objective.metric] : null;
     }, objective.mode);
     if (ranked.length) {
-      const best = ranked[0], min = objective.mode === "min";
       const el = document.getElementById("best");
-      const spread = best.n > 1 ? " ± " + P.fmt(best.sd) + " (" + (min ? "lowest" : "highest") +
-        " mean of " + best.n + " seeds)" : " (" + (min ? "lowest" : "highest") + ")";
-      el.textContent = "best " + P.label(objective.metric) + " " + P.fmt(best.mean) + spread + " — " +
-        (varied.filter(function (p) { return p !== "seed"; })
-          .map(function (p) { return P.label(p) + " " + P.fmt(best.params[p]); }).join(", ") || "the only configuration");
-      el.dataset.trial = best.bestTrialId;
-      el.dataset.trials = best.trialIds.join(" ");
+      const told = P.describeBest(ranked, objective, varied);
+      el.textContent = told.text;
+      el.dataset.ties = String(told.ties);
+      el.dataset.trial = ranked[0].bestTrialId;
+      el.dataset.trials = ranked[0].trialIds.join(" ");
     }
     return over >= n;
   }
@@ -261,9 +193,9 @@
   function redraw() {
     const all = Array.from(trials.values());
     const choice = choose(all);
-    setColumns(choice.varied, choice.y);
+    table.setColumns(choice.varied, choice.y);
     if (last) renderProgress(last, choice.varied);
-    renderTable();
+    table.render(window.DnnBrush.active() ? window.DnnCharts.keeps : null);
     window.DnnCharts.render(all, meta, choice);
   }
 
@@ -330,32 +262,34 @@
   }
 
   // Server-sent events: the server says when the experiment changed, the page reads the
-  // changes then. A server that refuses the stream (too many pages open) or a browser
-  // without EventSource gets polled instead, and the stream is tried again later.
+  // changes then. Every tab of this site shares one stream (live.js), so however many are
+  // open they hold one of the browser's six connections per host. Without a shared stream
+  // (no SharedWorker), or when the server refuses it (too many pages open), the page polls,
+  // and tries the stream again later.
+  let following = false;
   function follow() {
-    if (!window.EventSource || !meta.events_url) {
+    following = true;
+    if (!window.DnnLive || !DnnLive.watch(meta.id, meta.live_url, meta.live_worker, onLive)) {
       document.body.dataset.live = "poll";
       return poll(null);
     }
-    const source = new EventSource(meta.events_url + "?since=" + cursor);
-    let ended = false;
-    function end() {
-      if (ended) return;
-      ended = true;
-      source.close();
-      rest();
-    }
-    source.addEventListener("change", function () {
+  }
+
+  function stopFollowing() {
+    if (!following) return;
+    following = false;
+    DnnLive.unwatch(meta.id);
+    rest();
+  }
+
+  function onLive(message) {
+    if (!following) return;
+    if (message.type === "change") {
       document.body.dataset.live = "stream";
-      refresh().then(function (finished) { if (finished) end(); }).catch(lostContact);
-    });
-    // the experiment is over: the server closes the stream, and the page must not reconnect
-    source.addEventListener("end", function () {
-      refresh().catch(lostContact).finally(end);
-    });
-    // the changed trials themselves: nothing to read back (a newer copy from a read wins)
-    source.addEventListener("trials", function (event) {
-      const update = JSON.parse(event.data);
+      refresh().then(function (finished) { if (finished) stopFollowing(); }).catch(lostContact);
+    } else if (message.type === "trials") {
+      // the changed trials themselves: nothing to read back (a newer copy from a read wins)
+      const update = message.data;
       for (const t of update.trials) {
         const held = trials.get(t.id);
         if (!held || held.seq <= t.seq) trials.set(t.id, t);
@@ -363,14 +297,16 @@
       last = Object.assign({}, last, update);
       renderProgress(last, variedParams(Array.from(trials.values())));
       redraw();
-      if (update.over) end();
-    });
-    source.addEventListener("error", function () {
-      if (ended || source.readyState !== EventSource.CLOSED) return; // it reconnects by itself
-      source.close();
+      if (update.over) stopFollowing();
+    } else if (message.type === "end") {
+      // the experiment is over: the stream follows it no more
+      refresh().catch(lostContact).finally(stopFollowing);
+    } else if (message.type === "closed") {
+      // refused or lost: poll a while, then ask for the stream again
+      following = false;
       document.body.dataset.live = "poll";
       poll(Date.now() + 30000);
-    });
+    }
   }
 
   refresh().then(function (finished) {

@@ -64,7 +64,81 @@ window.DnnPlot = (function () {
     if (nums.length !== values.length || !nums.length) return { title: { text: label(key) }, type: "category" };
     if (nums.every(Number.isInteger)) return integerAxis(nums, label(key));
     const lo = Math.min.apply(null, nums), hi = Math.max.apply(null, nums);
-    return { title: { text: label(key) }, type: lo > 0 && hi / lo > 10 ? "log" : "linear" };
+    // a log axis ticks each decade with its value (0.001, 0.01, …), never as 10^-3 or a bare "2"
+    return lo > 0 && hi / lo > 10 ? { title: { text: label(key) }, type: "log", dtick: 1, tickformat: "~g" }
+      : { title: { text: label(key) }, type: "linear" };
+  }
+
+  // [low, high] a metric can take (null: unbounded), from the dashboard's vocabulary;
+  // unknown values (train seconds, epochs) are taken as non-negative
+  function bounds(metric) {
+    const m = VOCAB.metrics[metric];
+    return m && m.bounds ? m.bounds : [0, null];
+  }
+
+  // Whether higher ("max") or lower ("min") is better for a metric.
+  function direction(metric) {
+    const m = VOCAB.metrics[metric];
+    return m ? m.direction : /accuracy$/.test(metric) ? "max" : "min";
+  }
+
+  // The minus and plus lengths of a ± sd bar around `mean`, stopped at the metric's bounds:
+  // an accuracy of 0.98 ± 0.05 reaches 1, not 1.03.
+  function band(mean, sd, metric) {
+    const b = bounds(metric);
+    const plus = b[1] === null ? sd : Math.max(0, Math.min(sd, b[1] - mean));
+    const minus = b[0] === null ? sd : Math.max(0, Math.min(sd, mean - b[0]));
+    return [minus, plus];
+  }
+
+  // Ticks for values drawn as log10: one per decade, labelled with the real values.
+  function logTicks(lo, hi) {
+    const vals = [];
+    for (let e = Math.floor(Math.log10(lo)); e <= Math.ceil(Math.log10(hi)); e++) vals.push(e);
+    return { tickvals: vals, ticktext: vals.map(function (e) { return fmt(Math.pow(10, e)); }) };
+  }
+
+  // The categories a heatmap axis shows for a parameter's values: each value its own while
+  // there are at most `most` of them (or they are not all numbers), else `most` bins of equal
+  // width, on a log scale for positive values spanning more than a decade. Returns
+  // { labels, index(value) → the label's position }.
+  function bins(values, most) {
+    most = most || 8;
+    const key = function (v) { return JSON.stringify(v === undefined ? null : v); }; // a missing value is null
+    const distinct = Array.from(new Set(values.map(key)))
+      .map(function (k) { return JSON.parse(k); }).sort(compare);
+    const numeric = distinct.every(function (v) { return typeof v === "number" && Number.isFinite(v); });
+    if (!numeric || distinct.length <= most) {
+      const keys = distinct.map(key);
+      return { labels: distinct.map(fmt), index: function (v) { return keys.indexOf(key(v)); } };
+    }
+    const lo = distinct[0], hi = distinct[distinct.length - 1];
+    const log = lo > 0 && hi / lo > 10;
+    const to = log ? Math.log10 : Number, from = log ? function (u) { return Math.pow(10, u); } : Number;
+    const width = (to(hi) - to(lo)) / most;
+    const edges = [];
+    for (let i = 0; i <= most; i++) edges.push(from(to(lo) + i * width));
+    const labels = [];
+    for (let i = 0; i < most; i++) labels.push(fmt(edges[i]) + "–" + fmt(edges[i + 1]));
+    return { labels: labels, index: function (v) {
+      return Math.min(most - 1, Math.max(0, Math.floor((to(v) - to(lo)) / width)));
+    } };
+  }
+
+  // `axis` (from axisFor) made to span every one of `values`, not only those its traces
+  // draw: marks placed at the others (where trials diverged) then stay on the chart.
+  function spanAxis(axis, values) {
+    const nums = values.filter(function (v) { return typeof v === "number" && Number.isFinite(v); });
+    if (axis.type === "category") {
+      const cats = Array.from(new Set(values.map(fmt))).sort();
+      return Object.assign(axis, { categoryorder: "array", categoryarray: cats });
+    }
+    if (!nums.length) return axis;
+    const log = axis.type === "log";
+    const to = log ? Math.log10 : Number;
+    const lo = to(Math.min.apply(null, nums)), hi = to(Math.max.apply(null, nums));
+    const pad = (hi - lo) * 0.06 || (log ? 0.3 : Math.abs(hi) * 0.1 || 1);
+    return Object.assign(axis, { range: [lo - pad, hi + pad], autorange: false });
   }
 
   function meanStd(values) {
@@ -107,6 +181,30 @@ window.DnnPlot = (function () {
       return (sign * a.mean - sign * b.mean) || (b.n - a.n) || (a.sd - b.sd) || byId(a.trialIds[0], b.trialIds[0]);
     });
     return ranked;
+  }
+
+  // The best configuration in words (rankConfigurations' first): its mean, spread, seeds and
+  // parameters, and the configurations tied with it on the mean, which only the order's rule
+  // puts after it. Returns { text, ties: how many tie }.
+  function describeBest(ranked, objective, varied) {
+    const best = ranked[0], min = objective.mode === "min";
+    const shown = varied.filter(function (p) { return p !== "seed"; });
+    const params = function (c) {
+      return shown.map(function (p) { return label(p) + " " + fmt(c.params[p]); }).join(", ");
+    };
+    const spread = best.n > 1 ? " ± " + fmt(best.sd) + " (" + (min ? "lowest" : "highest") +
+      " mean of " + best.n + " seeds)" : " (" + (min ? "lowest" : "highest") + ")";
+    let text = "best " + label(objective.metric) + " " + fmt(best.mean) + spread + " — " +
+      (params(best) || "the only configuration");
+    const ties = ranked.slice(1).filter(function (c) {
+      return Math.abs(c.mean - best.mean) <= 1e-12 * Math.max(1, Math.abs(best.mean));
+    });
+    if (ties.length) {
+      text += "; tied on the mean with " + ties.length + " other configuration" + (ties.length > 1 ? "s" : "") +
+        " (" + ties.map(function (c) { return params(c) + " over " + c.n + " seed" + (c.n > 1 ? "s" : ""); }).join("; ") +
+        "), which only the rule orders: more seeds, a smaller sd, the smaller trial id";
+    }
+    return { text: text, ties: ties.length };
   }
 
   function compare(x, y) {
@@ -169,6 +267,19 @@ window.DnnPlot = (function () {
       margin: margin, height: (chartLayout.height || 340) + 17 * (lines.length - 1) });
   }
 
+  // A text alternative for a chart: what it shows (its title) and how much (its series and
+  // points), for a screen reader, which cannot read the drawing.
+  function describe(el, chartLayout, traces) {
+    const title = String((chartLayout.title && chartLayout.title.text) || "chart").replace(/<br>/g, " ");
+    const named = traces.filter(function (t) { return t.name && t.showlegend !== false; }).map(function (t) { return t.name; });
+    const points = traces.reduce(function (n, t) {
+      return n + (t.type === "parcoords" ? (t.dimensions[0] || { values: [] }).values.length : (t.y || t.x || []).length || 0);
+    }, 0);
+    el.setAttribute("role", "img");
+    el.setAttribute("aria-label", title + ": " + points + " values" +
+      (named.length ? " in " + named.length + " series (" + named.slice(0, 8).join("; ") + (named.length > 8 ? "; …" : "") + ")" : ""));
+  }
+
   // A chart with nothing to draw says why instead of showing empty default axes.
   function draw(id, traces, chartLayout, emptyText) {
     const el = document.getElementById(id);
@@ -176,6 +287,8 @@ window.DnnPlot = (function () {
     if (!traces.length) {
       if (el.dataset.waiting !== emptyText) {
         Plotly.purge(el);
+        el.removeAttribute("role"); // the note below is text a screen reader reads
+        el.removeAttribute("aria-label");
         el.style.height = "";
         el.classList.remove("drawn");
         el.textContent = "";
@@ -198,11 +311,13 @@ window.DnnPlot = (function () {
     el.style.height = (laid.height || LAYOUT.height) + "px";
     el.classList.add("drawn");
     Plotly.react(el, traces, laid, CONFIG);
+    describe(el, laid, traces);
   }
 
   return { VOCAB: VOCAB, PALETTE: PALETTE, CONFIG: CONFIG, label: label, fmt: fmt, title: title, layout: layout,
     integerStep: integerStep, integerAxis: integerAxis, axisFor: axisFor, meanStd: meanStd,
-    rankConfigurations: rankConfigurations,
+    bounds: bounds, direction: direction, band: band, logTicks: logTicks, bins: bins, spanAxis: spanAxis,
+    rankConfigurations: rankConfigurations, describeBest: describeBest,
     compare: compare, varying: varying, smooth: smooth, groupBy: groupBy, colour: colour,
     rgba: rgba, draw: draw };
 })();

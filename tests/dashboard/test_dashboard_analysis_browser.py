@@ -134,8 +134,9 @@ def test_axes_follow_what_the_sweep_varies_and_the_reader_can_change_them(quiet_
                 timeout=20_000,
             )
             bars = page.evaluate("document.getElementById('chart-importance').data[0].y")
+            # the seed is drawn as the noise floor, not as one more parameter
             assert bars[-1] == "learning rate" and set(bars) == {
-                "learning rate", "activation", "seed"
+                "learning rate", "activation", "seed (noise floor)"
             }
             # the mean over the two most important parameters' values (the seed left out)
             page.wait_for_function(
@@ -464,6 +465,14 @@ def test_compare_two_experiments_from_the_list(quiet_server):
             assert chart == {"names": ["wider", "activation-lr"], "x": [0.001, 0.01, 0.1]}
             for chart_id in ("chart-compare-curves", "chart-compare-best", "chart-compare-time"):
                 assert page.evaluate(f"document.getElementById('{chart_id}').data.length") == 2
+            # best so far over each experiment's trials in the order they finished
+            best_x = page.evaluate("document.getElementById('chart-compare-best').data[0].x")
+            assert best_x == list(range(1, len(best_x) + 1))
+            # ± sd stops at an accuracy's bounds
+            for trace in page.evaluate("document.getElementById('chart-compare-metric').data"):
+                for mean, plus in zip(trace["y"], trace["error_y"]["array"]):
+                    assert mean + plus <= 1 + 1e-12
+            expect(page.locator("#compared td.best-configuration").first).to_contain_text("seeds")
             page.select_option("#x-param", "activation")
             assert page.evaluate(
                 "document.getElementById('chart-compare-metric').data[0].x"

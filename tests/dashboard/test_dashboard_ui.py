@@ -376,4 +376,6 @@ def test_pages_get_the_vocabulary_from_the_server(client):
     assert served["done"] == ["COMPLETE", "FAILED", "DIVERGED", "PRUNED"]
     assert served["bar"] == ["COMPLETE", "PRUNED", "DIVERGED", "FAILED", "CANCELLED", "RUNNING"]
     assert served["objective"] == {"metric": "test_accuracy", "mode": "max"}
-    assert served["metrics"]["val_loss"] == {"direction": "min", "label": "val loss"}
+    assert served["metrics"]["val_loss"] == {"direction": "min", "label": "val loss",
+                                             "bounds": [0.0, None]}
+    assert served["metrics"]["val_accuracy"]["bounds"] == [0.0, 1.0]

@@ -1,0 +1,96 @@
+// The experiment page's importance chart (from GET …/importance: the seed drawn as the noise
+// floor, what the ranking leaves out said in its title) and the contour of the metric over
+// the two most important parameters.
+window.DnnImportance = (function () {
+  "use strict";
+  const P = window.DnnPlot;
+
+  // Mean of the metric over every pair of values of the two most important parameters. A
+  // continuous parameter (a sampled learning rate takes as many values as trials) is cut
+  // into bins, so each cell averages several trials instead of one column per trial.
+  function pairTraces(done, a, b, y) {
+    const rows = done.filter(function (t) { return typeof value(t, y) === "number"; });
+    const binA = P.bins(rows.map(function (t) { return t.params[a]; }));
+    const binB = P.bins(rows.map(function (t) { return t.params[b]; }));
+    const z = binB.labels.map(function () { return binA.labels.map(function () { return []; }); });
+    for (const t of rows) z[binB.index(t.params[b])][binA.index(t.params[a])].push(value(t, y));
+    const mean = z.map(function (row) { return row.map(function (vs) { return vs.length ? P.meanStd(vs)[0] : null; }); });
+    const counts = z.map(function (row) { return row.map(function (vs) { return vs.length; }); });
+    // bright is better whichever way the metric goes: a loss's lowest cell is the bright one
+    return rows.length ? [{ type: "heatmap", x: binA.labels, y: binB.labels, z: mean, customdata: counts,
+      colorscale: "Viridis", reversescale: P.direction(y) === "min", colorbar: { thickness: 12 },
+      hovertemplate: P.label(a) + " %{x}<br>" + P.label(b) + " %{y}<br>mean %{z:.4g} of %{customdata} trial(s)<extra></extra>" }] : [];
+  }
+
+  // What decided divergence, which a ranking of the trials that trained cannot show.
+  function divergedAt(body) {
+    const at = body.diverged_at || {};
+    const names = Object.keys(at);
+    return names.length ? " among the trials that trained; every trial diverged at " + names.map(function (p) {
+      return P.label(p) + " " + at[p].map(P.fmt).join(", ");
+    }).join("; ") : "";
+  }
+
+
+  let importanceKey = null, importanceBusy = false, importanceNext = null, lastDone = [], value = null;
+
+  async function importance(meta, y, evaluator, nDone) {
+    const key = [y, evaluator, nDone].join("|");
+    // a choice made while an answer is on its way is asked for once that answer is in
+    if (importanceBusy) { importanceNext = [meta, y, evaluator, nDone]; return; }
+    if (key === importanceKey) return;
+    importanceBusy = true;
+    try {
+      const res = await fetch(meta.importance_url + "?metric=" + encodeURIComponent(y) + "&evaluator=" + encodeURIComponent(evaluator));
+      const body = await res.json();
+      importanceKey = key;
+      if (!res.ok) {
+        P.draw("chart-importance", [], null, "Importance unavailable: " + body.message);
+        return;
+      }
+      const ranked = body.ranking.slice().reverse(); // the most important on top
+      // the seed changes only the draw: its bar is the noise floor (grey, a dashed line), and
+      // what matters no more than it is drawn pale
+      const below = new Set(body.below_noise || []);
+      const floor = typeof body.noise_floor === "number" ? [{ type: "line", xref: "x", yref: "paper",
+        x0: body.noise_floor, x1: body.noise_floor, y0: 0, y1: 1, line: { color: "#6b7280", width: 1, dash: "dash" } }] : [];
+      P.draw("chart-importance", ranked.length ? [{ type: "bar", orientation: "h",
+        x: ranked.map(function (p) { return body.importances[p]; }),
+        y: ranked.map(function (p) { return P.label(p) + (p === "seed" ? " (noise floor)" : ""); }),
+        text: ranked.map(function (p) { return (100 * body.importances[p]).toFixed(1) + "%"; }), textposition: "auto",
+        marker: { color: ranked.map(function (p) { return p === "seed" ? "#9aa3b5" : below.has(p) ? "#a9bdf0" : "#2f5bd3"; }) },
+        hovertemplate: "%{y}: %{x:.3f}<extra></extra>" }] : [],
+        P.layout({ title: "Parameter importance for " + P.label(y) + " (" + body.evaluator.replace("_", "-") + ", " + body.n_trials + " trials" +
+          (body.few_trials ? ", too few: a rough guide" : "") +
+          (body.n_diverged ? "; " + body.n_diverged + " diverged, not ranked" : "") + ")",
+          shapes: floor, margin: { l: 140, r: 20, t: 48, b: 40 },
+          xaxis: { title: { text: "importance (sums to 1)" + (floor.length ? "; dashed: the seed's noise floor" : "") }, rangemode: "tozero" },
+          height: Math.max(240, 80 + 28 * ranked.length) }),
+        body.note ? "Importance: " + body.note : "Waiting for the first trials to finish…");
+      const top = body.ranking.filter(function (p) { return p !== "seed"; }).slice(0, 2);
+      P.draw("chart-contour", top.length === 2 ? pairTraces(lastDone, top[0], top[1], y) : [],
+        P.layout({ title: "Mean " + P.label(y) + " over the two most important parameters (brighter is better)",
+          xaxis: { title: { text: P.label(top[0] || "") }, type: "category" },
+          yaxis: { title: { text: P.label(top[1] || "") }, type: "category", automargin: true },
+          margin: { l: 110, r: 20, t: 48, b: 60 } }),
+        "Needs two parameters that matter: the sweep varies fewer" + divergedAt(body));
+    } catch (e) {
+      importanceKey = null; // try again on the next redraw
+    } finally {
+      importanceBusy = false;
+      const next = importanceNext;
+      importanceNext = null;
+      if (next) importance.apply(null, next);
+    }
+  }
+
+  // Draw both for metric `y` (asking the server once per change of the complete trials);
+  // valueOf(t, key) reads a trial's value as the other charts do.
+  function show(meta, y, evaluator, done, valueOf) {
+    lastDone = done;
+    value = valueOf;
+    importance(meta, y, evaluator, done.length);
+  }
+
+  return { show: show };
+})();
