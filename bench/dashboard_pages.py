@@ -29,6 +29,7 @@ import time
 from pathlib import Path
 
 import requests
+from idle_dashboard import SERVER
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -42,19 +43,6 @@ SPEC = {
 }
 
 
-# The dashboard with an executor that queues nothing: the writer process plays the workers.
-SERVER = """
-from dashboard import create_app
-from dnnframe.executors import Executor
-
-class Idle(Executor):
-    def submit(self, packs, compile_keys=None): pass
-    def wait(self, timeout=None): return True
-    def cancel(self, experiment_id): return 0
-    def shutdown(self, wait=True): pass
-
-create_app({{"EXECUTOR": Idle()}}).run(host="127.0.0.1", port={port}, threaded=True)
-"""
 
 
 def _cpu_seconds(pid: int) -> float:

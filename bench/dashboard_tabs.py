@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 
 import requests
+from idle_dashboard import SERVER
 
 ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = "/usr/bin/chromium"
@@ -33,19 +34,6 @@ SPEC = {
     "training": {"max_epochs": 5, "learning_rate": {"grid": [0.01, 0.1]}},
     "search": {"seeds": 3},
 }
-# The dashboard with an executor that runs nothing: the trials stay queued, the experiment live.
-SERVER = """
-from dashboard import create_app
-from dnnframe.executors import Executor
-
-class Idle(Executor):
-    def submit(self, packs, compile_keys=None): pass
-    def wait(self, timeout=None): return True
-    def cancel(self, experiment_id): return 0
-    def shutdown(self, wait=True): pass
-
-create_app({{"EXECUTOR": Idle()}}).run(host="127.0.0.1", port={port}, threaded=True)
-"""
 
 
 def _free_port() -> int:

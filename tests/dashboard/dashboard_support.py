@@ -7,6 +7,7 @@ import os
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from dnnframe.executors import Executor
 
@@ -22,6 +23,15 @@ CHROMIUM_ARGS = [
 ]
 
 
+# Collects what the browser blocked, from before any page script runs.
+WATCH_POLICY = """
+window.__blocked = [];
+document.addEventListener("securitypolicyviolation", function (e) {
+  window.__blocked.push(e.violatedDirective + " " + (e.blockedURI || "inline"));
+});
+"""
+
+
 def artifacts_dir() -> Path:
     """Where browser tests leave their screenshots (DNNFRAME_TEST_ARTIFACTS)."""
     path = Path(os.environ.get("DNNFRAME_TEST_ARTIFACTS", "test-artifacts"))
@@ -33,6 +43,22 @@ def browser(playwright):
     """Headless Debian Chromium through Playwright (a test marked ``browser`` skips, naming
     the package, when it is missing: tests/tiers.py)."""
     return playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+
+
+@contextlib.contextmanager
+def watched_page(playwright, **page_args) -> Iterator[tuple[Any, list[str]]]:  # noqa: ANN001
+    """A page of a new headless Chromium that records its uncaught script errors (the list
+    yielded with it) and what its Content-Security-Policy blocked (``window.__blocked``);
+    the browser closes after."""
+    b = browser(playwright)
+    try:
+        page = b.new_page(**page_args)
+        page.add_init_script(WATCH_POLICY)
+        errors: list[str] = []
+        page.on("pageerror", lambda exc: errors.append(str(exc)))
+        yield page, errors
+    finally:
+        b.close()
 
 
 class RecordingExecutor(Executor):

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from dashboard_support import serving
+from dashboard_support import serving, watched_page
 
 from dashboard.api_docs import ASSETS
 from dashboard.openapi import openapi_document
@@ -38,22 +38,11 @@ def test_the_navigation_links_the_api_reference(client):
 @pytest.mark.browser
 def test_swagger_ui_shows_every_operation_under_the_policy(make_app):
     from playwright.sync_api import sync_playwright
-    from test_dashboard_browser_policy import CHROMIUM, CHROMIUM_ARGS, WATCH_POLICY
 
     operations = sum(len(ops) for ops in openapi_document()["paths"].values())
-    with serving(make_app()) as base, sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS,
-                                    headless=True)
-        try:
-            page = browser.new_page()
-            page.add_init_script(WATCH_POLICY)
-            errors: list[str] = []
-            page.on("pageerror", lambda exc: errors.append(str(exc)))
-            page.goto(base + "/api/docs/")
-            page.wait_for_function(
-                f"document.querySelectorAll('.opblock').length === {operations}",
-                timeout=30_000)
-            assert page.evaluate("window.__blocked") == []
-            assert errors == []
-        finally:
-            browser.close()
+    with serving(make_app()) as base, sync_playwright() as p, watched_page(p) as (page, errors):
+        page.goto(base + "/api/docs/")
+        page.wait_for_function(
+            f"document.querySelectorAll('.opblock').length === {operations}", timeout=30_000)
+        assert page.evaluate("window.__blocked") == []
+        assert errors == []

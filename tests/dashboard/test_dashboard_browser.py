@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from dashboard_support import artifacts_dir, serving
+from dashboard_support import artifacts_dir, serving, watched_page
 from dashboard_support import browser as _browser
 
 from dashboard import create_app
@@ -52,94 +52,88 @@ def test_submit_sweep_in_chromium_and_watch_it_complete(live_server):
     from playwright.sync_api import expect, sync_playwright
 
     base, app, gate = live_server
-    with sync_playwright() as p:
-        browser = _browser(p)
-        try:
-            page = browser.new_page(viewport={"width": 1280, "height": 1400})
-            errors: list[str] = []
-            page.on("pageerror", lambda exc: errors.append(str(exc)))
-            page.on(
-                "request",
-                lambda req: (
-                    errors.append("external request " + req.url)
-                    if not req.url.startswith(base)
-                    else None
-                ),
-            )
-            page.goto(base + "/experiments/new")
+    with sync_playwright() as p, \
+            watched_page(p, viewport={"width": 1280, "height": 1400}) as (page, errors):
+        page.on(
+            "request",
+            lambda req: (
+                errors.append("external request " + req.url)
+                if not req.url.startswith(base)
+                else None
+            ),
+        )
+        page.goto(base + "/experiments/new")
 
-            page.fill("#name", "browser-e2e")
-            page.select_option("#dataset", "iris")
-            page.fill("#hidden_layers", "1-2")
-            page.fill("#width", "4")
-            page.fill("#epochs", "2")
-            page.fill("#seeds", "1")
-            page.fill("#batch_size", "32")
-            # a bad value: the server's message appears next to the field before submitting
-            page.fill("#learning_rate", "-0.5")
-            expect(page.locator("#error-learning_rate")).to_contain_text(
-                "greater than 0", timeout=10_000
-            )
-            page.fill("#learning_rate", "0.05")
-            expect(page.locator("#trial-count")).to_have_text("2 trials", timeout=10_000)
-            expect(page.locator("#error-learning_rate")).to_have_text("")
+        page.fill("#name", "browser-e2e")
+        page.select_option("#dataset", "iris")
+        page.fill("#hidden_layers", "1-2")
+        page.fill("#width", "4")
+        page.fill("#epochs", "2")
+        page.fill("#seeds", "1")
+        page.fill("#batch_size", "32")
+        # a bad value: the server's message appears next to the field before submitting
+        page.fill("#learning_rate", "-0.5")
+        expect(page.locator("#error-learning_rate")).to_contain_text(
+            "greater than 0", timeout=10_000
+        )
+        page.fill("#learning_rate", "0.05")
+        expect(page.locator("#trial-count")).to_have_text("2 trials", timeout=10_000)
+        expect(page.locator("#error-learning_rate")).to_have_text("")
 
-            page.click("#submit")
-            page.wait_for_url("**/experiments/exp-*", timeout=30_000)
-            expect(page.locator("#trials tbody tr")).to_have_count(2, timeout=10_000)
+        page.click("#submit")
+        page.wait_for_url("**/experiments/exp-*", timeout=30_000)
+        expect(page.locator("#trials tbody tr")).to_have_count(2, timeout=10_000)
 
-            # the trials wait at the gate: the page shows them unfinished first
-            expect(page.locator("#progress-text")).to_contain_text("0 of 2", timeout=10_000)
-            samples = [_table_state(page)]
-            gate.touch()
-            deadline = time.monotonic() + 240
-            while time.monotonic() < deadline:
-                state = _table_state(page)
-                if not samples or state != samples[-1]:
-                    samples.append(state)
-                if state["states"].count("COMPLETE") == 2 and state["points"] == 2:
-                    break
-                if any(s in ("FAILED", "DIVERGED") for s in state["states"]):
-                    break
-                page.wait_for_timeout(250)
-            final = samples[-1]
-            shot = artifacts_dir() / "dashboard-experiment.png"
-            page.screenshot(path=str(shot), full_page=True)
-            print(f"\nscreenshot: {shot.resolve()}")
-            print("observed:", samples)
+        # the trials wait at the gate: the page shows them unfinished first
+        expect(page.locator("#progress-text")).to_contain_text("0 of 2", timeout=10_000)
+        samples = [_table_state(page)]
+        gate.touch()
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline:
+            state = _table_state(page)
+            if not samples or state != samples[-1]:
+                samples.append(state)
+            if state["states"].count("COMPLETE") == 2 and state["points"] == 2:
+                break
+            if any(s in ("FAILED", "DIVERGED") for s in state["states"]):
+                break
+            page.wait_for_timeout(250)
+        final = samples[-1]
+        shot = artifacts_dir() / "dashboard-experiment.png"
+        page.screenshot(path=str(shot), full_page=True)
+        print(f"\nscreenshot: {shot.resolve()}")
+        print("observed:", samples)
 
-            assert final["states"] == ["COMPLETE", "COMPLETE"], (final, samples)
-            assert final["points"] == 2  # hidden layers 1 and 2 on the accuracy chart
-            # the page changed without a reload: it showed unfinished trials first
-            assert any(s["states"].count("COMPLETE") < 2 for s in samples), samples
-            assert samples[0]["points"] < final["points"], samples
-            expect(page.locator("#progress-text")).to_have_text(
-                "2 of 2 trials done: 2 complete"
-            )
-            # the table sorts by a clicked column
-            column = "#trials tbody tr td:nth-child(2)"
-            page.click("#trials th[data-key=hidden_layers]")  # numbers sort descending first
-            assert page.eval_on_selector_all(column, "tds => tds.map(t => t.textContent)") == [
-                "2",
-                "1",
-            ]
-            page.click("#trials th[data-key=hidden_layers]")
-            assert page.eval_on_selector_all(column, "tds => tds.map(t => t.textContent)") == [
-                "1",
-                "2",
-            ]
-            assert (
-                page.evaluate("document.getElementById('chart-parallel').data[0].type")
-                == "parcoords"
-            )
-            # a trial's own page draws its learning curve
-            page.click("#trials tbody tr:first-child td:last-child a")
-            page.wait_for_url("**/trials/t-*")
-            expect(page.locator("#chart-loss .main-svg").first).to_be_visible(timeout=10_000)
-            assert page.evaluate("document.getElementById('chart-loss').data[1].y.length") == 2
-            assert errors == []
-        finally:
-            browser.close()
+        assert final["states"] == ["COMPLETE", "COMPLETE"], (final, samples)
+        assert final["points"] == 2  # hidden layers 1 and 2 on the accuracy chart
+        # the page changed without a reload: it showed unfinished trials first
+        assert any(s["states"].count("COMPLETE") < 2 for s in samples), samples
+        assert samples[0]["points"] < final["points"], samples
+        expect(page.locator("#progress-text")).to_have_text(
+            "2 of 2 trials done: 2 complete"
+        )
+        # the table sorts by a clicked column
+        column = "#trials tbody tr td:nth-child(2)"
+        page.click("#trials th[data-key=hidden_layers]")  # numbers sort descending first
+        assert page.eval_on_selector_all(column, "tds => tds.map(t => t.textContent)") == [
+            "2",
+            "1",
+        ]
+        page.click("#trials th[data-key=hidden_layers]")
+        assert page.eval_on_selector_all(column, "tds => tds.map(t => t.textContent)") == [
+            "1",
+            "2",
+        ]
+        assert (
+            page.evaluate("document.getElementById('chart-parallel').data[0].type")
+            == "parcoords"
+        )
+        # a trial's own page draws its learning curve
+        page.click("#trials tbody tr:first-child td:last-child a")
+        page.wait_for_url("**/trials/t-*")
+        expect(page.locator("#chart-loss .main-svg").first).to_be_visible(timeout=10_000)
+        assert page.evaluate("document.getElementById('chart-loss').data[1].y.length") == 2
+        assert errors == []
 
 
 def test_csv_upload_fills_label_choices_and_counts(live_server, tmp_path):
@@ -241,75 +235,69 @@ def test_experiment_page_waits_then_draws_readable_charts_in_a_stable_table(quie
     }
     exp_id = requests.post(base + "/api/v1/experiments", json=spec, timeout=30).json()["id"]
     trial_ids = [t.id for t in store.list_trials(exp_id)]
-    with sync_playwright() as p:
-        browser = _browser(p)
-        try:
-            page = browser.new_page(viewport={"width": 1280, "height": 1400})
-            errors: list[str] = []
-            page.on("pageerror", lambda exc: errors.append(str(exc)))
-            page.goto(base + f"/experiments/{exp_id}")
-            expect(page.locator("#trials tbody tr")).to_have_count(4, timeout=10_000)
-            for chart in CHARTS:  # no empty axes before the first result
-                expect(page.locator(f"#{chart}")).to_contain_text("Waiting for the first")
-                assert page.evaluate(f"document.getElementById('{chart}').data") is None
-            page.screenshot(path=str(artifacts_dir() / "dashboard-experiment-waiting.png"))
-            order = page.eval_on_selector_all(
-                "#trials tbody tr", "rs => rs.map(r => r.dataset.trial)"
-            )
+    with sync_playwright() as p, \
+            watched_page(p, viewport={"width": 1280, "height": 1400}) as (page, errors):
+        page.goto(base + f"/experiments/{exp_id}")
+        expect(page.locator("#trials tbody tr")).to_have_count(4, timeout=10_000)
+        for chart in CHARTS:  # no empty axes before the first result
+            expect(page.locator(f"#{chart}")).to_contain_text("Waiting for the first")
+            assert page.evaluate(f"document.getElementById('{chart}').data") is None
+        page.screenshot(path=str(artifacts_dir() / "dashboard-experiment-waiting.png"))
+        order = page.eval_on_selector_all(
+            "#trials tbody tr", "rs => rs.map(r => r.dataset.trial)"
+        )
 
-            # the last row finishes first: rows keep their places while states change
-            _train(store, order[-1], 40, 0.8)
-            expect(page.locator(f"#trials tbody tr[data-trial='{order[-1]}']")).to_have_attribute(
-                "data-state", "COMPLETE", timeout=10_000
-            )
-            assert (
-                page.eval_on_selector_all("#trials tbody tr", "rs => rs.map(r => r.dataset.trial)")
-                == order
-            )
-            expect(page.locator("#chart-accuracy .main-svg").first).to_be_visible(timeout=10_000)
+        # the last row finishes first: rows keep their places while states change
+        _train(store, order[-1], 40, 0.8)
+        expect(page.locator(f"#trials tbody tr[data-trial='{order[-1]}']")).to_have_attribute(
+            "data-state", "COMPLETE", timeout=10_000
+        )
+        assert (
+            page.eval_on_selector_all("#trials tbody tr", "rs => rs.map(r => r.dataset.trial)")
+            == order
+        )
+        expect(page.locator("#chart-accuracy .main-svg").first).to_be_visible(timeout=10_000)
 
-            for trial_id, accuracy in zip(order[:-1], (0.6, 0.7, 0.9)):
-                _train(store, trial_id, 40, accuracy)
-            expect(page.locator("#trials tbody tr[data-state=COMPLETE]")).to_have_count(
-                4, timeout=10_000
-            )
-            assert (
-                page.eval_on_selector_all("#trials tbody tr", "rs => rs.map(r => r.dataset.trial)")
-                == order
-            )
-            curves = page.evaluate("""() => {
-                const el = document.getElementById('chart-curves');
-                return {names: el.data.map(t => t.name), dtick: el.layout.xaxis.dtick,
-                        ticks: Array.from(el.querySelectorAll('.xtick text'))
-                            .map(t => t.textContent)};
-            }""")
-            # every parameter that varies names a curve, so no two legend entries are alike
-            assert sorted(curves["names"]) == [
-                "hidden layers 1, seed 0",
-                "hidden layers 1, seed 1",
-                "hidden layers 2, seed 0",
-                "hidden layers 2, seed 1",
-            ]
-            # epochs 1..40: integer ticks every 5 epochs, not one per epoch
-            assert curves["dtick"] == 5 and curves["ticks"][:7] == [
-                "5",
-                "10",
-                "15",
-                "20",
-                "25",
-                "30",
-                "35",
-            ]
-            assert len(curves["ticks"]) <= 8
-            # parallel coordinates spend no axis on the seed while other parameters vary
-            dims = page.evaluate("""() => document.getElementById('chart-parallel').data[0]
-                .dimensions.map(d => [d.label, d.tickvals])""")
-            assert dims == [["hidden layers", [1, 2]], ["test accuracy", None]]
-            expect(page.locator("#status")).to_have_text("finished")
-            shot = artifacts_dir() / "dashboard-experiment-charts.png"
-            page.screenshot(path=str(shot), full_page=True)
-            print(f"\nscreenshot: {shot.resolve()}")
-            assert errors == []
-            assert sorted(order) == sorted(trial_ids)
-        finally:
-            browser.close()
+        for trial_id, accuracy in zip(order[:-1], (0.6, 0.7, 0.9)):
+            _train(store, trial_id, 40, accuracy)
+        expect(page.locator("#trials tbody tr[data-state=COMPLETE]")).to_have_count(
+            4, timeout=10_000
+        )
+        assert (
+            page.eval_on_selector_all("#trials tbody tr", "rs => rs.map(r => r.dataset.trial)")
+            == order
+        )
+        curves = page.evaluate("""() => {
+            const el = document.getElementById('chart-curves');
+            return {names: el.data.map(t => t.name), dtick: el.layout.xaxis.dtick,
+                    ticks: Array.from(el.querySelectorAll('.xtick text'))
+                        .map(t => t.textContent)};
+        }""")
+        # every parameter that varies names a curve, so no two legend entries are alike
+        assert sorted(curves["names"]) == [
+            "hidden layers 1, seed 0",
+            "hidden layers 1, seed 1",
+            "hidden layers 2, seed 0",
+            "hidden layers 2, seed 1",
+        ]
+        # epochs 1..40: integer ticks every 5 epochs, not one per epoch
+        assert curves["dtick"] == 5 and curves["ticks"][:7] == [
+            "5",
+            "10",
+            "15",
+            "20",
+            "25",
+            "30",
+            "35",
+        ]
+        assert len(curves["ticks"]) <= 8
+        # parallel coordinates spend no axis on the seed while other parameters vary
+        dims = page.evaluate("""() => document.getElementById('chart-parallel').data[0]
+            .dimensions.map(d => [d.label, d.tickvals])""")
+        assert dims == [["hidden layers", [1, 2]], ["test accuracy", None]]
+        expect(page.locator("#status")).to_have_text("finished")
+        shot = artifacts_dir() / "dashboard-experiment-charts.png"
+        page.screenshot(path=str(shot), full_page=True)
+        print(f"\nscreenshot: {shot.resolve()}")
+        assert errors == []
+        assert sorted(order) == sorted(trial_ids)

@@ -4,23 +4,11 @@ the plotly charts, WebGL parallel coordinates included), and Cancel asks before 
 from __future__ import annotations
 
 import pytest
-from dashboard_support import TINY_SPEC, serving
+from dashboard_support import TINY_SPEC, serving, watched_page
 
 from dnnframe.store import TrialState
 
 pytestmark = pytest.mark.browser
-
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run"]
-# Collects what the browser blocked, from before any page script runs.
-WATCH_POLICY = """
-window.__blocked = [];
-document.addEventListener("securitypolicyviolation", function (e) {
-  window.__blocked.push(e.violatedDirective + " " + (e.blockedURI || "inline"));
-});
-"""
-
 
 @pytest.fixture
 def served(make_app, recorder):
@@ -53,61 +41,52 @@ def test_pages_run_under_their_policy_and_cancel_asks_first(served, recorder):
     done_id, trial_id = _finished_experiment(client, store)
     waiting = {**TINY_SPEC, "name": "waiting", "model": {"hidden_layers": 1, "width": 5}}
     running_id = client.post("/api/v1/experiments", json=waiting).json["id"]
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS,
-                                    headless=True)
-        try:
-            page = browser.new_page()
-            page.add_init_script(WATCH_POLICY)
-            errors: list[str] = []
-            page.on("pageerror", lambda exc: errors.append(str(exc)))
-            for path in ("/", "/experiments/new"):
-                page.goto(base + path)
-                page.wait_for_load_state("load")
-                assert page.evaluate("window.__blocked") == [], path
-            # the trial's curves and the comparison's charts draw under the policy
-            for path, chart in ((f"/trials/{trial_id}", "chart-loss"),
-                                (f"/compare?ids={done_id},{running_id}", "chart-compare-curves")):
-                page.goto(base + path)
-                page.wait_for_function(
-                    f"document.querySelector('#{chart} .main-svg') !== null", timeout=30_000)
-                assert page.evaluate("window.__blocked") == [], path
-            page.goto(base + f"/experiments/{done_id}")
-            for chart in ("chart-accuracy", "chart-curves", "chart-parallel"):
-                page.wait_for_function(
-                    f"document.querySelector('#{chart} .main-svg, #{chart} canvas') !== null",
-                    timeout=30_000)
-            assert page.evaluate("window.__blocked") == []
-            expect(page.locator("#cancel")).to_have_count(0)  # finished: nothing to cancel
+    with sync_playwright() as p, watched_page(p) as (page, errors):
+        for path in ("/", "/experiments/new"):
+            page.goto(base + path)
+            page.wait_for_load_state("load")
+            assert page.evaluate("window.__blocked") == [], path
+        # the trial's curves and the comparison's charts draw under the policy
+        for path, chart in ((f"/trials/{trial_id}", "chart-loss"),
+                            (f"/compare?ids={done_id},{running_id}", "chart-compare-curves")):
+            page.goto(base + path)
+            page.wait_for_function(
+                f"document.querySelector('#{chart} .main-svg') !== null", timeout=30_000)
+            assert page.evaluate("window.__blocked") == [], path
+        page.goto(base + f"/experiments/{done_id}")
+        for chart in ("chart-accuracy", "chart-curves", "chart-parallel"):
+            page.wait_for_function(
+                f"document.querySelector('#{chart} .main-svg, #{chart} canvas') !== null",
+                timeout=30_000)
+        assert page.evaluate("window.__blocked") == []
+        expect(page.locator("#cancel")).to_have_count(0)  # finished: nothing to cancel
 
-            # an experiment that ends while its page is open loses its Cancel button
-            ending = {**TINY_SPEC, "name": "ending", "model": {"hidden_layers": 1, "width": 6}}
-            ending_id = client.post("/api/v1/experiments", json=ending).json["id"]
-            page.goto(base + f"/experiments/{ending_id}")
-            expect(page.locator("#cancel")).to_be_visible()
-            ids = [t.id for t in store.list_trials(ending_id)]
-            store.claim_trials(ids, "w")
-            for tid in ids:
-                store.finish_trial(tid, TrialState.FAILED, worker="w", error="boom")
-            expect(page.locator("#cancel")).to_have_count(0, timeout=30_000)
+        # an experiment that ends while its page is open loses its Cancel button
+        ending = {**TINY_SPEC, "name": "ending", "model": {"hidden_layers": 1, "width": 6}}
+        ending_id = client.post("/api/v1/experiments", json=ending).json["id"]
+        page.goto(base + f"/experiments/{ending_id}")
+        expect(page.locator("#cancel")).to_be_visible()
+        ids = [t.id for t in store.list_trials(ending_id)]
+        store.claim_trials(ids, "w")
+        for tid in ids:
+            store.finish_trial(tid, TrialState.FAILED, worker="w", error="boom")
+        expect(page.locator("#cancel")).to_have_count(0, timeout=30_000)
 
-            page.goto(base + f"/experiments/{running_id}")
-            asked: list[str] = []
+        page.goto(base + f"/experiments/{running_id}")
+        asked: list[str] = []
 
-            def answer(dialog, accept: bool) -> None:
-                asked.append(dialog.message)
-                dialog.accept() if accept else dialog.dismiss()
+        def answer(dialog, accept: bool) -> None:
+            asked.append(dialog.message)
+            dialog.accept() if accept else dialog.dismiss()
 
-            page.once("dialog", lambda d: answer(d, False))
+        page.once("dialog", lambda d: answer(d, False))
+        page.click("#cancel")
+        expect(page.locator("#cancel")).to_be_visible()
+        assert len(asked) == 1 and "Cancel this experiment?" in asked[0]
+        assert recorder.cancelled == []
+        page.once("dialog", lambda d: answer(d, True))
+        with page.expect_navigation():
             page.click("#cancel")
-            expect(page.locator("#cancel")).to_be_visible()
-            assert len(asked) == 1 and "Cancel this experiment?" in asked[0]
-            assert recorder.cancelled == []
-            page.once("dialog", lambda d: answer(d, True))
-            with page.expect_navigation():
-                page.click("#cancel")
-            assert recorder.cancelled == [running_id] and len(asked) == 2
-            assert page.evaluate("window.__blocked") == []
-            assert errors == []
-        finally:
-            browser.close()
+        assert recorder.cancelled == [running_id] and len(asked) == 2
+        assert page.evaluate("window.__blocked") == []
+        assert errors == []

@@ -7,7 +7,7 @@ import json
 
 import pytest
 import requests
-from dashboard_support import browser
+from dashboard_support import watched_page
 
 from dnnframe.store.base import TrialState
 
@@ -38,53 +38,47 @@ def test_brushing_the_parallel_coordinates_filters_the_table_and_charts(quiet_se
         acc = 0.5 + 4 * t.config["training"]["learning_rate"]
         result = {"metrics": {"test_accuracy": acc, "test_loss": 1 - acc}, "epochs_run": 2}
         assert store.finish_trial(t.id, TrialState.COMPLETE, result=result, worker="w1")
-    with sync_playwright() as p:
-        b = browser(p)
-        try:
-            page = b.new_page(viewport={"width": 1280, "height": 1100})
-            errors: list[str] = []
-            page.on("pageerror", lambda exc: errors.append(str(exc)))
-            # a brush in the URL: the learning rate between 0.005 and 0.5
-            brush = json.dumps({"learning_rate": {"ranges": [[0.005, 0.5]]}})
-            page.goto(base + f"/experiments/{exp_id}?" + f"brush={requests.utils.quote(brush)}")
-            expect(page.locator("#trials tbody tr")).to_have_count(8, timeout=15_000)
-            assert {config[t][0] for t in _rows(page)} == {0.01, 0.1}
-            expect(page.locator("#brushed")).to_contain_text("Showing 8 of 12 trials")
-            expect(page.locator("#chart-slice.drawn")).to_have_count(1, timeout=15_000)
-            slices = page.evaluate("document.getElementById('chart-slice').data")
-            assert all(len(s["x"]) == 8 for s in slices)
-            # the parallel chart draws every trial, with the brush on the rate's (log) axis
-            parallel = page.evaluate("document.getElementById('chart-parallel').data[0]")
-            rate = next(d for d in parallel["dimensions"] if d["label"].startswith("learning"))
-            assert len(rate["values"]) == 12
-            assert rate["constraintrange"] == [[pytest.approx(-2.30103), pytest.approx(-0.30103)]]
-            # the reader drags along the activation axis: a brush over relu
-            axes = page.locator("#chart-parallel g.y-axis")
-            labels = page.eval_on_selector_all(
-                "#chart-parallel g.y-axis text.axis-title", "ts => ts.map(t => t.textContent)")
-            axis = axes.nth(labels.index("activation")).locator("rect.background").first
-            axis.scroll_into_view_if_needed()
-            box = axis.bounding_box()
-            # relu is the axis's bottom value: drag over the bottom fifth of it
-            x = box["x"] + box["width"] / 2
-            page.mouse.move(x, box["y"] + box["height"] * 0.97)
-            page.mouse.down()
-            page.mouse.move(x, box["y"] + box["height"] * 0.85, steps=5)
-            page.mouse.up()
-            expect(page.locator("#trials tbody tr")).to_have_count(4, timeout=15_000)
-            assert {config[t] for t in _rows(page)} == {(0.01, "relu"), (0.1, "relu")}
-            assert json.loads(requests.utils.unquote(page.url.split("brush=")[1])) == {
-                "learning_rate": {"ranges": [[pytest.approx(0.005), pytest.approx(0.5)]]},
-                "activation": {"values": ["relu"]}}
-            # a reload keeps the brushes; "show every trial" lets them go
-            page.reload()
-            expect(page.locator("#trials tbody tr")).to_have_count(4, timeout=15_000)
-            page.click("#clear-brush")
-            expect(page.locator("#trials tbody tr")).to_have_count(12)
-            expect(page.locator("#brushed")).to_be_hidden()
-            assert "brush=" not in page.url
-            parallel = page.evaluate("document.getElementById('chart-parallel').data[0]")
-            assert all("constraintrange" not in d for d in parallel["dimensions"])
-            assert errors == []
-        finally:
-            b.close()
+    with sync_playwright() as p, \
+            watched_page(p, viewport={"width": 1280, "height": 1100}) as (page, errors):
+        # a brush in the URL: the learning rate between 0.005 and 0.5
+        brush = json.dumps({"learning_rate": {"ranges": [[0.005, 0.5]]}})
+        page.goto(base + f"/experiments/{exp_id}?" + f"brush={requests.utils.quote(brush)}")
+        expect(page.locator("#trials tbody tr")).to_have_count(8, timeout=15_000)
+        assert {config[t][0] for t in _rows(page)} == {0.01, 0.1}
+        expect(page.locator("#brushed")).to_contain_text("Showing 8 of 12 trials")
+        expect(page.locator("#chart-slice.drawn")).to_have_count(1, timeout=15_000)
+        slices = page.evaluate("document.getElementById('chart-slice').data")
+        assert all(len(s["x"]) == 8 for s in slices)
+        # the parallel chart draws every trial, with the brush on the rate's (log) axis
+        parallel = page.evaluate("document.getElementById('chart-parallel').data[0]")
+        rate = next(d for d in parallel["dimensions"] if d["label"].startswith("learning"))
+        assert len(rate["values"]) == 12
+        assert rate["constraintrange"] == [[pytest.approx(-2.30103), pytest.approx(-0.30103)]]
+        # the reader drags along the activation axis: a brush over relu
+        axes = page.locator("#chart-parallel g.y-axis")
+        labels = page.eval_on_selector_all(
+            "#chart-parallel g.y-axis text.axis-title", "ts => ts.map(t => t.textContent)")
+        axis = axes.nth(labels.index("activation")).locator("rect.background").first
+        axis.scroll_into_view_if_needed()
+        box = axis.bounding_box()
+        # relu is the axis's bottom value: drag over the bottom fifth of it
+        x = box["x"] + box["width"] / 2
+        page.mouse.move(x, box["y"] + box["height"] * 0.97)
+        page.mouse.down()
+        page.mouse.move(x, box["y"] + box["height"] * 0.85, steps=5)
+        page.mouse.up()
+        expect(page.locator("#trials tbody tr")).to_have_count(4, timeout=15_000)
+        assert {config[t] for t in _rows(page)} == {(0.01, "relu"), (0.1, "relu")}
+        assert json.loads(requests.utils.unquote(page.url.split("brush=")[1])) == {
+            "learning_rate": {"ranges": [[pytest.approx(0.005), pytest.approx(0.5)]]},
+            "activation": {"values": ["relu"]}}
+        # a reload keeps the brushes; "show every trial" lets them go
+        page.reload()
+        expect(page.locator("#trials tbody tr")).to_have_count(4, timeout=15_000)
+        page.click("#clear-brush")
+        expect(page.locator("#trials tbody tr")).to_have_count(12)
+        expect(page.locator("#brushed")).to_be_hidden()
+        assert "brush=" not in page.url
+        parallel = page.evaluate("document.getElementById('chart-parallel').data[0]")
+        assert all("constraintrange" not in d for d in parallel["dimensions"])
+        assert errors == []

@@ -11,7 +11,7 @@ import time
 
 import pytest
 import requests
-from dashboard_support import TINY_SPEC, browser, serving
+from dashboard_support import TINY_SPEC, browser, serving, watched_page
 
 from dnnframe.store.base import TrialState
 
@@ -178,25 +178,18 @@ def test_a_server_at_its_stream_limit_says_poll_instead(make_app):
 def _page_follows_changes(base, store, exp_id) -> str:
     from playwright.sync_api import expect, sync_playwright
 
-    with sync_playwright() as p:
-        b = browser(p)
-        try:
-            page = b.new_page()
-            errors: list[str] = []
-            page.on("pageerror", lambda exc: errors.append(str(exc)))
-            page.goto(base + f"/experiments/{exp_id}")
-            expect(page.locator("#trials tbody tr")).to_have_count(4, timeout=10_000)
-            page.wait_for_function("() => document.body.dataset.live", timeout=10_000)
-            live = page.evaluate("document.body.dataset.live")
-            trial = store.list_trials(exp_id)[0].id
-            assert store.claim_trial(trial, "w1")
-            expect(page.locator(f"tr[data-trial='{trial}']")).to_have_attribute(
-                "data-state", "RUNNING", timeout=10_000
-            )
-            assert errors == []
-            return live
-        finally:
-            b.close()
+    with sync_playwright() as p, watched_page(p) as (page, errors):
+        page.goto(base + f"/experiments/{exp_id}")
+        expect(page.locator("#trials tbody tr")).to_have_count(4, timeout=10_000)
+        page.wait_for_function("() => document.body.dataset.live", timeout=10_000)
+        live = page.evaluate("document.body.dataset.live")
+        trial = store.list_trials(exp_id)[0].id
+        assert store.claim_trial(trial, "w1")
+        expect(page.locator(f"tr[data-trial='{trial}']")).to_have_attribute(
+            "data-state", "RUNNING", timeout=10_000
+        )
+        assert errors == []
+        return live
 
 
 @pytest.mark.browser
@@ -327,30 +320,23 @@ def test_a_running_trials_page_follows_its_epochs_and_shows_its_end(quiet_server
     trial = store.list_trials(exp_id)[0].id
     assert store.claim_trial(trial, "w1")
     assert store.append_metrics(trial, {"epoch": 1, "val_loss": 0.9, "train_loss": 1.0}, worker="w1")
-    with sync_playwright() as p:
-        b = browser(p)
-        try:
-            page = b.new_page()
-            errors: list[str] = []
-            page.on("pageerror", lambda exc: errors.append(str(exc)))
-            page.goto(base + f"/trials/{trial}")
-            page.wait_for_function("() => document.body.dataset.live === 'stream'", timeout=15_000)
-            assert page.evaluate("document.getElementById('chart-loss').data[1].y") == [0.9]
-            for epoch in (2, 3):
-                assert store.append_metrics(trial, {"epoch": epoch, "val_loss": 0.9 - 0.1 * epoch,
-                                                    "train_loss": 1.0}, worker="w1")
-            page.wait_for_function("() => document.body.dataset.epochs === '3'", timeout=15_000)
-            assert page.evaluate("document.getElementById('chart-loss').data[1].y") == [
-                0.9, pytest.approx(0.7), pytest.approx(0.6)]
-            expect(page.locator("#state")).to_have_text("RUNNING")
-            # it ends: the page shows its final state and metrics
-            result = {"metrics": {"test_accuracy": 0.75, "test_loss": 0.5}, "epochs_run": 3}
-            assert store.finish_trial(trial, TrialState.COMPLETE, result=result, worker="w1")
-            expect(page.locator("#state")).to_have_text("COMPLETE", timeout=15_000)
-            expect(page.locator("#final-metrics")).to_contain_text("test_accuracy", timeout=15_000)
-            assert errors == []
-        finally:
-            b.close()
+    with sync_playwright() as p, watched_page(p) as (page, errors):
+        page.goto(base + f"/trials/{trial}")
+        page.wait_for_function("() => document.body.dataset.live === 'stream'", timeout=15_000)
+        assert page.evaluate("document.getElementById('chart-loss').data[1].y") == [0.9]
+        for epoch in (2, 3):
+            assert store.append_metrics(trial, {"epoch": epoch, "val_loss": 0.9 - 0.1 * epoch,
+                                                "train_loss": 1.0}, worker="w1")
+        page.wait_for_function("() => document.body.dataset.epochs === '3'", timeout=15_000)
+        assert page.evaluate("document.getElementById('chart-loss').data[1].y") == [
+            0.9, pytest.approx(0.7), pytest.approx(0.6)]
+        expect(page.locator("#state")).to_have_text("RUNNING")
+        # it ends: the page shows its final state and metrics
+        result = {"metrics": {"test_accuracy": 0.75, "test_loss": 0.5}, "epochs_run": 3}
+        assert store.finish_trial(trial, TrialState.COMPLETE, result=result, worker="w1")
+        expect(page.locator("#state")).to_have_text("COMPLETE", timeout=15_000)
+        expect(page.locator("#final-metrics")).to_contain_text("test_accuracy", timeout=15_000)
+        assert errors == []
 
 
 @pytest.mark.browser

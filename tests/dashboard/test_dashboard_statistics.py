@@ -8,7 +8,7 @@ import re
 
 import pytest
 import requests
-from dashboard_support import artifacts_dir, browser
+from dashboard_support import artifacts_dir, watched_page
 
 from dnnframe.store.base import TrialState
 
@@ -156,84 +156,78 @@ def test_the_page_shows_diverged_trials_ties_and_best_so_far_in_finishing_order(
             acc = 0.94 + 0.02 * t.config["seed"]
             _finish(store, t.id, TrialState.COMPLETE, {"test_accuracy": acc, "test_loss": 1 - acc},
                     [{"epoch": 1, "val_loss": 0.6}, {"epoch": 2, "val_loss": 0.4}])
-    with sync_playwright() as p:
-        b = browser(p)
-        try:
-            page = b.new_page(viewport={"width": 1280, "height": 1100})
-            errors: list[str] = []
-            page.on("pageerror", lambda exc: errors.append(str(exc)))
-            page.goto(base + f"/experiments/{exp_id}")
-            # the best is one of two configurations tied on the mean, and says so
-            expect(page.locator("#best")).to_contain_text(
-                "tied on the mean with 1 other configuration", timeout=15_000)
-            assert page.evaluate("document.getElementById('best').dataset.ties") == "1"
-            for chart in ("chart-accuracy", "chart-best", "chart-curves", "chart-importance"):
-                expect(page.locator(f"#{chart}.drawn")).to_have_count(1, timeout=15_000)
-            layout = "(id) => document.getElementById(id).layout"
-            data = "(id) => document.getElementById(id).data"
-            title = "(id) => document.getElementById(id).layout.title.text.replaceAll('<br>', ' ')"
-            # accuracy against depth: each depth marks its two diverged trials
-            accuracy = page.evaluate(layout, "chart-accuracy")
-            assert "4 diverged, marked ✕" in page.evaluate(title, "chart-accuracy")
-            assert [a["text"] for a in accuracy["annotations"]] == ["✕ 2 diverged"] * 2
-            # the learning rate's slice marks the four that diverged at 1000, on its axis
-            slices = page.evaluate(layout, "chart-slice")
-            marks = {(a["xref"], a["x"], a["text"]) for a in slices["annotations"]}
-            lr_ref = next(k for k, v in slices.items() if k.startswith("xaxis")
-                          and v["title"]["text"] == "learning rate").replace("axis", "")
-            assert (lr_ref, 3, "✕ 4") in marks  # a log axis: log10(1000)
-            lo, hi = slices[lr_ref.replace("x", "xaxis")]["range"]
-            assert lo < math.log10(0.05) and hi > 3
-            # best so far over the 8 trials in finishing order, the diverged ones marked
-            best = page.evaluate("document.getElementById('chart-best').data.map(d => d.x)")
-            marks = page.evaluate(layout, "chart-best")["annotations"]
-            xs = sorted(best[0] + [m["x"] for m in marks])
-            assert xs == list(range(1, 9)) and len(marks) == 4 and best[1] == best[0]
-            # curves: the diverged ones (3e9) do not stretch the axis of those that trained
-            curves = page.evaluate(layout, "chart-curves")
-            assert curves["yaxis"]["range"][1] < 1
-            # importance says what it left out, and the contour what decided divergence
-            importance_title = page.evaluate(title, "chart-importance")
-            assert "4 diverged, not ranked" in importance_title
-            assert "too few: a rough guide" in importance_title
-            # the seed is the noise floor, not one more parameter
-            bars = page.evaluate(data, "chart-importance")[0]
-            assert "seed (noise floor)" in bars["y"]
-            floor = page.evaluate(layout, "chart-importance")["shapes"][0]
-            assert floor["x0"] == bars["x"][bars["y"].index("seed (noise floor)")]
-            expect(page.locator("#chart-contour")).to_contain_text(
-                "every trial diverged at learning rate 1000", timeout=15_000)
-            # each chart has a text alternative: what it shows, and how much
-            for chart in ("chart-accuracy", "chart-best", "chart-slice", "chart-parallel"):
-                described = page.locator(f"#{chart}")
-                expect(described).to_have_attribute("role", "img")
-                assert " values" in described.get_attribute("aria-label")
-            assert page.get_attribute("#chart-best", "aria-label").startswith(
-                "Highest test accuracy so far (4 diverged, marked ✕): 8 values in 2 series")
-            # every state's badge reads at 4.5:1 or more (WCAG AA for its 11 px text)
-            for name, fg, bg in page.evaluate("""() => {
-                const v = JSON.parse(document.getElementById('dnnframe-vocabulary').textContent);
-                const names = Object.values(v.states).concat(['COMPLETE_WITH_FAILURES']);
-                return names.map(n => {
-                    const el = document.createElement('span');
-                    el.className = 'state state-' + n;
-                    el.textContent = n;
-                    document.body.appendChild(el);
-                    const style = getComputedStyle(el);
-                    return [n, style.color, style.backgroundColor];
-                }); }"""):
-                assert _contrast(fg, bg) >= 4.5, (name, fg, bg, _contrast(fg, bg))
-            page.screenshot(path=str(artifacts_dir() / "dashboard-diverged.png"), full_page=True)
-            # a slice's point is a trial: clicking it opens the trial's page
-            point = page.locator("#chart-slice .scatterlayer .point").first
-            point.scroll_into_view_if_needed()
-            box = point.bounding_box()
-            page.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
-            page.wait_for_url("**/trials/t-*", timeout=15_000)
-            assert page.url.rsplit("/", 1)[1] in ids_trained
-            assert errors == []
-        finally:
-            b.close()
+    with sync_playwright() as p, \
+            watched_page(p, viewport={"width": 1280, "height": 1100}) as (page, errors):
+        page.goto(base + f"/experiments/{exp_id}")
+        # the best is one of two configurations tied on the mean, and says so
+        expect(page.locator("#best")).to_contain_text(
+            "tied on the mean with 1 other configuration", timeout=15_000)
+        assert page.evaluate("document.getElementById('best').dataset.ties") == "1"
+        for chart in ("chart-accuracy", "chart-best", "chart-curves", "chart-importance"):
+            expect(page.locator(f"#{chart}.drawn")).to_have_count(1, timeout=15_000)
+        layout = "(id) => document.getElementById(id).layout"
+        data = "(id) => document.getElementById(id).data"
+        title = "(id) => document.getElementById(id).layout.title.text.replaceAll('<br>', ' ')"
+        # accuracy against depth: each depth marks its two diverged trials
+        accuracy = page.evaluate(layout, "chart-accuracy")
+        assert "4 diverged, marked ✕" in page.evaluate(title, "chart-accuracy")
+        assert [a["text"] for a in accuracy["annotations"]] == ["✕ 2 diverged"] * 2
+        # the learning rate's slice marks the four that diverged at 1000, on its axis
+        slices = page.evaluate(layout, "chart-slice")
+        marks = {(a["xref"], a["x"], a["text"]) for a in slices["annotations"]}
+        lr_ref = next(k for k, v in slices.items() if k.startswith("xaxis")
+                      and v["title"]["text"] == "learning rate").replace("axis", "")
+        assert (lr_ref, 3, "✕ 4") in marks  # a log axis: log10(1000)
+        lo, hi = slices[lr_ref.replace("x", "xaxis")]["range"]
+        assert lo < math.log10(0.05) and hi > 3
+        # best so far over the 8 trials in finishing order, the diverged ones marked
+        best = page.evaluate("document.getElementById('chart-best').data.map(d => d.x)")
+        marks = page.evaluate(layout, "chart-best")["annotations"]
+        xs = sorted(best[0] + [m["x"] for m in marks])
+        assert xs == list(range(1, 9)) and len(marks) == 4 and best[1] == best[0]
+        # curves: the diverged ones (3e9) do not stretch the axis of those that trained
+        curves = page.evaluate(layout, "chart-curves")
+        assert curves["yaxis"]["range"][1] < 1
+        # importance says what it left out, and the contour what decided divergence
+        importance_title = page.evaluate(title, "chart-importance")
+        assert "4 diverged, not ranked" in importance_title
+        assert "too few: a rough guide" in importance_title
+        # the seed is the noise floor, not one more parameter
+        bars = page.evaluate(data, "chart-importance")[0]
+        assert "seed (noise floor)" in bars["y"]
+        floor = page.evaluate(layout, "chart-importance")["shapes"][0]
+        assert floor["x0"] == bars["x"][bars["y"].index("seed (noise floor)")]
+        expect(page.locator("#chart-contour")).to_contain_text(
+            "every trial diverged at learning rate 1000", timeout=15_000)
+        # each chart has a text alternative: what it shows, and how much
+        for chart in ("chart-accuracy", "chart-best", "chart-slice", "chart-parallel"):
+            described = page.locator(f"#{chart}")
+            expect(described).to_have_attribute("role", "img")
+            assert " values" in described.get_attribute("aria-label")
+        assert page.get_attribute("#chart-best", "aria-label").startswith(
+            "Highest test accuracy so far (4 diverged, marked ✕): 8 values in 2 series")
+        # every state's badge reads at 4.5:1 or more (WCAG AA for its 11 px text)
+        for name, fg, bg in page.evaluate("""() => {
+            const v = JSON.parse(document.getElementById('dnnframe-vocabulary').textContent);
+            const names = Object.values(v.states).concat(['COMPLETE_WITH_FAILURES']);
+            return names.map(n => {
+                const el = document.createElement('span');
+                el.className = 'state state-' + n;
+                el.textContent = n;
+                document.body.appendChild(el);
+                const style = getComputedStyle(el);
+                return [n, style.color, style.backgroundColor];
+            }); }"""):
+            assert _contrast(fg, bg) >= 4.5, (name, fg, bg, _contrast(fg, bg))
+        page.screenshot(path=str(artifacts_dir() / "dashboard-diverged.png"), full_page=True)
+        # a slice's point is a trial: clicking it opens the trial's page
+        point = page.locator("#chart-slice .scatterlayer .point").first
+        point.scroll_into_view_if_needed()
+        box = point.bounding_box()
+        page.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+        page.wait_for_url("**/trials/t-*", timeout=15_000)
+        assert page.url.rsplit("/", 1)[1] in ids_trained
+        assert errors == []
 
 
 # twelve learning rates over four decades: a log axis, and more values than the parallel
@@ -260,65 +254,59 @@ def test_chart_choices_survive_a_reload_and_charts_respect_direction_bounds_and_
         acc = 1.0 - 0.1 * t.config["seed"] if lr == 1e-2 else 0.5 + 0.01 * depth + lr / 10
         _finish(store, t.id, TrialState.COMPLETE, {"test_accuracy": acc, "test_loss": 1 - acc})
     url = base + f"/experiments/{exp_id}"
-    with sync_playwright() as p:
-        b = browser(p)
-        try:
-            page = b.new_page(viewport={"width": 1280, "height": 1100})
-            errors: list[str] = []
-            page.on("pageerror", lambda exc: errors.append(str(exc)))
-            page.goto(url + "?x=learning_rate&group=hidden_layers&y=test_loss&log_y=1")
-            # the choices in the URL are the page's
-            expect(page.locator("#x-param")).to_have_value("learning_rate", timeout=15_000)
-            expect(page.locator("#group-by")).to_have_value("hidden_layers")
-            expect(page.locator("#y-metric")).to_have_value("test_loss")
-            assert page.is_checked("#log-y")
-            for chart in ("chart-accuracy", "chart-contour", "chart-parallel"):
-                expect(page.locator(f"#{chart}.drawn")).to_have_count(1, timeout=15_000)
-            layout = "(id) => document.getElementById(id).layout"
-            data = "(id) => document.getElementById(id).data"
-            # a loss's heatmap and parallel coordinates make the lowest (best) value bright
-            assert page.evaluate(data, "chart-contour")[0]["reversescale"] is True
-            parallel = page.evaluate(data, "chart-parallel")[0]
-            assert parallel["line"]["reversescale"] is True
-            # the learning rate's log axes are labelled with real values, a tick a decade
-            lr_dim = next(d for d in parallel["dimensions"] if d["label"].startswith("learning"))
-            assert lr_dim["ticktext"] == ["0.0001", "0.001", "0.01", "0.1", "1"]
-            x_axis = page.evaluate(layout, "chart-accuracy")["xaxis"]
-            assert (x_axis["type"], x_axis["dtick"], x_axis["tickformat"]) == ("log", 1, "~g")
-            # a new choice goes into the URL, and a reload keeps it
-            page.select_option("#y-metric", "test_accuracy")
-            page.uncheck("#log-y")
-            assert "y=test_accuracy" in page.url and "log_y" not in page.url
-            # an accuracy's ± sd stops at 1 (and at 0)
-            for trace in page.evaluate(data, "chart-accuracy"):
-                for mean, plus, minus in zip(trace["y"], trace["error_y"]["array"],
-                                             trace["error_y"]["arrayminus"]):
-                    assert mean + plus <= 1 + 1e-12 and mean - minus >= -1e-12
-            assert page.evaluate(data, "chart-contour")[0]["reversescale"] is False
-            # the table sorts from the keyboard, says its order, and keeps it in the URL
-            header = page.locator("#trials th[data-key=learning_rate]")
-            header.locator("button").focus()
-            page.keyboard.press("Enter")  # numbers sort descending first
-            expect(header).to_have_attribute("aria-sort", "descending")
-            first_rate = "document.querySelector('#trials tbody tr').dataset.trial"
-            assert "sort=learning_rate" in page.url and "desc=1" in page.url
-            top = page.evaluate(first_rate)
-            assert store.get_trial(top).config["training"]["learning_rate"] == RATES[-1]
-            page.keyboard.press("Space")
-            expect(header).to_have_attribute("aria-sort", "ascending")
-            assert "desc" not in page.url
-            page.reload()
-            expect(page.locator("#y-metric")).to_have_value("test_accuracy", timeout=15_000)
-            expect(page.locator("#group-by")).to_have_value("hidden_layers")
-            assert not page.is_checked("#log-y")
-            expect(page.locator("#trials th[data-key=learning_rate]")).to_have_attribute(
-                "aria-sort", "ascending")
-            expect(page.locator("#trials th[data-key=state]")).to_have_attribute("aria-sort", "none")
-            assert store.get_trial(page.evaluate(first_rate)).config["training"][
-                "learning_rate"] == RATES[0]
-            assert errors == []
-        finally:
-            b.close()
+    with sync_playwright() as p, \
+            watched_page(p, viewport={"width": 1280, "height": 1100}) as (page, errors):
+        page.goto(url + "?x=learning_rate&group=hidden_layers&y=test_loss&log_y=1")
+        # the choices in the URL are the page's
+        expect(page.locator("#x-param")).to_have_value("learning_rate", timeout=15_000)
+        expect(page.locator("#group-by")).to_have_value("hidden_layers")
+        expect(page.locator("#y-metric")).to_have_value("test_loss")
+        assert page.is_checked("#log-y")
+        for chart in ("chart-accuracy", "chart-contour", "chart-parallel"):
+            expect(page.locator(f"#{chart}.drawn")).to_have_count(1, timeout=15_000)
+        layout = "(id) => document.getElementById(id).layout"
+        data = "(id) => document.getElementById(id).data"
+        # a loss's heatmap and parallel coordinates make the lowest (best) value bright
+        assert page.evaluate(data, "chart-contour")[0]["reversescale"] is True
+        parallel = page.evaluate(data, "chart-parallel")[0]
+        assert parallel["line"]["reversescale"] is True
+        # the learning rate's log axes are labelled with real values, a tick a decade
+        lr_dim = next(d for d in parallel["dimensions"] if d["label"].startswith("learning"))
+        assert lr_dim["ticktext"] == ["0.0001", "0.001", "0.01", "0.1", "1"]
+        x_axis = page.evaluate(layout, "chart-accuracy")["xaxis"]
+        assert (x_axis["type"], x_axis["dtick"], x_axis["tickformat"]) == ("log", 1, "~g")
+        # a new choice goes into the URL, and a reload keeps it
+        page.select_option("#y-metric", "test_accuracy")
+        page.uncheck("#log-y")
+        assert "y=test_accuracy" in page.url and "log_y" not in page.url
+        # an accuracy's ± sd stops at 1 (and at 0)
+        for trace in page.evaluate(data, "chart-accuracy"):
+            for mean, plus, minus in zip(trace["y"], trace["error_y"]["array"],
+                                         trace["error_y"]["arrayminus"]):
+                assert mean + plus <= 1 + 1e-12 and mean - minus >= -1e-12
+        assert page.evaluate(data, "chart-contour")[0]["reversescale"] is False
+        # the table sorts from the keyboard, says its order, and keeps it in the URL
+        header = page.locator("#trials th[data-key=learning_rate]")
+        header.locator("button").focus()
+        page.keyboard.press("Enter")  # numbers sort descending first
+        expect(header).to_have_attribute("aria-sort", "descending")
+        first_rate = "document.querySelector('#trials tbody tr').dataset.trial"
+        assert "sort=learning_rate" in page.url and "desc=1" in page.url
+        top = page.evaluate(first_rate)
+        assert store.get_trial(top).config["training"]["learning_rate"] == RATES[-1]
+        page.keyboard.press("Space")
+        expect(header).to_have_attribute("aria-sort", "ascending")
+        assert "desc" not in page.url
+        page.reload()
+        expect(page.locator("#y-metric")).to_have_value("test_accuracy", timeout=15_000)
+        expect(page.locator("#group-by")).to_have_value("hidden_layers")
+        assert not page.is_checked("#log-y")
+        expect(page.locator("#trials th[data-key=learning_rate]")).to_have_attribute(
+            "aria-sort", "ascending")
+        expect(page.locator("#trials th[data-key=state]")).to_have_attribute("aria-sort", "none")
+        assert store.get_trial(page.evaluate(first_rate)).config["training"][
+            "learning_rate"] == RATES[0]
+        assert errors == []
 
 
 ASHA = {
@@ -345,28 +333,22 @@ def test_a_sampled_rate_is_binned_in_the_contour_and_pruned_trials_stay_visible(
         _finish(store, t.id, TrialState.PRUNED if i % 2 else TrialState.COMPLETE,
                 {"test_accuracy": acc, "test_loss": 1 - acc},
                 [{"epoch": e, "val_accuracy": acc} for e in range(1, epochs + 1)])
-    with sync_playwright() as p:
-        b = browser(p)
-        try:
-            page = b.new_page(viewport={"width": 1280, "height": 1100})
-            errors: list[str] = []
-            page.on("pageerror", lambda exc: errors.append(str(exc)))
-            page.goto(base + f"/experiments/{exp_id}?mode=trials")
-            for chart in ("chart-curves", "chart-contour"):
-                expect(page.locator(f"#{chart}.drawn")).to_have_count(1, timeout=15_000)
-            # every pruned trial's one point is drawn with a marker, not as an invisible line
-            curves = page.evaluate("document.getElementById('chart-curves').data")
-            pruned = [c for c in curves if c["meta"] == "PRUNED"]
-            assert len(pruned) == 12 and all("markers" in c["mode"] for c in pruned)
-            # 24 distinct learning rates fall into at most 8 log bins, not 24 columns
-            heat = page.evaluate("document.getElementById('chart-contour').data[0]")
-            layout = page.evaluate("document.getElementById('chart-contour').layout")
-            axis = "x" if "learning" in layout["xaxis"]["title"]["text"] else "y"
-            assert len(heat[axis]) <= 8 and all("–" in label for label in heat[axis])
-            assert sum(sum(row) for row in heat["customdata"]) == 12  # the complete trials
-            assert errors == []
-        finally:
-            b.close()
+    with sync_playwright() as p, \
+            watched_page(p, viewport={"width": 1280, "height": 1100}) as (page, errors):
+        page.goto(base + f"/experiments/{exp_id}?mode=trials")
+        for chart in ("chart-curves", "chart-contour"):
+            expect(page.locator(f"#{chart}.drawn")).to_have_count(1, timeout=15_000)
+        # every pruned trial's one point is drawn with a marker, not as an invisible line
+        curves = page.evaluate("document.getElementById('chart-curves').data")
+        pruned = [c for c in curves if c["meta"] == "PRUNED"]
+        assert len(pruned) == 12 and all("markers" in c["mode"] for c in pruned)
+        # 24 distinct learning rates fall into at most 8 log bins, not 24 columns
+        heat = page.evaluate("document.getElementById('chart-contour').data[0]")
+        layout = page.evaluate("document.getElementById('chart-contour').layout")
+        axis = "x" if "learning" in layout["xaxis"]["title"]["text"] else "y"
+        assert len(heat[axis]) <= 8 and all("–" in label for label in heat[axis])
+        assert sum(sum(row) for row in heat["customdata"]) == 12  # the complete trials
+        assert errors == []
 
 
 def test_a_finished_experiments_charts_do_not_wait_for_a_first_trial(client, store):
