@@ -38,6 +38,11 @@ class PyTensorVersionWarning(UserWarning):
     """The installed PyTensor is not one dnnframe's overrides of its internals were written for."""
 
 
+class ConfigureFirstWarning(UserWarning):
+    """An engine module was imported before :func:`configure`: PyTensor may have read its
+    flags without THEANO_FLAGS' translation (the engine applies what it still can)."""
+
+
 def version_problem(version: str) -> str | None:
     """Why ``version`` is outside :data:`WRITTEN_FOR`, or None when it is inside."""
     try:
@@ -123,6 +128,11 @@ def _apply_known_flags(config: Any, settings: FlagSettings, already: bool) -> No
             except Exception:  # immutable after import (compiledir, floatX in some versions)
                 settings.notes.append(f"{name}={value} could not be applied: PyTensor was imported "
                                       "before dnnframe.engine.pytensor_wall.configure()")
+
+
+def configured() -> bool:
+    """Whether :func:`configure` has run in this process."""
+    return _SETTINGS is not None
 
 
 def _reset_for_tests() -> None:

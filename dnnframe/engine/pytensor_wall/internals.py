@@ -3,12 +3,19 @@ this module imports PyTensor: call :func:`~dnnframe.engine.pytensor_wall.configu
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 from typing import Any
 
 from pytensor.compile.mode import get_mode
 from pytensor.tensor.elemwise import Elemwise
 
+from . import ConfigureFirstWarning, configured
+
+if not configured():  # every module that builds graphs imports this one
+    warnings.warn("dnnframe's engine was imported before dnnframe.engine.pytensor_wall.configure(): "
+                  "call it first (dnnframe.engine.train and train_pack do), so PyTensor reads the "
+                  "flags THEANO_FLAGS asks for", ConfigureFirstWarning, stacklevel=2)
 _APPLIED: set[str] = set()  # the patches applied in this process, by name
 
 
