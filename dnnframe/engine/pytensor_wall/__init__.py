@@ -4,7 +4,7 @@ steers PyTensor and JAX, in one package, checked against the PyTensor it was wri
 What lives here, and nowhere else (``tests/test_homes.py`` keeps it so). This module imports
 PyTensor only inside :func:`configure`; :mod:`.internals` holds the rest and imports it:
 
-* :func:`configure`: THEANO_FLAGS/PYTENSOR_FLAGS (translated by :mod:`.flags`) written to
+* :func:`configure`: THEANO_FLAGS/PYTENSOR_FLAGS (translated by :mod:`~dnnframe.engine.flags`) written to
   ``PYTENSOR_FLAGS``, plus ``JAX_PLATFORMS`` for the JAX backend. One explicit call, made
   before the engine first imports PyTensor (``dnnframe.engine.train``/``train_pack`` make
   it on first use); no module does it when imported.
