@@ -32,6 +32,8 @@ ROOT = Path(__file__).resolve().parents[1]
 CHILD = r"""
 import json, sys, time
 sys.path.insert(0, sys.argv[1])
+from dnnframe.engine.pytensor_wall import configure
+configure()  # the process's flags, before the engine imports PyTensor
 from dnnframe.engine import diskcache, packed
 from dnnframe.engine.blocks import LayerDesign
 from dnnframe.engine.data import prepare_data

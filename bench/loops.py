@@ -30,7 +30,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np  # noqa: E402
 
-from dnnframe.engine.flags import DEFAULT_MODE, configure  # noqa: E402
+from dnnframe.engine.flags import DEFAULT_MODE  # noqa: E402
+from dnnframe.engine.pytensor_wall import configure  # noqa: E402
 
 configure()  # the process's PyTensor flags, before PyTensor is imported
 

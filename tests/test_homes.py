@@ -1,6 +1,7 @@
 """Concepts with one home stay there: trial states and their groups in dnnframe/states.py,
 metrics, their direction, the default objective and "is a finite number" in
-dnnframe/metrics.py, a submission's pack size in dnnframe/executors/packing.py.
+dnnframe/metrics.py, a submission's pack size in dnnframe/executors/packing.py, PyTensor's
+internals and the variables that steer PyTensor and JAX in dnnframe/engine/pytensor_wall/.
 
 The scans read the sources (Python through its syntax tree, so a state name inside a longer
 text such as an SQL query or a docstring is not a literal of its own; page scripts and
@@ -233,3 +234,87 @@ def test_a_handed_experiment_gets_the_pack_size_a_submission_gets(monkeypatch) -
     store.create_experiment("exp-pack", "homes-pack", spec, n_trials=1)
     assert _pack_size(store, "exp-pack") == resolve_pack_size(parse_spec(spec)) == 3
     assert _pack_size(store, "no-such-experiment") == resolve_pack_size(None) == 5
+
+
+# PyTensor's internals and the environment that steers PyTensor and JAX have one home,
+# behind which a PyTensor upgrade is checked (dnnframe/engine/pytensor_wall/).
+PYTENSOR_WALL = "dnnframe/engine/pytensor_wall/"
+PYTENSOR_PRIVATE = frozenset({"_c_all", "march_flags", "_force_init_beta", "_get_ext_suffix",
+                              "_config_var_dict", "fake_node", "cmodule", "optdb"})
+STEERING_VARIABLES = frozenset({"PYTENSOR_FLAGS", "JAX_PLATFORMS", "XLA_PYTHON_CLIENT_PREALLOCATE"})
+_WRITES = ("setdefault", "update", "putenv", "setenv", "__setitem__")
+
+
+def _is_steering(node: ast.AST | None) -> bool:
+    return isinstance(node, ast.Constant) and node.value in STEERING_VARIABLES
+
+
+def _mode_receiver(node: ast.AST) -> bool:
+    # get_mode(...).register(...), mode.excluding(...).register(...), a_mode.register(...)
+    names = {getattr(n, "id", None) or getattr(n, "attr", None) for n in ast.walk(node)}
+    return bool(names & {"get_mode", "excluding", "including", "Mode"}) or \
+        any("mode" in (n or "").lower() for n in names)
+
+
+def pytensor_reaches(source: str) -> list[tuple[int, str]]:
+    """``(line, what)`` of each reach past PyTensor's public API in Python ``source`` (a
+    private name read, set, overridden or imported; a rewrite registered by position; a
+    ``register_*`` imported from PyTensor) and each write of a variable that steers
+    PyTensor or JAX (:data:`STEERING_VARIABLES`)."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        name = None
+        if isinstance(node, ast.Attribute):
+            name = node.attr
+        elif isinstance(node, ast.Name):
+            name = node.id
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            name = node.name
+        if name in PYTENSOR_PRIVATE:
+            found.append((node.lineno, name))
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("pytensor"):
+            parts = set((node.module or "").split("."))
+            for alias in node.names:
+                if alias.name in PYTENSOR_PRIVATE or alias.name.startswith("register_") or \
+                        parts & PYTENSOR_PRIVATE:
+                    found.append((node.lineno, f"{node.module}.{alias.name}"))
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            func = node.func
+            if func.attr == "register" and _mode_receiver(func.value):
+                found.append((node.lineno, "register"))
+            if func.attr in _WRITES and (any(_is_steering(a) for a in node.args[:1])
+                                         or any(k.arg in STEERING_VARIABLES for k in node.keywords)):
+                found.append((node.lineno, f"{func.attr} {STEERING_VARIABLES}"))
+        if isinstance(node, (ast.Assign, ast.AugAssign)):
+            for target in getattr(node, "targets", None) or [node.target]:
+                if isinstance(target, ast.Subscript) and _is_steering(target.slice):
+                    found.append((node.lineno, f"[{target.slice.value}] ="))
+    return sorted(set(found))
+
+
+def test_only_the_wall_reaches_into_pytensor_or_writes_its_environment() -> None:
+    sources = python_sources()
+    found = [f"{path}:{line}: {what}" for path, source in sources.items()
+             if not path.startswith(PYTENSOR_WALL) for line, what in pytensor_reaches(source)]
+    assert not found, ("PyTensor's internals and PYTENSOR_FLAGS/JAX_PLATFORMS belong in "
+                       f"{PYTENSOR_WALL}:\n" + "\n".join(found))
+    inside = [what for path, source in sources.items() if path.startswith(PYTENSOR_WALL)
+              for _, what in pytensor_reaches(source)]
+    assert {"_c_all", "march_flags", "_force_init_beta", "_get_ext_suffix", "register"} <= set(inside)
+
+
+def test_the_wall_scan_finds_each_spelling() -> None:
+    source = ("class E(Elemwise):\n"
+              "    def _c_all(self): ...\n"
+              "GCC_compiler.march_flags = []\n"
+              "check._force_init_beta = True\n"
+              "from pytensor.link.c import cmodule\n"
+              "from pytensor.tensor.rewriting.basic import register_specialize\n"
+              "get_mode('CVM').excluding('x').register((r, 1.5))\n"
+              "os.environ['PYTENSOR_FLAGS'] = 'a=1'\n"
+              "os.environ.setdefault('JAX_PLATFORMS', 'cpu')\n"
+              "env.update(XLA_PYTHON_CLIENT_PREALLOCATE='false')\n"
+              "os.environ.get('PYTENSOR_FLAGS')\n"
+              "atexit.register(f)\n"
+              "store.register_worker(w)\n")
+    assert [line for line, _ in pytensor_reaches(source)] == [2, 3, 4, 5, 6, 7, 8, 9, 10]

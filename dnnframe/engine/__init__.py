@@ -21,8 +21,12 @@ __all__ = ["ENGINE_VERSION", "TrialResult", "compile_key", "pack_key", "train", 
 
 
 def __getattr__(name: str):
-    # PyTensor (and the THEANO_FLAGS mapping) load only when training is actually asked for
+    # PyTensor loads only when training is actually asked for, after THEANO_FLAGS are
+    # mapped to its flags (which it reads once, when imported)
     if name in ("train", "train_pack"):
+        from .pytensor_wall import configure
+
+        configure()
         from . import packed
 
         return getattr(packed, name)

@@ -23,7 +23,8 @@ import warnings
 from typing import Any
 
 from ..exceptions import ExplainedError
-from .flags import FlagSettings, configure
+from .flags import FlagSettings
+from .pytensor_wall import configure
 
 
 class DeviceUnavailableError(ExplainedError, RuntimeError):

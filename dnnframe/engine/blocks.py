@@ -24,14 +24,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 import numpy as np
+import pytensor.tensor as pt
 
-from .flags import configure
-
-configure()
-
-import pytensor.tensor as pt  # noqa: E402
-
-from .rewrites import alloc  # noqa: E402
+from .rewrites import alloc
 
 NORM_EPS = 1e-5  # added to the variance before the square root
 BN_MOMENTUM = 0.1  # running = (1 - m) * running + m * this minibatch's statistic

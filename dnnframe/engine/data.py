@@ -6,14 +6,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import pytensor
 
-from .flags import configure
-
-_FLAGS = configure()
-
-import pytensor  # noqa: E402
-
-from .backend import require  # noqa: E402
+from .backend import require
+from .pytensor_wall import configure
 
 if TYPE_CHECKING:
     from ..spec import TrialConfig
@@ -42,7 +38,7 @@ def prepare_data(config: TrialConfig) -> tuple[Any, dict[str, Any], dict[str, tu
         n_features=data.n_features, n_outputs=data.n_outputs, activation=model_cfg.activation,
         dropout=model_cfg.dropout > 0, grad_clip=config.training.grad_clip is not None,
         loss=model_cfg.loss, classification=classification, optimizer=config.training.optimizer,
-        dtype=dtype, mode=_FLAGS.mode,
+        dtype=dtype, mode=configure().mode,
     )
     splits = {}
     for split in ("train", "val", "test"):

@@ -31,7 +31,7 @@ from .constants import ENGINE_VERSION
 
 FORMAT = "1"
 _SOURCES = ("packgraph.py", "layers.py", "blocks.py", "rewrites.py", "loops.py", "vecmath.py", "updates.py",
-            "diskcache.py")
+            "diskcache.py", "pytensor_wall/internals.py")
 
 
 @functools.lru_cache(maxsize=1)
@@ -57,8 +57,6 @@ def cache_path(kind: str, key: Any) -> Path:
     """The file for ``key`` (any object with a stable ``repr``) of model family ``kind``."""
     import numpy
     import pytensor
-
-
 
     cfg = pytensor.config  # flags that change which rewrites and ops the graph got
     text = "|".join([FORMAT, kind, repr(key), ENGINE_VERSION, _source_digest(), pytensor.__version__,
@@ -132,14 +130,6 @@ def _host_path(fact: str) -> Path:
     return compiled / f"{fact}-{hashlib.sha256(text.encode()).hexdigest()[:32]}.json"
 
 
-def _gemv_check():
-    # PyTensor's memo of its gemv test: the function, whose attribute holds the answer
-    from pytensor.tensor import blas_c
-
-    check = getattr(blas_c, "must_initialize_y_gemv", None)
-    return check if hasattr(check, "_force_init_beta") else None
-
-
 def _read_host_fact(fact: str) -> Any:
     try:
         return json.loads(_host_path(fact).read_text())
@@ -148,26 +138,15 @@ def _read_host_fact(fact: str) -> Any:
 
 
 def _reuse_host_facts() -> None:
-    from pytensor.link.c.cmodule import GCC_compiler
+    from .pytensor_wall import internals
 
-    if GCC_compiler.march_flags is None:
-        flags = _read_host_fact("march")
-        if isinstance(flags, list) and all(isinstance(f, str) for f in flags):
-            GCC_compiler.march_flags = flags
-    check = _gemv_check()
-    if check is not None and check._force_init_beta is None:
-        answer = _read_host_fact("gemv-beta")
-        if isinstance(answer, bool):
-            check._force_init_beta = answer
+    internals.set_host_facts(_read_host_fact)
 
 
 def _remember_host_facts() -> None:
-    from pytensor.link.c.cmodule import GCC_compiler
+    from .pytensor_wall import internals
 
-    check = _gemv_check()
-    march = GCC_compiler.march_flags
-    for fact, value in (("march", list(march) if march is not None else None),
-                        ("gemv-beta", check._force_init_beta if check is not None else None)):
+    for fact, value in internals.host_facts().items():
         path = _host_path(fact)
         if value is None or path.exists():
             continue
@@ -181,33 +160,22 @@ def _remember_host_facts() -> None:
             pass
 
 
-def _stdlib_ext_suffix() -> None:
-    # PyTensor reads the extension-module suffix through setuptools' copy of sysconfig,
-    # importing all of setuptools (a large part of a cached load); the stdlib gives the same
-    import sysconfig
-
-    from pytensor.link.c import cmodule
-
-    suffix = sysconfig.get_config_var("EXT_SUFFIX")
-    if suffix and hasattr(cmodule, "_get_ext_suffix"):
-        cmodule._get_ext_suffix = lambda: suffix
-
-
 def preload() -> None:
     """Pay now what the first load in a fresh process pays: importing the C linker's lazily
     imported modules (setuptools among them) and reading PyTensor's compiledir index.
     A worker calls this at start, so its first trial of a known shape starts sooner."""
-    _stdlib_ext_suffix()
-    _reuse_host_facts()
-    from pytensor.link.c import cutils, cvm, exceptions  # noqa: F401  - setuptools among them
-    from pytensor.link.c.basic import get_module_cache
+    from .pytensor_wall import internals
 
-    get_module_cache()
+    internals.use_stdlib_ext_suffix()
+    _reuse_host_facts()
+    internals.warm_c_linker()
 
 
 def load_or_build(kind: str, key: Any, build: Callable[[], Any]) -> tuple[Any, bool]:
     """(model, loaded_from_disk): the cached model, else ``build()`` stored for next time."""
-    _stdlib_ext_suffix()
+    from .pytensor_wall import internals
+
+    internals.use_stdlib_ext_suffix()
     _reuse_host_facts()
     model = load(kind, key)
     if model is not None:

@@ -9,20 +9,17 @@ import resource
 from typing import Any
 
 import numpy as np
+import pytensor
 
-from .flags import configure
-
-_FLAGS = configure()
-
-import pytensor  # noqa: E402
-
-from .backend import describe  # noqa: E402
+from .backend import describe
+from .pytensor_wall import configure
 
 
 def environment(cached: bool) -> dict[str, Any]:
     """The environment of a result; ``cached``: the compiled graph came from this process."""
     import dnnframe
 
+    flags = configure()
     return {
         "python": platform.python_version(),
         "numpy": np.__version__,
@@ -32,10 +29,10 @@ def environment(cached: bool) -> dict[str, Any]:
         "platform": platform.platform(),
         "pid": os.getpid(),
         "floatX": str(pytensor.config.floatX),
-        "mode": _FLAGS.mode,
-        "blas": _FLAGS.blas,
-        "flags": _FLAGS.to_dict(),
-        "requested_device": _FLAGS.requested_device,
+        "mode": flags.mode,
+        "blas": flags.blas,
+        "flags": flags.to_dict(),
+        "requested_device": flags.requested_device,
         **describe(),  # backend, device, device_name (+ jax, jaxlib, cuda)
         "compile_cache_hit": cached,
         # this process's peak resident memory so far (Linux reports KiB): what a worker needs
@@ -45,4 +42,4 @@ def environment(cached: bool) -> dict[str, Any]:
 
 def notes() -> list[str]:
     """What the flags mapping had to say (dropped GPU-only flags and the like)."""
-    return list(_FLAGS.notes)
+    return list(configure().notes)

@@ -1,9 +1,10 @@
-"""THEANO_FLAGS → PyTensor flags, applied before PyTensor is imported.
+"""THEANO_FLAGS → PyTensor flags (applied before PyTensor is imported by
+:func:`dnnframe.engine.pytensor_wall.configure`).
 
 The paper's workflow is ``THEANO_FLAGS=device=gpu,floatX=float32 python ...``. PyTensor
 reads only ``PYTENSOR_FLAGS`` (and silently accepts names it does not know), has no
 ``device`` flag and, since 3.0, compiles through numba by default (a first JIT of tens of
-seconds to minutes and GBs of memory for our graphs). :func:`configure` translates:
+seconds to minutes and GBs of memory for our graphs). :func:`translate` translates:
 
 =====================================  ==============================  ====================================
 THEANO_FLAGS                           PyTensor                        note
@@ -43,10 +44,7 @@ it says so in one line.
 
 from __future__ import annotations
 
-import logging
-import os
 import re
-import sys
 import warnings
 from dataclasses import dataclass, field
 from typing import Any
@@ -67,7 +65,8 @@ class FlagWarning(UserWarning):
 
 @dataclass
 class FlagSettings:
-    """The outcome of :func:`configure`: what was asked, what PyTensor got, what was dropped."""
+    """The outcome of :func:`translate` (completed by
+    :func:`~dnnframe.engine.pytensor_wall.configure`): what was asked, what PyTensor got, what was dropped."""
 
     theano_flags: str = ""
     pytensor_flags: dict[str, str] = field(default_factory=dict)
@@ -112,8 +111,9 @@ def gpu_index(device: str | None) -> int | None:
     return int(match.group(1) or 0)
 
 
-def parse_flags(text: str) -> dict[str, str]:
-    """Parse ``a=1,b.c=2`` into an ordered dict; bare words and blanks are skipped."""
+def parse_flags(text: str, *, warn: bool = True) -> dict[str, str]:
+    """Parse ``a=1,b.c=2`` into an ordered dict (a name given twice: the last value); bare
+    words (with a :class:`FlagWarning` unless ``warn`` is false) and blanks are skipped."""
     out: dict[str, str] = {}
     for item in text.split(","):
         item = item.strip()
@@ -121,10 +121,23 @@ def parse_flags(text: str) -> dict[str, str]:
             continue
         key, sep, value = item.partition("=")
         if not sep:
-            warnings.warn(f"THEANO_FLAGS entry {item!r} has no '=value' and is ignored", FlagWarning, stacklevel=3)
+            if warn:
+                warnings.warn(f"THEANO_FLAGS entry {item!r} has no '=value' and is ignored",
+                              FlagWarning, stacklevel=3)
             continue
         out[key.strip()] = value.strip()
     return out
+
+
+def flag_value(name: str, pytensor_flags: str | None, theano_flags: str | None) -> str | None:
+    """The value of flag ``name`` (PyTensor's spelling: ``a__b``) as :func:`translate` reads
+    it, PYTENSOR_FLAGS winning over THEANO_FLAGS; None when neither sets it. Silent: reading
+    one flag is not the place to warn about the others."""
+    for text in (pytensor_flags, theano_flags):
+        named = {k.replace(".", "__"): v for k, v in parse_flags(text or "", warn=False).items()}
+        if name in named:
+            return named[name]
+    return None
 
 
 def translate(theano_flags: str, pytensor_flags: str = "") -> FlagSettings:
@@ -133,7 +146,7 @@ def translate(theano_flags: str, pytensor_flags: str = "") -> FlagSettings:
     ``device`` may come from either variable (PYTENSOR_FLAGS wins). A GPU device selects
     ``mode=JAX`` (a different mode or linker is dropped with a :class:`FlagWarning`) and
     float32 unless floatX is given. Warns for GPU-only Theano flags. Names PyTensor does
-    not know are detected later, by :func:`configure`, against PyTensor's own registry.
+    not know are detected later, by :func:`~dnnframe.engine.pytensor_wall.configure`, against PyTensor's own registry.
     """
     settings = FlagSettings(theano_flags=theano_flags)
     out: dict[str, str] = {}
@@ -191,62 +204,3 @@ def _apply_device(settings: FlagSettings, out: dict[str, str], device: str) -> N
             settings.dropped.append(name)
     out["mode"] = JAX_MODE
     out.setdefault("floatX", "float32")  # as Theano on a GPU: float64 is slow there
-
-
-_SETTINGS: FlagSettings | None = None
-
-
-def configure() -> FlagSettings:
-    """Apply THEANO_FLAGS/PYTENSOR_FLAGS to PyTensor (once per process) and return the result.
-
-    Must run before ``import pytensor`` to take full effect; if PyTensor is already
-    imported, mutable flags are set on ``pytensor.config`` and the others are reported.
-    """
-    global _SETTINGS
-    if _SETTINGS is not None:
-        return _SETTINGS
-    settings = translate(os.environ.get("THEANO_FLAGS", ""), os.environ.get("PYTENSOR_FLAGS", ""))
-    already = "pytensor" in sys.modules
-    if not already:
-        os.environ["PYTENSOR_FLAGS"] = ",".join(f"{k}={v}" for k, v in settings.pytensor_flags.items())
-    if settings.backend == "jax" and "jax" not in sys.modules:
-        # mode=JAX alone means the CPU even where jax[cuda] is installed; a GPU means that
-        # platform only, so a missing GPU is an error rather than JAX's silent CPU fallback
-        os.environ.setdefault("JAX_PLATFORMS", "cuda" if settings.gpu_index is not None else "cpu")
-        # JAX takes 75 % of a GPU's memory up front by default: a second worker process on
-        # the same card would fail to start; grow as needed instead
-        os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
-    # While it is imported, PyTensor logs at INFO each flag whose default it computes later
-    # ("Suppressed KeyError in PyTensorConfigParser.add"): the normal case, six lines in
-    # every worker, whose logging Celery sets to INFO. Its warnings and errors still show;
-    # a level someone set on that logger is kept.
-    config_log = logging.getLogger("pytensor.configparser")
-    if config_log.level == logging.NOTSET:
-        config_log.setLevel(logging.WARNING)
-    if settings.blas == "numpy":
-        warnings.warn("no BLAS library for PyTensor's C code (the scipy-openblas32 wheel is not "
-                      "installed: pip install scipy-openblas32); products run through NumPy, "
-                      "slower on wide layers", FlagWarning, stacklevel=2)
-    import pytensor
-
-    known = pytensor.config._config_var_dict
-    for name, value in list(settings.pytensor_flags.items()):
-        if name not in known:
-            warnings.warn(f"flag {name}={value} (from THEANO_FLAGS/PYTENSOR_FLAGS) has no PyTensor "
-                          "equivalent and is ignored", FlagWarning, stacklevel=2)
-            settings.dropped.append(name)
-            del settings.pytensor_flags[name]
-        elif already and str(getattr(pytensor.config, name)) != value:
-            try:
-                setattr(pytensor.config, name, value)
-            except Exception:  # immutable after import (compiledir, floatX in some versions)
-                settings.notes.append(f"{name}={value} could not be applied: PyTensor was imported first")
-    settings.pytensor_flags["floatX"] = str(pytensor.config.floatX)
-    _SETTINGS = settings
-    return settings
-
-
-def _reset_for_tests() -> None:
-    """Forget the cached settings (tests call :func:`translate` directly instead)."""
-    global _SETTINGS
-    _SETTINGS = None

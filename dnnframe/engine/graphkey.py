@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from ..jsonsafe import canonical_json
-from .flags import gpu_index
+from .flags import flag_value, gpu_index
 
 if TYPE_CHECKING:
     from ..spec import TrialConfig
@@ -77,16 +77,6 @@ def unrolled_run(static: bool, pack_size: int = 1) -> int:
     return UNROLLED_RUN if pack_size >= UNROLL_MIN_PACK else 0
 
 
-def _flag(name: str, flag_vars: tuple[str | None, ...]) -> str | None:
-    # PYTENSOR_FLAGS wins over THEANO_FLAGS, as in flags.configure (parsed inline: no imports)
-    for text in flag_vars:
-        for item in (text or "").split(","):
-            key, sep, value = item.partition("=")
-            if sep and key.strip().replace(".", "__") == name:
-                return value.strip()
-    return None
-
-
 def process_dtype() -> str:
     """The floatX this process trains with, read from the environment without PyTensor."""
     return _dtype_for((os.environ.get("PYTENSOR_FLAGS"), os.environ.get("THEANO_FLAGS")))
@@ -95,8 +85,8 @@ def process_dtype() -> str:
 @functools.lru_cache(maxsize=16)
 def _dtype_for(flag_vars: tuple[str | None, ...]) -> str:
     # cached by the flag variables' values: a submission asks once per trial
-    device = gpu_index(_flag("device", flag_vars))
-    return _flag("floatX", flag_vars) or ("float32" if device is not None else "float64")
+    device = gpu_index(flag_value("device", *flag_vars))
+    return flag_value("floatX", *flag_vars) or ("float32" if device is not None else "float64")
 
 
 def process_static_widths() -> bool:
@@ -107,8 +97,8 @@ def process_static_widths() -> bool:
 
 @functools.lru_cache(maxsize=16)
 def _static_for(flag_vars: tuple[str | None, ...]) -> bool:
-    mode = (_flag("mode", flag_vars) or "").upper()
-    return mode == "JAX" or gpu_index(_flag("device", flag_vars)) is not None
+    mode = (flag_value("mode", *flag_vars) or "").upper()
+    return mode == "JAX" or gpu_index(flag_value("device", *flag_vars)) is not None
 
 
 def as_config(config: dict | TrialConfig) -> TrialConfig:

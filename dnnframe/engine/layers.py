@@ -21,16 +21,11 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import numpy as np
+import pytensor
+import pytensor.tensor as pt
 
-from .flags import configure
-
-configure()  # THEANO_FLAGS must be mapped before PyTensor reads its flags
-
-import pytensor  # noqa: E402
-import pytensor.tensor as pt  # noqa: E402
-
-from .blocks import LayerDesign, block_step, fold_affine, running_update, saved_count  # noqa: E402
-from .constants import SELU_ALPHA, SELU_SCALE  # noqa: E402
+from .blocks import LayerDesign, block_step, fold_affine, running_update, saved_count
+from .constants import SELU_ALPHA, SELU_SCALE
 
 
 def _elu(x):

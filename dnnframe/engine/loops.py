@@ -18,12 +18,10 @@ in-place pass (which keeps the class: it rebuilds nodes with ``type(op)``).
 
 from __future__ import annotations
 
-from .flags import configure
+from pytensor.graph.rewriting.basic import in2out, node_rewriter
+from pytensor.tensor.elemwise import Elemwise
 
-configure()
-
-from pytensor.graph.rewriting.basic import in2out, node_rewriter  # noqa: E402
-from pytensor.tensor.elemwise import Elemwise  # noqa: E402
+from .pytensor_wall.internals import LoopElemwise
 
 
 def _tail_start(patterns: list[tuple[bool, ...]], ndim: int) -> int:
@@ -58,7 +56,7 @@ class _Plan:
         self.dtypes = [v.type.dtype_specs()[1] for v in self.operands]
 
 
-class ContiguousElemwise(Elemwise):
+class ContiguousElemwise(LoopElemwise):
     """``Elemwise`` with a vectorisable loop for operands contiguous over their trailing
     axes (see the module's docstring); results are the same. The loop is a function of its
     own in the node's support code, never inlined: inside PyTensor's node code (whatever
@@ -72,11 +70,8 @@ class ContiguousElemwise(Elemwise):
     def _task(self, node, nodename: str, plan: _Plan) -> str | None:
         """The scalar op's code for one element, on the loop function's names; None if it
         can fail (the function has no way to report it)."""
-        if not hasattr(node.tag, "fake_node"):
-            self.prepare_node(node, None, None, "c")
-        task = self.scalar_op.c_code(node.tag.fake_node, nodename + "_scalar_",
-                                     [f"{n}_i" for n in plan.input_names],
-                                     [f"{n}_i" for n in plan.output_names], {"fail": _FAIL})
+        task = self.scalar_code(node, nodename + "_scalar_", [f"{n}_i" for n in plan.input_names],
+                                [f"{n}_i" for n in plan.output_names], {"fail": _FAIL})
         return None if _FAIL in task else task
 
     def c_support_code_apply(self, node, nodename):
@@ -118,11 +113,11 @@ class ContiguousElemwise(Elemwise):
             *inner, defines, task, undefs, "}",
             *["}"] * tail, "}", ""])
 
-    def _c_all(self, node, nodename, inames, onames, sub):
-        decl, checks, alloc, loop, rest = super()._c_all(node, nodename, inames, onames, sub)
+    def wrap_loop(self, node, nodename, inames, onames, loop):
+        """PyTensor's loop behind a run-time test for the contiguous ones."""
         plan = self._plan(node)
         if plan is None or self._task(node, nodename, plan) is None:
-            return decl, checks, alloc, loop, rest
+            return loop
         # PyTensor's names for the operands: the inputs', then the allocated outputs'
         names = list(dict.fromkeys(inames)) + [onames[o] for o in plan.outputs]
         lengths = []  # each axis's length, from an operand not broadcast along it (else 1)
@@ -141,7 +136,7 @@ class ContiguousElemwise(Elemwise):
                              for k in range(tail, plan.ndim - 1)]
             call = f"{nodename}_contiguous{tail}({', '.join(args)});"
             loop = f"if ({' && '.join(cond) or '1'}) {{\n{call}\n}} else {{\n{loop}\n}}"
-        return decl, checks, alloc, loop, rest
+        return loop
 
     def c_code_cache_version_apply(self, node):
         version = super().c_code_cache_version_apply(node)

@@ -25,21 +25,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import pytensor
+import pytensor.tensor as pt
+from pytensor.tensor.blas import gemv_no_inplace
 
-from .flags import DEFAULT_MODE, JAX_MODE, configure
-
-configure()
-
-import pytensor  # noqa: E402
-import pytensor.tensor as pt  # noqa: E402
-from pytensor.tensor.blas import gemv_no_inplace  # noqa: E402
-
-from .blocks import LayerDesign  # noqa: E402
-from .graphkey import unrolled_run  # noqa: E402
-from .layers import ACTIVATIONS, DenseLayer, PackedLayer, StackLayer  # noqa: E402
-from .rewrites import compile_mode  # noqa: E402
-from .updates import make_updates  # noqa: E402
-from .vecmath import vexp, vrelu, vtanh  # noqa: E402
+from .blocks import LayerDesign
+from .flags import DEFAULT_MODE, JAX_MODE
+from .graphkey import unrolled_run
+from .layers import ACTIVATIONS, DenseLayer, PackedLayer, StackLayer
+from .rewrites import compile_mode
+from .updates import make_updates
+from .vecmath import vexp, vrelu, vtanh
 
 # NumPy's SIMD tanh instead of libm's scalar one (see vecmath): the pack's activations are
 # large. ReLU too: PyTensor fuses max(z + b, 0) with the z + b its gradient needs into one

@@ -11,19 +11,17 @@ directly, with the static shape they already know.
 
 from __future__ import annotations
 
-from .flags import DEFAULT_MODE, configure
+import pytensor.tensor as pt
+from pytensor.graph.basic import Apply
+from pytensor.graph.rewriting.basic import copy_stack_trace, in2out, node_rewriter
+from pytensor.tensor.basic import Alloc, second
+from pytensor.tensor.blas import gemv_no_inplace
+from pytensor.tensor.math import Sum
+from pytensor.tensor.rewriting.basic import broadcasted_by, get_simplified_broadcast_shape
 
-configure()
-
-import pytensor.tensor as pt  # noqa: E402
-from pytensor.graph.basic import Apply  # noqa: E402
-from pytensor.graph.rewriting.basic import copy_stack_trace, in2out, node_rewriter  # noqa: E402
-from pytensor.tensor.basic import Alloc, second  # noqa: E402
-from pytensor.tensor.blas import gemv_no_inplace  # noqa: E402
-from pytensor.tensor.math import Sum  # noqa: E402
-from pytensor.tensor.rewriting.basic import broadcasted_by, get_simplified_broadcast_shape  # noqa: E402
-
-from .loops import CONTIGUOUS_LOOPS  # noqa: E402
+from .flags import DEFAULT_MODE
+from .loops import CONTIGUOUS_LOOPS
+from .pytensor_wall.internals import extend_mode
 
 # Rewrites left out of the C backend's default pipeline. ShapeOpt attaches shape inference
 # to every node a rewrite creates: about a fifth of a build's rewriting, while the compiled
@@ -91,8 +89,6 @@ def compile_mode(mode: str):
     pick their C ops) and :data:`~.loops.CONTIGUOUS_LOOPS` (after elementwise fusion)."""
     if mode != DEFAULT_MODE:
         return mode
-    from pytensor.compile.mode import get_mode
-
-    return get_mode(mode).excluding(*EXCLUDED_REWRITES).register(
-        (SECOND_AS_ALLOC, 1.51), (SUM_AS_GEMV, 1.6), (SECOND_AS_ALLOC, 2.01),
-        (CONTIGUOUS_LOOPS, 50.4))
+    return extend_mode(mode, EXCLUDED_REWRITES, [
+        (SECOND_AS_ALLOC, "after_stabilize"), (SUM_AS_GEMV, "before_blas"),
+        (SECOND_AS_ALLOC, "after_specialize"), (CONTIGUOUS_LOOPS, "after_fusion")])

@@ -10,13 +10,9 @@ one value per pack member).
 
 from __future__ import annotations
 
-from .flags import configure
-
-configure()
-
-import numpy as np  # noqa: E402
-import pytensor  # noqa: E402
-import pytensor.tensor as pt  # noqa: E402
+import numpy as np
+import pytensor
+import pytensor.tensor as pt
 
 OPTIMIZERS = ("sgd", "momentum", "nesterov", "adam", "rmsprop")
 ADAM_BETA1, ADAM_BETA2, ADAM_EPS = 0.9, 0.999, 1e-8

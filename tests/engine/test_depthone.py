@@ -82,9 +82,9 @@ def test_the_placeholder_layer_stays_finite_and_untouched():
     its values finite in every design), so its values never change and no NaN reaches the
     members' real parameters or optimiser state."""
     from dnnframe.engine.blocks import LayerDesign
-    from dnnframe.engine.flags import configure
     from dnnframe.engine.layers import StackLayer
     from dnnframe.engine.packgraph import PackedModel, PackShape, graph_segments, segments_for
+    from dnnframe.engine.pytensor_wall import configure
 
     segments, counts = segments_for(4, [5])
     assert segments == (("dense", 4, 5), ("stack", 5)) and counts == (0,)

@@ -61,7 +61,7 @@ def test_importing_pytensor_through_the_flags_logs_nothing_at_info():
     script = textwrap.dedent("""
         import logging
         logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s %(message)s")
-        from dnnframe.engine.flags import configure
+        from dnnframe.engine.pytensor_wall import configure
         configure()
         logging.getLogger("pytensor.configparser").warning("still shown")
     """)

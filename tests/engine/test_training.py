@@ -58,8 +58,8 @@ def test_gradients_match_finite_differences(layout):
     import pytensor
 
     from dnnframe.engine.blocks import LayerDesign
-    from dnnframe.engine.flags import configure
     from dnnframe.engine.packgraph import PackedModel, PackShape, segments_for
+    from dnnframe.engine.pytensor_wall import configure
 
     assert pytensor.config.floatX == "float64", "the gradient check needs float64"
     segments, counts = segments_for(4, [5, 5, 5], pack_size=UNROLL_MIN_PACK)

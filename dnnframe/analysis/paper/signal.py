@@ -55,7 +55,11 @@ def signal_at_init(
     gradient for the first hidden layer's weights over that for the last one: ≪1 is a
     vanishing gradient, ≫1 an exploding one).
     """
-    # the engine's own initialisers (numpy code, in a module that also loads PyTensor)
+    # the engine's own initialisers (numpy code, in a module that also loads PyTensor, so
+    # the process's flags go to PyTensor first)
+    from ...engine.pytensor_wall import configure
+
+    configure()
     from ...engine.layers import init_weights
 
     data = load_dataset(DatasetConfig(name=dataset))
