@@ -105,15 +105,16 @@ class FaultRunner:
         with self._lock:
             if undo and not a.began:
                 return  # never done (the run was cancelled first)
+            if not undo:
+                # before the action: a request it breaks must fall inside the fault's window
+                a.began = time.monotonic()
             try:
                 (_undo if undo else _do)(self.dep, a.fault)
             except Exception as exc:  # recorded and reported: the run goes on
                 a.error = f"{'undo' if undo else 'do'}: {exc}\n{traceback.format_exc(limit=3)}"
             now = time.monotonic()
             if undo:
-                a.ended = now
-            else:
-                a.began = now
+                a.ended = now  # after it: the part is back (a restarted one answers)
             print(f"[{now - self.t0:7.1f}s] {'undone' if undo else 'done  '} "
                   f"{a.fault.describe().strip()}", flush=True)
 

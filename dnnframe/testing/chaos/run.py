@@ -4,10 +4,11 @@ report. :func:`chaos_run` returns the report (its ``violations`` empty when all 
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from ...states import ACTIVE_STATES
@@ -104,13 +105,13 @@ def _settled(store_url: str, ids: dict[str, str], tpe_samples: int) -> bool:
 
 def chaos_run(workdir: Path, seed: int, seconds: float, settings: dict[str, str],
               settle_s: float = 120.0, kinds: tuple[str, ...] = tuple(KINDS),
-              use_netns: bool = True) -> Report:
+              use_netns: bool = True, gap: float = 6.0) -> Report:
     """Run the workload under ``seconds`` of seeded faults; then wait ``settle_s`` at most
-    for every trial to end; check and report."""
+    for every trial to end; check and report. ``gap``: mean seconds between faults."""
     with deployment(workdir, settings, use_netns) as dep:
         if not dep.netns:
             kinds = tuple(k for k in kinds if k != "link_cut")
-        faults = make_schedule(seed, seconds, kinds, hosts=len(dep.hosts))
+        faults = make_schedule(seed, seconds, kinds, hosts=len(dep.hosts), gap=gap)
         print(format_schedule(seed, faults), flush=True)
         report = Report(seed, seconds, dep.netns, Counter(f.kind for f in faults),
                         overlaps(faults))
@@ -131,7 +132,20 @@ def chaos_run(workdir: Path, seed: int, seconds: float, settings: dict[str, str]
             runner.undo_all()
             progress.stop()
         _check(report, dep.store_url, workload, runner, api, progress, faults)
+        _keep(workdir, api, runner)
     return report
+
+
+def _keep(workdir: Path, api: Api, runner: FaultRunner) -> None:
+    """Every request and fault window, relative to the start, for a look after the run."""
+    t0 = runner.t0
+    with open(workdir / "api_calls.jsonl", "w") as fh:
+        for c in api.calls:
+            fh.write(json.dumps({**asdict(c), "t": round(c.t - t0, 3)}) + "\n")
+    with open(workdir / "faults.jsonl", "w") as fh:
+        for a in runner.applied:
+            fh.write(json.dumps({"fault": asdict(a.fault), "began": round(a.began - t0, 3),
+                                 "ended": round(a.ended - t0, 3), "error": a.error}) + "\n")
 
 
 def _check(report: Report, store_url: str, workload: Workload, runner: FaultRunner,

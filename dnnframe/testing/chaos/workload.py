@@ -25,19 +25,23 @@ _TRAINING = {"optimizer": "adam", "learning_rate": 0.01, "batch_size": 32,
              "max_epochs": EPOCHS, "early_stopping": None}
 
 
-def specs(seed: int) -> dict[str, dict[str, Any]]:
-    """The experiments, by role; the seed varies the samplers of ASHA and TPE."""
+def specs(seed: int, waves: int = 0) -> dict[str, dict[str, Any]]:
+    """The experiments, by role; the seed varies the samplers of ASHA and TPE. ``waves``
+    small grids (``wave1``...) are submitted one after another while the faults go on."""
     def spec(name: str, model: dict, training: dict, search: dict) -> dict[str, Any]:
         return {"name": name, "dataset": {"name": "iris"}, "model": {**_MODEL, **model},
                 "training": {**_TRAINING, **training}, "search": search}
 
     rate = {"loguniform": [0.001, 0.1]}
-    return {
+    waved = {f"wave{i}": spec(f"chaos-wave{i}", {"width": {"grid": [3, 5]}},
+                              {"learning_rate": 0.01 + i / 1000}, {"seeds": 2})
+             for i in range(1, waves + 1)}
+    return {**waved,
         "grid": spec("chaos-grid", {"hidden_layers": {"grid": [1, 2]},
                                     "width": {"grid": [4, 8]}}, {}, {"seeds": 2}),
         "resumed": spec("chaos-resumed", {"activation": {"grid": ["relu", "tanh", "sigmoid"]}},
-                        {}, {"seeds": 2}),
-        "cancelled": spec("chaos-cancelled", {"width": {"grid": [4, 6, 8]}}, {}, {"seeds": 2}),
+                        {}, {"seeds": 4}),
+        "cancelled": spec("chaos-cancelled", {"width": {"grid": [4, 6, 8]}}, {}, {"seeds": 4}),
         "asha": spec("chaos-asha", {}, {"learning_rate": rate},
                      {"method": "asha", "num_samples": 9, "seeds": 1, "random_seed": seed,
                       "min_epochs": 1, "eta": 3,
@@ -97,7 +101,9 @@ class Workload:
 
     def __init__(self, api: Api, seed: int, seconds: float):
         self.api, self.seconds = api, seconds
-        self.specs = specs(seed)
+        # a wave every 20 s or so keeps trials running while the faults go on
+        self.waves = max(1, int(seconds * 0.7 / 20))
+        self.specs = specs(seed, self.waves)
         self.rng = random.Random(seed)
         self.ids: dict[str, str] = {}
         self.stopped = threading.Event()
@@ -135,10 +141,15 @@ class Workload:
             self.ids[role] = r.json()["id"]
 
     def _steps(self) -> None:
-        for role in ("grid", "asha", "tpe", "resumed", "cancelled"):
+        for role in ("grid", "asha", "tpe"):
             self._submit(role)
-        # midway through the faults: two grids cancelled, one of them resumed later
-        if not self._until(self.rng.uniform(0.15, 0.3)):
+        # two grids cancelled while they run (a few seconds after their submission), one of
+        # them resumed later
+        if not self._until(self.rng.uniform(0.1, 0.25)):
+            return
+        for role in ("resumed", "cancelled"):
+            self._submit(role)
+        if self.stopped.wait(self.rng.uniform(1.0, 4.0)):
             return
         for role in ("resumed", "cancelled"):
             if role in self.ids:
@@ -147,6 +158,10 @@ class Workload:
             return
         self._submit("resumed")
         self._submit("grid")  # the same spec again: the same experiment, nothing new
+        for i in range(1, self.waves + 1):
+            if not self._until(0.45 + 0.25 * i / self.waves):
+                return
+            self._submit(f"wave{i}")
 
     def _reader(self) -> None:
         paths = ["/api/v1/experiments", "/api/v1/health"]
