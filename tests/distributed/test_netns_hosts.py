@@ -30,8 +30,9 @@ from dnnframe.store.base import ResultStore
 from dnnframe.submit import submit_experiment
 from dnnframe.testing.netns import NetnsHost, TcpForwarder, netns_hosts, netns_problem, subnet_of
 from dnnframe.testing.pgcluster import PgCluster, server_bin
+from dnnframe.testing.rabbit import free_ports
 
-from .conftest import REPO, SLEEPY, WorkerProc, free_ports, make_spec, wait_until, worker_env
+from .conftest import REPO, SLEEPY, WorkerProc, make_spec, wait_until, worker_env
 
 pytestmark = pytest.mark.slow
 
