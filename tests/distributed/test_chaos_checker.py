@@ -14,6 +14,7 @@ from dnnframe.testing.chaos.checker import (
     expected_trials,
     p99,
     recovery_times,
+    workers_disagree,
 )
 from dnnframe.testing.chaos.schedule import KINDS, make_schedule, overlaps
 from dnnframe.testing.chaos.workload import Call, specs
@@ -107,3 +108,18 @@ def test_p99_and_recovery_times():
     # undone at 2.0 with work left: the store changed next at 4.5; undone at 6.0: nothing left
     assert recovery_times([2.0, 6.0], samples) == [2.5, 0.0]
     assert recovery_times([3.0], samples[:3]) == [float("inf")]
+
+
+def test_the_workers_at_rest_are_the_processes_that_exist():
+    node = {"role": "node"}
+    rows = [{"name": "h0w2@a", "alive": True, "info": node},
+            {"name": "h0w2@a:41", "alive": True, "info": {}},
+            {"name": "h1w1@b", "alive": True, "info": node},
+            {"name": "h0w1@a", "alive": False, "info": node},  # killed, and known to be
+            {"name": "h0w1@a:17", "alive": False, "info": {}}]
+    assert workers_disagree(rows, {"h0w2@a", "h1w1@b"}) is None
+    rows[3]["alive"] = True  # a killed node still called alive
+    assert "h0w1@a" in workers_disagree(rows, {"h0w2@a", "h1w1@b"})
+    rows[3]["alive"], rows[4]["alive"] = False, True  # a process of a killed node
+    assert "gone nodes ['h0w1@a:17']" in workers_disagree(rows, {"h0w2@a", "h1w1@b"})
+    assert "h1w1@b" in workers_disagree(rows[:2], {"h0w2@a", "h1w1@b"})  # one missing

@@ -7,7 +7,8 @@ so each can be tested on hand-made records.
 - no trial is still QUEUED or RUNNING a bound after the last fault was undone;
 - no TPE configuration was asked twice;
 - the API answered every request with 2xx, 4xx or a 503 with a reason, within a bound
-  (no answer at all only while the dashboard itself was down).
+  (no answer at all only while the dashboard itself was down);
+- at rest, ``/api/v1/workers`` calls alive exactly the worker processes that exist.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ...executors.liveness import NODE_ROLE
+from ...owners import split_owner
 from ...states import FINISHED_STATES, TrialState
 from ...store.records import TrialRecord
 from .workload import Call
@@ -128,3 +131,15 @@ def recovery_times(ends: list[float], samples: list[tuple[float, int, int]]) -> 
         later = [s[0] for s in samples if s[0] > end and s[2] > cursor]
         out.append(later[0] - end if later else float("inf"))
     return out
+
+
+def workers_disagree(rows: list[dict[str, Any]], nodes: set[str]) -> str | None:
+    """How ``/api/v1/workers``'s rows disagree with the worker nodes that exist (None when
+    they agree): every existing node alive, no other node nor a process of one alive."""
+    alive = [r for r in rows if r.get("alive")]
+    alive_nodes = {r["name"] for r in alive if (r.get("info") or {}).get("role") == NODE_ROLE}
+    strays = sorted(r["name"] for r in alive if split_owner(r["name"])[0] not in nodes)
+    if alive_nodes == nodes and not strays:
+        return None
+    return (f"/api/v1/workers calls alive nodes {sorted(alive_nodes)} and processes of gone "
+            f"nodes {strays}; the nodes that exist are {sorted(nodes)}")

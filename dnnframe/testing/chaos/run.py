@@ -13,8 +13,15 @@ from pathlib import Path
 
 from ...states import ACTIVE_STATES
 from ...store import open_store
-from .checker import Findings, api_violations, check_experiment, p99, recovery_times
-from .deploy import deployment
+from .checker import (
+    Findings,
+    api_violations,
+    check_experiment,
+    p99,
+    recovery_times,
+    workers_disagree,
+)
+from .deploy import Deployment, deployment
 from .faults import FaultRunner
 from .schedule import KINDS, Fault, format_schedule, make_schedule, overlaps
 from .workload import EPOCHS, Api, Workload
@@ -127,6 +134,8 @@ def chaos_run(workdir: Path, seed: int, seconds: float, settings: dict[str, str]
             while not _settled(dep.store_url, workload.ids, tpe) and time.monotonic() < deadline:
                 time.sleep(0.5)
             report.settled_after = time.monotonic() - runner.last_end
+            report.violations += _workers_at_rest(dep, api, float(settings.get(
+                "DNNFRAME_HEARTBEAT_TIMEOUT", "30")))
         finally:
             workload.stop()
             runner.undo_all()
@@ -134,6 +143,22 @@ def chaos_run(workdir: Path, seed: int, seconds: float, settings: dict[str, str]
         _check(report, dep.store_url, workload, runner, api, progress, faults)
         _keep(workdir, api, runner)
     return report
+
+
+def _workers_at_rest(dep: Deployment, api: Api, heartbeat_s: float) -> list[str]:
+    """Once a killed node has been silent past its timeout, the API's workers must be the
+    processes that exist; asked until they agree or three timeouts have passed."""
+    nodes = {h.worker.nodename for h in dep.hosts if h.worker is not None}
+    deadline = time.monotonic() + 3 * min(heartbeat_s, 30.0) + 5
+    problem: str | None = "no answer from /api/v1/workers"
+    while time.monotonic() < deadline:
+        r = api.request("GET", "/api/v1/workers")
+        if r is not None and r.status_code == 200:
+            problem = workers_disagree(r.json()["workers"], nodes)
+            if problem is None:
+                return []
+        time.sleep(0.5)
+    return [f"at rest: {problem}"]
 
 
 def _keep(workdir: Path, api: Api, runner: FaultRunner) -> None:
@@ -171,4 +196,4 @@ def _check(report: Report, store_url: str, workload: Workload, runner: FaultRunn
     report.longest_recovery = max(recoveries, default=0.0)
     report.api_calls = len(api.calls)
     report.api_p99_during_faults = p99(during)
-    report.violations = found.violations
+    report.violations += found.violations
