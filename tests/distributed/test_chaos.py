@@ -14,7 +14,7 @@ import pytest
 from dnnframe.testing.chaos.__main__ import settings_for
 from dnnframe.testing.chaos.deploy import deployment_missing
 from dnnframe.testing.chaos.run import chaos_run
-from dnnframe.testing.chaos.schedule import KINDS, make_schedule, overlaps
+from dnnframe.testing.chaos.schedule import DEFAULT_KINDS, make_schedule, overlaps
 from dnnframe.testing.netns import netns_problem
 
 pytestmark = pytest.mark.slow
@@ -26,7 +26,7 @@ SECONDS = 60.0
 def test_the_fixed_schedule_has_every_kind_of_fault_and_some_overlap():
     # the run below is only as good as its schedule: this seed's covers every kind
     faults = make_schedule(SEED, SECONDS, gap=4.0)
-    assert {f.kind for f in faults} == set(KINDS)
+    assert {f.kind for f in faults} == set(DEFAULT_KINDS)
     assert overlaps(faults) > 0
 
 
@@ -38,7 +38,7 @@ def test_a_seeded_chaos_run_keeps_every_invariant(tmp_path: Path):
                        settle_s=60.0, gap=4.0)
     print(report.text())  # shown with -s, and with the failure below
     assert report.netns
-    assert sum(report.faults.values()) >= len(KINDS) and report.overlapping > 0
+    assert sum(report.faults.values()) >= len(DEFAULT_KINDS) and report.overlapping > 0
     assert report.states["COMPLETE"] > 0
     assert not report.violations, report.text()
     assert (report.lost, report.duplicated) == (0, 0), report.text()

@@ -11,7 +11,7 @@ import tempfile
 from pathlib import Path
 
 from .run import chaos_run
-from .schedule import KINDS
+from .schedule import DEFAULT_KINDS, KINDS
 
 HOOK = "dnnframe.testing.hooks:rate_train"
 
@@ -38,8 +38,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="engine: real PyTensor training on iris; hook: sleeping trials")
     parser.add_argument("--heartbeat-timeout", type=float, default=4.0)
     parser.add_argument("--driver-lease", type=float, default=4.0)
-    parser.add_argument("--kinds", default=",".join(KINDS),
-                        help=f"fault kinds, comma-separated (default all: {', '.join(KINDS)})")
+    parser.add_argument("--kinds", default=",".join(DEFAULT_KINDS),
+                        help=f"fault kinds, comma-separated, of {', '.join(KINDS)} (default "
+                             "all but disk_full, which puts the store on a small tmpfs)")
     parser.add_argument("--no-netns", action="store_true",
                         help="hosts as plain processes even where namespaces can be made")
     parser.add_argument("--workdir", type=Path, default=None,

@@ -91,6 +91,7 @@ class Deployment:
     dashboard: Service
     base_url: str
     forwarders: list[TcpForwarder] = field(default_factory=list)
+    disk: Path | None = None  # the store's own small filesystem, when it has one
 
     @property
     def store_url(self) -> str:
@@ -132,6 +133,18 @@ class Deployment:
                                    f"{self.dashboard.log.read_text(errors='replace')[-3000:]}")
             time.sleep(0.2)
 
+    def fill_disk(self) -> None:
+        """Fill the store's filesystem (a small tmpfs) to its last byte."""
+        if self.disk is None:
+            raise RuntimeError("disk_full needs the store on a small filesystem (small_disk)")
+        stat = os.statvfs(self.disk)
+        with open(self.disk / "filler", "wb") as fh:
+            os.posix_fallocate(fh.fileno(), 0, stat.f_bavail * stat.f_frsize)
+
+    def free_disk(self) -> None:
+        if self.disk is not None:
+            (self.disk / "filler").unlink(missing_ok=True)
+
     def stop_store(self) -> None:
         self.cluster.ctl("-m", "fast", "stop")
 
@@ -161,18 +174,35 @@ def _namespaces(use: bool) -> Iterator[list[NetnsHost | None]]:
 
 
 @contextlib.contextmanager
-def deployment(workdir: Path, settings: dict[str, str], use_netns: bool = True
-               ) -> Iterator[Deployment]:
-    """Start every part (workers ready, dashboard answering) and stop them all on exit."""
+def _small_disk(workdir: Path, use: bool) -> Iterator[Path | None]:
+    """A 256 MiB tmpfs for the store's files (root only), unmounted on exit."""
+    if not use:
+        yield None
+        return
+    disk = workdir / "store-disk"
+    disk.mkdir(exist_ok=True)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256m,mode=0777", "tmpfs", str(disk)],
+                   check=True, capture_output=True, timeout=30)
+    try:
+        yield disk
+    finally:
+        subprocess.run(["umount", "-l", str(disk)], capture_output=True, timeout=30)
+
+
+@contextlib.contextmanager
+def deployment(workdir: Path, settings: dict[str, str], use_netns: bool = True,
+               small_disk: bool = False) -> Iterator[Deployment]:
+    """Start every part (workers ready, dashboard answering) and stop them all on exit;
+    ``small_disk`` puts the store's files on a filesystem of their own (for disk_full)."""
     problem = deployment_missing()
     if problem:
         raise RuntimeError(problem)
     workdir.mkdir(parents=True, exist_ok=True)
     (workdir / "rabbit").mkdir(exist_ok=True)
-    with _namespaces(use_netns) as spaces:
+    with _small_disk(workdir, small_disk) as disk, _namespaces(use_netns) as spaces:
         addresses = [ns.address for ns in spaces if ns is not None]
         trusted = [subnet_of(spaces)] if addresses else []  # type: ignore[arg-type]
-        with PgCluster(free_ports(1)[0], addresses, trusted) as cluster:
+        with PgCluster(free_ports(1)[0], addresses, trusted, parent=disk) as cluster:
             cluster.create_database(DATABASE)
             node = start_rabbit_node(workdir / "rabbit")
             forwarders: list[TcpForwarder] = []
@@ -193,7 +223,7 @@ def deployment(workdir: Path, settings: dict[str, str], use_netns: bool = True
                 driver, dashboard, base = _services(workdir, env, cluster.url(DATABASE),
                                                     node.url)
                 dep = Deployment(workdir, settings, cluster, node, hosts, driver, dashboard,
-                                 base, forwarders)
+                                 base, forwarders, disk)
                 yield from _running(dep)
             finally:
                 for fwd in forwarders:

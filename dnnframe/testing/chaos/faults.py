@@ -40,6 +40,8 @@ def _do(dep: Deployment, f: Fault) -> None:
         dep.driver.kill()
     elif f.kind == "dashboard_kill":
         dep.dashboard.kill()
+    elif f.kind == "disk_full":
+        dep.fill_disk()
 
 
 def _undo(dep: Deployment, f: Fault) -> None:
@@ -58,6 +60,8 @@ def _undo(dep: Deployment, f: Fault) -> None:
         dep.driver.start()
     elif f.kind == "dashboard_kill":
         dep.start_dashboard()
+    elif f.kind == "disk_full":
+        dep.free_disk()
 
 
 class FaultRunner:

@@ -23,7 +23,7 @@ from .checker import (
 )
 from .deploy import Deployment, deployment
 from .faults import FaultRunner
-from .schedule import KINDS, Fault, format_schedule, make_schedule, overlaps
+from .schedule import DEFAULT_KINDS, Fault, format_schedule, make_schedule, overlaps
 from .workload import EPOCHS, Api, Workload
 
 
@@ -111,11 +111,11 @@ def _settled(store_url: str, ids: dict[str, str], tpe_samples: int) -> bool:
 
 
 def chaos_run(workdir: Path, seed: int, seconds: float, settings: dict[str, str],
-              settle_s: float = 120.0, kinds: tuple[str, ...] = tuple(KINDS),
+              settle_s: float = 120.0, kinds: tuple[str, ...] = DEFAULT_KINDS,
               use_netns: bool = True, gap: float = 6.0) -> Report:
     """Run the workload under ``seconds`` of seeded faults; then wait ``settle_s`` at most
     for every trial to end; check and report. ``gap``: mean seconds between faults."""
-    with deployment(workdir, settings, use_netns) as dep:
+    with deployment(workdir, settings, use_netns, small_disk="disk_full" in kinds) as dep:
         if not dep.netns:
             kinds = tuple(k for k in kinds if k != "link_cut")
         faults = make_schedule(seed, seconds, kinds, hosts=len(dep.hosts), gap=gap)

@@ -18,7 +18,10 @@ KINDS: dict[str, tuple[float, float]] = {
     "store_restart": (1.0, 5.0),      # PostgreSQL stopped (fast), then started
     "driver_kill": (0.0, 3.0),        # SIGKILL of the driver service, then a new one
     "dashboard_kill": (0.0, 3.0),     # SIGKILL of `dnnframe serve`, then a new one
+    "disk_full": (2.0, 6.0),          # the store's filesystem filled, then freed
 }
+#: Kinds a run has unless asked for others (a full disk needs a filesystem of its own).
+DEFAULT_KINDS = tuple(k for k in KINDS if k != "disk_full")
 #: Faults aimed at one host (their target is its index).
 HOST_KINDS = ("worker_kill", "worker_stop", "link_cut")
 
@@ -39,7 +42,7 @@ class Fault:
         return f"{self.start:7.1f}s  {self.kind:<15}{where:<8} for {self.duration:.1f}s"
 
 
-def make_schedule(seed: int, seconds: float, kinds: tuple[str, ...] = tuple(KINDS),
+def make_schedule(seed: int, seconds: float, kinds: tuple[str, ...] = DEFAULT_KINDS,
                   hosts: int = 2, gap: float = 6.0) -> list[Fault]:
     """Faults over the first 70% of ``seconds`` (the rest lets everything finish): one
     every ``gap`` seconds on average, each kind at least once when there is room, and about
