@@ -62,6 +62,11 @@ class PgCluster:
     def start(self) -> None:
         self.ctl("start")
 
+    def running(self) -> bool:
+        """Whether the server runs (``pg_ctl status``)."""
+        return subprocess.run([*self._as_owner, str(self._bin / "pg_ctl"), "-D", str(self.data),
+                               "status"], capture_output=True, timeout=30).returncode == 0
+
     def restart(self) -> None:
         """A fast restart (``pg_ctl restart -m fast``): every session is ended."""
         self.ctl("-m", "fast", "restart")

@@ -8,6 +8,7 @@ runner; everything is stopped and deleted on exit.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import signal
 import subprocess
@@ -92,6 +93,7 @@ class Deployment:
     base_url: str
     forwarders: list[TcpForwarder] = field(default_factory=list)
     disk: Path | None = None  # the store's own small filesystem, when it has one
+    store_stopped: bool = False  # by a store_restart fault, not yet undone
 
     @property
     def store_url(self) -> str:
@@ -137,18 +139,35 @@ class Deployment:
         """Fill the store's filesystem (a small tmpfs) to its last byte."""
         if self.disk is None:
             raise RuntimeError("disk_full needs the store on a small filesystem (small_disk)")
-        stat = os.statvfs(self.disk)
-        with open(self.disk / "filler", "wb") as fh:
-            os.posix_fallocate(fh.fileno(), 0, stat.f_bavail * stat.f_frsize)
+        block = b"\0" * 2**20
+        # written, not allocated in one call: the server writes meanwhile, so the free space
+        # measured first may no longer be there; full is the first write that fails
+        with open(self.disk / "filler", "wb", buffering=0) as fh:
+            while True:
+                try:
+                    fh.write(block)
+                except OSError as exc:
+                    if exc.errno != errno.ENOSPC:
+                        raise
+                    break
 
     def free_disk(self) -> None:
+        """Free the store's filesystem, and start the server if it is not running (as a
+        supervisor would: PostgreSQL stops for good when it cannot write its WAL)."""
         if self.disk is not None:
             (self.disk / "filler").unlink(missing_ok=True)
+            if not self.store_stopped and not self.cluster.running():
+                self.cluster.start()
 
     def stop_store(self) -> None:
-        self.cluster.ctl("-m", "fast", "stop")
+        self.store_stopped = True
+        if self.cluster.running():
+            self.cluster.ctl("-m", "fast", "stop")
 
     def start_store(self) -> None:
+        self.store_stopped = False
+        if self.disk is not None and (self.disk / "filler").exists():
+            return  # it cannot start on a full disk: free_disk starts it
         self.cluster.start()
 
 
@@ -175,13 +194,13 @@ def _namespaces(use: bool) -> Iterator[list[NetnsHost | None]]:
 
 @contextlib.contextmanager
 def _small_disk(workdir: Path, use: bool) -> Iterator[Path | None]:
-    """A 256 MiB tmpfs for the store's files (root only), unmounted on exit."""
+    """A 160 MiB tmpfs for the store's files (root only), unmounted on exit."""
     if not use:
         yield None
         return
     disk = workdir / "store-disk"
     disk.mkdir(exist_ok=True)
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256m,mode=0777", "tmpfs", str(disk)],
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=160m,mode=0777", "tmpfs", str(disk)],
                    check=True, capture_output=True, timeout=30)
     try:
         yield disk
@@ -229,6 +248,8 @@ def deployment(workdir: Path, settings: dict[str, str], use_netns: bool = True,
                 for fwd in forwarders:
                     fwd.close()
                 node.stop()
+                if cluster.log.exists():  # the cluster's files go with it
+                    (workdir / "postgresql.log").write_bytes(cluster.log.read_bytes())
 
 
 def _running(dep: Deployment) -> Iterator[Deployment]:

@@ -95,7 +95,10 @@ class Progress:
 
 def _settled(store_url: str, ids: dict[str, str], tpe_samples: int) -> bool:
     """No trial waits or runs, and the TPE experiment has asked all its trials."""
-    store = open_store(store_url)
+    try:
+        store = open_store(store_url)
+    except Exception:
+        return False  # the store is down (a fault not yet recovered from)
     try:
         for role, eid in ids.items():
             counts = store.counts_by_state(eid)
@@ -129,8 +132,11 @@ def chaos_run(workdir: Path, seed: int, seconds: float, settings: dict[str, str]
         runner = FaultRunner(dep, faults, t0).start()
         try:
             runner.join(seconds + 600)
+            # the last submissions may come after the last fault (a schedule that ran out
+            # early): the settling bound starts once both are over
+            workload.join_steps(seconds + 600)
             tpe = int(workload.specs["tpe"]["search"]["num_samples"])
-            deadline = runner.last_end + settle_s
+            deadline = time.monotonic() + settle_s
             while not _settled(dep.store_url, workload.ids, tpe) and time.monotonic() < deadline:
                 time.sleep(0.5)
             report.settled_after = time.monotonic() - runner.last_end
@@ -176,7 +182,11 @@ def _keep(workdir: Path, api: Api, runner: FaultRunner) -> None:
 def _check(report: Report, store_url: str, workload: Workload, runner: FaultRunner,
            api: Api, progress: Progress, faults: list[Fault]) -> None:
     found = Findings()
-    store = open_store(store_url)
+    try:
+        store = open_store(store_url)
+    except Exception as exc:
+        report.violations.append(f"the store is unreachable after the run: {exc}")
+        return
     try:
         for role, spec in workload.specs.items():
             if role not in workload.ids:

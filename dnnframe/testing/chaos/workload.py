@@ -116,6 +116,10 @@ class Workload:
             th.start()
         return self
 
+    def join_steps(self, timeout: float) -> None:
+        """Wait until every submission and cancel of the timeline has been made."""
+        self._threads[0].join(timeout)
+
     def stop(self) -> None:
         self.stopped.set()
         for th in self._threads:
