@@ -123,3 +123,29 @@ def test_the_workers_at_rest_are_the_processes_that_exist():
     rows[3]["alive"], rows[4]["alive"] = False, True  # a process of a killed node
     assert "gone nodes ['h0w1@a:17']" in workers_disagree(rows, {"h0w2@a", "h1w1@b"})
     assert "h1w1@b" in workers_disagree(rows[:2], {"h0w2@a", "h1w1@b"})  # one missing
+
+
+def test_a_faults_window_holds_its_action_and_every_fault_is_undone_at_cancel():
+    # A request cut by the action (a killed dashboard's dropped connection) ends before the
+    # runner hears the action is done: the window must open before it, close after the undo.
+    import threading
+    import time
+    from types import SimpleNamespace
+
+    from dnnframe.testing.chaos.faults import FaultRunner
+    from dnnframe.testing.chaos.schedule import Fault
+
+    acted: list[tuple[str, float]] = []
+    killed = threading.Event()
+    dashboard = SimpleNamespace(kill=lambda: (acted.append(("kill", time.monotonic())),
+                                              killed.set()))
+    dep = SimpleNamespace(hosts=[None], dashboard=dashboard,
+                          start_dashboard=lambda: acted.append(("start", time.monotonic())))
+    t0 = time.monotonic()
+    runner = FaultRunner(dep, [Fault("dashboard_kill", 0.0, 600.0)], t0).start()
+    assert killed.wait(30)  # the kill is done at once; its undo is 600 s away
+    runner.undo_all()  # a run that ends undoes what is in effect, without waiting for it
+    [applied] = runner.applied
+    assert [what for what, _ in acted] == ["kill", "start"]
+    assert applied.began <= acted[0][1] and acted[1][1] <= applied.ended
+    assert runner.active_at(acted[0][1], "dashboard_kill") and applied.error is None
