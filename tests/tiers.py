@@ -42,6 +42,7 @@ _BY_FIXTURE = {
 _BY_FILE = {
     "deploy/test_deploy_stack.py": ("docker",),
     "deploy/test_deploy_rabbitmq.py": ("broker",),
+    "distributed/test_chaos.py": ("broker", "netns", "postgres"),
     "distributed/test_hosts.py": ("netns",),
     "distributed/test_netns_hosts.py": ("netns", "postgres"),
     "store/test_store_postgresql.py": ("postgres",),

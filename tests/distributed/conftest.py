@@ -10,18 +10,17 @@ when a test fails.
 from __future__ import annotations
 
 import os
-import signal
-import socket
-import subprocess
 import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
+
+from dnnframe.testing.procs import WorkerProc, spawn_worker, wait_ready
+from dnnframe.testing.rabbit import RabbitNode, rabbitmq_missing, start_rabbit_node
 
 if TYPE_CHECKING:
     from dnnframe.store.base import ResultStore
@@ -51,83 +50,21 @@ def broker_url() -> str:
     return BROKER_URL
 
 
-# Debian installs the real scripts here; /usr/sbin/rabbitmq-server is a wrapper that
-# switches to the rabbitmq user (and so could not read a pytest temp folder).
-RABBITMQ_BIN = Path("/usr/lib/rabbitmq/bin")
-
-
-def free_ports(n: int) -> list[int]:
-    """``n`` distinct local TCP ports nothing listens on right now."""
-    sockets = [socket.socket() for _ in range(n)]
-    try:
-        for s in sockets:
-            s.bind(("127.0.0.1", 0))
-        return [s.getsockname()[1] for s in sockets]
-    finally:
-        for s in sockets:
-            s.close()
-
-
-@dataclass
-class RabbitNode:
-    """A throw-away RabbitMQ node of this test only (own name, ports, data directory)."""
-
-    name: str
-    url: str
-    env: dict[str, str]
-    root: Path
-
-    def ctl(self, *args: str, timeout: float = 120) -> str:
-        """Run ``rabbitmqctl -n NODE ARGS`` against this node only; fails on an error."""
-        proc = subprocess.run([str(RABBITMQ_BIN / "rabbitmqctl"), "-n", self.name, *args],
-                              env=self.env, capture_output=True, text=True, timeout=timeout)
-        if proc.returncode != 0:
-            pytest.fail(f"rabbitmqctl {' '.join(args)} on {self.name}: {proc.stderr}")
-        return proc.stdout
-
-    def stop_app(self) -> None:
-        """Stop the broker application (connections drop, the node stays up)."""
-        self.ctl("stop_app")
-
-    def start_app(self) -> None:
-        """Start the broker application again and wait until it takes connections."""
-        self.ctl("start_app")
-        self.ctl("await_startup", "--timeout", "90")
-
-
 @pytest.fixture
 def rabbitmq_node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RabbitNode]:
     """A dedicated RabbitMQ node on free ports, for tests that stop or restart a broker:
     the machine's shared broker is never touched. Stopped (and its data removed) after."""
-    server = RABBITMQ_BIN / "rabbitmq-server"
-    if not server.exists():
-        pytest.skip(f"RabbitMQ is not installed ({server} is missing); .ci/run installs the "
-                    "Debian package rabbitmq-server")
-    root = tmp_path_factory.mktemp("rabbitmq-node")
-    amqp, dist = free_ports(2)
-    (root / "rabbitmq.conf").write_text(f"listeners.tcp.default = {amqp}\n"
-                                        "loopback_users.guest = true\n")
-    (root / "enabled_plugins").write_text("[].\n")  # no management plugin: boots faster
-    (root / "home").mkdir()
-    name = f"dnnframe-test-{uuid.uuid4().hex[:8]}@localhost"
-    env = {**os.environ, "HOME": str(root / "home"), "RABBITMQ_NODENAME": name,
-           "RABBITMQ_CONFIG_FILE": str(root / "rabbitmq.conf"),
-           "RABBITMQ_MNESIA_BASE": str(root / "mnesia"), "RABBITMQ_LOG_BASE": str(root / "log"),
-           "RABBITMQ_ENABLED_PLUGINS_FILE": str(root / "enabled_plugins"),
-           "RABBITMQ_DIST_PORT": str(dist), "RABBITMQ_PID_FILE": str(root / "pid")}
-    subprocess.run([str(server), "-detached"], env=env, check=True, timeout=60)
-    node = RabbitNode(name, f"amqp://guest:guest@127.0.0.1:{amqp}//", env, root)
+    problem = rabbitmq_missing()
+    if problem:
+        pytest.skip(problem)
     try:
-        waited = subprocess.run([str(RABBITMQ_BIN / "rabbitmqctl"), "-n", name, "wait",
-                                 str(root / "pid"), "--timeout", "90"], env=env,
-                                capture_output=True, text=True, timeout=120)
-        if waited.returncode != 0:
-            logs = "".join(p.read_text()[-3000:] for p in (root / "log").glob("*.log"))
-            pytest.fail(f"the test's RabbitMQ node did not boot:\n{waited.stderr}\n{logs}")
+        node = start_rabbit_node(tmp_path_factory.mktemp("rabbitmq-node"))
+    except RuntimeError as exc:
+        pytest.fail(str(exc))
+    try:
         yield node
     finally:
-        subprocess.run([str(RABBITMQ_BIN / "rabbitmqctl"), "-n", name, "stop",
-                        str(root / "pid")], env=env, capture_output=True, timeout=60)
+        node.stop()
 
 
 @pytest.fixture
@@ -169,54 +106,6 @@ def store_url(tmp_path: Path) -> str:
     return f"sqlite:///{tmp_path / 'store.db'}"
 
 
-@dataclass
-class WorkerProc:
-    """One ``celery -A tasks worker`` (or ``dnnframe worker``) process group."""
-
-    name: str
-    proc: subprocess.Popen
-    log: Path
-    env: dict[str, str] = field(default_factory=dict)
-    host: str | None = None  # the hostname of its own UTS namespace, if it has one
-
-    @property
-    def nodename(self) -> str:
-        return f"{self.name}@{self.host or socket.gethostname()}"
-
-    def log_text(self) -> str:
-        return self.log.read_text(errors="replace") if self.log.exists() else ""
-
-    def alive(self) -> bool:
-        return self.proc.poll() is None
-
-    def children(self) -> list[int]:
-        """PIDs of the pool processes (direct children of the worker's main process)."""
-        out = subprocess.run(["ps", "-o", "pid=", "--ppid", str(self.proc.pid)],
-                             capture_output=True, text=True).stdout
-        return [int(p) for p in out.split()]
-
-    def kill_group(self, sig: int = signal.SIGKILL) -> None:
-        """Signal the whole process group (main process and pool), like a dying machine."""
-        try:
-            os.killpg(self.proc.pid, sig)
-        except ProcessLookupError:
-            pass
-
-    def stop(self) -> None:
-        """Warm shutdown, then SIGKILL the group if it lingers; always reaps."""
-        if self.alive():
-            self.kill_group(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                pass
-        self.kill_group(signal.SIGKILL)  # pool children that outlived their parent
-        try:
-            self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            pass
-
-
 def worker_env(store_url: str, broker_url: str, **extra: str) -> dict[str, str]:
     """Environment of a test worker: repo on the path, the test's store and broker."""
     env = dict(os.environ)
@@ -239,7 +128,7 @@ def start_worker(tmp_path: Path, store_url: str, broker_url: str,
     ``cli=True`` starts it through ``dnnframe worker`` instead of ``celery -A tasks worker``.
     ``host="NAME"`` starts it in a UTS namespace of its own (``unshare -u``) whose hostname
     is NAME: its node name and its trials' owners name another host, as on another machine.
-    ``netns="NAME"`` starts it in that network namespace (``ip netns exec``; see netns.py).
+    ``netns="NAME"`` starts it in that network namespace (``ip netns exec``; see dnnframe/testing/netns.py).
     Every worker started here is killed (whole process group) at teardown.
     """
     started: list[WorkerProc] = []
@@ -247,35 +136,14 @@ def start_worker(tmp_path: Path, store_url: str, broker_url: str,
     def start(queue: str, concurrency: int = 1, cli: bool = False, ready_timeout: float = 60,
               host: str | None = None, netns: str | None = None, **env: str) -> WorkerProc:
         name = f"w{len(started) + 1}-{uuid.uuid4().hex[:6]}"
-        log = tmp_path / f"{name}.log"
-        if cli:
-            cmd = [sys.executable, "-m", "dnnframe.cli", "worker", "-Q", queue, "-c",
-                   str(concurrency), "-n", f"{name}@%h", "--"]
-        else:
-            cmd = [sys.executable, "-m", "celery", "-A", "tasks", "worker", "-Q", queue,
-                   "-c", str(concurrency), "-n", f"{name}@%h", "--prefetch-multiplier=1",
-                   "-O", "fair", "--loglevel=INFO"]
-        # mingle/gossip only slow the start-up of short-lived test workers down
-        cmd += ["--without-mingle", "--without-gossip"]
-        if host is not None:
-            cmd = ["unshare", "--uts", "sh", "-c", 'hostname "$0" && exec "$@"', host, *cmd]
-        if netns is not None:
-            cmd = ["ip", "netns", "exec", netns, *cmd]
-        fh = open(log, "wb")
-        proc = subprocess.Popen(cmd, cwd=REPO, env=worker_env(store_url, broker_url, **env),
-                                stdout=fh, stderr=subprocess.STDOUT, start_new_session=True)
-        fh.close()
-        w = WorkerProc(name, proc, log, env, host)
+        w = spawn_worker(name, queue, tmp_path / f"{name}.log",
+                         worker_env(store_url, broker_url, **env), concurrency=concurrency,
+                         cli=cli, host=host, netns=netns)
+        w.env = env
         started.append(w)
-        deadline = time.monotonic() + ready_timeout
-        while " ready." not in w.log_text():
-            if not w.alive():
-                pytest.fail(f"worker {name} exited with {proc.returncode}:\n"
-                            f"{w.log_text()[-4000:]}")
-            if time.monotonic() > deadline:
-                pytest.fail(f"worker {name} not ready after {ready_timeout}s:\n"
-                            f"{w.log_text()[-4000:]}")
-            time.sleep(0.1)
+        problem = wait_ready(w, ready_timeout)
+        if problem:
+            pytest.fail(problem)
         return w
 
     yield start

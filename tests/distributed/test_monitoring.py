@@ -31,8 +31,9 @@ from dnnframe.executors.celery_monitoring import PackFailed, PackReport, error_l
 from dnnframe.runner import run_pack
 from dnnframe.store import TrialState
 from dnnframe.submit import submit_experiment
+from dnnframe.testing.rabbit import free_ports
 
-from .conftest import REPO, free_ports, make_spec, wait_until, worker_env
+from .conftest import REPO, make_spec, wait_until, worker_env
 
 
 class EventLog:

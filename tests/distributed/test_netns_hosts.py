@@ -1,4 +1,4 @@
-"""Workers on two hosts that are network namespaces (see netns.py): each host reaches the
+"""Workers on two hosts that are network namespaces (see dnnframe/testing/netns.py): each host reaches the
 broker and the store only through its own veth cable, on the root side's address, so a
 cable can be cut while its worker goes on. The store is PostgreSQL on a cluster this
 module starts (so it can be restarted mid-sweep); the broker is the machine's RabbitMQ,
@@ -28,10 +28,11 @@ from dnnframe.executors.liveness import live_nodes
 from dnnframe.store import TrialState, open_store
 from dnnframe.store.base import ResultStore
 from dnnframe.submit import submit_experiment
+from dnnframe.testing.netns import NetnsHost, TcpForwarder, netns_hosts, netns_problem, subnet_of
+from dnnframe.testing.pgcluster import PgCluster, server_bin
+from dnnframe.testing.rabbit import free_ports
 
-from .conftest import REPO, SLEEPY, WorkerProc, free_ports, make_spec, wait_until, worker_env
-from .netns import NetnsHost, TcpForwarder, netns_hosts, netns_problem, subnet_of
-from .pgcluster import PgCluster, server_bin
+from .conftest import REPO, SLEEPY, WorkerProc, make_spec, wait_until, worker_env
 
 pytestmark = pytest.mark.slow
 

@@ -28,13 +28,15 @@ class PgCluster:
     trusting connections from 127.0.0.1 and ``trusted`` (CIDRs). Use as a context manager:
     it is stopped and its files deleted on exit."""
 
-    def __init__(self, port: int, addresses: list[str], trusted: list[str]):
+    def __init__(self, port: int, addresses: list[str], trusted: list[str],
+                 parent: Path | None = None):
         bin_dir = server_bin()
         if bin_dir is None:
             raise RuntimeError("no PostgreSQL server binaries under /usr/lib/postgresql")
         self.port, self._bin = port, bin_dir
         self._as_owner = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
-        self.home = Path(tempfile.mkdtemp(prefix="dnnframe-netns-pg-"))
+        # ``parent``: a folder of the caller's choice (a small filesystem it fills up)
+        self.home = Path(tempfile.mkdtemp(prefix="dnnframe-netns-pg-", dir=parent))
         if self._as_owner:
             shutil.chown(self.home, "postgres", "postgres")
         self.data, self.log = self.home / "data", self.home / "server.log"
@@ -59,6 +61,11 @@ class PgCluster:
 
     def start(self) -> None:
         self.ctl("start")
+
+    def running(self) -> bool:
+        """Whether the server runs (``pg_ctl status``)."""
+        return subprocess.run([*self._as_owner, str(self._bin / "pg_ctl"), "-D", str(self.data),
+                               "status"], capture_output=True, timeout=30).returncode == 0
 
     def restart(self) -> None:
         """A fast restart (``pg_ctl restart -m fast``): every session is ended."""

@@ -1,0 +1,272 @@
+"""The chaos run's deployment, from the helpers the distributed tests use: Celery workers on
+two hosts (network namespaces when this machine allows, else plain processes), a dedicated
+RabbitMQ node, a dedicated PostgreSQL cluster, the driver service (``dnnframe drive``) and
+the dashboard (``dnnframe serve``). Every part can be broken and brought back by the fault
+runner; everything is stopped and deleted on exit.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import requests
+
+from ..netns import NetnsHost, TcpForwarder, netns_hosts, netns_problem, subnet_of
+from ..pgcluster import PgCluster, server_bin
+from ..procs import REPO, WorkerProc, spawn_worker, wait_ready
+from ..rabbit import RabbitNode, free_ports, rabbitmq_missing, start_rabbit_node
+
+DATABASE = "chaos"
+QUEUE = "default"  # the dashboard and the driver service publish there; the node is ours
+TOKEN = "chaos-token"
+
+
+def deployment_missing() -> str | None:
+    """Why the deployment cannot be made here (None when it can)."""
+    if server_bin() is None:
+        return "no PostgreSQL server binaries (Debian's postgresql package) here"
+    return rabbitmq_missing()
+
+
+@dataclass
+class Host:
+    """Where one worker runs: a network namespace (``ns``) or this machine's own."""
+
+    index: int
+    ns: NetnsHost | None
+    store_url: str
+    broker_url: str
+    worker: WorkerProc | None = None
+    restarts: int = 0
+
+
+@dataclass
+class Service:
+    """A ``dnnframe`` command in a session of its own (the driver service, the dashboard)."""
+
+    name: str
+    args: list[str]
+    log: Path
+    env: dict[str, str]
+    proc: subprocess.Popen | None = None
+
+    def start(self) -> None:
+        with open(self.log, "ab") as fh:
+            self.proc = subprocess.Popen([sys.executable, "-m", "dnnframe.cli", *self.args],
+                                         cwd=REPO, env=self.env, stdout=fh,
+                                         stderr=subprocess.STDOUT, start_new_session=True)
+
+    def kill(self) -> None:
+        """SIGKILL the whole process group (the serve's own driver child with it)."""
+        if self.proc is None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        self.proc.wait(30)
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.proc.wait(20)
+        self.kill()
+
+
+@dataclass
+class Deployment:
+    workdir: Path
+    settings: dict[str, str]  # DNNFRAME_* (and hook) variables of every process
+    cluster: PgCluster
+    node: RabbitNode
+    hosts: list[Host]
+    driver: Service
+    dashboard: Service
+    base_url: str
+    forwarders: list[TcpForwarder] = field(default_factory=list)
+    disk: Path | None = None  # the store's own small filesystem, when it has one
+    store_stopped: bool = False  # by a store_restart fault, not yet undone
+
+    @property
+    def store_url(self) -> str:
+        return self.cluster.url(DATABASE)
+
+    @property
+    def netns(self) -> bool:
+        return all(h.ns is not None for h in self.hosts)
+
+    def _env(self, **extra: str) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("DNNFRAME_")}
+        env.update({"PYTHONPATH": str(REPO), "PYTHONUNBUFFERED": "1", **self.settings,
+                    "DNNFRAME_DATA_DIR": str(self.workdir / "data"), **extra})
+        return env
+
+    def start_worker(self, host: Host) -> None:
+        """A new worker on ``host`` (a killed one's successor), waited for until ready."""
+        host.restarts += 1
+        name = f"h{host.index}w{host.restarts}"
+        ns = host.ns.name if host.ns else None
+        host.worker = spawn_worker(
+            name, QUEUE, self.workdir / f"{name}.log",
+            self._env(DNNFRAME_STORE_URL=host.store_url, DNNFRAME_BROKER_URL=host.broker_url),
+            host=ns or f"chaos-host{host.index}", netns=ns)
+        problem = wait_ready(host.worker, 120)
+        if problem:
+            raise RuntimeError(problem)
+
+    def start_dashboard(self) -> None:
+        """``dnnframe serve`` on its port again, waited for until /api/v1/health answers."""
+        self.dashboard.start()
+        deadline = time.monotonic() + 90
+        while True:
+            with contextlib.suppress(requests.RequestException):
+                if requests.get(self.base_url + "/api/v1/health", timeout=2).status_code < 500:
+                    return
+            if self.dashboard.proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"the dashboard did not start:\n"
+                                   f"{self.dashboard.log.read_text(errors='replace')[-3000:]}")
+            time.sleep(0.2)
+
+    def fill_disk(self) -> None:
+        """Fill the store's filesystem (a small tmpfs) to its last byte."""
+        if self.disk is None:
+            raise RuntimeError("disk_full needs the store on a small filesystem (small_disk)")
+        block = b"\0" * 2**20
+        # written, not allocated in one call: the server writes meanwhile, so the free space
+        # measured first may no longer be there; full is the first write that fails
+        with open(self.disk / "filler", "wb", buffering=0) as fh:
+            while True:
+                try:
+                    fh.write(block)
+                except OSError as exc:
+                    if exc.errno != errno.ENOSPC:
+                        raise
+                    break
+
+    def free_disk(self) -> None:
+        """Free the store's filesystem, and start the server if it is not running (as a
+        supervisor would: PostgreSQL stops for good when it cannot write its WAL)."""
+        if self.disk is not None:
+            (self.disk / "filler").unlink(missing_ok=True)
+            if not self.store_stopped and not self.cluster.running():
+                self.cluster.start()
+
+    def stop_store(self) -> None:
+        self.store_stopped = True
+        if self.cluster.running():
+            self.cluster.ctl("-m", "fast", "stop")
+
+    def start_store(self) -> None:
+        self.store_stopped = False
+        if self.disk is not None and (self.disk / "filler").exists():
+            return  # it cannot start on a full disk: free_disk starts it
+        self.cluster.start()
+
+
+def _services(workdir: Path, env: dict[str, str], store_url: str, broker_url: str
+              ) -> tuple[Service, Service, str]:
+    (port,) = free_ports(1)
+    driver = Service("driver", ["drive", "--store", store_url, "--broker", broker_url,
+                                "--poll", "0.5"], workdir / "driver.log", env)
+    dashboard = Service("dashboard", ["serve", "--port", str(port), "--store", store_url],
+                        workdir / "dashboard.log",
+                        {**env, "DNNFRAME_BROKER_URL": broker_url,
+                         "DNNFRAME_API_TOKEN": TOKEN})
+    return driver, dashboard, f"http://127.0.0.1:{port}"
+
+
+@contextlib.contextmanager
+def _namespaces(use: bool) -> Iterator[list[NetnsHost | None]]:
+    if use and netns_problem() is None:
+        with netns_hosts(2) as made:
+            yield list(made)
+    else:
+        yield [None, None]
+
+
+@contextlib.contextmanager
+def _small_disk(workdir: Path, use: bool) -> Iterator[Path | None]:
+    """A 160 MiB tmpfs for the store's files (root only), unmounted on exit."""
+    if not use:
+        yield None
+        return
+    disk = workdir / "store-disk"
+    disk.mkdir(exist_ok=True)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=160m,mode=0777", "tmpfs", str(disk)],
+                   check=True, capture_output=True, timeout=30)
+    try:
+        yield disk
+    finally:
+        subprocess.run(["umount", "-l", str(disk)], capture_output=True, timeout=30)
+
+
+@contextlib.contextmanager
+def deployment(workdir: Path, settings: dict[str, str], use_netns: bool = True,
+               small_disk: bool = False) -> Iterator[Deployment]:
+    """Start every part (workers ready, dashboard answering) and stop them all on exit;
+    ``small_disk`` puts the store's files on a filesystem of their own (for disk_full)."""
+    problem = deployment_missing()
+    if problem:
+        raise RuntimeError(problem)
+    workdir.mkdir(parents=True, exist_ok=True)
+    (workdir / "rabbit").mkdir(exist_ok=True)
+    with _small_disk(workdir, small_disk) as disk, _namespaces(use_netns) as spaces:
+        addresses = [ns.address for ns in spaces if ns is not None]
+        trusted = [subnet_of(spaces)] if addresses else []  # type: ignore[arg-type]
+        with PgCluster(free_ports(1)[0], addresses, trusted, parent=disk) as cluster:
+            cluster.create_database(DATABASE)
+            node = start_rabbit_node(workdir / "rabbit")
+            forwarders: list[TcpForwarder] = []
+            try:
+                hosts = []
+                for i, ns in enumerate(spaces):
+                    if ns is None:
+                        hosts.append(Host(i, None, cluster.url(DATABASE), node.url))
+                        continue
+                    fwd = TcpForwarder((ns.address, 0), ("127.0.0.1", node.port))
+                    forwarders.append(fwd)
+                    hosts.append(Host(i, ns, cluster.url(DATABASE, ns.address),
+                                      node.url.replace(f"127.0.0.1:{node.port}",
+                                                       f"{ns.address}:{fwd.port}")))
+                base_env = {k: v for k, v in os.environ.items() if not k.startswith("DNNFRAME_")}
+                env = {**base_env, "PYTHONPATH": str(REPO), "PYTHONUNBUFFERED": "1", **settings,
+                       "DNNFRAME_DATA_DIR": str(workdir / "data")}
+                driver, dashboard, base = _services(workdir, env, cluster.url(DATABASE),
+                                                    node.url)
+                dep = Deployment(workdir, settings, cluster, node, hosts, driver, dashboard,
+                                 base, forwarders, disk)
+                yield from _running(dep)
+            finally:
+                for fwd in forwarders:
+                    fwd.close()
+                node.stop()
+                if cluster.log.exists():  # the cluster's files go with it
+                    (workdir / "postgresql.log").write_bytes(cluster.log.read_bytes())
+
+
+def _running(dep: Deployment) -> Iterator[Deployment]:
+    try:
+        for host in dep.hosts:
+            dep.start_worker(host)
+        dep.driver.start()
+        dep.start_dashboard()
+        yield dep
+    finally:
+        dep.dashboard.stop()
+        dep.driver.stop()
+        for host in dep.hosts:
+            if host.worker is not None:
+                host.worker.kill_group(signal.SIGCONT)  # a stopped group cannot end itself
+                host.worker.stop()
+        for host in dep.hosts:
+            if host.ns is not None:
+                with contextlib.suppress(RuntimeError):
+                    host.ns.set_link(True)

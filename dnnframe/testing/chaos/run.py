@@ -1,0 +1,209 @@
+"""One chaos run: deploy, start the workload and the seeded faults, watch the store's
+progress, wait for the work to settle after the last fault, check every invariant and
+report. :func:`chaos_run` returns the report (its ``violations`` empty when all held)."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from ...states import ACTIVE_STATES
+from ...store import open_store
+from .checker import (
+    Findings,
+    api_violations,
+    check_experiment,
+    p99,
+    recovery_times,
+    workers_disagree,
+)
+from .deploy import Deployment, deployment
+from .faults import FaultRunner
+from .schedule import DEFAULT_KINDS, Fault, format_schedule, make_schedule, overlaps
+from .workload import EPOCHS, Api, Workload
+
+
+@dataclass
+class Report:
+    seed: int
+    seconds: float
+    netns: bool
+    faults: Counter = field(default_factory=Counter)
+    overlapping: int = 0
+    states: Counter = field(default_factory=Counter)
+    lost: int = 0
+    duplicated: int = 0
+    longest_recovery: float = 0.0
+    api_calls: int = 0
+    api_p99_during_faults: float = 0.0
+    settled_after: float = 0.0
+    violations: list[str] = field(default_factory=list)
+
+    def text(self) -> str:
+        lines = [
+            f"chaos run: seed {self.seed}, {self.seconds:.0f} s of faults"
+            f"{', hosts are network namespaces' if self.netns else ', hosts are processes'}",
+            f"faults by kind: {dict(sorted(self.faults.items()))} "
+            f"({self.overlapping} overlapping an earlier one)",
+            f"trials by state: {dict(sorted(self.states.items()))}",
+            f"lost {self.lost}, duplicated {self.duplicated}",
+            f"longest recovery (a fault undone -> the store changes again): "
+            f"{self.longest_recovery:.1f} s",
+            f"work settled {self.settled_after:.1f} s after the last fault was undone",
+            f"API: {self.api_calls} requests, p99 latency during faults "
+            f"{self.api_p99_during_faults * 1000:.0f} ms",
+            f"violations: {len(self.violations)}",
+            *(f"  - {v}" for v in self.violations[:50]),
+        ]
+        return "\n".join(lines)
+
+
+class Progress:
+    """Samples (time, active trials, change cursor) of the store every half second."""
+
+    def __init__(self, store_url: str):
+        self.store = open_store(store_url)
+        self.samples: list[tuple[float, int, int]] = []
+        self.cursor = 0
+        self.stopped = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True, name="chaos-progress")
+
+    def start(self) -> Progress:
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        while not self.stopped.wait(0.5):
+            try:
+                counts = self.store.counts_by_state()
+                changed = self.store.list_trials(since=self.cursor, limit=500)
+            except Exception:
+                continue  # the store is down (a fault): no sample
+            self.cursor = max([t.seq for t in changed], default=self.cursor)
+            active = sum(counts[s.value] for s in ACTIVE_STATES)
+            self.samples.append((time.monotonic(), active, self.cursor))
+
+    def stop(self) -> None:
+        self.stopped.set()
+        self._thread.join(10)
+        self.store.close()
+
+
+def _settled(store_url: str, ids: dict[str, str], tpe_samples: int) -> bool:
+    """No trial waits or runs, and the TPE experiment has asked all its trials."""
+    try:
+        store = open_store(store_url)
+    except Exception:
+        return False  # the store is down (a fault not yet recovered from)
+    try:
+        for role, eid in ids.items():
+            counts = store.counts_by_state(eid)
+            if any(counts[s.value] for s in ACTIVE_STATES):
+                return False
+            if role == "tpe" and sum(counts.values()) < tpe_samples:
+                return False
+        return True
+    except Exception:
+        return False
+    finally:
+        store.close()
+
+
+def chaos_run(workdir: Path, seed: int, seconds: float, settings: dict[str, str],
+              settle_s: float = 120.0, kinds: tuple[str, ...] = DEFAULT_KINDS,
+              use_netns: bool = True, gap: float = 6.0) -> Report:
+    """Run the workload under ``seconds`` of seeded faults; then wait ``settle_s`` at most
+    for every trial to end; check and report. ``gap``: mean seconds between faults."""
+    with deployment(workdir, settings, use_netns, small_disk="disk_full" in kinds) as dep:
+        if not dep.netns:
+            kinds = tuple(k for k in kinds if k != "link_cut")
+        faults = make_schedule(seed, seconds, kinds, hosts=len(dep.hosts), gap=gap)
+        print(format_schedule(seed, faults), flush=True)
+        report = Report(seed, seconds, dep.netns, Counter(f.kind for f in faults),
+                        overlaps(faults))
+        api = Api(dep.base_url)
+        progress = Progress(dep.store_url).start()
+        t0 = time.monotonic()
+        workload = Workload(api, seed, seconds).start(t0)
+        runner = FaultRunner(dep, faults, t0).start()
+        try:
+            runner.join(seconds + 600)
+            # the last submissions may come after the last fault (a schedule that ran out
+            # early): the settling bound starts once both are over
+            workload.join_steps(seconds + 600)
+            tpe = int(workload.specs["tpe"]["search"]["num_samples"])
+            deadline = time.monotonic() + settle_s
+            while not _settled(dep.store_url, workload.ids, tpe) and time.monotonic() < deadline:
+                time.sleep(0.5)
+            report.settled_after = time.monotonic() - runner.last_end
+            report.violations += _workers_at_rest(dep, api, float(settings.get(
+                "DNNFRAME_HEARTBEAT_TIMEOUT", "30")))
+        finally:
+            workload.stop()
+            runner.undo_all()
+            progress.stop()
+        _check(report, dep.store_url, workload, runner, api, progress, faults)
+        _keep(workdir, api, runner)
+    return report
+
+
+def _workers_at_rest(dep: Deployment, api: Api, heartbeat_s: float) -> list[str]:
+    """Once a killed node has been silent past its timeout, the API's workers must be the
+    processes that exist; asked until they agree or three timeouts have passed."""
+    nodes = {h.worker.nodename for h in dep.hosts if h.worker is not None}
+    deadline = time.monotonic() + 3 * min(heartbeat_s, 30.0) + 5
+    problem: str | None = "no answer from /api/v1/workers"
+    while time.monotonic() < deadline:
+        r = api.request("GET", "/api/v1/workers")
+        if r is not None and r.status_code == 200:
+            problem = workers_disagree(r.json()["workers"], nodes)
+            if problem is None:
+                return []
+        time.sleep(0.5)
+    return [f"at rest: {problem}"]
+
+
+def _keep(workdir: Path, api: Api, runner: FaultRunner) -> None:
+    """Every request and fault window, relative to the start, for a look after the run."""
+    t0 = runner.t0
+    with open(workdir / "api_calls.jsonl", "w") as fh:
+        for c in api.calls:
+            fh.write(json.dumps({**asdict(c), "t": round(c.t - t0, 3)}) + "\n")
+    with open(workdir / "faults.jsonl", "w") as fh:
+        for a in runner.applied:
+            fh.write(json.dumps({"fault": asdict(a.fault), "began": round(a.began - t0, 3),
+                                 "ended": round(a.ended - t0, 3), "error": a.error}) + "\n")
+
+
+def _check(report: Report, store_url: str, workload: Workload, runner: FaultRunner,
+           api: Api, progress: Progress, faults: list[Fault]) -> None:
+    found = Findings()
+    try:
+        store = open_store(store_url)
+    except Exception as exc:
+        report.violations.append(f"the store is unreachable after the run: {exc}")
+        return
+    try:
+        for role, spec in workload.specs.items():
+            if role not in workload.ids:
+                found.violations.append(f"{role}: the API never accepted the experiment")
+                continue
+            trials = store.list_trials(workload.ids[role])
+            check_experiment(role, spec, trials, EPOCHS, role == "cancelled", found)
+    finally:
+        store.close()
+    found.violations += [f"fault {a.fault.describe().strip()}: {a.error}"
+                         for a in runner.applied if a.error]
+    down = [(a.began, a.ended) for a in runner.applied if a.fault.kind == "dashboard_kill"]
+    found.violations += api_violations(api.calls, down)
+    during = [c.latency for c in api.calls if c.status is not None and runner.active_at(c.t)]
+    recoveries = recovery_times([a.ended for a in runner.applied], progress.samples)
+    report.states, report.lost, report.duplicated = found.states, found.lost, found.duplicated
+    report.longest_recovery = max(recoveries, default=0.0)
+    report.api_calls = len(api.calls)
+    report.api_p99_during_faults = p99(during)
+    report.violations += found.violations
