@@ -10,30 +10,17 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import subprocess
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from deploy_support import REPO
 
+from dnnframe.testing.rabbit import RABBITMQ_BIN, free_ports
+
 DEPLOY = REPO / "deploy" / "rabbitmq"
-# Debian installs the real scripts here; /usr/sbin/rabbitmq-server is a wrapper that
-# switches to the rabbitmq user (and so could not read a pytest temp folder).
-SERVER_BIN = Path("/usr/lib/rabbitmq/bin")
-
-
-def _free_ports(n: int) -> list[int]:
-    sockets = [socket.socket() for _ in range(n)]
-    try:
-        for s in sockets:
-            s.bind(("127.0.0.1", 0))
-        return [s.getsockname()[1] for s in sockets]
-    finally:
-        for s in sockets:
-            s.close()
+SERVER_BIN = RABBITMQ_BIN
 
 
 @pytest.fixture(scope="module")
@@ -46,7 +33,7 @@ def scratch_node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str
     root = tmp_path_factory.mktemp("rabbitmq-node")
     conf_d = root / "conf.d"
     conf_d.mkdir()
-    amqp, http, prometheus, dist = _free_ports(4)
+    amqp, http, prometheus, dist = free_ports(4)
     # Only the ports differ from the container (the machine's own broker holds the usual ones).
     (conf_d / "10-ports.conf").write_text(f"listeners.tcp.default = {amqp}\n"
                                           f"management.tcp.port = {http}\n"
