@@ -647,6 +647,7 @@ def test_a_gpu_that_is_not_here_is_refused_in_one_line_before_anything_runs(tmp_
     assert list(tmp_path.iterdir()) == [spec], "no store, no trial touched"
 
 
+@pytest.mark.slow
 def test_failed_trials_are_one_line_each_and_a_rerun_names_retry_failed(tmp_path, hooks):
     """Each FAILED trial: its id and its error's line, intact (no markup eaten), then where
     the whole error is; a rerun says the FAILED trials stay and how to run them again."""
@@ -707,6 +708,7 @@ def test_results_go_to_stdout_progress_to_stderr_and_commands_are_absolute(tmp_p
     assert list(elsewhere.iterdir()) == []
 
 
+@pytest.mark.slow
 def test_sigterm_stops_as_cleanly_as_ctrl_c(tmp_path, background_run):
     """`timeout` signals the whole process group, `kill` only the run: either way the two
     finished trials stay COMPLETE, the six others end CANCELLED, none is left RUNNING."""

@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
 from dnnframe.store import open_store
@@ -74,6 +75,7 @@ def whole_row_reads(reads: list) -> list:
     return [r for r in reads if r["rows"] > 1 and {"config", "result"} & set(r["fields"])]
 
 
+@pytest.mark.slow
 def test_run_follows_and_summarises_a_sweep_without_reading_whole_rows(tmp_path):
     spec = tmp_path / "spec.yaml"
     spec.write_text(yaml.safe_dump(SPEC), encoding="utf-8")

@@ -35,7 +35,7 @@ OnEpoch = Callable[[int, dict], bool | None]
 def _result(status: str, history: list[dict[str, Any]], seconds: float) -> TrialResult:
     last = history[-1] if history else {}
     return TrialResult(
-        status=status,  # type: ignore[arg-type]
+        status=status,
         metrics={"train_loss": last.get("train_loss"), "val_loss": last.get("val_loss"),
                  "test_loss": last.get("val_loss"),
                  "train_accuracy": last.get("train_accuracy"),

@@ -217,6 +217,7 @@ def test_the_page_polls_when_the_server_refuses_a_stream(tmp_path, data_dir):
         app.extensions["dnnframe"].shutdown()
 
 
+@pytest.mark.browser
 def test_seven_tabs_of_a_finished_experiment_and_the_list_all_load(quiet_server):
     """A browser keeps six connections per host for all its tabs: pages of a finished
     experiment must hold none of them."""

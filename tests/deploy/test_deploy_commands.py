@@ -254,6 +254,7 @@ def test_flower_process_requires_login_and_passes_its_healthcheck(stack, process
         assert _get(f"{base}/metrics", auth) == 200
 
 
+@pytest.mark.slow
 def test_worker_process_passes_its_healthcheck(stack, process_env, tmp_path: Path) -> None:
     svc = stack["services"]["worker"]
     tag = f"deploytest-{uuid.uuid4().hex[:10]}"

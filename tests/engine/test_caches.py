@@ -85,6 +85,7 @@ def run_child(cache_dir) -> list[dict]:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.slow
 def test_fresh_process_loads_the_compiled_pack_from_disk(tmp_path):
     first = run_child(tmp_path)
     assert [r["env"]["disk_cache_hit"] for r in first] == [False, False]
@@ -113,6 +114,7 @@ PRELOADED_CHILD = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_a_preloaded_process_loads_from_disk_with_its_imports_done(tmp_path):
     first = run_child(tmp_path)
     env = dict(os.environ, DNNFRAME_CACHE_DIR=str(tmp_path))
@@ -145,6 +147,7 @@ GEMV_CHILD = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_a_fresh_process_reuses_the_hosts_blas_check(tmp_path):
     """PyTensor compiles and runs a BLAS test program in each process that first builds or
     loads a graph with a gemv; its answer is kept per host, so later processes skip it."""

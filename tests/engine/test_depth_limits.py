@@ -20,6 +20,7 @@ pytestmark = pytest.mark.timeout(900)
 REPO = Path(__file__).resolve().parents[2]
 
 
+@pytest.mark.slow
 def test_plain_stacks_at_the_spec_limits_train_through_dnnframe_run(tmp_path):
     spec = {"name": "deepest", "dataset": {"name": "iris"},
             "model": {"hidden_layers": {"grid": [5, 1000, 2000]}, "width": 16,

@@ -53,6 +53,7 @@ CASES = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", list(CASES))
 def test_depth_one_trains_in_the_stack_graph_as_in_its_own(name, fresh, monkeypatch):
     pack = CASES[name]
@@ -77,6 +78,7 @@ def test_a_depth_sweep_builds_one_graph(fresh):
                                              for k in (0, 1, 3)]
 
 
+@pytest.mark.slow
 def test_the_placeholder_layer_stays_finite_and_untouched():
     """The placeholder step's gradient is zero (the switch) and finite (zero weights keep
     its values finite in every design), so its values never change and no NaN reaches the

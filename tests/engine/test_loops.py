@@ -139,6 +139,7 @@ def test_a_loop_whose_element_can_fail_keeps_pytensors_loop():
     np.testing.assert_array_equal(fn(x, y), x // y)
 
 
+@pytest.mark.slow
 def test_a_packs_graphs_use_the_contiguous_loops(tmp_path, monkeypatch):
     """Training graphs, scans' inner graphs included, compile with the engine's loops."""
     monkeypatch.setenv("DNNFRAME_CACHE_DIR", str(tmp_path))

@@ -43,6 +43,7 @@ def _layer_norm_scan_step():
     return [x, W, g], [loss, *pytensor.grad(loss, [W, g])]
 
 
+@pytest.mark.slow
 def test_the_compiled_graph_is_the_one_pytensors_own_rewrites_give():
     inputs, outputs = _layer_norm_scan_step()
     ours = pytensor.function(inputs, outputs, mode=compile_mode(DEFAULT_MODE))

@@ -218,6 +218,7 @@ def test_early_stopping_restores_the_best_epoch():
     assert result.metrics["val_loss"] == pytest.approx(result.history[0]["val_loss"], rel=1e-12)
 
 
+@pytest.mark.slow
 def test_regression_without_validation_split_and_squared_error_classification():
     from dnnframe.engine import train
 
@@ -247,6 +248,7 @@ def test_deep_stack_trains_and_shares_the_compiled_graph():
     assert shallow.environment["compile_cache_hit"] is True
 
 
+@pytest.mark.slow
 def test_width_list_builds_dense_and_stacked_segments():
     from dnnframe.engine import train
     from dnnframe.engine.packgraph import segments_for
@@ -295,6 +297,7 @@ def test_no_hidden_layers_from_a_config_dict():
     assert result.metrics["test_accuracy"] >= 0.8
 
 
+@pytest.mark.slow
 def test_a_well_conditioned_deep_stack_learns():
     """Depth 100 learns when the network allows it (tanh + orthogonal init keeps signals
     alive), so chance accuracy of deep relu stacks is a property of the net, not the engine."""

@@ -70,6 +70,7 @@ def _values(result) -> tuple:
             [{k: v for k, v in h.items() if k != "seconds"} for h in result.history])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", list(CASES))
 def test_an_unrolled_run_trains_as_through_a_scan(name, fresh, unrolling, monkeypatch):
     pack = CASES[name]
@@ -83,6 +84,7 @@ def test_an_unrolled_run_trains_as_through_a_scan(name, fresh, unrolling, monkey
             assert_same(r, s)
 
 
+@pytest.mark.slow
 def test_depth_three_in_a_pack_trains_as_alone(fresh, unrolling):
     """Members that differ in seed, learning rate, init and L2, with dropout and batch
     norm, each against the same config trained alone (a pack of one)."""
@@ -93,6 +95,7 @@ def test_depth_three_in_a_pack_trains_as_alone(fresh, unrolling):
         assert_same(r, train(c))
 
 
+@pytest.mark.slow
 def test_each_unrolled_depth_builds_its_graph_and_longer_runs_share_one(fresh, unrolling):
     """Depths 1 to 4 of one structure are four graphs; depths 5, 7 and 20 are one more (a
     layer and a scanned stack whose length is a run-time shape)."""

@@ -58,6 +58,7 @@ CASES = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", list(CASES))
 def test_widths_share_a_compiled_function_and_train_as_in_their_own(name, fresh, monkeypatch):
     packs = CASES[name]
@@ -100,6 +101,7 @@ CHILD = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_the_disk_cache_serves_every_width_and_stack_depth_of_a_known_structure(tmp_path):
     """Depths past the four that are unrolled are a layer and a scanned stack whose length
     is a run-time shape: one graph on disk serves them all, at every width."""
