@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, TypeGuard, TypeVar
 
 Mode = Literal["max", "min"]
 MODES: tuple[str, ...] = ("max", "min")
@@ -106,7 +106,7 @@ def improves(metric: str, value: float, best: float | None, min_delta: float = 0
     return value < best - min_delta
 
 
-def is_number(value: Any) -> bool:
+def is_number(value: Any) -> TypeGuard[float]:
     """A finite int or float (not a bool): a value that can be ranked."""
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 

@@ -86,7 +86,7 @@ class EpochReport(Sequence):
     when it needs them, instead of the engine building dicts nobody reads.
     """
 
-    def __init__(self, epoch: int, columns: dict[str, list[float] | None],
+    def __init__(self, epoch: int, columns: dict[str, list[float | None] | None],
                  reported: list[bool]) -> None:
         self.epoch = epoch
         self.columns = columns
@@ -97,8 +97,8 @@ class EpochReport(Sequence):
     def of_dicts(cls, epoch: int, metrics: Sequence[dict[str, Any] | None]) -> EpochReport:
         """A report from one metrics dict (or None) per member, as a single-trial train
         function reports them."""
-        columns: dict[str, list[float] | None] = {
-            name: [None if m is None else m.get(name) for m in metrics]  # type: ignore[misc]
+        columns: dict[str, list[float | None] | None] = {
+            name: [None if m is None else m.get(name) for m in metrics]
             for name in EPOCH_COLUMNS}
         return cls(epoch, columns, [m is not None for m in metrics])
 

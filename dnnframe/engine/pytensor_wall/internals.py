@@ -85,7 +85,7 @@ def set_host_facts(read: Callable[[str], Any]) -> None:
     if GCC_compiler.march_flags is None:
         march = read("march")
         if isinstance(march, list) and all(isinstance(f, str) for f in march):
-            GCC_compiler.march_flags = march
+            GCC_compiler.march_flags = march  # type: ignore[assignment]  # typed None there
     check = _gemv_check()
     if check is not None and check._force_init_beta is None:
         answer = read("gemv-beta")

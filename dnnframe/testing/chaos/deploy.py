@@ -130,7 +130,8 @@ class Deployment:
             with contextlib.suppress(requests.RequestException):
                 if requests.get(self.base_url + "/api/v1/health", timeout=2).status_code < 500:
                     return
-            if self.dashboard.proc.poll() is not None or time.monotonic() > deadline:
+            proc = self.dashboard.proc
+            if (proc is not None and proc.poll() is not None) or time.monotonic() > deadline:
                 raise RuntimeError(f"the dashboard did not start:\n"
                                    f"{self.dashboard.log.read_text(errors='replace')[-3000:]}")
             time.sleep(0.2)

@@ -81,7 +81,7 @@ class Api:
         except requests.RequestException as exc:
             error = f"{type(exc).__name__}: {exc}"
         status = response.status_code if response is not None else None
-        if status == 503 and not _reason(response):
+        if response is not None and status == 503 and not _reason(response):
             error = f"503 without a reason: {response.text[:200]}"
         with self._lock:
             self.calls.append(Call(t, method, path, status, time.monotonic() - t, error))
