@@ -114,7 +114,10 @@ class PackLedger:
             self.best_value[won], self.best_epoch[won], self.since_best[won] = value[better], epoch, 0
             self.has_best[won] = improved[won] = True
             self.since_best[lost] += 1
-        stopped = reported & (np.array(stop, dtype=bool) if stop is not None else False)
+        # a stop that comes with a member's last epoch (a cancel that lands as it finishes)
+        # stops nothing: the member trained in full and ends as it would have
+        last = epoch >= self.max_epochs
+        stopped = reported & ~last & (np.array(stop, dtype=bool) if stop is not None else False)
         self.status[stopped] = _CANCELLED
         watching = np.array([m is not None for m in self.monitors], dtype=bool)
         early = reported & ~stopped & watching & (self.since_best >= self.patience)

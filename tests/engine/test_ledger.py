@@ -46,3 +46,26 @@ def test_a_non_finite_value_is_none_and_its_member_diverges():
     # diverged members keep the epoch they diverged in, its values JSON can hold
     histories = ledger.histories()
     assert histories[2] == [entries[2]] and histories[1][0]["epoch"] == 1
+
+
+def test_a_stop_with_the_last_epoch_leaves_the_member_complete():
+    ledger = _ledger(2)  # max_epochs 5
+    columns = {"train_loss": np.array([0.5, 0.5]), "train_accuracy": np.array([1.0, 1.0]),
+               "val_loss": np.array([0.5, 0.5]), "val_accuracy": None}
+    for epoch in range(1, 5):
+        ledger.advance(epoch, ledger.record(epoch, np.zeros(2, dtype=bool), columns, 0.1),
+                       [False, False])
+    # both are asked to stop with their last epoch (a cancel that lands as they finish)
+    report = ledger.record(5, np.zeros(2, dtype=bool), columns, 0.1)
+    ledger.advance(5, report, [True, True])
+    assert ledger.status_of(0) == ledger.status_of(1) == "COMPLETE"
+    assert not ledger.running.any()
+
+
+def test_a_stop_before_the_last_epoch_cancels():
+    ledger = _ledger(1)
+    columns = {"train_loss": np.array([0.5]), "train_accuracy": np.array([1.0]),
+               "val_loss": np.array([0.5]), "val_accuracy": None}
+    ledger.advance(1, ledger.record(1, np.zeros(1, dtype=bool), columns, 0.1), [False])
+    ledger.advance(2, ledger.record(2, np.zeros(1, dtype=bool), columns, 0.1), [True])
+    assert ledger.status_of(0) == "CANCELLED" and not ledger.running.any()
