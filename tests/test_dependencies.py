@@ -71,6 +71,9 @@ NOT_IMPORTED: dict[tuple[str, str], str] = {
                                  "(importlib.resources), never imported",
     ("mkdocs", "docs"): "builds the site (`mkdocs build`); only docs/hooks import it",
     ("mkdocs-material", "docs"): "the site's theme, named in mkdocs.yml",
+    ("mypy", "dev"): "a program (`python -m mypy` in CI)",
+    ("pytest-cov", "dev"): "a pytest plugin (`--cov` on the fast tier)",
+    ("pytest-xdist", "dev"): "a pytest plugin (`-n 2` on the fast tier)",
 }
 
 # Import names whose distribution is not installed by the dev extra (the GPU build).

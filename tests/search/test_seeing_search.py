@@ -90,7 +90,9 @@ def test_experiment_page_draws_the_rung_chart_and_best_so_far(pruned):
                     const el = document.getElementById('chart-curves');
                     return {title: el.layout.title.text,
                             rungs: el.layout.shapes.map(s => s.x0),
-                            faded: el.data.filter(t => t.opacity === 0.3).map(t => t.meta),
+                            // pruned curves: fainter than finished ones, marked with a cross
+                            faded: el.data.filter(t => t.opacity < 0.6 && t.marker &&
+                                                       t.marker.symbol === 'x').map(t => t.meta),
                             lengths: el.data.map(t => t.x.length).sort()};
                 }""")
                 assert rung["title"].startswith("Rung chart: val accuracy by epoch")
