@@ -126,8 +126,8 @@ def _host_path(fact: str) -> Path:
     cfg = pytensor.config
     text = "|".join([platform.node(), platform.machine(), str(cfg.cxx), str(cfg.gcc__cxxflags),
                      str(cfg.blas__ldflags), pytensor.__version__, flags])
-    compiled = Path(str(cfg.compiledir)) / "dnnframe"
-    return compiled / f"{fact}-{hashlib.sha256(text.encode()).hexdigest()[:32]}.json"
+    # beside the compiled models: a process given a cache of its own works its facts out anew
+    return cache_dir() / f"{fact}-{hashlib.sha256(text.encode()).hexdigest()[:32]}.json"
 
 
 def _read_host_fact(fact: str) -> Any:

@@ -153,8 +153,9 @@ def test_a_fresh_process_reuses_the_hosts_blas_check(tmp_path):
     loads a graph with a gemv; its answer is kept per host, so later processes skip it."""
     from dnnframe.engine import diskcache
 
-    fact = diskcache._host_path("gemv-beta")
-    fact.unlink(missing_ok=True)  # recomputed by the first process below
+    # the facts live beside the models, in this test's own cache: no other process on the
+    # host can answer in its place
+    fact = tmp_path / diskcache._host_path("gemv-beta").name
     env = dict(os.environ, DNNFRAME_CACHE_DIR=str(tmp_path))
     children = []
     for _ in range(2):
