@@ -51,12 +51,12 @@ def test_pages_run_under_their_policy_and_cancel_asks_first(served, recorder):
                             (f"/compare?ids={done_id},{running_id}", "chart-compare-curves")):
             page.goto(base + path)
             page.wait_for_function(
-                f"document.querySelector('#{chart} .main-svg') !== null", timeout=30_000)
+                f"() => document.querySelector('#{chart} .main-svg') !== null", timeout=30_000)
             assert page.evaluate("window.__blocked") == [], path
         page.goto(base + f"/experiments/{done_id}")
         for chart in ("chart-accuracy", "chart-curves", "chart-parallel"):
             page.wait_for_function(
-                f"document.querySelector('#{chart} .main-svg, #{chart} canvas') !== null",
+                f"() => document.querySelector('#{chart} .main-svg, #{chart} canvas') !== null",
                 timeout=30_000)
         assert page.evaluate("window.__blocked") == []
         expect(page.locator("#cancel")).to_have_count(0)  # finished: nothing to cancel
