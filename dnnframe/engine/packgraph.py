@@ -29,6 +29,7 @@ import pytensor
 import pytensor.tensor as pt
 from pytensor.tensor.blas import gemv_no_inplace
 
+from .argmax import class_argmax
 from .blocks import LayerDesign
 from .flags import DEFAULT_MODE, JAX_MODE
 from .graphkey import unrolled_run
@@ -257,7 +258,8 @@ class PackedModel:
 
         ``y``: class labels ``[B]`` / ``[K, B]``, or targets ``[B, O]`` / ``[K, B, O]``.
         """
-        pred = pt.argmax(out, axis=1)
+        argmax = (lambda v: pt.argmax(v, axis=1)) if self.shape.mode == JAX_MODE else class_argmax
+        pred = argmax(out)
         if self.shape.loss == "softmax_crossentropy":
             # log-softmax over the class axis from fusable elementwise ops and reductions;
             # the max is a constant shift (no gradient flows through it)
@@ -273,7 +275,7 @@ class PackedModel:
         else:
             target = y.dimshuffle("x", 1, 0) if y.ndim == 2 else y.dimshuffle(0, 2, 1)
             rows = pt.mean((out - target) ** 2, axis=1)
-            labels = pt.argmax(target, axis=1)
+            labels = argmax(target)
             correct = pt.sum(pt.eq(pred, labels), axis=1)
         return rows, correct
 
