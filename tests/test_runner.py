@@ -338,6 +338,43 @@ def test_a_failed_epoch_write_is_sent_again_with_the_next_one(store, pack_ids, m
         assert [m["epoch"] for m in store.get_trial(tid).metrics] == [1, 2, 3, 4]
 
 
+def test_a_stored_curve_is_the_results_history_and_is_written_once(store, pack_ids):
+    """The row's result leaves the history out (the curve holds it); read back, the record's
+    result shows the curve as its history."""
+    import sqlite3
+
+    states = run_pack(pack_ids, store, worker="w1", train_fn=StandInPack(epochs=3))
+    assert set(states.values()) == {TrialState.COMPLETE}
+    with sqlite3.connect(store.path) as db:
+        assert db.execute("SELECT count(*) FROM trials WHERE json_extract(result, '$.history') "
+                          "IS NOT NULL").fetchone() == (0,)
+    for tid in pack_ids:
+        t = store.get_trial(tid)
+        assert [m["epoch"] for m in t.metrics] == [1, 2, 3]
+        assert t.result["history"] == t.metrics
+        assert t.to_dict()["result"]["history"] == t.metrics
+
+
+def test_a_result_keeps_its_history_when_the_curve_could_not_be_stored(store, pack_ids,
+                                                                       monkeypatch):
+    """Every curve write fails, the end's retries too: the final states still land, each
+    result with the whole history the engine returned."""
+    from dnnframe.exceptions import StoreError
+
+    monkeypatch.setattr(retrying, "pause", lambda s: None)  # the end's back-off
+
+    def broken(batch, worker=None):
+        raise StoreError("the curves' table is unwritable")
+
+    store.append_metrics_many = broken
+    states = run_pack(pack_ids, store, worker="w1", train_fn=StandInPack(epochs=3))
+    assert set(states.values()) == {TrialState.COMPLETE}
+    for tid in pack_ids:
+        t = store.get_trial(tid)
+        assert t.metrics == []
+        assert [h["epoch"] for h in t.result["history"]] == [1, 2, 3]
+
+
 def test_an_engine_exception_fails_every_member_with_the_traceback(store, pack_ids):
     def train(configs, on_epoch):
         on_epoch(1, [{"epoch": 1}] * len(configs))

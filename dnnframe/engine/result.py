@@ -41,17 +41,18 @@ class TrialResult:
     notes: list[str] = field(default_factory=list)
     pack: dict[str, Any] | None = None
 
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-safe dict (NaN/inf become None), sharing nothing with this result."""
+    def to_dict(self, history: bool = True) -> dict[str, Any]:
+        """JSON-safe dict (NaN/inf become None), sharing nothing with this result; without
+        its ``history`` when not ``history`` (a stored trial's curve holds it already)."""
         # no dataclasses.asdict: its deepcopy of every value cost a packed trial more than
         # its training; a history of plain finite entries (the engine's) is copied entry by
         # entry, five times quicker than a round trip through JSON
-        if _plain(self.history):
-            out = json_copy({f.name: getattr(self, f.name) for f in fields(self)
-                             if f.name != "history"})
-            out["history"] = [dict(entry) for entry in self.history]
-            return out
-        return json_copy({f.name: getattr(self, f.name) for f in fields(self)})
+        out = json_copy({f.name: getattr(self, f.name) for f in fields(self)
+                         if f.name != "history"})
+        if history:
+            out["history"] = [dict(entry) for entry in self.history] \
+                if _plain(self.history) else json_copy(self.history)
+        return out
 
 
 def _plain(history: list[dict[str, Any]]) -> bool:

@@ -72,6 +72,7 @@ class PackEpochs:
         self.last_check = -float("inf")  # the first epoch always checks
         self.last_write = -float("inf")  # and is written at once
         self.pending: list[EpochReport] = []  # epochs not written
+        self.stored: dict[str, int] = {}  # epochs of each member's curve the store confirmed
         self.pruner = pruner_for_pack(store, {
             m.trial_id: PackTrial(m.experiment_ids,
                                   int(m.config.get("training", {}).get("max_epochs", 0)))
@@ -149,6 +150,8 @@ class PackEpochs:
             return
         written = self.store.append_metrics_many(by_trial, self.worker)
         self.pending = []
+        for tid in written:
+            self.stored[tid] = self.stored.get(tid, 0) + len(by_trial[tid])
         self.lose(set(by_trial) - written)
         for epoch, batch in entries:
             recorded = {tid: x for tid, x in batch.items() if tid in written}

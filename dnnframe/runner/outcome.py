@@ -27,15 +27,16 @@ def finish_all(store: ResultStore, items: list[tuple[str, TrialState, dict[str, 
         what=f"trials {', '.join(i[0] for i in items)}: storing the final states")
 
 
-def member_outcome(result: Any, index: int, pruned: dict[str, Any] | None = None
-                   ) -> tuple[TrialState, dict[str, Any] | None, str | None]:
+def member_outcome(result: Any, index: int, pruned: dict[str, Any] | None = None,
+                   history: bool = True) -> tuple[TrialState, dict[str, Any] | None, str | None]:
     """The final state, result dict and error of one member from what the engine returned
     (a member stopped by the pruner comes back CANCELLED and becomes PRUNED, its curve
-    kept)."""
+    kept). Not ``history``: the result leaves its history out, for the store's curve holds
+    it all (a trial record shows the curve as its result's history; written once)."""
     if isinstance(result, BaseException):
         return TrialState.FAILED, None, failure_text(result)
     state = TrialState(result.status)
-    data = result.to_dict()
+    data = result.to_dict(history=history)
     error = None
     if pruned is not None and state in (TrialState.CANCELLED, TrialState.COMPLETE):
         data["status"], data["pruned"] = TrialState.PRUNED.value, pruned

@@ -158,7 +158,10 @@ def _train(store: ResultStore, worker: str, members: list[PackMember], configs: 
         run.lose(heartbeat.lost)
     for m, result in zip(members, results):
         if not m.lost:
-            m.outcome = member_outcome(result, m.index, m.pruned)
+            # the result keeps the history the store's curve does not hold in full
+            stored = run.stored.get(m.trial_id, 0)
+            m.outcome = member_outcome(result, m.index, m.pruned,
+                                       history=stored != len(getattr(result, "history", ())))
 
 
 def _end_all(members: list[PackMember], state: TrialState, error: str) -> None:

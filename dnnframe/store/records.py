@@ -104,6 +104,13 @@ class TrialRecord:
     heartbeat_at: float | None = None
     seq: int = 0                         # monotonically increasing change cursor
 
+    def __post_init__(self) -> None:
+        # A finished trial's learning curve is stored once, in ``metrics``; its result
+        # carries a history of its own only when the curve could not be stored in full.
+        # Read together, the result shows the curve as its history.
+        if isinstance(self.result, dict) and "history" not in self.result and self.metrics:
+            self.result["history"] = list(self.metrics)
+
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe dict (what ``export_jsonl`` writes and the REST API returns)."""
         d = asdict(self)
