@@ -1,4 +1,7 @@
-"""REST API, JSON under ``/api/v1`` (described by ``/api/v1/openapi.json``)."""
+"""REST API, JSON under ``/api/v1``: each route with the operation it is in the document
+``/api/v1/openapi.json`` serves (:mod:`.operations`): its parameters (the view takes the query
+parameters' values), body and answers; its docstring is the operation's summary and
+description there."""
 
 from __future__ import annotations
 
@@ -8,7 +11,7 @@ from typing import Any
 from flask import Blueprint, Response, current_app, jsonify, request, url_for
 
 from dnnframe import __version__
-from dnnframe.exceptions import DnnframeError, NotFoundError, brief
+from dnnframe.exceptions import DnnframeError
 from dnnframe.spec import count_trials
 from dnnframe.states import EXPERIMENT_STATUSES
 from dnnframe.worker_status import workers_with_status
@@ -16,21 +19,19 @@ from dnnframe.worker_status import workers_with_status
 from .celery_view import celery_inspect, wrong_store
 from .context import services
 from .errors import APIError
-from .events import MAX_STREAMED
-from .events import stream as event_stream
-from .forms import check_form
+from .forms import check_form, form_schema
 from .graphs import graphs_progress
 from .importance import DEFAULT_EVALUATOR, EVALUATORS, cached_importances
 from .openapi import openapi_document
+from .operations import answer, content, json_content, operation
 from .params import VALUE_NAMES, value_direction
 from .query_args import (
-    EXPORT_FORMATS,
-    MAX_PAGE,
+    LIMIT,
     MAX_SEARCH_TEXT,
-    SPEC_FORMATS,
-    choice_arg,
-    int_arg,
-    text_arg,
+    OFFSET,
+    TRIALS_ARGS,
+    ChoiceArg,
+    TextArg,
     trials_query,
 )
 from .security import require_token
@@ -42,19 +43,26 @@ from .service import (
     spec_yaml,
     submit_spec,
     trial_json,
-    update_json,
 )
-from .uploads import upload_response
+from .uploads import UPLOAD_FORM, upload_response
 from .web_specs import check_web_spec, read_json_body
 
 bp = Blueprint("api", __name__, url_prefix="/api/v1")
+
+EXPERIMENT = {"experiment_id": "experiment id (exp-…)"}
+SPEC_FORMATS = ("json", "yaml")
+EXPORT_FORMATS = ("csv", "jsonl")
 
 # --------------------------------------------------------------------------- meta
 
 
 @bp.get("/health")
+@operation("health", responses={200: answer("ok", "Health")}, errors=(503,))
 def health() -> Any:
-    """Liveness plus whether the store answers."""
+    """Liveness and store check.
+
+    The server's version and executor, and how long the store took to answer (503 when it
+    does not)."""
     started = time.perf_counter()
     try:
         services().store.list_experiments(limit=1)
@@ -71,9 +79,12 @@ def health() -> Any:
 
 
 @bp.get("/openapi.json")
+@operation("openapi", responses={200: answer("OpenAPI document")})
 def openapi() -> Any:
-    """The OpenAPI 3.1 document of this API, as this server is configured (whether writes
-    need the API token)."""
+    """This document.
+
+    The OpenAPI 3.1 document of this API, as this server is configured (whether writes need
+    the API token)."""
     return jsonify(openapi_document(token_required=bool(current_app.config.get("API_TOKEN"))))
 
 
@@ -82,8 +93,15 @@ def openapi() -> Any:
 
 @bp.post("/validate")
 @require_token(allow_session=True)
+@operation(
+    "validate",
+    body={**json_content("ExperimentSpec"),
+          "application/x-www-form-urlencoded": {"schema": form_schema()},
+          "multipart/form-data": {"schema": form_schema()}},
+    responses={200: answer("valid: the trial count", "Validated")},
+)
 def validate() -> Any:
-    """Check a spec (JSON) or the sweep form's fields (form-encoded) without storing anything.
+    """Validate a spec (JSON) or the sweep form's fields (form-encoded); stores nothing.
 
     Validating costs the server work, so it needs the API token when one is set (the sweep
     form's session, signed in at /login, counts).
@@ -108,10 +126,44 @@ def validate() -> Any:
     )
 
 
+@bp.get("/experiments")
+@operation(
+    "listExperiments",
+    query=[TextArg("q", "only experiments whose name or id contains this (any case)",
+                   max_length=MAX_SEARCH_TEXT),
+           ChoiceArg("status", "only experiments with this status", EXPERIMENT_STATUSES),
+           LIMIT, OFFSET],
+    responses={200: answer("experiments", "ExperimentList")},
+)
+def list_experiments(q: str, status: str | None, limit: int, offset: int) -> Any:
+    """List experiments, newest first."""
+    exps, more = find_experiments(services().store, q, status or "", limit, offset)
+    return jsonify(
+        {
+            "experiments": [experiment_json(e) for e in exps],
+            "limit": limit,
+            "offset": offset,
+            "more": more,
+        }
+    )
+
+
 @bp.post("/experiments")
 @require_token(json_only=True)
+@operation(
+    "createExperiment",
+    body=json_content("ExperimentSpec"),
+    responses={201: answer("created and queued", "Submitted"),
+               200: answer("already submitted: the existing experiment", "Submitted")},
+    errors=(503,),
+    # the new id is what every per-experiment operation takes, and what deleting confirms
+    links={"experiment_id": "$response.body#/id", "confirm": "$response.body#/id"},
+)
 def create_experiment() -> Any:
-    """Store a sweep and queue its trials; the same spec again is the same experiment."""
+    """Submit a sweep (idempotent: the same spec is the same experiment).
+
+    The sweep is stored and its trials queued (201); a spec submitted before answers its
+    existing experiment (200). Either way the Location header is the experiment's URL."""
     spec = check_web_spec(read_json_body(request))
     result, created = submit_spec(spec)
     body = {
@@ -130,27 +182,10 @@ def create_experiment() -> Any:
     return response
 
 
-@bp.get("/experiments")
-def list_experiments() -> Any:
-    """Experiments, newest first (paginated)."""
-    limit = int_arg("limit", 100, 1, MAX_PAGE)
-    offset = int_arg("offset", 0, 0)
-    query = text_arg("q", MAX_SEARCH_TEXT)
-    status = choice_arg("status", EXPERIMENT_STATUSES, "")
-    exps, more = find_experiments(services().store, query, status, limit, offset)
-    return jsonify(
-        {
-            "experiments": [experiment_json(e) for e in exps],
-            "limit": limit,
-            "offset": offset,
-            "more": more,
-        }
-    )
-
-
 @bp.get("/experiments/<experiment_id>")
+@operation("getExperiment", path=EXPERIMENT, responses={200: answer("experiment", "Experiment")})
 def get_experiment(experiment_id: str) -> Any:
-    """One experiment: its spec, progress by state and best trial so far."""
+    """An experiment: spec, progress by state, best trial."""
     store = services().store
     exp = store.get_experiment(experiment_id)
     out = experiment_json(exp, store, best=True)
@@ -159,23 +194,39 @@ def get_experiment(experiment_id: str) -> Any:
 
 @bp.delete("/experiments/<experiment_id>")
 @require_token
-def delete_experiment_route(experiment_id: str) -> Any:
-    """Delete an experiment that is over (``confirm=<its id or name>``): its own trials go with it,
-    trials it shares with other experiments stay theirs."""
-    removed = delete_experiment(experiment_id, request.args.get("confirm", ""))
+@operation(
+    "deleteExperiment",
+    path=EXPERIMENT,
+    query=[TextArg("confirm", "the experiment's id or its name again, to confirm; anything "
+                   "else is refused with 400", required=True)],
+    responses={200: answer("deleted: how many trials went with it", "Deleted")},
+    errors=(409,),
+    conflict="the experiment still has trials queued or running: cancel it first",
+)
+def delete_experiment_route(experiment_id: str, confirm: str) -> Any:
+    """Delete an experiment that is over, with the trials no other experiment shares.
+
+    Trials it shares with other experiments stay theirs."""
+    removed = delete_experiment(experiment_id, confirm)
     return jsonify({"id": experiment_id, "deleted": True, "deleted_trials": removed})
 
 
 @bp.get("/experiments/<experiment_id>/trials")
-def list_trials(experiment_id: str) -> Any:
-    """Trials of an experiment: filter by state, sort by a metric, paginate, or follow changes.
+@operation(
+    "listTrials",
+    path=EXPERIMENT,
+    query=TRIALS_ARGS,
+    responses={200: answer("trials and the next cursor", "TrialList")},
+    links={"trial_id": "$response.body#/trials/0/id"},
+)
+def list_trials(experiment_id: str, **args: Any) -> Any:
+    """Trials: filter by state, sort by a metric, paginate; since=<cursor> for live updates.
 
-    ``since=<cursor>`` returns trials changed after that cursor in change order, with the
-    next cursor — poll it for live updates.
-    """
+    With `since` the trials changed after that cursor come in change order, with the next
+    cursor: poll it to follow the experiment."""
+    q = trials_query(args)
     store = services().store
     exp = store.get_experiment(experiment_id)
-    q = trials_query()
     # one row more than asked says whether another page exists
     rows = store.list_trials(
         experiment_id,
@@ -208,82 +259,32 @@ def list_trials(experiment_id: str) -> Any:
     )
 
 
-@bp.get("/experiments/<experiment_id>/events")
-def experiment_events(experiment_id: str) -> Response:
-    """Server-sent events: ``trials`` with the trials that changed (and the experiment's
-    counts) as they change; ``change`` when the reader should catch up with ``trials?since=``
-    itself; ``end`` when the experiment is finished, and the stream closes. 204 for an
-    experiment that is already finished (EventSource does not reconnect then). 503 when this
-    process streams to as many pages as it may: poll instead."""
-    svc = services()
-    since = int_arg("since", 0, 0)  # a bad cursor is a 400 whatever the experiment's state
-    if svc.store.get_experiment(experiment_id).is_finished:  # 404 for an unknown id
-        return Response(status=204)
-    return _event_response([experiment_id], [], since or 0)
-
-
-@bp.get("/events")
-def events() -> Response:
-    """One event stream for several experiments (``experiment=<id>``, repeated), as the
-    experiment stream gives each, every event naming its ``experiment_id``: all the tabs of a
-    browser share one. An experiment that is finished or unknown gets ``end`` at once; 204
-    when none is left to follow."""
-    given = request.args.getlist("experiment")
-    ids = list(dict.fromkeys(given))
-    if not given or len(given) > MAX_STREAMED or not all(given):
-        rule = f"must name between 1 and {MAX_STREAMED} experiments, none of them empty"
-        raise APIError(400, f"query parameter experiment {rule}",
-                       [{"path": "experiment", "message": rule}])
-    store = services().store
-    live, ended = [], []
-    for experiment_id in ids:
-        try:
-            (ended if store.get_experiment(experiment_id).is_finished else live).append(
-                experiment_id)
-        except NotFoundError:  # gone: its tab stops listening, the others go on
-            ended.append(experiment_id)
-    if not live:
-        return Response(status=204)
-    return _event_response(live, ended, None)
-
-
-def _event_response(live: list[str], ended: list[str], since: int | None) -> Response:
-    svc = services()
-    svc.feed.describe = update_json
-    starts = svc.feed.open_stream(live)
-    if starts is None:
-        raise APIError(
-            503,
-            f"this server already streams to {svc.feed.max_streams} pages; poll "
-            "trials?since= instead",
-            headers={"Retry-After": "30"},
-        )
-    response = Response(
-        event_stream(svc.feed, starts, since, ended), mimetype="text/event-stream"
-    )
-    response.headers["Cache-Control"] = "no-cache"
-    response.headers["X-Accel-Buffering"] = "no"  # nginx: pass events on at once
-    return response
-
-
 @bp.get("/experiments/<experiment_id>/importance")
-def importance(experiment_id: str) -> Any:
-    """Each parameter the experiment's complete trials vary → its importance for a metric
-    (Optuna's fANOVA by default), normalised to sum to 1."""
+@operation(
+    "getImportance",
+    path=EXPERIMENT,
+    query=[
+        # an unknown metric has no values, which would read as "nothing is important"
+        ChoiceArg("metric", "a final metric (default: the objective), a timing, epochs_run or "
+                  "n_params; any other name is a 400", VALUE_NAMES, exact=True),
+        ChoiceArg("mode", "which way is better (default: the objective's, else max for "
+                  "accuracies and min otherwise)", ("max", "min")),
+        ChoiceArg("evaluator", "Optuna importance evaluator (default ped_anova; the forests, "
+                  "fanova and mean_decrease_impurity, see a seeded sample of at most 1,000 "
+                  "trials)", EVALUATORS, default=DEFAULT_EVALUATOR),
+    ],
+    responses={200: answer("importances (empty, with a note, while fewer than two complete "
+                           "trials have the metric)", "Importance")},
+)
+def importance(experiment_id: str, metric: str | None, mode: str | None,
+               evaluator: str) -> Any:
+    """Parameter importance: each parameter the complete trials vary → its share of the
+    metric's variation (Optuna's evaluators; sums to 1)."""
     store = services().store
     exp = store.get_experiment(experiment_id)
     objective, objective_mode = exp.objective
-    metric = request.args.get("metric") or objective
-    if metric not in VALUE_NAMES:
-        # an unknown metric has no values, which would read as "nothing is important"
-        raise APIError(
-            400,
-            f"metric must be one of {', '.join(VALUE_NAMES)}, but got {brief(metric)}",
-            [{"path": "metric", "message": f"must be one of {', '.join(VALUE_NAMES)}"}],
-        )
-    default_mode = objective_mode if metric == objective else value_direction(metric)
-    mode = choice_arg("mode", ("max", "min"), default_mode)
-    evaluator = choice_arg("evaluator", tuple(EVALUATORS), DEFAULT_EVALUATOR)
+    metric = metric or objective
+    mode = mode or (objective_mode if metric == objective else value_direction(metric))
     body = cached_importances(store, experiment_id, metric, mode, evaluator)
     return jsonify(
         {"experiment_id": experiment_id, "metric": metric, "mode": mode, "evaluator": evaluator,
@@ -292,12 +293,20 @@ def importance(experiment_id: str) -> Any:
 
 
 @bp.get("/experiments/<experiment_id>/spec")
-def experiment_spec(experiment_id: str) -> Response:
-    """The experiment's spec as stored, in JSON (what POST /experiments takes) or YAML (what
-    ``dnnframe run`` takes); either submits the same experiment again."""
-    fmt = choice_arg("format", SPEC_FORMATS, "json")
+@operation(
+    "getExperimentSpec",
+    path=EXPERIMENT,
+    query=[ChoiceArg("format", "file format (default json)", SPEC_FORMATS, default="json")],
+    responses={200: content("the spec", {
+        kind: {"$ref": "#/components/schemas/ExperimentSpec"}
+        for kind in ("application/json", "application/yaml")})},
+)
+def experiment_spec(experiment_id: str, format: str) -> Response:
+    """The stored spec: JSON for POST /experiments, YAML for dnnframe run.
+
+    Either submits the same experiment again."""
     spec = services().store.get_experiment(experiment_id).spec
-    if fmt == "json":
+    if format == "json":
         return jsonify(spec)
     response = Response(spec_yaml(spec), mimetype="application/yaml")
     response.headers["Content-Disposition"] = f'inline; filename="{experiment_id}.yaml"'
@@ -305,29 +314,44 @@ def experiment_spec(experiment_id: str) -> Response:
 
 
 @bp.get("/experiments/<experiment_id>/export")
-def export(experiment_id: str) -> Response:
-    """All trials as CSV (one row per trial) or JSON Lines (one full record per line)."""
+@operation(
+    "exportExperiment",
+    path=EXPERIMENT,
+    query=[ChoiceArg("format", "file format", EXPORT_FORMATS, default="csv")],
+    responses={200: content("the file", {"text/csv": {"type": "string"},
+                                         "application/x-ndjson": {"type": "string"}})},
+)
+def export(experiment_id: str, format: str) -> Response:
+    """Export trials as CSV or JSON Lines.
+
+    CSV has one row per trial, JSON Lines one full record per line."""
     import io
 
-    fmt = choice_arg("format", EXPORT_FORMATS, "csv")
     store = services().store
     store.get_experiment(experiment_id)  # 404 for an unknown id
     buffer = io.StringIO()
-    if fmt == "csv":
+    if format == "csv":
         store.export_csv(buffer, experiment_id)
         mimetype = "text/csv"
     else:
         store.export_jsonl(buffer, experiment_id)
         mimetype = "application/x-ndjson"
     response = Response(buffer.getvalue(), mimetype=mimetype)
-    response.headers["Content-Disposition"] = f'attachment; filename="{experiment_id}.{fmt}"'
+    response.headers["Content-Disposition"] = f'attachment; filename="{experiment_id}.{format}"'
     return response
 
 
 @bp.post("/experiments/<experiment_id>/cancel")
 @require_token
+@operation(
+    "cancelExperiment",
+    path=EXPERIMENT,
+    responses={200: answer("cancelled", "Cancelled")},
+    errors=(409,),
+    conflict="the experiment has finished: nothing is left to cancel",
+)
 def cancel(experiment_id: str) -> Any:
-    """Cancel: queued trials become CANCELLED, running ones stop after their current epoch."""
+    """Cancel: queued trials are cancelled, running ones stop after their epoch."""
     svc = services()
     n = cancel_experiment(experiment_id)
     return jsonify(
@@ -343,14 +367,19 @@ def cancel(experiment_id: str) -> Any:
 
 
 @bp.get("/trials/<trial_id>")
+@operation("getTrial", path={"trial_id": "trial id (t-…)"},
+           responses={200: answer("trial", "Trial")})
 def get_trial(trial_id: str) -> Any:
-    """One trial: config, per-epoch metrics, timings, environment, error."""
+    """A trial: config, per-epoch metrics, timings, environment, error."""
     return jsonify(trial_json(services().store.get_trial(trial_id), full=True))
 
 
 @bp.get("/workers")
+@operation("listWorkers", responses={200: answer("workers", "Workers")})
 def workers() -> Any:
-    """Workers seen by the store (host, pid, current trial, trials done, last seen, and
+    """Worker state (from the store; Celery's view when a broker is set).
+
+    The workers the store has seen (host, pid, current trial, trials done, last seen, and
     whether each is alive: live ones first), plus Celery's own view when a broker is
     configured and answers quickly."""
     store = services().store
@@ -366,6 +395,8 @@ def workers() -> Any:
 
 @bp.post("/datasets")
 @require_token
+@operation("uploadDataset", body={"multipart/form-data": {"schema": UPLOAD_FORM}},
+           responses={201: answer("stored", "Upload")})
 def upload_dataset() -> Any:
-    """Upload a CSV (multipart field ``file``, optional ``label_column``) → an id for specs."""
+    """Upload a CSV dataset → an id for dataset.upload."""
     return upload_response()

@@ -14,6 +14,7 @@ from typing import Any
 
 from flask import Blueprint, abort, render_template, send_from_directory, url_for
 
+from .operations import outside_document
 from .security import csp_nonce
 
 bp = Blueprint("api_docs", __name__, url_prefix="/api/docs")
@@ -29,6 +30,7 @@ def _dist() -> str:
 
 
 @bp.get("/")
+@outside_document("the page that shows the document, HTML")
 def page() -> Any:
     """Swagger UI: every endpoint, its parameters and schemas, and "try it out"."""
     return render_template("api_docs.html", nonce=csp_nonce(),
@@ -36,6 +38,7 @@ def page() -> Any:
 
 
 @bp.get("/<name>")
+@outside_document("the page's scripts, styles and icons")
 def asset(name: str) -> Any:
     if name not in ASSETS:
         abort(404)

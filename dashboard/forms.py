@@ -77,10 +77,21 @@ DEFAULT_FORM = {
 CHECKBOX_FIELDS = ("activation", "optimizer", "residual", "normalization")
 # the spec box: YAML or JSON text that replaces the fields when it is not empty
 SPEC_TEXT_FIELD = "spec_text"
+# every field the form posts: those spec errors map back to, and the spec box
+FORM_FIELDS = (*dict.fromkeys(field for _, field in _PATH_TO_FIELD), SPEC_TEXT_FIELD)
 MAX_SPEC_TEXT = 1_000_000  # characters; a sweep's spec is a few hundred
 # what a regression dataset chosen in the form implies (the fields have no loss of their own)
 REGRESSION_MODEL = {"loss": "squared_error"}
 REGRESSION_OBJECTIVE = {"metric": "test_loss", "mode": "min"}
+
+
+def form_schema() -> dict[str, Any]:
+    """The form's fields as the schema of a form body (the API document's): text, and a
+    list for each group of checkboxes."""
+    many = {"type": "array", "items": {"type": "string"}}
+    return {"type": "object",
+            "properties": {f: many if f in CHECKBOX_FIELDS else {"type": "string"}
+                           for f in FORM_FIELDS}}
 
 
 class FormErrors(Exception):

@@ -245,6 +245,10 @@ def may_see_details() -> bool:
 
 
 # --------------------------------------------------------------------------- the API token
+# the attribute require_token sets on the views it guards
+TOKEN_GUARD = "requires_token"
+
+
 def require_token(
     view: Callable[..., Any] | None = None, *, json_only: bool = False, allow_session: bool = False
 ) -> Callable[..., Any]:
@@ -275,6 +279,8 @@ def require_token(
             _check_bearer(str(expected))
         return view(*args, **kwargs)
 
+    # the API document reads this: a guarded write says it takes the bearer token
+    setattr(wrapped, TOKEN_GUARD, True)
     return wrapped
 
 

@@ -14,6 +14,14 @@ from dnnframe.exceptions import DatasetError
 
 from .errors import APIError
 
+# the multipart body upload_response reads, as the API document shows it
+UPLOAD_FORM = {
+    "type": "object",
+    "required": ["file"],
+    "properties": {"file": {"type": "string", "format": "binary"},
+                   "label_column": {"type": "string"}},
+}
+
 
 def upload_response() -> Any:
     """Answer a CSV upload (multipart field ``file``, optional ``label_column``) with its id."""

@@ -125,8 +125,9 @@ def rest_page() -> str:
         "# REST API reference",
         "",
         f"{doc['info']['description']} Generated at build time from the OpenAPI "
-        f"{doc['openapi']} document the server serves at `GET /api/v1/openapi.json` "
-        "(`dashboard/openapi.py`); a running dashboard shows the same document as Swagger UI "
+        f"{doc['openapi']} document the server serves at `GET /api/v1/openapi.json`, "
+        "itself generated from the routes (`dashboard/openapi.py`); a running dashboard shows "
+        "the same document as Swagger UI "
         "at `/api/docs/` (its *API* link). Every "
         f"path is under `{doc['servers'][0]['url']}`. Reads are public; writes need the "
         "bearer token when `DNNFRAME_API_TOKEN` is set (see "

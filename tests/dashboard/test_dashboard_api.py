@@ -45,7 +45,7 @@ def test_health_503_when_store_unreachable(make_app):
     assert "store" in r.json["message"] and "nosuchscheme" in r.json["message"]
 
 
-def test_openapi_documents_every_api_route(app, client):
+def test_openapi_schemas_come_from_the_spec_models(client):
     doc = client.get("/api/v1/openapi.json").json
     assert doc["openapi"].startswith("3.1")
     schemas = doc["components"]["schemas"]
@@ -59,13 +59,7 @@ def test_openapi_documents_every_api_route(app, client):
     assert "layer" in json.dumps(model["normalization"]) and "pre" in json.dumps(model["norm_position"])
     assert {"grad_clip", "lr_schedule"} <= set(schemas["TrainingConfig"]["properties"])
     assert "cosine" in json.dumps(schemas["LrSchedule"])
-    documented = {(p, m.upper()) for p, ops in doc["paths"].items() for m in ops}
-    for rule in app.url_map.iter_rules():
-        if not rule.rule.startswith("/api/v1/"):
-            continue
-        path = rule.rule[len("/api/v1") :].replace("<", "{").replace(">", "}")
-        for method in rule.methods - {"HEAD", "OPTIONS"}:
-            assert (path, method) in documented, f"{method} {path} is not in the OpenAPI document"
+    # that every route is in it: test_dashboard_openapi.py
 
 
 def test_unknown_api_path_is_json_404(client):

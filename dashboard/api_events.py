@@ -1,0 +1,93 @@
+"""The REST API's live updates: server-sent event streams of one experiment or of several,
+routes of the API's blueprint (:mod:`.api`) like the others."""
+
+from __future__ import annotations
+
+from flask import Response
+
+from dnnframe.exceptions import NotFoundError
+
+from .api import EXPERIMENT, bp
+from .context import services
+from .errors import APIError
+from .events import MAX_STREAMED
+from .events import stream as event_stream
+from .operations import content, operation
+from .query_args import IntArg, RepeatedArg
+from .service import update_json
+
+EVENT_STREAM = {"text/event-stream": {
+    "type": "object",
+    "required": ["event", "data"],
+    "properties": {"event": {"enum": ["trials", "change", "end"]},
+                   "data": {"type": "string", "description": "JSON"}},
+}}
+
+
+@bp.get("/experiments/<experiment_id>/events")
+@operation(
+    "experimentEvents",
+    path=EXPERIMENT,
+    query=[IntArg("since", "the reader's cursor: the first event announces it at once",
+                  default=0)],
+    responses={200: content("an event stream (text/event-stream)", EVENT_STREAM),
+               204: {"description": "the experiment is finished: nothing to stream"}},
+    errors=(503,),
+)
+def experiment_events(experiment_id: str, since: int) -> Response:
+    """Server-sent events: `trials` (the changed trials and the experiment's counts) as they
+    change; `change`: catch up with trials?since=; `end`: the experiment is finished and the
+    stream closes.
+
+    An experiment already finished answers 204, which EventSource does not retry. A server
+    that streams to as many pages as it may answers 503: poll trials?since= instead."""
+    svc = services()
+    if svc.store.get_experiment(experiment_id).is_finished:  # 404 for an unknown id
+        return Response(status=204)
+    return _event_response([experiment_id], [], since)
+
+
+@bp.get("/events")
+@operation(
+    "events",
+    query=[RepeatedArg("experiment", "an experiment id (repeated for each)",
+                       max_items=MAX_STREAMED, required=True)],
+    responses={200: content("an event stream (text/event-stream)", EVENT_STREAM),
+               204: {"description": "every experiment is finished: nothing to stream"}},
+    errors=(503,),
+)
+def events(experiment: list[str]) -> Response:
+    """One event stream for several experiments, as each experiment's own stream gives them,
+    every event naming its `experiment_id` (a browser's tabs share one); `end` at once for an
+    experiment finished or unknown."""
+    store = services().store
+    live: list[str] = []
+    ended: list[str] = []
+    for experiment_id in experiment:
+        try:
+            (ended if store.get_experiment(experiment_id).is_finished else live).append(
+                experiment_id)
+        except NotFoundError:  # gone: its tab stops listening, the others go on
+            ended.append(experiment_id)
+    if not live:
+        return Response(status=204)
+    return _event_response(live, ended, None)
+
+
+def _event_response(live: list[str], ended: list[str], since: int | None) -> Response:
+    svc = services()
+    svc.feed.describe = update_json
+    starts = svc.feed.open_stream(live)
+    if starts is None:
+        raise APIError(
+            503,
+            f"this server already streams to {svc.feed.max_streams} pages; poll "
+            "trials?since= instead",
+            headers={"Retry-After": "30"},
+        )
+    response = Response(
+        event_stream(svc.feed, starts, since, ended), mimetype="text/event-stream"
+    )
+    response.headers["Cache-Control"] = "no-cache"
+    response.headers["X-Accel-Buffering"] = "no"  # nginx: pass events on at once
+    return response
