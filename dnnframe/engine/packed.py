@@ -179,6 +179,8 @@ def _train_pack(configs: list, on_epoch: OnPackEpoch | None) -> list[TrialResult
         notes.append(base_notes + more)
     ledger = PackLedger(configs, monitors)
     n_params, drop_rngs, shuffle_rngs = _initialise(model, configs, segments, counts)
+    row_of = {s: i for i, s in enumerate(shuffle_rngs)}  # a seed's row in an epoch's shuffles
+    seed_rows = np.array([row_of[s] for s in seeds], dtype=np.intp)
     n = len(X_train)
     batch = min(first.training.batch_size, n)
     units = _units(shape, segments, counts)
@@ -203,8 +205,9 @@ def _train_pack(configs: list, on_epoch: OnPackEpoch | None) -> list[TrialResult
         if schedules:
             lrs = np.array([c.training.learning_rate * c.training.lr_schedule.factor(epoch, c.training.max_epochs)
                             for c in configs])
-        orders = {s: rng.permutation(n) for s, rng in shuffle_rngs.items()}
-        order = orders[seeds[0]] if shape.shared_input else np.stack([orders[s] for s in seeds])
+        # each seed's shuffle, then each member's row of them (one gather, not K rows stacked)
+        orders = np.stack([rng.permutation(n) for rng in shuffle_rngs.values()])
+        order = orders[0] if shape.shared_input else np.take(orders, seed_rows, axis=0)
         loss_sum, correct = np.zeros(K), np.zeros(K, dtype=np.int64)
         diverged = np.zeros(K, dtype=bool)
         val_loss = np.full(K, np.nan) if len(splits["val"][0]) else None
@@ -224,7 +227,9 @@ def _train_pack(configs: list, on_epoch: OnPackEpoch | None) -> list[TrialResult
                 masks = _dropout_masks(model, segments, counts, drop_rngs, active, keep_limits, b, lo, hi) \
                     if shape.dropout else []
                 called = time.perf_counter()
-                loss, c = model.train_fn(X_train[idx], y_train[idx], *masks)
+                # take, not X[idx]: NumPy's fancy indexing by a 2-D index array took 8x longer
+                loss, c = model.train_fn(np.take(X_train, idx, axis=0), np.take(y_train, idx, axis=0),
+                                         *masks)
                 compute += time.perf_counter() - called
                 if epoch == 1 and start == 0:  # the loss at initialisation: before any update
                     initial[lo:hi] = loss
