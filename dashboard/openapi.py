@@ -13,7 +13,6 @@ gives every path and method, the route's variables its path parameters (and thei
 
 from __future__ import annotations
 
-import functools
 import json
 import re
 from typing import TYPE_CHECKING, Any
@@ -59,19 +58,14 @@ def openapi_document(app: Flask | None = None, token_required: bool = False) -> 
     without an app, the current one, else a default one): with ``token_required`` the writes
     need the bearer token, else it is optional."""
     if app is None:
-        app = current_app if has_app_context() else _default_app()
+        if not has_app_context():
+            raise RuntimeError("openapi_document() outside a request needs the app whose "
+                               "routes it describes: openapi_document(create_app())")
+        app = current_app
     built = app.extensions.setdefault("dnnframe.openapi", {})
     if token_required not in built:
         built[token_required] = json.dumps(_document(app, token_required))
     return json.loads(built[token_required])
-
-
-@functools.cache
-def _default_app() -> Flask:
-    # the routes are the same whatever the configuration: any app shows them
-    from . import create_app
-
-    return create_app()
 
 
 def api_routes(app: Flask) -> Iterator[tuple[Rule, Operation | None, str | None]]:

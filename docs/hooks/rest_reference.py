@@ -11,6 +11,7 @@ from typing import Any
 import yaml
 from schema_text import allowed_text, cell, code, ref_name, type_text
 
+from dashboard import create_app
 from dashboard.openapi import openapi_document
 
 BASE = "http://127.0.0.1:5000"
@@ -118,7 +119,7 @@ def _operation(path: str, method: str, op: dict[str, Any], example: dict[str, An
 
 
 def rest_page() -> str:
-    doc = openapi_document()
+    doc = openapi_document(create_app())  # any app serves the same routes
     schemas = doc["components"]["schemas"]
     example = schemas["ExperimentSpec"].get("examples", [{}])[0]
     out = [

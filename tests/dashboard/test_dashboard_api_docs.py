@@ -39,8 +39,9 @@ def test_the_navigation_links_the_api_reference(client):
 def test_swagger_ui_shows_every_operation_under_the_policy(make_app):
     from playwright.sync_api import sync_playwright
 
-    operations = sum(len(ops) for ops in openapi_document()["paths"].values())
-    with serving(make_app()) as base, sync_playwright() as p, watched_page(p) as (page, errors):
+    app = make_app()
+    operations = sum(len(ops) for ops in openapi_document(app)["paths"].values())
+    with serving(app) as base, sync_playwright() as p, watched_page(p) as (page, errors):
         page.goto(base + "/api/docs/")
         page.wait_for_function(
             f"() => document.querySelectorAll('.opblock').length === {operations}", timeout=30_000)

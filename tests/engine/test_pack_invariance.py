@@ -12,7 +12,7 @@ import math
 
 import pytest
 
-from dnnframe.engine import packed, train_pack
+from dnnframe.engine import packstate, train_pack
 
 
 def paper(n: int) -> list[dict]:
@@ -72,5 +72,5 @@ def test_chunks_and_pack_sizes_give_the_same_bits(make, monkeypatch):
     assert len({r["status"] for r in whole}) > 1 or make is not paper
     halves = [outcome(r) for r in train_pack(configs[:5]) + train_pack(configs[5:])]
     assert same(halves, whole)
-    monkeypatch.setattr(packed, "CHUNK_ELEMENTS", 1)  # every member a chunk of its own
+    monkeypatch.setattr(packstate, "CHUNK_ELEMENTS", 1)  # every member a chunk of its own
     assert same([outcome(r) for r in train_pack(configs)], whole)

@@ -59,9 +59,9 @@ def test_optimisers(optimizer):
 
 
 def test_dropout_masks_match(monkeypatch):
-    from dnnframe.engine import packed
+    from dnnframe.engine import packstate
 
-    monkeypatch.setattr(packed, "CHUNK_ELEMENTS", 1)  # the pack runs one member at a time
+    monkeypatch.setattr(packstate, "CHUNK_ELEMENTS", 1)  # the pack runs one member at a time
     configs = [config(seed=s, model={"dropout": p, "residual": True}, activation="relu", layers=3)
                for s, p in ((0, 0.1), (5, 0.5), (0, 0.3))]
     check_pack(configs)
@@ -71,10 +71,10 @@ def test_dropout_masks_match(monkeypatch):
 def test_early_stopping_divergence_and_cancellation_per_member(chunk, monkeypatch):
     """One member stops early, one diverges, one is cancelled, one runs to the end; the
     others are unaffected by the frozen ones (in one chunk, and in chunks of two)."""
-    from dnnframe.engine import packed
+    from dnnframe.engine import packstate
 
     if chunk:
-        monkeypatch.setattr(packed, "CHUNK_ELEMENTS", chunk)
+        monkeypatch.setattr(packstate, "CHUNK_ELEMENTS", chunk)
     es = {"patience": 1, "metric": "val_accuracy"}
     relu = {"activation": "relu", "epochs": 12}
     configs = [config(lr=0.5, training={"early_stopping": es}, **relu),
