@@ -253,6 +253,7 @@ def list_trials(experiment_id: str, **args: Any) -> Any:
             "n_trials": exp.n_trials,
             "status": exp_json["status"],
             "status_text": exp_json["status_text"],
+            "reruns": exp_json["reruns"],
             "can_cancel": exp_json["can_cancel"],
             "graphs": graphs_progress(exp, exp_json["counts"], store),
         }

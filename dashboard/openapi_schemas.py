@@ -25,6 +25,8 @@ _EXPERIMENT = _object(
      "counts": {"type": "object", "additionalProperties": _INT,
                 "description": "trial state → how many"}},
     finished=_INT, progress={"type": "number"}, cancel_requested=_BOOL,
+    reruns={**_INT, "description": "trials trained again after their worker was lost "
+            "(claimed more than once); `status_text` says so too"},
     best_configuration={
         "type": ["object", "null"],
         "description": "GET of one experiment: the configuration (every parameter but the "
@@ -82,7 +84,8 @@ def component_schemas() -> dict[str, Any]:
                  "trials": {"type": "array", "items": {"$ref": "#/components/schemas/Trial"}},
                  **_PAGE},
                 counts=_EXPERIMENT["properties"]["counts"],
-                status=_EXPERIMENT["properties"]["status"], can_cancel=_BOOL),
+                status=_EXPERIMENT["properties"]["status"], can_cancel=_BOOL,
+                status_text=_STR, reruns=_EXPERIMENT["properties"]["reruns"]),
             "Deleted": _object({"id": _STR, "deleted": {"const": True}, "deleted_trials": _INT}),
             "Cancelled": {"allOf": [{"$ref": "#/components/schemas/Experiment"},
                                     _object({"cancelled_trials": _INT})]},

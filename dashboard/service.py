@@ -157,7 +157,9 @@ def experiment_json(exp: Any, store: Any | None = None, best: bool = False) -> d
         "progress": (finished / exp.n_trials) if exp.n_trials else 1.0,
         "status": exp.status,
         "can_cancel": not exp.is_finished,  # finished or cancelled: nothing left to stop
-        "status_text": status_text(exp.status, counts, exp.n_trials),
+        # trials trained again after their worker was lost (claimed more than once)
+        "reruns": exp.reruns,
+        "status_text": status_text(exp.status, counts, exp.n_trials, exp.reruns),
     }
     if best and store is not None:
         out["spec"] = exp.spec
@@ -193,9 +195,18 @@ def search_json(spec: dict[str, Any]) -> dict[str, Any]:
 _FAILED, _COMPLETE = TrialState.FAILED.value, TrialState.COMPLETE.value
 
 
-def status_text(status: str, counts: dict[str, int], n_trials: int) -> str:
+def status_text(status: str, counts: dict[str, int], n_trials: int, reruns: int = 0) -> str:
     """The experiment's status in words; once trials are over it says how many of them
-    failed, diverged, were pruned or cancelled, so a full bar never hides an outcome."""
+    failed, diverged, were pruned or cancelled, so a full bar never hides an outcome; and at
+    any time how many trials ran again because their worker was lost (``reruns``)."""
+    text = _outcome_text(status, counts, n_trials)
+    if reruns:
+        text += (f"; {reruns} trials re-run (their worker was lost)" if reruns != 1
+                 else "; 1 trial re-run (its worker was lost)")
+    return text
+
+
+def _outcome_text(status: str, counts: dict[str, int], n_trials: int) -> str:
     failed = counts.get(_FAILED, 0)
     others = [f"{counts[s.value]} {s.value.lower()}" for s in OUTCOME_STATES if counts.get(s.value)]
     if status == ExperimentStatus.FAILED.value:
@@ -272,7 +283,8 @@ def update_json(store: Any, experiment_id: str, trials: list[Any]) -> dict[str, 
         "experiment_id": experiment_id,
         "cursor": max(t.seq for t in trials),
         "trials": [trial_json(t, history=True) for t in trials],
-        **{k: exp[k] for k in ("counts", "n_trials", "status", "status_text", "can_cancel")},
+        **{k: exp[k] for k in ("counts", "n_trials", "status", "status_text", "reruns",
+                             "can_cancel")},
         "graphs": graphs_progress(record, exp["counts"], store),
         "over": record.is_finished,  # the page's stream ends with this update
     }

@@ -93,7 +93,14 @@ from .checks import (
 )
 from .export import write_csv, write_jsonl
 from .leases import LeaseMethods, LeaseRecord
-from .records import BULKY_FIELDS, ExperimentRecord, TrialRecord, TrialState, WorkerRecord
+from .records import (
+    BULKY_FIELDS,
+    ExperimentRecord,
+    TrialRecord,
+    TrialState,
+    TrialTally,
+    WorkerRecord,
+)
 from .sorting import SORT_KEYS, check_since_order, resolve_sort_path
 
 __all__ = ["BULKY_FIELDS", "SCHEMA_VERSION", "SORT_KEYS", "ExperimentRecord", "FinishItem",
@@ -190,11 +197,13 @@ class ResultStore(TrialMethods, LeaseMethods):
         return self._delete_experiment(experiment_id)
 
     def get_experiment(self, experiment_id: str) -> ExperimentRecord:
-        """The experiment with its trial ``counts``. Raises NotFoundError if unknown."""
+        """The experiment with its trial ``counts`` and ``reruns``. Raises NotFoundError if
+        unknown."""
         return self._get_experiment(experiment_id)
 
     def list_experiments(self, limit: int = 100, offset: int = 0) -> list[ExperimentRecord]:
-        """Experiments, newest first, with their ``counts`` (all counted in one query)."""
+        """Experiments, newest first, with their ``counts`` and ``reruns`` (all counted in one
+        query)."""
         check_page(limit, offset)
         return self._list_experiments(limit, offset)
 
@@ -312,9 +321,9 @@ class ResultStore(TrialMethods, LeaseMethods):
         """Trials by state (only states present), for one experiment or the whole store."""
 
     @abc.abstractmethod
-    def _count_states_many(self, experiment_ids: list[str]) -> dict[str, dict[str, int]]:
-        """Trials by state (only states present) of each experiment that has any, in one
-        query."""
+    def _tally_many(self, experiment_ids: list[str]) -> dict[str, TrialTally]:
+        """The trials of each experiment that has any, counted by state and re-runs, in one
+        query (what its record's ``counts`` and ``reruns`` hold)."""
 
     # ---------------------------------------------------------------- workers
 
@@ -406,8 +415,9 @@ class ResultStore(TrialMethods, LeaseMethods):
         counts}`` for each id given (an unknown one has all zeros). Raises ValueError for a
         malformed id list."""
         ids = check_experiment_ids(experiment_ids)
-        found = self._count_states_many(ids) if ids else {}
-        return {eid: {**{s.value: 0 for s in TrialState}, **found.get(eid, {})} for eid in ids}
+        found = self._tally_many(ids) if ids else {}
+        return {eid: {**{s.value: 0 for s in TrialState}, **found.get(eid, TrialTally()).counts}
+                for eid in ids}
 
     def best_trial(self, experiment_id: str | None = None,
                    metric: str = DEFAULT_OBJECTIVE_METRIC,

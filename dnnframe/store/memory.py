@@ -40,7 +40,16 @@ from .lifecycle import (
     owns,
     stop_requested,
 )
-from .records import BULKY_FIELDS, ExperimentRecord, TrialRecord, TrialState, WorkerRecord, value_at
+from .records import (
+    BULKY_FIELDS,
+    ExperimentRecord,
+    TrialRecord,
+    TrialState,
+    TrialTally,
+    WorkerRecord,
+    tally_rows,
+    value_at,
+)
 from .sorting import resolve_sort_path
 
 __all__ = ["MEMORY_PREFIX", "MemoryStore"]
@@ -153,13 +162,14 @@ class MemoryStore(MemoryLeases, ResultStore):
         return TrialRecord(state=TrialState(doc["state"]), **{"config": {}, **values})
 
     def _experiment(self, d: _Data, experiment_id: str,
-                    counts: dict[str, int] | None = None) -> ExperimentRecord:
+                    tally: TrialTally | None = None) -> ExperimentRecord:
         doc = self._experiment_doc(d, experiment_id)
+        if tally is None:
+            tally = self._tally_many([experiment_id]).get(experiment_id, TrialTally())
         return ExperimentRecord(
             id=experiment_id, name=doc["name"], spec=json_copy(doc["spec"]),
             n_trials=doc["n_trials"], created_at=doc["created_at"],
-            cancel_requested=doc["cancel_requested"],
-            counts=self._count_states(experiment_id) if counts is None else counts)
+            cancel_requested=doc["cancel_requested"], counts=tally.counts, reruns=tally.reruns)
 
     # ------------------------------------------------------------ experiments
     def _create_experiment(self, experiment_id: str, name: str, spec: dict[str, Any],
@@ -182,22 +192,20 @@ class MemoryStore(MemoryLeases, ResultStore):
             ids = sorted(d.experiments, key=lambda e: (d.experiments[e]["created_at"],
                                                        d.experiments[e]["order"]), reverse=True)
             page = ids[offset:] if limit is None else ids[offset:offset + limit]
-            counts = self._count_states_many(page)
-            return [self._experiment(d, e, counts.get(e, {})) for e in page]
+            tallies = self._tally_many(page)
+            return [self._experiment(d, e, tallies.get(e, TrialTally())) for e in page]
 
     def _count_states(self, experiment_id: str | None) -> dict[str, int]:
         with self._locked() as d:
             docs = d.trials.values() if experiment_id is None else self._linked(d, experiment_id)
             return dict(Counter(doc["state"] for doc in docs))
 
-    def _count_states_many(self, experiment_ids: list[str]) -> dict[str, dict[str, int]]:
+    def _tally_many(self, experiment_ids: list[str]) -> dict[str, TrialTally]:
         wanted = set(experiment_ids)
-        counts: dict[str, Counter[str]] = {}
         with self._locked() as d:
-            for doc in d.trials.values():
-                for eid in wanted.intersection(doc["experiment_ids"]):
-                    counts.setdefault(eid, Counter())[doc["state"]] += 1
-        return {eid: dict(c) for eid, c in counts.items()}
+            return tally_rows((eid, doc["state"], doc["attempts"] > 1, 1)
+                              for doc in d.trials.values()
+                              for eid in wanted.intersection(doc["experiment_ids"]))
 
     def _cancel_experiment(self, experiment_id: str) -> int:
         with self._locked() as d:

@@ -37,7 +37,14 @@ from .mongo_connect import WriteCall, connect, init_schema, redact, retry, retry
 from .mongo_leases import MongoLeases
 from .mongo_trials import MongoTrials, left_out, trial_record
 from .mongoseq import SeqCounter
-from .records import ExperimentRecord, TrialRecord, TrialState, WorkerRecord
+from .records import (
+    ExperimentRecord,
+    TrialRecord,
+    TrialState,
+    TrialTally,
+    WorkerRecord,
+    tally_rows,
+)
 from .sorting import resolve_sort_path
 
 __all__ = ["MongoStore", "redact"]
@@ -89,18 +96,19 @@ class MongoStore(MongoLeases, MongoTrials, ResultStore):
         return self.get_experiment(experiment_id)
 
     @staticmethod
-    def _experiment(doc: dict[str, Any], counts: dict[str, int]) -> ExperimentRecord:
+    def _experiment(doc: dict[str, Any], tally: TrialTally) -> ExperimentRecord:
         return ExperimentRecord(id=doc["_id"], name=doc["name"], spec=doc["spec"],
                                 n_trials=doc["n_trials"], created_at=doc["created_at"],
                                 cancel_requested=bool(doc.get("cancel_requested")),
-                                counts=counts)
+                                counts=tally.counts, reruns=tally.reruns)
 
     @retry
     def _get_experiment(self, experiment_id: str) -> ExperimentRecord:
         doc = self._db.experiments.find_one({"_id": experiment_id})
         if doc is None:
             raise NotFoundError(f"experiment {experiment_id!r} not found in {redact(self.url)}")
-        return self._experiment(doc, self._count_states(experiment_id))
+        return self._experiment(doc, self._tally_many([experiment_id]).get(experiment_id,
+                                                                          TrialTally()))
 
     @retry
     def _list_experiments(self, limit: int | None, offset: int) -> list[ExperimentRecord]:
@@ -110,8 +118,8 @@ class MongoStore(MongoLeases, MongoTrials, ResultStore):
         if limit is not None:
             cur = cur.limit(limit)
         docs = list(cur)
-        counts = self._count_states_many([d["_id"] for d in docs])
-        return [self._experiment(d, counts.get(d["_id"], {})) for d in docs]
+        tallies = self._tally_many([d["_id"] for d in docs])
+        return [self._experiment(d, tallies.get(d["_id"], TrialTally())) for d in docs]
 
     @retry
     def _count_states(self, experiment_id: str | None) -> dict[str, int]:
@@ -121,17 +129,17 @@ class MongoStore(MongoLeases, MongoTrials, ResultStore):
         return {r["_id"]: r["n"] for r in rows}
 
     @retry
-    def _count_states_many(self, experiment_ids: list[str]) -> dict[str, dict[str, int]]:
+    def _tally_many(self, experiment_ids: list[str]) -> dict[str, TrialTally]:
         # a trial counts once for each of the wanted experiments it belongs to
         wanted = {"experiment_ids": {"$in": experiment_ids}}
         rows = self._db.trials.aggregate([
-            {"$match": wanted}, {"$project": {"experiment_ids": 1, "state": 1}},
+            {"$match": wanted},
+            {"$project": {"experiment_ids": 1, "state": 1,
+                          "rerun": {"$gt": [{"$ifNull": ["$attempts", 0]}, 1]}}},
             {"$unwind": "$experiment_ids"}, {"$match": wanted},
-            {"$group": {"_id": {"e": "$experiment_ids", "s": "$state"}, "n": {"$sum": 1}}}])
-        counts: dict[str, dict[str, int]] = {}
-        for r in rows:
-            counts.setdefault(r["_id"]["e"], {})[r["_id"]["s"]] = r["n"]
-        return counts
+            {"$group": {"_id": {"e": "$experiment_ids", "s": "$state", "r": "$rerun"},
+                        "n": {"$sum": 1}}}])
+        return tally_rows((r["_id"]["e"], r["_id"]["s"], r["_id"]["r"], r["n"]) for r in rows)
 
     @retry_write
     def _cancel_experiment(self, experiment_id: str, *, call: WriteCall) -> int:

@@ -40,7 +40,14 @@ from .postgresql_sql import (
     update_each,
 )
 from .postgresql_trials import PostgresTrials
-from .records import ExperimentRecord, TrialRecord, TrialState, WorkerRecord
+from .records import (
+    ExperimentRecord,
+    TrialRecord,
+    TrialState,
+    TrialTally,
+    WorkerRecord,
+    tally_rows,
+)
 
 __all__ = ["PostgresStore"]
 
@@ -69,10 +76,10 @@ class PostgresStore(PostgresLeases, PostgresTrials, ResultStore):
         return self.get_experiment(experiment_id)
 
     def _experiments(self, c: Conn, rows: list[tuple]) -> list[ExperimentRecord]:
-        counts = self._counts_many(c, [r[0] for r in rows])
+        tallies = self._tallies(c, [r[0] for r in rows])
         return [ExperimentRecord(id=r[0], name=r[1], spec=r[2], n_trials=r[3], created_at=r[4],
-                                 cancel_requested=r[5], counts=counts.get(r[0], {}))
-                for r in rows]
+                                 cancel_requested=r[5], counts=tally.counts, reruns=tally.reruns)
+                for r in rows for tally in [tallies.get(r[0], TrialTally())]]
 
     def _get_experiment(self, experiment_id: str) -> ExperimentRecord:
         def body(c: Conn) -> ExperimentRecord:
@@ -101,17 +108,14 @@ class PostgresStore(PostgresLeases, PostgresTrials, ResultStore):
         return self._db.read(lambda c: self._counts(c, experiment_id))
 
     @staticmethod
-    def _counts_many(c: Conn, experiment_ids: list[str]) -> dict[str, dict[str, int]]:
-        counts: dict[str, dict[str, int]] = {}
-        for eid, state, n in c.execute(
-                "SELECT et.experiment_id, t.state, count(*) FROM experiment_trials et JOIN "
-                "trials t ON t.id = et.trial_id WHERE et.experiment_id = ANY(%s) "
-                "GROUP BY et.experiment_id, t.state", (experiment_ids,)):
-            counts.setdefault(eid, {})[state] = n
-        return counts
+    def _tallies(c: Conn, experiment_ids: list[str]) -> dict[str, TrialTally]:
+        return tally_rows(c.execute(
+            "SELECT et.experiment_id, t.state, t.attempts > 1, count(*) FROM experiment_trials "
+            "et JOIN trials t ON t.id = et.trial_id WHERE et.experiment_id = ANY(%s) "
+            "GROUP BY 1, 2, 3", (experiment_ids,)))
 
-    def _count_states_many(self, experiment_ids: list[str]) -> dict[str, dict[str, int]]:
-        return self._db.read(lambda c: self._counts_many(c, experiment_ids))
+    def _tally_many(self, experiment_ids: list[str]) -> dict[str, TrialTally]:
+        return self._db.read(lambda c: self._tallies(c, experiment_ids))
 
     def _set_cancel(self, c: Conn, experiment_id: str, value: bool) -> None:
         if c.execute("UPDATE experiments SET cancel_requested = %s WHERE id = %s",

@@ -3,6 +3,7 @@ group of them means live in :mod:`dnnframe.states`; ``TrialState`` is exported h
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -36,6 +37,9 @@ class ExperimentRecord:
     created_at: float
     cancel_requested: bool = False
     counts: dict[str, int] = field(default_factory=dict)  # trials by state (filled on read)
+    # trials claimed more than once (attempts > 1): trained again after their worker was
+    # lost (filled on read, with ``counts``)
+    reruns: int = 0
 
     @property
     def status(self) -> str:
@@ -82,6 +86,27 @@ class ExperimentRecord:
         objective = (self.spec.get("search") or {}).get("objective") or {}
         metric, mode = default_objective()
         return objective.get("metric", metric), objective.get("mode", mode)
+
+
+@dataclass
+class TrialTally:
+    """An experiment's trials as its record counts them: by state (only states present), and
+    how many were claimed more than once (``reruns``)."""
+
+    counts: dict[str, int] = field(default_factory=dict)
+    reruns: int = 0
+
+
+def tally_rows(rows: Iterable[tuple[str, str, Any, int]]) -> dict[str, TrialTally]:
+    """Fold the rows of a store's grouping query, ``(experiment id, state, claimed more than
+    once, how many)``, into each experiment's :class:`TrialTally`."""
+    tallies: dict[str, TrialTally] = {}
+    for experiment_id, state, rerun, n in rows:
+        tally = tallies.setdefault(experiment_id, TrialTally())
+        tally.counts[state] = tally.counts.get(state, 0) + n
+        if rerun:
+            tally.reruns += n
+    return tallies
 
 
 @dataclass

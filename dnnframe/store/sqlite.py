@@ -15,7 +15,14 @@ from .base import ResultStore, dumps, now
 from .checks import active_error
 from .lease_backends import SQLiteLeases
 from .lifecycle import ACTIVE, REQUEUE_RESET, TrialUpdate, cancel_before_start
-from .records import ExperimentRecord, TrialRecord, TrialState, WorkerRecord
+from .records import (
+    ExperimentRecord,
+    TrialRecord,
+    TrialState,
+    TrialTally,
+    WorkerRecord,
+    tally_rows,
+)
 from .sorting import resolve_sort_path
 from .sqlite_file import SQLiteFile, parse_sqlite_url
 from .sqlite_sql import (
@@ -53,23 +60,25 @@ class SQLiteStore(SQLiteLeases, SQLiteTrials, ResultStore):
         return self.get_experiment(experiment_id)
 
     @staticmethod
-    def _experiment(row: tuple, counts: dict[str, int]) -> ExperimentRecord:
+    def _experiment(row: tuple, tally: TrialTally) -> ExperimentRecord:
         return ExperimentRecord(id=row[0], name=row[1], spec=json.loads(row[2]), n_trials=row[3],
-                                created_at=row[4], cancel_requested=bool(row[5]), counts=counts)
+                                created_at=row[4], cancel_requested=bool(row[5]),
+                                counts=tally.counts, reruns=tally.reruns)
 
     def _get_experiment(self, experiment_id: str) -> ExperimentRecord:
         rows = self._read("SELECT id, name, spec, n_trials, created_at, cancel_requested "
                           "FROM experiments WHERE id = ?", (experiment_id,))
         if not rows:
             raise NotFoundError(f"experiment {experiment_id!r} not found in {self.url}")
-        return self._experiment(rows[0], self._count_states(experiment_id))
+        return self._experiment(rows[0], self._tally_many([experiment_id]).get(experiment_id,
+                                                                               TrialTally()))
 
     def _list_experiments(self, limit: int | None, offset: int) -> list[ExperimentRecord]:
         rows = self._read("SELECT id, name, spec, n_trials, created_at, cancel_requested "
                           "FROM experiments ORDER BY created_at DESC, rowid DESC LIMIT ? OFFSET ?",
                           (-1 if limit is None else limit, offset))
-        counts = self._count_states_many([r[0] for r in rows])
-        return [self._experiment(r, counts.get(r[0], {})) for r in rows]
+        tallies = self._tally_many([r[0] for r in rows])
+        return [self._experiment(r, tallies.get(r[0], TrialTally())) for r in rows]
 
     def _delete_experiment(self, experiment_id: str) -> int:
         with self._tx() as c:
@@ -102,15 +111,14 @@ class SQLiteStore(SQLiteLeases, SQLiteTrials, ResultStore):
                               (experiment_id,))
         return {s: n for s, n in rows}
 
-    def _count_states_many(self, experiment_ids: list[str]) -> dict[str, dict[str, int]]:
-        counts: dict[str, dict[str, int]] = {}
+    def _tally_many(self, experiment_ids: list[str]) -> dict[str, TrialTally]:
+        rows: list[tuple] = []
         for chunk in chunks(experiment_ids):
-            for eid, state, n in self._read(
-                    "SELECT et.experiment_id, t.state, count(*) FROM experiment_trials et "
-                    "JOIN trials t ON t.id = et.trial_id WHERE et.experiment_id IN "
-                    f"({marks(chunk)}) GROUP BY et.experiment_id, t.state", chunk):
-                counts.setdefault(eid, {})[state] = n
-        return counts
+            rows += self._read(
+                "SELECT et.experiment_id, t.state, t.attempts > 1, count(*) FROM "
+                "experiment_trials et JOIN trials t ON t.id = et.trial_id WHERE "
+                f"et.experiment_id IN ({marks(chunk)}) GROUP BY 1, 2, 3", chunk)
+        return tally_rows(rows)
 
     def _cancel_experiment(self, experiment_id: str) -> int:
         with self._tx() as c:

@@ -171,6 +171,27 @@ def test_all_failed_is_failed_and_some_failed_says_how_many(client, store):
     assert "finished, 1 of 2 failed" in client.get("/").get_data(as_text=True)
 
 
+def test_the_status_says_how_many_trials_were_re_run(client, store):
+    # Trials whose worker died are released and claimed again: the experiment may end
+    # "finished" with every trial COMPLETE, and its status still says they ran twice.
+    exp_id = client.post("/api/v1/experiments", json=TINY_SPEC).json["id"]
+    ids = [t.id for t in store.list_trials(exp_id)]
+    for trial_id in ids[:2]:
+        assert store.claim_trial(trial_id, "lost:1") is not None
+        assert store.release_trial(trial_id, "lost:1")
+    body = client.get(f"/api/v1/experiments/{exp_id}").json
+    assert body["reruns"] == 0 and body["status_text"] == "queued"
+    for trial_id in ids:
+        _finish(store, trial_id, 0.9)
+    body = client.get(f"/api/v1/experiments/{exp_id}").json
+    assert body["reruns"] == 2
+    assert body["status_text"] == "finished; 2 trials re-run (their worker was lost)"
+    page = client.get(f"/api/v1/experiments/{exp_id}/trials").json
+    assert (page["reruns"], page["status_text"]) == (body["reruns"], body["status_text"])
+    html = client.get(f"/experiments/{exp_id}").get_data(as_text=True)
+    assert "finished; 2 trials re-run (their worker was lost)" in html
+
+
 # --------------------------------------------------------------------------- errors
 def test_the_forms_upload_errors_are_json_whatever_accept_says(make_app):
     client = make_app(MAX_CONTENT_LENGTH=2000).test_client()

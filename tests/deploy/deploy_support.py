@@ -35,6 +35,9 @@ CI_FILE = REPO / "deploy" / "compose.ci.yml"
 LOCAL_IMAGES_FILE = REPO / "deploy" / "compose.local-images.yml"
 LOCAL_POSTGRES_FILE = REPO / "deploy" / "compose.local-postgres.yml"
 POSTGRES_FILE = REPO / "deploy" / "compose.postgres.yml"
+# What CI runs (test_deploy_stack.py): the registry-less production stack on PostgreSQL,
+# confined to the machine by the CI override.
+CI_STACK_FILES = (COMPOSE_FILE, POSTGRES_FILE, LOCAL_IMAGES_FILE, LOCAL_POSTGRES_FILE, CI_FILE)
 ENTRYPOINT = REPO / "deploy" / "dnnframe-entrypoint"
 
 # The secrets the default stack must refuse to run without (no defaults in the files).

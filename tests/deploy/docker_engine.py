@@ -2,37 +2,37 @@
 
 The engine is Debian's ``docker.io`` started by .ci/run (no registry is reachable here, so
 base images are built from Debian packages by deploy/build-base-image.sh). Images are built
-with BuildKit through the docker CLI that has it built in: Debian's 20.10 CLI does, a newer
-CLI needs the buildx plugin, which Debian bookworm does not package.
+by deploy/build-images.sh, an operator's command, which also picks the docker CLI: the
+first on PATH that builds with BuildKit (Debian's 20.10 CLI has it built in, a newer CLI
+needs the buildx plugin, which Debian bookworm does not package).
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import subprocess
-from pathlib import Path
 
 from deploy_support import REPO
 
 # The tags the stack test builds (kept between runs: they are the build cache).
-BASE_IMAGE = "dnnframe-base:3.11-bookworm"
-OFFICIAL_BASE = "python:3.11-slim-bookworm"
 PROJECT_IMAGE = "dnnframe:ci"
 RABBITMQ_IMAGE = "dnnframe-rabbitmq:bookworm"
 POSTGRES_IMAGE = "dnnframe-postgres:bookworm"
 # Marks what the tests build, so their dangling leftovers can be pruned without touching
 # anyone else's images.
 BUILD_LABEL = "org.dnnframe.built-by=tests-deploy"
-HOST_CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
+BUILD_SCRIPT = REPO / "deploy" / "build-images.sh"
 
 
+@functools.cache
 def docker_cli() -> str | None:
-    """The docker CLI to use: Debian's (BuildKit built in) where installed, else PATH's."""
-    debian = Path("/usr/bin/docker")
-    if debian.exists():
-        return str(debian)
-    return shutil.which("docker")
+    """The docker CLI deploy/build-images.sh builds with; else PATH's (which can still run
+    containers, and the build then fails naming what to install)."""
+    proc = subprocess.run([str(BUILD_SCRIPT), "--check"], capture_output=True, text=True,
+                          timeout=60)
+    return proc.stdout.strip() if proc.returncode == 0 else shutil.which("docker")
 
 
 def engine_unavailable_reason() -> str | None:
@@ -63,33 +63,19 @@ def docker(*args: str, timeout: float = 120, check: bool = True,
     return proc
 
 
-def image_exists(tag: str) -> bool:
-    """Whether the engine holds an image of that name."""
-    return docker("image", "inspect", tag, check=False, timeout=30).returncode == 0
-
-
-def base_image() -> str:
-    """The image the Dockerfile is built FROM: the official one when it is here or can be
-    pulled, else the Debian-built stand-in (built once, then reused)."""
-    if image_exists(OFFICIAL_BASE) or docker("pull", OFFICIAL_BASE, check=False,
-                                             timeout=120).returncode == 0:
-        return OFFICIAL_BASE
-    proc = subprocess.run([str(REPO / "deploy" / "build-base-image.sh"), BASE_IMAGE],
-                          capture_output=True, text=True, timeout=900,
-                          env={**os.environ, "DOCKER": docker_cli() or "docker"})
-    assert proc.returncode == 0, (f"deploy/build-base-image.sh failed:\n{proc.stdout[-3000:]}"
-                                  f"\n{proc.stderr[-3000:]}")
-    return BASE_IMAGE
-
-
-def build(tag: str, context: Path, base: str, base_arg: str, timeout: float = 900) -> None:
-    """Build an image with BuildKit on the host network (for apt and PyPI), passing the
-    host's CA bundle as a build secret (pip may need it behind a proxy; it is not stored)."""
-    args = ["build", "--network", "host", "--label", BUILD_LABEL, "--build-arg",
-            f"{base_arg}={base}", "-t", tag]
-    if HOST_CA_BUNDLE.exists():
-        args += ["--secret", f"id=ca-certificates,src={HOST_CA_BUNDLE}"]
-    docker(*args, str(context), timeout=timeout, env={**os.environ, "DOCKER_BUILDKIT": "1"})
+def build_images() -> None:
+    """The project, RabbitMQ and PostgreSQL images, built by deploy/build-images.sh as an
+    operator builds them (on the official base where it can be pulled, else on the stand-in
+    it builds from Debian packages); the engine's cache makes a rebuild quick."""
+    env = {**os.environ, "DNNFRAME_IMAGE": PROJECT_IMAGE,
+           "DNNFRAME_RABBITMQ_IMAGE": RABBITMQ_IMAGE, "DNNFRAME_POSTGRES_IMAGE": POSTGRES_IMAGE,
+           "DNNFRAME_BUILD_LABEL": BUILD_LABEL}
+    env.pop("PYTHON_IMAGE", None)
+    env.pop("DNNFRAME_EXTRAS", None)
+    proc = subprocess.run([str(BUILD_SCRIPT)], capture_output=True, text=True, timeout=2400,
+                          env=env)
+    assert proc.returncode == 0, (f"deploy/build-images.sh failed ({proc.returncode}):\n"
+                                  f"{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
 
 
 def prune_dangling() -> None:

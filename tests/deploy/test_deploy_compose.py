@@ -14,6 +14,7 @@ import pytest
 import yaml
 from deploy_support import (
     CI_FILE,
+    CI_STACK_FILES,
     COMPOSE_FILE,
     ENV_EXAMPLE,
     EXPOSE_FILE,
@@ -65,12 +66,12 @@ def test_secrets_have_no_default(run_compose, tmp_path: Path, secret: str) -> No
 
 
 def test_a_stack_without_mongodb_needs_no_mongo_secret(run_compose, tmp_path: Path) -> None:
-    """docker-compose.yml alone (a SQLite file) and its CI override require no MONGO_*
-    value; the PostgreSQL stack is checked in test_deploy_postgres.py."""
+    """docker-compose.yml alone (a SQLite file) and on local images in CI require no
+    MONGO_* value; the PostgreSQL stack is checked in test_deploy_postgres.py."""
     values = {k: v for k, v in read_env_file(ENV_EXAMPLE).items() if k not in MONGO_SECRETS}
     env_file = tmp_path / "no-mongo.env"
     env_file.write_text("".join(f"{k}={v}\n" for k, v in values.items()))
-    for files in ([COMPOSE_FILE], [COMPOSE_FILE, CI_FILE]):
+    for files in ([COMPOSE_FILE], [COMPOSE_FILE, LOCAL_IMAGES_FILE, CI_FILE]):
         model = resolve(run_compose, files, env_file)
         assert "mongo" not in model["services"], files
         assert secret_files(model, "worker")["DNNFRAME_STORE_URL"] == \
@@ -323,22 +324,28 @@ def test_backend_images_are_pinned(stack) -> None:
     assert re.fullmatch(r"mongo:\d+\.\d+\.\d+", stack["services"]["mongo"]["image"])
 
 
-def test_ci_override_keeps_everything_on_the_machine(run_compose, tmp_path: Path) -> None:
-    model = resolve(run_compose, [COMPOSE_FILE, CI_FILE], ENV_EXAMPLE, profiles=())
+@pytest.mark.parametrize("files", [CI_STACK_FILES, (COMPOSE_FILE, LOCAL_IMAGES_FILE, CI_FILE)],
+                         ids=["postgresql", "sqlite"])
+def test_ci_override_keeps_everything_on_the_machine_and_changes_nothing_else(
+        run_compose, files) -> None:
+    """CI runs the registry-less production stack with deploy/compose.ci.yml last: an
+    internal network and nothing published, everything else (health checks included) as
+    an operator runs it."""
+    env = {"POSTGRES_USER": "dnnframe", "POSTGRES_PASSWORD": "pg-secret-123"}
+    model = resolve(run_compose, files, ENV_EXAMPLE, profiles=(), extra_env=env)
+    local = resolve(run_compose, [f for f in files if f != CI_FILE], ENV_EXAMPLE, profiles=(),
+                    extra_env=env)
     assert "mongo" not in model["services"]
     assert model["networks"]["default"]["internal"] is True
+    assert set(model["services"]) == set(local["services"])
     for name, svc in model["services"].items():
         assert not svc.get("ports"), f"{name} publishes {svc['ports']} in CI"
         assert svc.get("network_mode") in (None, "default"), name
         assert set(svc.get("networks") or {"default": None}) == {"default"}, name
-        assert "mongo" not in (svc.get("depends_on") or {}), name
         assert svc.get("pull_policy") == "never", f"{name} would try a registry"
-    assert secret_files(model, "worker")["DNNFRAME_STORE_URL"] == "sqlite:////data/dnnframe.db"
+        assert {k: v for k, v in svc.items() if k != "ports"} == \
+            {k: v for k, v in local["services"][name].items() if k != "ports"}, name
     assert model["services"]["rabbitmq"]["image"] == "dnnframe-rabbitmq:bookworm"
-    # The override's healthchecks are the stack's, only more frequent.
-    stack = resolve(run_compose, [COMPOSE_FILE], ENV_EXAMPLE, profiles=())
-    for name, svc in model["services"].items():
-        assert svc["healthcheck"]["test"] == stack["services"][name]["healthcheck"]["test"], name
 
 
 @pytest.mark.parametrize("store", ["sqlite", "postgresql"])
@@ -375,7 +382,8 @@ def test_the_registry_less_stack_is_the_production_stack_on_local_images(
 
 def test_ci_look_override_publishes_the_three_uis_on_localhost(run_compose) -> None:
     look = REPO / "deploy" / "compose.ci-look.yml"
-    model = resolve(run_compose, [COMPOSE_FILE, CI_FILE, look], ENV_EXAMPLE, profiles=())
+    model = resolve(run_compose, [COMPOSE_FILE, LOCAL_IMAGES_FILE, CI_FILE, look], ENV_EXAMPLE,
+                    profiles=())
     published = {name: [(p["host_ip"], p["published"], p["target"]) for p in svc["ports"]]
                  for name, svc in model["services"].items() if svc.get("ports")}
     assert published == {"rabbitmq": [("127.0.0.1", "15672", 15672)],

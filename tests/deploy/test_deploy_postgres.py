@@ -7,12 +7,11 @@ import re
 from pathlib import Path
 
 from deploy_support import (
-    CI_FILE,
+    CI_STACK_FILES,
     COMPOSE_FILE,
     ENV_EXAMPLE,
     MONGO_SECRETS,
     POSTGRES_FILE,
-    REPO,
     read_env_file,
     resolve,
     secret_files,
@@ -59,7 +58,7 @@ def test_the_postgres_stack_needs_no_mongo_secret(run_compose, tmp_path: Path) -
     env_file = tmp_path / "no-mongo.env"
     env_file.write_text("".join(f"{k}={v}\n" for k, v in values.items()))
     for files in ([COMPOSE_FILE, POSTGRES_FILE],
-                  [COMPOSE_FILE, CI_FILE, POSTGRES_FILE, REPO / "deploy" / "compose.ci-postgres.yml"]):
+                  CI_STACK_FILES):
         model = resolve(run_compose, files, env_file, extra_env=PG_ENV)
         assert secret_files(model, "worker")["DNNFRAME_STORE_URL"].startswith("postgresql://")
 
@@ -72,16 +71,15 @@ def test_the_postgres_secrets_have_no_default(run_compose, tmp_path: Path) -> No
 
 
 def test_the_ci_stack_runs_on_postgresql_built_from_debian(run_compose) -> None:
-    # what tests/deploy/test_deploy_stack.py starts: the CI override, then this one with
-    # its own CI override (the official postgres image cannot be pulled there)
-    files = [COMPOSE_FILE, CI_FILE, POSTGRES_FILE, REPO / "deploy" / "compose.ci-postgres.yml"]
-    model = resolve(run_compose, files, ENV_EXAMPLE, extra_env=PG_ENV, profiles=())
+    # what tests/deploy/test_deploy_stack.py starts: the registry-less production stack
+    # (deploy/compose.local-postgres.yml: the image built from Debian's packages, as the
+    # official one cannot be pulled there), confined by the CI override
+    model = resolve(run_compose, CI_STACK_FILES, ENV_EXAMPLE, extra_env=PG_ENV, profiles=())
     pg = model["services"]["postgres"]
     assert pg["image"] == "dnnframe-postgres:bookworm" and pg["pull_policy"] == "never"
     assert not pg.get("ports")
     assert model["networks"]["default"]["internal"] is True
     assert secret_files(model, "worker")["DNNFRAME_STORE_URL"].startswith("postgresql://")
-    # the same healthcheck as the stack's, only more frequent
-    assert pg["healthcheck"]["test"] == _model(run_compose)["services"]["postgres"][
-        "healthcheck"]["test"]
+    # the production health check, timings and all
+    assert pg["healthcheck"] == _model(run_compose)["services"]["postgres"]["healthcheck"]
     assert "mongo" not in model["services"]

@@ -128,6 +128,22 @@ def test_list_experiments_counts_each_experiment(three, store):
     assert exps["e"].counts == store.get_experiment("e").counts
 
 
+def test_experiments_count_the_trials_claimed_more_than_once(three, store):
+    # A trial whose worker died is released and claimed again (attempts 2): a re-run. The
+    # one read of an experiment and the page of them say how many of its trials ran again.
+    assert store.get_experiment("e").reruns == 0
+    assert store.release_trial(three[1], "node:7")
+    assert store.claim_trial(three[1], "node:8") is not None
+    assert store.finish_trial(three[1], TrialState.COMPLETE, worker="node:8", result={})
+    make(store, 1, "f")
+    store.create_trials("f", [(three[1], {"model": {"hidden_layers": 2}, "seed": 1})])
+    exps = {e.id: e for e in store.list_experiments()}
+    assert (exps["e"].reruns, exps["f"].reruns) == (1, 1)
+    assert exps["e"].counts == {"COMPLETE": 2, "QUEUED": 1}
+    assert store.get_experiment("e").reruns == 1
+    assert store.get_experiment("f").counts == {"COMPLETE": 1, "QUEUED": 1}
+
+
 def test_running_owners_names_owner_and_heartbeat_without_curves(three, store):
     owners = store.running_owners()
     assert [(t.id, t.worker, t.state) for t in owners] == [(three[1], "node:7", TrialState.RUNNING)]
