@@ -243,6 +243,22 @@ def test_packs_group_trials_of_one_graph_in_near_equal_sizes():
     assert make_packs(ids, configs, 3, workers=1) == [ids[0:3], ids[3:5]]
 
 
+def test_a_split_group_keeps_each_seeds_trials_in_one_pack():
+    """Trials of one seed share their shuffles and initial draws: split into packs, a graph's
+    trials go by seed (in submission order within a seed), not by the order of the grid."""
+    ids, configs = _queued({**_spec(seeds=4, name="by-seed"),
+                            "training": {"max_epochs": 1, "batch_size": 32,
+                                         "learning_rate": {"grid": [0.01, 0.1, 0.3]}}})
+    assert [configs[t]["seed"] for t in ids[:4]] != [0] * 4  # the grid comes seed by seed
+    packs = make_packs(ids, configs, 6, workers=1)
+    assert [sorted({configs[t]["seed"] for t in p}) for p in packs] == [[0, 1], [2, 3]]
+    assert sorted(t for p in packs for t in p) == sorted(ids)
+    for p in packs:  # within a seed, the submission order
+        for seed in {configs[t]["seed"] for t in p}:
+            mine = [t for t in p if configs[t]["seed"] == seed]
+            assert mine == [t for t in ids if t in mine]
+
+
 def test_automatic_packs_are_never_fewer_than_workers_nor_mix_graphs():
     ids, configs = _queued(_spec(seeds=10, name="auto"))
     assert [len(p) for p in make_packs(ids, configs, None, workers=4)] == [2, 2, 2, 2, 2]

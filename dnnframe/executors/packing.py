@@ -80,7 +80,10 @@ def make_packs(trial_ids: Sequence[str], configs_by_id: Mapping[str, dict],
 
     Returns:
         The packs, in the order of their first trial; a group larger than the pack size is
-        split into packs of near-equal size. Every trial id appears in exactly one pack.
+        split into packs of near-equal size, its trials of one seed kept together (members
+        of one seed share their minibatch order and initial draws: a pack of 250 seeds drew
+        three times the shuffles of the same trials split by seed). Every trial id appears
+        in exactly one pack.
     """
     if pack_size is not None and pack_size < 1:
         raise ValueError(f"pack_size must be >= 1, but got {pack_size}")
@@ -93,6 +96,8 @@ def make_packs(trial_ids: Sequence[str], configs_by_id: Mapping[str, dict],
     packs: list[list[str]] = []
     for members in groups.values():
         n_packs = math.ceil(len(members) / pack_size)
+        if n_packs > 1:  # (a stable sort: a seed's trials keep their order)
+            members.sort(key=lambda t: configs_by_id[t].get("seed", 0))
         base, extra = divmod(len(members), n_packs)
         start = 0
         for i in range(n_packs):
