@@ -76,6 +76,12 @@ def test_settings_are_read_afresh_and_empty_means_default(monkeypatch):
     current = settings.get()
     assert current.max_attempts == 7
     assert current.dashboard_config() == {"API_TOKEN": "123"}
+    assert settings.get() is current  # nothing changed: the same settings, not built anew
+    monkeypatch.delenv("DNNFRAME_API_TOKEN")
+    assert settings.get().api_token is None and settings.get().max_attempts == 7
+    monkeypatch.setenv("dnnframe_max_attempts", "9")  # read as the variable's name in any case
+    monkeypatch.delenv("DNNFRAME_MAX_ATTEMPTS")
+    assert settings.get().max_attempts == 9
 
 
 @pytest.mark.parametrize(("size", "attempts", "cap", "pieces"), [
