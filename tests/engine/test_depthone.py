@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from engine_support import assert_same
 
-from dnnframe.engine import compile_key, pack_key, packed, train_pack
+from dnnframe.engine import compile_key, epochloop, pack_key, packed, train_pack
 
 pytestmark = pytest.mark.timeout(900)
 
@@ -28,9 +28,9 @@ def config(layers=1, width=4, seed=0, lr=0.05, model=None, optimizer="adam") -> 
 def unrolled(monkeypatch, pack: list[dict]) -> list:
     """``pack`` trained in a graph of its own where a run of one layer is that layer alone
     (as JAX's static depths split it), with no stack."""
-    original = packed.segments_for
+    original = epochloop.segments_for
     with monkeypatch.context() as m:
-        m.setattr(packed, "segments_for",
+        m.setattr(epochloop, "segments_for",
                   lambda n, widths, static=False, pack_size=1: original(n, widths, True))
         packed.clear_cache()
         out = train_pack(pack)

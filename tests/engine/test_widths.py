@@ -19,7 +19,7 @@ import textwrap
 import pytest
 from engine_support import assert_same
 
-from dnnframe.engine import compile_key, packed, train_pack
+from dnnframe.engine import compile_key, epochloop, packed, train_pack
 
 pytestmark = pytest.mark.timeout(900)
 
@@ -34,7 +34,7 @@ def config(width, layers=3, seed=0, lr=0.05, model=None, optimizer="adam") -> di
 def width_baked(monkeypatch, packs: list[list[dict]]) -> list:
     """Each pack trained in a graph with its widths written in (a fresh one per pack)."""
     with monkeypatch.context() as m:
-        m.setattr(packed, "graph_segments", lambda segments, design, mode: segments)
+        m.setattr(epochloop, "graph_segments", lambda segments, design, mode: segments)
         out = []
         for pack in packs:
             packed.clear_cache()
