@@ -34,7 +34,7 @@ import time
 from collections.abc import Callable
 
 from celery import Celery
-from kombu.exceptions import ChannelError
+from kombu.exceptions import ChannelError, OperationalError
 
 from .. import settings
 from ..store import default_store_url, open_store
@@ -221,6 +221,10 @@ def _loop(celery_app: Celery, hostname: str, queues: list[str], parent_pid: int,
     guard = _StallGuard(max_gap_s=max(node_timeout / 2, beat + tick))
     store = None
     orphans = OrphanWatch()
+    # a broker outage is expected (the worker itself logs it in one line), as is a lost
+    # connection: so here too
+    with celery_app.connection_for_write() as conn:
+        broker_down = (OperationalError, *conn.connection_errors)
     next_beat = time.monotonic()  # register at once: submitters size packs from it
     next_judge = time.monotonic() + interval
     next_orphan_check = time.monotonic() + node_timeout
@@ -249,7 +253,10 @@ def _loop(celery_app: Celery, hostname: str, queues: list[str], parent_pid: int,
                     next_orphan_check = time.monotonic() + node_timeout
                     orphans.check(store, celery_app, default_queue)
             release_own_dead(store, celery_app, hostname, default_queue)
-        except Exception:  # keep reaping through store or broker hiccups
+        except broker_down as exc:  # one line: no traceback tells more about a lost connection
+            log.warning("reaper: pass failed, a connection is down (%s: %s); retrying in %.1fs",
+                        type(exc).__name__, " ".join(str(exc).split()), tick)
+        except Exception:  # keep reaping through store hiccups
             log.warning("reaper: pass failed; retrying in %.1fs", tick, exc_info=True)
         time.sleep(tick)
     if store is not None:

@@ -202,6 +202,14 @@ def test_broker_restart_during_sweep(rabbitmq_node, store_url, queue_name, sleep
     assert [t.state for t in store.list_trials(spec.experiment_id)] == [TrialState.COMPLETE] * 20
     seeds = Counter(json.loads(line)["seed"] for line in done_log.read_text().splitlines())
     assert sorted(seeds.values()) == [1] * 20, seeds  # redeliveries after reconnect: no-ops
+    # what Flower shows of a redelivery (a task id's last result): each no-op names the
+    # process that trained its trial, as the store records it
+    owners = {t.id: t.worker for t in store.list_trials(spec.experiment_id)}
+    noops = [line for w in (w1, w2) for line in w.log_text().splitlines()
+             if "succeeded in" in line and "'delivery': 'no-op'" in line]
+    for line in noops:
+        assert "; by " in line and any(f"'by': '{owners[tid]}'" in line and tid in line
+                                       for tid in owners), line
     for w in (w1, w2):  # an expected outage reads as one line, not CRITICAL or a warning essay
         assert "CRITICAL" not in w.log_text() and "Traceback" not in w.log_text()
         assert "CPendingDeprecationWarning" not in w.log_text()
