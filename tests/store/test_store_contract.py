@@ -860,6 +860,11 @@ def test_trial_values_read_config_and_result_paths_of_each_trial(store):
     whole = {t.id: t for t in store.list_trials("exp1")}
     assert all(r["config.model.hidden_layers"] == whole[r["id"]].config["model"]["hidden_layers"]
                for r in rows)
+    # one path of a column, and a path given twice, read the same
+    single = store.trial_values("exp1", ["result.deep.list", "config.model.hidden_layers",
+                                         "config.model.hidden_layers"])
+    assert [(r["result.deep.list"], r["config.model.hidden_layers"]) for r in single] == [
+        (None, 1), (None, 2), ({"x": False}, 3)]
     assert store.trial_values("nope", paths) == []
     for bad in (["metrics.x"], ["config"], ["config.a b"], ["result.x') OR 1=1 --"], "config.model"):
         with pytest.raises(ValueError, match="path"):
