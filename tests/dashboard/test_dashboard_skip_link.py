@@ -14,10 +14,14 @@ PAGES = ["/", "/experiments/new", "/api/docs"]
 def test_the_first_tab_reaches_a_skip_link_that_moves_focus_to_the_content(quiet_server):
     from playwright.sync_api import expect, sync_playwright
 
-    base, _ = quiet_server
+    base, store = quiet_server
     exp_id = requests.post(base + "/api/v1/experiments", json=TINY_SPEC, timeout=30).json()["id"]
+    trial_id = store.list_trials(exp_id)[0].id
+    other = {**TINY_SPEC, "name": "other", "model": {"hidden_layers": 3, "width": 4}}
+    other_id = requests.post(base + "/api/v1/experiments", json=other, timeout=30).json()["id"]
     with sync_playwright() as p, watched_page(p) as (page, errors):
-        for path in [*PAGES, f"/experiments/{exp_id}"]:
+        for path in [*PAGES, f"/experiments/{exp_id}", f"/trials/{trial_id}",
+                     f"/compare?ids={exp_id},{other_id}"]:
             page.goto(base + path)
             link = page.locator("a.skip-link")
             expect(link).to_have_count(1)
