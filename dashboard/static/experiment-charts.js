@@ -184,7 +184,7 @@ window.DnnCharts = (function () {
   }
 
   // The parallel coordinates of every complete trial; brushing an axis filters the table and
-  // the other charts (brush.js), so each axis is described in `parallelInfos` for it.
+  // the other charts (trial-filter.js), so each axis is described in `parallelInfos` for it.
   let parallelInfos = [];
   function parallelTraces(done, varied, y) {
     const pts = done.filter(function (t) { return typeof value(t, y) === "number"; });
@@ -213,7 +213,7 @@ window.DnnCharts = (function () {
     dims.push({ label: P.label(y), values: pts.map(function (t) { return value(t, y); }) });
     infos.push({ key: y, log: false, categories: null });
     dims.forEach(function (d, i) {
-      const range = window.DnnBrush.constraint(infos[i]);
+      const range = window.DnnFilter.constraint(infos[i]);
       if (range) d.constraintrange = range;
     });
     parallelInfos = infos;
@@ -229,7 +229,7 @@ window.DnnCharts = (function () {
     const el = document.getElementById("chart-parallel");
     if (!el || typeof el.on !== "function") return;
     el.removeAllListeners("plotly_restyle");
-    el.on("plotly_restyle", function () { window.DnnBrush.read(el.data[0].dimensions, parallelInfos); });
+    el.on("plotly_restyle", function () { window.DnnFilter.read(el.data[0].dimensions, parallelInfos); });
   }
 
   // Depth profile: for each layer design the best and the mean of the metric against depth
@@ -277,18 +277,18 @@ window.DnnCharts = (function () {
   }
 
   // ---------------------------------------------------------------- all charts
-  function keeps(t) { return window.DnnBrush.keeps(t, value); }
+  function keeps(t) { return window.DnnFilter.keeps(t, value); }
 
   // Every chart from `everything` the page holds; while the parallel coordinates are brushed
-  // the others show only the trials inside the brushes (the parallel chart shows them all,
-  // with its brushes on).
+  // or the table's columns filtered, the others show only the trials that pass (the parallel
+  // chart shows them all, with its brushes on).
   function render(everything, meta, choice) {
     if (typeof Plotly === "undefined") return;
-    const brushed = window.DnnBrush.active();
+    const brushed = window.DnnFilter.active();
     const all = brushed ? everything.filter(keeps) : everything;
     const done = all.filter(function (t) { return t.state === V.scored; });
     const over = everything.length > 0 && everything.every(function (t) { return FINISHED.has(t.state); });
-    const waiting = brushed ? "No trial inside the brushed ranges of the parallel coordinates"
+    const waiting = brushed ? "No trial passes the filters (the parallel coordinates' brushes, the table's column filters)"
       : over ? "No trial completed: nothing to plot" : "Waiting for the first trial to finish…";
     const x = choice.x, y = choice.y, group = choice.group || null;
     const xs = done.map(function (t) { return t.params[x]; });

@@ -130,13 +130,17 @@
   // ----------------------------------------------------------------- table
   const table = window.DnnTrialTable.create(meta, trials, remember);
 
-  // brushes on the parallel coordinates filter the table and the charts, and live in the URL
-  window.DnnBrush.load(new URLSearchParams(location.search).get("brush"));
-  window.DnnBrush.onChange(function () {
-    remember("brush", window.DnnBrush.text(), null);
+  // brushes on the parallel coordinates and the table's column filters filter the table and
+  // the charts (trial-filter.js), and live in the URL
+  const F = window.DnnFilter;
+  const query = new URLSearchParams(location.search);
+  F.load(query.get("brush"), query.get("filter"));
+  F.onChange(function () {
+    remember("brush", F.brushText(), null);
+    remember("filter", F.columnText(), null);
     redraw();
   });
-  document.getElementById("clear-brush").addEventListener("click", function () { window.DnnBrush.clear(); });
+  document.getElementById("clear-brush").addEventListener("click", function () { F.clear(); });
 
   // ----------------------------------------------------------------- progress
   const SEGMENTS = V.bar;
@@ -195,7 +199,7 @@
     const choice = choose(all);
     table.setColumns(choice.varied, choice.y);
     if (last) renderProgress(last, choice.varied);
-    table.render(window.DnnBrush.active() ? window.DnnCharts.keeps : null);
+    table.render(F.active() ? window.DnnCharts.keeps : null);
     window.DnnCharts.render(all, meta, choice);
   }
 

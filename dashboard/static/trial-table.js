@@ -1,9 +1,10 @@
 // The experiment page's trial table: a column per varied parameter and per metric of note,
 // sortable by any column (a header is a button: Tab reaches it, Enter or Space sorts, and
 // aria-sort says the order), the sort kept in the URL; rows never jump as trials change state.
+// Under the headers a row of filters, one per column (trial-filter.js keeps and applies them).
 window.DnnTrialTable = (function () {
   "use strict";
-  const P = window.DnnPlot, V = P.VOCAB;
+  const P = window.DnnPlot, V = P.VOCAB, F = window.DnnFilter;
   const EXTRA_VALUES = ["train_seconds", "compile_seconds", "total_seconds", "epochs_run", "n_params"];
 
   // meta: the page's experiment data; trials: id → trial, kept by the page; remember: writes
@@ -59,7 +60,47 @@ window.DnnTrialTable = (function () {
       }
       thead.innerHTML = "";
       thead.appendChild(tr);
+      thead.appendChild(filterRow());
       markSorted();
+    }
+
+    // One labelled input per column; a filter reaches the table and the charts when the
+    // reader stops typing, not on every key (a redraw of every chart takes a while).
+    function filterRow() {
+      const tr = document.createElement("tr");
+      tr.className = "filters";
+      for (const c of columns) {
+        const td = document.createElement("td");
+        const input = document.createElement("input");
+        input.type = "search";
+        input.dataset.key = c.key;
+        input.setAttribute("aria-label", "Filter " + c.label);
+        input.value = F.column(c.key);
+        let wait = null;
+        const apply = function () { clearTimeout(wait); F.setColumn(c.key, input.value); };
+        input.addEventListener("input", function () { clearTimeout(wait); wait = setTimeout(apply, 300); });
+        input.addEventListener("change", apply);
+        td.appendChild(input);
+        tr.appendChild(td);
+      }
+      return tr;
+    }
+
+    // Each filter input as the trials now are: a number column asks for a range and says
+    // when the text is none; the inputs follow the filters (a reload, "show every trial").
+    function updateFilters(every) {
+      for (const input of thead.querySelectorAll("tr.filters input")) {
+        const key = input.dataset.key;
+        const values = every.map(function (t) { return cell(t, key); })
+          .filter(function (v) { return v !== undefined && v !== null; });
+        const numeric = values.length > 0 && values.every(function (v) { return typeof v === "number"; });
+        if (document.activeElement !== input) input.value = F.column(key);
+        input.placeholder = numeric ? "a..b" : "contains, =equals";
+        const bad = numeric && F.column(key) !== "" && F.parseRange(F.column(key)) === null;
+        input.classList.toggle("invalid", bad);
+        input.setAttribute("aria-invalid", bad ? "true" : "false");
+        input.title = bad ? "'" + F.column(key) + "' is not a number or a range a..b (a.. or ..b leave a side open)" : "";
+      }
     }
 
     // The sorted column says so, to the eye (▲/▼) and to a screen reader (aria-sort).
@@ -83,14 +124,15 @@ window.DnnTrialTable = (function () {
       return P.compare(a.id, b.id);
     }
 
-    // keep: null for every trial, else the trials to show (the parallel coordinates' brushes)
+    // keep: null for every trial, else the trials to show (trial-filter.js)
     function renderTable(keep) {
       const every = Array.from(trials.values());
       const rows = keep ? every.filter(keep) : every;
+      updateFilters(every);
       const note = document.getElementById("brushed");
       note.hidden = !keep;
       document.getElementById("brushed-text").textContent = keep ? "Showing " + rows.length + " of " +
-        every.length + " trials: those inside the brushed ranges of the parallel coordinates." : "";
+        every.length + " trials: " + filtersSaid() + "." : "";
       rows.sort(function (a, b) {
         if (sortKey !== null) {
           const x = cell(a, sortKey), y = cell(b, sortKey);
@@ -112,6 +154,15 @@ window.DnnTrialTable = (function () {
           return "<td" + (c.num ? ' class="num"' : "") + ">" + escapeHtml(P.fmt(cell(t, c.key))) + "</td>";
         }).join("") + "</tr>";
       }).join("");
+    }
+
+    // What filters the table, every column filter named (one on a column not shown too).
+    function filtersSaid() {
+      const parts = [];
+      if (F.brushed()) parts.push("those inside the brushed ranges of the parallel coordinates");
+      const typed = F.columnFilters().map(function (f) { return P.label(f[0]) + " " + f[1]; });
+      if (typed.length) parts.push("filtered by " + typed.join(", "));
+      return parts.join("; ");
     }
 
     function escapeHtml(s) {

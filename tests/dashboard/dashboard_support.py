@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import contextlib
 import os
+import queue
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -111,3 +113,32 @@ def serving(app) -> Iterator[str]:
     finally:
         server.shutdown()
         thread.join(10)
+
+
+def read_events(response) -> queue.Queue:
+    """Parsed events of a streamed response, read by a thread (so waits can be bounded)."""
+    out: queue.Queue = queue.Queue()
+
+    def read() -> None:
+        buffer = ""
+        for chunk in response.response:
+            buffer += chunk.decode() if isinstance(chunk, bytes) else chunk
+            while "\n\n" in buffer:
+                block, buffer = buffer.split("\n\n", 1)
+                out.put(block)
+        out.put(None)  # the stream ended
+
+    threading.Thread(target=read, daemon=True).start()
+    return out
+
+
+def next_event(events: queue.Queue, timeout: float = 20.0) -> str:
+    """The next event (keep-alive comments skipped), waiting at most ``timeout`` in all;
+    "" once the stream ended."""
+    deadline = time.monotonic() + timeout
+    while True:
+        block = events.get(timeout=max(0.0, deadline - time.monotonic()))
+        if block is None:
+            return ""
+        if block.startswith("event:"):
+            return block

@@ -343,21 +343,3 @@ def test_pages_carry_a_content_security_policy_with_a_fresh_nonce(client):
         assert ("'unsafe-eval'" in policy) == path.startswith("/experiments/exp-")
     assert len(nonces) == 4
     assert "Content-Security-Policy" not in client.get("/api/v1/experiments").headers
-
-
-def test_plotly_js_is_sent_compressed_to_a_browser_that_accepts_it(client):
-    import gzip
-    from pathlib import Path
-
-    import plotly
-
-    plain = (Path(plotly.__file__).parent / "package_data" / "plotly.min.js").read_bytes()
-    r = client.get("/vendor/plotly.min.js", headers={"Accept-Encoding": "gzip, deflate, br"})
-    assert r.status_code == 200 and r.headers["Content-Encoding"] == "gzip"
-    assert r.headers["Vary"] == "Accept-Encoding" and len(r.data) < len(plain) / 2
-    assert gzip.decompress(r.data) == plain
-    again = client.get("/vendor/plotly.min.js", headers={"Accept-Encoding": "gzip",
-                                                          "If-None-Match": r.headers["ETag"]})
-    assert again.status_code == 304
-    r = client.get("/vendor/plotly.min.js", headers={"Accept-Encoding": "identity"})
-    assert "Content-Encoding" not in r.headers and r.data == plain

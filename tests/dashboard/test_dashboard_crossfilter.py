@@ -82,3 +82,63 @@ def test_brushing_the_parallel_coordinates_filters_the_table_and_charts(quiet_se
         parallel = page.evaluate("document.getElementById('chart-parallel').data[0]")
         assert all("constraintrange" not in d for d in parallel["dimensions"])
         assert errors == []
+
+
+@pytest.mark.browser
+def test_column_filters_narrow_the_table_and_charts_with_the_brush_and_survive_a_reload(
+        quiet_server):
+    from playwright.sync_api import expect, sync_playwright
+
+    base, store = quiet_server
+    exp_id = requests.post(base + "/api/v1/experiments", json=SPEC, timeout=30).json()["id"]
+    config = {}
+    for t in store.list_trials(exp_id):
+        config[t.id] = (t.config["training"]["learning_rate"], t.config["model"]["activation"],
+                        t.config["model"]["hidden_layers"])
+        assert store.claim_trial(t.id, "w1")
+        acc = 0.5 + 4 * t.config["training"]["learning_rate"]
+        result = {"metrics": {"test_accuracy": acc, "test_loss": 1 - acc}, "epochs_run": 2}
+        assert store.finish_trial(t.id, TrialState.COMPLETE, result=result, worker="w1")
+    slice_sizes = "document.getElementById('chart-slice').data.map(s => s.x.length)"
+    with sync_playwright() as p, \
+            watched_page(p, viewport={"width": 1280, "height": 1100}) as (page, errors):
+        page.goto(base + f"/experiments/{exp_id}")
+        expect(page.locator("#trials tbody tr")).to_have_count(12, timeout=15_000)
+        expect(page.locator("#chart-slice.drawn")).to_have_count(1, timeout=15_000)
+        rate = page.get_by_label("Filter learning rate")
+        expect(rate).to_have_attribute("placeholder", "a..b")
+        # a range on a number column: the table and the charts keep the trials inside it
+        rate.fill("0.005..0.5")
+        expect(page.locator("#trials tbody tr")).to_have_count(8, timeout=15_000)
+        assert {config[t][0] for t in _rows(page)} == {0.01, 0.1}
+        expect(page.locator("#brushed")).to_contain_text("Showing 8 of 12 trials")
+        expect(page.locator("#brushed")).to_contain_text("learning rate 0.005..0.5")
+        page.wait_for_function(f"{slice_sizes}.every(n => n === 8)")
+        # text on a text column: "=relu" is the value itself; it adds to the range
+        page.get_by_label("Filter activation").fill("=relu")
+        expect(page.locator("#trials tbody tr")).to_have_count(4, timeout=15_000)
+        page.wait_for_function(f"{slice_sizes}.every(n => n === 4)")
+        assert {config[t][:2] for t in _rows(page)} == {(0.01, "relu"), (0.1, "relu")}
+        # the filters combine with a brush (here one on depth) through the same test
+        brush = json.dumps({"hidden_layers": {"ranges": [[2, 2]]}})
+        filters = json.loads(requests.utils.unquote(page.url.split("filter=")[1].split("&")[0]))
+        assert filters == {"learning_rate": "0.005..0.5", "activation": "=relu"}
+        page.goto(page.url + f"&brush={requests.utils.quote(brush)}")
+        expect(page.locator("#trials tbody tr")).to_have_count(2, timeout=15_000)
+        assert {config[t] for t in _rows(page)} == {(0.01, "relu", 2), (0.1, "relu", 2)}
+        # a reload keeps them, in the inputs too
+        page.reload()
+        expect(page.locator("#trials tbody tr")).to_have_count(2, timeout=15_000)
+        expect(page.get_by_label("Filter learning rate")).to_have_value("0.005..0.5")
+        expect(page.get_by_label("Filter activation")).to_have_value("=relu")
+        page.wait_for_function(f"{slice_sizes}.every(n => n === 2)")
+        # text that is no range on a number column says so rather than showing nothing quietly
+        page.get_by_label("Filter hidden layers").fill("deep")
+        expect(page.get_by_label("Filter hidden layers")).to_have_attribute("aria-invalid", "true")
+        # "show every trial" lets every filter go, the inputs emptied
+        page.click("#clear-brush")
+        expect(page.locator("#trials tbody tr")).to_have_count(12)
+        expect(page.get_by_label("Filter activation")).to_have_value("")
+        assert "filter=" not in page.url and "brush=" not in page.url
+        page.wait_for_function(f"{slice_sizes}.every(n => n === 12)")
+        assert errors == []

@@ -5,47 +5,15 @@ refused, polls."""
 from __future__ import annotations
 
 import json
-import queue
-import threading
-import time
 
 import pytest
 import requests
-from dashboard_support import TINY_SPEC, browser, serving, watched_page
+from dashboard_support import TINY_SPEC, browser, next_event, read_events, serving, watched_page
 
 from dnnframe.store.base import TrialState
 
 OTHER = {**TINY_SPEC, "name": "other", "model": {"hidden_layers": 3, "width": 4},
          "search": {"seeds": 1}}
-
-
-def _events(response) -> queue.Queue:
-    """Parsed events of a streamed response, read by a thread (so waits can be bounded)."""
-    out: queue.Queue = queue.Queue()
-
-    def read() -> None:
-        buffer = ""
-        for chunk in response.response:
-            buffer += chunk.decode() if isinstance(chunk, bytes) else chunk
-            while "\n\n" in buffer:
-                block, buffer = buffer.split("\n\n", 1)
-                out.put(block)
-        out.put(None)  # the stream ended
-
-    threading.Thread(target=read, daemon=True).start()
-    return out
-
-
-def _next_event(events: queue.Queue, timeout: float = 20.0) -> str:
-    """The next event (keep-alive comments skipped), waiting at most ``timeout`` in all;
-    "" once the stream ended."""
-    deadline = time.monotonic() + timeout
-    while True:
-        block = events.get(timeout=max(0.0, deadline - time.monotonic()))
-        if block is None:
-            return ""
-        if block.startswith("event:"):
-            return block
 
 
 def test_a_stream_announces_changes_of_its_experiment_only(client, store):
@@ -54,15 +22,15 @@ def test_a_stream_announces_changes_of_its_experiment_only(client, store):
     cursor = store.latest_seq()
     r = client.get(f"/api/v1/experiments/{exp_id}/events?since={cursor}", buffered=False)
     assert r.status_code == 200 and r.mimetype == "text/event-stream"
-    events = _events(r)
-    assert _next_event(events) == (
+    events = read_events(r)
+    assert next_event(events) == (
         f'event: change\ndata: {{"cursor": {cursor}, "experiment_id": "{exp_id}"}}')
     # a change of another experiment says nothing here; one of this experiment comes with
     # the changed trial and the experiment's counts
     assert store.claim_trial(store.list_trials(other)[0].id, "w1")
     trial = store.list_trials(exp_id)[0].id
     assert store.claim_trial(trial, "w1")
-    name, data = _next_event(events).split("\n", 1)
+    name, data = next_event(events).split("\n", 1)
     update = json.loads(data.removeprefix("data: "))
     assert name == "event: trials" and update["cursor"] == store.get_trial(trial).seq
     assert [(t["id"], t["state"]) for t in update["trials"]] == [(trial, "RUNNING")]
@@ -71,12 +39,12 @@ def test_a_stream_announces_changes_of_its_experiment_only(client, store):
     assert store.finish_trial(trial, TrialState.FAILED, error="boom", worker="w1")
     seen: list[tuple[str, int]] = []
     while not seen or seen[-1][0] != "FAILED":  # one update or two, as the feed read them
-        update = json.loads(_next_event(events).split("\n", 1)[1].removeprefix("data: "))
+        update = json.loads(next_event(events).split("\n", 1)[1].removeprefix("data: "))
         seen += [(t["state"], len(t["history"])) for t in update["trials"]]
     assert seen[-1] == ("FAILED", 1)
     # the server stopping ends the stream
     client.application.extensions["dnnframe"].feed.close()
-    assert _next_event(events) == ""
+    assert next_event(events) == ""
 
 
 def _finish_every_trial(store, exp_id):
@@ -92,12 +60,12 @@ def test_a_stream_ends_when_its_experiment_is_over_and_none_opens_after(client, 
     exp_id = client.post("/api/v1/experiments", json=TINY_SPEC).json["id"]
     r = client.get(f"/api/v1/experiments/{exp_id}/events?since={store.latest_seq()}",
                    buffered=False)
-    events = _events(r)
-    assert _next_event(events).startswith("event: change")
+    events = read_events(r)
+    assert next_event(events).startswith("event: change")
     _finish_every_trial(store, exp_id)
     names = []
     while not names or names[-1] != "":
-        names.append(_next_event(events).split("\n", 1)[0])
+        names.append(next_event(events).split("\n", 1)[0])
     # the last update says the experiment is over; then `end`, and the stream closes
     assert names[-3:] == ["event: trials", "event: end", ""]
     assert client.application.extensions["dnnframe"].feed._open == 0
@@ -121,21 +89,21 @@ def test_one_stream_follows_several_experiments_and_closes_after_the_last(client
     r = client.get(f"/api/v1/events?experiment={first}&experiment={second}&experiment={over}"
                    f"&experiment=exp-gone&experiment={first}", buffered=False)
     assert r.status_code == 200 and r.mimetype == "text/event-stream"
-    events = _events(r)
+    events = read_events(r)
     # a finished or unknown experiment ends at once; each followed one is read up to date
-    opening = [_name_and_data(_next_event(events)) for _ in range(4)]
+    opening = [_name_and_data(next_event(events)) for _ in range(4)]
     assert opening == [("end", {"experiment_id": over}), ("end", {"experiment_id": "exp-gone"}),
                        ("change", {"experiment_id": first}), ("change", {"experiment_id": second})]
     trial = store.list_trials(second)[0].id
     assert store.claim_trial(trial, "w1")
-    name, update = _name_and_data(_next_event(events))
+    name, update = _name_and_data(next_event(events))
     assert (name, update["experiment_id"]) == ("trials", second)
     assert [t["id"] for t in update["trials"]] == [trial]
     # the first experiment ends; the stream goes on for the second, then closes after it
     _finish_every_trial(store, first)
     seen = []
     while ("end", first) not in seen:
-        name, update = _name_and_data(_next_event(events))
+        name, update = _name_and_data(next_event(events))
         seen.append((name, update["experiment_id"]))
     assert set(seen) == {("trials", first), ("end", first)}
     assert client.application.extensions["dnnframe"].feed._open == 1
@@ -146,7 +114,7 @@ def test_one_stream_follows_several_experiments_and_closes_after_the_last(client
             "metrics": {"test_accuracy": 0.5}, "epochs_run": 2}, worker="w1")
     names = []
     while not names or names[-1] != "":
-        names.append(_next_event(events).split("\n", 1)[0])
+        names.append(next_event(events).split("\n", 1)[0])
     assert names[-2:] == ["event: end", ""]
     assert client.application.extensions["dnnframe"].feed._open == 0
 
