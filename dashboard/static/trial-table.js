@@ -68,7 +68,7 @@ window.DnnTrialTable = (function () {
     // reader stops typing, not on every key (a redraw of every chart takes a while).
     function filterRow() {
       const tr = document.createElement("tr");
-      tr.className = "filters";
+      tr.className = "column-filters";
       for (const c of columns) {
         const td = document.createElement("td");
         const input = document.createElement("input");
@@ -89,7 +89,7 @@ window.DnnTrialTable = (function () {
     // Each filter input as the trials now are: a number column asks for a range and says
     // when the text is none; the inputs follow the filters (a reload, "show every trial").
     function updateFilters(every) {
-      for (const input of thead.querySelectorAll("tr.filters input")) {
+      for (const input of thead.querySelectorAll("tr.column-filters input")) {
         const key = input.dataset.key;
         const values = every.map(function (t) { return cell(t, key); })
           .filter(function (v) { return v !== undefined && v !== null; });

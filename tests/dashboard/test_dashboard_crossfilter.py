@@ -107,6 +107,15 @@ def test_column_filters_narrow_the_table_and_charts_with_the_brush_and_survive_a
         expect(page.locator("#chart-slice.drawn")).to_have_count(1, timeout=15_000)
         rate = page.get_by_label("Filter learning rate")
         expect(rate).to_have_attribute("placeholder", "a..b")
+        # each filter sits under its own column's header, in one row
+        placed = page.evaluate("""() => [...document.querySelectorAll('#trials thead tr')[1]
+            .querySelectorAll('input')].map((input, i) => {
+              const cell = input.getBoundingClientRect();
+              const head = document.querySelectorAll('#trials thead tr')[0].children[i]
+                .getBoundingClientRect();
+              return [Math.round(cell.top), cell.left >= head.left - 1 && cell.right <= head.right + 1];
+            })""")
+        assert len({top for top, _ in placed}) == 1 and all(inside for _, inside in placed), placed
         # a range on a number column: the table and the charts keep the trials inside it
         rate.fill("0.005..0.5")
         expect(page.locator("#trials tbody tr")).to_have_count(8, timeout=15_000)
