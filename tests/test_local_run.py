@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -71,6 +73,64 @@ def hold_seed_0(config, on_epoch=None):
 @pytest.fixture
 def url(tmp_path) -> str:
     return f"sqlite:///{tmp_path / 'local.db'}"
+
+
+def _ignores_sigint(pid: int) -> bool:
+    """Whether the process has SIGINT ignored (its /proc status's SigIgn mask)."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return False
+    mask = int(next(line for line in status.splitlines() if line.startswith("SigIgn:")).split()[1], 16)
+    return bool(mask & (1 << (signal.SIGINT - 1)))
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="needs Linux's /proc")
+def test_ctrl_c_while_workers_still_import_leaves_them_running_and_silent(url, capfd):
+    """Ctrl-C reaches the whole process group; a worker that is still importing (a third of
+    a second and more) ignores it from its first line of dnnframe code on, and starts."""
+    with LocalExecutor(url, workers=2) as ex:
+        pids = [w.process.pid for w in ex._pool]
+        deadline = time.monotonic() + 60
+        while not all(_ignores_sigint(pid) for pid in pids):  # the entry has run
+            assert time.monotonic() < deadline, "the workers never ignored SIGINT"
+            time.sleep(0.005)
+        sent = 0
+        while not ex.wait_ready(timeout=0.01):  # Ctrl-C after Ctrl-C while they import
+            for pid in pids:
+                os.kill(pid, signal.SIGINT)
+                sent += 1
+            assert time.monotonic() < deadline, "the workers never became ready"
+        assert sent and all(w.process.is_alive() for w in ex._pool)
+        assert [w.process.pid for w in ex._pool] == pids  # none died and was replaced
+    err = capfd.readouterr().err
+    assert "KeyboardInterrupt" not in err and "Traceback" not in err, err
+
+
+def test_a_worker_ignores_ctrl_c_before_it_imports_the_executors(tmp_path):
+    """The spawned worker's entry ignores SIGINT before the first heavy import: a fresh
+    interpreter runs it with a hook that notes SIGINT's handler when ``dnnframe.executors``
+    is imported."""
+    script = tmp_path / "entry.py"
+    script.write_text(
+        "import signal, sys\n"
+        "seen = []\n"
+        "class Watch:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name == 'dnnframe.executors':\n"
+        "            seen.append(signal.getsignal(signal.SIGINT))\n"
+        "        return None\n"
+        "sys.meta_path.insert(0, Watch())\n"
+        "from dnnframe import spawned\n"
+        "assert 'dnnframe.executors' not in sys.modules\n"
+        "try:\n"
+        "    spawned.local_worker(None, 'sqlite:///:memory:', None, None)\n"
+        "except Exception:\n"
+        "    pass  # no pipe to the parent: the worker stops; its imports were made\n"
+        "print(seen[0] is signal.SIG_IGN)\n")
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                         timeout=120, cwd=Path(__file__).resolve().parents[1])
+    assert out.stdout.strip() == "True", out.stdout + out.stderr
 
 
 def test_a_trial_that_kills_its_process_is_failed_and_the_sweep_goes_on(url):

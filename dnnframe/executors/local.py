@@ -11,14 +11,13 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from .. import settings
+from .. import settings, spawned
 from ..exceptions import DnnframeError
 from ..runner import TrainFn
 from ..store import default_store_url, open_store
 from .base import Executor, pinned_threads
 from .local_crashes import CrashRecorder
 from .local_queue import PackQueue, QueuedPack
-from .local_worker import worker_main
 
 log = logging.getLogger(__name__)
 
@@ -237,7 +236,7 @@ class LocalExecutor(Executor):
 
     def _start_worker(self) -> _Worker:
         parent, child = self._ctx.Pipe(duplex=True)
-        proc = self._ctx.Process(target=worker_main, name="dnnframe-worker",
+        proc = self._ctx.Process(target=spawned.local_worker, name="dnnframe-worker",
                                  args=(child, self.store_url, self._train_fn, self._max_attempts),
                                  daemon=True)
         # Spawned children copy os.environ when they start: pin their math libraries from
