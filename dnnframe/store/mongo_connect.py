@@ -26,7 +26,6 @@ from ..urls import redact
 from .base import SCHEMA_VERSION, now
 
 
-
 class _Located(Protocol):
     """A store method's ``self``: the URL its errors name."""
 
