@@ -23,8 +23,9 @@ def monitor_for(config: TrialConfig, has_val: bool, classification: bool) -> tup
     monitor = es.metric if es else None
     notes: list[str] = []
     if monitor and monitor.startswith("val_") and not has_val:
+        notes.append(f"no validation split: early stopping monitors train_{monitor[4:]} "
+                     f"instead of {monitor}")
         monitor = "train_" + monitor[4:]
-        notes.append(f"no validation split: early stopping monitors {monitor} instead of {es.metric}")
     if monitor and monitor.endswith("accuracy") and not classification:
         monitor = monitor.replace("accuracy", "loss")
         notes.append(f"regression has no accuracy: early stopping monitors {monitor} instead")
