@@ -13,11 +13,15 @@ import importlib
 import math
 import os
 from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING
 
 from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from .exceptions import DnnframeError
+
+if TYPE_CHECKING:
+    from .engine.result import TrialResult
 
 ENV_PREFIX = "DNNFRAME_"
 
@@ -193,7 +197,7 @@ def child_environ(values: Mapping[str, str | None] | None = None,
     return env
 
 
-def resolve_train_fn(spec: str | None = None) -> Callable[..., object] | None:
+def resolve_train_fn(spec: str | None = None) -> Callable[..., TrialResult] | None:
     """The function named by ``spec`` (default ``$DNNFRAME_TRAIN_FN``, ``module:function``).
 
     A testing/benchmark hook: workers train with it instead of the engine.
