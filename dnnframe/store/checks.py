@@ -52,7 +52,11 @@ def requeue_state_list(states: list[TrialState] | tuple[TrialState, ...] | Trial
     return names
 
 
-def state_list(state: TrialState | str | Sequence[TrialState | str] | None) -> list[str] | None:
+# A ``state=`` filter: one state or several, as TrialState members or their names.
+StateFilter = TrialState | str | Sequence[TrialState | str] | None
+
+
+def state_list(state: StateFilter) -> list[str] | None:
     """Normalise the ``state`` filter of ``list_trials`` to a list of state names (or None)."""
     if state is None:
         return None
