@@ -19,14 +19,14 @@ from ..metrics import (
     OBJECTIVE_METRICS,
 )
 from ..vocabulary import (
-    ACTIVATIONS,
-    INITS,
-    LOSSES,
-    LR_SCHEDULES,
-    NORM_POSITIONS,
-    NORMALIZATIONS,
-    OPTIMIZERS,
-    RESIDUALS,
+    Activation,
+    Init,
+    Loss,
+    LrScheduleKind,
+    Normalization,
+    NormPosition,
+    Optimizer,
+    Residual,
 )
 
 DEFAULT_MAX_TRIALS = 100_000
@@ -36,14 +36,6 @@ MAX_WIDTH = 16384
 # (400 MB per float64 copy; Adam keeps three more), so it is refused up front, not OOM-killed.
 MAX_HIDDEN_WEIGHTS = 50_000_000
 
-Activation = Literal[ACTIVATIONS]  # type: ignore[valid-type]
-Init = Literal[INITS]  # type: ignore[valid-type]
-Loss = Literal[LOSSES]  # type: ignore[valid-type]
-Optimizer = Literal[OPTIMIZERS]  # type: ignore[valid-type]
-Normalization = Literal[NORMALIZATIONS]  # type: ignore[valid-type]
-Residual = Literal[RESIDUALS]  # type: ignore[valid-type]
-NormPosition = Literal[NORM_POSITIONS]  # type: ignore[valid-type]
-LrScheduleKind = Literal[LR_SCHEDULES]  # type: ignore[valid-type]
 EpochMetric = Literal[EPOCH_METRICS]  # type: ignore[valid-type]
 ObjectiveMetric = Literal[OBJECTIVE_METRICS]  # type: ignore[valid-type]
 ObjectiveMode = Literal[MODES]  # type: ignore[valid-type]
