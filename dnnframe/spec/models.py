@@ -13,10 +13,10 @@ from ..jsonsafe import canonical_json
 from ..metrics import (
     DEFAULT_OBJECTIVE_METRIC,
     DEFAULT_OBJECTIVE_MODE,
-    EPOCH_METRICS,
     EPOCH_STAND_IN,
-    MODES,
     OBJECTIVE_METRICS,
+    EpochMetric,
+    Mode,
 )
 from ..vocabulary import (
     Activation,
@@ -36,9 +36,10 @@ MAX_WIDTH = 16384
 # (400 MB per float64 copy; Adam keeps three more), so it is refused up front, not OOM-killed.
 MAX_HIDDEN_WEIGHTS = 50_000_000
 
-EpochMetric = Literal[EPOCH_METRICS]  # type: ignore[valid-type]
+# The objective's names are the metric registry's keys, a tuple built at run time: pydantic
+# checks them, mypy cannot read a Literal of a variable (the type is Any to it).
 ObjectiveMetric = Literal[OBJECTIVE_METRICS]  # type: ignore[valid-type]
-ObjectiveMode = Literal[MODES]  # type: ignore[valid-type]
+ObjectiveMode = Mode
 
 PositiveFloat = Annotated[float, Field(gt=0, allow_inf_nan=False)]
 NonNegFloat = Annotated[float, Field(ge=0, allow_inf_nan=False)]
