@@ -15,7 +15,7 @@ import os
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
-from pydantic import Field, ValidationError, field_validator
+from pydantic import Field, ValidationError, ValidationInfo, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from .exceptions import DnnframeError
@@ -103,14 +103,15 @@ class Settings(BaseSettings):
                      "max_dataset_cells", "max_content_length", "max_upload_bytes",
                      mode="before")
     @classmethod
-    def _positive_count(cls, raw: object, info: object) -> object:
-        return _count(info.field_name, raw)  # type: ignore[attr-defined]
+    def _positive_count(cls, raw: object, info: ValidationInfo) -> object:
+        # field_name is None only in a model validator
+        return _count(info.field_name, raw)  # type: ignore[arg-type]
 
     @field_validator("heartbeat_timeout", "task_time_limit", "mongo_timeout_s",
                      "celery_inspect_timeout", "driver_lease_s", mode="before")
     @classmethod
-    def _positive_seconds(cls, raw: object, info: object) -> object:
-        return _seconds(info.field_name, raw)  # type: ignore[attr-defined]
+    def _positive_seconds(cls, raw: object, info: ValidationInfo) -> object:
+        return _seconds(info.field_name, raw)  # type: ignore[arg-type]  # as above
 
     @property
     def worker_count(self) -> int:
