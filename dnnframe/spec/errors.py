@@ -5,15 +5,17 @@ from __future__ import annotations
 import difflib
 import re
 import typing
-from typing import Any, TypeGuard
+from collections.abc import Mapping
+from typing import Any, TypeGuard, TypeVar
 
 from pydantic import BaseModel, ValidationError
-from pydantic_core import ErrorDetails
 
 from ..exceptions import brief
 
 # A location in a spec document: mapping keys and list indices, outermost first.
 KeyPath = tuple[Any, ...]
+# one error of a pydantic ValidationError (pydantic_core's ErrorDetails)
+E = TypeVar("E", bound=Mapping[str, Any])
 
 # Keys printed as they are in a path; any other is quoted so the path reads unambiguously.
 _LONGEST_PLAIN_KEY = 40
@@ -75,7 +77,7 @@ def _is_union_tag(part: Any) -> TypeGuard[str]:
     return isinstance(part, str) and ("[" in part or "-" in part or part in _UNION_TAGS)
 
 
-def user_loc(err: ErrorDetails) -> KeyPath:
+def user_loc(err: Mapping[str, Any]) -> KeyPath:
     """An error's location as the user wrote it: pydantic's union member names left out.
     The key an unknown-key error names is the user's own, whatever it looks like
     (``x-note``, ``a[1]``)."""
@@ -106,7 +108,7 @@ def without_key(doc: Any, loc: KeyPath) -> Any:
     return drop(doc, 0)
 
 
-def _one_union_member(errors: list[ErrorDetails]) -> list[ErrorDetails]:
+def _one_union_member(errors: list[E]) -> list[E]:
     """Of the errors a union reports for each member, keep the member the input was meant
     for: a member whose only complaint is the input's type (``width: 0`` is not a list)
     was not meant, unless no member was."""
