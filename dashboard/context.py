@@ -22,7 +22,7 @@ class Services:
     def __init__(self, app: Flask):
         self.config = app.config
         self._lock = threading.Lock()
-        self._store = None
+        self._store: ResultStore | None = None
         self._executor = app.config.get("EXECUTOR")
         self._owns_executor = False
         streams = app.config.get("EVENT_STREAMS")

@@ -11,7 +11,7 @@ from http import HTTPStatus
 from typing import Any
 
 from flask import Flask, Response, current_app, jsonify, render_template, request
-from werkzeug.exceptions import HTTPException
+from werkzeug.exceptions import HTTPException, MethodNotAllowed
 
 from dnnframe.exceptions import (
     BrokerUnavailableError,
@@ -108,8 +108,8 @@ def to_api_error(exc: BaseException) -> APIError:
                         details=str(exc))
     if isinstance(exc, HTTPException):
         headers = {}
-        if exc.code == 405 and exc.valid_methods:  # type: ignore[attr-defined]
-            headers["Allow"] = ", ".join(exc.valid_methods)  # type: ignore[attr-defined]
+        if isinstance(exc, MethodNotAllowed) and exc.valid_methods:
+            headers["Allow"] = ", ".join(exc.valid_methods)
         message = exc.description or exc.name
         if exc.code == 413:
             limit = _content_limit()

@@ -265,16 +265,17 @@ def _read_form(form: MultiDict) -> tuple[dict[str, Any], dict[str, str]]:
         ),
     }
     training.update(_training_extras(form, errors))
+    search: dict[str, Any] = {"seeds": seeds}
+    if _regression(dataset_name):
+        search["objective"] = dict(REGRESSION_OBJECTIVE)
     spec = {
         "name": (form.get("name") or "").strip() or "experiment",
         "dataset": dataset,
         # a malformed field is left out: its own message says what is wrong with it
         "model": {k: v for k, v in model.items() if v is not None},
         "training": {k: v for k, v in training.items() if v is not None},
-        "search": {"seeds": seeds},
+        "search": search,
     }
-    if _regression(dataset_name):
-        spec["search"]["objective"] = dict(REGRESSION_OBJECTIVE)
     return spec, errors
 
 

@@ -186,10 +186,10 @@ def search_json(spec: dict[str, Any]) -> dict[str, Any]:
     except ValueError:  # a spec stored by another version: draw it as a plain sweep
         return {"method": None, "prunes": False, "rung_metric": None, "rungs": []}
     max_epochs = search.max_epochs or (spec.get("training") or {}).get("max_epochs")
-    on = search.prunes and isinstance(max_epochs, int)
     return {"method": search.method, "prunes": search.prunes,
             "rung_metric": search.rung_metric if search.prunes else None,
-            "rungs": rungs(search.min_epochs, max_epochs, search.eta) if on else []}
+            "rungs": rungs(search.min_epochs, max_epochs, search.eta)
+            if search.prunes and isinstance(max_epochs, int) else []}
 
 
 _FAILED, _COMPLETE = TrialState.FAILED.value, TrialState.COMPLETE.value

@@ -10,6 +10,7 @@ from typing import Any
 
 from flask import current_app
 
+from dnnframe.csv_data import Task
 from dnnframe.datasets import parse_csv, upload_path
 from dnnframe.exceptions import DatasetError, SpecError, brief
 from dnnframe.spec import ExperimentSpec, parse_spec
@@ -122,7 +123,7 @@ def _check_upload(spec: ExperimentSpec) -> None:
     label = ds.get("label_column")
     if isinstance(label, str):
         loss = spec.model.get("loss")
-        task = "regression" if loss == "squared_error" else "classification"
+        task: Task = "regression" if loss == "squared_error" else "classification"
         try:
             parse_csv(path.read_bytes(), label, task)
         except csv.Error as exc:

@@ -119,7 +119,10 @@ class Dataset:
 
     @property
     def n_outputs(self) -> int:
-        return self.n_classes if self.task == "classification" else 1
+        if self.task != "classification":
+            return 1
+        assert self.n_classes is not None  # every classification dataset counts its classes
+        return self.n_classes
 
 
 def _did_you_mean(word: str, known: list[str]) -> str:
@@ -319,10 +322,7 @@ def _load_built(path: Path, cfg: DatasetConfig, task: Task, fingerprint: str) ->
                         "n_classes": meta.get("n_classes")}:
                 return None
             arrays = [np.ascontiguousarray(z[name]) for name in _ARRAYS]
-        for a in arrays:
-            a.setflags(write=False)
-        return Dataset(cfg.name, task, *arrays, n_classes=meta["n_classes"],
-                       fingerprint=fingerprint)
+        return _frozen(cfg.name, task, arrays, meta["n_classes"], fingerprint)
 
     return _read_disk(path, read)
 
@@ -392,9 +392,18 @@ def _build(cfg: DatasetConfig, task: Task, fingerprint: str, csv_bytes: bytes | 
         std[std == 0] = 1.0
         X_train, X_val, X_test = (X_train - mean) / std, (X_val - mean) / std, (X_test - mean) / std
     arrays = [np.ascontiguousarray(a) for a in (X_train, y_train, X_val, y_val, X_test, y_test)]
+    return _frozen(cfg.name, task, arrays, n_classes, fingerprint)
+
+
+def _frozen(name: str, task: Task, arrays: list[np.ndarray], n_classes: int | None,
+            fingerprint: str) -> Dataset:
+    """A Dataset of ``arrays`` (in :data:`_ARRAYS` order), made read-only: it is shared by
+    every trial in this process, so nobody may mutate it."""
     for a in arrays:
-        a.setflags(write=False)  # shared by every trial in this process: nobody may mutate it
-    return Dataset(cfg.name, task, *arrays, n_classes=n_classes, fingerprint=fingerprint)
+        a.setflags(write=False)
+    X_train, y_train, X_val, y_val, X_test, y_test = arrays
+    return Dataset(name, task, X_train, y_train, X_val, y_val, X_test, y_test,
+                   n_classes=n_classes, fingerprint=fingerprint)
 
 
 # --------------------------------------------------------------------------- cache

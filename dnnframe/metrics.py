@@ -16,10 +16,10 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, TypeGuard, TypeVar
+from typing import Any, Literal, TypeGuard, TypeVar, get_args
 
 Mode = Literal["max", "min"]
-MODES: tuple[str, ...] = ("max", "min")
+MODES: tuple[str, ...] = get_args(Mode)
 
 
 @dataclass(frozen=True)
@@ -51,7 +51,8 @@ METRICS: dict[str, Metric] = {m.name: m for m in (
 FINAL_METRICS: tuple[str, ...] = ("test_accuracy", "test_loss", "val_accuracy", "val_loss",
                                   "train_accuracy", "train_loss")
 #: The metrics recorded every epoch (what early stopping and pruning can watch).
-EPOCH_METRICS: tuple[str, ...] = ("val_loss", "val_accuracy", "train_loss", "train_accuracy")
+EpochMetric = Literal["val_loss", "val_accuracy", "train_loss", "train_accuracy"]
+EPOCH_METRICS: tuple[str, ...] = get_args(EpochMetric)
 #: The per-epoch metric that stands in for a final one where only epochs are known (a
 #: pruner's rungs): test metrics exist only at the end, their validation ones every epoch.
 EPOCH_STAND_IN: dict[str, str] = {"test_accuracy": "val_accuracy", "test_loss": "val_loss"}
@@ -91,9 +92,13 @@ def direction(metric: str) -> Mode:
 
 def check_mode(mode: str) -> Mode:
     """``mode`` itself when it is "max" or "min". Raises ValueError naming it otherwise."""
-    if mode not in MODES:
+    if not _is_mode(mode):
         raise ValueError(f"mode must be 'max' or 'min', got {mode!r}")
-    return mode  # type: ignore[return-value]
+    return mode
+
+
+def _is_mode(mode: str) -> TypeGuard[Mode]:
+    return mode in MODES
 
 
 def improves(metric: str, value: float, best: float | None, min_delta: float = 0.0) -> bool:

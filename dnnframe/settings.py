@@ -13,11 +13,15 @@ import importlib
 import math
 import os
 from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING
 
-from pydantic import Field, ValidationError, field_validator
+from pydantic import Field, ValidationError, ValidationInfo, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from .exceptions import DnnframeError
+
+if TYPE_CHECKING:
+    from .engine.result import TrialResult
 
 ENV_PREFIX = "DNNFRAME_"
 
@@ -99,14 +103,15 @@ class Settings(BaseSettings):
                      "max_dataset_cells", "max_content_length", "max_upload_bytes",
                      mode="before")
     @classmethod
-    def _positive_count(cls, raw: object, info: object) -> object:
-        return _count(info.field_name, raw)  # type: ignore[attr-defined]
+    def _positive_count(cls, raw: object, info: ValidationInfo) -> object:
+        # field_name is None only in a model validator
+        return _count(info.field_name, raw)  # type: ignore[arg-type]
 
     @field_validator("heartbeat_timeout", "task_time_limit", "mongo_timeout_s",
                      "celery_inspect_timeout", "driver_lease_s", mode="before")
     @classmethod
-    def _positive_seconds(cls, raw: object, info: object) -> object:
-        return _seconds(info.field_name, raw)  # type: ignore[attr-defined]
+    def _positive_seconds(cls, raw: object, info: ValidationInfo) -> object:
+        return _seconds(info.field_name, raw)  # type: ignore[arg-type]  # as above
 
     @property
     def worker_count(self) -> int:
@@ -193,7 +198,7 @@ def child_environ(values: Mapping[str, str | None] | None = None,
     return env
 
 
-def resolve_train_fn(spec: str | None = None) -> Callable[..., object] | None:
+def resolve_train_fn(spec: str | None = None) -> Callable[..., TrialResult] | None:
     """The function named by ``spec`` (default ``$DNNFRAME_TRAIN_FN``, ``module:function``).
 
     A testing/benchmark hook: workers train with it instead of the engine.

@@ -384,6 +384,9 @@ def test_wait_any_returns_when_one_trial_ends_while_others_run(url, tmp_path, mo
                 break
             ex.wait_any(1, timeout=0.2)
         assert states == {0: TrialState.RUNNING, 1: TrialState.COMPLETE}
+        # the stats name the trial a process is training
+        assert ex.stats.running == [t.id for t in store.list_trials(result.experiment.id)
+                                    if t.config["seed"] == 0]
         assert ex.wait_any(1, timeout=0.05) == 1  # nothing else ended: the timeout returns
         release.touch()
         assert ex.wait_any(1, timeout=60) == 2

@@ -68,7 +68,10 @@ def make_console(stderr: bool = False, quiet: bool = False) -> Console:
     or a pipe lines are never wrapped, so a table row or a command stays one line for grep
     and for pasting."""
     stream = ReaderSafeStream("stderr" if stderr else "stdout")
-    console = Console(file=stream, quiet=quiet)
+    # rich annotates ``file`` as typing.IO, which typeshed's io.TextIOBase is not; it
+    # calls only write, flush, isatty and fileno, which the stream has
+    console = Console(file=stream, quiet=quiet)  # type: ignore[arg-type]
     if console.is_terminal:
         return console
-    return Console(file=stream, quiet=quiet, width=_UNWRAPPED_WIDTH, soft_wrap=True)
+    return Console(file=stream, quiet=quiet, width=_UNWRAPPED_WIDTH,  # type: ignore[arg-type]
+                   soft_wrap=True)

@@ -172,19 +172,20 @@ class _StartOnSubmit(Executor):
         """The parallelism the executor will have, known before it exists."""
         return self._parallelism
 
-    def start(self) -> None:
+    def start(self) -> Executor:
         """Make the executor now (once): a local pool's processes then start (imports,
         opening the store) while this process expands and stores the sweep."""
         if self.started is None:
             self.first_seq = self._store.latest_seq()
             self.started = self._factory()
+        return self.started
 
     def submit(self, packs: Sequence[list[str]], compile_keys: Sequence[str] | None = None) -> None:
         """Make the executor (once) and hand it the packs."""
-        self.start()
+        executor = self.start()
         for pack, key in zip(packs, compile_keys or ()):
             self.compile_key_of.update(dict.fromkeys(pack, key))
-        self.started.submit(packs, compile_keys)
+        executor.submit(packs, compile_keys)
 
     def cancel(self, experiment_id: str) -> int:
         """Cancel in the store (and in the executor, once there is one)."""

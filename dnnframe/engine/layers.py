@@ -78,7 +78,10 @@ class PackedLayer:
 
     design: LayerDesign
     shared: dict
-    units: int
+    units: int | None
+    n_in: int | None  # None: a run-time width
+    n_out: int | None
+    dtype: str
 
     def _make(self, name: str, lead: tuple, static: tuple | None) -> None:
         """Create ``W``, ``b`` and the extras with the per-member shape ``lead + ...``;
@@ -116,7 +119,7 @@ class DenseLayer(PackedLayer):
     transposed, ``[K, n_out, n_in]``). ``act`` None makes it the linear output layer.
     ``n_in``/``n_out`` None: run-time widths (a residual layer needs them given and equal)."""
 
-    def __init__(self, n_in: int, n_out: int, act: Callable | None, design: LayerDesign,
+    def __init__(self, n_in: int | None, n_out: int | None, act: Callable | None, design: LayerDesign,
                  dtype: str, name: str, jax: bool = False):
         _check_positive("n_in", n_in)
         _check_positive("n_out", n_out)
@@ -177,6 +180,9 @@ class DenseLayer(PackedLayer):
         ``n_in``/``n_out``: the member's widths (default: the layer's own)."""
         n_in = self.n_in if n_in is None else n_in
         n_out = self.n_out if n_out is None else n_out
+        if n_in is None or n_out is None:
+            raise ValueError(f"layer {self.shared['W'].name}: run-time widths need the "
+                             "member's n_in and n_out")
         units = n_in if self.design.norm_position == "pre" else n_out
         out = []
         for key in self.shared:
@@ -321,4 +327,7 @@ class StackLayer(PackedLayer):
         return out
 
 
-__all__ = ["ACTIVATIONS", "DenseLayer", "PackedLayer", "StackLayer", "init_weights"]
+# The layers a packed network is built of.
+Layer = DenseLayer | StackLayer
+
+__all__ = ["ACTIVATIONS", "DenseLayer", "Layer", "PackedLayer", "StackLayer", "init_weights"]

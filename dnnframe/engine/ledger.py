@@ -88,7 +88,7 @@ class PackLedger:
         self.diverged_epoch[diverged] = epoch
         self.running &= ~diverged
         lists: dict[str, list[float | None] | None] = {
-            name: None if columns.get(name) is None else _plain_list(columns[name])  # type: ignore[arg-type]
+            name: None if (column := columns.get(name)) is None else _plain_list(column)
             for name in EPOCH_COLUMNS if name != "seconds"}
         lists["seconds"] = [share] * self.K
         stored = EpochReport(epoch, lists, ran.tolist())  # one set of entries for both

@@ -10,7 +10,7 @@ floating-point rounding of the batched products (float64: far below 1e-9 relativ
 from __future__ import annotations
 
 import gc
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from . import diskcache
@@ -85,7 +85,7 @@ def train(config: TrialConfig | dict, on_epoch: Callable[[int, dict], bool | Non
     return train_pack([config], each_epoch)[0]
 
 
-def train_pack(configs: list[TrialConfig | dict], on_epoch: OnPackEpoch | None = None) -> list[TrialResult]:
+def train_pack(configs: Sequence[TrialConfig | dict], on_epoch: OnPackEpoch | None = None) -> list[TrialResult]:
     """Train ``configs`` (all of one :func:`pack_key`) as one pack; one result per config.
 
     ``on_epoch(epoch, report)`` is called once per epoch with an
@@ -97,8 +97,8 @@ def train_pack(configs: list[TrialConfig | dict], on_epoch: OnPackEpoch | None =
     """
     enabled = gc.isenabled()
     try:
-        configs = _check_configs(list(configs))
-        return PackRun(configs, on_epoch, packed_model).run() if configs else []
+        checked = _check_configs(list(configs))
+        return PackRun(checked, on_epoch, packed_model).run() if checked else []
     finally:
         if enabled:
             gc.enable()

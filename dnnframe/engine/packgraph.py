@@ -28,12 +28,13 @@ import numpy as np
 import pytensor
 import pytensor.tensor as pt
 from pytensor.tensor.blas import gemv_no_inplace
+from pytensor.tensor.variable import TensorVariable
 
 from .argmax import class_argmax
 from .blocks import LayerDesign
 from .flags import DEFAULT_MODE, JAX_MODE
 from .graphkey import unrolled_run
-from .layers import ACTIVATIONS, DenseLayer, PackedLayer, StackLayer
+from .layers import ACTIVATIONS, DenseLayer, Layer, StackLayer
 from .rewrites import compile_mode
 from .updates import make_updates
 from .vecmath import vexp, vrelu, vtanh
@@ -46,6 +47,14 @@ _PACK_ACTIVATIONS = {**ACTIVATIONS, "tanh": vtanh, "relu": vrelu}
 
 # per-member values the graph reads (dropout_scale: 1 / (1 - p), applied to the 0/1 masks)
 HYPER = ("learning_rate", "momentum", "l2", "grad_clip", "dropout_scale")
+
+
+def _grad_list(objective, wrt: list) -> list:
+    """``pytensor.grad`` over a list: a list of the gradients, in order (grad's annotation
+    is the union of what every way of calling it returns)."""
+    grads = pytensor.grad(objective, wrt)
+    assert isinstance(grads, list)
+    return grads
 
 
 def _activation(shape: PackShape):
@@ -154,7 +163,7 @@ class PackedModel:
         # the scans' inner functions get the same rewrites; other modes keep PyTensor's default
         scan_mode = mode if shape.mode == DEFAULT_MODE else None
         act = _activation(shape)
-        self.layers: list[PackedLayer] = []
+        self.layers: list[Layer] = []
         counts = iter(shape.stack_layers or ())
         for k, seg in enumerate(shape.segments):
             if seg[0] == "dense":
@@ -180,7 +189,8 @@ class PackedModel:
         masks = [pt.tensor(f"keep{i}", dtype="bool", shape=(None,) * (4 if isinstance(layer, StackLayer) else 3))
                  for i, layer in enumerate(hidden)] if shape.dropout else []
         biased: dict | None = None if jax else {}
-        out, stat_updates = self._forward(X, masks or [None] * len(hidden), False, biased)
+        keeps: list[TensorVariable | None] = list(masks) if masks else [None] * len(hidden)
+        out, stat_updates = self._forward(X, keeps, False, biased)
         rows, correct = self._loss_rows(out, y)
         loss = rows.mean(axis=1)
         W_all = [layer.shared["W"] for layer in self.layers]
@@ -232,10 +242,10 @@ class PackedModel:
         instead makes every Reshape and Alloc built here infer it statically through the
         whole gradient graph (a tenth of a build)."""
         if not biased:
-            return pytensor.grad(objective, self.params)
+            return _grad_list(objective, self.params)
         direct = [p for p in self.params if p not in biased]
         via_z = [p for p in self.params if p in biased]
-        g = pytensor.grad(objective, [*direct, *(biased[b] for b in via_z)])
+        g = _grad_list(objective, [*direct, *(biased[b] for b in via_z)])
         out = dict(zip(direct, g[:len(direct)]))
         for b, z_grad in zip(via_z, g[len(direct):]):
             rows = z_grad.reshape((-1, batch))
@@ -243,7 +253,9 @@ class PackedModel:
             # the gemv written out, its output sized off b: the rewrite that turns a dot
             # into one sizes its output by inferring rows' shape through the whole graph
             zeros = pt.zeros((b.shape[0] * b.shape[1],), dtype=z_grad.dtype)
-            out[b] = gemv_no_inplace(zeros, 1.0, rows, ones, 0.0).reshape(b.shape)
+            summed = gemv_no_inplace(zeros, 1.0, rows, ones, 0.0)
+            assert isinstance(summed, TensorVariable)  # the Op has one output
+            out[b] = summed.reshape(b.shape)
         return [out[p] for p in self.params]
 
     def _clip(self, grads: list) -> list:
@@ -356,5 +368,5 @@ class PackedModel:
         return [values[v] for v in self.network]
 
     @property
-    def hidden(self) -> list[PackedLayer]:
+    def hidden(self) -> list[Layer]:
         return self.layers[:-1]

@@ -12,6 +12,7 @@ from ..states import TrialState
 # The states a training run ends in, as the engine writes them into a result.
 COMPLETE, DIVERGED, CANCELLED = (TrialState.COMPLETE.value, TrialState.DIVERGED.value,
                                  TrialState.CANCELLED.value)
+# (TrialState holds the names; mypy cannot read a Literal of variables: Any to it)
 Status = Literal[(COMPLETE, DIVERGED, CANCELLED)]  # type: ignore[valid-type]
 
 
@@ -106,6 +107,7 @@ class EpochReport(Sequence):
     def __len__(self) -> int:
         return len(self.reported)
 
+    # (a member's entry: indexed by member only, never sliced as Sequence allows)
     def __getitem__(self, k: int) -> dict[str, Any] | None:  # type: ignore[override]
         return self.entry(k) if self.reported[k] else None
 

@@ -37,7 +37,9 @@ def alloc(value, shape: list, otype) -> pt.TensorVariable:
     """``value`` broadcast to ``shape`` as an Alloc node of output type ``otype``, built
     without Alloc's search for a constant shape (see the module docstring)."""
     sizes = [pt.as_tensor_variable(s, ndim=0) for s in shape]
-    return Apply(Alloc(), [pt.as_tensor_variable(value), *sizes], [otype()]).outputs[0]
+    out = Apply(Alloc(), [pt.as_tensor_variable(value), *sizes], [otype()]).outputs[0]
+    assert isinstance(out, pt.TensorVariable)  # otype is a TensorType
+    return out
 
 
 def _sum_last_axes_as_gemv(fgraph, node):

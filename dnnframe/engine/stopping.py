@@ -20,11 +20,12 @@ def better(metric: str, value: float, best: float | None, min_delta: float) -> b
 def monitor_for(config: TrialConfig, has_val: bool, classification: bool) -> tuple[str | None, list[str]]:
     """The metric early stopping watches (None without early stopping) and notes on fallbacks."""
     es = config.training.early_stopping
-    monitor = es.metric if es else None
+    monitor: str | None = es.metric if es else None
     notes: list[str] = []
     if monitor and monitor.startswith("val_") and not has_val:
+        notes.append(f"no validation split: early stopping monitors train_{monitor[4:]} "
+                     f"instead of {monitor}")
         monitor = "train_" + monitor[4:]
-        notes.append(f"no validation split: early stopping monitors {monitor} instead of {es.metric}")
     if monitor and monitor.endswith("accuracy") and not classification:
         monitor = monitor.replace("accuracy", "loss")
         notes.append(f"regression has no accuracy: early stopping monitors {monitor} instead")

@@ -20,11 +20,11 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
+from typing import Protocol
 
 from celery import Celery
 from kombu import Connection, Exchange, Producer, Queue
 from kombu.exceptions import ChannelError
-from kombu.transport.base import StdChannel
 
 from .. import settings
 from ..exceptions import BrokerUnavailableError, DnnframeError, StoreError
@@ -110,6 +110,15 @@ def create_app(broker_url: str | None = None) -> Celery:
     return celery_app
 
 
+class _TxChannel(Protocol):
+    """The channel a batch is published on: py-amqp's, whose transactions kombu's own
+    channel type (StdChannel) does not declare."""
+
+    def tx_select(self) -> object: ...
+
+    def tx_commit(self) -> object: ...
+
+
 class CeleryExecutor(Executor):
     """Send packs over a broker (RabbitMQ) to Celery workers (``dnnframe worker``).
 
@@ -148,7 +157,7 @@ class CeleryExecutor(Executor):
         self._store: ResultStore | None = None
         self._lock = threading.RLock()
         self._conn: Connection | None = None
-        self._channel: StdChannel | None = None
+        self._channel: _TxChannel | None = None
 
     def _close_connection(self) -> None:
         with self._lock:

@@ -19,6 +19,7 @@ import socket
 import threading
 import time
 import warnings
+from typing import TypedDict
 
 from celery import Celery, Task, signals
 from celery.exceptions import CPendingDeprecationWarning, Reject
@@ -46,6 +47,17 @@ STORE_RETRIES = 20
 STATE_WRITE_S = 0.1
 
 
+class _WorkerState(TypedDict):
+    """The arguments of ``register_worker`` for this process."""
+
+    name: str
+    host: str
+    pid: int
+    current_trial: str | None
+    trials_done: int
+    info: dict[str, str | None]
+
+
 class _ProcessState:
     """What one worker process knows: its store, its trial, its heartbeat thread."""
 
@@ -54,7 +66,7 @@ class _ProcessState:
         self.store: ResultStore | None = None
         self.trials_done = 0
         self.current: tuple[tuple[str, ...], str] | None = None  # (pack, worker name)
-        self.state: dict[str, object] = {}  # register_worker kwargs still to write
+        self.state: _WorkerState | None = None  # still to write
         self.dirty = False
         self.wake = threading.Event()
         self.thread: threading.Thread | None = None
@@ -267,7 +279,8 @@ class _LostAckFilter(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         if isinstance(record.msg, str) and record.msg.startswith("Couldn't ack"):
-            tag, reason = (record.args or (None, None))[:2]  # type: ignore[misc]
+            args = record.args if isinstance(record.args, tuple) else ()
+            tag, reason = (*args, None, None)[:2]
             record.msg = ("could not acknowledge message %s (%s): the broker connection "
                           "dropped; it will be redelivered, and its finished trials are "
                           "no-ops then")

@@ -27,7 +27,7 @@ class _Worker:
     process: multiprocessing.process.BaseProcess
     conn: multiprocessing.connection.Connection
     ready: bool = False
-    pack: list[str] | None = None  # the pack this process is running
+    pack: QueuedPack | None = None  # the pack this process is running
     stopping: bool = False
     dead: bool = False
     compiled: set[str] = field(default_factory=set)  # compile keys of the graphs it built
@@ -191,7 +191,7 @@ class LocalExecutor(Executor):
         with self._lock:
             s = self._stats
             return LocalStats(s.submitted, s.finished, s.crashed,
-                              [t for w in self._pool for t in (w.pack or ())],
+                              [t for w in self._pool if w.pack for t in w.pack.trial_ids],
                               self._pending.trial_count(),
                               dict(s.states), s.worker_restarts)
 
@@ -236,7 +236,9 @@ class LocalExecutor(Executor):
 
     def _start_worker(self) -> _Worker:
         parent, child = self._ctx.Pipe(duplex=True)
-        proc = self._ctx.Process(target=spawned.local_worker, name="dnnframe-worker",
+        # typeshed types get_context(str) as BaseContext, which lacks the Process that
+        # every context it returns has
+        proc = self._ctx.Process(target=spawned.local_worker, name="dnnframe-worker",  # type: ignore[attr-defined]
                                  args=(child, self.store_url, self._train_fn, self._max_attempts),
                                  daemon=True)
         # Spawned children copy os.environ when they start: pin their math libraries from
@@ -306,7 +308,7 @@ class LocalExecutor(Executor):
                     if all(w.dead for w in self._pool):
                         self._lock.notify_all()
                         return
-                waitables: list[object] = [self._wake_r]
+                waitables: list[multiprocessing.connection.Connection | int] = [self._wake_r]
                 for w in self._pool:
                     if not w.dead:
                         waitables += [w.conn, w.process.sentinel]

@@ -130,6 +130,8 @@ def worker_main(conn: multiprocessing.connection.Connection, store_url: str,
                 break
             pack: list[str] = msg[1]
             register(pack[0])
+            # ("done", pack, trial id -> state name or None, what failed or None)
+            answer: tuple[str, list[str], dict[str, str | None], str | None]
             try:
                 states = run_pack(pack, store, worker=worker, max_attempts=max_attempts,
                                   train_fn=pack_train)

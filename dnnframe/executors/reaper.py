@@ -31,7 +31,8 @@ import multiprocessing.process
 import os
 import signal
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING
 
 from celery import Celery
 from kombu.exceptions import ChannelError, OperationalError
@@ -50,6 +51,9 @@ from .dispatch import (
     send_or_hold,
     with_retry_queues,
 )
+
+if TYPE_CHECKING:
+    from celery.worker import WorkController
 
 log = logging.getLogger(__name__)
 
@@ -92,7 +96,7 @@ class _StallGuard:
         return as_of, max(0.0, started - self.working_since)
 
 
-def _send_back(store: ResultStore, celery_app: Celery, owners: dict[str, str | None],
+def _send_back(store: ResultStore, celery_app: Celery, owners: Mapping[str, str | None],
                default_queue: str, why: Callable[[str], str]) -> list[tuple[str, str]]:
     """Publish trials put back to QUEUED (``{trial_id: owner}``) to the retry queue of the
     queue their owner consumed (held in the store if the broker is down), the members of a
@@ -271,10 +275,10 @@ def _process_main(broker_url: str, hostname: str, queues: list[str], parent_pid:
     _loop(create_app(broker_url), hostname, queues, parent_pid, concurrency)
 
 
-def consume_retry_queues(sender: object = None, instance: object = None, **_: object) -> None:
+def consume_retry_queues(sender: object = None, *, instance: WorkController, **_: object) -> None:
     """``celeryd_after_setup`` handler: the worker consumes the retry queue of every queue
     it consumes, so trials put back to work reach it (see :mod:`.dispatch`)."""
-    queues = instance.app.amqp.queues  # type: ignore[attr-defined]
+    queues = instance.app.amqp.queues
     for name in with_retry_queues(queues.consume_from or queues):
         queues.select_add(name)
 

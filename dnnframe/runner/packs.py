@@ -135,6 +135,7 @@ def _train(store: ResultStore, worker: str, members: list[PackMember], configs: 
                                f"pack of {len(members)}")
     except KeyboardInterrupt:
         _end_all(members, TrialState.CANCELLED, "interrupted (KeyboardInterrupt)")
+        # (ignored: mypy cannot see that _end_all gave every member an outcome)
         finish_all(store, [(m.trial_id, *m.outcome) for m in members  # type: ignore[misc]
                             if not m.lost], worker)
         for m in members:

@@ -3,16 +3,17 @@ function out of a single-trial one (a trial alone is a pack of one)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from ..engine.result import TrialResult
+from ..engine.result import EpochReport, TrialResult
 from ..exceptions import TrialCancelled
 from ..spec import TrialConfig
 
 TrainFn = Callable[..., TrialResult]
-# ``on_epoch(epoch, one metrics dict or None per member) -> one stop flag per member``
-PackEpochFn = Callable[[int, list[dict[str, Any] | None]], list[bool]]
+# ``on_epoch(epoch, one metrics dict or None per member) -> one stop flag per member``;
+# the engine's pack hands over the epoch as an EpochReport (indexable so, built lazily)
+PackEpochFn = Callable[[int, "EpochReport | Sequence[dict[str, Any] | None]"], list[bool]]
 PackTrainFn = Callable[[list[TrialConfig], PackEpochFn], list[TrialResult]]
 
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import optuna
 from optuna.samplers import BaseSampler, CmaEsSampler, TPESampler
@@ -98,7 +98,7 @@ class SearchDriver:
         self.search = spec.search
         self.space = SpaceMap(spec_spaces(spec))
         self.metric = self.search.objective.metric
-        direction = "maximize" if self.search.objective.mode == "max" else "minimize"
+        direction: Literal["maximize", "minimize"] = "maximize" if self.search.objective.mode == "max" else "minimize"
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         self.study = optuna.create_study(direction=direction,
                                          sampler=make_sampler(self.search.method, 0))

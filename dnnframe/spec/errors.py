@@ -5,7 +5,8 @@ from __future__ import annotations
 import difflib
 import re
 import typing
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, TypeGuard, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
@@ -13,6 +14,8 @@ from ..exceptions import brief
 
 # A location in a spec document: mapping keys and list indices, outermost first.
 KeyPath = tuple[Any, ...]
+# one error of a pydantic ValidationError (pydantic_core's ErrorDetails)
+E = TypeVar("E", bound=Mapping[str, Any])
 
 # Keys printed as they are in a path; any other is quoted so the path reads unambiguously.
 _LONGEST_PLAIN_KEY = 40
@@ -70,11 +73,11 @@ class ErrorList:
         return bool(self.items)
 
 
-def _is_union_tag(part: Any) -> bool:
+def _is_union_tag(part: Any) -> TypeGuard[str]:
     return isinstance(part, str) and ("[" in part or "-" in part or part in _UNION_TAGS)
 
 
-def user_loc(err: dict[str, Any]) -> KeyPath:
+def user_loc(err: Mapping[str, Any]) -> KeyPath:
     """An error's location as the user wrote it: pydantic's union member names left out.
     The key an unknown-key error names is the user's own, whatever it looks like
     (``x-note``, ``a[1]``)."""
@@ -105,7 +108,7 @@ def without_key(doc: Any, loc: KeyPath) -> Any:
     return drop(doc, 0)
 
 
-def _one_union_member(errors: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _one_union_member(errors: list[E]) -> list[E]:
     """Of the errors a union reports for each member, keep the member the input was meant
     for: a member whose only complaint is the input's type (``width: 0`` is not a list)
     was not meant, unless no member was."""
@@ -143,12 +146,13 @@ def _model_in(annotation: Any) -> type[BaseModel] | None:
 
 def _known_keys(root: type[BaseModel], loc: KeyPath) -> list[str]:
     """The keys the model at ``loc`` (a path of field names from ``root``) accepts."""
-    model: type[BaseModel] | None = root
+    model = root
     for part in loc:
         field = model.model_fields.get(part) if isinstance(part, str) else None
-        model = _model_in(field.annotation) if field is not None else None
-        if model is None:
+        inner = _model_in(field.annotation) if field is not None else None
+        if inner is None:
             return []
+        model = inner
     return list(model.model_fields)
 
 

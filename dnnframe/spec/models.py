@@ -13,20 +13,20 @@ from ..jsonsafe import canonical_json
 from ..metrics import (
     DEFAULT_OBJECTIVE_METRIC,
     DEFAULT_OBJECTIVE_MODE,
-    EPOCH_METRICS,
     EPOCH_STAND_IN,
-    MODES,
     OBJECTIVE_METRICS,
+    EpochMetric,
+    Mode,
 )
 from ..vocabulary import (
-    ACTIVATIONS,
-    INITS,
-    LOSSES,
-    LR_SCHEDULES,
-    NORM_POSITIONS,
-    NORMALIZATIONS,
-    OPTIMIZERS,
-    RESIDUALS,
+    Activation,
+    Init,
+    Loss,
+    LrScheduleKind,
+    Normalization,
+    NormPosition,
+    Optimizer,
+    Residual,
 )
 
 DEFAULT_MAX_TRIALS = 100_000
@@ -36,17 +36,10 @@ MAX_WIDTH = 16384
 # (400 MB per float64 copy; Adam keeps three more), so it is refused up front, not OOM-killed.
 MAX_HIDDEN_WEIGHTS = 50_000_000
 
-Activation = Literal[ACTIVATIONS]  # type: ignore[valid-type]
-Init = Literal[INITS]  # type: ignore[valid-type]
-Loss = Literal[LOSSES]  # type: ignore[valid-type]
-Optimizer = Literal[OPTIMIZERS]  # type: ignore[valid-type]
-Normalization = Literal[NORMALIZATIONS]  # type: ignore[valid-type]
-Residual = Literal[RESIDUALS]  # type: ignore[valid-type]
-NormPosition = Literal[NORM_POSITIONS]  # type: ignore[valid-type]
-LrScheduleKind = Literal[LR_SCHEDULES]  # type: ignore[valid-type]
-EpochMetric = Literal[EPOCH_METRICS]  # type: ignore[valid-type]
+# The objective's names are the metric registry's keys, a tuple built at run time: pydantic
+# checks them, mypy cannot read a Literal of a variable (the type is Any to it).
 ObjectiveMetric = Literal[OBJECTIVE_METRICS]  # type: ignore[valid-type]
-ObjectiveMode = Literal[MODES]  # type: ignore[valid-type]
+ObjectiveMode = Mode
 
 PositiveFloat = Annotated[float, Field(gt=0, allow_inf_nan=False)]
 NonNegFloat = Annotated[float, Field(ge=0, allow_inf_nan=False)]

@@ -88,8 +88,8 @@ def spec_json_schema(server_files: bool = True) -> dict[str, Any]:
     for model in (ModelConfig, TrainingConfig):
         defs[model.__name__] = _model_schema(model, defs)
     _add_shorthands(defs)
-    for model in ("ModelConfig", "TrainingConfig"):
-        defs[model.replace("Config", "Section")] = _sectioned(defs[model], defs)
+    for name in ("ModelConfig", "TrainingConfig"):
+        defs[name.replace("Config", "Section")] = _sectioned(defs[name], defs)
     props = top["properties"]
     props["dataset"] = {
         "anyOf": [

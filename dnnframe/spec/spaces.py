@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeGuard
 
 from ..exceptions import brief
 from .errors import ErrorList, KeyPath
@@ -33,7 +33,7 @@ MAX_SPACE_VALUES = 10_000_000
 SECTIONS = ("dataset", "model", "training")
 
 
-def is_space(value: Any) -> bool:
+def is_space(value: Any) -> TypeGuard[dict[str, Any]]:
     """Whether ``value`` is a search space (a one-key mapping whose key is a space kind)."""
     return isinstance(value, dict) and len(value) == 1 and next(iter(value)) in SPACE_KINDS
 

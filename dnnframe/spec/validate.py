@@ -115,9 +115,10 @@ def _parse_spec(data: Any, source: str | None, trial_cap: int | None,
         # a field set aside took its default: what follows from that default is not news
         errors.extend([e for e in exc.errors if not any(
             is_ancestor(fmt_path(path), e["path"]) for path in set_aside)])
-    if errors:
-        raise SpecError(errors.items, source) from None
-    return spec
+    else:
+        if not errors:
+            return spec
+    raise SpecError(errors.items, source) from None
 
 
 def _check_document(data: Any) -> None:

@@ -78,6 +78,7 @@ from ..metrics import DEFAULT_OBJECTIVE_METRIC, DEFAULT_OBJECTIVE_MODE, check_mo
 from ..states import SCORED_STATE
 from .base_trials import FinishItem, TrialMethods, now
 from .checks import (
+    StateFilter,
     check_experiment_args,
     check_experiment_id,
     check_experiment_ids,
@@ -227,7 +228,7 @@ class ResultStore(TrialMethods, LeaseMethods):
         return self._get_trials(ids, wanted) if ids else []
 
     def list_trials(self, experiment_id: str | None = None,
-                    state: TrialState | list[TrialState] | None = None,
+                    state: StateFilter = None,
                     sort_by: str | None = None, descending: bool = False,
                     limit: int | None = None, offset: int = 0,
                     since: int | None = None,
@@ -436,7 +437,7 @@ class ResultStore(TrialMethods, LeaseMethods):
         return rows[0]
 
     def iter_trials(self, experiment_id: str | None = None,
-                    state: TrialState | list[TrialState] | None = None,
+                    state: StateFilter = None,
                     page_size: int = 500) -> Iterator[TrialRecord]:
         """Every matching trial in creation order, fetched a page at a time."""
         if not isinstance(page_size, int) or page_size < 1:
@@ -451,12 +452,12 @@ class ResultStore(TrialMethods, LeaseMethods):
             offset += len(page)
 
     def export_jsonl(self, out: str | Path | TextIO, experiment_id: str | None = None,
-                     state: TrialState | list[TrialState] | None = None) -> int:
+                     state: StateFilter = None) -> int:
         """Write one JSON object per trial (``TrialRecord.to_dict()``, everything). Returns rows."""
         return write_jsonl(self.iter_trials(experiment_id, state), out)
 
     def export_csv(self, out: str | Path | TextIO, experiment_id: str | None = None,
-                   state: TrialState | list[TrialState] | None = None) -> int:
+                   state: StateFilter = None) -> int:
         """Write one flat row per trial (:func:`dnnframe.store.rows.export_row`: ids, state,
         ISO 8601 UTC times, ``config.*`` and ``result.*``). Returns the number of rows."""
         return write_csv(self.iter_trials(experiment_id, state), out)

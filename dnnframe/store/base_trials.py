@@ -16,6 +16,7 @@ from typing import Any
 
 from .checks import (
     CheckedFinish,
+    Epochs,
     MetricsBatch,
     check_finish_items,
     check_held,
@@ -79,7 +80,7 @@ class TrialMethods(abc.ABC):
         """
         return self._heartbeat_trials(check_ids(trial_ids), worker)
 
-    def append_metrics_many(self, metrics_by_id: MetricsBatch,
+    def append_metrics_many(self, metrics_by_id: MetricsBatch[Epochs],
                             worker: str | None = None) -> set[str]:
         """Append one epoch's metrics (a dict), or several epochs' in order (a list of
         dicts), to each RUNNING trial, also refreshing its heartbeat.

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, TypeVar
 
 from ..exceptions import ExperimentActiveError
 from .lifecycle import REQUEUABLE_STATES
@@ -52,7 +52,11 @@ def requeue_state_list(states: list[TrialState] | tuple[TrialState, ...] | Trial
     return names
 
 
-def state_list(state: TrialState | str | list[TrialState] | list[str] | None) -> list[str] | None:
+# A ``state=`` filter: one state or several, as TrialState members or their names.
+StateFilter = TrialState | str | Sequence[TrialState | str] | None
+
+
+def state_list(state: StateFilter) -> list[str] | None:
     """Normalise the ``state`` filter of ``list_trials`` to a list of state names (or None)."""
     if state is None:
         return None
@@ -127,11 +131,15 @@ def check_ids(trial_ids: list[str]) -> list[str]:
     return list(dict.fromkeys(trial_ids))
 
 
-# trial id -> one epoch's metrics, or several epochs' in order
-MetricsBatch = dict[str, "dict[str, Any] | list[dict[str, Any]]"]
+# One epoch's metrics, or several epochs' in order: a batch may hold only lists, only
+# dicts or both (a type variable, since a dict of lists is no dict of either).
+Epochs = TypeVar("Epochs", bound="dict[str, Any] | list[dict[str, Any]]")
+# trial id -> its epochs
+MetricsBatch = dict[str, Epochs]
 
 
-def check_metrics_many(metrics_by_id: MetricsBatch) -> dict[str, list[dict[str, Any]]]:
+def check_metrics_many(metrics_by_id: Mapping[str, dict[str, Any] | list[dict[str, Any]]]
+                       ) -> dict[str, list[dict[str, Any]]]:
     """A dict of trial id -> one epoch's metrics dict or a list of them, as trial id -> list
     of epochs (empty lists dropped), else ValueError naming the bad entry."""
     if not isinstance(metrics_by_id, dict):

@@ -7,7 +7,7 @@ import threading
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar
 from urllib.parse import urlsplit
 
 import pymongo
@@ -25,7 +25,16 @@ from ..retrying import STORE_WRITE
 from ..urls import redact
 from .base import SCHEMA_VERSION, now
 
-F = TypeVar("F", bound=Callable[..., Any])
+
+class _Located(Protocol):
+    """A store method's ``self``: the URL its errors name."""
+
+    url: str
+
+
+S = TypeVar("S", bound=_Located)
+P = ParamSpec("P")
+R = TypeVar("R")
 COLLECTIONS = ("meta", "experiments", "trials", "workers", "counters", "held_dispatch",
                "leases")
 # mongomock clients do not share data; one per host per process lets a second open_store()
@@ -34,22 +43,23 @@ _MOCK_CLIENTS: dict[str, Any] = {}
 _MOCK_LOCK = threading.Lock()
 
 
-def retry(fn: F) -> F:
+def retry(fn: Callable[Concatenate[S, P], R]) -> Callable[Concatenate[S, P], R]:
     """Retry on AutoReconnect (primary step-down, dropped connection) by the
     :data:`~dnnframe.retrying.STORE_WRITE` policy; other driver errors become StoreError
     naming the URL."""
 
     @functools.wraps(fn)
-    def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
+    def wrapper(self: S, *args: P.args, **kwargs: P.kwargs) -> R:
         try:
-            return STORE_WRITE.call(fn, self, *args, what=f"store {redact(self.url)}", **kwargs)
+            return STORE_WRITE.call(functools.partial(fn, self, *args, **kwargs),
+                                    what=f"store {redact(self.url)}")
         except AutoReconnect as e:
             raise StoreError(f"store {redact(self.url)}: still unreachable after "
                              f"{STORE_WRITE.attempts} attempts: {e}") from e
         except PyMongoError as e:
             raise StoreError(f"store {redact(self.url)}: {e}") from e
 
-    return wrapper  # type: ignore[return-value]
+    return wrapper
 
 
 @dataclass
@@ -62,15 +72,16 @@ class WriteCall:
     attempt: int = 0
 
 
-def retry_write(fn: F) -> F:
+def retry_write(fn: Callable[Concatenate[S, ...], R]) -> Callable[Concatenate[S, ...], R]:
     """:func:`retry` for a write that an attempt may have applied before the connection
-    dropped: the method gets ``call=WriteCall(...)``, one per call, shared by its attempts."""
+    dropped: the method gets ``call=WriteCall(...)``, one per call, shared by its attempts.
+    (Its callers' arguments go unchecked: a ParamSpec cannot say "less ``call``".)"""
 
     @functools.wraps(fn)
-    def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
+    def wrapper(self: S, *args: Any, **kwargs: Any) -> R:
         call = WriteCall(uuid.uuid4().hex)
 
-        def attempt(self: Any) -> Any:
+        def attempt(self: S) -> R:
             try:
                 return fn(self, *args, call=call, **kwargs)
             finally:
@@ -78,7 +89,7 @@ def retry_write(fn: F) -> F:
 
         return retry(attempt)(self)
 
-    return wrapper  # type: ignore[return-value]
+    return wrapper
 
 
 def connect(url: str) -> Any:

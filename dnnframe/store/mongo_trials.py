@@ -159,12 +159,14 @@ class MongoTrials:
         ops, claims = [], []
         with self._seq.block(len(queued)) as first:
             for k, tid in enumerate(queued):
-                doc, query = docs[tid], {"_id": tid, "state": QUEUED}
+                doc = docs[tid]
+                query: dict[str, Any] = {"_id": tid, "state": QUEUED}
                 attempts = doc.get("attempts", 0)
                 outcome, update = decide_claim(
                     QUEUED, attempts,
                     all_experiments_cancelled(doc.get("experiment_ids", []), live),
                     max_attempts, worker, t)
+                assert update is not None, "claiming a QUEUED trial always writes"
                 # the filter re-checks the attempts the decision was made on
                 if max_attempts is not None and outcome is ClaimOutcome.CAPPED:
                     query["attempts"] = {"$gte": max_attempts}

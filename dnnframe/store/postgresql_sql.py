@@ -56,8 +56,10 @@ def statement(sql: str, params: tuple) -> Any:
 
 def reserve(c: Conn, n: int) -> int:
     """Take ``n`` seqs (the counter row stays locked until commit); returns the first."""
-    return c.execute("UPDATE change_counter SET value = value + %s RETURNING value",
-                     (n,)).fetchone()[0] - n + 1
+    row = c.execute("UPDATE change_counter SET value = value + %s RETURNING value",
+                    (n,)).fetchone()
+    assert row is not None, "the schema creates change_counter's one row"
+    return row[0] - n + 1
 
 
 def _column(name: str, values: list[Any]) -> tuple[str, list[Any]]:
@@ -114,7 +116,9 @@ def trials_query(experiment_id: str | None, states: list[str] | None, sort_by: s
                  descending: bool, limit: int | None, offset: int,
                  since: int | None, fields: frozenset[str]) -> tuple[str, tuple]:
     """The SELECT of ``list_trials`` (arguments checked already) and its parameters."""
-    where, params, order_params = [], [], []
+    where: list[str] = []
+    params: list[str | int | list[str]] = []
+    order_params: list[list[str]] = []
     if experiment_id is not None:
         where.append("t.id IN (SELECT trial_id FROM experiment_trials "
                      "WHERE experiment_id = %s)")

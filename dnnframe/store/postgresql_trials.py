@@ -73,7 +73,9 @@ class PostgresTrials:
             first = reserve(c, len(order))
             rows, won = [], []
             for k, tid in enumerate(order):
-                outcome, update = decide_claim(*found[tid], max_attempts, worker, t)
+                state, attempts, cancelled = found[tid]
+                outcome, update = decide_claim(state, attempts, cancelled, max_attempts,
+                                               worker, t)
                 if update is not None:
                     rows.append((tid, first + k, update))
                 if outcome is ClaimOutcome.WON:
@@ -120,7 +122,7 @@ class PostgresTrials:
 
         def body(c: Conn) -> list[str]:
             # In id order, as every writer locks: two batches never deadlock on each other.
-            found = {r[0]: r[1:] for r in c.execute(
+            found = {tid: (state, owner) for tid, state, owner in c.execute(
                 "SELECT t.id, t.state, t.worker FROM trials t WHERE t.id = ANY(%s) "
                 "ORDER BY t.id FOR NO KEY UPDATE OF t", (ids,))}
             self._require(c, ids)  # raising rolls the batch back: an unknown id finishes nothing

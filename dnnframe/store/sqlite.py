@@ -182,7 +182,8 @@ class SQLiteStore(SQLiteLeases, SQLiteTrials, ResultStore):
     def _list_trials(self, experiment_id: str | None, states: list[str] | None,
                      sort_by: str | None, descending: bool, limit: int | None, offset: int,
                      since: int | None, fields: frozenset[str]) -> list[TrialRecord]:
-        where, params = [], []
+        where: list[str] = []
+        params: list[str | int] = []
         if experiment_id is not None:
             where.append("t.id IN (SELECT trial_id FROM experiment_trials WHERE experiment_id = ?)")
             params.append(experiment_id)

@@ -77,8 +77,8 @@ def apply_updates(c: sqlite3.Connection, rows: list[tuple[str, int, TrialUpdate]
                   for name, value in update.set.items()]
         groups.setdefault((tuple(update.set), tuple(update.inc)), []).append(
             (*params, *update.inc.values(), seq, tid))
-    for fields, params in groups.items():
-        c.executemany(f"UPDATE trials SET {_set_clause(*fields)} WHERE id = ?", params)
+    for fields, group in groups.items():
+        c.executemany(f"UPDATE trials SET {_set_clause(*fields)} WHERE id = ?", group)
 
 
 def update_each(c: sqlite3.Connection, update: TrialUpdate, ids: list[str]) -> None:

@@ -18,6 +18,7 @@ from .lifecycle import (
     RELEASE,
     REQUEUE_STALE,
     ClaimOutcome,
+    TrialUpdate,
     decide_claim,
     finish_update,
     may_finish,
@@ -113,7 +114,7 @@ class SQLiteTrials:
             # Raising rolls the whole batch back: an unknown id finishes nothing.
             self._require(ids, found)
             first = next_seq(c)
-            rows = []
+            rows: list[tuple[str, int, TrialUpdate]] = []
             for tid, st, result, error in items:
                 state, owner = found[tid]
                 if may_finish(state, owner, st, worker):

@@ -217,7 +217,7 @@ def write_figures_html(
 
 def write_pngs(figures: dict[str, Any], outdir: Path) -> list[str]:
     """Static PNGs through kaleido; returns the file names written ([] when kaleido cannot run)."""
-    written = []
+    written: list[str] = []
     for name, fig in figures.items():
         try:
             fig.write_image(str(outdir / f"{name}.png"), scale=1)

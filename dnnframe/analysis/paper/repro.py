@@ -21,7 +21,7 @@ def compare_stores(
     """
     a = {t.id: t for t in store_a.iter_trials(experiment_id)}
     b = {t.id: t for t in store_b.iter_trials(experiment_id)}
-    mismatches = []
+    mismatches: list[dict[str, Any]] = []
     epoch_keys = ("train_loss", "train_accuracy", "val_loss", "val_accuracy")
     for tid in sorted(set(a) & set(b)):
         ra, rb = a[tid], b[tid]

@@ -63,14 +63,18 @@ def signal_at_init(
     from ...engine.layers import init_weights
 
     data = load_dataset(DatasetConfig(name=dataset))
+    if data.n_classes is None:
+        raise ValueError(f"the signal study needs a classification dataset; {dataset!r} is "
+                         "a regression one")
+    n_classes = data.n_classes
     X, y = data.X_train, data.y_train
-    Y = np.eye(data.n_classes)[y]
+    Y = np.eye(n_classes)[y]
     out = []
     for depth in depths:
         rng = np.random.default_rng(seed)
         sizes = [X.shape[1]] + [width] * depth
         Ws = [init_weights(rng, init, a, b) for a, b in zip(sizes[:-1], sizes[1:])]
-        W_out = init_weights(rng, "glorot", width, data.n_classes)
+        W_out = init_weights(rng, "glorot", width, n_classes)
         with np.errstate(all="ignore"):
             h, cache = X, []
             for i, W in enumerate(Ws):

@@ -220,8 +220,9 @@ def deployment(workdir: Path, settings: dict[str, str], use_netns: bool = True,
     workdir.mkdir(parents=True, exist_ok=True)
     (workdir / "rabbit").mkdir(exist_ok=True)
     with _small_disk(workdir, small_disk) as disk, _namespaces(use_netns) as spaces:
-        addresses = [ns.address for ns in spaces if ns is not None]
-        trusted = [subnet_of(spaces)] if addresses else []  # type: ignore[arg-type]
+        made = [ns for ns in spaces if ns is not None]
+        addresses = [ns.address for ns in made]
+        trusted = [subnet_of(made)] if made else []
         with PgCluster(free_ports(1)[0], addresses, trusted, parent=disk) as cluster:
             cluster.create_database(DATABASE)
             node = start_rabbit_node(workdir / "rabbit")
