@@ -337,6 +337,12 @@ def test_a_killed_worker_container_loses_no_trial_and_is_shown_dead(stack: Stack
     # times are printed for the fault table; the bounds only catch a fall back to the 300 s
     # heartbeat timeout.
     _wait_for_workers(stack, scale=2)
+    # Flower online for every node first: waiting for it between the pick of the victim
+    # and the kill let the victim's pack finish before the kill on a busy machine
+    nodes = {w["name"].split(":")[0] for w in _workers(stack)
+             if w["alive"] and (w["info"] or {}).get("role") == "node"}
+    _wait_for(lambda: all(_flower_workers(stack).get(n) for n in nodes), 60,
+              f"Flower to list {sorted(nodes)} online")
     spec = {"name": "ci-kill-a-worker", "dataset": {"name": "digits"},
             "model": {"hidden_layers": 3, "width": 64, "activation": "relu"},
             "training": {"optimizer": "adam", "learning_rate": 0.001, "batch_size": 64,
@@ -360,16 +366,19 @@ def test_a_killed_worker_container_loses_no_trial_and_is_shown_dead(stack: Stack
     [victim] = [c for c in stack.containers("worker")
                 if docker("inspect", "--format", "{{.Config.Hostname}}", c).stdout.strip()
                 == victim_host]
-    lost = {t["id"] for t in page["trials"] if t["worker"] and victim_host in t["worker"]}
-    assert victim_host in _live_nodes(stack)
-    _wait_for(lambda: _flower_workers(stack).get(victim_node), 30,
-              f"Flower to list {victim_node} online")
+    assert victim_host in _live_nodes(stack) and _flower_workers(stack).get(victim_node)
 
     def victim_rows() -> list[dict[str, Any]]:  # the node's row and its processes'
         return [w for w in _workers(stack) if w["name"].split(":")[0] == victim_node]
 
     docker("kill", victim)
     killed_at = time.time()
+    # what the victim still trained when it died (a pack of its may have finished, and its
+    # next started, since the read above)
+    _, page = _request(url)
+    lost = {t["id"] for t in page["trials"]
+            if t["state"] == "RUNNING" and t["worker"] and victim_host in t["worker"]}
+    assert lost, page["trials"]
     _wait_for(lambda: _flower_workers(stack).get(victim_node) is False, NODE_TIMEOUT_S,
               f"Flower to show {victim_node} offline")
     flower_s = time.time() - killed_at
