@@ -3,6 +3,8 @@ its bounds, and each invariant of the checker catches the breach it is there for
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from dnnframe.states import TrialState
@@ -12,6 +14,7 @@ from dnnframe.testing.chaos.checker import (
     api_violations,
     check_experiment,
     expected_trials,
+    flower_disagrees,
     p99,
     recovery_times,
     workers_disagree,
@@ -117,12 +120,27 @@ def test_the_workers_at_rest_are_the_processes_that_exist():
             {"name": "h1w1@b", "alive": True, "info": node},
             {"name": "h0w1@a", "alive": False, "info": node},  # killed, and known to be
             {"name": "h0w1@a:17", "alive": False, "info": {}}]
-    assert workers_disagree(rows, {"h0w2@a", "h1w1@b"}) is None
+    exist = {"h0w2@a": {40, 41, 42}, "h1w1@b": {50, 51}}
+    assert workers_disagree(rows, exist) is None
     rows[3]["alive"] = True  # a killed node still called alive
-    assert "h0w1@a" in workers_disagree(rows, {"h0w2@a", "h1w1@b"})
+    assert "h0w1@a" in workers_disagree(rows, exist)
     rows[3]["alive"], rows[4]["alive"] = False, True  # a process of a killed node
-    assert "gone nodes ['h0w1@a:17']" in workers_disagree(rows, {"h0w2@a", "h1w1@b"})
-    assert "h1w1@b" in workers_disagree(rows[:2], {"h0w2@a", "h1w1@b"})  # one missing
+    assert "gone nodes ['h0w1@a:17']" in workers_disagree(rows, exist)
+    rows[4]["alive"] = False
+    # a process of a live node that no longer exists (its pid is not among the node's)
+    assert "do not exist ['h0w2@a:41']" in workers_disagree(rows, {**exist, "h0w2@a": {40}})
+    assert "h1w1@b" in workers_disagree(rows[:2], exist)  # one missing
+
+
+def test_flower_at_rest_calls_alive_exactly_the_nodes_that_exist():
+    exist = {"h0w2@a", "h1w1@b"}
+    assert flower_disagrees({"h0w2@a": True, "h1w1@b": True, "h0w1@a": False}, exist) is None
+    assert flower_disagrees({"h0w2@a": True, "h1w1@b": True}, exist) is None  # never seen
+    assert "Flower calls alive ['h0w1@a', 'h0w2@a', 'h1w1@b']" in flower_disagrees(
+        {"h0w2@a": True, "h1w1@b": True, "h0w1@a": True}, exist)  # a killed one alive
+    assert "Flower calls alive ['h0w2@a']" in flower_disagrees(
+        {"h0w2@a": True, "h1w1@b": False}, exist)  # a live one dead
+    assert flower_disagrees({}, exist) is not None
 
 
 def test_a_faults_window_holds_its_action_and_every_fault_is_undone_at_cancel():
@@ -149,3 +167,43 @@ def test_a_faults_window_holds_its_action_and_every_fault_is_undone_at_cancel():
     assert [what for what, _ in acted] == ["kill", "start"]
     assert applied.began <= acted[0][1] and acted[1][1] <= applied.ended
     assert runner.active_at(acted[0][1], "dashboard_kill") and applied.error is None
+
+
+def test_a_worker_restarted_while_the_broker_is_down_does_not_hold_the_broker_down():
+    # The worker is ready only once the broker is back, and the broker's return is the
+    # schedule's next step: waiting for the worker inside the schedule held the broker down
+    # for good (a run once reported "worker not ready after 120s").
+    import threading
+    from types import SimpleNamespace
+
+    from dnnframe.testing.chaos.faults import FaultRunner
+    from dnnframe.testing.chaos.schedule import Fault
+
+    broker_up = threading.Event()
+    broker_up.set()
+    restarted: list[SimpleNamespace] = []
+
+    def fake_worker(name: str) -> SimpleNamespace:
+        proc = SimpleNamespace(returncode=None, poll=lambda: None, wait=lambda timeout: 0)
+        return SimpleNamespace(
+            name=name, proc=proc, kill_group=lambda sig: None, alive=lambda: True,
+            log_text=lambda: " ready." if broker_up.is_set() else "connecting...")
+
+    host = SimpleNamespace(worker=fake_worker("w1"))
+
+    def start_worker(h: SimpleNamespace, wait: bool = True) -> SimpleNamespace:
+        assert not wait
+        h.worker = fake_worker(f"w{len(restarted) + 2}")
+        restarted.append(h.worker)
+        return h.worker
+
+    node = SimpleNamespace(stop_app=broker_up.clear, start_app=broker_up.set)
+    dep = SimpleNamespace(hosts=[host], node=node, start_worker=start_worker)
+    faults = [Fault("broker_restart", 0.0, 0.5), Fault("worker_kill", 0.1, 0.0)]
+    runner = FaultRunner(dep, faults, time.monotonic()).start()
+    runner.join(60)
+    broker, kill = runner.applied
+    assert [a.error for a in runner.applied] == [None, None]
+    assert len(restarted) == 1 and broker_up.is_set()
+    # the worker's fault ends when it is ready, which is after the broker came back
+    assert 0 < broker.ended <= kill.ended

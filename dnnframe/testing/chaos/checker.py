@@ -8,7 +8,9 @@ so each can be tested on hand-made records.
 - no TPE configuration was asked twice;
 - the API answered every request with 2xx, 4xx or a 503 with a reason, within a bound
   (no answer at all only while the dashboard itself was down);
-- at rest, ``/api/v1/workers`` calls alive exactly the worker processes that exist.
+- ASHA's decisions agree with the rungs the store held (:mod:`.rungs`);
+- at rest, ``/api/v1/workers`` calls alive exactly the worker nodes and processes that
+  exist, and Flower exactly the nodes.
 """
 
 from __future__ import annotations
@@ -133,13 +135,35 @@ def recovery_times(ends: list[float], samples: list[tuple[float, int, int]]) -> 
     return out
 
 
-def workers_disagree(rows: list[dict[str, Any]], nodes: set[str]) -> str | None:
-    """How ``/api/v1/workers``'s rows disagree with the worker nodes that exist (None when
-    they agree): every existing node alive, no other node nor a process of one alive."""
+def workers_disagree(rows: list[dict[str, Any]], processes: dict[str, set[int]]
+                     ) -> str | None:
+    """How ``/api/v1/workers``'s rows disagree with the worker nodes that exist
+    (``processes``: each node's name -> the pids of its processes) (None when they agree):
+    every existing node alive, no other node alive, and no process alive that is not one of
+    those pids."""
+    nodes = set(processes)
     alive = [r for r in rows if r.get("alive")]
     alive_nodes = {r["name"] for r in alive if (r.get("info") or {}).get("role") == NODE_ROLE}
-    strays = sorted(r["name"] for r in alive if split_owner(r["name"])[0] not in nodes)
-    if alive_nodes == nodes and not strays:
+    strays, ghosts = [], []
+    for r in alive:
+        node, pid = split_owner(r["name"])
+        if node not in nodes:
+            strays.append(r["name"])
+        elif pid is not None and pid not in processes[node]:
+            ghosts.append(r["name"])
+    if alive_nodes == nodes and not strays and not ghosts:
         return None
-    return (f"/api/v1/workers calls alive nodes {sorted(alive_nodes)} and processes of gone "
-            f"nodes {strays}; the nodes that exist are {sorted(nodes)}")
+    return (f"/api/v1/workers calls alive nodes {sorted(alive_nodes)}, processes of gone "
+            f"nodes {sorted(strays)} and processes that do not exist {sorted(ghosts)}; the "
+            f"nodes that exist are {sorted(nodes)} with processes "
+            f"{ {n: sorted(p) for n, p in sorted(processes.items())} }")
+
+
+def flower_disagrees(status: dict[str, bool], nodes: set[str]) -> str | None:
+    """How Flower's ``/api/workers?status=1`` (node -> alive) disagrees with the worker
+    nodes that exist (None when it agrees): those alive, every other one it knows not."""
+    alive = {name for name, up in status.items() if up}
+    if alive == nodes:
+        return None
+    return (f"Flower calls alive {sorted(alive)} (of {sorted(status)}); the nodes that "
+            f"exist are {sorted(nodes)}")

@@ -1,7 +1,8 @@
 """The chaos run's deployment, from the helpers the distributed tests use: Celery workers on
 two hosts (network namespaces when this machine allows, else plain processes), a dedicated
-RabbitMQ node, a dedicated PostgreSQL cluster, the driver service (``dnnframe drive``) and
-the dashboard (``dnnframe serve``). Every part can be broken and brought back by the fault
+RabbitMQ node, a dedicated PostgreSQL cluster, the driver service (``dnnframe drive``), the
+dashboard (``dnnframe serve``) and Flower (``celery -A tasks flower``, watching the workers'
+events; no fault touches it). Every part can be broken and brought back by the fault
 runner; everything is stopped and deleted on exit.
 """
 
@@ -51,17 +52,19 @@ class Host:
 
 @dataclass
 class Service:
-    """A ``dnnframe`` command in a session of its own (the driver service, the dashboard)."""
+    """A ``python -m module`` command in a session of its own (the driver service and the
+    dashboard are ``dnnframe`` commands; Flower is Celery's)."""
 
     name: str
     args: list[str]
     log: Path
     env: dict[str, str]
     proc: subprocess.Popen | None = None
+    module: str = "dnnframe.cli"
 
     def start(self) -> None:
         with open(self.log, "ab") as fh:
-            self.proc = subprocess.Popen([sys.executable, "-m", "dnnframe.cli", *self.args],
+            self.proc = subprocess.Popen([sys.executable, "-m", self.module, *self.args],
                                          cwd=REPO, env=self.env, stdout=fh,
                                          stderr=subprocess.STDOUT, start_new_session=True)
 
@@ -91,6 +94,8 @@ class Deployment:
     driver: Service
     dashboard: Service
     base_url: str
+    flower: Service
+    flower_url: str
     forwarders: list[TcpForwarder] = field(default_factory=list)
     disk: Path | None = None  # the store's own small filesystem, when it has one
     store_stopped: bool = False  # by a store_restart fault, not yet undone
@@ -109,8 +114,8 @@ class Deployment:
                     "DNNFRAME_DATA_DIR": str(self.workdir / "data"), **extra})
         return env
 
-    def start_worker(self, host: Host) -> None:
-        """A new worker on ``host`` (a killed one's successor), waited for until ready."""
+    def start_worker(self, host: Host, wait: bool = True) -> WorkerProc:
+        """A new worker on ``host`` (a killed one's successor); ``wait``: until it is ready."""
         host.restarts += 1
         name = f"h{host.index}w{host.restarts}"
         ns = host.ns.name if host.ns else None
@@ -118,23 +123,18 @@ class Deployment:
             name, QUEUE, self.workdir / f"{name}.log",
             self._env(DNNFRAME_STORE_URL=host.store_url, DNNFRAME_BROKER_URL=host.broker_url),
             host=ns or f"chaos-host{host.index}", netns=ns)
-        problem = wait_ready(host.worker, 120)
+        problem = wait_ready(host.worker, 120) if wait else None
         if problem:
             raise RuntimeError(problem)
+        return host.worker
 
     def start_dashboard(self) -> None:
         """``dnnframe serve`` on its port again, waited for until /api/v1/health answers."""
-        self.dashboard.start()
-        deadline = time.monotonic() + 90
-        while True:
-            with contextlib.suppress(requests.RequestException):
-                if requests.get(self.base_url + "/api/v1/health", timeout=2).status_code < 500:
-                    return
-            proc = self.dashboard.proc
-            if (proc is not None and proc.poll() is not None) or time.monotonic() > deadline:
-                raise RuntimeError(f"the dashboard did not start:\n"
-                                   f"{self.dashboard.log.read_text(errors='replace')[-3000:]}")
-            time.sleep(0.2)
+        _start_answering(self.dashboard, self.base_url + "/api/v1/health")
+
+    def start_flower(self) -> None:
+        """Flower, waited for until /healthcheck answers."""
+        _start_answering(self.flower, self.flower_url + "/healthcheck")
 
     def fill_disk(self) -> None:
         """Fill the store's filesystem (a small tmpfs) to its last byte."""
@@ -172,16 +172,39 @@ class Deployment:
         self.cluster.start()
 
 
+def _start_answering(service: Service, url: str) -> None:
+    """Start ``service`` and wait until ``url`` answers: anything but a 5xx, or a 503 (the
+    dashboard refuses while the store is down, which another fault may hold down)."""
+    service.start()
+    deadline = time.monotonic() + 90
+    while True:
+        with contextlib.suppress(requests.RequestException):
+            status = requests.get(url, timeout=2).status_code
+            if status < 500 or status == 503:
+                return
+        proc = service.proc
+        if (proc is not None and proc.poll() is not None) or time.monotonic() > deadline:
+            raise RuntimeError(f"the {service.name} did not start:\n"
+                               f"{service.log.read_text(errors='replace')[-3000:]}")
+        time.sleep(0.2)
+
+
 def _services(workdir: Path, env: dict[str, str], store_url: str, broker_url: str
-              ) -> tuple[Service, Service, str]:
-    (port,) = free_ports(1)
+              ) -> tuple[Service, Service, str, Service, str]:
+    port, flower_port = free_ports(2)
     driver = Service("driver", ["drive", "--store", store_url, "--broker", broker_url,
                                 "--poll", "0.5"], workdir / "driver.log", env)
     dashboard = Service("dashboard", ["serve", "--port", str(port), "--store", store_url],
                         workdir / "dashboard.log",
                         {**env, "DNNFRAME_BROKER_URL": broker_url,
                          "DNNFRAME_API_TOKEN": TOKEN})
-    return driver, dashboard, f"http://127.0.0.1:{port}"
+    # on the loopback only, so its API needs no login here
+    flower = Service("flower", ["-A", "tasks", "flower", f"--port={flower_port}",
+                                "--address=127.0.0.1"], workdir / "flower.log",
+                     {**env, "DNNFRAME_BROKER_URL": broker_url, "DNNFRAME_STORE_URL": store_url,
+                      "FLOWER_UNAUTHENTICATED_API": "1"}, module="celery")
+    return (driver, dashboard, f"http://127.0.0.1:{port}", flower,
+            f"http://127.0.0.1:{flower_port}")
 
 
 @contextlib.contextmanager
@@ -241,10 +264,10 @@ def deployment(workdir: Path, settings: dict[str, str], use_netns: bool = True,
                 base_env = {k: v for k, v in os.environ.items() if not k.startswith("DNNFRAME_")}
                 env = {**base_env, "PYTHONPATH": str(REPO), "PYTHONUNBUFFERED": "1", **settings,
                        "DNNFRAME_DATA_DIR": str(workdir / "data")}
-                driver, dashboard, base = _services(workdir, env, cluster.url(DATABASE),
-                                                    node.url)
+                driver, dashboard, base, flower, flower_url = _services(
+                    workdir, env, cluster.url(DATABASE), node.url)
                 dep = Deployment(workdir, settings, cluster, node, hosts, driver, dashboard,
-                                 base, forwarders, disk)
+                                 base, flower, flower_url, forwarders, disk)
                 yield from _running(dep)
             finally:
                 for fwd in forwarders:
@@ -256,12 +279,14 @@ def deployment(workdir: Path, settings: dict[str, str], use_netns: bool = True,
 
 def _running(dep: Deployment) -> Iterator[Deployment]:
     try:
+        dep.start_flower()  # first: it sees every worker come online
         for host in dep.hosts:
             dep.start_worker(host)
         dep.driver.start()
         dep.start_dashboard()
         yield dep
     finally:
+        dep.flower.stop()
         dep.dashboard.stop()
         dep.driver.stop()
         for host in dep.hosts:

@@ -1,7 +1,11 @@
 """Applies a fault schedule to a deployment, in a thread of its own, on the schedule's clock:
 each fault is done at its start and undone at its end (a killed process is started again,
 a stopped one continued, a cable plugged back in, a stopped server started). Records when
-each fault was really done and undone, which the checker and the report use."""
+each fault was really done and undone, which the checker and the report use.
+
+A restarted worker is ready only once it reaches the broker, which another fault may hold
+down until its own undo, later in this same schedule: so the worker is waited for beside
+the schedule, never in it."""
 
 from __future__ import annotations
 
@@ -11,8 +15,12 @@ import time
 import traceback
 from dataclasses import dataclass
 
+from ..procs import WorkerProc, wait_ready
 from .deploy import Deployment
 from .schedule import Fault
+
+#: How long a restarted worker may take to be ready (it may wait for the broker's return).
+READY_S = 300.0
 
 
 @dataclass
@@ -44,11 +52,12 @@ def _do(dep: Deployment, f: Fault) -> None:
         dep.fill_disk()
 
 
-def _undo(dep: Deployment, f: Fault) -> None:
+def _undo(dep: Deployment, f: Fault) -> WorkerProc | None:
+    """Undo ``f``; a worker started again is returned, not waited for."""
     host = dep.hosts[f.target]
     if f.kind == "worker_kill":
-        dep.start_worker(host)
-    elif f.kind == "worker_stop" and host.worker is not None:
+        return dep.start_worker(host, wait=False)
+    if f.kind == "worker_stop" and host.worker is not None:
         host.worker.kill_group(signal.SIGCONT)
     elif f.kind == "link_cut" and host.ns is not None:
         host.ns.set_link(True)
@@ -62,6 +71,7 @@ def _undo(dep: Deployment, f: Fault) -> None:
         dep.start_dashboard()
     elif f.kind == "disk_full":
         dep.free_disk()
+    return None
 
 
 class FaultRunner:
@@ -75,13 +85,22 @@ class FaultRunner:
         self.cancel = threading.Event()
         self._lock = threading.Lock()  # one action on the deployment at a time
         self._thread = threading.Thread(target=self._run, name="chaos-faults", daemon=True)
+        self._waiters: list[threading.Thread] = []  # restarted workers, until ready
 
     def start(self) -> FaultRunner:
         self._thread.start()
         return self
 
     def join(self, timeout: float | None = None) -> None:
-        self._thread.join(timeout)
+        """Wait until the schedule is over and every restarted worker is ready."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+
+        def left() -> float | None:
+            return None if deadline is None else max(0.0, deadline - time.monotonic())
+
+        self._thread.join(left())
+        for th in list(self._waiters):  # complete once the schedule's thread has ended
+            th.join(left())
 
     def active_at(self, t: float, kind: str | None = None) -> bool:
         """Whether a fault (of ``kind``) was in effect at monotonic time ``t``."""
@@ -112,15 +131,38 @@ class FaultRunner:
             if not undo:
                 # before the action: a request it breaks must fall inside the fault's window
                 a.began = time.monotonic()
+            started = None
             try:
-                (_undo if undo else _do)(self.dep, a.fault)
+                if undo:
+                    started = _undo(self.dep, a.fault)
+                else:
+                    _do(self.dep, a.fault)
             except Exception as exc:  # recorded and reported: the run goes on
                 a.error = f"{'undo' if undo else 'do'}: {exc}\n{traceback.format_exc(limit=3)}"
             now = time.monotonic()
-            if undo:
+            if started is not None:
+                self._await_ready(a, started)
+            elif undo:
                 a.ended = now  # after it: the part is back (a restarted one answers)
             print(f"[{now - self.t0:7.1f}s] {'undone' if undo else 'done  '} "
                   f"{a.fault.describe().strip()}", flush=True)
+
+    def _await_ready(self, a: Applied, worker: WorkerProc) -> None:
+        """Mark ``a`` undone once ``worker`` is ready, in a thread of its own."""
+        def wait() -> None:
+            problem = wait_ready(worker, READY_S)
+            if problem and worker.proc.returncode == -signal.SIGKILL:
+                problem = None  # a later fault killed it before it was ready: its own fault
+            if problem:
+                a.error = f"undo: {problem}"
+            a.ended = time.monotonic()
+            print(f"[{a.ended - self.t0:7.1f}s] ready  {worker.name}"
+                  f"{' (killed before)' if worker.proc.returncode is not None else ''}",
+                  flush=True)
+
+        th = threading.Thread(target=wait, name=f"chaos-ready-{worker.name}", daemon=True)
+        th.start()
+        self._waiters.append(th)
 
     def undo_all(self) -> None:
         """Cancel what is still to come, undoing every fault in effect."""

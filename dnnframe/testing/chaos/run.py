@@ -4,6 +4,7 @@ report. :func:`chaos_run` returns the report (its ``violations`` empty when all 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 import time
@@ -11,19 +12,24 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from ...states import ACTIVE_STATES
+import requests
+
+from ...states import ACTIVE_STATES, TrialState
 from ...store import open_store
+from ...store.records import TrialRecord
 from .checker import (
     Findings,
     api_violations,
     check_experiment,
+    flower_disagrees,
     p99,
     recovery_times,
     workers_disagree,
 )
 from .deploy import Deployment, deployment
 from .faults import FaultRunner
-from .schedule import DEFAULT_KINDS, Fault, format_schedule, make_schedule, overlaps
+from .rungs import RungWatch, asha_violations
+from .schedule import DEFAULT_KINDS, format_schedule, make_schedule, overlaps
 from .workload import EPOCHS, Api, Workload
 
 
@@ -41,6 +47,8 @@ class Report:
     api_calls: int = 0
     api_p99_during_faults: float = 0.0
     settled_after: float = 0.0
+    asha: str = "not checked"
+    at_rest: str = "not checked"
     violations: list[str] = field(default_factory=list)
 
     def text(self) -> str:
@@ -54,6 +62,8 @@ class Report:
             f"longest recovery (a fault undone -> the store changes again): "
             f"{self.longest_recovery:.1f} s",
             f"work settled {self.settled_after:.1f} s after the last fault was undone",
+            f"ASHA decisions: {self.asha}",
+            f"workers at rest: {self.at_rest}",
             f"API: {self.api_calls} requests, p99 latency during faults "
             f"{self.api_p99_during_faults * 1000:.0f} ms",
             f"violations: {len(self.violations)}",
@@ -128,7 +138,11 @@ def chaos_run(workdir: Path, seed: int, seconds: float, settings: dict[str, str]
         api = Api(dep.base_url)
         progress = Progress(dep.store_url).start()
         t0 = time.monotonic()
-        workload = Workload(api, seed, seconds).start(t0)
+        workload = Workload(api, seed, seconds)
+        asha = workload.specs["asha"]["search"]
+        watch = RungWatch(dep.store_url, lambda: workload.ids.get("asha"),
+                          asha["objective"]["metric"]).start()
+        workload.start(t0)
         runner = FaultRunner(dep, faults, t0).start()
         try:
             runner.join(seconds + 600)
@@ -140,31 +154,59 @@ def chaos_run(workdir: Path, seed: int, seconds: float, settings: dict[str, str]
             while not _settled(dep.store_url, workload.ids, tpe) and time.monotonic() < deadline:
                 time.sleep(0.5)
             report.settled_after = time.monotonic() - runner.last_end
-            report.violations += _workers_at_rest(dep, api, float(settings.get(
+            problems, report.at_rest = _workers_at_rest(dep, api, float(settings.get(
                 "DNNFRAME_HEARTBEAT_TIMEOUT", "30")))
+            report.violations += problems
         finally:
             workload.stop()
             runner.undo_all()
             progress.stop()
-        _check(report, dep.store_url, workload, runner, api, progress, faults)
+            watch.stop()
+        _check(report, dep.store_url, workload, runner, api, progress, watch)
         _keep(workdir, api, runner)
     return report
 
 
-def _workers_at_rest(dep: Deployment, api: Api, heartbeat_s: float) -> list[str]:
+def _processes(dep: Deployment) -> dict[str, set[int]]:
+    """Each live worker node's name -> the pids of its processes (main and children)."""
+    return {h.worker.nodename: {h.worker.proc.pid, *h.worker.children()}
+            for h in dep.hosts if h.worker is not None and h.worker.alive()}
+
+
+def _flower_status(dep: Deployment) -> dict[str, bool] | None:
+    with contextlib.suppress(requests.RequestException, ValueError):
+        r = requests.get(dep.flower_url + "/api/workers", params={"status": "1"}, timeout=10)
+        if r.status_code == 200:
+            return {str(k): bool(v) for k, v in r.json().items()}
+    return None
+
+
+def _workers_at_rest(dep: Deployment, api: Api, heartbeat_s: float) -> tuple[list[str], str]:
     """Once a killed node has been silent past its timeout, the API's workers must be the
-    processes that exist; asked until they agree or three timeouts have passed."""
-    nodes = {h.worker.nodename for h in dep.hosts if h.worker is not None}
-    deadline = time.monotonic() + 3 * min(heartbeat_s, 30.0) + 5
-    problem: str | None = "no answer from /api/v1/workers"
-    while time.monotonic() < deadline:
-        r = api.request("GET", "/api/v1/workers")
-        if r is not None and r.status_code == 200:
-            problem = workers_disagree(r.json()["workers"], nodes)
-            if problem is None:
-                return []
+    processes that exist, and Flower's live workers the nodes that exist; both asked until
+    they agree or three timeouts (at least Flower's 4 s heartbeat expiry) have passed.
+    Returns the violations and a line for the report."""
+    deadline = time.monotonic() + 3 * min(max(heartbeat_s, 4.0), 30.0) + 5
+    api_problem: str | None = "no answer from /api/v1/workers"
+    flower_problem: str | None = "no answer from Flower's /api/workers"
+    while True:
+        processes = _processes(dep)
+        if api_problem is not None:
+            r = api.request("GET", "/api/v1/workers")
+            if r is not None and r.status_code == 200:
+                api_problem = workers_disagree(r.json()["workers"], processes)
+        if flower_problem is not None:
+            status = _flower_status(dep)
+            if status is not None:
+                flower_problem = flower_disagrees(status, set(processes))
+        if (api_problem is None and flower_problem is None) or time.monotonic() > deadline:
+            break
         time.sleep(0.5)
-    return [f"at rest: {problem}"]
+    problems = [f"at rest: {p}" for p in (api_problem, flower_problem) if p]
+    line = (f"{len(processes)} nodes, {sum(map(len, processes.values()))} processes alive; "
+            f"/api/v1/workers {'agrees' if api_problem is None else 'DISAGREES'}, "
+            f"Flower {'agrees' if flower_problem is None else 'DISAGREES'}")
+    return problems, line
 
 
 def _keep(workdir: Path, api: Api, runner: FaultRunner) -> None:
@@ -179,8 +221,15 @@ def _keep(workdir: Path, api: Api, runner: FaultRunner) -> None:
                                  "ended": round(a.ended - t0, 3), "error": a.error}) + "\n")
 
 
+def _decisions(trials: list[TrialRecord], watch: RungWatch) -> str:
+    pruned = sum(t.state is TrialState.PRUNED for t in trials)
+    went_on = sum(len(t.metrics) > 1 for t in trials)
+    return (f"{went_on} trials went past a rung, {pruned} were pruned; checked against "
+            f"{len(watch.snapshots)} snapshots of the rungs")
+
+
 def _check(report: Report, store_url: str, workload: Workload, runner: FaultRunner,
-           api: Api, progress: Progress, faults: list[Fault]) -> None:
+           api: Api, progress: Progress, watch: RungWatch) -> None:
     found = Findings()
     try:
         store = open_store(store_url)
@@ -194,6 +243,11 @@ def _check(report: Report, store_url: str, workload: Workload, runner: FaultRunn
                 continue
             trials = store.list_trials(workload.ids[role])
             check_experiment(role, spec, trials, EPOCHS, role == "cancelled", found)
+            if role == "asha":
+                asha = asha_violations(workload.ids[role], spec["search"], trials,
+                                       watch.snapshots)
+                report.asha = _decisions(trials, watch)
+                found.violations += [f"asha: {v}" for v in asha]
     finally:
         store.close()
     found.violations += [f"fault {a.fault.describe().strip()}: {a.error}"
