@@ -14,6 +14,7 @@ from pathlib import Path
 
 import requests
 
+from ...spec.models import SearchConfig
 from ...states import ACTIVE_STATES, TrialState
 from ...store import open_store
 from ...store.records import TrialRecord
@@ -139,9 +140,11 @@ def chaos_run(workdir: Path, seed: int, seconds: float, settings: dict[str, str]
         progress = Progress(dep.store_url).start()
         t0 = time.monotonic()
         workload = Workload(api, seed, seconds)
-        asha = workload.specs["asha"]["search"]
-        watch = RungWatch(dep.store_url, lambda: workload.ids.get("asha"),
-                          asha["objective"]["metric"]).start()
+        rung_metrics = {role: SearchConfig.model_validate(spec["search"]).rung_metric
+                        for role, spec in workload.specs.items() if _prunes(spec)}
+        watch = RungWatch(dep.store_url, lambda: {
+            workload.ids[role]: metric for role, metric in rung_metrics.items()
+            if role in workload.ids}).start()
         workload.start(t0)
         runner = FaultRunner(dep, faults, t0).start()
         try:
@@ -221,16 +224,23 @@ def _keep(workdir: Path, api: Api, runner: FaultRunner) -> None:
                                  "ended": round(a.ended - t0, 3), "error": a.error}) + "\n")
 
 
+def _prunes(spec: dict) -> bool:
+    return SearchConfig.model_validate(spec["search"]).prunes
+
+
 def _decisions(trials: list[TrialRecord], watch: RungWatch) -> str:
+    """The report's line on ASHA: how many decisions were checked, on how many snapshots."""
     pruned = sum(t.state is TrialState.PRUNED for t in trials)
     went_on = sum(len(t.metrics) > 1 for t in trials)
-    return (f"{went_on} trials went past a rung, {pruned} were pruned; checked against "
-            f"{len(watch.snapshots)} snapshots of the rungs")
+    snaps = sum(map(len, watch.snapshots.values()))
+    return (f"{len(watch.snapshots)} experiments, {went_on} trials went past a rung, "
+            f"{pruned} were pruned; checked against {snaps} snapshots of their rungs")
 
 
 def _check(report: Report, store_url: str, workload: Workload, runner: FaultRunner,
            api: Api, progress: Progress, watch: RungWatch) -> None:
     found = Findings()
+    pruning: list[TrialRecord] = []  # the trials of experiments that prune
     try:
         store = open_store(store_url)
     except Exception as exc:
@@ -243,13 +253,14 @@ def _check(report: Report, store_url: str, workload: Workload, runner: FaultRunn
                 continue
             trials = store.list_trials(workload.ids[role])
             check_experiment(role, spec, trials, EPOCHS, role == "cancelled", found)
-            if role == "asha":
-                asha = asha_violations(workload.ids[role], spec["search"], trials,
-                                       watch.snapshots)
-                report.asha = _decisions(trials, watch)
-                found.violations += [f"asha: {v}" for v in asha]
+            if _prunes(spec):
+                eid = workload.ids[role]
+                pruning += trials
+                found.violations += [f"{role}: {v}" for v in asha_violations(
+                    eid, spec["search"], trials, watch.snapshots.get(eid, []))]
     finally:
         store.close()
+    report.asha = _decisions(pruning, watch)
     found.violations += [f"fault {a.fault.describe().strip()}: {a.error}"
                          for a in runner.applied if a.error]
     down = [(a.began, a.ended) for a in runner.applied if a.fault.kind == "dashboard_kill"]

@@ -31,7 +31,7 @@ from typing import Any
 from ...metrics import is_number
 from ...pruning.asha import rungs
 from ...spec.models import SearchConfig
-from ...states import TrialState
+from ...states import FINISHED_STATES, TrialState
 from ...store import open_store
 from ...store.records import TrialRecord
 
@@ -206,14 +206,16 @@ def _promotions(tid: str, r: int, eta: int, mode: str,
 
 
 class RungWatch:
-    """Snapshots of an experiment's trials every :data:`WATCH_INTERVAL_S`, once
-    ``experiment_id()`` names it (the workload learns the id when the API accepts it).
-    Each snapshot is one read of the store, so it is consistent."""
+    """Snapshots of each ASHA experiment's trials every :data:`WATCH_INTERVAL_S`, once
+    ``experiments()`` names it (experiment id -> its rung metric; the workload learns ids
+    when the API accepts them), until a snapshot shows every trial of it finished (nothing
+    changes after that). Each snapshot is one read of the store, so it is consistent."""
 
-    def __init__(self, store_url: str, experiment_id: Callable[[], str | None], metric: str):
+    def __init__(self, store_url: str, experiments: Callable[[], dict[str, str]]):
         self.store = open_store(store_url)
-        self.experiment_id, self.metric = experiment_id, metric
-        self.snapshots: list[Snapshot] = []
+        self.experiments = experiments
+        self.snapshots: dict[str, list[Snapshot]] = {}
+        self._done: set[str] = set()
         self.stopped = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True, name="chaos-rungs")
 
@@ -223,14 +225,20 @@ class RungWatch:
 
     def _run(self) -> None:
         while not self.stopped.wait(WATCH_INTERVAL_S):
-            eid = self.experiment_id()
-            if eid is None:
-                continue
-            try:
-                trials = self.store.list_trials(eid, fields=("metrics",))
-            except Exception:
-                continue  # the store is down (a fault): no snapshot
-            self.snapshots.append({t.id: seen(t, self.metric) for t in trials})
+            for eid, metric in self.experiments().items():
+                if eid not in self._done:
+                    self._snap(eid, metric)
+
+    def _snap(self, eid: str, metric: str) -> None:
+        try:
+            trials = self.store.list_trials(eid, fields=("metrics",))
+            # an adaptive search may not have made all its trials yet
+            made = self.store.get_experiment(eid).n_trials
+        except Exception:
+            return  # the store is down (a fault): no snapshot
+        self.snapshots.setdefault(eid, []).append({t.id: seen(t, metric) for t in trials})
+        if len(trials) >= made and all(t.state in FINISHED_STATES for t in trials):
+            self._done.add(eid)
 
     def stop(self) -> None:
         self.stopped.set()

@@ -1,6 +1,7 @@
 """The chaos run's workload, all through the REST API: grid sweeps, an ASHA and a TPE
 experiment on iris (tiny networks, three epochs), one grid cancelled midway and resubmitted
-(which resumes it), one cancelled for good, one resubmitted unchanged; and readers polling
+(which resumes it), one cancelled for good, one resubmitted unchanged, then waves of small
+grids and ASHA experiments while the faults go on; and readers polling
 the API throughout. Every request is recorded (when, what, status, latency, error) for the
 checker: during faults the API must answer 2xx, 4xx or 503 with a reason, within a bound.
 """
@@ -27,14 +28,24 @@ _TRAINING = {"optimizer": "adam", "learning_rate": 0.01, "batch_size": 32,
 
 def specs(seed: int, waves: int = 0) -> dict[str, dict[str, Any]]:
     """The experiments, by role; the seed varies the samplers of ASHA and TPE. ``waves``
-    small grids (``wave1``...) are submitted one after another while the faults go on."""
+    small experiments (``wave1``...: grids, every other one ASHA) are submitted one after
+    another while the faults go on."""
     def spec(name: str, model: dict, training: dict, search: dict) -> dict[str, Any]:
         return {"name": name, "dataset": {"name": "iris"}, "model": {**_MODEL, **model},
                 "training": {**_TRAINING, **training}, "search": search}
 
     rate = {"loguniform": [0.001, 0.1]}
-    waved = {f"wave{i}": spec(f"chaos-wave{i}", {"width": {"grid": [3, 5]}},
-                              {"learning_rate": 0.01 + i / 1000}, {"seeds": 2})
+
+    def asha(name: str, samples: int, random_seed: int) -> dict[str, Any]:
+        return spec(name, {}, {"learning_rate": rate},
+                    {"method": "asha", "num_samples": samples, "seeds": 1,
+                     "random_seed": random_seed, "min_epochs": 1, "eta": 3,
+                     "objective": {"metric": "val_accuracy", "mode": "max"}})
+
+    # every other wave is an ASHA experiment, so rungs are judged while faults go on
+    waved = {f"wave{i}": asha(f"chaos-asha-wave{i}", 6, seed + i) if i % 2 == 0 else
+             spec(f"chaos-wave{i}", {"width": {"grid": [3, 5]}},
+                  {"learning_rate": 0.01 + i / 1000}, {"seeds": 2})
              for i in range(1, waves + 1)}
     return {**waved,
         "grid": spec("chaos-grid", {"hidden_layers": {"grid": [1, 2]},
@@ -42,10 +53,7 @@ def specs(seed: int, waves: int = 0) -> dict[str, dict[str, Any]]:
         "resumed": spec("chaos-resumed", {"activation": {"grid": ["relu", "tanh", "sigmoid"]}},
                         {}, {"seeds": 4}),
         "cancelled": spec("chaos-cancelled", {"width": {"grid": [4, 6, 8]}}, {}, {"seeds": 4}),
-        "asha": spec("chaos-asha", {}, {"learning_rate": rate},
-                     {"method": "asha", "num_samples": 9, "seeds": 1, "random_seed": seed,
-                      "min_epochs": 1, "eta": 3,
-                      "objective": {"metric": "val_accuracy", "mode": "max"}}),
+        "asha": asha("chaos-asha", 9, seed),
         "tpe": spec("chaos-tpe", {}, {"learning_rate": rate},
                     {"method": "tpe", "num_samples": 8, "random_seed": seed,
                      "objective": {"metric": "val_accuracy", "mode": "max"}}),
