@@ -140,3 +140,42 @@ def test_seen_tells_runs_apart_and_keeps_non_numbers_as_none():
     t = _trial("x", R, [0.5], attempts=2)
     t.metrics.append({"epoch": 2, "val_accuracy": None})
     assert seen(t, "val_accuracy") == Seen((2, 2.0), R, {1: 0.5, 2: None})
+
+
+def _packed(tid: str, state: TrialState, values: list[float], pack: str,
+            n: int | None = None) -> TrialRecord:
+    t = _trial(tid, state, values, n)
+    t.result = {**(t.result or {}), "pack": {"id": pack, "size": 4, "index": 0}}
+    return t
+
+
+def test_a_pack_judged_in_lockstep_keeps_its_best_and_prunes_the_rest_on_one_read():
+    # four members of one pack reach the rung in one epoch, read with 2 earlier values: of
+    # 6 values, fewer than 2 better keeps a member
+    early = [_trial("a", C, [0.95, 0.9, 0.9]), _trial("b", C, [0.9, 0.9, 0.9])]
+    pack = [_packed("p1", C, [0.97, 0.9, 0.9], "k"), _packed("p2", P, [0.5], "k", n=6),
+            _packed("p3", P, [0.4], "k", n=6), _packed("p4", P, [0.1], "k", n=6)]
+    assert asha_violations("e", SEARCH, early + pack, [], lockstep=True) == []
+    # p3 kept while p2, better, was pruned in the same call: no one read does both
+    swapped = [pack[0], pack[1], _packed("p3", C, [0.4, 0.6, 0.7], "k"), pack[3]]
+    problems = asha_violations("e", SEARCH, early + swapped, [], lockstep=True)
+    assert problems == ["pack k at rung 1: trial p3 kept with 0.4, trial p2 pruned with "
+                        "0.5 in the same call",
+                        "pack k at rung 1: trial p3 kept with 0.4, though 2 of the pack were "
+                        "better of 6 values"]
+    # members trained one after another are judged each on its own read: p3 may have
+    # been read early, with fewer than eta values
+    assert asha_violations("e", SEARCH, early + swapped, [], lockstep=False) == []
+
+
+def test_a_pack_pruned_on_different_counts_or_keeping_too_many_is_caught():
+    pack = [_packed("p1", C, [0.9, 0.9, 0.9], "k"), _packed("p2", C, [0.8, 0.8, 0.8], "k"),
+            _packed("p3", P, [0.4], "k", n=4), _packed("p4", P, [0.1], "k", n=5)]
+    problems = asha_violations("e", SEARCH, pack, [], lockstep=True)
+    assert "pack k at rung 1: pruned in one call as one of different counts [4, 5]" \
+        in problems
+    # one read of 4 values: only the best (fewer than 4 // 3 = 1 better) may go on
+    pack[3] = _packed("p4", P, [0.1], "k", n=4)
+    assert asha_violations("e", SEARCH, pack, [], lockstep=True) == [
+        "pack k at rung 1: trial p2 kept with 0.8, though 1 of the pack were better of 4 "
+        "values"]

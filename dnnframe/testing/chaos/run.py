@@ -165,7 +165,10 @@ def chaos_run(workdir: Path, seed: int, seconds: float, settings: dict[str, str]
             runner.undo_all()
             progress.stop()
             watch.stop()
-        _check(report, dep.store_url, workload, runner, api, progress, watch)
+        # the engine trains a pack's members in lockstep; a train function set by
+        # DNNFRAME_TRAIN_FN trains them one after another, each judged on its own
+        _check(report, dep.store_url, workload, runner, api, progress, watch,
+               lockstep="DNNFRAME_TRAIN_FN" not in settings)
         _keep(workdir, api, runner)
     return report
 
@@ -238,7 +241,7 @@ def _decisions(trials: list[TrialRecord], watch: RungWatch) -> str:
 
 
 def _check(report: Report, store_url: str, workload: Workload, runner: FaultRunner,
-           api: Api, progress: Progress, watch: RungWatch) -> None:
+           api: Api, progress: Progress, watch: RungWatch, lockstep: bool) -> None:
     found = Findings()
     pruning: list[TrialRecord] = []  # the trials of experiments that prune
     try:
@@ -257,7 +260,7 @@ def _check(report: Report, store_url: str, workload: Workload, runner: FaultRunn
                 eid = workload.ids[role]
                 pruning += trials
                 found.violations += [f"{role}: {v}" for v in asha_violations(
-                    eid, spec["search"], trials, watch.snapshots.get(eid, []))]
+                    eid, spec["search"], trials, watch.snapshots.get(eid, []), lockstep)]
     finally:
         store.close()
     report.asha = _decisions(pruning, watch)

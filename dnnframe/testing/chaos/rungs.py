@@ -13,6 +13,13 @@ is a violation only when *no* set of values within those bounds gives it: legal
 asynchronous outcomes (an early trial promoted with fewer than ``eta`` values, a trial
 judged while another's value was on its way) never fail it.
 
+Where a pack's members train in lockstep (the engine's ``train_pack``), the members that
+reach a rung in one epoch are judged in one call, on one read: a pack's trials (the same
+``result.pack.id``) pruned and kept at a rung must then agree with each other exactly (every
+one kept better than every one pruned, all pruned as one of the same ``n``, fewer than
+``n // eta`` of the pack better than any one kept). A train function that trains members
+one after another judges each on its own read, so this part is asked for, not assumed.
+
 A claim clears a requeued trial's curve, so a rung value can vanish and come back with
 another value (training is not always bit-for-bit repeatable). Snapshots tell a trial's
 runs apart by ``(attempts, started_at)``, which every claim changes; a trial whose run
@@ -129,11 +136,12 @@ def _first(snaps: Sequence[Snapshot], tid: str, test: Callable[[Seen], bool],
 
 
 def asha_violations(experiment_id: str, search: dict[str, Any], trials: list[TrialRecord],
-                    snapshots: Sequence[Snapshot]) -> list[str]:
+                    snapshots: Sequence[Snapshot], lockstep: bool = False) -> list[str]:
     """What is wrong with the ASHA decisions of one experiment: ``trials`` as stored at the
     end (every field), ``snapshots`` of them taken while it ran, oldest first (the final
-    state is added as the last). Trials shared with another experiment are left out (they
-    are pruned only if every experiment prunes)."""
+    state is added as the last); ``lockstep``: a pack's members were judged together at
+    each epoch. Trials shared with another experiment are left out (they are pruned only if
+    every experiment prunes)."""
     rule = SearchConfig.model_validate(search)
     metric, mode, eta = rule.rung_metric, rule.objective.mode, rule.eta
     own = [t for t in trials if list(t.experiment_ids) == [experiment_id]]
@@ -147,6 +155,46 @@ def asha_violations(experiment_id: str, search: dict[str, Any], trials: list[Tri
                 out.append(f"trial {t.id}: {problem}")
         for r in at:
             out += [f"trial {t.id}: {p}" for p in _promotions(t.id, r, eta, mode, snaps)]
+    if lockstep:
+        out += _packs(own, rule.min_epochs, eta, mode, metric)
+    return out
+
+
+def _packs(own: list[TrialRecord], min_epochs: int, eta: int, mode: str,
+           metric: str) -> list[str]:
+    """The decisions of one call (a pack in lockstep, one rung) against each other."""
+    groups: dict[tuple[str, int], list[tuple[TrialRecord, float]]] = {}
+    for t in own:
+        pack = ((t.result or {}).get("pack") or {}).get("id")
+        values = seen(t, metric).values
+        for r in rungs(min_epochs, int(t.config["training"]["max_epochs"]), eta):
+            x = values.get(r)
+            if pack is not None and x is not None:
+                groups.setdefault((str(pack), r), []).append((t, x))
+    out = []
+    for (pack, r), members in sorted(groups.items()):
+        pruned = [(t, x) for t, x in members if t.state is TrialState.PRUNED
+                  and ((t.result or {}).get("pruned") or {}).get("epoch") == r]
+        kept = [(t, x) for t, x in members if any(m["epoch"] > r for m in t.metrics)]
+        ns = {(t.result or {})["pruned"].get("trials_at_rung") for t, _ in pruned}
+        where = f"pack {pack} at rung {r}"
+        if len(ns) > 1:
+            out.append(f"{where}: pruned in one call as one of different counts {sorted(ns, key=str)}")
+        for k, x in kept:
+            for p, y in pruned:
+                if not _better(x, y, mode):
+                    out.append(f"{where}: trial {k.id} kept with {x}, trial {p.id} pruned "
+                               f"with {y} in the same call")
+        if len(ns) == 1:
+            (n,) = ns
+            if len(members) > n:
+                out.append(f"{where}: {len(members)} members at the rung, but pruned as "
+                           f"one of {n} values")
+            for k, x in kept:
+                ahead = sum(_better(y, x, mode) for _, y in members)
+                if n >= eta and ahead >= n // eta:
+                    out.append(f"{where}: trial {k.id} kept with {x}, though {ahead} of the "
+                               f"pack were better of {n} values")
     return out
 
 
