@@ -207,3 +207,11 @@ def test_a_worker_restarted_while_the_broker_is_down_does_not_hold_the_broker_do
     assert len(restarted) == 1 and broker_up.is_set()
     # the worker's fault ends when it is ready, which is after the broker came back
     assert 0 < broker.ended <= kill.ended
+
+
+def test_the_command_refuses_store_faults_for_a_sqlite_store_by_name(capsys):
+    from dnnframe.testing.chaos.__main__ import main
+
+    with pytest.raises(SystemExit):
+        main(["--store", "sqlite", "--kinds", "worker_kill,store_restart"])
+    assert "['store_restart'] need a store server" in capsys.readouterr().err

@@ -1,6 +1,6 @@
 """``python -m dnnframe.testing.chaos --minutes N --seed S``: a seeded chaos run against a
-deployment of real parts on this machine (needs RabbitMQ's and PostgreSQL's server
-binaries; root for network-namespace hosts). Prints the fault schedule first (the same seed
+deployment of real parts on this machine (needs RabbitMQ's server, and PostgreSQL's unless
+the store is SQLite; root for network-namespace hosts). Prints the fault schedule first (the same seed
 replays it) and a report last; exits 1 when an invariant was violated."""
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from .deploy import SERVER_KINDS, STORES
 from .run import chaos_run
 from .schedule import DEFAULT_KINDS, KINDS
 
@@ -38,9 +39,12 @@ def main(argv: list[str] | None = None) -> int:
                         help="engine: real PyTensor training on iris; hook: sleeping trials")
     parser.add_argument("--heartbeat-timeout", type=float, default=4.0)
     parser.add_argument("--driver-lease", type=float, default=4.0)
-    parser.add_argument("--kinds", default=",".join(DEFAULT_KINDS),
+    parser.add_argument("--kinds", default=None,
                         help=f"fault kinds, comma-separated, of {', '.join(KINDS)} (default "
-                             "all but disk_full, which puts the store on a small tmpfs)")
+                             "all but disk_full, which puts the store on a small tmpfs; with "
+                             f"--store sqlite, also without {', '.join(SERVER_KINDS)})")
+    parser.add_argument("--store", choices=STORES, default="postgresql",
+                        help="a PostgreSQL cluster of its own, or one SQLite file")
     parser.add_argument("--no-netns", action="store_true",
                         help="hosts as plain processes even where namespaces can be made")
     parser.add_argument("--workdir", type=Path, default=None,
@@ -48,15 +52,23 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.minutes <= 0:
         parser.error(f"--minutes must be positive, got {args.minutes}")
-    kinds = tuple(k for k in args.kinds.split(",") if k)
+    if args.kinds is None:
+        kinds = tuple(k for k in DEFAULT_KINDS
+                      if args.store != "sqlite" or k not in SERVER_KINDS)
+    else:
+        kinds = tuple(k for k in args.kinds.split(",") if k)
     unknown = sorted(set(kinds) - set(KINDS))
     if unknown:
         parser.error(f"--kinds: unknown {unknown}; known: {', '.join(KINDS)}")
+    if args.store == "sqlite" and set(kinds) & set(SERVER_KINDS):
+        parser.error(f"--kinds: {sorted(set(kinds) & set(SERVER_KINDS))} need a store "
+                     "server; a SQLite store has none")
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="dnnframe-chaos-"))
     print(f"logs in {workdir}", flush=True)
     report = chaos_run(workdir, args.seed, args.minutes * 60,
                        settings_for(args.train, args.heartbeat_timeout, args.driver_lease),
-                       settle_s=args.settle, kinds=kinds, use_netns=not args.no_netns)
+                       settle_s=args.settle, kinds=kinds, use_netns=not args.no_netns,
+                       store=args.store)
     print(report.text(), flush=True)
     return 1 if report.violations else 0
 

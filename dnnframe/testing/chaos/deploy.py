@@ -1,6 +1,7 @@
 """The chaos run's deployment, from the helpers the distributed tests use: Celery workers on
 two hosts (network namespaces when this machine allows, else plain processes), a dedicated
-RabbitMQ node, a dedicated PostgreSQL cluster, the driver service (``dnnframe drive``), the
+RabbitMQ node, a dedicated PostgreSQL cluster (or one SQLite file every host opens: the
+hosts share this machine's disk), the driver service (``dnnframe drive``), the
 dashboard (``dnnframe serve``) and Flower (``celery -A tasks flower``, watching the workers'
 events; no fault touches it). Every part can be broken and brought back by the fault
 runner; everything is stopped and deleted on exit.
@@ -15,7 +16,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -31,9 +32,15 @@ QUEUE = "default"  # the dashboard and the driver service publish there; the nod
 TOKEN = "chaos-token"
 
 
-def deployment_missing() -> str | None:
+#: The stores a deployment can have.
+STORES = ("postgresql", "sqlite")
+#: Fault kinds that need a store server (a SQLite file has none to stop, nor a disk of its own).
+SERVER_KINDS = ("store_restart", "disk_full")
+
+
+def deployment_missing(store: str = "postgresql") -> str | None:
     """Why the deployment cannot be made here (None when it can)."""
-    if server_bin() is None:
+    if store == "postgresql" and server_bin() is None:
         return "no PostgreSQL server binaries (Debian's postgresql package) here"
     return rabbitmq_missing()
 
@@ -88,7 +95,8 @@ class Service:
 class Deployment:
     workdir: Path
     settings: dict[str, str]  # DNNFRAME_* (and hook) variables of every process
-    cluster: PgCluster
+    cluster: PgCluster | None  # None: a SQLite store
+    store_url: str  # as this machine reaches it
     node: RabbitNode
     hosts: list[Host]
     driver: Service
@@ -101,8 +109,12 @@ class Deployment:
     store_stopped: bool = False  # by a store_restart fault, not yet undone
 
     @property
-    def store_url(self) -> str:
-        return self.cluster.url(DATABASE)
+    def server(self) -> PgCluster:
+        """The store's server, for the faults that need one."""
+        if self.cluster is None:
+            raise RuntimeError(f"a SQLite store has no server: {', '.join(SERVER_KINDS)} "
+                               "need the PostgreSQL store")
+        return self.cluster
 
     @property
     def netns(self) -> bool:
@@ -157,19 +169,19 @@ class Deployment:
         supervisor would: PostgreSQL stops for good when it cannot write its WAL)."""
         if self.disk is not None:
             (self.disk / "filler").unlink(missing_ok=True)
-            if not self.store_stopped and not self.cluster.running():
-                self.cluster.start()
+            if not self.store_stopped and not self.server.running():
+                self.server.start()
 
     def stop_store(self) -> None:
         self.store_stopped = True
-        if self.cluster.running():
-            self.cluster.ctl("-m", "fast", "stop")
+        if self.server.running():
+            self.server.ctl("-m", "fast", "stop")
 
     def start_store(self) -> None:
         self.store_stopped = False
         if self.disk is not None and (self.disk / "filler").exists():
             return  # it cannot start on a full disk: free_disk starts it
-        self.cluster.start()
+        self.server.start()
 
 
 def _start_answering(service: Service, url: str) -> None:
@@ -233,48 +245,67 @@ def _small_disk(workdir: Path, use: bool) -> Iterator[Path | None]:
 
 
 @contextlib.contextmanager
+def _store(workdir: Path, store: str, spaces: list[NetnsHost | None], disk: Path | None
+           ) -> Iterator[tuple[PgCluster | None, Callable[[str], str]]]:
+    """The store's server (None for SQLite) and its URL as seen from an address."""
+    if store not in STORES:
+        raise ValueError(f"store must be one of {', '.join(STORES)}, got {store!r}")
+    if store == "sqlite":
+        (workdir / "store").mkdir(exist_ok=True)
+        path = workdir / "store" / "chaos.db"
+        yield None, lambda address: f"sqlite:///{path}"
+        return
+    made = [ns for ns in spaces if ns is not None]
+    addresses = [ns.address for ns in made]
+    trusted = [subnet_of(made)] if made else []
+    with PgCluster(free_ports(1)[0], addresses, trusted, parent=disk) as cluster:
+        try:
+            cluster.create_database(DATABASE)
+            yield cluster, lambda address: cluster.url(DATABASE, address)
+        finally:
+            if cluster.log.exists():  # the cluster's files go with it
+                (workdir / "postgresql.log").write_bytes(cluster.log.read_bytes())
+
+
+@contextlib.contextmanager
 def deployment(workdir: Path, settings: dict[str, str], use_netns: bool = True,
-               small_disk: bool = False) -> Iterator[Deployment]:
+               small_disk: bool = False, store: str = "postgresql") -> Iterator[Deployment]:
     """Start every part (workers ready, dashboard answering) and stop them all on exit;
-    ``small_disk`` puts the store's files on a filesystem of their own (for disk_full)."""
-    problem = deployment_missing()
+    ``small_disk`` puts the store's files on a filesystem of their own (for disk_full);
+    ``store``: ``postgresql`` (a cluster of its own) or ``sqlite`` (a file)."""
+    problem = deployment_missing(store)
     if problem:
         raise RuntimeError(problem)
     workdir.mkdir(parents=True, exist_ok=True)
     (workdir / "rabbit").mkdir(exist_ok=True)
-    with _small_disk(workdir, small_disk) as disk, _namespaces(use_netns) as spaces:
-        made = [ns for ns in spaces if ns is not None]
-        addresses = [ns.address for ns in made]
-        trusted = [subnet_of(made)] if made else []
-        with PgCluster(free_ports(1)[0], addresses, trusted, parent=disk) as cluster:
-            cluster.create_database(DATABASE)
-            node = start_rabbit_node(workdir / "rabbit")
-            forwarders: list[TcpForwarder] = []
-            try:
-                hosts = []
-                for i, ns in enumerate(spaces):
-                    if ns is None:
-                        hosts.append(Host(i, None, cluster.url(DATABASE), node.url))
-                        continue
-                    fwd = TcpForwarder((ns.address, 0), ("127.0.0.1", node.port))
-                    forwarders.append(fwd)
-                    hosts.append(Host(i, ns, cluster.url(DATABASE, ns.address),
-                                      node.url.replace(f"127.0.0.1:{node.port}",
-                                                       f"{ns.address}:{fwd.port}")))
-                base_env = {k: v for k, v in os.environ.items() if not k.startswith("DNNFRAME_")}
-                env = {**base_env, "PYTHONPATH": str(REPO), "PYTHONUNBUFFERED": "1", **settings,
-                       "DNNFRAME_DATA_DIR": str(workdir / "data")}
-                driver, dashboard, base, flower, flower_url = _services(
-                    workdir, env, cluster.url(DATABASE), node.url)
-                dep = Deployment(workdir, settings, cluster, node, hosts, driver, dashboard,
-                                 base, flower, flower_url, forwarders, disk)
-                yield from _running(dep)
-            finally:
-                for fwd in forwarders:
-                    fwd.close()
-                node.stop()
-                if cluster.log.exists():  # the cluster's files go with it
-                    (workdir / "postgresql.log").write_bytes(cluster.log.read_bytes())
+    with _small_disk(workdir, small_disk) as disk, _namespaces(use_netns) as spaces, \
+            _store(workdir, store, spaces, disk) as (cluster, store_at):
+        node = start_rabbit_node(workdir / "rabbit")
+        forwarders: list[TcpForwarder] = []
+        try:
+            hosts = []
+            for i, ns in enumerate(spaces):
+                if ns is None:
+                    hosts.append(Host(i, None, store_at("127.0.0.1"), node.url))
+                    continue
+                fwd = TcpForwarder((ns.address, 0), ("127.0.0.1", node.port))
+                forwarders.append(fwd)
+                hosts.append(Host(i, ns, store_at(ns.address),
+                                  node.url.replace(f"127.0.0.1:{node.port}",
+                                                   f"{ns.address}:{fwd.port}")))
+            base_env = {k: v for k, v in os.environ.items() if not k.startswith("DNNFRAME_")}
+            env = {**base_env, "PYTHONPATH": str(REPO), "PYTHONUNBUFFERED": "1", **settings,
+                   "DNNFRAME_DATA_DIR": str(workdir / "data")}
+            store_url = store_at("127.0.0.1")
+            driver, dashboard, base, flower, flower_url = _services(workdir, env, store_url,
+                                                                    node.url)
+            dep = Deployment(workdir, settings, cluster, store_url, node, hosts, driver,
+                             dashboard, base, flower, flower_url, forwarders, disk)
+            yield from _running(dep)
+        finally:
+            for fwd in forwarders:
+                fwd.close()
+            node.stop()
 
 
 def _running(dep: Deployment) -> Iterator[Deployment]:

@@ -27,7 +27,7 @@ from .checker import (
     recovery_times,
     workers_disagree,
 )
-from .deploy import Deployment, deployment
+from .deploy import SERVER_KINDS, Deployment, deployment
 from .faults import FaultRunner
 from .rungs import RungWatch, asha_violations
 from .schedule import DEFAULT_KINDS, format_schedule, make_schedule, overlaps
@@ -39,6 +39,7 @@ class Report:
     seed: int
     seconds: float
     netns: bool
+    store: str = "postgresql"
     faults: Counter = field(default_factory=Counter)
     overlapping: int = 0
     states: Counter = field(default_factory=Counter)
@@ -54,7 +55,7 @@ class Report:
 
     def text(self) -> str:
         lines = [
-            f"chaos run: seed {self.seed}, {self.seconds:.0f} s of faults"
+            f"chaos run: seed {self.seed}, {self.seconds:.0f} s of faults, {self.store} store"
             f"{', hosts are network namespaces' if self.netns else ', hosts are processes'}",
             f"faults by kind: {dict(sorted(self.faults.items()))} "
             f"({self.overlapping} overlapping an earlier one)",
@@ -126,15 +127,22 @@ def _settled(store_url: str, ids: dict[str, str], tpe_samples: int) -> bool:
 
 def chaos_run(workdir: Path, seed: int, seconds: float, settings: dict[str, str],
               settle_s: float = 120.0, kinds: tuple[str, ...] = DEFAULT_KINDS,
-              use_netns: bool = True, gap: float = 6.0) -> Report:
+              use_netns: bool = True, gap: float = 6.0, store: str = "postgresql") -> Report:
     """Run the workload under ``seconds`` of seeded faults; then wait ``settle_s`` at most
-    for every trial to end; check and report. ``gap``: mean seconds between faults."""
-    with deployment(workdir, settings, use_netns, small_disk="disk_full" in kinds) as dep:
-        if not dep.netns:
+    for every trial to end; check and report. ``gap``: mean seconds between faults;
+    ``store``: ``postgresql`` or ``sqlite`` (which has no server to stop: its
+    :data:`~.deploy.SERVER_KINDS` are refused)."""
+    if store == "sqlite" and set(kinds) & set(SERVER_KINDS):
+        raise ValueError(f"a SQLite store has no server: leave out "
+                         f"{sorted(set(kinds) & set(SERVER_KINDS))}")
+    with deployment(workdir, settings, use_netns, "disk_full" in kinds, store) as dep:
+        if not dep.netns and "link_cut" in kinds:
+            print("hosts are processes (no network namespaces): no link_cut faults",
+                  flush=True)
             kinds = tuple(k for k in kinds if k != "link_cut")
         faults = make_schedule(seed, seconds, kinds, hosts=len(dep.hosts), gap=gap)
         print(format_schedule(seed, faults), flush=True)
-        report = Report(seed, seconds, dep.netns, Counter(f.kind for f in faults),
+        report = Report(seed, seconds, dep.netns, store, Counter(f.kind for f in faults),
                         overlaps(faults))
         api = Api(dep.base_url)
         progress = Progress(dep.store_url).start()
