@@ -30,7 +30,7 @@ from .checker import (
 from .deploy import SERVER_KINDS, Deployment, deployment
 from .faults import FaultRunner
 from .rungs import RungWatch, asha_violations
-from .schedule import DEFAULT_KINDS, format_schedule, make_schedule, overlaps
+from .schedule import DEFAULT_KINDS, FAULT_SHARE, format_schedule, make_schedule, overlaps
 from .workload import EPOCHS, Api, Workload
 
 
@@ -55,7 +55,8 @@ class Report:
 
     def text(self) -> str:
         lines = [
-            f"chaos run: seed {self.seed}, {self.seconds:.0f} s of faults, {self.store} store"
+            f"chaos run: seed {self.seed}, {self.seconds:.0f} s, faults over its first "
+            f"{FAULT_SHARE * self.seconds:.0f} s, {self.store} store"
             f"{', hosts are network namespaces' if self.netns else ', hosts are processes'}",
             f"faults by kind: {dict(sorted(self.faults.items()))} "
             f"({self.overlapping} overlapping an earlier one)",

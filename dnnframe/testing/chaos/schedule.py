@@ -42,9 +42,13 @@ class Fault:
         return f"{self.start:7.1f}s  {self.kind:<15}{where:<8} for {self.duration:.1f}s"
 
 
+#: The share of a run over which faults start; the rest lets everything finish.
+FAULT_SHARE = 0.7
+
+
 def make_schedule(seed: int, seconds: float, kinds: tuple[str, ...] = DEFAULT_KINDS,
                   hosts: int = 2, gap: float = 6.0) -> list[Fault]:
-    """Faults over the first 70% of ``seconds`` (the rest lets everything finish): one
+    """Faults over the first :data:`FAULT_SHARE` of ``seconds`` (the rest lets everything finish): one
     every ``gap`` seconds on average, each kind at least once when there is room, and about
     a third started while the previous one still lasts (overlapping faults)."""
     unknown = sorted(set(kinds) - set(KINDS))
@@ -53,7 +57,7 @@ def make_schedule(seed: int, seconds: float, kinds: tuple[str, ...] = DEFAULT_KI
     if seconds <= 0 or hosts < 1:
         raise ValueError(f"seconds and hosts must be positive, got {seconds} and {hosts}")
     rng = random.Random(seed)
-    window = 0.7 * seconds
+    window = FAULT_SHARE * seconds
     count = max(1, int(window / gap))
     order = list(kinds) * (count // len(kinds) + 1)
     picked = order[:len(kinds)]
