@@ -69,8 +69,10 @@ class PackEpochs:
                  heartbeat: Heartbeat, observer: PackObserver):
         self.store, self.worker, self.members, self.heartbeat = store, worker, members, heartbeat
         self.observer = observer
-        self.last_check = -float("inf")  # the first epoch always checks
-        self.last_write = -float("inf")  # and is written at once
+        # The claim just beat and checked for cancellation: the first check and curve write
+        # are due an interval after the pack started (a pack of fast epochs that ends within
+        # it writes its curves once, with its results; a slow first epoch is written at once)
+        self.last_check = self.last_write = time.monotonic()
         self.pending: list[EpochReport] = []  # epochs not written
         self.stored: dict[str, int] = {}  # epochs of each member's curve the store confirmed
         self.pruner = pruner_for_pack(store, {
