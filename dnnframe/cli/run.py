@@ -6,6 +6,7 @@ import contextlib
 import json
 import signal
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -96,11 +97,15 @@ def run(ctx: click.Context, spec_path: Path, store_url: str | None, workers: int
         store = _open_store(store_url)
         started = time.perf_counter()
         executor = _run_executor(store, store_url, broker_url, workers, queue)
-        interrupted, trained = _submit_and_follow(console, store, executor, spec, store_url,
-                                                  retry_failed, pack_size, quiet)
-        exp = _stored_experiment(store, spec.experiment_id, interrupted)
-        summary = _summary(store, exp, store_url, wall=time.perf_counter() - started,
-                           interrupted=interrupted, trained=trained)
+        interrupted, trained, stopped = _submit_and_follow(console, store, executor, spec,
+                                                           store_url, retry_failed, pack_size, quiet)
+        wall = time.perf_counter() - started
+        try:
+            exp = _stored_experiment(store, spec.experiment_id, interrupted)
+            summary = _summary(store, exp, store_url, wall=wall, interrupted=interrupted,
+                               trained=trained)
+        finally:
+            stopped()
         store.close()
     resume = _command_line(ctx, [str(spec_path.resolve())], skip=("quiet", "as_json"))
     # a run stopped by SIGTERM exits as a process killed by it would (128 + 15)
@@ -215,9 +220,50 @@ class _StartOnSubmit(Executor):
 
 def _submit_and_follow(console, store, executor: _StartOnSubmit, spec,  # noqa: ANN001
                        store_url: str, retry_failed: bool, pack_size: int | None,
-                       quiet: bool) -> tuple[bool, int]:
+                       quiet: bool) -> tuple[bool, int, Callable[[], None]]:
     """Submit the spec, show progress until it is done or interrupted, shut the executor
-    down. Returns (interrupted, number of trials handed to the executor)."""
+    down. Returns (interrupted, number of trials handed to the executor, the shutdown's
+    join). A run that ended normally stops its executor in the background (worker
+    processes take a tenth of a second to exit) while the caller reads the summary; an
+    interrupted or failed one stops it before returning."""
+    interrupted = False
+    trained = 0
+    done = False
+    try:
+        interrupted, trained = _submit_and_follow_inner(console, store, executor, spec,
+                                                        store_url, retry_failed, pack_size, quiet)
+        done = not interrupted
+    finally:
+        if not done:
+            executor.shutdown(wait=not interrupted)
+    return interrupted, trained, _stop_in_background(executor) if done else lambda: None
+
+
+def _stop_in_background(executor: Executor) -> Callable[[], None]:
+    """Shut ``executor`` down (letting nothing new start: every trial has ended) on a
+    thread; returns the join, which raises what the shutdown raised."""
+    failed: list[BaseException] = []
+
+    def stop() -> None:
+        try:
+            executor.shutdown(wait=True)
+        except BaseException as exc:  # re-raised by the join, in the caller's thread
+            failed.append(exc)
+
+    thread = threading.Thread(target=stop, name="dnnframe-shutdown", daemon=True)
+    thread.start()
+
+    def join() -> None:
+        thread.join()
+        if failed:
+            raise failed[0]
+    return join
+
+
+def _submit_and_follow_inner(console, store, executor: _StartOnSubmit, spec,  # noqa: ANN001
+                             store_url: str, retry_failed: bool, pack_size: int | None,
+                             quiet: bool) -> tuple[bool, int]:
+    """Submit and follow; (interrupted, number of trials handed to the executor)."""
     from ..submit import submit_experiment
 
     interrupted = False
@@ -256,8 +302,6 @@ def _submit_and_follow(console, store, executor: _StartOnSubmit, spec,  # noqa: 
             executor.cancel(spec.experiment_id)
         except DnnframeError:
             pass  # the experiment was not stored yet: nothing to cancel
-    finally:
-        executor.shutdown(wait=not interrupted)
     return interrupted, trained
 
 
