@@ -6,7 +6,7 @@ description there."""
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from flask import Blueprint, Response, current_app, jsonify, request, url_for
 
@@ -47,6 +47,21 @@ from .service import (
 from .uploads import UPLOAD_FORM, upload_response
 from .web_specs import check_web_spec, read_json_body
 
+if TYPE_CHECKING:
+    from .responses import (
+        Cancelled,
+        Deleted,
+        Experiment,
+        ExperimentList,
+        Health,
+        Importance,
+        Submitted,
+        TrialList,
+        Validated,
+        Worker,
+        Workers,
+    )
+
 bp = Blueprint("api", __name__, url_prefix="/api/v1")
 
 EXPERIMENT = {"experiment_id": "experiment id (exp-…)"}
@@ -68,14 +83,13 @@ def health() -> Any:
         services().store.list_experiments(limit=1)
     except DnnframeError as exc:
         raise APIError(503, "the result store is unavailable", details=str(exc)) from None
-    return jsonify(
-        {
-            "status": "ok",
-            "version": __version__,
-            "store_ms": round((time.perf_counter() - started) * 1000, 2),
-            "executor": "celery" if current_app.config.get("BROKER_URL") else "local",
-        }
-    )
+    body: Health = {
+        "status": "ok",
+        "version": __version__,
+        "store_ms": round((time.perf_counter() - started) * 1000, 2),
+        "executor": "celery" if current_app.config.get("BROKER_URL") else "local",
+    }
+    return jsonify(body)
 
 
 @bp.get("/openapi.json")
@@ -116,14 +130,13 @@ def validate() -> Any:
             return jsonify(body), 400
     else:
         spec = check_web_spec(read_json_body(request))
-    return jsonify(
-        {
-            "valid": True,
-            "n_trials": count_trials(spec),
-            "experiment_id": spec.experiment_id,
-            "spec": spec.to_dict(),
-        }
-    )
+    valid: Validated = {
+        "valid": True,
+        "n_trials": count_trials(spec),
+        "experiment_id": spec.experiment_id,
+        "spec": spec.to_dict(),
+    }
+    return jsonify(valid)
 
 
 @bp.get("/experiments")
@@ -138,14 +151,13 @@ def validate() -> Any:
 def list_experiments(q: str, status: str | None, limit: int, offset: int) -> Any:
     """List experiments, newest first."""
     exps, more = find_experiments(services().store, q, status or "", limit, offset)
-    return jsonify(
-        {
-            "experiments": [experiment_json(e) for e in exps],
-            "limit": limit,
-            "offset": offset,
-            "more": more,
-        }
-    )
+    body: ExperimentList = {
+        "experiments": [experiment_json(e) for e in exps],
+        "limit": limit,
+        "offset": offset,
+        "more": more,
+    }
+    return jsonify(body)
 
 
 @bp.post("/experiments")
@@ -166,7 +178,7 @@ def create_experiment() -> Any:
     existing experiment (200). Either way the Location header is the experiment's URL."""
     spec = check_web_spec(read_json_body(request))
     result, created = submit_spec(spec)
-    body = {
+    body: Submitted = {
         "id": result.experiment.id,
         "name": result.experiment.name,
         "n_trials": result.experiment.n_trials,
@@ -188,8 +200,9 @@ def get_experiment(experiment_id: str) -> Any:
     """An experiment: spec, progress by state, best trial."""
     store = services().store
     exp = store.get_experiment(experiment_id)
-    out = experiment_json(exp, store, best=True)
-    return jsonify({**out, "graphs": graphs_progress(exp, out["counts"], store)})
+    out: Experiment = experiment_json(exp, store, best=True)
+    out["graphs"] = graphs_progress(exp, out["counts"], store)
+    return jsonify(out)
 
 
 @bp.delete("/experiments/<experiment_id>")
@@ -208,7 +221,8 @@ def delete_experiment_route(experiment_id: str, confirm: str) -> Any:
 
     Trials it shares with other experiments stay theirs."""
     removed = delete_experiment(experiment_id, confirm)
-    return jsonify({"id": experiment_id, "deleted": True, "deleted_trials": removed})
+    body: Deleted = {"id": experiment_id, "deleted": True, "deleted_trials": removed}
+    return jsonify(body)
 
 
 @bp.get("/experiments/<experiment_id>/trials")
@@ -241,23 +255,22 @@ def list_trials(experiment_id: str, **args: Any) -> Any:
     trials = rows[:q.limit]
     cursor = max([t.seq for t in trials], default=q.since or 0)
     exp_json = experiment_json(exp)
-    return jsonify(
-        {
-            "experiment_id": experiment_id,
-            "trials": [trial_json(t, history=q.history) for t in trials],
-            "cursor": cursor,
-            "limit": q.limit,
-            "offset": q.offset,
-            "more": more,
-            "counts": exp_json["counts"],
-            "n_trials": exp.n_trials,
-            "status": exp_json["status"],
-            "status_text": exp_json["status_text"],
-            "reruns": exp_json["reruns"],
-            "can_cancel": exp_json["can_cancel"],
-            "graphs": graphs_progress(exp, exp_json["counts"], store),
-        }
-    )
+    body: TrialList = {
+        "experiment_id": experiment_id,
+        "trials": [trial_json(t, history=q.history) for t in trials],
+        "cursor": cursor,
+        "limit": q.limit,
+        "offset": q.offset,
+        "more": more,
+        "counts": exp_json["counts"],
+        "n_trials": exp.n_trials,
+        "status": exp_json["status"],
+        "status_text": exp_json["status_text"],
+        "reruns": exp_json["reruns"],
+        "can_cancel": exp_json["can_cancel"],
+        "graphs": graphs_progress(exp, exp_json["counts"], store),
+    }
+    return jsonify(body)
 
 
 @bp.get("/experiments/<experiment_id>/importance")
@@ -286,11 +299,10 @@ def importance(experiment_id: str, metric: str | None, mode: str | None,
     objective, objective_mode = exp.objective
     metric = metric or objective
     mode = mode or (objective_mode if metric == objective else value_direction(metric))
-    body = cached_importances(store, experiment_id, metric, mode, evaluator)
-    return jsonify(
-        {"experiment_id": experiment_id, "metric": metric, "mode": mode, "evaluator": evaluator,
-         **body}
-    )
+    computed = cached_importances(store, experiment_id, metric, mode, evaluator)
+    body: Importance = {"experiment_id": experiment_id, "metric": metric, "mode": mode,
+                        "evaluator": evaluator, **computed}
+    return jsonify(body)
 
 
 @bp.get("/experiments/<experiment_id>/spec")
@@ -355,13 +367,12 @@ def cancel(experiment_id: str) -> Any:
     """Cancel: queued trials are cancelled, running ones stop after their epoch."""
     svc = services()
     n = cancel_experiment(experiment_id)
-    return jsonify(
-        {
-            "id": experiment_id,
-            "cancelled_trials": n,
-            **experiment_json(svc.store.get_experiment(experiment_id)),
-        }
-    )
+    body: Cancelled = {
+        "id": experiment_id,
+        "cancelled_trials": n,
+        **experiment_json(svc.store.get_experiment(experiment_id)),
+    }
+    return jsonify(body)
 
 
 # --------------------------------------------------------------------------- trials, workers, data
@@ -384,8 +395,9 @@ def workers() -> Any:
     whether each is alive: live ones first), plus Celery's own view when a broker is
     configured and answers quickly."""
     store = services().store
-    rows = workers_with_status(store)
-    body: dict[str, Any] = {"workers": rows, "celery": None, "wrong_store": []}
+    # rows of dnnframe's worker records (dnnframe.store.records.WorkerRecord) with "alive"
+    rows = cast("list[Worker]", workers_with_status(store))
+    body: Workers = {"workers": rows, "celery": None, "wrong_store": []}
     broker = current_app.config.get("BROKER_URL")
     if broker:
         timeout = float(current_app.config["CELERY_INSPECT_TIMEOUT"])
