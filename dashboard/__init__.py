@@ -12,7 +12,7 @@ from __future__ import annotations
 import secrets
 from typing import Any
 
-from flask import Flask, Response
+from flask import Flask
 from werkzeug.middleware.proxy_fix import ProxyFix
 
 from dnnframe import __version__
@@ -27,8 +27,8 @@ from .context import Services, services
 from .errors import register_error_handlers
 from .security import (
     check_allowed_host,
-    content_security_policy,
     default_allowed_hosts,
+    every_response_headers,
     install_guess_throttle,
     may_see_details,
     parse_hosts,
@@ -104,11 +104,5 @@ def create_app(test_config: dict[str, Any] | None = None,
     app.before_request(check_allowed_host)
     install_compression(app)
     app.extensions["dnnframe"] = Services(app)
-
-    @app.after_request
-    def _security_headers(response: Response) -> Response:
-        response.headers.setdefault("X-Content-Type-Options", "nosniff")
-        response.headers.setdefault("X-Frame-Options", "DENY")
-        return content_security_policy(response)
-
+    app.after_request(every_response_headers)
     return app

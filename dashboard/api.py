@@ -21,6 +21,7 @@ from .context import services
 from .errors import APIError
 from .forms import check_form, form_schema
 from .graphs import graphs_progress
+from .headers import Header
 from .importance import DEFAULT_EVALUATOR, EVALUATORS, cached_importances
 from .openapi import openapi_document
 from .operations import answer, content, json_content, operation
@@ -67,6 +68,10 @@ bp = Blueprint("api", __name__, url_prefix="/api/v1")
 EXPERIMENT = {"experiment_id": "experiment id (exp-…)"}
 SPEC_FORMATS = ("json", "yaml")
 EXPORT_FORMATS = ("csv", "jsonl")
+LOCATION = Header("Location", "the experiment in this API (its api_url)")
+SPEC_FILE = Header("Content-Disposition", "with format=yaml: inline, named <experiment "
+                   "id>.yaml", required=False)
+EXPORT_FILE = Header("Content-Disposition", "an attachment, named <experiment id>.<format>")
 
 # --------------------------------------------------------------------------- meta
 
@@ -165,8 +170,9 @@ def list_experiments(q: str, status: str | None, limit: int, offset: int) -> Any
 @operation(
     "createExperiment",
     body=json_content("ExperimentSpec"),
-    responses={201: answer("created and queued", "Submitted"),
-               200: answer("already submitted: the existing experiment", "Submitted")},
+    responses={201: answer("created and queued", "Submitted", [LOCATION]),
+               200: answer("already submitted: the existing experiment", "Submitted",
+                           [LOCATION])},
     errors=(503,),
     # the new id is what every per-experiment operation takes, and what deleting confirms
     links={"experiment_id": "$response.body#/id", "confirm": "$response.body#/id"},
@@ -190,7 +196,7 @@ def create_experiment() -> Any:
     }
     response = jsonify(body)
     response.status_code = 201 if created else 200
-    response.headers["Location"] = body["api_url"]
+    response.headers.update(LOCATION.pair(body["api_url"]))
     return response
 
 
@@ -312,7 +318,7 @@ def importance(experiment_id: str, metric: str | None, mode: str | None,
     query=[ChoiceArg("format", "file format (default json)", SPEC_FORMATS, default="json")],
     responses={200: content("the spec", {
         kind: {"$ref": "#/components/schemas/ExperimentSpec"}
-        for kind in ("application/json", "application/yaml")})},
+        for kind in ("application/json", "application/yaml")}, [SPEC_FILE])},
 )
 def experiment_spec(experiment_id: str, format: str) -> Response:
     """The stored spec: JSON for POST /experiments, YAML for dnnframe run.
@@ -322,7 +328,7 @@ def experiment_spec(experiment_id: str, format: str) -> Response:
     if format == "json":
         return jsonify(spec)
     response = Response(spec_yaml(spec), mimetype="application/yaml")
-    response.headers["Content-Disposition"] = f'inline; filename="{experiment_id}.yaml"'
+    response.headers.update(SPEC_FILE.pair(f'inline; filename="{experiment_id}.yaml"'))
     return response
 
 
@@ -332,7 +338,8 @@ def experiment_spec(experiment_id: str, format: str) -> Response:
     path=EXPERIMENT,
     query=[ChoiceArg("format", "file format", EXPORT_FORMATS, default="csv")],
     responses={200: content("the file", {"text/csv": {"type": "string"},
-                                         "application/x-ndjson": {"type": "string"}})},
+                                         "application/x-ndjson": {"type": "string"}},
+                            [EXPORT_FILE])},
 )
 def export(experiment_id: str, format: str) -> Response:
     """Export trials as CSV or JSON Lines.
@@ -350,7 +357,8 @@ def export(experiment_id: str, format: str) -> Response:
         store.export_jsonl(buffer, experiment_id)
         mimetype = "application/x-ndjson"
     response = Response(buffer.getvalue(), mimetype=mimetype)
-    response.headers["Content-Disposition"] = f'attachment; filename="{experiment_id}.{format}"'
+    response.headers.update(
+        EXPORT_FILE.pair(f'attachment; filename="{experiment_id}.{format}"'))
     return response
 
 

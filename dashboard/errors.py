@@ -21,8 +21,17 @@ from dnnframe.exceptions import (
     StoreError,
 )
 
+from .headers import SECONDS, Header
+
 if TYPE_CHECKING:
     from .responses import Error
+
+
+# sent with a 503 when waiting helps: a broker that is down, event streams all taken
+RETRY_LATER = Header("Retry-After", "when waiting helps (the message broker is down, or the "
+                     "server streams to as many pages as it may): seconds to wait before "
+                     "trying again", required=False, schema=SECONDS)
+BROKER_RETRY_SECONDS = "30"
 
 
 class APIError(Exception):
@@ -108,7 +117,8 @@ def to_api_error(exc: BaseException) -> APIError:
         return APIError(503, "the result store is unavailable", details=str(exc))
     if isinstance(exc, BrokerUnavailableError):
         return APIError(503, "the message broker is unavailable; the trials are stored and "
-                        "will be sent when it is back", headers={"Retry-After": "30"},
+                        "will be sent when it is back",
+                        headers=RETRY_LATER.pair(BROKER_RETRY_SECONDS),
                         details=str(exc))
     if isinstance(exc, HTTPException):
         headers = {}
