@@ -25,6 +25,7 @@ from .api_docs import bp as api_docs_bp
 from .compression import install_compression
 from .context import Services, services
 from .errors import register_error_handlers
+from .events import DEFAULT_STREAMS
 from .security import (
     check_allowed_host,
     default_allowed_hosts,
@@ -58,7 +59,7 @@ DEFAULTS: dict[str, Any] = {
     # trials are handed to it through the store, so gunicorn's workers share one pool)
     "LOCAL_POOL": "here",
     "CELERY_INSPECT_TIMEOUT": 1.0,
-    "EVENT_STREAMS": None,  # live-update streams per process (None → events.DEFAULT_STREAMS)
+    "EVENT_STREAMS": DEFAULT_STREAMS,  # live-update streams per process
     # wrong API tokens one client may send (at /login or as a bearer token) before it must wait
     "TOKEN_GUESS_LIMIT": "10 per minute",
     # where those guesses are counted: memory:// is per process (each gunicorn worker allows
