@@ -11,6 +11,8 @@ come), as a client written against an older server expects.
 
 from __future__ import annotations
 
+import functools
+import json
 from collections.abc import Iterable
 from typing import Annotated, Any, Literal
 
@@ -379,7 +381,13 @@ class _NoFieldTitles(GenerateJsonSchema):
 
 def response_schemas(ref_prefix: str) -> dict[str, Any]:
     """The JSON Schemas of :data:`RESPONSES` and the objects they hold, by name, referring
-    to each other as ``ref_prefix`` + name."""
+    to each other as ``ref_prefix`` + name (a fresh copy: the caller may change it)."""
+    return json.loads(_schemas_json(ref_prefix))
+
+
+@functools.cache
+def _schemas_json(ref_prefix: str) -> str:
+    # pydantic takes about 20 ms to build them, the same every time
     _, top = TypeAdapter.json_schemas(
         [(t.__name__, "serialization", TypeAdapter(t)) for t in RESPONSES],
         ref_template=ref_prefix + "{model}", schema_generator=_NoFieldTitles)
@@ -390,4 +398,4 @@ def response_schemas(ref_prefix: str) -> dict[str, Any]:
     missing = {t.__name__ for t in RESPONSES} - set(schemas)
     if missing:  # pydantic names a def after its class unless two classes share a name
         raise RuntimeError(f"no schema named {sorted(missing)}")
-    return schemas
+    return json.dumps(schemas)
