@@ -12,7 +12,7 @@ from __future__ import annotations
 import secrets
 from typing import Any
 
-from flask import Flask, Response
+from flask import Flask
 from werkzeug.middleware.proxy_fix import ProxyFix
 
 from dnnframe import __version__
@@ -25,10 +25,11 @@ from .api_docs import bp as api_docs_bp
 from .compression import install_compression
 from .context import Services, services
 from .errors import register_error_handlers
+from .events import DEFAULT_STREAMS
 from .security import (
     check_allowed_host,
-    content_security_policy,
     default_allowed_hosts,
+    every_response_headers,
     install_guess_throttle,
     may_see_details,
     parse_hosts,
@@ -58,7 +59,7 @@ DEFAULTS: dict[str, Any] = {
     # trials are handed to it through the store, so gunicorn's workers share one pool)
     "LOCAL_POOL": "here",
     "CELERY_INSPECT_TIMEOUT": 1.0,
-    "EVENT_STREAMS": None,  # live-update streams per process (None → events.DEFAULT_STREAMS)
+    "EVENT_STREAMS": DEFAULT_STREAMS,  # live-update streams per process
     # wrong API tokens one client may send (at /login or as a bearer token) before it must wait
     "TOKEN_GUESS_LIMIT": "10 per minute",
     # where those guesses are counted: memory:// is per process (each gunicorn worker allows
@@ -104,11 +105,5 @@ def create_app(test_config: dict[str, Any] | None = None,
     app.before_request(check_allowed_host)
     install_compression(app)
     app.extensions["dnnframe"] = Services(app)
-
-    @app.after_request
-    def _security_headers(response: Response) -> Response:
-        response.headers.setdefault("X-Content-Type-Options", "nosniff")
-        response.headers.setdefault("X-Frame-Options", "DENY")
-        return content_security_policy(response)
-
+    app.after_request(every_response_headers)
     return app

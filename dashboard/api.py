@@ -6,7 +6,7 @@ description there."""
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from flask import Blueprint, Response, current_app, jsonify, request, url_for
 
@@ -21,6 +21,7 @@ from .context import services
 from .errors import APIError
 from .forms import check_form, form_schema
 from .graphs import graphs_progress
+from .headers import Header
 from .importance import DEFAULT_EVALUATOR, EVALUATORS, cached_importances
 from .openapi import openapi_document
 from .operations import answer, content, json_content, operation
@@ -47,11 +48,30 @@ from .service import (
 from .uploads import UPLOAD_FORM, upload_response
 from .web_specs import check_web_spec, read_json_body
 
+if TYPE_CHECKING:
+    from .responses import (
+        Cancelled,
+        Deleted,
+        Experiment,
+        ExperimentList,
+        Health,
+        Importance,
+        Submitted,
+        TrialList,
+        Validated,
+        Worker,
+        Workers,
+    )
+
 bp = Blueprint("api", __name__, url_prefix="/api/v1")
 
 EXPERIMENT = {"experiment_id": "experiment id (exp-…)"}
 SPEC_FORMATS = ("json", "yaml")
 EXPORT_FORMATS = ("csv", "jsonl")
+LOCATION = Header("Location", "the experiment in this API (its api_url)")
+SPEC_FILE = Header("Content-Disposition", "with format=yaml: inline, named <experiment "
+                   "id>.yaml", required=False)
+EXPORT_FILE = Header("Content-Disposition", "an attachment, named <experiment id>.<format>")
 
 # --------------------------------------------------------------------------- meta
 
@@ -68,14 +88,13 @@ def health() -> Any:
         services().store.list_experiments(limit=1)
     except DnnframeError as exc:
         raise APIError(503, "the result store is unavailable", details=str(exc)) from None
-    return jsonify(
-        {
-            "status": "ok",
-            "version": __version__,
-            "store_ms": round((time.perf_counter() - started) * 1000, 2),
-            "executor": "celery" if current_app.config.get("BROKER_URL") else "local",
-        }
-    )
+    body: Health = {
+        "status": "ok",
+        "version": __version__,
+        "store_ms": round((time.perf_counter() - started) * 1000, 2),
+        "executor": "celery" if current_app.config.get("BROKER_URL") else "local",
+    }
+    return jsonify(body)
 
 
 @bp.get("/openapi.json")
@@ -116,14 +135,13 @@ def validate() -> Any:
             return jsonify(body), 400
     else:
         spec = check_web_spec(read_json_body(request))
-    return jsonify(
-        {
-            "valid": True,
-            "n_trials": count_trials(spec),
-            "experiment_id": spec.experiment_id,
-            "spec": spec.to_dict(),
-        }
-    )
+    valid: Validated = {
+        "valid": True,
+        "n_trials": count_trials(spec),
+        "experiment_id": spec.experiment_id,
+        "spec": spec.to_dict(),
+    }
+    return jsonify(valid)
 
 
 @bp.get("/experiments")
@@ -138,14 +156,13 @@ def validate() -> Any:
 def list_experiments(q: str, status: str | None, limit: int, offset: int) -> Any:
     """List experiments, newest first."""
     exps, more = find_experiments(services().store, q, status or "", limit, offset)
-    return jsonify(
-        {
-            "experiments": [experiment_json(e) for e in exps],
-            "limit": limit,
-            "offset": offset,
-            "more": more,
-        }
-    )
+    body: ExperimentList = {
+        "experiments": [experiment_json(e) for e in exps],
+        "limit": limit,
+        "offset": offset,
+        "more": more,
+    }
+    return jsonify(body)
 
 
 @bp.post("/experiments")
@@ -153,8 +170,9 @@ def list_experiments(q: str, status: str | None, limit: int, offset: int) -> Any
 @operation(
     "createExperiment",
     body=json_content("ExperimentSpec"),
-    responses={201: answer("created and queued", "Submitted"),
-               200: answer("already submitted: the existing experiment", "Submitted")},
+    responses={201: answer("created and queued", "Submitted", [LOCATION]),
+               200: answer("already submitted: the existing experiment", "Submitted",
+                           [LOCATION])},
     errors=(503,),
     # the new id is what every per-experiment operation takes, and what deleting confirms
     links={"experiment_id": "$response.body#/id", "confirm": "$response.body#/id"},
@@ -166,7 +184,7 @@ def create_experiment() -> Any:
     existing experiment (200). Either way the Location header is the experiment's URL."""
     spec = check_web_spec(read_json_body(request))
     result, created = submit_spec(spec)
-    body = {
+    body: Submitted = {
         "id": result.experiment.id,
         "name": result.experiment.name,
         "n_trials": result.experiment.n_trials,
@@ -178,7 +196,7 @@ def create_experiment() -> Any:
     }
     response = jsonify(body)
     response.status_code = 201 if created else 200
-    response.headers["Location"] = body["api_url"]
+    response.headers.update(LOCATION.pair(body["api_url"]))
     return response
 
 
@@ -188,8 +206,9 @@ def get_experiment(experiment_id: str) -> Any:
     """An experiment: spec, progress by state, best trial."""
     store = services().store
     exp = store.get_experiment(experiment_id)
-    out = experiment_json(exp, store, best=True)
-    return jsonify({**out, "graphs": graphs_progress(exp, out["counts"], store)})
+    out: Experiment = experiment_json(exp, store, best=True)
+    out["graphs"] = graphs_progress(exp, out["counts"], store)
+    return jsonify(out)
 
 
 @bp.delete("/experiments/<experiment_id>")
@@ -208,7 +227,8 @@ def delete_experiment_route(experiment_id: str, confirm: str) -> Any:
 
     Trials it shares with other experiments stay theirs."""
     removed = delete_experiment(experiment_id, confirm)
-    return jsonify({"id": experiment_id, "deleted": True, "deleted_trials": removed})
+    body: Deleted = {"id": experiment_id, "deleted": True, "deleted_trials": removed}
+    return jsonify(body)
 
 
 @bp.get("/experiments/<experiment_id>/trials")
@@ -241,23 +261,22 @@ def list_trials(experiment_id: str, **args: Any) -> Any:
     trials = rows[:q.limit]
     cursor = max([t.seq for t in trials], default=q.since or 0)
     exp_json = experiment_json(exp)
-    return jsonify(
-        {
-            "experiment_id": experiment_id,
-            "trials": [trial_json(t, history=q.history) for t in trials],
-            "cursor": cursor,
-            "limit": q.limit,
-            "offset": q.offset,
-            "more": more,
-            "counts": exp_json["counts"],
-            "n_trials": exp.n_trials,
-            "status": exp_json["status"],
-            "status_text": exp_json["status_text"],
-            "reruns": exp_json["reruns"],
-            "can_cancel": exp_json["can_cancel"],
-            "graphs": graphs_progress(exp, exp_json["counts"], store),
-        }
-    )
+    body: TrialList = {
+        "experiment_id": experiment_id,
+        "trials": [trial_json(t, history=q.history) for t in trials],
+        "cursor": cursor,
+        "limit": q.limit,
+        "offset": q.offset,
+        "more": more,
+        "counts": exp_json["counts"],
+        "n_trials": exp.n_trials,
+        "status": exp_json["status"],
+        "status_text": exp_json["status_text"],
+        "reruns": exp_json["reruns"],
+        "can_cancel": exp_json["can_cancel"],
+        "graphs": graphs_progress(exp, exp_json["counts"], store),
+    }
+    return jsonify(body)
 
 
 @bp.get("/experiments/<experiment_id>/importance")
@@ -286,11 +305,10 @@ def importance(experiment_id: str, metric: str | None, mode: str | None,
     objective, objective_mode = exp.objective
     metric = metric or objective
     mode = mode or (objective_mode if metric == objective else value_direction(metric))
-    body = cached_importances(store, experiment_id, metric, mode, evaluator)
-    return jsonify(
-        {"experiment_id": experiment_id, "metric": metric, "mode": mode, "evaluator": evaluator,
-         **body}
-    )
+    computed = cached_importances(store, experiment_id, metric, mode, evaluator)
+    body: Importance = {"experiment_id": experiment_id, "metric": metric, "mode": mode,
+                        "evaluator": evaluator, **computed}
+    return jsonify(body)
 
 
 @bp.get("/experiments/<experiment_id>/spec")
@@ -300,7 +318,7 @@ def importance(experiment_id: str, metric: str | None, mode: str | None,
     query=[ChoiceArg("format", "file format (default json)", SPEC_FORMATS, default="json")],
     responses={200: content("the spec", {
         kind: {"$ref": "#/components/schemas/ExperimentSpec"}
-        for kind in ("application/json", "application/yaml")})},
+        for kind in ("application/json", "application/yaml")}, [SPEC_FILE])},
 )
 def experiment_spec(experiment_id: str, format: str) -> Response:
     """The stored spec: JSON for POST /experiments, YAML for dnnframe run.
@@ -310,7 +328,7 @@ def experiment_spec(experiment_id: str, format: str) -> Response:
     if format == "json":
         return jsonify(spec)
     response = Response(spec_yaml(spec), mimetype="application/yaml")
-    response.headers["Content-Disposition"] = f'inline; filename="{experiment_id}.yaml"'
+    response.headers.update(SPEC_FILE.pair(f'inline; filename="{experiment_id}.yaml"'))
     return response
 
 
@@ -320,7 +338,8 @@ def experiment_spec(experiment_id: str, format: str) -> Response:
     path=EXPERIMENT,
     query=[ChoiceArg("format", "file format", EXPORT_FORMATS, default="csv")],
     responses={200: content("the file", {"text/csv": {"type": "string"},
-                                         "application/x-ndjson": {"type": "string"}})},
+                                         "application/x-ndjson": {"type": "string"}},
+                            [EXPORT_FILE])},
 )
 def export(experiment_id: str, format: str) -> Response:
     """Export trials as CSV or JSON Lines.
@@ -338,7 +357,8 @@ def export(experiment_id: str, format: str) -> Response:
         store.export_jsonl(buffer, experiment_id)
         mimetype = "application/x-ndjson"
     response = Response(buffer.getvalue(), mimetype=mimetype)
-    response.headers["Content-Disposition"] = f'attachment; filename="{experiment_id}.{format}"'
+    response.headers.update(
+        EXPORT_FILE.pair(f'attachment; filename="{experiment_id}.{format}"'))
     return response
 
 
@@ -355,13 +375,12 @@ def cancel(experiment_id: str) -> Any:
     """Cancel: queued trials are cancelled, running ones stop after their epoch."""
     svc = services()
     n = cancel_experiment(experiment_id)
-    return jsonify(
-        {
-            "id": experiment_id,
-            "cancelled_trials": n,
-            **experiment_json(svc.store.get_experiment(experiment_id)),
-        }
-    )
+    body: Cancelled = {
+        "id": experiment_id,
+        "cancelled_trials": n,
+        **experiment_json(svc.store.get_experiment(experiment_id)),
+    }
+    return jsonify(body)
 
 
 # --------------------------------------------------------------------------- trials, workers, data
@@ -384,8 +403,9 @@ def workers() -> Any:
     whether each is alive: live ones first), plus Celery's own view when a broker is
     configured and answers quickly."""
     store = services().store
-    rows = workers_with_status(store)
-    body: dict[str, Any] = {"workers": rows, "celery": None, "wrong_store": []}
+    # rows of dnnframe's worker records (dnnframe.store.records.WorkerRecord) with "alive"
+    rows = cast("list[Worker]", workers_with_status(store))
+    body: Workers = {"workers": rows, "celery": None, "wrong_store": []}
     broker = current_app.config.get("BROKER_URL")
     if broker:
         timeout = float(current_app.config["CELERY_INSPECT_TIMEOUT"])

@@ -9,13 +9,20 @@ from dnnframe.exceptions import NotFoundError
 
 from .api import EXPERIMENT, bp
 from .context import services
-from .errors import APIError
+from .errors import RETRY_LATER, APIError
 from .events import MAX_STREAMED
 from .events import stream as event_stream
-from .operations import content, operation
+from .headers import Header
+from .operations import content, no_content, operation
 from .query_args import IntArg, RepeatedArg
 from .service import update_json
 
+# a stream's headers: nothing between the server and the page may keep or hold back events
+STREAM_HEADERS = (
+    Header("Cache-Control", "no cache may keep the stream", value="no-cache"),
+    Header("X-Accel-Buffering", "nginx passes each event on at once", value="no"),
+)
+STREAMS_FULL_RETRY_SECONDS = "30"
 EVENT_STREAM = {"text/event-stream": {
     "type": "object",
     "required": ["event", "data"],
@@ -30,8 +37,9 @@ EVENT_STREAM = {"text/event-stream": {
     path=EXPERIMENT,
     query=[IntArg("since", "the reader's cursor: the first event announces it at once",
                   default=0)],
-    responses={200: content("an event stream (text/event-stream)", EVENT_STREAM),
-               204: {"description": "the experiment is finished: nothing to stream"}},
+    responses={200: content("an event stream (text/event-stream)", EVENT_STREAM,
+                            STREAM_HEADERS),
+               204: no_content("the experiment is finished: nothing to stream")},
     errors=(503,),
 )
 def experiment_events(experiment_id: str, since: int) -> Response:
@@ -43,7 +51,7 @@ def experiment_events(experiment_id: str, since: int) -> Response:
     that streams to as many pages as it may answers 503: poll trials?since= instead."""
     svc = services()
     if svc.store.get_experiment(experiment_id).is_finished:  # 404 for an unknown id
-        return Response(status=204)
+        return _nothing_to_stream()
     return _event_response([experiment_id], [], since)
 
 
@@ -52,8 +60,9 @@ def experiment_events(experiment_id: str, since: int) -> Response:
     "events",
     query=[RepeatedArg("experiment", "an experiment id (repeated for each)",
                        max_items=MAX_STREAMED, required=True)],
-    responses={200: content("an event stream (text/event-stream)", EVENT_STREAM),
-               204: {"description": "every experiment is finished: nothing to stream"}},
+    responses={200: content("an event stream (text/event-stream)", EVENT_STREAM,
+                            STREAM_HEADERS),
+               204: no_content("every experiment is finished: nothing to stream")},
     errors=(503,),
 )
 def events(experiment: list[str]) -> Response:
@@ -70,8 +79,16 @@ def events(experiment: list[str]) -> Response:
         except NotFoundError:  # gone: its tab stops listening, the others go on
             ended.append(experiment_id)
     if not live:
-        return Response(status=204)
+        return _nothing_to_stream()
     return _event_response(live, ended, None)
+
+
+def _nothing_to_stream() -> Response:
+    # a 204 has no body, so no Content-Type (werkzeug would say text/html, and the page
+    # policy would follow)
+    response = Response(status=204)
+    del response.headers["Content-Type"]
+    return response
 
 
 def _event_response(live: list[str], ended: list[str], since: int | None) -> Response:
@@ -83,11 +100,11 @@ def _event_response(live: list[str], ended: list[str], since: int | None) -> Res
             503,
             f"this server already streams to {svc.feed.max_streams} pages; poll "
             "trials?since= instead",
-            headers={"Retry-After": "30"},
+            headers=RETRY_LATER.pair(STREAMS_FULL_RETRY_SECONDS),
         )
     response = Response(
         event_stream(svc.feed, starts, since, ended), mimetype="text/event-stream"
     )
-    response.headers["Cache-Control"] = "no-cache"
-    response.headers["X-Accel-Buffering"] = "no"  # nginx: pass events on at once
+    for header in STREAM_HEADERS:
+        response.headers.update(header.pair())
     return response

@@ -5,14 +5,17 @@ is down or slow never breaks a page: each answer is bounded by a timeout."""
 from __future__ import annotations
 
 import functools
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dnnframe.executors.liveness import live_nodes, store_label
 from dnnframe.extras import require
 
+if TYPE_CHECKING:
+    from .responses import CeleryView, WrongStore
+
 
 def wrong_store(broker: str, timeout: float, store: Any, store_url: str | None
-                ) -> list[dict[str, str]]:
+                ) -> list[WrongStore]:
     """Workers on the broker that serve another store than this dashboard's (they name it,
     and have not registered in this one): they leave this store's packs on the queue."""
     mine = store_label(store_url)
@@ -22,7 +25,7 @@ def wrong_store(broker: str, timeout: float, store: Any, store_url: str | None
                                                          timeout=timeout)
     except Exception:  # noqa: BLE001 - a broker hiccup must not break the page
         return []
-    wrong = []
+    wrong: list[WrongStore] = []
     for reply in replies or []:
         for node, answer in reply.items():
             theirs = answer.get("store") if isinstance(answer, dict) else None
@@ -49,7 +52,7 @@ def celery_app(broker: str) -> Any:
     return app
 
 
-def celery_inspect(broker: str, timeout: float) -> dict[str, Any]:
+def celery_inspect(broker: str, timeout: float) -> CeleryView:
     try:
         inspect = celery_app(broker).control.inspect(timeout=timeout)
         active = inspect.active() or {}

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from http import HTTPStatus
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from flask import Flask, Response, current_app, jsonify, render_template, request
 from werkzeug.exceptions import HTTPException, MethodNotAllowed
@@ -20,6 +20,18 @@ from dnnframe.exceptions import (
     SpecError,
     StoreError,
 )
+
+from .headers import SECONDS, Header
+
+if TYPE_CHECKING:
+    from .responses import Error
+
+
+# sent with a 503 when waiting helps: a broker that is down, event streams all taken
+RETRY_LATER = Header("Retry-After", "when waiting helps (the message broker is down, or the "
+                     "server streams to as many pages as it may): seconds to wait before "
+                     "trying again", required=False, schema=SECONDS)
+BROKER_RETRY_SECONDS = "30"
 
 
 class APIError(Exception):
@@ -46,16 +58,17 @@ class APIError(Exception):
         # to a client allowed to see it (see register_error_handlers)
         self.details = details
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> Error:
         """The JSON body of the error response."""
         try:
             phrase = HTTPStatus(self.status).phrase
         except ValueError:
             phrase = "Error"
-        body: dict[str, Any] = {"status": self.status, "error": phrase,
-                                "message": _cut(self.message, MAX_MESSAGE)}
+        body: Error = {"status": self.status, "error": phrase,
+                       "message": _cut(self.message, MAX_MESSAGE)}
         if self.errors is not None:
-            body["errors"] = [{k: _cut(str(v), MAX_FIELD_MESSAGE) for k, v in e.items()}
+            body["errors"] = [{"path": _cut(str(e["path"]), MAX_FIELD_MESSAGE),
+                               "message": _cut(str(e["message"]), MAX_FIELD_MESSAGE)}
                               for e in self.errors]
         return body
 
@@ -104,7 +117,8 @@ def to_api_error(exc: BaseException) -> APIError:
         return APIError(503, "the result store is unavailable", details=str(exc))
     if isinstance(exc, BrokerUnavailableError):
         return APIError(503, "the message broker is unavailable; the trials are stored and "
-                        "will be sent when it is back", headers={"Retry-After": "30"},
+                        "will be sent when it is back",
+                        headers=RETRY_LATER.pair(BROKER_RETRY_SECONDS),
                         details=str(exc))
     if isinstance(exc, HTTPException):
         headers = {}

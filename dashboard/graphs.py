@@ -13,10 +13,13 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dnnframe.engine import compile_key
 from dnnframe.states import TrialState
+
+if TYPE_CHECKING:
+    from .responses import GraphsProgress
 
 # A few experiments' keys: the pages open at one time while their sweeps start.
 _KEPT = 8
@@ -45,7 +48,7 @@ def _compile_keys(store: Any, exp: Any) -> dict[str, str]:
     return keys
 
 
-def graphs_progress(exp: Any, counts: dict[str, int], store: Any) -> dict[str, int] | None:
+def graphs_progress(exp: Any, counts: dict[str, int], store: Any) -> GraphsProgress | None:
     """``{"ready": r, "total": n}`` while trials run and none is over yet, else None."""
     if not counts.get(TrialState.RUNNING.value) or any(
             n for state, n in counts.items() if TrialState(state).is_finished):

@@ -15,7 +15,7 @@ import threading
 import warnings
 from collections import OrderedDict
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import optuna
 from optuna.distributions import (
@@ -28,6 +28,9 @@ from optuna.distributions import (
 from dnnframe.states import SCORED_STATE, TrialState
 
 from .params import trial_params, trial_values
+
+if TYPE_CHECKING:
+    from .responses import Divergence, ImportanceResult
 
 EVALUATORS = ("ped_anova", "fanova", "mean_decrease_impurity")
 # PED-ANOVA answers in about a second for 10,000 trials; fANOVA's forest took minutes there
@@ -73,7 +76,7 @@ def _param_value(dist: BaseDistribution, value: Any) -> Any:
     return _choice(value) if isinstance(dist, CategoricalDistribution) else value
 
 
-def divergence(trained: list[dict[str, Any]], diverged: list[dict[str, Any]]) -> dict[str, Any]:
+def divergence(trained: list[dict[str, Any]], diverged: list[dict[str, Any]]) -> Divergence:
     """What the ranking leaves out: ``n_diverged`` trials (they have no value to rank) and,
     when there are any, ``diverged_at``: each parameter → the values at which every trial
     diverged while some trial at another value trained, so a parameter that decides
@@ -95,7 +98,8 @@ def divergence(trained: list[dict[str, Any]], diverged: list[dict[str, Any]]) ->
     return {"n_diverged": len(diverged), "diverged_at": at}
 
 
-def importances(trials: Iterable[Any], metric: str, mode: str, evaluator: str) -> dict[str, Any]:
+def importances(trials: Iterable[Any], metric: str, mode: str, evaluator: str
+                ) -> ImportanceResult:
     """Each varied parameter → its importance for ``metric`` (normalised to sum to 1).
 
     ``trials`` are stored trial records; only COMPLETE ones with a finite ``metric`` count.
@@ -119,8 +123,8 @@ def importances(trials: Iterable[Any], metric: str, mode: str, evaluator: str) -
         value = trial_values(trial.result).get(metric)
         if value is not None:
             rows.append((trial_params(trial.config), float(value)))
-    out: dict[str, Any] = {"importances": {}, "ranking": [], "n_trials": len(rows), "params": [],
-                           **divergence([p for p, _ in rows], diverged)}
+    out: ImportanceResult = {"importances": {}, "ranking": [], "n_trials": len(rows),
+                             "params": [], **divergence([p for p, _ in rows], diverged)}
     if len(rows) < 2:
         out["note"] = (f"needs at least 2 complete trials with a value of {metric}, has "
                        f"{len(rows)}{_diverged_note(out)}")
@@ -176,7 +180,7 @@ def importances(trials: Iterable[Any], metric: str, mode: str, evaluator: str) -
     return out
 
 
-def _diverged_note(out: dict[str, Any]) -> str:
+def _diverged_note(out: Divergence) -> str:
     """"; N trials diverged …" naming what decided it, or "" when none diverged."""
     n = out["n_diverged"]
     if not n:
@@ -191,13 +195,13 @@ def _diverged_note(out: dict[str, Any]) -> str:
 
 
 _lock = threading.Lock()
-_cache: OrderedDict[tuple[Any, ...], dict[str, Any]] = OrderedDict()
+_cache: OrderedDict[tuple[Any, ...], ImportanceResult] = OrderedDict()
 _CACHE_SIZE = 64
 
 
 def cached_importances(
     store: Any, experiment_id: str, metric: str, mode: str, evaluator: str
-) -> dict[str, Any]:
+) -> ImportanceResult:
     """:func:`importances` of an experiment's trials, computed once per change of them.
 
     The key holds the experiment's latest change number, so a live page asking again while

@@ -1,6 +1,7 @@
 """The OpenAPI 3.1 document, generated: its paths from the app's URL map, each operation from
-what its route declares (:mod:`.operations`), its schemas from the spec's pydantic models and
-the API's response objects (:mod:`.openapi_schemas`).
+what its route declares (:mod:`.operations`; the headers of its answers from the code that
+sets them, :mod:`.headers`), its schemas from the spec's pydantic models and the API's
+response TypedDicts (:mod:`.openapi_schemas`, :mod:`.responses`).
 
 A small generator rather than a library: apispec, spectree and flask-openapi3 would each have
 the routes restate their parameters in that library's terms (YAML in docstrings, or its own
@@ -22,9 +23,11 @@ from werkzeug.routing import Rule
 
 from dnnframe import __version__
 
+from .errors import RETRY_LATER
+from .headers import Header
 from .openapi_schemas import component_schemas
 from .operations import Operation, answer, marked, operation_of, outside_reason
-from .security import TOKEN_GUARD
+from .security import CHALLENGE, EVERY_RESPONSE, THROTTLED, TOKEN_GUARD
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -44,8 +47,13 @@ _ERRORS = {
     404: "unknown id",
     413: "request body too large",
     429: "too many wrong API tokens from this client: wait Retry-After seconds",
-    503: "store or executor unavailable",
+    503: "store, executor or broker unavailable, or (an event stream) as many streams open "
+    "as the server serves",
 }
+# the headers an error answer carries besides those every response does
+_ERROR_HEADERS: dict[int, tuple[Header, ...]] = {401: (CHALLENGE,), 429: (THROTTLED,),
+                                                 503: (RETRY_LATER,)}
+_HEADER_REFS = {h.name: {"$ref": f"#/components/headers/{h.name}"} for h in EVERY_RESPONSE}
 
 
 class UndocumentedRoute(RuntimeError):
@@ -107,6 +115,7 @@ def _document(app: Flask, token_required: bool) -> dict[str, Any]:
         "paths": paths,
         "components": {
             "schemas": component_schemas(),
+            "headers": {h.name: h.object() for h in EVERY_RESPONSE},
             "securitySchemes": {
                 "bearer": {
                     "type": "http",
@@ -168,11 +177,15 @@ def _operation(rule: Rule, op: Operation, guarded: bool,
     codes |= {401, 403, 429} if guarded else set()  # wrong tokens are throttled per client
     codes |= {404} if op.path else set()
     codes |= {413} if op.body is not None else set()
-    item["responses"] = {
+    responses = {
         **{str(status): dict(response) for status, response in op.responses.items()},
-        **{str(c): answer(op.conflict if c == 409 else _ERRORS[c], "Error")
+        **{str(c): answer(op.conflict if c == 409 else _ERRORS[c], "Error",
+                          _ERROR_HEADERS.get(c, ()))
            for c in sorted(codes)},
     }
+    for response in responses.values():
+        response["headers"] = {**response.get("headers", {}), **_HEADER_REFS}
+    item["responses"] = responses
     return path, item
 
 

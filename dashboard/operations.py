@@ -19,6 +19,7 @@ from typing import Any
 
 from flask import request
 
+from .headers import Header
 from .query_args import QueryArg, read_args
 
 View = Callable[..., Any]
@@ -125,12 +126,27 @@ def json_content(schema: str | Mapping[str, Any]) -> dict[str, Any]:
     return {"application/json": {"schema": ref}}
 
 
-def answer(description: str, schema: str | Mapping[str, Any] = "Object") -> dict[str, Any]:
-    """A JSON response."""
-    return {"description": description, "content": json_content(schema)}
+def _with_headers(response: dict[str, Any], headers: Iterable[Header]) -> dict[str, Any]:
+    declared = {h.name: h.object() for h in headers}
+    return {"description": response["description"], **({"headers": declared} if declared else {}),
+            **{k: v for k, v in response.items() if k != "description"}}
 
 
-def content(description: str, media: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
-    """A response in the given media types (media type → schema)."""
-    return {"description": description,
-            "content": {kind: {"schema": schema} for kind, schema in media.items()}}
+def answer(description: str, schema: str | Mapping[str, Any] = "Object",
+           headers: Iterable[Header] = ()) -> dict[str, Any]:
+    """A JSON response, with the headers it carries besides those every response does."""
+    return _with_headers({"description": description, "content": json_content(schema)},
+                         headers)
+
+
+def content(description: str, media: Mapping[str, Mapping[str, Any]],
+            headers: Iterable[Header] = ()) -> dict[str, Any]:
+    """A response in the given media types (media type → schema), with its headers."""
+    return _with_headers({"description": description,
+                          "content": {kind: {"schema": schema} for kind, schema in media.items()}},
+                         headers)
+
+
+def no_content(description: str, headers: Iterable[Header] = ()) -> dict[str, Any]:
+    """A response without a body."""
+    return _with_headers({"description": description}, headers)

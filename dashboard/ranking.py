@@ -33,11 +33,14 @@ import json
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dnnframe.states import SCORED_STATE
 
 from .params import trial_params, trial_values
+
+if TYPE_CHECKING:
+    from .responses import BestConfiguration, TiedConfiguration
 
 
 @dataclass(frozen=True)
@@ -51,10 +54,10 @@ class RankedConfiguration:
     trial_ids: tuple[str, ...]  # sorted
     best_trial_id: str  # its trial with the best value (the smallest id among equals)
 
-    def to_json(self) -> dict[str, Any]:
-        """The configuration as the API and the pages show it."""
-        return {"params": self.params, "mean": self.mean, "sd": self.sd, "n": self.n,
-                "trial_ids": list(self.trial_ids), "best_trial_id": self.best_trial_id}
+    def tie_json(self) -> TiedConfiguration:
+        """The configuration as the API shows one tied with the best."""
+        return {"params": self.params, "n": self.n, "sd": self.sd,
+                "trial_ids": list(self.trial_ids)}
 
 
 def mean_sd(values: list[float]) -> tuple[float, float]:
@@ -112,12 +115,14 @@ def tied_with_best(ranked: list[RankedConfiguration]) -> list[RankedConfiguratio
                                                  abs_tol=_TIE_TOLERANCE)]
 
 
-def best_configuration_json(ranked: list[RankedConfiguration]) -> dict[str, Any] | None:
+def best_configuration_json(ranked: list[RankedConfiguration]) -> BestConfiguration | None:
     """The best configuration as the API gives it: its params, mean, spread and count, and
     the configurations tied with it on the mean (``ties``, each with its params, count and
     trials), or None while nothing completed."""
     if not ranked:
         return None
-    return {**ranked[0].to_json(), "n_configurations": len(ranked),
-            "ties": [{k: c.to_json()[k] for k in ("params", "n", "sd", "trial_ids")}
-                     for c in tied_with_best(ranked)]}
+    best = ranked[0]
+    return {"params": best.params, "mean": best.mean, "sd": best.sd, "n": best.n,
+            "trial_ids": list(best.trial_ids), "best_trial_id": best.best_trial_id,
+            "n_configurations": len(ranked),
+            "ties": [c.tie_json() for c in tied_with_best(ranked)]}

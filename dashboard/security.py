@@ -30,6 +30,7 @@ from dnnframe.exceptions import brief
 from dnnframe.settings import SettingsError
 
 from .errors import APIError
+from .headers import SECONDS, Header
 
 LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1")
 # Binding one of these listens on every interface; it is not a name a browser uses.
@@ -85,6 +86,25 @@ def check_allowed_host() -> None:
             "DNNFRAME_ALLOWED_HOSTS if it is yours",
             [{"path": "Host", "message": "not an allowed host"}],
         )
+
+
+# --------------------------------------------------------------------------- every response
+# what every response says besides its content (the API document declares them on each)
+EVERY_RESPONSE = (
+    Header("X-Content-Type-Options", "the browser takes the Content-Type as given, never "
+           "guessing another from the body", value="nosniff"),
+    Header("X-Frame-Options", "no page, this site's included, may show this one in a frame",
+           value="DENY"),
+)
+
+
+def every_response_headers(response: Response) -> Response:
+    """Give a response the headers of :data:`EVERY_RESPONSE` and, for an HTML page, its
+    Content-Security-Policy (after the request)."""
+    for header in EVERY_RESPONSE:
+        for name, value in header.pair().items():
+            response.headers.setdefault(name, value)
+    return content_security_policy(response)
 
 
 # --------------------------------------------------------------------------- page policy
@@ -175,6 +195,10 @@ def session_signed_in() -> bool:
 
 
 # --------------------------------------------------------------------------- token guessing
+THROTTLED = Header("Retry-After", "seconds until the oldest wrong token of this client leaves "
+                   "the window, and it may try again", schema=SECONDS)
+
+
 class GuessThrottle:
     """Wrong API tokens per client (its address), over a moving window: a client past the
     limit is refused (429 with Retry-After) before its token is even compared, whichever
@@ -205,7 +229,7 @@ class GuessThrottle:
         reset_at, _ = self._limiter.get_window_stats(self._limit, client)
         wait = max(1, math.ceil(reset_at - time.time()))
         raise APIError(429, f"too many wrong API tokens from this client: try again in {wait} s",
-                       headers={"Retry-After": str(wait)})
+                       headers=THROTTLED.pair(str(wait)))
 
     def wrong(self, client: str) -> None:
         """Count one wrong guess from ``client``."""
@@ -247,6 +271,8 @@ def may_see_details() -> bool:
 # --------------------------------------------------------------------------- the API token
 # the attribute require_token sets on the views it guards
 TOKEN_GUARD = "requires_token"
+CHALLENGE = Header("WWW-Authenticate", "how to authenticate: a bearer token",
+                   value='Bearer realm="dnnframe"')
 
 
 def require_token(
@@ -287,7 +313,7 @@ def require_token(
 def _check_bearer(expected: str) -> None:
     header = request.headers.get("Authorization", "")
     scheme, _, given = header.partition(" ")
-    challenge = {"WWW-Authenticate": 'Bearer realm="dnnframe"'}
+    challenge = CHALLENGE.pair()
     if scheme.lower() != "bearer" or not given:
         raise APIError(
             401,

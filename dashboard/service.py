@@ -4,7 +4,7 @@ a web submission's spec are in :mod:`.web_specs`). Views stay thin; everything h
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 from flask import current_app
@@ -34,6 +34,9 @@ from .errors import APIError
 from .graphs import graphs_progress
 from .params import RESULT_VALUES, TIMING_VALUES, trial_params, trial_values
 from .ranking import best_configuration_json, rank_configurations
+
+if TYPE_CHECKING:
+    from .responses import Experiment, ExperimentSearch, Trial
 
 # --------------------------------------------------------------------------- submitting
 
@@ -142,11 +145,11 @@ def find_experiments(store: Any, query: str = "", status: str = "", limit: int =
     return matched[offset:offset + limit], len(matched) > offset + limit
 
 
-def experiment_json(exp: Any, store: Any | None = None, best: bool = False) -> dict[str, Any]:
+def experiment_json(exp: Any, store: Any | None = None, best: bool = False) -> Experiment:
     """An experiment with its progress (trials by state) and, on request, its best trial."""
     counts = {(_state(k)): int(v) for k, v in (exp.counts or {}).items()}
     finished = count_done(counts)  # trials that ran to an end, as the CLI's progress counts
-    out: dict[str, Any] = {
+    out: Experiment = {
         "id": exp.id,
         "name": exp.name,
         "n_trials": exp.n_trials,
@@ -178,7 +181,7 @@ def experiment_json(exp: Any, store: Any | None = None, best: bool = False) -> d
     return out
 
 
-def search_json(spec: dict[str, Any]) -> dict[str, Any]:
+def search_json(spec: dict[str, Any]) -> ExperimentSearch:
     """How the experiment searches, for its charts: the method and, when ASHA prunes, the
     per-epoch metric it compares and the rung epochs (below a trial's ``max_epochs``)."""
     try:
@@ -222,13 +225,13 @@ def _outcome_text(status: str, counts: dict[str, int], n_trials: int) -> str:
     return {ExperimentStatus.COMPLETE.value: "finished"}.get(status, status.lower())
 
 
-def trial_json(trial: Any, history: bool = False, full: bool = False) -> dict[str, Any]:
+def trial_json(trial: Any, history: bool = False, full: bool = False) -> Trial:
     """A trial as JSON for tables and charts: every configured value (``params``) and every
     number it recorded (``metrics``: final metrics, timings, epochs run, parameter count)."""
     result = trial.result or {}
     values = trial_values(result)
     last = trial.metrics[-1] if trial.metrics else {}
-    out: dict[str, Any] = {
+    out: Trial = {
         "id": trial.id,
         "state": _state(trial.state),
         "seq": trial.seq,

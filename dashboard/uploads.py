@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import os
 import tempfile
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from flask import current_app, jsonify, request
 
@@ -13,6 +13,9 @@ from dnnframe.datasets import upload_path, validate_csv_bytes
 from dnnframe.exceptions import DatasetError
 
 from .errors import APIError
+
+if TYPE_CHECKING:
+    from .responses import Upload
 
 # the multipart body upload_response reads, as the API document shows it
 UPLOAD_FORM = {
@@ -38,7 +41,7 @@ def upload_response() -> Any:
     return jsonify(info), 201
 
 
-def store_upload(data: bytes, filename: str | None, label_column: str | None) -> dict[str, Any]:
+def store_upload(data: bytes, filename: str | None, label_column: str | None) -> Upload:
     """Validate CSV bytes and keep them under ``$DNNFRAME_DATA_DIR/uploads/<id>.csv``.
 
     The id is a hash of the content, so uploading the same file twice gives the same id.

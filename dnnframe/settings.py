@@ -4,7 +4,9 @@ The CLI, the local executor, the Celery workers and the dashboard all read their
 here. :func:`get` reads the environment on each call (a command or a test may change it
 between calls), and builds new settings when a ``DNNFRAME_*`` variable changed. A command that starts a server passes its settings on explicitly: the
 dashboard's ``create_app(settings=...)``, and :func:`child_environ` for a child process;
-it never writes its own environment. Every variable is listed once, in docs/deploy.md.
+it never writes its own environment. Each field's description is what its variable means,
+written nowhere else: the settings reference (docs/reference/settings.md) is generated
+from them, and the deployment guide says what the compose stack sets.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import importlib
 import math
 import os
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pydantic import Field, ValidationError, ValidationInfo, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -62,42 +64,125 @@ def _seconds(name: str, raw: object) -> object:
     return value
 
 
+def _setting(default: Any, meaning: str, *, unset: str | None = None, **rules: Any) -> Any:
+    """A setting's default and ``meaning`` (markdown; a link is relative to docs/), and for
+    one whose default is None, what leaving it unset does (``unset``) when that is not the
+    dashboard's own default (``dashboard.DEFAULTS``, which the reference reads)."""
+    return Field(default, description=meaning, **rules,
+                 json_schema_extra={"unset": unset} if unset else None)
+
+
 class Settings(BaseSettings):
     """Every ``DNNFRAME_*`` setting, typed. An unset or empty variable takes the default."""
 
     model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, env_ignore_empty=True,
                                       extra="ignore", frozen=True)
 
-    broker_url: str | None = None
-    store_url: str | None = None
-    workers: int | None = None
-    heartbeat_timeout: float = 300.0
-    max_attempts: int = 3
-    task_time_limit: float = 1680.0
-    train_fn: str | None = None
-    pack_size: int | None = None
-    api_token: str | None = None
-    secret_key: str | None = None
-    flower_url: str | None = None
-    rabbitmq_ui_url: str | None = None
-    allowed_hosts: str | None = None
-    bind_host: str | None = None
-    data_dir: str = "dnnframe-data"
-    cache_dir: str | None = None
-    model_cache_bytes: int = Field(2**30, ge=0)
-    mongo_timeout_s: float = 5.0
-    driver_lease_s: float = 30.0
-    web_threads: int = 4
-    trusted_proxies: int = Field(0, ge=0, le=8)
-    token_guess_storage: str = "memory://"
+    broker_url: str | None = _setting(
+        None, "RabbitMQ for Celery; when set, the dashboard and `dnnframe run` submit through "
+        "it (`dnnframe run --local` overrides)",
+        unset="a local process pool (`dnnframe worker`: "
+        "`amqp://guest:guest@127.0.0.1:5672//`)")
+    store_url: str | None = _setting(
+        None, "where experiments, trials and metrics live: `sqlite:///path.db`, "
+        "`mongodb://…`, `postgresql://…` (see [A PostgreSQL store]"
+        "(deploy.md#a-postgresql-store)), `mongomock://` (tests), `memory://` (the "
+        "in-memory reference backend: tests and one-process use only, never shared across "
+        "processes; `dnnframe run` and `dnnframe worker` refuse it)",
+        unset="`sqlite:///dnnframe.db`")
+    workers: int | None = _setting(
+        None, "training processes of `dnnframe run`, and of each `dnnframe worker`",
+        unset="the cores this process may use")
+    heartbeat_timeout: float = _setting(
+        300.0, "seconds: a RUNNING trial silent this long is requeued")
+    max_attempts: int = _setting(3, "deliveries of one trial before it is FAILED")
+    task_time_limit: float = _setting(
+        1680.0, "seconds: the hard time limit of one Celery task (one pack of trials); a soft "
+        "limit a minute earlier (10 % earlier for short limits) lets its trials record why "
+        "they stopped; must stay below RabbitMQ's `consumer_timeout` (30 min in a stock "
+        "RabbitMQ), for a worker acknowledges a pack's message only when the pack is over")
+    train_fn: str | None = _setting(
+        None, "test and benchmark hook: `module:function` trained instead of the engine "
+        "(`dnnframe/testing/hooks.py`, whose own knobs are `DNNFRAME_HOOK_*` variables); "
+        "never in production")
+    pack_size: int | None = _setting(
+        None, "trials per pack (trials sharing one compiled graph, trained as one unit of "
+        "work); `1` is one trial per task. Automatic: as many as a memory budget allows, but "
+        "never fewer packs than worker processes when there are enough trials, and about two "
+        "packs per process with several (packs of different graphs differ in cost); with a "
+        "broker, the processes are those consuming the queue at submit. `dnnframe run "
+        "--pack-size` and the spec's `search.pack_size` win over it",
+        unset="automatic")
+    api_token: str | None = _setting(
+        None, "bearer token the REST API's write endpoints require; set it before publishing "
+        "the dashboard beyond 127.0.0.1")
+    secret_key: str | None = _setting(
+        None, "signs the dashboard's session (CSRF); set it whenever more than one server "
+        "process serves the dashboard (gunicorn runs two that must share it)",
+        unset="random per start")
+    flower_url: str | None = _setting(
+        None, "link the dashboard shows to Flower (as your browser reaches it)")
+    rabbitmq_ui_url: str | None = _setting(
+        None, "link the dashboard shows to RabbitMQ's management UI (as your browser "
+        "reaches it)")
+    allowed_hosts: str | None = _setting(
+        None, "`Host` headers the dashboard answers (comma list, `*` for any); others get 400 "
+        "(DNS rebinding)",
+        unset="the bound address, `127.0.0.1`, `localhost`, `::1` (and the machine's names "
+        "when bound to every interface)")
+    bind_host: str | None = _setting(
+        None, "the address the dashboard listens on, added to the allowed hosts; `dnnframe "
+        "serve` and the gunicorn configuration set it")
+    data_dir: str = _setting(
+        "dnnframe-data", "uploaded CSV datasets (`uploads/<id>.csv`), relative to the "
+        "working directory unless absolute")
+    cache_dir: str | None = _setting(
+        None, "compiled packed models kept per host, so a fresh worker loads a known graph "
+        "instead of building it",
+        unset="`<PyTensor compiledir>/dnnframe`")
+    model_cache_bytes: int = _setting(
+        2**30, "bytes: the bound of a worker's in-memory cache of compiled models (least "
+        "recently used evicted first)", ge=0)
+    mongo_timeout_s: float = _setting(
+        5.0, "seconds: the MongoDB store's server-selection timeout")
+    driver_lease_s: float = _setting(
+        30.0, "seconds: time to live of a search driver's lease in the store (renewed every "
+        "third of it): how long after a driver process dies another takes its tpe/cmaes "
+        "experiments over (see [Search drivers](deploy.md#search-drivers))")
+    web_threads: int = _setting(
+        4, "threads per gunicorn worker of the dashboard (`WEB_CONCURRENCY` sets the "
+        "workers, default 2)")
+    trusted_proxies: int = _setting(
+        0, "reverse proxies in front of the dashboard whose `X-Forwarded-For`/`-Proto`/"
+        "`-Host`/`-Port` headers are believed (werkzeug's `ProxyFix`, that many hops). Behind "
+        "one proxy set `1`: the token-guess throttle then counts per client instead of one "
+        "count for everyone the proxy forwards; `0` ignores the headers, so a client cannot "
+        "pick its own address", ge=0, le=8)
+    token_guess_storage: str = _setting(
+        "memory://", "where wrong API tokens are counted (`DNNFRAME_TOKEN_GUESS_LIMIT` per "
+        "client, then 429 with `Retry-After`): `memory://` per dashboard process, so each "
+        "gunicorn worker allows the limit; a `limits` storage URI such as "
+        "`redis://redis:6379/0` counts once for every process and host that names it "
+        "(`pip install 'dnnframe[redis]'`)")
     # Dashboard limits; unset, the dashboard's own defaults apply (dashboard.DEFAULTS).
-    max_trials: int | None = None
-    max_dataset_cells: int | None = None
-    max_content_length: int | None = None
-    max_upload_bytes: int | None = None
-    event_streams: int | None = Field(None, ge=0)
-    celery_inspect_timeout: float | None = None
-    token_guess_limit: str | None = None
+    max_trials: int | None = _setting(
+        None, "sweeps larger than this are refused (400) before anything is stored")
+    max_dataset_cells: int | None = _setting(
+        None, "rows × features of a generated dataset a web request may ask for")
+    max_content_length: int | None = _setting(
+        None, "bytes: the largest request body the dashboard reads (specs and CSV uploads)")
+    max_upload_bytes: int | None = _setting(
+        None, "bytes: the largest CSV upload", unset="`DNNFRAME_MAX_CONTENT_LENGTH`")
+    event_streams: int | None = _setting(
+        None, "live-update streams (server-sent events) one dashboard process serves at "
+        "once; each holds a thread, so gunicorn gets this many threads more; past it a page "
+        "is refused (503) and polls instead", ge=0)
+    celery_inspect_timeout: float | None = _setting(
+        None, "seconds the dashboard's health and worker pages wait for Celery workers to "
+        "answer")
+    token_guess_limit: str | None = _setting(
+        None, "wrong API tokens one client may send before it must wait (a `limits` rate "
+        "string)")
 
     @field_validator("workers", "max_attempts", "pack_size", "web_threads", "max_trials",
                      "max_dataset_cells", "max_content_length", "max_upload_bytes",

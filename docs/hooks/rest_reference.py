@@ -97,6 +97,14 @@ def _schema_text(schema: dict[str, Any] | None) -> str:
     return type_text(schema, _ref_text)
 
 
+def _headers(response: dict[str, Any]) -> str:
+    """The headers an answer declares besides those every answer carries (references to
+    ``components.headers``)."""
+    own = {name: h for name, h in response.get("headers", {}).items() if "$ref" not in h}
+    return "; ".join(f"`{name}`{'' if h.get('required') else ' (sometimes)'}: "
+                     f"{h.get('description', '')}" for name, h in own.items())
+
+
 def _operation(path: str, method: str, op: dict[str, Any], example: dict[str, Any]) -> list[str]:
     out = [f"### {method.upper()} `{path}` {{#{operation_anchor(op)}}}", "",
            op.get("summary", ""), ""]
@@ -110,10 +118,12 @@ def _operation(path: str, method: str, op: dict[str, Any], example: dict[str, An
     if body:
         out += [f"**Request body**{' (required)' if body.get('required') else ''}: "
                 + _content(body["content"]), ""]
-    out += ["**Responses**", "", "| status | meaning | body |", "| --- | --- | --- |"]
+    out += ["**Responses**", "", "| status | meaning | body | headers |",
+            "| --- | --- | --- | --- |"]
     for status, response in op["responses"].items():
         out.append(f"| {status} | {cell(response.get('description', ''))} "
-                   f"| {cell(_content(response.get('content', {})))} |")
+                   f"| {cell(_content(response.get('content', {})))} "
+                   f"| {cell(_headers(response))} |")
     out += ["", "```bash", curl_line(path, method, op, example), "```", ""]
     return out
 
@@ -133,7 +143,11 @@ def rest_page() -> str:
         f"path is under `{doc['servers'][0]['url']}`. Reads are public; writes need the "
         "bearer token when `DNNFRAME_API_TOKEN` is set (see "
         "[tokens and a reverse proxy](../how-to/tokens-and-proxy.md)). In the curl lines, "
-        "`$EXPERIMENT_ID` and the like stand for ids the listing endpoints return.",
+        "`$EXPERIMENT_ID` and the like stand for ids the listing endpoints return. Every "
+        "answer carries "
+        + ", ".join(f"`{name}: {h['schema']['const']}` ({h['description']})"
+                    for name, h in doc["components"]["headers"].items())
+        + "; the headers an answer carries besides these are in its row below.",
         "",
         "## Endpoints",
         "",

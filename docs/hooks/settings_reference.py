@@ -1,33 +1,18 @@
-"""The settings reference page: every field of ``dnnframe.settings.Settings`` (its variable,
-type and default from the model), with its meaning from docs/deploy.md's configuration
-table, the one place those sentences are written."""
+"""The settings reference page: every field of ``dnnframe.settings.Settings``, its variable,
+type and default from the model, and its meaning from the field's description, the one
+place that sentence is written. What an unset dashboard limit means comes from the
+dashboard's own defaults (``dashboard.DEFAULTS``); what the compose stack sets is in the
+deployment guide."""
 
 from __future__ import annotations
 
 import re
-from pathlib import Path
-from typing import Any
 
 from pydantic.fields import FieldInfo
 from schema_text import cell, code
 
+from dashboard import DEFAULTS
 from dnnframe.settings import ENV_PREFIX, Settings
-
-DEPLOY = Path(__file__).resolve().parents[1] / "deploy.md"
-_ROW = re.compile(r"^\| `(DNNFRAME_[A-Z0-9_]+)` \| (.*?) \| (.*?) \| (.*) \|$")
-
-
-def deploy_rows() -> dict[str, tuple[str, str, str]]:
-    """variable -> (default as written, value in compose, meaning), from the configuration
-    table of docs/deploy.md (four columns; the compose-only table has three)."""
-    text = DEPLOY.read_text(encoding="utf-8")
-    section = text.split("\n## Configuration", 1)[1].split("\n## ", 1)[0]
-    rows = {}
-    for line in section.splitlines():
-        match = _ROW.match(line.strip())
-        if match:
-            rows[match[1]] = (match[2], match[3], match[4])
-    return rows
 
 
 def variable(field: str) -> str:
@@ -40,35 +25,47 @@ def _type(info: FieldInfo) -> str:
     return text.replace(" | None", " (optional)")
 
 
-def _default(info: FieldInfo) -> Any:
-    return "unset" if info.default is None else code(info.default)
+def _default(field: str, info: FieldInfo) -> str:
+    """The default, or what leaving the variable unset does."""
+    if info.default is not None:
+        return code(info.default)
+    extra = info.json_schema_extra
+    unset = extra.get("unset") if isinstance(extra, dict) else None
+    if isinstance(unset, str):
+        return f"unset: {unset}"
+    if DEFAULTS.get(field.upper()) is not None:
+        return f"unset: {code(DEFAULTS[field.upper()])} (the dashboard's default)"
+    return "unset"
 
 
 def settings_page() -> str:
-    rows = deploy_rows()
     out = [
         "# Settings reference",
         "",
         "Every `DNNFRAME_*` environment variable the CLI, the workers and the dashboard "
         "read, generated at build time from `dnnframe.settings.Settings` (pydantic-settings: "
-        "one typed object, read afresh at each use). An unset or empty variable takes its "
-        "default; an unusable value is an error naming the variable. The meanings come from "
-        "the configuration table of the [deployment guide](../deploy.md#configuration), "
-        "which also lists the compose-only variables (`.env`).",
+        "one typed object, read afresh at each use): each meaning is its field's description. "
+        "An unset or empty variable takes its default; an unusable value is an error naming "
+        "the variable (`DNNFRAME_WORKERS must be a positive integer, but got 'x'`). What the "
+        "compose stack sets, and its compose-only variables (`.env`), are in the "
+        "[deployment guide](../deploy.md#configuration).",
         "",
-        "| variable | type | default in the model | default as used | in compose | meaning |",
-        "| --- | --- | --- | --- | --- | --- |",
+        "| variable | type | default | meaning |",
+        "| --- | --- | --- | --- |",
     ]
     for field, info in Settings.model_fields.items():
-        name = variable(field)
-        used, compose, meaning = rows.get(name, ("", "", ""))
-        out.append(f"| `{name}` | {cell(_type(info))} | {_default(info)} | {cell(used)} "
-                   f"| {cell(compose)} | {cell(_relink(meaning))} |")
+        out.append(f"| `{variable(field)}` | {cell(_type(info))} | {cell(_default(field, info))} "
+                   f"| {cell(_relink(info.description or ''))} |")
     out += ["", "Besides these, `THEANO_FLAGS` (and `PYTENSOR_FLAGS`) choose the backend and "
-            "device: see [GPU through THEANO_FLAGS](../how-to/gpu.md)."]
+            "device: see [GPU through THEANO_FLAGS](../how-to/gpu.md); and "
+            "`dnnframe/testing/hooks.py` reads knobs of its own, `DNNFRAME_HOOK_*`, in tests "
+            "and benchmarks only."]
     return "\n".join(out) + "\n"
 
 
 def _relink(text: str) -> str:
-    """deploy.md's in-page links, pointed at deploy.md from the reference folder."""
-    return re.sub(r"\]\(#", "](../deploy.md#", text)
+    """A description's links, relative to docs/, pointed there from the reference folder."""
+    return re.sub(r"\]\((?![a-z]+:|#|/)", "](../", text)
+
+
+__all__ = ["settings_page", "variable"]

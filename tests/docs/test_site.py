@@ -154,4 +154,5 @@ def test_every_setting_is_listed_with_its_meaning(site: Site) -> None:
         name = f"{ENV_PREFIX}{field.upper()}"
         assert name in rows, f"{name} is not in the settings reference"
         meaning = re.findall(r"<td>(.*?)</td>", rows[name], flags=re.S)[-1]
-        assert meaning.strip(), f"{name} has no meaning (add it to docs/deploy.md's table)"
+        assert meaning.strip(), (f"{name} has no meaning (give its field a description in "
+                                 "dnnframe/settings.py)")
