@@ -24,6 +24,7 @@ from .graphs import graphs_progress
 from .headers import Header
 from .importance import DEFAULT_EVALUATOR, EVALUATORS, cached_importances
 from .openapi import openapi_document
+from .openapi_schemas import STORED
 from .operations import answer, content, json_content, operation
 from .params import VALUE_NAMES, value_direction
 from .query_args import (
@@ -317,13 +318,14 @@ def importance(experiment_id: str, metric: str | None, mode: str | None,
     path=EXPERIMENT,
     query=[ChoiceArg("format", "file format (default json)", SPEC_FORMATS, default="json")],
     responses={200: content("the spec", {
-        kind: {"$ref": "#/components/schemas/ExperimentSpec"}
+        kind: {"$ref": f"#/components/schemas/{STORED}ExperimentSpec"}
         for kind in ("application/json", "application/yaml")}, [SPEC_FILE])},
 )
 def experiment_spec(experiment_id: str, format: str) -> Response:
     """The stored spec: JSON for POST /experiments, YAML for dnnframe run.
 
-    Either submits the same experiment again."""
+    Either submits the same experiment again, but for a spec a run from the command line
+    stored with ``dataset.path`` (a file on the server): the web refuses those."""
     spec = services().store.get_experiment(experiment_id).spec
     if format == "json":
         return jsonify(spec)

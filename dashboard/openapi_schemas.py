@@ -11,31 +11,65 @@ from dnnframe.spec import spec_json_schema
 from .responses import response_schemas
 
 
-def _rewrite_refs(node: Any) -> Any:
-    # pydantic points into its own $defs; the document keeps them under components
+def _rewrite_refs(node: Any, stored: frozenset[str] = frozenset()) -> Any:
+    """``node`` with pydantic's references into its ``$defs`` pointed at the document's
+    components, those to ``stored`` names at their stored-spec variants."""
     if isinstance(node, dict):
-        return {
-            k: (
-                "#/components/schemas/" + v.split("/")[-1]
-                if k == "$ref" and isinstance(v, str)
-                else _rewrite_refs(v)
-            )
-            for k, v in node.items()
-        }
+        out = {}
+        for k, v in node.items():
+            if k == "$ref" and isinstance(v, str):
+                name = v.split("/")[-1]
+                out[k] = "#/components/schemas/" + (STORED + name if name in stored else name)
+            else:
+                out[k] = _rewrite_refs(v, stored)
+        return out
     if isinstance(node, list):
-        return [_rewrite_refs(v) for v in node]
+        return [_rewrite_refs(v, stored) for v in node]
     return node
+
+
+STORED = "Stored"  # the prefix of the schemas a stored spec has of its own
+_SPEC = "ExperimentSpec"
+
+
+def _spec_defs(server_files: bool) -> dict[str, Any]:
+    """The spec's schema and its ``$defs``, by name (the spec's own as ``ExperimentSpec``)."""
+    top = spec_json_schema(server_files=server_files)
+    defs = top.pop("$defs", {})
+    for sub in defs.values():
+        sub.pop("$defs", None)
+    return {**defs, _SPEC: top}
+
+
+def _refers_to(node: Any, names: set[str]) -> bool:
+    if isinstance(node, dict):
+        return any((k == "$ref" and isinstance(v, str) and v.split("/")[-1] in names)
+                   or _refers_to(v, names) for k, v in node.items())
+    if isinstance(node, list):
+        return any(_refers_to(v, names) for v in node)
+    return False
+
+
+def spec_schemas() -> dict[str, Any]:
+    """The spec's component schemas: a spec submitted over the web (which may not name files
+    on the server), and a stored one (``StoredExperimentSpec``: a run from the command line
+    may name one), which shares every schema but those that differ or lead to one that does."""
+    web, stored = _spec_defs(server_files=False), _spec_defs(server_files=True)
+    differ = {name for name, sub in stored.items() if web.get(name) != sub} | {_SPEC}
+    while True:  # ... and those that refer to one that differs
+        more = {name for name, sub in stored.items()
+                if name not in differ and _refers_to(sub, differ)}
+        if not more:
+            break
+        differ |= more
+    out = {name: _rewrite_refs(sub) for name, sub in web.items()}
+    out.update({STORED + name: _rewrite_refs(stored[name], frozenset(differ)) for name in differ})
+    return out
 
 
 def component_schemas() -> dict[str, Any]:
     """Every schema of ``components.schemas``, by name."""
-    # web specs may not name files on the server
-    spec_schema = spec_json_schema(server_files=False)
-    defs = spec_schema.pop("$defs", {})
-    schemas: dict[str, Any] = {name: _rewrite_refs(s) for name, s in defs.items()}
-    for sub in schemas.values():
-        sub.pop("$defs", None)
-    schemas["ExperimentSpec"] = _rewrite_refs(spec_schema)
+    schemas = spec_schemas()
     responses = response_schemas("#/components/schemas/")
     clash = set(schemas) & set(responses)
     if clash:

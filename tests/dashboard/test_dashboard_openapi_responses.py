@@ -180,6 +180,12 @@ def test_every_answer_is_one_the_document_describes(apps, make_app):
     call("GET", f"/experiments/{exp_id}/importance?metric=nope", 400)
     call("GET", f"/experiments/{exp_id}/spec", 200)
     call("GET", f"/experiments/{exp_id}/spec?format=yaml", 200)
+    # a spec stored by a run from the command line may name a file on the server
+    from_cli = {**TINY_SPEC, "name": "from-cli",
+                "dataset": {"name": "csv", "path": "/data/x.csv", "label_column": "y"}}
+    store.create_experiment("exp-cli", "from-cli", from_cli, 0)
+    for fmt in ("json", "yaml"):
+        call("GET", f"/experiments/exp-cli/spec?format={fmt}", 200)
     call("GET", f"/experiments/{exp_id}/export", 200)
     call("GET", f"/experiments/{exp_id}/export?format=jsonl", 200)
     call("GET", "/workers", 200)
