@@ -2,18 +2,14 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
-import plotly
 from flask import (
     Blueprint,
-    abort,
     current_app,
     redirect,
     render_template,
     request,
-    send_file,
     session,
     url_for,
 )
@@ -31,6 +27,7 @@ from dnnframe.vocabulary import (
 )
 
 from .around import spec_around_best
+from .assets import serve_plotly
 from .compare import MAX_COMPARED, spec_differences
 from .context import services
 from .errors import APIError
@@ -128,11 +125,8 @@ def _inject() -> dict[str, Any]:
 @bp.get("/vendor/plotly.min.js")
 def plotly_js() -> Any:
     """plotly.js from the installed plotly package (nothing is loaded from the internet),
-    compressed for a browser that accepts it like every response (compression.py)."""
-    path = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
-    if not path.is_file():
-        abort(404, description="plotly.min.js is missing from the installed plotly package")
-    return send_file(path, mimetype="text/javascript", max_age=86400)
+    compressed once and cached by the browser under its content hash (assets.py)."""
+    return serve_plotly()
 
 
 # --------------------------------------------------------------------------- pages
