@@ -274,6 +274,31 @@ def trial_json(trial: Any, history: bool = False, full: bool = False) -> dict[st
     return out
 
 
+def trials_page(store: Any, exp: Any, rows: list[Any], limit: int, offset: int,
+                since: int | None, history: bool) -> dict[str, Any]:
+    """A page of an experiment's trials with its progress, as ``GET …/trials`` answers:
+    ``rows`` is what the store gave for ``limit + 1``, the one more saying whether another
+    page exists."""
+    trials = rows[:limit]
+    cursor = max([t.seq for t in trials], default=since or 0)
+    exp_json = experiment_json(exp)
+    return {
+        "experiment_id": exp.id,
+        "trials": [trial_json(t, history=history) for t in trials],
+        "cursor": cursor,
+        "limit": limit,
+        "offset": offset,
+        "more": len(rows) > limit,
+        "counts": exp_json["counts"],
+        "n_trials": exp.n_trials,
+        "status": exp_json["status"],
+        "status_text": exp_json["status_text"],
+        "reruns": exp_json["reruns"],
+        "can_cancel": exp_json["can_cancel"],
+        "graphs": graphs_progress(exp, exp_json["counts"], store),
+    }
+
+
 def update_json(store: Any, experiment_id: str, trials: list[Any]) -> dict[str, Any]:
     """A live update of an experiment page: the trials that changed (with their curves) and
     the experiment's progress, as a ``trials?since=`` page gives them."""

@@ -33,6 +33,7 @@ from .context import services
 from .errors import APIError
 from .formatting import duration, significant
 from .forms import CHECKBOX_FIELDS, DEFAULT_FORM, SPEC_TEXT_FIELD, check_form
+from .page_data import page_response
 from .ranking import rank_configurations
 from .security import (
     check_token_guess,
@@ -216,6 +217,13 @@ def upload() -> Any:
 def experiment_page(experiment_id: str) -> str:
     """Live view of one experiment (the page polls the API's since-cursor)."""
     return _experiment_page(experiment_id)
+
+
+@bp.get("/experiments/<experiment_id>/page-data")
+def experiment_page_data(experiment_id: str) -> Any:
+    """The experiment page's first read: its trials and the importance of the metric it
+    shows first (``metric``, ``evaluator``), in one response (page_data.py)."""
+    return page_response(experiment_id)
 
 
 def _experiment_page(experiment_id: str, delete_error: str = "", confirm: str = "") -> str:

@@ -122,12 +122,13 @@ def test_a_large_file_is_sent_quickly_compressed_until_its_best_copy_is_made(
     assert client.get(url, headers={"Accept-Encoding": "br"}).data == best.data
 
 
-def test_plotly_is_linked_by_hash(client, store, cache):
+def test_plotly_is_linked_by_hash_and_loaded_deferred(client, store, cache):
     from dashboard_support import TINY_SPEC
 
     exp_id = client.post("/api/v1/experiments", json=TINY_SPEC).json["id"]
     html = client.get(f"/experiments/{exp_id}").get_data(as_text=True)
     tag = re.search(r"<script[^>]*/vendor/plotly\.min\.js[^>]*>", html).group(0)
+    assert " defer" in tag and 'id="plotly-js"' in tag
     version = assets.asset(assets.plotly_path()).version
     assert f"/vendor/plotly.min.js?v={version}" in tag
 
