@@ -144,6 +144,8 @@ class Asset:
         finally:
             with self.lock:
                 self.working.discard(encoding)
+                if encoding in self.best:
+                    self.quick.pop(encoding, None)  # its stand-in is needed no more
 
     def body(self, encoding: str) -> tuple[bytes, bool]:
         """The bytes to send in ``encoding``, and whether they are the best copy (a large
