@@ -10,8 +10,15 @@ Chromium with an empty cache (a new context per load) opens the experiment page.
 per load, from the navigation's start: DOMContentLoaded, the table ready (a row per trial),
 every chart drawn (each ``.chart`` holds plotly's SVG), and the bytes sent over the wire
 (Chromium's encoded length of every response, headers included, until the charts are
-drawn), with the trial data's (``/trials``) and plotly.js's shares. Rounds alternate the
-checkouts; the medians are printed. Numbers on a shared machine are noisy: run it twice.
+drawn), with the trial data's (``/trials``, ``/importance`` and the page's one ``/page-data``
+read) and plotly.js's shares. Rounds alternate the checkouts; the medians are printed.
+Numbers on a shared machine are noisy: run it twice.
+
+Before its loads, a checkout that compresses its static files ahead (``dashboard.assets``)
+has them compressed, as gunicorn's master does at start; each server then gets one untimed
+load (its first-request costs), reported apart as ``first_load``. ``--second`` adds a load
+in the same browser context after each timed one: what a reload sends when the browser's
+cache holds the files.
 """
 
 from __future__ import annotations
@@ -73,6 +80,9 @@ def serve(checkout: Path, url: str, tmp: Path) -> tuple[subprocess.Popen, str]:
     port = _free_port()
     env = {**os.environ, "DNNFRAME_STORE_URL": url, "DNNFRAME_DATA_DIR": str(tmp),
            "PYTHONPATH": str(checkout)}
+    if (checkout / "dashboard" / "assets.py").is_file():
+        subprocess.run([sys.executable, "-c", "from dashboard.assets import precompress; precompress()"],
+                       env=env, cwd=checkout, check=True, stdout=subprocess.DEVNULL)
     server = subprocess.Popen([sys.executable, "-c", SERVER.format(port=port)], env=env,
                               cwd=checkout, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     base = f"http://127.0.0.1:{port}"
@@ -105,31 +115,42 @@ new MutationObserver(function () {
 """
 
 
-def load(browser, base: str, experiment_id: str, n_trials: int) -> dict[str, float]:
-    """One cold load of the experiment page: its times (ms) and bytes."""
+DATA = ("/trials", "/importance", "/page-data")
+
+
+def load(browser, base: str, experiment_id: str, n_trials: int, second: bool = False) -> dict[str, float]:
+    """One cold load of the experiment page: its times (ms) and bytes; with ``second``, the
+    bytes of a reload in the same context (its cache enabled) too."""
     context = browser.new_context(viewport={"width": 1400, "height": 1000})
     try:
         page = context.new_page()
         page.add_init_script(WATCH % n_trials)
         cdp = context.new_cdp_session(page)
         cdp.send("Network.enable")
-        cdp.send("Network.setCacheDisabled", {"cacheDisabled": True})
+        cdp.send("Network.setCacheDisabled", {"cacheDisabled": not second})
         urls: dict[str, str] = {}
         sizes: dict[str, int] = {}
         cdp.on("Network.responseReceived", lambda e: urls.__setitem__(e["requestId"], e["response"]["url"]))
         cdp.on("Network.loadingFinished",
                lambda e: sizes.__setitem__(e["requestId"], int(e["encodedDataLength"])))
+        ready = "() => window.__marks.table !== undefined && window.__marks.charts !== undefined"
         page.goto(f"{base}/experiments/{experiment_id}")
-        page.wait_for_function("window.__marks.table !== undefined && window.__marks.charts !== undefined",
-                               timeout=120_000)
+        page.wait_for_function(ready, timeout=120_000)
         marks = page.evaluate("window.__marks")
         dcl = page.evaluate("performance.getEntriesByType('navigation')[0].domContentLoadedEventEnd")
         total = sum(sizes.values())
-        trials = sum(n for rid, n in sizes.items() if "/trials" in urls.get(rid, ""))
+        trials = sum(n for rid, n in sizes.items() if any(d in urls.get(rid, "") for d in DATA))
         plotly = sum(n for rid, n in sizes.items() if "plotly" in urls.get(rid, ""))
-        return {"dom_content_loaded_ms": dcl, "table_ms": marks["table"], "charts_ms": marks["charts"],
-                "bytes": total, "trial_bytes": trials, "plotly_bytes": plotly,
-                "responses": len(sizes)}
+        out = {"dom_content_loaded_ms": dcl, "table_ms": marks["table"], "charts_ms": marks["charts"],
+               "bytes": total, "trial_bytes": trials, "plotly_bytes": plotly,
+               "responses": len(sizes)}
+        if second:
+            sizes.clear()
+            page.reload()
+            page.wait_for_function(ready, timeout=120_000)
+            out["reload_bytes"] = sum(sizes.values())
+            out["reload_responses"] = len(sizes)
+        return out
     finally:
         context.close()
 
@@ -139,6 +160,8 @@ def main() -> None:
     parser.add_argument("--base", type=Path, help="another checkout to measure side by side")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--epochs", type=int, default=20, help="epochs each trial trains")
+    parser.add_argument("--second", action="store_true",
+                        help="also reload each page in its context: the bytes a cached reload sends")
     args = parser.parse_args()
     from playwright.sync_api import sync_playwright
 
@@ -149,14 +172,15 @@ def main() -> None:
     checkouts = [("this", REPO)] + ([("base", args.base.resolve())] if args.base else [])
     servers = {name: serve(path, url, tmp) for name, path in checkouts}
     results: dict[str, list[dict[str, float]]] = {name: [] for name, _ in checkouts}
+    first: dict[str, dict[str, float]] = {}
     try:
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
             for name, _ in checkouts:  # one untimed load each: the servers' first-request costs
-                load(browser, servers[name][1], experiment_id, 192)
+                first[name] = load(browser, servers[name][1], experiment_id, 192)
             for _ in range(args.rounds):
                 for name, _ in checkouts:
-                    results[name].append(load(browser, servers[name][1], experiment_id, 192))
+                    results[name].append(load(browser, servers[name][1], experiment_id, 192, args.second))
             browser.close()
     finally:
         for server, _ in servers.values():
@@ -164,12 +188,17 @@ def main() -> None:
             server.wait(10)
     summary = {name: {k: statistics.median(r[k] for r in runs) for k in runs[0]}
                for name, runs in results.items()}
-    print(json.dumps({"runs": results, "median": summary}, indent=2))
+    print(json.dumps({"first_load": first, "runs": results, "median": summary}, indent=2))
     for name, m in summary.items():
         print(f"{name}: DOMContentLoaded {m['dom_content_loaded_ms']:.0f} ms, table {m['table_ms']:.0f} ms, "
               f"all charts {m['charts_ms']:.0f} ms; {m['bytes'] / 1e3:.0f} kB over the wire "
-              f"(trials {m['trial_bytes'] / 1e3:.0f} kB, plotly.js {m['plotly_bytes'] / 1e3:.0f} kB) "
-              f"in {m['responses']:.0f} responses")
+              f"(trial data {m['trial_bytes'] / 1e3:.0f} kB, plotly.js {m['plotly_bytes'] / 1e3:.0f} kB) "
+              f"in {m['responses']:.0f} responses"
+              + (f"; a reload sends {m['reload_bytes'] / 1e3:.1f} kB in {m['reload_responses']:.0f}"
+                 if "reload_bytes" in m else ""))
+        f = first[name]
+        print(f"  its first load (server caches cold): all charts {f['charts_ms']:.0f} ms, "
+              f"{f['bytes'] / 1e3:.0f} kB")
     if args.base:
         this, base = summary["this"], summary["base"]
         print(f"this / base: bytes {this['bytes'] / base['bytes']:.2f}x, all charts "

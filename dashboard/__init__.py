@@ -22,6 +22,7 @@ from dnnframe.settings import get as get_settings
 from . import api_events  # noqa: F401  (its routes join the API's blueprint)
 from .api import bp as api_bp
 from .api_docs import bp as api_docs_bp
+from .assets import install_assets
 from .compression import install_compression
 from .context import Services, services
 from .errors import register_error_handlers
@@ -103,6 +104,7 @@ def create_app(test_config: dict[str, Any] | None = None,
     register_error_handlers(app, may_see_details)
     install_guess_throttle(app)
     app.before_request(check_allowed_host)
+    install_assets(app)
     install_compression(app)
     app.extensions["dnnframe"] = Services(app)
     app.after_request(every_response_headers)

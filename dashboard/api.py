@@ -22,11 +22,11 @@ from .errors import APIError
 from .forms import check_form, form_schema
 from .graphs import graphs_progress
 from .headers import Header
-from .importance import DEFAULT_EVALUATOR, EVALUATORS, cached_importances
+from .importance import DEFAULT_EVALUATOR, EVALUATORS, experiment_importances
 from .openapi import openapi_document
 from .openapi_schemas import STORED
 from .operations import answer, content, json_content, operation
-from .params import VALUE_NAMES, value_direction
+from .params import VALUE_NAMES
 from .query_args import (
     LIMIT,
     MAX_SEARCH_TEXT,
@@ -45,6 +45,7 @@ from .service import (
     spec_yaml,
     submit_spec,
     trial_json,
+    trials_page,
 )
 from .uploads import UPLOAD_FORM, upload_response
 from .web_specs import check_web_spec, read_json_body
@@ -56,9 +57,7 @@ if TYPE_CHECKING:
         Experiment,
         ExperimentList,
         Health,
-        Importance,
         Submitted,
-        TrialList,
         Validated,
         Worker,
         Workers,
@@ -258,26 +257,7 @@ def list_trials(experiment_id: str, **args: Any) -> Any:
         offset=q.offset,
         since=q.since,
     )
-    more = len(rows) > q.limit
-    trials = rows[:q.limit]
-    cursor = max([t.seq for t in trials], default=q.since or 0)
-    exp_json = experiment_json(exp)
-    body: TrialList = {
-        "experiment_id": experiment_id,
-        "trials": [trial_json(t, history=q.history) for t in trials],
-        "cursor": cursor,
-        "limit": q.limit,
-        "offset": q.offset,
-        "more": more,
-        "counts": exp_json["counts"],
-        "n_trials": exp.n_trials,
-        "status": exp_json["status"],
-        "status_text": exp_json["status_text"],
-        "reruns": exp_json["reruns"],
-        "can_cancel": exp_json["can_cancel"],
-        "graphs": graphs_progress(exp, exp_json["counts"], store),
-    }
-    return jsonify(body)
+    return jsonify(trials_page(store, exp, rows, q.limit, q.offset, q.since, q.history))
 
 
 @bp.get("/experiments/<experiment_id>/importance")
@@ -303,13 +283,7 @@ def importance(experiment_id: str, metric: str | None, mode: str | None,
     metric's variation (Optuna's evaluators; sums to 1)."""
     store = services().store
     exp = store.get_experiment(experiment_id)
-    objective, objective_mode = exp.objective
-    metric = metric or objective
-    mode = mode or (objective_mode if metric == objective else value_direction(metric))
-    computed = cached_importances(store, experiment_id, metric, mode, evaluator)
-    body: Importance = {"experiment_id": experiment_id, "metric": metric, "mode": mode,
-                        "evaluator": evaluator, **computed}
-    return jsonify(body)
+    return jsonify(experiment_importances(store, exp, metric, mode, evaluator))
 
 
 @bp.get("/experiments/<experiment_id>/spec")

@@ -1,7 +1,9 @@
 """Compressed responses, for every client that accepts them: the API's JSON (an experiment's
-trials with their histories run to hundreds of KB), the pages and the static files, plotly.js
-among them (4.8 MB, about 1.4 MB as gzip). Flask-Compress picks the encoding from the
-client's Accept-Encoding (zstd, brotli or gzip) and sets ``Vary: Accept-Encoding``.
+trials with their histories run to hundreds of KB) and the pages. Flask-Compress picks the
+encoding from the client's Accept-Encoding (zstd, brotli or gzip) and sets ``Vary:
+Accept-Encoding``. The static files and plotly.js are not its: they are compressed once, at
+the best level, by assets.py, and come with their Content-Encoding already set, which
+Flask-Compress leaves as it is.
 
 Server-sent events are never compressed: a compressor holds bytes back until it has enough,
 and a live stream must reach the browser one event at a time. ``text/event-stream`` is not
@@ -17,11 +19,11 @@ from flask_compress import Compress
 MIMETYPES = ["text/html", "text/css", "text/javascript", "application/javascript",
              "application/json", "image/svg+xml", "text/plain"]
 
-# Files are sent as streams (send_file): they are compressed as they stream, gzip among the
-# encodings so a gzip-only client gets them compressed too. Their endpoints answer a
-# revalidation with 304 against the compressed ETag.
+# Files sent as streams (send_file: the API docs' Swagger UI files) are compressed as they
+# stream, gzip among the encodings so a gzip-only client gets them compressed too. Their
+# endpoints answer a revalidation with 304 against the compressed ETag.
 STREAMED_ALGORITHMS = ["zstd", "br", "gzip"]
-CONDITIONAL_ENDPOINTS = ["static", "ui.plotly_js", "api_docs.asset"]
+CONDITIONAL_ENDPOINTS = ["api_docs.asset"]
 
 
 def install_compression(app: Flask) -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import time
 from typing import Any
 
 from gunicorn.util import parse_address
@@ -42,6 +43,18 @@ forwarded_allow_ips = os.environ.get("FORWARDED_ALLOW_IPS", "127.0.0.1")
 _DREW_KEY = not os.environ.get("DNNFRAME_SECRET_KEY")
 if _DREW_KEY:
     os.environ["DNNFRAME_SECRET_KEY"] = secrets.token_hex(32)
+
+
+def on_starting(server: Any) -> None:
+    """Compress the static files and plotly.js at the best level before any worker starts
+    (dashboard/assets.py; seconds the first time a plotly version is seen, then read back
+    from the cache directory), so no worker spends a core on it while serving."""
+    from dashboard.assets import precompress
+
+    started = time.monotonic()
+    files = precompress()
+    server.log.info("static files ready, compressed: %d in %.1f s", len(files),
+                    time.monotonic() - started)
 
 
 def when_ready(server: Any) -> None:

@@ -27,10 +27,10 @@ from optuna.distributions import (
 
 from dnnframe.states import SCORED_STATE, TrialState
 
-from .params import trial_params, trial_values
+from .params import trial_params, trial_values, value_direction
 
 if TYPE_CHECKING:
-    from .responses import Divergence, ImportanceResult
+    from .responses import Divergence, Importance, ImportanceResult
 
 EVALUATORS = ("ped_anova", "fanova", "mean_decrease_impurity")
 # PED-ANOVA answers in about a second for 10,000 trials; fANOVA's forest took minutes there
@@ -217,3 +217,15 @@ def cached_importances(
                 _cache.popitem(last=False)
         _cache.move_to_end(key)
         return _cache[key]
+
+
+def experiment_importances(store: Any, exp: Any, metric: str | None, mode: str | None,
+                           evaluator: str) -> Importance:
+    """What ``GET …/importance`` answers for experiment ``exp``: ``metric`` defaults to the
+    objective, ``mode`` to the objective's (else the metric's own direction)."""
+    objective, objective_mode = exp.objective
+    metric = metric or objective
+    mode = mode or (objective_mode if metric == objective else value_direction(metric))
+    body = cached_importances(store, exp.id, metric, mode, evaluator)
+    return {"experiment_id": exp.id, "metric": metric, "mode": mode, "evaluator": evaluator,
+            **body}

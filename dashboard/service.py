@@ -36,7 +36,7 @@ from .params import RESULT_VALUES, TIMING_VALUES, trial_params, trial_values
 from .ranking import best_configuration_json, rank_configurations
 
 if TYPE_CHECKING:
-    from .responses import Experiment, ExperimentSearch, Trial
+    from .responses import Experiment, ExperimentSearch, Trial, TrialList
 
 # --------------------------------------------------------------------------- submitting
 
@@ -275,6 +275,31 @@ def trial_json(trial: Any, history: bool = False, full: bool = False) -> Trial:
     if trial.error and not full:
         out["error"] = trial.error.strip().splitlines()[-1][:300]
     return out
+
+
+def trials_page(store: Any, exp: Any, rows: list[Any], limit: int, offset: int,
+                since: int | None, history: bool) -> TrialList:
+    """A page of an experiment's trials with its progress, as ``GET …/trials`` answers:
+    ``rows`` is what the store gave for ``limit + 1``, the one more saying whether another
+    page exists."""
+    trials = rows[:limit]
+    cursor = max([t.seq for t in trials], default=since or 0)
+    exp_json = experiment_json(exp)
+    return {
+        "experiment_id": exp.id,
+        "trials": [trial_json(t, history=history) for t in trials],
+        "cursor": cursor,
+        "limit": limit,
+        "offset": offset,
+        "more": len(rows) > limit,
+        "counts": exp_json["counts"],
+        "n_trials": exp.n_trials,
+        "status": exp_json["status"],
+        "status_text": exp_json["status_text"],
+        "reruns": exp_json["reruns"],
+        "can_cancel": exp_json["can_cancel"],
+        "graphs": graphs_progress(exp, exp_json["counts"], store),
+    }
 
 
 def update_json(store: Any, experiment_id: str, trials: list[Any]) -> dict[str, Any]:

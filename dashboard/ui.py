@@ -2,18 +2,14 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
-import plotly
 from flask import (
     Blueprint,
-    abort,
     current_app,
     redirect,
     render_template,
     request,
-    send_file,
     session,
     url_for,
 )
@@ -31,11 +27,13 @@ from dnnframe.vocabulary import (
 )
 
 from .around import spec_around_best
+from .assets import serve_plotly
 from .compare import MAX_COMPARED, spec_differences
 from .context import services
 from .errors import APIError
 from .formatting import duration, significant
 from .forms import CHECKBOX_FIELDS, DEFAULT_FORM, SPEC_TEXT_FIELD, check_form
+from .page_data import page_response
 from .ranking import rank_configurations
 from .security import (
     check_token_guess,
@@ -128,11 +126,8 @@ def _inject() -> dict[str, Any]:
 @bp.get("/vendor/plotly.min.js")
 def plotly_js() -> Any:
     """plotly.js from the installed plotly package (nothing is loaded from the internet),
-    compressed for a browser that accepts it like every response (compression.py)."""
-    path = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
-    if not path.is_file():
-        abort(404, description="plotly.min.js is missing from the installed plotly package")
-    return send_file(path, mimetype="text/javascript", max_age=86400)
+    compressed once and cached by the browser under its content hash (assets.py)."""
+    return serve_plotly()
 
 
 # --------------------------------------------------------------------------- pages
@@ -222,6 +217,13 @@ def upload() -> Any:
 def experiment_page(experiment_id: str) -> str:
     """Live view of one experiment (the page polls the API's since-cursor)."""
     return _experiment_page(experiment_id)
+
+
+@bp.get("/experiments/<experiment_id>/page-data")
+def experiment_page_data(experiment_id: str) -> Any:
+    """The experiment page's first read: its trials and the importance of the metric it
+    shows first (``metric``, ``evaluator``), in one response (page_data.py)."""
+    return page_response(experiment_id)
 
 
 def _experiment_page(experiment_id: str, delete_error: str = "", confirm: str = "") -> str:

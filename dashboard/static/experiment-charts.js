@@ -298,6 +298,16 @@ window.DnnCharts = (function () {
     const xAxis = diverged.length ? P.spanAxis(P.axisFor(x, spanned), spanned) : P.axisFor(x, xs);
     const grouped = group ? " by " + P.label(group) : "";
 
+    // The parallel coordinates first: they are WebGL on three canvases, and plotly waits for
+    // the first two to draw; without a GPU the last one's shaders compile in the GPU process
+    // for a few hundred ms, while the SVG charts after it are drawn.
+    const varied = choice.varied;
+    const dims = varied.filter(function (p) { return p !== "seed"; });
+    const allDone = everything.filter(function (t) { return t.state === V.scored; });
+    P.draw("chart-parallel", parallelTraces(allDone, dims.length ? dims : varied, y),
+      P.layout({ title: "Parameters → " + P.label(y) + " (drag along an axis to filter the table and charts)" + (diverged.length ? " (" + diverged.length +
+        " diverged trials have no value to draw: the slices mark them)" : ""), margin: { l: 60, r: 90, t: 90, b: 30 } }), waiting);
+
     const divergedText = diverged.length ? "; " + diverged.length + " diverged, marked ✕" : "";
     P.draw("chart-accuracy", byXTraces(done, x, y, group), P.layout({
       title: P.label(y) + " vs " + P.label(x) + grouped + " (mean ± sd" + divergedText + ")", xaxis: xAxis,
@@ -335,7 +345,6 @@ window.DnnCharts = (function () {
       xaxis: { title: { text: "trials in the order they finished" }, rangemode: "tozero" }, annotations: best.marks,
       yaxis: { title: { text: P.label(objective.metric) } } }), waiting);
 
-    const varied = choice.varied;
     const slices = sliceTraces(done, varied, y, diverged);
     const cols = Math.min(3, Math.max(1, varied.length));
     const rows = Math.ceil(varied.length / cols);
@@ -345,12 +354,6 @@ window.DnnCharts = (function () {
       grid: { rows: rows, columns: cols, pattern: "independent", xgap: 0.12, ygap: 0.35 },
       height: 120 + 220 * rows, margin: { l: 60, r: 20, t: 48, b: 50 } }, slices.axes)),
     varied.length ? waiting : "The sweep varies no parameter");
-
-    const dims = varied.filter(function (p) { return p !== "seed"; });
-    const allDone = everything.filter(function (t) { return t.state === V.scored; });
-    P.draw("chart-parallel", parallelTraces(allDone, dims.length ? dims : varied, y),
-      P.layout({ title: "Parameters → " + P.label(y) + " (drag along an axis to filter the table and charts)" + (diverged.length ? " (" + diverged.length +
-        " diverged trials have no value to draw: the slices mark them)" : ""), margin: { l: 60, r: 90, t: 90, b: 30 } }), waiting);
 
     if (varied.indexOf("hidden_layers") >= 0) {
       const mode = y === objective.metric ? objective.mode : (/accuracy$/.test(y) ? "max" : "min");

@@ -203,10 +203,56 @@
     window.DnnCharts.render(all, meta, choice);
   }
 
-  // Read every change since the cursor; true when the experiment is over.
-  let fetching = null, again = false;
+  // The charts alone (the table is drawn already): once plotly.js has run.
+  function drawCharts() {
+    const all = Array.from(trials.values());
+    window.DnnCharts.render(all, meta, choose(all));
+  }
+
+  // A curve as the page-data read sends it (one list per metric) back into per-epoch records.
+  function historyRows(columns) {
+    const keys = Object.keys(columns);
+    const n = keys.length ? columns[keys[0]].length : 0;
+    const rows = [];
+    for (let i = 0; i < n; i++) {
+      const row = {};
+      for (const k of keys) if (columns[k][i] !== null) row[k] = columns[k][i];
+      rows.push(row);
+    }
+    return rows;
+  }
+
+  // The first read, one request: every trial (curves as columns) and the importance of the
+  // metric the charts show first, so they are all drawn from it. Later reads are the API's.
+  async function firstRead() {
+    const y = chosen.y || (meta.objective && meta.objective.metric) || "";
+    const res = await fetch(meta.page_data_url + "?metric=" + encodeURIComponent(y) +
+      "&evaluator=" + encodeURIComponent(controls.evaluator.value));
+    if (!res.ok) throw new Error("HTTP " + res.status);
+    const body = await res.json();
+    let scored = 0;
+    for (const t of body.trials) {
+      t.history = historyRows(t.history);
+      trials.set(t.id, t);
+      if (t.state === V.scored) scored++;
+    }
+    if (body.importance) window.DnnImportance.seed(body.importance, scored);
+    last = body;
+    cursor = body.cursor;
+    return body;
+  }
+
+  // Read every change since the cursor (the first time, the page-data read first); true
+  // when the experiment is over.
+  let fetching = null, again = false, readFirst = true;
   async function fetchChanges() {
     let more = true, changed = false;
+    if (readFirst) {
+      const body = await firstRead();
+      readFirst = false;
+      changed = body.trials.length > 0;
+      more = body.more;
+    }
     while (more) {
       const res = await fetch(meta.trials_url + "?history=1&since=" + cursor);
       if (!res.ok) throw new Error("HTTP " + res.status);
@@ -312,6 +358,10 @@
       poll(Date.now() + 30000);
     }
   }
+
+  // plotly.js loads deferred: the table shows once the trials are in, the charts once
+  // plotly has run too (whichever comes last draws them)
+  P.whenPlotly(function () { if (last) drawCharts(); });
 
   refresh().then(function (finished) {
     if (finished) rest(); else follow();

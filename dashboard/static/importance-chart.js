@@ -33,47 +33,66 @@ window.DnnImportance = (function () {
 
 
   let importanceKey = null, importanceBusy = false, importanceNext = null, lastDone = [], value = null;
+  // the answer the page's first read brought (page-data: the metric it shows first), with the
+  // key it answers; drawn at once instead of asking the server again
+  let seeded = null;
+
+  function seed(body, nDone) {
+    seeded = { key: [body.metric, body.evaluator, nDone].join("|"), body: body };
+  }
+
+  // Both charts from the server's answer `body` (`ok`: false for an error's message).
+  function drawAnswer(body, ok, y) {
+    if (!ok) {
+      P.draw("chart-importance", [], null, "Importance unavailable: " + body.message);
+      return;
+    }
+    const ranked = body.ranking.slice().reverse(); // the most important on top
+    // the seed changes only the draw: its bar is the noise floor (grey, a dashed line), and
+    // what matters no more than it is drawn pale
+    const below = new Set(body.below_noise || []);
+    const floor = typeof body.noise_floor === "number" ? [{ type: "line", xref: "x", yref: "paper",
+      x0: body.noise_floor, x1: body.noise_floor, y0: 0, y1: 1, line: { color: "#6b7280", width: 1, dash: "dash" } }] : [];
+    P.draw("chart-importance", ranked.length ? [{ type: "bar", orientation: "h",
+      x: ranked.map(function (p) { return body.importances[p]; }),
+      y: ranked.map(function (p) { return P.label(p) + (p === "seed" ? " (noise floor)" : ""); }),
+      text: ranked.map(function (p) { return (100 * body.importances[p]).toFixed(1) + "%"; }), textposition: "auto",
+      marker: { color: ranked.map(function (p) { return p === "seed" ? "#9aa3b5" : below.has(p) ? "#a9bdf0" : "#2f5bd3"; }) },
+      hovertemplate: "%{y}: %{x:.3f}<extra></extra>" }] : [],
+      P.layout({ title: "Parameter importance for " + P.label(y) + " (" + body.evaluator.replace("_", "-") + ", " + body.n_trials + " trials" +
+        (body.few_trials ? ", too few: a rough guide" : "") +
+        (body.n_diverged ? "; " + body.n_diverged + " diverged, not ranked" : "") + ")",
+        shapes: floor, margin: { l: 140, r: 20, t: 48, b: 40 },
+        xaxis: { title: { text: "importance (sums to 1)" + (floor.length ? "; dashed: the seed's noise floor" : "") }, rangemode: "tozero" },
+        height: Math.max(240, 80 + 28 * ranked.length) }),
+      body.note ? "Importance: " + body.note : "Waiting for the first trials to finish…");
+    const top = body.ranking.filter(function (p) { return p !== "seed"; }).slice(0, 2);
+    P.draw("chart-contour", top.length === 2 ? pairTraces(lastDone, top[0], top[1], y) : [],
+      P.layout({ title: "Mean " + P.label(y) + " over the two most important parameters (brighter is better)",
+        xaxis: { title: { text: P.label(top[0] || "") }, type: "category" },
+        yaxis: { title: { text: P.label(top[1] || "") }, type: "category", automargin: true },
+        margin: { l: 110, r: 20, t: 48, b: 60 } }),
+      "Needs two parameters that matter: the sweep varies fewer" + divergedAt(body));
+  }
 
   async function importance(meta, y, evaluator, nDone) {
     const key = [y, evaluator, nDone].join("|");
     // a choice made while an answer is on its way is asked for once that answer is in
     if (importanceBusy) { importanceNext = [meta, y, evaluator, nDone]; return; }
     if (key === importanceKey) return;
+    if (seeded && seeded.key === key) {
+      importanceKey = key;
+      drawAnswer(seeded.body, true, y);
+      seeded = null;
+      return;
+    }
+    seeded = null; // the page moved on from the first read's answer
     importanceBusy = true;
     try {
       const res = await fetch(meta.importance_url + "?metric=" + encodeURIComponent(y) + "&evaluator=" + encodeURIComponent(evaluator));
       const body = await res.json();
       importanceKey = key;
-      if (!res.ok) {
-        P.draw("chart-importance", [], null, "Importance unavailable: " + body.message);
-        return;
-      }
-      const ranked = body.ranking.slice().reverse(); // the most important on top
-      // the seed changes only the draw: its bar is the noise floor (grey, a dashed line), and
-      // what matters no more than it is drawn pale
-      const below = new Set(body.below_noise || []);
-      const floor = typeof body.noise_floor === "number" ? [{ type: "line", xref: "x", yref: "paper",
-        x0: body.noise_floor, x1: body.noise_floor, y0: 0, y1: 1, line: { color: "#6b7280", width: 1, dash: "dash" } }] : [];
-      P.draw("chart-importance", ranked.length ? [{ type: "bar", orientation: "h",
-        x: ranked.map(function (p) { return body.importances[p]; }),
-        y: ranked.map(function (p) { return P.label(p) + (p === "seed" ? " (noise floor)" : ""); }),
-        text: ranked.map(function (p) { return (100 * body.importances[p]).toFixed(1) + "%"; }), textposition: "auto",
-        marker: { color: ranked.map(function (p) { return p === "seed" ? "#9aa3b5" : below.has(p) ? "#a9bdf0" : "#2f5bd3"; }) },
-        hovertemplate: "%{y}: %{x:.3f}<extra></extra>" }] : [],
-        P.layout({ title: "Parameter importance for " + P.label(y) + " (" + body.evaluator.replace("_", "-") + ", " + body.n_trials + " trials" +
-          (body.few_trials ? ", too few: a rough guide" : "") +
-          (body.n_diverged ? "; " + body.n_diverged + " diverged, not ranked" : "") + ")",
-          shapes: floor, margin: { l: 140, r: 20, t: 48, b: 40 },
-          xaxis: { title: { text: "importance (sums to 1)" + (floor.length ? "; dashed: the seed's noise floor" : "") }, rangemode: "tozero" },
-          height: Math.max(240, 80 + 28 * ranked.length) }),
-        body.note ? "Importance: " + body.note : "Waiting for the first trials to finish…");
-      const top = body.ranking.filter(function (p) { return p !== "seed"; }).slice(0, 2);
-      P.draw("chart-contour", top.length === 2 ? pairTraces(lastDone, top[0], top[1], y) : [],
-        P.layout({ title: "Mean " + P.label(y) + " over the two most important parameters (brighter is better)",
-          xaxis: { title: { text: P.label(top[0] || "") }, type: "category" },
-          yaxis: { title: { text: P.label(top[1] || "") }, type: "category", automargin: true },
-          margin: { l: 110, r: 20, t: 48, b: 60 } }),
-        "Needs two parameters that matter: the sweep varies fewer" + divergedAt(body));
+      drawAnswer(body, res.ok, y);
     } catch (e) {
       importanceKey = null; // try again on the next redraw
     } finally {
@@ -92,5 +111,5 @@ window.DnnImportance = (function () {
     importance(meta, y, evaluator, done.length);
   }
 
-  return { show: show };
+  return { show: show, seed: seed };
 })();

@@ -314,7 +314,16 @@ window.DnnPlot = (function () {
     describe(el, laid, traces);
   }
 
-  return { VOCAB: VOCAB, PALETTE: PALETTE, CONFIG: CONFIG, label: label, fmt: fmt, title: title, layout: layout,
+  // Calls fn once plotly.js has run: now, or when its deferred script (id plotly-js) has.
+  // A page loads plotly deferred so its own scripts read the data meanwhile; fn runs in a
+  // task of its own then, so DOMContentLoaded does not wait for the charts.
+  function whenPlotly(fn) {
+    if (typeof Plotly !== "undefined") { fn(); return; }
+    const script = document.getElementById("plotly-js");
+    if (script) script.addEventListener("load", function () { setTimeout(fn, 0); }, { once: true });
+  }
+
+  return { VOCAB: VOCAB, PALETTE: PALETTE, CONFIG: CONFIG, whenPlotly: whenPlotly, label: label, fmt: fmt, title: title, layout: layout,
     integerStep: integerStep, integerAxis: integerAxis, axisFor: axisFor, meanStd: meanStd,
     bounds: bounds, direction: direction, band: band, logTicks: logTicks, bins: bins, spanAxis: spanAxis,
     rankConfigurations: rankConfigurations, describeBest: describeBest,

@@ -319,7 +319,7 @@ def test_a_page_polls_when_the_shared_stream_worker_cannot_start(quiet_server):
         try:
             context = b.new_context()
             # the worker's script cannot be had (a proxy, a broken deploy)
-            context.route("**/live-worker.js", lambda route: route.fulfill(status=404))
+            context.route("**/live-worker.js*", lambda route: route.fulfill(status=404))
             page = context.new_page()
             errors: list[str] = []
             page.on("pageerror", lambda exc: errors.append(str(exc)))
