@@ -14,13 +14,14 @@ from __future__ import annotations
 
 import gzip
 import hashlib
-import math
 import threading
 from collections import OrderedDict
 from typing import Any
 
 import brotli
 from flask import Response, current_app, request
+
+from dnnframe.metrics import is_number
 
 from .assets import negotiate
 from .context import services
@@ -37,7 +38,7 @@ _lock = threading.Lock()
 
 
 def _rounded(value: Any) -> Any:
-    if isinstance(value, float) and math.isfinite(value) and value:
+    if isinstance(value, float) and is_number(value) and value:
         return float(f"{value:.{HISTORY_DIGITS}g}")
     return value
 
