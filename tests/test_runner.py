@@ -7,7 +7,6 @@ the runner does with each outcome; one test drives the real engine end to end.
 from __future__ import annotations
 
 import time
-import types
 
 import pytest
 
@@ -276,26 +275,14 @@ def test_a_pack_survives_divergence_failure_cancellation_and_a_lost_member(store
     assert diverged.result["pack"]["id"] == complete.result["pack"]["id"]
 
 
-def test_fast_epochs_are_written_together_an_interval_after_the_start_all_before_the_end(
+def test_fast_epochs_are_written_together_first_at_once_all_before_the_end(
         store, pack_ids, monkeypatch):
-    """The runner's clock is driven: epochs 1 and 2 end within the first second of the pack
-    (nothing is written: the claim just recorded the trials as running), epoch 3 at 1 s
-    (epochs 1-3 written together), the rest within the next second (written at the end;
-    a member lost meanwhile gets none of them)."""
-    clock = [0.0]
-    monkeypatch.setattr(pack_epochs, "time", types.SimpleNamespace(monotonic=lambda: clock[0]))
-    monkeypatch.setattr(pack_epochs, "METRICS_INTERVAL_S", 1.0)
-    monkeypatch.setattr(pack_epochs, "CHECK_INTERVAL_S", 1.0)
+    monkeypatch.setattr(pack_epochs, "METRICS_INTERVAL_S", 3600.0)  # no epoch is ever slow enough
     by_seed = {_seed(store, t): t for t in pack_ids}
-    seen: list[dict[str, list[int]]] = []
+    seen = {}
 
-    def at(t, then=None):
-        def hook():
-            clock[0] = t
-            seen.append({t.id: [m["epoch"] for m in t.metrics] for t in store.list_trials()})
-            if then is not None:
-                then()
-        return hook
+    def look():  # while the pack trains: its curves are live from the first epoch on
+        seen.update({t.id: [m["epoch"] for m in t.metrics] for t in store.list_trials()})
 
     def lose_seed_3():
         assert store.release_trial(by_seed[3], "w1")
@@ -309,17 +296,13 @@ def test_fast_epochs_are_written_together_an_interval_after_the_start_all_before
         return real_append(batch, worker)
 
     store.append_metrics_many = counting_append
-    train = StandInPack(epochs=6, hooks={1: at(0.5), 2: at(1.0), 3: at(1.2, lose_seed_3),
-                                         5: at(1.5)})
+    train = StandInPack(epochs=6, hooks={2: look, 4: lose_seed_3})
     states = run_pack(pack_ids, store, worker="w1", train_fn=train)
 
-    # after epochs 1 and 2 nothing was stored; after epoch 3 (at 1 s) the first three
-    assert seen[0] == seen[1] == dict.fromkeys(pack_ids, [])
-    assert seen[2] == dict.fromkeys(pack_ids, [1, 2, 3])
-    assert writes[0] == dict.fromkeys(pack_ids, [1, 2, 3])
-    # the other epochs in one write after training (no check came between the loss and it:
-    # the store refuses the lost member's epochs, and the runner drops it)
-    assert writes[1:] == [dict.fromkeys(pack_ids, [4, 5, 6])]
+    assert seen == dict.fromkeys(pack_ids, [1])
+    assert writes[0] == dict.fromkeys(pack_ids, [1])
+    # the other epochs in one write after training; the lost member's not at all
+    assert writes[1:] == [{t: [2, 3, 4, 5, 6] for t in pack_ids if t != by_seed[3]}]
     assert states[by_seed[3]] is None
     for tid in pack_ids:
         t = store.get_trial(tid)
@@ -330,9 +313,10 @@ def test_fast_epochs_are_written_together_an_interval_after_the_start_all_before
             assert [m["epoch"] for m in t.metrics] == [1, 2, 3, 4, 5, 6]
 
 
-def test_a_pack_of_fast_epochs_writes_each_curve_once(store, pack_ids, monkeypatch):
-    """A pack that ends within the interval stores its curves in one write, with no
-    heartbeat or cancellation check of its own (the claim did both)."""
+def test_a_pack_of_fast_epochs_checks_nothing_of_its_own(store, pack_ids, monkeypatch):
+    """A pack that ends within the check interval beats and asks for cancellation never
+    (the claim did both); its curves are written twice: the first epoch at once, the rest
+    at the end."""
     monkeypatch.setattr(pack_epochs, "METRICS_INTERVAL_S", 3600.0)
     monkeypatch.setattr(pack_epochs, "CHECK_INTERVAL_S", 3600.0)
     calls = []
@@ -345,8 +329,8 @@ def test_a_pack_of_fast_epochs_writes_each_curve_once(store, pack_ids, monkeypat
         setattr(store, name, counting)
     states = run_pack(pack_ids, store, worker="w1", train_fn=StandInPack(epochs=5))
     assert set(states.values()) == {TrialState.COMPLETE}
-    assert calls.count("append_metrics_many") == 1
-    assert "cancel_requested" not in calls
+    assert calls.count("append_metrics_many") == 2
+    assert "cancel_requested" not in calls and "heartbeat_trials" not in calls
     for tid in pack_ids:
         assert [m["epoch"] for m in store.get_trial(tid).metrics] == [1, 2, 3, 4, 5]
 

@@ -69,10 +69,11 @@ class PackEpochs:
                  heartbeat: Heartbeat, observer: PackObserver):
         self.store, self.worker, self.members, self.heartbeat = store, worker, members, heartbeat
         self.observer = observer
-        # The claim just beat and checked for cancellation: the first check and curve write
-        # are due an interval after the pack started (a pack of fast epochs that ends within
-        # it writes its curves once, with its results; a slow first epoch is written at once)
-        self.last_check = self.last_write = time.monotonic()
+        # The claim just beat and checked for cancellation: the first check is due an
+        # interval after the pack started. The first epoch is written at once (a running
+        # trial shows its curve from then on), the next at most every interval.
+        self.last_check = time.monotonic()
+        self.last_write = -float("inf")
         self.pending: list[EpochReport] = []  # epochs not written
         self.stored: dict[str, int] = {}  # epochs of each member's curve the store confirmed
         self.pruner = pruner_for_pack(store, {
