@@ -8,6 +8,8 @@ trials' states and results through the store and waits on what the page draws.
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import requests
 from dashboard_support import artifacts_dir, watched_page
@@ -224,4 +226,41 @@ def test_a_live_regression_ranks_its_loss_lowest_first_as_trials_finish(quiet_se
         assert rank[0]["y"] == [0.1, 0.3, 0.5] and rank[0]["ids"][0] == running
         times = _chart(page, "chart-timeline")
         assert {t["name"]: len(t["x"]) for t in times} == {"complete (3)": 3}
+        assert errors == []
+
+
+def test_a_parameter_of_many_values_colours_the_rank_plot_on_a_log_scale(quiet_server):
+    from playwright.sync_api import expect, sync_playwright
+
+    base, store = quiet_server
+    rates = [0.0001 * 2**k for k in range(12)]
+    spec = {
+        "name": "many-rates",
+        "dataset": {"name": "iris"},
+        "model": {"hidden_layers": 1, "width": 4},
+        "training": {"max_epochs": 2, "learning_rate": {"grid": rates}},
+        "search": {"seeds": 1},
+    }
+    exp_id = requests.post(base + "/api/v1/experiments", json=spec, timeout=30).json()["id"]
+    items = []
+    for t in store.list_trials(exp_id):
+        assert store.claim_trial(t.id, "w1")
+        items.append(
+            (t.id, TrialState.COMPLETE, _result(t.config["training"]["learning_rate"]), None)
+        )
+    assert len(store.finish_trials(items, worker="w1")) == 12
+    with (
+        sync_playwright() as p,
+        watched_page(p, viewport={"width": 1280, "height": 1100}) as (page, errors),
+    ):
+        page.goto(base + f"/experiments/{exp_id}?rankColour=learning_rate")
+        expect(page.locator("#chart-rank.drawn")).to_have_count(1, timeout=15_000)
+        expect(page.locator("#rank-colour")).to_have_value("learning_rate")
+        marker = page.evaluate("() => document.getElementById('chart-rank').data[0].marker")
+        # twelve values: one colour scale (log10 of the rate), its bar ticked in real values
+        assert len(page.evaluate("() => document.getElementById('chart-rank').data")) == 1
+        assert marker["color"] == pytest.approx(
+            [math.log10(r) for r in sorted(rates, reverse=True)]
+        )
+        assert marker["showscale"] is True and "0.001" in marker["colorbar"]["ticktext"]
         assert errors == []
