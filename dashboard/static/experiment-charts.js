@@ -1,7 +1,7 @@
 // The experiment page's charts, drawn from the trials the page holds and the axes the reader
 // chose: a metric against a parameter grouped by another, training time, learning curves
-// (grouped, smoothed), best so far, parameter importance, slices, parallel coordinates and
-// the depth profile.
+// (grouped, smoothed), best so far, parameter importance, slices, parallel coordinates, the
+// depth profile, the rank plot, the metric's distribution and the timeline of the trials.
 window.DnnCharts = (function () {
   "use strict";
   const P = window.DnnPlot;
@@ -263,6 +263,127 @@ window.DnnCharts = (function () {
     return traces;
   }
 
+  const isNumber = function (v) { return typeof v === "number" && Number.isFinite(v); };
+
+  // Colours for a parameter's values: a legend entry per value while there are few, else
+  // one colour scale (log10 for positive values spanning more than a decade). Returns
+  // { discrete: [[value, trials], …] } or { scale: marker fields for one trace }.
+  function colourBy(list, key) {
+    const values = list.map(function (t) { return t.params[key]; });
+    const distinct = new Set(values.map(function (v) { return JSON.stringify(v); }));
+    if (distinct.size <= 10 || !values.every(isNumber)) {
+      return { discrete: P.groupBy(list, function (t) { return t.params[key]; }) };
+    }
+    const lo = Math.min.apply(null, values), hi = Math.max.apply(null, values);
+    const log = lo > 0 && hi / lo > 10;
+    const bar = Object.assign({ thickness: 12, title: { text: P.label(key), side: "right" } },
+      log ? P.logTicks(lo, hi) : {});
+    return { scale: { color: values.map(log ? Math.log10 : Number), colorscale: "Viridis", showscale: true,
+      colorbar: bar } };
+  }
+
+  // Rank plot: the metric of every finished trial against its rank, best first, coloured by
+  // a parameter. Complete trials are ranked first; pruned ones (stopped early, so their
+  // value is not comparable) after them, marked x; diverged ones (no value) last, marked ✕
+  // at the foot as the other charts mark them.
+  function rankPlot(all, y, mode, key) {
+    const order = function (a, b) {
+      return (mode === "min" ? value(a, y) - value(b, y) : value(b, y) - value(a, y)) || P.compare(a.id, b.id);
+    };
+    const complete = all.filter(function (t) { return t.state === V.scored && isNumber(value(t, y)); }).sort(order);
+    const pruned = all.filter(function (t) { return t.state === S.PRUNED && isNumber(value(t, y)); }).sort(order);
+    const diverged = all.filter(function (t) { return t.state === S.DIVERGED; });
+    const rankOf = new Map(complete.concat(pruned).map(function (t, i) { return [t.id, i + 1]; }));
+    const points = function (list, extra) {
+      return Object.assign({ type: "scatter", mode: "markers", x: list.map(function (t) { return rankOf.get(t.id); }),
+        y: list.map(function (t) { return value(t, y); }), customdata: list.map(function (t) { return t.id; }),
+        hovertemplate: "rank %{x}: %{y:.4g}<br>click: its trial<extra>%{fullData.name}</extra>" }, extra);
+    };
+    const traces = [];
+    const colours = key && complete.length ? colourBy(complete, key) : null;
+    if (colours && colours.discrete) {
+      colours.discrete.forEach(function (entry, i) {
+        traces.push(points(entry[1], { name: groupName(key, entry[1][0]), marker: { size: 7, color: P.colour(i) } }));
+      });
+    } else if (complete.length) {
+      traces.push(points(complete, { name: "complete trial",
+        marker: Object.assign({ size: 7, color: P.colour(0) }, colours ? colours.scale : {}) }));
+    }
+    if (pruned.length) {
+      traces.push(points(pruned, { name: "pruned (" + pruned.length + ", ranked after the complete)",
+        marker: { size: 8, symbol: "x", color: "#d9a441" } }));
+    }
+    const last = complete.length + pruned.length;
+    const marks = diverged.map(function (t, i) {
+      return { x: last + i + 1, xref: "x", yref: "paper", y: 0, yanchor: "bottom", showarrow: false, text: "✕",
+        font: { color: DIVERGED_COLOUR, size: 12 }, captureevents: true, hovertext: "diverged: no " + P.label(y) };
+    });
+    return { traces: traces, marks: marks, complete: complete.length, pruned: pruned.length,
+      diverged: diverged.length, last: last + diverged.length };
+  }
+
+  // Empirical distribution of the metric: for each value of `group` the share of its complete
+  // trials at or below each value (one step per trial); diverged trials are counted by name.
+  function ecdfTraces(done, y, group, diverged) {
+    const rows = done.filter(function (t) { return isNumber(value(t, y)); });
+    const key = function (t) { return group ? t.params[group] : null; };
+    const lost = new Map(P.groupBy(diverged, key));
+    return P.groupBy(rows, key).map(function (entry, i) {
+      const vs = entry[1].map(function (t) { return value(t, y); }).sort(function (a, b) { return a - b; });
+      const k = (lost.get(entry[0]) || []).length;
+      return { type: "scatter", mode: "lines+markers", line: { shape: "hv", color: P.colour(i), width: 2 },
+        marker: { size: 4, color: P.colour(i) }, x: vs, y: vs.map(function (_, j) { return (j + 1) / vs.length; }),
+        name: groupName(group, entry[1][0]) + " (" + vs.length + (k ? ", " + k + " diverged not drawn" : "") + ")",
+        hovertemplate: "%{x:.4g}: %{y:.0%} at or below<extra>%{fullData.name}</extra>" };
+    });
+  }
+
+  // Timeline colours: the progress bar's (style.css .seg-*), a failure darker than a divergence.
+  const STATE_COLOURS = { COMPLETE: "#2fa862", PRUNED: "#d9a441", DIVERGED: "#d0493a", FAILED: "#7b241c",
+    CANCELLED: "#b8bdc8", RUNNING: "#4b8df8", QUEUED: "#e8ebf2" };
+
+  // A time as plotly's date axis reads it, in the reader's time zone (plotly shows it as given).
+  function localDate(ms) {
+    const d = new Date(ms), two = function (n) { return String(n).padStart(2, "0"); };
+    return d.getFullYear() + "-" + two(d.getMonth() + 1) + "-" + two(d.getDate()) + " " + two(d.getHours()) + ":" +
+      two(d.getMinutes()) + ":" + two(d.getSeconds()) + "." + String(d.getMilliseconds()).padStart(3, "0");
+  }
+
+  // Timeline: a bar per trial from its start to its end (a running trial's to now), coloured
+  // by state, a row per trial in the order they started or a row per worker (bars of one
+  // pack overlap there): the workers' parallelism, the gaps and the reruns (outlined).
+  function timeline(all, rowsBy, now) {
+    const started = all.filter(function (t) { return isNumber(t.started_at); }).sort(function (a, b) {
+      return a.started_at - b.started_at || P.compare(a.id, b.id);
+    });
+    const endOf = function (t) { return isNumber(t.finished_at) ? t.finished_at : Math.max(now, t.started_at); };
+    const row = new Map(started.map(function (t, i) { return [t.id, rowsBy === "workers" ? String(t.worker || "?") : i + 1]; }));
+    const traces = P.groupBy(started, function (t) { return t.state; }).map(function (entry) {
+      const list = entry[1];
+      return { type: "bar", orientation: "h", name: entry[0].toLowerCase() + " (" + list.length + ")",
+        base: list.map(function (t) { return localDate(t.started_at * 1000); }),
+        x: list.map(function (t) { return Math.max(1, (endOf(t) - t.started_at) * 1000); }),
+        y: list.map(function (t) { return row.get(t.id); }), customdata: list.map(function (t) { return t.id; }),
+        text: list.map(function (t) {
+          return (t.worker || "?") + ", " + P.fmt(endOf(t) - t.started_at) + " s" + (t.attempts > 1 ? ", attempt " + t.attempts : "");
+        }),
+        textposition: "none", opacity: rowsBy === "workers" ? 0.6 : 1,
+        marker: { color: STATE_COLOURS[entry[0]] || "#999",
+          line: { color: "#222", width: list.map(function (t) { return t.attempts > 1 ? 1.5 : 0; }) } },
+        hovertemplate: "%{customdata}<br>%{text}<br>click: its trial<extra>%{fullData.name}</extra>" };
+    });
+    // the most trials running at once: +1 at each start, -1 at each end, ends first on a tie
+    const events = [];
+    for (const t of started) { events.push([t.started_at, 1]); events.push([endOf(t), -1]); }
+    events.sort(function (a, b) { return a[0] - b[0] || a[1] - b[1]; });
+    let running = 0, most = 0;
+    for (const e of events) { running += e[1]; most = Math.max(most, running); }
+    return { traces: traces, rows: rowsBy === "workers" ? new Set(row.values()).size : started.length, most: most,
+      workers: new Set(started.map(function (t) { return t.worker; })).size,
+      reruns: started.filter(function (t) { return t.attempts > 1; }).length,
+      waiting: all.length - started.length };
+  }
+
   // A point that is one trial (its id in customdata) opens that trial's page when clicked.
   function linkPoints(id, meta) {
     const el = document.getElementById(id);
@@ -367,7 +488,43 @@ window.DnnCharts = (function () {
     } else {
       P.draw("chart-depth", [], null, "Depth profile: this sweep does not vary the number of hidden layers");
     }
-    for (const id of ["chart-slice", "chart-best"]) linkPoints(id, meta);
+    // the metric's direction: the objective's for it, else the vocabulary's
+    const yMode = y === objective.metric ? objective.mode : P.direction(y);
+    const better = yMode === "min" ? "lowest" : "highest";
+    const ranked = rankPlot(all, y, yMode, choice.rankColour || null);
+    const rankNotes = [];
+    if (ranked.pruned) rankNotes.push(ranked.pruned + " pruned, marked x");
+    if (ranked.diverged) rankNotes.push(ranked.diverged + " diverged, marked ✕");
+    P.draw("chart-rank", ranked.traces, P.layout({
+      title: "Rank: " + P.label(y) + " of " + ranked.complete + " complete trials, " + better + " first" +
+        (choice.rankColour ? ", coloured by " + P.label(choice.rankColour) : "") +
+        (rankNotes.length ? " (" + rankNotes.join("; ") + ")" : ""),
+      annotations: ranked.marks,
+      xaxis: Object.assign(P.integerAxis([1, Math.max(1, ranked.last)], "rank (1 = best)"),
+        { range: [0, ranked.last + 1], autorange: false }),
+      yaxis: { title: { text: P.label(y) }, type: choice.logY ? "log" : "linear" } }), waiting);
+
+    const ecdfGroup = choice.ecdfGroup || null;
+    P.draw("chart-ecdf", ecdfTraces(done, y, ecdfGroup, diverged), P.layout({
+      title: "Distribution of " + P.label(y) + (ecdfGroup ? " by " + P.label(ecdfGroup) : "") +
+        " (share of complete trials at or below; " + better + " is better)",
+      xaxis: { title: { text: P.label(y) }, type: choice.logY ? "log" : "linear" },
+      yaxis: { title: { text: "share of trials" }, range: [0, 1.05], tickformat: ".0%" } }), waiting);
+
+    const lanes = choice.timelineRows === "workers" ? "workers" : "trials";
+    const times = timeline(all, lanes, Date.now() / 1000);
+    P.draw("chart-timeline", times.traces, P.layout({
+      title: "Timeline: " + (times.rows === 1 && lanes === "trials" ? "1 trial" : times.rows + " " + lanes) +
+        " from start to end by state (" + times.workers + " worker" + (times.workers === 1 ? "" : "s") + ", at most " +
+        times.most + " trials at once" + (times.reruns ? "; " + times.reruns + " rerun, outlined" : "") +
+        (times.waiting ? "; " + times.waiting + " not started" : "") + ")",
+      barmode: "overlay", height: Math.min(900, Math.max(370, 140 + (lanes === "workers" ? 40 : 8) * times.rows)),
+      xaxis: { type: "date", title: { text: "time" } },
+      yaxis: lanes === "workers" ? { title: { text: "worker" }, type: "category" }
+        : { title: { text: "trials in the order they started" }, autorange: "reversed", type: "linear" } }),
+    brushed ? waiting : over ? "No trial started" : "Waiting for the first trial to start…");
+
+    for (const id of ["chart-slice", "chart-best", "chart-rank", "chart-timeline"]) linkPoints(id, meta);
     listenForBrushes();
     window.DnnImportance.show(meta, y, choice.evaluator, done, value);
   }

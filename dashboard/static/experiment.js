@@ -20,6 +20,8 @@
     group: document.getElementById("group-by"), curveMetric: document.getElementById("curve-metric"),
     mode: document.getElementById("curve-mode"), smoothing: document.getElementById("smoothing"),
     logY: document.getElementById("log-y"), evaluator: document.getElementById("evaluator"),
+    rankColour: document.getElementById("rank-colour"), ecdfGroup: document.getElementById("ecdf-group"),
+    timelineRows: document.getElementById("timeline-rows"),
   };
 
   function rank(p) {
@@ -82,6 +84,16 @@
       : (groupable.filter(function (p) { return p !== "seed"; })[0] || "");
     setOptions(controls.x, xOptions, xOptions.map(P.label), x);
     setOptions(controls.group, [""].concat(groupable), ["(none)"].concat(groupable.map(P.label)), group);
+    // the rank plot's colour and the distribution's lines: any varied parameter (a colour
+    // scale takes many values), by default the grouping
+    const pick = function (name, options) {
+      return chosen[name] !== undefined ? (options.indexOf(chosen[name]) >= 0 ? chosen[name] : "") : group;
+    };
+    const rankColour = pick("rankColour", varied);
+    setOptions(controls.rankColour, [""].concat(varied), ["(none)"].concat(varied.map(P.label)), rankColour);
+    const ecdfOptions = varied.filter(few);
+    const ecdfGroup = pick("ecdfGroup", ecdfOptions);
+    setOptions(controls.ecdfGroup, [""].concat(ecdfOptions), ["(none)"].concat(ecdfOptions.map(P.label)), ecdfGroup);
 
     const metrics = metricNames(all);
     const objective = meta.objective && meta.objective.metric;
@@ -103,11 +115,13 @@
     controls.mode.value = mode;
     return { x: x, y: y, group: group, varied: varied, curveMetric: curveMetric, mode: mode,
       smoothing: parseFloat(controls.smoothing.value) || 0, logY: controls.logY.checked,
-      evaluator: controls.evaluator.value };
+      evaluator: controls.evaluator.value, rankColour: rankColour, ecdfGroup: ecdfGroup,
+      timelineRows: controls.timelineRows.value };
   }
 
   // the reader's choices live in the URL (url-state.js): a reload or a shared link shows them
-  const PICKS = ["x", "y", "group", "curveMetric", "mode", "evaluator"];
+  const PICKS = ["x", "y", "group", "curveMetric", "mode", "evaluator", "rankColour", "ecdfGroup",
+    "timelineRows"];
   const remember = window.DnnUrlState.restore(controls, chosen, PICKS);
 
   for (const name of PICKS) {

@@ -3,6 +3,8 @@
 // leaves the page instead of stepping through choices.
 window.DnnUrlState = (function () {
   "use strict";
+  // the picks whose select holds its options from the start (the others fill with the data)
+  const FIXED = ["mode", "evaluator", "timelineRows"];
 
   // Puts the URL's choices into `chosen` and the controls, and returns remember(name, value,
   // fallback), which writes one choice back (a value equal to `fallback` is left out). A
@@ -15,7 +17,7 @@ window.DnnUrlState = (function () {
       const value = url.get(name);
       const select = controls[name];
       // selects whose options are fixed take only those; the others are filled as data comes
-      const fixed = name === "mode" || name === "evaluator";
+      const fixed = FIXED.indexOf(name) >= 0;
       if (fixed && !Array.from(select.options).some(function (o) { return o.value === value; })) continue;
       chosen[name] = value;
       if (fixed) select.value = value;
