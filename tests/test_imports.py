@@ -210,6 +210,12 @@ LAYER_RULES: list[tuple[str, tuple[str, ...], str]] = [
     ("", ("dnnframe.testing",),
      "test hooks are loaded by name (DNNFRAME_TRAIN_FN) in tests, never imported by the "
      "code that runs in production"),
+    ("dnnframe.datasets", ("dnnframe.spec", "dnnframe.engine", "dnnframe.store",
+                           "dnnframe.runner", "dnnframe.executors", "dnnframe.search",
+                           "dnnframe.submit", "dnnframe.pruning", "dnnframe.cli",
+                           "dnnframe.analysis", "dnnframe.report"),
+     "a dataset knows nothing of the specs, engine and runs that train on it; they load it "
+     "through dnnframe.datasets"),
 ]
 
 # Packages from the bottom up, each a layer of its own: a package never depends on one
@@ -350,3 +356,12 @@ def test_the_package_order_names_packages_that_exist() -> None:
                if within(name, "dnnframe.pruning") for m in targets}
     assert "dnnframe.store.base" in pruning
     assert not [m for m in pruning if any(within(m, p) for p in PACKAGE_ORDER[1:])]
+
+
+def test_the_datasets_package_is_imported_whole() -> None:
+    """Outside dnnframe/datasets/ its modules are reached through the package's API only, so
+    they can be rearranged without touching a caller."""
+    found = sorted(f"{name} -> {target}" for name, targets in import_graph().items()
+                   if not within(name, "dnnframe.datasets") for target in targets
+                   if target.startswith("dnnframe.datasets."))
+    assert not found, "import these from dnnframe.datasets:\n" + "\n".join(found)
