@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from dnnframe import metrics, states
-from dnnframe.progress import trials_finished
+from dnnframe.cli.progress import trials_finished
 from dnnframe.metrics import best_first, direction, improves, rank
 from dnnframe.states import TrialState, count_done
 
