@@ -14,7 +14,6 @@ from dnnframe import __version__
 from dnnframe.exceptions import DnnframeError
 from dnnframe.spec import count_trials
 from dnnframe.states import EXPERIMENT_STATUSES
-from dnnframe.worker_status import workers_with_status
 
 from .celery_view import celery_inspect, wrong_store
 from .context import services
@@ -49,6 +48,7 @@ from .service import (
 )
 from .uploads import UPLOAD_FORM, upload_response
 from .web_specs import check_web_spec, read_json_body
+from .worker_status import workers_with_status
 
 if TYPE_CHECKING:
     from .responses import (

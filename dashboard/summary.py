@@ -6,8 +6,7 @@ from __future__ import annotations
 import shlex
 from typing import Any
 
-from dnnframe.dataset_registry import REGISTRY
-from dnnframe.datasets import DatasetConfig, load_dataset
+from dnnframe.datasets import REGISTRY, DatasetConfig, load_dataset
 
 
 def dataset_summary(trial_config: dict[str, Any] | None, spec: dict[str, Any]) -> dict[str, Any]:

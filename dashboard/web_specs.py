@@ -10,8 +10,7 @@ from typing import Any
 
 from flask import current_app
 
-from dnnframe.csv_data import Task
-from dnnframe.datasets import parse_csv, upload_path
+from dnnframe.datasets import csv_task, parse_csv, upload_path
 from dnnframe.exceptions import DatasetError, SpecError, brief
 from dnnframe.spec import ExperimentSpec, parse_spec
 
@@ -70,7 +69,7 @@ def _largest(value: Any, default: float) -> float:
     return default
 
 
-# Defaults of the generators' size parameters (dnnframe.datasets), used when a spec omits them.
+# Defaults of the generators' size parameters (dnnframe.datasets.registry), used when a spec omits them.
 _SIZE_DEFAULTS = {"mnist1d": (5000, 40), "classification": (1000, 20), "regression": (1000, 10)}
 
 
@@ -123,9 +122,8 @@ def _check_upload(spec: ExperimentSpec) -> None:
     label = ds.get("label_column")
     if isinstance(label, str):
         loss = spec.model.get("loss")
-        task: Task = "regression" if loss == "squared_error" else "classification"
         try:
-            parse_csv(path.read_bytes(), label, task)
+            parse_csv(path.read_bytes(), label, csv_task(str(loss)))
         except csv.Error as exc:
             # uploads are checked when stored, but a file the limit changed under must not 500
             raise SpecError(

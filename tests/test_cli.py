@@ -536,7 +536,7 @@ def test_the_live_bar_fits_80_columns_with_the_best_result():
     from rich.cells import cell_len
     from rich.console import Console
 
-    from dnnframe.progress import RunProgress
+    from dnnframe.cli.progress import RunProgress
 
     out = io.StringIO()
     console = Console(file=out, width=80, force_terminal=True, color_system=None)
@@ -565,7 +565,7 @@ def test_plain_progress_lines_every_tenth_and_periodically():
 
     from rich.console import Console
 
-    from dnnframe.progress import RunProgress
+    from dnnframe.cli.progress import RunProgress
 
     out = io.StringIO()
     now = [0.0]
@@ -782,7 +782,7 @@ def test_progress_counts_trials_in_packs_and_keeps_its_eta_between_packs():
 
     from rich.console import Console
 
-    from dnnframe.progress import RunProgress
+    from dnnframe.cli.progress import RunProgress
 
     out = io.StringIO()
     now = [0.0]
@@ -835,7 +835,7 @@ def test_progress_shows_graphs_ready_as_they_build():
 
     from rich.console import Console
 
-    from dnnframe.progress import RunProgress
+    from dnnframe.cli.progress import RunProgress
 
     out = io.StringIO()
     now = [0.0]

@@ -53,7 +53,7 @@ EXTRA_OF: dict[str, tuple[str, ...]] = {
     "dnnframe.search.space": ("search",),
     "dnnframe.analysis.paper": ("paper",),
     "dnnframe.engine.backend": ("jax", "gpu"),
-    "dnnframe.dataset_registry": ("mnist1d",),
+    "dnnframe.datasets.registry": ("mnist1d",),
     "dnnframe.testing.chaos": ("dev",),  # a tool run from a development install
     "tests": ("dev",),
 }

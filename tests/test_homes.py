@@ -1,7 +1,8 @@
 """Concepts with one home stay there: trial states and their groups in dnnframe/states.py,
 metrics, their direction, the default objective and "is a finite number" in
 dnnframe/metrics.py, a submission's pack size in dnnframe/executors/packing.py, PyTensor's
-internals and the variables that steer PyTensor and JAX in dnnframe/engine/pytensor_wall/.
+internals and the variables that steer PyTensor and JAX in dnnframe/engine/pytensor_wall/,
+loading, splitting and parsing datasets in dnnframe/datasets/.
 
 The scans read the sources (Python through its syntax tree, so a state name inside a longer
 text such as an SQL query or a docstring is not a literal of its own; page scripts and
@@ -20,8 +21,8 @@ from pathlib import Path
 import pytest
 
 from dnnframe import metrics, states
+from dnnframe.cli.progress import trials_finished
 from dnnframe.metrics import best_first, direction, improves, rank
-from dnnframe.progress import trials_finished
 from dnnframe.states import TrialState, count_done
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -318,3 +319,50 @@ def test_the_wall_scan_finds_each_spelling() -> None:
               "atexit.register(f)\n"
               "store.register_worker(w)\n")
     assert [line for line, _ in pytensor_reaches(source)] == [2, 3, 4, 5, 6, 7, 8, 9, 10]
+
+
+# ------------------------------------------------------- loading datasets: dnnframe/datasets/
+DATASETS_HOME = "dnnframe/datasets/"
+# The libraries that produce or split raw data, and the parser of CSV text.
+DATA_SOURCES = ("sklearn.datasets", "sklearn.model_selection", "mnist1d")
+
+
+def data_loading(source: str) -> list[tuple[int, str]]:
+    """``(line, what)`` of each import of a data source (:data:`DATA_SOURCES`) and each
+    ``csv.reader``/``csv.DictReader`` in Python ``source``."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        names: list[str] = []
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and not node.level:
+            names = [node.module or ""] + [f"{node.module}.{alias.name}" for alias in node.names]
+        found += [(node.lineno, n) for n in names
+                  if any(n == s or n.startswith(s + ".") for s in DATA_SOURCES)]
+        if isinstance(node, ast.Attribute) and node.attr in ("reader", "DictReader") and \
+                isinstance(node.value, ast.Name) and node.value.id == "csv":
+            found.append((node.lineno, f"csv.{node.attr}"))
+    return sorted(set(found))
+
+
+def test_datasets_are_loaded_only_in_their_home() -> None:
+    sources = python_sources()
+    found = [f"{path}:{line}: {what}" for path, source in sources.items()
+             if not path.startswith(DATASETS_HOME) for line, what in data_loading(source)]
+    assert not found, ("loading, splitting and parsing datasets belong in "
+                       f"{DATASETS_HOME} (use dnnframe.datasets):\n" + "\n".join(found))
+    inside = {what for path, source in sources.items() if path.startswith(DATASETS_HOME)
+              for _, what in data_loading(source)}
+    assert {"sklearn.datasets", "sklearn.model_selection", "mnist1d.data", "csv.reader"} <= inside
+
+
+def test_the_data_loading_scan_finds_each_spelling() -> None:
+    source = ("import sklearn.datasets as skd\n"
+              "from sklearn.model_selection import train_test_split\n"
+              "from sklearn import datasets\n"
+              "from mnist1d.data import make_dataset\n"
+              "rows = csv.reader(io.StringIO(text))\n"
+              "import csv\n"
+              "w = csv.writer(f)\n"
+              "from sklearn.neural_network import MLPClassifier\n")
+    assert sorted({line for line, _ in data_loading(source)}) == [1, 2, 3, 4, 5]

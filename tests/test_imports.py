@@ -210,6 +210,12 @@ LAYER_RULES: list[tuple[str, tuple[str, ...], str]] = [
     ("", ("dnnframe.testing",),
      "test hooks are loaded by name (DNNFRAME_TRAIN_FN) in tests, never imported by the "
      "code that runs in production"),
+    ("dnnframe.datasets", ("dnnframe.spec", "dnnframe.engine", "dnnframe.store",
+                           "dnnframe.runner", "dnnframe.executors", "dnnframe.search",
+                           "dnnframe.submit", "dnnframe.pruning", "dnnframe.cli",
+                           "dnnframe.analysis", "dnnframe.report"),
+     "a dataset knows nothing of the specs, engine and runs that train on it; they load it "
+     "through dnnframe.datasets"),
 ]
 
 # Packages from the bottom up, each a layer of its own: a package never depends on one
@@ -350,3 +356,50 @@ def test_the_package_order_names_packages_that_exist() -> None:
                if within(name, "dnnframe.pruning") for m in targets}
     assert "dnnframe.store.base" in pruning
     assert not [m for m in pruning if any(within(m, p) for p in PACKAGE_ORDER[1:])]
+
+
+# Top-level modules of dnnframe/ that one package alone imports, each with why it is not
+# beside that caller. An entry that gains a second importing package fails the test.
+SINGLE_CALLER_TOP_LEVEL: dict[str, str] = {
+    "dnnframe.spawned": "a spawned local worker's first import, kept outside "
+                        "dnnframe.executors, whose __init__ takes a third of a second to import",
+}
+
+
+def home_package(module: str) -> str:
+    """The package a module belongs to for the rule below: ``dnnframe.<x>`` for anything in
+    dnnframe/ (a top-level module is its own), the top package elsewhere."""
+    parts = module.split(".")
+    return ".".join(parts[:2]) if parts[0] == "dnnframe" else parts[0]
+
+
+def single_caller_top_level(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    """Top-level modules of dnnframe/ (not packages) and the packages that import them, for
+    each that fewer than two packages import."""
+    out = {}
+    for path in sorted((ROOT / "dnnframe").glob("*.py")):
+        if path.name == "__init__.py":
+            continue
+        name = module_name(path)
+        users = {home_package(m) for m, targets in graph.items() if name in targets} - {name}
+        if len(users) < 2:
+            out[name] = users
+    return out
+
+
+def test_a_top_level_module_serves_several_packages() -> None:
+    """A module of dnnframe/ that one package alone uses lives in that package."""
+    found = single_caller_top_level(import_graph())
+    misplaced = {m: sorted(users) for m, users in found.items() if m not in SINGLE_CALLER_TOP_LEVEL}
+    assert not misplaced, f"move these beside their one importing package: {misplaced}"
+    stale = [m for m in SINGLE_CALLER_TOP_LEVEL if m not in found]
+    assert not stale, f"remove these from SINGLE_CALLER_TOP_LEVEL: {stale}"
+
+
+def test_the_datasets_package_is_imported_whole() -> None:
+    """Outside dnnframe/datasets/ its modules are reached through the package's API only, so
+    they can be rearranged without touching a caller."""
+    found = sorted(f"{name} -> {target}" for name, targets in import_graph().items()
+                   if not within(name, "dnnframe.datasets") for target in targets
+                   if target.startswith("dnnframe.datasets."))
+    assert not found, "import these from dnnframe.datasets:\n" + "\n".join(found)

@@ -398,7 +398,7 @@ def test_the_worker_list_tells_live_workers_from_dead_ones(url):
     """Workers of a pool are alive while it runs; one killed with SIGKILL and all of them
     after a clean shutdown are not, and /api/v1/workers says so."""
     from dashboard import create_app
-    from dnnframe.worker_status import is_alive
+    from dashboard.worker_status import is_alive
 
     ex = LocalExecutor(url, workers=2, train_fn=crash_on_seed_1)
     store = open_store(url)
@@ -428,9 +428,9 @@ def test_the_worker_list_tells_live_workers_from_dead_ones(url):
 
 def test_an_idle_celery_worker_on_another_host_is_alive_while_its_node_lists_it(
         url, monkeypatch):
+    from dashboard.worker_status import is_alive
     from dnnframe.executors.liveness import NODE_ROLE
     from dnnframe.store import base_trials
-    from dnnframe.worker_status import is_alive
 
     store = open_store(url)
     # pool processes that wrote once, long ago (the store's clock set back for their
@@ -460,8 +460,8 @@ def test_a_celery_node_and_its_processes_are_dead_once_the_node_is_silent_past_i
     though their own writes are far younger than the heartbeat timeout; a process the
     node's next beat does not list (killed alone) is dead from that beat on."""
     import dnnframe.store.sqlite as sqlite_store
+    from dashboard.worker_status import is_alive
     from dnnframe.executors.liveness import NODE_ROLE
-    from dnnframe.worker_status import is_alive
 
     monkeypatch.setenv("DNNFRAME_HEARTBEAT_TIMEOUT", "300")  # node timeout 30 s
     store = open_store(url)
@@ -490,7 +490,7 @@ def test_a_celery_node_and_its_processes_are_dead_once_the_node_is_silent_past_i
 
 
 def test_a_worker_on_another_host_is_alive_while_it_writes_or_its_trial_beats(url):
-    from dnnframe.worker_status import is_alive
+    from dashboard.worker_status import is_alive
 
     store = open_store(url)
     trial = submit_experiment(parse_spec(_spec(1)), store).trial_ids[0]

@@ -466,6 +466,6 @@ def test_a_single_trial_train_function_runs_as_a_pack_of_one(store, trial_ids):
 def test_heartbeat_examples_run():
     import doctest
 
-    from dnnframe import heartbeat
+    from dnnframe.runner import heartbeat
 
     assert doctest.testmod(heartbeat).failed == 0

@@ -435,7 +435,7 @@ class _GraphsBuilt:
 def _follow(console, store, executor: Executor, exp, quiet: bool,  # noqa: ANN001
             graphs: _GraphsBuilt) -> bool:
     """Show progress until the experiment's trials are finished. Returns True if interrupted."""
-    from ..progress import RunProgress, describe_best, trials_finished
+    from .progress import RunProgress, describe_best, trials_finished
 
     metric, mode = exp.objective
     first = store.counts_by_state(exp.id)

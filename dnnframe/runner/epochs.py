@@ -11,12 +11,12 @@ from typing import Any
 
 from ..engine.result import EpochReport
 from ..exceptions import StoreError
-from ..heartbeat import Heartbeat
 from ..pruning.factory import pruner_for_pack
 from ..pruning.pruner import PackTrial
 from ..retrying import FINAL_WRITE
 from ..states import TrialState
 from ..store.base import ResultStore, TrialRecord
+from .heartbeat import Heartbeat
 
 log = logging.getLogger(__name__)
 

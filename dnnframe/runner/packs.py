@@ -16,13 +16,13 @@ import uuid
 
 from .. import settings
 from ..exceptions import TrialCancelled, failure_text
-from ..heartbeat import Heartbeat
 from ..owners import default_worker_name
 from ..spec import TrialConfig
 from ..spec.batch import validate_many
 from ..states import TrialState
 from ..store.base import ResultStore
 from .epochs import PackEpochs, PackMember, PackObserver
+from .heartbeat import Heartbeat
 from .outcome import finish_all, member_outcome
 from .train_fns import PackTrainFn, TrainFn, one_by_one
 

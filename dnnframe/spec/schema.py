@@ -23,9 +23,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from ..csv_data import UPLOAD_ID
-from ..dataset_registry import REGISTRY
-from ..datasets import MAX_HELD_OUT, DatasetConfig
+from ..datasets import MAX_HELD_OUT, REGISTRY, UPLOAD_ID, DatasetConfig
 from ..vocabulary import LR_SCHEDULES
 from .models import MAX_HIDDEN_WEIGHTS, ExperimentSpec, ModelConfig, TrainingConfig
 from .spaces import MAX_SPACE_VALUES

@@ -9,7 +9,7 @@ from typing import Any
 import yaml
 from schema_text import allowed_text, cell, code, default_text, ref_name, type_text
 
-from dnnframe.dataset_registry import REGISTRY
+from dnnframe.datasets import REGISTRY
 from dnnframe.spec.schema import CROSS_FIELD_RULES, spec_json_schema
 
 # (section path, $defs name) in the order a spec is written; the top level comes first

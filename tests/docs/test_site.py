@@ -82,7 +82,7 @@ def _first_cells(section: str) -> set[str]:
 
 
 def test_every_spec_field_has_a_row(site: Site) -> None:
-    from dnnframe.dataset_registry import REGISTRY
+    from dnnframe.datasets import REGISTRY
 
     sections = site.sections("reference/spec.md")
     expected = {_anchor(path): model for path, model in _spec_sections().items()}

@@ -2,7 +2,7 @@
 
 Each entry of :data:`REGISTRY` names its task, the pydantic model of its parameters and a
 loader returning raw ``(X, y)``; splitting and standardising happen in
-:mod:`dnnframe.datasets`. Everything is generated or read offline.
+:mod:`.splitting`. Everything is generated or read offline.
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from .csv_data import Task
-from .exceptions import DatasetError
+from ..exceptions import DatasetError
+from .dataset import Task
 
 
 class _Params(BaseModel):

@@ -13,14 +13,13 @@ import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
 
 import numpy as np
 
-from . import settings
-from .exceptions import DatasetError, brief
+from .. import settings
+from ..exceptions import DatasetError, brief
+from .dataset import Task
 
-Task = Literal["classification", "regression"]
 UPLOAD_ID = re.compile(r"^[a-f0-9]{8,64}$")
 MAX_CSV_BYTES = 50 * 1024 * 1024
 

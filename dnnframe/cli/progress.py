@@ -32,7 +32,7 @@ from rich.progress import (
 from rich.table import Column
 from rich.text import Text
 
-from .states import OUTCOME_STATES, TrialState, count_done
+from ..states import OUTCOME_STATES, TrialState, count_done
 
 # a plain progress line at least this often when output is not a terminal
 PLAIN_INTERVAL_S = 30.0

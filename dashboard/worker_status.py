@@ -5,7 +5,7 @@ when they stop cleanly (``info["stopped"]``); a killed one just stops writing. S
 that said it stopped is not alive; on this host (same host name, same pid namespace) its
 process must exist. Elsewhere, a Celery node and its processes are judged by the node's
 beat, by the rule and the timeout by which the reaper releases a dead node's trials
-(:func:`.executors.liveness.node_says_alive`): a node silent past the node timeout (30 s by
+(:func:`dnnframe.executors.liveness.node_says_alive`): a node silent past the node timeout (30 s by
 default) is dead, and so is every process of it, whatever they wrote last. A worker whose
 node never registered (``dnnframe run`` elsewhere, a worker of an earlier release) must
 have written within the heartbeat timeout or be running a trial whose heartbeat is that
@@ -20,12 +20,12 @@ import time
 from dataclasses import asdict
 from typing import Any
 
-from . import settings
-from .exceptions import NotFoundError
-from .executors import liveness
-from .owners import pid_is_dead
-from .store.base import ResultStore, TrialState
-from .store.records import WorkerRecord
+from dnnframe import settings
+from dnnframe.exceptions import NotFoundError
+from dnnframe.executors import liveness
+from dnnframe.owners import pid_is_dead
+from dnnframe.store.base import ResultStore, TrialState
+from dnnframe.store.records import WorkerRecord
 
 
 def is_alive(store: ResultStore, worker: WorkerRecord, now: float | None = None,
@@ -33,7 +33,7 @@ def is_alive(store: ResultStore, worker: WorkerRecord, now: float | None = None,
              nodes: dict[str, WorkerRecord] | None = None) -> bool:
     """Whether ``worker`` is alive (see the module docstring); ``now`` in Unix seconds and
     ``host`` (this host's name) are parameters for tests; ``nodes``
-    (:func:`.executors.liveness.registered_nodes` of the store's worker list) saves a
+    (:func:`dnnframe.executors.liveness.registered_nodes` of the store's worker list) saves a
     read when many workers are judged."""
     if worker.info.get("stopped"):
         return False
