@@ -12,7 +12,6 @@ from flask import current_app
 from dnnframe.exceptions import (
     DnnframeError,
     ExperimentActiveError,
-    NotFoundError,
     brief,
 )
 from dnnframe.metrics import FINAL_METRICS
@@ -45,21 +44,20 @@ def submit_spec(spec: Any) -> tuple[Any, bool]:
     """Submit through the configured executor; True when the experiment is new.
 
     A tpe/cmaes spec is only stored: a driver service (``dnnframe drive``, which ``dnnframe
-    serve`` starts) asks for its trials as results arrive, outside the web tier."""
+    serve`` starts) asks for its trials as results arrive, outside the web tier. Nothing
+    here puts back trials whose worker stopped: their owner does, outside any request
+    (:mod:`dnnframe.recovery`)."""
     svc = services()
     store = svc.store
-    try:
-        store.get_experiment(spec.experiment_id)
-        created = False
-    except NotFoundError:
-        created = True
     if is_driven(spec):
-        return store_driven(spec, store), created
+        result = store_driven(spec, store)
+        return result, result.created
     try:
         executor = svc.executor
     except DnnframeError as exc:
         raise APIError(503, f"cannot reach the executor: {exc}") from None
-    return submit_experiment(spec, store, executor), created
+    result = submit_experiment(spec, store, executor)
+    return result, result.created
 
 
 def delete_experiment(experiment_id: str, confirm: str) -> int:

@@ -8,17 +8,10 @@ waiting for the stale-heartbeat timeout. Names are built and split here only.
 
 from __future__ import annotations
 
-import logging
 import os
 import re
 import socket
 from dataclasses import dataclass
-from typing import Any
-
-from .store.base import TrialState
-
-log = logging.getLogger(__name__)
-
 
 # The pid is the ASCII digits after the last colon (a node name may hold colons: an IPv6
 # address); str.isdigit() would also take digits int() refuses, such as "²".
@@ -96,31 +89,3 @@ def pid_is_dead(pid: int) -> bool:
             return fh.read().rpartition(")")[2].split()[0] == "Z"
     except (OSError, IndexError):
         return False
-
-
-def release_if_owner_died(store: Any, trial_id: str, node: str) -> bool:
-    """Put ``trial_id`` back to QUEUED if its owner was a now-dead process of ``node``.
-
-    A process killed mid-trial (SIGKILL, OOM, a killed ``dnnframe run``) leaves its trial
-    RUNNING under ``"<node>:<pid>"``: a Celery pool process's message is redelivered within
-    seconds and a rerun of ``dnnframe run`` starts at once, but the claim refuses a RUNNING
-    trial, so without this the trial would wait for the stale-heartbeat timeout. Only owners
-    on *this* node are checked: same node name means same host (and pid namespace), the only
-    place where a pid says anything. An owner whose pid
-    still exists (or was reused) is left alone, and so is every other node's (the reaper
-    handles those). Returns True if this call released the trial.
-    """
-    trial = store.get_trial(trial_id)
-    if trial.state is not TrialState.RUNNING or not trial.worker:
-        return False
-    owner_node, owner_pid = split_owner(trial.worker)
-    if (owner_node != node or owner_pid is None or owner_pid == os.getpid()
-            or not pid_is_dead(owner_pid)):
-        log.info("trial %s: redelivered while RUNNING under %s (alive, or not on this node); "
-                 "left to its owner or the reaper", trial_id, trial.worker)
-        return False
-    if not store.release_trial(trial_id, trial.worker):
-        return False  # the reaper or another redelivery got there first
-    log.warning("trial %s: its owner %s died (no such process on this node); released it to "
-                "run again now (attempt %d so far)", trial_id, trial.worker, trial.attempts)
-    return True

@@ -148,7 +148,8 @@ class Settings(BaseSettings):
     driver_lease_s: float = _setting(
         30.0, "seconds: time to live of a search driver's lease in the store (renewed every "
         "third of it): how long after a driver process dies another takes its tpe/cmaes "
-        "experiments over (see [Search drivers](deploy.md#search-drivers))")
+        "experiments over (see [Search drivers](deploy.md#search-drivers)); also of the "
+        "recovery lease of a server without a broker")
     web_threads: int = _setting(
         4, "threads per gunicorn worker of the dashboard (`WEB_CONCURRENCY` sets the "
         "workers, default 2)")

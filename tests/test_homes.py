@@ -1,8 +1,9 @@
 """Concepts with one home stay there: trial states and their groups in dnnframe/states.py,
 metrics, their direction, the default objective and "is a finite number" in
-dnnframe/metrics.py, a submission's pack size in dnnframe/executors/packing.py, PyTensor's
-internals and the variables that steer PyTensor and JAX in dnnframe/engine/pytensor_wall/,
-loading, splitting and parsing datasets in dnnframe/datasets/.
+dnnframe/metrics.py, a submission's pack size in dnnframe/executors/packing.py, putting back
+trials whose worker stopped in dnnframe/recovery.py (and Celery's reaper), never in the web
+tier or a submission, PyTensor's internals and the variables that steer PyTensor and JAX in
+dnnframe/engine/pytensor_wall/, loading, splitting and parsing datasets in dnnframe/datasets/.
 
 The scans read the sources (Python through its syntax tree, so a state name inside a longer
 text such as an SQL query or a docstring is not a literal of its own; page scripts and
@@ -235,6 +236,65 @@ def test_a_handed_experiment_gets_the_pack_size_a_submission_gets(monkeypatch) -
     store.create_experiment("exp-pack", "homes-pack", spec, n_trials=1)
     assert _pack_size(store, "exp-pack") == resolve_pack_size(parse_spec(spec)) == 3
     assert _pack_size(store, "no-such-experiment") == resolve_pack_size(None) == 5
+
+
+# ------------------------------------------------------- recovery: dnnframe/recovery.py
+RECOVERY_HOME = "dnnframe/recovery.py"
+# The store calls that put a RUNNING trial back to QUEUED, and who else may make them: each
+# of these puts back only trials it can judge itself, never a whole store's on a request.
+PUT_BACK = frozenset({"requeue_stale", "release_trial"})
+PUT_BACK_ALSO = {
+    "dnnframe/executors/reaper.py": "Celery's owner of recovery, a worker's reaper process",
+    "dnnframe/executors/redelivery.py": "a redelivered message's own members",
+    "dnnframe/executors/local_crashes.py": "the pack of a local pool process that died",
+}
+# Who runs recovery (dnnframe.recovery's functions): the driver service and `dnnframe run`.
+RECOVERY_CALLERS = {
+    "dnnframe/search/service.py": "the driver service of a server without a broker",
+    "dnnframe/cli/run.py": "a rerun, for its own spec's trials, before it submits",
+}
+RECOVERY_NAMES = frozenset({"recover_abandoned_trials", "recover_for_run", "StoreRecovery"})
+
+
+def calls_of(source: str, names: frozenset[str]) -> list[tuple[int, str]]:
+    """``(line, name)`` of each call in ``source`` of a function or method in ``names``, and
+    each import of one."""
+    found = [(n.lineno, name) for n in ast.walk(ast.parse(source))
+             if (name := _called(n)) in names]
+    found += [(n.lineno, a.name) for n in ast.walk(ast.parse(source))
+              if isinstance(n, ast.ImportFrom) for a in n.names if a.name in names]
+    return sorted(found)
+
+
+def test_trials_are_put_back_only_by_recoverys_owners() -> None:
+    sources = python_sources()
+    found = [f"{path}:{line}: {name}" for path, source in sources.items()
+             if path != RECOVERY_HOME and path not in PUT_BACK_ALSO
+             and not path.startswith("dnnframe/store/")
+             for line, name in calls_of(source, PUT_BACK)]
+    assert not found, ("trials whose worker stopped are put back by dnnframe/recovery.py "
+                       "(or Celery's reaper):\n" + "\n".join(found))
+    stale = [p for p in PUT_BACK_ALSO if not calls_of(sources.get(p, ""), PUT_BACK)]
+    assert not stale, f"remove these from PUT_BACK_ALSO, they put nothing back: {stale}"
+    assert calls_of(sources[RECOVERY_HOME], PUT_BACK)
+
+
+def test_recovery_runs_in_the_driver_service_and_a_rerun_never_in_a_request() -> None:
+    sources = python_sources()
+    callers = {path for path, source in sources.items()
+               if path != RECOVERY_HOME and calls_of(source, RECOVERY_NAMES)}
+    assert callers == set(RECOVERY_CALLERS), (
+        "recovery (dnnframe/recovery.py) is run by its owners only, never by a submission "
+        f"or the web tier: called from {sorted(callers)}")
+
+
+def test_the_recovery_scan_finds_each_spelling() -> None:
+    source = ("from dnnframe.recovery import recover_for_run\n"
+              "store.release_trial(t, w)\n"
+              "requeue_stale(5)\n"
+              "x = store.requeue_stale\n")
+    assert calls_of(source, PUT_BACK) == [(2, "release_trial"), (3, "requeue_stale")]
+    assert calls_of(source, RECOVERY_NAMES) == [(1, "recover_for_run")]
 
 
 # PyTensor's internals and the environment that steers PyTensor and JAX have one home,

@@ -263,12 +263,13 @@ def test_a_free_process_takes_its_own_graph_then_an_untaken_one_then_the_oldest(
     assert queue.clear() == 1 and len(queue) == 0
 
 
-def test_submit_recovers_trials_whose_worker_stopped(url, monkeypatch):
-    """Every entry point resumes the same way: submit_experiment itself puts back a trial
-    whose owner process on this host is gone, and one whose heartbeat went stale."""
+def test_a_rerun_recovers_trials_whose_worker_stopped(url, monkeypatch):
+    """What `dnnframe run` does before it submits (dnnframe.recovery.recover_for_run) puts
+    back a trial whose owner process on this host is gone, and one whose heartbeat went
+    stale; the submit that follows hands them on. The submit alone recovers nothing."""
     import socket
-    import subprocess
-    import sys
+
+    from dnnframe.recovery import recover_for_run
 
     store = open_store(url)
     spec = parse_spec(_spec(seeds=3, name="recover"))
@@ -280,14 +281,14 @@ def test_submit_recovers_trials_whose_worker_stopped(url, monkeypatch):
     assert store.claim_trial(stale, "another-host:1") is not None
     assert store.claim_trial(alive_elsewhere, "another-host:2") is not None
     store.heartbeat(alive_elsewhere, "another-host:2")
-    monkeypatch.setenv("DNNFRAME_HEARTBEAT_TIMEOUT", "3600")
-    again = submit_experiment(spec, store)
-    assert again.recovered_trial_ids == [orphan]  # another host: wait for the timeout
-    assert store.get_trial(orphan).state is TrialState.QUEUED
-    assert again.submitted_trial_ids == [orphan]
     monkeypatch.setenv("DNNFRAME_HEARTBEAT_TIMEOUT", "0.000001")
-    last = submit_experiment(spec, store)
-    assert sorted(last.recovered_trial_ids) == sorted([stale, alive_elsewhere])
+    assert submit_experiment(spec, store).submitted_trial_ids == []
+    monkeypatch.setenv("DNNFRAME_HEARTBEAT_TIMEOUT", "3600")
+    assert recover_for_run(store, spec) == [orphan]  # another host: wait for the timeout
+    assert store.get_trial(orphan).state is TrialState.QUEUED
+    assert submit_experiment(spec, store).submitted_trial_ids == [orphan]
+    monkeypatch.setenv("DNNFRAME_HEARTBEAT_TIMEOUT", "0.000001")
+    assert sorted(recover_for_run(store, spec)) == sorted([stale, alive_elsewhere])
     assert {store.get_trial(t).attempts for t in (orphan, stale, alive_elsewhere)} == {1}
 
 

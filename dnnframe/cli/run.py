@@ -96,6 +96,7 @@ def run(ctx: click.Context, spec_path: Path, store_url: str | None, workers: int
     with _sigterm_as_interrupt() as terminated:
         store = _open_store(store_url)
         started = time.perf_counter()
+        _recover_own_trials(console, store, spec)
         executor = _run_executor(store, store_url, broker_url, workers, queue)
         interrupted, trained, stopped = _submit_and_follow(console, store, executor, spec,
                                                            store_url, retry_failed, pack_size, quiet)
@@ -111,6 +112,17 @@ def run(ctx: click.Context, spec_path: Path, store_url: str | None, workers: int
     # a run stopped by SIGTERM exits as a process killed by it would (128 + 15)
     _report_run(results, summary, store_url, resume, interrupted, quiet, as_json,
                 interrupt_code=143 if terminated else 130)
+
+
+def _recover_own_trials(console, store, spec) -> None:  # noqa: ANN001
+    """Before the submit: put back the trials of ``spec`` a killed earlier run left RUNNING
+    (:func:`dnnframe.recovery.recover_for_run`), so this run trains them again, and say so."""
+    from ..recovery import recover_for_run
+
+    recovered = recover_for_run(store, spec)
+    if recovered:
+        console.print(f"re-queued {len(recovered)} trials whose worker stopped "
+                      "(killed process or no heartbeat)")
 
 
 @contextlib.contextmanager
@@ -338,9 +350,6 @@ def _announce_run(console, store, executor: _StartOnSubmit, result,  # noqa: ANN
     exp = result.experiment
     trained = len(result.submitted_trial_ids)
     plain = {"markup": False, "highlight": False, "soft_wrap": True}
-    if result.recovered_trial_ids:
-        console.print(f"re-queued {len(result.recovered_trial_ids)} trials whose worker stopped "
-                      "(killed process or no heartbeat)")
     head = f"{exp.name} ({exp.id}): {len(result.trial_ids)} trials"
     plan = (f"{trained} to run in {len(result.packs)} packs on {executor.where}" if trained
             else "none left to run (all finished before)")

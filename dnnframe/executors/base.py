@@ -68,11 +68,6 @@ class Executor(abc.ABC):
         use it to send a pack to a worker that already compiled its graph.
         """
 
-    def recovered_elsewhere(self, trial_ids: Sequence[str]) -> None:  # noqa: B027 - no-op by default
-        """Trials of *other* experiments that a submit put back to QUEUED (their worker
-        vanished). An executor serving every experiment sends them to work again; the local
-        pool, which runs one experiment, leaves them to that experiment's next run."""
-
     @abc.abstractmethod
     def cancel(self, experiment_id: str) -> int:
         """Cancel an experiment: queued trials never start, running ones stop after their

@@ -33,7 +33,7 @@ from ..store import default_store_url, open_store
 from ..store.base import ResultStore
 from . import liveness
 from .base import Executor
-from .dispatch import PACK_TASK, STORE_HEADER, retry_queue, send_held
+from .dispatch import PACK_TASK, STORE_HEADER, send_held
 
 log = logging.getLogger(__name__)
 
@@ -237,12 +237,6 @@ class CeleryExecutor(Executor):
             send_held(store, self.app)
         except Exception as exc:  # noqa: BLE001 - they stay held for the next try
             log.warning("trials held during a broker outage could not be sent yet: %s", exc)
-
-    def recovered_elsewhere(self, trial_ids: Sequence[str]) -> None:
-        """Hold them for this queue's retry queue: every worker's reaper (and the next
-        submit) sends held trials, so they are not left QUEUED with no message."""
-        if trial_ids:
-            self._open_store().hold_dispatch([(t, retry_queue(self.queue)) for t in trial_ids])
 
     def _publish_batch(self, packs: list[list[str]]) -> None:
         try:

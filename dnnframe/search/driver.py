@@ -35,7 +35,6 @@ from ..spec.expand import resolve, spec_spaces
 from ..spec.models import MODEL_BASED_METHODS, canonical_json, is_driven
 from ..states import TOLD_STATES, TrialState
 from ..store.base import ResultStore, TrialRecord
-from ..submit import recover_abandoned_trials
 from .space import SpaceMap
 
 log = logging.getLogger(__name__)
@@ -116,10 +115,11 @@ class SearchDriver:
 
         ``limit`` caps how many new configurations this call asks for (it then returns once
         those are done); the next call, or a new driver, goes on from the store.
-        Trials a previous run left CANCELLED are queued again and resumed.
+        Trials a previous run left CANCELLED are queued again and resumed; trials left
+        RUNNING by a worker that stopped are put back by whoever owns recovery
+        (:mod:`dnnframe.recovery`), and told when they end.
         """
         out = DriverResult(self.experiment_id)
-        recover_abandoned_trials(self.store)
         self.store.create_experiment(self.experiment_id, self.spec.name, self.spec.to_dict(),
                                      count_trials(self.spec))
         self.store.requeue_trials(self.experiment_id, [TrialState.CANCELLED])

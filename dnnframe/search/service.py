@@ -11,7 +11,9 @@ a killed service's experiments are taken over once its leases expire.
 
 Without a broker the service's process pool is also the server's: web processes hand it the
 trials of every experiment they submit through the store (:mod:`dnnframe.executors.handoff`),
-and each poll takes them.
+and each poll takes them. Such a service also owns the recovery of trials whose worker
+stopped (:class:`dnnframe.recovery.StoreRecovery`): each poll puts them back and hands them
+to its pool. With a broker, the Celery workers' reapers own it.
 """
 
 from __future__ import annotations
@@ -25,14 +27,15 @@ from dataclasses import dataclass
 
 from ..exceptions import DnnframeError, SpecError
 from ..executors.base import Executor
-from ..executors.handoff import hand_all_queued, take_handed
+from ..executors.handoff import LOCAL_POOL_QUEUE, hand_all_queued, take_handed
 from ..owners import default_worker_name
+from ..recovery import StoreRecovery
 from ..spec import ExperimentSpec, count_trials, parse_spec
 from ..spec.models import MODEL_BASED_METHODS, is_driven
 from ..states import count_active
 from ..store.base import ResultStore
 from ..store.records import ExperimentRecord, TrialState
-from ..submit import SubmitResult, recover_abandoned_trials
+from ..submit import SubmitResult, experiment_exists
 from .driver import SearchDriver
 from .lease import LeaseKeeper, driver_lease_name
 
@@ -90,7 +93,9 @@ class DriverService:
         poll_s: how often the store is read for new or orphaned experiments.
         pack_size: as for :class:`SearchDriver`.
         handoff: also train the trials web processes hand to this service's pool through
-            the store (:mod:`dnnframe.executors.handoff`): a server without a broker.
+            the store (:mod:`dnnframe.executors.handoff`), and put back to it the trials
+            whose worker stopped (:class:`~dnnframe.recovery.StoreRecovery`): a server
+            without a broker.
     """
 
     def __init__(self, store: ResultStore, executor: Callable[[], Executor],
@@ -105,6 +110,7 @@ class DriverService:
         self._failed_at: dict[str, float] = {}
         self._stopping = threading.Event()
         self._handed_queued = False
+        self.recovery = StoreRecovery(store, self.owner, ttl_s) if handoff else None
 
     @property
     def driving(self) -> list[str]:
@@ -116,12 +122,14 @@ class DriverService:
         whose lease this service takes; returns the experiments started."""
         for eid in [e for e, r in self._running.items() if not r.thread.is_alive()]:
             self._running.pop(eid).thread.join()
-        if self.handoff and not self._stopping.is_set():
+        if self.recovery is not None and not self._stopping.is_set():
+            recovered = self.recovery.poll()
             if not self._handed_queued:
                 # what a previous service took but never trained (it died with its pool)
-                recover_abandoned_trials(self.store)
                 hand_all_queued(self.store)
                 self._handed_queued = True
+            elif recovered:
+                self.store.hold_dispatch([(tid, LOCAL_POOL_QUEUE) for tid in recovered])
             take_handed(self.store, self._executor_now())
         started = []
         for spec in unfinished_driven(self.store):
@@ -165,6 +173,8 @@ class DriverService:
         for run in list(self._running.values()):
             run.thread.join()
         self._running.clear()
+        if self.recovery is not None:
+            self.recovery.release()
         if self._executor is not None:
             self._executor.shutdown(wait=False)
             self._executor = None
@@ -201,7 +211,9 @@ def store_driven(spec: ExperimentSpec, store: ResultStore) -> SubmitResult:
     an earlier cancel, so a resubmitted cancelled search goes on), start nothing. Returns at
     once with the experiment and the trials stored so far."""
     eid = spec.experiment_id
+    created = not experiment_exists(store, eid)
     store.create_experiment(eid, spec.name, spec.to_dict(), count_trials(spec))
     requeued = store.requeue_trials(eid, [TrialState.CANCELLED])
     existing = [t.id for t in store.list_trials(eid, fields=())]
-    return SubmitResult(store.get_experiment(eid), existing, [], requeued_trial_ids=requeued)
+    return SubmitResult(store.get_experiment(eid), existing, [], requeued_trial_ids=requeued,
+                        created=created)

@@ -177,6 +177,37 @@ def test_submit_is_201_then_idempotent_200(client, store, recorder):
     assert len(store.list_experiments()) == 1
 
 
+def test_a_submit_stores_and_hands_on_and_recovers_nothing(make_app, recorder):
+    """A POST makes the few store round trips a submission needs and none of recovery's:
+    a trial left RUNNING by a dead worker (of this experiment or another) is its owner's
+    (dnnframe/recovery.py), not the request's."""
+    import socket
+    import subprocess
+    import sys
+
+    from dnnframe.testing.counting import CountingStore
+
+    app = make_app()
+    services = app.extensions["dnnframe"]
+    real = services.store
+    other = copy.deepcopy(TINY_SPEC)
+    other["name"], other["model"]["width"] = "other", 5
+    client = app.test_client()
+    assert _submit(client, other).status_code == 201
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()  # its pid now names no process
+    orphan = real.list_trials()[0].id
+    assert real.claim_trial(orphan, f"{socket.gethostname()}:{gone.pid}")
+    services._store = counting = CountingStore(real)
+    recovery = {"running_owners", "requeue_stale", "release_trial", "acquire_lease"}
+    for expected, most in ((201, 6), (200, 8)):  # new, then the same spec again
+        counting.calls.clear()
+        assert _submit(client).status_code == expected
+        assert not recovery & set(counting.calls), counting.calls
+        assert counting.round_trips <= most, counting.calls
+    assert real.get_trial(orphan).state is TrialState.RUNNING
+
+
 def test_list_and_get_experiment_with_progress_and_best(client, store):
     exp_id = _submit(client).json["id"]
     r = client.get("/api/v1/experiments")

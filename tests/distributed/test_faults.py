@@ -271,28 +271,6 @@ def test_broker_down_at_submit(rabbitmq_node, store_url, store, start_worker, tm
     assert store.take_dispatch() == []
 
 
-def test_a_submit_sends_the_trials_of_other_experiments_it_recovered(
-        broker_url, store_url, queue_name, sleepy_workers, store, monkeypatch):
-    """A submit first puts back stale trials of *every* experiment; those of other
-    experiments are not among the packs it publishes, so they are sent too (through the
-    store's held dispatch) rather than left QUEUED with no message."""
-    other = make_spec("recovered-elsewhere", 1, learning_rate=0.002)  # a trial of its own
-    submit_experiment(other, store)  # stored only
-    (ghost,) = [t.id for t in store.list_trials(other.experiment_id)]
-    assert store.claim_trial(ghost, "ghost@nowhere:1") is not None  # its worker vanished
-    monkeypatch.setenv("DNNFRAME_HEARTBEAT_TIMEOUT", "1")  # the submitter's view only
-    wait_until(lambda: time.time() - store.get_trial(ghost).heartbeat_at > 1.5, 10,
-               "the ghost's heartbeat to be stale for the submitter")
-    sleepy_workers(1, epochs=1, epoch_s=0.05)  # the default 300 s timeout: its reaper waits
-    with CeleryExecutor(broker_url, store_url, queue=queue_name) as ex:
-        result = submit_experiment(make_spec("recovers", 2), store, ex)
-        assert ghost in result.recovered_trial_ids and ghost not in result.trial_ids
-        wait_until(lambda: store.get_trial(ghost).state is TrialState.COMPLETE, 60,
-                   "the other experiment's recovered trial to be sent and trained")
-        assert ex.wait(timeout=60)
-    assert store.take_dispatch() == []
-
-
 def test_a_submit_after_a_broker_restart_publishes_each_pack_once(rabbitmq_node, store_url,
                                                                   store):
     """The executor keeps its broker connection between submits; after the broker restarts
