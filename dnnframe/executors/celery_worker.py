@@ -102,7 +102,7 @@ class _ProcessState:
     def _beat(self) -> None:
         # Writes this process's worker state when it changed, at most every STATE_WRITE_S,
         # so a burst of short packs costs a few writes a second. Trial heartbeats come from
-        # the runner's own heartbeat thread (dnnframe.heartbeat), batched per pack.
+        # the runner's own heartbeat thread (dnnframe.runner.heartbeat), batched per pack.
         last_state = 0.0
         while True:
             self.wake.wait(max(0.0, last_state + STATE_WRITE_S - time.monotonic())

@@ -16,7 +16,7 @@ or a process that started after the trial was claimed (a pid reused after a cont
 restart is not the owner).
 
 A node silent past the node timeout is dead (:func:`node_is_silent`): the reaper releases
-its trials by that rule, and the worker list (:mod:`dnnframe.worker_status`) shows the node
+its trials by that rule, and the worker list (:mod:`dashboard.worker_status`) shows the node
 and its processes not alive by the same rule (:func:`node_says_alive`), at the same moment.
 """
 

@@ -8,8 +8,9 @@ message.
 
 Modules: :mod:`.packs` the claim-train-record loop, :mod:`.epochs` a running pack's
 per-epoch bookkeeping (curve writes, heartbeats, cancel and pruning checks),
-:mod:`.outcome` how each member's end is derived and recorded, :mod:`.train_fns` the
-train functions a pack runs with.
+:mod:`.outcome` how each member's end is derived and recorded, :mod:`.heartbeat` the
+background thread that beats for every running member, :mod:`.train_fns` the train functions
+a pack runs with.
 """
 
 from .epochs import PackObserver
