@@ -8,17 +8,16 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import click
 
-from .. import settings
 from ..exceptions import DnnframeError
 from ..executors.base import Executor
 from ..extras import require
 from ..spec.models import is_driven
-from ..states import TrialState, count_active
+from ..states import TrialState
 from .common import (
     _command_line,
     _open_store,
@@ -32,15 +31,9 @@ from .common import (
     refuse_unusable_device,
     store_option,
 )
+from .follow import GraphsBuilt, follow
+from .lazy_executor import StartOnSubmit, run_executor
 from .output import make_console, silence_closed_output
-
-# While following a run, the best result so far is looked up at most this often: it is a
-# sort of every finished trial's result inside the store (a tenth of a second at 10,000).
-BEST_INTERVAL_S = 5.0
-# While nothing ends, the counts (trials started, packs running) are read this often.
-FOLLOW_INTERVAL_S = 2.0
-# the store's counts are read at most this often while following
-POLL_INTERVAL_S = 0.5
 
 
 @cli.command()
@@ -97,7 +90,7 @@ def run(ctx: click.Context, spec_path: Path, store_url: str | None, workers: int
         store = _open_store(store_url)
         started = time.perf_counter()
         _recover_own_trials(console, store, spec)
-        executor = _run_executor(store, store_url, broker_url, workers, queue)
+        executor = run_executor(store, store_url, broker_url, workers, queue)
         interrupted, trained, stopped = _submit_and_follow(console, store, executor, spec,
                                                            store_url, retry_failed, pack_size, quiet)
         wall = time.perf_counter() - started
@@ -154,83 +147,7 @@ def _broker_for_run(broker_url: str | None, distributed: bool, force_local: bool
     return broker_url
 
 
-def _run_executor(store, store_url: str, broker_url: str | None,  # noqa: ANN001
-                  workers: int | None, queue: str) -> _StartOnSubmit:
-    """The executor of ``dnnframe run``: Celery over ``broker_url``, else a local pool; made
-    only when there is something to train."""
-    from ..executors import LocalExecutor, make_executor
-
-    if broker_url:
-        return _StartOnSubmit(
-            store, lambda: make_executor(store_url, broker_url=broker_url, queue=queue),
-            settings.get().worker_count, _shown_url(broker_url), remote=True)
-    n = workers if workers is not None else settings.get().worker_count
-    return _StartOnSubmit(store, lambda: LocalExecutor(store_url, workers=n), n,
-                          f"{n} local workers", remote=False)
-
-
-class _StartOnSubmit(Executor):
-    """An executor made on the first ``submit``: a run with nothing left to train starts
-    no worker process and opens no broker connection."""
-
-    def __init__(self, store, factory: Callable[[], Executor], parallelism: int,  # noqa: ANN001
-                 where: str, remote: bool) -> None:
-        self._store = store
-        self._factory = factory
-        self._parallelism = parallelism
-        self.where = where  # "4 local workers" or the broker URL, for messages
-        self.remote = remote  # trials run on workers elsewhere (Celery)
-        self.compile_key_of: dict[str, str] = {}  # trial id → its pack's compile key
-        self.first_seq = 0  # the store's change cursor before the first pack was handed on
-        self.started: Executor | None = None
-
-    @property
-    def parallelism(self) -> int:
-        """The parallelism the executor will have, known before it exists."""
-        return self._parallelism
-
-    def start(self) -> Executor:
-        """Make the executor now (once): a local pool's processes then start (imports,
-        opening the store) while this process expands and stores the sweep."""
-        if self.started is None:
-            self.first_seq = self._store.latest_seq()
-            self.started = self._factory()
-        return self.started
-
-    def submit(self, packs: Sequence[list[str]], compile_keys: Sequence[str] | None = None) -> None:
-        """Make the executor (once) and hand it the packs."""
-        executor = self.start()
-        for pack, key in zip(packs, compile_keys or ()):
-            self.compile_key_of.update(dict.fromkeys(pack, key))
-        executor.submit(packs, compile_keys)
-
-    def cancel(self, experiment_id: str) -> int:
-        """Cancel in the store (and in the executor, once there is one)."""
-        if self.started is None:
-            return self._store.cancel_experiment(experiment_id)
-        return self.started.cancel(experiment_id)
-
-    def wait(self, timeout: float | None = None) -> bool:
-        """Wait for the executor; nothing to wait for before it exists."""
-        return True if self.started is None else self.started.wait(timeout)
-
-    def wait_any(self, ended: int, timeout: float) -> int:
-        """Wait for trials to end on the executor; before it exists, none can."""
-        if self.started is None:
-            return super().wait_any(ended, timeout)
-        return self.started.wait_any(ended, timeout)
-
-    def running_packs(self) -> int | None:
-        """The executor's own count once it exists (0 before)."""
-        return 0 if self.started is None else self.started.running_packs()
-
-    def shutdown(self, wait: bool = True) -> None:
-        """Shut the executor down if it was made."""
-        if self.started is not None:
-            self.started.shutdown(wait)
-
-
-def _submit_and_follow(console, store, executor: _StartOnSubmit, spec,  # noqa: ANN001
+def _submit_and_follow(console, store, executor: StartOnSubmit, spec,  # noqa: ANN001
                        store_url: str, retry_failed: bool, pack_size: int | None,
                        quiet: bool) -> tuple[bool, int, Callable[[], None]]:
     """Submit the spec, show progress until it is done or interrupted, shut the executor
@@ -272,7 +189,7 @@ def _stop_in_background(executor: Executor) -> Callable[[], None]:
     return join
 
 
-def _submit_and_follow_inner(console, store, executor: _StartOnSubmit, spec,  # noqa: ANN001
+def _submit_and_follow_inner(console, store, executor: StartOnSubmit, spec,  # noqa: ANN001
                              store_url: str, retry_failed: bool, pack_size: int | None,
                              quiet: bool) -> tuple[bool, int]:
     """Submit and follow; (interrupted, number of trials handed to the executor)."""
@@ -305,8 +222,8 @@ def _submit_and_follow_inner(console, store, executor: _StartOnSubmit, spec,  # 
         if not quiet:
             _announce_run(console, store, executor, result, store_url)
         if trained:
-            graphs = _GraphsBuilt(executor.compile_key_of, executor.first_seq)
-            interrupted = _follow(console, store, executor, result.experiment, quiet, graphs)
+            graphs = GraphsBuilt(executor.compile_key_of, executor.first_seq)
+            interrupted = follow(console, store, executor, result.experiment, quiet, graphs)
     except KeyboardInterrupt:
         # Ctrl-C before the progress loop took over (while storing the trials)
         interrupted = True
@@ -345,7 +262,7 @@ def _take_driver_lease(store, experiment_id: str):  # noqa: ANN001, ANN202
         f"its lease has expired")
 
 
-def _announce_run(console, store, executor: _StartOnSubmit, result,  # noqa: ANN001
+def _announce_run(console, store, executor: StartOnSubmit, result,  # noqa: ANN001
                   store_url: str) -> None:
     exp = result.experiment
     trained = len(result.submitted_trial_ids)
@@ -419,102 +336,3 @@ def _report_run(console, summary: dict, store_url: str, resume: str,  # noqa: AN
         sys.exit(interrupt_code)
     if summary["counts"].get(TrialState.FAILED.value):
         sys.exit(1)
-
-
-class _GraphsBuilt:
-    """Which of a run's graphs are built: a graph is once a trial of it has trained an epoch
-    or ended. Read from the trials that changed since the last look (the store's cursor)."""
-
-    def __init__(self, compile_key_of: dict[str, str], since: int) -> None:
-        self._compile_key_of = compile_key_of
-        self._since = since
-        self.total = len(set(compile_key_of.values()))
-        self.ready: set[str] = set()
-
-    def update(self, store, experiment_id: str) -> tuple[int, int]:  # noqa: ANN001
-        """Look at the trials changed since the last call; returns (ready, total)."""
-        if len(self.ready) < self.total:
-            for t in store.list_trials(experiment_id, since=self._since, fields=("metrics",)):
-                self._since = max(self._since, t.seq)
-                if (t.metrics or t.state.is_finished) and t.id in self._compile_key_of:
-                    self.ready.add(self._compile_key_of[t.id])
-        return len(self.ready), self.total
-
-
-def _follow(console, store, executor: Executor, exp, quiet: bool,  # noqa: ANN001
-            graphs: _GraphsBuilt) -> bool:
-    """Show progress until the experiment's trials are finished. Returns True if interrupted."""
-    from .progress import RunProgress, describe_best, trials_finished
-
-    metric, mode = exp.objective
-    first = store.counts_by_state(exp.id)
-    total = exp.n_trials or sum(first.values())
-    first_finished = last_finished = trials_finished(first)
-    best_text = ""
-    best_at = -float("inf")
-    last_counts: dict[str, int] = {}
-    packs: int | None = None
-
-    def poll() -> bool:
-        """Show the current counts; True once no trial is queued or running."""
-        nonlocal last_finished, best_text, last_counts, packs
-        nonlocal best_at
-        counts = store.counts_by_state(exp.id)
-        finished = trials_finished(counts)
-        settled = count_active(counts) == 0
-        if not progress.enabled:
-            return settled  # --quiet: nothing is shown, so nothing more is read
-        # the best trial is a sort of every finished result inside the store: looked up
-        # when trials finished, at most every BEST_INTERVAL_S (and once more at the end)
-        if (finished != last_finished or not best_text) and (
-                settled or time.monotonic() - best_at >= BEST_INTERVAL_S):
-            best = store.best_trial(exp.id, metric, mode)
-            best_text = describe_best(metric, best.value(metric) if best else None)
-            last_finished, best_at = finished, time.monotonic()
-        if counts != last_counts:
-            # a pack's members are claimed together by one worker process: one pack each
-            # (a local pool knows its packs; else the RUNNING trials' owners are counted)
-            packs = executor.running_packs()
-            if packs is None:
-                running = (store.list_trials(exp.id, state=TrialState.RUNNING, fields=())
-                           if counts.get(TrialState.RUNNING.value) else [])
-                packs = len({t.worker for t in running})
-            last_counts = counts
-        # until a first trial ends nothing else moves: say how far the graphs got (a first
-        # run on a host compiles them, for tens of seconds)
-        building = graphs.update(store, exp.id) if finished == first_finished else None
-        progress.update(counts, best_text, running_packs=packs, graphs=building)
-        return settled
-
-    with RunProgress(console, exp.name, total, first, enabled=not quiet) as progress:
-        try:
-            ended, polled_at = 0, -float("inf")
-            while True:
-                if executor.wait(timeout=0):
-                    poll()
-                    return False
-                # woken as trials end (a local pool counts each pack as its worker reports
-                # it), else once a FOLLOW_INTERVAL_S: the store is read only then
-                ended = executor.wait_any(ended, FOLLOW_INTERVAL_S)
-                # --quiet shows nothing until the end; else at most every POLL_INTERVAL_S
-                # (packs of a big sweep end many times a second, each read counts them all)
-                if progress.enabled and time.monotonic() - polled_at >= POLL_INTERVAL_S:
-                    polled_at = time.monotonic()
-                    poll()
-                if console.file.reader_gone:
-                    break  # the output went away (``| head``): stop as for Ctrl-C
-        except KeyboardInterrupt:
-            pass
-        progress.mark_interrupted()
-        try:
-            executor.cancel(exp.id)
-            console.print("[yellow]interrupted:[/] no new trials start; running trials stop after "
-                          "their current epoch (Ctrl-C again to stop at once)")
-            while True:
-                finished = executor.wait(timeout=0.5)
-                settled = poll()
-                if finished or settled:
-                    break
-        except KeyboardInterrupt:
-            console.print("[yellow]stopping now:[/] running trials are recorded CANCELLED")
-        return True
