@@ -38,6 +38,9 @@ import uuid
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+
+from checkouts import base_tree  # noqa: E402  (bench/, the script's own folder)
+
 BROKER = os.environ.get("DNNFRAME_BROKER_URL", "amqp://guest:guest@127.0.0.1:5672//")
 COUNTER_ENV = "BENCH_STORE_READS_DIR"
 
@@ -194,14 +197,6 @@ def run_sweep(tree: Path, tmp: Path, args: argparse.Namespace) -> dict:
     return {"seconds": seconds, "read": read}
 
 
-def _base_tree(ref: str, where: Path) -> Path:
-    where.mkdir(parents=True)
-    archive = subprocess.run(["git", "-C", str(REPO), "archive", ref], check=True,
-                             capture_output=True).stdout
-    subprocess.run(["tar", "-x", "-C", str(where)], input=archive, check=True)
-    return where
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--trials", type=int, default=2000)
@@ -224,7 +219,7 @@ def main() -> None:
                           capture_output=True, text=True).stdout.strip()
     with tempfile.TemporaryDirectory(prefix="dnnframe-reads-") as d:
         tmp = Path(d)
-        results = {f"before ({base})": run_sweep(_base_tree(base, tmp / "base-tree"),
+        results = {f"before ({base})": run_sweep(base_tree(base, tmp / "base-tree"),
                                                  tmp / "before", args),
                    "after (this tree)": run_sweep(REPO, tmp / "after", args)}
     print(f"\nStore reads during a sweep of {args.trials} trials ({args.epochs} epochs of "

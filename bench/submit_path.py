@@ -38,6 +38,8 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 
+from checkouts import base_tree  # noqa: E402  (bench/, the script's own folder)
+
 
 class CountingStore:
     """A store whose method calls are counted by name (each is one round trip). A copy of
@@ -119,14 +121,6 @@ def measure(trials: int, repeat: int, running: int) -> dict:
     return out
 
 
-def _base_tree(ref: str, where: Path) -> Path:
-    where.mkdir(parents=True)
-    archive = subprocess.run(["git", "-C", str(REPO), "archive", ref], check=True,
-                             capture_output=True).stdout
-    subprocess.run(["tar", "-x", "-C", str(where)], input=archive, check=True)
-    return where
-
-
 def _run(tree: Path, args: argparse.Namespace) -> dict:
     env = {k: v for k, v in os.environ.items() if k != "DNNFRAME_BROKER_URL"}
     env["PYTHONPATH"] = str(tree)
@@ -161,7 +155,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="dnnframe-submit-base-") as d:
         results = {}
         if args.base:
-            results[f"base ({args.base})"] = _run(_base_tree(args.base, Path(d) / "tree"), args)
+            results[f"base ({args.base})"] = _run(base_tree(args.base, Path(d) / "tree"), args)
         results["this tree"] = _run(REPO, args)
     print(f"POST /api/v1/experiments, no broker (LOCAL_POOL service), SQLite store, "
           f"{args.running} trials RUNNING\n")
