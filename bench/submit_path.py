@@ -12,7 +12,10 @@ Measured:
 
 * round trips of one POST of a small spec (6 trials), new, and of the same spec again;
 * the wall time (median of ``--repeat``) and round trips of one POST of a
-  ``--trials``-trial sweep, each on a fresh store.
+  ``--trials``-trial sweep, each on a fresh store;
+* what the driver service then costs to take that sweep's trials from the store and pack
+  them for its pool (``take_handed``): wall time, round trips, and how many of them read
+  configurations (``get_trials`` with the config field) or an experiment's spec.
 
 With ``--base REF`` the same measurement also runs on the code of ``REF`` (unpacked with
 ``git archive`` into a temporary folder, imported first through ``PYTHONPATH``) and the
@@ -85,6 +88,41 @@ def _app(folder: Path, running: int) -> tuple[Any, CountingStore]:
     return app, counting
 
 
+class _Pool:
+    """A pool that records what it is given (the driver service's, without processes)."""
+
+    parallelism = 2
+
+    def __init__(self) -> None:
+        self.trials = 0
+
+    def submit(self, packs: Any, compile_keys: Any = None) -> None:
+        self.trials += sum(len(p) for p in packs)
+
+
+def _take(store: CountingStore) -> dict:
+    """The driver service's take of everything handed: seconds, calls, config reads."""
+    from dnnframe.executors.handoff import take_handed
+
+    reads = {"config_reads": 0}
+    get_trials = store.get_trials
+
+    def counted(ids: Any, *args: Any, **kwargs: Any) -> Any:
+        fields = kwargs.get("fields", args[0] if args else None)
+        if fields is None or "config" in fields:
+            reads["config_reads"] += 1
+        return get_trials(ids, *args, **kwargs)
+
+    store.calls.clear()
+    store.get_trials = counted  # type: ignore[method-assign]
+    pool = _Pool()
+    started = time.perf_counter()
+    take_handed(store, pool)  # type: ignore[arg-type]
+    seconds = time.perf_counter() - started
+    del store.get_trials
+    return {"seconds": seconds, "calls": dict(store.calls), "trials": pool.trials, **reads}
+
+
 def _post(client: Any, doc: dict, expect: int) -> None:
     response = client.post("/api/v1/experiments", json=doc)
     assert response.status_code == expect, (response.status_code, response.get_data(True))
@@ -104,7 +142,7 @@ def measure(trials: int, repeat: int, running: int) -> dict:
             _post(client, _spec("small", 6), expect)
             out[label] = dict(store.calls)
         app.extensions["dnnframe"].shutdown()
-    walls, calls = [], {}
+    walls, calls, takes = [], {}, []
     for i in range(repeat):
         with tempfile.TemporaryDirectory(prefix="dnnframe-submit-") as d:
             app, store = _app(Path(d), running)
@@ -115,9 +153,11 @@ def measure(trials: int, repeat: int, running: int) -> dict:
             _post(client, _spec(f"big-{i}", trials), 201)
             walls.append(time.perf_counter() - started)
             calls = dict(store.calls)
+            takes.append(_take(store))
             app.extensions["dnnframe"].shutdown()
     out["big"] = {"seconds": statistics.median(walls), "min_seconds": min(walls),
                   "all_seconds": walls, "calls": calls}
+    out["take"] = {**takes[-1], "seconds": statistics.median(t["seconds"] for t in takes)}
     return out
 
 
@@ -164,13 +204,18 @@ def main() -> None:
             ("round trips, 6 trials, again", lambda r: sum(r["small_again"].values())),
             (f"round trips, {args.trials} trials", lambda r: sum(r["big"]["calls"].values())),
             (f"wall s, {args.trials} trials (median)", lambda r: f"{r['big']['seconds']:.3f}"),
-            (f"wall s, {args.trials} trials (min)", lambda r: f"{r['big']['min_seconds']:.3f}")]
+            (f"wall s, {args.trials} trials (min)", lambda r: f"{r['big']['min_seconds']:.3f}"),
+            ("service's take: trials packed", lambda r: r["take"]["trials"]),
+            ("service's take: wall s (median)", lambda r: f"{r['take']['seconds']:.3f}"),
+            ("service's take: round trips", lambda r: sum(r["take"]["calls"].values())),
+            ("service's take: config reads", lambda r: r["take"]["config_reads"])]
     for label, value in rows:
         print(f"{label:34}" + "".join(f"{value(r):>22}" for r in results.values()))
     for label, r in results.items():
         print(f"\n{label}:\n  6 new: {_calls(r['small_new'])}\n  6 again: "
               f"{_calls(r['small_again'])}\n  {args.trials}: {_calls(r['big']['calls'])}"
-              f"\n  {args.trials} wall s: {', '.join(f'{s:.3f}' for s in r['big']['all_seconds'])}")
+              f"\n  {args.trials} wall s: {', '.join(f'{s:.3f}' for s in r['big']['all_seconds'])}"
+              f"\n  service's take: {_calls(r['take']['calls'])}")
 
 
 if __name__ == "__main__":

@@ -26,7 +26,7 @@ from celery import Celery
 from .. import settings
 from ..store.base import ResultStore, TrialState
 from . import liveness
-from .handoff import LOCAL_POOL_QUEUE
+from .handoff import is_pool_queue
 from .packing import make_packs
 
 log = logging.getLogger(__name__)
@@ -148,12 +148,12 @@ def send_held(store: ResultStore, celery_app: Celery, limit: int = 500) -> int:
     sent = 0
     while items := store.take_dispatch(limit=limit):
         # trials handed to a server's local pool are its driver service's, not a queue's
-        pool = [item for item in items if item[1] == LOCAL_POOL_QUEUE]
+        pool = [item for item in items if is_pool_queue(item[1])]
         if pool:
             store.hold_dispatch(pool)
         by_queue: dict[str, list[str]] = {}
         for tid, queue in items:
-            if queue != LOCAL_POOL_QUEUE:
+            if not is_pool_queue(queue):
                 by_queue.setdefault(queue, []).append(tid)
         if not by_queue:
             break

@@ -7,11 +7,18 @@ list under :data:`LOCAL_POOL_QUEUE`, and the server's driver service
 pool, takes them with :func:`take_handed` and trains them. Taking is atomic per trial, so
 several driver services on one store (one per host) share the work and none runs a trial
 twice; the store's claim is the last word anyway.
+
+A submission's packs travel as packs: each entry's queue names the pool, its pack and the
+pack's compile key (:func:`pack_queue`), so the service regroups them without reading a
+configuration or parsing a spec (the worker's claim is the one read). Entries handed without
+a pack (a starting service's :func:`hand_all_queued`, recovered trials) are packed from
+their configurations when taken.
 """
 
 from __future__ import annotations
 
 import time
+import uuid
 from collections.abc import Sequence
 
 from ..exceptions import NotFoundError, SpecError
@@ -23,6 +30,17 @@ from .packing import compile_key, make_packs, resolve_pack_size
 
 #: The dispatch list name of trials waiting for a server's local pool (never a Celery queue).
 LOCAL_POOL_QUEUE = "dnnframe.local-pool"
+_PACK_SEP = "/"
+
+
+def pack_queue(pack_id: str, compile_key: str) -> str:
+    """The dispatch entry's queue for a member of a handed pack: the pool, the pack, its key."""
+    return _PACK_SEP.join((LOCAL_POOL_QUEUE, pack_id, compile_key))
+
+
+def is_pool_queue(queue: str) -> bool:
+    """Whether a dispatch entry is for a server's local pool (packed or not), not a broker."""
+    return queue == LOCAL_POOL_QUEUE or queue.startswith(LOCAL_POOL_QUEUE + _PACK_SEP)
 
 
 class HandoffExecutor(Executor):
@@ -43,7 +61,11 @@ class HandoffExecutor(Executor):
         return self.workers
 
     def submit(self, packs: Sequence[list[str]], compile_keys: Sequence[str] | None = None) -> None:
-        items = [(tid, LOCAL_POOL_QUEUE) for pack in packs for tid in pack]
+        keys = list(compile_keys) if compile_keys is not None else [""] * len(packs)
+        items = []
+        for pack, key in zip(packs, keys, strict=True):
+            queue = pack_queue(uuid.uuid4().hex[:12], key)
+            items += [(tid, queue) for tid in pack]
         if items:
             self.store.hold_dispatch(items)
             self._submitted.update(tid for tid, _ in items)
@@ -87,31 +109,66 @@ def hand_all_queued(store: ResultStore, page: int = 5000) -> int:
 
 
 def take_handed(store: ResultStore, executor: Executor, limit: int = 500) -> int:
-    """Take the trials handed to a local pool and submit them to ``executor`` (the pool),
-    in packs sized for it with each experiment's pack size; returns how many were submitted.
+    """Take the trials handed to a local pool and submit them to ``executor`` (the pool):
+    handed packs as they were packed, unpacked entries in packs sized for it with each
+    experiment's pack size; returns how many were submitted. Trials no longer QUEUED
+    (cancelled meanwhile) are left out.
 
     Entries for other queues (a broker's, held while it was down) are put back untouched.
     """
     submitted = 0
-    while items := store.take_dispatch(limit=limit):
-        mine = [tid for tid, queue in items if queue == LOCAL_POOL_QUEUE]
-        others = [item for item in items if item[1] != LOCAL_POOL_QUEUE]
+    carried: list[tuple[str, str]] = []  # a pack the last take's limit may have cut
+    while True:
+        items = store.take_dispatch(limit=limit)
+        full = len(items) == limit
+        others = [item for item in items if not is_pool_queue(item[1])]
+        mine, carried = carried + [item for item in items if is_pool_queue(item[1])], []
+        if full and mine and mine[-1][1] != LOCAL_POOL_QUEUE:
+            # the last pack may go on in the next take: keep it for then, unless it is all
+            # there is (a pack larger than a take is trained in parts)
+            cut = [item for item in mine if item[1] == mine[-1][1]]
+            if len(cut) < len(mine):
+                carried, mine = cut, mine[:len(mine) - len(cut)]
         try:
-            packs = _packs(store, mine, executor.parallelism)
+            packs, keys = _regroup(store, mine, executor.parallelism)
             if packs:
-                configs = {t.id: t.config for t in store.get_trials(
-                    [p[0] for p in packs], fields=["config"])}
-                executor.submit(packs, compile_keys=[compile_key(configs[p[0]], len(p)) for p in packs])
+                executor.submit(packs, compile_keys=keys)
         except Exception:
-            store.hold_dispatch([(tid, LOCAL_POOL_QUEUE) for tid in mine])
+            store.hold_dispatch(mine + carried)
             raise
         finally:
             if others:
                 store.hold_dispatch(others)
         submitted += sum(len(p) for p in packs)
-        if len(items) < limit or not mine:
-            break
-    return submitted
+        if not full or not (mine or carried):
+            return submitted
+
+
+def _regroup(store: ResultStore, items: list[tuple[str, str]], workers: int
+             ) -> tuple[list[list[str]], list[str]]:
+    """Packs and their compile keys for the pool's entries ``items``: a handed pack's
+    still-QUEUED members as one pack, unpacked trials packed by :func:`_packs`."""
+    if not items:
+        return [], []
+    queued = {t.id for t in store.get_trials([tid for tid, _ in items], fields=())
+              if t.state is TrialState.QUEUED}
+    by_queue: dict[str, list[str]] = {}
+    for tid, queue in items:
+        if tid in queued:
+            by_queue.setdefault(queue, []).append(tid)
+    packs: list[list[str]] = []
+    keys: list[str] = []
+    for queue, ids in by_queue.items():
+        if queue == LOCAL_POOL_QUEUE:
+            loose = _packs(store, ids, workers)
+            configs = {t.id: t.config for t in store.get_trials(
+                [p[0] for p in loose], fields=["config"])} if loose else {}
+            packs += loose
+            keys += [compile_key(configs[p[0]], len(p)) for p in loose]
+        else:
+            packs.append(ids)
+            keys.append(queue.split(_PACK_SEP, 2)[2])
+    return packs, keys
 
 
 def _packs(store: ResultStore, trial_ids: list[str], workers: int) -> list[list[str]]:

@@ -12,8 +12,10 @@ from dnnframe.executors.handoff import (
     LOCAL_POOL_QUEUE,
     HandoffExecutor,
     hand_all_queued,
+    is_pool_queue,
     take_handed,
 )
+from dnnframe.executors.packing import compile_key
 from dnnframe.spec import parse_spec
 from dnnframe.states import TrialState
 from dnnframe.store import open_store
@@ -88,7 +90,7 @@ def test_a_brokers_sender_leaves_trials_handed_to_a_local_pool():
     submit_experiment(_spec("a", seeds=2), store, HandoffExecutor(store, workers=1))
     assert send_held(store, celery_app=None) == 0  # type: ignore[arg-type]
     taken = store.take_dispatch()
-    assert len(taken) == 2 and {q for _, q in taken} == {LOCAL_POOL_QUEUE}
+    assert len(taken) == 2 and all(is_pool_queue(q) for _, q in taken)
 
 
 def test_waiting_ends_when_the_handed_trials_finish():
@@ -115,3 +117,85 @@ def test_a_starting_service_hands_every_queued_trial_again():
     pool = Pool()
     assert take_handed(store, pool) == 3
     assert sorted(t for p in pool.packs for t in p) == sorted(result.trial_ids[1:])
+
+
+class Handing(HandoffExecutor):
+    """The web tier's executor, remembering the packs and keys it handed."""
+
+    def submit(self, packs, compile_keys=None):  # noqa: ANN001 - the Executor signature
+        self.handed = [list(p) for p in packs]
+        self.handed_keys = list(compile_keys or [])
+        super().submit(packs, compile_keys)
+
+
+def _reads(store, monkeypatch) -> list:  # noqa: ANN001
+    """Every ``get_trials`` call's fields, and a failure for any spec read."""
+    reads: list = []
+    get_trials = store.get_trials
+
+    def counted(ids, *args, **kwargs):  # noqa: ANN001, ANN202
+        reads.append(kwargs.get("fields", args[0] if args else None))
+        return get_trials(ids, *args, **kwargs)
+
+    def no_spec(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        raise AssertionError("a handed pack was regrouped from its experiment's spec")
+
+    monkeypatch.setattr(store, "get_trials", counted)
+    monkeypatch.setattr(store, "get_experiment", no_spec)
+    return reads
+
+
+def test_handed_packs_arrive_as_packed_without_reading_a_configuration(monkeypatch):
+    """The service regroups a submission's packs from the dispatch entries alone: the same
+    packs, the same compile keys, and no configuration or spec read on the way (only the
+    trials' states, to leave out cancelled ones)."""
+    store = open_store(f"memory://{uuid.uuid4().hex}")
+    handoff = Handing(store, workers=2)
+    submit_experiment(_spec("a", pack_size=3, seeds=7), store, handoff)
+    assert len(handoff.handed) == 3
+    reads = _reads(store, monkeypatch)
+    pool = Pool()
+    assert take_handed(store, pool) == 7
+    assert pool.packs == handoff.handed and pool.keys == handoff.handed_keys
+    assert reads == [()]  # one read of states, none of configurations
+    config = store.get_trial(pool.packs[0][0]).config
+    assert pool.keys[0] == compile_key(config, len(pool.packs[0]))
+
+
+def test_a_pack_cut_by_a_takes_limit_is_joined_again(monkeypatch):
+    store = open_store(f"memory://{uuid.uuid4().hex}")
+    handoff = Handing(store, workers=2)
+    submit_experiment(_spec("a", pack_size=3, seeds=9), store, handoff)
+    pool = Pool()
+    assert take_handed(store, pool, limit=4) == 9  # takes of 4 cut the second pack
+    assert sorted(map(sorted, pool.packs)) == sorted(map(sorted, handoff.handed))
+    assert store.take_dispatch() == []
+
+
+def test_a_pack_larger_than_a_take_is_trained_in_parts():
+    store = open_store(f"memory://{uuid.uuid4().hex}")
+    handoff = Handing(store, workers=1)
+    result = submit_experiment(_spec("a", pack_size=5, seeds=5), store, handoff)
+    pool = Pool()
+    assert take_handed(store, pool, limit=2) == 5
+    assert sorted(t for p in pool.packs for t in p) == sorted(result.trial_ids)
+    assert all(len(p) <= 2 for p in pool.packs)
+    assert store.take_dispatch() == []
+
+
+def test_packed_and_unpacked_entries_and_a_brokers_mix():
+    """A starting service's unpacked entries are packed from their configurations; a
+    handed pack keeps its shape; a broker's entry is put back."""
+    store = open_store(f"memory://{uuid.uuid4().hex}")
+    handoff = Handing(store, workers=2)
+    b = submit_experiment(_spec("b", seeds=3, width=8), store, HandoffExecutor(store, 2))
+    store.take_dispatch()  # b's entries were taken by a service that died
+    a = submit_experiment(_spec("a", pack_size=2, seeds=4), store, handoff)
+    store.hold_dispatch([(tid, LOCAL_POOL_QUEUE) for tid in b.trial_ids])
+    store.hold_dispatch([("t-elsewhere", "gpu")])
+    pool = Pool()
+    assert take_handed(store, pool) == 7
+    assert [p for p in pool.packs if set(p) <= set(a.trial_ids)] == handoff.handed
+    assert sorted(t for p in pool.packs for t in p if t in b.trial_ids) == sorted(b.trial_ids)
+    assert len(pool.keys) == len(pool.packs) and all(pool.keys)
+    assert store.take_dispatch() == [("t-elsewhere", "gpu")]
