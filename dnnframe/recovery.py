@@ -8,8 +8,9 @@ heartbeat is older than ``$DNNFRAME_HEARTBEAT_TIMEOUT`` (a lost machine). Puttin
 ``attempts``, so the delivery cap still holds; :func:`recover_abandoned_trials` is the one
 function that judges and does it. Who calls it:
 
-* **Without a broker**, the driver service that owns a server's local pool (``dnnframe
-  drive``, which ``dnnframe serve`` starts) runs a :class:`StoreRecovery` on every pass: the
+* **Without a broker**, the service that owns a server's local pool
+  (:class:`~dnnframe.executors.pool_service.LocalPoolService`, which ``dnnframe drive``
+  runs beside the search drivers, and ``dnnframe serve`` starts) runs a :class:`StoreRecovery` on every pass: the
   service holding the store lease :data:`RECOVERY_LEASE` judges every trial's heartbeat,
   and every service its own host's pids; the trials it puts back go to its pool.
 * **With Celery**, each worker's reaper (:mod:`dnnframe.executors.reaper`) does the same for
@@ -93,7 +94,7 @@ def recover_for_run(store: ResultStore, spec: ExperimentSpec) -> list[str]:
 
 
 class StoreRecovery:
-    """The recovery a driver service runs on each pass (see the module docstring).
+    """The recovery a local pool's service runs on each pass (see the module docstring).
 
     Args:
         store: the store.

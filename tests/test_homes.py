@@ -248,9 +248,9 @@ PUT_BACK_ALSO = {
     "dnnframe/executors/redelivery.py": "a redelivered message's own members",
     "dnnframe/executors/local_crashes.py": "the pack of a local pool process that died",
 }
-# Who runs recovery (dnnframe.recovery's functions): the driver service and `dnnframe run`.
+# Who runs recovery (dnnframe.recovery's functions): the local pool's service and `dnnframe run`.
 RECOVERY_CALLERS = {
-    "dnnframe/search/service.py": "the driver service of a server without a broker",
+    "dnnframe/executors/pool_service.py": "the local pool's service of a server without a broker",
     "dnnframe/cli/run.py": "a rerun, for its own spec's trials, before it submits",
 }
 RECOVERY_NAMES = frozenset({"recover_abandoned_trials", "recover_for_run", "StoreRecovery"})
@@ -279,7 +279,7 @@ def test_trials_are_put_back_only_by_recoverys_owners() -> None:
     assert calls_of(sources[RECOVERY_HOME], PUT_BACK)
 
 
-def test_recovery_runs_in_the_driver_service_and_a_rerun_never_in_a_request() -> None:
+def test_recovery_runs_in_the_pool_service_and_a_rerun_never_in_a_request() -> None:
     sources = python_sources()
     callers = {path for path, source in sources.items()
                if path != RECOVERY_HOME and calls_of(source, RECOVERY_NAMES)}

@@ -16,6 +16,7 @@ import pytest
 
 from dnnframe.executors.base import Executor
 from dnnframe.executors.handoff import HandoffExecutor
+from dnnframe.executors.pool_service import LocalPoolService
 from dnnframe.recovery import (
     RECOVERY_LEASE,
     StoreRecovery,
@@ -147,13 +148,13 @@ def test_one_service_judges_heartbeats_under_the_lease(store, monkeypatch):
     assert second.poll() == [ids[2]] and second.holds_lease
 
 
-def test_the_driver_service_hands_the_trials_it_recovers_to_its_pool(store):
-    """Without a broker the driver service owns recovery: a trial whose pool process died
+def test_the_local_pool_service_hands_the_trials_it_recovers_to_its_pool(store):
+    """Without a broker the local pool's service owns recovery: a trial whose pool process died
     is put back and trained by its pool, with no submission to trigger it."""
     handoff = HandoffExecutor(store, workers=2)
     ids = submit_experiment(_spec("service", 3), store, handoff).trial_ids
     pool = Pool()
-    service = DriverService(store, lambda: pool, owner=f"{HERE}:1", handoff=True)
+    service = LocalPoolService(store, lambda: pool, owner=f"{HERE}:1")
     try:
         service.poll()
         assert sorted(pool.trials) == sorted(ids)  # handed once
@@ -169,8 +170,9 @@ def test_the_driver_service_hands_the_trials_it_recovers_to_its_pool(store):
     assert store.get_lease(RECOVERY_LEASE) is None
 
 
-def test_a_service_with_a_broker_leaves_recovery_to_the_reapers(store):
-    service = DriverService(store, Pool, handoff=False)
+def test_the_search_drivers_service_leaves_recovery_to_others(store):
+    """With a broker `dnnframe drive` runs the drivers' service alone: the reapers recover."""
+    service = DriverService(store, Pool)
     ids = submit_experiment(_spec("broker", 1), store).trial_ids
     assert store.claim_trial(ids[0], _dead_owner())
     service.poll()

@@ -39,6 +39,7 @@ def drive(store_url: str | None, broker_url: str | None, workers: int | None, po
     `dnnframe serve` starts one by itself.
     """
     from ..executors import make_executor
+    from ..executors.pool_service import LocalPoolService, Service, serve
     from ..search.service import DriverService
     from ..store import default_store_url
 
@@ -59,12 +60,20 @@ def drive(store_url: str | None, broker_url: str | None, workers: int | None, po
         return
     store = _open_store(url)
     broker_url = broker_url or settings.get().broker_url
-    service = DriverService(store, lambda: make_executor(url, broker_url=broker_url,
-                                                         workers=workers), poll_s=poll_s,
-                            handoff=not broker_url)
-    logging.getLogger(__name__).info("driver service %s watching %s", service.owner,
-                                     redact(url))
+    def executor():  # noqa: ANN202 - made at the first trial
+        return make_executor(url, broker_url=broker_url, workers=workers)
+
+    services: list[Service] = []
+    if broker_url:  # Celery's workers train, and their reapers recover
+        drivers = DriverService(store, executor, poll_s=poll_s)
+    else:  # the server's one pool: what the web processes hand it, recovery, the drivers'
+        pool = LocalPoolService(store, executor)
+        drivers = DriverService(store, pool.executor, poll_s=poll_s, owns_executor=False)
+        services.append(pool)
+    services.append(drivers)
+    logging.getLogger(__name__).info("driver service %s watching %s%s", drivers.owner,
+                                     redact(url), "" if broker_url else " (the local pool)")
     try:
-        service.serve(stop, parent_pid=parent_pid)
+        serve(services, stop, poll_s, parent_pid=parent_pid)
     finally:
         store.close()

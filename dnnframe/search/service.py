@@ -9,27 +9,24 @@ rebuilds the study from the stored trials and goes on. Any number of services (o
 or many) may run against one store: each experiment is driven by one of them at a time, and
 a killed service's experiments are taken over once its leases expire.
 
-Without a broker the service's process pool is also the server's: web processes hand it the
-trials of every experiment they submit through the store (:mod:`dnnframe.executors.handoff`),
-and each poll takes them. Such a service also owns the recovery of trials whose worker
-stopped (:class:`dnnframe.recovery.StoreRecovery`): each poll puts them back and hands them
-to its pool. With a broker, the Celery workers' reapers own it.
+Without a broker the drivers' trials go to the server's one local pool, which
+:class:`dnnframe.executors.pool_service.LocalPoolService` owns (it also trains what the web
+processes hand it and recovers abandoned trials); ``dnnframe drive`` runs both services in
+one loop (:func:`dnnframe.executors.pool_service.serve`).
 """
 
 from __future__ import annotations
 
 import logging
-import os
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ..exceptions import DnnframeError, SpecError
+from ..exceptions import SpecError
 from ..executors.base import Executor
-from ..executors.handoff import LOCAL_POOL_QUEUE, hand_all_queued, take_handed
+from ..executors.pool_service import serve
 from ..owners import default_worker_name
-from ..recovery import StoreRecovery
 from ..spec import ExperimentSpec, count_trials, parse_spec
 from ..spec.models import MODEL_BASED_METHODS, is_driven
 from ..states import count_active
@@ -92,16 +89,15 @@ class DriverService:
         ttl_s: the leases' time to live (default ``$DNNFRAME_DRIVER_LEASE_S``).
         poll_s: how often the store is read for new or orphaned experiments.
         pack_size: as for :class:`SearchDriver`.
-        handoff: also train the trials web processes hand to this service's pool through
-            the store (:mod:`dnnframe.executors.handoff`), and put back to it the trials
-            whose worker stopped (:class:`~dnnframe.recovery.StoreRecovery`): a server
-            without a broker.
+        owns_executor: stop the executor at :meth:`shutdown` (False when it is another
+            service's, a :class:`~dnnframe.executors.pool_service.LocalPoolService`'s pool).
     """
 
     def __init__(self, store: ResultStore, executor: Callable[[], Executor],
                  owner: str | None = None, ttl_s: float | None = None, poll_s: float = 1.0,
-                 pack_size: int | None = None, handoff: bool = False):
-        self.store, self._make_executor, self.handoff = store, executor, handoff
+                 pack_size: int | None = None, owns_executor: bool = True):
+        self.store, self._make_executor = store, executor
+        self._owns_executor = owns_executor
         self.owner = owner or default_worker_name()
         self.ttl_s, self.poll_s, self.pack_size = ttl_s, poll_s, pack_size
         self._executor: Executor | None = None
@@ -109,8 +105,6 @@ class DriverService:
         self._running: dict[str, _Running] = {}
         self._failed_at: dict[str, float] = {}
         self._stopping = threading.Event()
-        self._handed_queued = False
-        self.recovery = StoreRecovery(store, self.owner, ttl_s) if handoff else None
 
     @property
     def driving(self) -> list[str]:
@@ -122,15 +116,6 @@ class DriverService:
         whose lease this service takes; returns the experiments started."""
         for eid in [e for e, r in self._running.items() if not r.thread.is_alive()]:
             self._running.pop(eid).thread.join()
-        if self.recovery is not None and not self._stopping.is_set():
-            recovered = self.recovery.poll()
-            if not self._handed_queued:
-                # what a previous service took but never trained (it died with its pool)
-                hand_all_queued(self.store)
-                self._handed_queued = True
-            elif recovered:
-                self.store.hold_dispatch([(tid, LOCAL_POOL_QUEUE) for tid in recovered])
-            take_handed(self.store, self._executor_now())
         started = []
         for spec in unfinished_driven(self.store):
             eid = spec.experiment_id
@@ -153,18 +138,7 @@ class DriverService:
     def serve(self, stop: threading.Event, parent_pid: int | None = None) -> None:
         """Poll until ``stop`` is set (or, with ``parent_pid``, until that process, the one
         that started this one, is gone), then stop every driver and release its lease."""
-        try:
-            while not stop.is_set():
-                if parent_pid is not None and os.getppid() != parent_pid:
-                    log.warning("the process that started this driver service ended; stopping")
-                    break
-                try:
-                    self.poll()
-                except DnnframeError as exc:  # the store is down: the next poll tries again
-                    log.error("driver service: cannot read the store: %s", exc)
-                stop.wait(self.poll_s)
-        finally:
-            self.shutdown()
+        serve([self], stop, self.poll_s, parent_pid)
 
     def shutdown(self) -> None:
         """Stop the drivers (they ask nothing more), release their leases, and stop the
@@ -173,11 +147,9 @@ class DriverService:
         for run in list(self._running.values()):
             run.thread.join()
         self._running.clear()
-        if self.recovery is not None:
-            self.recovery.release()
-        if self._executor is not None:
+        if self._executor is not None and self._owns_executor:
             self._executor.shutdown(wait=False)
-            self._executor = None
+        self._executor = None
 
     def _executor_now(self) -> Executor:
         with self._executor_lock:  # drivers start on threads of their own
