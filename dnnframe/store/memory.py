@@ -10,7 +10,6 @@ and is gone when the process exits; worker processes and other machines never se
 from __future__ import annotations
 
 import contextlib
-import math
 import threading
 from collections import Counter
 from collections.abc import Iterator
@@ -19,6 +18,7 @@ from typing import Any
 
 from ..exceptions import NotFoundError, StoreError
 from ..jsonsafe import dumps, json_copy
+from ..metrics import is_number
 from .base import ResultStore, now
 from .checks import CheckedFinish, active_error, epochs_to_store
 from .lease_backends import MemoryLeases
@@ -391,7 +391,7 @@ class MemoryStore(MemoryLeases, ResultStore):
             for doc in self._linked(d, experiment_id):
                 at = doc["metrics"][epoch - 1] if len(doc["metrics"]) >= epoch else {}
                 v = at.get(metric) if at.get("epoch") == epoch else None
-                if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v):
+                if is_number(v):
                     values.append(float(v))
             return values
 

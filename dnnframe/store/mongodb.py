@@ -23,13 +23,13 @@ writing) stops holding readers back.
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from pymongo import ReturnDocument
 from pymongo.errors import BulkWriteError, PyMongoError
 
 from ..exceptions import NotFoundError, StoreError
+from ..metrics import is_number
 from .base import ResultStore, json_safe, now
 from .checks import active_error
 from .lifecycle import ACTIVE, QUEUED, REQUEUE_RESET, TrialUpdate, cancel_before_start
@@ -279,8 +279,7 @@ class MongoStore(MongoLeases, MongoTrials, ResultStore):
             {"experiment_ids": experiment_id, f"metrics.{epoch - 1}.epoch": epoch},
             {"_id": 0, "metrics": {"$slice": [epoch - 1, 1]}})
         values = [d["metrics"][0].get(metric) for d in docs if d.get("metrics")]
-        return [float(v) for v in values
-                if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)]
+        return [float(v) for v in values if is_number(v)]
 
     @retry
     def _trial_values(self, experiment_id: str, paths: tuple[str, ...]) -> list[dict[str, Any]]:

@@ -19,10 +19,10 @@ Retries: see postgresql_conn.py (op ids recorded with the answer, in the same tr
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from ..exceptions import NotFoundError
+from ..metrics import is_number
 from .base import ResultStore, dumps, now
 from .checks import active_error
 from .lease_backends import PostgresLeases
@@ -224,8 +224,7 @@ class PostgresStore(PostgresLeases, PostgresTrials, ResultStore):
             "ON t.id = et.trial_id WHERE et.experiment_id = %s AND "
             "t.metrics -> %s::int -> 'epoch' = to_jsonb(%s::int)",
             (epoch - 1, metric, experiment_id, epoch - 1, epoch)).fetchall())
-        return [float(v) for v, in rows if isinstance(v, (int, float))
-                and not isinstance(v, bool) and math.isfinite(v)]
+        return [float(v) for v, in rows if is_number(v)]
 
     def _trial_values(self, experiment_id: str, paths: tuple[str, ...]) -> list[dict[str, Any]]:
         cols = "".join(f", t.{p.split('.')[0]} #> %s::text[]" for p in paths)

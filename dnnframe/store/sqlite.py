@@ -6,12 +6,12 @@ Experiments, queries and workers here; the trial life cycle in sqlite_trials.py.
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 from typing import Any
 
 from ..exceptions import NotFoundError
 from ..jsonsafe import loads
+from ..metrics import is_number
 from .base import ResultStore, dumps, now
 from .checks import active_error
 from .lease_backends import SQLiteLeases
@@ -220,7 +220,7 @@ class SQLiteStore(SQLiteLeases, SQLiteTrials, ResultStore):
             "SELECT json_extract(t.metrics, ?) FROM experiment_trials et JOIN trials t "
             "ON t.id = et.trial_id WHERE et.experiment_id = ? AND "
             "json_extract(t.metrics, ?) = ?", (f"{at}.{metric}", experiment_id, f"{at}.epoch", epoch))
-        return [float(v) for v, in rows if isinstance(v, (int, float)) and math.isfinite(v)]
+        return [float(v) for v, in rows if is_number(v)]
 
     def _trial_values(self, experiment_id: str, paths: tuple[str, ...]) -> list[dict[str, Any]]:
         # one json_extract of several paths per column: a JSON array of their values, parsed
