@@ -7,8 +7,9 @@ import os
 import pytest
 
 # markers by service, a missing service's skip and CI's refusal of skips (tests/tiers.py);
-# pytester runs small suites through that plugin to test it
-pytest_plugins = ["tiers", "pytester"]
+# pytester runs small suites through that plugin to test it; how -n 2 splits the suite
+# (tests/xdist_units.py)
+pytest_plugins = ["tiers", "pytester", "xdist_units"]
 
 
 def pytest_configure(config) -> None:  # noqa: ANN001 - pytest hook

@@ -111,26 +111,10 @@ def pytest_configure(config: pytest.Config) -> None:
             config.addinivalue_line("markers", f"{marker}: needs {needs}")
 
 
-def group_of(item: pytest.Item) -> str:
-    """The unit pytest-xdist's ``--dist loadgroup`` hands to one worker: a test file (its
-    module-scoped fixtures, a Celery fleet or a compiled JAX graph, are then built once), and
-    every Docker test together (they build and tag the same images in one engine)."""
-    try:
-        relative = item.path.resolve().relative_to(_TESTS).as_posix()
-    except ValueError:
-        relative = item.path.name
-    if relative.startswith("deploy/") or item.get_closest_marker("docker") is not None:
-        return "docker"
-    return relative
-
-
-@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         for marker in sorted(tiers_of(item) - {m.name for m in item.iter_markers()}):
             item.add_marker(marker)
-        if item.get_closest_marker("xdist_group") is None:
-            item.add_marker(pytest.mark.xdist_group(group_of(item)))
 
 
 @pytest.hookimpl(tryfirst=True)

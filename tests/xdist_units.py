@@ -1,0 +1,54 @@
+"""How ``-n 2`` (pytest-xdist: the README's full run and its fast tier) splits the suite.
+
+A unit of work goes to one worker as a whole: a test file (its module-scoped fixtures, a
+Celery fleet, a compiled JAX graph, a network-namespace pair, are then built once), and
+everything under ``tests/deploy`` together (those tests build, tag and remove the same
+images in one Docker engine, so two at once would race). The units that hold a slow,
+Docker, namespace or broker test are handed out first, so the run does not end with one
+worker idle while the other works through a long file.
+
+This is xdist's scope scheduler with our own units (``pytest_xdist_make_scheduler``), not
+``--dist loadgroup``: that mode marks a group by rewriting a test's node id, which pytest
+9.2 no longer honours (the tests are then spread as if ungrouped; pytest-xdist issue 1386).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import pytest
+
+DOCKER_UNIT = "tests/deploy"
+# a unit holding one of these goes before the rest
+_HEAVY = ("slow", "docker", "netns", "broker", "browser")
+
+
+def unit_of(nodeid: str) -> str:
+    """The unit a test (by node id, relative to the repository) belongs to."""
+    path = nodeid.split("::", 1)[0]
+    if path == DOCKER_UNIT or path.startswith(DOCKER_UNIT + "/"):
+        return DOCKER_UNIT
+    return path
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    from xdist.scheduler import LoadScopeScheduling
+
+    class Units(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return unit_of(nodeid)
+
+    # keep the order the workers collected (heavy units first, below), not by test count
+    config.option.loadscopereorder = False
+    return Units(config, log)
+
+
+@pytest.hookimpl(trylast=True)  # after tests/tiers.py has marked the services
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        return  # a run in one process keeps the collection order
+    heavy = {unit_of(item.nodeid) for item in items
+             if any(item.get_closest_marker(name) for name in _HEAVY)}
+    items.sort(key=lambda item: unit_of(item.nodeid) not in heavy)  # stable: files stay whole
