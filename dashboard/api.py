@@ -51,17 +51,15 @@ from .web_specs import check_web_spec, read_json_body
 from .worker_status import workers_with_status
 
 if TYPE_CHECKING:
-    from .responses import (
+    from .experiment_responses import (
         Cancelled,
         Deleted,
         Experiment,
         ExperimentList,
-        Health,
         Submitted,
         Validated,
-        Worker,
-        Workers,
     )
+    from .responses import Health, Worker, Workers
 
 bp = Blueprint("api", __name__, url_prefix="/api/v1")
 

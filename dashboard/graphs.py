@@ -19,7 +19,7 @@ from dnnframe.engine import compile_key
 from dnnframe.states import TrialState
 
 if TYPE_CHECKING:
-    from .responses import GraphsProgress
+    from .experiment_responses import GraphsProgress
 
 # A few experiments' keys: the pages open at one time while their sweeps start.
 _KEPT = 8

@@ -1,7 +1,8 @@
 """The OpenAPI 3.1 document, generated: its paths from the app's URL map, each operation from
 what its route declares (:mod:`.operations`; the headers of its answers from the code that
 sets them, :mod:`.headers`), its schemas from the spec's pydantic models and the API's
-response TypedDicts (:mod:`.openapi_schemas`, :mod:`.responses`).
+response TypedDicts (:mod:`.openapi_schemas`, :mod:`.responses`,
+:mod:`.experiment_responses`).
 
 A small generator rather than a library: apispec, spectree and flask-openapi3 would each have
 the routes restate their parameters in that library's terms (YAML in docstrings, or its own

@@ -1,14 +1,62 @@
 """The OpenAPI document's component schemas, all generated: the spec's from its pydantic
 models (their ``$defs`` become components), the API's own response objects from their
-TypedDicts (:mod:`.responses`)."""
+TypedDicts (:mod:`.responses`, :mod:`.experiment_responses`)."""
 
 from __future__ import annotations
 
+import functools
+import json
 from typing import Any
+
+from pydantic import TypeAdapter
+from pydantic.json_schema import GenerateJsonSchema
 
 from dnnframe.spec import spec_json_schema
 
-from .responses import response_schemas
+from .experiment_responses import (
+    Cancelled,
+    Deleted,
+    Experiment,
+    ExperimentList,
+    Submitted,
+    Trial,
+    TrialList,
+    Validated,
+)
+from .responses import Error, Health, Importance, Upload, Workers
+
+# The component schemas these give, by name; a TypedDict they refer to joins them.
+RESPONSES: tuple[type, ...] = (Health, Experiment, ExperimentList, Trial, TrialList, Deleted,
+                               Cancelled, Workers, Importance, Error, Submitted, Validated,
+                               Upload)
+
+
+class _NoFieldTitles(GenerateJsonSchema):
+    # "N Trials" above n_trials says nothing: a property's name is its title
+    def field_title_should_be_set(self, schema: Any) -> bool:
+        return False
+
+
+def response_schemas(ref_prefix: str) -> dict[str, Any]:
+    """The JSON Schemas of :data:`RESPONSES` and the objects they hold, by name, referring
+    to each other as ``ref_prefix`` + name (a fresh copy: the caller may change it)."""
+    return json.loads(_schemas_json(ref_prefix))
+
+
+@functools.cache
+def _schemas_json(ref_prefix: str) -> str:
+    # pydantic takes about 20 ms to build them, the same every time
+    _, top = TypeAdapter.json_schemas(
+        [(t.__name__, "serialization", TypeAdapter(t)) for t in RESPONSES],
+        ref_template=ref_prefix + "{model}", schema_generator=_NoFieldTitles)
+    schemas: dict[str, Any] = top["$defs"]
+    for schema in schemas.values():  # a docstring's line breaks are no part of its text
+        if "description" in schema:
+            schema["description"] = " ".join(schema["description"].split())
+    missing = {t.__name__ for t in RESPONSES} - set(schemas)
+    if missing:  # pydantic names a def after its class unless two classes share a name
+        raise RuntimeError(f"no schema named {sorted(missing)}")
+    return json.dumps(schemas)
 
 
 def _rewrite_refs(node: Any, stored: frozenset[str] = frozenset()) -> Any:

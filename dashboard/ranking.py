@@ -40,7 +40,7 @@ from dnnframe.states import SCORED_STATE
 from .params import trial_params, trial_values
 
 if TYPE_CHECKING:
-    from .responses import BestConfiguration, TiedConfiguration
+    from .experiment_responses import BestConfiguration, TiedConfiguration
 
 
 @dataclass(frozen=True)

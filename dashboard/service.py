@@ -35,7 +35,7 @@ from .params import RESULT_VALUES, TIMING_VALUES, trial_params, trial_values
 from .ranking import best_configuration_json, rank_configurations
 
 if TYPE_CHECKING:
-    from .responses import Experiment, ExperimentSearch, Trial, TrialList
+    from .experiment_responses import Experiment, ExperimentSearch, Trial, TrialList
 
 # --------------------------------------------------------------------------- submitting
 
