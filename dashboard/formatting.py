@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import math
 from typing import Any
+
+from dnnframe.metrics import is_number
 
 
 def significant(value: Any, digits: int = 4) -> Any:
@@ -12,7 +13,7 @@ def significant(value: Any, digits: int = 4) -> Any:
     Integers, booleans and non-numbers come back unchanged; so does an exact float such as
     ``0.5``, which reads best as written.
     """
-    if isinstance(value, bool) or not isinstance(value, float) or not math.isfinite(value):
+    if not isinstance(value, float) or not is_number(value):
         return value
     if value == 0:
         return "0"
@@ -25,11 +26,7 @@ def significant(value: Any, digits: int = 4) -> Any:
 
 def duration(seconds: Any) -> Any:
     """Seconds as people read them: ``8.72e-05`` → ``0.087 ms``, ``3.2`` → ``3.2 s``."""
-    if (
-        isinstance(seconds, bool)
-        or not isinstance(seconds, (int, float))
-        or not math.isfinite(seconds)
-    ):
+    if not is_number(seconds):
         return seconds
     if abs(seconds) < 1:
         return f"{significant(float(seconds) * 1000, 3)} ms"

@@ -17,9 +17,9 @@ attempt took, releasing again releases nothing more.
 from __future__ import annotations
 
 import abc
-import math
 from dataclasses import dataclass
 
+from ..metrics import is_number
 from .base_trials import now
 from .checks import check_worker
 
@@ -54,8 +54,7 @@ def _check_name(name: str) -> str:
 
 
 def _check_ttl(ttl_s: float) -> float:
-    if (isinstance(ttl_s, bool) or not isinstance(ttl_s, (int, float))
-            or not math.isfinite(ttl_s) or ttl_s <= 0):
+    if not is_number(ttl_s) or ttl_s <= 0:
         raise ValueError(f"ttl_s must be a finite number of seconds > 0, got {ttl_s!r}")
     return float(ttl_s)
 
