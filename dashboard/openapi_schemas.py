@@ -111,7 +111,8 @@ def spec_schemas() -> dict[str, Any]:
             break
         differ |= more
     out = {name: _rewrite_refs(sub) for name, sub in web.items()}
-    out.update({STORED + name: _rewrite_refs(stored[name], frozenset(differ)) for name in differ})
+    out.update({STORED + name: _rewrite_refs(stored[name], frozenset(differ))
+                for name in sorted(differ)})
     return out
 
 
