@@ -11,9 +11,11 @@ import sys
 import time
 import uuid
 from collections.abc import Sequence
+from types import SimpleNamespace
 
 import pytest
 
+from dnnframe import recovery
 from dnnframe.executors.base import Executor
 from dnnframe.executors.handoff import HandoffExecutor
 from dnnframe.executors.pool_service import LocalPoolService
@@ -91,9 +93,15 @@ def test_abandoned_trials_are_put_back_with_their_attempts(store, monkeypatch):
     monkeypatch.setenv("DNNFRAME_HEARTBEAT_TIMEOUT", "3600")
     assert recover_abandoned_trials(store) == [orphan]  # the others wait for the timeout
     assert store.get_trial(orphan).state is TrialState.QUEUED
-    time.sleep(0.3)
+    time.sleep(0.01)  # so that its beat is later than the others' claims
     assert store.heartbeat(alive, "another-host:2")
-    monkeypatch.setenv("DNNFRAME_HEARTBEAT_TIMEOUT", "0.2")
+    # recovery's clock pinned so the timeout falls between the claims and that beat,
+    # however long this machine then takes to get to the calls below
+    beats = {t.id: t.heartbeat_at for t in store.get_trials(ids, fields=())}
+    assert max(beats[stale], beats[mine]) < beats[alive]
+    cutoff = (max(beats[stale], beats[mine]) + beats[alive]) / 2
+    monkeypatch.setenv("DNNFRAME_HEARTBEAT_TIMEOUT", "60")
+    monkeypatch.setattr(recovery, "time", SimpleNamespace(time=lambda: cutoff + 60))
     assert recover_abandoned_trials(store, heartbeats=False) == []  # pids only
     assert sorted(recover_abandoned_trials(store)) == sorted([stale, mine])
     assert store.get_trial(alive).state is TrialState.RUNNING
