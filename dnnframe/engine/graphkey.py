@@ -2,8 +2,8 @@
 one call (the pack key).
 
 The **compile key** holds what the compiled graph depends on: the dataset (its shape); the
-runs of equal hidden widths as the graph builds them (see
-:func:`~dnnframe.engine.packgraph.segments_for`): a run is its first layer plus a scanned
+runs of equal hidden widths as the graph builds them (split by the graph's own
+:func:`~dnnframe.engine.segments.split_widths`): a run is its first layer plus a scanned
 stack whose number of layers is a run-time shape, left out of the key (0 layers for a run of
 one), except that under the C backend a pack of at least :data:`UNROLL_MIN_PACK` trials
 unrolls a run of up to :data:`UNROLLED_RUN` layers, one entry per layer (shallow nets train
@@ -43,6 +43,7 @@ import orjson
 
 from ..jsonsafe import canonical_json
 from .flags import flag_value, gpu_index
+from .segments import STACK, split_widths
 
 if TYPE_CHECKING:
     from ..spec import TrialConfig
@@ -109,27 +110,24 @@ def as_config(config: dict | TrialConfig) -> TrialConfig:
 
 
 def _runs(widths: list[int], static: bool, entry_sensitive: bool, unrolled: int) -> list:
-    """The hidden widths as the compiled graph sees them (as
-    :func:`~dnnframe.engine.packgraph.segments_for` splits them): a run of equal widths up
-    to ``unrolled`` (:func:`unrolled_run`) long is one entry per layer, a longer one is ``[width, "stack"]``
-    whatever its length. Without ``static`` shapes each width is :data:`WIDTH`, except where
-    a layer's design depends on whether its input and output widths are equal
-    (``entry_sensitive``: a shortcut or pre-norm): the first layer's, since the key cannot
-    see the dataset's width (at worst a little finer than the graph), and an unrolled
-    layer's after the first of its run (input and output equal; the graph keeps them)."""
+    """The hidden widths as the compiled graph sees them, from the graph's own split
+    (:func:`~dnnframe.engine.segments.split_widths`, the input's width unknown): a dense
+    layer is its width, a stack is ``"stack"`` whatever its length. Without ``static``
+    shapes each width is :data:`WIDTH`, except where a layer's design depends on whether its
+    input and output widths are equal (``entry_sensitive``: a shortcut or pre-norm): the
+    first layer's, since the key cannot see the dataset's width (the graph keeps it for an
+    input as wide), and an unrolled layer's after the first of its run (input and output
+    equal; the graph keeps them). So two configs share a key exactly when their graphs are
+    built from the same segments whatever the dataset's width."""
+    segments, _ = split_widths(None, widths, unrolled)
     out: list = []
-    i = 0
-    while i < len(widths):
-        j = i
-        while j < len(widths) and widths[j] == widths[i]:
-            j += 1
-        w = widths[i]
-        first = w if static or (i == 0 and entry_sensitive) else WIDTH
-        if j - i > unrolled:
-            out += [first, "stack"]
+    for k, seg in enumerate(segments):
+        if seg.is_stack:
+            out.append(STACK)
+        elif static or (entry_sensitive and (k == 0 or seg.n_in == seg.n_out)):
+            out.append(seg.width)
         else:
-            out += [first] + [w if static or entry_sensitive else WIDTH] * (j - i - 1)
-        i = j
+            out.append(WIDTH)
     return out
 
 
