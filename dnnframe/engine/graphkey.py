@@ -15,7 +15,7 @@ where a layer's design depends on its input and output widths being equal; see
 (residual kind and whether its scale is learned, normalisation and its position), dropout
 and gradient clipping on/off, the loss, the optimiser and the process's floatX (from
 ``PYTENSOR_FLAGS``, else ``THEANO_FLAGS``, else float32 when ``device`` names a GPU and
-float64 otherwise).
+float64 otherwise; read by :func:`~dnnframe.engine.flags.translate`, as the engine reads them).
 
 The **pack key** adds what the members of one call must share: the hidden widths with their
 depth (one tensor per layer, one stack length) and the batch size (members step through
@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from ..jsonsafe import canonical_json
-from .flags import flag_value, gpu_index
+from .flags import translate
 from .segments import STACK, split_widths
 
 if TYPE_CHECKING:
@@ -80,26 +80,24 @@ def unrolled_run(static: bool, pack_size: int = 1) -> int:
 
 def process_dtype() -> str:
     """The floatX this process trains with, read from the environment without PyTensor."""
-    return _dtype_for((os.environ.get("PYTENSOR_FLAGS"), os.environ.get("THEANO_FLAGS")))
-
-
-@functools.lru_cache(maxsize=16)
-def _dtype_for(flag_vars: tuple[str | None, ...]) -> str:
-    # cached by the flag variables' values: a submission asks once per trial
-    device = gpu_index(flag_value("device", *flag_vars))
-    return flag_value("floatX", *flag_vars) or ("float32" if device is not None else "float64")
+    return _flags_for((os.environ.get("PYTENSOR_FLAGS"), os.environ.get("THEANO_FLAGS")))[0]
 
 
 def process_static_widths() -> bool:
     """Whether this process compiles static shapes (JAX: ``mode=JAX`` or a GPU ``device``),
     so hidden widths are part of the compile key; read without PyTensor."""
-    return _static_for((os.environ.get("PYTENSOR_FLAGS"), os.environ.get("THEANO_FLAGS")))
+    return _flags_for((os.environ.get("PYTENSOR_FLAGS"), os.environ.get("THEANO_FLAGS")))[1]
 
 
 @functools.lru_cache(maxsize=16)
-def _static_for(flag_vars: tuple[str | None, ...]) -> bool:
-    mode = (flag_value("mode", *flag_vars) or "").upper()
-    return mode == "JAX" or gpu_index(flag_value("device", *flag_vars)) is not None
+def _flags_for(flag_vars: tuple[str | None, str | None]) -> tuple[str, bool]:
+    """``(floatX, whether shapes are static)`` as :func:`~dnnframe.engine.flags.translate`
+    reads ``(PYTENSOR_FLAGS, THEANO_FLAGS)``, silently and without choosing a BLAS; cached
+    by the variables' values (a submission asks once per trial)."""
+    pytensor_flags, theano_flags = flag_vars
+    settings = translate(theano_flags or "", pytensor_flags or "", warn=False, blas=False)
+    # PyTensor's own default floatX is float64 (a GPU's, float32, translate sets)
+    return settings.pytensor_flags.get("floatX", "float64"), settings.backend == "jax"
 
 
 def as_config(config: dict | TrialConfig) -> TrialConfig:

@@ -212,6 +212,40 @@ def test_dtype_follows_the_flags(monkeypatch):
     assert compile_key_fields(BASE)["dtype"] == "float64"
 
 
+@pytest.mark.parametrize("theano, pytensor, dtype, static", [
+    ("", "", "float64", False),
+    ("device=cuda", "", "float32", True),
+    ("device=gpu1,floatX=float64", "", "float64", True),
+    ("device=cuda", "mode=CVM", "float32", True),  # a GPU trains through JAX whatever the mode
+    ("device=cuda", "device=cpu", "float64", False),  # PYTENSOR_FLAGS' device wins
+    ("mode=jax", "", "float64", True),
+    ("mode=JAX", "mode=CVM", "float64", False),
+    ("mode=FAST_RUN,floatX=float32", "floatX=float64", "float64", False),
+    ("device=opencl0", "", "float64", False),  # no such backend: refused when training starts
+    ("gpuarray.preallocate=0.9,bare,device=cuda0", "", "float32", True),
+])
+def test_the_keys_read_the_flags_as_the_engine_does(monkeypatch, theano, pytensor, dtype, static):
+    """The floatX and static shapes come from flags.translate, the engine's own reading,
+    silently (a submission is not the place to warn about GPU-only flags) and without
+    probing the machine's BLAS libraries."""
+    import warnings
+
+    from dnnframe.engine import flags
+
+    monkeypatch.setenv("THEANO_FLAGS", theano)
+    monkeypatch.setenv("PYTENSOR_FLAGS", pytensor)
+    monkeypatch.setattr(flags, "default_blas", lambda: pytest.fail("the key probed the BLAS"))
+    graphkey._flags_for.cache_clear()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert (graphkey.process_dtype(), graphkey.process_static_widths()) == (dtype, static)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        settings = flags.translate(theano, pytensor, blas=False)
+    assert settings.backend == ("jax" if static else "c")
+    graphkey._flags_for.cache_clear()
+
+
 def test_typed_and_dict_configs_agree():
     from dnnframe.spec import TrialConfig
 
