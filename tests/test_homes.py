@@ -3,7 +3,9 @@ metrics, their direction, the default objective and "is a finite number" in
 dnnframe/metrics.py, a submission's pack size in dnnframe/executors/packing.py, putting back
 trials whose worker stopped in dnnframe/recovery.py (and Celery's reaper), never in the web
 tier or a submission, PyTensor's internals and the variables that steer PyTensor and JAX in
-dnnframe/engine/pytensor_wall/, loading, splitting and parsing datasets in dnnframe/datasets/.
+dnnframe/engine/pytensor_wall/, loading, splitting and parsing datasets in dnnframe/datasets/,
+the graph's segments (a dense layer, a scanned stack) and the split of hidden widths into
+them in dnnframe/engine/segments.py.
 
 The scans read the sources (Python through its syntax tree, so a state name inside a longer
 text such as an SQL query or a docstring is not a literal of its own; page scripts and
@@ -420,3 +422,39 @@ def test_the_data_loading_scan_finds_each_spelling() -> None:
               "w = csv.writer(f)\n"
               "from sklearn.neural_network import MLPClassifier\n")
     assert sorted({line for line, _ in data_loading(source)}) == [1, 2, 3, 4, 5]
+
+
+# ------------------------------------------------------- the graph's segments: engine/segments.py
+SEGMENTS_HOME = "dnnframe/engine/segments.py"
+SEGMENT_KINDS = frozenset({"dense", "stack"})
+
+
+def segment_kinds(source: str) -> list[tuple[int, str]]:
+    """``(line, kind)`` of each string constant in Python ``source`` that is a segment's kind
+    (:data:`SEGMENT_KINDS`), except as the text of an f-string (a layer's name)."""
+    tree = ast.parse(source)
+    in_fstrings = {id(part) for n in ast.walk(tree) if isinstance(n, ast.JoinedStr)
+                   for part in n.values}
+    return sorted((n.lineno, n.value) for n in ast.walk(tree)
+                  if isinstance(n, ast.Constant) and isinstance(n.value, str)
+                  and n.value in SEGMENT_KINDS and id(n) not in in_fstrings)
+
+
+def test_segments_are_made_and_read_only_through_their_home() -> None:
+    """A segment is a :class:`~dnnframe.engine.segments.Segment`, and hidden widths split into
+    them by :func:`~dnnframe.engine.segments.split_widths` alone (the graph and the compile
+    key both): a second spelling of a kind, a tuple read by index, grows back here."""
+    sources = python_sources()
+    found = [f"{path}:{line}: {kind!r}" for path, source in sources.items()
+             if path != SEGMENTS_HOME for line, kind in segment_kinds(source)]
+    assert not found, ("a graph segment is a dnnframe.engine.segments.Segment (seg.is_stack, "
+                       "Segment.dense(...)):\n" + "\n".join(found))
+    assert {kind for _, kind in segment_kinds(sources[SEGMENTS_HOME])} == SEGMENT_KINDS
+
+
+def test_the_segment_scan_finds_each_spelling() -> None:
+    source = ('seg = ("dense", 4, 8)\n'
+              'if seg[0] == "stack":\n'
+              '    name = f"stack{k}"\n'
+              'doc = "a stack of layers"\n')
+    assert segment_kinds(source) == [(1, "dense"), (2, "stack")]

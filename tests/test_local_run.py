@@ -367,6 +367,20 @@ def test_local_executor_runs_packs_and_counts_every_member(url):
     assert stats.finished == 6 and stats.states == {"COMPLETE": 6}
 
 
+def test_each_worker_keeps_its_entry_in_the_worker_list_up_to_date(url):
+    """A worker registers when it starts, with each pack and once it stops: the list ends
+    with every local worker stopped, idle, and their trials counted once."""
+    store = open_store(url)
+    with LocalExecutor(url, workers=2, train_fn=record_pid_slowly) as ex:
+        submit_experiment(parse_spec(_spec(seeds=6, name="listed")), store, ex, pack_size=2)
+        assert ex.wait(timeout=120)
+    workers = store.list_workers()
+    assert len(workers) == 2
+    assert sum(w.trials_done for w in workers) == 6
+    assert all(w.current_trial is None and w.info == {"executor": "local", "stopped": True}
+               and w.pid for w in workers), workers
+
+
 def test_wait_any_returns_when_one_trial_ends_while_others_run(url, tmp_path, monkeypatch):
     release = tmp_path / "release"
     monkeypatch.setenv("HOLD_FILE", str(release))

@@ -30,7 +30,7 @@ from .. import settings
 from .constants import ENGINE_VERSION
 
 FORMAT = "1"
-_SOURCES = ("packgraph.py", "argmax.py", "layers.py", "blocks.py", "rewrites.py", "loops.py", "vecmath.py", "updates.py",
+_SOURCES = ("packgraph.py", "segments.py", "argmax.py", "layers.py", "blocks.py", "rewrites.py", "loops.py", "vecmath.py", "updates.py",
             "diskcache.py", "pytensor_wall/internals.py")
 
 

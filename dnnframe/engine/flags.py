@@ -129,50 +129,47 @@ def parse_flags(text: str, *, warn: bool = True) -> dict[str, str]:
     return out
 
 
-def flag_value(name: str, pytensor_flags: str | None, theano_flags: str | None) -> str | None:
-    """The value of flag ``name`` (PyTensor's spelling: ``a__b``) as :func:`translate` reads
-    it, PYTENSOR_FLAGS winning over THEANO_FLAGS; None when neither sets it. Silent: reading
-    one flag is not the place to warn about the others."""
-    for text in (pytensor_flags, theano_flags):
-        named = {k.replace(".", "__"): v for k, v in parse_flags(text or "", warn=False).items()}
-        if name in named:
-            return named[name]
-    return None
-
-
-def translate(theano_flags: str, pytensor_flags: str = "") -> FlagSettings:
+def translate(theano_flags: str, pytensor_flags: str = "", *, warn: bool = True,
+              blas: bool = True) -> FlagSettings:
     """Translate THEANO_FLAGS (merged under PYTENSOR_FLAGS) without touching the process.
 
     ``device`` may come from either variable (PYTENSOR_FLAGS wins). A GPU device selects
     ``mode=JAX`` (a different mode or linker is dropped with a :class:`FlagWarning`) and
-    float32 unless floatX is given. Warns for GPU-only Theano flags. Names PyTensor does
-    not know are detected later, by :func:`~dnnframe.engine.pytensor_wall.configure`, against PyTensor's own registry.
+    float32 unless floatX is given. Warns for GPU-only Theano flags (unless ``warn`` is
+    false). Names PyTensor does not know are detected later, by
+    :func:`~dnnframe.engine.pytensor_wall.configure`, against PyTensor's own registry.
+    ``blas=False`` chooses no BLAS (``blas__ldflags`` stays as given): for a reader of the
+    mode and floatX alone, such as the compile key, which must not probe the machine's
+    libraries.
     """
     settings = FlagSettings(theano_flags=theano_flags)
     out: dict[str, str] = {}
     device = None
-    for key, value in parse_flags(theano_flags).items():
+    for key, value in parse_flags(theano_flags, warn=warn).items():
         name = key.replace(".", "__")
         if name == "device":
             device = value
             continue
         if name in _GPU_FLAGS or name.split("__")[0] in _GPU_PREFIXES:
-            warnings.warn(f"THEANO_FLAGS {key}={value} has no PyTensor equivalent and is ignored",
-                          FlagWarning, stacklevel=3)
+            if warn:
+                warnings.warn(f"THEANO_FLAGS {key}={value} has no PyTensor equivalent and is ignored",
+                              FlagWarning, stacklevel=3)
             settings.dropped.append(key)
             continue
         if name == "mode" and value.upper() == "FAST_RUN":
             value = DEFAULT_MODE  # Theano's FAST_RUN = optimised graph on the C backend
         out[name] = value
     # PYTENSOR_FLAGS set by the user win over translated Theano ones
-    out.update({k.replace(".", "__"): v for k, v in parse_flags(pytensor_flags).items()})
+    out.update({k.replace(".", "__"): v for k, v in parse_flags(pytensor_flags, warn=warn).items()})
     device = out.pop("device", device)
     if device is not None:
-        _apply_device(settings, out, device.strip())
-    if "blas__ldflags" not in out:
+        _apply_device(settings, out, device.strip(), warn)
+    if "blas__ldflags" in out:
+        settings.blas = "configured"
+    elif blas:
         settings.blas, out["blas__ldflags"] = default_blas()
     else:
-        settings.blas = "configured"
+        settings.blas = "not chosen"
     if out.get("mode", "").upper() == JAX_MODE:
         out["mode"] = JAX_MODE
     if "mode" in out:
@@ -185,7 +182,7 @@ def translate(theano_flags: str, pytensor_flags: str = "") -> FlagSettings:
     return settings
 
 
-def _apply_device(settings: FlagSettings, out: dict[str, str], device: str) -> None:
+def _apply_device(settings: FlagSettings, out: dict[str, str], device: str, warn: bool) -> None:
     """Set the backend for ``device=``: the C backend for cpu, JAX for an NVIDIA GPU."""
     settings.requested_device = device
     if device.lower() == "cpu" or not device:
@@ -199,8 +196,9 @@ def _apply_device(settings: FlagSettings, out: dict[str, str], device: str) -> N
     for name in ("mode", "linker"):
         value = out.pop(name, None)
         if value is not None and value.upper() not in (JAX_MODE, "FAST_RUN", DEFAULT_MODE):
-            warnings.warn(f"{name}={value} is ignored: device={device} trains through mode=JAX",
-                          FlagWarning, stacklevel=4)
+            if warn:
+                warnings.warn(f"{name}={value} is ignored: device={device} trains through mode=JAX",
+                              FlagWarning, stacklevel=4)
             settings.dropped.append(name)
     out["mode"] = JAX_MODE
     out.setdefault("floatX", "float32")  # as Theano on a GPU: float64 is slow there

@@ -2,8 +2,8 @@
 one call (the pack key).
 
 The **compile key** holds what the compiled graph depends on: the dataset (its shape); the
-runs of equal hidden widths as the graph builds them (see
-:func:`~dnnframe.engine.packgraph.segments_for`): a run is its first layer plus a scanned
+runs of equal hidden widths as the graph builds them (split by the graph's own
+:func:`~dnnframe.engine.segments.split_widths`): a run is its first layer plus a scanned
 stack whose number of layers is a run-time shape, left out of the key (0 layers for a run of
 one), except that under the C backend a pack of at least :data:`UNROLL_MIN_PACK` trials
 unrolls a run of up to :data:`UNROLLED_RUN` layers, one entry per layer (shallow nets train
@@ -15,7 +15,7 @@ where a layer's design depends on its input and output widths being equal; see
 (residual kind and whether its scale is learned, normalisation and its position), dropout
 and gradient clipping on/off, the loss, the optimiser and the process's floatX (from
 ``PYTENSOR_FLAGS``, else ``THEANO_FLAGS``, else float32 when ``device`` names a GPU and
-float64 otherwise).
+float64 otherwise; read by :func:`~dnnframe.engine.flags.translate`, as the engine reads them).
 
 The **pack key** adds what the members of one call must share: the hidden widths with their
 depth (one tensor per layer, one stack length) and the batch size (members step through
@@ -42,7 +42,8 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from ..jsonsafe import canonical_json
-from .flags import flag_value, gpu_index
+from .flags import translate
+from .segments import STACK, split_widths
 
 if TYPE_CHECKING:
     from ..spec import TrialConfig
@@ -79,26 +80,24 @@ def unrolled_run(static: bool, pack_size: int = 1) -> int:
 
 def process_dtype() -> str:
     """The floatX this process trains with, read from the environment without PyTensor."""
-    return _dtype_for((os.environ.get("PYTENSOR_FLAGS"), os.environ.get("THEANO_FLAGS")))
-
-
-@functools.lru_cache(maxsize=16)
-def _dtype_for(flag_vars: tuple[str | None, ...]) -> str:
-    # cached by the flag variables' values: a submission asks once per trial
-    device = gpu_index(flag_value("device", *flag_vars))
-    return flag_value("floatX", *flag_vars) or ("float32" if device is not None else "float64")
+    return _flags_for((os.environ.get("PYTENSOR_FLAGS"), os.environ.get("THEANO_FLAGS")))[0]
 
 
 def process_static_widths() -> bool:
     """Whether this process compiles static shapes (JAX: ``mode=JAX`` or a GPU ``device``),
     so hidden widths are part of the compile key; read without PyTensor."""
-    return _static_for((os.environ.get("PYTENSOR_FLAGS"), os.environ.get("THEANO_FLAGS")))
+    return _flags_for((os.environ.get("PYTENSOR_FLAGS"), os.environ.get("THEANO_FLAGS")))[1]
 
 
 @functools.lru_cache(maxsize=16)
-def _static_for(flag_vars: tuple[str | None, ...]) -> bool:
-    mode = (flag_value("mode", *flag_vars) or "").upper()
-    return mode == "JAX" or gpu_index(flag_value("device", *flag_vars)) is not None
+def _flags_for(flag_vars: tuple[str | None, str | None]) -> tuple[str, bool]:
+    """``(floatX, whether shapes are static)`` as :func:`~dnnframe.engine.flags.translate`
+    reads ``(PYTENSOR_FLAGS, THEANO_FLAGS)``, silently and without choosing a BLAS; cached
+    by the variables' values (a submission asks once per trial)."""
+    pytensor_flags, theano_flags = flag_vars
+    settings = translate(theano_flags or "", pytensor_flags or "", warn=False, blas=False)
+    # PyTensor's own default floatX is float64 (a GPU's, float32, translate sets)
+    return settings.pytensor_flags.get("floatX", "float64"), settings.backend == "jax"
 
 
 def as_config(config: dict | TrialConfig) -> TrialConfig:
@@ -109,27 +108,24 @@ def as_config(config: dict | TrialConfig) -> TrialConfig:
 
 
 def _runs(widths: list[int], static: bool, entry_sensitive: bool, unrolled: int) -> list:
-    """The hidden widths as the compiled graph sees them (as
-    :func:`~dnnframe.engine.packgraph.segments_for` splits them): a run of equal widths up
-    to ``unrolled`` (:func:`unrolled_run`) long is one entry per layer, a longer one is ``[width, "stack"]``
-    whatever its length. Without ``static`` shapes each width is :data:`WIDTH`, except where
-    a layer's design depends on whether its input and output widths are equal
-    (``entry_sensitive``: a shortcut or pre-norm): the first layer's, since the key cannot
-    see the dataset's width (at worst a little finer than the graph), and an unrolled
-    layer's after the first of its run (input and output equal; the graph keeps them)."""
+    """The hidden widths as the compiled graph sees them, from the graph's own split
+    (:func:`~dnnframe.engine.segments.split_widths`, the input's width unknown): a dense
+    layer is its width, a stack is ``"stack"`` whatever its length. Without ``static``
+    shapes each width is :data:`WIDTH`, except where a layer's design depends on whether its
+    input and output widths are equal (``entry_sensitive``: a shortcut or pre-norm): the
+    first layer's, since the key cannot see the dataset's width (the graph keeps it for an
+    input as wide), and an unrolled layer's after the first of its run (input and output
+    equal; the graph keeps them). So two configs share a key exactly when their graphs are
+    built from the same segments whatever the dataset's width."""
+    segments, _ = split_widths(None, widths, unrolled)
     out: list = []
-    i = 0
-    while i < len(widths):
-        j = i
-        while j < len(widths) and widths[j] == widths[i]:
-            j += 1
-        w = widths[i]
-        first = w if static or (i == 0 and entry_sensitive) else WIDTH
-        if j - i > unrolled:
-            out += [first, "stack"]
+    for k, seg in enumerate(segments):
+        if seg.is_stack:
+            out.append(STACK)
+        elif static or (entry_sensitive and (k == 0 or seg.n_in == seg.n_out)):
+            out.append(seg.width)
         else:
-            out += [first] + [w if static or entry_sensitive else WIDTH] * (j - i - 1)
-        i = j
+            out.append(WIDTH)
     return out
 
 

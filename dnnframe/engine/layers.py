@@ -212,7 +212,7 @@ class StackLayer(PackedLayer):
     instead of recomputing them.
     """
 
-    def __init__(self, width: int, act: Callable, design: LayerDesign, dtype: str, name: str,
+    def __init__(self, width: int | None, act: Callable, design: LayerDesign, dtype: str, name: str,
                  n_layers: int | None = None, jax: bool = False, scan_mode=None):
         _check_positive("width", width)
         if n_layers is not None:
@@ -307,6 +307,8 @@ class StackLayer(PackedLayer):
         ``n_layers`` 0 (a run-time depth only): one placeholder layer of zero weights,
         drawing nothing from ``rng``, and the ``live`` flag 0."""
         w = self.width if width is None else width
+        if w is None:
+            raise ValueError(f"layer {self.shared['W'].name}: a run-time width needs the member's width")
         if n_layers == 0 and "live" not in self.shared:
             raise ValueError("a stack of static depth needs n_layers >= 1")
         placeholder = n_layers == 0

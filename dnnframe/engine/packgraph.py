@@ -36,6 +36,7 @@ from .flags import DEFAULT_MODE, JAX_MODE
 from .graphkey import unrolled_run
 from .layers import ACTIVATIONS, DenseLayer, Layer, StackLayer
 from .rewrites import compile_mode
+from .segments import Segment, split_widths
 from .updates import make_updates
 from .vecmath import vexp, vrelu, vtanh
 
@@ -65,7 +66,7 @@ def _activation(shape: PackShape):
 class PackShape:
     """Everything the compiled graph depends on: the compile key, resolved.
 
-    ``segments`` is a tuple of ``("dense", n_in, n_out)`` and ``("stack", width)`` as
+    ``segments`` is a tuple of :class:`~dnnframe.engine.segments.Segment` as
     :func:`graph_segments` gives them: under the C backend the hidden widths are None
     (run-time shapes). The number of layers of a stack is not part of the shape either,
     except under JAX (``stack_layers``, one count per stack: XLA needs static shapes).
@@ -73,7 +74,7 @@ class PackShape:
 
     n_features: int
     n_outputs: int
-    segments: tuple
+    segments: tuple[Segment, ...]
     activation: str
     design: LayerDesign
     dropout: bool
@@ -88,37 +89,19 @@ class PackShape:
 
 
 def segments_for(n_features: int, widths: list[int] | tuple[int, ...],
-                 static: bool = False, pack_size: int = 1) -> tuple[tuple, tuple[int, ...]]:
-    """Split hidden widths into graph segments plus the layer count of each stack.
-
-    A run of equal widths of up to :func:`~dnnframe.engine.graphkey.unrolled_run` layers
-    (``static``: JAX's static depths; ``pack_size``: a big pack unrolls short runs) is
-    unrolled, all dense layers; a longer one is a dense layer (its input width differs,
-    except possibly for the very first) and a scanned stack of the rest of the run (of 0
-    real layers for a run of one where no run is unrolled). The compile key's runs
-    (:func:`~dnnframe.engine.graphkey.compile_key_fields`) follow the same rule, so trials
-    of one compile key share these segments as the graph sees them (:func:`graph_segments`).
+                 static: bool = False, pack_size: int = 1) -> tuple[tuple[Segment, ...], tuple[int, ...]]:
+    """Hidden widths as graph segments plus the layer count of each stack
+    (:func:`~dnnframe.engine.segments.split_widths`), a run of equal widths unrolled up to
+    :func:`~dnnframe.engine.graphkey.unrolled_run` layers (``static``: JAX's static depths;
+    ``pack_size``: a big pack unrolls short runs). The compile key's runs
+    (:func:`~dnnframe.engine.graphkey.compile_key_fields`) come from the same split, so
+    trials of one compile key share these segments as the graph sees them
+    (:func:`graph_segments`).
     """
-    unrolled = unrolled_run(static, pack_size)
-    segments: list[tuple] = []
-    counts: list[int] = []
-    prev = n_features
-    i = 0
-    while i < len(widths):
-        w = widths[i]
-        j = i + 1
-        while j < len(widths) and widths[j] == w:
-            j += 1
-        if j - i <= unrolled:
-            segments += [("dense", prev, w)] + [("dense", w, w)] * (j - i - 1)
-        else:
-            segments += [("dense", prev, w), ("stack", w)]
-            counts.append(j - i - 1)
-        prev, i = w, j
-    return tuple(segments), tuple(counts)
+    return split_widths(n_features, widths, unrolled_run(static, pack_size))
 
 
-def graph_segments(segments: tuple, design: LayerDesign, mode: str) -> tuple:
+def graph_segments(segments: tuple[Segment, ...], design: LayerDesign, mode: str) -> tuple[Segment, ...]:
     """``segments`` (of :func:`segments_for`) as the compiled graph depends on them.
 
     Under JAX, as they are (static shapes). Otherwise every tensor's shape is a run-time
@@ -131,14 +114,14 @@ def graph_segments(segments: tuple, design: LayerDesign, mode: str) -> tuple:
     """
     if mode == JAX_MODE:
         return segments
-    out: list[tuple] = []
+    out: list[Segment] = []
     for k, seg in enumerate(segments):
-        if seg[0] == "stack":
-            out.append(("stack", None))
-        elif seg[1] == seg[2] and design.for_entry() != design:
+        if seg.is_stack:
+            out.append(Segment.stack(None))
+        elif seg.n_in == seg.n_out and design.for_entry() != design:
             out.append(seg)
         else:
-            out.append(("dense", seg[1] if k == 0 else None, None))
+            out.append(Segment.dense(seg.n_in if k == 0 else None, None))
     return tuple(out)
 
 
@@ -166,14 +149,14 @@ class PackedModel:
         self.layers: list[Layer] = []
         counts = iter(shape.stack_layers or ())
         for k, seg in enumerate(shape.segments):
-            if seg[0] == "dense":
-                _, n_in, n_out = seg
+            if not seg.is_stack:
+                n_in, n_out = seg.n_in, seg.n_out
                 design = shape.design if n_in is not None and n_in == n_out \
                     else shape.design.for_entry()
                 self.layers.append(DenseLayer(n_in, n_out, act, design, dtype, f"hidden{k}", jax))
             else:
                 n_static = next(counts) if shape.stack_layers is not None else None
-                self.layers.append(StackLayer(seg[1], act, shape.design, dtype, f"stack{k}",
+                self.layers.append(StackLayer(seg.width, act, shape.design, dtype, f"stack{k}",
                                               n_static, jax, scan_mode=scan_mode))
         last = self.layers[-1].n_out if self.layers else shape.n_features  # None: run-time
         self.layers.append(DenseLayer(last, shape.n_outputs, None, LayerDesign(), dtype, "output", jax))
@@ -348,22 +331,23 @@ class PackedModel:
         return int(sum(v.size for p, v in zip(self.params, values) if id(p) not in empty))
 
     def initial_network(self, rng: np.random.Generator, init: str, residual_scale: float,
-                        stack_layers: tuple[int, ...], segments: tuple | None = None) -> list[np.ndarray]:
+                        stack_layers: tuple[int, ...],
+                        segments: tuple[Segment, ...] | None = None) -> list[np.ndarray]:
         """One member's initial values in :attr:`network` order, drawn layer by layer in
         order; hidden layers use ``init``, the output layer of every network uses Glorot.
         ``segments``: the member's own (of :func:`segments_for`, with its widths; default:
         the shape's, which have them only under JAX)."""
         counts = iter(stack_layers)
         sizes = list(segments if segments is not None else self.shape.segments)
-        last = sizes[-1][-1] if sizes else self.shape.n_features
-        sizes.append(("dense", last, self.shape.n_outputs))
+        last = sizes[-1].width if sizes else self.shape.n_features
+        sizes.append(Segment.dense(last, self.shape.n_outputs))
         values: dict = {}
         for layer, seg in zip(self.layers, sizes):
             if isinstance(layer, StackLayer):
-                drawn = layer.initial_values(rng, init, residual_scale, next(counts), seg[1])
+                drawn = layer.initial_values(rng, init, residual_scale, next(counts), seg.width)
             else:
                 scheme = "glorot" if layer is self.layers[-1] else init
-                drawn = layer.initial_values(rng, scheme, residual_scale, seg[1], seg[2])
+                drawn = layer.initial_values(rng, scheme, residual_scale, seg.n_in, seg.n_out)
             values.update(zip(layer.shared.values(), drawn))
         return [values[v] for v in self.network]
 

@@ -15,6 +15,7 @@ from .blocks import residual_scale, saved_count
 from .flags import JAX_MODE
 from .layers import StackLayer
 from .packgraph import PackedModel, PackShape
+from .segments import Segment
 
 CHUNK_ELEMENTS = 2**17  # members x width x batch per training call: keeps activations in cache
 # members x all hidden units x batch per training call: a deep stack keeps every layer's
@@ -22,19 +23,19 @@ CHUNK_ELEMENTS = 2**17  # members x width x batch per training call: keeps activ
 DEEP_ELEMENTS = 2**23
 
 
-def units(shape: PackShape, segments: tuple, counts: tuple[int, ...]) -> int:
+def units(shape: PackShape, segments: tuple[Segment, ...], counts: tuple[int, ...]) -> int:
     """Units per row of every layer, input and output included (what one row of a member
     keeps for the backward pass: a hidden layer's output and the intermediates its gradient
     reuses); ``segments``: the pack's, with its widths."""
-    stacks = [seg[1] for seg in segments if seg[0] == "stack"]
-    dense = [seg[2] for seg in segments if seg[0] == "dense"]
+    stacks = [seg.known_width for seg in segments if seg.is_stack]
+    dense = [seg.known_width for seg in segments if not seg.is_stack]
     hidden = sum(dense) + sum(w * c for w, c in zip(stacks, counts))
     return shape.n_features + shape.n_outputs + hidden * (1 + saved_count(shape.design, shape.dropout))
 
 
-def widest(shape: PackShape, segments: tuple) -> int:
+def widest(shape: PackShape, segments: tuple[Segment, ...]) -> int:
     """The widest layer of the pack, its input and output included."""
-    return max([shape.n_features, shape.n_outputs, *(seg[-1] for seg in segments)])
+    return max([shape.n_features, shape.n_outputs, *(seg.known_width for seg in segments)])
 
 
 def chunks(model: PackedModel, K: int, batch: int, units: int,
@@ -52,7 +53,7 @@ def chunks(model: PackedModel, K: int, batch: int, units: int,
     return out
 
 
-def initialise(model: PackedModel, configs: list, segments: tuple, counts: tuple[int, ...]):
+def initialise(model: PackedModel, configs: list, segments: tuple[Segment, ...], counts: tuple[int, ...]):
     """Load every member's initial values and hyperparameters; return one member's parameter
     count, the members' dropout generators and one shuffling generator per distinct seed."""
     by_draw: dict[tuple[int, str], tuple[list[np.ndarray], int]] = {}
@@ -81,7 +82,7 @@ def initialise(model: PackedModel, configs: list, segments: tuple, counts: tuple
     return n_params, drop_rngs, shuffle_rngs
 
 
-def dropout_masks(model: PackedModel, segments: tuple, counts: tuple[int, ...], drop_rngs,
+def dropout_masks(model: PackedModel, segments: tuple[Segment, ...], counts: tuple[int, ...], drop_rngs,
                    active, keep_limits: np.ndarray, b: int, lo: int, hi: int) -> list[np.ndarray]:
     """Boolean keep masks for members lo..hi (the graph scales them by each member's
     ``1 / (1 - p)``): ``[hi - lo, width, b]`` per unrolled hidden layer and ``[n_layers,
@@ -98,7 +99,7 @@ def dropout_masks(model: PackedModel, segments: tuple, counts: tuple[int, ...], 
     transposing run once for the whole chunk: done per member and layer they cost as much as
     the draws themselves. Raw 32-bit draws cost a third of doubles'."""
     stacks = iter(counts)
-    shapes = [(next(stacks), seg[1]) if isinstance(layer, StackLayer) else (1, seg[2])
+    shapes = [(next(stacks) if isinstance(layer, StackLayer) else 1, seg.known_width)
               for layer, seg in zip(model.hidden, segments)]
     sizes = [n * w * b for n, w in shapes]
     total = sum(sizes)

@@ -13,8 +13,8 @@ from threadpoolctl import threadpool_limits
 from .. import settings
 from ..engine import heap
 from ..owners import WorkerName, default_worker_name
-from ..runner import TrainFn, one_by_one, run_pack
-from ..store import open_store
+from ..runner import PackTrainFn, TrainFn, one_by_one, run_pack
+from ..store import ResultStore, open_store
 from .base import THREAD_ENV
 
 log = logging.getLogger(__name__)
@@ -66,12 +66,31 @@ def _stop_on_sigterm_from_parent_only() -> None:
 
 
 def worker_main(conn: multiprocessing.connection.Connection, store_url: str,
-                 train_fn: TrainFn | None, max_attempts: int | None) -> None:
+                train_fn: TrainFn | None, max_attempts: int | None) -> None:
     """Body of one long-lived worker process: receive packs, run them one at a time.
 
     Long-lived on purpose: the engine caches compiled PyTensor functions per process, so
     trials of the same graph shape compile once per worker, not once per trial.
     """
+    _settle_process()
+    opened = _open(conn, store_url, train_fn)
+    if opened is None:
+        return
+    train_fn, store = opened
+    # a single-trial function (a test or benchmark hook) trains a pack's members in turn;
+    # None means the packed engine
+    pack_train = one_by_one(train_fn) if train_fn is not None else None
+    if train_fn is None:
+        _warm_up()
+    # worker memory settings (engine/heap.py): freed memory kept for reuse; what is loaded
+    # now, and each compiled model later, lives as long as the worker: frozen out of the
+    # collector's passes
+    heap.enable()
+    _PackLoop(conn, store, pack_train, max_attempts).serve()
+
+
+def _settle_process() -> None:
+    """Signals and threads of a worker process, before anything else runs in it."""
     # Ctrl-C reaches the whole process group; the parent coordinates a clean stop, so a
     # worker must not die half-way through writing a trial.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -79,76 +98,92 @@ def worker_main(conn: multiprocessing.connection.Connection, store_url: str,
     os.environ.update(THREAD_ENV)
     # the environment pins the BLAS libraries loaded from now on; this pins those loaded
     threadpool_limits(1)
+
+
+def _open(conn: multiprocessing.connection.Connection, store_url: str,
+          train_fn: TrainFn | None) -> tuple[TrainFn | None, ResultStore] | None:
+    """The training function (the configured one when none is given) and the open store,
+    or None after telling the parent why the worker cannot start."""
     try:
         train_fn = train_fn or settings.resolve_train_fn()
     except settings.SettingsError as exc:
         conn.send(("fatal", str(exc)))
-        return
+        return None
     try:
         store = open_store(store_url)
     except Exception as exc:
         conn.send(("fatal", f"worker cannot open the store {store_url}: {exc}"))
-        return
-    # a single-trial function (a test or benchmark hook) trains a pack's members in turn;
-    # None means the packed engine
-    pack_train = one_by_one(train_fn) if train_fn is not None else None
-    if train_fn is None:
-        # Import what every trial needs (PyTensor via the engine, which applies THEANO_FLAGS
-        # first; the C linker and its module index) while the parent is still submitting,
-        # so the first trial of each worker does not pay seconds of imports. Datasets come
-        # from the host's dataset cache, without scikit-learn, once any process loaded them.
-        try:
-            from ..engine import diskcache
-            from ..engine import train as _train  # noqa: F401
-            diskcache.preload()
-        except Exception:
-            log.warning("worker warm-up import failed; trials will report it", exc_info=True)
-    # worker memory settings (engine/heap.py): freed memory kept for reuse; what is loaded
-    # now, and each compiled model later, lives as long as the worker: frozen out of the
-    # collector's passes
-    heap.enable()
-    worker = default_worker_name()
-    done = 0
+        return None
+    return train_fn, store
 
-    def register(current: str | None, stopped: bool = False) -> None:
-        try:  # the worker list is informative; a failed write must not stop training
-            store.register_worker(worker, host=WorkerName.parse(worker).node, pid=os.getpid(),
-                                  current_trial=current, trials_done=done,
-                                  info={"executor": "local", "stopped": stopped})
-        except Exception:
-            log.warning("worker %s: could not register", worker, exc_info=True)
 
-    register(None)
-    conn.send(("ready", os.getpid()))
+def _warm_up() -> None:
+    """Import what every trial needs (PyTensor via the engine, which applies THEANO_FLAGS
+    first; the C linker and its module index) while the parent is still submitting, so the
+    first trial of each worker does not pay seconds of imports. Datasets come from the
+    host's dataset cache, without scikit-learn, once any process loaded them."""
     try:
-        while True:
-            try:
-                msg = conn.recv()
-            except (EOFError, OSError):
-                break  # parent went away
-            if msg[0] == "stop":
-                break
-            pack: list[str] = msg[1]
-            register(pack[0])
-            # ("done", pack, trial id -> state name or None, what failed or None)
-            answer: tuple[str, list[str], dict[str, str | None], str | None]
-            try:
-                states = run_pack(pack, store, worker=worker, max_attempts=max_attempts,
-                                  train_fn=pack_train)
-            except Exception as exc:  # a store failure: run_pack handles training errors
-                log.exception("worker %s: pack %s could not be run", worker, pack)
-                answer = ("done", pack, {}, f"{type(exc).__name__}: {exc}")
-            else:
-                done += sum(state is not None for state in states.values())
-                register(None)
-                answer = ("done", pack, {tid: state.value if state is not None else None
-                                         for tid, state in states.items()}, None)
-            try:
-                conn.send(answer)
-            except OSError:
-                # the parent was killed while this pack ran: its trials are recorded in the
-                # store, which is all a successor needs
-                break
-        register(None, stopped=True)  # the worker list shows it gone, not idle
-    finally:
-        store.close()
+        from ..engine import diskcache
+        from ..engine import train as _train  # noqa: F401
+        diskcache.preload()
+    except Exception:
+        log.warning("worker warm-up import failed; trials will report it", exc_info=True)
+
+
+class _PackLoop:
+    """A worker's life once it is ready: packs from the parent, run one at a time, each
+    answered, with the worker list kept up to date; the store is closed at the end."""
+
+    def __init__(self, conn: multiprocessing.connection.Connection, store: ResultStore,
+                 pack_train: PackTrainFn | None, max_attempts: int | None) -> None:
+        self.conn, self.store = conn, store
+        self.pack_train, self.max_attempts = pack_train, max_attempts
+        self.worker = default_worker_name()
+        self.done = 0
+
+    def register(self, current: str | None, stopped: bool = False) -> None:
+        try:  # the worker list is informative; a failed write must not stop training
+            self.store.register_worker(self.worker, host=WorkerName.parse(self.worker).node,
+                                       pid=os.getpid(), current_trial=current,
+                                       trials_done=self.done,
+                                       info={"executor": "local", "stopped": stopped})
+        except Exception:
+            log.warning("worker %s: could not register", self.worker, exc_info=True)
+
+    def serve(self) -> None:
+        """Say ready, then run packs until the parent says stop or goes away."""
+        self.register(None)
+        self.conn.send(("ready", os.getpid()))
+        try:
+            while True:
+                try:
+                    msg = self.conn.recv()
+                except (EOFError, OSError):
+                    break  # parent went away
+                if msg[0] == "stop":
+                    break
+                answer = self.run(msg[1])
+                try:
+                    self.conn.send(answer)
+                except OSError:
+                    # the parent was killed while this pack ran: its trials are recorded in
+                    # the store, which is all a successor needs
+                    break
+            self.register(None, stopped=True)  # the worker list shows it gone, not idle
+        finally:
+            self.store.close()
+
+    def run(self, pack: list[str]) -> tuple[str, list[str], dict[str, str | None], str | None]:
+        """Run ``pack``; the answer for the parent: ``("done", pack, trial id -> state name
+        or None, what failed or None)``."""
+        self.register(pack[0])
+        try:
+            states = run_pack(pack, self.store, worker=self.worker,
+                              max_attempts=self.max_attempts, train_fn=self.pack_train)
+        except Exception as exc:  # a store failure: run_pack handles training errors
+            log.exception("worker %s: pack %s could not be run", self.worker, pack)
+            return ("done", pack, {}, f"{type(exc).__name__}: {exc}")
+        self.done += sum(state is not None for state in states.values())
+        self.register(None)
+        return ("done", pack, {tid: state.value if state is not None else None
+                               for tid, state in states.items()}, None)

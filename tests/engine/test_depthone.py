@@ -87,9 +87,10 @@ def test_the_placeholder_layer_stays_finite_and_untouched():
     from dnnframe.engine.layers import StackLayer
     from dnnframe.engine.packgraph import PackedModel, PackShape, graph_segments, segments_for
     from dnnframe.engine.pytensor_wall import configure
+    from dnnframe.engine.segments import Segment
 
     segments, counts = segments_for(4, [5])
-    assert segments == (("dense", 4, 5), ("stack", 5)) and counts == (0,)
+    assert segments == (Segment.dense(4, 5), Segment.stack(5)) and counts == (0,)
     design = LayerDesign(residual="rezero", learnable_scale=True, normalization="batch",
                          norm_position="pre")
     mode = configure().mode
@@ -127,6 +128,6 @@ def _next_draw(segments) -> int:
 
     rng = np.random.default_rng(0)
     for seg in segments:
-        init_weights(rng, "he", seg[1], seg[2])
-    init_weights(rng, "glorot", segments[-1][2], 3)
+        init_weights(rng, "he", seg.n_in, seg.n_out)
+    init_weights(rng, "glorot", segments[-1].n_out, 3)
     return int(rng.integers(2**31))

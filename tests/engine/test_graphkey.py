@@ -212,6 +212,40 @@ def test_dtype_follows_the_flags(monkeypatch):
     assert compile_key_fields(BASE)["dtype"] == "float64"
 
 
+@pytest.mark.parametrize("theano, pytensor, dtype, static", [
+    ("", "", "float64", False),
+    ("device=cuda", "", "float32", True),
+    ("device=gpu1,floatX=float64", "", "float64", True),
+    ("device=cuda", "mode=CVM", "float32", True),  # a GPU trains through JAX whatever the mode
+    ("device=cuda", "device=cpu", "float64", False),  # PYTENSOR_FLAGS' device wins
+    ("mode=jax", "", "float64", True),
+    ("mode=JAX", "mode=CVM", "float64", False),
+    ("mode=FAST_RUN,floatX=float32", "floatX=float64", "float64", False),
+    ("device=opencl0", "", "float64", False),  # no such backend: refused when training starts
+    ("gpuarray.preallocate=0.9,bare,device=cuda0", "", "float32", True),
+])
+def test_the_keys_read_the_flags_as_the_engine_does(monkeypatch, theano, pytensor, dtype, static):
+    """The floatX and static shapes come from flags.translate, the engine's own reading,
+    silently (a submission is not the place to warn about GPU-only flags) and without
+    probing the machine's BLAS libraries."""
+    import warnings
+
+    from dnnframe.engine import flags
+
+    monkeypatch.setenv("THEANO_FLAGS", theano)
+    monkeypatch.setenv("PYTENSOR_FLAGS", pytensor)
+    monkeypatch.setattr(flags, "default_blas", lambda: pytest.fail("the key probed the BLAS"))
+    graphkey._flags_for.cache_clear()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert (graphkey.process_dtype(), graphkey.process_static_widths()) == (dtype, static)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        settings = flags.translate(theano, pytensor, blas=False)
+    assert settings.backend == ("jax" if static else "c")
+    graphkey._flags_for.cache_clear()
+
+
 def test_typed_and_dict_configs_agree():
     from dnnframe.spec import TrialConfig
 
@@ -224,57 +258,6 @@ def test_importing_the_engine_does_not_load_pytensor():
             "print('pytensor' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
-
-
-# width lists of depths 1..10: one width, two runs, three runs, runs either side of the
-# unrolled limit, widths equal to the input's (iris: 4) and not
-GRID = sorted({tuple(w) for w in (
-    *([width] * d for d in range(1, 11) for width in (4, 8, 16)),
-    *([a] * m + [b] * n for m in range(1, 7) for n in (1, 2, 4, 5)
-      for a, b in ((4, 8), (8, 4), (16, 8), (8, 16))),
-    *([a] * m + [b] + [a] * n for m in (1, 3, 5) for n in (1, 4, 5) for a, b in ((8, 4), (16, 32))),
-) if len(w) <= 10})
-DESIGNS = [{}, {"model__normalization": "batch"}, {"model__residual": "identity"},
-           {"model__residual": "rezero", "model__normalization": "layer", "model__norm_position": "pre"}]
-
-
-def graph_of(config: dict, static: bool, pack_size: int) -> tuple:
-    """The segments the compiled graph of ``config`` is built from, as this test computes
-    them from the graph builder (iris has 4 features)."""
-    from dnnframe.engine.blocks import LayerDesign
-    from dnnframe.engine.flags import DEFAULT_MODE, JAX_MODE
-    from dnnframe.engine.graphkey import as_config
-    from dnnframe.engine.packgraph import graph_segments, segments_for
-
-    model = as_config(config).model
-    segments, _ = segments_for(4, list(model.widths), static=static, pack_size=pack_size)
-    return graph_segments(segments, LayerDesign.from_model(model), JAX_MODE if static else DEFAULT_MODE)
-
-
-@pytest.mark.parametrize("pack_size", [1, BIG])
-@pytest.mark.parametrize("flags", [None, "mode=JAX"])
-@pytest.mark.parametrize("design", DESIGNS)
-def test_equal_compile_keys_are_equal_graphs(monkeypatch, flags, design, pack_size):
-    """Over a grid of width lists, two configs share a compile key exactly when the graph
-    builder gives them the same segments. The one exception is documented: with a shortcut
-    or pre-norm the key keeps the first width, which the graph keeps only where it equals
-    the dataset's (the key cannot see the dataset's width), so there the key may be finer."""
-    monkeypatch.delenv("PYTENSOR_FLAGS", raising=False)
-    if flags:
-        monkeypatch.setenv("THEANO_FLAGS", flags)
-    else:
-        monkeypatch.delenv("THEANO_FLAGS", raising=False)
-    configs = [variant(model__width=list(w), model__hidden_layers=len(w), **design) for w in GRID]
-    keys = [compile_key(c, pack_size) for c in configs]
-    graphs = [graph_of(c, flags is not None, pack_size) for c in configs]
-    entry_sensitive = "model__residual" in design or design.get("model__norm_position") == "pre"
-    assert len(set(keys)) > (10 if pack_size == BIG or flags else 2)
-    for i in range(len(GRID)):
-        for j in range(i):
-            if keys[i] == keys[j]:
-                assert graphs[i] == graphs[j], (GRID[i], GRID[j])
-            elif graphs[i] == graphs[j]:
-                assert entry_sensitive and flags is None and GRID[i][0] != GRID[j][0], (GRID[i], GRID[j])
 
 
 def test_pack_keys_are_each_configs_pack_key():

@@ -60,12 +60,13 @@ def test_gradients_match_finite_differences(layout):
     from dnnframe.engine.blocks import LayerDesign
     from dnnframe.engine.packgraph import PackedModel, PackShape, segments_for
     from dnnframe.engine.pytensor_wall import configure
+    from dnnframe.engine.segments import Segment
 
     assert pytensor.config.floatX == "float64", "the gradient check needs float64"
     segments, counts = segments_for(4, [5, 5, 5], pack_size=UNROLL_MIN_PACK)
-    assert segments == (("dense", 4, 5), ("dense", 5, 5), ("dense", 5, 5)) and counts == ()
+    assert segments == (Segment.dense(4, 5), Segment.dense(5, 5), Segment.dense(5, 5)) and counts == ()
     if layout == "scanned":
-        segments, counts = (("dense", 4, 5), ("stack", 5)), (2,)
+        segments, counts = (Segment.dense(4, 5), Segment.stack(5)), (2,)
     shape = PackShape(n_features=4, n_outputs=3, segments=segments, activation="tanh",
                       design=LayerDesign(residual="identity"), dropout=False, grad_clip=False,
                       loss="softmax_crossentropy", classification=True, optimizer="sgd",
@@ -252,18 +253,19 @@ def test_deep_stack_trains_and_shares_the_compiled_graph():
 def test_width_list_builds_dense_and_stacked_segments():
     from dnnframe.engine import train
     from dnnframe.engine.packgraph import segments_for
+    from dnnframe.engine.segments import Segment
 
+    dense, stack = Segment.dense, Segment.stack
     # under the C backend a big pack unrolls a run of up to four layers, a longer one is a
     # layer and a stack of the rest; a small pack scans every run (a run of one is a layer
     # and a stack of 0 layers); JAX's static depths unroll a run of one only
     widths = [8] * 6 + [6, 6] + [3]
     assert segments_for(4, widths, pack_size=UNROLL_MIN_PACK) == (
-        (("dense", 4, 8), ("stack", 8), ("dense", 8, 6), ("dense", 6, 6), ("dense", 6, 3)), (5,))
+        (dense(4, 8), stack(8), dense(8, 6), dense(6, 6), dense(6, 3)), (5,))
     assert segments_for(4, widths) == (
-        (("dense", 4, 8), ("stack", 8), ("dense", 8, 6), ("stack", 6), ("dense", 6, 3),
-         ("stack", 3)), (5, 1, 0))
+        (dense(4, 8), stack(8), dense(8, 6), stack(6), dense(6, 3), stack(3)), (5, 1, 0))
     assert segments_for(4, widths, static=True) == (
-        (("dense", 4, 8), ("stack", 8), ("dense", 8, 6), ("stack", 6), ("dense", 6, 3)), (5, 1))
+        (dense(4, 8), stack(8), dense(8, 6), stack(6), dense(6, 3)), (5, 1))
     result = train(make_config(model={"hidden_layers": 9, "width": widths, "residual": True},
                                training={"max_epochs": 2}))
     assert result.status == "COMPLETE"

@@ -121,7 +121,7 @@ def test_only_a_big_pack_unrolls_and_its_stacks_are_never_empty():
             _, counts = segments_for(4, widths, pack_size=big)
             assert all(n >= graphkey.UNROLLED_RUN for n in counts), widths
             small, counts = segments_for(4, widths, pack_size=big - 1)
-            assert [s[0] for s in small].count("stack") == len(counts) >= 1, widths
+            assert [s.is_stack for s in small].count(True) == len(counts) >= 1, widths
             _, counts = segments_for(4, widths, static=True, pack_size=1)
             assert all(n >= 1 for n in counts), widths
     assert segments_for(4, [8] * 3, pack_size=big)[1] == ()
