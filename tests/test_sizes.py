@@ -23,8 +23,6 @@ MAX_FUNCTION_LINES = 80
 KNOWN_OVER: dict[str, str] = {
     "dnnframe/store/base.py": "the store's interface, being split into modules of one idea",
     "dnnframe/store/memory.py": "the in-memory store, being split like the interface",
-    "dnnframe/executors/local_worker.py::worker_main": "the worker's loop, being cut into "
-    "its steps",
 }
 
 
