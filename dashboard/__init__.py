@@ -1,10 +1,11 @@
 """The dnnframe web application: REST API (``/api/v1``) and live dashboard pages.
 
 ``flask --app dashboard run`` and ``dnnframe serve`` start it. Configuration is layered:
-built-in defaults, then the settings that are set (:class:`dnnframe.settings.Settings`, the
-one typed reading of the ``DNNFRAME_*`` environment variables: ``DNNFRAME_STORE_URL`` →
-``STORE_URL``; ``settings`` given explicitly replaces that reading), then ``test_config`` —
-the last so a test is never changed by the shell it runs in.
+the app's own keys (``DEFAULTS``), then every setting it takes, set or default
+(:class:`dnnframe.settings.Settings`, the one typed reading of the ``DNNFRAME_*`` environment
+variables and the one home of their defaults: ``DNNFRAME_STORE_URL`` → ``STORE_URL``;
+``settings`` given explicitly replaces that reading), then ``test_config`` — the last so a
+test is never changed by the shell it runs in.
 """
 
 from __future__ import annotations
@@ -26,7 +27,6 @@ from .assets import install_assets
 from .compression import install_compression
 from .context import Services, services
 from .errors import register_error_handlers
-from .events import DEFAULT_STREAMS
 from .security import (
     check_allowed_host,
     default_allowed_hosts,
@@ -39,36 +39,14 @@ from .ui import bp as ui_bp
 
 __all__ = ["DEFAULTS", "Services", "create_app", "services"]
 
+# The app's own keys, which are no setting; every setting's default, the dashboard's
+# limits among them, is in dnnframe.settings.Settings (its dashboard_config gives them all).
 DEFAULTS: dict[str, Any] = {
-    "STORE_URL": None,  # None → open_store's default (sqlite:///dnnframe.db)
-    "BROKER_URL": None,  # None → LocalExecutor process pool on this machine
-    "WORKERS": None,  # local pool size (None → the executor's default)
-    "API_TOKEN": None,  # when set, write endpoints need "Authorization: Bearer <token>"
-    "ALLOWED_HOSTS": None,  # Host names this server answers to (None → BIND_HOST + local names)
-    "BIND_HOST": None,  # the address the server listens on (set by `dnnframe serve`)
-    "SECRET_KEY": None,  # signs the session cookie; several processes must share it
-    "FLOWER_URL": None,
-    "RABBITMQ_UI_URL": None,
-    "MAX_CONTENT_LENGTH": 8 * 1024 * 1024,  # request bodies (specs and CSV uploads)
-    "MAX_UPLOAD_BYTES": None,  # CSV uploads (None → MAX_CONTENT_LENGTH)
-    "MAX_TRIALS": 10_000,  # sweeps larger than this are refused before anything is stored
-    # generated datasets a web request may ask for (rows x features)
-    "MAX_DATASET_CELLS": 20_000_000,
     "EXECUTOR": None,  # an Executor instance to use instead of make_executor (embedding)
     # without a broker, who trains: "here" (a process pool of this process) or "service" (the
     # one pool of the server's driver service, `dnnframe drive`, which dnnframe serve starts;
     # trials are handed to it through the store, so gunicorn's workers share one pool)
     "LOCAL_POOL": "here",
-    "CELERY_INSPECT_TIMEOUT": 1.0,
-    "EVENT_STREAMS": DEFAULT_STREAMS,  # live-update streams per process
-    # wrong API tokens one client may send (at /login or as a bearer token) before it must wait
-    "TOKEN_GUESS_LIMIT": "10 per minute",
-    # where those guesses are counted: memory:// is per process (each gunicorn worker allows
-    # the limit); redis://host:6379 shares one count between processes and hosts
-    "TOKEN_GUESS_STORAGE": "memory://",
-    # reverse proxies in front of the server whose X-Forwarded-* headers are believed (0:
-    # none, so a client cannot pick its own address by sending the header)
-    "TRUSTED_PROXIES": 0,
     "SESSION_COOKIE_SAMESITE": "Lax",  # with the CSRF token: cross-site form posts carry no session
 }
 

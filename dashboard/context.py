@@ -11,7 +11,7 @@ from flask import Flask, current_app
 from dnnframe.settings import get as get_settings
 from dnnframe.store import ResultStore, open_store
 
-from .events import DEFAULT_STREAMS, ChangeFeed
+from .events import ChangeFeed
 
 log = logging.getLogger(__name__)
 
@@ -25,8 +25,7 @@ class Services:
         self._store: ResultStore | None = None
         self._executor = app.config.get("EXECUTOR")
         self._owns_executor = False
-        streams = app.config.get("EVENT_STREAMS")
-        self.feed = ChangeFeed(lambda: self.store, DEFAULT_STREAMS if streams is None else int(streams))
+        self.feed = ChangeFeed(lambda: self.store, int(app.config["EVENT_STREAMS"]))
 
     @property
     def store(self) -> ResultStore:

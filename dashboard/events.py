@@ -41,8 +41,6 @@ MIN_GAP_S = 1.0  # at most one event a second per page, however fast trials chan
 PAGE = 1000
 MAX_STREAMED = 100  # experiments one stream follows at most (a browser's open tabs)
 UPDATES_KEPT = 64  # per experiment: a stream further behind is told to read for itself
-# streams one server process holds open at most (each holds a thread; see gunicorn_config)
-DEFAULT_STREAMS = 16
 
 
 class Update(NamedTuple):

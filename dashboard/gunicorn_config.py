@@ -18,7 +18,6 @@ from typing import Any
 
 from gunicorn.util import parse_address
 
-from dashboard.events import DEFAULT_STREAMS
 from dnnframe import settings
 from dnnframe.search.child import DriverChild
 
@@ -27,7 +26,7 @@ from dnnframe.search.child import DriverChild
 # requests keep web_threads however many pages are open.
 workers = int(os.environ.get("WEB_CONCURRENCY", "2"))
 worker_class = "gthread"
-threads = settings.get().web_threads + (settings.get().event_streams or DEFAULT_STREAMS)
+threads = settings.get().web_threads + settings.get().event_streams
 # SIGTERM: stop accepting, let requests in flight finish for up to graceful_timeout seconds.
 graceful_timeout = 20
 timeout = 60

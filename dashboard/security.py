@@ -207,7 +207,7 @@ class GuessThrottle:
     (a ``limits`` storage URI): ``memory://`` per server process (each gunicorn worker
     allows the limit), ``redis://…`` shared by every process that names it."""
 
-    def __init__(self, limit: str, storage: str = "memory://"):
+    def __init__(self, limit: str, storage: str):
         self._limit: RateLimitItem = parse(limit)
         try:
             backend = storage_from_string(storage)
@@ -238,7 +238,7 @@ class GuessThrottle:
 
 def install_guess_throttle(app: Flask) -> None:
     app.extensions["dnnframe_token_guesses"] = GuessThrottle(
-        app.config["TOKEN_GUESS_LIMIT"], app.config.get("TOKEN_GUESS_STORAGE") or "memory://")
+        app.config["TOKEN_GUESS_LIMIT"], app.config["TOKEN_GUESS_STORAGE"])
 
 
 def check_token_guess(given: str, expected: str) -> bool:

@@ -66,8 +66,8 @@ def _seconds(name: str, raw: object) -> object:
 
 def _setting(default: Any, meaning: str, *, unset: str | None = None, **rules: Any) -> Any:
     """A setting's default and ``meaning`` (markdown; a link is relative to docs/), and for
-    one whose default is None, what leaving it unset does (``unset``) when that is not the
-    dashboard's own default (``dashboard.DEFAULTS``, which the reference reads)."""
+    one whose default is None, what leaving it unset does (``unset``), when that is not a
+    value this model can hold (the reference prints it in the default's place)."""
     return Field(default, description=meaning, **rules,
                  json_schema_extra={"unset": unset} if unset else None)
 
@@ -165,25 +165,27 @@ class Settings(BaseSettings):
         "gunicorn worker allows the limit; a `limits` storage URI such as "
         "`redis://redis:6379/0` counts once for every process and host that names it "
         "(`pip install 'dnnframe[redis]'`)")
-    # Dashboard limits; unset, the dashboard's own defaults apply (dashboard.DEFAULTS).
-    max_trials: int | None = _setting(
-        None, "sweeps larger than this are refused (400) before anything is stored")
-    max_dataset_cells: int | None = _setting(
-        None, "rows × features of a generated dataset a web request may ask for")
-    max_content_length: int | None = _setting(
-        None, "bytes: the largest request body the dashboard reads (specs and CSV uploads)")
+    # The dashboard's limits: their defaults are here, the one place (dashboard.DEFAULTS
+    # holds only its keys that are no setting).
+    max_trials: int = _setting(
+        10_000, "sweeps larger than this are refused (400) before anything is stored")
+    max_dataset_cells: int = _setting(
+        20_000_000, "rows × features of a generated dataset a web request may ask for")
+    max_content_length: int = _setting(
+        8 * 1024 * 1024, "bytes: the largest request body the dashboard reads (specs and CSV "
+        "uploads)")
     max_upload_bytes: int | None = _setting(
         None, "bytes: the largest CSV upload", unset="`DNNFRAME_MAX_CONTENT_LENGTH`")
-    event_streams: int | None = _setting(
-        None, "live-update streams (server-sent events) one dashboard process serves at "
+    event_streams: int = _setting(
+        16, "live-update streams (server-sent events) one dashboard process serves at "
         "once; each holds a thread, so gunicorn gets this many threads more; past it a page "
         "is refused (503) and polls instead", ge=0)
-    celery_inspect_timeout: float | None = _setting(
-        None, "seconds the dashboard's health and worker pages wait for Celery workers to "
+    celery_inspect_timeout: float = _setting(
+        1.0, "seconds the dashboard's health and worker pages wait for Celery workers to "
         "answer")
-    token_guess_limit: str | None = _setting(
-        None, "wrong API tokens one client may send before it must wait (a `limits` rate "
-        "string)")
+    token_guess_limit: str = _setting(
+        "10 per minute", "wrong API tokens one client may send (at the sign-in page or as a "
+        "bearer token) before it must wait (a `limits` rate string)")
 
     @field_validator("workers", "max_attempts", "pack_size", "web_threads", "max_trials",
                      "max_dataset_cells", "max_content_length", "max_upload_bytes",
@@ -212,13 +214,14 @@ class Settings(BaseSettings):
         return hard - min(60.0, hard * 0.1), hard
 
     def dashboard_config(self) -> dict[str, object]:
-        """The settings the dashboard takes, under its config keys (only those set)."""
+        """Every setting the dashboard takes, under its config key, set or default (so a
+        dashboard default is written only here)."""
         keys = ("broker_url", "store_url", "workers", "api_token", "secret_key", "flower_url",
                 "rabbitmq_ui_url", "allowed_hosts", "bind_host", "trusted_proxies",
                 "token_guess_storage", "max_trials", "max_dataset_cells", "max_content_length",
                 "max_upload_bytes", "event_streams", "celery_inspect_timeout",
                 "token_guess_limit")
-        return {k.upper(): getattr(self, k) for k in keys if k in self.model_fields_set}
+        return {k.upper(): getattr(self, k) for k in keys}
 
     def replace(self, **values: object) -> Settings:
         """A copy with ``values`` set (validated like the environment's); a None value

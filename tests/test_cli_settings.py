@@ -13,7 +13,6 @@ from click.testing import CliRunner
 from flask import Flask
 
 from dashboard import create_app
-from dashboard.events import DEFAULT_STREAMS
 from dnnframe import settings
 from dnnframe.cli import cli
 from dnnframe.cli import services as cli_services
@@ -131,12 +130,69 @@ def test_create_app_takes_explicit_settings_over_the_environment(monkeypatch):
     assert create_app({"MAX_TRIALS": 3}, settings=given).config["MAX_TRIALS"] == 3
 
 
-def test_an_unset_dashboard_setting_keeps_the_dashboards_default(monkeypatch):
-    for name in ("DNNFRAME_MAX_TRIALS", "DNNFRAME_EVENT_STREAMS", "DNNFRAME_MAX_CONTENT_LENGTH"):
+def test_an_unset_dashboard_setting_takes_the_settings_default(monkeypatch):
+    """Every setting the dashboard takes reaches its config, its default from Settings (the
+    one home of the dashboard's limits); the environment and then test_config override it."""
+    given = settings.Settings.model_fields
+    for name in ("DNNFRAME_MAX_TRIALS", "DNNFRAME_EVENT_STREAMS", "DNNFRAME_MAX_CONTENT_LENGTH",
+                 "DNNFRAME_CELERY_INSPECT_TIMEOUT", "DNNFRAME_TOKEN_GUESS_LIMIT",
+                 "DNNFRAME_MAX_UPLOAD_BYTES"):
         monkeypatch.delenv(name, raising=False)
     config = create_app().config
-    assert (config["MAX_TRIALS"], config["EVENT_STREAMS"], config["MAX_CONTENT_LENGTH"]) == (
-        10_000, DEFAULT_STREAMS, 8 * 1024 * 1024)
+    for key in ("MAX_TRIALS", "MAX_DATASET_CELLS", "EVENT_STREAMS", "MAX_CONTENT_LENGTH",
+                "CELERY_INSPECT_TIMEOUT", "TOKEN_GUESS_LIMIT", "TOKEN_GUESS_STORAGE",
+                "TRUSTED_PROXIES"):
+        assert given[key.lower()].default is not None, key
+        assert config[key] == given[key.lower()].default, key
+    assert set(settings.get().dashboard_config()) <= set(config)
+    assert config["MAX_UPLOAD_BYTES"] is None  # unset: the uploads take MAX_CONTENT_LENGTH
+    monkeypatch.setenv("DNNFRAME_EVENT_STREAMS", "0")
+    monkeypatch.setenv("DNNFRAME_CELERY_INSPECT_TIMEOUT", "2.5")
+    config = create_app({"TOKEN_GUESS_LIMIT": "1 per hour"}).config
+    assert (config["EVENT_STREAMS"], config["CELERY_INSPECT_TIMEOUT"]) == (0, 2.5)
+    assert config["TOKEN_GUESS_LIMIT"] == "1 per hour"
+    assert create_app({"EVENT_STREAMS": 3}).config["EVENT_STREAMS"] == 3
+
+
+def test_gunicorn_gives_each_worker_a_thread_per_event_stream(monkeypatch):
+    """gunicorn's threads are the request threads plus DNNFRAME_EVENT_STREAMS, its default
+    from Settings; 0 streams (every page polls) adds none."""
+    import importlib
+
+    monkeypatch.setenv("DNNFRAME_SECRET_KEY", "test-key")  # so the import writes no key
+    monkeypatch.setenv("DNNFRAME_WEB_THREADS", "3")
+    monkeypatch.delenv("DNNFRAME_EVENT_STREAMS", raising=False)
+    config = importlib.reload(importlib.import_module("dashboard.gunicorn_config"))
+    assert config.threads == 3 + settings.Settings.model_fields["event_streams"].default
+    monkeypatch.setenv("DNNFRAME_EVENT_STREAMS", "0")
+    assert importlib.reload(config).threads == 3
+
+
+def test_no_dashboard_default_is_a_setting():
+    """A setting's default lives in Settings alone: dashboard.DEFAULTS keeps only the app's
+    own keys, so the two cannot disagree again."""
+    from dashboard import DEFAULTS
+
+    both = sorted(k for k in DEFAULTS if k.lower() in settings.Settings.model_fields)
+    assert not both, f"settings with a second default in dashboard.DEFAULTS: {both}"
+
+
+def test_the_dashboards_setting_defaults_are_not_written_in_the_dashboard():
+    """The text defaults of the settings the dashboard takes appear nowhere in dashboard/ as
+    a literal of their own (a fallback such as ``or "memory://"`` would be a second home)."""
+    import ast
+    from pathlib import Path
+
+    fields = settings.Settings.model_fields
+    texts = {fields[k.lower()].default for k in settings.get().dashboard_config()
+             if isinstance(fields[k.lower()].default, str)}
+    assert {"memory://", "10 per minute"} <= texts
+    root = Path(__file__).resolve().parents[1]
+    found = [f"{path.relative_to(root)}:{node.lineno}: {node.value!r}"
+             for path in sorted((root / "dashboard").rglob("*.py"))
+             for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+             if isinstance(node, ast.Constant) and node.value in texts]
+    assert not found, "read these from the app's config (Settings):\n" + "\n".join(found)
 
 
 @pytest.mark.parametrize("name, value, message", [

@@ -1,8 +1,7 @@
 """The settings reference page: every field of ``dnnframe.settings.Settings``, its variable,
-type and default from the model, and its meaning from the field's description, the one
-place that sentence is written. What an unset dashboard limit means comes from the
-dashboard's own defaults (``dashboard.DEFAULTS``); what the compose stack sets is in the
-deployment guide."""
+type and default from the model (the one home of every default, the dashboard's limits
+among them), and its meaning from the field's description, the one place that sentence is
+written; what the compose stack sets is in the deployment guide."""
 
 from __future__ import annotations
 
@@ -11,7 +10,6 @@ import re
 from pydantic.fields import FieldInfo
 from schema_text import cell, code
 
-from dashboard import DEFAULTS
 from dnnframe.settings import ENV_PREFIX, Settings
 
 
@@ -25,17 +23,13 @@ def _type(info: FieldInfo) -> str:
     return text.replace(" | None", " (optional)")
 
 
-def _default(field: str, info: FieldInfo) -> str:
+def _default(info: FieldInfo) -> str:
     """The default, or what leaving the variable unset does."""
     if info.default is not None:
         return code(info.default)
     extra = info.json_schema_extra
     unset = extra.get("unset") if isinstance(extra, dict) else None
-    if isinstance(unset, str):
-        return f"unset: {unset}"
-    if DEFAULTS.get(field.upper()) is not None:
-        return f"unset: {code(DEFAULTS[field.upper()])} (the dashboard's default)"
-    return "unset"
+    return f"unset: {unset}" if isinstance(unset, str) else "unset"
 
 
 def settings_page() -> str:
@@ -54,7 +48,7 @@ def settings_page() -> str:
         "| --- | --- | --- | --- |",
     ]
     for field, info in Settings.model_fields.items():
-        out.append(f"| `{variable(field)}` | {cell(_type(info))} | {cell(_default(field, info))} "
+        out.append(f"| `{variable(field)}` | {cell(_type(info))} | {cell(_default(info))} "
                    f"| {cell(_relink(info.description or ''))} |")
     out += ["", "Besides these, `THEANO_FLAGS` (and `PYTENSOR_FLAGS`) choose the backend and "
             "device: see [GPU through THEANO_FLAGS](../how-to/gpu.md); and "

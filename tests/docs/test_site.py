@@ -156,3 +156,26 @@ def test_every_setting_is_listed_with_its_meaning(site: Site) -> None:
         meaning = re.findall(r"<td>(.*?)</td>", rows[name], flags=re.S)[-1]
         assert meaning.strip(), (f"{name} has no meaning (give its field a description in "
                                  "dnnframe/settings.py)")
+
+
+def test_every_default_shown_is_the_models(site: Site) -> None:
+    """The default column is the model's default, the dashboard's limits included (their one
+    home is Settings), or what leaving the variable unset does."""
+    import html
+    import json
+    import re
+
+    from dnnframe.settings import ENV_PREFIX, Settings
+
+    page = site.page("reference/settings.md")
+    rows = dict(re.findall(r"<tr>\s*<td><code>(DNNFRAME_\w+)</code></td>(.*?)</tr>", page,
+                           flags=re.S))
+    assert Settings.model_fields["max_trials"].default is not None
+    for field, info in Settings.model_fields.items():
+        shown = html.unescape(re.findall(r"<td>(.*?)</td>", rows[f"{ENV_PREFIX}{field.upper()}"],
+                                         flags=re.S)[1])
+        if info.default is None:
+            assert shown.startswith("unset"), (field, shown)
+        else:
+            value = info.default if isinstance(info.default, str) else json.dumps(info.default)
+            assert shown == f"<code>{value}</code>", (field, shown)
