@@ -73,7 +73,6 @@ NOT_IMPORTED: dict[tuple[str, str], str] = {
     ("mkdocs-material", "docs"): "the site's theme, named in mkdocs.yml",
     ("mypy", "dev"): "a program (`python -m mypy` in CI)",
     ("pytest-cov", "dev"): "a pytest plugin (`--cov` on the fast tier)",
-    ("pytest-xdist", "dev"): "a pytest plugin (`-n 2` on the fast tier)",
 }
 
 # Import names whose distribution is not installed by the dev extra (the GPU build).
