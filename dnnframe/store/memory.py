@@ -18,7 +18,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..exceptions import NotFoundError, StoreError
-from ..jsonsafe import dumps, json_copy
+from ..jsonsafe import json_copy
 from .base import ResultStore, now
 from .checks import CheckedFinish, active_error, epochs_to_store
 from .lease_backends import MemoryLeases
@@ -50,7 +50,7 @@ from .records import (
     tally_rows,
     value_at,
 )
-from .sorting import resolve_sort_path
+from .sorting import json_sort_key, resolve_sort_path
 
 __all__ = ["MEMORY_PREFIX", "MemoryStore"]
 
@@ -74,15 +74,6 @@ class _Data:
 # One store per name per process, kept until the process exits (like a server's database).
 _STORES: dict[str, _Data] = {}
 _STORES_LOCK = threading.Lock()
-
-
-def _sort_key(value: Any) -> tuple[int, Any]:
-    """Numbers before text before anything else, as SQLite orders JSON values."""
-    if isinstance(value, (bool, int, float)):
-        return 0, float(value)
-    if isinstance(value, str):
-        return 1, value
-    return 2, dumps(value)
 
 
 class MemoryStore(MemoryLeases, ResultStore):
@@ -380,7 +371,7 @@ class MemoryStore(MemoryLeases, ResultStore):
                 values = [(doc, value_at(doc, path)) for doc in docs]
                 # stable sorts: ties stay in creation order; missing values last both ways
                 present = sorted([(doc, v) for doc, v in values if v is not None],
-                                 key=lambda dv: _sort_key(dv[1]), reverse=descending)
+                                 key=lambda dv: json_sort_key(dv[1]), reverse=descending)
                 docs = [doc for doc, _ in present] + [doc for doc, v in values if v is None]
             page = docs[offset:] if limit is None else docs[offset:offset + limit]
             return [self._record(doc, fields) for doc in page]
