@@ -40,6 +40,8 @@ from .lifecycle import (
     owns,
     stop_requested,
 )
+from .note_backends import MemoryNotes
+from .notes import NoteRecord
 from .records import (
     BULKY_FIELDS,
     ExperimentRecord,
@@ -67,6 +69,7 @@ class _Data:
     workers: dict[str, WorkerRecord] = field(default_factory=dict)
     held: dict[str, str] = field(default_factory=dict)  # trial id -> queue, oldest first
     leases: dict[str, LeaseRecord] = field(default_factory=dict)
+    notes: dict[tuple[str, str], NoteRecord] = field(default_factory=dict)  # by (kind, id)
     seq: int = 0
     experiment_order: int = 0
 
@@ -76,7 +79,7 @@ _STORES: dict[str, _Data] = {}
 _STORES_LOCK = threading.Lock()
 
 
-class MemoryStore(MemoryLeases, ResultStore):
+class MemoryStore(MemoryLeases, MemoryNotes, ResultStore):
     """ResultStore in this process's memory (see the module docstring)."""
 
     def __init__(self, url: str = MEMORY_PREFIX, create: bool = True):
@@ -228,6 +231,7 @@ class MemoryStore(MemoryLeases, ResultStore):
             for tid in own:
                 del d.trials[tid]
                 d.held.pop(tid, None)
+            self._drop_notes(d, experiment_id, own)
             for doc in linked:
                 if doc["id"] not in own:  # its experiment_ids change: it moves in change order
                     doc["experiment_ids"].remove(experiment_id)
