@@ -275,6 +275,15 @@ class Cancelled(Experiment):
                                             "after their epoch)")]
 
 
+class Note(TypedDict):
+    """The free text kept on an experiment or a trial."""
+
+    text: Annotated[str, _about("the note (empty when none was written)")]
+    version: Annotated[int, _about("how many times it was saved (0: never); send it back "
+                                   "with a save, to be refused (409) if another came between")]
+    updated_at: Annotated[float | None, _about("Unix seconds of the last save")]
+
+
 # --------------------------------------------------------------------------- importance
 
 
@@ -370,7 +379,7 @@ class Upload(TypedDict):
 # The component schemas these give, by name; a TypedDict they refer to joins them.
 RESPONSES: tuple[type, ...] = (Health, Experiment, ExperimentList, Trial, TrialList, Deleted,
                                Cancelled, Workers, Importance, Error, Submitted, Validated,
-                               Upload)
+                               Upload, Note)
 
 
 class _NoFieldTitles(GenerateJsonSchema):
