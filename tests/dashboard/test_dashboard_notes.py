@@ -1,7 +1,7 @@
 """Notes through the REST API: read and saved on an experiment and on a trial, every wrong
 body refused by field name, unknown ids 404, a stale save 409, saves guarded like every
 other write (the token when one is set, a signed-in page session with its CSRF token, no
-cross-site writes), and results untouched."""
+cross-site writes), results untouched, and the pages embedding a note as inert data."""
 
 from __future__ import annotations
 
@@ -157,11 +157,13 @@ def test_with_a_token_saves_need_it_or_a_signed_in_page_session(make_app):
         assert r.status_code == 200
     # the pages' own session: signed in, and its CSRF token with each save
     page = make_app(API_TOKEN=TOKEN).test_client()
+    assert 'id="note-sign-in"' in page.get(f"/experiments/{exp_id}").get_data(as_text=True)
     csrf = _signed_in(page)
     path = f"/api/v1/experiments/{exp_id}/note"
     assert page.put(path, json={"text": "by page"}).status_code == 401  # no CSRF token
     r = page.put(path, json={"text": "by page"}, headers={"X-CSRF-Token": csrf})
     assert r.status_code == 200 and r.json["text"] == "by page"
+    assert 'id="note-edit"' in page.get(f"/experiments/{exp_id}").get_data(as_text=True)
 
 
 def test_without_a_token_a_cross_site_save_is_refused(client, store):
@@ -170,3 +172,22 @@ def test_without_a_token_a_cross_site_save_is_refused(client, store):
         assert r.status_code == 403 and r.json["errors"][0]["path"] == "Origin"
         ok = client.put(path, json={"text": "x"}, headers={"Origin": "http://localhost"})
         assert ok.status_code == 200
+
+
+# --------------------------------------------------------------------------- the pages
+
+
+ATTACK = "</script><script>window.pwned = 1</script><img src=x onerror=\"window.pwned = 2\">"
+
+
+def test_pages_embed_the_note_as_data_never_as_markup(client, store):
+    exp_id, trial_ids = _submitted(client, store)
+    client.put(f"/api/v1/experiments/{exp_id}/note", json={"text": ATTACK})
+    client.put(f"/api/v1/trials/{trial_ids[0]}/note", json={"text": ATTACK})
+    for page in (f"/experiments/{exp_id}", f"/trials/{trial_ids[0]}"):
+        html = client.get(page).get_data(as_text=True)
+        assert "window.pwned" in html  # the text is there, as JSON ...
+        assert "<img src=x" not in html and "<script>window" not in html  # ... never as markup
+        data = re.search(r'<script id="note-data" type="application/json">(.*?)</script>',
+                         html, re.S)
+        assert data and "\\u003cimg src=x onerror" in data.group(1)
