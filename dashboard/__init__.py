@@ -20,7 +20,7 @@ from dnnframe import __version__
 from dnnframe.settings import Settings
 from dnnframe.settings import get as get_settings
 
-from . import api_events  # noqa: F401  (its routes join the API's blueprint)
+from . import api_events, api_notes  # noqa: F401  (their routes join the API's blueprint)
 from .api import bp as api_bp
 from .api_docs import bp as api_docs_bp
 from .assets import install_assets

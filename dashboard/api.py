@@ -64,6 +64,7 @@ if TYPE_CHECKING:
 bp = Blueprint("api", __name__, url_prefix="/api/v1")
 
 EXPERIMENT = {"experiment_id": "experiment id (exp-…)"}
+TRIAL = {"trial_id": "trial id (t-…)"}
 SPEC_FORMATS = ("json", "yaml")
 EXPORT_FORMATS = ("csv", "jsonl")
 LOCATION = Header("Location", "the experiment in this API (its api_url)")
@@ -361,8 +362,7 @@ def cancel(experiment_id: str) -> Any:
 
 
 @bp.get("/trials/<trial_id>")
-@operation("getTrial", path={"trial_id": "trial id (t-…)"},
-           responses={200: answer("trial", "Trial")})
+@operation("getTrial", path=TRIAL, responses={200: answer("trial", "Trial")})
 def get_trial(trial_id: str) -> Any:
     """A trial: config, per-epoch metrics, timings, environment, error."""
     return jsonify(trial_json(services().store.get_trial(trial_id), full=True))

@@ -23,12 +23,12 @@ from .experiment_responses import (
     TrialList,
     Validated,
 )
-from .responses import Error, Health, Importance, Upload, Workers
+from .responses import Error, Health, Importance, Note, Upload, Workers
 
 # The component schemas these give, by name; a TypedDict they refer to joins them.
 RESPONSES: tuple[type, ...] = (Health, Experiment, ExperimentList, Trial, TrialList, Deleted,
                                Cancelled, Workers, Importance, Error, Submitted, Validated,
-                               Upload)
+                               Upload, Note)
 
 
 class _NoFieldTitles(GenerateJsonSchema):

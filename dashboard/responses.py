@@ -68,6 +68,15 @@ class Error(TypedDict):
                               "fields make")]]
 
 
+class Note(TypedDict):
+    """The free text kept on an experiment or a trial."""
+
+    text: Annotated[str, about("the note (empty when none was written)")]
+    version: Annotated[int, about("how many times it was saved (0: never); send it back "
+                                  "with a save, to be refused (409) if another came between")]
+    updated_at: Annotated[float | None, about("Unix seconds of the last save")]
+
+
 # --------------------------------------------------------------------------- importance
 
 

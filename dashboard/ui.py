@@ -17,6 +17,7 @@ from flask import (
 from dnnframe.datasets import list_datasets
 from dnnframe.metrics import metrics_json
 from dnnframe.states import EXPERIMENT_STATUSES, SCORED_STATE, states_json
+from dnnframe.store.notes import MAX_NOTE_CHARS, NoteRecord
 from dnnframe.vocabulary import (
     ACTIVATIONS,
     LR_SCHEDULES,
@@ -26,6 +27,7 @@ from dnnframe.vocabulary import (
     RESIDUALS,
 )
 
+from .api_notes import note_json
 from .around import spec_around_best
 from .assets import serve_plotly
 from .compare import MAX_COMPARED, spec_differences
@@ -242,14 +244,26 @@ def _experiment_page(experiment_id: str, delete_error: str = "", confirm: str = 
         ),
         delete_error=delete_error,
         confirm=confirm,
+        note=_note_box(store.experiment_note(exp.id),
+                       url_for("api.put_experiment_note", experiment_id=exp.id)),
     )
 
 
 @bp.get("/trials/<trial_id>")
 def trial_page(trial_id: str) -> str:
     """One trial: its learning curve, final metrics, timings, config, environment and error."""
-    trial = services().store.get_trial(trial_id)
-    return render_template("trial.html", trial=trial_json(trial, full=True))
+    store = services().store
+    trial = store.get_trial(trial_id)
+    return render_template("trial.html", trial=trial_json(trial, full=True),
+                           note=_note_box(store.trial_note(trial.id),
+                                          url_for("api.put_trial_note", trial_id=trial.id)))
+
+
+def _note_box(note: NoteRecord, url: str) -> dict[str, Any]:
+    """What a page's notes box (_notes.html) needs: the note, where it is saved, how long it
+    may be, and whether this session may save it (else the box offers the sign-in page)."""
+    return {"record": note_json(note), "url": url, "max": MAX_NOTE_CHARS,
+            "editable": not token_required()}
 
 
 @bp.post("/experiments/<experiment_id>/cancel")

@@ -118,5 +118,14 @@ class ExperimentActiveError(DnnframeError):
     (deleting it): cancel it and wait for its running trials to stop first."""
 
 
+class NoteConflictError(DnnframeError):
+    """A note was saved by someone else since the version the writer read: its write was
+    refused, so neither text is lost (read the note again, then save over it knowingly)."""
+
+    def __init__(self, message: str, current_version: int):
+        super().__init__(message)
+        self.current_version = current_version
+
+
 class TrialCancelled(DnnframeError):
     """Raised inside a running trial when its experiment was cancelled."""

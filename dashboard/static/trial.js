@@ -35,14 +35,19 @@
   }
 
   // A newer copy of the trial: redraw; once it is over, the page is read again for its
-  // final metrics, timings and error.
+  // final metrics, timings and error (after the note being typed, if any, is saved).
   function take(trial) {
     if (trial.history) history = trial.history;
     draw();
     document.getElementById("state").textContent = trial.state;
     if (!ACTIVE.has(trial.state)) {
       stop();
-      window.location.reload();
+      const reload = function () { window.location.reload(); };
+      if (window.DnnNotes) {
+        DnnNotes.whenIdle(reload, "The trial is over: the page shows its results once you save or cancel the note.");
+      } else {
+        reload();
+      }
     }
   }
 

@@ -18,12 +18,13 @@ from .base import (
     WorkerRecord,
 )
 from .memory import MEMORY_PREFIX, MemoryStore
+from .notes import MAX_NOTE_CHARS, NoteRecord
 
 DEFAULT_STORE_URL = "sqlite:///dnnframe.db"
 
 __all__ = [
-    "DEFAULT_STORE_URL", "MEMORY_PREFIX", "SCHEMA_VERSION", "ExperimentRecord", "LeaseRecord",
-    "NotFoundError", "ResultStore", "SchemaVersionError", "StoreCorruptError", "StoreError", "TrialRecord",
+    "DEFAULT_STORE_URL", "MAX_NOTE_CHARS", "MEMORY_PREFIX", "SCHEMA_VERSION", "ExperimentRecord",
+    "LeaseRecord", "NoteRecord", "NotFoundError", "ResultStore", "SchemaVersionError", "StoreCorruptError", "StoreError", "TrialRecord",
     "TrialState", "WorkerRecord", "default_store_url", "open_store",
 ]
 

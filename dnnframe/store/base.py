@@ -94,6 +94,7 @@ from .checks import (
 )
 from .export import write_csv, write_jsonl
 from .leases import LeaseMethods, LeaseRecord
+from .notes import NoteMethods
 from .records import (
     BULKY_FIELDS,
     ExperimentRecord,
@@ -112,7 +113,7 @@ __all__ = ["BULKY_FIELDS", "SCHEMA_VERSION", "SORT_KEYS", "ExperimentRecord", "F
 SCHEMA_VERSION = 1
 
 
-class ResultStore(TrialMethods, LeaseMethods):
+class ResultStore(TrialMethods, LeaseMethods, NoteMethods):
     """Where every experiment, trial and per-epoch metric lives; open one with ``open_store``.
 
     The public methods check their arguments once, here and in :class:`TrialMethods` (the

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..exceptions import NotFoundError, StoreError
-from ..jsonsafe import dumps, json_copy
+from ..jsonsafe import json_copy
 from ..metrics import is_number
 from .base import ResultStore, now
 from .checks import CheckedFinish, active_error, epochs_to_store
@@ -40,6 +40,8 @@ from .lifecycle import (
     owns,
     stop_requested,
 )
+from .note_backends import MemoryNotes
+from .notes import NoteRecord
 from .records import (
     BULKY_FIELDS,
     ExperimentRecord,
@@ -50,7 +52,7 @@ from .records import (
     tally_rows,
     value_at,
 )
-from .sorting import resolve_sort_path
+from .sorting import json_sort_key, resolve_sort_path
 
 __all__ = ["MEMORY_PREFIX", "MemoryStore"]
 
@@ -67,6 +69,7 @@ class _Data:
     workers: dict[str, WorkerRecord] = field(default_factory=dict)
     held: dict[str, str] = field(default_factory=dict)  # trial id -> queue, oldest first
     leases: dict[str, LeaseRecord] = field(default_factory=dict)
+    notes: dict[tuple[str, str], NoteRecord] = field(default_factory=dict)  # by (kind, id)
     seq: int = 0
     experiment_order: int = 0
 
@@ -76,16 +79,7 @@ _STORES: dict[str, _Data] = {}
 _STORES_LOCK = threading.Lock()
 
 
-def _sort_key(value: Any) -> tuple[int, Any]:
-    """Numbers before text before anything else, as SQLite orders JSON values."""
-    if isinstance(value, (bool, int, float)):
-        return 0, float(value)
-    if isinstance(value, str):
-        return 1, value
-    return 2, dumps(value)
-
-
-class MemoryStore(MemoryLeases, ResultStore):
+class MemoryStore(MemoryLeases, MemoryNotes, ResultStore):
     """ResultStore in this process's memory (see the module docstring)."""
 
     def __init__(self, url: str = MEMORY_PREFIX, create: bool = True):
@@ -237,6 +231,7 @@ class MemoryStore(MemoryLeases, ResultStore):
             for tid in own:
                 del d.trials[tid]
                 d.held.pop(tid, None)
+            self._drop_notes(d, experiment_id, own)
             for doc in linked:
                 if doc["id"] not in own:  # its experiment_ids change: it moves in change order
                     doc["experiment_ids"].remove(experiment_id)
@@ -380,7 +375,7 @@ class MemoryStore(MemoryLeases, ResultStore):
                 values = [(doc, value_at(doc, path)) for doc in docs]
                 # stable sorts: ties stay in creation order; missing values last both ways
                 present = sorted([(doc, v) for doc, v in values if v is not None],
-                                 key=lambda dv: _sort_key(dv[1]), reverse=descending)
+                                 key=lambda dv: json_sort_key(dv[1]), reverse=descending)
                 docs = [doc for doc, _ in present] + [doc for doc, v in values if v is None]
             page = docs[offset:] if limit is None else docs[offset:offset + limit]
             return [self._record(doc, fields) for doc in page]

@@ -36,7 +36,7 @@ S = TypeVar("S", bound=_Located)
 P = ParamSpec("P")
 R = TypeVar("R")
 COLLECTIONS = ("meta", "experiments", "trials", "workers", "counters", "held_dispatch",
-               "leases")
+               "leases", "notes")
 # mongomock clients do not share data; one per host per process lets a second open_store()
 # of the same mongomock:// URL (a test's dashboard and runner) see the same documents.
 _MOCK_CLIENTS: dict[str, Any] = {}

@@ -35,6 +35,7 @@ from .checks import active_error
 from .lifecycle import ACTIVE, QUEUED, REQUEUE_RESET, TrialUpdate, cancel_before_start
 from .mongo_connect import WriteCall, connect, init_schema, redact, retry, retry_write
 from .mongo_leases import MongoLeases
+from .mongo_notes import MongoNotes, note_key
 from .mongo_trials import MongoTrials, left_out, trial_record
 from .mongoseq import SeqCounter
 from .records import (
@@ -54,7 +55,7 @@ __all__ = ["MongoStore", "redact"]
 INFLIGHT_TTL_S = 60.0
 
 
-class MongoStore(MongoLeases, MongoTrials, ResultStore):
+class MongoStore(MongoLeases, MongoNotes, MongoTrials, ResultStore):
     """ResultStore in a MongoDB database: collections experiments, trials, workers, meta."""
 
     def __init__(self, db: Any, url: str, create: bool = True):
@@ -166,6 +167,8 @@ class MongoStore(MongoLeases, MongoTrials, ResultStore):
         self._db.held_dispatch.delete_many({"_id": {"$in": own}})
         self._db.trials.delete_many(
             {**alone, "_id": {"$in": own}, "state": {"$nin": list(ACTIVE)}})
+        self._db.notes.delete_many({"_id": {"$in": [note_key("experiment", experiment_id),
+                                                    *(note_key("trial", t) for t in own)]}})
         shared = {"experiment_ids": experiment_id}
         ids = [d["_id"] for d in self._db.trials.find(shared, {"_id": 1})]
         self._db.trials.update_many(shared, {"$pull": {"experiment_ids": experiment_id}})

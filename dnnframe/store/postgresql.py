@@ -27,6 +27,7 @@ from .base import ResultStore, dumps, now
 from .checks import active_error
 from .lease_backends import PostgresLeases
 from .lifecycle import REQUEUE_RESET, TrialUpdate, cancel_before_start
+from .note_backends import PostgresNotes
 from .postgresql_conn import PgConnections
 from .postgresql_sql import (
     ALL_EXPERIMENTS_CANCELLED,
@@ -52,7 +53,7 @@ from .records import (
 __all__ = ["PostgresStore"]
 
 
-class PostgresStore(PostgresLeases, PostgresTrials, ResultStore):
+class PostgresStore(PostgresLeases, PostgresNotes, PostgresTrials, ResultStore):
     """ResultStore in a PostgreSQL database (the schema of the connection's search_path)."""
 
     def __init__(self, url: str, create: bool = True):

@@ -58,9 +58,18 @@ CREATE TABLE leases (
     name TEXT COLLATE "C" PRIMARY KEY, owner TEXT NOT NULL,
     expires_at DOUBLE PRECISION NOT NULL);
 """),
+    # notes go with what they are about (notes.py)
+    (3, """
+CREATE TABLE experiment_notes (
+    experiment_id TEXT COLLATE "C" PRIMARY KEY REFERENCES experiments(id) ON DELETE CASCADE,
+    text TEXT NOT NULL, version BIGINT NOT NULL, updated_at DOUBLE PRECISION NOT NULL);
+CREATE TABLE trial_notes (
+    trial_id TEXT COLLATE "C" PRIMARY KEY REFERENCES trials(id) ON DELETE CASCADE,
+    text TEXT NOT NULL, version BIGINT NOT NULL, updated_at DOUBLE PRECISION NOT NULL);
+"""),
 ]
 TABLES = ("schema_version", "experiments", "trials", "experiment_trials", "change_counter",
-          "workers", "held_dispatch", "applied_ops", "leases")
+          "workers", "held_dispatch", "applied_ops", "leases", "experiment_notes", "trial_notes")
 
 
 def latest_version() -> int:

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import re
+from typing import Any
 
+from ..jsonsafe import dumps
 from ..metrics import FINAL_METRICS
 
 # Columns ``list_trials(sort_by=...)`` accepts as they are.
@@ -81,3 +83,13 @@ def check_since_order(since: int | None, sort_by: str | None, descending: bool) 
         raise ValueError(f"since must be a non-negative integer (a change cursor), got {since!r}")
     if since_order_fault(sort_by, descending):
         raise ValueError(since_order_message(f"sort_by={sort_by!r}, descending={descending!r}"))
+
+
+def json_sort_key(value: Any) -> tuple[int, Any]:
+    """Numbers before text before anything else, as SQLite orders JSON values (the
+    in-memory backend sorts by it)."""
+    if isinstance(value, (bool, int, float)):
+        return 0, float(value)
+    if isinstance(value, str):
+        return 1, value
+    return 2, dumps(value)

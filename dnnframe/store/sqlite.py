@@ -16,6 +16,7 @@ from .base import ResultStore, dumps, now
 from .checks import active_error
 from .lease_backends import SQLiteLeases
 from .lifecycle import ACTIVE, REQUEUE_RESET, TrialUpdate, cancel_before_start
+from .note_backends import SQLiteNotes
 from .records import (
     ExperimentRecord,
     TrialRecord,
@@ -41,7 +42,7 @@ from .sqlite_trials import SQLiteTrials
 __all__ = ["SQLiteStore", "parse_sqlite_url"]
 
 
-class SQLiteStore(SQLiteLeases, SQLiteTrials, ResultStore):
+class SQLiteStore(SQLiteLeases, SQLiteNotes, SQLiteTrials, ResultStore):
     """ResultStore in one SQLite file (WAL mode); one connection per process and thread."""
 
     def __init__(self, path: str | Path, url: str | None = None, create: bool = True):

@@ -47,6 +47,12 @@ CREATE TABLE IF NOT EXISTS held_dispatch (
     trial_id TEXT PRIMARY KEY, queue TEXT NOT NULL, held_at REAL NOT NULL);
 CREATE TABLE IF NOT EXISTS leases (
     name TEXT PRIMARY KEY, owner TEXT NOT NULL, expires_at REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS experiment_notes (
+    experiment_id TEXT PRIMARY KEY REFERENCES experiments(id) ON DELETE CASCADE,
+    text TEXT NOT NULL, version INTEGER NOT NULL, updated_at REAL NOT NULL) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS trial_notes (
+    trial_id TEXT PRIMARY KEY REFERENCES trials(id) ON DELETE CASCADE,
+    text TEXT NOT NULL, version INTEGER NOT NULL, updated_at REAL NOT NULL) WITHOUT ROWID;
 """
 
 def parse_sqlite_url(url: str) -> Path:

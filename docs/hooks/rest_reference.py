@@ -58,8 +58,10 @@ def curl_line(path: str, method: str, op: dict[str, Any], example: dict[str, Any
         parts += ["-H", '"Authorization: Bearer $DNNFRAME_API_TOKEN"']
     content = op.get("requestBody", {}).get("content", {})
     if "application/json" in content:
+        # a body schema of the operation's own gives its example; a spec body, the spec's
+        own = content["application/json"]["schema"].get("examples")
         parts += ["-H", shlex.quote("Content-Type: application/json"),
-                  "-d", shlex.quote(json.dumps(example))]
+                  "-d", shlex.quote(json.dumps(own[0] if own else example))]
     elif "multipart/form-data" in content:
         props = content["multipart/form-data"]["schema"]["properties"]
         parts += ["-F", "file=@data.csv"] + (["-F", "label_column=y"]

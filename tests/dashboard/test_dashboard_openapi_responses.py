@@ -189,6 +189,18 @@ def test_every_answer_is_one_the_document_describes(apps, make_app):
     call("GET", f"/experiments/{exp_id}/export", 200)
     call("GET", f"/experiments/{exp_id}/export?format=jsonl", 200)
     call("GET", "/workers", 200)
+
+    # notes: read, saved, refused by field, by version and for unknown ids
+    for note in (f"/experiments/{exp_id}/note", f"/trials/{running}/note"):
+        call("GET", note, 200)
+        call("PUT", note, 200, json={"text": "**wider** helps", "version": 0}, headers=AUTH)
+        call("PUT", note, 200, json={"text": "replaced"}, headers=AUTH)
+        call("PUT", note, 409, json={"text": "stale", "version": 1}, headers=AUTH)
+        call("PUT", note, 400, json={"text": "x" * 10_001}, headers=AUTH)
+        call("PUT", note, 401, json={"text": "no token"})
+    for note in ("/experiments/exp-nope/note", "/trials/t-nope/note"):
+        call("GET", note, 404)
+        call("PUT", note, 404, json={"text": "x"}, headers=AUTH)
     call("POST", "/datasets", 201, headers=AUTH,
          data={"file": (io.BytesIO(CSV), "data.csv"), "label_column": "species"})
     call("POST", "/datasets", 400, headers=AUTH, data={"file": (io.BytesIO(b"x"), "d.csv")})

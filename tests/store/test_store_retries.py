@@ -20,7 +20,14 @@ import pytest
 from pymongo.errors import AutoReconnect
 from store_support import store_url
 
-from dnnframe.store import ExperimentRecord, ResultStore, TrialRecord, TrialState, open_store
+from dnnframe.store import (
+    ExperimentRecord,
+    NoteRecord,
+    ResultStore,
+    TrialRecord,
+    TrialState,
+    open_store,
+)
 
 IDS = ["t0", "t1", "t2"]
 
@@ -60,6 +67,9 @@ WRITES: dict[str, tuple[Callable[[ResultStore], Any], Callable[[ResultStore], An
     "hold_dispatch": (_base, lambda s: s.hold_dispatch([("t0", "q"), ("t1", "gpu")])),
     "register_worker": (lambda s: None, lambda s: s.register_worker(
         "w", host="h", pid=7, current_trial="t0", trials_done=2, info={"queue": "q"})),
+    "set_experiment_note": (_base, lambda s: s.set_experiment_note(
+        "e", "a finding", expected_version=0)),
+    "set_trial_note": (_base, lambda s: s.set_trial_note("t1", "an odd curve", 0)),
 }
 
 
@@ -71,6 +81,8 @@ def _answer(value: Any) -> Any:
         return sorted(value)
     if isinstance(value, ExperimentRecord):
         return value.id, value.name, value.spec, value.n_trials, value.counts
+    if isinstance(value, NoteRecord):
+        return value.text, value.version
     return value
 
 
@@ -82,7 +94,10 @@ def _contents(s: ResultStore) -> Any:
                    for e in s.list_experiments()]
     workers = [(w.name, w.host, w.pid, w.current_trial, w.trials_done, w.info)
                for w in s.list_workers()]
-    return trials, experiments, workers, sorted(s.take_dispatch())
+    notes = [(n.text, n.version) for n in [*(s.experiment_note(e.id) for e in
+                                             s.list_experiments()),
+                                           *(s.trial_note(t.id) for t in s.list_trials())]]
+    return trials, experiments, workers, sorted(s.take_dispatch()), notes
 
 
 class LostAnswers:
