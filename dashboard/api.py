@@ -273,13 +273,14 @@ def list_trials(experiment_id: str, **args: Any) -> Any:
                   "fanova and mean_decrease_impurity, see a seeded sample of at most 1,000 "
                   "trials)", EVALUATORS, default=DEFAULT_EVALUATOR),
     ],
-    responses={200: answer("importances (empty, with a note, while fewer than two complete "
-                           "trials have the metric)", "Importance")},
+    responses={200: answer("importances (empty, with a note, while fewer than two trials "
+                           "count)", "Importance")},
 )
 def importance(experiment_id: str, metric: str | None, mode: str | None,
                evaluator: str) -> Any:
-    """Parameter importance: each parameter the complete trials vary → its share of the
-    metric's variation (Optuna's evaluators; sums to 1)."""
+    """Parameter importance: each parameter the trials vary → its share of the metric's
+    variation (Optuna's evaluators), a diverged trial counted as the worst value and the
+    seed as the noise floor, never ranked."""
     store = services().store
     exp = store.get_experiment(experiment_id)
     return jsonify(experiment_importances(store, exp, metric, mode, evaluator))

@@ -3,8 +3,9 @@
 The stored trials become Optuna ``FrozenTrial``s in an in-memory study: each parameter the
 trials vary gets a distribution that spans the values they took (integers → ``IntDistribution``,
 positive floats spanning more than a decade → a log ``FloatDistribution``, anything else
-→ ``CategoricalDistribution``), and the chosen metric is the trial's value. Parameters with one
-value carry no information and are left out; so are trials without a finite value.
+→ ``CategoricalDistribution``), and the chosen metric is the trial's value, as every analysis
+counts it (:func:`.params.outcomes`: a diverged trial is the worst value). Parameters with one
+value carry no information and are left out; the seed is fitted as the noise floor.
 """
 
 from __future__ import annotations
@@ -25,9 +26,9 @@ from optuna.distributions import (
     IntDistribution,
 )
 
-from dnnframe.states import SCORED_STATE, TrialState
+from dnnframe.states import TrialState
 
-from .params import trial_params, trial_values, value_direction
+from .params import outcomes, value_direction
 
 if TYPE_CHECKING:
     from .responses import Divergence, Importance, ImportanceResult
@@ -40,8 +41,11 @@ DEFAULT_EVALUATOR = "ped_anova"
 FOREST_MAX_TRIALS = 1000
 # a log axis once the values span more than this ratio (learning rates, L2)
 LOG_RATIO = 10.0
-# fewer complete trials than this per varied parameter: the answer says it is a rough guide
+# fewer trials than this per varied parameter: the answer says it is a rough guide
 FEW_TRIALS_PER_PARAM = 5
+# the seed is fitted as the noise floor, never ranked as a parameter
+SEED = "seed"
+_DIVERGED, _PRUNED = TrialState.DIVERGED.value, TrialState.PRUNED.value
 
 
 def _evaluator(name: str) -> optuna.importance.BaseImportanceEvaluator:
@@ -77,10 +81,9 @@ def _param_value(dist: BaseDistribution, value: Any) -> Any:
 
 
 def divergence(trained: list[dict[str, Any]], diverged: list[dict[str, Any]]) -> Divergence:
-    """What the ranking leaves out: ``n_diverged`` trials (they have no value to rank) and,
-    when there are any, ``diverged_at``: each parameter → the values at which every trial
-    diverged while some trial at another value trained, so a parameter that decides
-    divergence is named even though the trials that trained do not vary it.
+    """How many trials diverged (``n_diverged``) and, when any did, ``diverged_at``: each
+    parameter → the values at which every trial diverged while some trial at another value
+    trained, what the ranking then finds decisive.
 
     >>> divergence([{"lr": 0.05, "depth": 1}, {"lr": 0.05, "depth": 2}],
     ...            [{"lr": 1000, "depth": 1}, {"lr": 1000, "depth": 2}])
@@ -100,34 +103,35 @@ def divergence(trained: list[dict[str, Any]], diverged: list[dict[str, Any]]) ->
 
 def importances(trials: Iterable[Any], metric: str, mode: str, evaluator: str
                 ) -> ImportanceResult:
-    """Each varied parameter → its importance for ``metric`` (normalised to sum to 1).
+    """Each varied parameter → its importance for ``metric``.
 
-    ``trials`` are stored trial records; only COMPLETE ones with a finite ``metric`` count.
-    The forest evaluators see a seeded sample of at most ``FOREST_MAX_TRIALS`` of them
-    (``sampled`` in the answer says so).
+    ``trials`` are stored trial records, counted as every analysis counts them
+    (:func:`.params.outcomes`): complete and pruned trials with their value, diverged ones
+    as the worst value (``worst``), so a parameter that decides divergence ranks first.
+    The seed is no parameter: it is fitted with them, and its share is reported as
+    ``noise_floor`` (what the draw alone explains; ``importances`` and it sum to 1), with
+    ``below_noise`` (parameters that matter no more than it); it is never in ``ranking``.
+    The forest evaluators see a seeded sample of at most ``FOREST_MAX_TRIALS`` trials
+    (``sampled`` says so).
     Returns ``{"importances": {...}, "ranking": [most important first], "n_trials": n,
-    "params": [varied parameters], "few_trials": bool}``, with ``noise_floor`` (the seed's
-    importance) and ``below_noise`` (parameters that matter no more than it) when the seed
-    varies, ``n_diverged`` (and ``diverged_at``: see :func:`divergence`), a ``note`` on what
-    to make of it, and, when there is nothing to rank yet, an empty ``importances`` with a
-    ``note`` saying why.
+    "params": [varied parameters], "few_trials": bool}`` with ``n_diverged`` and
+    ``n_pruned`` (and ``diverged_at``: see :func:`divergence`), a ``note`` on what to make
+    of it, and, when there is nothing to rank yet, an empty ``importances`` with a ``note``
+    saying why.
     """
-    rows: list[tuple[dict[str, Any], float]] = []
-    diverged: list[dict[str, Any]] = []
-    for trial in trials:
-        state = getattr(trial.state, "value", trial.state)
-        if state == TrialState.DIVERGED.value:
-            diverged.append(trial_params(trial.config))
-        if state != SCORED_STATE.value:
-            continue
-        value = trial_values(trial.result).get(metric)
-        if value is not None:
-            rows.append((trial_params(trial.config), float(value)))
-    out: ImportanceResult = {"importances": {}, "ranking": [], "n_trials": len(rows),
-                             "params": [], **divergence([p for p, _ in rows], diverged)}
+    counted = outcomes(trials, metric, mode)
+    rows = [(o.params, o.value) for o in counted]
+    diverged = [o for o in counted if o.state == _DIVERGED]
+    out: ImportanceResult = {
+        "importances": {}, "ranking": [], "n_trials": len(rows), "params": [],
+        "n_pruned": sum(o.state == _PRUNED for o in counted),
+        **divergence([o.params for o in counted if o.state != _DIVERGED],
+                     [o.params for o in diverged])}
+    if diverged:
+        out["worst"] = diverged[0].value
     if len(rows) < 2:
-        out["note"] = (f"needs at least 2 complete trials with a value of {metric}, has "
-                       f"{len(rows)}{_diverged_note(out)}")
+        out["note"] = (f"needs at least 2 finished trials with a value of {metric}, has "
+                       f"{len(rows)}")
         return out
     names = sorted({k for params, _ in rows for k in params})
     varied = {}
@@ -135,18 +139,41 @@ def importances(trials: Iterable[Any], metric: str, mode: str, evaluator: str
         taken = [params.get(name) for params, _ in rows]
         if len({repr(v) for v in taken}) > 1:
             varied[name] = distribution(taken)
-    out["params"] = sorted(varied)
-    if not varied:
-        out["note"] = ("the complete trials all share the same parameters: nothing to rank"
-                       + _diverged_note(out))
+    out["params"] = sorted(n for n in varied if n != SEED)
+    if not out["params"]:
+        out["note"] = "the trials differ in no parameter but the seed: nothing to rank"
         return out
     if evaluator != "ped_anova" and len(rows) > FOREST_MAX_TRIALS:
         rows = random.Random(0).sample(rows, FOREST_MAX_TRIALS)
         out["sampled"] = FOREST_MAX_TRIALS
     if len({v for _, v in rows}) == 1:
-        out["note"] = (f"every complete trial has the same {metric}: nothing to rank"
-                       + _diverged_note(out))
+        out["note"] = f"every trial has the same {metric}: nothing to rank"
         return out
+    ranked = _fit(rows, varied, mode, evaluator)
+    floor = ranked.pop(SEED, None)
+    out["importances"] = ranked
+    out["ranking"] = list(ranked)  # JSON objects lose their order on the way out
+    notes = []
+    # a handful of trials per parameter makes any split look decisive
+    out["few_trials"] = len(rows) < FEW_TRIALS_PER_PARAM * len(out["params"])
+    if out["few_trials"]:
+        n = len(out["params"])
+        notes.append(f"rests on {len(rows)} trials for {n} parameter{'s' if n > 1 else ''}, "
+                     f"fewer than {FEW_TRIALS_PER_PARAM} a parameter: a rough guide")
+    if floor is not None:
+        # the seed changes nothing but the draw: what matters no more than it is noise
+        out["noise_floor"] = floor
+        out["below_noise"] = [p for p in ranked if ranked[p] <= floor]
+    notes += _counted_notes(out, metric)
+    if notes:
+        out["note"] = "; ".join(notes)
+    return out
+
+
+def _fit(rows: list[tuple[dict[str, Any], float]], varied: dict[str, BaseDistribution],
+         mode: str, evaluator: str) -> dict[str, float]:
+    """The evaluator's importances (they sum to 1) over the ``varied`` parameters, most
+    important first."""
     frozen = [
         optuna.trial.create_trial(
             params={n: _param_value(d, params.get(n)) for n, d in varied.items()},
@@ -161,37 +188,28 @@ def importances(trials: Iterable[Any], metric: str, mode: str, evaluator: str
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
         ranked = optuna.importance.get_param_importances(study, evaluator=_evaluator(evaluator))
-    out["importances"] = {k: float(v) for k, v in ranked.items()}
+    return {k: float(v) for k, v in ranked.items()}
+
+
+def _counted_notes(out: ImportanceResult, metric: str) -> list[str]:
+    """What the ranking counts besides complete trials: the diverged ones as the worst
+    value (and where every trial diverged), the pruned ones at the value they stopped at."""
     notes = []
-    # a handful of trials per parameter makes any split look decisive
-    out["few_trials"] = len(rows) < FEW_TRIALS_PER_PARAM * len(varied)
-    if out["few_trials"]:
-        notes.append(f"rests on {len(rows)} trials for {len(varied)} parameters, fewer than "
-                     f"{FEW_TRIALS_PER_PARAM} a parameter: a rough guide")
-    if "seed" in ranked:
-        # the seed changes nothing but the draw: what matters no more than it is noise
-        out["noise_floor"] = float(ranked["seed"])
-        out["below_noise"] = [p for p in ranked if p != "seed" and ranked[p] <= ranked["seed"]]
-    if diverged:
-        notes.append(_diverged_note(out).lstrip("; "))
-    if notes:
-        out["note"] = "; ".join(notes)
-    out["ranking"] = list(ranked)  # JSON objects lose their order on the way out
-    return out
-
-
-def _diverged_note(out: Divergence) -> str:
-    """"; N trials diverged …" naming what decided it, or "" when none diverged."""
     n = out["n_diverged"]
-    if not n:
-        return ""
-    text = f"; {n} diverged trial{'s are' if n > 1 else ' is'} not ranked (no value)"
-    at = out.get("diverged_at") or {}
-    if at:
-        text += ", and every trial diverged at " + "; ".join(
-            f"{name} {', '.join(f'{v:g}' if isinstance(v, float) else str(v) for v in values)}"
-            for name, values in at.items())
-    return text
+    if n and "worst" in out:
+        text = (f"{n} diverged trial{'s count' if n > 1 else ' counts'} as the worst "
+                f"{metric} ({out['worst']:g})")
+        at = out.get("diverged_at") or {}
+        if at:
+            text += ", and every trial diverged at " + "; ".join(
+                f"{name} {', '.join(f'{v:g}' if isinstance(v, float) else str(v) for v in vs)}"
+                for name, vs in at.items())
+        notes.append(text)
+    if out.get("n_pruned"):
+        p = out["n_pruned"]
+        notes.append(f"{p} pruned trial{'s count' if p > 1 else ' counts'} with the "
+                     f"value{'s they were' if p > 1 else ' it was'} stopped at")
+    return notes
 
 
 _lock = threading.Lock()

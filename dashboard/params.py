@@ -17,15 +17,22 @@ axis; per-layer widths read ``"64x32"`` as in :func:`dnnframe.store.rows.trial_r
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
-from dnnframe.metrics import METRICS
+from dnnframe.metrics import METRICS, worst_value
+from dnnframe.states import ANALYSED_STATES, TrialState
 
 # What a trial's result records besides its metrics, under the names the charts use.
 TIMING_VALUES = {"train_seconds": "train", "compile_seconds": "compile", "total_seconds": "total"}
 RESULT_VALUES = ("epochs_run", "n_params")
 #: Every name :func:`trial_values` can give: what a chart or importance may be asked about.
 VALUE_NAMES: tuple[str, ...] = tuple(dict.fromkeys((*METRICS, *TIMING_VALUES, *RESULT_VALUES)))
+#: What a trial measured rather than scored: a diverged trial's own values of these stand.
+MEASURED_VALUES: tuple[str, ...] = (*TIMING_VALUES, *RESULT_VALUES)
+_ANALYSED = frozenset(s.value for s in ANALYSED_STATES)
+_DIVERGED = TrialState.DIVERGED.value
 
 
 def value_direction(name: str) -> str:
@@ -75,4 +82,47 @@ def trial_values(result: dict[str, Any] | None) -> dict[str, Any]:
     for key in RESULT_VALUES:
         if _number(result.get(key)):
             out[key] = result[key]
+    return out
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """One trial as an analysis counts it: its parameters, state and value of a metric."""
+
+    params: dict[str, Any]
+    state: str
+    value: float
+
+
+def outcomes(trials: Iterable[Any], metric: str, mode: str) -> list[Outcome]:
+    """The trials of ``ANALYSED_STATES`` with their value of ``metric``, the one rule every
+    analysis counts by (the page's outcomes.js is its copy): a complete or pruned trial
+    with the finite value it recorded (none: left out); a diverged trial, whose scores mean
+    nothing, with the worst value of ``metric`` under ``mode`` (``worst_value``: an
+    accuracy's 0, else the worst any trial reached), so the parameter values that make
+    trials blow up rank as the worst instead of vanishing. A diverged trial's timings,
+    epochs and size are measurements, and stand.
+
+    >>> from types import SimpleNamespace as T
+    >>> runs = [T(state="COMPLETE", config={"training": {"learning_rate": 0.05}},
+    ...           result={"metrics": {"test_loss": 0.4}}),
+    ...         T(state="DIVERGED", config={"training": {"learning_rate": 1000}},
+    ...           result={"metrics": {"test_loss": float("nan")}}),
+    ...         T(state="FAILED", config={}, result=None)]
+    >>> [(o.params["learning_rate"], o.state, o.value) for o in outcomes(runs, "test_loss", "min")]
+    [(0.05, 'COMPLETE', 0.4), (1000, 'DIVERGED', 0.4)]
+    """
+    counted = []
+    for trial in trials:
+        state = str(getattr(trial.state, "value", trial.state))
+        if state in _ANALYSED:
+            counted.append((trial, state, trial_values(trial.result).get(metric)))
+    scored = [v for _, state, v in counted if state != _DIVERGED]
+    worst = None if metric in MEASURED_VALUES else worst_value(metric, mode, scored)
+    out = []
+    for trial, state, value in counted:
+        if state == _DIVERGED and metric not in MEASURED_VALUES:
+            value = worst
+        if value is not None:
+            out.append(Outcome(trial_params(trial.config), state, float(value)))
     return out

@@ -81,9 +81,9 @@ class Note(TypedDict):
 
 
 class Divergence(TypedDict):
-    """What a ranking of importance leaves out: the trials that diverged."""
+    """The trials that diverged, which a ranking counts as the worst value."""
 
-    n_diverged: Annotated[int, about("DIVERGED trials: not ranked, for they have no value")]
+    n_diverged: Annotated[int, about("DIVERGED trials")]
     diverged_at: NotRequired[Annotated[dict[str, list[Any]], about(
         "parameter → the values at which every trial diverged (while trials at another "
         "value trained)")]]
@@ -92,15 +92,21 @@ class Divergence(TypedDict):
 class ImportanceResult(Divergence):
     """The importances of an experiment's parameters, as computed."""
 
-    importances: Annotated[dict[str, float], about("parameter → importance")]
-    ranking: Annotated[list[str], about("the parameters, most important first")]
-    params: Annotated[list[str], about("the parameters the complete trials vary")]
-    n_trials: Annotated[int, about("complete trials with a value of the metric")]
+    importances: Annotated[dict[str, float], about(
+        "parameter → importance (with noise_floor, they sum to 1)")]
+    ranking: Annotated[list[str], about("the parameters, most important first (never the "
+                                        "seed)")]
+    params: Annotated[list[str], about("the parameters the trials vary, but the seed")]
+    n_trials: Annotated[int, about("trials counted: complete and pruned ones with a value "
+                                   "of the metric, and diverged ones (as the worst)")]
+    n_pruned: Annotated[int, about("PRUNED trials counted, at the value they stopped at")]
+    worst: NotRequired[Annotated[float, about("the value diverged trials count as: the "
+                                              "metric's bound, else the worst reached")]]
     sampled: NotRequired[Annotated[int, about("how many of the trials a forest evaluator "
                                               "saw")]]
     note: NotRequired[str]
     few_trials: NotRequired[Annotated[bool, about(
-        "fewer than 5 complete trials a varied parameter: a rough guide")]]
+        "fewer than 5 trials a varied parameter: a rough guide")]]
     noise_floor: NotRequired[Annotated[float, about(
         "the seed's importance: what the draw alone explains")]]
     below_noise: NotRequired[Annotated[list[str], about(

@@ -36,6 +36,7 @@ from .errors import APIError
 from .formatting import duration, significant
 from .forms import CHECKBOX_FIELDS, DEFAULT_FORM, SPEC_TEXT_FIELD, check_form
 from .page_data import page_response
+from .params import MEASURED_VALUES
 from .ranking import rank_configurations
 from .security import (
     check_token_guess,
@@ -114,8 +115,8 @@ def login() -> Any:
 def page_vocabulary() -> dict[str, Any]:
     """Trial states, their groups, the metrics with their labels and the default objective,
     for templates and page scripts (which read it from base.html), so neither holds lists
-    of their own."""
-    return {**states_json(), **metrics_json()}
+    of their own; ``measured``: the values a diverged trial keeps (dashboard/params.py)."""
+    return {**states_json(), **metrics_json(), "measured": list(MEASURED_VALUES)}
 
 
 @bp.app_context_processor

@@ -111,6 +111,27 @@ def improves(metric: str, value: float, best: float | None, min_delta: float = 0
     return value < best - min_delta
 
 
+def worst_value(metric: str, mode: str, values: Sequence[Any]) -> float | None:
+    """The worst value ``metric`` can take under ``mode``, which a trial without a valid
+    score (it diverged) counts as: the metric's bound on its worse side when it has one (an
+    accuracy's 0 when more is better), else the worst finite one of ``values`` (what the
+    trials that trained reached: a loss has no bound above); None when there is neither.
+
+    >>> worst_value("test_accuracy", "max", [0.9]), worst_value("test_loss", "min", [0.3, 2.5])
+    (0.0, 2.5)
+    >>> worst_value("test_loss", "min", [None]) is None
+    True
+    """
+    known = METRICS.get(metric)
+    bound = None if known is None else known.low if check_mode(mode) == "max" else known.high
+    if bound is not None:
+        return float(bound)
+    finite = [float(v) for v in values if is_number(v)]
+    if not finite:
+        return None
+    return min(finite) if mode == "max" else max(finite)
+
+
 def is_number(value: Any) -> TypeGuard[float]:
     """A finite int or float (not a bool): a value that can be ranked."""
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)

@@ -58,8 +58,16 @@ DONE_STATES: tuple[TrialState, ...] = (TrialState.COMPLETE, TrialState.FAILED,
 #: The states a model-based sampler is told about (the same trials progress counts as done):
 #: a cancelled trial says nothing about its configuration.
 TOLD_STATES: tuple[TrialState, ...] = DONE_STATES
-#: The one state whose trials have a result to rank, plot and aggregate.
+#: The one state whose trials have a result that ran its course (the best trial, the best
+#: configuration and reports rank these).
 SCORED_STATE = TrialState.COMPLETE
+#: The trials every analysis of a sweep counts (importance, the charts against parameters,
+#: the distributions): a pruned trial with the value it was stopped at, and a diverged one as
+#: the worst value of the metric (``dashboard.params.outcomes`` and the page's outcomes.js),
+#: for the parameter values that make trials blow up are what a sweep most needs to show.
+#: A failed or cancelled trial says nothing about its configuration.
+ANALYSED_STATES: tuple[TrialState, ...] = (TrialState.COMPLETE, TrialState.PRUNED,
+                                           TrialState.DIVERGED)
 #: Finished states shown beside COMPLETE, in the order texts and bars name them.
 OUTCOME_STATES: tuple[TrialState, ...] = (TrialState.FAILED, TrialState.DIVERGED,
                                           TrialState.PRUNED, TrialState.CANCELLED)
@@ -108,6 +116,7 @@ def states_json() -> dict[str, Any]:
         "finished": [s.value for s in FINISHED_STATES],
         "done": [s.value for s in DONE_STATES],
         "scored": SCORED_STATE.value,
+        "analysed": [s.value for s in ANALYSED_STATES],
         "bar": [s.value for s in BAR_STATES],
         "active_statuses": [s.value for s in ACTIVE_STATUSES],
     }

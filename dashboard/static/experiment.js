@@ -213,6 +213,7 @@
     const choice = choose(all);
     table.setColumns(choice.varied, choice.y);
     if (last) renderProgress(last, choice.varied);
+    window.DnnCharts.prepare(all, meta); // the filters count trials as the charts do
     table.render(F.active() ? window.DnnCharts.keeps : null);
     window.DnnCharts.render(all, meta, choice);
   }
@@ -244,13 +245,13 @@
       "&evaluator=" + encodeURIComponent(controls.evaluator.value));
     if (!res.ok) throw new Error("HTTP " + res.status);
     const body = await res.json();
-    let scored = 0;
+    let counted = 0; // the trials the charts and the importance count (outcomes.js)
     for (const t of body.trials) {
       t.history = historyRows(t.history);
       trials.set(t.id, t);
-      if (t.state === V.scored) scored++;
+      if (window.DnnOutcomes.counts(t)) counted++;
     }
-    if (body.importance) window.DnnImportance.seed(body.importance, scored);
+    if (body.importance) window.DnnImportance.seed(body.importance, counted);
     last = body;
     cursor = body.cursor;
     return body;

@@ -125,22 +125,6 @@ window.DnnPlot = (function () {
     } };
   }
 
-  // `axis` (from axisFor) made to span every one of `values`, not only those its traces
-  // draw: marks placed at the others (where trials diverged) then stay on the chart.
-  function spanAxis(axis, values) {
-    const nums = values.filter(function (v) { return typeof v === "number" && Number.isFinite(v); });
-    if (axis.type === "category") {
-      const cats = Array.from(new Set(values.map(fmt))).sort();
-      return Object.assign(axis, { categoryorder: "array", categoryarray: cats });
-    }
-    if (!nums.length) return axis;
-    const log = axis.type === "log";
-    const to = log ? Math.log10 : Number;
-    const lo = to(Math.min.apply(null, nums)), hi = to(Math.max.apply(null, nums));
-    const pad = (hi - lo) * 0.06 || (log ? 0.3 : Math.abs(hi) * 0.1 || 1);
-    return Object.assign(axis, { range: [lo - pad, hi + pad], autorange: false });
-  }
-
   function meanStd(values) {
     const n = values.length;
     const mean = values.reduce(function (a, b) { return a + b; }, 0) / n;
@@ -212,6 +196,9 @@ window.DnnPlot = (function () {
     if (xm || ym) return xm === ym ? 0 : (xm ? 1 : -1); // blanks last
     return typeof x === "number" && typeof y === "number" ? x - y : String(x).localeCompare(String(y));
   }
+
+  // A series' name for the trials whose `group` parameter has t's value ("all" ungrouped).
+  function groupName(group, t) { return group ? label(group) + " " + fmt(t.params[group]) : "all"; }
 
   // The parameters whose value differs between the given trials (the ones a sweep varies).
   function varying(list, keys) {
@@ -325,8 +312,8 @@ window.DnnPlot = (function () {
 
   return { VOCAB: VOCAB, PALETTE: PALETTE, CONFIG: CONFIG, whenPlotly: whenPlotly, label: label, fmt: fmt, title: title, layout: layout,
     integerStep: integerStep, integerAxis: integerAxis, axisFor: axisFor, meanStd: meanStd,
-    bounds: bounds, direction: direction, band: band, logTicks: logTicks, bins: bins, spanAxis: spanAxis,
+    bounds: bounds, direction: direction, band: band, logTicks: logTicks, bins: bins,
     rankConfigurations: rankConfigurations, describeBest: describeBest,
-    compare: compare, varying: varying, smooth: smooth, groupBy: groupBy, colour: colour,
+    compare: compare, groupName: groupName, varying: varying, smooth: smooth, groupBy: groupBy, colour: colour,
     rgba: rgba, draw: draw };
 })();

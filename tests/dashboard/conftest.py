@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 from dashboard_support import RecordingExecutor, serving
+from diverging_sweep import run_diverging_sweep
 
 from dashboard import create_app
 
@@ -74,3 +75,10 @@ def quiet_server(tmp_path, data_dir):
             yield base, app.extensions["dnnframe"].store
     finally:
         app.extensions["dnnframe"].shutdown()
+
+
+@pytest.fixture(scope="session")
+def diverging_sweep(tmp_path_factory) -> tuple[str, str]:
+    """A real sweep where the learning rate decides divergence (diverging_sweep.py), trained
+    once for every test that reads it: the store's URL and the experiment's id."""
+    return run_diverging_sweep(tmp_path_factory.mktemp("diverging"))

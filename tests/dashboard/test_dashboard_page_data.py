@@ -140,7 +140,8 @@ def test_the_page_draws_every_chart_from_one_read_and_a_revisit_sends_no_static_
             expect(page.locator("#trials tbody tr")).to_have_count(24, timeout=15_000)
             page.wait_for_function(CHARTS_DRAWN, timeout=30_000)
             importance = page.evaluate("document.getElementById('chart-importance').data[0]")
-            assert importance["type"] == "bar" and len(importance["y"]) == 4  # three and the seed
+            # the three parameters (the seed is the noise floor, no bar)
+            assert importance["type"] == "bar" and len(importance["y"]) == 3
             assert page.evaluate("document.getElementById('chart-contour').data[0].type") == "heatmap"
             curves = page.evaluate("document.getElementById('chart-curves').data")
             assert curves and all(len(c["x"]) in (6, 12) for c in curves)

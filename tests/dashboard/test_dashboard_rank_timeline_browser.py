@@ -98,26 +98,25 @@ def test_rank_distribution_and_timeline_follow_choices_filters_and_reloads(quiet
             "activation relu",
             "activation tanh",
             "pruned (1, ranked after the complete)",
+            "diverged (2, the worst, ranked last)",
         ]
         assert sorted(i for t in rank[:2] for i in t["ids"]) == sorted(complete)
         by_rank = sorted((x, y) for t in rank[:2] for x, y in zip(t["x"], t["y"], strict=True))
         assert [x for x, _ in by_rank] == list(range(1, 9))
         assert [y for _, y in by_rank] == sorted((y for _, y in by_rank), reverse=True)
         assert rank[2]["x"] == [9] and rank[2]["y"] == [0.3]
-        # the two diverged trials are marked at the end and counted, as on the other charts
-        marks = page.evaluate(
-            "() => document.getElementById('chart-rank').layout.annotations.map(a => [a.x, a.text])"
-        )
-        assert marks == [[10, "✕"], [11, "✕"]]
+        # the two diverged trials are ranked last, at the worst accuracy, as on the other charts
+        assert rank[3]["x"] == [10, 11] and rank[3]["y"] == [0, 0]
         label = page.get_attribute("#chart-rank", "aria-label")
-        assert "1 pruned" in label and "2 diverged" in label and "9 values" in label
-        # distribution: a line per activation, its points the complete trials
+        assert "1 pruned" in label and "2 diverged" in label and "11 values" in label
+        # distribution: a line per activation, its points every trial that finished with a
+        # value (the pruned one at its value, the diverged ones at the worst)
         ecdf = _chart(page, "chart-ecdf")
-        assert [len(t["x"]) for t in ecdf] == [4, 4]
+        assert [len(t["x"]) for t in ecdf] == [6, 5]
         assert all(t["y"][-1] == 1 and t["x"] == sorted(t["x"]) for t in ecdf)
         assert [t["name"] for t in ecdf] == [
-            "activation relu (4, 1 diverged not drawn)",
-            "activation tanh (4, 1 diverged not drawn)",
+            "activation relu (6, 1 diverged: counted as 0, the worst)",
+            "activation tanh (5, 1 diverged: counted as 0, the worst)",
         ]
         # timeline: a bar per started trial, by state, one row each
         times = _chart(page, "chart-timeline")
@@ -140,9 +139,7 @@ def test_rank_distribution_and_timeline_follow_choices_filters_and_reloads(quiet
         page.wait_for_function("() => document.getElementById('chart-ecdf').data.length === 1")
         relu = {i for i, p in plan.items() if p[2] == "relu"}
         rank = _chart(page, "chart-rank")
-        assert {i for t in rank for i in t["ids"]} == relu - {
-            i for i, p in plan.items() if p[0] == "DIVERGED"
-        }
+        assert {i for t in rank for i in t["ids"]} == relu
         assert {i for t in _chart(page, "chart-timeline") for i in t["ids"]} == relu
         page.click("#clear-brush")
         page.wait_for_function("() => document.getElementById('chart-ecdf').data.length === 2")
@@ -165,7 +162,7 @@ def test_rank_distribution_and_timeline_follow_choices_filters_and_reloads(quiet
             "learning rate 0.01",
             "learning rate 0.1",
         ]
-        assert [len(t["x"]) for t in _chart(page, "chart-ecdf")] == [2, 4, 2]
+        assert [len(t["x"]) for t in _chart(page, "chart-ecdf")] == [3, 4, 4]
         lanes = {y for t in _chart(page, "chart-timeline") for y in t["y"]}
         assert lanes == {"w1", "w2"}
         assert errors == []

@@ -62,26 +62,28 @@ def _diverging(client, store):
     return exp_id
 
 
-def test_importance_counts_diverged_trials_and_names_what_decided_them(client, store):
+def test_importance_counts_diverged_trials_as_the_worst_and_names_what_decided_them(client, store):
     exp_id = _diverging(client, store)
     for evaluator in ("ped_anova", "fanova"):
         body = client.get(f"/api/v1/experiments/{exp_id}/importance?evaluator={evaluator}").json
-        # the ranking rests on the four that trained, and says what it leaves out and why
-        assert body["n_trials"] == 4 and body["n_diverged"] == 4
-        assert body["params"] == ["hidden_layers", "seed"]
+        # the four that diverged count as the worst accuracy (0): the rate decides, and ranks first
+        assert body["n_trials"] == 8 and body["n_diverged"] == 4 and body["worst"] == 0.0
+        assert body["params"] == ["hidden_layers", "learning_rate"]
+        assert body["ranking"][0] == "learning_rate" and "seed" not in body["ranking"]
         assert body["diverged_at"] == {"learning_rate": [1000]}
-        assert body["note"].endswith("; 4 diverged trials are not ranked (no value), and every "
-                                     "trial diverged at learning_rate 1000")
-        # four trials for two parameters: it says the answer is rough
+        assert body["note"].endswith("; 4 diverged trials count as the worst test_accuracy (0), "
+                                     "and every trial diverged at learning_rate 1000")
+        # eight trials for two parameters: it says the answer is rough
         assert body["few_trials"] is True and body["note"].startswith(
-            "rests on 4 trials for 2 parameters, fewer than 5 a parameter: a rough guide")
+            "rests on 8 trials for 2 parameters, fewer than 5 a parameter: a rough guide")
     # an experiment where nothing diverged says nothing of it
     plain = client.post("/api/v1/experiments", json={**DIVERGING, "name": "calm", "training": {
         "optimizer": "sgd", "max_epochs": 3, "learning_rate": 0.01}}).json["id"]
     for t in store.list_trials(plain):
         _finish(store, t.id, TrialState.COMPLETE, {"test_accuracy": 0.9 + 0.01 * t.config["seed"]})
     body = client.get(f"/api/v1/experiments/{plain}/importance").json
-    assert body["n_diverged"] == 0 and "diverged_at" not in body and "diverged" not in body["note"]
+    assert body["n_diverged"] == 0 and "diverged_at" not in body and "worst" not in body
+    assert "diverged" not in body["note"]
 
 
 def test_importance_names_the_seed_as_the_noise_floor_and_what_sits_below_it(client, store):
@@ -97,9 +99,12 @@ def test_importance_names_the_seed_as_the_noise_floor_and_what_sits_below_it(cli
                 {"test_accuracy": {0.001: 0.4, 0.01: 0.6, 0.1: 0.9}[lr] + 0.02 * seed})
     body = client.get(f"/api/v1/experiments/{exp_id}/importance").json
     assert body["n_trials"] == 54 and body["few_trials"] is False and "note" not in body
-    assert body["ranking"][:2] == ["learning_rate", "seed"]
-    assert body["noise_floor"] == body["importances"]["seed"] > 0
+    # the seed is fitted, as the noise floor, and never ranked as a parameter
+    assert body["ranking"][0] == "learning_rate" and "seed" not in body["ranking"]
+    assert "seed" not in body["importances"] and "seed" not in body["params"]
+    assert body["noise_floor"] > 0
     assert sorted(body["below_noise"]) == ["hidden_layers", "width"]
+    assert sum(body["importances"].values()) + body["noise_floor"] == pytest.approx(1)
 
 
 def test_diverged_trials_come_back_as_diverged_not_as_numbers(client, store):
@@ -146,8 +151,7 @@ def test_the_page_shows_diverged_trials_ties_and_best_so_far_in_finishing_order(
 
     base, store = quiet_server
     exp_id = requests.post(base + "/api/v1/experiments", json=DIVERGING, timeout=30).json()["id"]
-    ids_trained = {t.id for t in store.list_trials(exp_id)
-                   if t.config["training"]["learning_rate"] != 1000}
+    ids = {t.id for t in store.list_trials(exp_id)}
     for t in sorted(store.list_trials(exp_id), key=lambda t: t.id):
         if t.config["training"]["learning_rate"] == 1000:
             _finish(store, t.id, TrialState.DIVERGED, {"test_loss": float("nan")},
@@ -163,49 +167,56 @@ def test_the_page_shows_diverged_trials_ties_and_best_so_far_in_finishing_order(
         expect(page.locator("#best")).to_contain_text(
             "tied on the mean with 1 other configuration", timeout=15_000)
         assert page.evaluate("document.getElementById('best').dataset.ties") == "1"
-        for chart in ("chart-accuracy", "chart-best", "chart-curves", "chart-importance"):
+        for chart in ("chart-accuracy", "chart-best", "chart-curves", "chart-importance",
+                      "chart-contour"):
             expect(page.locator(f"#{chart}.drawn")).to_have_count(1, timeout=15_000)
         layout = "(id) => document.getElementById(id).layout"
         data = "(id) => document.getElementById(id).data"
         title = "(id) => document.getElementById(id).layout.title.text.replaceAll('<br>', ' ')"
-        # accuracy against depth: each depth marks its two diverged trials
-        accuracy = page.evaluate(layout, "chart-accuracy")
-        assert "4 diverged, marked ✕" in page.evaluate(title, "chart-accuracy")
-        assert [a["text"] for a in accuracy["annotations"]] == ["✕ 2 diverged"] * 2
-        # the learning rate's slice marks the four that diverged at 1000, on its axis
-        slices = page.evaluate(layout, "chart-slice")
-        marks = {(a["xref"], a["x"], a["text"]) for a in slices["annotations"]}
-        lr_ref = next(k for k, v in slices.items() if k.startswith("xaxis")
-                      and v["title"]["text"] == "learning rate").replace("axis", "")
-        assert (lr_ref, 3, "✕ 4") in marks  # a log axis: log10(1000)
-        lo, hi = slices[lr_ref.replace("x", "xaxis")]["range"]
-        assert lo < math.log10(0.05) and hi > 3
-        # best so far over the 8 trials in finishing order, the diverged ones marked
-        best = page.evaluate("document.getElementById('chart-best').data.map(d => d.x)")
-        marks = page.evaluate(layout, "chart-best")["annotations"]
-        xs = sorted(best[0] + [m["x"] for m in marks])
-        assert xs == list(range(1, 9)) and len(marks) == 4 and best[1] == best[0]
+        # accuracy against depth by rate: the diverged trials are the rate-1000 line, ✕ at the
+        # worst accuracy (0), counted at each depth
+        assert "4 diverged, ✕ at the worst" in page.evaluate(title, "chart-accuracy")
+        lines = {t["name"]: t for t in page.evaluate(data, "chart-accuracy")}
+        assert sorted(lines) == ["learning rate 0.05", "learning rate 1000"]
+        lost = lines["learning rate 1000"]
+        assert lost["x"] == [1, 2] and lost["y"] == [0, 0]
+        assert lost["marker"]["symbol"] == ["x-thin-open"] * 2
+        assert lost["text"] == ["2 trial(s), 2 diverged: counted as 0, the worst"] * 2
+        # the learning rate's slice has the four that diverged at 1000, ✕ at the worst
+        lr_slice = next(t for t in page.evaluate(data, "chart-slice") if t["name"] == "learning rate")
+        at_1000 = [(y, m) for x, y, m in zip(lr_slice["x"], lr_slice["y"], lr_slice["marker"]["symbol"],
+                                             strict=True) if x == 1000]
+        assert at_1000 == [(0, "x-thin-open")] * 4 and len(lr_slice["x"]) == 8
+        # best so far over the 8 trials in finishing order, the diverged ones ✕ at the worst
+        best = {t["name"]: t for t in page.evaluate(data, "chart-best")}
+        assert sorted(best["completed trial"]["x"] + best["diverged trial (the worst)"]["x"]) == \
+            list(range(1, 9))
+        assert best["diverged trial (the worst)"]["y"] == [0] * 4
+        assert best["best so far"]["x"] == best["completed trial"]["x"]
         # curves: the diverged ones (3e9) do not stretch the axis of those that trained
         curves = page.evaluate(layout, "chart-curves")
         assert curves["yaxis"]["range"][1] < 1
-        # importance says what it left out, and the contour what decided divergence
+        # importance counts the diverged trials as the worst, so the rate ranks first, and
+        # says it rests on few trials
         importance_title = page.evaluate(title, "chart-importance")
-        assert "4 diverged, not ranked" in importance_title
+        assert "8 trials" in importance_title and "4 diverged, counted as the worst (0)" in importance_title
         assert "too few: a rough guide" in importance_title
-        # the seed is the noise floor, not one more parameter
+        # the seed is no bar: it is the noise floor, a dashed line
         bars = page.evaluate(data, "chart-importance")[0]
-        assert "seed (noise floor)" in bars["y"]
+        assert bars["y"] == ["hidden layers", "learning rate"]
+        api = requests.get(base + f"/api/v1/experiments/{exp_id}/importance", timeout=30).json()
         floor = page.evaluate(layout, "chart-importance")["shapes"][0]
-        assert floor["x0"] == bars["x"][bars["y"].index("seed (noise floor)")]
-        expect(page.locator("#chart-contour")).to_contain_text(
-            "every trial diverged at learning rate 1000", timeout=15_000)
+        assert floor["x0"] == api["noise_floor"]
+        # the contour is drawn over the rate and the depth, the rate's 1000 among its cells
+        heat = page.evaluate(data, "chart-contour")[0]
+        assert "1000" in heat["x"] + heat["y"]
         # each chart has a text alternative: what it shows, and how much
         for chart in ("chart-accuracy", "chart-best", "chart-slice", "chart-parallel"):
             described = page.locator(f"#{chart}")
             expect(described).to_have_attribute("role", "img")
             assert " values" in described.get_attribute("aria-label")
         assert page.get_attribute("#chart-best", "aria-label").startswith(
-            "Highest test accuracy so far (4 diverged, marked ✕): 8 values in 2 series")
+            "Highest test accuracy so far (4 diverged, ✕ at the worst): 12 values in 3 series")
         # every state's badge reads at 4.5:1 or more (WCAG AA for its 11 px text)
         for name, fg, bg in page.evaluate("""() => {
             const v = JSON.parse(document.getElementById('dnnframe-vocabulary').textContent);
@@ -226,7 +237,7 @@ def test_the_page_shows_diverged_trials_ties_and_best_so_far_in_finishing_order(
         box = point.bounding_box()
         page.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
         page.wait_for_url("**/trials/t-*", timeout=15_000)
-        assert page.url.rsplit("/", 1)[1] in ids_trained
+        assert page.url.rsplit("/", 1)[1] in ids
         assert errors == []
 
 
@@ -347,7 +358,8 @@ def test_a_sampled_rate_is_binned_in_the_contour_and_pruned_trials_stay_visible(
         layout = page.evaluate("document.getElementById('chart-contour').layout")
         axis = "x" if "learning" in layout["xaxis"]["title"]["text"] else "y"
         assert len(heat[axis]) <= 8 and all("–" in label for label in heat[axis])
-        assert sum(sum(row) for row in heat["customdata"]) == 12  # the complete trials
+        # every trial counts: the complete ones and the pruned ones, at the value they stopped at
+        assert sum(sum(row) for row in heat["customdata"]) == 24
         assert errors == []
 
 

@@ -102,10 +102,13 @@ def test_experiment_page_draws_the_rung_chart_and_best_so_far(pruned):
                 assert rung["lengths"] == [1, 1, 1, 1, 2, 4, 4, 4]
                 best = page.evaluate("""() => {
                     const el = document.getElementById('chart-best');
-                    return {names: el.data.map(t => t.name), xs: el.data[1].x,
-                            ys: el.data[1].y, shape: el.data[1].line.shape};
+                    const line = el.data[el.data.length - 1];
+                    return {names: el.data.map(t => t.name), xs: line.x, ys: line.y,
+                            shape: line.line.shape};
                 }""")
-                assert best["names"] == ["completed trial", "best so far"]
+                # the pruned trials are drawn, at the value they stopped at; the line is the
+                # best complete trial so far
+                assert best["names"] == ["completed trial", "pruned trial", "best so far"]
                 assert best["shape"] == "hv" and len(best["ys"]) == 3
                 assert best["ys"] == sorted(best["ys"])  # never gets worse
                 assert best["ys"][-1] == pytest.approx(0.804)  # q 8: 10 * 0.08 + 4 / 1000
