@@ -74,7 +74,7 @@ class TrialQueries(abc.ABC):
             descending: reverse the order (nulls still last).
             limit, offset: pagination.
             since: only trials whose ``seq`` is greater, in ascending change order (see the
-                module docstring); any other order is refused, as it would lose rows.
+                docstring of base.py); any other order is refused, as it would lose rows.
             fields: which bulky fields to read (any of ``BULKY_FIELDS``: ``config``,
                 ``result``, ``metrics``); None reads all. The others are not read from the
                 store and keep their empty values (``{}``, None, ``[]``); every other field
