@@ -48,6 +48,7 @@ EXTRA_OF: dict[str, tuple[str, ...]] = {
     "dnnframe.store.mongo_connect": ("mongo", "dev"),  # and mongomock:// URLs in tests
     "dnnframe.store.mongo_leases": ("mongo",),
     "dnnframe.store.mongo_notes": ("mongo",),
+    "dnnframe.store.mongo_outbox": ("mongo",),
     "dnnframe.store.mongo_trials": ("mongo",),
     "dnnframe.store.mongoseq": ("mongo",),
     "dnnframe.search.driver": ("search",),

@@ -474,14 +474,14 @@ def test_a_celery_node_and_its_processes_are_dead_once_the_node_is_silent_past_i
     reaper releases their trials by: dead once the node is silent for the node timeout,
     though their own writes are far younger than the heartbeat timeout; a process the
     node's next beat does not list (killed alone) is dead from that beat on."""
-    import dnnframe.store.sqlite as sqlite_store
     from dashboard.worker_status import is_alive
     from dnnframe.executors.liveness import NODE_ROLE
+    from dnnframe.store import base_trials
 
     monkeypatch.setenv("DNNFRAME_HEARTBEAT_TIMEOUT", "300")  # node timeout 30 s
     store = open_store(url)
     clock = [1_000_000.0]
-    monkeypatch.setattr(sqlite_store, "now", lambda: clock[0])
+    monkeypatch.setattr(base_trials, "clock", lambda: clock[0])  # the stores' one clock
 
     def beat(pids: list[int]) -> None:
         store.register_worker("celery@far", host="far-away", pid=1,

@@ -1,6 +1,6 @@
-"""The trial life-cycle half of the ResultStore contract: claims, heartbeats, metrics,
-finishing, requeues and held dispatches (``ResultStore`` inherits it; the rules are in
-base.py's module docstring).
+"""The trial life-cycle part of the ResultStore contract: claims, heartbeats, metrics,
+finishing and requeues (``ResultStore`` inherits it; the rules are in base.py's module
+docstring). It is also the home of the stores' clock, :func:`now`.
 
 Each public method checks its arguments once, here, then calls the backend's ``_``-named
 method with them normalised; what a claim, finish or requeue decides and writes comes from
@@ -19,11 +19,9 @@ from .checks import (
     Epochs,
     MetricsBatch,
     check_finish_items,
-    check_held,
     check_ids,
     check_max_attempts,
     check_metrics_many,
-    check_take_limit,
     check_timeout,
     check_worker,
 )
@@ -158,26 +156,6 @@ class TrialMethods(abc.ABC):
         check_worker(worker)
         return self._release_trial(trial_id, worker)
 
-    # ---------------------------------------------------------------- dispatch
-    def hold_dispatch(self, items: list[tuple[str, str]]) -> None:
-        """Remember QUEUED trials whose message could not be sent yet (the broker was
-        down): ``(trial_id, queue)`` pairs. Idempotent: a trial held again keeps one entry,
-        with the latest queue. Whoever reaches the broker later sends them (see
-        :meth:`take_dispatch`). Raises ValueError for a malformed pair.
-        """
-        check_held(items)
-        self._hold_dispatch(items)
-
-    def take_dispatch(self, limit: int = 500) -> list[tuple[str, str]]:
-        """Remove and return up to ``limit`` held ``(trial_id, queue)`` pairs, oldest first.
-
-        Atomic per entry: with several callers at once each entry goes to exactly one. A
-        caller that then fails to send them holds them again. Raises ValueError for a
-        ``limit`` below 1.
-        """
-        check_take_limit(limit)
-        return self._take_dispatch(limit)
-
     # ---------------------------------------------------------------- single trials
     def claim_trial(self, trial_id: str, worker: str,
                     max_attempts: int | None = None) -> TrialRecord | None:
@@ -202,8 +180,6 @@ class TrialMethods(abc.ABC):
     def is_cancel_requested(self, trial_id: str) -> bool:
         """:meth:`cancel_requested` of one. Raises NotFoundError if unknown."""
         return trial_id in self.cancel_requested([trial_id])
-
-    # ---------------------------------------------------------------- conveniences
 
     # ---------------------------------------------------------------- what a backend implements
     @abc.abstractmethod
@@ -235,11 +211,3 @@ class TrialMethods(abc.ABC):
     @abc.abstractmethod
     def _release_trial(self, trial_id: str, worker: str) -> bool:
         """:meth:`release_trial`, its arguments checked."""
-
-    @abc.abstractmethod
-    def _hold_dispatch(self, items: list[tuple[str, str]]) -> None:
-        """:meth:`hold_dispatch`, its arguments checked."""
-
-    @abc.abstractmethod
-    def _take_dispatch(self, limit: int) -> list[tuple[str, str]]:
-        """:meth:`take_dispatch`, its arguments checked."""

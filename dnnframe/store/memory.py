@@ -5,6 +5,9 @@ what the contract means without SQL or MongoDB in the way; the contract suite ru
 every other backend. For tests and one-process use only: the data lives in this process
 (stores opened here with the same URL share it, as a test's dashboard and runner need)
 and is gone when the process exits; worker processes and other machines never see it.
+
+Experiments, queries and the trial life cycle here; leases, the dispatch outbox, workers and
+notes in lease_backends.py, outbox_backends.py, worker_backends.py and note_backends.py.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ import contextlib
 import threading
 from collections import Counter
 from collections.abc import Iterator
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..exceptions import NotFoundError, StoreError
@@ -42,6 +45,7 @@ from .lifecycle import (
 )
 from .note_backends import MemoryNotes
 from .notes import NoteRecord
+from .outbox_backends import MemoryOutbox
 from .records import (
     BULKY_FIELDS,
     ExperimentRecord,
@@ -53,6 +57,7 @@ from .records import (
     value_at,
 )
 from .sorting import json_sort_key, resolve_sort_path
+from .worker_backends import MemoryWorkers
 
 __all__ = ["MEMORY_PREFIX", "MemoryStore"]
 
@@ -79,7 +84,7 @@ _STORES: dict[str, _Data] = {}
 _STORES_LOCK = threading.Lock()
 
 
-class MemoryStore(MemoryLeases, MemoryNotes, ResultStore):
+class MemoryStore(MemoryLeases, MemoryNotes, MemoryOutbox, MemoryWorkers, ResultStore):
     """ResultStore in this process's memory (see the module docstring)."""
 
     def __init__(self, url: str = MEMORY_PREFIX, create: bool = True):
@@ -333,20 +338,6 @@ class MemoryStore(MemoryLeases, MemoryNotes, ResultStore):
             self._write(d, doc, RELEASE)
             return True
 
-    # ------------------------------------------------------------ dispatch
-    def _hold_dispatch(self, items: list[tuple[str, str]]) -> None:
-        with self._locked() as d:
-            for tid, queue in items:
-                d.held.pop(tid, None)  # held again: it moves to the back, with its new queue
-                d.held[tid] = queue
-
-    def _take_dispatch(self, limit: int) -> list[tuple[str, str]]:
-        with self._locked() as d:
-            taken = list(d.held.items())[:limit]
-            for tid, _ in taken:
-                del d.held[tid]
-            return taken
-
     # ------------------------------------------------------------ queries
     def _get_trial(self, trial_id: str) -> TrialRecord:
         with self._locked() as d:
@@ -393,19 +384,3 @@ class MemoryStore(MemoryLeases, MemoryNotes, ResultStore):
     def latest_seq(self) -> int:
         with self._locked() as d:
             return d.seq
-
-    # ------------------------------------------------------------ workers
-    def _register_worker(self, name: str, host: str | None, pid: int | None,
-                         current_trial: str | None, trials_done: int,
-                         info: dict[str, Any] | None) -> None:
-        with self._locked() as d:
-            d.workers[name] = WorkerRecord(name=name, host=host, pid=pid,
-                                           current_trial=current_trial,
-                                           trials_done=trials_done, last_seen=now(),
-                                           info=json_copy(info or {}))
-
-    def list_workers(self, seen_within_s: float | None = None) -> list[WorkerRecord]:
-        with self._locked() as d:
-            since = None if seen_within_s is None else now() - seen_within_s
-            return [replace(w, info=json_copy(w.info)) for _, w in sorted(d.workers.items())
-                    if since is None or w.last_seen >= since]

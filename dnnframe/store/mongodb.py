@@ -1,6 +1,8 @@
 """MongoDB backend (``mongodb://host/db``; ``mongomock://`` in tests). Contract: see base.py.
 
-Experiments, queries, dispatch and workers here; the trial life cycle in mongo_trials.py.
+Experiments and queries here; the trial life cycle in mongo_trials.py; leases, the dispatch
+outbox, workers and notes in mongo_leases.py, mongo_outbox.py, mongo_workers.py and
+mongo_notes.py.
 
 Each mutating call is made of atomic single-document updates whose filter re-checks the
 state (batches go in one bulk write), so concurrent workers on many machines never both run
@@ -26,9 +28,9 @@ from __future__ import annotations
 from typing import Any
 
 from pymongo import ReturnDocument
-from pymongo.errors import BulkWriteError, PyMongoError
+from pymongo.errors import BulkWriteError
 
-from ..exceptions import NotFoundError, StoreError
+from ..exceptions import NotFoundError
 from ..metrics import is_number
 from .base import ResultStore, json_safe, now
 from .checks import active_error
@@ -36,14 +38,15 @@ from .lifecycle import ACTIVE, QUEUED, REQUEUE_RESET, TrialUpdate, cancel_before
 from .mongo_connect import WriteCall, connect, init_schema, redact, retry, retry_write
 from .mongo_leases import MongoLeases
 from .mongo_notes import MongoNotes, note_key
+from .mongo_outbox import MongoOutbox
 from .mongo_trials import MongoTrials, left_out, trial_record
+from .mongo_workers import MongoWorkers
 from .mongoseq import SeqCounter
 from .records import (
     ExperimentRecord,
     TrialRecord,
     TrialState,
     TrialTally,
-    WorkerRecord,
     tally_rows,
 )
 from .sorting import resolve_sort_path
@@ -55,7 +58,7 @@ __all__ = ["MongoStore", "redact"]
 INFLIGHT_TTL_S = 60.0
 
 
-class MongoStore(MongoLeases, MongoNotes, MongoTrials, ResultStore):
+class MongoStore(MongoLeases, MongoNotes, MongoOutbox, MongoWorkers, MongoTrials, ResultStore):
     """ResultStore in a MongoDB database: collections experiments, trials, workers, meta."""
 
     def __init__(self, db: Any, url: str, create: bool = True):
@@ -307,49 +310,3 @@ class MongoStore(MongoLeases, MongoNotes, MongoTrials, ResultStore):
     @retry
     def latest_seq(self) -> int:
         return self._seq.visible()
-
-    # ------------------------------------------------------------ dispatch
-    @retry
-    def _hold_dispatch(self, items: list[tuple[str, str]]) -> None:
-        for tid, queue in items:  # rare (a broker outage): one round trip each is fine
-            self._db.held_dispatch.replace_one({"_id": tid}, {"queue": queue, "held_at": now()},
-                                               upsert=True)
-
-    def _take_dispatch(self, limit: int) -> list[tuple[str, str]]:
-        taken: list[tuple[str, str]] = []
-        try:
-            for doc in self._oldest_held(limit):
-                # one atomic delete per entry: with several takers each entry goes to one
-                if self._db.held_dispatch.find_one_and_delete({"_id": doc["_id"]}) is not None:
-                    taken.append((doc["_id"], doc["queue"]))
-        except PyMongoError as exc:
-            # Not retried whole (a rerun would lose what was deleted already): give back
-            # what this call took, then fail.
-            if taken:
-                self._hold_dispatch(taken)
-            raise StoreError(f"store {redact(self.url)}: {exc}") from exc
-        return taken
-
-    @retry
-    def _oldest_held(self, limit: int) -> list[dict[str, Any]]:
-        return list(self._db.held_dispatch.find().sort([("held_at", 1), ("_id", 1)]).limit(limit))
-
-    # ------------------------------------------------------------ workers
-    @retry
-    def _register_worker(self, name: str, host: str | None, pid: int | None,
-                         current_trial: str | None, trials_done: int,
-                         info: dict[str, Any] | None) -> None:
-        self._db.workers.replace_one(
-            {"_id": name},
-            {"host": host, "pid": pid, "current_trial": current_trial, "trials_done": trials_done,
-             "last_seen": now(), "info": json_safe(info or {})}, upsert=True)
-
-    @retry
-    def list_workers(self, seen_within_s: float | None = None) -> list[WorkerRecord]:
-        query = {} if seen_within_s is None else {"last_seen": {"$gte": now() - seen_within_s}}
-        return [WorkerRecord(name=d["_id"], host=d.get("host"), pid=d.get("pid"),
-                             current_trial=d.get("current_trial"),
-                             trials_done=d.get("trials_done", 0), last_seen=d["last_seen"],
-                             info=d.get("info") or {})
-                for d in self._db.workers.find(query).sort("_id", 1)]
-

@@ -13,7 +13,9 @@ flight: ``since=`` needs no upper bound, and ``latest_seq`` is the counter itsel
 ``FOR NO KEY UPDATE`` (not ``FOR UPDATE``) lets the foreign-key checks of a concurrent
 ``create_trials`` (which takes the counter first) pass a locked trial row: no deadlock.
 
-Experiments, queries and workers here; the trial life cycle in postgresql_trials.py.
+Experiments and queries here; the trial life cycle in postgresql_trials.py; leases, the
+dispatch outbox, workers and notes in lease_backends.py, outbox_backends.py,
+worker_backends.py and note_backends.py.
 Retries: see postgresql_conn.py (op ids recorded with the answer, in the same transaction).
 """
 
@@ -28,6 +30,7 @@ from .checks import active_error
 from .lease_backends import PostgresLeases
 from .lifecycle import REQUEUE_RESET, TrialUpdate, cancel_before_start
 from .note_backends import PostgresNotes
+from .outbox_backends import PostgresOutbox
 from .postgresql_conn import PgConnections
 from .postgresql_sql import (
     ALL_EXPERIMENTS_CANCELLED,
@@ -46,14 +49,15 @@ from .records import (
     TrialRecord,
     TrialState,
     TrialTally,
-    WorkerRecord,
     tally_rows,
 )
+from .worker_backends import PostgresWorkers
 
 __all__ = ["PostgresStore"]
 
 
-class PostgresStore(PostgresLeases, PostgresNotes, PostgresTrials, ResultStore):
+class PostgresStore(PostgresLeases, PostgresNotes, PostgresOutbox, PostgresWorkers,
+                    PostgresTrials, ResultStore):
     """ResultStore in a PostgreSQL database (the schema of the connection's search_path)."""
 
     def __init__(self, url: str, create: bool = True):
@@ -239,26 +243,3 @@ class PostgresStore(PostgresLeases, PostgresNotes, PostgresTrials, ResultStore):
 
     def latest_seq(self) -> int:
         return self._db.read(lambda c: c.execute("SELECT value FROM change_counter").fetchone()[0])
-
-    # ------------------------------------------------------------ workers
-    def _register_worker(self, name: str, host: str | None, pid: int | None,
-                         current_trial: str | None, trials_done: int,
-                         info: dict[str, Any] | None) -> None:
-        self._db.write(statement(
-            "INSERT INTO workers (name, host, pid, current_trial, trials_done, last_seen, info) "
-            "VALUES (%s, %s, %s, %s, %s, %s, %s::jsonb) ON CONFLICT (name) DO UPDATE SET "
-            "host = EXCLUDED.host, pid = EXCLUDED.pid, current_trial = EXCLUDED.current_trial, "
-            "trials_done = EXCLUDED.trials_done, last_seen = EXCLUDED.last_seen, "
-            "info = EXCLUDED.info",
-            (name, host, pid, current_trial, trials_done, now(), dumps(info or {}))),
-            record=False)
-
-    def list_workers(self, seen_within_s: float | None = None) -> list[WorkerRecord]:
-        sql = "SELECT name, host, pid, current_trial, trials_done, last_seen, info FROM workers"
-        params: tuple = ()
-        if seen_within_s is not None:
-            sql += " WHERE last_seen >= %s"
-            params = (now() - seen_within_s,)
-        rows = self._db.read(lambda c: c.execute(sql + " ORDER BY name", params).fetchall())
-        return [WorkerRecord(name=r[0], host=r[1], pid=r[2], current_trial=r[3], trials_done=r[4],
-                             last_seen=r[5], info=r[6]) for r in rows]

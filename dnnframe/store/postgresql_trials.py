@@ -1,5 +1,5 @@
-"""The PostgreSQL store's trial life cycle: claims, heartbeats, metrics, finishing,
-requeues and held dispatches. Each call is one transaction that locks the rows it decides
+"""The PostgreSQL store's trial life cycle: claims, heartbeats, metrics, finishing and
+requeues. Each call is one transaction that locks the rows it decides
 on (see postgresql.py for the locking rules) and then applies the rules of lifecycle.py,
 so nothing changes between the decision and the write."""
 
@@ -28,7 +28,6 @@ from .postgresql_sql import (
     apply_updates,
     lock_trials,
     reserve,
-    statement,
     trial_cols,
     trial_record,
     update_each,
@@ -162,24 +161,3 @@ class PostgresTrials:
             update_each(c, RELEASE, [trial_id])
             return True
         return self._db.write(body)[0]
-
-    # ------------------------------------------------------------ dispatch
-    def _hold_dispatch(self, items: list[tuple[str, str]]) -> None:
-        latest = dict(items)  # held twice in one call: the latest queue
-        if latest:
-            self._db.write(statement(
-                "INSERT INTO held_dispatch (trial_id, queue, held_at) "
-                "SELECT u.id, u.q, %s FROM unnest(%s::text[], %s::text[]) AS u(id, q) "
-                "ON CONFLICT (trial_id) DO UPDATE SET queue = EXCLUDED.queue, "
-                "held_at = EXCLUDED.held_at, ord = DEFAULT",
-                (now(), list(latest), list(latest.values()))), record=False)
-
-    def _take_dispatch(self, limit: int) -> list[tuple[str, str]]:
-        def body(c: Conn) -> list[list[str]]:
-            # An entry another taker is removing right now is theirs: skip it.
-            rows = c.execute(
-                "DELETE FROM held_dispatch WHERE trial_id IN (SELECT trial_id FROM "
-                "held_dispatch ORDER BY held_at, ord LIMIT %s FOR UPDATE SKIP LOCKED) "
-                "RETURNING trial_id, queue, held_at, ord", (limit,)).fetchall()
-            return [[r[0], r[1]] for r in sorted(rows, key=lambda r: (r[2], r[3]))]
-        return [(tid, queue) for tid, queue in self._db.write(body)[0]]

@@ -1,6 +1,8 @@
 """SQLite backend: the embedded default (``sqlite:///dnnframe.db``). Contract: see base.py.
 
-Experiments, queries and workers here; the trial life cycle in sqlite_trials.py.
+Experiments and queries here; the trial life cycle in sqlite_trials.py; leases, the
+dispatch outbox, workers and notes in lease_backends.py, outbox_backends.py,
+worker_backends.py and note_backends.py.
 """
 
 from __future__ import annotations
@@ -17,12 +19,12 @@ from .checks import active_error
 from .lease_backends import SQLiteLeases
 from .lifecycle import ACTIVE, REQUEUE_RESET, TrialUpdate, cancel_before_start
 from .note_backends import SQLiteNotes
+from .outbox_backends import SQLiteOutbox
 from .records import (
     ExperimentRecord,
     TrialRecord,
     TrialState,
     TrialTally,
-    WorkerRecord,
     tally_rows,
 )
 from .sorting import resolve_sort_path
@@ -38,11 +40,13 @@ from .sqlite_sql import (
     update_each,
 )
 from .sqlite_trials import SQLiteTrials
+from .worker_backends import SQLiteWorkers
 
 __all__ = ["SQLiteStore", "parse_sqlite_url"]
 
 
-class SQLiteStore(SQLiteLeases, SQLiteNotes, SQLiteTrials, ResultStore):
+class SQLiteStore(SQLiteLeases, SQLiteNotes, SQLiteOutbox, SQLiteWorkers, SQLiteTrials,
+                  ResultStore):
     """ResultStore in one SQLite file (WAL mode); one connection per process and thread."""
 
     def __init__(self, path: str | Path, url: str | None = None, create: bool = True):
@@ -253,23 +257,3 @@ class SQLiteStore(SQLiteLeases, SQLiteNotes, SQLiteTrials, ResultStore):
 
     def latest_seq(self) -> int:
         return self._read("SELECT coalesce(max(seq), 0) FROM trials")[0][0]
-
-    # ------------------------------------------------------------ workers
-    def _register_worker(self, name: str, host: str | None, pid: int | None,
-                         current_trial: str | None, trials_done: int,
-                         info: dict[str, Any] | None) -> None:
-        with self._tx() as c:
-            c.execute("INSERT OR REPLACE INTO workers (name, host, pid, current_trial, trials_done, "
-                      "last_seen, info) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                      (name, host, pid, current_trial, trials_done, now(), dumps(info or {})))
-
-    def list_workers(self, seen_within_s: float | None = None) -> list[WorkerRecord]:
-        sql = "SELECT name, host, pid, current_trial, trials_done, last_seen, info FROM workers"
-        params: tuple = ()
-        if seen_within_s is not None:
-            sql += " WHERE last_seen >= ?"
-            params = (now() - seen_within_s,)
-        rows = self._read(sql + " ORDER BY name", params)
-        return [WorkerRecord(name=r[0], host=r[1], pid=r[2], current_trial=r[3], trials_done=r[4],
-                             last_seen=r[5], info=json.loads(r[6])) for r in rows]
-

@@ -1,7 +1,7 @@
-"""The SQLite store's trial life cycle: claims, heartbeats, metrics, finishing, requeues and
-held dispatches. Every write runs in one ``BEGIN IMMEDIATE`` transaction: the rows are read
-and the rules of lifecycle.py applied under the write lock, so nothing changes between
-the decision and the write."""
+"""The SQLite store's trial life cycle: claims, heartbeats, metrics, finishing and requeues.
+Every write runs in one ``BEGIN IMMEDIATE`` transaction: the rows are read and the rules of
+lifecycle.py applied under the write lock, so nothing changes between the decision and the
+write."""
 
 from __future__ import annotations
 
@@ -147,16 +147,3 @@ class SQLiteTrials:
                 return False
             update_each(c, RELEASE, [trial_id])
             return True
-
-    # ------------------------------------------------------------ dispatch
-    def _hold_dispatch(self, items: list[tuple[str, str]]) -> None:
-        with self._tx() as c:
-            c.executemany("INSERT OR REPLACE INTO held_dispatch (trial_id, queue, held_at) "
-                          "VALUES (?, ?, ?)", [(tid, queue, now()) for tid, queue in items])
-
-    def _take_dispatch(self, limit: int) -> list[tuple[str, str]]:
-        with self._tx() as c:
-            rows = c.execute("SELECT trial_id, queue FROM held_dispatch ORDER BY held_at, rowid "
-                             "LIMIT ?", (limit,)).fetchall()
-            c.executemany("DELETE FROM held_dispatch WHERE trial_id = ?", [(r[0],) for r in rows])
-        return [(r[0], r[1]) for r in rows]

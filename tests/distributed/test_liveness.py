@@ -32,12 +32,12 @@ def test_processes_are_the_consuming_nodes_pool_sizes(store):
 
 
 def test_a_node_that_stopped_registering_is_not_counted(store, monkeypatch):
-    import dnnframe.store.sqlite as sqlite_store
+    from dnnframe.store import base_trials
 
     _node(store, "a@h1", ["q"], 4)
     assert liveness.worker_processes(store, "q", None) == 4
     registered = time.time()
-    monkeypatch.setattr(sqlite_store, "now", lambda: registered + 31)  # 31 s of silence
+    monkeypatch.setattr(base_trials, "clock", lambda: registered + 31)  # 31 s of silence
     assert liveness.worker_processes(store, "q", None) is None
 
 

@@ -9,6 +9,8 @@ import functools
 import os
 import uuid
 
+from dnnframe.store import ResultStore, TrialState
+
 MONGODB_URL = os.environ.get("DNNFRAME_TEST_MONGODB_URL")
 # The server the PostgreSQL cases create their databases on (trust auth in CI, see .ci/run).
 POSTGRESQL_URL = os.environ.get("DNNFRAME_TEST_POSTGRESQL_URL",
@@ -64,3 +66,29 @@ def store_url(backend: str, tmp_path) -> str:
         return f"memory://{db}"
     assert MONGODB_URL, "backend 'mongodb' needs DNNFRAME_TEST_MONGODB_URL"
     return MONGODB_URL.rstrip("/") + "/" + db
+
+
+# ---------------------------------------------------------------- contract suite data
+# A trial config, and the experiments and runs the contract suite (test_store_*.py) builds on.
+CFG = {"model": {"hidden_layers": 2, "width": 8}, "seed": 0}
+
+
+def cfg(layers: int, seed: int = 0) -> dict:
+    return {"model": {"hidden_layers": layers, "width": 8}, "seed": seed}
+
+
+def make(store: ResultStore, n: int = 3, eid: str = "exp1") -> list[str]:
+    store.create_experiment(eid, f"name-{eid}", {"spec": eid}, n)
+    ids = [f"{eid}-t{i}" for i in range(n)]
+    store.create_trials(eid, [(t, cfg(i + 1)) for i, t in enumerate(ids)])
+    return ids
+
+
+def run(store: ResultStore, tid: str, acc: float | None, state=TrialState.COMPLETE,
+        epochs: int = 2, worker: str = "w") -> None:
+    assert store.claim_trial(tid, worker) is not None
+    for e in range(epochs):
+        store.append_metrics(tid, {"epoch": e, "val_loss": 1.0 / (e + 1)})
+    result = {"status": state.value, "metrics": {"test_accuracy": acc},
+              "timings": {"train": 10 - (acc or 0)}, "history": [{"epoch": 0}]}
+    assert store.finish_trial(tid, state, result=result, worker=worker)
