@@ -10,17 +10,19 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from dnnframe.jsonsafe import dotted_items
+
 MAX_COMPARED = 8
 
 
+def _search_space(path: str, value: dict) -> bool:
+    # a search space ({"grid": [...]}) below a section is one setting, shown as written
+    return path.count(".") >= 1 and len(value) == 1 and isinstance(next(iter(value.values())), list)
+
+
 def _flatten(prefix: str, value: Any, out: dict[str, str]) -> None:
-    # a search space ({"grid": [...]}) is one setting, shown as written
-    if isinstance(value, dict) and value and not (len(value) == 1 and prefix.count(".") >= 1
-                                                  and isinstance(next(iter(value.values())), list)):
-        for key, item in value.items():
-            _flatten(f"{prefix}.{key}" if prefix else str(key), item, out)
-    else:
-        out[prefix] = value if isinstance(value, str) else json.dumps(value)
+    for path, leaf in dotted_items(value, prefix, whole=_search_space):
+        out[path] = leaf if isinstance(leaf, str) else json.dumps(leaf)
 
 
 def spec_differences(specs: list[dict[str, Any]]) -> list[tuple[str, list[str]]]:

@@ -16,12 +16,12 @@ axis; per-layer widths read ``"64x32"`` as in :func:`dnnframe.store.rows.trial_r
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from dnnframe.metrics import METRICS, worst_value
+from dnnframe.jsonsafe import dotted_items
+from dnnframe.metrics import METRICS, is_number, worst_value
 from dnnframe.states import ANALYSED_STATES, TrialState
 
 # What a trial's result records besides its metrics, under the names the charts use.
@@ -41,17 +41,11 @@ def value_direction(name: str) -> str:
     return METRICS[name].direction if name in METRICS else "min"
 
 
-def leaves(prefix: str, value: Any, out: dict[str, Any]) -> None:
-    """Flatten ``value`` into ``out`` by dotted path; lists read ``8x4``, as widths do."""
-    if isinstance(value, dict) and value:
-        for key, item in value.items():
-            leaves(f"{prefix}.{key}" if prefix else str(key), item, out)
-    elif isinstance(value, list):
-        out[prefix] = "x".join(map(str, value))
-    elif isinstance(value, dict):
-        out[prefix] = None
-    else:
-        out[prefix] = value
+def _param(value: Any) -> Any:
+    """A configured value as the charts show it: lists read ``8x4``, as widths do."""
+    if isinstance(value, list):
+        return "x".join(map(str, value))
+    return None if isinstance(value, dict) else value
 
 
 def trial_params(config: dict[str, Any] | None) -> dict[str, Any]:
@@ -60,27 +54,23 @@ def trial_params(config: dict[str, Any] | None) -> dict[str, Any]:
     cfg = config or {}
     out: dict[str, Any] = {}
     for section in ("model", "training"):
-        leaves("", cfg.get(section) or {}, out)
+        out.update((path, _param(v)) for path, v in dotted_items(cfg.get(section) or {}))
     out["seed"] = cfg.get("seed")
     out["dataset"] = (cfg.get("dataset") or {}).get("name")
     return out
-
-
-def _number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def trial_values(result: dict[str, Any] | None) -> dict[str, Any]:
     """Every finite number a finished trial recorded: its final metrics (whatever the task
     measured), its timings in seconds, the epochs it ran and its parameter count."""
     result = result or {}
-    out = {k: v for k, v in (result.get("metrics") or {}).items() if _number(v)}
+    out = {k: v for k, v in (result.get("metrics") or {}).items() if is_number(v)}
     timings = result.get("timings") or {}
     for name, key in TIMING_VALUES.items():
-        if _number(timings.get(key)):
+        if is_number(timings.get(key)):
             out[name] = timings[key]
     for key in RESULT_VALUES:
-        if _number(result.get(key)):
+        if is_number(result.get(key)):
             out[key] = result[key]
     return out
 

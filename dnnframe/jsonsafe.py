@@ -1,12 +1,14 @@
 """JSON for storing and hashing: ``json_safe`` (Python/numpy values into strict JSON values),
-``dumps`` (fast compact text) and ``canonical_json`` (the one text every hash is taken of).
-No heavy imports."""
+``dumps`` (fast compact text), ``canonical_json`` (the one text every hash is taken of) and
+``dotted_items`` (a nested document as dotted paths, for tables and charts). No heavy
+imports."""
 
 from __future__ import annotations
 
 import enum
 import json
 import math
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -93,3 +95,20 @@ def json_copy(value: Any) -> Any:
         return json.loads(_ENCODER.encode(value))
     except (TypeError, ValueError):
         return json_safe(value)
+
+
+def dotted_items(value: Any, prefix: str = "",
+                 whole: Callable[[str, dict], bool] | None = None) -> Iterator[tuple[str, Any]]:
+    """The leaves of nested dicts as ``(dotted path, value)``, in document order: a leaf is
+    anything but a dict, an empty dict, or a dict at a path that ``whole(path, d)`` keeps
+    whole (a search space ``{"grid": [...]}`` shown as one setting). What a leaf becomes
+    (lists as ``8x4`` or as JSON) is the caller's.
+
+    >>> list(dotted_items({"model": {"width": [8, 4], "extra": {}}, "seed": 1}))
+    [('model.width', [8, 4]), ('model.extra', {}), ('seed', 1)]
+    """
+    if isinstance(value, dict) and value and not (whole and prefix and whole(prefix, value)):
+        for key, item in value.items():
+            yield from dotted_items(item, f"{prefix}.{key}" if prefix else str(key), whole)
+    else:
+        yield prefix, value

@@ -144,11 +144,8 @@ def test_rank_leaves_unscored_out_on_request_and_refuses_a_bad_mode() -> None:
 
 # ------------------------------------------------------- "is a finite number": metrics.is_number
 IS_NUMBER_HOME = "dnnframe/metrics.py"
-# Copies in directories other engineers own at present, each to be replaced by
-# metrics.is_number there. An entry that no longer holds a copy fails the test.
-IS_NUMBER_COPIES_LEFT = {
-    "dashboard/params.py": "the dashboard's numeric parameters",
-}
+# Copies allowed elsewhere (none is left). An entry that no longer holds a copy fails the test.
+IS_NUMBER_COPIES_LEFT: dict[str, str] = {}
 
 
 def _called(node: ast.AST) -> str | None:
@@ -458,3 +455,13 @@ def test_the_segment_scan_finds_each_spelling() -> None:
               '    name = f"stack{k}"\n'
               'doc = "a stack of layers"\n')
     assert segment_kinds(source) == [(1, "dense"), (2, "stack")]
+
+
+# ------------------------------------------------------- dotted paths: jsonsafe.dotted_items
+def test_nested_documents_are_flattened_only_by_dotted_items() -> None:
+    """One flattener (dnnframe/jsonsafe.py): a function that calls itself with
+    ``f"{prefix}.{key}"`` elsewhere is a copy, which may write lists differently."""
+    pattern = re.compile(r'f"\{prefix\}\.\{(?:key|k)\}"')
+    found = [path for path, source in python_sources().items()
+             if path != "dnnframe/jsonsafe.py" and pattern.search(source)]
+    assert not found, "flatten nested dicts with dnnframe.jsonsafe.dotted_items: " + ", ".join(found)

@@ -20,6 +20,7 @@ import datetime as dt
 import json
 from typing import TYPE_CHECKING, Any
 
+from ..jsonsafe import dotted_items
 from ..metrics import FINAL_METRICS
 from .records import TrialRecord
 from .sorting import resolve_sort_path
@@ -133,10 +134,9 @@ def export_row(trial: TrialRecord) -> dict[str, Any]:
 
 
 def _flatten(prefix: str, value: Any, out: dict[str, Any]) -> None:
-    if isinstance(value, dict):
-        for k, v in value.items():
-            _flatten(f"{prefix}.{k}" if prefix else str(k), v, out)
-    elif isinstance(value, list):
-        out[prefix] = json.dumps(value, separators=(",", ":"))
-    else:
-        out[prefix] = value
+    # a list is one cell, as compact JSON; an empty mapping adds no column
+    for path, leaf in dotted_items(value, prefix):
+        if isinstance(leaf, list):
+            out[path] = json.dumps(leaf, separators=(",", ":"))
+        elif not isinstance(leaf, dict):
+            out[path] = leaf
