@@ -67,6 +67,19 @@ def test_the_train_fn_hook_is_a_pack_function():
     assert [[s is not None for s in slots] for slots in seen] == [[True, False], [False, True]]
 
 
+def test_a_hook_reaches_a_spawned_local_worker_by_name():
+    """The local pool pickles its train function to spawned processes: a decorated hook
+    travels by name (the same object comes back), a call-site adapter with its function."""
+    import pickle
+
+    from dnnframe.testing import hooks
+    from dnnframe.testing.packs import one_by_one
+
+    assert pickle.loads(pickle.dumps(hooks.sleepy_train)) is hooks.sleepy_train
+    wrapped = pickle.loads(pickle.dumps(one_by_one(hooks._sleepy)))
+    assert isinstance(wrapped, one_by_one) and wrapped.train is hooks._sleepy
+
+
 @pytest.mark.parametrize("spec", [
     "json:dumps",  # a function of another package
     "tests.distributed.test_config:test_train_fn_hook",  # a test's own function
