@@ -62,6 +62,7 @@ from kombu import Connection  # noqa: E402
 
 from dnnframe.executors.dispatch import with_retry_queues  # noqa: E402
 from dnnframe.spec import count_trials, expand, expand_with_ids, parse_spec  # noqa: E402
+from dnnframe.testing.hooks import one_epoch_train  # noqa: E402
 
 PAPER_LOW, PAPER_HIGH = 10_000, 50_000
 BROKER_URL = os.environ.get("DNNFRAME_BROKER_URL", "amqp://guest:guest@127.0.0.1:5672//")
@@ -96,20 +97,6 @@ def medium_spec(n: int, name: str) -> dict[str, Any]:
             "model": {"hidden_layers": 8, "width": 128, "activation": "relu", "init": "he"},
             "training": {"optimizer": "adam", "learning_rate": 0.001, "batch_size": 32, "max_epochs": 4},
             "search": {"seeds": n}}
-
-
-def noop_train(config: Any, on_epoch: Any = None) -> Any:
-    """A stand-in for ``engine.train``: one epoch reported, no numerics (platform overhead only)."""
-    from dnnframe.engine.result import TrialResult
-
-    metrics = {"epoch": 1, "train_loss": 1.0, "train_accuracy": 0.5, "val_loss": 1.0,
-               "val_accuracy": 0.5, "seconds": 0.0}
-    stop = bool(on_epoch(1, dict(metrics))) if on_epoch is not None else False
-    return TrialResult(status="CANCELLED" if stop else "COMPLETE",
-                       metrics={"test_accuracy": 0.5, "test_loss": 1.0}, history=[metrics],
-                       timings={"data": 0.0, "compile": 0.0, "train": 0.0, "total": 0.0}, n_params=0,
-                       environment={"python": platform.python_version(), "train_fn": "noop"},
-                       epochs_run=1)
 
 
 # --------------------------------------------------------------------------- 1. spec
@@ -202,7 +189,7 @@ def bench_local(results: list[dict[str, Any]], tmp: Path, n_noop: int, n_train: 
     from dnnframe.submit import submit_experiment
 
     for workers in (1, 2):
-        for kind, n, train_fn, make in (("no-op train_fn", n_noop, noop_train, tiny_spec),
+        for kind, n, train_fn, make in (("no-op train_fn", n_noop, one_epoch_train, tiny_spec),
                                         ("tiny real training", n_train, None, tiny_spec),
                                         ("compute-bound training", n_medium, None, medium_spec)):
             url = f"sqlite:///{tmp / f'local-{workers}-{kind[:4]}.db'}"
@@ -229,7 +216,7 @@ def _start_celery(store_url: str, queue: str, concurrency: int, log: Path, noop:
     env.update({"PYTHONPATH": f"{REPO}{os.pathsep}{env.get('PYTHONPATH', '')}", "DNNFRAME_STORE_URL": store_url,
                 "DNNFRAME_BROKER_URL": BROKER_URL, "PYTHONUNBUFFERED": "1"})
     if noop:
-        env["DNNFRAME_TRAIN_FN"] = "bench.throughput:noop_train"
+        env["DNNFRAME_TRAIN_FN"] = "dnnframe.testing.hooks:one_epoch_train"
     cmd = [sys.executable, "-m", "celery", "-A", "tasks", "worker", "-Q", queue, "-c", str(concurrency),
            "-n", f"bench-{uuid.uuid4().hex[:6]}@%h", "--prefetch-multiplier=1", "-O", "fair",
            "--loglevel=INFO", "--without-mingle", "--without-gossip"]

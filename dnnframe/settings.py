@@ -14,7 +14,7 @@ from __future__ import annotations
 import importlib
 import math
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from pydantic import Field, ValidationError, ValidationInfo, field_validator
@@ -23,7 +23,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from .exceptions import DnnframeError
 
 if TYPE_CHECKING:
-    from .engine.result import TrialResult
+    from .runner.train_fns import PackTrainFn
 
 ENV_PREFIX = "DNNFRAME_"
 
@@ -102,9 +102,11 @@ class Settings(BaseSettings):
         "they stopped; must stay below RabbitMQ's `consumer_timeout` (30 min in a stock "
         "RabbitMQ), for a worker acknowledges a pack's message only when the pack is over")
     train_fn: str | None = _setting(
-        None, "test and benchmark hook: `module:function` trained instead of the engine "
+        None, "test hook, never set in production: `module:function` naming a pack train "
+        "function (`train(configs, on_epoch) -> results`) trained instead of the engine. "
+        "Only functions of the `dnnframe.testing` package are accepted "
         "(`dnnframe/testing/hooks.py`, whose own knobs are `DNNFRAME_HOOK_*` variables); "
-        "never in production")
+        "anything else is refused at start")
     pack_size: int | None = _setting(
         None, "trials per pack (trials sharing one compiled graph, trained as one unit of "
         "work); `1` is one trial per task. Automatic: as many as a memory budget allows, but "
@@ -287,13 +289,25 @@ def child_environ(values: Mapping[str, str | None] | None = None,
     return env
 
 
-def resolve_train_fn(spec: str | None = None) -> Callable[..., TrialResult] | None:
-    """The function named by ``spec`` (default ``$DNNFRAME_TRAIN_FN``, ``module:function``).
+# The package whose functions DNNFRAME_TRAIN_FN may name; named, never imported here.
+TEST_HOOKS_PACKAGE = "dnnframe.testing"
 
-    A testing/benchmark hook: workers train with it instead of the engine.
+
+def _in_test_hooks(module_name: str) -> bool:
+    return module_name == TEST_HOOKS_PACKAGE or module_name.startswith(TEST_HOOKS_PACKAGE + ".")
+
+
+def resolve_train_fn(spec: str | None = None) -> PackTrainFn | None:
+    """The pack train function named by ``spec`` (default ``$DNNFRAME_TRAIN_FN``,
+    ``module:function``).
+
+    A test hook: workers train with it instead of the engine. Only functions defined in the
+    ``dnnframe.testing`` package are accepted, so the seam cannot swap production training
+    for arbitrary code.
 
     Raises:
-        SettingsError: the value is malformed or cannot be imported.
+        SettingsError: the value is malformed, names a function outside ``dnnframe.testing``,
+            or cannot be imported.
     """
     spec = (spec if spec is not None else get().train_fn or "").strip()
     if not spec:
@@ -302,10 +316,18 @@ def resolve_train_fn(spec: str | None = None) -> Callable[..., TrialResult] | No
     if not sep or not module_name or not attr:
         raise SettingsError(
             f"DNNFRAME_TRAIN_FN must look like 'package.module:function', but got {spec!r}")
+    refused = SettingsError(
+        f"DNNFRAME_TRAIN_FN={spec!r} is refused: it is a test hook and may only name a "
+        f"function defined in the {TEST_HOOKS_PACKAGE} package; unset it to train with "
+        "the engine")
+    if not _in_test_hooks(module_name):
+        raise refused  # checked before importing, so nothing outside the package runs
     try:
         fn = getattr(importlib.import_module(module_name), attr)
     except (ImportError, AttributeError) as exc:
         raise SettingsError(f"DNNFRAME_TRAIN_FN={spec!r} cannot be imported: {exc}") from exc
     if not callable(fn):
         raise SettingsError(f"DNNFRAME_TRAIN_FN={spec!r} is not callable")
+    if not _in_test_hooks(getattr(fn, "__module__", None) or ""):
+        raise refused  # a name the testing package imported from elsewhere
     return fn

@@ -591,43 +591,15 @@ def test_plain_progress_lines_every_tenth_and_periodically():
 
 
 # --------------------------------------------------------------------------- a newcomer's run
-HOOKS = '''
-from dnnframe.testing.hooks import noop_train
-
-
-def fail_train(config, on_epoch=None):
-    raise RuntimeError("device=cuda but no GPU here (pip install 'dnnframe[gpu]')")
-
-
-def held_train(config, on_epoch=None):
-    """Stands in for a graph that takes long to build: nothing happens until $HOLD_FILE
-    exists (a minute at most)."""
-    import os
-    import time
-    from pathlib import Path
-
-    deadline = time.monotonic() + 60
-    while not Path(os.environ["HOLD_FILE"]).exists() and time.monotonic() < deadline:
-        time.sleep(0.02)
-    return noop_train(config, on_epoch)
-
-
-def cuda_train(config, on_epoch=None):
-    result = noop_train(config, on_epoch)
-    result.environment["device"] = "cuda:0"
-    return result
-'''
 
 
 @pytest.fixture
-def hooks(tmp_path):
-    """Environment that makes ``dnnframe run`` train with ``hooks:NAME`` from a module of
-    this test's own (the worker processes import it by name)."""
-    (tmp_path / "hooks.py").write_text(HOOKS, encoding="utf-8")
+def hooks():
+    """Environment that makes ``dnnframe run`` train with ``dnnframe.testing.hooks:NAME``
+    (the worker processes load it by name)."""
 
     def env(name: str) -> dict:
-        return {"DNNFRAME_TRAIN_FN": f"hooks:{name}",
-                "PYTHONPATH": os.pathsep.join([str(tmp_path), str(REPO)])}
+        return {"DNNFRAME_TRAIN_FN": f"dnnframe.testing.hooks:{name}"}
 
     return env
 
@@ -808,7 +780,7 @@ def test_progress_says_graphs_are_building_until_a_trial_ends(tmp_path, hooks):
                {**TINY, "model": {"hidden_layers": 1, "width": 8,
                                   "activation": {"grid": ["relu", "tanh"]}}})
     hold = tmp_path / "built"
-    env = {**os.environ, **hooks("held_train"), "HOLD_FILE": str(hold)}
+    env = {**os.environ, **hooks("held_train"), "DNNFRAME_HOOK_GATE": str(hold)}
     proc = subprocess.Popen([sys.executable, "-m", "dnnframe.cli", "run", "tiny.yaml", "-w", "2"],
                             cwd=tmp_path, env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)

@@ -5,7 +5,8 @@ trials whose worker stopped in dnnframe/recovery.py (and Celery's reaper), never
 tier or a submission, PyTensor's internals and the variables that steer PyTensor and JAX in
 dnnframe/engine/pytensor_wall/, loading, splitting and parsing datasets in dnnframe/datasets/,
 the graph's segments (a dense layer, a scanned stack) and the split of hidden widths into
-them in dnnframe/engine/segments.py.
+them in dnnframe/engine/segments.py, single-trial train functions (and their adapter to
+the pack contract) in dnnframe/testing/ only.
 
 The scans read the sources (Python through its syntax tree, so a state name inside a longer
 text such as an SQL query or a docstring is not a literal of its own; page scripts and
@@ -465,3 +466,49 @@ def test_nested_documents_are_flattened_only_by_dotted_items() -> None:
     found = [path for path, source in python_sources().items()
              if path != "dnnframe/jsonsafe.py" and pattern.search(source)]
     assert not found, "flatten nested dicts with dnnframe.jsonsafe.dotted_items: " + ", ".join(found)
+
+
+# ----------------------------------------- single-trial train functions: dnnframe/testing/
+TESTING_HOME = "dnnframe/testing/"
+# What trains one trial at a time, and the adapter that makes a pack of it: tests' stand-ins.
+PER_TRIAL_NAMES = frozenset({"one_by_one", "run_one", "run_trial", "TrainFn", "TrialTrainFn"})
+
+
+def per_trial_training(source: str) -> list[tuple[int, str]]:
+    """``(line, what)`` of each per-trial training name used, defined or imported in Python
+    ``source`` (:data:`PER_TRIAL_NAMES`), and each ``train_fn`` parameter not annotated as
+    a pack train function (``PackTrainFn``)."""
+    found = []
+    for n in ast.walk(ast.parse(source)):
+        name = (getattr(n, "id", None) if isinstance(n, ast.Name)
+                else n.attr if isinstance(n, ast.Attribute)
+                else n.name if isinstance(n, (ast.FunctionDef, ast.ClassDef, ast.alias))
+                else None)
+        if name in PER_TRIAL_NAMES:
+            found.append((getattr(n, "lineno", 0), name))
+        if isinstance(n, ast.arg) and n.arg == "train_fn" and (
+                n.annotation is None or "PackTrainFn" not in ast.unparse(n.annotation)):
+            found.append((n.lineno, "train_fn: not a PackTrainFn"))
+    return sorted(found)
+
+
+def test_production_trains_packs_only() -> None:
+    """The runner and the executors know one training contract, ``PackTrainFn``: a
+    single-trial function, and its adapter, live with the tests' hooks in dnnframe.testing."""
+    sources = python_sources()
+    found = [f"{path}:{line}: {what}" for path, source in sources.items()
+             if not path.startswith(TESTING_HOME) for line, what in per_trial_training(source)]
+    assert not found, ("production trains packs (PackTrainFn); per-trial train functions and "
+                       "one_by_one live in dnnframe/testing/:\n" + "\n".join(found))
+    assert per_trial_training(sources[TESTING_HOME + "packs.py"])
+
+
+def test_the_per_trial_scan_finds_each_spelling() -> None:
+    source = ("from dnnframe.testing.packs import one_by_one\n"
+              "train = packs.run_trial\n"
+              "def run(train_fn: TrainFn | None, other: PackTrainFn | None) -> None: ...\n"
+              "def pool(train_fn=None): ...\n"
+              "def fine(train_fn: PackTrainFn | None = None): ...\n")
+    assert per_trial_training(source) == [
+        (1, "one_by_one"), (2, "run_trial"), (3, "TrainFn"), (3, "train_fn: not a PackTrainFn"),
+        (4, "train_fn: not a PackTrainFn")]

@@ -344,7 +344,8 @@ def test_the_entry_points_load_no_test_hook_unless_asked() -> None:
     asked = {**env, "DNNFRAME_TRAIN_FN": "dnnframe.testing.hooks:noop_train"}
     out = subprocess.run([sys.executable, "-c", probe.replace(" is None", " is not None")],
                          cwd=ROOT, env=asked, capture_output=True, text=True, check=True).stdout
-    assert out.strip() == "['dnnframe.testing', 'dnnframe.testing.hooks']"
+    assert out.strip() == ("['dnnframe.testing', 'dnnframe.testing.hooks', "
+                           "'dnnframe.testing.packs']")
 
 
 def test_the_package_order_names_packages_that_exist() -> None:

@@ -23,6 +23,7 @@ from dnnframe.executors.packing import make_packs, resolve_pack_size
 from dnnframe.spec import expand_with_ids, parse_spec
 from dnnframe.store import TrialState, open_store
 from dnnframe.submit import submit_experiment
+from dnnframe.testing.packs import one_by_one
 
 
 def _spec(seeds: int, name: str = "local-test", epochs: int = 2) -> dict:
@@ -135,7 +136,7 @@ def test_a_worker_ignores_ctrl_c_before_it_imports_the_executors(tmp_path):
 
 def test_a_trial_that_kills_its_process_is_failed_and_the_sweep_goes_on(url):
     store = open_store(url)
-    with LocalExecutor(url, workers=2, train_fn=crash_on_seed_1) as ex:
+    with LocalExecutor(url, workers=2, train_fn=one_by_one(crash_on_seed_1)) as ex:
         result = submit_experiment(parse_spec(_spec(seeds=5)), store, ex)
         assert ex.wait(timeout=120), "the sweep did not finish"
         stats = ex.stats
@@ -148,7 +149,7 @@ def test_a_trial_that_kills_its_process_is_failed_and_the_sweep_goes_on(url):
 
 def test_a_worker_exit_code_is_reported(url):
     store = open_store(url)
-    with LocalExecutor(url, workers=1, train_fn=exit_on_seed_2) as ex:
+    with LocalExecutor(url, workers=1, train_fn=one_by_one(exit_on_seed_2)) as ex:
         result = submit_experiment(parse_spec(_spec(seeds=4)), store, ex)
         assert ex.wait(timeout=120)
     trials = {t.config["seed"]: t for t in store.list_trials(result.experiment.id)}
@@ -160,7 +161,7 @@ def test_workers_pin_math_libraries_to_one_thread_and_are_reused(url, monkeypatc
     monkeypatch.setenv("OPENBLAS_NUM_THREADS", "7")  # the parent's own setting
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
     store = open_store(url)
-    with LocalExecutor(url, workers=2, train_fn=report_threads) as ex:
+    with LocalExecutor(url, workers=2, train_fn=one_by_one(report_threads)) as ex:
         result = submit_experiment(parse_spec(_spec(seeds=6)), store, ex)
         assert ex.wait(timeout=120)
     envs = [t.result["environment"] for t in store.list_trials(result.experiment.id)]
@@ -205,13 +206,13 @@ def test_real_engine_compiles_once_per_graph_shape_per_worker(url):
 def test_cancel_stops_queued_trials_and_resubmit_resumes(url):
     store = open_store(url)
     spec = parse_spec(_spec(seeds=4, name="cancel"))
-    with LocalExecutor(url, workers=1, train_fn=crash_on_seed_1) as ex:
+    with LocalExecutor(url, workers=1, train_fn=one_by_one(crash_on_seed_1)) as ex:
         # cancel before anything is submitted: every trial ends CANCELLED without running
         result = submit_experiment(spec, store)
         assert ex.cancel(result.experiment.id) == 4
     counts = store.counts_by_state(result.experiment.id)
     assert counts["CANCELLED"] == 4
-    with LocalExecutor(url, workers=1, train_fn=report_threads) as ex:
+    with LocalExecutor(url, workers=1, train_fn=one_by_one(report_threads)) as ex:
         again = submit_experiment(spec, store, ex)
         assert sorted(again.requeued_trial_ids) == sorted(again.trial_ids)
         assert again.new_trial_ids == []
@@ -233,7 +234,7 @@ def test_workers_keep_to_the_graphs_they_compiled(url):
                        "model": {"hidden_layers": 1, "width": 8,
                                  "activation": {"grid": ["relu", "tanh"]}}})
     store = open_store(url)
-    with LocalExecutor(url, workers=2, train_fn=record_pid_slowly) as ex:
+    with LocalExecutor(url, workers=2, train_fn=one_by_one(record_pid_slowly)) as ex:
         assert ex.wait_ready(timeout=120)
         result = submit_experiment(spec, store, ex)
         assert ex.wait(timeout=120)
@@ -354,7 +355,7 @@ def test_pack_size_comes_from_the_command_line_then_the_spec_then_the_environmen
 
 def test_local_executor_runs_packs_and_counts_every_member(url):
     store = open_store(url)
-    with LocalExecutor(url, workers=2, train_fn=record_pid_slowly) as ex:
+    with LocalExecutor(url, workers=2, train_fn=one_by_one(record_pid_slowly)) as ex:
         result = submit_experiment(parse_spec(_spec(seeds=6, name="packed")), store, ex,
                                    pack_size=3)
         assert ex.wait(timeout=120)
@@ -371,7 +372,7 @@ def test_each_worker_keeps_its_entry_in_the_worker_list_up_to_date(url):
     """A worker registers when it starts, with each pack and once it stops: the list ends
     with every local worker stopped, idle, and their trials counted once."""
     store = open_store(url)
-    with LocalExecutor(url, workers=2, train_fn=record_pid_slowly) as ex:
+    with LocalExecutor(url, workers=2, train_fn=one_by_one(record_pid_slowly)) as ex:
         submit_experiment(parse_spec(_spec(seeds=6, name="listed")), store, ex, pack_size=2)
         assert ex.wait(timeout=120)
     workers = store.list_workers()
@@ -385,7 +386,7 @@ def test_wait_any_returns_when_one_trial_ends_while_others_run(url, tmp_path, mo
     release = tmp_path / "release"
     monkeypatch.setenv("HOLD_FILE", str(release))
     store = open_store(url)
-    with LocalExecutor(url, workers=2, train_fn=hold_seed_0) as ex:
+    with LocalExecutor(url, workers=2, train_fn=one_by_one(hold_seed_0)) as ex:
         result = submit_experiment(parse_spec(_spec(seeds=2, name="any")), store, ex,
                                    pack_size=1)
         assert ex.wait_any(0, timeout=60) == 1  # seed 1 ended; seed 0 is held
@@ -415,7 +416,7 @@ def test_the_worker_list_tells_live_workers_from_dead_ones(url):
     from dashboard import create_app
     from dashboard.worker_status import is_alive
 
-    ex = LocalExecutor(url, workers=2, train_fn=crash_on_seed_1)
+    ex = LocalExecutor(url, workers=2, train_fn=one_by_one(crash_on_seed_1))
     store = open_store(url)
     try:
         assert ex.wait_ready(timeout=120)

@@ -14,10 +14,10 @@ import pytest
 
 from dnnframe import report
 from dnnframe.engine.result import TrialResult
-from dnnframe.runner import run_trial
 from dnnframe.spec import parse_spec
 from dnnframe.store import open_store
 from dnnframe.submit import submit_experiment
+from dnnframe.testing.packs import run_one
 
 SPEC = {"name": "report-test", "description": "depth 1-4 on iris",
         "dataset": {"name": "iris"}, "model": {"hidden_layers": {"grid": [1, 2, 3, 4]}, "width": 8},
@@ -46,7 +46,7 @@ def populated(tmp_path):
     store = open_store(f"sqlite:///{tmp_path / 'report.db'}")
     result = submit_experiment(parse_spec(SPEC), store)
     for tid in result.trial_ids:
-        run_trial(tid, store, train_fn=known_train)
+        run_one(tid, store, train=known_train)
     yield store, result.experiment.id
     store.close()
 
@@ -130,7 +130,7 @@ def with_cache_hits(tmp_path):
     store = open_store(f"sqlite:///{tmp_path / 'cache.db'}")
     result = submit_experiment(parse_spec(SPEC), store)
     for tid in result.trial_ids:
-        run_trial(tid, store, train_fn=cached_compile_train)
+        run_one(tid, store, train=cached_compile_train)
     yield store, result.experiment.id
     store.close()
 

@@ -1,7 +1,9 @@
-"""run_trial and run_pack: the trial life cycle against a real SQLite store.
+"""run_pack (and a trial alone, a pack of one): the trial life cycle against a real SQLite
+store.
 
-The training function is injected (the runner's documented seam): these tests check what
-the runner does with each outcome; one test drives the real engine end to end.
+The training function is injected (the runner's documented seam; single-trial stand-ins
+through dnnframe.testing.packs): these tests check what the runner does with each outcome;
+one test drives the real engine end to end.
 """
 
 from __future__ import annotations
@@ -13,9 +15,10 @@ import pytest
 from dnnframe import retrying
 from dnnframe.engine.result import TrialResult
 from dnnframe.runner import epochs as pack_epochs
-from dnnframe.runner import run_pack, run_trial
+from dnnframe.runner import run_pack
 from dnnframe.spec import expand_with_ids, parse_spec
 from dnnframe.store import TrialState, open_store
+from dnnframe.testing.packs import run_one
 
 SPEC = {"name": "runner-test", "dataset": {"name": "iris"},
         "model": {"hidden_layers": 1, "width": 8},
@@ -55,7 +58,7 @@ def _epochs_then(status: str, epochs: int = 2):
 
 
 def test_complete_trial_records_epochs_result_and_worker(store, trial_ids):
-    state = run_trial(trial_ids[0], store, worker="w1", train_fn=_epochs_then("COMPLETE"))
+    state = run_one(trial_ids[0], store, worker="w1", train=_epochs_then("COMPLETE"))
     assert state is TrialState.COMPLETE
     t = store.get_trial(trial_ids[0])
     assert t.state is TrialState.COMPLETE
@@ -71,8 +74,8 @@ def test_a_finished_trial_is_not_run_again(store, trial_ids):
         calls.append(config.seed)
         return _result("COMPLETE", 1)
 
-    assert run_trial(trial_ids[0], store, train_fn=train) is TrialState.COMPLETE
-    assert run_trial(trial_ids[0], store, train_fn=train) is None
+    assert run_one(trial_ids[0], store, train=train) is TrialState.COMPLETE
+    assert run_one(trial_ids[0], store, train=train) is None
     assert calls == [0]
 
 
@@ -80,14 +83,14 @@ def test_training_exception_becomes_failed_with_traceback(store, trial_ids):
     def train(config, on_epoch=None):
         raise RuntimeError("boom in layer 3")
 
-    assert run_trial(trial_ids[0], store, train_fn=train) is TrialState.FAILED
+    assert run_one(trial_ids[0], store, train=train) is TrialState.FAILED
     t = store.get_trial(trial_ids[0])
     assert t.state is TrialState.FAILED
     assert "Traceback" in t.error and "RuntimeError: boom in layer 3" in t.error
 
 
 def test_diverged_trial_keeps_its_result_and_says_when(store, trial_ids):
-    assert run_trial(trial_ids[0], store, train_fn=_epochs_then("DIVERGED", 3)) is TrialState.DIVERGED
+    assert run_one(trial_ids[0], store, train=_epochs_then("DIVERGED", 3)) is TrialState.DIVERGED
     t = store.get_trial(trial_ids[0])
     assert "diverged at epoch 3" in t.error and t.result["diverged_epoch"] == 3
 
@@ -102,7 +105,7 @@ def test_cancelling_the_experiment_stops_a_running_trial_after_its_epoch(store, 
                 return _result("CANCELLED", e)
         return _result("COMPLETE", 9)
 
-    assert run_trial(trial_ids[0], store, train_fn=train) is TrialState.CANCELLED
+    assert run_one(trial_ids[0], store, train=train) is TrialState.CANCELLED
     t = store.get_trial(trial_ids[0])
     assert t.state is TrialState.CANCELLED and len(t.metrics) == 1
     # the other trial was still queued: cancelled without starting
@@ -128,7 +131,7 @@ def test_a_worker_that_lost_its_trial_stops_without_touching_the_new_owners_curv
 
     # w1's next epoch comes well within the heartbeat throttle: only the metrics write can
     # tell it that it lost the trial.
-    assert run_trial(tid, store, worker="w1", train_fn=train) is None
+    assert run_one(tid, store, worker="w1", train=train) is None
     assert epochs_trained == [1, 2]  # stopped at the first refused write
     t = store.get_trial(tid)
     assert (t.state, t.worker, t.result) == (TrialState.RUNNING, "w2", None)
@@ -140,13 +143,13 @@ def test_keyboard_interrupt_marks_the_trial_cancelled_and_propagates(store, tria
         raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):
-        run_trial(trial_ids[0], store, train_fn=train)
+        run_one(trial_ids[0], store, train=train)
     t = store.get_trial(trial_ids[0])
     assert t.state is TrialState.CANCELLED and "interrupted" in t.error
 
 
 def test_real_engine_trains_a_tiny_trial(store, trial_ids):
-    assert run_trial(trial_ids[0], store) is TrialState.COMPLETE
+    assert run_one(trial_ids[0], store) is TrialState.COMPLETE
     t = store.get_trial(trial_ids[0])
     assert len(t.metrics) == 2 and len(t.result["history"]) == 2
     assert 0.0 <= t.result["metrics"]["test_accuracy"] <= 1.0
@@ -425,7 +428,7 @@ def test_the_delivery_cap_holds_per_member(store, pack_ids):
 
 def test_a_redelivered_pack_runs_only_its_unfinished_members(store, pack_ids):
     done, running_elsewhere, *todo = pack_ids
-    assert run_trial(done, store, train_fn=_epochs_then("COMPLETE")) is TrialState.COMPLETE
+    assert run_one(done, store, train=_epochs_then("COMPLETE")) is TrialState.COMPLETE
     before = store.get_trial(done)
     assert store.claim_trial(running_elsewhere, "alive") is not None
     train = StandInPack(epochs=2)
@@ -457,7 +460,7 @@ def test_the_heartbeat_thread_beats_during_a_long_compile(store, pack_ids):
 
 
 def test_a_single_trial_train_function_runs_as_a_pack_of_one(store, trial_ids):
-    state = run_trial(trial_ids[0], store, train_fn=_epochs_then("COMPLETE"))
+    state = run_one(trial_ids[0], store, train=_epochs_then("COMPLETE"))
     assert state is TrialState.COMPLETE
     pack = store.get_trial(trial_ids[0]).result["pack"]
     assert (pack["size"], pack["index"]) == (1, 0)

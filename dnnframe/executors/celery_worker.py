@@ -29,7 +29,7 @@ from .. import settings
 from ..engine import heap
 from ..exceptions import DnnframeError, NotFoundError, StoreError
 from ..owners import celery_node, worker_name
-from ..runner import TrainFn, one_by_one, run_pack
+from ..runner import PackTrainFn, run_pack
 from ..store import default_store_url, open_store
 from ..store.base import ResultStore, TrialState
 from . import liveness, reaper, redelivery
@@ -70,7 +70,7 @@ class _ProcessState:
         self.dirty = False
         self.wake = threading.Event()
         self.thread: threading.Thread | None = None
-        self.train_fn: TrainFn | None = None
+        self.train_fn: PackTrainFn | None = None
         self.train_fn_loaded = False
         self.progress: ProgressSender | None = None
 
@@ -87,7 +87,7 @@ class _ProcessState:
             self.store = open_store(default_store_url())
         return self.store
 
-    def get_train_fn(self) -> TrainFn | None:
+    def get_train_fn(self) -> PackTrainFn | None:
         if not self.train_fn_loaded:
             self.train_fn = settings.resolve_train_fn()
             self.train_fn_loaded = True
@@ -168,9 +168,7 @@ def _run_pack(task: Task, trial_ids: list[str]) -> dict[str, object]:
     except StoreError as exc:
         raise task.retry(exc=exc, countdown=min(60, 2 ** task.request.retries),
                          max_retries=STORE_RETRIES) from exc
-    train_fn = proc.get_train_fn()
-    # a single-trial hook trains the members in turn; None means the packed engine
-    pack_train = one_by_one(train_fn) if train_fn is not None else None
+    pack_train = proc.get_train_fn()  # None: the packed engine
     max_attempts = settings.get().max_attempts
     proc.start_state_writer()
     proc.set_state(node, queue, (tuple(trial_ids), worker))

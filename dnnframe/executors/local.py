@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from .. import settings, spawned
 from ..exceptions import DnnframeError
-from ..runner import TrainFn
+from ..runner import PackTrainFn
 from ..store import default_store_url, open_store
 from .base import Executor, pinned_threads
 from .local_crashes import CrashRecorder
@@ -58,15 +58,16 @@ class LocalExecutor(Executor):
         store_url: the store URL every worker opens (default ``$DNNFRAME_STORE_URL`` or
             ``sqlite:///dnnframe.db``); must name a store other processes can open.
         workers: number of processes (default ``$DNNFRAME_WORKERS``, else one per core).
-        train_fn: passed to ``run_pack``; must be picklable (a module-level function).
-            Default: the ``$DNNFRAME_TRAIN_FN`` test hook if set, else the engine.
+        train_fn: the pack train function passed to ``run_pack``; must be picklable (a
+            module-level function). Default: the ``$DNNFRAME_TRAIN_FN`` test hook if set,
+            else the engine.
         max_attempts: passed to ``run_pack``.
         start_method: multiprocessing start method; ``spawn`` so no parent threads or open
             database handles are inherited.
     """
 
     def __init__(self, store_url: str | None = None, workers: int | None = None, *,
-                 train_fn: TrainFn | None = None, max_attempts: int | None = None,
+                 train_fn: PackTrainFn | None = None, max_attempts: int | None = None,
                  start_method: str = "spawn") -> None:
         self.store_url = store_url or default_store_url()
         self.workers = int(workers) if workers is not None else settings.get().worker_count

@@ -13,7 +13,7 @@ from threadpoolctl import threadpool_limits
 from .. import settings
 from ..engine import heap
 from ..owners import WorkerName, default_worker_name
-from ..runner import PackTrainFn, TrainFn, one_by_one, run_pack
+from ..runner import PackTrainFn, run_pack
 from ..store import ResultStore, open_store
 from .base import THREAD_ENV
 
@@ -66,7 +66,7 @@ def _stop_on_sigterm_from_parent_only() -> None:
 
 
 def worker_main(conn: multiprocessing.connection.Connection, store_url: str,
-                train_fn: TrainFn | None, max_attempts: int | None) -> None:
+                train_fn: PackTrainFn | None, max_attempts: int | None) -> None:
     """Body of one long-lived worker process: receive packs, run them one at a time.
 
     Long-lived on purpose: the engine caches compiled PyTensor functions per process, so
@@ -77,16 +77,13 @@ def worker_main(conn: multiprocessing.connection.Connection, store_url: str,
     if opened is None:
         return
     train_fn, store = opened
-    # a single-trial function (a test or benchmark hook) trains a pack's members in turn;
-    # None means the packed engine
-    pack_train = one_by_one(train_fn) if train_fn is not None else None
-    if train_fn is None:
+    if train_fn is None:  # the packed engine, not a test hook
         _warm_up()
     # worker memory settings (engine/heap.py): freed memory kept for reuse; what is loaded
     # now, and each compiled model later, lives as long as the worker: frozen out of the
     # collector's passes
     heap.enable()
-    _PackLoop(conn, store, pack_train, max_attempts).serve()
+    _PackLoop(conn, store, train_fn, max_attempts).serve()
 
 
 def _settle_process() -> None:
@@ -101,7 +98,7 @@ def _settle_process() -> None:
 
 
 def _open(conn: multiprocessing.connection.Connection, store_url: str,
-          train_fn: TrainFn | None) -> tuple[TrainFn | None, ResultStore] | None:
+          train_fn: PackTrainFn | None) -> tuple[PackTrainFn | None, ResultStore] | None:
     """The training function (the configured one when none is given) and the open store,
     or None after telling the parent why the worker cannot start."""
     try:

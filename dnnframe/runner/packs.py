@@ -1,8 +1,8 @@
 """The claim-train-record loop of a pack of trials.
 
 :func:`run_pack` is the single place where a training exception becomes a FAILED trial
-(with its traceback); :func:`run_trial` is a pack of one. The local process pool and the
-Celery task both call them, so a trial behaves the same wherever it runs. They only need
+(with its traceback); a trial alone is a pack of one. The local process pool and the
+Celery task both call it, so a trial behaves the same wherever it runs. It only needs
 trial ids and a store: configurations are re-read from the store, never shipped with the
 message.
 """
@@ -24,15 +24,9 @@ from ..store.base import ResultStore
 from .epochs import PackEpochs, PackMember, PackObserver
 from .heartbeat import Heartbeat
 from .outcome import finish_all, member_outcome
-from .train_fns import PackTrainFn, TrainFn, one_by_one
+from .train_fns import PackTrainFn
 
 log = logging.getLogger(__name__)
-
-
-def _default_train_fn() -> TrainFn:
-    from ..engine import train  # importing the engine is cheap; train loads PyTensor
-
-    return train
 
 
 def _default_pack_train_fn() -> PackTrainFn:
@@ -169,15 +163,3 @@ def _end_all(members: list[PackMember], state: TrialState, error: str) -> None:
     for m in members:
         m.outcome = (state, None, error)
 
-
-def run_trial(trial_id: str, store: ResultStore, worker: str | None = None,
-              max_attempts: int | None = None, train_fn: TrainFn | None = None) -> TrialState | None:
-    """Claim and train one trial: :func:`run_pack` of one with a single-trial engine.
-
-    ``train_fn`` is ``train(config, on_epoch=...) -> TrialResult`` (``on_epoch(epoch,
-    metrics)`` returns True to stop); default :func:`dnnframe.engine.train`. Returns the
-    final state, or None when the trial was not claimable or was lost (see run_pack).
-    """
-    train = one_by_one(train_fn or _default_train_fn())
-    return run_pack([trial_id], store, worker=worker, max_attempts=max_attempts,
-                    train_fn=train)[trial_id]

@@ -55,6 +55,47 @@ def test_train_fn_hook(monkeypatch):
         resolve_train_fn()
 
 
+def test_the_train_fn_hook_is_a_pack_function():
+    """A hook trains a pack: one result per member, each member's epochs in its own slot."""
+    from dnnframe.spec import TrialConfig
+
+    train = resolve_train_fn("dnnframe.testing.hooks:one_epoch_train")
+    configs = [TrialConfig(dataset={"name": "iris"}, seed=s) for s in (0, 1)]
+    seen = []
+    results = train(configs, lambda epoch, slots: seen.append(list(slots)) or [False, False])
+    assert [r.status for r in results] == ["COMPLETE", "COMPLETE"]
+    assert [[s is not None for s in slots] for slots in seen] == [[True, False], [False, True]]
+
+
+def test_a_hook_reaches_a_spawned_local_worker_by_name():
+    """The local pool pickles its train function to spawned processes: a decorated hook
+    travels by name (the same object comes back), a call-site adapter with its function."""
+    import pickle
+
+    from dnnframe.testing import hooks
+    from dnnframe.testing.packs import one_by_one
+
+    assert pickle.loads(pickle.dumps(hooks.sleepy_train)) is hooks.sleepy_train
+    wrapped = pickle.loads(pickle.dumps(one_by_one(hooks._sleepy)))
+    assert isinstance(wrapped, one_by_one) and wrapped.train is hooks._sleepy
+
+
+@pytest.mark.parametrize("spec", [
+    "json:dumps",  # a function of another package
+    "tests.distributed.test_config:test_train_fn_hook",  # a test's own function
+    "dnnframe.engine:train",  # the engine itself
+    "dnnframe.testingx.hooks:noop_train",  # a package whose name only starts alike
+    "dnnframe.testing.hooks:TrialResult",  # imported into the testing package from elsewhere
+])
+def test_the_train_fn_hook_names_only_functions_of_the_testing_package(monkeypatch, spec):
+    monkeypatch.setenv("DNNFRAME_TRAIN_FN", spec)
+    with pytest.raises(SettingsError) as refused:
+        resolve_train_fn()
+    assert str(refused.value) == (
+        f"DNNFRAME_TRAIN_FN={spec!r} is refused: it is a test hook and may only name a "
+        "function defined in the dnnframe.testing package; unset it to train with the engine")
+
+
 @pytest.mark.parametrize("name,value,message", [
     ("DNNFRAME_WORKERS", "x", "DNNFRAME_WORKERS must be a positive integer, but got 'x'"),
     ("DNNFRAME_PACK_SIZE", "0", "DNNFRAME_PACK_SIZE must be a positive integer, but got '0'"),

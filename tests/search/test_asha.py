@@ -10,10 +10,11 @@ from dnnframe.executors.local import LocalExecutor
 from dnnframe.pruning.asha import AshaPruner, promoted, rungs
 from dnnframe.pruning.factory import pruner_for_pack
 from dnnframe.pruning.pruner import PackTrial
-from dnnframe.runner import run_pack, run_trial
+from dnnframe.runner import run_pack
 from dnnframe.spec import expand_with_ids, parse_spec
 from dnnframe.store import TrialState, open_store
 from dnnframe.submit import submit_experiment
+from dnnframe.testing.packs import one_by_one, run_one
 
 # In the order the trials run: the bad half (q 1-4) interleaved with the good half.
 ORDER = [5, 1, 7, 3, 8, 2, 6, 4]
@@ -105,7 +106,7 @@ def test_rungs_and_the_promotion_rule():
 def test_one_by_one_the_bad_half_is_pruned_at_the_first_rung(store):
     ids = _stored(store, _spec(max_epochs=4))  # rungs at epochs 1 and 2
     for q in ORDER:
-        run_trial(ids[q], store, worker="w", train_fn=curve_train)
+        run_one(ids[q], store, worker="w", train=curve_train)
     assert _ends(store, ids) == {
         1: ("PRUNED", 1), 2: ("PRUNED", 1), 3: ("PRUNED", 1), 4: ("PRUNED", 1),
         5: ("COMPLETE", 4), 7: ("COMPLETE", 4), 8: ("COMPLETE", 4),
@@ -134,7 +135,7 @@ def test_trials_of_a_grid_experiment_are_never_pruned(store):
     raw["search"] = {"method": "grid"}
     ids = _stored(store, raw)
     for q in ORDER:
-        run_trial(ids[q], store, worker="w", train_fn=curve_train)
+        run_one(ids[q], store, worker="w", train=curve_train)
     assert {state for state, _ in _ends(store, ids).values()} == {"COMPLETE"}
 
 
@@ -146,7 +147,7 @@ def _random_asha(tmp_path, name: str) -> set[float]:
                       "max_epochs": 9, "min_epochs": 1, "eta": 3,
                       "objective": {"metric": "val_accuracy"}}}
     store = open_store(url)
-    with LocalExecutor(url, workers=1, train_fn=curve_train) as ex:
+    with LocalExecutor(url, workers=1, train_fn=one_by_one(curve_train)) as ex:
         result = submit_experiment(parse_spec(raw), store, ex, pack_size=1)
         assert ex.wait(timeout=300)
     trials = store.list_trials(result.experiment.id)
@@ -208,5 +209,5 @@ def test_the_factory_prunes_a_trial_only_when_all_its_experiments_prune(store):
     assert not missing.active
     # and run that way, none of the shared trials is pruned
     for q in ORDER:
-        run_trial(asha[q], store, worker="w", train_fn=curve_train)
+        run_one(asha[q], store, worker="w", train=curve_train)
     assert {state for state, _ in _ends(store, asha).values()} == {"COMPLETE"}

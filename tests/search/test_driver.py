@@ -20,6 +20,7 @@ from dnnframe.search.space import SpaceMap
 from dnnframe.spec import count_trials, parse_spec
 from dnnframe.spec.expand import spec_spaces
 from dnnframe.store import TrialState, open_store
+from dnnframe.testing.packs import one_by_one
 
 RAW = {"name": "tpe", "dataset": {"name": "iris"},
        "model": {"hidden_layers": {"int_range": [1, 3]},
@@ -70,7 +71,7 @@ def first_waits_for_two_more(config, on_epoch=None):
 def _drive(url: str, raw: dict = RAW, limit: int | None = None,
            workers: int = 1) -> tuple[SearchDriver, object]:
     store = open_store(url)
-    with LocalExecutor(url, workers=workers, train_fn=shaped_train) as ex:
+    with LocalExecutor(url, workers=workers, train_fn=one_by_one(shaped_train)) as ex:
         driver = SearchDriver(parse_spec(raw), store, ex)
         result = driver.run(limit=limit)
     return driver, result
@@ -188,7 +189,7 @@ def test_a_freed_worker_gets_the_next_trial_while_another_still_trains(tmp_path,
     url = f"sqlite:///{tmp_path / 'g.db'}"
     store = open_store(url)
     raw = {**RAW, "search": {**RAW["search"], "num_samples": 4}}
-    with LocalExecutor(url, workers=2, train_fn=first_waits_for_two_more) as ex:
+    with LocalExecutor(url, workers=2, train_fn=one_by_one(first_waits_for_two_more)) as ex:
         driver = SearchDriver(parse_spec(raw), store, ex, poll_s=3600)
         result = driver.run()
     assert result.finished and len(result.asked) == 4

@@ -13,8 +13,8 @@ from test_asha import ORDER, _spec, _stored, curve_train
 
 from dashboard import create_app
 from dnnframe.cli import cli
-from dnnframe.runner import run_trial
 from dnnframe.store import open_store
+from dnnframe.testing.packs import run_one
 
 CHROMIUM = "/usr/bin/chromium"
 
@@ -26,7 +26,7 @@ def pruned(tmp_path) -> tuple[str, str]:
     store = open_store(url)
     ids = _stored(store, _spec(max_epochs=4))  # rungs at epochs 1 and 2
     for q in ORDER:
-        run_trial(ids[q], store, worker="w", train_fn=curve_train)
+        run_one(ids[q], store, worker="w", train=curve_train)
     eid = store.list_experiments()[0].id
     assert store.counts_by_state(eid)["PRUNED"] == 5
     store.close()

@@ -18,6 +18,7 @@ from dnnframe.search.lease import LeaseKeeper, driver_lease_name
 from dnnframe.search.service import DriverService, unfinished_driven
 from dnnframe.spec import parse_spec
 from dnnframe.store import TrialState, open_store
+from dnnframe.testing.packs import one_by_one
 
 
 def _wait(predicate, timeout: float, what: str) -> None:
@@ -56,7 +57,7 @@ def test_a_posted_tpe_spec_is_stored_and_a_driver_service_fills_it(tmp_path, mon
         # the web tier started nothing: no executor, no trial, no lease
         assert not app.extensions["dnnframe"].has_executor
         assert store.list_trials(eid) == [] and store.get_lease(driver_lease_name(eid)) is None
-        with LocalExecutor(url, workers=1, train_fn=shaped_train) as ex:
+        with LocalExecutor(url, workers=1, train_fn=one_by_one(shaped_train)) as ex:
             running = Running(DriverService(store, lambda: ex, owner="svc:1", ttl_s=30,
                                             poll_s=0.05))
             try:
@@ -112,7 +113,7 @@ def test_a_driver_that_loses_its_lease_asks_nothing_more(tmp_path, monkeypatch):
             asked_after_loss.append(True)
         return held
 
-    with LocalExecutor(url, workers=1, train_fn=shaped_train) as ex:
+    with LocalExecutor(url, workers=1, train_fn=one_by_one(shaped_train)) as ex:
         result = SearchDriver(spec, store, ex, keep_going=keep_going).run()
     lease.release()
     assert result.stopped and not result.finished
