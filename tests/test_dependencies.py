@@ -35,7 +35,7 @@ CORE = "core"
 # module of PACKAGES is the core's, and tests/ is dev's.
 EXTRA_OF: dict[str, tuple[str, ...]] = {
     "dashboard": ("web",),
-    "dnnframe.report": ("web",),  # `dnnframe report`'s charts
+    "dnnframe.analysis.report": ("web",),  # `dnnframe report`'s charts
     "tasks": ("celery",),
     "tasks.flower_login": ("monitoring",),  # loaded under `celery -A tasks flower`
     "dnnframe.executors.celery": ("celery",),

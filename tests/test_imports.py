@@ -213,7 +213,7 @@ LAYER_RULES: list[tuple[str, tuple[str, ...], str]] = [
     ("dnnframe.datasets", ("dnnframe.spec", "dnnframe.engine", "dnnframe.store",
                            "dnnframe.runner", "dnnframe.executors", "dnnframe.search",
                            "dnnframe.submit", "dnnframe.pruning", "dnnframe.cli",
-                           "dnnframe.analysis", "dnnframe.report"),
+                           "dnnframe.analysis"),
      "a dataset knows nothing of the specs, engine and runs that train on it; they load it "
      "through dnnframe.datasets"),
 ]

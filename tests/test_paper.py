@@ -192,7 +192,7 @@ def test_rows_and_means_over_seeds(store) -> None:
     rows = paper.collect_rows(store)
     assert len(rows) == len(ACC) + 1
     assert {r["style"] for r in rows} == {"tanh/glorot/sgd"}
-    groups = {g["depth"]: g for g in paper.aggregate_by_depth(rows)}
+    groups = {g["depth"]: g for g in paper.by_design_and_depth(rows)}
     assert sorted(groups) == [1, 10, 100, 1000]
     assert groups[1]["acc_mean"] == pytest.approx(0.85)
     assert groups[1]["acc_std"] == pytest.approx(statistics.stdev([0.9, 0.8]))
@@ -283,7 +283,7 @@ def test_deepest_vs_best() -> None:
 
 
 def test_collapse_and_plateau(store) -> None:
-    groups = paper.aggregate_by_depth(paper.collect_rows(store))
+    groups = paper.by_design_and_depth(paper.collect_rows(store))
     assert paper.collapse_depth(groups) == {("iris", "tanh/glorot/sgd"): 100}
     (p,) = paper.plateau_summary(groups, band=(10, 100))
     assert (p["best_depth"], p["deepest_depth"]) == (1, 1000)

@@ -12,7 +12,7 @@ import re
 
 import pytest
 
-from dnnframe import report
+from dnnframe.analysis import report
 from dnnframe.engine.result import TrialResult
 from dnnframe.spec import parse_spec
 from dnnframe.store import open_store

@@ -205,7 +205,7 @@ def _resolve_experiment(store, ref: str | None):  # noqa: ANN001, ANN202
 def _summary(store, exp, store_url: str, wall: float | None = None, interrupted: bool = False,
              trained: int | None = None, top: int = 5) -> dict:  # noqa: ANN001
     """Machine-readable summary of an experiment (``--json`` output)."""
-    from ..report import aggregate, varied_columns
+    from ..analysis.report import aggregate, varied_columns
     from ..store.rows import summary_rows
 
     exp = store.get_experiment(exp.id)

@@ -172,7 +172,7 @@ def export(experiment: str, store_url: str | None, fmt: str, output: Path | None
               help="HTML file (default: report-<experiment id>.html).")
 def report(experiment: str, store_url: str | None, output: Path | None) -> None:
     """Write a self-contained HTML report (plotly charts, plotly.js inlined; works offline)."""
-    from ..report import write_report
+    from ..analysis.report import write_report
 
     require("plotly", "web", "dnnframe report")
     store = _open_store(store_url, create=False)

@@ -8,7 +8,7 @@ Everything here reads a :class:`~dnnframe.store.base.ResultStore` and never trai
 
 * :func:`collect_rows` flattens finished trials into plain rows (dataset, style, depth,
   seed, accuracy, timings, state);
-* :func:`aggregate_by_depth` gives mean and spread over seeds per (dataset, style, depth);
+* :func:`by_design_and_depth` gives mean and spread over seeds per (dataset, style, depth);
 * :func:`linear_fit` fits ``y = slope * x + intercept`` and its R² (training time vs depth);
 * :func:`collapse_depth` / :func:`plateau_summary` / :func:`deepest_vs_best` answer RQ2
   (where accuracy falls to the majority-class rate, whether it stops improving past 500–700
@@ -23,7 +23,7 @@ Everything here reads a :class:`~dnnframe.store.base.ResultStore` and never trai
 ...          "test_accuracy": a, "train_seconds": 1.0 + d, "compile_seconds": 2.0,
 ...          "seconds_per_epoch": 0.1 + d / 10, "epochs_run": 10, "chance": 0.33}
 ...         for d, s, a in [(1, 0, 0.9), (1, 1, 0.8), (10, 0, 0.5), (10, 1, 0.5)]]
->>> [(g["depth"], round(g["acc_mean"], 3), g["n"]) for g in aggregate_by_depth(rows)]
+>>> [(g["depth"], round(g["acc_mean"], 3), g["n"]) for g in by_design_and_depth(rows)]
 [(1, 0.85, 2), (10, 0.5, 2)]
 >>> fit = linear_fit([1, 2, 3], [3, 5, 7])
 >>> round(fit.slope, 6), round(fit.intercept, 6), round(fit.r2, 6)
@@ -32,9 +32,9 @@ Everything here reads a :class:`~dnnframe.store.base.ResultStore` and never trai
 
 from __future__ import annotations
 
-from ...report import LinearFit, linear_fit
+from ..report import LinearFit, linear_fit
 from .depth import (
-    aggregate_by_depth,
+    by_design_and_depth,
     collapse_depth,
     deepest_vs_best,
     plateau_summary,
@@ -57,7 +57,7 @@ __all__ = [
     "ANALYSED_STATES",
     "CHANCE_MARGIN",
     "LinearFit",
-    "aggregate_by_depth",
+    "by_design_and_depth",
     "build_figures",
     "collapse_depth",
     "collect_rows",

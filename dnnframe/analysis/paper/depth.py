@@ -7,18 +7,18 @@ from collections import defaultdict
 from collections.abc import Iterable
 from typing import Any
 
-from ... import report
-from ...report import LinearFit, linear_fit
 from ...store.base import TrialState
+from .. import report
+from ..report import LinearFit, linear_fit
 from .rows import ANALYSED_STATES, CHANCE_MARGIN
 
 _GROUP_KEYS = ("dataset", "style", "hidden_layers")
 
 
-def aggregate_by_depth(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+def by_design_and_depth(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     """Mean, standard deviation (over seeds), min and max per (dataset, style, depth).
 
-    Built on :func:`dnnframe.report.aggregate`, one metric at a time. COMPLETE and DIVERGED
+    Built on :func:`dnnframe.analysis.report.aggregate`, one metric at a time. COMPLETE and DIVERGED
     trials count (a DIVERGED trial's accuracy only when the engine recorded a finite one);
     ``n_diverged`` says how many seeds diverged. Groups come sorted by dataset, style, depth.
     """

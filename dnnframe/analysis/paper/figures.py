@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ...report import LinearFit
+from ..report import LinearFit
 
 
 def build_figures(

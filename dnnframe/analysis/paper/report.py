@@ -10,11 +10,11 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from ... import report
 from ...exceptions import DnnframeError
 from ...store.base import ResultStore, TrialState
+from .. import report
 from .depth import (
-    aggregate_by_depth,
+    by_design_and_depth,
     collapse_depth,
     deepest_vs_best,
     plateau_summary,
@@ -97,7 +97,7 @@ def write_paper_report(
             f"no COMPLETE or DIVERGED trials in {store.url or 'the store'}"
             + (f" for experiments {', '.join(experiment_ids)}" if experiment_ids else "")
         )
-    groups = aggregate_by_depth(rows)
+    groups = by_design_and_depth(rows)
     fits = time_fits(rows)
     total_fits = time_fits(rows, "train_seconds")
     collapse = collapse_depth(groups)

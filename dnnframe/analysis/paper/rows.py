@@ -6,10 +6,10 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from ... import report
 from ...datasets import DatasetConfig, load_dataset
 from ...jsonsafe import canonical_json
 from ...store.base import ResultStore, TrialState
+from .. import report
 
 # States whose result is worth analysing: a DIVERGED trial is a real outcome of a deep stack
 # (its signal exploded), FAILED/CANCELLED/PRUNED are not measurements of the network.
@@ -95,7 +95,7 @@ def _unique_counts(labels: Iterable[Any]) -> tuple[list[Any], list[int]]:
 
 
 def trial_row(record: Any, chance: float | None = None) -> dict[str, Any]:
-    """:func:`dnnframe.report.trial_row` plus what the depth study needs: ``style``, ``depth``
+    """:func:`dnnframe.analysis.report.trial_row` plus what the depth study needs: ``style``, ``depth``
     (= hidden_layers), ``seconds_per_epoch`` and ``chance`` (the majority-class rate)."""
     row = report.trial_row(record)
     row.pop("history", None)  # per-epoch curves are not needed for the depth tables

@@ -9,9 +9,9 @@ from typing import Any
 
 import numpy as np
 
-from ... import report
 from ...datasets import DatasetConfig, load_dataset
 from ...engine.constants import SELU_ALPHA, SELU_SCALE
+from .. import report
 from .rows import style_label
 
 

@@ -25,10 +25,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .metrics import DEFAULT_OBJECTIVE_METRIC, METRICS, is_number, rank
-from .states import SCORED_STATE
-from .store.base import ResultStore, TrialRecord
-from .store.rows import CONFIG_COLUMNS, trial_row
+from ..metrics import DEFAULT_OBJECTIVE_METRIC, METRICS, is_number, rank
+from ..states import SCORED_STATE
+from ..store.base import ResultStore, TrialRecord
+from ..store.rows import CONFIG_COLUMNS, trial_row
 
 # the state value report rows are scored in (only such trials have final metrics)
 _SCORED = SCORED_STATE.value
