@@ -58,8 +58,10 @@ class PgConnections:
         self.where = redact(url)
         self._local = threading.local()
         self._lock = threading.Lock()
-        # (pid, thread, connection) of every connection opened, to close them all
-        self._conns: list[tuple[int, threading.Thread, psycopg.Connection]] = []
+        # (pid, thread, connection, the lock its thread holds while using it) of every
+        # connection opened, to close them all: close() takes the lock, so it never ends a
+        # connection under another thread's query (libpq would free what that query uses)
+        self._conns: list[tuple[int, threading.Thread, psycopg.Connection, threading.Lock]] = []
         self._closed = False
         self._writes = 0
         try:
@@ -106,14 +108,14 @@ class PgConnections:
             except BaseException:
                 conn.close()
                 raise
-            local.conn, local.pid = conn, pid
+            local.conn, local.pid, local.using = conn, pid, threading.Lock()
             # A thread per request (a threaded web server) would leave a server process
             # behind for each: close the connections of this process's finished threads.
             with self._lock:
-                done = [c for p, t, c in self._conns if p == pid and not t.is_alive()]
-                self._conns = [(p, t, c) for p, t, c in self._conns
+                done = [c for p, t, c, _ in self._conns if p == pid and not t.is_alive()]
+                self._conns = [(p, t, c, u) for p, t, c, u in self._conns
                                if not (p == pid and not t.is_alive())]
-                self._conns.append((pid, threading.current_thread(), local.conn))
+                self._conns.append((pid, threading.current_thread(), local.conn, local.using))
             for c in done:
                 with contextlib.suppress(Exception):
                     c.close()
@@ -124,18 +126,20 @@ class PgConnections:
         with contextlib.suppress(Exception):
             conn.close()
         with self._lock:
-            self._conns = [(p, t, c) for p, t, c in self._conns if c is not conn]
+            self._conns = [(p, t, c, u) for p, t, c, u in self._conns if c is not conn]
         self._local.conn = None
 
     def close(self) -> None:
+        """Close every connection of this process, each once no thread is using it; a
+        thread that asks for the store after this gets a StoreError."""
+        self._closed = True
         pid = os.getpid()
         with self._lock:
-            mine = [c for p, _, c in self._conns if p == pid]
+            mine = [(c, using) for p, _, c, using in self._conns if p == pid]
             self._conns = []
-        for c in mine:
-            with contextlib.suppress(Exception):
+        for c, using in mine:
+            with using, contextlib.suppress(Exception):
                 c.close()
-        self._closed = True
 
     # ------------------------------------------------------------ transactions
     def _recover(self, conn: psycopg.Connection) -> None:
@@ -188,6 +192,12 @@ class PgConnections:
             conn = self._conn()
         except psycopg.OperationalError as e:
             raise _Unreachable(e) from e
+        with self._local.using:
+            return self._run(conn, body, op, encode, retried)
+
+    def _run(self, conn: psycopg.Connection, body: Callable[[psycopg.Connection], Any],
+             op: str | None, encode: Callable[[Any], Any] | None, retried: bool) -> Any:
+        """:meth:`_attempt`'s transaction on ``conn``, which this thread holds."""
         try:
             if retried and op is not None:
                 row = conn.execute("SELECT answer FROM applied_ops WHERE op = %s",

@@ -75,7 +75,10 @@ class SQLiteFile:
         self.url = url or f"sqlite:///{self.path}"
         self._local = threading.local()
         self._lock = threading.Lock()
-        self._conns: list[tuple[int, sqlite3.Connection]] = []
+        # every connection of this process with the lock its user holds while using it:
+        # close() takes it, so it never closes a connection another thread is reading
+        # through (SQLite then frees what that read is using: a crash, not an error)
+        self._conns: list[tuple[int, sqlite3.Connection, threading.Lock]] = []
         self._closed = False
         if not self._check_existing() and not create:
             # Read-only callers (status, ls, export, report) must not leave an empty store
@@ -159,7 +162,8 @@ class SQLiteFile:
             raise self._wrap(e) from e
         return conn
 
-    def _conn(self) -> sqlite3.Connection:
+    def _conn(self) -> tuple[sqlite3.Connection, threading.Lock]:
+        """This thread's connection and the lock to hold while using it."""
         if self._closed:
             raise StoreError(f"store {self.url!r} is closed")
         pid = os.getpid()
@@ -167,11 +171,11 @@ class SQLiteFile:
         if getattr(local, "pid", None) != pid:
             if getattr(local, "conn", None) is not None:
                 _FORK_ORPHANS.append(local.conn)  # inherited through fork: never touch it
-            local.conn = self._connect()
+            local.conn, local.using = self._connect(), threading.Lock()
             local.pid = pid
             with self._lock:
-                self._conns.append((pid, local.conn))
-        return local.conn
+                self._conns.append((pid, local.conn, local.using))
+        return local.conn, local.using
 
     def _wrap(self, e: sqlite3.Error) -> StoreError:
         msg = str(e)
@@ -183,37 +187,42 @@ class SQLiteFile:
     def tx(self) -> Iterator[sqlite3.Connection]:
         """One write transaction (BEGIN IMMEDIATE: take the write lock up front, so two
         writers never deadlock upgrading read locks), retried while the file is busy."""
-        conn = self._conn()
-        try:
-            SQLITE_BUSY.call(conn.execute, "BEGIN IMMEDIATE", what=f"store {self.url!r}")
-        except sqlite3.DatabaseError as e:
-            if SQLITE_BUSY.retries(e):
-                raise StoreError(f"store {self.url!r} stayed locked by other writers for over "
-                                 f"{_BUSY_TIMEOUT_S * SQLITE_BUSY.attempts:.0f}s") from e
-            raise self._wrap(e) from e
-        try:
-            yield conn
-        except BaseException as e:
-            conn.execute("ROLLBACK")
-            if isinstance(e, sqlite3.Error):
+        conn, using = self._conn()
+        with using:
+            try:
+                SQLITE_BUSY.call(conn.execute, "BEGIN IMMEDIATE", what=f"store {self.url!r}")
+            except sqlite3.Error as e:  # a closed connection's ProgrammingError included
+                if SQLITE_BUSY.retries(e):
+                    raise StoreError(f"store {self.url!r} stayed locked by other writers for "
+                                     f"over {_BUSY_TIMEOUT_S * SQLITE_BUSY.attempts:.0f}s") from e
                 raise self._wrap(e) from e
-            raise
-        else:
-            conn.execute("COMMIT")
+            try:
+                yield conn
+            except BaseException as e:
+                conn.execute("ROLLBACK")
+                if isinstance(e, sqlite3.Error):
+                    raise self._wrap(e) from e
+                raise
+            else:
+                conn.execute("COMMIT")
 
     def read(self, sql: str, params: tuple | list = ()) -> list[tuple]:
+        conn, using = self._conn()
         try:
-            return self._conn().execute(sql, params).fetchall()
-        except sqlite3.Error as e:
+            with using:
+                return conn.execute(sql, params).fetchall()
+        except sqlite3.Error as e:  # on a connection closed meanwhile too
             raise self._wrap(e) from e
 
     def close(self) -> None:
+        """Close every connection of this process, each once no thread is using it; a
+        thread that asks for the store after this gets a StoreError."""
+        self._closed = True
         pid = os.getpid()
         with self._lock:
-            mine = [c for p, c in self._conns if p == pid]
+            mine = [(c, using) for p, c, using in self._conns if p == pid]
             self._conns = []
-        for c in mine:
-            with contextlib.suppress(sqlite3.Error):
+        for c, using in mine:
+            with using, contextlib.suppress(sqlite3.Error):
                 c.close()
-        self._closed = True
 
