@@ -61,7 +61,7 @@ class PgConnections:
         # (pid, thread, connection, the lock its thread holds while using it) of every
         # connection opened, to close them all: close() takes the lock, so it never ends a
         # connection under another thread's query (libpq would free what that query uses)
-        self._conns: list[tuple[int, threading.Thread, psycopg.Connection, threading.Lock]] = []
+        self._conns: list[tuple[int, threading.Thread, psycopg.Connection, threading.RLock]] = []
         self._closed = False
         self._writes = 0
         try:
@@ -108,7 +108,7 @@ class PgConnections:
             except BaseException:
                 conn.close()
                 raise
-            local.conn, local.pid, local.using = conn, pid, threading.Lock()
+            local.conn, local.pid, local.using = conn, pid, threading.RLock()
             # A thread per request (a threaded web server) would leave a server process
             # behind for each: close the connections of this process's finished threads.
             with self._lock:

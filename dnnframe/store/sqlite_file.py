@@ -77,8 +77,9 @@ class SQLiteFile:
         self._lock = threading.Lock()
         # every connection of this process with the lock its user holds while using it:
         # close() takes it, so it never closes a connection another thread is reading
-        # through (SQLite then frees what that read is using: a crash, not an error)
-        self._conns: list[tuple[int, sqlite3.Connection, threading.Lock]] = []
+        # through (SQLite then frees what that read is using: a crash, not an error);
+        # reentrant, so a read its thread makes inside its own transaction never waits
+        self._conns: list[tuple[int, sqlite3.Connection, threading.RLock]] = []
         self._closed = False
         if not self._check_existing() and not create:
             # Read-only callers (status, ls, export, report) must not leave an empty store
@@ -171,7 +172,7 @@ class SQLiteFile:
         if getattr(local, "pid", None) != pid:
             if getattr(local, "conn", None) is not None:
                 _FORK_ORPHANS.append(local.conn)  # inherited through fork: never touch it
-            local.conn, local.using = self._connect(), threading.Lock()
+            local.conn, local.using = self._connect(), threading.RLock()
             local.pid = pid
             with self._lock:
                 self._conns.append((pid, local.conn, local.using))
