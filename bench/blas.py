@@ -67,11 +67,16 @@ print(json.dumps({"epoch": (run(4) - run(1)) / 3}))
 
 
 def measure(code: str, ldflags: str) -> dict:
-    env = {**os.environ, "PYTENSOR_FLAGS": f"blas__ldflags={ldflags}",
-           "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1",
-           "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
-                         check=True)
+    env = {
+        **os.environ,
+        "PYTENSOR_FLAGS": f"blas__ldflags={ldflags}",
+        "OPENBLAS_NUM_THREADS": "1",
+        "OMP_NUM_THREADS": "1",
+        "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
+    }
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+    )
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -82,8 +87,7 @@ def main() -> None:
     args = ap.parse_args()
     offered = choices()
     print("BLAS choices here:", ", ".join(offered), f"(load average {os.getloadavg()[0]:.2f})")
-    workloads = {"paper": (PAPER, "rate", "trials/s", max),
-                 "wide": (WIDE, "epoch", "s/epoch", min)}
+    workloads = {"paper": (PAPER, "rate", "trials/s", max), "wide": (WIDE, "epoch", "s/epoch", min)}
     for name in args.only:
         code, key, unit, best = workloads[name]
         for flags in offered.values():
@@ -97,10 +101,15 @@ def main() -> None:
         medians = {c: statistics.median(v) for c, v in seen.items()}
         winner = best(medians, key=medians.get)
         for choice, values in seen.items():
-            ratio = (medians[choice] / medians[winner] if best is max
-                     else medians[winner] / medians[choice])
-            print(f"  {choice:7s} {medians[choice]:8.3f}  ({ratio:.2f} of the best; "
-                  f"{', '.join(f'{v:.3f}' for v in values)})")
+            ratio = (
+                medians[choice] / medians[winner]
+                if best is max
+                else medians[winner] / medians[choice]
+            )
+            print(
+                f"  {choice:7s} {medians[choice]:8.3f}  ({ratio:.2f} of the best; "
+                f"{', '.join(f'{v:.3f}' for v in values)})"
+            )
 
 
 if __name__ == "__main__":

@@ -82,10 +82,20 @@ CHILD = """
 def measure(tree: Path) -> dict:
     """One fresh process in ``tree``: seconds summed over the 12 builds."""
     with tempfile.TemporaryDirectory() as cache:
-        env = {**os.environ, "PYTHONPATH": str(tree), "DNNFRAME_CACHE_DIR": cache,
-               "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
-        out = subprocess.run([sys.executable, "-c", textwrap.dedent(CHILD)], env=env, cwd=tree,
-                             capture_output=True, text=True)
+        env = {
+            **os.environ,
+            "PYTHONPATH": str(tree),
+            "DNNFRAME_CACHE_DIR": cache,
+            "OMP_NUM_THREADS": "1",
+            "OPENBLAS_NUM_THREADS": "1",
+        }
+        out = subprocess.run(
+            [sys.executable, "-c", textwrap.dedent(CHILD)],
+            env=env,
+            cwd=tree,
+            capture_output=True,
+            text=True,
+        )
     if out.returncode != 0:
         return {"error": (out.stderr.strip().splitlines() or ["?"])[-1][:160]}
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -103,22 +113,30 @@ def main() -> None:
         for name, tree in trees.items():
             runs[name].append(measure(tree))
     results = {}
-    print("12 builds of digits shapes in a worker-like process (seconds summed, median of "
-          f"{args.repeats})")
+    print(
+        "12 builds of digits shapes in a worker-like process (seconds summed, median of "
+        f"{args.repeats})"
+    )
     for name, rs in runs.items():
         ok = [r for r in rs if "error" not in r]
         if not ok:
             print(f"  {name:<6}{rs[-1]['error']}")
             continue
-        med = {k: statistics.median(r.get(k, 0.0) for r in ok)
-               for k in ("build", "rewrite", "link", "train")}
+        med = {
+            k: statistics.median(r.get(k, 0.0) for r in ok)
+            for k in ("build", "rewrite", "link", "train")
+        }
         med["rest"] = med["build"] - med["rewrite"] - med["link"]
         results[name] = med
-        print(f"  {name:<6}build {med['build']:.2f}s (rewrite {med['rewrite']:.2f}, link "
-              f"{med['link']:.2f}, rest {med['rest']:.2f})   training {med['train']:.2f}s")
+        print(
+            f"  {name:<6}build {med['build']:.2f}s (rewrite {med['rewrite']:.2f}, link "
+            f"{med['link']:.2f}, rest {med['rest']:.2f})   training {med['train']:.2f}s"
+        )
     if "base" in results and "this" in results:
-        print(f"  base / this: build {results['base']['build'] / results['this']['build']:.2f}x,"
-              f" training {results['base']['train'] / results['this']['train']:.2f}x")
+        print(
+            f"  base / this: build {results['base']['build'] / results['this']['build']:.2f}x,"
+            f" training {results['base']['train'] / results['this']['train']:.2f}x"
+        )
     if args.json:
         args.json.write_text(json.dumps({"runs": runs, "median": results}, indent=1))
 

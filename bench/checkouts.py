@@ -12,7 +12,8 @@ REPO = Path(__file__).resolve().parents[1]
 def base_tree(ref: str, where: Path) -> Path:
     """The tree of ``ref`` (any git revision) extracted into ``where`` (made here)."""
     where.mkdir(parents=True)
-    archive = subprocess.run(["git", "-C", str(REPO), "archive", ref], check=True,
-                             capture_output=True).stdout
+    archive = subprocess.run(
+        ["git", "-C", str(REPO), "archive", ref], check=True, capture_output=True
+    ).stdout
     subprocess.run(["tar", "-x", "-C", str(where)], input=archive, check=True)
     return where

@@ -43,8 +43,6 @@ SPEC = {
 }
 
 
-
-
 def _cpu_seconds(pid: int) -> float:
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
@@ -56,8 +54,13 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _writer(url: str, experiment_id: str, rate: float, stop: multiprocessing.Event,
-            done: multiprocessing.Value) -> None:
+def _writer(
+    url: str,
+    experiment_id: str,
+    rate: float,
+    stop: multiprocessing.Event,
+    done: multiprocessing.Value,
+) -> None:
     from dnnframe.store import TrialState, open_store
 
     store = open_store(url)
@@ -71,21 +74,37 @@ def _writer(url: str, experiment_id: str, rate: float, stop: multiprocessing.Eve
                 running[tid] = 0
         for tid in list(running):
             running[tid] += 1
-            store.append_metrics(tid, {"epoch": running[tid], "val_loss": 1 / running[tid],
-                                       "val_accuracy": 0.1 * running[tid]}, worker="bench")
+            store.append_metrics(
+                tid,
+                {
+                    "epoch": running[tid],
+                    "val_loss": 1 / running[tid],
+                    "val_accuracy": 0.1 * running[tid],
+                },
+                worker="bench",
+            )
             with done.get_lock():
                 done.value += 1
             if running[tid] == 5:
-                result = {"metrics": {"test_accuracy": 0.5, "test_loss": 0.5},
-                          "timings": {"train": 0.1}, "epochs_run": 5}
+                result = {
+                    "metrics": {"test_accuracy": 0.5, "test_loss": 0.5},
+                    "timings": {"train": 0.1},
+                    "epochs_run": 5,
+                }
                 store.finish_trial(tid, TrialState.COMPLETE, result=result, worker="bench")
                 del running[tid]
             next_at += 1 / rate
             time.sleep(max(0.0, next_at - time.monotonic()))
 
 
-def _page(base: str, experiment_id: str, mode: str, stop: threading.Event,
-          counts: list[int], ready: threading.Barrier) -> None:
+def _page(
+    base: str,
+    experiment_id: str,
+    mode: str,
+    stop: threading.Event,
+    counts: list[int],
+    ready: threading.Barrier,
+) -> None:
     try:
         _follow(base, experiment_id, mode, stop, counts, ready)
     except requests.RequestException:
@@ -93,8 +112,14 @@ def _page(base: str, experiment_id: str, mode: str, stop: threading.Event,
             raise
 
 
-def _follow(base: str, experiment_id: str, mode: str, stop: threading.Event,
-            counts: list[int], ready: threading.Barrier) -> None:
+def _follow(
+    base: str,
+    experiment_id: str,
+    mode: str,
+    stop: threading.Event,
+    counts: list[int],
+    ready: threading.Barrier,
+) -> None:
     session = requests.Session()
     cursor = 0
     trials = f"{base}/api/v1/experiments/{experiment_id}/trials"
@@ -130,10 +155,20 @@ def measure(mode: str, pages: int, seconds: float, rate: float) -> dict[str, flo
     tmp = Path(tempfile.mkdtemp(prefix="dnnframe-pages-"))
     url = f"sqlite:///{tmp / 'bench.db'}"
     port = _free_port()
-    env = {**os.environ, "DNNFRAME_STORE_URL": url, "DNNFRAME_EVENT_STREAMS": str(pages + 4),
-           "DNNFRAME_DATA_DIR": str(tmp), "PYTHONPATH": str(ROOT)}
-    server = subprocess.Popen([sys.executable, "-c", SERVER.format(port=port)], env=env, cwd=ROOT,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    env = {
+        **os.environ,
+        "DNNFRAME_STORE_URL": url,
+        "DNNFRAME_EVENT_STREAMS": str(pages + 4),
+        "DNNFRAME_DATA_DIR": str(tmp),
+        "PYTHONPATH": str(ROOT),
+    }
+    server = subprocess.Popen(
+        [sys.executable, "-c", SERVER.format(port=port)],
+        env=env,
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     base = f"http://127.0.0.1:{port}"
     try:
         for _ in range(200):
@@ -142,19 +177,28 @@ def measure(mode: str, pages: int, seconds: float, rate: float) -> dict[str, flo
                 break
             except requests.ConnectionError:
                 time.sleep(0.1)
-        experiment_id = requests.post(base + "/api/v1/experiments", json=SPEC, timeout=120).json()["id"]
+        experiment_id = requests.post(base + "/api/v1/experiments", json=SPEC, timeout=120).json()[
+            "id"
+        ]
         stop_pages, stop_writer = threading.Event(), multiprocessing.Event()
         done = multiprocessing.Value("i", 0)
         counts = [0]
         n = pages if mode != "none" else 0
         ready = threading.Barrier(n + 1)
-        threads = [threading.Thread(target=_page, daemon=True,
-                                    args=(base, experiment_id, mode, stop_pages, counts, ready))
-                   for _ in range(n)]
+        threads = [
+            threading.Thread(
+                target=_page,
+                daemon=True,
+                args=(base, experiment_id, mode, stop_pages, counts, ready),
+            )
+            for _ in range(n)
+        ]
         for t in threads:
             t.start()
         ready.wait()
-        writer = multiprocessing.Process(target=_writer, args=(url, experiment_id, rate, stop_writer, done))
+        writer = multiprocessing.Process(
+            target=_writer, args=(url, experiment_id, rate, stop_writer, done)
+        )
         cpu0, t0 = _cpu_seconds(server.pid), time.monotonic()
         writer.start()
         time.sleep(seconds)
@@ -164,8 +208,11 @@ def measure(mode: str, pages: int, seconds: float, rate: float) -> dict[str, flo
         stop_pages.set()
         for t in threads:
             t.join(0.1)
-        return {"server_cpu_per_s": (cpu1 - cpu0) / (t1 - t0), "page_requests": counts[0],
-                "epochs_per_s": done.value / (t1 - t0)}
+        return {
+            "server_cpu_per_s": (cpu1 - cpu0) / (t1 - t0),
+            "page_requests": counts[0],
+            "epochs_per_s": done.value / (t1 - t0),
+        }
     finally:
         server.terminate()
         server.wait(10)
@@ -177,15 +224,19 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=15.0)
     parser.add_argument("--rate", type=float, default=40.0, help="epochs written per second")
     args = parser.parse_args()
-    results = {mode: measure(mode, args.pages, args.seconds, args.rate)
-               for mode in ("none", "poll", "stream")}
+    results = {
+        mode: measure(mode, args.pages, args.seconds, args.rate)
+        for mode in ("none", "poll", "stream")
+    }
     print(json.dumps(results, indent=2))
     for mode in ("poll", "stream"):
         r = results[mode]
-        print(f"{args.pages} {mode:6s} pages: server CPU {r['server_cpu_per_s']:.3f} s/s "
-              f"(none open: {results['none']['server_cpu_per_s']:.3f}), "
-              f"{r['page_requests']} page requests, writer {r['epochs_per_s']:.1f} epochs/s "
-              f"(none open: {results['none']['epochs_per_s']:.1f})")
+        print(
+            f"{args.pages} {mode:6s} pages: server CPU {r['server_cpu_per_s']:.3f} s/s "
+            f"(none open: {results['none']['server_cpu_per_s']:.3f}), "
+            f"{r['page_requests']} page requests, writer {r['epochs_per_s']:.1f} epochs/s "
+            f"(none open: {results['none']['epochs_per_s']:.1f})"
+        )
 
 
 if __name__ == "__main__":

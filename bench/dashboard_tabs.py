@@ -44,10 +44,19 @@ def _free_port() -> int:
 
 def _serve(checkout: Path, tmp: str) -> tuple[subprocess.Popen, str]:
     port = _free_port()
-    env = {**os.environ, "PYTHONPATH": str(checkout),
-           "DNNFRAME_STORE_URL": f"sqlite:///{tmp}/store.db", "DNNFRAME_DATA_DIR": f"{tmp}/data"}
-    proc = subprocess.Popen([sys.executable, "-c", SERVER.format(port=port)], cwd=checkout,
-                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(checkout),
+        "DNNFRAME_STORE_URL": f"sqlite:///{tmp}/store.db",
+        "DNNFRAME_DATA_DIR": f"{tmp}/data",
+    }
+    proc = subprocess.Popen(
+        [sys.executable, "-c", SERVER.format(port=port)],
+        cwd=checkout,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     base = f"http://127.0.0.1:{port}"
     for _ in range(300):
         try:
@@ -76,8 +85,9 @@ def measure(checkout: Path, tabs: int, timeout: float) -> dict[str, str]:
         try:
             exp_id = requests.post(base + "/api/v1/experiments", json=SPEC, timeout=30).json()["id"]
             with sync_playwright() as p:
-                browser = p.chromium.launch(executable_path=CHROMIUM, headless=True,
-                                            args=["--no-sandbox", "--disable-gpu"])
+                browser = p.chromium.launch(
+                    executable_path=CHROMIUM, headless=True, args=["--no-sandbox", "--disable-gpu"]
+                )
                 try:
                     context = browser.new_context()
                     pages = []
@@ -86,23 +96,33 @@ def measure(checkout: Path, tabs: int, timeout: float) -> dict[str, str]:
                         page = context.new_page()
                         try:
                             page.goto(f"{base}/experiments/{exp_id}", timeout=timeout * 1000)
-                            page.wait_for_function("() => document.body.dataset.live",
-                                                   timeout=timeout * 1000)
+                            page.wait_for_function(
+                                "() => document.body.dataset.live", timeout=timeout * 1000
+                            )
                         except Exception:  # noqa: BLE001
                             pass  # a tab that cannot load is what the next figures show
                         pages.append(page)
                     out = {"tabs opened in": f"{time.perf_counter() - opened:.1f} s"}
                     extra = context.new_page()
                     out["one more tab's list page"] = _timed(
-                        lambda: extra.goto(base + "/", timeout=timeout * 1000), timeout)
-                    out["the last tab's API call"] = _timed(lambda: pages[-1].evaluate(
-                        """async ([url, ms]) => {
+                        lambda: extra.goto(base + "/", timeout=timeout * 1000), timeout
+                    )
+                    out["the last tab's API call"] = _timed(
+                        lambda: pages[-1].evaluate(
+                            """async ([url, ms]) => {
                             const c = new AbortController(); setTimeout(() => c.abort(), ms);
                             return (await fetch(url, {signal: c.signal})).status; }""",
-                        [f"/api/v1/experiments/{exp_id}", timeout * 1000]), timeout)
-                    out["tabs live"] = str(sum(
-                        1 for pg in pages
-                        if pg.evaluate("document.body && document.body.dataset.live || ''")))
+                            [f"/api/v1/experiments/{exp_id}", timeout * 1000],
+                        ),
+                        timeout,
+                    )
+                    out["tabs live"] = str(
+                        sum(
+                            1
+                            for pg in pages
+                            if pg.evaluate("document.body && document.body.dataset.live || ''")
+                        )
+                    )
                     return out
                 finally:
                     browser.close()

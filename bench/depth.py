@@ -50,11 +50,22 @@ BUILD_DEPTHS = (1, 10, 100, 1000, 2000)
 def _python(tree: Path, code: str, env: dict | None = None, timeout: float | None = None) -> dict:
     """Run ``code`` with ``tree`` first on the path in a fresh process; its last stdout line
     is JSON. A time-out or a failure comes back as ``{"error": ...}``."""
-    full = {**os.environ, "PYTHONPATH": str(tree), "OMP_NUM_THREADS": "1",
-            "OPENBLAS_NUM_THREADS": "1", **(env or {})}
+    full = {
+        **os.environ,
+        "PYTHONPATH": str(tree),
+        "OMP_NUM_THREADS": "1",
+        "OPENBLAS_NUM_THREADS": "1",
+        **(env or {}),
+    }
     try:
-        out = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=full, cwd=tree,
-                             capture_output=True, text=True, timeout=timeout)
+        out = subprocess.run(
+            [sys.executable, "-c", textwrap.dedent(code)],
+            env=full,
+            cwd=tree,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
     except subprocess.TimeoutExpired:
         return {"error": f"still building after {timeout:.0f} s"}
     if out.returncode != 0:
@@ -85,8 +96,11 @@ def build(tree: Path, timeout: float | None, repeats: int) -> dict:
             if "error" in runs[-1]:
                 break
         ok = [r["build"] for r in runs if "build" in r]
-        out[depth] = {"build": statistics.median(ok), "runs": ok, "status": runs[-1]["status"]} \
-            if len(ok) == len(runs) else runs[-1]
+        out[depth] = (
+            {"build": statistics.median(ok), "runs": ok, "status": runs[-1]["status"]}
+            if len(ok) == len(runs)
+            else runs[-1]
+        )
     return out
 
 
@@ -101,13 +115,31 @@ def _run_spec(tree: Path, spec: dict, workers: int, timeout: float | None) -> di
         env.pop("DNNFRAME_STORE_URL", None)
         t0 = time.perf_counter()
         try:
-            proc = subprocess.run([sys.executable, "-m", "dnnframe.cli", "run", str(path), "--store",
-                                   url, "--workers", str(workers), "-q"], env=env, cwd=tree,
-                                  capture_output=True, text=True, timeout=timeout)
+            proc = subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "dnnframe.cli",
+                    "run",
+                    str(path),
+                    "--store",
+                    url,
+                    "--workers",
+                    str(workers),
+                    "-q",
+                ],
+                env=env,
+                cwd=tree,
+                capture_output=True,
+                text=True,
+                timeout=timeout,
+            )
         except subprocess.TimeoutExpired:
             return {"error": f"not finished after {timeout:.0f} s"}
         wall = time.perf_counter() - t0
-        summary = _python(tree, f"""
+        summary = _python(
+            tree,
+            f"""
             import json
             from collections import Counter
             from dnnframe.store import open_store
@@ -123,28 +155,48 @@ def _run_spec(tree: Path, spec: dict, workers: int, timeout: float | None) -> di
             print(json.dumps({{"states": Counter(t.state.value for t in trials),
                               "built": sum(1 for _, disk in pack_compiles.values() if not disk),
                               "build_seconds": sum(s for s, _ in pack_compiles.values())}}))
-        """)
+        """,
+        )
         return {"wall": wall, "exit": proc.returncode, **summary}
 
 
 def sweep(tree: Path, timeout: float | None) -> dict:
-    spec = {"name": "bench-depth-sweep", "dataset": {"name": "digits"},
-            "model": {"hidden_layers": {"grid": [2 ** i for i in range(11)]}, "width": 16,
-                      "activation": "relu"},
-            "training": {"optimizer": "adam", "learning_rate": 0.003, "max_epochs": 5,
-                         "batch_size": 64},
-            "search": {"seeds": 3}}
+    spec = {
+        "name": "bench-depth-sweep",
+        "dataset": {"name": "digits"},
+        "model": {
+            "hidden_layers": {"grid": [2**i for i in range(11)]},
+            "width": 16,
+            "activation": "relu",
+        },
+        "training": {
+            "optimizer": "adam",
+            "learning_rate": 0.003,
+            "max_epochs": 5,
+            "batch_size": 64,
+        },
+        "search": {"seeds": 3},
+    }
     return _run_spec(tree, spec, 2, timeout)
 
 
 def diverse(tree: Path, timeout: float | None) -> dict:
-    spec = {"name": "bench-diverse", "dataset": {"name": "digits"},
-            "model": {"hidden_layers": {"grid": [1, 2, 4, 8, 16, 32]}, "width": {"grid": [16, 64]},
-                      "activation": {"grid": ["relu", "tanh", "elu"]}},
-            "training": {"optimizer": {"grid": ["adam", "sgd"]},
-                         "learning_rate": {"grid": [0.001, 0.01, 0.1]}, "max_epochs": 9,
-                         "batch_size": 32},
-            "search": {"pruner": "asha", "min_epochs": 1, "eta": 3}}
+    spec = {
+        "name": "bench-diverse",
+        "dataset": {"name": "digits"},
+        "model": {
+            "hidden_layers": {"grid": [1, 2, 4, 8, 16, 32]},
+            "width": {"grid": [16, 64]},
+            "activation": {"grid": ["relu", "tanh", "elu"]},
+        },
+        "training": {
+            "optimizer": {"grid": ["adam", "sgd"]},
+            "learning_rate": {"grid": [0.001, 0.01, 0.1]},
+            "max_epochs": 9,
+            "batch_size": 32,
+        },
+        "search": {"pruner": "asha", "min_epochs": 1, "eta": 3},
+    }
     out = _run_spec(tree, spec, 2, timeout)
     if "wall" in out and "build_seconds" in out:
         out["build_share"] = out["build_seconds"] / (2 * out["wall"])
@@ -193,12 +245,24 @@ DESIGNS = """
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--base", type=Path, help="another checkout to measure beside this one")
-    ap.add_argument("--base-timeout", type=float, default=300.0,
-                    help="seconds the base may take per measurement (default 300)")
-    ap.add_argument("--repeats", type=int, default=3,
-                    help="fresh processes per depth in the build section (median; default 3)")
-    ap.add_argument("--rounds", type=int, default=3,
-                    help="alternating packed / one-by-one rounds in the designs section (default 3)")
+    ap.add_argument(
+        "--base-timeout",
+        type=float,
+        default=300.0,
+        help="seconds the base may take per measurement (default 300)",
+    )
+    ap.add_argument(
+        "--repeats",
+        type=int,
+        default=3,
+        help="fresh processes per depth in the build section (median; default 3)",
+    )
+    ap.add_argument(
+        "--rounds",
+        type=int,
+        default=3,
+        help="alternating packed / one-by-one rounds in the designs section (default 3)",
+    )
     ap.add_argument("--only", nargs="+", choices=["build", "sweep", "diverse", "epoch", "designs"])
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
@@ -215,24 +279,44 @@ def main() -> None:
         print("first build, fresh process, empty graph cache (plain relu, width 16)")
         for name, tree in trees.items():
             res = results.setdefault("build", {})[name] = build(tree, limits[name], args.repeats)
-            cells = {d: (f"{r['build']:.1f}s" if "build" in r else r["error"]) for d, r in res.items()}
+            cells = {
+                d: (f"{r['build']:.1f}s" if "build" in r else r["error"]) for d, r in res.items()
+            }
             ok = [r["build"] for r in res.values() if "build" in r and r["status"] == "COMPLETE"]
-            show(name, {**{f"depth {d}": c for d, c in cells.items()},
-                        "slowest/fastest": f"{max(ok) / min(ok):.2f}" if len(ok) == len(res) else "-"})
+            show(
+                name,
+                {
+                    **{f"depth {d}": c for d, c in cells.items()},
+                    "slowest/fastest": f"{max(ok) / min(ok):.2f}" if len(ok) == len(res) else "-",
+                },
+            )
     if "sweep" in only:
-        print("depth sweep through dnnframe run (digits, depths 1..1024, 3 seeds, 5 epochs, 2 workers)")
+        print(
+            "depth sweep through dnnframe run (digits, depths 1..1024, 3 seeds, 5 epochs, 2 workers)"
+        )
         for name, tree in trees.items():
             r = results.setdefault("sweep", {})[name] = sweep(tree, limits[name])
-            show(name, {"wall": f"{r['wall']:.1f}s" if "wall" in r else r["error"],
-                        "states": r.get("states"), "graphs built": r.get("built")})
+            show(
+                name,
+                {
+                    "wall": f"{r['wall']:.1f}s" if "wall" in r else r["error"],
+                    "states": r.get("states"),
+                    "graphs built": r.get("built"),
+                },
+            )
     if "diverse" in only:
         print("216 digits configurations with ASHA (2 workers, empty graph cache)")
         for name, tree in trees.items():
             r = results.setdefault("diverse", {})[name] = diverse(tree, limits[name])
-            show(name, {"wall": f"{r['wall']:.1f}s" if "wall" in r else r["error"],
-                        "graphs built": r.get("built"),
-                        "build seconds": f"{r['build_seconds']:.1f}" if "build_seconds" in r else "-",
-                        "build share": f"{r['build_share']:.0%}" if "build_share" in r else "-"})
+            show(
+                name,
+                {
+                    "wall": f"{r['wall']:.1f}s" if "wall" in r else r["error"],
+                    "graphs built": r.get("built"),
+                    "build seconds": f"{r['build_seconds']:.1f}" if "build_seconds" in r else "-",
+                    "build share": f"{r['build_share']:.0%}" if "build_share" in r else "-",
+                },
+            )
     if "epoch" in only:
         print("seconds per epoch, one trial, width 128, depth 100 (digits, adam, batch 64)")
         for name, tree in trees.items():
@@ -242,16 +326,25 @@ def main() -> None:
         if "base" in e and "epoch" in e["this"] and "epoch" in e["base"]:
             show("this / base", {"ratio": f"{e['this']['epoch'] / e['base']['epoch']:.2f}"})
     if "designs" in only:
-        print(f"64 trials of the RQ2 design (ReZero + pre-norm LN + dropout), packed vs one by one "
-              f"(best of {args.rounds} alternating rounds; ratios per round, wall and CPU time)")
+        print(
+            f"64 trials of the RQ2 design (ReZero + pre-norm LN + dropout), packed vs one by one "
+            f"(best of {args.rounds} alternating rounds; ratios per round, wall and CPU time)"
+        )
         for name, tree in trees.items():
-            r = results.setdefault("designs", {})[name] = _python(tree, DESIGNS % args.rounds,
-                                                                  timeout=limits[name])
+            r = results.setdefault("designs", {})[name] = _python(
+                tree, DESIGNS % args.rounds, timeout=limits[name]
+            )
             if "packed" in r:
-                show(name, {"packed": f"{r['packed']:.1f}/s", "one by one": f"{r['alone']:.1f}/s",
-                            "ratio": f"{r['packed'] / r['alone']:.1f}x",
-                            "rounds": " ".join(f"{x:.1f}" for x in r["rounds"]),
-                            "cpu": " ".join(f"{x:.1f}" for x in r["cpu_rounds"])})
+                show(
+                    name,
+                    {
+                        "packed": f"{r['packed']:.1f}/s",
+                        "one by one": f"{r['alone']:.1f}/s",
+                        "ratio": f"{r['packed'] / r['alone']:.1f}x",
+                        "rounds": " ".join(f"{x:.1f}" for x in r["rounds"]),
+                        "cpu": " ".join(f"{x:.1f}" for x in r["cpu_rounds"]),
+                    },
+                )
             else:
                 show(name, r)
     if args.json:

@@ -26,22 +26,39 @@ sys.path.insert(0, str(ROOT))
 DESIGNS = {
     "plain": {},
     "rezero": {"model": {"residual": "rezero"}},
-    "preln-scaled": {"model": {"residual": "scaled", "normalization": "layer",
-                               "norm_position": "pre"}},
-    "everything": {"model": {"residual": "rezero", "normalization": "batch",
-                             "norm_position": "pre", "dropout": 0.1},
-                   "training": {"grad_clip": 1.0,
-                                "lr_schedule": {"kind": "cosine", "warmup_epochs": 1}}},
+    "preln-scaled": {
+        "model": {"residual": "scaled", "normalization": "layer", "norm_position": "pre"}
+    },
+    "everything": {
+        "model": {
+            "residual": "rezero",
+            "normalization": "batch",
+            "norm_position": "pre",
+            "dropout": 0.1,
+        },
+        "training": {"grad_clip": 1.0, "lr_schedule": {"kind": "cosine", "warmup_epochs": 1}},
+    },
 }
 
 
 def _config(design: str, depth: int) -> dict:
     extra = DESIGNS[design]
-    return {"dataset": {"name": "iris"},
-            "model": {"hidden_layers": depth, "width": 16, "activation": "relu", "init": "he",
-                      **extra.get("model", {})},
-            "training": {"optimizer": "adam", "learning_rate": 0.002, "max_epochs": 1,
-                         **extra.get("training", {})}}
+    return {
+        "dataset": {"name": "iris"},
+        "model": {
+            "hidden_layers": depth,
+            "width": 16,
+            "activation": "relu",
+            "init": "he",
+            **extra.get("model", {}),
+        },
+        "training": {
+            "optimizer": "adam",
+            "learning_rate": 0.002,
+            "max_epochs": 1,
+            **extra.get("training", {}),
+        },
+    }
 
 
 def _child(design: str, depth: int) -> None:
@@ -61,19 +78,30 @@ def main() -> None:
         _child(args.child[0], int(args.child[1]))
         return
     depths = [int(d) for d in args.depths.split(",")]
-    print(f"{'design':<14}" + "".join(f"{'depth ' + str(d) + ' s':>14}" for d in depths)
-          + f"{'ratio':>8}")
+    print(
+        f"{'design':<14}"
+        + "".join(f"{'depth ' + str(d) + ' s':>14}" for d in depths)
+        + f"{'ratio':>8}"
+    )
     for design in DESIGNS:
         medians = []
         for depth in depths:
             times = []
             for _ in range(args.repeats):
-                out = subprocess.run([sys.executable, __file__, "--child", design, str(depth)],
-                                     capture_output=True, text=True, check=True, cwd=ROOT)
+                out = subprocess.run(
+                    [sys.executable, __file__, "--child", design, str(depth)],
+                    capture_output=True,
+                    text=True,
+                    check=True,
+                    cwd=ROOT,
+                )
                 times.append(json.loads(out.stdout.strip().splitlines()[-1])["compile"])
             medians.append(statistics.median(times))
-        print(f"{design:<14}" + "".join(f"{m:>14.2f}" for m in medians)
-              + f"{medians[-1] / medians[0]:>8.2f}")
+        print(
+            f"{design:<14}"
+            + "".join(f"{m:>14.2f}" for m in medians)
+            + f"{medians[-1] / medians[0]:>8.2f}"
+        )
 
 
 if __name__ == "__main__":

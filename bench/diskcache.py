@@ -56,10 +56,20 @@ print(json.dumps({"seconds": time.perf_counter() - t, "disk_hit": disk_hit}))
 
 
 def run(mode: str, cache_dir: str) -> dict:
-    env = dict(os.environ, DNNFRAME_CACHE_DIR=cache_dir, PYTHONWARNINGS="ignore",
-               OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
-    out = subprocess.run([sys.executable, "-c", CHILD, str(ROOT), mode], env=env,
-                         capture_output=True, text=True, check=True)
+    env = dict(
+        os.environ,
+        DNNFRAME_CACHE_DIR=cache_dir,
+        PYTHONWARNINGS="ignore",
+        OMP_NUM_THREADS="1",
+        OPENBLAS_NUM_THREADS="1",
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", CHILD, str(ROOT), mode],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -73,9 +83,11 @@ def main() -> None:
         assert not first["disk_hit"], "a fresh cache directory held the model already"
         times: dict[str, list[float]] = {"disk, preloaded": [], "disk, cold": [], "compile": []}
         for i in range(args.rounds):
-            for label, mode, cache in (("disk, preloaded", "preloaded", shared),
-                                       ("disk, cold", "cold", shared),
-                                       ("compile", "cold", str(Path(tmp) / f"empty{i}"))):
+            for label, mode, cache in (
+                ("disk, preloaded", "preloaded", shared),
+                ("disk, cold", "cold", shared),
+                ("compile", "cold", str(Path(tmp) / f"empty{i}")),
+            ):
                 r = run(mode, cache)
                 assert r["disk_hit"] == (label != "compile"), (label, r)
                 times[label].append(r["seconds"])
@@ -83,8 +95,10 @@ def main() -> None:
     print(f"first packed model of a known shape in a fresh process, median of {args.rounds}")
     for label, values in times.items():
         med = statistics.median(values)
-        print(f"  {label:16} {med:6.3f} s   {med / base:5.1f}x the preloaded load   "
-              f"(min {min(values):.3f}, max {max(values):.3f})")
+        print(
+            f"  {label:16} {med:6.3f} s   {med / base:5.1f}x the preloaded load   "
+            f"(min {min(values):.3f}, max {max(values):.3f})"
+        )
     verdict = "met" if base < 0.5 else "NOT met"
     print(f"preloaded worker: {base:.3f} s (target well under 0.5 s: {verdict})")
 

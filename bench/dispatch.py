@@ -49,15 +49,20 @@ def _spec(name: str, n: int):
     # so no trial is already COMPLETE from an earlier spec (that would skip the work).
     global _made
     _made += 1
-    return parse_spec({"name": name, "dataset": {"name": "digits"},
-                       "model": {"hidden_layers": 1, "width": 8, "activation": "relu"},
-                       "training": {"optimizer": "sgd", "learning_rate": 0.1 + _made * 1e-6,
-                                    "max_epochs": 1},
-                       "search": {"seeds": n}})
+    return parse_spec(
+        {
+            "name": name,
+            "dataset": {"name": "digits"},
+            "model": {"hidden_layers": 1, "width": 8, "activation": "relu"},
+            "training": {"optimizer": "sgd", "learning_rate": 0.1 + _made * 1e-6, "max_epochs": 1},
+            "search": {"seeds": n},
+        }
+    )
 
 
-def _wait_finished(store, experiment_id: str, n: int, timeout: float = 300.0,
-                   poll: float = 0.001) -> None:
+def _wait_finished(
+    store, experiment_id: str, n: int, timeout: float = 300.0, poll: float = 0.001
+) -> None:
     deadline = time.monotonic() + timeout
     while True:
         counts = store.counts_by_state(experiment_id)
@@ -90,9 +95,13 @@ def measure(executor, store, label: str, n: int, n_latency: int) -> dict[str, fl
         _wait_finished(store, one.experiment_id, 1)
         lat.append(time.perf_counter() - t)
     lat.sort()
-    return {"wall_s": wall, "per_trial_ms": wall / n * 1e3, "throughput": n / wall,
-            "latency_p50_ms": statistics.median(lat) * 1e3,
-            "latency_p90_ms": lat[int(0.9 * (len(lat) - 1))] * 1e3}
+    return {
+        "wall_s": wall,
+        "per_trial_ms": wall / n * 1e3,
+        "throughput": n / wall,
+        "latency_p50_ms": statistics.median(lat) * 1e3,
+        "latency_p90_ms": lat[int(0.9 * (len(lat) - 1))] * 1e3,
+    }
 
 
 def run_local(tmp: Path, n: int, n_latency: int, workers: int) -> dict[str, float]:
@@ -109,16 +118,42 @@ def run_local(tmp: Path, n: int, n_latency: int, workers: int) -> dict[str, floa
 def run_celery(tmp: Path, n: int, n_latency: int, workers: int) -> dict[str, float]:
     url = f"sqlite:///{tmp / 'celery.db'}"
     queue = f"bench-{uuid.uuid4().hex[:8]}"
-    env = dict(os.environ, DNNFRAME_STORE_URL=url, DNNFRAME_BROKER_URL=BROKER,
-               DNNFRAME_TRAIN_FN="dnnframe.testing.hooks:noop_train",
-               PYTHONPATH=f"{REPO}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
+    env = dict(
+        os.environ,
+        DNNFRAME_STORE_URL=url,
+        DNNFRAME_BROKER_URL=BROKER,
+        DNNFRAME_TRAIN_FN="dnnframe.testing.hooks:noop_train",
+        PYTHONPATH=f"{REPO}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
+    )
     log = tmp / "worker.log"
     with open(log, "wb") as fh:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "celery", "-A", "tasks", "worker", "-Q", queue, "-c",
-             str(workers), "-n", f"bench-{queue}@%h", "--prefetch-multiplier=1", "-O", "fair",
-             "--without-mingle", "--without-gossip", "--loglevel=WARNING"],
-            cwd=REPO, env=env, stdout=fh, stderr=subprocess.STDOUT, start_new_session=True)
+            [
+                sys.executable,
+                "-m",
+                "celery",
+                "-A",
+                "tasks",
+                "worker",
+                "-Q",
+                queue,
+                "-c",
+                str(workers),
+                "-n",
+                f"bench-{queue}@%h",
+                "--prefetch-multiplier=1",
+                "-O",
+                "fair",
+                "--without-mingle",
+                "--without-gossip",
+                "--loglevel=WARNING",
+            ],
+            cwd=REPO,
+            env=env,
+            stdout=fh,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     store = open_store(url)
     ex = CeleryExecutor(BROKER, url, queue=queue)
     try:
@@ -152,16 +187,24 @@ def main() -> None:
         tmp = Path(d)
         local = run_local(tmp, args.trials, args.latency_trials, args.workers)
         celery = run_celery(tmp, args.trials, args.latency_trials, args.workers)
-    print(f"dispatch of no-op trials: {args.trials} per burst, {args.latency_trials} one at a "
-          f"time, {args.workers} worker process(es), SQLite store")
+    print(
+        f"dispatch of no-op trials: {args.trials} per burst, {args.latency_trials} one at a "
+        f"time, {args.workers} worker process(es), SQLite store"
+    )
     print(f"{'':24}{'local':>12}{'celery':>12}{'celery/local':>14}")
-    rows = [("per-trial overhead ms", "per_trial_ms"), ("throughput trials/s", "throughput"),
-            ("latency p50 ms", "latency_p50_ms"), ("latency p90 ms", "latency_p90_ms")]
+    rows = [
+        ("per-trial overhead ms", "per_trial_ms"),
+        ("throughput trials/s", "throughput"),
+        ("latency p50 ms", "latency_p50_ms"),
+        ("latency p90 ms", "latency_p90_ms"),
+    ]
     for title, key in rows:
         print(f"{title:24}{local[key]:12.2f}{celery[key]:12.2f}{celery[key] / local[key]:14.2f}")
     verdict = "meets" if celery["per_trial_ms"] <= 5.0 else "MISSES"
-    print(f"target <= 5 ms/trial through Celery (burst overhead): {verdict} "
-          f"({celery['per_trial_ms']:.2f} ms)")
+    print(
+        f"target <= 5 ms/trial through Celery (burst overhead): {verdict} "
+        f"({celery['per_trial_ms']:.2f} ms)"
+    )
 
 
 if __name__ == "__main__":

@@ -48,13 +48,23 @@ CONFIGS = 4 * 2 * 5  # depths x activations x learning rates
 
 def paper_spec(trials: int, epochs: int) -> dict:
     """The paper workload with enough seeds for ``trials`` trials (a multiple of 40)."""
-    return {"name": f"paper-e2e-{trials}", "dataset": {"name": "iris"},
-            "model": {"hidden_layers": {"grid": [1, 2, 3, 4]}, "width": 16,
-                      "activation": {"grid": ["tanh", "relu"]}},
-            "training": {"optimizer": "sgd",
-                         "learning_rate": {"grid": [0.001, 0.003, 0.01, 0.03, 0.1]},
-                         "batch_size": 32, "max_epochs": epochs, "early_stopping": None},
-            "search": {"seeds": max(1, trials // CONFIGS)}}
+    return {
+        "name": f"paper-e2e-{trials}",
+        "dataset": {"name": "iris"},
+        "model": {
+            "hidden_layers": {"grid": [1, 2, 3, 4]},
+            "width": 16,
+            "activation": {"grid": ["tanh", "relu"]},
+        },
+        "training": {
+            "optimizer": "sgd",
+            "learning_rate": {"grid": [0.001, 0.003, 0.01, 0.03, 0.1]},
+            "batch_size": 32,
+            "max_epochs": epochs,
+            "early_stopping": None,
+        },
+        "search": {"seeds": max(1, trials // CONFIGS)},
+    }
 
 
 def _own_and_children_cpu(pid: int) -> tuple[float, float] | None:
@@ -68,20 +78,42 @@ def _own_and_children_cpu(pid: int) -> tuple[float, float] | None:
 
 
 @contextlib.contextmanager
-def celery_workers(checkout: Path, store_url: str, concurrency: int, root: Path
-                   ) -> Iterator[str]:
+def celery_workers(checkout: Path, store_url: str, concurrency: int, root: Path) -> Iterator[str]:
     """``checkout``'s Celery worker (``concurrency`` processes) on a queue of its own, ready;
     yields the queue. Its start is not timed: a deployment's workers are up before a sweep."""
     queue = f"e2e-{uuid.uuid4().hex[:8]}"
     log = root / f"{queue}.log"
-    env = {**os.environ, "PYTHONPATH": str(checkout), "DNNFRAME_STORE_URL": store_url,
-           "DNNFRAME_BROKER_URL": BROKER_URL, "PYTHONUNBUFFERED": "1"}
-    cmd = [sys.executable, "-m", "celery", "-A", "tasks", "worker", "-Q", queue, "-c",
-           str(concurrency), "-n", f"{queue}@%h", "--prefetch-multiplier=1", "-O", "fair",
-           "--loglevel=INFO", "--without-mingle", "--without-gossip"]
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(checkout),
+        "DNNFRAME_STORE_URL": store_url,
+        "DNNFRAME_BROKER_URL": BROKER_URL,
+        "PYTHONUNBUFFERED": "1",
+    }
+    cmd = [
+        sys.executable,
+        "-m",
+        "celery",
+        "-A",
+        "tasks",
+        "worker",
+        "-Q",
+        queue,
+        "-c",
+        str(concurrency),
+        "-n",
+        f"{queue}@%h",
+        "--prefetch-multiplier=1",
+        "-O",
+        "fair",
+        "--loglevel=INFO",
+        "--without-mingle",
+        "--without-gossip",
+    ]
     with log.open("wb") as fh:
-        proc = subprocess.Popen(cmd, cwd=checkout, env=env, stdout=fh, stderr=subprocess.STDOUT,
-                                start_new_session=True)
+        proc = subprocess.Popen(
+            cmd, cwd=checkout, env=env, stdout=fh, stderr=subprocess.STDOUT, start_new_session=True
+        )
     try:
         deadline = time.monotonic() + 120
         while b" ready." not in log.read_bytes():
@@ -99,8 +131,9 @@ def celery_workers(checkout: Path, store_url: str, concurrency: int, root: Path
                 continue
 
 
-def run_once(checkout: Path, spec_path: Path, workers: int, root: Path,
-             celery: bool = False) -> dict:
+def run_once(
+    checkout: Path, spec_path: Path, workers: int, root: Path, celery: bool = False
+) -> dict:
     """One ``dnnframe run`` of the spec by ``checkout``'s code in a fresh store: on a local
     pool of ``workers`` processes, or with ``celery`` through RabbitMQ to a Celery worker of
     ``workers`` processes."""
@@ -108,8 +141,11 @@ def run_once(checkout: Path, spec_path: Path, workers: int, root: Path,
     url = f"sqlite:///{store}"
     if celery:
         with celery_workers(checkout, url, workers, root) as queue:
-            out = _timed(checkout, [str(spec_path), "--broker", BROKER_URL, "--queue", queue,
-                                    "--store", url, "-q"], store)
+            out = _timed(
+                checkout,
+                [str(spec_path), "--broker", BROKER_URL, "--queue", queue, "--store", url, "-q"],
+                store,
+            )
         # the workers are not the CLI's children: only its own CPU is known here
         return {**out, "cpu": None, "parent_cpu": out["cpu"]}
     return _timed(checkout, [str(spec_path), "-w", str(workers), "--store", url, "-q"], store)
@@ -122,8 +158,9 @@ def _timed(checkout: Path, args: list[str], store: Path) -> dict:
     start = time.perf_counter()
     errors = store.with_suffix(".stderr")
     with errors.open("w") as err_file:
-        proc = subprocess.Popen(cmd, cwd=checkout, env=env, stdout=subprocess.DEVNULL,
-                                stderr=err_file)
+        proc = subprocess.Popen(
+            cmd, cwd=checkout, env=env, stdout=subprocess.DEVNULL, stderr=err_file
+        )
     children = 0.0
     while proc.poll() is None:
         # the workers are joined before the summary: their CPU is in the parent's
@@ -154,13 +191,16 @@ def worker_split(store: Path) -> dict:
             "SELECT max(finished_at) - min(started_at), "
             "max(json_extract(result, '$.pack.compute_seconds')), "
             "max(json_extract(result, '$.pack.compile_seconds')) FROM trials "
-            "GROUP BY json_extract(result, '$.pack.id')").fetchall()
+            "GROUP BY json_extract(result, '$.pack.id')"
+        ).fetchall()
     on_packs = sum(r[0] for r in rows)
     if not rows or any(r[1] is None for r in rows) or not on_packs:
         return {"other_share": None}
     compute, build = sum(r[1] for r in rows), sum(r[2] for r in rows)
-    return {"other_share": max(0.0, on_packs - compute - build) / on_packs,
-            "compute_share": compute / on_packs}
+    return {
+        "other_share": max(0.0, on_packs - compute - build) / on_packs,
+        "compute_share": compute / on_packs,
+    }
 
 
 def _children_cpu() -> float:
@@ -175,8 +215,11 @@ def main() -> None:
     ap.add_argument("--epochs", type=int, default=20)
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--celery", action="store_true",
-                    help="through RabbitMQ to a Celery worker of --workers processes")
+    ap.add_argument(
+        "--celery",
+        action="store_true",
+        help="through RabbitMQ to a Celery worker of --workers processes",
+    )
     ap.add_argument("--json", type=Path, help="also write the results here")
     args = ap.parse_args()
     checkouts = [("this", REPO)] + ([("base", args.base.resolve())] if args.base else [])
@@ -187,8 +230,10 @@ def main() -> None:
         spec_path.write_text(json.dumps(spec))
         n = CONFIGS * spec["search"]["seeds"]
         how = f"Celery, -c {args.workers}" if args.celery else f"-w {args.workers}"
-        print(f"paper sweep: {n} trials, {args.epochs} epochs, {how}; load "
-              f"average {os.getloadavg()[0]:.2f} at start")
+        print(
+            f"paper sweep: {n} trials, {args.epochs} epochs, {how}; load "
+            f"average {os.getloadavg()[0]:.2f} at start"
+        )
         for _, path in checkouts:  # warm each checkout's caches, untimed
             run_once(path, spec_path, args.workers, root, args.celery)
         runs: dict[str, list[dict]] = {name: [] for name, _ in checkouts}
@@ -197,30 +242,46 @@ def main() -> None:
             for name, path in order:
                 out = run_once(path, spec_path, args.workers, root, args.celery)
                 runs[name].append(out)
-                share = (f", parent {100 * out['parent_cpu'] / out['cpu']:.1f} % of "
-                         f"{out['cpu']:.1f} CPU s" if out["cpu"] else
-                         f", the CLI {out['parent_cpu']:.1f} CPU s")
-                other = (f", workers: compiled calls {100 * out['compute_share']:.0f} %, "
-                         f"per-member Python and store {100 * out['other_share']:.0f} %"
-                         if out.get("other_share") is not None else "")
-                print(f"  round {r + 1} {name:5s} {out['wall']:6.2f} s  "
-                      f"{n / out['wall']:7.0f} configs/s{share}{other}", flush=True)
+                share = (
+                    f", parent {100 * out['parent_cpu'] / out['cpu']:.1f} % of "
+                    f"{out['cpu']:.1f} CPU s"
+                    if out["cpu"]
+                    else f", the CLI {out['parent_cpu']:.1f} CPU s"
+                )
+                other = (
+                    f", workers: compiled calls {100 * out['compute_share']:.0f} %, "
+                    f"per-member Python and store {100 * out['other_share']:.0f} %"
+                    if out.get("other_share") is not None
+                    else ""
+                )
+                print(
+                    f"  round {r + 1} {name:5s} {out['wall']:6.2f} s  "
+                    f"{n / out['wall']:7.0f} configs/s{share}{other}",
+                    flush=True,
+                )
     print()
     summary = {}
     for name, _ in checkouts:
         walls = [x["wall"] for x in runs[name]]
         shares = [x["parent_cpu"] / x["cpu"] for x in runs[name] if x["cpu"]]
-        summary[name] = {"walls": walls, "median_wall": statistics.median(walls),
-                         "configs_per_s": n / statistics.median(walls),
-                         "parent_share": statistics.median(shares) if shares else None}
+        summary[name] = {
+            "walls": walls,
+            "median_wall": statistics.median(walls),
+            "configs_per_s": n / statistics.median(walls),
+            "parent_share": statistics.median(shares) if shares else None,
+        }
         share = summary[name]["parent_share"]
-        print(f"{name:5s} median {summary[name]['median_wall']:.2f} s, "
-              f"{summary[name]['configs_per_s']:.0f} configs/s"
-              + (f", parent {100 * share:.1f} % of the CPU" if share is not None else ""))
+        print(
+            f"{name:5s} median {summary[name]['median_wall']:.2f} s, "
+            f"{summary[name]['configs_per_s']:.0f} configs/s"
+            + (f", parent {100 * share:.1f} % of the CPU" if share is not None else "")
+        )
     if args.base:
         ratio = summary["base"]["median_wall"] / summary["this"]["median_wall"]
-        print(f"this / base: {ratio:.2f}x faster (goal >= 4x); the paper's headline is "
-              f"10,000 configs/s")
+        print(
+            f"this / base: {ratio:.2f}x faster (goal >= 4x); the paper's headline is "
+            f"10,000 configs/s"
+        )
         summary["ratio"] = ratio
     if args.json:
         args.json.write_text(json.dumps({"trials": n, **summary}, indent=2))

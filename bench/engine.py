@@ -33,15 +33,29 @@ BATCH = 64
 def _config(depth: int, width: int, epochs: int):
     from dnnframe.spec import TrialConfig
 
-    return TrialConfig.model_validate({
-        "dataset": {"name": "digits"},
-        "model": {"hidden_layers": depth, "width": width, "activation": "relu", "init": "glorot"},
-        "training": {"optimizer": "adam", "learning_rate": 1e-3, "batch_size": BATCH, "max_epochs": epochs},
-    })
+    return TrialConfig.model_validate(
+        {
+            "dataset": {"name": "digits"},
+            "model": {
+                "hidden_layers": depth,
+                "width": width,
+                "activation": "relu",
+                "init": "glorot",
+            },
+            "training": {
+                "optimizer": "adam",
+                "learning_rate": 1e-3,
+                "batch_size": BATCH,
+                "max_epochs": epochs,
+            },
+        }
+    )
 
 
 # --------------------------------------------------------------------------- references
-def numpy_epoch_seconds(X: np.ndarray, y: np.ndarray, depth: int, width: int, n_classes: int, epochs: int) -> float:
+def numpy_epoch_seconds(
+    X: np.ndarray, y: np.ndarray, depth: int, width: int, n_classes: int, epochs: int
+) -> float:
     """Median epoch time of a hand-written NumPy MLP (relu, softmax CE, Adam, batch 64)."""
     rng = np.random.default_rng(0)
     sizes = [X.shape[1]] + [width] * depth + [n_classes]
@@ -56,7 +70,7 @@ def numpy_epoch_seconds(X: np.ndarray, y: np.ndarray, depth: int, width: int, n_
         t0 = time.perf_counter()
         order = rng.permutation(len(X))
         for s in range(0, len(X), BATCH):
-            idx = order[s:s + BATCH]
+            idx = order[s : s + BATCH]
             hs = [X[idx]]
             for W, b in zip(Ws[:-1], bs[:-1]):
                 hs.append(np.maximum(hs[-1] @ W + b, 0))
@@ -72,7 +86,7 @@ def numpy_epoch_seconds(X: np.ndarray, y: np.ndarray, depth: int, width: int, n_
                 if k:
                     delta = (delta @ Ws[k].T) * (hs[k] > 0)
             t += 1
-            a_t = lr * np.sqrt(1 - b2 ** t) / (1 - b1 ** t)
+            a_t = lr * np.sqrt(1 - b2**t) / (1 - b1**t)
             for i, g in enumerate(gW + gb):
                 m[i] = b1 * m[i] + (1 - b1) * g
                 v[i] = b2 * v[i] + (1 - b2) * g * g
@@ -81,7 +95,9 @@ def numpy_epoch_seconds(X: np.ndarray, y: np.ndarray, depth: int, width: int, n_
     return statistics.median(times)
 
 
-def torch_epoch_seconds(X: np.ndarray, y: np.ndarray, depth: int, width: int, n_classes: int, epochs: int) -> float | None:
+def torch_epoch_seconds(
+    X: np.ndarray, y: np.ndarray, depth: int, width: int, n_classes: int, epochs: int
+) -> float | None:
     """Median epoch time of the same MLP in PyTorch on the CPU, or None when not installed."""
     try:
         import torch
@@ -101,7 +117,7 @@ def torch_epoch_seconds(X: np.ndarray, y: np.ndarray, depth: int, width: int, n_
         t0 = time.perf_counter()
         order = torch.randperm(len(X))
         for s in range(0, len(X), BATCH):
-            idx = order[s:s + BATCH]
+            idx = order[s : s + BATCH]
             opt.zero_grad()
             torch.nn.functional.cross_entropy(net(Xt[idx]), yt[idx]).backward()
             opt.step()
@@ -121,17 +137,31 @@ def child(depth: int, width: int, epochs: int) -> dict:
     steady = statistics.median(epoch_times[1:] if len(epoch_times) > 1 else epoch_times)
     data = load_dataset(config.dataset)
     ref_epochs = max(1, min(epochs, 2))
-    ref = numpy_epoch_seconds(np.asarray(data.X_train), np.asarray(data.y_train), depth, width, data.n_classes, ref_epochs)
-    torch_s = torch_epoch_seconds(np.asarray(data.X_train), np.asarray(data.y_train), depth, width, data.n_classes, ref_epochs)
-    return {"depth": depth, "status": result.status, "compile_s": result.timings["compile"],
-            "cache_hit": result.environment["compile_cache_hit"], "peak_rss_mb": peak_mb,
-            "epoch_s": steady, "numpy_epoch_s": ref, "torch_epoch_s": torch_s,
-            "test_accuracy": result.metrics["test_accuracy"], "mode": result.environment["mode"],
-            "blas": result.environment["blas__ldflags"]}
+    ref = numpy_epoch_seconds(
+        np.asarray(data.X_train), np.asarray(data.y_train), depth, width, data.n_classes, ref_epochs
+    )
+    torch_s = torch_epoch_seconds(
+        np.asarray(data.X_train), np.asarray(data.y_train), depth, width, data.n_classes, ref_epochs
+    )
+    return {
+        "depth": depth,
+        "status": result.status,
+        "compile_s": result.timings["compile"],
+        "cache_hit": result.environment["compile_cache_hit"],
+        "peak_rss_mb": peak_mb,
+        "epoch_s": steady,
+        "numpy_epoch_s": ref,
+        "torch_epoch_s": torch_s,
+        "test_accuracy": result.metrics["test_accuracy"],
+        "mode": result.environment["mode"],
+        "blas": result.environment["blas__ldflags"],
+    }
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--depths", default="1,10,100,500,1000")
     parser.add_argument("--width", type=int, default=32)
     parser.add_argument("--epochs", type=int, default=3)
@@ -143,9 +173,21 @@ def main() -> None:
     rows = []
     for depth in (int(d) for d in args.depths.split(",")):
         t0 = time.perf_counter()
-        proc = subprocess.run([sys.executable, __file__, "--child", str(depth), "--width", str(args.width),
-                               "--epochs", str(args.epochs)], capture_output=True, text=True,
-                              env={**os.environ, "PYTHONPATH": str(ROOT)})
+        proc = subprocess.run(
+            [
+                sys.executable,
+                __file__,
+                "--child",
+                str(depth),
+                "--width",
+                str(args.width),
+                "--epochs",
+                str(args.epochs),
+            ],
+            capture_output=True,
+            text=True,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+        )
         if proc.returncode != 0:
             sys.exit(f"depth {depth} failed:\n{proc.stderr[-3000:]}")
         row = json.loads(proc.stdout.strip().splitlines()[-1])
@@ -153,23 +195,35 @@ def main() -> None:
         rows.append(row)
         print(f"  depth {depth} done in {row['process_s']:.1f} s", file=sys.stderr)
 
-    print(f"engine benchmark: digits, width {args.width}, relu, adam, batch {BATCH}, "
-          f"mode {rows[0]['mode']}, blas {rows[0]['blas']!r}; one fresh process per depth")
-    print(f"{'depth':>6} {'compile s':>10} {'vs d=10':>8} {'peak RSS MB':>12} {'epoch s':>9} "
-          f"{'numpy s':>9} {'engine/numpy':>13} {'torch s':>9} {'test acc':>9}")
+    print(
+        f"engine benchmark: digits, width {args.width}, relu, adam, batch {BATCH}, "
+        f"mode {rows[0]['mode']}, blas {rows[0]['blas']!r}; one fresh process per depth"
+    )
+    print(
+        f"{'depth':>6} {'compile s':>10} {'vs d=10':>8} {'peak RSS MB':>12} {'epoch s':>9} "
+        f"{'numpy s':>9} {'engine/numpy':>13} {'torch s':>9} {'test acc':>9}"
+    )
     base = next((r["compile_s"] for r in rows if r["depth"] == 10), rows[0]["compile_s"])
     for r in rows:
         torch_s = f"{r['torch_epoch_s']:.4f}" if r["torch_epoch_s"] is not None else "n/a"
-        print(f"{r['depth']:>6} {r['compile_s']:>10.2f} {r['compile_s'] / base:>7.2f}x {r['peak_rss_mb']:>12.0f} "
-              f"{r['epoch_s']:>9.4f} {r['numpy_epoch_s']:>9.4f} {r['epoch_s'] / r['numpy_epoch_s']:>12.2f}x "
-              f"{torch_s:>9} {r['test_accuracy']:>9.3f}")
+        print(
+            f"{r['depth']:>6} {r['compile_s']:>10.2f} {r['compile_s'] / base:>7.2f}x {r['peak_rss_mb']:>12.0f} "
+            f"{r['epoch_s']:>9.4f} {r['numpy_epoch_s']:>9.4f} {r['epoch_s'] / r['numpy_epoch_s']:>12.2f}x "
+            f"{torch_s:>9} {r['test_accuracy']:>9.3f}"
+        )
     depths = np.array([r["depth"] for r in rows], dtype=float)
     slope, intercept = np.polyfit(depths, [r["epoch_s"] for r in rows], 1)
     np_slope, _ = np.polyfit(depths, [r["numpy_epoch_s"] for r in rows], 1)
     pred = slope * depths + intercept
-    resid = max(abs(p - r["epoch_s"]) / r["epoch_s"] for p, r in zip(pred, rows) if r["depth"] >= 100) if len(rows) > 2 else 0.0
-    print(f"epoch time linear fit: {slope * 1e3:.3f} ms per layer + {intercept * 1e3:.1f} ms "
-          f"(numpy reference: {np_slope * 1e3:.3f} ms per layer; max relative residual at depth>=100: {resid:.1%})")
+    resid = (
+        max(abs(p - r["epoch_s"]) / r["epoch_s"] for p, r in zip(pred, rows) if r["depth"] >= 100)
+        if len(rows) > 2
+        else 0.0
+    )
+    print(
+        f"epoch time linear fit: {slope * 1e3:.3f} ms per layer + {intercept * 1e3:.1f} ms "
+        f"(numpy reference: {np_slope * 1e3:.3f} ms per layer; max relative residual at depth>=100: {resid:.1%})"
+    )
     if all(r["torch_epoch_s"] is None for r in rows):
         print("PyTorch not installed: torch column skipped")
 

@@ -46,7 +46,7 @@ from dnnframe.engine.rewrites import compile_mode  # noqa: E402
 def _adam(W, g, lr, l2, keep, m, v):
     grad = g + 2 * l2 * W
     m_new = 0.9 * m + 0.1 * grad
-    v_new = 0.999 * v + 0.001 * grad ** 2
+    v_new = 0.999 * v + 0.001 * grad**2
     W_new = W - lr * m_new / (pt.sqrt(v_new) + 1e-8)
     return [pt.switch(keep, e, s) for e, s in ((W_new, W), (m_new, m), (v_new, v))]
 
@@ -59,37 +59,55 @@ def _cases(K: int, rng) -> dict:
     lr, l2 = pt.tensor4("lr", shape=col4), pt.tensor4("l2", shape=col4)
     keep = pt.tensor4("keep", shape=col4, dtype="bool")
     full = [rng.normal(size=(K, L, w, w)) for _ in range(3)] + [rng.random((K, L, w, w))]
-    per_member = [np.full((K, 1, 1, 1), 1e-3), np.full((K, 1, 1, 1), 1e-4),
-                  np.ones((K, 1, 1, 1), dtype=bool)]
+    per_member = [
+        np.full((K, 1, 1, 1), 1e-3),
+        np.full((K, 1, 1, 1), 1e-4),
+        np.ones((K, 1, 1, 1), dtype=bool),
+    ]
     inputs = [W, g, lr, l2, keep, m, v]
     values = [full[0], full[1], *per_member, full[2], full[3]]
     cases["adam, stack [K,7,16,16]"] = (inputs, _adam(*inputs), values, None)
     transposed = rng.normal(size=(L, K, w, w)).transpose(1, 0, 2, 3)
     cases["adam, gradient a transposed view"] = (
-        inputs, _adam(*inputs), [full[0], transposed, *values[2:]], None)
+        inputs,
+        _adam(*inputs),
+        [full[0], transposed, *values[2:]],
+        None,
+    )
 
     def in_place():
         shared = [pytensor.shared(x.copy()) for x in (full[0], full[2], full[3])]
         Ws, ms, vs = shared
         new = _adam(Ws, g, lr, l2, keep, ms, vs)
         return [g, lr, l2, keep], list(zip(shared, new))
+
     cases["adam, in place (shared updates)"] = (None, None, [full[1], *per_member], in_place)
 
     x, a, gz = (pt.tensor3(n) for n in ("x", "a", "gz"))
     mean, std = pt.tensor3("mean", shape=(None, 1, None)), pt.tensor3("std", shape=(None, 1, None))
-    dmean, dstd = pt.tensor3("dmean", shape=(None, 1, None)), pt.tensor3("dstd", shape=(None, 1, None))
+    dmean, dstd = (
+        pt.tensor3("dmean", shape=(None, 1, None)),
+        pt.tensor3("dstd", shape=(None, 1, None)),
+    )
     ln = [gz / std + dmean + (x - mean) * dstd / std + a, gz * x]
     act = [rng.normal(size=(K, u, B)) for _ in range(3)]
     col = [rng.random((K, 1, B)) + 0.5 for _ in range(4)]
     cases["layer norm gradient [K,16,32]"] = (
-        [x, a, gz, mean, std, dmean, dstd], ln, [*act, *col], None)
+        [x, a, gz, mean, std, dmean, dstd],
+        ln,
+        [*act, *col],
+        None,
+    )
 
     h, r = pt.tensor3("h"), pt.tensor3("r")
     s = pt.tensor3("s", shape=(None, None, 1))
     mask = pt.tensor3("mask", shape=(None, 1, None))
     cases["residual h + s*a*keep [K,16,32]"] = (
-        [h, r, s, mask], [h + s * r * mask, s * r],
-        [act[0], act[1], rng.random((K, u, 1)), rng.random((K, 1, B))], None)
+        [h, r, s, mask],
+        [h + s * r * mask, s * r],
+        [act[0], act[1], rng.random((K, u, 1)), rng.random((K, 1, B))],
+        None,
+    )
     return cases
 
 
@@ -127,10 +145,13 @@ def main() -> None:
         for _ in range(5):  # alternating batches: both see the same load
             for n, fn in fns.items():
                 best[n] = min(best[n], _timed(fn, values, args.repeats))
-        cells = "   ".join(f"{n}: {best[n] * 1e6:7.1f} us ({best[n] * 1e9 / n_elements:4.2f} ns)"
-                           for n in modes)
-        print(f"  {label:<36}{cells}   pytensor / engine: {best['pytensor'] / best['engine']:.1f}x",
-              flush=True)
+        cells = "   ".join(
+            f"{n}: {best[n] * 1e6:7.1f} us ({best[n] * 1e9 / n_elements:4.2f} ns)" for n in modes
+        )
+        print(
+            f"  {label:<36}{cells}   pytensor / engine: {best['pytensor'] / best['engine']:.1f}x",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

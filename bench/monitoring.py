@@ -65,10 +65,16 @@ def main(argv: list[str] | None = None) -> None:
                         raise SystemExit(f"{node} did not answer {command}")
                     rates[setting].append(_round(url, queue, args.trials, f"{setting}-{r}"))
     on, off = (statistics.median(v) for v in (rates["on"], rates["off"]))
-    print(f"# one-trial messages, no-op training, 1 worker (concurrency 1), {args.trials} per "
-          f"round, {args.rounds} rounds each, alternating")
-    print(f"task events on  (default): median {on:8.1f} trials/s  rounds {[round(x, 1) for x in rates['on']]}")
-    print(f"task events off          : median {off:8.1f} trials/s  rounds {[round(x, 1) for x in rates['off']]}")
+    print(
+        f"# one-trial messages, no-op training, 1 worker (concurrency 1), {args.trials} per "
+        f"round, {args.rounds} rounds each, alternating"
+    )
+    print(
+        f"task events on  (default): median {on:8.1f} trials/s  rounds {[round(x, 1) for x in rates['on']]}"
+    )
+    print(
+        f"task events off          : median {off:8.1f} trials/s  rounds {[round(x, 1) for x in rates['off']]}"
+    )
     print(f"on / off = {on / off:.3f}")
 
 

@@ -33,10 +33,17 @@ WIDTH, BATCH, EPOCHS = 16, 32, 20
 
 
 def config(depth: int, activation: str, lr: float) -> dict:
-    return {"dataset": {"name": "iris"}, "seed": 0,
-            "model": {"hidden_layers": depth, "width": WIDTH, "activation": activation},
-            "training": {"optimizer": "sgd", "learning_rate": lr, "batch_size": BATCH,
-                         "max_epochs": EPOCHS}}
+    return {
+        "dataset": {"name": "iris"},
+        "seed": 0,
+        "model": {"hidden_layers": depth, "width": WIDTH, "activation": activation},
+        "training": {
+            "optimizer": "sgd",
+            "learning_rate": lr,
+            "batch_size": BATCH,
+            "max_epochs": EPOCHS,
+        },
+    }
 
 
 def matmul_rate(dtype: str) -> float:
@@ -84,8 +91,12 @@ def child(sizes: list[int]) -> dict:
         train(config(d, a, 0.01))
     import pytensor
 
-    out = {"dtype": str(pytensor.config.floatX), "matmul_flops": matmul_rate(str(pytensor.config.floatX)),
-           "trial_flops": workload_flops(), "packed": {}}
+    out = {
+        "dtype": str(pytensor.config.floatX),
+        "matmul_flops": matmul_rate(str(pytensor.config.floatX)),
+        "trial_flops": workload_flops(),
+        "packed": {},
+    }
     n = 0
     t = time.perf_counter()
     for d, a in keys:
@@ -116,10 +127,20 @@ def main() -> None:
         print(json.dumps(child(sizes)))
         return
     for dtype in args.dtypes.split(","):
-        env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1",
-                   THEANO_FLAGS=f"floatX={dtype}", PYTHONWARNINGS="ignore")
-        proc = subprocess.run([sys.executable, __file__, "--child", "--sizes", args.sizes],
-                              env=env, capture_output=True, text=True)
+        env = dict(
+            os.environ,
+            OPENBLAS_NUM_THREADS="1",
+            OMP_NUM_THREADS="1",
+            MKL_NUM_THREADS="1",
+            THEANO_FLAGS=f"floatX={dtype}",
+            PYTHONWARNINGS="ignore",
+        )
+        proc = subprocess.run(
+            [sys.executable, __file__, "--child", "--sizes", args.sizes],
+            env=env,
+            capture_output=True,
+            text=True,
+        )
         if proc.returncode:
             sys.exit(f"{dtype} run failed:\n{proc.stderr[-4000:]}")
         r = json.loads(proc.stdout.strip().splitlines()[-1])
@@ -129,8 +150,10 @@ def main() -> None:
         print(f"  FLOP limit                 {limit:8.0f} trials/s")
         print(f"  unpacked train()           {r['unpacked']:8.0f} trials/s")
         for K, rate in r["packed"].items():
-            print(f"  train_pack K={K:<5}         {rate:8.0f} trials/s   "
-                  f"{rate / r['unpacked']:6.1f}x unpacked   {rate / limit:6.1%} of the FLOP limit")
+            print(
+                f"  train_pack K={K:<5}         {rate:8.0f} trials/s   "
+                f"{rate / r['unpacked']:6.1f}x unpacked   {rate / limit:6.1%} of the FLOP limit"
+            )
 
 
 if __name__ == "__main__":

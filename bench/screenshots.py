@@ -19,8 +19,10 @@ from pathlib import Path
 from dashboard_192 import ARGS, CHROMIUM, REPO, make_store, serve
 
 WIDTH, HEIGHT = 1400, 1000
-READY = ("() => document.querySelectorAll('#trials tbody tr').length > 0 && "
-         "Array.from(document.querySelectorAll('.chart')).every((c) => c.querySelector('.main-svg'))")
+READY = (
+    "() => document.querySelectorAll('#trials tbody tr').length > 0 && "
+    "Array.from(document.querySelectorAll('.chart')).every((c) => c.querySelector('.main-svg'))"
+)
 
 
 def main() -> None:
@@ -47,9 +49,16 @@ def main() -> None:
                 if first is None or last is None:
                     raise SystemExit("the page drew no chart")
                 top = max(0.0, first["y"] - 40)
-                page.screenshot(path=str(args.out / "dashboard-analysis.png"), full_page=True,
-                                clip={"x": 0, "y": top, "width": WIDTH,
-                                      "height": last["y"] + last["height"] + 20 - top})
+                page.screenshot(
+                    path=str(args.out / "dashboard-analysis.png"),
+                    full_page=True,
+                    clip={
+                        "x": 0,
+                        "y": top,
+                        "width": WIDTH,
+                        "height": last["y"] + last["height"] + 20 - top,
+                    },
+                )
                 browser.close()
         finally:
             server.terminate()

@@ -45,7 +45,7 @@ BROKER = os.environ.get("DNNFRAME_BROKER_URL", "amqp://guest:guest@127.0.0.1:567
 COUNTER_ENV = "BENCH_STORE_READS_DIR"
 
 # Installed as sitecustomize.py in every process of a run (see the module docstring).
-SITECUSTOMIZE = '''
+SITECUSTOMIZE = """
 import atexit, json, multiprocessing, os, sqlite3, time
 
 _DIR = os.environ.get("BENCH_STORE_READS_DIR")
@@ -89,15 +89,22 @@ if _DIR:
     sqlite3.connect = _connect
     os.register_at_fork(after_in_child=_forked)
     atexit.register(_flush)
-'''
+"""
 
 
 def _spec(name: str, n: int) -> dict:
-    return {"name": name, "dataset": {"name": "digits"},
-            "model": {"hidden_layers": 1, "width": 16, "activation": "relu"},
-            "training": {"optimizer": "adam", "learning_rate": 0.003, "batch_size": 64,
-                         "max_epochs": 3},
-            "search": {"seeds": n}}
+    return {
+        "name": name,
+        "dataset": {"name": "digits"},
+        "model": {"hidden_layers": 1, "width": 16, "activation": "relu"},
+        "training": {
+            "optimizer": "adam",
+            "learning_rate": 0.003,
+            "batch_size": 64,
+            "max_epochs": 3,
+        },
+        "search": {"seeds": n},
+    }
 
 
 def submit_and_wait(trials: int, queue: str, store_url: str) -> None:
@@ -133,8 +140,10 @@ def _counts(folder: Path) -> dict[str, dict[str, int]]:
 
 
 def _minus(after: dict, before: dict) -> dict[str, dict[str, int]]:
-    return {role: {k: v - before.get(role, {}).get(k, 0) for k, v in entry.items()}
-            for role, entry in after.items()}
+    return {
+        role: {k: v - before.get(role, {}).get(k, 0) for k, v in entry.items()}
+        for role, entry in after.items()
+    }
 
 
 def run_sweep(tree: Path, tmp: Path, args: argparse.Namespace) -> dict:
@@ -146,37 +155,72 @@ def run_sweep(tree: Path, tmp: Path, args: argparse.Namespace) -> dict:
     (site_dir / "sitecustomize.py").write_text(SITECUSTOMIZE)
     queue = f"bench-reads-{uuid.uuid4().hex[:8]}"
     store_url = f"sqlite:///{tmp / 'store.db'}"
-    env = {**os.environ, "PYTHONPATH": f"{tree}{os.pathsep}{site_dir}",
-           COUNTER_ENV: str(counter_dir), "DNNFRAME_STORE_URL": store_url,
-           "DNNFRAME_BROKER_URL": BROKER, "PYTHONUNBUFFERED": "1",
-           "DNNFRAME_TRAIN_FN": "dnnframe.testing.hooks:sleepy_train",
-           "DNNFRAME_HOOK_EPOCHS": str(args.epochs),
-           "DNNFRAME_HOOK_EPOCH_SECONDS": str(args.epoch_seconds)}
+    env = {
+        **os.environ,
+        "PYTHONPATH": f"{tree}{os.pathsep}{site_dir}",
+        COUNTER_ENV: str(counter_dir),
+        "DNNFRAME_STORE_URL": store_url,
+        "DNNFRAME_BROKER_URL": BROKER,
+        "PYTHONUNBUFFERED": "1",
+        "DNNFRAME_TRAIN_FN": "dnnframe.testing.hooks:sleepy_train",
+        "DNNFRAME_HOOK_EPOCHS": str(args.epochs),
+        "DNNFRAME_HOOK_EPOCH_SECONDS": str(args.epoch_seconds),
+    }
     workers = []
     try:
         for i in range(2):
             log = tmp / f"worker{i}.log"
             with open(log, "wb") as fh:
                 proc = subprocess.Popen(
-                    [sys.executable, "-m", "dnnframe.cli", "worker", "-Q", queue, "-c",
-                     str(args.concurrency), "-n", f"reads{i}-{queue}@%h", "--",
-                     "--without-mingle", "--without-gossip"],
-                    cwd=tree, env=env, stdout=fh, stderr=subprocess.STDOUT,
-                    start_new_session=True)
+                    [
+                        sys.executable,
+                        "-m",
+                        "dnnframe.cli",
+                        "worker",
+                        "-Q",
+                        queue,
+                        "-c",
+                        str(args.concurrency),
+                        "-n",
+                        f"reads{i}-{queue}@%h",
+                        "--",
+                        "--without-mingle",
+                        "--without-gossip",
+                    ],
+                    cwd=tree,
+                    env=env,
+                    stdout=fh,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                )
             workers.append(proc)
             deadline = time.monotonic() + 120
             while " ready." not in log.read_text(errors="replace"):
                 if proc.poll() is not None or time.monotonic() > deadline:
-                    raise SystemExit(f"worker {i} did not start:\n"
-                                     f"{log.read_text(errors='replace')[-3000:]}")
+                    raise SystemExit(
+                        f"worker {i} did not start:\n{log.read_text(errors='replace')[-3000:]}"
+                    )
                 time.sleep(0.2)
         time.sleep(1.0)  # let the idle reads so far reach their files
         before = _counts(counter_dir)
         done = subprocess.run(
-            [sys.executable, str(Path(__file__).resolve()), "--submit", "--trials",
-             str(args.trials), "--queue", queue, "--store", store_url],
-            cwd=tree, env={**env, "BENCH_STORE_READS_ROLE": "submitter"},
-            capture_output=True, text=True, check=False)
+            [
+                sys.executable,
+                str(Path(__file__).resolve()),
+                "--submit",
+                "--trials",
+                str(args.trials),
+                "--queue",
+                queue,
+                "--store",
+                store_url,
+            ],
+            cwd=tree,
+            env={**env, "BENCH_STORE_READS_ROLE": "submitter"},
+            capture_output=True,
+            text=True,
+            check=False,
+        )
         if done.returncode != 0:
             raise SystemExit(f"submitter failed:\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}")
         seconds = json.loads(done.stdout.strip().splitlines()[-1])["seconds"]
@@ -203,8 +247,9 @@ def main() -> None:
     ap.add_argument("--epochs", type=int, default=10)
     ap.add_argument("--epoch-seconds", type=float, default=0.01)
     ap.add_argument("--concurrency", type=int, default=2, help="pool processes per worker")
-    ap.add_argument("--base", help="the commit to compare with (default: the merge base "
-                    "of HEAD and main)")
+    ap.add_argument(
+        "--base", help="the commit to compare with (default: the merge base of HEAD and main)"
+    )
     ap.add_argument("--submit", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--queue", help=argparse.SUPPRESS)
     ap.add_argument("--store", help=argparse.SUPPRESS)
@@ -213,29 +258,45 @@ def main() -> None:
         submit_and_wait(args.trials, args.queue, args.store)
         return
     git = ["git", "-C", str(REPO)]
-    ref = args.base or subprocess.run([*git, "merge-base", "HEAD", "main"], check=True,
-                                      capture_output=True, text=True).stdout.strip()
-    base = subprocess.run([*git, "rev-parse", "--short", ref], check=True,
-                          capture_output=True, text=True).stdout.strip()
+    ref = (
+        args.base
+        or subprocess.run(
+            [*git, "merge-base", "HEAD", "main"], check=True, capture_output=True, text=True
+        ).stdout.strip()
+    )
+    base = subprocess.run(
+        [*git, "rev-parse", "--short", ref], check=True, capture_output=True, text=True
+    ).stdout.strip()
     with tempfile.TemporaryDirectory(prefix="dnnframe-reads-") as d:
         tmp = Path(d)
-        results = {f"before ({base})": run_sweep(base_tree(base, tmp / "base-tree"),
-                                                 tmp / "before", args),
-                   "after (this tree)": run_sweep(REPO, tmp / "after", args)}
-    print(f"\nStore reads during a sweep of {args.trials} trials ({args.epochs} epochs of "
-          f"{args.epoch_seconds}s each, sleepy_train), 2 Celery workers x {args.concurrency} "
-          "processes, SQLite store\n")
+        results = {
+            f"before ({base})": run_sweep(base_tree(base, tmp / "base-tree"), tmp / "before", args),
+            "after (this tree)": run_sweep(REPO, tmp / "after", args),
+        }
+    print(
+        f"\nStore reads during a sweep of {args.trials} trials ({args.epochs} epochs of "
+        f"{args.epoch_seconds}s each, sleepy_train), 2 Celery workers x {args.concurrency} "
+        "processes, SQLite store\n"
+    )
     roles = sorted({r for res in results.values() for r in res["read"]} - {"total"}) + ["total"]
     header = f"{'':28}" + "".join(f"{label:>26}" for label in results)
     print(header)
-    print(f"{'sweep wall time (s)':28}" + "".join(
-        f"{res['seconds']:>26.1f}" for res in results.values()))
+    print(
+        f"{'sweep wall time (s)':28}"
+        + "".join(f"{res['seconds']:>26.1f}" for res in results.values())
+    )
     for role in roles:
-        print(f"{'MB read: ' + role:28}" + "".join(
-            f"{res['read'].get(role, {}).get('bytes', 0) / 1e6:>26.2f}"
-            for res in results.values()))
-    print(f"{'rows read: total':28}" + "".join(
-        f"{res['read']['total']['rows']:>26,}" for res in results.values()))
+        print(
+            f"{'MB read: ' + role:28}"
+            + "".join(
+                f"{res['read'].get(role, {}).get('bytes', 0) / 1e6:>26.2f}"
+                for res in results.values()
+            )
+        )
+    print(
+        f"{'rows read: total':28}"
+        + "".join(f"{res['read']['total']['rows']:>26,}" for res in results.values())
+    )
     rates = [res["read"]["total"]["bytes"] / res["seconds"] for res in results.values()]
     print(f"{'MB/s read (total)':28}" + "".join(f"{r / 1e6:>26.3f}" for r in rates))
     if rates[1]:

@@ -65,9 +65,13 @@ class CountingStore:
 
 
 def _spec(name: str, seeds: int, width: int = 8) -> dict:
-    return {"name": name, "dataset": {"name": "iris"},
-            "model": {"hidden_layers": 1, "width": width},
-            "training": {"max_epochs": 1}, "search": {"seeds": seeds}}
+    return {
+        "name": name,
+        "dataset": {"name": "iris"},
+        "model": {"hidden_layers": 1, "width": width},
+        "training": {"max_epochs": 1},
+        "search": {"seeds": seeds},
+    }
 
 
 def _app(folder: Path, running: int) -> tuple[Any, CountingStore]:
@@ -77,8 +81,15 @@ def _app(folder: Path, running: int) -> tuple[Any, CountingStore]:
     from dnnframe.submit import submit_experiment
 
     url = f"sqlite:///{folder / 'store.db'}"
-    app = create_app({"TESTING": True, "STORE_URL": url, "LOCAL_POOL": "service",
-                      "BROKER_URL": None, "WORKERS": 2})
+    app = create_app(
+        {
+            "TESTING": True,
+            "STORE_URL": url,
+            "LOCAL_POOL": "service",
+            "BROKER_URL": None,
+            "WORKERS": 2,
+        }
+    )
     real = open_store(url)
     busy = submit_experiment(parse_spec(_spec("busy", 2 * running, width=16)), real)  # stored
     for tid in busy.trial_ids[:running]:  # training in a live process of this host
@@ -155,8 +166,12 @@ def measure(trials: int, repeat: int, running: int) -> dict:
             calls = dict(store.calls)
             takes.append(_take(store))
             app.extensions["dnnframe"].shutdown()
-    out["big"] = {"seconds": statistics.median(walls), "min_seconds": min(walls),
-                  "all_seconds": walls, "calls": calls}
+    out["big"] = {
+        "seconds": statistics.median(walls),
+        "min_seconds": min(walls),
+        "all_seconds": walls,
+        "calls": calls,
+    }
     out["take"] = {**takes[-1], "seconds": statistics.median(t["seconds"] for t in takes)}
     return out
 
@@ -164,10 +179,24 @@ def measure(trials: int, repeat: int, running: int) -> dict:
 def _run(tree: Path, args: argparse.Namespace) -> dict:
     env = {k: v for k, v in os.environ.items() if k != "DNNFRAME_BROKER_URL"}
     env["PYTHONPATH"] = str(tree)
-    done = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--measure",
-                           "--trials", str(args.trials), "--repeat", str(args.repeat),
-                           "--running", str(args.running)],
-                          cwd=tree, env=env, capture_output=True, text=True, check=False)
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(Path(__file__).resolve()),
+            "--measure",
+            "--trials",
+            str(args.trials),
+            "--repeat",
+            str(args.repeat),
+            "--running",
+            str(args.running),
+        ],
+        cwd=tree,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     if done.returncode != 0:
         raise SystemExit(f"measuring {tree} failed:\n{done.stdout[-2000:]}\n{done.stderr[-4000:]}")
     result = json.loads(done.stdout.strip().splitlines()[-1])
@@ -184,8 +213,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--trials", type=int, default=1000)
     ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--running", type=int, default=4,
-                    help="trials RUNNING in the store (another experiment's)")
+    ap.add_argument(
+        "--running", type=int, default=4, help="trials RUNNING in the store (another experiment's)"
+    )
     ap.add_argument("--base", help="also measure this commit (e.g. main) side by side")
     ap.add_argument("--measure", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -197,25 +227,31 @@ def main() -> None:
         if args.base:
             results[f"base ({args.base})"] = _run(base_tree(args.base, Path(d) / "tree"), args)
         results["this tree"] = _run(REPO, args)
-    print(f"POST /api/v1/experiments, no broker (LOCAL_POOL service), SQLite store, "
-          f"{args.running} trials RUNNING\n")
+    print(
+        f"POST /api/v1/experiments, no broker (LOCAL_POOL service), SQLite store, "
+        f"{args.running} trials RUNNING\n"
+    )
     print(f"{'':34}" + "".join(f"{label:>22}" for label in results))
-    rows = [("round trips, 6 trials, new", lambda r: sum(r["small_new"].values())),
-            ("round trips, 6 trials, again", lambda r: sum(r["small_again"].values())),
-            (f"round trips, {args.trials} trials", lambda r: sum(r["big"]["calls"].values())),
-            (f"wall s, {args.trials} trials (median)", lambda r: f"{r['big']['seconds']:.3f}"),
-            (f"wall s, {args.trials} trials (min)", lambda r: f"{r['big']['min_seconds']:.3f}"),
-            ("service's take: trials packed", lambda r: r["take"]["trials"]),
-            ("service's take: wall s (median)", lambda r: f"{r['take']['seconds']:.3f}"),
-            ("service's take: round trips", lambda r: sum(r["take"]["calls"].values())),
-            ("service's take: config reads", lambda r: r["take"]["config_reads"])]
+    rows = [
+        ("round trips, 6 trials, new", lambda r: sum(r["small_new"].values())),
+        ("round trips, 6 trials, again", lambda r: sum(r["small_again"].values())),
+        (f"round trips, {args.trials} trials", lambda r: sum(r["big"]["calls"].values())),
+        (f"wall s, {args.trials} trials (median)", lambda r: f"{r['big']['seconds']:.3f}"),
+        (f"wall s, {args.trials} trials (min)", lambda r: f"{r['big']['min_seconds']:.3f}"),
+        ("service's take: trials packed", lambda r: r["take"]["trials"]),
+        ("service's take: wall s (median)", lambda r: f"{r['take']['seconds']:.3f}"),
+        ("service's take: round trips", lambda r: sum(r["take"]["calls"].values())),
+        ("service's take: config reads", lambda r: r["take"]["config_reads"]),
+    ]
     for label, value in rows:
         print(f"{label:34}" + "".join(f"{value(r):>22}" for r in results.values()))
     for label, r in results.items():
-        print(f"\n{label}:\n  6 new: {_calls(r['small_new'])}\n  6 again: "
-              f"{_calls(r['small_again'])}\n  {args.trials}: {_calls(r['big']['calls'])}"
-              f"\n  {args.trials} wall s: {', '.join(f'{s:.3f}' for s in r['big']['all_seconds'])}"
-              f"\n  service's take: {_calls(r['take']['calls'])}")
+        print(
+            f"\n{label}:\n  6 new: {_calls(r['small_new'])}\n  6 again: "
+            f"{_calls(r['small_again'])}\n  {args.trials}: {_calls(r['big']['calls'])}"
+            f"\n  {args.trials} wall s: {', '.join(f'{s:.3f}' for s in r['big']['all_seconds'])}"
+            f"\n  service's take: {_calls(r['take']['calls'])}"
+        )
 
 
 if __name__ == "__main__":

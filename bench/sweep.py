@@ -40,13 +40,21 @@ from dnnframe.store import open_store  # noqa: E402
 from dnnframe.submit import submit_experiment  # noqa: E402
 
 
-def sweep_spec(depths: list[int], seeds: int, epochs: int, name: str, width: int = 64,
-               batch_size: int = 16) -> dict:
-    return {"name": name, "dataset": {"name": "digits"},
-            "model": {"hidden_layers": {"grid": depths}, "width": width},
-            "training": {"optimizer": "adam", "learning_rate": 0.003, "batch_size": batch_size,
-                         "max_epochs": epochs},
-            "search": {"seeds": seeds}}
+def sweep_spec(
+    depths: list[int], seeds: int, epochs: int, name: str, width: int = 64, batch_size: int = 16
+) -> dict:
+    return {
+        "name": name,
+        "dataset": {"name": "digits"},
+        "model": {"hidden_layers": {"grid": depths}, "width": width},
+        "training": {
+            "optimizer": "adam",
+            "learning_rate": 0.003,
+            "batch_size": batch_size,
+            "max_epochs": epochs,
+        },
+        "search": {"seeds": seeds},
+    }
 
 
 # --------------------------------------------------------------------------- dnnframe
@@ -66,8 +74,14 @@ def run_dnnframe(spec_doc: dict, workers: int, root: Path) -> dict:
     store.close()
     assert all(t.state.value == "COMPLETE" for t in trials), [t.state for t in trials]
     pure = sum(t.result["timings"]["total"] for t in trials)
-    return {"driver": "dnnframe", "workers": workers, "trials": len(trials),
-            "wall": t_end - t0, "wall_after_start": t_end - t_ready, "pure": pure}
+    return {
+        "driver": "dnnframe",
+        "workers": workers,
+        "trials": len(trials),
+        "wall": t_end - t0,
+        "wall_after_start": t_end - t_ready,
+        "pure": pure,
+    }
 
 
 # --------------------------------------------------------------------------- optuna
@@ -86,9 +100,15 @@ def _optuna_process(journal: str, study_name: str, spec_doc: dict) -> None:
     study = optuna.load_study(study_name=study_name, storage=storage, sampler=sampler)
 
     def objective(trial: optuna.Trial) -> float:
-        doc = {"dataset": spec_doc["dataset"], "training": spec_doc["training"],
-               "model": {**spec_doc["model"], "hidden_layers": trial.suggest_categorical("hidden_layers", depths)},
-               "seed": trial.suggest_categorical("seed", seeds)}
+        doc = {
+            "dataset": spec_doc["dataset"],
+            "training": spec_doc["training"],
+            "model": {
+                **spec_doc["model"],
+                "hidden_layers": trial.suggest_categorical("hidden_layers", depths),
+            },
+            "seed": trial.suggest_categorical("seed", seeds),
+        }
         config = TrialConfig.model_validate(doc)
 
         def on_epoch(epoch: int, metrics: dict) -> bool:
@@ -111,23 +131,36 @@ def run_optuna(spec_doc: dict, workers: int, root: Path) -> dict | None:
         return None
     journal = str(root / f"optuna-{workers}.log")
     study_name = f"bench-{workers}"
-    optuna.create_study(study_name=study_name, direction="maximize",
-                        storage=JournalStorage(JournalFileBackend(journal)))
+    optuna.create_study(
+        study_name=study_name,
+        direction="maximize",
+        storage=JournalStorage(JournalFileBackend(journal)),
+    )
     ctx = multiprocessing.get_context("spawn")
     t0 = time.perf_counter()
-    procs = [ctx.Process(target=_optuna_process, args=(journal, study_name, spec_doc))
-             for _ in range(workers)]
+    procs = [
+        ctx.Process(target=_optuna_process, args=(journal, study_name, spec_doc))
+        for _ in range(workers)
+    ]
     with pinned_threads():  # the same one-thread pinning dnnframe's workers get
         for p in procs:
             p.start()
     for p in procs:
         p.join()
     wall = time.perf_counter() - t0
-    study = optuna.load_study(study_name=study_name, storage=JournalStorage(JournalFileBackend(journal)))
+    study = optuna.load_study(
+        study_name=study_name, storage=JournalStorage(JournalFileBackend(journal))
+    )
     done = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
     pure = sum(t.user_attrs["timings"]["total"] for t in done)
-    return {"driver": "optuna", "workers": workers, "trials": len(done), "wall": wall,
-            "wall_after_start": None, "pure": pure}
+    return {
+        "driver": "optuna",
+        "workers": workers,
+        "trials": len(done),
+        "wall": wall,
+        "wall_after_start": None,
+        "pure": pure,
+    }
 
 
 # --------------------------------------------------------------------------- machine ceiling
@@ -152,8 +185,10 @@ def parallel_ceiling(spec_doc: dict, workers: int, pure: float) -> float:
     no driver) each train a share of the sweep at the same moment; pure ÷ slowest share."""
     ctx = multiprocessing.get_context("spawn")
     barrier, out = ctx.Barrier(workers), ctx.Queue()
-    procs = [ctx.Process(target=_ceiling_process, args=(spec_doc, i, workers, barrier, out))
-             for i in range(workers)]
+    procs = [
+        ctx.Process(target=_ceiling_process, args=(spec_doc, i, workers, barrier, out))
+        for i in range(workers)
+    ]
     with pinned_threads():
         for p in procs:
             p.start()
@@ -200,17 +235,25 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     depths = [int(d) for d in args.depths.split(",")]
     worker_counts = [int(w) for w in args.workers.split(",")]
-    spec_doc = sweep_spec(depths, args.seeds, args.epochs, "bench-sweep", args.width, args.batch_size)
+    spec_doc = sweep_spec(
+        depths, args.seeds, args.epochs, "bench-sweep", args.width, args.batch_size
+    )
     n = len(depths) * args.seeds
-    print(f"sweep: digits, hidden layers {depths}, width {args.width}, batch {args.batch_size}, "
-          f"{args.epochs} epochs, {args.seeds} seeds "
-          f"= {n} trials; workers {worker_counts}; cores available {len(os.sched_getaffinity(0))}")
+    print(
+        f"sweep: digits, hidden layers {depths}, width {args.width}, batch {args.batch_size}, "
+        f"{args.epochs} epochs, {args.seeds} seeds "
+        f"= {n} trials; workers {worker_counts}; cores available {len(os.sched_getaffinity(0))}"
+    )
     pure = pure_training_time(spec_doc)
-    print(f"pure training time (one process, warm caches, no callbacks): {pure:.2f}s for {n} trials")
+    print(
+        f"pure training time (one process, warm caches, no callbacks): {pure:.2f}s for {n} trials"
+    )
     ceilings = {w: parallel_ceiling(spec_doc, w, pure) for w in worker_counts if w > 1}
     for w, c in ceilings.items():
-        print(f"machine ceiling now: {w} bare processes train {c:.2f}x as fast as one "
-              f"(the best any driver can reach; load average {os.getloadavg()[0]:.1f})")
+        print(
+            f"machine ceiling now: {w} bare processes train {c:.2f}x as fast as one "
+            f"(the best any driver can reach; load average {os.getloadavg()[0]:.1f})"
+        )
     results = []
     with tempfile.TemporaryDirectory(prefix="dnnframe-bench-") as tmp:
         root = Path(tmp)
@@ -224,8 +267,10 @@ def main(argv: list[str] | None = None) -> int:
                 else:
                     results.append(r)
     base = {r["driver"]: r for r in results if r["workers"] == worker_counts[0]}
-    print(f"\n{'driver':9} {'workers':>7} {'trials':>6} {'wall s':>7} {'configs/s':>9} {'speedup':>7} "
-          f"{'Σtrain()':>8} {'overhead':>8} {'after start':>11}")
+    print(
+        f"\n{'driver':9} {'workers':>7} {'trials':>6} {'wall s':>7} {'configs/s':>9} {'speedup':>7} "
+        f"{'Σtrain()':>8} {'overhead':>8} {'after start':>11}"
+    )
     for r in results:
         r["configs_per_s"] = r["trials"] / r["wall"]
         b = base[r["driver"]]
@@ -234,9 +279,11 @@ def main(argv: list[str] | None = None) -> int:
         r["overhead"] = r["wall"] / ideal
         r["overhead_after_start"] = r["wall_after_start"] / ideal if r["wall_after_start"] else None
         after = f"{r['overhead_after_start']:.3f}" if r["overhead_after_start"] else "-"
-        print(f"{r['driver']:9} {r['workers']:>7} {r['trials']:>6} {r['wall']:>7.2f} "
-              f"{r['configs_per_s']:>9.2f} {r['speedup']:>7.2f} {r['pure']:>8.2f} "
-              f"{r['overhead']:>8.3f} {after:>11}")
+        print(
+            f"{r['driver']:9} {r['workers']:>7} {r['trials']:>6} {r['wall']:>7.2f} "
+            f"{r['configs_per_s']:>9.2f} {r['speedup']:>7.2f} {r['pure']:>8.2f} "
+            f"{r['overhead']:>8.3f} {after:>11}"
+        )
     by = {(r["driver"], r["workers"]): r for r in results}
     for w in worker_counts:
         if ("optuna", w) in by:

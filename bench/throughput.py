@@ -74,29 +74,45 @@ def big_spec(n_lr: int = 40, tag: int = 0) -> dict[str, Any]:
     return {
         "name": f"throughput-{tag}",
         "dataset": {"name": "iris"},
-        "model": {"hidden_layers": {"int_range": [1, 100]}, "width": 8,
-                  "activation": {"grid": ["relu", "tanh", "sigmoid", "elu", "selu"]}},
-        "training": {"optimizer": "adam",
-                     "learning_rate": {"grid": [round(1e-4 * (1 + i + 1000 * tag), 8) for i in range(n_lr)]},
-                     "max_epochs": 1},
+        "model": {
+            "hidden_layers": {"int_range": [1, 100]},
+            "width": 8,
+            "activation": {"grid": ["relu", "tanh", "sigmoid", "elu", "selu"]},
+        },
+        "training": {
+            "optimizer": "adam",
+            "learning_rate": {"grid": [round(1e-4 * (1 + i + 1000 * tag), 8) for i in range(n_lr)]},
+            "max_epochs": 1,
+        },
     }
 
 
 def tiny_spec(n: int, name: str) -> dict[str, Any]:
     """``n`` tiny trials (iris, 1 hidden layer of 4 units, 1 epoch, one batch), differing by seed."""
-    return {"name": name, "dataset": {"name": "iris"},
-            "model": {"hidden_layers": 1, "width": 4, "activation": "tanh"},
-            "training": {"optimizer": "sgd", "learning_rate": 0.1, "batch_size": 128, "max_epochs": 1},
-            "search": {"seeds": n}}
+    return {
+        "name": name,
+        "dataset": {"name": "iris"},
+        "model": {"hidden_layers": 1, "width": 4, "activation": "tanh"},
+        "training": {"optimizer": "sgd", "learning_rate": 0.1, "batch_size": 128, "max_epochs": 1},
+        "search": {"seeds": n},
+    }
 
 
 def medium_spec(n: int, name: str) -> dict[str, Any]:
     """``n`` compute-bound trials (digits, 8 hidden layers of 128 ReLU units, 4 epochs of Adam):
     where the time goes into numerics, so worker processes can show their parallelism."""
-    return {"name": name, "dataset": {"name": "digits"},
-            "model": {"hidden_layers": 8, "width": 128, "activation": "relu", "init": "he"},
-            "training": {"optimizer": "adam", "learning_rate": 0.001, "batch_size": 32, "max_epochs": 4},
-            "search": {"seeds": n}}
+    return {
+        "name": name,
+        "dataset": {"name": "digits"},
+        "model": {"hidden_layers": 8, "width": 128, "activation": "relu", "init": "he"},
+        "training": {
+            "optimizer": "adam",
+            "learning_rate": 0.001,
+            "batch_size": 32,
+            "max_epochs": 4,
+        },
+        "search": {"seeds": n},
+    }
 
 
 # --------------------------------------------------------------------------- 1. spec
@@ -135,13 +151,39 @@ def bench_spec(results: list[dict[str, Any]], repeats: int = 3) -> None:
             assert sum(procs.map(_expand_ids, halves)) == n_half
             keep("procs", time.perf_counter() - t)
     setting = f"best of {repeats}"
-    record(results, "spec", "validate spec + expand to TrialConfig", f"1 process, {setting}", n, best["expand"])
-    record(results, "spec", "validate spec + expand + trial id (sha256 of config+data+engine)",
-           f"1 process, {setting}", n, best["ids"])
+    record(
+        results,
+        "spec",
+        "validate spec + expand to TrialConfig",
+        f"1 process, {setting}",
+        n,
+        best["expand"],
+    )
+    record(
+        results,
+        "spec",
+        "validate spec + expand + trial id (sha256 of config+data+engine)",
+        f"1 process, {setting}",
+        n,
+        best["ids"],
+    )
     # RQ3: the same pure-Python work in 2 halves, on 2 threads vs 2 processes.
-    record(results, "spec", "validate spec + expand + trial id",
-           f"2 threads (GIL; CPU/wall {best['threads_cpu']:.2f}), {setting}", n_half, best["threads"])
-    record(results, "spec", "validate spec + expand + trial id", f"2 processes, {setting}", n_half, best["procs"])
+    record(
+        results,
+        "spec",
+        "validate spec + expand + trial id",
+        f"2 threads (GIL; CPU/wall {best['threads_cpu']:.2f}), {setting}",
+        n_half,
+        best["threads"],
+    )
+    record(
+        results,
+        "spec",
+        "validate spec + expand + trial id",
+        f"2 processes, {setting}",
+        n_half,
+        best["procs"],
+    )
 
 
 # --------------------------------------------------------------------------- 2. store
@@ -155,8 +197,14 @@ def bench_store(results: list[dict[str, Any]], tmp: Path) -> None:
     res = submit_experiment(spec, store, executor=None)
     s = time.perf_counter() - t
     assert len(res.new_trial_ids) == count_trials(spec)
-    record(results, "store", "submit_experiment: expand + ids + QUEUED rows (one transaction)",
-           "1 process, SQLite file", len(res.new_trial_ids), s)
+    record(
+        results,
+        "store",
+        "submit_experiment: expand + ids + QUEUED rows (one transaction)",
+        "1 process, SQLite file",
+        len(res.new_trial_ids),
+        s,
+    )
     store.close()
 
 
@@ -183,15 +231,19 @@ def _finished_rate(store: Any, experiment_id: str) -> tuple[int, float | None, i
     return len(done), (len(done) - 1) / (done[-1] - done[0]), cold
 
 
-def bench_local(results: list[dict[str, Any]], tmp: Path, n_noop: int, n_train: int, n_medium: int) -> None:
+def bench_local(
+    results: list[dict[str, Any]], tmp: Path, n_noop: int, n_train: int, n_medium: int
+) -> None:
     from dnnframe.executors import LocalExecutor
     from dnnframe.store import open_store
     from dnnframe.submit import submit_experiment
 
     for workers in (1, 2):
-        for kind, n, train_fn, make in (("no-op train_fn", n_noop, one_epoch_train, tiny_spec),
-                                        ("tiny real training", n_train, None, tiny_spec),
-                                        ("compute-bound training", n_medium, None, medium_spec)):
+        for kind, n, train_fn, make in (
+            ("no-op train_fn", n_noop, one_epoch_train, tiny_spec),
+            ("tiny real training", n_train, None, tiny_spec),
+            ("compute-bound training", n_medium, None, medium_spec),
+        ):
             url = f"sqlite:///{tmp / f'local-{workers}-{kind[:4]}.db'}"
             store = open_store(url)
             spec = parse_spec(make(n, f"local-{workers}-{kind}"))
@@ -205,23 +257,58 @@ def bench_local(results: list[dict[str, Any]], tmp: Path, n_noop: int, n_train: 
             ex.shutdown()
             finished, steady, cold = _finished_rate(store, res.experiment.id)
             assert finished == n, f"{finished} of {n} trials finished"
-            record(results, "local", f"submit + run to COMPLETE, {kind}", f"LocalExecutor, {workers} worker(s)",
-                   n, s, steady=steady, cold=cold)
+            record(
+                results,
+                "local",
+                f"submit + run to COMPLETE, {kind}",
+                f"LocalExecutor, {workers} worker(s)",
+                n,
+                s,
+                steady=steady,
+                cold=cold,
+            )
             store.close()
 
 
 # --------------------------------------------------------------------------- 4. celery
-def _start_celery(store_url: str, queue: str, concurrency: int, log: Path, noop: bool) -> subprocess.Popen:
+def _start_celery(
+    store_url: str, queue: str, concurrency: int, log: Path, noop: bool
+) -> subprocess.Popen:
     env = dict(os.environ)
-    env.update({"PYTHONPATH": f"{REPO}{os.pathsep}{env.get('PYTHONPATH', '')}", "DNNFRAME_STORE_URL": store_url,
-                "DNNFRAME_BROKER_URL": BROKER_URL, "PYTHONUNBUFFERED": "1"})
+    env.update(
+        {
+            "PYTHONPATH": f"{REPO}{os.pathsep}{env.get('PYTHONPATH', '')}",
+            "DNNFRAME_STORE_URL": store_url,
+            "DNNFRAME_BROKER_URL": BROKER_URL,
+            "PYTHONUNBUFFERED": "1",
+        }
+    )
     if noop:
         env["DNNFRAME_TRAIN_FN"] = "dnnframe.testing.hooks:one_epoch_train"
-    cmd = [sys.executable, "-m", "celery", "-A", "tasks", "worker", "-Q", queue, "-c", str(concurrency),
-           "-n", f"bench-{uuid.uuid4().hex[:6]}@%h", "--prefetch-multiplier=1", "-O", "fair",
-           "--loglevel=INFO", "--without-mingle", "--without-gossip"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "celery",
+        "-A",
+        "tasks",
+        "worker",
+        "-Q",
+        queue,
+        "-c",
+        str(concurrency),
+        "-n",
+        f"bench-{uuid.uuid4().hex[:6]}@%h",
+        "--prefetch-multiplier=1",
+        "-O",
+        "fair",
+        "--loglevel=INFO",
+        "--without-mingle",
+        "--without-gossip",
+    ]
     fh = open(log, "wb")
-    proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=fh, stderr=subprocess.STDOUT, start_new_session=True)
+    proc = subprocess.Popen(
+        cmd, cwd=REPO, env=env, stdout=fh, stderr=subprocess.STDOUT, start_new_session=True
+    )
     fh.close()
     return proc
 
@@ -262,7 +349,9 @@ def _celery_worker(store_url: str, concurrency: int, log: Path, noop: bool) -> I
             pass
 
 
-def bench_celery(results: list[dict[str, Any]], tmp: Path, n_noop: int, n_train: int, n_medium: int) -> None:
+def bench_celery(
+    results: list[dict[str, Any]], tmp: Path, n_noop: int, n_train: int, n_medium: int
+) -> None:
     from dnnframe.executors import CeleryExecutor
     from dnnframe.store import open_store
     from dnnframe.submit import submit_experiment
@@ -271,12 +360,16 @@ def bench_celery(results: list[dict[str, Any]], tmp: Path, n_noop: int, n_train:
         with Connection(BROKER_URL, connect_timeout=3) as conn:
             conn.ensure_connection(max_retries=1)
     except Exception as exc:
-        raise SystemExit(f"RabbitMQ is not reachable at {BROKER_URL} ({exc}); start it with "
-                         "`rabbitmq-server -detached` or run with --only spec store local") from None
+        raise SystemExit(
+            f"RabbitMQ is not reachable at {BROKER_URL} ({exc}); start it with "
+            "`rabbitmq-server -detached` or run with --only spec store local"
+        ) from None
     for concurrency in (1, 2):
-        for kind, n, noop, make in (("no-op train_fn", n_noop, True, tiny_spec),
-                                    ("tiny real training", n_train, False, tiny_spec),
-                                    ("compute-bound training", n_medium, False, medium_spec)):
+        for kind, n, noop, make in (
+            ("no-op train_fn", n_noop, True, tiny_spec),
+            ("tiny real training", n_train, False, tiny_spec),
+            ("compute-bound training", n_medium, False, medium_spec),
+        ):
             url = f"sqlite:///{tmp / f'celery-{concurrency}-{kind[:4]}.db'}"
             store = open_store(url)
             spec = parse_spec(make(n, f"celery-{concurrency}-{kind}"))
@@ -284,17 +377,29 @@ def bench_celery(results: list[dict[str, Any]], tmp: Path, n_noop: int, n_train:
             with _celery_worker(url, concurrency, log, noop) as queue:
                 ex = CeleryExecutor(BROKER_URL, url, queue=queue)
                 _warm_up(store, ex, concurrency, f"celery-{concurrency}-{kind}", make)
-                ex = CeleryExecutor(BROKER_URL, url, queue=queue)  # wait() covers only the timed trials
+                ex = CeleryExecutor(
+                    BROKER_URL, url, queue=queue
+                )  # wait() covers only the timed trials
                 t = time.perf_counter()
                 res = submit_experiment(spec, store, ex)
                 if not ex.wait(timeout=600):
-                    raise SystemExit(f"celery run did not finish in 600 s:\n{log.read_text()[-3000:]}")
+                    raise SystemExit(
+                        f"celery run did not finish in 600 s:\n{log.read_text()[-3000:]}"
+                    )
                 s = time.perf_counter() - t
                 ex.shutdown(wait=False)
             finished, steady, cold = _finished_rate(store, res.experiment.id)
             assert finished == n, f"{finished} of {n} trials finished"
-            record(results, "celery", f"submit + run to COMPLETE, {kind}",
-                   f"Celery + RabbitMQ, 1 worker, concurrency {concurrency}", n, s, steady=steady, cold=cold)
+            record(
+                results,
+                "celery",
+                f"submit + run to COMPLETE, {kind}",
+                f"Celery + RabbitMQ, 1 worker, concurrency {concurrency}",
+                n,
+                s,
+                steady=steady,
+                cold=cold,
+            )
             store.close()
 
 
@@ -304,12 +409,23 @@ PAPER_LRS = (0.001, 0.003, 0.01, 0.03, 0.1)
 
 def paper_spec(n: int, name: str, first_seed: int = 0) -> dict[str, Any]:
     """The paper workload: 4 depths x 2 activations x 5 learning rates x n/40 seeds."""
-    return {"name": name, "dataset": {"name": "iris"},
-            "model": {"hidden_layers": {"grid": [1, 2, 3, 4]}, "width": 16,
-                      "activation": {"grid": ["tanh", "relu"]}},
-            "training": {"optimizer": "sgd", "learning_rate": {"grid": list(PAPER_LRS)},
-                         "batch_size": 32, "max_epochs": 20, "early_stopping": None},
-            "search": {"seeds": list(range(first_seed, first_seed + max(1, n // 40)))}}
+    return {
+        "name": name,
+        "dataset": {"name": "iris"},
+        "model": {
+            "hidden_layers": {"grid": [1, 2, 3, 4]},
+            "width": 16,
+            "activation": {"grid": ["tanh", "relu"]},
+        },
+        "training": {
+            "optimizer": "sgd",
+            "learning_rate": {"grid": list(PAPER_LRS)},
+            "batch_size": 32,
+            "max_epochs": 20,
+            "early_stopping": None,
+        },
+        "search": {"seeds": list(range(first_seed, first_seed + max(1, n // 40)))},
+    }
 
 
 def _flop_limit(cores: int) -> tuple[float, float, float]:
@@ -344,38 +460,50 @@ def _flop_limit(cores: int) -> tuple[float, float, float]:
 
 def _peak_rss_mb(store: Any, experiment_id: str) -> float | None:
     """The largest peak resident memory any worker process reported with its trials."""
-    peaks = [((t.result or {}).get("environment") or {}).get("peak_rss_mb")
-             for t in store.list_trials(experiment_id)]
+    peaks = [
+        ((t.result or {}).get("environment") or {}).get("peak_rss_mb")
+        for t in store.list_trials(experiment_id)
+    ]
     peaks = [p for p in peaks if p]
     return max(peaks) if peaks else None
 
 
 def _curves_complete(store: Any, experiment_id: str) -> int:
     """Trials COMPLETE with all 20 epochs of their learning curve stored."""
-    return sum(1 for t in store.list_trials(experiment_id)
-               if t.state.value == "COMPLETE" and len(t.metrics) == 20)
+    return sum(
+        1
+        for t in store.list_trials(experiment_id)
+        if t.state.value == "COMPLETE" and len(t.metrics) == 20
+    )
 
 
-def bench_packs(results: list[dict[str, Any]], tmp: Path, n: int, n_unpacked: int,
-                celery: bool) -> None:
+def bench_packs(
+    results: list[dict[str, Any]], tmp: Path, n: int, n_unpacked: int, celery: bool
+) -> None:
     from dnnframe.executors import CeleryExecutor, LocalExecutor
     from dnnframe.store import open_store
     from dnnframe.submit import submit_experiment
 
     flops, rate, limit = _flop_limit(2)
-    print(f"packs   paper workload {flops / 1e6:.2f} MFLOP per trial; one core "
-          f"{rate / 1e9:.1f} GFLOP/s (64x128x128 float64): FLOP limit {limit:,.0f} trials/s "
-          f"on 2 cores", flush=True)
+    print(
+        f"packs   paper workload {flops / 1e6:.2f} MFLOP per trial; one core "
+        f"{rate / 1e9:.1f} GFLOP/s (64x128x128 float64): FLOP limit {limit:,.0f} trials/s "
+        f"on 2 cores",
+        flush=True,
+    )
     rows: dict[str, float] = {}
-    for label, size, count in (("packed (automatic size)", None, n),
-                               ("unpacked (pack size 1)", 1, n_unpacked)):
+    for label, size, count in (
+        ("packed (automatic size)", None, n),
+        ("unpacked (pack size 1)", 1, n_unpacked),
+    ):
         url = f"sqlite:///{tmp / f'packs-{size}.db'}"
         store = open_store(url)
         ex = LocalExecutor(url, workers=2)
         ex.wait_ready()
         # the first build of each graph is a one-off per host (then cached on disk)
-        submit_experiment(parse_spec(paper_spec(80, f"packs-warm-{size}")), store, ex,
-                          pack_size=size)
+        submit_experiment(
+            parse_spec(paper_spec(80, f"packs-warm-{size}")), store, ex, pack_size=size
+        )
         ex.wait()
         spec = parse_spec(paper_spec(count, f"packs-{size}", first_seed=1000))
         t = time.perf_counter()
@@ -387,12 +515,21 @@ def bench_packs(results: list[dict[str, Any]], tmp: Path, n: int, n_unpacked: in
         assert done == len(res.trial_ids), f"{done} of {len(res.trial_ids)} complete with curves"
         rows[label] = done / s
         peak = _peak_rss_mb(store, res.experiment.id)
-        record(results, "packs", f"paper workload submitted + trained + stored, {label}",
-               f"LocalExecutor, 2 workers, {len(res.packs)} packs"
-               + (f", peak RSS {peak:.0f} MB/worker" if peak else ""), done, s)
+        record(
+            results,
+            "packs",
+            f"paper workload submitted + trained + stored, {label}",
+            f"LocalExecutor, 2 workers, {len(res.packs)} packs"
+            + (f", peak RSS {peak:.0f} MB/worker" if peak else ""),
+            done,
+            s,
+        )
         store.close()
-    print(f"packs   packed / unpacked: {rows['packed (automatic size)'] / rows['unpacked (pack size 1)']:.1f}x; "
-          f"packed = {rows['packed (automatic size)'] / limit:.1%} of the FLOP limit", flush=True)
+    print(
+        f"packs   packed / unpacked: {rows['packed (automatic size)'] / rows['unpacked (pack size 1)']:.1f}x; "
+        f"packed = {rows['packed (automatic size)'] / limit:.1%} of the FLOP limit",
+        flush=True,
+    )
     if not celery:
         return
     url = f"sqlite:///{tmp / 'packs-celery.db'}"
@@ -412,44 +549,85 @@ def bench_packs(results: list[dict[str, Any]], tmp: Path, n: int, n_unpacked: in
         ex.shutdown(wait=False)
     done = _curves_complete(store, res.experiment.id)
     assert done == len(res.trial_ids), f"{done} of {len(res.trial_ids)} complete with curves"
-    record(results, "packs", "paper workload submitted + trained + stored, packed",
-           f"Celery + RabbitMQ, 1 worker, concurrency 2, {len(res.packs)} packs", done, s)
+    record(
+        results,
+        "packs",
+        "paper workload submitted + trained + stored, packed",
+        f"Celery + RabbitMQ, 1 worker, concurrency 2, {len(res.packs)} packs",
+        done,
+        s,
+    )
     store.close()
 
 
 # --------------------------------------------------------------------------- output
-def record(results: list[dict[str, Any]], stage: str, what: str, setting: str, n: int, seconds: float,
-           steady: float | None = None, cold: int | None = None) -> None:
+def record(
+    results: list[dict[str, Any]],
+    stage: str,
+    what: str,
+    setting: str,
+    n: int,
+    seconds: float,
+    steady: float | None = None,
+    cold: int | None = None,
+) -> None:
     """Append one measurement and print it beside the paper's claimed range."""
     rate = n / seconds if seconds > 0 else float("inf")
-    row = {"stage": stage, "what": what, "setting": setting, "n": n, "seconds": seconds, "per_s": rate,
-           "steady_per_s": steady, "cold_compiles": cold, "vs_paper_low": rate / PAPER_LOW,
-           "vs_paper_high": rate / PAPER_HIGH}
+    row = {
+        "stage": stage,
+        "what": what,
+        "setting": setting,
+        "n": n,
+        "seconds": seconds,
+        "per_s": rate,
+        "steady_per_s": steady,
+        "cold_compiles": cold,
+        "vs_paper_low": rate / PAPER_LOW,
+        "vs_paper_high": rate / PAPER_HIGH,
+    }
     results.append(row)
     extra = f"  (steady {steady:,.1f}/s)" if steady else ""
     extra += f" ({cold} cold compiles in the timed trials)" if cold else ""
-    print(f"{stage:7s} {rate:12,.1f}/s  {n:6d} in {seconds:7.2f}s  x{rate / PAPER_LOW:8.4f} of 10k, "
-          f"x{rate / PAPER_HIGH:8.4f} of 50k  | {what} [{setting}]{extra}", flush=True)
+    print(
+        f"{stage:7s} {rate:12,.1f}/s  {n:6d} in {seconds:7.2f}s  x{rate / PAPER_LOW:8.4f} of 10k, "
+        f"x{rate / PAPER_HIGH:8.4f} of 50k  | {what} [{setting}]{extra}",
+        flush=True,
+    )
 
 
 def main(argv: list[str] | None = None) -> None:
     """Run the selected stages and print (and optionally save) configurations per second."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--only", nargs="+", choices=["spec", "store", "local", "celery", "packs"],
-                    default=["spec", "store", "local", "celery", "packs"])
+    ap.add_argument(
+        "--only",
+        nargs="+",
+        choices=["spec", "store", "local", "celery", "packs"],
+        default=["spec", "store", "local", "celery", "packs"],
+    )
     ap.add_argument("--noop-trials", type=int, default=1000)
     ap.add_argument("--train-trials", type=int, default=500)
     ap.add_argument("--medium-trials", type=int, default=40)
-    ap.add_argument("--paper-trials", type=int, default=10_000,
-                    help="trials of the paper workload, packed (stage packs)")
-    ap.add_argument("--unpacked-trials", type=int, default=2_000,
-                    help="trials of the paper workload trained unpacked, for the ratio")
+    ap.add_argument(
+        "--paper-trials",
+        type=int,
+        default=10_000,
+        help="trials of the paper workload, packed (stage packs)",
+    )
+    ap.add_argument(
+        "--unpacked-trials",
+        type=int,
+        default=2_000,
+        help="trials of the paper workload trained unpacked, for the ratio",
+    )
     ap.add_argument("--json", type=Path, default=None, help="also write the results here")
     args = ap.parse_args(argv)
     load = os.getloadavg()
-    print(f"# dnnframe throughput, {platform.node()} {os.cpu_count()} cores, Python {platform.python_version()}, "
-          f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} at start; paper claim "
-          f"{PAPER_LOW:,}-{PAPER_HIGH:,} configurations/s", flush=True)
+    print(
+        f"# dnnframe throughput, {platform.node()} {os.cpu_count()} cores, Python {platform.python_version()}, "
+        f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} at start; paper claim "
+        f"{PAPER_LOW:,}-{PAPER_HIGH:,} configurations/s",
+        flush=True,
+    )
     results: list[dict[str, Any]] = []
     tmp = Path(tempfile.mkdtemp(prefix="dnnframe-throughput-"))
     try:
@@ -462,18 +640,35 @@ def main(argv: list[str] | None = None) -> None:
         if "celery" in args.only:
             bench_celery(results, tmp, args.noop_trials, args.train_trials, args.medium_trials)
         if "packs" in args.only:
-            bench_packs(results, tmp, args.paper_trials, args.unpacked_trials,
-                        celery="celery" in args.only or args.only == ["packs"])
+            bench_packs(
+                results,
+                tmp,
+                args.paper_trials,
+                args.unpacked_trials,
+                celery="celery" in args.only or args.only == ["packs"],
+            )
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     best = max(results, key=lambda r: r["per_s"])
-    print(f"# highest: {best['per_s']:,.0f} configurations/s — {best['what']} [{best['setting']}] = "
-          f"{best['per_s'] / PAPER_LOW:.2f}x the paper's low claim, {best['per_s'] / PAPER_HIGH:.2f}x its high claim")
+    print(
+        f"# highest: {best['per_s']:,.0f} configurations/s — {best['what']} [{best['setting']}] = "
+        f"{best['per_s'] / PAPER_LOW:.2f}x the paper's low claim, {best['per_s'] / PAPER_HIGH:.2f}x its high claim"
+    )
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps({"host": platform.node(), "cores": os.cpu_count(), "load_average": load,
-                                         "python": platform.python_version(), "results": results},
-                                        indent=1) + "\n")
+        args.json.write_text(
+            json.dumps(
+                {
+                    "host": platform.node(),
+                    "cores": os.cpu_count(),
+                    "load_average": load,
+                    "python": platform.python_version(),
+                    "results": results,
+                },
+                indent=1,
+            )
+            + "\n"
+        )
 
 
 if __name__ == "__main__":

@@ -51,8 +51,9 @@ DEFAULTS: dict[str, Any] = {
 }
 
 
-def create_app(test_config: dict[str, Any] | None = None,
-               settings: Settings | None = None) -> Flask:
+def create_app(
+    test_config: dict[str, Any] | None = None, settings: Settings | None = None
+) -> Flask:
     """Build the Flask application (API + UI blueprints, one JSON error handler), configured
     by ``settings`` (default: as the environment says now) and then ``test_config``."""
     app = Flask(__name__)
@@ -74,8 +75,13 @@ def create_app(test_config: dict[str, Any] | None = None,
         # the client's address (token-guess throttle, "local client" checks), scheme and
         # host as the proxies saw them, from the last `proxies` hops of the headers only
         # (wrapping wsgi_app is how Flask's docs install middleware; mypy sees a method)
-        app.wsgi_app = ProxyFix(app.wsgi_app, x_for=proxies, x_proto=proxies,  # type: ignore[method-assign]
-                                x_host=proxies, x_port=proxies)
+        app.wsgi_app = ProxyFix(  # type: ignore[method-assign]
+            app.wsgi_app,
+            x_for=proxies,
+            x_proto=proxies,
+            x_host=proxies,
+            x_port=proxies,
+        )
     app.register_blueprint(api_bp)
     app.register_blueprint(api_docs_bp)
     app.register_blueprint(ui_bp)

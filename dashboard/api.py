@@ -68,8 +68,9 @@ TRIAL = {"trial_id": "trial id (t-…)"}
 SPEC_FORMATS = ("json", "yaml")
 EXPORT_FORMATS = ("csv", "jsonl")
 LOCATION = Header("Location", "the experiment in this API (its api_url)")
-SPEC_FILE = Header("Content-Disposition", "with format=yaml: inline, named <experiment "
-                   "id>.yaml", required=False)
+SPEC_FILE = Header(
+    "Content-Disposition", "with format=yaml: inline, named <experiment id>.yaml", required=False
+)
 EXPORT_FILE = Header("Content-Disposition", "an attachment, named <experiment id>.<format>")
 
 # --------------------------------------------------------------------------- meta
@@ -113,9 +114,11 @@ def openapi() -> Any:
 @require_token(allow_session=True)
 @operation(
     "validate",
-    body={**json_content("ExperimentSpec"),
-          "application/x-www-form-urlencoded": {"schema": form_schema()},
-          "multipart/form-data": {"schema": form_schema()}},
+    body={
+        **json_content("ExperimentSpec"),
+        "application/x-www-form-urlencoded": {"schema": form_schema()},
+        "multipart/form-data": {"schema": form_schema()},
+    },
     responses={200: answer("valid: the trial count", "Validated")},
 )
 def validate() -> Any:
@@ -146,10 +149,16 @@ def validate() -> Any:
 @bp.get("/experiments")
 @operation(
     "listExperiments",
-    query=[TextArg("q", "only experiments whose name or id contains this (any case)",
-                   max_length=MAX_SEARCH_TEXT),
-           ChoiceArg("status", "only experiments with this status", EXPERIMENT_STATUSES),
-           LIMIT, OFFSET],
+    query=[
+        TextArg(
+            "q",
+            "only experiments whose name or id contains this (any case)",
+            max_length=MAX_SEARCH_TEXT,
+        ),
+        ChoiceArg("status", "only experiments with this status", EXPERIMENT_STATUSES),
+        LIMIT,
+        OFFSET,
+    ],
     responses={200: answer("experiments", "ExperimentList")},
 )
 def list_experiments(q: str, status: str | None, limit: int, offset: int) -> Any:
@@ -169,9 +178,10 @@ def list_experiments(q: str, status: str | None, limit: int, offset: int) -> Any
 @operation(
     "createExperiment",
     body=json_content("ExperimentSpec"),
-    responses={201: answer("created and queued", "Submitted", [LOCATION]),
-               200: answer("already submitted: the existing experiment", "Submitted",
-                           [LOCATION])},
+    responses={
+        201: answer("created and queued", "Submitted", [LOCATION]),
+        200: answer("already submitted: the existing experiment", "Submitted", [LOCATION]),
+    },
     errors=(503,),
     # the new id is what every per-experiment operation takes, and what deleting confirms
     links={"experiment_id": "$response.body#/id", "confirm": "$response.body#/id"},
@@ -215,8 +225,13 @@ def get_experiment(experiment_id: str) -> Any:
 @operation(
     "deleteExperiment",
     path=EXPERIMENT,
-    query=[TextArg("confirm", "the experiment's id or its name again, to confirm; anything "
-                   "else is refused with 400", required=True)],
+    query=[
+        TextArg(
+            "confirm",
+            "the experiment's id or its name again, to confirm; anything else is refused with 400",
+            required=True,
+        )
+    ],
     responses={200: answer("deleted: how many trials went with it", "Deleted")},
     errors=(409,),
     conflict="the experiment still has trials queued or running: cancel it first",
@@ -265,19 +280,35 @@ def list_trials(experiment_id: str, **args: Any) -> Any:
     path=EXPERIMENT,
     query=[
         # an unknown metric has no values, which would read as "nothing is important"
-        ChoiceArg("metric", "a final metric (default: the objective), a timing, epochs_run or "
-                  "n_params; any other name is a 400", VALUE_NAMES, exact=True),
-        ChoiceArg("mode", "which way is better (default: the objective's, else max for "
-                  "accuracies and min otherwise)", ("max", "min")),
-        ChoiceArg("evaluator", "Optuna importance evaluator (default ped_anova; the forests, "
-                  "fanova and mean_decrease_impurity, see a seeded sample of at most 1,000 "
-                  "trials)", EVALUATORS, default=DEFAULT_EVALUATOR),
+        ChoiceArg(
+            "metric",
+            "a final metric (default: the objective), a timing, epochs_run or "
+            "n_params; any other name is a 400",
+            VALUE_NAMES,
+            exact=True,
+        ),
+        ChoiceArg(
+            "mode",
+            "which way is better (default: the objective's, else max for "
+            "accuracies and min otherwise)",
+            ("max", "min"),
+        ),
+        ChoiceArg(
+            "evaluator",
+            "Optuna importance evaluator (default ped_anova; the forests, "
+            "fanova and mean_decrease_impurity, see a seeded sample of at most 1,000 "
+            "trials)",
+            EVALUATORS,
+            default=DEFAULT_EVALUATOR,
+        ),
     ],
-    responses={200: answer("importances (empty, with a note, while fewer than two trials "
-                           "count)", "Importance")},
+    responses={
+        200: answer(
+            "importances (empty, with a note, while fewer than two trials count)", "Importance"
+        )
+    },
 )
-def importance(experiment_id: str, metric: str | None, mode: str | None,
-               evaluator: str) -> Any:
+def importance(experiment_id: str, metric: str | None, mode: str | None, evaluator: str) -> Any:
     """Parameter importance: each parameter the trials vary → its share of the metric's
     variation (Optuna's evaluators), a diverged trial counted as the worst value and the
     seed as the noise floor, never ranked."""
@@ -291,9 +322,16 @@ def importance(experiment_id: str, metric: str | None, mode: str | None,
     "getExperimentSpec",
     path=EXPERIMENT,
     query=[ChoiceArg("format", "file format (default json)", SPEC_FORMATS, default="json")],
-    responses={200: content("the spec", {
-        kind: {"$ref": f"#/components/schemas/{STORED}ExperimentSpec"}
-        for kind in ("application/json", "application/yaml")}, [SPEC_FILE])},
+    responses={
+        200: content(
+            "the spec",
+            {
+                kind: {"$ref": f"#/components/schemas/{STORED}ExperimentSpec"}
+                for kind in ("application/json", "application/yaml")
+            },
+            [SPEC_FILE],
+        )
+    },
 )
 def experiment_spec(experiment_id: str, format: str) -> Response:
     """The stored spec: JSON for POST /experiments, YAML for dnnframe run.
@@ -313,9 +351,13 @@ def experiment_spec(experiment_id: str, format: str) -> Response:
     "exportExperiment",
     path=EXPERIMENT,
     query=[ChoiceArg("format", "file format", EXPORT_FORMATS, default="csv")],
-    responses={200: content("the file", {"text/csv": {"type": "string"},
-                                         "application/x-ndjson": {"type": "string"}},
-                            [EXPORT_FILE])},
+    responses={
+        200: content(
+            "the file",
+            {"text/csv": {"type": "string"}, "application/x-ndjson": {"type": "string"}},
+            [EXPORT_FILE],
+        )
+    },
 )
 def export(experiment_id: str, format: str) -> Response:
     """Export trials as CSV or JSON Lines.
@@ -333,8 +375,7 @@ def export(experiment_id: str, format: str) -> Response:
         store.export_jsonl(buffer, experiment_id)
         mimetype = "application/x-ndjson"
     response = Response(buffer.getvalue(), mimetype=mimetype)
-    response.headers.update(
-        EXPORT_FILE.pair(f'attachment; filename="{experiment_id}.{format}"'))
+    response.headers.update(EXPORT_FILE.pair(f'attachment; filename="{experiment_id}.{format}"'))
     return response
 
 
@@ -391,8 +432,11 @@ def workers() -> Any:
 
 @bp.post("/datasets")
 @require_token
-@operation("uploadDataset", body={"multipart/form-data": {"schema": UPLOAD_FORM}},
-           responses={201: answer("stored", "Upload")})
+@operation(
+    "uploadDataset",
+    body={"multipart/form-data": {"schema": UPLOAD_FORM}},
+    responses={201: answer("stored", "Upload")},
+)
 def upload_dataset() -> Any:
     """Upload a CSV dataset → an id for dataset.upload."""
     return upload_response()

@@ -20,9 +20,16 @@ from .security import csp_nonce
 bp = Blueprint("api_docs", __name__, url_prefix="/api/docs")
 
 # the files the page loads; nothing else of the package's folder is served
-ASSETS = frozenset({"swagger-ui.css", "index.css", "swagger-ui-bundle.js",
-                    "swagger-ui-standalone-preset.js", "favicon-32x32.png",
-                    "favicon-16x16.png"})
+ASSETS = frozenset(
+    {
+        "swagger-ui.css",
+        "index.css",
+        "swagger-ui-bundle.js",
+        "swagger-ui-standalone-preset.js",
+        "favicon-32x32.png",
+        "favicon-16x16.png",
+    }
+)
 
 
 def _dist() -> str:
@@ -33,8 +40,7 @@ def _dist() -> str:
 @outside_document("the page that shows the document, HTML")
 def page() -> Any:
     """Swagger UI: every endpoint, its parameters and schemas, and "try it out"."""
-    return render_template("api_docs.html", nonce=csp_nonce(),
-                           spec_url=url_for("api.openapi"))
+    return render_template("api_docs.html", nonce=csp_nonce(), spec_url=url_for("api.openapi"))
 
 
 @bp.get("/<name>")

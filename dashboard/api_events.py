@@ -23,23 +23,27 @@ STREAM_HEADERS = (
     Header("X-Accel-Buffering", "nginx passes each event on at once", value="no"),
 )
 STREAMS_FULL_RETRY_SECONDS = "30"
-EVENT_STREAM = {"text/event-stream": {
-    "type": "object",
-    "required": ["event", "data"],
-    "properties": {"event": {"enum": ["trials", "change", "end"]},
-                   "data": {"type": "string", "description": "JSON"}},
-}}
+EVENT_STREAM = {
+    "text/event-stream": {
+        "type": "object",
+        "required": ["event", "data"],
+        "properties": {
+            "event": {"enum": ["trials", "change", "end"]},
+            "data": {"type": "string", "description": "JSON"},
+        },
+    }
+}
 
 
 @bp.get("/experiments/<experiment_id>/events")
 @operation(
     "experimentEvents",
     path=EXPERIMENT,
-    query=[IntArg("since", "the reader's cursor: the first event announces it at once",
-                  default=0)],
-    responses={200: content("an event stream (text/event-stream)", EVENT_STREAM,
-                            STREAM_HEADERS),
-               204: no_content("the experiment is finished: nothing to stream")},
+    query=[IntArg("since", "the reader's cursor: the first event announces it at once", default=0)],
+    responses={
+        200: content("an event stream (text/event-stream)", EVENT_STREAM, STREAM_HEADERS),
+        204: no_content("the experiment is finished: nothing to stream"),
+    },
     errors=(503,),
 )
 def experiment_events(experiment_id: str, since: int) -> Response:
@@ -58,11 +62,18 @@ def experiment_events(experiment_id: str, since: int) -> Response:
 @bp.get("/events")
 @operation(
     "events",
-    query=[RepeatedArg("experiment", "an experiment id (repeated for each)",
-                       max_items=MAX_STREAMED, required=True)],
-    responses={200: content("an event stream (text/event-stream)", EVENT_STREAM,
-                            STREAM_HEADERS),
-               204: no_content("every experiment is finished: nothing to stream")},
+    query=[
+        RepeatedArg(
+            "experiment",
+            "an experiment id (repeated for each)",
+            max_items=MAX_STREAMED,
+            required=True,
+        )
+    ],
+    responses={
+        200: content("an event stream (text/event-stream)", EVENT_STREAM, STREAM_HEADERS),
+        204: no_content("every experiment is finished: nothing to stream"),
+    },
     errors=(503,),
 )
 def events(experiment: list[str]) -> Response:
@@ -75,7 +86,8 @@ def events(experiment: list[str]) -> Response:
     for experiment_id in experiment:
         try:
             (ended if store.get_experiment(experiment_id).is_finished else live).append(
-                experiment_id)
+                experiment_id
+            )
         except NotFoundError:  # gone: its tab stops listening, the others go on
             ended.append(experiment_id)
     if not live:
@@ -102,9 +114,7 @@ def _event_response(live: list[str], ended: list[str], since: int | None) -> Res
             "trials?since= instead",
             headers=RETRY_LATER.pair(STREAMS_FULL_RETRY_SECONDS),
         )
-    response = Response(
-        event_stream(svc.feed, starts, since, ended), mimetype="text/event-stream"
-    )
+    response = Response(event_stream(svc.feed, starts, since, ended), mimetype="text/event-stream")
     for header in STREAM_HEADERS:
         response.headers.update(header.pair())
     return response

@@ -30,27 +30,40 @@ if TYPE_CHECKING:
     from .responses import Note
 
 NOTE_FIELDS = ("text", "version")
-NOTE_BODY = json_content({
-    "type": "object",
-    "required": ["text"],
-    "additionalProperties": False,
-    "properties": {
-        "text": {"type": "string", "maxLength": MAX_NOTE_CHARS, "pattern": NOTE_TEXT_PATTERN,
-                 "description": 'the whole note ("" empties it): free text, line breaks and '
-                 "tabs but no other control character; the pages show it as light "
-                 "markdown (headings, lists, **bold**, `code`, links), never as HTML"},
-        "version": {"type": "integer", "minimum": 0, "maximum": MAX_NOTE_VERSION,
-                    "description": "the version the text was edited from (as GET gave it): "
-                    "when another save came since, 409 and nothing is written; left out, "
-                    "this save replaces whatever is there"},
-    },
-    "examples": [{"text": "Width 8 beats 4 at every depth; seed 1 diverged.", "version": 0}],
-})
+NOTE_BODY = json_content(
+    {
+        "type": "object",
+        "required": ["text"],
+        "additionalProperties": False,
+        "properties": {
+            "text": {
+                "type": "string",
+                "maxLength": MAX_NOTE_CHARS,
+                "pattern": NOTE_TEXT_PATTERN,
+                "description": 'the whole note ("" empties it): free text, line breaks and '
+                "tabs but no other control character; the pages show it as light "
+                "markdown (headings, lists, **bold**, `code`, links), never as HTML",
+            },
+            "version": {
+                "type": "integer",
+                "minimum": 0,
+                "maximum": MAX_NOTE_VERSION,
+                "description": "the version the text was edited from (as GET gave it): "
+                "when another save came since, 409 and nothing is written; left out, "
+                "this save replaces whatever is there",
+            },
+        },
+        "examples": [{"text": "Width 8 beats 4 at every depth; seed 1 diverged.", "version": 0}],
+    }
+)
 READ = answer("the note (empty text and version 0 when none was written)", "Note")
-SAVED = answer("saved: the note as it is stored now (saving the text it holds already "
-               "changes nothing)", "Note")
-CONFLICT = ("the note was saved by someone else since `version`: nothing was written; read "
-            "it again before saving over it")
+SAVED = answer(
+    "saved: the note as it is stored now (saving the text it holds already changes nothing)", "Note"
+)
+CONFLICT = (
+    "the note was saved by someone else since `version`: nothing was written; read "
+    "it again before saving over it"
+)
 
 
 def note_json(note: NoteRecord) -> Note:
@@ -63,10 +76,16 @@ def _note_body() -> tuple[str, int | None]:
     field that is wrong."""
     data: Any = read_json_body(request)
     if not isinstance(data, dict):
-        raise APIError(400, 'the body must be a JSON object: {"text": ..., "version": ...}',
-                       [{"path": "", "message": "expected a JSON object"}])
-    errors = [{"path": str(key), "message": "unknown field: a note has text and version"}
-              for key in data if key not in NOTE_FIELDS]
+        raise APIError(
+            400,
+            'the body must be a JSON object: {"text": ..., "version": ...}',
+            [{"path": "", "message": "expected a JSON object"}],
+        )
+    errors = [
+        {"path": str(key), "message": "unknown field: a note has text and version"}
+        for key in data
+        if key not in NOTE_FIELDS
+    ]
     if "text" not in data:
         errors.append({"path": "text", "message": "required: the whole note"})
     checks = {"text": check_note_text, "version": _check_version}
@@ -78,15 +97,20 @@ def _note_body() -> tuple[str, int | None]:
             except ValueError as exc:
                 errors.append({"path": field, "message": str(exc)})
     if errors:
-        raise APIError(400, "the note is invalid: " + "; ".join(
-            f"{e['path'] or '<root>'}: {e['message']}" for e in errors), errors)
+        raise APIError(
+            400,
+            "the note is invalid: "
+            + "; ".join(f"{e['path'] or '<root>'}: {e['message']}" for e in errors),
+            errors,
+        )
     return checked["text"], checked.get("version")
 
 
 def _check_version(version: Any) -> int | None:
     if version is None:  # the store's "no version" is the field left out, not null
-        raise ValueError("note version must be an integer (leave it out to save over any "
-                         "version), got null")
+        raise ValueError(
+            "note version must be an integer (leave it out to save over any version), got null"
+        )
     if isinstance(version, float) and version.is_integer():
         version = int(version)  # 3.0 is an integer to JSON (and its Schema), if not to Python
     return check_note_version(version)
@@ -108,8 +132,14 @@ def get_experiment_note(experiment_id: str) -> Any:
 
 @bp.put("/experiments/<experiment_id>/note")
 @require_token(json_only=True, allow_session=True)
-@operation("putExperimentNote", path=EXPERIMENT, body=NOTE_BODY, responses={200: SAVED},
-           errors=(409,), conflict=CONFLICT)
+@operation(
+    "putExperimentNote",
+    path=EXPERIMENT,
+    body=NOTE_BODY,
+    responses={200: SAVED},
+    errors=(409,),
+    conflict=CONFLICT,
+)
 def put_experiment_note(experiment_id: str) -> Any:
     """Save an experiment's note, replacing it whole.
 
@@ -129,8 +159,14 @@ def get_trial_note(trial_id: str) -> Any:
 
 @bp.put("/trials/<trial_id>/note")
 @require_token(json_only=True, allow_session=True)
-@operation("putTrialNote", path=TRIAL, body=NOTE_BODY, responses={200: SAVED},
-           errors=(409,), conflict=CONFLICT)
+@operation(
+    "putTrialNote",
+    path=TRIAL,
+    body=NOTE_BODY,
+    responses={200: SAVED},
+    errors=(409,),
+    conflict=CONFLICT,
+)
 def put_trial_note(trial_id: str) -> Any:
     """Save a trial's note, replacing it whole.
 

@@ -162,8 +162,12 @@ class Asset:
         with self.lock:
             if encoding not in self.working and encoding not in self.best:
                 self.working.add(encoding)
-                threading.Thread(target=self._background, args=(encoding,), daemon=True,
-                                 name=f"compress {self.path.name}").start()
+                threading.Thread(
+                    target=self._background,
+                    args=(encoding,),
+                    daemon=True,
+                    name=f"compress {self.path.name}",
+                ).start()
             if encoding not in self.quick:
                 self.quick[encoding] = _quick(self.data, encoding)
             return self.quick[encoding], False
@@ -180,8 +184,11 @@ def asset(path: Path) -> Asset:
     if held is not None and held.mtime_ns == stat.st_mtime_ns:
         return held
     data = path.read_bytes()
-    mimetype = ("text/javascript" if path.suffix == ".js"
-                else mimetypes.guess_type(path.name)[0] or "application/octet-stream")
+    mimetype = (
+        "text/javascript"
+        if path.suffix == ".js"
+        else mimetypes.guess_type(path.name)[0] or "application/octet-stream"
+    )
     fresh = Asset(path, stat.st_mtime_ns, data, hashlib.sha256(data).hexdigest(), mimetype)
     with _assets_lock:
         _assets[path] = fresh

@@ -14,15 +14,15 @@ if TYPE_CHECKING:
     from .responses import CeleryView, WrongStore
 
 
-def wrong_store(broker: str, timeout: float, store: Any, store_url: str | None
-                ) -> list[WrongStore]:
+def wrong_store(broker: str, timeout: float, store: Any, store_url: str | None) -> list[WrongStore]:
     """Workers on the broker that serve another store than this dashboard's (they name it,
     and have not registered in this one): they leave this store's packs on the queue."""
     mine = store_label(store_url)
     registered = {w.name for w in live_nodes(store)}
     try:
-        replies = celery_app(broker).control.broadcast("dnnframe_store", reply=True,
-                                                         timeout=timeout)
+        replies = celery_app(broker).control.broadcast(
+            "dnnframe_store", reply=True, timeout=timeout
+        )
     except Exception:  # noqa: BLE001 - a broker hiccup must not break the page
         return []
     wrong: list[WrongStore] = []
@@ -30,9 +30,16 @@ def wrong_store(broker: str, timeout: float, store: Any, store_url: str | None
         for node, answer in reply.items():
             theirs = answer.get("store") if isinstance(answer, dict) else None
             if theirs and theirs != mine and node not in registered:
-                wrong.append({"node": node, "store": theirs, "message": (
-                    f"{node} uses the store {theirs}, not this dashboard's {mine}: it takes "
-                    "none of these sweeps' packs; give it the same DNNFRAME_STORE_URL")})
+                wrong.append(
+                    {
+                        "node": node,
+                        "store": theirs,
+                        "message": (
+                            f"{node} uses the store {theirs}, not this dashboard's {mine}: it takes "
+                            "none of these sweeps' packs; give it the same DNNFRAME_STORE_URL"
+                        ),
+                    }
+                )
     return sorted(wrong, key=lambda w: w["node"])
 
 

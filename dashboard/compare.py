@@ -35,7 +35,5 @@ def spec_differences(specs: list[dict[str, Any]]) -> list[tuple[str, list[str]]]
         flat.append(out)
     paths = list(dict.fromkeys(p for f in flat for p in f))
     return [
-        (p, [f.get(p, "") for f in flat])
-        for p in paths
-        if len({f.get(p, "") for f in flat}) > 1
+        (p, [f.get(p, "") for f in flat]) for p in paths if len({f.get(p, "") for f in flat}) > 1
     ]

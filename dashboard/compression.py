@@ -16,8 +16,15 @@ from flask import Flask
 from flask_compress import Compress
 
 # the types worth compressing; text/event-stream must never be one (see above)
-MIMETYPES = ["text/html", "text/css", "text/javascript", "application/javascript",
-             "application/json", "image/svg+xml", "text/plain"]
+MIMETYPES = [
+    "text/html",
+    "text/css",
+    "text/javascript",
+    "application/javascript",
+    "application/json",
+    "image/svg+xml",
+    "text/plain",
+]
 
 # Files sent as streams (send_file: the API docs' Swagger UI files) are compressed as they
 # stream, gzip among the encodings so a gzip-only client gets them compressed too. Their
@@ -32,6 +39,8 @@ def install_compression(app: Flask) -> None:
     app.config.setdefault("COMPRESS_ALGORITHM_STREAMING", STREAMED_ALGORITHMS)
     app.config.setdefault("COMPRESS_STREAMING_ENDPOINT_CONDITIONAL", CONDITIONAL_ENDPOINTS)
     if "text/event-stream" in app.config["COMPRESS_MIMETYPES"]:
-        raise ValueError("COMPRESS_MIMETYPES must not hold text/event-stream: a compressed "
-                         "event stream holds events back instead of sending each at once")
+        raise ValueError(
+            "COMPRESS_MIMETYPES must not hold text/event-stream: a compressed "
+            "event stream holds events back instead of sending each at once"
+        )
     Compress(app)

@@ -49,12 +49,14 @@ class Services:
                     url = self.config.get("STORE_URL")  # None → the executor's default
                     workers = self.config.get("WORKERS")
                     if self.config.get("LOCAL_POOL") == "service" and not self.config.get(
-                            "BROKER_URL"):
+                        "BROKER_URL"
+                    ):
                         # the server's driver service owns the one pool: hand trials to it
                         from dnnframe.executors.handoff import HandoffExecutor
 
                         self._executor = HandoffExecutor(
-                            self.store, int(workers) if workers else get_settings().worker_count)
+                            self.store, int(workers) if workers else get_settings().worker_count
+                        )
                         return self._executor
                     self._executor = make_executor(
                         url,

@@ -28,9 +28,14 @@ if TYPE_CHECKING:
 
 
 # sent with a 503 when waiting helps: a broker that is down, event streams all taken
-RETRY_LATER = Header("Retry-After", "when waiting helps (the message broker is down, or the "
-                     "server streams to as many pages as it may): seconds to wait before "
-                     "trying again", required=False, schema=SECONDS)
+RETRY_LATER = Header(
+    "Retry-After",
+    "when waiting helps (the message broker is down, or the "
+    "server streams to as many pages as it may): seconds to wait before "
+    "trying again",
+    required=False,
+    schema=SECONDS,
+)
 BROKER_RETRY_SECONDS = "30"
 
 
@@ -64,12 +69,19 @@ class APIError(Exception):
             phrase = HTTPStatus(self.status).phrase
         except ValueError:
             phrase = "Error"
-        body: Error = {"status": self.status, "error": phrase,
-                       "message": _cut(self.message, MAX_MESSAGE)}
+        body: Error = {
+            "status": self.status,
+            "error": phrase,
+            "message": _cut(self.message, MAX_MESSAGE),
+        }
         if self.errors is not None:
-            body["errors"] = [{"path": _cut(str(e["path"]), MAX_FIELD_MESSAGE),
-                               "message": _cut(str(e["message"]), MAX_FIELD_MESSAGE)}
-                              for e in self.errors]
+            body["errors"] = [
+                {
+                    "path": _cut(str(e["path"]), MAX_FIELD_MESSAGE),
+                    "message": _cut(str(e["message"]), MAX_FIELD_MESSAGE),
+                }
+                for e in self.errors
+            ]
         return body
 
 
@@ -116,10 +128,13 @@ def to_api_error(exc: BaseException) -> APIError:
     if isinstance(exc, StoreError):
         return APIError(503, "the result store is unavailable", details=str(exc))
     if isinstance(exc, BrokerUnavailableError):
-        return APIError(503, "the message broker is unavailable; the trials are stored and "
-                        "will be sent when it is back",
-                        headers=RETRY_LATER.pair(BROKER_RETRY_SECONDS),
-                        details=str(exc))
+        return APIError(
+            503,
+            "the message broker is unavailable; the trials are stored and "
+            "will be sent when it is back",
+            headers=RETRY_LATER.pair(BROKER_RETRY_SECONDS),
+            details=str(exc),
+        )
     if isinstance(exc, HTTPException):
         headers = {}
         if isinstance(exc, MethodNotAllowed) and exc.valid_methods:
@@ -152,8 +167,9 @@ def register_error_handlers(app: Flask, may_see_details: Callable[[], bool]) -> 
                 "unhandled error on %s %s", request.method, request.path, exc_info=exc
             )
         if error.details is not None:
-            app.logger.warning("%s %s: %s: %s", request.method, request.path, error.message,
-                               error.details)
+            app.logger.warning(
+                "%s %s: %s: %s", request.method, request.path, error.message, error.details
+            )
             if may_see_details():
                 error.message = f"{error.message}: {error.details}"
             else:

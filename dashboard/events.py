@@ -92,8 +92,9 @@ class ChangeFeed:
                 # the reader's cursor is set before any stream waits, so no change made
                 # after this call can be missed
                 self._cursor = self._store().latest_seq()
-                self._thread = threading.Thread(target=self._follow, name="dnnframe-change-feed",
-                                                daemon=True)
+                self._thread = threading.Thread(
+                    target=self._follow, name="dnnframe-change-feed", daemon=True
+                )
                 self._thread.start()
             starts: dict[str, int | None] = {}
             for e in ids:
@@ -113,6 +114,7 @@ class ChangeFeed:
     def updates(self, after: dict[str, int | None], timeout: float) -> dict[str, list[Update]]:
         """Each experiment's updates past its change number in ``after`` (waiting up to
         ``timeout`` for one); experiments with none are left out."""
+
         def newer() -> dict[str, list[Update]]:
             found = {}
             for e, seen in after.items():
@@ -166,8 +168,14 @@ class ChangeFeed:
                 if e not in self._watched:
                     continue
                 kept = self._updates.setdefault(e, deque(maxlen=UPDATES_KEPT))
-                kept.append(Update(seq, kept[-1].seq if kept else None, json.dumps(body),
-                                   bool(body.get("over"))))
+                kept.append(
+                    Update(
+                        seq,
+                        kept[-1].seq if kept else None,
+                        json.dumps(body),
+                        bool(body.get("over")),
+                    )
+                )
             self._cond.notify_all()
 
 
@@ -175,8 +183,12 @@ def _event(name: str, data: dict[str, Any]) -> str:
     return f"event: {name}\ndata: {json.dumps(data)}\n\n"
 
 
-def stream(feed: ChangeFeed, starts: dict[str, int | None], since: int | None = None,
-           ended: Iterable[str] = ()) -> Iterator[str]:
+def stream(
+    feed: ChangeFeed,
+    starts: dict[str, int | None],
+    since: int | None = None,
+    ended: Iterable[str] = (),
+) -> Iterator[str]:
     """The event stream of one page, or of every tab of one browser (the caller took a slot
     with ``open_stream``, which gave ``starts``: the experiments it follows).
 
@@ -192,7 +204,8 @@ def stream(feed: ChangeFeed, starts: dict[str, int | None], since: int | None = 
     try:
         yield "retry: 3000\n\n" + "".join(
             [_event("end", {**cursor, "experiment_id": e}) for e in ended]
-            + [_event("change", {**cursor, "experiment_id": e}) for e in starts])
+            + [_event("change", {**cursor, "experiment_id": e}) for e in starts]
+        )
         seen = dict(starts)
         ends = time.monotonic() + STREAM_SECONDS
         while seen and time.monotonic() < ends and not feed.closed:
@@ -207,8 +220,9 @@ def stream(feed: ChangeFeed, starts: dict[str, int | None], since: int | None = 
         feed.close_stream(starts)
 
 
-def _sent(experiment_id: str, updates: list[Update], seen: dict[str, int | None],
-          cursor: dict[str, int]) -> str:
+def _sent(
+    experiment_id: str, updates: list[Update], seen: dict[str, int | None], cursor: dict[str, int]
+) -> str:
     """The events that pass ``updates`` of one experiment on; ``seen`` moves past them and
     forgets an experiment that is over."""
     if updates[0].previous != seen[experiment_id]:  # some were dropped: the page reads them

@@ -21,14 +21,23 @@ class Trial(TypedDict):
 
     id: str
     state: Annotated[str, one_of(TRIAL_STATES)]
-    seq: Annotated[int, about("its change cursor: it grows with every change of the trial "
-                              "(trials?since=)")]
-    params: Annotated[dict[str, Any], about(
-        "every configured value by its leaf name (learning_rate, lr_schedule.kind; "
-        "per-layer widths read 64x32), the seed and the dataset's name")]
-    metrics: Annotated[dict[str, float], about(
-        "its final metrics; while it runs, its latest epoch's validation and training "
-        "accuracy and loss")]
+    seq: Annotated[
+        int, about("its change cursor: it grows with every change of the trial (trials?since=)")
+    ]
+    params: Annotated[
+        dict[str, Any],
+        about(
+            "every configured value by its leaf name (learning_rate, lr_schedule.kind; "
+            "per-layer widths read 64x32), the seed and the dataset's name"
+        ),
+    ]
+    metrics: Annotated[
+        dict[str, float],
+        about(
+            "its final metrics; while it runs, its latest epoch's validation and training "
+            "accuracy and loss"
+        ),
+    ]
     epoch: Annotated[int | None, about("its latest epoch")]
     epochs_run: int
     train_seconds: float | None
@@ -39,36 +48,68 @@ class Trial(TypedDict):
     attempts: Annotated[int, about("how many times a worker claimed it")]
     started_at: Annotated[float | None, about("Unix seconds")]
     finished_at: Annotated[float | None, about("Unix seconds")]
-    error: NotRequired[Annotated[str | None, about(
-        "why it failed, diverged or was cancelled: the last line in a list, the whole "
-        "report from GET of the trial")]]
-    history: NotRequired[Annotated[list[dict[str, Any]], about(
-        "one object of metrics per epoch: with history=1, and from GET of the trial")]]
-    config: NotRequired[Annotated[dict[str, Any], about(
-        "GET of the trial: the configuration it trains (the spec with every search space "
-        "resolved)")]]
-    result: NotRequired[Annotated[dict[str, Any] | None, about(
-        "GET of the trial: its result as stored, once it finished")]]
-    experiment_ids: NotRequired[Annotated[list[str], about(
-        "GET of the trial: the experiments sharing it")]]
+    error: NotRequired[
+        Annotated[
+            str | None,
+            about(
+                "why it failed, diverged or was cancelled: the last line in a list, the whole "
+                "report from GET of the trial"
+            ),
+        ]
+    ]
+    history: NotRequired[
+        Annotated[
+            list[dict[str, Any]],
+            about("one object of metrics per epoch: with history=1, and from GET of the trial"),
+        ]
+    ]
+    config: NotRequired[
+        Annotated[
+            dict[str, Any],
+            about(
+                "GET of the trial: the configuration it trains (the spec with every search space "
+                "resolved)"
+            ),
+        ]
+    ]
+    result: NotRequired[
+        Annotated[
+            dict[str, Any] | None, about("GET of the trial: its result as stored, once it finished")
+        ]
+    ]
+    experiment_ids: NotRequired[
+        Annotated[list[str], about("GET of the trial: the experiments sharing it")]
+    ]
     created_at: NotRequired[float]
     heartbeat_at: NotRequired[float | None]
-    timings: NotRequired[Annotated[dict[str, Any], about(
-        "GET of the trial: seconds by phase")]]
-    pack: NotRequired[Annotated[dict[str, Any] | None, about(
-        "GET of the trial: the pack it trained in (its timings are its share of the "
-        "pack's)")]]
-    environment: NotRequired[Annotated[dict[str, Any] | None, about(
-        "GET of the trial: the host and library versions it trained with")]]
+    timings: NotRequired[Annotated[dict[str, Any], about("GET of the trial: seconds by phase")]]
+    pack: NotRequired[
+        Annotated[
+            dict[str, Any] | None,
+            about(
+                "GET of the trial: the pack it trained in (its timings are its share of the pack's)"
+            ),
+        ]
+    ]
+    environment: NotRequired[
+        Annotated[
+            dict[str, Any] | None,
+            about("GET of the trial: the host and library versions it trained with"),
+        ]
+    ]
 
 
 # --------------------------------------------------------------------------- experiments
 
 COUNTS = "trial state → how many"
-RERUNS = ("trials trained again after their worker was lost (claimed more than once); "
-          "`status_text` says so too")
-GRAPHS = ("while trials run and none is over yet: how many of the experiment's graphs are "
-          "built (compiled); null otherwise")
+RERUNS = (
+    "trials trained again after their worker was lost (claimed more than once); "
+    "`status_text` says so too"
+)
+GRAPHS = (
+    "while trials run and none is over yet: how many of the experiment's graphs are "
+    "built (compiled); null otherwise"
+)
 
 
 class GraphsProgress(TypedDict):
@@ -88,8 +129,9 @@ class ExperimentObjective(TypedDict):
 class ExperimentSearch(TypedDict):
     """How the experiment searches, for its charts."""
 
-    method: Annotated[str | None, about("the search method; null for a spec another "
-                                        "version stored")]
+    method: Annotated[
+        str | None, about("the search method; null for a spec another version stored")
+    ]
     prunes: Annotated[bool, about("whether ASHA stops unpromising trials early")]
     rung_metric: Annotated[str | None, about("the per-epoch metric ASHA compares")]
     rungs: Annotated[list[int], about("the epochs at which ASHA compares")]
@@ -128,27 +170,37 @@ class Experiment(TypedDict):
     created_at: Annotated[float, about("Unix seconds")]
     cancel_requested: bool
     counts: Annotated[dict[str, int], about(COUNTS)]
-    finished: Annotated[int, about("trials that ran to an end (complete, failed, diverged "
-                                   "or pruned)")]
+    finished: Annotated[
+        int, about("trials that ran to an end (complete, failed, diverged or pruned)")
+    ]
     progress: Annotated[float, about("finished / n_trials")]
     status: Annotated[str, one_of(EXPERIMENT_STATUSES)]
     can_cancel: Annotated[bool, about("trials are still queued or running")]
     reruns: Annotated[int, about(RERUNS)]
-    status_text: Annotated[str, about("the status in words, with how many trials failed, "
-                                      "diverged, were pruned or cancelled")]
-    spec: NotRequired[Annotated[dict[str, Any], about("GET of one experiment: the spec as "
-                                                      "stored")]]
+    status_text: Annotated[
+        str,
+        about(
+            "the status in words, with how many trials failed, diverged, were pruned or cancelled"
+        ),
+    ]
+    spec: NotRequired[Annotated[dict[str, Any], about("GET of one experiment: the spec as stored")]]
     objective: NotRequired[ExperimentObjective]
     search: NotRequired[ExperimentSearch]
-    best_trial: NotRequired[Annotated[Trial | None, about(
-        "GET of one experiment: the trial with the best objective")]]
-    best_configuration: NotRequired[Annotated[BestConfiguration | None, about(
-        "GET of one experiment: the configuration (every parameter but the seed) with the "
-        "best mean of the objective over its seeds, its sd, seed count and trials; `ties`: "
-        "the configurations with the same mean, which only the order's rule (more seeds, "
-        "smaller sd, smallest trial id) puts after it")]]
-    graphs: NotRequired[Annotated[GraphsProgress | None, about("GET of one experiment: "
-                                                               + GRAPHS)]]
+    best_trial: NotRequired[
+        Annotated[Trial | None, about("GET of one experiment: the trial with the best objective")]
+    ]
+    best_configuration: NotRequired[
+        Annotated[
+            BestConfiguration | None,
+            about(
+                "GET of one experiment: the configuration (every parameter but the seed) with the "
+                "best mean of the objective over its seeds, its sd, seed count and trials; `ties`: "
+                "the configurations with the same mean, which only the order's rule (more seeds, "
+                "smaller sd, smallest trial id) puts after it"
+            ),
+        ]
+    ]
+    graphs: NotRequired[Annotated[GraphsProgress | None, about("GET of one experiment: " + GRAPHS)]]
 
 
 class _Page(TypedDict):
@@ -168,8 +220,9 @@ class TrialList(_Page):
 
     experiment_id: str
     trials: list[Trial]
-    cursor: Annotated[int, about("the largest seq on this page (since=cursor asks for what "
-                                 "changed after it)")]
+    cursor: Annotated[
+        int, about("the largest seq on this page (since=cursor asks for what changed after it)")
+    ]
     n_trials: int
     counts: Annotated[dict[str, int], about(COUNTS)]
     status: Annotated[str, one_of(EXPERIMENT_STATUSES)]
@@ -185,8 +238,13 @@ class Submitted(TypedDict):
     id: str
     name: str
     n_trials: int
-    new_trials: Annotated[int, about("trials this submission created (others were stored "
-                                     "before, shared with another experiment)")]
+    new_trials: Annotated[
+        int,
+        about(
+            "trials this submission created (others were stored "
+            "before, shared with another experiment)"
+        ),
+    ]
     queued_trials: Annotated[int, about("trials handed to the executor")]
     created: Annotated[bool, about("false: the same spec was submitted before")]
     url: Annotated[str, about("the experiment's page")]
@@ -198,8 +256,9 @@ class Validated(TypedDict):
 
     valid: Literal[True]
     n_trials: int
-    experiment_id: Annotated[str, about("the id it would have (the same spec, the same "
-                                        "experiment)")]
+    experiment_id: Annotated[
+        str, about("the id it would have (the same spec, the same experiment)")
+    ]
     spec: Annotated[dict[str, Any], about("the spec with every default filled in")]
 
 
@@ -214,5 +273,6 @@ class Deleted(TypedDict):
 class Cancelled(Experiment):
     """A cancelled experiment, as it is now."""
 
-    cancelled_trials: Annotated[int, about("queued trials cancelled (running ones stop "
-                                           "after their epoch)")]
+    cancelled_trials: Annotated[
+        int, about("queued trials cancelled (running ones stop after their epoch)")
+    ]

@@ -89,9 +89,12 @@ def form_schema() -> dict[str, Any]:
     """The form's fields as the schema of a form body (the API document's): text, and a
     list for each group of checkboxes."""
     many = {"type": "array", "items": {"type": "string"}}
-    return {"type": "object",
-            "properties": {f: many if f in CHECKBOX_FIELDS else {"type": "string"}
-                           for f in FORM_FIELDS}}
+    return {
+        "type": "object",
+        "properties": {
+            f: many if f in CHECKBOX_FIELDS else {"type": "string"} for f in FORM_FIELDS
+        },
+    }
 
 
 class FormErrors(Exception):
@@ -185,15 +188,27 @@ def _check_spec_text(text: str) -> tuple[ExperimentSpec | None, dict[str, Any], 
         return None, {}, {SPEC_TEXT_FIELD: f"the spec is longer than {MAX_SPEC_TEXT} characters"}
     if _has_yaml_alias(text):
         # an alias can make a short text stand for an exponentially large document
-        return None, {}, {SPEC_TEXT_FIELD: "YAML anchors and aliases (&name, *name) are not "
-                                           "accepted here; write the values out"}
+        return (
+            None,
+            {},
+            {
+                SPEC_TEXT_FIELD: "YAML anchors and aliases (&name, *name) are not "
+                "accepted here; write the values out"
+            },
+        )
     try:
         data = parse_spec_text(text, "spec box")
     except SpecError as exc:
         return None, {}, {SPEC_TEXT_FIELD: _spec_messages(exc.errors)}
     if not isinstance(data, dict):
-        return None, {}, {SPEC_TEXT_FIELD: f"the spec must be a mapping (name:, dataset:, "
-                                           f"model:, ...), but got {brief(data)}"}
+        return (
+            None,
+            {},
+            {
+                SPEC_TEXT_FIELD: f"the spec must be a mapping (name:, dataset:, "
+                f"model:, ...), but got {brief(data)}"
+            },
+        )
     try:
         spec = check_web_spec(data)
     except SpecError as exc:
@@ -217,8 +232,7 @@ def _spec_messages(errors: list[dict[str, str]]) -> str:
 
 
 def _regression(dataset_name: str) -> bool:
-    return any(d["name"] == dataset_name and d.get("task") == "regression"
-               for d in list_datasets())
+    return any(d["name"] == dataset_name and d.get("task") == "regression" for d in list_datasets())
 
 
 def _read_form(form: MultiDict) -> tuple[dict[str, Any], dict[str, str]]:

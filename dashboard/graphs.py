@@ -51,7 +51,8 @@ def _compile_keys(store: Any, exp: Any) -> dict[str, str]:
 def graphs_progress(exp: Any, counts: dict[str, int], store: Any) -> GraphsProgress | None:
     """``{"ready": r, "total": n}`` while trials run and none is over yet, else None."""
     if not counts.get(TrialState.RUNNING.value) or any(
-            n for state, n in counts.items() if TrialState(state).is_finished):
+        n for state, n in counts.items() if TrialState(state).is_finished
+    ):
         return None
     keys = _compile_keys(store, exp)
     running = store.list_trials(exp.id, state=TrialState.RUNNING, fields=["metrics"])

@@ -52,8 +52,9 @@ def on_starting(server: Any) -> None:
 
     started = time.monotonic()
     files = precompress()
-    server.log.info("static files ready, compressed: %d in %.1f s", len(files),
-                    time.monotonic() - started)
+    server.log.info(
+        "static files ready, compressed: %d in %.1f s", len(files), time.monotonic() - started
+    )
 
 
 def when_ready(server: Any) -> None:

@@ -24,8 +24,9 @@ class Header:
 
     def object(self) -> dict[str, Any]:
         """The OpenAPI Header Object."""
-        schema = dict(self.schema) if self.value is None else {"type": "string",
-                                                                "const": self.value}
+        schema = (
+            dict(self.schema) if self.value is None else {"type": "string", "const": self.value}
+        )
         return {"description": self.description, "required": self.required, "schema": schema}
 
     def pair(self, value: str | None = None) -> dict[str, str]:

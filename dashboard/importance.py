@@ -101,8 +101,7 @@ def divergence(trained: list[dict[str, Any]], diverged: list[dict[str, Any]]) ->
     return {"n_diverged": len(diverged), "diverged_at": at}
 
 
-def importances(trials: Iterable[Any], metric: str, mode: str, evaluator: str
-                ) -> ImportanceResult:
+def importances(trials: Iterable[Any], metric: str, mode: str, evaluator: str) -> ImportanceResult:
     """Each varied parameter → its importance for ``metric``.
 
     ``trials`` are stored trial records, counted as every analysis counts them
@@ -123,15 +122,19 @@ def importances(trials: Iterable[Any], metric: str, mode: str, evaluator: str
     rows = [(o.params, o.value) for o in counted]
     diverged = [o for o in counted if o.state == _DIVERGED]
     out: ImportanceResult = {
-        "importances": {}, "ranking": [], "n_trials": len(rows), "params": [],
+        "importances": {},
+        "ranking": [],
+        "n_trials": len(rows),
+        "params": [],
         "n_pruned": sum(o.state == _PRUNED for o in counted),
-        **divergence([o.params for o in counted if o.state != _DIVERGED],
-                     [o.params for o in diverged])}
+        **divergence(
+            [o.params for o in counted if o.state != _DIVERGED], [o.params for o in diverged]
+        ),
+    }
     if diverged:
         out["worst"] = diverged[0].value
     if len(rows) < 2:
-        out["note"] = (f"needs at least 2 finished trials with a value of {metric}, has "
-                       f"{len(rows)}")
+        out["note"] = f"needs at least 2 finished trials with a value of {metric}, has {len(rows)}"
         return out
     names = sorted({k for params, _ in rows for k in params})
     varied = {}
@@ -158,8 +161,10 @@ def importances(trials: Iterable[Any], metric: str, mode: str, evaluator: str
     out["few_trials"] = len(rows) < FEW_TRIALS_PER_PARAM * len(out["params"])
     if out["few_trials"]:
         n = len(out["params"])
-        notes.append(f"rests on {len(rows)} trials for {n} parameter{'s' if n > 1 else ''}, "
-                     f"fewer than {FEW_TRIALS_PER_PARAM} a parameter: a rough guide")
+        notes.append(
+            f"rests on {len(rows)} trials for {n} parameter{'s' if n > 1 else ''}, "
+            f"fewer than {FEW_TRIALS_PER_PARAM} a parameter: a rough guide"
+        )
     if floor is not None:
         # the seed changes nothing but the draw: what matters no more than it is noise
         out["noise_floor"] = floor
@@ -170,8 +175,12 @@ def importances(trials: Iterable[Any], metric: str, mode: str, evaluator: str
     return out
 
 
-def _fit(rows: list[tuple[dict[str, Any], float]], varied: dict[str, BaseDistribution],
-         mode: str, evaluator: str) -> dict[str, float]:
+def _fit(
+    rows: list[tuple[dict[str, Any], float]],
+    varied: dict[str, BaseDistribution],
+    mode: str,
+    evaluator: str,
+) -> dict[str, float]:
     """The evaluator's importances (they sum to 1) over the ``varied`` parameters, most
     important first."""
     frozen = [
@@ -197,18 +206,23 @@ def _counted_notes(out: ImportanceResult, metric: str) -> list[str]:
     notes = []
     n = out["n_diverged"]
     if n and "worst" in out:
-        text = (f"{n} diverged trial{'s count' if n > 1 else ' counts'} as the worst "
-                f"{metric} ({out['worst']:g})")
+        text = (
+            f"{n} diverged trial{'s count' if n > 1 else ' counts'} as the worst "
+            f"{metric} ({out['worst']:g})"
+        )
         at = out.get("diverged_at") or {}
         if at:
             text += ", and every trial diverged at " + "; ".join(
                 f"{name} {', '.join(f'{v:g}' if isinstance(v, float) else str(v) for v in vs)}"
-                for name, vs in at.items())
+                for name, vs in at.items()
+            )
         notes.append(text)
     if out.get("n_pruned"):
         p = out["n_pruned"]
-        notes.append(f"{p} pruned trial{'s count' if p > 1 else ' counts'} with the "
-                     f"value{'s they were' if p > 1 else ' it was'} stopped at")
+        notes.append(
+            f"{p} pruned trial{'s count' if p > 1 else ' counts'} with the "
+            f"value{'s they were' if p > 1 else ' it was'} stopped at"
+        )
     return notes
 
 
@@ -237,13 +251,13 @@ def cached_importances(
         return _cache[key]
 
 
-def experiment_importances(store: Any, exp: Any, metric: str | None, mode: str | None,
-                           evaluator: str) -> Importance:
+def experiment_importances(
+    store: Any, exp: Any, metric: str | None, mode: str | None, evaluator: str
+) -> Importance:
     """What ``GET …/importance`` answers for experiment ``exp``: ``metric`` defaults to the
     objective, ``mode`` to the objective's (else the metric's own direction)."""
     objective, objective_mode = exp.objective
     metric = metric or objective
     mode = mode or (objective_mode if metric == objective else value_direction(metric))
     body = cached_importances(store, exp.id, metric, mode, evaluator)
-    return {"experiment_id": exp.id, "metric": metric, "mode": mode, "evaluator": evaluator,
-            **body}
+    return {"experiment_id": exp.id, "metric": metric, "mode": mode, "evaluator": evaluator, **body}

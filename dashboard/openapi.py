@@ -43,8 +43,7 @@ _VARIABLE = re.compile(r"<(?:(\w+)(?:\([^)]*\))?:)?(\w+)>")
 _ERRORS = {
     400: "invalid input; `errors` names every invalid field",
     401: "missing or wrong API token",
-    403: "cross-site request, or a form body without the session's CSRF token "
-    "(no API token set)",
+    403: "cross-site request, or a form body without the session's CSRF token (no API token set)",
     404: "unknown id",
     413: "request body too large",
     429: "too many wrong API tokens from this client: wait Retry-After seconds",
@@ -52,8 +51,11 @@ _ERRORS = {
     "as the server serves",
 }
 # the headers an error answer carries besides those every response does
-_ERROR_HEADERS: dict[int, tuple[Header, ...]] = {401: (CHALLENGE,), 429: (THROTTLED,),
-                                                 503: (RETRY_LATER,)}
+_ERROR_HEADERS: dict[int, tuple[Header, ...]] = {
+    401: (CHALLENGE,),
+    429: (THROTTLED,),
+    503: (RETRY_LATER,),
+}
 _HEADER_REFS = {h.name: {"$ref": f"#/components/headers/{h.name}"} for h in EVERY_RESPONSE}
 
 
@@ -68,8 +70,10 @@ def openapi_document(app: Flask | None = None, token_required: bool = False) -> 
     need the bearer token, else it is optional."""
     if app is None:
         if not has_app_context():
-            raise RuntimeError("openapi_document() outside a request needs the app whose "
-                               "routes it describes: openapi_document(create_app())")
+            raise RuntimeError(
+                "openapi_document() outside a request needs the app whose "
+                "routes it describes: openapi_document(create_app())"
+            )
         app = current_app
     built = app.extensions.setdefault("dnnframe.openapi", {})
     if token_required not in built:
@@ -97,8 +101,10 @@ def _document(app: Flask, token_required: bool) -> dict[str, Any]:
             continue
         methods = sorted((rule.methods or set()) - _IMPLIED_METHODS)
         if len(methods) != 1:
-            raise UndocumentedRoute(f"{rule.rule} ({rule.endpoint}) answers {methods}: one "
-                                    "route and one @operation per method")
+            raise UndocumentedRoute(
+                f"{rule.rule} ({rule.endpoint}) answers {methods}: one "
+                "route and one @operation per method"
+            )
         guarded = bool(marked(app.view_functions[rule.endpoint], TOKEN_GUARD))
         path, item = _operation(rule, op, guarded, token_required)
         paths.setdefault(path, {})[methods[0].lower()] = item
@@ -138,18 +144,23 @@ def _misplaced(rule: Rule, op: Operation | None, outside: str | None) -> str | N
     if op is not None and not in_api:
         return f"is an @operation outside {SERVER}, where the document's paths are"
     if op is None and outside is None:
-        return (f"is under {API_PREFIX} but neither under {SERVER} with an @operation nor "
-                "marked @outside_document with the reason")
+        return (
+            f"is under {API_PREFIX} but neither under {SERVER} with an @operation nor "
+            "marked @outside_document with the reason"
+        )
     return None
 
 
-def _operation(rule: Rule, op: Operation, guarded: bool,
-               token_required: bool) -> tuple[str, dict[str, Any]]:
+def _operation(
+    rule: Rule, op: Operation, guarded: bool, token_required: bool
+) -> tuple[str, dict[str, Any]]:
     """The document's path for ``rule`` and its Operation Object."""
     variables = {name: converter or "default" for converter, name in _VARIABLE.findall(rule.rule)}
     if set(variables) != set(op.path):
-        raise UndocumentedRoute(f"{rule.rule} ({op.operation_id}) takes {sorted(variables)}, "
-                                f"but its @operation describes {sorted(op.path)}")
+        raise UndocumentedRoute(
+            f"{rule.rule} ({op.operation_id}) takes {sorted(variables)}, "
+            f"but its @operation describes {sorted(op.path)}"
+        )
     unknown = {c for c in variables.values() if c not in _CONVERTER_TYPES}
     if unknown:
         raise UndocumentedRoute(f"{rule.rule}: no schema for the converters {sorted(unknown)}")
@@ -162,8 +173,13 @@ def _operation(rule: Rule, op: Operation, guarded: bool,
         # without a configured token, writes need no Authorization header (and ignore one)
         item["security"] = [{"bearer": []}] if token_required else [{}, {"bearer": []}]
     parameters = [
-        {"name": name, "in": "path", "required": True,
-         "schema": {"type": _CONVERTER_TYPES[variables[name]]}, "description": text}
+        {
+            "name": name,
+            "in": "path",
+            "required": True,
+            "schema": {"type": _CONVERTER_TYPES[variables[name]]},
+            "description": text,
+        }
         for name, text in op.path.items()
     ] + [arg.parameter() for arg in op.query]
     if parameters:
@@ -180,9 +196,12 @@ def _operation(rule: Rule, op: Operation, guarded: bool,
     codes |= {413} if op.body is not None else set()
     responses = {
         **{str(status): dict(response) for status, response in op.responses.items()},
-        **{str(c): answer(op.conflict if c == 409 else _ERRORS[c], "Error",
-                          _ERROR_HEADERS.get(c, ()))
-           for c in sorted(codes)},
+        **{
+            str(c): answer(
+                op.conflict if c == 409 else _ERRORS[c], "Error", _ERROR_HEADERS.get(c, ())
+            )
+            for c in sorted(codes)
+        },
     }
     for response in responses.values():
         response["headers"] = {**response.get("headers", {}), **_HEADER_REFS}
@@ -198,11 +217,14 @@ def _link(built: list[tuple[Operation, dict[str, Any]]]) -> None:
         links = {
             target.operation_id: {
                 "operationId": target.operation_id,
-                "parameters": {name: expression for name, expression in op.links.items()
-                               if name in target.path or
-                               any(arg.name == name for arg in target.query)},
+                "parameters": {
+                    name: expression
+                    for name, expression in op.links.items()
+                    if name in target.path or any(arg.name == name for arg in target.query)
+                },
             }
-            for target, _ in built if set(op.links) & set(target.path)
+            for target, _ in built
+            if set(op.links) & set(target.path)
         }
         for status, response in item["responses"].items():
             if status.startswith("2"):

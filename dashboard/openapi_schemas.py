@@ -26,9 +26,22 @@ from .experiment_responses import (
 from .responses import Error, Health, Importance, Note, Upload, Workers
 
 # The component schemas these give, by name; a TypedDict they refer to joins them.
-RESPONSES: tuple[type, ...] = (Health, Experiment, ExperimentList, Trial, TrialList, Deleted,
-                               Cancelled, Workers, Importance, Error, Submitted, Validated,
-                               Upload, Note)
+RESPONSES: tuple[type, ...] = (
+    Health,
+    Experiment,
+    ExperimentList,
+    Trial,
+    TrialList,
+    Deleted,
+    Cancelled,
+    Workers,
+    Importance,
+    Error,
+    Submitted,
+    Validated,
+    Upload,
+    Note,
+)
 
 
 class _NoFieldTitles(GenerateJsonSchema):
@@ -48,7 +61,9 @@ def _schemas_json(ref_prefix: str) -> str:
     # pydantic takes about 20 ms to build them, the same every time
     _, top = TypeAdapter.json_schemas(
         [(t.__name__, "serialization", TypeAdapter(t)) for t in RESPONSES],
-        ref_template=ref_prefix + "{model}", schema_generator=_NoFieldTitles)
+        ref_template=ref_prefix + "{model}",
+        schema_generator=_NoFieldTitles,
+    )
     schemas: dict[str, Any] = top["$defs"]
     for schema in schemas.values():  # a docstring's line breaks are no part of its text
         if "description" in schema:
@@ -91,8 +106,11 @@ def _spec_defs(server_files: bool) -> dict[str, Any]:
 
 def _refers_to(node: Any, names: set[str]) -> bool:
     if isinstance(node, dict):
-        return any((k == "$ref" and isinstance(v, str) and v.split("/")[-1] in names)
-                   or _refers_to(v, names) for k, v in node.items())
+        return any(
+            (k == "$ref" and isinstance(v, str) and v.split("/")[-1] in names)
+            or _refers_to(v, names)
+            for k, v in node.items()
+        )
     if isinstance(node, list):
         return any(_refers_to(v, names) for v in node)
     return False
@@ -105,14 +123,16 @@ def spec_schemas() -> dict[str, Any]:
     web, stored = _spec_defs(server_files=False), _spec_defs(server_files=True)
     differ = {name for name, sub in stored.items() if web.get(name) != sub} | {_SPEC}
     while True:  # ... and those that refer to one that differs
-        more = {name for name, sub in stored.items()
-                if name not in differ and _refers_to(sub, differ)}
+        more = {
+            name for name, sub in stored.items() if name not in differ and _refers_to(sub, differ)
+        }
         if not more:
             break
         differ |= more
     out = {name: _rewrite_refs(sub) for name, sub in web.items()}
-    out.update({STORED + name: _rewrite_refs(stored[name], frozenset(differ))
-                for name in sorted(differ)})
+    out.update(
+        {STORED + name: _rewrite_refs(stored[name], frozenset(differ)) for name in sorted(differ)}
+    )
     return out
 
 

@@ -50,23 +50,42 @@ class Operation:
     links: Mapping[str, str]
 
 
-def operation(operation_id: str, *, responses: Mapping[int, Mapping[str, Any]],
-              path: Mapping[str, str] | None = None, query: Sequence[QueryArg] = (),
-              body: Mapping[str, Any] | None = None, errors: Iterable[int] = (),
-              conflict: str = "", links: Mapping[str, str] | None = None) -> Callable[[View], View]:
+def operation(
+    operation_id: str,
+    *,
+    responses: Mapping[int, Mapping[str, Any]],
+    path: Mapping[str, str] | None = None,
+    query: Sequence[QueryArg] = (),
+    body: Mapping[str, Any] | None = None,
+    errors: Iterable[int] = (),
+    conflict: str = "",
+    links: Mapping[str, str] | None = None,
+) -> Callable[[View], View]:
     """Declare the operation a view serves (see the module's docstring)."""
 
     def decorate(view: View) -> View:
         summary, description = _docstring_text(view)
         where = f"{view.__module__}.{view.__qualname__} ({operation_id})"
         if not summary:
-            raise TypeError(f"{where} has no docstring: its first paragraph is the "
-                            "operation's summary in the API document")
+            raise TypeError(
+                f"{where} has no docstring: its first paragraph is the "
+                "operation's summary in the API document"
+            )
         if (409 in errors) != bool(conflict):
             raise TypeError(f"{where}: a 409 and the conflict it means go together")
         _check_takes(view, [arg.name for arg in query], where)
-        op = Operation(operation_id, summary, description, dict(path or {}), tuple(query),
-                       body, dict(responses), tuple(errors), conflict, dict(links or {}))
+        op = Operation(
+            operation_id,
+            summary,
+            description,
+            dict(path or {}),
+            tuple(query),
+            body,
+            dict(responses),
+            tuple(errors),
+            conflict,
+            dict(links or {}),
+        )
 
         @functools.wraps(view)
         def read_query_then_view(*args: Any, **kwargs: Any) -> Any:
@@ -128,23 +147,31 @@ def json_content(schema: str | Mapping[str, Any]) -> dict[str, Any]:
 
 def _with_headers(response: dict[str, Any], headers: Iterable[Header]) -> dict[str, Any]:
     declared = {h.name: h.object() for h in headers}
-    return {"description": response["description"], **({"headers": declared} if declared else {}),
-            **{k: v for k, v in response.items() if k != "description"}}
+    return {
+        "description": response["description"],
+        **({"headers": declared} if declared else {}),
+        **{k: v for k, v in response.items() if k != "description"},
+    }
 
 
-def answer(description: str, schema: str | Mapping[str, Any] = "Object",
-           headers: Iterable[Header] = ()) -> dict[str, Any]:
+def answer(
+    description: str, schema: str | Mapping[str, Any] = "Object", headers: Iterable[Header] = ()
+) -> dict[str, Any]:
     """A JSON response, with the headers it carries besides those every response does."""
-    return _with_headers({"description": description, "content": json_content(schema)},
-                         headers)
+    return _with_headers({"description": description, "content": json_content(schema)}, headers)
 
 
-def content(description: str, media: Mapping[str, Mapping[str, Any]],
-            headers: Iterable[Header] = ()) -> dict[str, Any]:
+def content(
+    description: str, media: Mapping[str, Mapping[str, Any]], headers: Iterable[Header] = ()
+) -> dict[str, Any]:
     """A response in the given media types (media type → schema), with its headers."""
-    return _with_headers({"description": description,
-                          "content": {kind: {"schema": schema} for kind, schema in media.items()}},
-                         headers)
+    return _with_headers(
+        {
+            "description": description,
+            "content": {kind: {"schema": schema} for kind, schema in media.items()},
+        },
+        headers,
+    )
 
 
 def no_content(description: str, headers: Iterable[Header] = ()) -> dict[str, Any]:

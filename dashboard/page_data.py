@@ -56,12 +56,17 @@ def page_json(store: Any, exp: Any, metric: str | None, evaluator: str | None) -
     rows = store.list_trials(exp.id, limit=MAX_PAGE + 1, since=0)
     page = trials_page(store, exp, rows, MAX_PAGE, 0, 0, history=True)
     # the API's page with each curve as columns: an answer of the page's own, not the API's
-    body: dict[str, Any] = {**page, "trials": [
-        {**trial, "history": history_columns(trial.get("history") or [])}
-        for trial in page["trials"]]}
+    body: dict[str, Any] = {
+        **page,
+        "trials": [
+            {**trial, "history": history_columns(trial.get("history") or [])}
+            for trial in page["trials"]
+        ],
+    }
     known = metric in VALUE_NAMES and evaluator in EVALUATORS
-    body["importance"] = (experiment_importances(store, exp, metric, None, str(evaluator))
-                          if known else None)
+    body["importance"] = (
+        experiment_importances(store, exp, metric, None, str(evaluator)) if known else None
+    )
     return body
 
 
@@ -83,8 +88,7 @@ def page_response(experiment_id: str) -> Response:
     key = None
     if exp.is_finished:
         latest = store.list_trials(exp.id, sort_by="seq", descending=True, limit=1)
-        key = (store.url, exp.id, latest[0].seq if latest else 0, exp.n_trials, metric,
-               evaluator)
+        key = (store.url, exp.id, latest[0].seq if latest else 0, exp.n_trials, metric, evaluator)
     copies = None
     if key:
         with _lock:
@@ -92,8 +96,9 @@ def page_response(experiment_id: str) -> Response:
             if copies is not None:
                 _cache.move_to_end(key)
     if copies is None:
-        raw = current_app.json.dumps(page_json(store, exp, metric, evaluator),
-                                     separators=(",", ":")).encode()
+        raw = current_app.json.dumps(
+            page_json(store, exp, metric, evaluator), separators=(",", ":")
+        ).encode()
         copies = {"identity": raw, "etag": hashlib.sha256(raw).hexdigest()[:24].encode()}
         if key:
             with _lock:

@@ -38,8 +38,9 @@ HISTORY_CHOICES = {"1": True, "true": True, "yes": True, "0": False, "false": Fa
 def _any_case(words: Iterable[str]) -> str:
     """A pattern matching one of ``words`` in any mix of cases."""
     return "|".join(
-        "".join(f"[{c.upper()}{c.lower()}]" if c.upper() != c.lower() else re.escape(c)
-                for c in word)
+        "".join(
+            f"[{c.upper()}{c.lower()}]" if c.upper() != c.lower() else re.escape(c) for c in word
+        )
         for word in words
     )
 
@@ -66,8 +67,13 @@ class QueryArg:
 
     def parameter(self) -> dict[str, Any]:
         """The OpenAPI Parameter Object."""
-        return {"name": self.name, "in": "query", "required": self.required,
-                "schema": self.schema(), "description": self.description}
+        return {
+            "name": self.name,
+            "in": "query",
+            "required": self.required,
+            "schema": self.schema(),
+            "description": self.description,
+        }
 
     def refuse(self, message: str, rule: str) -> APIError:
         return APIError(400, message, [{"path": self.name, "message": rule}])
@@ -87,14 +93,18 @@ class IntArg(QueryArg):
             return self.default
         # empty ("limit=") is no integer either: the document says integer, so it is refused
         if not _INTEGER.fullmatch(raw):
-            raise self.refuse(f"query parameter {self.name} must be an integer, but got "
-                              f"{brief(raw)}", "must be an integer")
+            raise self.refuse(
+                f"query parameter {self.name} must be an integer, but got {brief(raw)}",
+                "must be an integer",
+            )
         # more digits than any bound has is out of range (and int() refuses very long numbers)
         value = int(raw) if len(raw) <= 20 else None
         if value is None or not self.low <= value <= self.high:
             bound = f"between {self.low} and {self.high}"
-            raise self.refuse(f"query parameter {self.name} must be {bound}, but got "
-                              f"{brief(raw)}", f"must be {bound}")
+            raise self.refuse(
+                f"query parameter {self.name} must be {bound}, but got {brief(raw)}",
+                f"must be {bound}",
+            )
         return value
 
     def schema(self) -> dict[str, Any]:
@@ -122,10 +132,15 @@ class ChoiceArg(QueryArg):
 
     def schema(self) -> dict[str, Any]:
         schema: dict[str, Any] = (
-            {"type": "string", "enum": list(self.choices)} if self.exact else
+            {"type": "string", "enum": list(self.choices)}
+            if self.exact
             # empty is the same as absent
-            {"type": "string", "pattern": f"^(?:{_any_case(self.choices)})?$",
-             "description": f"one of {', '.join(self.choices)} (any case)"})
+            else {
+                "type": "string",
+                "pattern": f"^(?:{_any_case(self.choices)})?$",
+                "description": f"one of {', '.join(self.choices)} (any case)",
+            }
+        )
         return schema if self.default is None else {**schema, "default": self.default}
 
 
@@ -156,19 +171,26 @@ class ChoicesArg(QueryArg):
     choices: tuple[str, ...] = ()
 
     def read(self, args: Args) -> list[str]:
-        values = [_normal_case(s.strip(" "), self.choices) for v in args.getlist(self.name)
-                  for s in v.split(",") if s.strip(" ")]
+        values = [
+            _normal_case(s.strip(" "), self.choices)
+            for v in args.getlist(self.name)
+            for s in v.split(",")
+            if s.strip(" ")
+        ]
         bad = [v for v in values if v not in self.choices]
         if bad:
             known = ", ".join(self.choices)
-            raise self.refuse(f"unknown {self.name} {brief(bad[0])}; known: {known}",
-                              f"must be one of {known}")
+            raise self.refuse(
+                f"unknown {self.name} {brief(bad[0])}; known: {known}", f"must be one of {known}"
+            )
         return values
 
     def schema(self) -> dict[str, Any]:
         one = f"(?:{_any_case(self.choices)})?"
-        return {"type": "array",
-                "items": {"type": "string", "pattern": f"^(?: *{one} *(?:, *{one} *)*)$"}}
+        return {
+            "type": "array",
+            "items": {"type": "string", "pattern": f"^(?: *{one} *(?:, *{one} *)*)$"},
+        }
 
     def parameter(self) -> dict[str, Any]:
         return {**super().parameter(), "style": "form", "explode": True}
@@ -189,8 +211,12 @@ class RepeatedArg(QueryArg):
         return list(dict.fromkeys(given))
 
     def schema(self) -> dict[str, Any]:
-        return {"type": "array", "minItems": 1, "maxItems": self.max_items,
-                "items": {"type": "string", "minLength": 1}}
+        return {
+            "type": "array",
+            "minItems": 1,
+            "maxItems": self.max_items,
+            "items": {"type": "string", "minLength": 1},
+        }
 
     def parameter(self) -> dict[str, Any]:
         return {**super().parameter(), "style": "form", "explode": True}
@@ -204,8 +230,10 @@ class SortArg(QueryArg):
         sort = args.get(self.name) or None
         if sort is None:
             return None
-        rule = (f"must be one of {', '.join(sorted(SORT_KEYS))}, or a dotted path starting "
-                "with 'config.' or 'result.'")
+        rule = (
+            f"must be one of {', '.join(sorted(SORT_KEYS))}, or a dotted path starting "
+            "with 'config.' or 'result.'"
+        )
         if sort not in SORT_KEYS and not re.fullmatch(SORT_PATH, sort):
             raise self.refuse(f"unknown sort key {brief(sort)}: {rule}", rule)
         try:
@@ -215,8 +243,10 @@ class SortArg(QueryArg):
         return sort
 
     def schema(self) -> dict[str, Any]:
-        return {"type": "string", "anyOf": [{"enum": ["", *sorted(SORT_KEYS)]},
-                                            {"pattern": f"^{SORT_PATH}$"}]}
+        return {
+            "type": "string",
+            "anyOf": [{"enum": ["", *sorted(SORT_KEYS)]}, {"pattern": f"^{SORT_PATH}$"}],
+        }
 
 
 def read_args(declared: Iterable[QueryArg], args: Args) -> dict[str, Any]:
@@ -227,17 +257,31 @@ def read_args(declared: Iterable[QueryArg], args: Args) -> dict[str, Any]:
 LIMIT = IntArg("limit", "page size", low=1, high=MAX_PAGE, default=100)
 OFFSET = IntArg("offset", "skip this many", default=0)
 TRIALS_ARGS = (
-    ChoicesArg("state", f"only trials in these states: {', '.join(TRIAL_STATES)} (any case), "
-               "repeated or comma-separated", choices=TRIAL_STATES),
-    SortArg("sort", "one of the listed keys or a dotted path (config.model.hidden_layers); "
-            "with since only seq (400 otherwise: since pages in change order)"),
-    ChoiceArg("order", "sort order (default desc with sort, else asc); with since only asc "
-              "(400 otherwise)", choices=("asc", "desc")),
+    ChoicesArg(
+        "state",
+        f"only trials in these states: {', '.join(TRIAL_STATES)} (any case), "
+        "repeated or comma-separated",
+        choices=TRIAL_STATES,
+    ),
+    SortArg(
+        "sort",
+        "one of the listed keys or a dotted path (config.model.hidden_layers); "
+        "with since only seq (400 otherwise: since pages in change order)",
+    ),
+    ChoiceArg(
+        "order",
+        "sort order (default desc with sort, else asc); with since only asc (400 otherwise)",
+        choices=("asc", "desc"),
+    ),
     IntArg("limit", f"page size (default 100 with sort, else {MAX_PAGE})", low=1, high=MAX_PAGE),
     OFFSET,
     IntArg("since", "change cursor from the previous answer (pages in change order: no sort)"),
-    ChoiceArg("history", "include per-epoch metrics (1, true, yes)",
-              choices=tuple(HISTORY_CHOICES), default="0"),
+    ChoiceArg(
+        "history",
+        "include per-epoch metrics (1, true, yes)",
+        choices=tuple(HISTORY_CHOICES),
+        default="0",
+    ),
 )
 
 
@@ -274,5 +318,12 @@ def trials_query(values: Mapping[str, Any]) -> TrialsQuery:
             [{"path": "order", "message": "must be asc when since is given"}],
         )
     limit = values["limit"] or (100 if sort else MAX_PAGE)
-    return TrialsQuery([TrialState(s) for s in values["state"]], sort, order == "desc", since,
-                       limit, values["offset"], HISTORY_CHOICES[values["history"]])
+    return TrialsQuery(
+        [TrialState(s) for s in values["state"]],
+        sort,
+        order == "desc",
+        since,
+        limit,
+        values["offset"],
+        HISTORY_CHOICES[values["history"]],
+    )

@@ -56,8 +56,12 @@ class RankedConfiguration:
 
     def tie_json(self) -> TiedConfiguration:
         """The configuration as the API shows one tied with the best."""
-        return {"params": self.params, "n": self.n, "sd": self.sd,
-                "trial_ids": list(self.trial_ids)}
+        return {
+            "params": self.params,
+            "n": self.n,
+            "sd": self.sd,
+            "trial_ids": list(self.trial_ids),
+        }
 
 
 def mean_sd(values: list[float]) -> tuple[float, float]:
@@ -111,8 +115,11 @@ def tied_with_best(ranked: list[RankedConfiguration]) -> list[RankedConfiguratio
     if not ranked:
         return []
     best = ranked[0].mean
-    return [c for c in ranked[1:] if math.isclose(c.mean, best, rel_tol=_TIE_TOLERANCE,
-                                                 abs_tol=_TIE_TOLERANCE)]
+    return [
+        c
+        for c in ranked[1:]
+        if math.isclose(c.mean, best, rel_tol=_TIE_TOLERANCE, abs_tol=_TIE_TOLERANCE)
+    ]
 
 
 def best_configuration_json(ranked: list[RankedConfiguration]) -> BestConfiguration | None:
@@ -122,7 +129,13 @@ def best_configuration_json(ranked: list[RankedConfiguration]) -> BestConfigurat
     if not ranked:
         return None
     best = ranked[0]
-    return {"params": best.params, "mean": best.mean, "sd": best.sd, "n": best.n,
-            "trial_ids": list(best.trial_ids), "best_trial_id": best.best_trial_id,
-            "n_configurations": len(ranked),
-            "ties": [c.tie_json() for c in tied_with_best(ranked)]}
+    return {
+        "params": best.params,
+        "mean": best.mean,
+        "sd": best.sd,
+        "n": best.n,
+        "trial_ids": list(best.trial_ids),
+        "best_trial_id": best.best_trial_id,
+        "n_configurations": len(ranked),
+        "ties": [c.tie_json() for c in tied_with_best(ranked)],
+    }

@@ -41,16 +41,17 @@ class Health(TypedDict):
 
     status: Literal["ok"]
     version: Annotated[str, about("the server's dnnframe version")]
-    executor: Annotated[Literal["local", "celery"],
-                        about("who trains: this server's process pool, or Celery workers")]
+    executor: Annotated[
+        Literal["local", "celery"],
+        about("who trains: this server's process pool, or Celery workers"),
+    ]
     store_ms: Annotated[float, about("how long the store took to answer, in milliseconds")]
 
 
 class FieldError(TypedDict):
     """One invalid field."""
 
-    path: Annotated[str, about("where: a spec path (model.width), a query parameter or a "
-                               "header")]
+    path: Annotated[str, about("where: a spec path (model.width), a query parameter or a header")]
     message: str
 
 
@@ -61,19 +62,30 @@ class Error(TypedDict):
     error: Annotated[str, about("the status's reason phrase")]
     message: Annotated[str, about("what is wrong, in words")]
     errors: NotRequired[Annotated[list[FieldError], about("each invalid field")]]
-    fields: NotRequired[Annotated[
-        dict[str, str], about("POST /validate of the sweep form: form field → its problem")]]
-    spec: NotRequired[Annotated[
-        dict[str, Any], about("POST /validate of the sweep form: the spec the form's valid "
-                              "fields make")]]
+    fields: NotRequired[
+        Annotated[
+            dict[str, str], about("POST /validate of the sweep form: form field → its problem")
+        ]
+    ]
+    spec: NotRequired[
+        Annotated[
+            dict[str, Any],
+            about("POST /validate of the sweep form: the spec the form's valid fields make"),
+        ]
+    ]
 
 
 class Note(TypedDict):
     """The free text kept on an experiment or a trial."""
 
     text: Annotated[str, about("the note (empty when none was written)")]
-    version: Annotated[int, about("how many times it was saved (0: never); send it back "
-                                  "with a save, to be refused (409) if another came between")]
+    version: Annotated[
+        int,
+        about(
+            "how many times it was saved (0: never); send it back "
+            "with a save, to be refused (409) if another came between"
+        ),
+    ]
     updated_at: Annotated[float | None, about("Unix seconds of the last save")]
 
 
@@ -84,33 +96,50 @@ class Divergence(TypedDict):
     """The trials that diverged, which a ranking counts as the worst value."""
 
     n_diverged: Annotated[int, about("DIVERGED trials")]
-    diverged_at: NotRequired[Annotated[dict[str, list[Any]], about(
-        "parameter → the values at which every trial diverged (while trials at another "
-        "value trained)")]]
+    diverged_at: NotRequired[
+        Annotated[
+            dict[str, list[Any]],
+            about(
+                "parameter → the values at which every trial diverged (while trials at another "
+                "value trained)"
+            ),
+        ]
+    ]
 
 
 class ImportanceResult(Divergence):
     """The importances of an experiment's parameters, as computed."""
 
-    importances: Annotated[dict[str, float], about(
-        "parameter → importance (with noise_floor, they sum to 1)")]
-    ranking: Annotated[list[str], about("the parameters, most important first (never the "
-                                        "seed)")]
+    importances: Annotated[
+        dict[str, float], about("parameter → importance (with noise_floor, they sum to 1)")
+    ]
+    ranking: Annotated[list[str], about("the parameters, most important first (never the seed)")]
     params: Annotated[list[str], about("the parameters the trials vary, but the seed")]
-    n_trials: Annotated[int, about("trials counted: complete and pruned ones with a value "
-                                   "of the metric, and diverged ones (as the worst)")]
+    n_trials: Annotated[
+        int,
+        about(
+            "trials counted: complete and pruned ones with a value "
+            "of the metric, and diverged ones (as the worst)"
+        ),
+    ]
     n_pruned: Annotated[int, about("PRUNED trials counted, at the value they stopped at")]
-    worst: NotRequired[Annotated[float, about("the value diverged trials count as: the "
-                                              "metric's bound, else the worst reached")]]
-    sampled: NotRequired[Annotated[int, about("how many of the trials a forest evaluator "
-                                              "saw")]]
+    worst: NotRequired[
+        Annotated[
+            float,
+            about("the value diverged trials count as: the metric's bound, else the worst reached"),
+        ]
+    ]
+    sampled: NotRequired[Annotated[int, about("how many of the trials a forest evaluator saw")]]
     note: NotRequired[str]
-    few_trials: NotRequired[Annotated[bool, about(
-        "fewer than 5 trials a varied parameter: a rough guide")]]
-    noise_floor: NotRequired[Annotated[float, about(
-        "the seed's importance: what the draw alone explains")]]
-    below_noise: NotRequired[Annotated[list[str], about(
-        "parameters that matter no more than the seed")]]
+    few_trials: NotRequired[
+        Annotated[bool, about("fewer than 5 trials a varied parameter: a rough guide")]
+    ]
+    noise_floor: NotRequired[
+        Annotated[float, about("the seed's importance: what the draw alone explains")]
+    ]
+    below_noise: NotRequired[
+        Annotated[list[str], about("parameters that matter no more than the seed")]
+    ]
 
 
 class Importance(ImportanceResult):
@@ -143,8 +172,9 @@ class CeleryView(TypedDict):
 
     ok: Annotated[bool, about("false: the broker did not answer (`error` says why)")]
     workers: NotRequired[list[str]]
-    active: NotRequired[Annotated[dict[str, list[Any]], about(
-        "worker → the arguments of its running tasks")]]
+    active: NotRequired[
+        Annotated[dict[str, list[Any]], about("worker → the arguments of its running tasks")]
+    ]
     error: NotRequired[str]
 
 

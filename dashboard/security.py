@@ -91,10 +91,16 @@ def check_allowed_host() -> None:
 # --------------------------------------------------------------------------- every response
 # what every response says besides its content (the API document declares them on each)
 EVERY_RESPONSE = (
-    Header("X-Content-Type-Options", "the browser takes the Content-Type as given, never "
-           "guessing another from the body", value="nosniff"),
-    Header("X-Frame-Options", "no page, this site's included, may show this one in a frame",
-           value="DENY"),
+    Header(
+        "X-Content-Type-Options",
+        "the browser takes the Content-Type as given, never guessing another from the body",
+        value="nosniff",
+    ),
+    Header(
+        "X-Frame-Options",
+        "no page, this site's included, may show this one in a frame",
+        value="DENY",
+    ),
 )
 
 
@@ -129,12 +135,23 @@ def content_security_policy(response: Response) -> Response:
     scripts = f"'self' 'nonce-{csp_nonce()}'"
     if request.endpoint in EVAL_PAGES:
         scripts += " 'unsafe-eval'"
-    response.headers.setdefault("Content-Security-Policy", "; ".join([
-        "default-src 'self'", f"script-src {scripts}",
-        "style-src 'self' 'unsafe-inline'",  # plotly styles its charts inline
-        "img-src 'self' data: blob:", "font-src 'self' data:", "connect-src 'self'",
-        "object-src 'none'", "base-uri 'none'", "form-action 'self'",
-        "frame-ancestors 'none'"]))
+    response.headers.setdefault(
+        "Content-Security-Policy",
+        "; ".join(
+            [
+                "default-src 'self'",
+                f"script-src {scripts}",
+                "style-src 'self' 'unsafe-inline'",  # plotly styles its charts inline
+                "img-src 'self' data: blob:",
+                "font-src 'self' data:",
+                "connect-src 'self'",
+                "object-src 'none'",
+                "base-uri 'none'",
+                "form-action 'self'",
+                "frame-ancestors 'none'",
+            ]
+        ),
+    )
     return response
 
 
@@ -195,8 +212,11 @@ def session_signed_in() -> bool:
 
 
 # --------------------------------------------------------------------------- token guessing
-THROTTLED = Header("Retry-After", "seconds until the oldest wrong token of this client leaves "
-                   "the window, and it may try again", schema=SECONDS)
+THROTTLED = Header(
+    "Retry-After",
+    "seconds until the oldest wrong token of this client leaves the window, and it may try again",
+    schema=SECONDS,
+)
 
 
 class GuessThrottle:
@@ -212,10 +232,14 @@ class GuessThrottle:
         try:
             backend = storage_from_string(storage)
         except ConfigurationError as exc:
-            hint = (" (redis:// needs the redis package: pip install 'dnnframe[redis]')"
-                    if storage.startswith("redis") else "")
-            raise SettingsError(f"DNNFRAME_TOKEN_GUESS_STORAGE={brief(storage)}: {exc}{hint}"
-                                ) from None
+            hint = (
+                " (redis:// needs the redis package: pip install 'dnnframe[redis]')"
+                if storage.startswith("redis")
+                else ""
+            )
+            raise SettingsError(
+                f"DNNFRAME_TOKEN_GUESS_STORAGE={brief(storage)}: {exc}{hint}"
+            ) from None
         self._limiter = MovingWindowRateLimiter(backend)
 
     @staticmethod
@@ -228,8 +252,11 @@ class GuessThrottle:
             return
         reset_at, _ = self._limiter.get_window_stats(self._limit, client)
         wait = max(1, math.ceil(reset_at - time.time()))
-        raise APIError(429, f"too many wrong API tokens from this client: try again in {wait} s",
-                       headers=THROTTLED.pair(str(wait)))
+        raise APIError(
+            429,
+            f"too many wrong API tokens from this client: try again in {wait} s",
+            headers=THROTTLED.pair(str(wait)),
+        )
 
     def wrong(self, client: str) -> None:
         """Count one wrong guess from ``client``."""
@@ -238,7 +265,8 @@ class GuessThrottle:
 
 def install_guess_throttle(app: Flask) -> None:
     app.extensions["dnnframe_token_guesses"] = GuessThrottle(
-        app.config["TOKEN_GUESS_LIMIT"], app.config["TOKEN_GUESS_STORAGE"])
+        app.config["TOKEN_GUESS_LIMIT"], app.config["TOKEN_GUESS_STORAGE"]
+    )
 
 
 def check_token_guess(given: str, expected: str) -> bool:
@@ -271,8 +299,9 @@ def may_see_details() -> bool:
 # --------------------------------------------------------------------------- the API token
 # the attribute require_token sets on the views it guards
 TOKEN_GUARD = "requires_token"
-CHALLENGE = Header("WWW-Authenticate", "how to authenticate: a bearer token",
-                   value='Bearer realm="dnnframe"')
+CHALLENGE = Header(
+    "WWW-Authenticate", "how to authenticate: a bearer token", value='Bearer realm="dnnframe"'
+)
 
 
 def require_token(

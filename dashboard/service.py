@@ -104,8 +104,11 @@ def cancel_experiment(experiment_id: str) -> int:
     svc = services()
     exp = svc.store.get_experiment(experiment_id)
     if exp.is_finished and not exp.cancel_requested:  # cancelling again is a harmless retry
-        raise APIError(409, f"experiment {experiment_id} has finished ({exp.status}): "
-                            "there is nothing left to cancel")
+        raise APIError(
+            409,
+            f"experiment {experiment_id} has finished ({exp.status}): "
+            "there is nothing left to cancel",
+        )
     n = svc.store.cancel_experiment(experiment_id)
     if svc.has_executor:
         svc.executor.cancel(experiment_id)
@@ -116,8 +119,9 @@ def _state(value: Any) -> str:
     return getattr(value, "value", value)
 
 
-def find_experiments(store: Any, query: str = "", status: str = "", limit: int = 50,
-                     offset: int = 0) -> tuple[list[Any], bool]:
+def find_experiments(
+    store: Any, query: str = "", status: str = "", limit: int = 50, offset: int = 0
+) -> tuple[list[Any], bool]:
     """A page of experiments, newest first, whose name or id contains ``query`` (any case)
     and whose status is ``status`` (when given); True when another page follows.
 
@@ -133,14 +137,15 @@ def find_experiments(store: Any, query: str = "", status: str = "", limit: int =
     while len(matched) <= offset + limit:
         page = store.list_experiments(limit=500, offset=start)
         matched.extend(
-            e for e in page
+            e
+            for e in page
             if (needle in e.name.casefold() or needle in e.id.casefold())
             and (not status or e.status == status)
         )
         if len(page) < 500:
             break
         start += len(page)
-    return matched[offset:offset + limit], len(matched) > offset + limit
+    return matched[offset : offset + limit], len(matched) > offset + limit
 
 
 def experiment_json(exp: Any, store: Any | None = None, best: bool = False) -> Experiment:
@@ -175,7 +180,8 @@ def experiment_json(exp: Any, store: Any | None = None, best: bool = False) -> E
         out["best_trial"] = trial_json(trial) if trial is not None else None
         scored = store.list_trials(exp.id, state=SCORED_STATE, fields=["config", "result"])
         out["best_configuration"] = best_configuration_json(
-            rank_configurations(scored, metric, mode))
+            rank_configurations(scored, metric, mode)
+        )
     return out
 
 
@@ -187,10 +193,14 @@ def search_json(spec: dict[str, Any]) -> ExperimentSearch:
     except ValueError:  # a spec stored by another version: draw it as a plain sweep
         return {"method": None, "prunes": False, "rung_metric": None, "rungs": []}
     max_epochs = search.max_epochs or (spec.get("training") or {}).get("max_epochs")
-    return {"method": search.method, "prunes": search.prunes,
-            "rung_metric": search.rung_metric if search.prunes else None,
-            "rungs": rungs(search.min_epochs, max_epochs, search.eta)
-            if search.prunes and isinstance(max_epochs, int) else []}
+    return {
+        "method": search.method,
+        "prunes": search.prunes,
+        "rung_metric": search.rung_metric if search.prunes else None,
+        "rungs": rungs(search.min_epochs, max_epochs, search.eta)
+        if search.prunes and isinstance(max_epochs, int)
+        else [],
+    }
 
 
 _FAILED, _COMPLETE = TrialState.FAILED.value, TrialState.COMPLETE.value
@@ -202,8 +212,11 @@ def status_text(status: str, counts: dict[str, int], n_trials: int, reruns: int 
     any time how many trials ran again because their worker was lost (``reruns``)."""
     text = _outcome_text(status, counts, n_trials)
     if reruns:
-        text += (f"; {reruns} trials re-run (their worker was lost)" if reruns != 1
-                 else "; 1 trial re-run (its worker was lost)")
+        text += (
+            f"; {reruns} trials re-run (their worker was lost)"
+            if reruns != 1
+            else "; 1 trial re-run (its worker was lost)"
+        )
     return text
 
 
@@ -212,8 +225,10 @@ def _outcome_text(status: str, counts: dict[str, int], n_trials: int) -> str:
     others = [f"{counts[s.value]} {s.value.lower()}" for s in OUTCOME_STATES if counts.get(s.value)]
     if status == ExperimentStatus.FAILED.value:
         return f"failed: all {failed} trials failed" if failed != 1 else "failed: the trial failed"
-    if status in (ExperimentStatus.COMPLETE.value,
-                  ExperimentStatus.COMPLETE_WITH_FAILURES.value) and others:
+    if (
+        status in (ExperimentStatus.COMPLETE.value, ExperimentStatus.COMPLETE_WITH_FAILURES.value)
+        and others
+    ):
         return f"finished, {others[0].replace(' ', f' of {n_trials} ', 1)}" + "".join(
             ", " + o for o in others[1:]
         )
@@ -275,8 +290,9 @@ def trial_json(trial: Any, history: bool = False, full: bool = False) -> Trial:
     return out
 
 
-def trials_page(store: Any, exp: Any, rows: list[Any], limit: int, offset: int,
-                since: int | None, history: bool) -> TrialList:
+def trials_page(
+    store: Any, exp: Any, rows: list[Any], limit: int, offset: int, since: int | None, history: bool
+) -> TrialList:
     """A page of an experiment's trials with its progress, as ``GET …/trials`` answers:
     ``rows`` is what the store gave for ``limit + 1``, the one more saying whether another
     page exists."""
@@ -309,8 +325,10 @@ def update_json(store: Any, experiment_id: str, trials: list[Any]) -> dict[str, 
         "experiment_id": experiment_id,
         "cursor": max(t.seq for t in trials),
         "trials": [trial_json(t, history=True) for t in trials],
-        **{k: exp[k] for k in ("counts", "n_trials", "status", "status_text", "reruns",
-                             "can_cancel")},
+        **{
+            k: exp[k]
+            for k in ("counts", "n_trials", "status", "status_text", "reruns", "can_cancel")
+        },
         "graphs": graphs_progress(record, exp["counts"], store),
         "over": record.is_finished,  # the page's stream ends with this update
     }

@@ -65,7 +65,6 @@ bp.add_app_template_filter(significant, "sig")
 bp.add_app_template_filter(duration, "duration")
 
 
-
 # --------------------------------------------------------------------------- writes
 def check_csrf() -> None:
     """Form POSTs must echo the session's token (field ``csrf_token`` or header X-CSRF-Token)."""
@@ -121,8 +120,12 @@ def page_vocabulary() -> dict[str, Any]:
 
 @bp.app_context_processor
 def _inject() -> dict[str, Any]:
-    return {"csrf_token": csrf_token, "csp_nonce": csp_nonce, "config": current_app.config,
-            "vocabulary": page_vocabulary()}
+    return {
+        "csrf_token": csrf_token,
+        "csp_nonce": csp_nonce,
+        "config": current_app.config,
+        "vocabulary": page_vocabulary(),
+    }
 
 
 # --------------------------------------------------------------------------- assets
@@ -245,8 +248,9 @@ def _experiment_page(experiment_id: str, delete_error: str = "", confirm: str = 
         ),
         delete_error=delete_error,
         confirm=confirm,
-        note=_note_box(store.experiment_note(exp.id),
-                       url_for("api.put_experiment_note", experiment_id=exp.id)),
+        note=_note_box(
+            store.experiment_note(exp.id), url_for("api.put_experiment_note", experiment_id=exp.id)
+        ),
     )
 
 
@@ -255,16 +259,24 @@ def trial_page(trial_id: str) -> str:
     """One trial: its learning curve, final metrics, timings, config, environment and error."""
     store = services().store
     trial = store.get_trial(trial_id)
-    return render_template("trial.html", trial=trial_json(trial, full=True),
-                           note=_note_box(store.trial_note(trial.id),
-                                          url_for("api.put_trial_note", trial_id=trial.id)))
+    return render_template(
+        "trial.html",
+        trial=trial_json(trial, full=True),
+        note=_note_box(
+            store.trial_note(trial.id), url_for("api.put_trial_note", trial_id=trial.id)
+        ),
+    )
 
 
 def _note_box(note: NoteRecord, url: str) -> dict[str, Any]:
     """What a page's notes box (_notes.html) needs: the note, where it is saved, how long it
     may be, and whether this session may save it (else the box offers the sign-in page)."""
-    return {"record": note_json(note), "url": url, "max": MAX_NOTE_CHARS,
-            "editable": not token_required()}
+    return {
+        "record": note_json(note),
+        "url": url,
+        "max": MAX_NOTE_CHARS,
+        "editable": not token_required(),
+    }
 
 
 @bp.post("/experiments/<experiment_id>/cancel")
@@ -287,16 +299,20 @@ def delete_page(experiment_id: str) -> Any:
     except APIError as exc:
         if exc.status not in (400, 409):
             raise
-        return _experiment_page(experiment_id, delete_error=exc.message, confirm=confirm), exc.status
+        return _experiment_page(
+            experiment_id, delete_error=exc.message, confirm=confirm
+        ), exc.status
     return redirect(url_for("ui.index", deleted=experiment_id), 303)
 
 
 @bp.get("/compare")
 def compare_page() -> str:
     """Experiments side by side: their specs' differences, best results and overlaid charts."""
-    ids = list(dict.fromkeys(
-        i.strip() for v in request.args.getlist("ids") for i in v.split(",") if i.strip()
-    ))
+    ids = list(
+        dict.fromkeys(
+            i.strip() for v in request.args.getlist("ids") for i in v.split(",") if i.strip()
+        )
+    )
     if not 2 <= len(ids) <= MAX_COMPARED:
         raise APIError(
             400,

@@ -21,8 +21,10 @@ if TYPE_CHECKING:
 UPLOAD_FORM = {
     "type": "object",
     "required": ["file"],
-    "properties": {"file": {"type": "string", "format": "binary"},
-                   "label_column": {"type": "string"}},
+    "properties": {
+        "file": {"type": "string", "format": "binary"},
+        "label_column": {"type": "string"},
+    },
 }
 
 

@@ -41,8 +41,12 @@ def check_web_spec(data: Any) -> ExperimentSpec:
         )
     spec = None
     try:
-        spec = parse_spec(data, source="request body",
-                          trial_cap=int(current_app.config["MAX_TRIALS"]), json_types=True)
+        spec = parse_spec(
+            data,
+            source="request body",
+            trial_cap=int(current_app.config["MAX_TRIALS"]),
+            json_types=True,
+        )
     except SpecError as exc:
         errors.extend(exc.errors)
     if errors:
@@ -187,5 +191,3 @@ def read_json_body(request) -> Any:
             [{"path": "", "message": "JSON nested too deeply"}],
         )
     return data
-
-

@@ -28,9 +28,13 @@ from dnnframe.store.base import ResultStore, TrialState
 from dnnframe.store.records import WorkerRecord
 
 
-def is_alive(store: ResultStore, worker: WorkerRecord, now: float | None = None,
-             host: str | None = None,
-             nodes: dict[str, WorkerRecord] | None = None) -> bool:
+def is_alive(
+    store: ResultStore,
+    worker: WorkerRecord,
+    now: float | None = None,
+    host: str | None = None,
+    nodes: dict[str, WorkerRecord] | None = None,
+) -> bool:
     """Whether ``worker`` is alive (see the module docstring); ``now`` in Unix seconds and
     ``host`` (this host's name) are parameters for tests; ``nodes``
     (:func:`dnnframe.executors.liveness.registered_nodes` of the store's worker list) saves a
@@ -54,8 +58,11 @@ def is_alive(store: ResultStore, worker: WorkerRecord, now: float | None = None,
         trial = store.get_trial(worker.current_trial)
     except NotFoundError:
         return False
-    return (trial.state is TrialState.RUNNING and trial.worker == worker.name
-            and (trial.heartbeat_at or 0.0) >= fresh)
+    return (
+        trial.state is TrialState.RUNNING
+        and trial.worker == worker.name
+        and (trial.heartbeat_at or 0.0) >= fresh
+    )
 
 
 def workers_with_status(store: ResultStore) -> list[dict[str, Any]]:

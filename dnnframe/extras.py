@@ -46,5 +46,4 @@ def require(module: str, extra: str, what: str) -> ModuleType:
         return importlib.import_module(module)
     except ModuleNotFoundError as exc:
         package = _PACKAGE_NAMES.get(module, module)
-        raise MissingExtraError(f"{what} needs {package}: {install_hint(extra)}",
-                                extra) from exc
+        raise MissingExtraError(f"{what} needs {package}: {install_hint(extra)}", extra) from exc

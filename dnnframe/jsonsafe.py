@@ -97,8 +97,9 @@ def json_copy(value: Any) -> Any:
         return json_safe(value)
 
 
-def dotted_items(value: Any, prefix: str = "",
-                 whole: Callable[[str, dict], bool] | None = None) -> Iterator[tuple[str, Any]]:
+def dotted_items(
+    value: Any, prefix: str = "", whole: Callable[[str, dict], bool] | None = None
+) -> Iterator[tuple[str, Any]]:
     """The leaves of nested dicts as ``(dotted path, value)``, in document order: a leaf is
     anything but a dict, an empty dict, or a dict at a path that ``whole(path, d)`` keeps
     whole (a search space ``{"grid": [...]}`` shown as one setting). What a leaf becomes

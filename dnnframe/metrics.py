@@ -37,19 +37,28 @@ class Metric:
 
 #: Every metric a trial records, in the order tables show them. The first six are the final
 #: metrics of every trial (the last four also every epoch); the timings are ``result.timings``.
-METRICS: dict[str, Metric] = {m.name: m for m in (
-    Metric("test_accuracy", "max", "test accuracy", high=1.0),
-    Metric("test_loss", "min", "test loss"),
-    Metric("val_accuracy", "max", "val accuracy", high=1.0),
-    Metric("val_loss", "min", "val loss"),
-    Metric("train_accuracy", "max", "train accuracy", high=1.0),
-    Metric("train_loss", "min", "train loss"),
-    Metric("train_seconds", "min", "training time (s)"),
-    Metric("compile_seconds", "min", "compile time (s)"),
-)}
+METRICS: dict[str, Metric] = {
+    m.name: m
+    for m in (
+        Metric("test_accuracy", "max", "test accuracy", high=1.0),
+        Metric("test_loss", "min", "test loss"),
+        Metric("val_accuracy", "max", "val accuracy", high=1.0),
+        Metric("val_loss", "min", "val loss"),
+        Metric("train_accuracy", "max", "train accuracy", high=1.0),
+        Metric("train_loss", "min", "train loss"),
+        Metric("train_seconds", "min", "training time (s)"),
+        Metric("compile_seconds", "min", "compile time (s)"),
+    )
+}
 #: The final metrics every trial records (``result.metrics``).
-FINAL_METRICS: tuple[str, ...] = ("test_accuracy", "test_loss", "val_accuracy", "val_loss",
-                                  "train_accuracy", "train_loss")
+FINAL_METRICS: tuple[str, ...] = (
+    "test_accuracy",
+    "test_loss",
+    "val_accuracy",
+    "val_loss",
+    "train_accuracy",
+    "train_loss",
+)
 #: The metrics recorded every epoch (what early stopping and pruning can watch).
 EpochMetric = Literal["val_loss", "val_accuracy", "train_loss", "train_accuracy"]
 EPOCH_METRICS: tuple[str, ...] = get_args(EpochMetric)
@@ -71,10 +80,13 @@ def default_objective() -> tuple[str, Mode]:
 
 def metrics_json() -> dict[str, Any]:
     """The registry and the default objective as JSON (for the dashboard's page scripts)."""
-    return {"metrics": {m.name: {"direction": m.direction, "label": m.label,
-                                 "bounds": [m.low, m.high]}
-                        for m in METRICS.values()},
-            "objective": {"metric": DEFAULT_OBJECTIVE_METRIC, "mode": DEFAULT_OBJECTIVE_MODE}}
+    return {
+        "metrics": {
+            m.name: {"direction": m.direction, "label": m.label, "bounds": [m.low, m.high]}
+            for m in METRICS.values()
+        },
+        "objective": {"metric": DEFAULT_OBJECTIVE_METRIC, "mode": DEFAULT_OBJECTIVE_MODE},
+    }
 
 
 def direction(metric: str) -> Mode:
@@ -86,8 +98,9 @@ def direction(metric: str) -> Mode:
     try:
         return METRICS[metric].direction
     except KeyError:
-        raise ValueError(f"unknown metric {metric!r}: known metrics are "
-                         f"{', '.join(METRICS)}") from None
+        raise ValueError(
+            f"unknown metric {metric!r}: known metrics are {', '.join(METRICS)}"
+        ) from None
 
 
 def check_mode(mode: str) -> Mode:
@@ -151,13 +164,16 @@ def best_first(values: Sequence[Any], mode: str) -> list[int]:
         ValueError: ``mode`` is not "max" or "min".
     """
     sign = -1.0 if check_mode(mode) == "max" else 1.0
-    ranked = sorted(range(len(values)), key=lambda i: (
-        (0, sign * float(values[i]), i) if is_number(values[i]) else (1, 0.0, i)))
+    ranked = sorted(
+        range(len(values)),
+        key=lambda i: (0, sign * float(values[i]), i) if is_number(values[i]) else (1, 0.0, i),
+    )
     return ranked
 
 
-def rank(items: Sequence[T], value: Callable[[T], Any], mode: str,
-         scored_only: bool = False) -> list[T]:
+def rank(
+    items: Sequence[T], value: Callable[[T], Any], mode: str, scored_only: bool = False
+) -> list[T]:
     """``items`` best first by ``value(item)`` under ``mode`` (see :func:`best_first`);
     with ``scored_only`` the items without a finite value are left out."""
     values = [value(item) for item in items]

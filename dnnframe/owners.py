@@ -29,8 +29,9 @@ class WorkerName:
     def __post_init__(self) -> None:
         if not isinstance(self.node, str) or not self.node:
             raise ValueError(f"a worker name needs a non-empty node, but got {self.node!r}")
-        if self.pid is not None and (isinstance(self.pid, bool) or not isinstance(self.pid, int)
-                                     or self.pid < 0):
+        if self.pid is not None and (
+            isinstance(self.pid, bool) or not isinstance(self.pid, int) or self.pid < 0
+        ):
             raise ValueError(f"a worker's pid must be an integer >= 0, but got {self.pid!r}")
 
     def __str__(self) -> str:

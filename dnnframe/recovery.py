@@ -46,9 +46,13 @@ log = logging.getLogger(__name__)
 RECOVERY_LEASE = "recovery"
 
 
-def recover_abandoned_trials(store: ResultStore, *, heartbeats: bool = True,
-                             within: Callable[[], Iterable[str]] | None = None,
-                             node: str | None = None) -> list[str]:
+def recover_abandoned_trials(
+    store: ResultStore,
+    *,
+    heartbeats: bool = True,
+    within: Callable[[], Iterable[str]] | None = None,
+    node: str | None = None,
+) -> list[str]:
     """Put abandoned RUNNING trials (see the module docstring) back to QUEUED; their ids.
 
     Args:
@@ -63,8 +67,10 @@ def recover_abandoned_trials(store: ResultStore, *, heartbeats: bool = True,
     cutoff = time.time() - settings.get().heartbeat_timeout
 
     def abandoned(t: TrialRecord) -> bool:
-        return bool(t.worker) and (owner_gone_here(t, node) or (
-            heartbeats and is_stale(t.state.value, t.heartbeat_at, cutoff)))
+        return bool(t.worker) and (
+            owner_gone_here(t, node)
+            or (heartbeats and is_stale(t.state.value, t.heartbeat_at, cutoff))
+        )
 
     found = [t for t in store.running_owners() if abandoned(t)]
     if found and within is not None:
@@ -73,9 +79,14 @@ def recover_abandoned_trials(store: ResultStore, *, heartbeats: bool = True,
     released = [t.id for t in found if store.release_trial(t.id, t.worker or "")]
     for t in found:
         if t.id in released:
-            log.warning("trial %s: its worker %s stopped (no such process, or no heartbeat "
-                        "since %s); put back to run again (attempt %d so far)", t.id, t.worker,
-                        t.heartbeat_at, t.attempts)
+            log.warning(
+                "trial %s: its worker %s stopped (no such process, or no heartbeat "
+                "since %s); put back to run again (attempt %d so far)",
+                t.id,
+                t.worker,
+                t.heartbeat_at,
+                t.attempts,
+            )
     return released
 
 
@@ -103,8 +114,7 @@ class StoreRecovery:
             killed holder keeps others from judging heartbeats. Each pass renews it.
     """
 
-    def __init__(self, store: ResultStore, owner: str | None = None,
-                 ttl_s: float | None = None):
+    def __init__(self, store: ResultStore, owner: str | None = None, ttl_s: float | None = None):
         self.store = store
         self.owner = owner or default_worker_name()
         self.ttl_s = float(ttl_s if ttl_s is not None else settings.get().driver_lease_s)
@@ -116,8 +126,12 @@ class StoreRecovery:
         does not answer raises (the service's next pass tries again)."""
         held = self.store.acquire_lease(RECOVERY_LEASE, self.owner, self.ttl_s)
         if held != self.holds_lease:
-            log.info("recovery: %s lease %s as %s", "took" if held else "lost", RECOVERY_LEASE,
-                     self.owner)
+            log.info(
+                "recovery: %s lease %s as %s",
+                "took" if held else "lost",
+                RECOVERY_LEASE,
+                self.owner,
+            )
         self.holds_lease = held
         return recover_abandoned_trials(self.store, heartbeats=held)
 

@@ -63,12 +63,15 @@ class RetryPolicy:
 
     def __post_init__(self) -> None:
         if self.attempts < 1 or self.first_wait_s < 0 or self.max_wait_s < self.first_wait_s:
-            raise ValueError(f"retry policy {self.name!r}: needs attempts >= 1 and "
-                             f"0 <= first_wait_s <= max_wait_s, but got {self}")
+            raise ValueError(
+                f"retry policy {self.name!r}: needs attempts >= 1 and "
+                f"0 <= first_wait_s <= max_wait_s, but got {self}"
+            )
         bad = [p for p in self.retry_on if "." not in p.strip(".")]
         if bad:
-            raise ValueError(f"retry policy {self.name!r}: errors are named 'module.Class', "
-                             f"but got {bad}")
+            raise ValueError(
+                f"retry policy {self.name!r}: errors are named 'module.Class', but got {bad}"
+            )
 
     def retries(self, exc: BaseException) -> bool:
         """Whether this policy retries ``exc``."""
@@ -79,10 +82,11 @@ class RetryPolicy:
 
     def waits(self) -> list[float]:
         """The waits between attempts, in seconds (``attempts - 1`` of them)."""
-        return [min(self.first_wait_s * 2 ** n, self.max_wait_s) for n in range(self.attempts - 1)]
+        return [min(self.first_wait_s * 2**n, self.max_wait_s) for n in range(self.attempts - 1)]
 
-    def retrying(self, what: str, sleep: Callable[[float], None] | None = None
-                 ) -> tenacity.Retrying:
+    def retrying(
+        self, what: str, sleep: Callable[[float], None] | None = None
+    ) -> tenacity.Retrying:
         """A tenacity ``Retrying`` for this policy; ``what`` names the work in the log,
         ``sleep`` waits (default :func:`pause`). Iterate it (``for attempt in ...: with
         attempt: ...``) or call it with a function."""
@@ -90,19 +94,37 @@ class RetryPolicy:
         def before_sleep(state: tenacity.RetryCallState) -> None:
             exc = state.outcome.exception() if state.outcome else None
             wait = state.next_action.sleep if state.next_action else 0.0
-            log.log(self.log_level, "%s failed (%s: %s); attempt %d of %d, the next in %.1fs [%s]",
-                    what, type(exc).__name__, " ".join(str(exc).split())[:200],
-                    state.attempt_number, self.attempts, wait, self.name)
+            log.log(
+                self.log_level,
+                "%s failed (%s: %s); attempt %d of %d, the next in %.1fs [%s]",
+                what,
+                type(exc).__name__,
+                " ".join(str(exc).split())[:200],
+                state.attempt_number,
+                self.attempts,
+                wait,
+                self.name,
+            )
 
         return tenacity.Retrying(
             stop=tenacity.stop_after_attempt(self.attempts),
-            wait=tenacity.wait_exponential(multiplier=self.first_wait_s, exp_base=2,
-                                           max=self.max_wait_s),
+            wait=tenacity.wait_exponential(
+                multiplier=self.first_wait_s, exp_base=2, max=self.max_wait_s
+            ),
             retry=tenacity.retry_if_exception(self.retries),
-            reraise=True, sleep=sleep or (lambda s: pause(s)), before_sleep=before_sleep)
+            reraise=True,
+            sleep=sleep or (lambda s: pause(s)),
+            before_sleep=before_sleep,
+        )
 
-    def call(self, fn: Callable[..., T], *args: Any, what: str,
-             sleep: Callable[[float], None] | None = None, **kwargs: Any) -> T:
+    def call(
+        self,
+        fn: Callable[..., T],
+        *args: Any,
+        what: str,
+        sleep: Callable[[float], None] | None = None,
+        **kwargs: Any,
+    ) -> T:
         """``fn(*args, **kwargs)``, retried by this policy; the last failure is raised."""
         return self.retrying(what, sleep)(fn, *args, **kwargs)
 
@@ -115,28 +137,45 @@ def _sqlite_busy(exc: BaseException) -> bool:
 # connection or an ended session; a MongoDB primary stepping down): ~6 s of back-off
 # between 6 attempts. Every store write is safe to retry (store/base.py).
 STORE_WRITE = RetryPolicy(
-    "store_write", attempts=6, first_wait_s=0.2, max_wait_s=3.0,
-    retry_on=("psycopg.OperationalError", "psycopg.errors.IdleInTransactionSessionTimeout",
-              "pymongo.errors.AutoReconnect"))
+    "store_write",
+    attempts=6,
+    first_wait_s=0.2,
+    max_wait_s=3.0,
+    retry_on=(
+        "psycopg.OperationalError",
+        "psycopg.errors.IdleInTransactionSessionTimeout",
+        "pymongo.errors.AutoReconnect",
+    ),
+)
 
 # A SQLite file held by other writers: each attempt already waits out the busy timeout
 # (store/sqlite_file.py), so 8 attempts are minutes of waiting.
 SQLITE_BUSY = RetryPolicy(
-    "sqlite_busy", attempts=8, first_wait_s=0.05, max_wait_s=3.2,
-    retry_on=("sqlite3.OperationalError",), when=_sqlite_busy)
+    "sqlite_busy",
+    attempts=8,
+    first_wait_s=0.05,
+    max_wait_s=3.2,
+    retry_on=("sqlite3.OperationalError",),
+    when=_sqlite_busy,
+)
 
 # A trial's final state and last epochs: the store already retried its own hiccups; these
 # tries cover a longer outage before the pack gives up (Sacred's lesson: a results
 # database hiccup must not kill a run).
 FINAL_WRITE = RetryPolicy(
-    "final_write", attempts=5, first_wait_s=0.2, max_wait_s=1.6,
-    retry_on=("dnnframe.exceptions.StoreError",), log_level=logging.WARNING)
+    "final_write",
+    attempts=5,
+    first_wait_s=0.2,
+    max_wait_s=1.6,
+    retry_on=("dnnframe.exceptions.StoreError",),
+    log_level=logging.WARNING,
+)
 
 # Publishing a batch of packs in one broker transaction: any failure (refused, dropped,
 # channel closed) redoes the whole batch on a new connection; then the trials are held in
 # the store for a later send.
 BROKER_PUBLISH = RetryPolicy(
-    "broker_publish", attempts=3, first_wait_s=0.2, max_wait_s=0.4,
-    retry_on=("builtins.Exception",))
+    "broker_publish", attempts=3, first_wait_s=0.2, max_wait_s=0.4, retry_on=("builtins.Exception",)
+)
 
 POLICIES = (STORE_WRITE, SQLITE_BUSY, FINAL_WRITE, BROKER_PUBLISH)

@@ -53,8 +53,12 @@ ACTIVE_STATES: tuple[TrialState, ...] = (TrialState.QUEUED, TrialState.RUNNING)
 FINISHED_STATES: tuple[TrialState, ...] = tuple(s for s in TrialState if s not in ACTIVE_STATES)
 #: Trials that ran to an end, which progress counts as done. CANCELLED is not among them:
 #: ``resume`` runs a cancelled trial again, so an interrupted run shows how far it really got.
-DONE_STATES: tuple[TrialState, ...] = (TrialState.COMPLETE, TrialState.FAILED,
-                                       TrialState.DIVERGED, TrialState.PRUNED)
+DONE_STATES: tuple[TrialState, ...] = (
+    TrialState.COMPLETE,
+    TrialState.FAILED,
+    TrialState.DIVERGED,
+    TrialState.PRUNED,
+)
 #: The states a model-based sampler is told about (the same trials progress counts as done):
 #: a cancelled trial says nothing about its configuration.
 TOLD_STATES: tuple[TrialState, ...] = DONE_STATES
@@ -66,14 +70,27 @@ SCORED_STATE = TrialState.COMPLETE
 #: the worst value of the metric (``dashboard.params.outcomes`` and the page's outcomes.js),
 #: for the parameter values that make trials blow up are what a sweep most needs to show.
 #: A failed or cancelled trial says nothing about its configuration.
-ANALYSED_STATES: tuple[TrialState, ...] = (TrialState.COMPLETE, TrialState.PRUNED,
-                                           TrialState.DIVERGED)
+ANALYSED_STATES: tuple[TrialState, ...] = (
+    TrialState.COMPLETE,
+    TrialState.PRUNED,
+    TrialState.DIVERGED,
+)
 #: Finished states shown beside COMPLETE, in the order texts and bars name them.
-OUTCOME_STATES: tuple[TrialState, ...] = (TrialState.FAILED, TrialState.DIVERGED,
-                                          TrialState.PRUNED, TrialState.CANCELLED)
+OUTCOME_STATES: tuple[TrialState, ...] = (
+    TrialState.FAILED,
+    TrialState.DIVERGED,
+    TrialState.PRUNED,
+    TrialState.CANCELLED,
+)
 #: The segments of a progress bar, left to right (QUEUED is the empty rest).
-BAR_STATES: tuple[TrialState, ...] = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.DIVERGED,
-                                      TrialState.FAILED, TrialState.CANCELLED, TrialState.RUNNING)
+BAR_STATES: tuple[TrialState, ...] = (
+    TrialState.COMPLETE,
+    TrialState.PRUNED,
+    TrialState.DIVERGED,
+    TrialState.FAILED,
+    TrialState.CANCELLED,
+    TrialState.RUNNING,
+)
 
 
 class ExperimentStatus(str, enum.Enum):
@@ -95,7 +112,9 @@ ACTIVE_STATUSES: tuple[ExperimentStatus, ...] = (ExperimentStatus.QUEUED, Experi
 
 def _count(counts: Mapping[str, int], states: Iterable[TrialState]) -> int:
     names = {s.value for s in states}
-    return sum(int(n) for state, n in counts.items() if str(getattr(state, "value", state)) in names)
+    return sum(
+        int(n) for state, n in counts.items() if str(getattr(state, "value", state)) in names
+    )
 
 
 def count_done(counts: Mapping[str, int]) -> int:

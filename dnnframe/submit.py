@@ -37,8 +37,13 @@ class SubmitResult:
     created: bool = False
 
 
-def submit_experiment(spec: ExperimentSpec, store: ResultStore, executor: Executor | None = None,
-                      retry_failed: bool = False, pack_size: int | None = None) -> SubmitResult:
+def submit_experiment(
+    spec: ExperimentSpec,
+    store: ResultStore,
+    executor: Executor | None = None,
+    retry_failed: bool = False,
+    pack_size: int | None = None,
+) -> SubmitResult:
     """Store ``spec``'s experiment and trials (idempotently) and run the unfinished ones.
 
     The trials still QUEUED go to the executor in packs of trials that share a compiled
@@ -61,8 +66,9 @@ def submit_experiment(spec: ExperimentSpec, store: ResultStore, executor: Execut
     trial_ids = list(dict.fromkeys(tid for tid, _ in pairs))  # a duplicated config is one trial
     experiment_id = spec.experiment_id
     new_experiment = not experiment_exists(store, experiment_id)
-    existing = (set() if new_experiment
-                else {t.id for t in store.list_trials(experiment_id, fields=())})
+    existing = (
+        set() if new_experiment else {t.id for t in store.list_trials(experiment_id, fields=())}
+    )
     store.create_experiment(experiment_id, spec.name, spec.to_dict(), count_trials(spec))
     created = store.create_trials(experiment_id, pairs)
     new_ids = [tid for tid in trial_ids if tid not in existing]
@@ -75,17 +81,27 @@ def submit_experiment(spec: ExperimentSpec, store: ResultStore, executor: Execut
     if created == len(trial_ids):
         to_run = trial_ids  # all created QUEUED just now: no need to read them back
     else:
-        queued = {t.id for t in store.list_trials(experiment_id, state=TrialState.QUEUED,
-                                                  fields=())}
+        queued = {
+            t.id for t in store.list_trials(experiment_id, state=TrialState.QUEUED, fields=())
+        }
         to_run = [tid for tid in trial_ids if tid in queued]
     packs: list[list[str]] = []
     if executor is not None and to_run:
         configs = dict(pairs)
         size = resolve_pack_size(spec, pack_size)
         packs = make_packs(to_run, configs, size, executor.parallelism)
-        executor.submit(packs, compile_keys=[compile_key(configs[pack[0]], len(pack)) for pack in packs])
-    return SubmitResult(store.get_experiment(experiment_id), trial_ids, new_ids, list(requeued),
-                        to_run, packs, new_experiment)
+        executor.submit(
+            packs, compile_keys=[compile_key(configs[pack[0]], len(pack)) for pack in packs]
+        )
+    return SubmitResult(
+        store.get_experiment(experiment_id),
+        trial_ids,
+        new_ids,
+        list(requeued),
+        to_run,
+        packs,
+        new_experiment,
+    )
 
 
 def experiment_exists(store: ResultStore, experiment_id: str) -> bool:

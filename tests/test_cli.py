@@ -21,20 +21,31 @@ from dnnframe.store import open_store
 
 REPO = Path(__file__).resolve().parents[1]
 
-TINY = {"name": "cli-tiny", "dataset": {"name": "iris"},
-        "model": {"hidden_layers": {"grid": [1, 2]}, "width": 8},
-        "training": {"max_epochs": 2, "batch_size": 32}, "search": {"seeds": 2}}
+TINY = {
+    "name": "cli-tiny",
+    "dataset": {"name": "iris"},
+    "model": {"hidden_layers": {"grid": [1, 2]}, "width": 8},
+    "training": {"max_epochs": 2, "batch_size": 32},
+    "search": {"seeds": 2},
+}
 
 
-def cli(*args: str, cwd: Path, env: dict | None = None,
-        timeout: float = 300) -> subprocess.CompletedProcess:
+def cli(
+    *args: str, cwd: Path, env: dict | None = None, timeout: float = 300
+) -> subprocess.CompletedProcess:
     """Run ``python -m dnnframe.cli ARGS`` in a fresh process."""
     path = os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])
     full_env = {**os.environ, "PYTHONPATH": path}
     full_env.pop("DNNFRAME_STORE_URL", None)
     full_env.update(env or {})
-    return subprocess.run([sys.executable, "-m", "dnnframe.cli", *args], cwd=cwd, env=full_env,
-                          capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "dnnframe.cli", *args],
+        cwd=cwd,
+        env=full_env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def write_spec(path: Path, spec: dict) -> Path:
@@ -51,12 +62,28 @@ def swept(tmp_path_factory):
     spec = write_spec(root / "tiny.yaml", TINY)
     url = f"sqlite:///{root / 'results.db'}"
     (root / "meet").mkdir()
-    proc = cli("run", str(spec), "--store", url, "--workers", "2", "--json", cwd=root,
-               env={"DNNFRAME_TRAIN_FN": "dnnframe.testing.hooks:meet_then_train",
-                    "DNNFRAME_HOOK_MEET_DIR": str(root / "meet")})
+    proc = cli(
+        "run",
+        str(spec),
+        "--store",
+        url,
+        "--workers",
+        "2",
+        "--json",
+        cwd=root,
+        env={
+            "DNNFRAME_TRAIN_FN": "dnnframe.testing.hooks:meet_then_train",
+            "DNNFRAME_HOOK_MEET_DIR": str(root / "meet"),
+        },
+    )
     assert proc.returncode == 0, proc.stderr
-    return {"root": root, "spec": spec, "url": url, "summary": json.loads(proc.stdout),
-            "stderr": proc.stderr}
+    return {
+        "root": root,
+        "spec": spec,
+        "url": url,
+        "summary": json.loads(proc.stdout),
+        "stderr": proc.stderr,
+    }
 
 
 def test_run_trains_every_trial_and_prints_a_summary(swept):
@@ -67,12 +94,17 @@ def test_run_trains_every_trial_and_prints_a_summary(swept):
     assert [c["hidden_layers"] for c in s["best_configs"]] and s["varied"] == ["hidden_layers"]
     assert "Best configurations" in swept["stderr"] and swept["url"] in swept["stderr"]
     # stderr is a pipe, not a terminal: plain progress lines, the last one the whole sweep
-    progress = [line for line in swept["stderr"].splitlines()
-                if line.startswith("cli-tiny: ") and "trials finished" in line]
+    progress = [
+        line
+        for line in swept["stderr"].splitlines()
+        if line.startswith("cli-tiny: ") and "trials finished" in line
+    ]
     assert progress, swept["stderr"]
-    assert re.fullmatch(r"cli-tiny: 4/4 trials finished, 0 running, 0 failed, "
-                        r"elapsed \d+:\d\d:\d\d, ETA 0:00:00, best test_accuracy \d\.\d{4}",
-                        progress[-1]), progress
+    assert re.fullmatch(
+        r"cli-tiny: 4/4 trials finished, 0 running, 0 failed, "
+        r"elapsed \d+:\d\d:\d\d, ETA 0:00:00, best test_accuracy \d\.\d{4}",
+        progress[-1],
+    ), progress
     with open_store(swept["url"]) as store:
         trials = store.list_trials(s["experiment_id"])
     assert len({t.worker for t in trials}) == 2, "two workers should share the sweep"
@@ -82,11 +114,14 @@ def test_run_trains_every_trial_and_prints_a_summary(swept):
 def test_printed_commands_work_from_another_directory(swept, tmp_path):
     """The summary's status and report commands name the store, so they read this sweep
     from anywhere, not ./dnnframe.db."""
-    commands = [line.strip() for line in swept["stderr"].splitlines()
-                if line.startswith("  dnnframe ")]
+    commands = [
+        line.strip() for line in swept["stderr"].splitlines() if line.startswith("  dnnframe ")
+    ]
     exp_id = swept["summary"]["experiment_id"]
-    assert commands == [f"dnnframe status {exp_id} --store {swept['url']}",
-                        f"dnnframe report {exp_id} --store {swept['url']}"]
+    assert commands == [
+        f"dnnframe status {exp_id} --store {swept['url']}",
+        f"dnnframe report {exp_id} --store {swept['url']}",
+    ]
     for command in commands:
         proc = cli(*shlex.split(command)[1:], cwd=tmp_path)
         assert proc.returncode == 0, proc.stderr
@@ -140,8 +175,9 @@ def test_printed_commands_never_show_a_password_from_the_environment(monkeypatch
 def test_rerunning_the_same_spec_retrains_nothing(swept):
     with open_store(swept["url"]) as store:
         before = {t.id: t.started_at for t in store.list_trials(swept["summary"]["experiment_id"])}
-    proc = cli("run", str(swept["spec"]), "--store", swept["url"], "--json", "--quiet",
-               cwd=swept["root"])
+    proc = cli(
+        "run", str(swept["spec"]), "--store", swept["url"], "--json", "--quiet", cwd=swept["root"]
+    )
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["trials_run_now"] == 0 and proc.stderr == ""
     with open_store(swept["url"]) as store:
@@ -172,14 +208,25 @@ def test_a_rerun_with_nothing_to_run_starts_no_worker(swept, monkeypatch, capsys
 @pytest.mark.parametrize("fmt", ["csv", "jsonl"])
 def test_export_writes_every_trial(swept, fmt):
     out = swept["root"] / f"export.{fmt}"
-    proc = cli("export", swept["summary"]["experiment_id"], "--store", swept["url"],
-               "--format", fmt, "-o", str(out), cwd=swept["root"])
+    proc = cli(
+        "export",
+        swept["summary"]["experiment_id"],
+        "--store",
+        swept["url"],
+        "--format",
+        fmt,
+        "-o",
+        str(out),
+        cwd=swept["root"],
+    )
     assert proc.returncode == 0, proc.stderr
     if fmt == "csv":
         rows = list(csv.DictReader(out.open()))
         assert sorted(int(r["config.model.hidden_layers"]) for r in rows) == [1, 1, 2, 2]
-        assert all(r["state"] == "COMPLETE" and 0 <= float(r["result.metrics.test_accuracy"]) <= 1
-                   for r in rows)
+        assert all(
+            r["state"] == "COMPLETE" and 0 <= float(r["result.metrics.test_accuracy"]) <= 1
+            for r in rows
+        )
     else:
         rows = [json.loads(line) for line in out.read_text().splitlines()]
         assert len(rows) == 4 and all(len(r["result"]["history"]) == 2 for r in rows)
@@ -191,15 +238,25 @@ def test_export_writes_every_trial(swept, fmt):
 
 def test_report_is_self_contained_html(swept):
     out = swept["root"] / "report.html"
-    proc = cli("report", swept["summary"]["experiment_id"], "--store", swept["url"], "-o", str(out),
-               cwd=swept["root"])
+    proc = cli(
+        "report",
+        swept["summary"]["experiment_id"],
+        "--store",
+        swept["url"],
+        "-o",
+        str(out),
+        cwd=swept["root"],
+    )
     assert proc.returncode == 0, proc.stderr
     text = out.read_text()
     assert "plotly.js v" in text and len(text) > 1_000_000  # the library itself, inlined
     assert not re.search(r"<script[^>]*\bsrc=", text), "no external scripts"
     assert not re.search(r"<link[^>]*href=[\"']?https?:", text), "no external stylesheets"
-    for title in ("Hidden layers vs test_accuracy", "Hidden layers vs training time",
-                  "Learning curves"):
+    for title in (
+        "Hidden layers vs test_accuracy",
+        "Hidden layers vs training time",
+        "Learning curves",
+    ):
         assert title in text
     assert swept["summary"]["best"]["trial_id"] in text
 
@@ -222,8 +279,15 @@ def test_status_and_ls(swept):
 @pytest.mark.parametrize("command, name", [("export", "x.csv"), ("report", "x.html")])
 def test_unwritable_output_is_one_line_error_naming_the_path(swept, tmp_path, command, name):
     out = tmp_path / "no-such-dir" / name
-    proc = cli(command, swept["summary"]["experiment_id"], "--store", swept["url"], "-o", str(out),
-               cwd=tmp_path)
+    proc = cli(
+        command,
+        swept["summary"]["experiment_id"],
+        "--store",
+        swept["url"],
+        "-o",
+        str(out),
+        cwd=tmp_path,
+    )
     assert proc.returncode == 1, proc.stderr
     assert "Traceback" not in proc.stderr
     lines = proc.stderr.strip().splitlines()
@@ -233,8 +297,9 @@ def test_unwritable_output_is_one_line_error_naming_the_path(swept, tmp_path, co
 
 
 @pytest.mark.parametrize("command, name", [("export", "x.csv"), ("report", "x.html")])
-def test_failed_output_rename_leaves_no_temp_file(swept, tmp_path, monkeypatch, capsys,
-                                                  command, name):
+def test_failed_output_rename_leaves_no_temp_file(
+    swept, tmp_path, monkeypatch, capsys, command, name
+):
     from dnnframe.cli import main
 
     def refuse(self, target):
@@ -253,8 +318,13 @@ def test_failed_output_rename_leaves_no_temp_file(swept, tmp_path, monkeypatch, 
 def test_read_only_commands_do_not_create_a_store(tmp_path):
     db = tmp_path / "typo.db"
     url = f"sqlite:///{db}"
-    for args in (["status"], ["ls"], ["export", "exp"], ["report", "exp"],
-                 ["paper-report", str(tmp_path / "paper")]):
+    for args in (
+        ["status"],
+        ["ls"],
+        ["export", "exp"],
+        ["report", "exp"],
+        ["paper-report", str(tmp_path / "paper")],
+    ):
         proc = cli(*args, "--store", url, cwd=tmp_path)
         assert proc.returncode == 1, (args, proc.stderr)
         assert proc.stderr.startswith(f"error: no store at '{db}'"), (args, proc.stderr)
@@ -270,8 +340,10 @@ def test_validate_counts_trials_or_names_every_error(tmp_path):
     good = write_spec(tmp_path / "good.yaml", TINY)
     proc = cli("validate", str(good), cwd=tmp_path)
     assert proc.returncode == 0 and "4 trials" in proc.stdout
-    bad = write_spec(tmp_path / "bad.yaml", {**TINY, "model": {"hidden_layers": {"grid": [1, -1]},
-                                                                 "activation": "swish"}})
+    bad = write_spec(
+        tmp_path / "bad.yaml",
+        {**TINY, "model": {"hidden_layers": {"grid": [1, -1]}, "activation": "swish"}},
+    )
     proc = cli("validate", str(good), str(bad), cwd=tmp_path)
     assert proc.returncode == 2
     assert f"{bad}: model.hidden_layers.grid[1]:" in proc.stderr
@@ -292,8 +364,13 @@ def test_a_missing_spec_file_is_named_plainly(tmp_path, command):
 
 def test_an_unreachable_mongodb_is_one_line(tmp_path):
     """Nothing listens on port 1: pymongo's topology description stays out of the message."""
-    proc = cli("ls", "--store", "mongodb://127.0.0.1:1/dnnframe", cwd=tmp_path,
-               env={"DNNFRAME_MONGO_TIMEOUT_S": "0.5"})
+    proc = cli(
+        "ls",
+        "--store",
+        "mongodb://127.0.0.1:1/dnnframe",
+        cwd=tmp_path,
+        env={"DNNFRAME_MONGO_TIMEOUT_S": "0.5"},
+    )
     assert proc.returncode == 1
     assert proc.stderr.count("\n") == 1, proc.stderr
     assert proc.stderr.startswith("error: store URL 'mongodb://127.0.0.1:1/dnnframe': ")
@@ -306,12 +383,19 @@ def test_ls_never_cuts_ids_at_80_columns(tmp_path):
 
     url = f"sqlite:///{tmp_path / 'many.db'}"
     with open_store(url) as store:
-        ids = [submit_experiment(parse_spec({**TINY, "name": name}), store).experiment.id
-               for name in ("x", "a-rather-long-experiment-name-that-goes-on-and-on")]
+        ids = [
+            submit_experiment(parse_spec({**TINY, "name": name}), store).experiment.id
+            for name in ("x", "a-rather-long-experiment-name-that-goes-on-and-on")
+        ]
     for columns in ("80", "100"):
         # a terminal of that width (TTY_COMPATIBLE: rich treats the pipe as one)
-        proc = cli("ls", "--store", url, cwd=tmp_path,
-                   env={"COLUMNS": columns, "TTY_COMPATIBLE": "1", "NO_COLOR": "1"})
+        proc = cli(
+            "ls",
+            "--store",
+            url,
+            cwd=tmp_path,
+            env={"COLUMNS": columns, "TTY_COMPATIBLE": "1", "NO_COLOR": "1"},
+        )
         assert proc.returncode == 0, proc.stderr
         lines = re.sub(r"\x1b\[[0-9;]*m", "", proc.stdout).splitlines()  # bold headers
         assert all(len(line) <= int(columns) for line in lines)
@@ -321,22 +405,29 @@ def test_ls_never_cuts_ids_at_80_columns(tmp_path):
     proc = cli("ls", "--store", url, cwd=tmp_path, env={"COLUMNS": "40"})
     rows = [line.split() for line in proc.stdout.splitlines()[2:]]
     assert [row[:2] for row in rows] == [
-        [ids[1], "a-rather-long-experiment-name-that-goes-on-and-on"], [ids[0], "x"]], proc.stdout
+        [ids[1], "a-rather-long-experiment-name-that-goes-on-and-on"],
+        [ids[0], "x"],
+    ], proc.stdout
     assert proc.stderr == ""
 
 
-@pytest.mark.parametrize("url, message", [
-    ("sqlite:////nonexistent-dir/sub/x.db", "does not exist"),
-    ("mysql://db/x", "not supported"),
-    ("sqlite:///{tmp}/corrupt.db", "not a SQLite database"),
-])
+@pytest.mark.parametrize(
+    "url, message",
+    [
+        ("sqlite:////nonexistent-dir/sub/x.db", "does not exist"),
+        ("mysql://db/x", "not supported"),
+        ("sqlite:///{tmp}/corrupt.db", "not a SQLite database"),
+    ],
+)
 def test_bad_store_is_a_clear_error_not_a_traceback(tmp_path, url, message):
     (tmp_path / "corrupt.db").write_bytes(b"not a database at all\n" * 20)
     spec = write_spec(tmp_path / "tiny.yaml", TINY)
     url = url.format(tmp=tmp_path)
-    for args, env in ((["run", str(spec), "--store", url], None),
-                      (["run", str(spec)], {"DNNFRAME_STORE_URL": url}),
-                      (["ls", "--store", url], None)):
+    for args, env in (
+        (["run", str(spec), "--store", url], None),
+        (["run", str(spec)], {"DNNFRAME_STORE_URL": url}),
+        (["ls", "--store", url], None),
+    ):
         proc = cli(*args, cwd=tmp_path, env=env)
         assert proc.returncode == 1, proc.stderr
         assert proc.stderr.startswith("error:") and message in proc.stderr
@@ -344,8 +435,11 @@ def test_bad_store_is_a_clear_error_not_a_traceback(tmp_path, url, message):
     assert (tmp_path / "corrupt.db").read_bytes() == b"not a database at all\n" * 20
 
 
-GATED = {"DNNFRAME_TRAIN_FN": "dnnframe.testing.hooks:gated_train", "DNNFRAME_HOOK_EPOCHS": "2",
-         "DNNFRAME_HOOK_EPOCH_SECONDS": "0.05"}
+GATED = {
+    "DNNFRAME_TRAIN_FN": "dnnframe.testing.hooks:gated_train",
+    "DNNFRAME_HOOK_EPOCHS": "2",
+    "DNNFRAME_HOOK_EPOCH_SECONDS": "0.05",
+}
 
 
 @pytest.fixture
@@ -361,9 +455,15 @@ def background_run(tmp_path):
         # starts with SIGINT at its default, so the child is started that way.
         previous = signal.signal(signal.SIGINT, signal.default_int_handler)
         try:
-            proc = subprocess.Popen([sys.executable, "-m", "dnnframe.cli", "run", *args],
-                                    cwd=tmp_path, env=full_env, stdout=subprocess.PIPE,
-                                    stderr=subprocess.PIPE, text=True, start_new_session=True)
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "dnnframe.cli", "run", *args],
+                cwd=tmp_path,
+                env=full_env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                start_new_session=True,
+            )
         finally:
             signal.signal(signal.SIGINT, previous)
         started.append(proc)
@@ -376,8 +476,7 @@ def background_run(tmp_path):
         proc.communicate(timeout=30)
 
 
-def wait_for_store(url: str, proc: subprocess.Popen, predicate, what: str,
-                   timeout: float = 240):
+def wait_for_store(url: str, proc: subprocess.Popen, predicate, what: str, timeout: float = 240):
     """Poll the store until ``predicate(store)`` returns something truthy (returned) while
     ``proc`` runs; fail naming ``what`` if ``proc`` ends or ``timeout`` passes first."""
     deadline = time.monotonic() + timeout
@@ -405,15 +504,30 @@ def test_sigint_stops_cleanly_and_a_rerun_resumes(tmp_path, background_run):
     """Ctrl-C after the two free trials completed (the other six train until cancelled):
     exactly those two stay COMPLETE, the rest are CANCELLED, and a rerun finishes the six
     without touching the two."""
-    spec = write_spec(tmp_path / "long.yaml", {
-        "name": "interrupt-me", "dataset": {"name": "iris"},
-        "model": {"hidden_layers": 1, "width": 8},
-        "training": {"max_epochs": 2}, "search": {"seeds": 8}})
+    spec = write_spec(
+        tmp_path / "long.yaml",
+        {
+            "name": "interrupt-me",
+            "dataset": {"name": "iris"},
+            "model": {"hidden_layers": 1, "width": 8},
+            "training": {"max_epochs": 2},
+            "search": {"seeds": 8},
+        },
+    )
     url = f"sqlite:///{tmp_path / 'resume.db'}"
     # one trial per pack: the hook trains a pack's members one after another, and a pack's
     # members are recorded together when it ends
-    proc = background_run(str(spec), "--store", url, "--workers", "2", "--json",
-                          "--pack-size", "1", env={**GATED, "DNNFRAME_HOOK_FREE_SEEDS": "2"})
+    proc = background_run(
+        str(spec),
+        "--store",
+        url,
+        "--workers",
+        "2",
+        "--json",
+        "--pack-size",
+        "1",
+        env={**GATED, "DNNFRAME_HOOK_FREE_SEEDS": "2"},
+    )
 
     def two_complete(store) -> bool:
         exps = store.list_experiments()
@@ -426,11 +540,13 @@ def test_sigint_stops_cleanly_and_a_rerun_resumes(tmp_path, background_run):
     assert "Traceback" not in err
     # cancelled trials are not "finished": the last progress line says how far it got
     progress = [line for line in err.splitlines() if line.startswith("interrupt-me: ")]
-    assert progress[-1].startswith("interrupt-me: 2/8 trials finished, 0 running, 0 failed, "
-                                   "6 cancelled, "), progress
+    assert progress[-1].startswith(
+        "interrupt-me: 2/8 trials finished, 0 running, 0 failed, 6 cancelled, "
+    ), progress
     assert "ETA -:--:--" in progress[-1] and not any("8/8" in line for line in progress)
-    resume = [line.partition("resume with: ")[2] for line in err.splitlines()
-              if "resume with: " in line]
+    resume = [
+        line.partition("resume with: ")[2] for line in err.splitlines() if "resume with: " in line
+    ]
     assert resume == [f"dnnframe run {spec} --store {url} -w 2 --pack-size 1"], err
     summary = json.loads(out)
     assert summary["interrupted"] is True
@@ -444,8 +560,13 @@ def test_sigint_stops_cleanly_and_a_rerun_resumes(tmp_path, background_run):
     # the printed command, from another directory: it names the store and the workers
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
-    proc2 = cli(*shlex.split(resume[0])[1:], "--json", "--quiet",
-                cwd=elsewhere, env={**GATED, "DNNFRAME_HOOK_FREE_SEEDS": "8"})
+    proc2 = cli(
+        *shlex.split(resume[0])[1:],
+        "--json",
+        "--quiet",
+        cwd=elsewhere,
+        env={**GATED, "DNNFRAME_HOOK_FREE_SEEDS": "8"},
+    )
     assert proc2.returncode == 0, proc2.stderr
     again = json.loads(proc2.stdout)
     assert again["trials_run_now"] == 6
@@ -467,8 +588,15 @@ def test_a_rerun_finishes_trials_a_killed_run_left_running(tmp_path):
         orphan = result.trial_ids[0]
         assert store.claim_trial(orphan, "gone-host:4242") is not None  # its worker then died
     # its heartbeat (at the claim) is older than this timeout by the time the run starts
-    proc = cli("run", str(spec_path), "--store", url, "--json", cwd=tmp_path,
-               env={"DNNFRAME_HEARTBEAT_TIMEOUT": "0.000001"})
+    proc = cli(
+        "run",
+        str(spec_path),
+        "--store",
+        url,
+        "--json",
+        cwd=tmp_path,
+        env={"DNNFRAME_HEARTBEAT_TIMEOUT": "0.000001"},
+    )
     assert proc.returncode == 0, proc.stderr
     assert "re-queued 1 trials" in proc.stderr
     with open_store(url) as store:
@@ -491,14 +619,21 @@ def test_example_specs_are_valid_rest_bodies(tmp_path):
 
 
 def test_rerun_after_kill_9_of_the_whole_run_finishes_orphaned_trials_at_once(
-        tmp_path, background_run):
+    tmp_path, background_run
+):
     """kill -9 of `dnnframe run` and its workers (a closed terminal, the OOM killer) leaves
     trials RUNNING under dead processes; a rerun right away — with the default 300 s heartbeat
     timeout — requeues them because their owners no longer exist, and finishes the sweep."""
-    spec = write_spec(tmp_path / "long.yaml", {
-        "name": "kill-me", "dataset": {"name": "iris"},
-        "model": {"hidden_layers": 1, "width": 8},
-        "training": {"max_epochs": 2}, "search": {"seeds": 4}})
+    spec = write_spec(
+        tmp_path / "long.yaml",
+        {
+            "name": "kill-me",
+            "dataset": {"name": "iris"},
+            "model": {"hidden_layers": 1, "width": 8},
+            "training": {"max_epochs": 2},
+            "search": {"seeds": 4},
+        },
+    )
     url = f"sqlite:///{tmp_path / 'killed.db'}"
     proc = background_run(str(spec), "--store", url, "--workers", "2", "--quiet", env=GATED)
 
@@ -516,14 +651,25 @@ def test_rerun_after_kill_9_of_the_whole_run_finishes_orphaned_trials_at_once(
     while not all(process_gone(pid) for pid in owners):  # the kernel finishes the kill
         assert time.monotonic() < deadline, f"processes {owners} outlived SIGKILL"
         time.sleep(0.05)
-    again = cli("run", str(spec), "--store", url, "--workers", "2", "--json", cwd=tmp_path,
-                timeout=240, env={**GATED, "DNNFRAME_HOOK_FREE_SEEDS": "4"})
+    again = cli(
+        "run",
+        str(spec),
+        "--store",
+        url,
+        "--workers",
+        "2",
+        "--json",
+        cwd=tmp_path,
+        timeout=240,
+        env={**GATED, "DNNFRAME_HOOK_FREE_SEEDS": "4"},
+    )
     assert again.returncode == 0, again.stderr
     assert f"re-queued {len(orphaned)} trials" in again.stderr
     with open_store(url) as store:
         final = {t.id: t for t in store.list_trials()}
     assert all(t.state.value == "COMPLETE" for t in final.values()), [
-        (t.state, t.error, t.attempts, t.id in orphaned) for t in final.values()]
+        (t.state, t.error, t.attempts, t.id in orphaned) for t in final.values()
+    ]
     assert all(final[tid].attempts == 2 for tid in orphaned)
 
 
@@ -540,10 +686,10 @@ def test_the_live_bar_fits_80_columns_with_the_best_result():
 
     out = io.StringIO()
     console = Console(file=out, width=80, force_terminal=True, color_system=None)
-    progress = RunProgress(console, "depth-vs-activation-and-optimizer-sweep", 30,
-                           {"QUEUED": 30})
-    progress.update({"COMPLETE": 11, "RUNNING": 2, "QUEUED": 17}, "best test_accuracy 0.9733",
-                    running_packs=1)
+    progress = RunProgress(console, "depth-vs-activation-and-optimizer-sweep", 30, {"QUEUED": 30})
+    progress.update(
+        {"COMPLETE": 11, "RUNNING": 2, "QUEUED": 17}, "best test_accuracy 0.9733", running_packs=1
+    )
     console.print(progress.renderable)
     progress.mark_interrupted()
     progress.update({"COMPLETE": 11, "CANCELLED": 19}, "best test_accuracy 0.9733")
@@ -554,8 +700,21 @@ def test_the_live_bar_fits_80_columns_with_the_best_result():
         # the bar (filled ━, the rest blank without colours) keeps a readable width
         assert re.search(r"… [━╸ ]{25,} 11/30 \d:\d\d:\d\d ETA \S+$", bar), bar
         assert bar.count("…") == 1, "only the long name is shortened"
-    assert lines[1].split() == ["running", "2", "trials", "in", "1", "pack", "·", "failed", "0",
-                                "·", "best", "test_accuracy", "0.9733"]
+    assert lines[1].split() == [
+        "running",
+        "2",
+        "trials",
+        "in",
+        "1",
+        "pack",
+        "·",
+        "failed",
+        "0",
+        "·",
+        "best",
+        "test_accuracy",
+        "0.9733",
+    ]
     assert lines[2].endswith("ETA -:--:--") and "cancelled 19" in lines[3]
 
 
@@ -571,11 +730,19 @@ def test_plain_progress_lines_every_tenth_and_periodically():
     now = [0.0]
     console = Console(file=out, width=200, force_terminal=False)
     with RunProgress(console, "sweep", 100, {"QUEUED": 100}, clock=lambda: now[0]) as progress:
-        for t, complete, running in ((1, 5, 2), (2, 10, 2), (3, 12, 2), (40, 12, 2),
-                                     (41, 12, 2), (42, 20, 0)):
+        for t, complete, running in (
+            (1, 5, 2),
+            (2, 10, 2),
+            (3, 12, 2),
+            (40, 12, 2),
+            (41, 12, 2),
+            (42, 20, 0),
+        ):
             now[0] = t
-            progress.update({"COMPLETE": complete, "RUNNING": running,
-                             "QUEUED": 100 - complete - running}, "best test_accuracy 0.9000")
+            progress.update(
+                {"COMPLETE": complete, "RUNNING": running, "QUEUED": 100 - complete - running},
+                "best test_accuracy 0.9000",
+            )
         now[0] = 50
         progress.update({"COMPLETE": 21, "FAILED": 1, "CANCELLED": 78})
     assert out.getvalue().splitlines() == [
@@ -629,8 +796,11 @@ def test_failed_trials_are_one_line_each_and_a_rerun_names_retry_failed(tmp_path
     failed = [line for line in proc.stdout.splitlines() if line.startswith("FAILED ")]
     assert len(failed) == 4, proc.stdout
     for line in failed:
-        assert re.fullmatch(r"FAILED t-\w+: RuntimeError: device=cuda but no GPU here "
-                            r"\(pip install 'dnnframe\[gpu\]'\)", line), line
+        assert re.fullmatch(
+            r"FAILED t-\w+: RuntimeError: device=cuda but no GPU here "
+            r"\(pip install 'dnnframe\[gpu\]'\)",
+            line,
+        ), line
     store = f"sqlite:///{tmp_path / 'dnnframe.db'}"
     exp_id = json.loads(cli("status", "--json", cwd=tmp_path).stdout)["experiment_id"]
     details = f"every error in full: dnnframe status {exp_id} --store {store} --failed"
@@ -644,8 +814,9 @@ def test_failed_trials_are_one_line_each_and_a_rerun_names_retry_failed(tmp_path
 
     again = cli("run", "tiny.yaml", "-w", "2", cwd=tmp_path, env=hooks("fail_train"))
     assert again.returncode == 1
-    assert ("4 trials FAILED before and are not run again: add --retry-failed to run them "
-            "again") in again.stderr
+    assert (
+        "4 trials FAILED before and are not run again: add --retry-failed to run them again"
+    ) in again.stderr
     ok = cli(*shlex.split(retry)[1:], cwd=REPO, env=hooks("cuda_train"))
     assert ok.returncode == 0, ok.stderr
     assert "COMPLETE 4" in ok.stdout and "FAILED" not in ok.stdout
@@ -657,8 +828,10 @@ def test_a_rerun_says_which_trials_it_reuses_from_another_device(tmp_path, hooks
     assert first.returncode == 0, first.stderr
     again = cli("run", "tiny.yaml", "-w", "2", cwd=tmp_path, env={"THEANO_FLAGS": "device=cpu"})
     assert again.returncode == 0, again.stderr
-    assert ("reusing 4 trials already COMPLETE on cuda:0 (this run trains on cpu); they are not "
-            "trained again") in again.stderr.splitlines()
+    assert (
+        "reusing 4 trials already COMPLETE on cuda:0 (this run trains on cpu); they are not "
+        "trained again"
+    ) in again.stderr.splitlines()
 
 
 def test_results_go_to_stdout_progress_to_stderr_and_commands_are_absolute(tmp_path, hooks):
@@ -684,18 +857,34 @@ def test_results_go_to_stdout_progress_to_stderr_and_commands_are_absolute(tmp_p
 def test_sigterm_stops_as_cleanly_as_ctrl_c(tmp_path, background_run):
     """`timeout` signals the whole process group, `kill` only the run: either way the two
     finished trials stay COMPLETE, the six others end CANCELLED, none is left RUNNING."""
-    spec = write_spec(tmp_path / "long.yaml", {
-        "name": "terminate-me", "dataset": {"name": "iris"},
-        "model": {"hidden_layers": 1, "width": 8},
-        "training": {"max_epochs": 2}, "search": {"seeds": 8}})
+    spec = write_spec(
+        tmp_path / "long.yaml",
+        {
+            "name": "terminate-me",
+            "dataset": {"name": "iris"},
+            "model": {"hidden_layers": 1, "width": 8},
+            "training": {"max_epochs": 2},
+            "search": {"seeds": 8},
+        },
+    )
     for n, signal_group in enumerate((True, False)):
         url = f"sqlite:///{tmp_path / f'term{n}.db'}"
-        proc = background_run(str(spec), "--store", url, "--workers", "2", "--pack-size", "1",
-                              env={**GATED, "DNNFRAME_HOOK_FREE_SEEDS": "2"})
+        proc = background_run(
+            str(spec),
+            "--store",
+            url,
+            "--workers",
+            "2",
+            "--pack-size",
+            "1",
+            env={**GATED, "DNNFRAME_HOOK_FREE_SEEDS": "2"},
+        )
 
         def two_complete_two_training(store) -> bool:
-            return (len([t for t in store.list_trials(state="COMPLETE")]) >= 2
-                    and len([t for t in store.list_trials(state="RUNNING") if t.metrics]) == 2)
+            return (
+                len([t for t in store.list_trials(state="COMPLETE")]) >= 2
+                and len([t for t in store.list_trials(state="RUNNING") if t.metrics]) == 2
+            )
 
         wait_for_store(url, proc, two_complete_two_training, "two trials training")
         if signal_group:
@@ -710,31 +899,59 @@ def test_sigterm_stops_as_cleanly_as_ctrl_c(tmp_path, background_run):
         assert sorted(t.state.value for t in trials) == ["CANCELLED"] * 6 + ["COMPLETE"] * 2
         stopped = [t for t in trials if t.state.value == "CANCELLED" and t.metrics]
         assert len(stopped) == 2 and all("cancelled after" in t.error for t in stopped), [
-            t.error for t in stopped]
+            t.error for t in stopped
+        ]
 
 
 def test_a_closed_output_pipe_and_ctrl_c_stop_the_run(tmp_path):
     """`dnnframe run … 2>&1 | head -2`, then Ctrl-C (SIGINT to the run and to head): the run
     must stop cleanly although nothing can be written any more."""
-    spec = write_spec(tmp_path / "long.yaml", {
-        "name": "piped", "dataset": {"name": "iris"}, "model": {"hidden_layers": 1, "width": 8},
-        "training": {"max_epochs": 2}, "search": {"seeds": 6}})
+    spec = write_spec(
+        tmp_path / "long.yaml",
+        {
+            "name": "piped",
+            "dataset": {"name": "iris"},
+            "model": {"hidden_layers": 1, "width": 8},
+            "training": {"max_epochs": 2},
+            "search": {"seeds": 6},
+        },
+    )
     url = f"sqlite:///{tmp_path / 'piped.db'}"
     env = {**os.environ, "PYTHONPATH": str(REPO), **GATED, "DNNFRAME_HOOK_FREE_SEEDS": "2"}
     previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
-        proc = subprocess.Popen([sys.executable, "-m", "dnnframe.cli", "run", str(spec),
-                                 "--store", url, "-w", "2", "--pack-size", "1"], cwd=tmp_path,
-                                env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                text=True, start_new_session=True)
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "dnnframe.cli",
+                "run",
+                str(spec),
+                "--store",
+                url,
+                "-w",
+                "2",
+                "--pack-size",
+                "1",
+            ],
+            cwd=tmp_path,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            start_new_session=True,
+        )
     finally:
         signal.signal(signal.SIGINT, previous)
     try:
         head = [proc.stdout.readline(), proc.stdout.readline()]
         assert head[0].startswith("piped (exp-"), head
-        wait_for_store(url, proc, lambda store: len(
-            [t for t in store.list_trials(state="RUNNING") if t.metrics]) == 2,
-            "two trials training")
+        wait_for_store(
+            url,
+            proc,
+            lambda store: len([t for t in store.list_trials(state="RUNNING") if t.metrics]) == 2,
+            "two trials training",
+        )
         proc.stdout.close()  # head -2 has what it wanted and exits
         os.killpg(proc.pid, signal.SIGINT)
         assert proc.wait(timeout=120) == 130
@@ -770,20 +987,30 @@ def test_progress_counts_trials_in_packs_and_keeps_its_eta_between_packs():
     assert detail.split(" · ")[0].strip() == "running 6 trials in 2 packs"
     assert progress.plain_line().startswith(
         "packs: 6/12 trials finished, running 6 trials in 2 packs, 0 failed, elapsed 0:03:20, "
-        "ETA 0:03:20")
+        "ETA 0:03:20"
+    )
 
 
 def test_progress_says_graphs_are_building_until_a_trial_ends(tmp_path, hooks):
     """Two graphs (relu and tanh, at one depth) that take long to build:
     the log says so at once rather than looking frozen, and stops saying it once trials end."""
-    write_spec(tmp_path / "tiny.yaml",
-               {**TINY, "model": {"hidden_layers": 1, "width": 8,
-                                  "activation": {"grid": ["relu", "tanh"]}}})
+    write_spec(
+        tmp_path / "tiny.yaml",
+        {
+            **TINY,
+            "model": {"hidden_layers": 1, "width": 8, "activation": {"grid": ["relu", "tanh"]}},
+        },
+    )
     hold = tmp_path / "built"
     env = {**os.environ, **hooks("held_train"), "DNNFRAME_HOOK_GATE": str(hold)}
-    proc = subprocess.Popen([sys.executable, "-m", "dnnframe.cli", "run", "tiny.yaml", "-w", "2"],
-                            cwd=tmp_path, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "dnnframe.cli", "run", "tiny.yaml", "-w", "2"],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         lines = []
         while not lines or "trials finished" not in lines[-1]:
@@ -842,9 +1069,14 @@ def test_a_run_on_a_terminal_shows_the_live_bar_and_ends(tmp_path, hooks):
     write_spec(tmp_path / "tiny.yaml", TINY)
     env = {**os.environ, **hooks("cuda_train"), "COLUMNS": "80", "LINES": "24"}
     main, child = pty.openpty()
-    proc = subprocess.Popen([sys.executable, "-m", "dnnframe.cli", "run", "tiny.yaml", "-w", "2"],
-                            cwd=tmp_path, env=env, stdin=subprocess.DEVNULL, stdout=child,
-                            stderr=child)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "dnnframe.cli", "run", "tiny.yaml", "-w", "2"],
+        cwd=tmp_path,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=child,
+        stderr=child,
+    )
     os.close(child)
     screen = b""
     deadline = time.monotonic() + 120
@@ -873,10 +1105,14 @@ def test_a_run_on_a_terminal_shows_the_live_bar_and_ends(tmp_path, hooks):
 
 def test_an_in_memory_store_is_refused_where_training_runs_in_other_processes(tmp_path):
     spec = write_spec(tmp_path / "tiny.yaml", TINY)
-    for args in (["run", str(spec), "--store", "memory://x"], ["worker", "--store", "memory://x"],
-                 ["serve", "--store", "memory://x"]):
+    for args in (
+        ["run", str(spec), "--store", "memory://x"],
+        ["worker", "--store", "memory://x"],
+        ["serve", "--store", "memory://x"],
+    ):
         proc = cli(*args, cwd=tmp_path)
         assert proc.returncode == 1, proc.stderr
-        assert proc.stderr.startswith("error: store URL 'memory://x' is an in-memory store, "
-                                      "for tests and one-process use"), proc.stderr
+        assert proc.stderr.startswith(
+            "error: store URL 'memory://x' is an in-memory store, for tests and one-process use"
+        ), proc.stderr
         assert "Traceback" not in proc.stderr

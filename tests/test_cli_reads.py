@@ -52,20 +52,40 @@ finally:
         json.dump(reads, f)
 """
 
-SPEC = {"name": "quiet-parent", "dataset": {"name": "iris"},
-        "model": {"hidden_layers": {"grid": [1, 2]}, "width": 4,
-                  "activation": {"grid": ["tanh", "relu"]}},
-        "training": {"optimizer": "sgd", "learning_rate": {"grid": [0.01, 0.1]},
-                     "batch_size": 32, "max_epochs": 3, "early_stopping": None},
-        "search": {"seeds": 30}}
+SPEC = {
+    "name": "quiet-parent",
+    "dataset": {"name": "iris"},
+    "model": {
+        "hidden_layers": {"grid": [1, 2]},
+        "width": 4,
+        "activation": {"grid": ["tanh", "relu"]},
+    },
+    "training": {
+        "optimizer": "sgd",
+        "learning_rate": {"grid": [0.01, 0.1]},
+        "batch_size": 32,
+        "max_epochs": 3,
+        "early_stopping": None,
+    },
+    "search": {"seeds": 30},
+}
 
 
 def run_counted(tmp_path: Path, name: str, *args: str) -> tuple[subprocess.CompletedProcess, list]:
     out = tmp_path / f"{name}.json"
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
+    }
     env.pop("DNNFRAME_STORE_URL", None)
-    proc = subprocess.run([sys.executable, "-c", COUNTING_CLI, str(out), *args], cwd=tmp_path,
-                          env=env, capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [sys.executable, "-c", COUNTING_CLI, str(out), *args],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     return proc, json.loads(out.read_text())
 
 
@@ -80,8 +100,9 @@ def test_run_follows_and_summarises_a_sweep_without_reading_whole_rows(tmp_path)
     spec = tmp_path / "spec.yaml"
     spec.write_text(yaml.safe_dump(SPEC), encoding="utf-8")
     url = f"sqlite:///{tmp_path / 'results.db'}"
-    proc, reads = run_counted(tmp_path, "first", "run", str(spec), "--store", url, "-w", "2",
-                              "--json")
+    proc, reads = run_counted(
+        tmp_path, "first", "run", str(spec), "--store", url, "-w", "2", "--json"
+    )
     assert proc.returncode == 0, proc.stderr
     summary = json.loads(proc.stdout)
     assert summary["counts"]["COMPLETE"] == 240 and summary["trials_run_now"] == 240

@@ -50,8 +50,13 @@ def started(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
             seen.update(driver_stopped=True)
 
     monkeypatch.setattr(cli_services, "DriverChild", DriverChild)
-    for name in ("DNNFRAME_STORE_URL", "DNNFRAME_BROKER_URL", "DNNFRAME_BIND_HOST",
-                 "THEANO_FLAGS", *THREAD_ENV):
+    for name in (
+        "DNNFRAME_STORE_URL",
+        "DNNFRAME_BROKER_URL",
+        "DNNFRAME_BIND_HOST",
+        "THEANO_FLAGS",
+        *THREAD_ENV,
+    ):
         monkeypatch.delenv(name, raising=False)
     return seen
 
@@ -93,11 +98,25 @@ def test_serve_production_gives_gunicorn_an_environment_of_its_own(started, tmp_
 
 def test_worker_gives_celery_an_environment_of_its_own(started, tmp_path, monkeypatch):
     checked: list[dict[str, str]] = []
-    monkeypatch.setattr(cli_services, "refuse_unusable_device",
-                        lambda doing, env=None: checked.append(env))
+    monkeypatch.setattr(
+        cli_services, "refuse_unusable_device", lambda doing, env=None: checked.append(env)
+    )
     url = f"sqlite:///{tmp_path / 'w.db'}"
-    _invoke(["worker", "--store", url, "--broker", "amqp://u:p@broker:5672//", "-Q", "gpu",
-             "-c", "2", "--", "--without-mingle"])
+    _invoke(
+        [
+            "worker",
+            "--store",
+            url,
+            "--broker",
+            "amqp://u:p@broker:5672//",
+            "-Q",
+            "gpu",
+            "-c",
+            "2",
+            "--",
+            "--without-mingle",
+        ]
+    )
     env = started["env"]
     assert env["DNNFRAME_STORE_URL"] == url
     assert env["DNNFRAME_BROKER_URL"] == "amqp://u:p@broker:5672//"
@@ -134,14 +153,26 @@ def test_an_unset_dashboard_setting_takes_the_settings_default(monkeypatch):
     """Every setting the dashboard takes reaches its config, its default from Settings (the
     one home of the dashboard's limits); the environment and then test_config override it."""
     given = settings.Settings.model_fields
-    for name in ("DNNFRAME_MAX_TRIALS", "DNNFRAME_EVENT_STREAMS", "DNNFRAME_MAX_CONTENT_LENGTH",
-                 "DNNFRAME_CELERY_INSPECT_TIMEOUT", "DNNFRAME_TOKEN_GUESS_LIMIT",
-                 "DNNFRAME_MAX_UPLOAD_BYTES"):
+    for name in (
+        "DNNFRAME_MAX_TRIALS",
+        "DNNFRAME_EVENT_STREAMS",
+        "DNNFRAME_MAX_CONTENT_LENGTH",
+        "DNNFRAME_CELERY_INSPECT_TIMEOUT",
+        "DNNFRAME_TOKEN_GUESS_LIMIT",
+        "DNNFRAME_MAX_UPLOAD_BYTES",
+    ):
         monkeypatch.delenv(name, raising=False)
     config = create_app().config
-    for key in ("MAX_TRIALS", "MAX_DATASET_CELLS", "EVENT_STREAMS", "MAX_CONTENT_LENGTH",
-                "CELERY_INSPECT_TIMEOUT", "TOKEN_GUESS_LIMIT", "TOKEN_GUESS_STORAGE",
-                "TRUSTED_PROXIES"):
+    for key in (
+        "MAX_TRIALS",
+        "MAX_DATASET_CELLS",
+        "EVENT_STREAMS",
+        "MAX_CONTENT_LENGTH",
+        "CELERY_INSPECT_TIMEOUT",
+        "TOKEN_GUESS_LIMIT",
+        "TOKEN_GUESS_STORAGE",
+        "TRUSTED_PROXIES",
+    ):
         assert given[key.lower()].default is not None, key
         assert config[key] == given[key.lower()].default, key
     assert set(settings.get().dashboard_config()) <= set(config)
@@ -184,23 +215,39 @@ def test_the_dashboards_setting_defaults_are_not_written_in_the_dashboard():
     from pathlib import Path
 
     fields = settings.Settings.model_fields
-    texts = {fields[k.lower()].default for k in settings.get().dashboard_config()
-             if isinstance(fields[k.lower()].default, str)}
+    texts = {
+        fields[k.lower()].default
+        for k in settings.get().dashboard_config()
+        if isinstance(fields[k.lower()].default, str)
+    }
     assert {"memory://", "10 per minute"} <= texts
     root = Path(__file__).resolve().parents[1]
-    found = [f"{path.relative_to(root)}:{node.lineno}: {node.value!r}"
-             for path in sorted((root / "dashboard").rglob("*.py"))
-             for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
-             if isinstance(node, ast.Constant) and node.value in texts]
+    found = [
+        f"{path.relative_to(root)}:{node.lineno}: {node.value!r}"
+        for path in sorted((root / "dashboard").rglob("*.py"))
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, ast.Constant) and node.value in texts
+    ]
     assert not found, "read these from the app's config (Settings):\n" + "\n".join(found)
 
 
-@pytest.mark.parametrize("name, value, message", [
-    ("DNNFRAME_MAX_TRIALS", "many", "DNNFRAME_MAX_TRIALS must be a positive integer, but got 'many'"),
-    ("DNNFRAME_MAX_CONTENT_LENGTH", "0", "DNNFRAME_MAX_CONTENT_LENGTH must be a positive integer"),
-    ("DNNFRAME_CELERY_INSPECT_TIMEOUT", "-1", "DNNFRAME_CELERY_INSPECT_TIMEOUT must be > 0"),
-    ("DNNFRAME_EVENT_STREAMS", "-1", "DNNFRAME_EVENT_STREAMS: .*greater than or equal to 0"),
-])
+@pytest.mark.parametrize(
+    "name, value, message",
+    [
+        (
+            "DNNFRAME_MAX_TRIALS",
+            "many",
+            "DNNFRAME_MAX_TRIALS must be a positive integer, but got 'many'",
+        ),
+        (
+            "DNNFRAME_MAX_CONTENT_LENGTH",
+            "0",
+            "DNNFRAME_MAX_CONTENT_LENGTH must be a positive integer",
+        ),
+        ("DNNFRAME_CELERY_INSPECT_TIMEOUT", "-1", "DNNFRAME_CELERY_INSPECT_TIMEOUT must be > 0"),
+        ("DNNFRAME_EVENT_STREAMS", "-1", "DNNFRAME_EVENT_STREAMS: .*greater than or equal to 0"),
+    ],
+)
 def test_a_bad_dashboard_setting_is_named(monkeypatch, name, value, message):
     monkeypatch.setenv(name, value)
     with pytest.raises(settings.SettingsError, match=message):
@@ -208,11 +255,17 @@ def test_a_bad_dashboard_setting_is_named(monkeypatch, name, value, message):
 
 
 def test_child_environ_adds_settings_and_refuses_unknown_names():
-    env = settings.child_environ({"THEANO_FLAGS": "device=cpu", "GONE": None},
-                                 base={"PATH": "/bin"}, store_url="sqlite:///x.db",
-                                 broker_url=None)
-    assert env == {"PATH": "/bin", "DNNFRAME_STORE_URL": "sqlite:///x.db",
-                   "THEANO_FLAGS": "device=cpu"}
+    env = settings.child_environ(
+        {"THEANO_FLAGS": "device=cpu", "GONE": None},
+        base={"PATH": "/bin"},
+        store_url="sqlite:///x.db",
+        broker_url=None,
+    )
+    assert env == {
+        "PATH": "/bin",
+        "DNNFRAME_STORE_URL": "sqlite:///x.db",
+        "THEANO_FLAGS": "device=cpu",
+    }
     with pytest.raises(settings.SettingsError, match="no such setting: store"):
         settings.child_environ(store="x")
     with pytest.raises(settings.SettingsError, match="no such setting: nope"):
@@ -222,6 +275,9 @@ def test_child_environ_adds_settings_and_refuses_unknown_names():
 def test_every_setting_says_what_it_means():
     """The settings reference prints each field's description as the variable's meaning
     (docs/hooks/settings_reference.py); no other page writes it."""
-    vague = [name for name, info in settings.Settings.model_fields.items()
-             if len((info.description or "").split()) < 4]
+    vague = [
+        name
+        for name, info in settings.Settings.model_fields.items()
+        if len((info.description or "").split()) < 4
+    ]
     assert not vague, f"settings without a meaning: {vague}"

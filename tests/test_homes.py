@@ -45,8 +45,11 @@ OBJECTIVE_ALLOWED = {
 
 def literals(source: str, names: frozenset[str] | set[str]) -> list[tuple[int, str]]:
     """``(line, text)`` of each string constant in Python ``source`` that is one of ``names``."""
-    return [(n.lineno, n.value) for n in ast.walk(ast.parse(source))
-            if isinstance(n, ast.Constant) and isinstance(n.value, str) and n.value in names]
+    return [
+        (n.lineno, n.value)
+        for n in ast.walk(ast.parse(source))
+        if isinstance(n, ast.Constant) and isinstance(n.value, str) and n.value in names
+    ]
 
 
 def page_literals(text: str, names: frozenset[str] | set[str]) -> list[tuple[int, str]]:
@@ -58,31 +61,51 @@ def page_literals(text: str, names: frozenset[str] | set[str]) -> list[tuple[int
 
 @cache  # read once for every scan (the dict is not changed)
 def python_sources() -> dict[str, str]:
-    return {p.relative_to(ROOT).as_posix(): p.read_text(encoding="utf-8")
-            for pkg in PACKAGES for p in sorted((ROOT / pkg).rglob("*.py"))}
+    return {
+        p.relative_to(ROOT).as_posix(): p.read_text(encoding="utf-8")
+        for pkg in PACKAGES
+        for p in sorted((ROOT / pkg).rglob("*.py"))
+    }
 
 
 def page_sources() -> dict[str, str]:
-    pages = [*(ROOT / "dashboard" / "static").glob("*.js"),
-             *(ROOT / "dashboard" / "templates").glob("*.html")]
+    pages = [
+        *(ROOT / "dashboard" / "static").glob("*.js"),
+        *(ROOT / "dashboard" / "templates").glob("*.html"),
+    ]
     return {p.relative_to(ROOT).as_posix(): p.read_text(encoding="utf-8") for p in sorted(pages)}
 
 
 def test_state_names_are_written_only_in_their_home() -> None:
-    found = [f"{path}:{line}: {text!r}" for path, source in python_sources().items()
-             if path != STATES_HOME for line, text in literals(source, STATE_NAMES)]
-    found += [f"{path}:{line}: {text!r}" for path, text_ in page_sources().items()
-              for line, text in page_literals(text_, STATE_NAMES)]
-    assert not found, ("state names belong in dnnframe/states.py (pages read them from the "
-                       "served vocabulary):\n" + "\n".join(found))
+    found = [
+        f"{path}:{line}: {text!r}"
+        for path, source in python_sources().items()
+        if path != STATES_HOME
+        for line, text in literals(source, STATE_NAMES)
+    ]
+    found += [
+        f"{path}:{line}: {text!r}"
+        for path, text_ in page_sources().items()
+        for line, text in page_literals(text_, STATE_NAMES)
+    ]
+    assert not found, (
+        "state names belong in dnnframe/states.py (pages read them from the "
+        "served vocabulary):\n" + "\n".join(found)
+    )
 
 
 def test_the_default_objective_is_written_only_in_its_home() -> None:
-    found = [f"{path}:{line}" for path, source in python_sources().items()
-             if path != METRICS_HOME and path not in OBJECTIVE_ALLOWED
-             for line, _ in literals(source, {OBJECTIVE})]
-    found += [f"{path}:{line}" for path, text in page_sources().items()
-              for line, _ in page_literals(text, {OBJECTIVE})]
+    found = [
+        f"{path}:{line}"
+        for path, source in python_sources().items()
+        if path != METRICS_HOME and path not in OBJECTIVE_ALLOWED
+        for line, _ in literals(source, {OBJECTIVE})
+    ]
+    found += [
+        f"{path}:{line}"
+        for path, text in page_sources().items()
+        for line, _ in page_literals(text, {OBJECTIVE})
+    ]
     assert not found, "use dnnframe.metrics.DEFAULT_OBJECTIVE_METRIC:\n" + "\n".join(found)
 
 
@@ -96,7 +119,9 @@ def test_the_scans_find_what_they_look_for() -> None:
     source = 'x = 1\nif t.state == "CANCELLED":\n    sql = "WHERE state = \'QUEUED\'"\n'
     assert literals(source, STATE_NAMES) == [(2, "CANCELLED")]  # the SQL text is not one
     assert page_literals('a;\nconst S = ["COMPLETE", "RUNNING"];', STATE_NAMES) == [
-        (2, "COMPLETE"), (2, "RUNNING")]
+        (2, "COMPLETE"),
+        (2, "RUNNING"),
+    ]
     assert literals('best = "test_accuracy"', {OBJECTIVE}) == [(1, "test_accuracy")]
 
 
@@ -121,7 +146,10 @@ def test_the_cli_and_the_dashboard_count_done_trials_alike() -> None:
 
 def test_directions_come_from_the_registry() -> None:
     assert [direction(m) for m in ("test_accuracy", "val_loss", "train_seconds")] == [
-        "max", "min", "min"]
+        "max",
+        "min",
+        "min",
+    ]
     assert improves("val_loss", 0.5, 0.6) and not improves("val_loss", 0.6, 0.5)
     assert improves("train_accuracy", 0.91, 0.9, min_delta=0.005)
     assert not improves("train_accuracy", 0.904, 0.9, min_delta=0.005)
@@ -129,8 +157,9 @@ def test_directions_come_from_the_registry() -> None:
         direction("accuracy")
 
 
-@pytest.mark.parametrize("mode, expected", [("max", [3, 0, 4, 1, 2, 5]),
-                                            ("min", [0, 4, 3, 1, 2, 5])])
+@pytest.mark.parametrize(
+    "mode, expected", [("max", [3, 0, 4, 1, 2, 5]), ("min", [0, 4, 3, 1, 2, 5])]
+)
 def test_best_first_puts_missing_values_last_and_keeps_ties_in_order(mode, expected) -> None:
     values = [0.5, None, math.nan, 0.9, 0.5, "n/a"]
     assert best_first(values, mode) == expected
@@ -164,9 +193,12 @@ def finite_number_tests(source: str) -> list[int]:
         if not isinstance(node, ast.BoolOp):
             continue
         calls = [n for n in ast.walk(node) if _called(n)]
-        numeric = any(_called(c) == "isinstance" and len(c.args) == 2
-                      and {"int", "float"} & {n.id for n in ast.walk(c.args[1])
-                                              if isinstance(n, ast.Name)} for c in calls)
+        numeric = any(
+            _called(c) == "isinstance"
+            and len(c.args) == 2
+            and {"int", "float"} & {n.id for n in ast.walk(c.args[1]) if isinstance(n, ast.Name)}
+            for c in calls
+        )
         if numeric and any(_called(c) == "isfinite" for c in calls):
             found.append(node.lineno)
     return sorted(set(found))
@@ -174,9 +206,12 @@ def finite_number_tests(source: str) -> list[int]:
 
 def test_a_finite_number_is_tested_only_by_metrics_is_number() -> None:
     sources = python_sources()
-    found = [f"{path}:{line}" for path, source in sources.items()
-             if path != IS_NUMBER_HOME and path not in IS_NUMBER_COPIES_LEFT
-             for line in finite_number_tests(source)]
+    found = [
+        f"{path}:{line}"
+        for path, source in sources.items()
+        if path != IS_NUMBER_HOME and path not in IS_NUMBER_COPIES_LEFT
+        for line in finite_number_tests(source)
+    ]
     assert not found, "use dnnframe.metrics.is_number:\n" + "\n".join(found)
     stale = [p for p in IS_NUMBER_COPIES_LEFT if not finite_number_tests(sources.get(p, ""))]
     assert not stale, f"remove these from IS_NUMBER_COPIES_LEFT, the copy is gone: {stale}"
@@ -184,17 +219,28 @@ def test_a_finite_number_is_tested_only_by_metrics_is_number() -> None:
 
 
 def test_the_finite_number_scan_finds_each_spelling() -> None:
-    source = ("a = isinstance(v, (int, float)) and math.isfinite(v)\n"
-              "b = not isinstance(v, (int, float)) or not math.isfinite(v)\n"
-              "c = isinstance(v, bool) or not isinstance(v, float) or not isfinite(v)\n"
-              "d = math.isfinite(v) and v > 0\n"
-              "e = isinstance(v, str) and math.isfinite(len(v))\n")
+    source = (
+        "a = isinstance(v, (int, float)) and math.isfinite(v)\n"
+        "b = not isinstance(v, (int, float)) or not math.isfinite(v)\n"
+        "c = isinstance(v, bool) or not isinstance(v, float) or not isfinite(v)\n"
+        "d = math.isfinite(v) and v > 0\n"
+        "e = isinstance(v, str) and math.isfinite(len(v))\n"
+    )
     assert finite_number_tests(source) == [1, 2, 3]
 
 
-@pytest.mark.parametrize("value, expected", [
-    (1, True), (0.5, True), (True, False), (math.nan, False), (math.inf, False),
-    (None, False), ("1", False)])
+@pytest.mark.parametrize(
+    "value, expected",
+    [
+        (1, True),
+        (0.5, True),
+        (True, False),
+        (math.nan, False),
+        (math.inf, False),
+        (None, False),
+        ("1", False),
+    ],
+)
 def test_is_number_is_a_finite_int_or_float_not_a_bool(value, expected) -> None:
     assert metrics.is_number(value) is expected
 
@@ -205,16 +251,27 @@ PACK_SIZE_HOME = "dnnframe/executors/packing.py"
 
 def reads_of_the_spec_pack_size(source: str) -> list[int]:
     """Lines that read ``<spec>.search.pack_size`` (the spec's own size)."""
-    return [n.lineno for n in ast.walk(ast.parse(source))
-            if isinstance(n, ast.Attribute) and n.attr == "pack_size"
-            and isinstance(n.value, ast.Attribute) and n.value.attr == "search"]
+    return [
+        n.lineno
+        for n in ast.walk(ast.parse(source))
+        if isinstance(n, ast.Attribute)
+        and n.attr == "pack_size"
+        and isinstance(n.value, ast.Attribute)
+        and n.value.attr == "search"
+    ]
 
 
 def test_the_pack_size_rule_is_written_only_in_packing() -> None:
-    found = [f"{path}:{line}" for path, source in python_sources().items()
-             if path != PACK_SIZE_HOME for line in reads_of_the_spec_pack_size(source)]
-    assert not found, ("a submission's pack size is dnnframe.executors.packing."
-                       "resolve_pack_size:\n" + "\n".join(found))
+    found = [
+        f"{path}:{line}"
+        for path, source in python_sources().items()
+        if path != PACK_SIZE_HOME
+        for line in reads_of_the_spec_pack_size(source)
+    ]
+    assert not found, (
+        "a submission's pack size is dnnframe.executors.packing."
+        "resolve_pack_size:\n" + "\n".join(found)
+    )
     assert reads_of_the_spec_pack_size(python_sources()[PACK_SIZE_HOME])
 
 
@@ -253,21 +310,31 @@ RECOVERY_NAMES = frozenset({"recover_abandoned_trials", "recover_for_run", "Stor
 def calls_of(source: str, names: frozenset[str]) -> list[tuple[int, str]]:
     """``(line, name)`` of each call in ``source`` of a function or method in ``names``, and
     each import of one."""
-    found = [(n.lineno, name) for n in ast.walk(ast.parse(source))
-             if (name := _called(n)) in names]
-    found += [(n.lineno, a.name) for n in ast.walk(ast.parse(source))
-              if isinstance(n, ast.ImportFrom) for a in n.names if a.name in names]
+    found = [(n.lineno, name) for n in ast.walk(ast.parse(source)) if (name := _called(n)) in names]
+    found += [
+        (n.lineno, a.name)
+        for n in ast.walk(ast.parse(source))
+        if isinstance(n, ast.ImportFrom)
+        for a in n.names
+        if a.name in names
+    ]
     return sorted(found)
 
 
 def test_trials_are_put_back_only_by_recoverys_owners() -> None:
     sources = python_sources()
-    found = [f"{path}:{line}: {name}" for path, source in sources.items()
-             if path != RECOVERY_HOME and path not in PUT_BACK_ALSO
-             and not path.startswith("dnnframe/store/")
-             for line, name in calls_of(source, PUT_BACK)]
-    assert not found, ("trials whose worker stopped are put back by dnnframe/recovery.py "
-                       "(or Celery's reaper):\n" + "\n".join(found))
+    found = [
+        f"{path}:{line}: {name}"
+        for path, source in sources.items()
+        if path != RECOVERY_HOME
+        and path not in PUT_BACK_ALSO
+        and not path.startswith("dnnframe/store/")
+        for line, name in calls_of(source, PUT_BACK)
+    ]
+    assert not found, (
+        "trials whose worker stopped are put back by dnnframe/recovery.py "
+        "(or Celery's reaper):\n" + "\n".join(found)
+    )
     stale = [p for p in PUT_BACK_ALSO if not calls_of(sources.get(p, ""), PUT_BACK)]
     assert not stale, f"remove these from PUT_BACK_ALSO, they put nothing back: {stale}"
     assert calls_of(sources[RECOVERY_HOME], PUT_BACK)
@@ -275,18 +342,24 @@ def test_trials_are_put_back_only_by_recoverys_owners() -> None:
 
 def test_recovery_runs_in_the_pool_service_and_a_rerun_never_in_a_request() -> None:
     sources = python_sources()
-    callers = {path for path, source in sources.items()
-               if path != RECOVERY_HOME and calls_of(source, RECOVERY_NAMES)}
+    callers = {
+        path
+        for path, source in sources.items()
+        if path != RECOVERY_HOME and calls_of(source, RECOVERY_NAMES)
+    }
     assert callers == set(RECOVERY_CALLERS), (
         "recovery (dnnframe/recovery.py) is run by its owners only, never by a submission "
-        f"or the web tier: called from {sorted(callers)}")
+        f"or the web tier: called from {sorted(callers)}"
+    )
 
 
 def test_the_recovery_scan_finds_each_spelling() -> None:
-    source = ("from dnnframe.recovery import recover_for_run\n"
-              "store.release_trial(t, w)\n"
-              "requeue_stale(5)\n"
-              "x = store.requeue_stale\n")
+    source = (
+        "from dnnframe.recovery import recover_for_run\n"
+        "store.release_trial(t, w)\n"
+        "requeue_stale(5)\n"
+        "x = store.requeue_stale\n"
+    )
     assert calls_of(source, PUT_BACK) == [(2, "release_trial"), (3, "requeue_stale")]
     assert calls_of(source, RECOVERY_NAMES) == [(1, "recover_for_run")]
 
@@ -294,8 +367,18 @@ def test_the_recovery_scan_finds_each_spelling() -> None:
 # PyTensor's internals and the environment that steers PyTensor and JAX have one home,
 # behind which a PyTensor upgrade is checked (dnnframe/engine/pytensor_wall/).
 PYTENSOR_WALL = "dnnframe/engine/pytensor_wall/"
-PYTENSOR_PRIVATE = frozenset({"_c_all", "march_flags", "_force_init_beta", "_get_ext_suffix",
-                              "_config_var_dict", "fake_node", "cmodule", "optdb"})
+PYTENSOR_PRIVATE = frozenset(
+    {
+        "_c_all",
+        "march_flags",
+        "_force_init_beta",
+        "_get_ext_suffix",
+        "_config_var_dict",
+        "fake_node",
+        "cmodule",
+        "optdb",
+    }
+)
 STEERING_VARIABLES = frozenset({"PYTENSOR_FLAGS", "JAX_PLATFORMS", "XLA_PYTHON_CLIENT_PREALLOCATE"})
 _WRITES = ("setdefault", "update", "putenv", "setenv", "__setitem__")
 
@@ -307,8 +390,9 @@ def _is_steering(node: ast.AST | None) -> bool:
 def _mode_receiver(node: ast.AST) -> bool:
     # get_mode(...).register(...), mode.excluding(...).register(...), a_mode.register(...)
     names = {getattr(n, "id", None) or getattr(n, "attr", None) for n in ast.walk(node)}
-    return bool(names & {"get_mode", "excluding", "including", "Mode"}) or \
-        any("mode" in (n or "").lower() for n in names)
+    return bool(names & {"get_mode", "excluding", "including", "Mode"}) or any(
+        "mode" in (n or "").lower() for n in names
+    )
 
 
 def pytensor_reaches(source: str) -> list[tuple[int, str]]:
@@ -330,15 +414,20 @@ def pytensor_reaches(source: str) -> list[tuple[int, str]]:
         if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("pytensor"):
             parts = set((node.module or "").split("."))
             for alias in node.names:
-                if alias.name in PYTENSOR_PRIVATE or alias.name.startswith("register_") or \
-                        parts & PYTENSOR_PRIVATE:
+                if (
+                    alias.name in PYTENSOR_PRIVATE
+                    or alias.name.startswith("register_")
+                    or parts & PYTENSOR_PRIVATE
+                ):
                     found.append((node.lineno, f"{node.module}.{alias.name}"))
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
             func = node.func
             if func.attr == "register" and _mode_receiver(func.value):
                 found.append((node.lineno, "register"))
-            if func.attr in _WRITES and (any(_is_steering(a) for a in node.args[:1])
-                                         or any(k.arg in STEERING_VARIABLES for k in node.keywords)):
+            if func.attr in _WRITES and (
+                any(_is_steering(a) for a in node.args[:1])
+                or any(k.arg in STEERING_VARIABLES for k in node.keywords)
+            ):
                 found.append((node.lineno, f"{func.attr} {STEERING_VARIABLES}"))
         if isinstance(node, (ast.Assign, ast.AugAssign)):
             for target in getattr(node, "targets", None) or [node.target]:
@@ -349,29 +438,43 @@ def pytensor_reaches(source: str) -> list[tuple[int, str]]:
 
 def test_only_the_wall_reaches_into_pytensor_or_writes_its_environment() -> None:
     sources = python_sources()
-    found = [f"{path}:{line}: {what}" for path, source in sources.items()
-             if not path.startswith(PYTENSOR_WALL) for line, what in pytensor_reaches(source)]
-    assert not found, ("PyTensor's internals and PYTENSOR_FLAGS/JAX_PLATFORMS belong in "
-                       f"{PYTENSOR_WALL}:\n" + "\n".join(found))
-    inside = [what for path, source in sources.items() if path.startswith(PYTENSOR_WALL)
-              for _, what in pytensor_reaches(source)]
-    assert {"_c_all", "march_flags", "_force_init_beta", "_get_ext_suffix", "register"} <= set(inside)
+    found = [
+        f"{path}:{line}: {what}"
+        for path, source in sources.items()
+        if not path.startswith(PYTENSOR_WALL)
+        for line, what in pytensor_reaches(source)
+    ]
+    assert not found, (
+        "PyTensor's internals and PYTENSOR_FLAGS/JAX_PLATFORMS belong in "
+        f"{PYTENSOR_WALL}:\n" + "\n".join(found)
+    )
+    inside = [
+        what
+        for path, source in sources.items()
+        if path.startswith(PYTENSOR_WALL)
+        for _, what in pytensor_reaches(source)
+    ]
+    assert {"_c_all", "march_flags", "_force_init_beta", "_get_ext_suffix", "register"} <= set(
+        inside
+    )
 
 
 def test_the_wall_scan_finds_each_spelling() -> None:
-    source = ("class E(Elemwise):\n"
-              "    def _c_all(self): ...\n"
-              "GCC_compiler.march_flags = []\n"
-              "check._force_init_beta = True\n"
-              "from pytensor.link.c import cmodule\n"
-              "from pytensor.tensor.rewriting.basic import register_specialize\n"
-              "get_mode('CVM').excluding('x').register((r, 1.5))\n"
-              "os.environ['PYTENSOR_FLAGS'] = 'a=1'\n"
-              "os.environ.setdefault('JAX_PLATFORMS', 'cpu')\n"
-              "env.update(XLA_PYTHON_CLIENT_PREALLOCATE='false')\n"
-              "os.environ.get('PYTENSOR_FLAGS')\n"
-              "atexit.register(f)\n"
-              "store.register_worker(w)\n")
+    source = (
+        "class E(Elemwise):\n"
+        "    def _c_all(self): ...\n"
+        "GCC_compiler.march_flags = []\n"
+        "check._force_init_beta = True\n"
+        "from pytensor.link.c import cmodule\n"
+        "from pytensor.tensor.rewriting.basic import register_specialize\n"
+        "get_mode('CVM').excluding('x').register((r, 1.5))\n"
+        "os.environ['PYTENSOR_FLAGS'] = 'a=1'\n"
+        "os.environ.setdefault('JAX_PLATFORMS', 'cpu')\n"
+        "env.update(XLA_PYTHON_CLIENT_PREALLOCATE='false')\n"
+        "os.environ.get('PYTENSOR_FLAGS')\n"
+        "atexit.register(f)\n"
+        "store.register_worker(w)\n"
+    )
     assert [line for line, _ in pytensor_reaches(source)] == [2, 3, 4, 5, 6, 7, 8, 9, 10]
 
 
@@ -391,34 +494,53 @@ def data_loading(source: str) -> list[tuple[int, str]]:
             names = [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom) and not node.level:
             names = [node.module or ""] + [f"{node.module}.{alias.name}" for alias in node.names]
-        found += [(node.lineno, n) for n in names
-                  if any(n == s or n.startswith(s + ".") for s in DATA_SOURCES)]
-        if isinstance(node, ast.Attribute) and node.attr in ("reader", "DictReader") and \
-                isinstance(node.value, ast.Name) and node.value.id == "csv":
+        found += [
+            (node.lineno, n)
+            for n in names
+            if any(n == s or n.startswith(s + ".") for s in DATA_SOURCES)
+        ]
+        if (
+            isinstance(node, ast.Attribute)
+            and node.attr in ("reader", "DictReader")
+            and isinstance(node.value, ast.Name)
+            and node.value.id == "csv"
+        ):
             found.append((node.lineno, f"csv.{node.attr}"))
     return sorted(set(found))
 
 
 def test_datasets_are_loaded_only_in_their_home() -> None:
     sources = python_sources()
-    found = [f"{path}:{line}: {what}" for path, source in sources.items()
-             if not path.startswith(DATASETS_HOME) for line, what in data_loading(source)]
-    assert not found, ("loading, splitting and parsing datasets belong in "
-                       f"{DATASETS_HOME} (use dnnframe.datasets):\n" + "\n".join(found))
-    inside = {what for path, source in sources.items() if path.startswith(DATASETS_HOME)
-              for _, what in data_loading(source)}
+    found = [
+        f"{path}:{line}: {what}"
+        for path, source in sources.items()
+        if not path.startswith(DATASETS_HOME)
+        for line, what in data_loading(source)
+    ]
+    assert not found, (
+        "loading, splitting and parsing datasets belong in "
+        f"{DATASETS_HOME} (use dnnframe.datasets):\n" + "\n".join(found)
+    )
+    inside = {
+        what
+        for path, source in sources.items()
+        if path.startswith(DATASETS_HOME)
+        for _, what in data_loading(source)
+    }
     assert {"sklearn.datasets", "sklearn.model_selection", "mnist1d.data", "csv.reader"} <= inside
 
 
 def test_the_data_loading_scan_finds_each_spelling() -> None:
-    source = ("import sklearn.datasets as skd\n"
-              "from sklearn.model_selection import train_test_split\n"
-              "from sklearn import datasets\n"
-              "from mnist1d.data import make_dataset\n"
-              "rows = csv.reader(io.StringIO(text))\n"
-              "import csv\n"
-              "w = csv.writer(f)\n"
-              "from sklearn.neural_network import MLPClassifier\n")
+    source = (
+        "import sklearn.datasets as skd\n"
+        "from sklearn.model_selection import train_test_split\n"
+        "from sklearn import datasets\n"
+        "from mnist1d.data import make_dataset\n"
+        "rows = csv.reader(io.StringIO(text))\n"
+        "import csv\n"
+        "w = csv.writer(f)\n"
+        "from sklearn.neural_network import MLPClassifier\n"
+    )
     assert sorted({line for line, _ in data_loading(source)}) == [1, 2, 3, 4, 5]
 
 
@@ -431,11 +553,17 @@ def segment_kinds(source: str) -> list[tuple[int, str]]:
     """``(line, kind)`` of each string constant in Python ``source`` that is a segment's kind
     (:data:`SEGMENT_KINDS`), except as the text of an f-string (a layer's name)."""
     tree = ast.parse(source)
-    in_fstrings = {id(part) for n in ast.walk(tree) if isinstance(n, ast.JoinedStr)
-                   for part in n.values}
-    return sorted((n.lineno, n.value) for n in ast.walk(tree)
-                  if isinstance(n, ast.Constant) and isinstance(n.value, str)
-                  and n.value in SEGMENT_KINDS and id(n) not in in_fstrings)
+    in_fstrings = {
+        id(part) for n in ast.walk(tree) if isinstance(n, ast.JoinedStr) for part in n.values
+    }
+    return sorted(
+        (n.lineno, n.value)
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Constant)
+        and isinstance(n.value, str)
+        and n.value in SEGMENT_KINDS
+        and id(n) not in in_fstrings
+    )
 
 
 def test_segments_are_made_and_read_only_through_their_home() -> None:
@@ -443,18 +571,26 @@ def test_segments_are_made_and_read_only_through_their_home() -> None:
     them by :func:`~dnnframe.engine.segments.split_widths` alone (the graph and the compile
     key both): a second spelling of a kind, a tuple read by index, grows back here."""
     sources = python_sources()
-    found = [f"{path}:{line}: {kind!r}" for path, source in sources.items()
-             if path != SEGMENTS_HOME for line, kind in segment_kinds(source)]
-    assert not found, ("a graph segment is a dnnframe.engine.segments.Segment (seg.is_stack, "
-                       "Segment.dense(...)):\n" + "\n".join(found))
+    found = [
+        f"{path}:{line}: {kind!r}"
+        for path, source in sources.items()
+        if path != SEGMENTS_HOME
+        for line, kind in segment_kinds(source)
+    ]
+    assert not found, (
+        "a graph segment is a dnnframe.engine.segments.Segment (seg.is_stack, "
+        "Segment.dense(...)):\n" + "\n".join(found)
+    )
     assert {kind for _, kind in segment_kinds(sources[SEGMENTS_HOME])} == SEGMENT_KINDS
 
 
 def test_the_segment_scan_finds_each_spelling() -> None:
-    source = ('seg = ("dense", 4, 8)\n'
-              'if seg[0] == "stack":\n'
-              '    name = f"stack{k}"\n'
-              'doc = "a stack of layers"\n')
+    source = (
+        'seg = ("dense", 4, 8)\n'
+        'if seg[0] == "stack":\n'
+        '    name = f"stack{k}"\n'
+        'doc = "a stack of layers"\n'
+    )
     assert segment_kinds(source) == [(1, "dense"), (2, "stack")]
 
 
@@ -463,9 +599,14 @@ def test_nested_documents_are_flattened_only_by_dotted_items() -> None:
     """One flattener (dnnframe/jsonsafe.py): a function that calls itself with
     ``f"{prefix}.{key}"`` elsewhere is a copy, which may write lists differently."""
     pattern = re.compile(r'f"\{prefix\}\.\{(?:key|k)\}"')
-    found = [path for path, source in python_sources().items()
-             if path != "dnnframe/jsonsafe.py" and pattern.search(source)]
-    assert not found, "flatten nested dicts with dnnframe.jsonsafe.dotted_items: " + ", ".join(found)
+    found = [
+        path
+        for path, source in python_sources().items()
+        if path != "dnnframe/jsonsafe.py" and pattern.search(source)
+    ]
+    assert not found, "flatten nested dicts with dnnframe.jsonsafe.dotted_items: " + ", ".join(
+        found
+    )
 
 
 # ----------------------------------------- single-trial train functions: dnnframe/testing/
@@ -480,14 +621,22 @@ def per_trial_training(source: str) -> list[tuple[int, str]]:
     a pack train function (``PackTrainFn``)."""
     found = []
     for n in ast.walk(ast.parse(source)):
-        name = (getattr(n, "id", None) if isinstance(n, ast.Name)
-                else n.attr if isinstance(n, ast.Attribute)
-                else n.name if isinstance(n, (ast.FunctionDef, ast.ClassDef, ast.alias))
-                else None)
+        name = (
+            getattr(n, "id", None)
+            if isinstance(n, ast.Name)
+            else n.attr
+            if isinstance(n, ast.Attribute)
+            else n.name
+            if isinstance(n, (ast.FunctionDef, ast.ClassDef, ast.alias))
+            else None
+        )
         if name in PER_TRIAL_NAMES:
             found.append((getattr(n, "lineno", 0), name))
-        if isinstance(n, ast.arg) and n.arg == "train_fn" and (
-                n.annotation is None or "PackTrainFn" not in ast.unparse(n.annotation)):
+        if (
+            isinstance(n, ast.arg)
+            and n.arg == "train_fn"
+            and (n.annotation is None or "PackTrainFn" not in ast.unparse(n.annotation))
+        ):
             found.append((n.lineno, "train_fn: not a PackTrainFn"))
     return sorted(found)
 
@@ -496,19 +645,31 @@ def test_production_trains_packs_only() -> None:
     """The runner and the executors know one training contract, ``PackTrainFn``: a
     single-trial function, and its adapter, live with the tests' hooks in dnnframe.testing."""
     sources = python_sources()
-    found = [f"{path}:{line}: {what}" for path, source in sources.items()
-             if not path.startswith(TESTING_HOME) for line, what in per_trial_training(source)]
-    assert not found, ("production trains packs (PackTrainFn); per-trial train functions and "
-                       "one_by_one live in dnnframe/testing/:\n" + "\n".join(found))
+    found = [
+        f"{path}:{line}: {what}"
+        for path, source in sources.items()
+        if not path.startswith(TESTING_HOME)
+        for line, what in per_trial_training(source)
+    ]
+    assert not found, (
+        "production trains packs (PackTrainFn); per-trial train functions and "
+        "one_by_one live in dnnframe/testing/:\n" + "\n".join(found)
+    )
     assert per_trial_training(sources[TESTING_HOME + "packs.py"])
 
 
 def test_the_per_trial_scan_finds_each_spelling() -> None:
-    source = ("from dnnframe.testing.packs import one_by_one\n"
-              "train = packs.run_trial\n"
-              "def run(train_fn: TrainFn | None, other: PackTrainFn | None) -> None: ...\n"
-              "def pool(train_fn=None): ...\n"
-              "def fine(train_fn: PackTrainFn | None = None): ...\n")
+    source = (
+        "from dnnframe.testing.packs import one_by_one\n"
+        "train = packs.run_trial\n"
+        "def run(train_fn: TrainFn | None, other: PackTrainFn | None) -> None: ...\n"
+        "def pool(train_fn=None): ...\n"
+        "def fine(train_fn: PackTrainFn | None = None): ...\n"
+    )
     assert per_trial_training(source) == [
-        (1, "one_by_one"), (2, "run_trial"), (3, "TrainFn"), (3, "train_fn: not a PackTrainFn"),
-        (4, "train_fn: not a PackTrainFn")]
+        (1, "one_by_one"),
+        (2, "run_trial"),
+        (3, "TrainFn"),
+        (3, "train_fn: not a PackTrainFn"),
+        (4, "train_fn: not a PackTrainFn"),
+    ]

@@ -198,44 +198,80 @@ def test_a_cycle_through_a_function_level_import_is_found() -> None:
 # even through other modules (importing a module also runs its packages' __init__). Each
 # with why the lower layer must not know the upper one.
 LAYER_RULES: list[tuple[str, tuple[str, ...], str]] = [
-    ("dnnframe.engine", ("dnnframe.store",),
-     "the engine trains configurations and returns results; the runner records them"),
-    ("dnnframe.store", ("dnnframe.executors",),
-     "a store records trials whoever runs them; the executors use it, not the reverse"),
-    ("dnnframe.runner", ("dnnframe.search", "dnnframe.submit", "dnnframe.executors"),
-     "the runner trains what it is given: drivers and executors hand it trials, and it "
-     "knows pruning through dnnframe.pruning's protocol only"),
-    ("dnnframe", ("tasks", "dashboard"),
-     "dnnframe is the library; the Celery shim and the web app sit on top of it"),
-    ("", ("dnnframe.testing",),
-     "test hooks are loaded by name (DNNFRAME_TRAIN_FN) in tests, never imported by the "
-     "code that runs in production"),
-    ("dnnframe.datasets", ("dnnframe.spec", "dnnframe.engine", "dnnframe.store",
-                           "dnnframe.runner", "dnnframe.executors", "dnnframe.search",
-                           "dnnframe.submit", "dnnframe.pruning", "dnnframe.cli",
-                           "dnnframe.analysis"),
-     "a dataset knows nothing of the specs, engine and runs that train on it; they load it "
-     "through dnnframe.datasets"),
+    (
+        "dnnframe.engine",
+        ("dnnframe.store",),
+        "the engine trains configurations and returns results; the runner records them",
+    ),
+    (
+        "dnnframe.store",
+        ("dnnframe.executors",),
+        "a store records trials whoever runs them; the executors use it, not the reverse",
+    ),
+    (
+        "dnnframe.runner",
+        ("dnnframe.search", "dnnframe.submit", "dnnframe.executors"),
+        "the runner trains what it is given: drivers and executors hand it trials, and it "
+        "knows pruning through dnnframe.pruning's protocol only",
+    ),
+    (
+        "dnnframe",
+        ("tasks", "dashboard"),
+        "dnnframe is the library; the Celery shim and the web app sit on top of it",
+    ),
+    (
+        "",
+        ("dnnframe.testing",),
+        "test hooks are loaded by name (DNNFRAME_TRAIN_FN) in tests, never imported by the "
+        "code that runs in production",
+    ),
+    (
+        "dnnframe.datasets",
+        (
+            "dnnframe.spec",
+            "dnnframe.engine",
+            "dnnframe.store",
+            "dnnframe.runner",
+            "dnnframe.executors",
+            "dnnframe.search",
+            "dnnframe.submit",
+            "dnnframe.pruning",
+            "dnnframe.cli",
+            "dnnframe.analysis",
+        ),
+        "a dataset knows nothing of the specs, engine and runs that train on it; they load it "
+        "through dnnframe.datasets",
+    ),
 ]
 
 # Packages from the bottom up, each a layer of its own: a package never depends on one
 # after it. Pruning is asked by the runner after each epoch; the executors run packs with
 # the runner; the search drivers hand trials to the executors (and to dnnframe.submit,
 # which sits between them).
-PACKAGE_ORDER = ("dnnframe.pruning", "dnnframe.runner", "dnnframe.executors", "dnnframe.submit",
-                 "dnnframe.search")
+PACKAGE_ORDER = (
+    "dnnframe.pruning",
+    "dnnframe.runner",
+    "dnnframe.executors",
+    "dnnframe.submit",
+    "dnnframe.search",
+)
 LAYER_RULES += [
-    (lower, PACKAGE_ORDER[i + 1:],
-     f"{lower} sits below {', '.join(PACKAGE_ORDER[i + 1:])} (PACKAGE_ORDER)")
+    (
+        lower,
+        PACKAGE_ORDER[i + 1 :],
+        f"{lower} sits below {', '.join(PACKAGE_ORDER[i + 1 :])} (PACKAGE_ORDER)",
+    )
     for i, lower in enumerate(PACKAGE_ORDER[:-1])
 ]
 
 # Imports that cross a layer rule, each with why it exists. An entry that no longer matches
 # an import, or no longer crosses a rule, fails the test, so the list only shrinks.
 ALLOWED_LAYER_EDGES: dict[tuple[str, str], str] = {
-    ("dnnframe.cli.services", "dashboard"):
-        "`dnnframe serve` starts the dashboard in its own process; the command line is the "
-        "one application inside the library, and nothing else in the library imports it",
+    (
+        "dnnframe.cli.services",
+        "dashboard",
+    ): "`dnnframe serve` starts the dashboard in its own process; the command line is the "
+    "one application inside the library, and nothing else in the library imports it",
 }
 
 # The modules of dnnframe.pruning the runner may name itself: the protocol and the factory
@@ -255,8 +291,11 @@ def with_packages(graph: dict[str, set[str]]) -> dict[str, set[str]]:
     for name, targets in graph.items():
         for target in targets:
             parts = target.split(".")
-            out[name].update(p for p in (".".join(parts[:i]) for i in range(1, len(parts)))
-                             if p in graph and p != name)
+            out[name].update(
+                p
+                for p in (".".join(parts[:i]) for i in range(1, len(parts)))
+                if p in graph and p != name
+            )
     return out
 
 
@@ -304,27 +343,45 @@ def test_allowed_layer_edges_still_exist_and_cross_a_rule() -> None:
     graph = import_graph()
     stale = [edge for edge in ALLOWED_LAYER_EDGES if edge[1] not in graph.get(edge[0], set())]
     assert not stale, f"remove these from ALLOWED_LAYER_EDGES, the imports are gone: {stale}"
-    needless = [(a, b) for a, b in ALLOWED_LAYER_EDGES
-                if not any(within(a, importer) and any(within(b, f) for f in forbidden)
-                           for importer, forbidden, _ in LAYER_RULES)]
+    needless = [
+        (a, b)
+        for a, b in ALLOWED_LAYER_EDGES
+        if not any(
+            within(a, importer) and any(within(b, f) for f in forbidden)
+            for importer, forbidden, _ in LAYER_RULES
+        )
+    ]
     assert not needless, f"remove these from ALLOWED_LAYER_EDGES, no rule forbids them: {needless}"
 
 
 def test_the_runner_knows_pruning_only_through_the_protocol() -> None:
     graph = import_graph()
-    named = {m for name, targets in graph.items() if within(name, "dnnframe.runner")
-             for m in targets if within(m, "dnnframe.pruning")}
+    named = {
+        m
+        for name, targets in graph.items()
+        if within(name, "dnnframe.runner")
+        for m in targets
+        if within(m, "dnnframe.pruning")
+    }
     assert named <= RUNNER_PRUNING_IMPORTS, f"the runner imports {sorted(named)}"
 
 
 def test_a_layer_rule_sees_through_other_modules_and_package_inits() -> None:
-    graph = {"dnnframe": set(), "dnnframe.engine": set(), "dnnframe.engine.a": {"dnnframe.util"},
-             "dnnframe.util": {"dnnframe.search.x"}, "dnnframe.search": {"dnnframe.store.base"},
-             "dnnframe.search.x": set(), "dnnframe.store": set(), "dnnframe.store.base": set()}
+    graph = {
+        "dnnframe": set(),
+        "dnnframe.engine": set(),
+        "dnnframe.engine.a": {"dnnframe.util"},
+        "dnnframe.util": {"dnnframe.search.x"},
+        "dnnframe.search": {"dnnframe.store.base"},
+        "dnnframe.search.x": set(),
+        "dnnframe.store": set(),
+        "dnnframe.store.base": set(),
+    }
     # importing dnnframe.search.x runs dnnframe/search/__init__, which imports the store
     assert layer_violations(graph) == [
         "dnnframe.engine.a -> dnnframe.util -> dnnframe.search -> dnnframe.store (the engine "
-        "trains configurations and returns results; the runner records them)"]
+        "trains configurations and returns results; the runner records them)"
+    ]
     graph["dnnframe.search"] = set()
     assert layer_violations(graph) == []
 
@@ -333,19 +390,29 @@ def test_the_entry_points_load_no_test_hook_unless_asked() -> None:
     """The test hooks are imported by name (``importlib``), which the graph above cannot
     see: start what a worker, the web app and the command line import, in a fresh
     interpreter, and look."""
-    probe = ("import sys, dashboard, tasks, dnnframe.cli, dnnframe.executors.local_worker\n"
-             "from dnnframe.settings import resolve_train_fn\n"
-             "assert resolve_train_fn() is None\n"
-             "print(sorted(m for m in sys.modules if m.startswith('dnnframe.testing')))\n")
+    probe = (
+        "import sys, dashboard, tasks, dnnframe.cli, dnnframe.executors.local_worker\n"
+        "from dnnframe.settings import resolve_train_fn\n"
+        "assert resolve_train_fn() is None\n"
+        "print(sorted(m for m in sys.modules if m.startswith('dnnframe.testing')))\n"
+    )
     env = {k: v for k, v in os.environ.items() if k != "DNNFRAME_TRAIN_FN"}
-    out = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, env=env, capture_output=True,
-                         text=True, check=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-c", probe], cwd=ROOT, env=env, capture_output=True, text=True, check=True
+    ).stdout
     assert out.strip() == "[]"
     asked = {**env, "DNNFRAME_TRAIN_FN": "dnnframe.testing.hooks:noop_train"}
-    out = subprocess.run([sys.executable, "-c", probe.replace(" is None", " is not None")],
-                         cwd=ROOT, env=asked, capture_output=True, text=True, check=True).stdout
-    assert out.strip() == ("['dnnframe.testing', 'dnnframe.testing.hooks', "
-                           "'dnnframe.testing.packs']")
+    out = subprocess.run(
+        [sys.executable, "-c", probe.replace(" is None", " is not None")],
+        cwd=ROOT,
+        env=asked,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert out.strip() == (
+        "['dnnframe.testing', 'dnnframe.testing.hooks', 'dnnframe.testing.packs']"
+    )
 
 
 def test_the_package_order_names_packages_that_exist() -> None:
@@ -353,8 +420,12 @@ def test_the_package_order_names_packages_that_exist() -> None:
     missing = [p for p in PACKAGE_ORDER if p not in graph]
     assert not missing, f"PACKAGE_ORDER names modules that do not exist: {missing}"
     # pruning knows the store it reads rungs from, and nothing that runs or proposes trials
-    pruning = {m for name, targets in with_packages(graph).items()
-               if within(name, "dnnframe.pruning") for m in targets}
+    pruning = {
+        m
+        for name, targets in with_packages(graph).items()
+        if within(name, "dnnframe.pruning")
+        for m in targets
+    }
     assert "dnnframe.store.base" in pruning
     assert not [m for m in pruning if any(within(m, p) for p in PACKAGE_ORDER[1:])]
 
@@ -363,7 +434,7 @@ def test_the_package_order_names_packages_that_exist() -> None:
 # beside that caller. An entry that gains a second importing package fails the test.
 SINGLE_CALLER_TOP_LEVEL: dict[str, str] = {
     "dnnframe.spawned": "a spawned local worker's first import, kept outside "
-                        "dnnframe.executors, whose __init__ takes a third of a second to import",
+    "dnnframe.executors, whose __init__ takes a third of a second to import",
 }
 
 
@@ -400,7 +471,11 @@ def test_a_top_level_module_serves_several_packages() -> None:
 def test_the_datasets_package_is_imported_whole() -> None:
     """Outside dnnframe/datasets/ its modules are reached through the package's API only, so
     they can be rearranged without touching a caller."""
-    found = sorted(f"{name} -> {target}" for name, targets in import_graph().items()
-                   if not within(name, "dnnframe.datasets") for target in targets
-                   if target.startswith("dnnframe.datasets."))
+    found = sorted(
+        f"{name} -> {target}"
+        for name, targets in import_graph().items()
+        if not within(name, "dnnframe.datasets")
+        for target in targets
+        if target.startswith("dnnframe.datasets.")
+    )
     assert not found, "import these from dnnframe.datasets:\n" + "\n".join(found)

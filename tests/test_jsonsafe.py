@@ -17,11 +17,17 @@ class Colour(enum.Enum):
     RED = "red"
 
 
-@pytest.mark.parametrize("value", [
-    {"a": [1, 2.5, None, True, "x"], "b": {"c": (1, 2)}},               # plain: the fast path
-    {"loss": float("nan"), "acc": [float("inf"), -float("inf"), 0.5]},  # non-finite: the slow one
-    {"n": np.int64(3), "x": np.float32(0.25), "arr": np.arange(3), "c": Colour.RED},
-])
+@pytest.mark.parametrize(
+    "value",
+    [
+        {"a": [1, 2.5, None, True, "x"], "b": {"c": (1, 2)}},  # plain: the fast path
+        {
+            "loss": float("nan"),
+            "acc": [float("inf"), -float("inf"), 0.5],
+        },  # non-finite: the slow one
+        {"n": np.int64(3), "x": np.float32(0.25), "arr": np.arange(3), "c": Colour.RED},
+    ],
+)
 def test_json_copy_equals_json_safe_and_shares_nothing(value):
     copy = json_copy(value)
     assert copy == json_safe(value)
@@ -33,36 +39,58 @@ def test_json_copy_equals_json_safe_and_shares_nothing(value):
 
 def test_a_results_dict_is_strict_json_and_independent_of_the_result():
     history = [{"epoch": 1, "val_loss": float("nan")}, {"epoch": 2, "val_loss": 0.5}]
-    result = TrialResult(status="DIVERGED", metrics={"test_loss": math.inf}, history=history,
-                         timings={"total": 1.0}, n_params=3, environment={"host": "h"},
-                         diverged_epoch=1, pack={"size": 2, "index": 0, "wall_seconds": 2.0})
+    result = TrialResult(
+        status="DIVERGED",
+        metrics={"test_loss": math.inf},
+        history=history,
+        timings={"total": 1.0},
+        n_params=3,
+        environment={"host": "h"},
+        diverged_epoch=1,
+        pack={"size": 2, "index": 0, "wall_seconds": 2.0},
+    )
     data = result.to_dict()
     assert data["metrics"] == {"test_loss": None}
     assert data["history"] == [{"epoch": 1, "val_loss": None}, {"epoch": 2, "val_loss": 0.5}]
     assert data["diverged_epoch"] == 1 and data["notes"] == []
     data["history"][1]["val_loss"] = 9.0
     assert result.history[1]["val_loss"] == 0.5
-    assert set(data) == {"status", "metrics", "history", "timings", "n_params", "environment",
-                         "diverged_epoch", "stopped_early", "epochs_run", "best_epoch", "notes",
-                         "pack"}
+    assert set(data) == {
+        "status",
+        "metrics",
+        "history",
+        "timings",
+        "n_params",
+        "environment",
+        "diverged_epoch",
+        "stopped_early",
+        "epochs_run",
+        "best_epoch",
+        "notes",
+        "pack",
+    }
     data["pack"]["size"] = 9
     assert result.pack == {"size": 2, "index": 0, "wall_seconds": 2.0}
 
 
-@pytest.mark.parametrize("odd", [float("inf"), -math.inf, np.float64("nan"), True, [1, 2],
-                                 {"nested": 1}])
+@pytest.mark.parametrize(
+    "odd", [float("inf"), -math.inf, np.float64("nan"), True, [1, 2], {"nested": 1}]
+)
 def test_a_plain_history_copied_quickly_equals_the_json_round_trip(odd):
-    plain = [{"epoch": k, "train_loss": 1.0 / k, "val_accuracy": None, "note": "x"}
-             for k in range(1, 4)]
-    result = TrialResult(status="COMPLETE", metrics={}, history=plain, timings={},
-                         n_params=1, environment={})
+    plain = [
+        {"epoch": k, "train_loss": 1.0 / k, "val_accuracy": None, "note": "x"} for k in range(1, 4)
+    ]
+    result = TrialResult(
+        status="COMPLETE", metrics={}, history=plain, timings={}, n_params=1, environment={}
+    )
     data = result.to_dict()
     assert data["history"] == json_copy(plain)
     assert all(a is not b for a, b in zip(data["history"], plain))
     # any other value (not finite, not a plain scalar) takes the whole round trip
     odd_history = [*plain, {"epoch": 4, "train_loss": odd}]
-    result = TrialResult(status="COMPLETE", metrics={}, history=odd_history, timings={},
-                         n_params=1, environment={})
+    result = TrialResult(
+        status="COMPLETE", metrics={}, history=odd_history, timings={}, n_params=1, environment={}
+    )
     assert result.to_dict()["history"] == json_copy(odd_history)
 
 

@@ -27,14 +27,25 @@ from dnnframe.testing.packs import one_by_one
 
 
 def _spec(seeds: int, name: str = "local-test", epochs: int = 2) -> dict:
-    return {"name": name, "dataset": {"name": "iris"}, "model": {"hidden_layers": 1, "width": 8},
-            "training": {"max_epochs": epochs, "batch_size": 32}, "search": {"seeds": seeds}}
+    return {
+        "name": name,
+        "dataset": {"name": "iris"},
+        "model": {"hidden_layers": 1, "width": 8},
+        "training": {"max_epochs": epochs, "batch_size": 32},
+        "search": {"seeds": seeds},
+    }
 
 
 def _ok(epochs: int = 1, **env) -> TrialResult:
-    return TrialResult(status="COMPLETE", metrics={"test_accuracy": 0.5},
-                       history=[{"epoch": 1}], timings={"train": 0.0, "total": 0.0},
-                       n_params=1, environment=env, epochs_run=epochs)
+    return TrialResult(
+        status="COMPLETE",
+        metrics={"test_accuracy": 0.5},
+        history=[{"epoch": 1}],
+        timings={"train": 0.0, "total": 0.0},
+        n_params=1,
+        environment=env,
+        epochs_run=epochs,
+    )
 
 
 def crash_on_seed_1(config, on_epoch=None):
@@ -54,10 +65,14 @@ def report_threads(config, on_epoch=None):
     import numpy  # noqa: F401  (loads OpenBLAS so threadpoolctl sees it)
     from threadpoolctl import threadpool_info
 
-    return _ok(pid=os.getpid(), env={k: os.environ.get(k) for k in
-                                     ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS",
-                                      "MKL_NUM_THREADS")},
-               blas_threads=[p["num_threads"] for p in threadpool_info()])
+    return _ok(
+        pid=os.getpid(),
+        env={
+            k: os.environ.get(k)
+            for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+        },
+        blas_threads=[p["num_threads"] for p in threadpool_info()],
+    )
 
 
 def hold_seed_0(config, on_epoch=None):
@@ -82,7 +97,9 @@ def _ignores_sigint(pid: int) -> bool:
         status = Path(f"/proc/{pid}/status").read_text()
     except OSError:
         return False
-    mask = int(next(line for line in status.splitlines() if line.startswith("SigIgn:")).split()[1], 16)
+    mask = int(
+        next(line for line in status.splitlines() if line.startswith("SigIgn:")).split()[1], 16
+    )
     return bool(mask & (1 << (signal.SIGINT - 1)))
 
 
@@ -128,9 +145,15 @@ def test_a_worker_ignores_ctrl_c_before_it_imports_the_executors(tmp_path):
         "    spawned.local_worker(None, 'sqlite:///:memory:', None, None)\n"
         "except Exception:\n"
         "    pass  # no pipe to the parent: the worker stops; its imports were made\n"
-        "print(seen[0] is signal.SIG_IGN)\n")
-    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
-                         timeout=120, cwd=Path(__file__).resolve().parents[1])
+        "print(seen[0] is signal.SIG_IGN)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, str(script)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=Path(__file__).resolve().parents[1],
+    )
     assert out.stdout.strip() == "True", out.stdout + out.stderr
 
 
@@ -165,8 +188,10 @@ def test_workers_pin_math_libraries_to_one_thread_and_are_reused(url, monkeypatc
         result = submit_experiment(parse_spec(_spec(seeds=6)), store, ex)
         assert ex.wait(timeout=120)
     envs = [t.result["environment"] for t in store.list_trials(result.experiment.id)]
-    assert all(e["env"] == {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1",
-                            "MKL_NUM_THREADS": "1"} for e in envs)
+    assert all(
+        e["env"] == {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+        for e in envs
+    )
     assert all(n == 1 for e in envs for n in e["blas_threads"])
     # long-lived workers: 6 trials ran in at most 2 processes
     assert len({e["pid"] for e in envs}) <= 2
@@ -178,8 +203,9 @@ def test_real_engine_compiles_once_per_graph_shape_per_worker(url):
     store = open_store(url)
     with LocalExecutor(url, workers=1) as ex:
         # one trial per pack: the worker's first pack compiles, the next ones reuse it
-        result = submit_experiment(parse_spec(_spec(seeds=3, name="compile-cache")), store, ex,
-                                   pack_size=1)
+        result = submit_experiment(
+            parse_spec(_spec(seeds=3, name="compile-cache")), store, ex, pack_size=1
+        )
         assert ex.wait(timeout=300)
         doc = _spec(seeds=3, name="compile-cache-pack")
         doc["search"]["seeds"] = [10, 11, 12]  # other trials than the ones above
@@ -218,7 +244,8 @@ def test_cancel_stops_queued_trials_and_resubmit_resumes(url):
         assert again.new_trial_ids == []
         assert ex.wait(timeout=120)
     assert store.counts_by_state(result.experiment.id)["COMPLETE"] == 4, [
-        (t.state, t.error) for t in store.list_trials(result.experiment.id)]
+        (t.state, t.error) for t in store.list_trials(result.experiment.id)
+    ]
     assert not store.get_experiment(result.experiment.id).cancel_requested
 
 
@@ -230,16 +257,21 @@ def record_pid_slowly(config, on_epoch=None):
 
 
 def test_workers_keep_to_the_graphs_they_compiled(url):
-    spec = parse_spec({**_spec(seeds=4, name="affinity"),
-                       "model": {"hidden_layers": 1, "width": 8,
-                                 "activation": {"grid": ["relu", "tanh"]}}})
+    spec = parse_spec(
+        {
+            **_spec(seeds=4, name="affinity"),
+            "model": {"hidden_layers": 1, "width": 8, "activation": {"grid": ["relu", "tanh"]}},
+        }
+    )
     store = open_store(url)
     with LocalExecutor(url, workers=2, train_fn=one_by_one(record_pid_slowly)) as ex:
         assert ex.wait_ready(timeout=120)
         result = submit_experiment(spec, store, ex)
         assert ex.wait(timeout=120)
-    pairs = {(t.result["environment"]["pid"], t.config["model"]["activation"])
-             for t in store.list_trials(result.experiment.id)}
+    pairs = {
+        (t.result["environment"]["pid"], t.config["model"]["activation"])
+        for t in store.list_trials(result.experiment.id)
+    }
     # in queue order both workers would compile both graphs (4 pairs); with affinity each
     # worker stays on its graph (2 pairs; 3 if one worker ran ahead and helped the other)
     assert len(pairs) <= 3, pairs
@@ -308,9 +340,16 @@ def test_packs_group_trials_of_one_graph_in_near_equal_sizes():
 def test_a_split_group_keeps_each_seeds_trials_in_one_pack():
     """Trials of one seed share their shuffles and initial draws: split into packs, a graph's
     trials go by seed (in submission order within a seed), not by the order of the grid."""
-    ids, configs = _queued({**_spec(seeds=4, name="by-seed"),
-                            "training": {"max_epochs": 1, "batch_size": 32,
-                                         "learning_rate": {"grid": [0.01, 0.1, 0.3]}}})
+    ids, configs = _queued(
+        {
+            **_spec(seeds=4, name="by-seed"),
+            "training": {
+                "max_epochs": 1,
+                "batch_size": 32,
+                "learning_rate": {"grid": [0.01, 0.1, 0.3]},
+            },
+        }
+    )
     assert [configs[t]["seed"] for t in ids[:4]] != [0] * 4  # the grid comes seed by seed
     packs = make_packs(ids, configs, 6, workers=1)
     assert [sorted({configs[t]["seed"] for t in p}) for p in packs] == [[0, 1], [2, 3]]
@@ -326,20 +365,26 @@ def test_automatic_packs_are_never_fewer_than_workers_nor_mix_graphs():
     assert [len(p) for p in make_packs(ids, configs, None, workers=4)] == [2, 2, 2, 2, 2]
     assert [len(p) for p in make_packs(ids, configs, None, workers=1)] == [10]
     assert [len(p) for p in make_packs(ids[:3], configs, None, workers=4)] == [1, 1, 1]
-    depth_ids, depth_configs = _queued({**_spec(seeds=2, name="depths"),
-                                        "model": {"hidden_layers": {"grid": [1, 2]}, "width": 8}})
+    depth_ids, depth_configs = _queued(
+        {**_spec(seeds=2, name="depths"), "model": {"hidden_layers": {"grid": [1, 2]}, "width": 8}}
+    )
     packs = make_packs(depth_ids, depth_configs, None, workers=1)
     assert len(packs) == 2
     assert [{depth_configs[t]["model"]["hidden_layers"] for t in p} for p in packs] == [{1}, {2}]
     # several workers: about two packs each, so a costlier graph does not leave one idle
-    ids3, configs3 = _queued({**_spec(seeds=8, name="balance"),
-                              "model": {"hidden_layers": {"grid": [1, 2, 3]}, "width": 8}})
+    ids3, configs3 = _queued(
+        {
+            **_spec(seeds=8, name="balance"),
+            "model": {"hidden_layers": {"grid": [1, 2, 3]}, "width": 8},
+        }
+    )
     assert [len(p) for p in make_packs(ids3, configs3, None, workers=2)] == [4] * 6
 
 
 def test_automatic_pack_size_respects_the_memory_budget():
-    ids, configs = _queued({**_spec(seeds=4, name="wide"),
-                            "model": {"hidden_layers": 8, "width": 1024}})
+    ids, configs = _queued(
+        {**_spec(seeds=4, name="wide"), "model": {"hidden_layers": 8, "width": 1024}}
+    )
     # one member of this shape needs more than the whole budget: one trial per pack
     assert [len(p) for p in make_packs(ids, configs, None, workers=1)] == [1, 1, 1, 1]
 
@@ -356,8 +401,9 @@ def test_pack_size_comes_from_the_command_line_then_the_spec_then_the_environmen
 def test_local_executor_runs_packs_and_counts_every_member(url):
     store = open_store(url)
     with LocalExecutor(url, workers=2, train_fn=one_by_one(record_pid_slowly)) as ex:
-        result = submit_experiment(parse_spec(_spec(seeds=6, name="packed")), store, ex,
-                                   pack_size=3)
+        result = submit_experiment(
+            parse_spec(_spec(seeds=6, name="packed")), store, ex, pack_size=3
+        )
         assert ex.wait(timeout=120)
         stats = ex.stats
     assert [len(p) for p in result.packs] == [3, 3]
@@ -378,8 +424,10 @@ def test_each_worker_keeps_its_entry_in_the_worker_list_up_to_date(url):
     workers = store.list_workers()
     assert len(workers) == 2
     assert sum(w.trials_done for w in workers) == 6
-    assert all(w.current_trial is None and w.info == {"executor": "local", "stopped": True}
-               and w.pid for w in workers), workers
+    assert all(
+        w.current_trial is None and w.info == {"executor": "local", "stopped": True} and w.pid
+        for w in workers
+    ), workers
 
 
 def test_wait_any_returns_when_one_trial_ends_while_others_run(url, tmp_path, monkeypatch):
@@ -387,8 +435,7 @@ def test_wait_any_returns_when_one_trial_ends_while_others_run(url, tmp_path, mo
     monkeypatch.setenv("HOLD_FILE", str(release))
     store = open_store(url)
     with LocalExecutor(url, workers=2, train_fn=one_by_one(hold_seed_0)) as ex:
-        result = submit_experiment(parse_spec(_spec(seeds=2, name="any")), store, ex,
-                                   pack_size=1)
+        result = submit_experiment(parse_spec(_spec(seeds=2, name="any")), store, ex, pack_size=1)
         assert ex.wait_any(0, timeout=60) == 1  # seed 1 ended; seed 0 is held
         # the process that trained seed 1 may be the one to take seed 0 next, so seed 0 can
         # still be QUEUED at this moment; it must be taken and held, never ended
@@ -401,13 +448,13 @@ def test_wait_any_returns_when_one_trial_ends_while_others_run(url, tmp_path, mo
             ex.wait_any(1, timeout=0.2)
         assert states == {0: TrialState.RUNNING, 1: TrialState.COMPLETE}
         # the stats name the trial a process is training
-        assert ex.stats.running == [t.id for t in store.list_trials(result.experiment.id)
-                                    if t.config["seed"] == 0]
+        assert ex.stats.running == [
+            t.id for t in store.list_trials(result.experiment.id) if t.config["seed"] == 0
+        ]
         assert ex.wait_any(1, timeout=0.05) == 1  # nothing else ended: the timeout returns
         release.touch()
         assert ex.wait_any(1, timeout=60) == 2
-        assert {t.state for t in store.list_trials(result.experiment.id)} == \
-            {TrialState.COMPLETE}
+        assert {t.state for t in store.list_trials(result.experiment.id)} == {TrialState.COMPLETE}
 
 
 def test_the_worker_list_tells_live_workers_from_dead_ones(url):
@@ -442,8 +489,7 @@ def test_the_worker_list_tells_live_workers_from_dead_ones(url):
     assert len(rows) == 3 and not any(r["alive"] for r in rows)
 
 
-def test_an_idle_celery_worker_on_another_host_is_alive_while_its_node_lists_it(
-        url, monkeypatch):
+def test_an_idle_celery_worker_on_another_host_is_alive_while_its_node_lists_it(url, monkeypatch):
     from dashboard.worker_status import is_alive
     from dnnframe.executors.liveness import NODE_ROLE
     from dnnframe.store import base_trials
@@ -460,9 +506,12 @@ def test_an_idle_celery_worker_on_another_host_is_alive_while_its_node_lists_it(
     later = real_time() + 10_000
     assert not is_alive(store, seven) and not is_alive(store, eight)
     # its node (the worker's main process) beats, listing its pool processes
-    store.register_worker("celery@far", host="far-away", pid=1,
-                          info={"role": NODE_ROLE, "queues": ["default"], "concurrency": 1,
-                                "pids": [7]})
+    store.register_worker(
+        "celery@far",
+        host="far-away",
+        pid=1,
+        info={"role": NODE_ROLE, "queues": ["default"], "concurrency": 1, "pids": [7]},
+    )
     assert is_alive(store, seven)
     assert not is_alive(store, eight), "not one of the node's processes"
     assert not is_alive(store, seven, now=later), "the node's beat is stale too"
@@ -470,7 +519,8 @@ def test_an_idle_celery_worker_on_another_host_is_alive_while_its_node_lists_it(
 
 
 def test_a_celery_node_and_its_processes_are_dead_once_the_node_is_silent_past_its_timeout(
-        url, monkeypatch):
+    url, monkeypatch
+):
     """Processes of a node on another host are judged by the node's beat, by the rule the
     reaper releases their trials by: dead once the node is silent for the node timeout,
     though their own writes are far younger than the heartbeat timeout; a process the
@@ -485,9 +535,12 @@ def test_a_celery_node_and_its_processes_are_dead_once_the_node_is_silent_past_i
     monkeypatch.setattr(base_trials, "clock", lambda: clock[0])  # the stores' one clock
 
     def beat(pids: list[int]) -> None:
-        store.register_worker("celery@far", host="far-away", pid=1,
-                              info={"role": NODE_ROLE, "queues": ["default"],
-                                    "concurrency": 2, "pids": pids})
+        store.register_worker(
+            "celery@far",
+            host="far-away",
+            pid=1,
+            info={"role": NODE_ROLE, "queues": ["default"], "concurrency": 2, "pids": pids},
+        )
 
     beat([7])
     clock[0] += 1

@@ -229,26 +229,43 @@ def test_time_fit_recovers_slope_intercept_and_r2(store) -> None:
 
 def test_deep_design_sweeps_and_their_style_names() -> None:
     styles = set()
-    for name in ("rq2_rezero.yaml", "rq2_preln_scaled.yaml", "rq2_rezero_valacc.yaml",
-                 "rq2_rezero_preln_dropout.yaml"):
+    for name in (
+        "rq2_rezero.yaml",
+        "rq2_preln_scaled.yaml",
+        "rq2_rezero_valacc.yaml",
+        "rq2_rezero_preln_dropout.yaml",
+    ):
         trials = list(expand(load_spec(PAPER_DIR / name)))
         assert sorted({t.model.hidden_layers for t in trials}) == [1, 4, 16, 64, 256, 1000]
         assert {t.dataset.name for t in trials} == {"iris", "wine", "breast_cancer", "digits"}
         # the protocol of the RQ1 sweeps: width, batch, epochs, early stopping, lr, seeds
-        assert {(t.model.width, t.training.batch_size, t.training.max_epochs,
-                 t.training.learning_rate, t.seed) for t in trials} == {
-            (16, 64, 40, 0.002, s) for s in range(3)}
+        assert {
+            (
+                t.model.width,
+                t.training.batch_size,
+                t.training.max_epochs,
+                t.training.learning_rate,
+                t.seed,
+            )
+            for t in trials
+        } == {(16, 64, 40, 0.002, s) for s in range(3)}
         styles |= {paper.style_label(t.model_dump(mode="json")) for t in trials}
-    assert styles == {"relu/he/adam/rezero [clip 1, warm-up 2, cosine]",
-                      "relu/he/adam/scaled/pre-layernorm [clip 1, warm-up 2, cosine]",
-                      "relu/he/adam/rezero [clip 1, warm-up 2, cosine, best val_accuracy]",
-                      "relu/he/adam/rezero/pre-layernorm [dropout 0.1, clip 1, warm-up 2, cosine]"}
+    assert styles == {
+        "relu/he/adam/rezero [clip 1, warm-up 2, cosine]",
+        "relu/he/adam/scaled/pre-layernorm [clip 1, warm-up 2, cosine]",
+        "relu/he/adam/rezero [clip 1, warm-up 2, cosine, best val_accuracy]",
+        "relu/he/adam/rezero/pre-layernorm [dropout 0.1, clip 1, warm-up 2, cosine]",
+    }
 
 
 def test_style_labels_read_the_first_format_too() -> None:
     def label(model: dict) -> str:
-        return paper.style_label({"model": {"activation": "relu", "init": "he", **model},
-                                  "training": {"optimizer": "adam"}})
+        return paper.style_label(
+            {
+                "model": {"activation": "relu", "init": "he", **model},
+                "training": {"optimizer": "adam"},
+            }
+        )
 
     assert label({"residual": True}) == label({"residual": "identity"}) == "relu/he/adam/residual"
     assert label({"residual": False}) == label({}) == "relu/he/adam"
@@ -261,21 +278,31 @@ def test_style_labels_read_the_first_format_too() -> None:
 
 def test_style_labels_name_a_selection_other_than_validation_loss() -> None:
     def label(training: dict) -> str:
-        return paper.style_label({"model": {"activation": "relu", "init": "he"},
-                                  "training": {"optimizer": "adam", "max_epochs": 40, **training}})
+        return paper.style_label(
+            {
+                "model": {"activation": "relu", "init": "he"},
+                "training": {"optimizer": "adam", "max_epochs": 40, **training},
+            }
+        )
 
     assert label({"early_stopping": {"metric": "val_loss", "patience": 5}}) == "relu/he/adam"
     assert label({"early_stopping": {"metric": "val_accuracy", "patience": 5}}) == (
-        "relu/he/adam [stop on val_accuracy]")
+        "relu/he/adam [stop on val_accuracy]"
+    )
     assert label({"early_stopping": {"metric": "val_accuracy", "patience": 40}}) == (
-        "relu/he/adam [best val_accuracy]")
+        "relu/he/adam [best val_accuracy]"
+    )
 
 
 def test_deepest_vs_best() -> None:
-    groups = [{"dataset": "iris", "style": "s", "depth": d, "acc_mean": a, "acc_std": 0.01}
-              for d, a in ((1, 0.90), (16, 0.95), (1000, 0.94))]
-    groups += [{"dataset": "wine", "style": "s", "depth": d, "acc_mean": a, "acc_std": 0.0}
-               for d, a in ((1, 0.90), (1000, 0.40))]
+    groups = [
+        {"dataset": "iris", "style": "s", "depth": d, "acc_mean": a, "acc_std": 0.01}
+        for d, a in ((1, 0.90), (16, 0.95), (1000, 0.94))
+    ]
+    groups += [
+        {"dataset": "wine", "style": "s", "depth": d, "acc_mean": a, "acc_std": 0.0}
+        for d, a in ((1, 0.90), (1000, 0.40))
+    ]
     iris, wine = paper.deepest_vs_best(groups)
     assert (iris["best_depth"], iris["deepest_depth"], iris["keeps_accuracy"]) == (16, 1000, True)
     assert iris["gap"] == pytest.approx(0.01)

@@ -40,8 +40,12 @@ def _code_lines(lang: str = "bash") -> list[str]:
     """Every line of the README's code blocks in ``lang``, continuation lines joined."""
     text = (ROOT / "README.md").read_text(encoding="utf-8")
     blocks = re.findall(rf"```{lang}\n(.*?)```", text, flags=re.S)
-    return [line.strip() for block in blocks
-            for line in block.replace("\\\n", " ").splitlines() if line.strip()]
+    return [
+        line.strip()
+        for block in blocks
+        for line in block.replace("\\\n", " ").splitlines()
+        if line.strip()
+    ]
 
 
 def test_the_spec_reference_is_a_valid_spec_naming_every_setting() -> None:
@@ -65,8 +69,16 @@ def test_the_spec_reference_is_a_valid_spec_naming_every_setting() -> None:
     (example,) = re.findall(r"```yaml\n(.*?)```", section, flags=re.S)
     spec = parse_spec(yaml.safe_load(example))
     assert spec.to_dict()["training"]["momentum"] == 0.9 and spec.search.eta == 3
-    for model in (ExperimentSpec, DatasetConfig, ModelConfig, TrainingConfig, SearchConfig,
-                  EarlyStopping, LrSchedule, Objective):
+    for model in (
+        ExperimentSpec,
+        DatasetConfig,
+        ModelConfig,
+        TrainingConfig,
+        SearchConfig,
+        EarlyStopping,
+        LrSchedule,
+        Objective,
+    ):
         missing = [f for f in model.model_fields if not re.search(rf"\b{f}\b", section)]
         assert not missing, f"the spec reference omits {model.__name__} {missing}"
 
@@ -78,8 +90,9 @@ def test_the_spec_reference_names_every_search_method() -> None:
 
     section = _section("### The spec format")
     line = next(line for line in section.splitlines() if line.strip().startswith("method:"))
-    assert line.split("#", 1)[1].split()[:len(get_args(SearchMethod))] == list(
-        get_args(SearchMethod)), line
+    assert line.split("#", 1)[1].split()[: len(get_args(SearchMethod))] == list(
+        get_args(SearchMethod)
+    ), line
     for method in get_args(SearchMethod):
         assert f"`{method}`" in section, f"search method {method} is not explained"
 
@@ -98,8 +111,7 @@ def test_every_dnnframe_command_in_the_readme_parses() -> None:
 
     from dnnframe.cli import cli
 
-    commands = [line.split(" #", 1)[0] for line in _code_lines()
-                if line.startswith("dnnframe ")]
+    commands = [line.split(" #", 1)[0] for line in _code_lines() if line.startswith("dnnframe ")]
     assert len(commands) >= 8, commands
     for line in commands:
         args = shlex.split(line)[1:]

@@ -61,9 +61,15 @@ class Pool(Executor):
 
 
 def _spec(name: str, seeds: int, width: int = 8):
-    return parse_spec({"name": name, "dataset": {"name": "iris"},
-                       "model": {"hidden_layers": 1, "width": width},
-                       "training": {"max_epochs": 1}, "search": {"seeds": seeds}})
+    return parse_spec(
+        {
+            "name": name,
+            "dataset": {"name": "iris"},
+            "model": {"hidden_layers": 1, "width": width},
+            "training": {"max_epochs": 1},
+            "search": {"seeds": seeds},
+        }
+    )
 
 
 def _dead_owner() -> str:

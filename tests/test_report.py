@@ -19,9 +19,14 @@ from dnnframe.store import open_store
 from dnnframe.submit import submit_experiment
 from dnnframe.testing.packs import run_one
 
-SPEC = {"name": "report-test", "description": "depth 1-4 on iris",
-        "dataset": {"name": "iris"}, "model": {"hidden_layers": {"grid": [1, 2, 3, 4]}, "width": 8},
-        "training": {"max_epochs": 3}, "search": {"seeds": 3}}
+SPEC = {
+    "name": "report-test",
+    "description": "depth 1-4 on iris",
+    "dataset": {"name": "iris"},
+    "model": {"hidden_layers": {"grid": [1, 2, 3, 4]}, "width": 8},
+    "training": {"max_epochs": 3},
+    "search": {"seeds": 3},
+}
 
 
 def known_train(config, on_epoch=None):
@@ -29,16 +34,25 @@ def known_train(config, on_epoch=None):
     depth, seed = config.model.hidden_layers, config.seed
     history = []
     for e in range(1, 4):
-        m = {"epoch": e, "train_loss": 1.0 / e, "val_loss": 1.1 / e, "val_accuracy": 0.3 * e,
-             "train_accuracy": 0.3 * e, "seconds": 0.01}
+        m = {
+            "epoch": e,
+            "train_loss": 1.0 / e,
+            "val_loss": 1.1 / e,
+            "val_accuracy": 0.3 * e,
+            "train_accuracy": 0.3 * e,
+            "seconds": 0.01,
+        }
         history.append(m)
         on_epoch(e, m)
-    return TrialResult(status="COMPLETE",
-                       metrics={"test_accuracy": 0.9 - 0.01 * depth + 0.001 * seed, "test_loss": 0.1},
-                       history=history,
-                       timings={"data": 0.0, "compile": 0.1 * depth, "train": 0.5 + 0.25 * depth,
-                                "total": 1.0},
-                       n_params=100 * depth, environment={}, epochs_run=3)
+    return TrialResult(
+        status="COMPLETE",
+        metrics={"test_accuracy": 0.9 - 0.01 * depth + 0.001 * seed, "test_loss": 0.1},
+        history=history,
+        timings={"data": 0.0, "compile": 0.1 * depth, "train": 0.5 + 0.25 * depth, "total": 1.0},
+        n_params=100 * depth,
+        environment={},
+        epochs_run=3,
+    )
 
 
 @pytest.fixture
@@ -64,19 +78,26 @@ def test_aggregate_by_depth_gives_mean_and_spread_over_seeds(populated):
 
 
 def test_aggregate_leaves_out_unfinished_and_missing_values():
-    rows = [{"state": "COMPLETE", "hidden_layers": 1, "m": 1.0},
-            {"state": "FAILED", "hidden_layers": 1, "m": 5.0},
-            {"state": "COMPLETE", "hidden_layers": 1, "m": None},
-            {"state": "COMPLETE", "hidden_layers": 1, "m": math.nan}]
+    rows = [
+        {"state": "COMPLETE", "hidden_layers": 1, "m": 1.0},
+        {"state": "FAILED", "hidden_layers": 1, "m": 5.0},
+        {"state": "COMPLETE", "hidden_layers": 1, "m": None},
+        {"state": "COMPLETE", "hidden_layers": 1, "m": math.nan},
+    ]
     assert report.aggregate(rows, "hidden_layers", "m") == [
-        {"hidden_layers": 1, "metric": "m", "n": 1, "mean": 1.0, "std": 0.0, "min": 1.0, "max": 1.0}]
+        {"hidden_layers": 1, "metric": "m", "n": 1, "mean": 1.0, "std": 0.0, "min": 1.0, "max": 1.0}
+    ]
 
 
 def test_time_vs_depth_fit_recovers_the_line(populated):
     rows = report.trial_rows(populated[0], populated[1])
     fit = report.time_vs_depth_fit(rows)
-    assert (fit.slope, fit.intercept, fit.r2, fit.n) == (pytest.approx(0.25), pytest.approx(0.5),
-                                                         pytest.approx(1.0), 12)
+    assert (fit.slope, fit.intercept, fit.r2, fit.n) == (
+        pytest.approx(0.25),
+        pytest.approx(0.5),
+        pytest.approx(1.0),
+        12,
+    )
     assert report.time_vs_depth_fit(rows, "compile_seconds").slope == pytest.approx(0.1)
 
 
@@ -88,10 +109,18 @@ def test_linear_fit_r2_and_errors():
 
 
 def test_markdown_table():
-    text = report.markdown_table([{"a": 1, "b": 0.123456, "c": None}, {"a": "x|y", "b": 2.0}],
-                                 ["a", "b", "c"], ["A", "B", "C"], floatfmt=".2f")
-    assert text.splitlines() == ["| A | B | C |", "|---|---|---|", "| 1 | 0.12 |  |",
-                                 "| x\\|y | 2.00 |  |"]
+    text = report.markdown_table(
+        [{"a": 1, "b": 0.123456, "c": None}, {"a": "x|y", "b": 2.0}],
+        ["a", "b", "c"],
+        ["A", "B", "C"],
+        floatfmt=".2f",
+    )
+    assert text.splitlines() == [
+        "| A | B | C |",
+        "|---|---|---|",
+        "| 1 | 0.12 |  |",
+        "| x\\|y | 2.00 |  |",
+    ]
 
 
 def test_html_report_is_self_contained_with_all_charts(populated, tmp_path):
@@ -100,8 +129,12 @@ def test_html_report_is_self_contained_with_all_charts(populated, tmp_path):
     text = path.read_text()
     assert text.count("plotly.js v") == 1  # inlined exactly once
     assert not re.search(r"<script[^>]*\bsrc=", text)
-    for title in ("Hidden layers vs test_accuracy", "Hidden layers vs training time",
-                  "Hidden layers vs compile time", "Learning curves (val_accuracy per epoch)"):
+    for title in (
+        "Hidden layers vs test_accuracy",
+        "Hidden layers vs training time",
+        "Hidden layers vs compile time",
+        "Learning curves (val_accuracy per epoch)",
+    ):
         assert title in text
     assert "train_seconds ≈ 0.25 × hidden_layers + 0.5 (R² = 1.000, n = 12)" in text
     assert "depth 1-4 on iris" in text and "COMPLETE: 12" in text
@@ -139,8 +172,9 @@ def test_compile_chart_fits_first_builds_and_shows_cache_hits_apart(with_cache_h
     store, exp_id = with_cache_hits
     trials = store.list_trials(exp_id)
     assert sorted(report.compile_reused(t) for t in trials) == [False] * 4 + [True] * 8
-    rows = [{**report.trial_row(t), report.COMPILE_REUSED: report.compile_reused(t)}
-            for t in trials]
+    rows = [
+        {**report.trial_row(t), report.COMPILE_REUSED: report.compile_reused(t)} for t in trials
+    ]
     fig = report.figures(rows)["depth_compile"]
     assert "first builds only" in fig.layout.title.text
     assert "8 cache hits shown apart" in fig.layout.title.text

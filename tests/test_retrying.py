@@ -33,20 +33,27 @@ class Failing:
         return "done"
 
 
-@pytest.mark.parametrize("policy, waits", [
-    (STORE_WRITE, [0.2, 0.4, 0.8, 1.6, 3.0]),
-    (SQLITE_BUSY, [0.05, 0.1, 0.2, 0.4, 0.8, 1.6, 3.2]),
-    (FINAL_WRITE, [0.2, 0.4, 0.8, 1.6]),
-    (BROKER_PUBLISH, [0.2, 0.4]),
-])
+@pytest.mark.parametrize(
+    "policy, waits",
+    [
+        (STORE_WRITE, [0.2, 0.4, 0.8, 1.6, 3.0]),
+        (SQLITE_BUSY, [0.05, 0.1, 0.2, 0.4, 0.8, 1.6, 3.2]),
+        (FINAL_WRITE, [0.2, 0.4, 0.8, 1.6]),
+        (BROKER_PUBLISH, [0.2, 0.4]),
+    ],
+)
 def test_a_named_error_is_retried_until_the_bound_then_raised_as_it_is(policy, waits, caplog):
-    error = {STORE_WRITE: psycopg.OperationalError("server closed the connection"),
-             SQLITE_BUSY: sqlite3.OperationalError("database is locked"),
-             FINAL_WRITE: StoreError("the store went away"),
-             BROKER_PUBLISH: ConnectionRefusedError(111, "Connection refused")}[policy]
+    error = {
+        STORE_WRITE: psycopg.OperationalError("server closed the connection"),
+        SQLITE_BUSY: sqlite3.OperationalError("database is locked"),
+        FINAL_WRITE: StoreError("the store went away"),
+        BROKER_PUBLISH: ConnectionRefusedError(111, "Connection refused"),
+    }[policy]
     fn, slept = Failing(*[error] * 20), []
-    with caplog.at_level(logging.INFO, logger="dnnframe.retrying"), \
-            pytest.raises(type(error)) as raised:
+    with (
+        caplog.at_level(logging.INFO, logger="dnnframe.retrying"),
+        pytest.raises(type(error)) as raised,
+    ):
         policy.call(fn, what="the test's write", sleep=slept.append)
     assert raised.value is error  # not tenacity's RetryError, not swallowed
     assert fn.calls == len(waits) + 1 and slept == waits == policy.waits()
@@ -57,22 +64,28 @@ def test_a_named_error_is_retried_until_the_bound_then_raised_as_it_is(policy, w
 
 @pytest.mark.parametrize("policy", [STORE_WRITE, SQLITE_BUSY, FINAL_WRITE, BROKER_PUBLISH])
 def test_a_recovery_within_the_bound_answers(policy):
-    error = {STORE_WRITE: psycopg.errors.IdleInTransactionSessionTimeout("ended"),
-             SQLITE_BUSY: sqlite3.OperationalError("database is busy"),
-             FINAL_WRITE: StoreError("hiccup"), BROKER_PUBLISH: OSError("reset")}[policy]
+    error = {
+        STORE_WRITE: psycopg.errors.IdleInTransactionSessionTimeout("ended"),
+        SQLITE_BUSY: sqlite3.OperationalError("database is busy"),
+        FINAL_WRITE: StoreError("hiccup"),
+        BROKER_PUBLISH: OSError("reset"),
+    }[policy]
     fn, slept = Failing(error, AttemptAgain()), []
     assert policy.call(fn, what="w", sleep=slept.append) == "done"
     assert fn.calls == 3 and slept == policy.waits()[:2]
 
 
-@pytest.mark.parametrize("policy, error", [
-    (STORE_WRITE, StoreError("a wrong URL")),
-    (STORE_WRITE, psycopg.errors.UniqueViolation("duplicate key")),
-    (SQLITE_BUSY, sqlite3.OperationalError("no such table: trials")),
-    (SQLITE_BUSY, sqlite3.DatabaseError("file is not a database")),
-    (FINAL_WRITE, ValueError("a bad argument")),
-    (BROKER_PUBLISH, KeyboardInterrupt()),
-])
+@pytest.mark.parametrize(
+    "policy, error",
+    [
+        (STORE_WRITE, StoreError("a wrong URL")),
+        (STORE_WRITE, psycopg.errors.UniqueViolation("duplicate key")),
+        (SQLITE_BUSY, sqlite3.OperationalError("no such table: trials")),
+        (SQLITE_BUSY, sqlite3.DatabaseError("file is not a database")),
+        (FINAL_WRITE, ValueError("a bad argument")),
+        (BROKER_PUBLISH, KeyboardInterrupt()),
+    ],
+)
 def test_an_error_the_policy_does_not_name_ends_the_call_at_once(policy, error):
     fn, slept = Failing(error), []
     with pytest.raises(type(error)):
@@ -81,19 +94,33 @@ def test_an_error_the_policy_does_not_name_ends_the_call_at_once(policy, error):
 
 
 def test_errors_of_a_module_never_imported_are_not_an_import():
-    policy = RetryPolicy("p", attempts=2, first_wait_s=0, max_wait_s=0,
-                         retry_on=("no_such_driver.errors.Gone", "builtins.LookupError"))
+    policy = RetryPolicy(
+        "p",
+        attempts=2,
+        first_wait_s=0,
+        max_wait_s=0,
+        retry_on=("no_such_driver.errors.Gone", "builtins.LookupError"),
+    )
     assert policy.retries(KeyError("k")) and not policy.retries(OSError("x"))
 
 
-@pytest.mark.parametrize("kwargs, message", [
-    ({"attempts": 0}, "attempts >= 1"),
-    ({"first_wait_s": 2.0}, "first_wait_s <= max_wait_s"),
-    ({"retry_on": ("OSError",)}, "'module.Class'"),
-])
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"attempts": 0}, "attempts >= 1"),
+        ({"first_wait_s": 2.0}, "first_wait_s <= max_wait_s"),
+        ({"retry_on": ("OSError",)}, "'module.Class'"),
+    ],
+)
 def test_a_malformed_policy_is_refused(kwargs, message):
-    args = {"name": "p", "attempts": 2, "first_wait_s": 0.1, "max_wait_s": 1.0,
-            "retry_on": ("builtins.OSError",), **kwargs}
+    args = {
+        "name": "p",
+        "attempts": 2,
+        "first_wait_s": 0.1,
+        "max_wait_s": 1.0,
+        "retry_on": ("builtins.OSError",),
+        **kwargs,
+    }
     with pytest.raises(ValueError, match=message):
         RetryPolicy(**args)
 

@@ -20,9 +20,13 @@ from dnnframe.spec import expand_with_ids, parse_spec
 from dnnframe.store import TrialState, open_store
 from dnnframe.testing.packs import run_one
 
-SPEC = {"name": "runner-test", "dataset": {"name": "iris"},
-        "model": {"hidden_layers": 1, "width": 8},
-        "training": {"max_epochs": 2, "batch_size": 32}, "search": {"seeds": 2}}
+SPEC = {
+    "name": "runner-test",
+    "dataset": {"name": "iris"},
+    "model": {"hidden_layers": 1, "width": 8},
+    "training": {"max_epochs": 2, "batch_size": 32},
+    "search": {"seeds": 2},
+}
 
 
 @pytest.fixture
@@ -42,10 +46,16 @@ def trial_ids(store) -> list[str]:
 
 
 def _result(status: str, epochs: int, **extra) -> TrialResult:
-    return TrialResult(status=status, metrics={"test_accuracy": 0.5, "test_loss": 1.0},
-                       history=[{"epoch": e} for e in range(1, epochs + 1)],
-                       timings={"data": 0.0, "compile": 0.0, "train": 0.01, "total": 0.01},
-                       n_params=10, environment={}, epochs_run=epochs, **extra)
+    return TrialResult(
+        status=status,
+        metrics={"test_accuracy": 0.5, "test_loss": 1.0},
+        history=[{"epoch": e} for e in range(1, epochs + 1)],
+        timings={"data": 0.0, "compile": 0.0, "train": 0.01, "total": 0.01},
+        n_params=10,
+        environment={},
+        epochs_run=epochs,
+        **extra,
+    )
 
 
 def _epochs_then(status: str, epochs: int = 2):
@@ -54,6 +64,7 @@ def _epochs_then(status: str, epochs: int = 2):
             if on_epoch(e, {"epoch": e, "train_loss": 1.0 / e, "val_loss": 1.0, "seconds": 0.0}):
                 return _result("CANCELLED", e)
         return _result(status, epochs, diverged_epoch=epochs if status == "DIVERGED" else None)
+
     return train
 
 
@@ -157,8 +168,12 @@ def test_real_engine_trains_a_tiny_trial(store, trial_ids):
 
 
 # ---------------------------------------------------------------- packs
-PACK_SPEC = {**SPEC, "name": "pack-test", "training": {"max_epochs": 4, "batch_size": 32},
-             "search": {"seeds": 5}}
+PACK_SPEC = {
+    **SPEC,
+    "name": "pack-test",
+    "training": {"max_epochs": 4, "batch_size": 32},
+    "search": {"seeds": 5},
+}
 
 
 @pytest.fixture
@@ -255,9 +270,13 @@ def test_a_pack_survives_divergence_failure_cancellation_and_a_lost_member(store
     train = StandInPack({0: "diverge@2", 1: "fail"}, hooks={2: cancel_seed_2, 3: lose_seed_3})
     states = run_pack(pack_ids, store, worker="w1", train_fn=train)
 
-    assert states == {by_seed[0]: TrialState.DIVERGED, by_seed[1]: TrialState.FAILED,
-                      by_seed[2]: TrialState.CANCELLED, by_seed[3]: None,
-                      by_seed[4]: TrialState.COMPLETE}
+    assert states == {
+        by_seed[0]: TrialState.DIVERGED,
+        by_seed[1]: TrialState.FAILED,
+        by_seed[2]: TrialState.CANCELLED,
+        by_seed[3]: None,
+        by_seed[4]: TrialState.COMPLETE,
+    }
     assert train.calls == [[0, 1, 2, 3, 4]]
     assert len(writes) == 4  # one metrics write per epoch for the whole pack
     assert writes[1] == sorted(pack_ids) and by_seed[0] not in writes[2]
@@ -279,7 +298,8 @@ def test_a_pack_survives_divergence_failure_cancellation_and_a_lost_member(store
 
 
 def test_fast_epochs_are_written_together_first_at_once_all_before_the_end(
-        store, pack_ids, monkeypatch):
+    store, pack_ids, monkeypatch
+):
     monkeypatch.setattr(pack_epochs, "METRICS_INTERVAL_S", 3600.0)  # no epoch is ever slow enough
     by_seed = {_seed(store, t): t for t in pack_ids}
     seen = {}
@@ -329,6 +349,7 @@ def test_a_pack_of_fast_epochs_checks_nothing_of_its_own(store, pack_ids, monkey
         def counting(*args, _name=name, _real=real, **kwargs):
             calls.append(_name)
             return _real(*args, **kwargs)
+
         setattr(store, name, counting)
     states = run_pack(pack_ids, store, worker="w1", train_fn=StandInPack(epochs=5))
     assert set(states.values()) == {TrialState.COMPLETE}
@@ -371,8 +392,9 @@ def test_a_stored_curve_is_the_results_history_and_is_written_once(store, pack_i
     states = run_pack(pack_ids, store, worker="w1", train_fn=StandInPack(epochs=3))
     assert set(states.values()) == {TrialState.COMPLETE}
     with sqlite3.connect(store.path) as db:
-        assert db.execute("SELECT count(*) FROM trials WHERE json_extract(result, '$.history') "
-                          "IS NOT NULL").fetchone() == (0,)
+        assert db.execute(
+            "SELECT count(*) FROM trials WHERE json_extract(result, '$.history') IS NOT NULL"
+        ).fetchone() == (0,)
     for tid in pack_ids:
         t = store.get_trial(tid)
         assert [m["epoch"] for m in t.metrics] == [1, 2, 3]
@@ -380,8 +402,9 @@ def test_a_stored_curve_is_the_results_history_and_is_written_once(store, pack_i
         assert t.to_dict()["result"]["history"] == t.metrics
 
 
-def test_a_result_keeps_its_history_when_the_curve_could_not_be_stored(store, pack_ids,
-                                                                       monkeypatch):
+def test_a_result_keeps_its_history_when_the_curve_could_not_be_stored(
+    store, pack_ids, monkeypatch
+):
     """Every curve write fails, the end's retries too: the final states still land, each
     result with the whole history the engine returned."""
     from dnnframe.exceptions import StoreError
@@ -409,7 +432,9 @@ def test_an_engine_exception_fails_every_member_with_the_traceback(store, pack_i
     assert states == dict.fromkeys(pack_ids[:3], TrialState.FAILED)
     for tid in pack_ids[:3]:
         t = store.get_trial(tid)
-        assert "Traceback" in t.error and "RuntimeError: out of memory in the packed graph" in t.error
+        assert (
+            "Traceback" in t.error and "RuntimeError: out of memory in the packed graph" in t.error
+        )
         assert len(t.metrics) == 1
     assert store.get_trial(pack_ids[3]).state is TrialState.QUEUED
 
@@ -433,7 +458,11 @@ def test_a_redelivered_pack_runs_only_its_unfinished_members(store, pack_ids):
     assert store.claim_trial(running_elsewhere, "alive") is not None
     train = StandInPack(epochs=2)
     states = run_pack(pack_ids, store, worker="w", train_fn=train)
-    assert states == {done: None, running_elsewhere: None, **dict.fromkeys(todo, TrialState.COMPLETE)}
+    assert states == {
+        done: None,
+        running_elsewhere: None,
+        **dict.fromkeys(todo, TrialState.COMPLETE),
+    }
     assert train.calls == [[_seed(store, t) for t in todo]]
     assert store.get_trial(done) == before
     assert store.get_trial(running_elsewhere).worker == "alive"
@@ -454,8 +483,9 @@ def test_the_heartbeat_thread_beats_during_a_long_compile(store, pack_ids):
             time.sleep(0.01)
         return [_result("COMPLETE", 0) for _ in configs]
 
-    states = run_pack(pack_ids[:2], store, worker="w", train_fn=slow_compile,
-                      heartbeat_interval_s=0.05)
+    states = run_pack(
+        pack_ids[:2], store, worker="w", train_fn=slow_compile, heartbeat_interval_s=0.05
+    )
     assert set(states.values()) == {TrialState.COMPLETE}
 
 

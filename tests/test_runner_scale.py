@@ -32,24 +32,44 @@ def assert_every_epoch_stored(store, experiment_id: str, epochs: int, n: int) ->
 
 @pytest.mark.slow
 def test_a_pack_of_10000_trials_stores_every_epoch_of_every_member(tmp_path):
-    store, eid, ids = stored_sweep(tmp_path, {
-        "name": "ten-thousand", "dataset": {"name": "iris"},
-        "model": {"hidden_layers": 1, "width": 2},
-        "training": {"optimizer": "sgd", "learning_rate": {"grid": [0.01, 0.1]},
-                     "batch_size": 64, "max_epochs": 3, "early_stopping": None},
-        "search": {"seeds": 5000}})
+    store, eid, ids = stored_sweep(
+        tmp_path,
+        {
+            "name": "ten-thousand",
+            "dataset": {"name": "iris"},
+            "model": {"hidden_layers": 1, "width": 2},
+            "training": {
+                "optimizer": "sgd",
+                "learning_rate": {"grid": [0.01, 0.1]},
+                "batch_size": 64,
+                "max_epochs": 3,
+                "early_stopping": None,
+            },
+            "search": {"seeds": 5000},
+        },
+    )
     states = run_pack(ids, store, worker="w")
     assert len(states) == 10_000 and set(states.values()) == {TrialState.COMPLETE}
     assert_every_epoch_stored(store, eid, 3, 10_000)
 
 
 def test_400_epochs_are_each_stored_once(tmp_path):
-    store, eid, ids = stored_sweep(tmp_path, {
-        "name": "long", "dataset": {"name": "iris"},
-        "model": {"hidden_layers": 2, "width": 4},
-        "training": {"optimizer": "adam", "learning_rate": {"grid": [0.001, 0.003]},
-                     "batch_size": 64, "max_epochs": 400, "early_stopping": None},
-        "search": {"seeds": 2}})
+    store, eid, ids = stored_sweep(
+        tmp_path,
+        {
+            "name": "long",
+            "dataset": {"name": "iris"},
+            "model": {"hidden_layers": 2, "width": 4},
+            "training": {
+                "optimizer": "adam",
+                "learning_rate": {"grid": [0.001, 0.003]},
+                "batch_size": 64,
+                "max_epochs": 400,
+                "early_stopping": None,
+            },
+            "search": {"seeds": 2},
+        },
+    )
     states = run_pack(ids, store, worker="w")
     assert set(states.values()) == {TrialState.COMPLETE}
     assert_every_epoch_stored(store, eid, 400, 4)

@@ -565,39 +565,59 @@ def test_unknown_key_with_nothing_close_has_no_suggestion():
         ({"dataset": "iris", "wïdth": 1}, "wïdth", None),
         (spec(model={"drop-out": 0.1}), "model.drop-out", "'dropout'"),
         (spec(model={"width[1]": 8}), "model['width[1]']", "'width'"),
-        (spec(training={"early_stopping": {"pa-tience": 3}}),
-         "training.early_stopping.pa-tience", "'patience'"),
+        (
+            spec(training={"early_stopping": {"pa-tience": 3}}),
+            "training.early_stopping.pa-tience",
+            "'patience'",
+        ),
     ],
 )
 def test_unknown_keys_spelt_like_paths_are_named_where_they_are(doc, path, suggestion):
     errs = [e for e in errors_of(doc) if e["path"] == path]
     assert len(errs) == 1, errors_of(doc)
     assert errs[0]["message"] == "unknown key (not part of the spec format)" + (
-        f"; did you mean {suggestion}?" if suggestion else "")
+        f"; did you mean {suggestion}?" if suggestion else ""
+    )
 
 
 def test_validate_names_an_odd_key_of_a_yaml_file(tmp_path):
     f = tmp_path / "noted.yaml"
     f.write_text("dataset: iris\nx-note: 1\n")
-    done = subprocess.run([sys.executable, "-m", "dnnframe.cli", "validate", str(f)],
-                          capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-m", "dnnframe.cli", "validate", str(f)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert f"{f}: x-note: unknown key" in done.stderr
 
 
 def test_an_invalid_top_level_field_hides_no_other_error():
-    doc = spec(model={"activation": "nope", "width": -1, "hidden_layers": {"grid": [1, "x"]}},
-               training={"optimizer": "x", "learning_rate": -1}, search={"seeds": "many"})
+    doc = spec(
+        model={"activation": "nope", "width": -1, "hidden_layers": {"grid": [1, "x"]}},
+        training={"optimizer": "x", "learning_rate": -1},
+        search={"seeds": "many"},
+    )
     doc["name"] = "n" * 300
     assert {e["path"] for e in errors_of(doc)} == {
-        "name", "search.seeds", "model.activation", "model.width",
-        "model.hidden_layers.grid[1]", "training.optimizer", "training.learning_rate"}
+        "name",
+        "search.seeds",
+        "model.activation",
+        "model.width",
+        "model.hidden_layers.grid[1]",
+        "training.optimizer",
+        "training.learning_rate",
+    }
 
 
 def test_a_field_set_aside_adds_no_error_of_its_own():
     # the objective is set aside; its default (accuracy) must not be blamed on a regression
-    doc = {"dataset": "diabetes", "model": {"loss": "squared_error"},
-           "search": {"objective": {"metric": "bogus"}}}
+    doc = {
+        "dataset": "diabetes",
+        "model": {"loss": "squared_error"},
+        "search": {"objective": {"metric": "bogus"}},
+    }
     assert [e["path"] for e in errors_of(doc)] == ["search.objective.metric"]
 
 
@@ -608,8 +628,15 @@ def test_a_json_spec_is_read_by_the_json_parser(tmp_path, monkeypatch):
         raise AssertionError("a JSON document went to the YAML parser")
 
     grid = tmp_path / "grid.json"
-    grid.write_text(json.dumps({"dataset": "iris", "learning_rate_note": 1e-3,
-                                "model": {"width": {"grid": list(range(1, 600_001))}}}))
+    grid.write_text(
+        json.dumps(
+            {
+                "dataset": "iris",
+                "learning_rate_note": 1e-3,
+                "model": {"width": {"grid": list(range(1, 600_001))}},
+            }
+        )
+    )
     monkeypatch.setattr(yaml, "load", no_yaml)
     data = parse_spec_text(grid.read_text())
     assert data["learning_rate_note"] == 0.001 and len(data["model"]["width"]["grid"]) == 600_000
@@ -636,8 +663,12 @@ def test_over_cap_grid_is_refused_before_its_values_are_checked(monkeypatch):
     from dnnframe.spec import validate
 
     looked_at = []
-    for step in ("_check_listed_values", "_check_plain_values", "_check_space_values",
-                 "_check_combinations"):
+    for step in (
+        "_check_listed_values",
+        "_check_plain_values",
+        "_check_space_values",
+        "_check_combinations",
+    ):
         monkeypatch.setattr(validate, step, lambda *args, _step=step: looked_at.append(_step))
     doc = spec(model={"width": {"grid": [-1] * 600_000}})
     errs = errors_of(doc)
@@ -651,8 +682,12 @@ def test_over_cap_grid_is_refused_before_its_values_are_checked(monkeypatch):
     ]
     # under a higher cap the same grid does reach them (stubbed here, so it goes through)
     parse_spec({**doc, "search": {"max_trials": 1_000_000}})
-    assert looked_at == ["_check_listed_values", "_check_plain_values", "_check_space_values",
-                         "_check_combinations"]
+    assert looked_at == [
+        "_check_listed_values",
+        "_check_plain_values",
+        "_check_space_values",
+        "_check_combinations",
+    ]
 
 
 def test_error_listing_is_capped_at_twenty_with_the_rest_counted():
@@ -727,7 +762,8 @@ def test_yaml_values_that_are_not_json_are_refused(tmp_path, yaml_value):
 def test_residual_true_and_false_keep_their_meaning():
     def residual_of(value):
         return TrialConfig.model_validate(
-            {"dataset": {"name": "iris"}, "model": {"residual": value}}).model.residual
+            {"dataset": {"name": "iris"}, "model": {"residual": value}}
+        ).model.residual
 
     assert residual_of(True) == "identity"
     assert residual_of(False) == "none"
@@ -738,45 +774,73 @@ def test_trial_ids_of_configs_without_the_new_options_are_unchanged():
     # ids computed by the spec format before normalisation, scaled residuals, clipping,
     # schedules and the divergence bound existed (engine version 1): options at their
     # defaults leave a config's text, and so its id under one engine version, unchanged
-    for model, old_id in (({"hidden_layers": 3, "width": 8, "residual": True},
-                           "t-3e38a6b8c3348e8ec996131f"),
-                          ({"hidden_layers": 3, "width": 8}, "t-ff276c6d9df28e9cf8674495"),
-                          ({"hidden_layers": 3, "width": 8, "residual": "none",
-                            "normalization": "none"}, "t-ff276c6d9df28e9cf8674495")):
-        config = TrialConfig.model_validate({"dataset": {"name": "iris"}, "model": model,
-                                             "seed": 1})
+    for model, old_id in (
+        ({"hidden_layers": 3, "width": 8, "residual": True}, "t-3e38a6b8c3348e8ec996131f"),
+        ({"hidden_layers": 3, "width": 8}, "t-ff276c6d9df28e9cf8674495"),
+        (
+            {"hidden_layers": 3, "width": 8, "residual": "none", "normalization": "none"},
+            "t-ff276c6d9df28e9cf8674495",
+        ),
+    ):
+        config = TrialConfig.model_validate(
+            {"dataset": {"name": "iris"}, "model": model, "seed": 1}
+        )
         assert trial_id(config, "fp", engine_version="1") == old_id
-    new = TrialConfig.model_validate({"dataset": {"name": "iris"}, "seed": 1,
-                                      "model": {"hidden_layers": 3, "width": 8,
-                                                "residual": "rezero"}})
-    assert trial_id(new, "fp", engine_version="1") not in ("t-3e38a6b8c3348e8ec996131f",
-                                                           "t-ff276c6d9df28e9cf8674495")
+    new = TrialConfig.model_validate(
+        {
+            "dataset": {"name": "iris"},
+            "seed": 1,
+            "model": {"hidden_layers": 3, "width": 8, "residual": "rezero"},
+        }
+    )
+    assert trial_id(new, "fp", engine_version="1") not in (
+        "t-3e38a6b8c3348e8ec996131f",
+        "t-ff276c6d9df28e9cf8674495",
+    )
 
 
 def test_design_options_expand_as_grids():
-    doc = spec(model={"residual": {"grid": ["identity", "rezero", "scaled"]},
-                      "normalization": {"grid": ["none", "layer"]}},
-               training={"grad_clip": 1.0, "lr_schedule": {"kind": "cosine",
-                                                          "warmup_epochs": {"grid": [0, 2]}}})
+    doc = spec(
+        model={
+            "residual": {"grid": ["identity", "rezero", "scaled"]},
+            "normalization": {"grid": ["none", "layer"]},
+        },
+        training={
+            "grad_clip": 1.0,
+            "lr_schedule": {"kind": "cosine", "warmup_epochs": {"grid": [0, 2]}},
+        },
+    )
     trials = list(expand(parse_spec(doc)))
     assert len(trials) == 12
-    assert {(t.model.residual, t.model.normalization, t.training.lr_schedule.warmup_epochs)
-            for t in trials} == set(itertools.product(["identity", "rezero", "scaled"],
-                                                      ["none", "layer"], [0, 2]))
+    assert {
+        (t.model.residual, t.model.normalization, t.training.lr_schedule.warmup_epochs)
+        for t in trials
+    } == set(itertools.product(["identity", "rezero", "scaled"], ["none", "layer"], [0, 2]))
     assert parse_spec(spec(training={"lr_schedule": "step"})).training["lr_schedule"] == "step"
 
 
-@pytest.mark.parametrize("model, training, path, fragment", [
-    ({"residual": "skip"}, {}, "model.residual", "'none', 'identity', 'rezero' or 'scaled'"),
-    ({"normalization": "group"}, {}, "model.normalization", "'none', 'batch' or 'layer'"),
-    ({"norm_position": "pre"}, {}, "model", "norm_position: pre needs a normalization"),
-    ({"residual_learnable": True, "residual": "identity"}, {}, "model",
-     "residual_learnable applies to residual: scaled only"),
-    ({}, {"grad_clip": 0}, "training.grad_clip", "greater than 0"),
-    ({}, {"lr_schedule": "linear"}, "training.lr_schedule.kind", "'none', 'cosine' or 'step'"),
-    ({}, {"lr_schedule": {"kind": "step", "step_factor": 2}},
-     "training.lr_schedule.step_factor", "less than or equal to 1"),
-])
+@pytest.mark.parametrize(
+    "model, training, path, fragment",
+    [
+        ({"residual": "skip"}, {}, "model.residual", "'none', 'identity', 'rezero' or 'scaled'"),
+        ({"normalization": "group"}, {}, "model.normalization", "'none', 'batch' or 'layer'"),
+        ({"norm_position": "pre"}, {}, "model", "norm_position: pre needs a normalization"),
+        (
+            {"residual_learnable": True, "residual": "identity"},
+            {},
+            "model",
+            "residual_learnable applies to residual: scaled only",
+        ),
+        ({}, {"grad_clip": 0}, "training.grad_clip", "greater than 0"),
+        ({}, {"lr_schedule": "linear"}, "training.lr_schedule.kind", "'none', 'cosine' or 'step'"),
+        (
+            {},
+            {"lr_schedule": {"kind": "step", "step_factor": 2}},
+            "training.lr_schedule.step_factor",
+            "less than or equal to 1",
+        ),
+    ],
+)
 def test_bad_design_options_name_the_field(model, training, path, fragment):
     errors = errors_of(spec(model=model, training=training))
     assert any(e["path"] == path and fragment in e["message"] for e in errors), errors
@@ -787,7 +851,13 @@ def test_lr_schedule_factors():
 
     cosine = LrSchedule(kind="cosine", warmup_epochs=2)
     assert [round(cosine.factor(e, 6), 4) for e in range(1, 7)] == [
-        0.3333, 0.6667, 1.0, 0.8536, 0.5, 0.1464]
+        0.3333,
+        0.6667,
+        1.0,
+        0.8536,
+        0.5,
+        0.1464,
+    ]
     step = LrSchedule(kind="step", step_epochs=2, step_factor=0.5)
     assert [step.factor(e, 10) for e in range(1, 6)] == [1.0, 1.0, 0.5, 0.5, 0.25]
     assert LrSchedule().factor(7, 10) == 1.0
@@ -810,8 +880,10 @@ AGREEMENT = [
     ({"dataset": {}}, False),
     ({"dataset": "iris", "model": {"residual": True}}, True),
     ({"dataset": "iris", "training": {"lr_schedule": "cosine"}}, True),
-    ({"dataset": "iris", "training": {"lr_schedule": {"grid": ["cosine", {"kind": "step"}]}}},
-     True),
+    (
+        {"dataset": "iris", "training": {"lr_schedule": {"grid": ["cosine", {"kind": "step"}]}}},
+        True,
+    ),
     ({"dataset": {"name": "moons", "params": {"n_samples": {"grid": [100, 200]}}}}, True),
     ({"dataset": {"name": "moons", "params": {"grid": [{}]}}}, False),
     ({"dataset": "iris", "model": {"grid": [{"width": 4}, {"width": 8}]}}, True),
@@ -848,8 +920,10 @@ def test_json_types_refuse_what_a_file_may_spell_as_text():
     parse_spec(doc)  # YAML reads 1e-3 as a string: files stay lax
     with pytest.raises(SpecError) as info:
         parse_spec(doc, json_types=True)
-    assert {e["path"] for e in info.value.errors} == {"training.learning_rate",
-                                                      "model.hidden_layers"}
+    assert {e["path"] for e in info.value.errors} == {
+        "training.learning_rate",
+        "model.hidden_layers",
+    }
     # 2.0 is an integer in JSON; the spec keeps what was written, so its id is the same
     whole = spec(model={"hidden_layers": 2.0, "width": {"int_range": [4.0, 8]}})
     assert parse_spec(whole, json_types=True).experiment_id == parse_spec(whole).experiment_id
@@ -857,11 +931,13 @@ def test_json_types_refuse_what_a_file_may_spell_as_text():
 
 def test_web_json_schema_leaves_out_server_files():
     assert "path" in spec_json_schema()["$defs"]["DatasetConfig"]["properties"]
-    assert "path" not in spec_json_schema(server_files=False)["$defs"]["DatasetConfig"][
-        "properties"]
+    assert (
+        "path" not in spec_json_schema(server_files=False)["$defs"]["DatasetConfig"]["properties"]
+    )
 
 
 def test_a_space_over_the_whole_training_section_takes_search_max_epochs():
-    doc = spec(training={"grid": [{"max_epochs": 3}, {"learning_rate": 0.1}]},
-               search={"max_epochs": 7})
+    doc = spec(
+        training={"grid": [{"max_epochs": 3}, {"learning_rate": 0.1}]}, search={"max_epochs": 7}
+    )
     assert [t.training.max_epochs for t in expand(parse_spec(doc))] == [7, 7]

@@ -10,8 +10,13 @@ from dnnframe.spec.models import TrialConfig
 
 
 def doc(seed, lr=0.01, **extra):
-    return {"dataset": {"name": "iris"}, "model": {"hidden_layers": 2, "width": 8},
-            "training": {"learning_rate": lr, "max_epochs": 3}, "seed": seed, **extra}
+    return {
+        "dataset": {"name": "iris"},
+        "model": {"hidden_layers": 2, "width": 8},
+        "training": {"learning_rate": lr, "max_epochs": 3},
+        "seed": seed,
+        **extra,
+    }
 
 
 def test_equals_validating_each_document():
@@ -20,7 +25,8 @@ def test_equals_validating_each_document():
     assert got == [TrialConfig.model_validate(d) for d in docs]
     assert [c.seed for c in got] == [d["seed"] for d in docs]
     assert [c.model_dump(mode="json") for c in got] == [
-        TrialConfig.model_validate(d).model_dump(mode="json") for d in docs]
+        TrialConfig.model_validate(d).model_dump(mode="json") for d in docs
+    ]
 
 
 @pytest.mark.parametrize("seed", [-1, 2**32, True, 1.5, "3", None])

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import tiers
 
-SUITE = '''
+SUITE = """
 import pytest
 from tiers import skip_optional
 
@@ -49,7 +49,7 @@ def test_known_bug():
 @pytest.mark.browser
 def test_in_chromium():
     pass
-'''
+"""
 
 
 @pytest.fixture
@@ -77,13 +77,16 @@ def test_a_fixture_and_a_parameter_put_the_service_markers_on(suite):
 def test_a_missing_service_skips_naming_it(suite):
     result = suite.runpytest("-p", "tiers", "-rs")
     result.assert_outcomes(passed=4, skipped=5, xfailed=1)
-    skipped = sorted(line.split(": ", 1)[1] for line in result.outlines
-                     if line.startswith("SKIPPED"))
-    assert skipped == ["/usr/bin/chromium is missing",
-                       "RabbitMQ is not reachable at amqp://nowhere//",
-                       "a condition of this machine",
-                       "no MongoDB server: DNNFRAME_TEST_MONGODB_URL is unset",
-                       "no usable GPU: device=cuda but no NVIDIA driver"]
+    skipped = sorted(
+        line.split(": ", 1)[1] for line in result.outlines if line.startswith("SKIPPED")
+    )
+    assert skipped == [
+        "/usr/bin/chromium is missing",
+        "RabbitMQ is not reachable at amqp://nowhere//",
+        "a condition of this machine",
+        "no MongoDB server: DNNFRAME_TEST_MONGODB_URL is unset",
+        "no usable GPU: device=cuda but no NVIDIA driver",
+    ]
     assert result.ret == pytest.ExitCode.OK
 
 
@@ -93,18 +96,24 @@ def test_under_ci_only_the_documented_skips_remain_skips(suite, monkeypatch):
     # a skip in setup (Chromium, the skipif) is an error, one in the call a failure; MongoDB
     # and the GPU stay skipped
     result.assert_outcomes(passed=4, skipped=2, failed=1, errors=2, xfailed=1)
-    result.stdout.fnmatch_lines([
-        "*ERROR at setup of test_skipped_by_a_marker*",
-        "skipped under CI (DNNFRAME_TEST_CI=1)*: a condition of this machine",
-        "*ERROR at setup of test_in_chromium*",
-        "skipped under CI (DNNFRAME_TEST_CI=1)*: /usr/bin/chromium is missing",
-        "*test_service_missing*",
-        "skipped under CI (DNNFRAME_TEST_CI=1)*: RabbitMQ is not reachable at amqp://nowhere//",
-    ], consecutive=False)
-    skipped = sorted(line.split(": ", 1)[1] for line in result.outlines
-                     if line.startswith("SKIPPED"))
-    assert skipped == ["no MongoDB server: DNNFRAME_TEST_MONGODB_URL is unset",
-                       "no usable GPU: device=cuda but no NVIDIA driver"]
+    result.stdout.fnmatch_lines(
+        [
+            "*ERROR at setup of test_skipped_by_a_marker*",
+            "skipped under CI (DNNFRAME_TEST_CI=1)*: a condition of this machine",
+            "*ERROR at setup of test_in_chromium*",
+            "skipped under CI (DNNFRAME_TEST_CI=1)*: /usr/bin/chromium is missing",
+            "*test_service_missing*",
+            "skipped under CI (DNNFRAME_TEST_CI=1)*: RabbitMQ is not reachable at amqp://nowhere//",
+        ],
+        consecutive=False,
+    )
+    skipped = sorted(
+        line.split(": ", 1)[1] for line in result.outlines if line.startswith("SKIPPED")
+    )
+    assert skipped == [
+        "no MongoDB server: DNNFRAME_TEST_MONGODB_URL is unset",
+        "no usable GPU: device=cuda but no NVIDIA driver",
+    ]
     assert result.ret == pytest.ExitCode.TESTS_FAILED
 
 

@@ -21,13 +21,21 @@ def test_units() -> None:
     assert unit_of("tests/deployment/test_z.py::test_c") == "tests/deployment/test_z.py"
 
 
-def test_files_and_the_docker_tests_each_go_to_one_worker(pytester: pytest.Pytester,
-                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+def test_files_and_the_docker_tests_each_go_to_one_worker(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
     here = str(Path(__file__).resolve().parent)  # where the plugin is
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [here, os.environ.get("PYTHONPATH")])))
+    monkeypatch.setenv(
+        "PYTHONPATH", os.pathsep.join(filter(None, [here, os.environ.get("PYTHONPATH")]))
+    )
     pytester.makeconftest('pytest_plugins = ["xdist_units"]\n')
-    for path in ("tests/deploy/test_build.py", "tests/deploy/test_stack.py",
-                 "tests/test_one.py", "tests/test_two.py", "tests/test_three.py"):
+    for path in (
+        "tests/deploy/test_build.py",
+        "tests/deploy/test_stack.py",
+        "tests/test_one.py",
+        "tests/test_two.py",
+        "tests/test_three.py",
+    ):
         (pytester.path / path).parent.mkdir(parents=True, exist_ok=True)
         (pytester.path / path).write_text(TESTS)
     result = pytester.runpytest_subprocess("-n", "2", "-v", "tests")
@@ -36,7 +44,11 @@ def test_files_and_the_docker_tests_each_go_to_one_worker(pytester: pytest.Pytes
     for line in result.stdout.lines:
         if m := re.match(r"\[(gw\d)\] .*PASSED (\S+)::", line):
             workers[unit_of(m.group(2))].add(m.group(1))
-    assert set(workers) == {DOCKER_UNIT, "tests/test_one.py", "tests/test_two.py",
-                            "tests/test_three.py"}, result.stdout.str()
+    assert set(workers) == {
+        DOCKER_UNIT,
+        "tests/test_one.py",
+        "tests/test_two.py",
+        "tests/test_three.py",
+    }, result.stdout.str()
     assert all(len(ws) == 1 for ws in workers.values()), dict(workers)
     assert {w for ws in workers.values() for w in ws} == {"gw0", "gw1"}  # both worked

@@ -72,8 +72,10 @@ def under_ci() -> bool:
 def chromium_missing() -> str | None:
     if CHROMIUM.is_file():
         return None
-    return (f"{CHROMIUM} is missing: install Debian's chromium package "
-            "(apt-get install chromium; .ci/run does this)")
+    return (
+        f"{CHROMIUM} is missing: install Debian's chromium package "
+        "(apt-get install chromium; .ci/run does this)"
+    )
 
 
 @functools.cache
@@ -131,8 +133,9 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 
 
 def _ci_failure(reason: str) -> str:
-    return (f"skipped under CI ({CI_VARIABLE}=1), where every service it needs is installed: "
-            f"{reason}")
+    return (
+        f"skipped under CI ({CI_VARIABLE}=1), where every service it needs is installed: {reason}"
+    )
 
 
 def _skip_reason(longrepr: object) -> str:
@@ -142,8 +145,7 @@ def _skip_reason(longrepr: object) -> str:
 
 
 @pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_makereport(item: pytest.Item,
-                              call: pytest.CallInfo) -> Iterator[None]:
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Iterator[None]:
     outcome = yield
     report = outcome.get_result()
     if not report.skipped or hasattr(report, "wasxfail"):

@@ -49,6 +49,9 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     if not os.environ.get("PYTEST_XDIST_WORKER"):
         return  # a run in one process keeps the collection order
-    heavy = {unit_of(item.nodeid) for item in items
-             if any(item.get_closest_marker(name) for name in _HEAVY)}
+    heavy = {
+        unit_of(item.nodeid)
+        for item in items
+        if any(item.get_closest_marker(name) for name in _HEAVY)
+    }
     items.sort(key=lambda item: unit_of(item.nodeid) not in heavy)  # stable: files stay whole

@@ -43,6 +43,7 @@ def trial_rows(store: ResultStore, experiment_id: str) -> list[dict[str, Any]]:
 
 def varied_columns(rows: Sequence[dict[str, Any]]) -> list[str]:
     """Config columns that take more than one value across ``rows`` (what the sweep swept)."""
+
     def varies(column: str) -> bool:
         # all of one type and equal to the first, as repr would tell (1, 1.0 and True
         # differ), counted by C loops instead of writing every value out
@@ -56,8 +57,12 @@ def varied_columns(rows: Sequence[dict[str, Any]]) -> list[str]:
 _finite = is_number
 
 
-def aggregate(rows: Iterable[dict[str, Any]], by: str | Sequence[str], metric: str,
-              states: Sequence[str] | None = (_SCORED,)) -> list[dict[str, Any]]:
+def aggregate(
+    rows: Iterable[dict[str, Any]],
+    by: str | Sequence[str],
+    metric: str,
+    states: Sequence[str] | None = (_SCORED,),
+) -> list[dict[str, Any]]:
     """Group rows by ``by`` and summarise ``metric``: n, mean, std (sample; 0 for n=1), min, max.
 
     Rows whose metric is missing/non-finite or whose state is not in ``states`` (None: any)
@@ -72,17 +77,30 @@ def aggregate(rows: Iterable[dict[str, Any]], by: str | Sequence[str], metric: s
         if _finite(v):
             groups[tuple(r.get(k) for k in keys)].append(float(v))
     out = []
-    for key in sorted(groups, key=lambda k: tuple((x is None, x if not isinstance(x, str) else 0, str(x)) for x in k)):
+    for key in sorted(
+        groups,
+        key=lambda k: tuple((x is None, x if not isinstance(x, str) else 0, str(x)) for x in k),
+    ):
         vals = groups[key]
-        out.append({**dict(zip(keys, key)), "metric": metric, "n": len(vals),
-                    "mean": statistics.fmean(vals),
-                    "std": statistics.stdev(vals) if len(vals) > 1 else 0.0,
-                    "min": min(vals), "max": max(vals)})
+        out.append(
+            {
+                **dict(zip(keys, key)),
+                "metric": metric,
+                "n": len(vals),
+                "mean": statistics.fmean(vals),
+                "std": statistics.stdev(vals) if len(vals) > 1 else 0.0,
+                "min": min(vals),
+                "max": max(vals),
+            }
+        )
     return out
 
 
-def aggregate_by_depth(rows: Iterable[dict[str, Any]], metric: str = DEFAULT_OBJECTIVE_METRIC,
-                       states: Sequence[str] | None = (_SCORED,)) -> list[dict[str, Any]]:
+def aggregate_by_depth(
+    rows: Iterable[dict[str, Any]],
+    metric: str = DEFAULT_OBJECTIVE_METRIC,
+    states: Sequence[str] | None = (_SCORED,),
+) -> list[dict[str, Any]]:
     """:func:`aggregate` by ``hidden_layers``: mean and spread of ``metric`` at each depth."""
     return aggregate(rows, "hidden_layers", metric, states)
 
@@ -106,7 +124,9 @@ def linear_fit(xs: Sequence[float], ys: Sequence[float]) -> LinearFit:
     and fitted exactly). Needs at least two distinct x values."""
     pts = [(float(x), float(y)) for x, y in zip(xs, ys) if _finite(x) and _finite(y)]
     if len({x for x, _ in pts}) < 2:
-        raise ValueError(f"a linear fit needs at least two distinct x values, but got {sorted({x for x, _ in pts})}")
+        raise ValueError(
+            f"a linear fit needs at least two distinct x values, but got {sorted({x for x, _ in pts})}"
+        )
     n = len(pts)
     mx = sum(x for x, _ in pts) / n
     my = sum(y for _, y in pts) / n
@@ -123,14 +143,22 @@ def linear_fit(xs: Sequence[float], ys: Sequence[float]) -> LinearFit:
 def time_vs_depth_fit(rows: Iterable[dict[str, Any]], metric: str = "train_seconds") -> LinearFit:
     """Linear fit of a timing (``train_seconds`` or ``compile_seconds``) against hidden layers
     over every COMPLETE trial."""
-    pts = [(r["hidden_layers"], r[metric]) for r in rows
-           if r.get("state") == _SCORED and _finite(r.get(metric)) and _finite(r.get("hidden_layers"))]
+    pts = [
+        (r["hidden_layers"], r[metric])
+        for r in rows
+        if r.get("state") == _SCORED and _finite(r.get(metric)) and _finite(r.get("hidden_layers"))
+    ]
     return linear_fit([p[0] for p in pts], [p[1] for p in pts])
 
 
-def markdown_table(rows: Sequence[dict[str, Any]], columns: Sequence[str],
-                   headers: Sequence[str] | None = None, floatfmt: str = ".4f") -> str:
+def markdown_table(
+    rows: Sequence[dict[str, Any]],
+    columns: Sequence[str],
+    headers: Sequence[str] | None = None,
+    floatfmt: str = ".4f",
+) -> str:
     """A GitHub-flavoured markdown table of ``columns`` (floats formatted with ``floatfmt``)."""
+
     def fmt(v: Any) -> str:
         if v is None:
             return ""
@@ -163,7 +191,9 @@ def first_builds(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 # --------------------------------------------------------------------------- figures
-def figures(rows: Sequence[dict[str, Any]], metric: str = DEFAULT_OBJECTIVE_METRIC) -> dict[str, Any]:
+def figures(
+    rows: Sequence[dict[str, Any]], metric: str = DEFAULT_OBJECTIVE_METRIC
+) -> dict[str, Any]:
     """The report's plotly figures keyed by name: ``depth_metric``, ``depth_time``,
     ``depth_compile`` and ``learning_curves`` (those with no data are left out).
 
@@ -176,62 +206,122 @@ def figures(rows: Sequence[dict[str, Any]], metric: str = DEFAULT_OBJECTIVE_METR
     figs: dict[str, Any] = {}
     done = [r for r in rows if r.get("state") == _SCORED]
 
-    def depth_figure(pts_rows: list[dict[str, Any]], column: str, title: str, ytitle: str,
-                     fit: bool) -> Any | None:
+    def depth_figure(
+        pts_rows: list[dict[str, Any]], column: str, title: str, ytitle: str, fit: bool
+    ) -> Any | None:
         agg = aggregate_by_depth(pts_rows, column)
         if not agg:
             return None
         fig = go.Figure()
         pts = [r for r in pts_rows if _finite(r.get(column))]
-        fig.add_trace(go.Scatter(x=[r["hidden_layers"] for r in pts], y=[r[column] for r in pts],
-                                 mode="markers", name="trials", opacity=0.45,
-                                 text=[f"{r['trial_id']} seed={r['seed']}" for r in pts]))
-        fig.add_trace(go.Scatter(x=[a["hidden_layers"] for a in agg], y=[a["mean"] for a in agg],
-                                 error_y={"type": "data", "array": [a["std"] for a in agg], "visible": True},
-                                 mode="lines+markers", name="mean ± std over seeds"))
+        fig.add_trace(
+            go.Scatter(
+                x=[r["hidden_layers"] for r in pts],
+                y=[r[column] for r in pts],
+                mode="markers",
+                name="trials",
+                opacity=0.45,
+                text=[f"{r['trial_id']} seed={r['seed']}" for r in pts],
+            )
+        )
+        fig.add_trace(
+            go.Scatter(
+                x=[a["hidden_layers"] for a in agg],
+                y=[a["mean"] for a in agg],
+                error_y={"type": "data", "array": [a["std"] for a in agg], "visible": True},
+                mode="lines+markers",
+                name="mean ± std over seeds",
+            )
+        )
         if fit and len(agg) >= 2:
             lf = time_vs_depth_fit(pts_rows, column)
             xs = [agg[0]["hidden_layers"], agg[-1]["hidden_layers"]]
-            fig.add_trace(go.Scatter(x=xs, y=[lf.predict(x) for x in xs], mode="lines",
-                                     line={"dash": "dot"},
-                                     name=f"linear fit: {lf.slope:.3g}s/layer, R²={lf.r2:.3f}"))
-        fig.update_layout(title=title, xaxis_title="hidden layers", yaxis_title=ytitle,
-                          template="plotly_white", height=420)
+            fig.add_trace(
+                go.Scatter(
+                    x=xs,
+                    y=[lf.predict(x) for x in xs],
+                    mode="lines",
+                    line={"dash": "dot"},
+                    name=f"linear fit: {lf.slope:.3g}s/layer, R²={lf.r2:.3f}",
+                )
+            )
+        fig.update_layout(
+            title=title,
+            xaxis_title="hidden layers",
+            yaxis_title=ytitle,
+            template="plotly_white",
+            height=420,
+        )
         return fig
 
     built = first_builds(done)
-    reused = [r for r in done
-              if r.get(COMPILE_REUSED) is True and _finite(r.get("compile_seconds"))]
+    reused = [
+        r for r in done if r.get(COMPILE_REUSED) is True and _finite(r.get("compile_seconds"))
+    ]
     compile_title = "Hidden layers vs compile time, first builds only" + (
-        f" ({len(reused)} cache hits shown apart, not in mean or fit)" if reused else "")
+        f" ({len(reused)} cache hits shown apart, not in mean or fit)" if reused else ""
+    )
     for name, pts_rows, column, title, ytitle, fit in (
         ("depth_metric", done, metric, f"Hidden layers vs {metric}", metric, False),
-        ("depth_time", done, "train_seconds", "Hidden layers vs training time",
-         "training time (s)", True),
-        ("depth_compile", built, "compile_seconds", compile_title,
-         "compile time of a first build (s)", True),
+        (
+            "depth_time",
+            done,
+            "train_seconds",
+            "Hidden layers vs training time",
+            "training time (s)",
+            True,
+        ),
+        (
+            "depth_compile",
+            built,
+            "compile_seconds",
+            compile_title,
+            "compile time of a first build (s)",
+            True,
+        ),
     ):
         fig = depth_figure(pts_rows, column, title, ytitle, fit)
         if fig is not None:
             figs[name] = fig
     if reused and "depth_compile" in figs:
-        figs["depth_compile"].add_trace(go.Scatter(
-            x=[r["hidden_layers"] for r in reused], y=[r["compile_seconds"] for r in reused],
-            mode="markers", name="cache hits (graph reused)", opacity=0.3,
-            marker={"symbol": "x", "color": "grey"},
-            text=[f"{r['trial_id']} seed={r['seed']}" for r in reused]))
+        figs["depth_compile"].add_trace(
+            go.Scatter(
+                x=[r["hidden_layers"] for r in reused],
+                y=[r["compile_seconds"] for r in reused],
+                mode="markers",
+                name="cache hits (graph reused)",
+                opacity=0.3,
+                marker={"symbol": "x", "color": "grey"},
+                text=[f"{r['trial_id']} seed={r['seed']}" for r in reused],
+            )
+        )
 
     curves = [r for r in rows if r.get("history")]
     if curves:
         fig = go.Figure()
-        key = "val_accuracy" if any(h.get("val_accuracy") is not None for r in curves for h in r["history"]) else "val_loss"
+        key = (
+            "val_accuracy"
+            if any(h.get("val_accuracy") is not None for r in curves for h in r["history"])
+            else "val_loss"
+        )
         for r in curves[:200]:  # a readable chart, not every trial of a huge sweep
             hist = r["history"]
-            fig.add_trace(go.Scatter(x=[h.get("epoch") for h in hist], y=[h.get(key) for h in hist],
-                                     mode="lines", name=f"L={r['hidden_layers']} s={r['seed']} {r['trial_id'][:10]}",
-                                     opacity=0.7))
-        fig.update_layout(title=f"Learning curves ({key} per epoch)", xaxis_title="epoch",
-                          yaxis_title=key, template="plotly_white", height=460)
+            fig.add_trace(
+                go.Scatter(
+                    x=[h.get("epoch") for h in hist],
+                    y=[h.get(key) for h in hist],
+                    mode="lines",
+                    name=f"L={r['hidden_layers']} s={r['seed']} {r['trial_id'][:10]}",
+                    opacity=0.7,
+                )
+            )
+        fig.update_layout(
+            title=f"Learning curves ({key} per epoch)",
+            xaxis_title="epoch",
+            yaxis_title=key,
+            template="plotly_white",
+            height=460,
+        )
         figs["learning_curves"] = fig
     return figs
 
@@ -244,7 +334,9 @@ def _html_table(rows: Sequence[dict[str, Any]], columns: Sequence[str]) -> str:
         return html.escape("" if v is None else str(v))
 
     head = "".join(f"<th>{html.escape(c)}</th>" for c in columns)
-    body = "".join("<tr>" + "".join(f"<td>{cell(r.get(c))}</td>" for c in columns) + "</tr>" for r in rows)
+    body = "".join(
+        "<tr>" + "".join(f"<td>{cell(r.get(c))}</td>" for c in columns) + "</tr>" for r in rows
+    )
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
@@ -253,8 +345,10 @@ def render_html(store: ResultStore, experiment_id: str) -> str:
     import plotly.io as pio
 
     exp = store.get_experiment(experiment_id)
-    rows = [{**trial_row(t), COMPILE_REUSED: compile_reused(t)}
-            for t in store.list_trials(experiment_id)]
+    rows = [
+        {**trial_row(t), COMPILE_REUSED: compile_reused(t)}
+        for t in store.list_trials(experiment_id)
+    ]
     metric, mode = exp.objective
     if metric not in METRICS:
         metric = DEFAULT_OBJECTIVE_METRIC
@@ -262,28 +356,45 @@ def render_html(store: ResultStore, experiment_id: str) -> str:
     parts = []
     for i, fig in enumerate(figs.values()):
         # plotly.js (from the installed plotly package) goes in once, inline, with the first chart
-        parts.append(pio.to_html(fig, include_plotlyjs=(i == 0), full_html=False,
-                                 config={"displaylogo": False}))
+        parts.append(
+            pio.to_html(
+                fig, include_plotlyjs=(i == 0), full_html=False, config={"displaylogo": False}
+            )
+        )
     counts: dict[str, int] = defaultdict(int)
     for r in rows:
         counts[r["state"]] += 1
     varied = [c for c in varied_columns(rows) if c != "seed"]
     by_config = aggregate(rows, varied, metric) if varied else []
     by_config = rank(by_config, lambda a: a["mean"], mode)
-    done = rank([r for r in rows if r["state"] == _SCORED], lambda r: r.get(metric), mode,
-                scored_only=True)
+    done = rank(
+        [r for r in rows if r["state"] == _SCORED], lambda r: r.get(metric), mode, scored_only=True
+    )
     fit_lines = []
-    for col, label, fit_rows in (("train_seconds", "train_seconds", rows),
-                                 ("compile_seconds", "compile_seconds of first builds",
-                                  first_builds(rows))):
+    for col, label, fit_rows in (
+        ("train_seconds", "train_seconds", rows),
+        ("compile_seconds", "compile_seconds of first builds", first_builds(rows)),
+    ):
         try:
             lf = time_vs_depth_fit(fit_rows, col)
-            fit_lines.append(f"<li>{label} ≈ {lf.slope:.4g} × hidden_layers + {lf.intercept:.4g} "
-                             f"(R² = {lf.r2:.3f}, n = {lf.n})</li>")
+            fit_lines.append(
+                f"<li>{label} ≈ {lf.slope:.4g} × hidden_layers + {lf.intercept:.4g} "
+                f"(R² = {lf.r2:.3f}, n = {lf.n})</li>"
+            )
         except (ValueError, KeyError):
             pass
-    trial_cols = ["trial_id", "state", *varied, "seed", metric, "train_seconds", "compile_seconds",
-                  "epochs_run", "n_params", "error"]
+    trial_cols = [
+        "trial_id",
+        "state",
+        *varied,
+        "seed",
+        metric,
+        "train_seconds",
+        "compile_seconds",
+        "epochs_run",
+        "n_params",
+        "error",
+    ]
     summary_cols = [*varied, "n", "mean", "std", "min", "max"]
     esc = html.escape
     return f"""<!DOCTYPE html>

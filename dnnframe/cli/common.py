@@ -56,7 +56,7 @@ def absolute_store_url(url: str) -> str:
     prefix = "sqlite:///"
     if not url.startswith(prefix):
         return url
-    path = url[len(prefix):]
+    path = url[len(prefix) :]
     if not path or path.startswith(("/", ":memory:", "file:")):
         return url
     return prefix + str(Path(path).resolve())
@@ -73,7 +73,8 @@ def refuse_process_local_store(url: str, doing: str) -> None:
             f"store URL {url!r} is an in-memory store, for tests and one-process use: it "
             f"lives only in the process that opened it, and {doing} trains in worker "
             "processes (a local pool or Celery workers) that cannot see it; use "
-            "sqlite:///path/to/file.db, mongodb://... or postgresql://...")
+            "sqlite:///path/to/file.db, mongodb://... or postgresql://..."
+        )
 
 
 def asked_device(env: Mapping[str, str] | None = None) -> FlagSettings:
@@ -115,8 +116,7 @@ def _shown_url(url: str) -> str:
 def _shell_word(value: str, envvar: str | None = None) -> str:
     """``value`` quoted for a POSIX shell; a URL with a password that came from ``envvar``
     is written as ``"$ENVVAR"`` so a printed command never shows the password."""
-    if envvar and _has_password(value) and absolute_store_url(
-            os.environ.get(envvar, "")) == value:
+    if envvar and _has_password(value) and absolute_store_url(os.environ.get(envvar, "")) == value:
         return f'"${envvar}"'
     return shlex.quote(value)
 
@@ -142,8 +142,10 @@ def _command_line(ctx: click.Context, args: Sequence[str], skip: Sequence[str] =
             words += _store_words(value or default_store_url())
             continue
         source = ctx.get_parameter_source(param.name)
-        if value in (None, False) or source not in (ParameterSource.COMMANDLINE,
-                                                     ParameterSource.ENVIRONMENT):
+        if value in (None, False) or source not in (
+            ParameterSource.COMMANDLINE,
+            ParameterSource.ENVIRONMENT,
+        ):
             continue
         flag = min(param.opts, key=len)
         envvar = param.envvar if isinstance(param.envvar, str) else None
@@ -159,10 +161,16 @@ def cli() -> None:
 
 def store_option(f):  # noqa: ANN001, ANN201 - a click decorator
     """``--store URL`` (env ``DNNFRAME_STORE_URL``)."""
-    return click.option("--store", "store_url", envvar="DNNFRAME_STORE_URL", default=None,
-                        metavar="URL", show_envvar=True,
-                        help="Result store: sqlite:///path.db (default sqlite:///dnnframe.db) "
-                             "or mongodb://host/db.")(f)
+    return click.option(
+        "--store",
+        "store_url",
+        envvar="DNNFRAME_STORE_URL",
+        default=None,
+        metavar="URL",
+        show_envvar=True,
+        help="Result store: sqlite:///path.db (default sqlite:///dnnframe.db) "
+        "or mongodb://host/db.",
+    )(f)
 
 
 def _open_store(url: str | None, create: bool = True):  # noqa: ANN202
@@ -181,8 +189,9 @@ def _resolve_experiment(store, ref: str | None):  # noqa: ANN001, ANN202
     if ref is None:
         latest = store.list_experiments(limit=1)
         if not latest:
-            raise NotFoundError(f"the store {store.url} has no experiments yet; "
-                                "start one with: dnnframe run SPEC")
+            raise NotFoundError(
+                f"the store {store.url} has no experiments yet; start one with: dnnframe run SPEC"
+            )
         return latest[0]
     try:
         return store.get_experiment(ref)
@@ -196,14 +205,24 @@ def _resolve_experiment(store, ref: str | None):  # noqa: ANN001, ANN202
     if by_name:
         return by_name[0]
     if len(by_prefix) > 1:
-        raise NotFoundError(f"{ref!r} matches {len(by_prefix)} experiments: "
-                            + ", ".join(e.id for e in by_prefix[:5]))
-    raise NotFoundError(f"no experiment {ref!r} (id, id prefix or name) in {store.url}; "
-                        "see: dnnframe ls")
+        raise NotFoundError(
+            f"{ref!r} matches {len(by_prefix)} experiments: "
+            + ", ".join(e.id for e in by_prefix[:5])
+        )
+    raise NotFoundError(
+        f"no experiment {ref!r} (id, id prefix or name) in {store.url}; see: dnnframe ls"
+    )
 
 
-def _summary(store, exp, store_url: str, wall: float | None = None, interrupted: bool = False,
-             trained: int | None = None, top: int = 5) -> dict:  # noqa: ANN001
+def _summary(
+    store,
+    exp,
+    store_url: str,
+    wall: float | None = None,
+    interrupted: bool = False,
+    trained: int | None = None,
+    top: int = 5,
+) -> dict:  # noqa: ANN001
     """Machine-readable summary of an experiment (``--json`` output)."""
     from ..analysis.report import aggregate, varied_columns
     from ..store.rows import summary_rows
@@ -212,19 +231,36 @@ def _summary(store, exp, store_url: str, wall: float | None = None, interrupted:
     metric, mode = exp.objective
     rows = summary_rows(store, exp.id, metric)  # a few values per trial, never whole rows
     varied = [c for c in varied_columns(rows) if c != "seed"]
-    best_trials = rank([r for r in rows if r["state"] == SCORED_STATE.value],
-                       lambda r: r.get(metric), mode, scored_only=True)
-    best_configs = rank(aggregate(rows, varied, metric) if varied else [], lambda a: a["mean"], mode)
+    best_trials = rank(
+        [r for r in rows if r["state"] == SCORED_STATE.value],
+        lambda r: r.get(metric),
+        mode,
+        scored_only=True,
+    )
+    best_configs = rank(
+        aggregate(rows, varied, metric) if varied else [], lambda a: a["mean"], mode
+    )
     counts = store.counts_by_state(exp.id)
-    failed = [{"trial_id": r["trial_id"], "error": r["error"]}
-              for r in rows if r["state"] == TrialState.FAILED.value]
+    failed = [
+        {"trial_id": r["trial_id"], "error": r["error"]}
+        for r in rows
+        if r["state"] == TrialState.FAILED.value
+    ]
     out = {
-        "experiment_id": exp.id, "name": exp.name, "status": exp.status,
+        "experiment_id": exp.id,
+        "name": exp.name,
+        "status": exp.status,
         "store": _shown_url(absolute_store_url(store_url)),
-        "n_trials": len(rows), "counts": counts, "objective": {"metric": metric, "mode": mode},
-        "varied": varied, "interrupted": interrupted,
-        "best": ({k: best_trials[0][k] for k in ("trial_id", metric, *varied, "seed")}
-                 if best_trials else None),
+        "n_trials": len(rows),
+        "counts": counts,
+        "objective": {"metric": metric, "mode": mode},
+        "varied": varied,
+        "interrupted": interrupted,
+        "best": (
+            {k: best_trials[0][k] for k in ("trial_id", metric, *varied, "seed")}
+            if best_trials
+            else None
+        ),
         "best_configs": best_configs[:top],
         "failed": failed,
     }
@@ -235,8 +271,12 @@ def _summary(store, exp, store_url: str, wall: float | None = None, interrupted:
     return out
 
 
-def _print_summary(console, summary: dict, store_url: str,  # noqa: ANN001
-                   hints: Sequence[str] = ()) -> None:
+def _print_summary(
+    console,
+    summary: dict,
+    store_url: str,  # noqa: ANN001
+    hints: Sequence[str] = (),
+) -> None:
     """Print an experiment's summary: counts, best configurations and trial, one line per
     failed trial, and the commands (with absolute paths) that read it further; then
     ``hints``, each a line of plain text. ``store_url`` is the store's URL as given (the
@@ -248,17 +288,23 @@ def _print_summary(console, summary: dict, store_url: str,  # noqa: ANN001
     by_state = ", ".join(f"{k} {v}" for k, v in counts.items())
     # names, ids and errors are the user's text: printed as they are, never read as markup
     plain = {"markup": False, "highlight": False, "soft_wrap": True}
-    console.print(Text.assemble((summary["name"], "bold"),
-                                f" ({summary['experiment_id']}): {summary['status']}, "
-                                f"{summary['n_trials']} trials — {by_state}"), soft_wrap=True)
+    console.print(
+        Text.assemble(
+            (summary["name"], "bold"),
+            f" ({summary['experiment_id']}): {summary['status']}, "
+            f"{summary['n_trials']} trials — {by_state}",
+        ),
+        soft_wrap=True,
+    )
     if summary["best_configs"]:
         table = Table(title=f"Best configurations by mean {metric} over seeds")
         cols = [*summary["varied"], "n", "mean", "std"]
         for c in cols:
             table.add_column(c, justify="right")
         for a in summary["best_configs"]:
-            table.add_row(*[Text(f"{a[c]:.4f}" if isinstance(a[c], float) else str(a[c]))
-                            for c in cols])
+            table.add_row(
+                *[Text(f"{a[c]:.4f}" if isinstance(a[c], float) else str(a[c])) for c in cols]
+            )
         console.print(table)
     if summary["best"]:
         b = summary["best"]
@@ -267,14 +313,15 @@ def _print_summary(console, summary: dict, store_url: str,  # noqa: ANN001
     store = " ".join(_store_words(store_url))
     failed = summary["failed"]
     for f in failed[:FAILED_LINES]:
-        console.print(Text.assemble((TrialState.FAILED.value, "red"),
-                                    f" {f['trial_id']}: {f['error']}"),
-                      soft_wrap=True)
+        console.print(
+            Text.assemble((TrialState.FAILED.value, "red"), f" {f['trial_id']}: {f['error']}"),
+            soft_wrap=True,
+        )
     if failed:
-        more = (f"{len(failed) - FAILED_LINES} more failed; "
-                if len(failed) > FAILED_LINES else "")
-        console.print(f"  {more}every error in full: dnnframe status {exp_id} {store} --failed",
-                      **plain)
+        more = f"{len(failed) - FAILED_LINES} more failed; " if len(failed) > FAILED_LINES else ""
+        console.print(
+            f"  {more}every error in full: dnnframe status {exp_id} {store} --failed", **plain
+        )
     if "wall_seconds" in summary:
         console.print(f"wall time {summary['wall_seconds']:.1f}s", **plain)
     console.print(f"results in {_shown_url(absolute_store_url(summary['store']))}:", **plain)

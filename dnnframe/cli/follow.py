@@ -38,8 +38,14 @@ class GraphsBuilt:
         return len(self.ready), self.total
 
 
-def follow(console, store, executor: Executor, exp, quiet: bool,  # noqa: ANN001
-            graphs: GraphsBuilt) -> bool:
+def follow(
+    console,
+    store,
+    executor: Executor,
+    exp,
+    quiet: bool,  # noqa: ANN001
+    graphs: GraphsBuilt,
+) -> bool:
     """Show progress until the experiment's trials are finished. Returns True if interrupted."""
     from .progress import RunProgress, describe_best, trials_finished
 
@@ -64,7 +70,8 @@ def follow(console, store, executor: Executor, exp, quiet: bool,  # noqa: ANN001
         # the best trial is a sort of every finished result inside the store: looked up
         # when trials finished, at most every BEST_INTERVAL_S (and once more at the end)
         if (finished != last_finished or not best_text) and (
-                settled or time.monotonic() - best_at >= BEST_INTERVAL_S):
+            settled or time.monotonic() - best_at >= BEST_INTERVAL_S
+        ):
             best = store.best_trial(exp.id, metric, mode)
             best_text = describe_best(metric, best.value(metric) if best else None)
             last_finished, best_at = finished, time.monotonic()
@@ -73,8 +80,11 @@ def follow(console, store, executor: Executor, exp, quiet: bool,  # noqa: ANN001
             # (a local pool knows its packs; else the RUNNING trials' owners are counted)
             packs = executor.running_packs()
             if packs is None:
-                running = (store.list_trials(exp.id, state=TrialState.RUNNING, fields=())
-                           if counts.get(TrialState.RUNNING.value) else [])
+                running = (
+                    store.list_trials(exp.id, state=TrialState.RUNNING, fields=())
+                    if counts.get(TrialState.RUNNING.value)
+                    else []
+                )
                 packs = len({t.worker for t in running})
             last_counts = counts
         # until a first trial ends nothing else moves: say how far the graphs got (a first
@@ -105,8 +115,10 @@ def follow(console, store, executor: Executor, exp, quiet: bool,  # noqa: ANN001
         progress.mark_interrupted()
         try:
             executor.cancel(exp.id)
-            console.print("[yellow]interrupted:[/] no new trials start; running trials stop after "
-                          "their current epoch (Ctrl-C again to stop at once)")
+            console.print(
+                "[yellow]interrupted:[/] no new trials start; running trials stop after "
+                "their current epoch (Ctrl-C again to stop at once)"
+            )
             while True:
                 finished = executor.wait(timeout=0.5)
                 settled = poll()

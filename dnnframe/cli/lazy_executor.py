@@ -10,27 +10,43 @@ from ..executors.base import Executor
 from .common import _shown_url
 
 
-def run_executor(store, store_url: str, broker_url: str | None,  # noqa: ANN001
-                 workers: int | None, queue: str) -> StartOnSubmit:
+def run_executor(
+    store,
+    store_url: str,
+    broker_url: str | None,  # noqa: ANN001
+    workers: int | None,
+    queue: str,
+) -> StartOnSubmit:
     """The executor of ``dnnframe run``: Celery over ``broker_url``, else a local pool; made
     only when there is something to train."""
     from ..executors import LocalExecutor, make_executor
 
     if broker_url:
         return StartOnSubmit(
-            store, lambda: make_executor(store_url, broker_url=broker_url, queue=queue),
-            settings.get().worker_count, _shown_url(broker_url), remote=True)
+            store,
+            lambda: make_executor(store_url, broker_url=broker_url, queue=queue),
+            settings.get().worker_count,
+            _shown_url(broker_url),
+            remote=True,
+        )
     n = workers if workers is not None else settings.get().worker_count
-    return StartOnSubmit(store, lambda: LocalExecutor(store_url, workers=n), n,
-                          f"{n} local workers", remote=False)
+    return StartOnSubmit(
+        store, lambda: LocalExecutor(store_url, workers=n), n, f"{n} local workers", remote=False
+    )
 
 
 class StartOnSubmit(Executor):
     """An executor made on the first ``submit``: a run with nothing left to train starts
     no worker process and opens no broker connection."""
 
-    def __init__(self, store, factory: Callable[[], Executor], parallelism: int,  # noqa: ANN001
-                 where: str, remote: bool) -> None:
+    def __init__(
+        self,
+        store,
+        factory: Callable[[], Executor],
+        parallelism: int,  # noqa: ANN001
+        where: str,
+        remote: bool,
+    ) -> None:
         self._store = store
         self._factory = factory
         self._parallelism = parallelism

@@ -73,5 +73,5 @@ def make_console(stderr: bool = False, quiet: bool = False) -> Console:
     console = Console(file=stream, quiet=quiet)  # type: ignore[arg-type]
     if console.is_terminal:
         return console
-    return Console(file=stream, quiet=quiet, width=_UNWRAPPED_WIDTH,  # type: ignore[arg-type]
-                   soft_wrap=True)
+    wide = Console(file=stream, quiet=quiet, width=_UNWRAPPED_WIDTH, soft_wrap=True)  # type: ignore[arg-type]
+    return wide

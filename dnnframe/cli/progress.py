@@ -45,8 +45,11 @@ def trials_finished(counts: Mapping[str, int]) -> int:
     return count_done(counts)
 
 
-_RUNNING, _FAILED, _CANCELLED = (TrialState.RUNNING.value, TrialState.FAILED.value,
-                                 TrialState.CANCELLED.value)
+_RUNNING, _FAILED, _CANCELLED = (
+    TrialState.RUNNING.value,
+    TrialState.FAILED.value,
+    TrialState.CANCELLED.value,
+)
 
 
 def _clock(seconds: float | None) -> str:
@@ -70,8 +73,7 @@ def describe_running(running: int, packs: int | None) -> str:
     trials of a pack train together, so with ``-w 2`` six can run at once."""
     if not running or packs is None:
         return f"{running} running"
-    return (f"running {running} trial{'s' * (running != 1)} in {packs} "
-            f"pack{'s' * (packs != 1)}")
+    return f"running {running} trial{'s' * (running != 1)} in {packs} pack{'s' * (packs != 1)}"
 
 
 class _TwoLineProgress(Progress):
@@ -98,9 +100,15 @@ class RunProgress:
         clock: seconds, monotonic (a parameter so tests can drive the plain lines).
     """
 
-    def __init__(self, console: Console, name: str, total: int,
-                 counts: Mapping[str, int] | None = None, enabled: bool = True,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        console: Console,
+        name: str,
+        total: int,
+        counts: Mapping[str, int] | None = None,
+        enabled: bool = True,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.console = console
         self.name = name
         self.total = max(total, 0)
@@ -120,17 +128,28 @@ class RunProgress:
         self._last_tenth = self._tenth(self._first_finished)
         self._progress = _TwoLineProgress(
             SpinnerColumn(),
-            TextColumn("{task.description}", style="bold", markup=False,
-                       table_column=Column(max_width=NAME_WIDTH, no_wrap=True,
-                                           overflow="ellipsis")),
+            TextColumn(
+                "{task.description}",
+                style="bold",
+                markup=False,
+                table_column=Column(max_width=NAME_WIDTH, no_wrap=True, overflow="ellipsis"),
+            ),
             BarColumn(bar_width=None),
             MofNCompleteColumn(),
             TimeElapsedColumn(),
             _EtaColumn(),
-            console=console, disable=not self.live, expand=True, transient=False)
-        self._task = self._progress.add_task(name, total=self.total or None,
-                                             completed=self._first_finished,
-                                             detail=self._detail(), eta=None)
+            console=console,
+            disable=not self.live,
+            expand=True,
+            transient=False,
+        )
+        self._task = self._progress.add_task(
+            name,
+            total=self.total or None,
+            completed=self._first_finished,
+            detail=self._detail(),
+            eta=None,
+        )
 
     # ------------------------------------------------------------------ context manager
     def __enter__(self) -> RunProgress:
@@ -143,9 +162,13 @@ class RunProgress:
             self._print_plain(force=True)  # the final state, unless just printed
 
     # ------------------------------------------------------------------ updates
-    def update(self, counts: Mapping[str, int], best: str = "",
-               running_packs: int | None = None,
-               graphs: tuple[int, int] | None = None) -> None:
+    def update(
+        self,
+        counts: Mapping[str, int],
+        best: str = "",
+        running_packs: int | None = None,
+        graphs: tuple[int, int] | None = None,
+    ) -> None:
         """Show the experiment's current ``counts`` by state, ``best`` (text, may be ""),
         how many packs the RUNNING trials form (None: not known) and, while the run's
         graphs are being built, how many of them are ready (``(ready, total)``)."""
@@ -179,8 +202,7 @@ class RunProgress:
     def _detail(self) -> str:
         c = self._counts
         parts = [self._building()] if self._graphs else []
-        parts += [describe_running(c.get(_RUNNING, 0), self._packs),
-                  f"failed {c.get(_FAILED, 0)}"]
+        parts += [describe_running(c.get(_RUNNING, 0), self._packs), f"failed {c.get(_FAILED, 0)}"]
         for state in OUTCOME_STATES:
             if state is not TrialState.FAILED and c.get(state.value):
                 parts.append(f"{state.value.lower()} {c[state.value]}")
@@ -205,10 +227,12 @@ class RunProgress:
         c = self._counts
         cancelled = f"{c[_CANCELLED]} cancelled, " if c.get(_CANCELLED) else ""
         building = f"{self._building()}, " if self._graphs else ""
-        line = (f"{self.name}: {finished}/{self.total} trials finished, {building}"
-                f"{describe_running(c.get(_RUNNING, 0), self._packs)}, "
-                f"{c.get(_FAILED, 0)} failed, {cancelled}"
-                f"elapsed {_clock(elapsed)}, ETA {_clock(self._eta(finished, elapsed))}")
+        line = (
+            f"{self.name}: {finished}/{self.total} trials finished, {building}"
+            f"{describe_running(c.get(_RUNNING, 0), self._packs)}, "
+            f"{c.get(_FAILED, 0)} failed, {cancelled}"
+            f"elapsed {_clock(elapsed)}, ETA {_clock(self._eta(finished, elapsed))}"
+        )
         return line + (f", {self._best}" if self._best else "")
 
     def _print_plain(self, force: bool) -> None:
@@ -218,9 +242,13 @@ class RunProgress:
         finished = trials_finished(self._counts)
         now = self._clock()
         tenth = self._tenth(finished)
-        due = (force or tenth != self._last_tenth or finished == self.total
-               or self._graphs != self._last_graphs
-               or now - self._last_line_at >= PLAIN_INTERVAL_S)
+        due = (
+            force
+            or tenth != self._last_tenth
+            or finished == self.total
+            or self._graphs != self._last_graphs
+            or now - self._last_line_at >= PLAIN_INTERVAL_S
+        )
         line = self.plain_line()
         key = line.split(", elapsed")[0]
         if not due or (key == self._last_line and now - self._last_line_at < PLAIN_INTERVAL_S):

@@ -38,8 +38,10 @@ def validate(specs: tuple[Path, ...]) -> None:
             _print_spec_error(exc, str(path))
             failed = True
             continue
-        click.echo(f"{path}: ok, {count_trials(spec)} trials (experiment {spec.experiment_id}, "
-                   f"name {spec.name!r})")
+        click.echo(
+            f"{path}: ok, {count_trials(spec)} trials (experiment {spec.experiment_id}, "
+            f"name {spec.name!r})"
+        )
     if failed:
         sys.exit(EXIT_SPEC_ERROR)
 
@@ -50,11 +52,14 @@ def validate(specs: tuple[Path, ...]) -> None:
 @cli.command()
 @click.argument("experiment", required=False)
 @store_option
-@click.option("--failed", "show_failed", is_flag=True,
-              help="Print every FAILED trial's whole error (traceback or reason).")
+@click.option(
+    "--failed",
+    "show_failed",
+    is_flag=True,
+    help="Print every FAILED trial's whole error (traceback or reason).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-def status(experiment: str | None, store_url: str | None, show_failed: bool,
-           as_json: bool) -> None:
+def status(experiment: str | None, store_url: str | None, show_failed: bool, as_json: bool) -> None:
     """Show an experiment (id, id prefix or name; default the latest): counts, best trials,
     running and failed trials."""
     from rich.text import Text
@@ -65,17 +70,27 @@ def status(experiment: str | None, store_url: str | None, show_failed: bool,
     store = _open_store(url, create=False)
     exp = _resolve_experiment(store, experiment)
     summary = _summary(store, exp, url)
-    running = [{"trial_id": t.id, "worker": t.worker, "epochs": len(t.metrics),
-                "heartbeat_at": t.heartbeat_at}
-               for t in store.list_trials(exp.id, state=TrialState.RUNNING)]
+    running = [
+        {
+            "trial_id": t.id,
+            "worker": t.worker,
+            "epochs": len(t.metrics),
+            "heartbeat_at": t.heartbeat_at,
+        }
+        for t in store.list_trials(exp.id, state=TrialState.RUNNING)
+    ]
     summary["running"] = running
-    errors = ({t.id: t.error or "" for t in store.list_trials(exp.id, state=TrialState.FAILED)}
-              if show_failed else {})
+    errors = (
+        {t.id: t.error or "" for t in store.list_trials(exp.id, state=TrialState.FAILED)}
+        if show_failed
+        else {}
+    )
     store.close()
     if as_json:
         if show_failed:
-            summary["failed"] = [{**f, "error_text": errors.get(f["trial_id"], "")}
-                                 for f in summary["failed"]]
+            summary["failed"] = [
+                {**f, "error_text": errors.get(f["trial_id"], "")} for f in summary["failed"]
+            ]
         click.echo(json.dumps(summary, indent=2, default=str))
         return
     console = make_console()
@@ -88,8 +103,12 @@ def status(experiment: str | None, store_url: str | None, show_failed: bool,
         return
     _print_summary(console, summary, url)
     for r in running:
-        console.print(f"RUNNING {r['trial_id']} on {r['worker']} (epoch {r['epochs']})",
-                      markup=False, highlight=False, soft_wrap=True)
+        console.print(
+            f"RUNNING {r['trial_id']} on {r['worker']} (epoch {r['epochs']})",
+            markup=False,
+            highlight=False,
+            soft_wrap=True,
+        )
 
 
 @cli.command(name="ls")
@@ -107,8 +126,17 @@ def ls_cmd(store_url: str | None, limit: int, as_json: bool) -> None:
     store = _open_store(store_url, create=False)
     exps = store.list_experiments(limit=limit)
     store.close()
-    rows = [{"id": e.id, "name": e.name, "created_at": e.created_at, "n_trials": e.n_trials,
-             "status": e.status, "counts": e.counts} for e in exps]
+    rows = [
+        {
+            "id": e.id,
+            "name": e.name,
+            "created_at": e.created_at,
+            "n_trials": e.n_trials,
+            "status": e.status,
+            "counts": e.counts,
+        }
+        for e in exps
+    ]
     if as_json:
         click.echo(json.dumps(rows, indent=2))
         return
@@ -122,18 +150,26 @@ def ls_cmd(store_url: str | None, limit: int, as_json: bool) -> None:
     table.add_column("complete", justify="right")
     table.add_column("failed", justify="right")
     # adaptive search stops trials on purpose: a column of its own, only when it did
-    complete, failed, pruned_ = (TrialState.COMPLETE.value, TrialState.FAILED.value,
-                                 TrialState.PRUNED.value)
+    complete, failed, pruned_ = (
+        TrialState.COMPLETE.value,
+        TrialState.FAILED.value,
+        TrialState.PRUNED.value,
+    )
     pruned = any(r["counts"].get(pruned_, 0) for r in rows)
     if pruned:
         table.add_column("pruned", justify="right")
     table.add_column("status", overflow="fold")
     for r in rows:
         created = time.strftime("%Y-%m-%d %H:%M", time.localtime(r["created_at"]))
-        table.add_row(Text(r["id"]), Text(r["name"]), created,
-                      f"{r['counts'].get(complete, 0)}/{r['n_trials']}",
-                      str(r["counts"].get(failed, 0)),
-                      *([str(r["counts"].get(pruned_, 0))] if pruned else []), Text(r["status"]))
+        table.add_row(
+            Text(r["id"]),
+            Text(r["name"]),
+            created,
+            f"{r['counts'].get(complete, 0)}/{r['n_trials']}",
+            str(r["counts"].get(failed, 0)),
+            *([str(r["counts"].get(pruned_, 0))] if pruned else []),
+            Text(r["status"]),
+        )
     make_console().print(table if rows else "no experiments yet; start one with: dnnframe run SPEC")
 
 
@@ -141,10 +177,16 @@ def ls_cmd(store_url: str | None, limit: int, as_json: bool) -> None:
 @cli.command()
 @click.argument("experiment")
 @store_option
-@click.option("--format", "fmt", type=click.Choice(["csv", "jsonl"]), default="csv",
-              show_default=True)
-@click.option("--output", "-o", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="File to write (default: stdout).")
+@click.option(
+    "--format", "fmt", type=click.Choice(["csv", "jsonl"]), default="csv", show_default=True
+)
+@click.option(
+    "--output",
+    "-o",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="File to write (default: stdout).",
+)
 def export(experiment: str, store_url: str | None, fmt: str, output: Path | None) -> None:
     """Export every trial of an experiment as CSV (flat) or JSON lines (everything)."""
     store = _open_store(store_url, create=False)
@@ -168,8 +210,13 @@ def export(experiment: str, store_url: str | None, fmt: str, output: Path | None
 @cli.command()
 @click.argument("experiment")
 @store_option
-@click.option("--output", "-o", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="HTML file (default: report-<experiment id>.html).")
+@click.option(
+    "--output",
+    "-o",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="HTML file (default: report-<experiment id>.html).",
+)
 def report(experiment: str, store_url: str | None, output: Path | None) -> None:
     """Write a self-contained HTML report (plotly charts, plotly.js inlined; works offline)."""
     from ..analysis.report import write_report
@@ -185,18 +232,38 @@ def report(experiment: str, store_url: str | None, output: Path | None) -> None:
 @cli.command(name="paper-report")
 @click.argument("outdir", type=click.Path(file_okay=False, path_type=Path))
 @store_option
-@click.option("--experiment", "-e", "experiments", multiple=True,
-              help="Experiment id, id prefix or name (repeatable; default: all in the store).")
-@click.option("--repro", nargs=2, metavar="STORE_A STORE_B", default=None,
-              help="RQ5: compare the --repro-experiment run into two stores.")
+@click.option(
+    "--experiment",
+    "-e",
+    "experiments",
+    multiple=True,
+    help="Experiment id, id prefix or name (repeatable; default: all in the store).",
+)
+@click.option(
+    "--repro",
+    nargs=2,
+    metavar="STORE_A STORE_B",
+    default=None,
+    help="RQ5: compare the --repro-experiment run into two stores.",
+)
 @click.option("--repro-experiment", default="paper-rq5-repro", show_default=True)
 @click.option("--no-png", is_flag=True, help="Skip the static PNGs (kaleido).")
-@click.option("--baseline", type=click.Path(exists=True, dir_okay=False, path_type=Path),
-              default=None, help="summary.json of an earlier report: its accuracy curves are "
-              "drawn, dotted, for comparison.")
-def paper_report(outdir: Path, store_url: str | None, experiments: tuple[str, ...],
-                 repro: tuple[str, str] | None, repro_experiment: str, no_png: bool,
-                 baseline: Path | None) -> None:
+@click.option(
+    "--baseline",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    default=None,
+    help="summary.json of an earlier report: its accuracy curves are "
+    "drawn, dotted, for comparison.",
+)
+def paper_report(
+    outdir: Path,
+    store_url: str | None,
+    experiments: tuple[str, ...],
+    repro: tuple[str, str] | None,
+    repro_experiment: str,
+    no_png: bool,
+    baseline: Path | None,
+) -> None:
     """Write the paper reproduction report (markdown, JSON, figures) into OUTDIR."""
     from ..analysis.paper import write_paper_report, write_repro_report
     from ..store import open_store
@@ -205,15 +272,18 @@ def paper_report(outdir: Path, store_url: str | None, experiments: tuple[str, ..
     command = "dnnframe " + " ".join(sys.argv[1:])
     store = _open_store(store_url, create=False)
     ids = [_resolve_experiment(store, e).id for e in experiments] or None
-    summary = write_paper_report(store, outdir, ids, png=not no_png, command=command,
-                                 baseline=baseline)
+    summary = write_paper_report(
+        store, outdir, ids, png=not no_png, command=command, baseline=baseline
+    )
     store.close()
     click.echo(f"{outdir}/report.md: {summary['n_trials']} trials")
     if repro:
         a, b = open_store(repro[0]), open_store(repro[1])
         cmp = write_repro_report(a, b, _resolve_experiment(a, repro_experiment).id, outdir, command)
-        click.echo(f"{outdir}/repro.md: identical={cmp['identical_metrics']}, "
-                   f"environment on {cmp['with_environment']}/{cmp['n_results']} results")
+        click.echo(
+            f"{outdir}/repro.md: identical={cmp['identical_metrics']}, "
+            f"environment on {cmp['with_environment']}/{cmp['n_results']} results"
+        )
 
 
 # --------------------------------------------------------------------------- serve

@@ -39,29 +39,67 @@ from .output import make_console, silence_closed_output
 @cli.command()
 @click.argument("spec_path", metavar="SPEC", type=click.Path(dir_okay=False, path_type=Path))
 @store_option
-@click.option("--workers", "-w", type=click.IntRange(min=1), envvar="DNNFRAME_WORKERS",
-              show_envvar=True, default=None, help="Worker processes (default: one per core).")
-@click.option("--broker", "broker_url", envvar="DNNFRAME_BROKER_URL", show_envvar=True,
-              default=None, metavar="URL",
-              help="Send trials to Celery workers over this broker (amqp://...) instead of "
-                   "local processes.")
-@click.option("--distributed", is_flag=True,
-              help="Require a broker (--broker or $DNNFRAME_BROKER_URL); fail if none is set.")
-@click.option("--local", "force_local", is_flag=True,
-              help="Train on local processes even when $DNNFRAME_BROKER_URL is set.")
-@click.option("--queue", default="default", show_default=True,
-              help="Celery queue the trials go to (e.g. gpu for workers started with -Q gpu).")
+@click.option(
+    "--workers",
+    "-w",
+    type=click.IntRange(min=1),
+    envvar="DNNFRAME_WORKERS",
+    show_envvar=True,
+    default=None,
+    help="Worker processes (default: one per core).",
+)
+@click.option(
+    "--broker",
+    "broker_url",
+    envvar="DNNFRAME_BROKER_URL",
+    show_envvar=True,
+    default=None,
+    metavar="URL",
+    help="Send trials to Celery workers over this broker (amqp://...) instead of local processes.",
+)
+@click.option(
+    "--distributed",
+    is_flag=True,
+    help="Require a broker (--broker or $DNNFRAME_BROKER_URL); fail if none is set.",
+)
+@click.option(
+    "--local",
+    "force_local",
+    is_flag=True,
+    help="Train on local processes even when $DNNFRAME_BROKER_URL is set.",
+)
+@click.option(
+    "--queue",
+    default="default",
+    show_default=True,
+    help="Celery queue the trials go to (e.g. gpu for workers started with -Q gpu).",
+)
 @click.option("--retry-failed", is_flag=True, help="Also re-run trials a previous run left FAILED.")
-@click.option("--pack-size", type=click.IntRange(min=1), default=None,
-              help="Most trials per pack (trials sharing one compiled graph, trained as one "
-                   "unit of work); 1 sends each trial alone. Default: the spec's "
-                   "search.pack_size, else $DNNFRAME_PACK_SIZE, else automatic.")
+@click.option(
+    "--pack-size",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Most trials per pack (trials sharing one compiled graph, trained as one "
+    "unit of work); 1 sends each trial alone. Default: the spec's "
+    "search.pack_size, else $DNNFRAME_PACK_SIZE, else automatic.",
+)
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar or summary.")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON summary on stdout.")
 @click.pass_context
-def run(ctx: click.Context, spec_path: Path, store_url: str | None, workers: int | None,
-        broker_url: str | None, distributed: bool, force_local: bool, queue: str,
-        retry_failed: bool, pack_size: int | None, quiet: bool, as_json: bool) -> None:
+def run(
+    ctx: click.Context,
+    spec_path: Path,
+    store_url: str | None,
+    workers: int | None,
+    broker_url: str | None,
+    distributed: bool,
+    force_local: bool,
+    queue: str,
+    retry_failed: bool,
+    pack_size: int | None,
+    quiet: bool,
+    as_json: bool,
+) -> None:
     """Run every trial of a spec and show progress; rerunning resumes where it stopped.
 
     Trials already COMPLETE in the store are not trained again. Ctrl-C (or SIGTERM) stops
@@ -91,20 +129,30 @@ def run(ctx: click.Context, spec_path: Path, store_url: str | None, workers: int
         started = time.perf_counter()
         _recover_own_trials(console, store, spec)
         executor = run_executor(store, store_url, broker_url, workers, queue)
-        interrupted, trained, stopped = _submit_and_follow(console, store, executor, spec,
-                                                           store_url, retry_failed, pack_size, quiet)
+        interrupted, trained, stopped = _submit_and_follow(
+            console, store, executor, spec, store_url, retry_failed, pack_size, quiet
+        )
         wall = time.perf_counter() - started
         try:
             exp = _stored_experiment(store, spec.experiment_id, interrupted)
-            summary = _summary(store, exp, store_url, wall=wall, interrupted=interrupted,
-                               trained=trained)
+            summary = _summary(
+                store, exp, store_url, wall=wall, interrupted=interrupted, trained=trained
+            )
         finally:
             stopped()
         store.close()
     resume = _command_line(ctx, [str(spec_path.resolve())], skip=("quiet", "as_json"))
     # a run stopped by SIGTERM exits as a process killed by it would (128 + 15)
-    _report_run(results, summary, store_url, resume, interrupted, quiet, as_json,
-                interrupt_code=143 if terminated else 130)
+    _report_run(
+        results,
+        summary,
+        store_url,
+        resume,
+        interrupted,
+        quiet,
+        as_json,
+        interrupt_code=143 if terminated else 130,
+    )
 
 
 def _recover_own_trials(console, store, spec) -> None:  # noqa: ANN001
@@ -114,8 +162,10 @@ def _recover_own_trials(console, store, spec) -> None:  # noqa: ANN001
 
     recovered = recover_for_run(store, spec)
     if recovered:
-        console.print(f"re-queued {len(recovered)} trials whose worker stopped "
-                      "(killed process or no heartbeat)")
+        console.print(
+            f"re-queued {len(recovered)} trials whose worker stopped "
+            "(killed process or no heartbeat)"
+        )
 
 
 @contextlib.contextmanager
@@ -147,9 +197,16 @@ def _broker_for_run(broker_url: str | None, distributed: bool, force_local: bool
     return broker_url
 
 
-def _submit_and_follow(console, store, executor: StartOnSubmit, spec,  # noqa: ANN001
-                       store_url: str, retry_failed: bool, pack_size: int | None,
-                       quiet: bool) -> tuple[bool, int, Callable[[], None]]:
+def _submit_and_follow(
+    console,
+    store,
+    executor: StartOnSubmit,
+    spec,  # noqa: ANN001
+    store_url: str,
+    retry_failed: bool,
+    pack_size: int | None,
+    quiet: bool,
+) -> tuple[bool, int, Callable[[], None]]:
     """Submit the spec, show progress until it is done or interrupted, shut the executor
     down. Returns (interrupted, number of trials handed to the executor, the shutdown's
     join). A run that ended normally stops its executor in the background (worker
@@ -159,8 +216,9 @@ def _submit_and_follow(console, store, executor: StartOnSubmit, spec,  # noqa: A
     trained = 0
     done = False
     try:
-        interrupted, trained = _submit_and_follow_inner(console, store, executor, spec,
-                                                        store_url, retry_failed, pack_size, quiet)
+        interrupted, trained = _submit_and_follow_inner(
+            console, store, executor, spec, store_url, retry_failed, pack_size, quiet
+        )
         done = not interrupted
     finally:
         if not done:
@@ -186,12 +244,20 @@ def _stop_in_background(executor: Executor) -> Callable[[], None]:
         thread.join()
         if failed:
             raise failed[0]
+
     return join
 
 
-def _submit_and_follow_inner(console, store, executor: StartOnSubmit, spec,  # noqa: ANN001
-                             store_url: str, retry_failed: bool, pack_size: int | None,
-                             quiet: bool) -> tuple[bool, int]:
+def _submit_and_follow_inner(
+    console,
+    store,
+    executor: StartOnSubmit,
+    spec,  # noqa: ANN001
+    store_url: str,
+    retry_failed: bool,
+    pack_size: int | None,
+    quiet: bool,
+) -> tuple[bool, int]:
     """Submit and follow; (interrupted, number of trials handed to the executor)."""
     from ..submit import submit_experiment
 
@@ -204,20 +270,23 @@ def _submit_and_follow_inner(console, store, executor: StartOnSubmit, spec,  # n
             console.print(f"searching with {spec.search.method}: {spec.search.num_samples} trials")
             lease = _take_driver_lease(store, spec.experiment_id)
             try:
-                driven = SearchDriver(spec, store, executor, pack_size=pack_size,
-                                      keep_going=lambda: lease.held).run()
+                driven = SearchDriver(
+                    spec, store, executor, pack_size=pack_size, keep_going=lambda: lease.held
+                ).run()
             finally:
                 lease.release()
             if driven.stopped:
                 raise DnnframeError(
                     f"experiment {spec.experiment_id}: another process took over its search "
                     f"driver (its lease was not renewed in time); follow it with `dnnframe "
-                    f"status {spec.experiment_id}`")
+                    f"status {spec.experiment_id}`"
+                )
             return driven.cancelled, len(driven.asked)
         if not executor.remote and not _stored_before(store, spec.experiment_id):
             executor.start()  # a new sweep surely trains: its workers start meanwhile
-        result = submit_experiment(spec, store, executor, retry_failed=retry_failed,
-                                   pack_size=pack_size)
+        result = submit_experiment(
+            spec, store, executor, retry_failed=retry_failed, pack_size=pack_size
+        )
         trained = len(result.submitted_trial_ids)
         if not quiet:
             _announce_run(console, store, executor, result, store_url)
@@ -259,26 +328,37 @@ def _take_driver_lease(store, experiment_id: str):  # noqa: ANN001, ANN202
         f"experiment {experiment_id} is already being driven by {who} (a server's driver "
         f"service or another `dnnframe run`): one driver per experiment. Follow it with "
         f"`dnnframe status {experiment_id}`, or stop that process and run this again once "
-        f"its lease has expired")
+        f"its lease has expired"
+    )
 
 
-def _announce_run(console, store, executor: StartOnSubmit, result,  # noqa: ANN001
-                  store_url: str) -> None:
+def _announce_run(
+    console,
+    store,
+    executor: StartOnSubmit,
+    result,  # noqa: ANN001
+    store_url: str,
+) -> None:
     exp = result.experiment
     trained = len(result.submitted_trial_ids)
     plain = {"markup": False, "highlight": False, "soft_wrap": True}
     head = f"{exp.name} ({exp.id}): {len(result.trial_ids)} trials"
-    plan = (f"{trained} to run in {len(result.packs)} packs on {executor.where}" if trained
-            else "none left to run (all finished before)")
+    plan = (
+        f"{trained} to run in {len(result.packs)} packs on {executor.where}"
+        if trained
+        else "none left to run (all finished before)"
+    )
     console.print(f"{head}, {plan}; store {_shown_url(store_url)}", **plain)
     before = len(result.trial_ids) - trained
     if before:
         for line in _finished_before(store, exp.id, executor.remote):
             console.print(line, **plain)
     if trained and executor.remote and not store.list_workers(seen_within_s=120):
-        console.print("[yellow]no worker has reported to this store in the last 2 minutes:[/] "
-                      "trials wait in the queue until one starts (dnnframe worker, with the "
-                      "same DNNFRAME_STORE_URL and DNNFRAME_BROKER_URL)")
+        console.print(
+            "[yellow]no worker has reported to this store in the last 2 minutes:[/] "
+            "trials wait in the queue until one starts (dnnframe worker, with the "
+            "same DNNFRAME_STORE_URL and DNNFRAME_BROKER_URL)"
+        )
 
 
 def _finished_before(store, experiment_id: str, remote: bool) -> list[str]:  # noqa: ANN001
@@ -291,15 +371,22 @@ def _finished_before(store, experiment_id: str, remote: bool) -> list[str]:  # n
     if not remote:  # Celery workers train on their own devices; this host's flags say nothing
         here = asked_device().device
         path = "result.environment.device"
-        devices = Counter(v[path] for v in store.trial_values(experiment_id, [path])
-                          if v["state"] is TrialState.COMPLETE)
+        devices = Counter(
+            v[path]
+            for v in store.trial_values(experiment_id, [path])
+            if v["state"] is TrialState.COMPLETE
+        )
         for device, n in sorted(devices.items(), key=lambda kv: str(kv[0])):
             if device and device != here:
-                lines.append(f"reusing {n} trials already COMPLETE on {device} (this run trains "
-                             f"on {here}); they are not trained again")
+                lines.append(
+                    f"reusing {n} trials already COMPLETE on {device} (this run trains "
+                    f"on {here}); they are not trained again"
+                )
     if failed:
-        lines.append(f"{failed} trials FAILED before and are not run again: add --retry-failed "
-                     "to run them again")
+        lines.append(
+            f"{failed} trials FAILED before and are not run again: add --retry-failed "
+            "to run them again"
+        )
     return lines
 
 
@@ -316,14 +403,21 @@ def _stored_experiment(store, experiment_id: str, interrupted: bool):  # noqa: A
         sys.exit(130)
 
 
-def _report_run(console, summary: dict, store_url: str, resume: str,  # noqa: ANN001
-                interrupted: bool, quiet: bool, as_json: bool, interrupt_code: int = 130) -> None:
+def _report_run(
+    console,
+    summary: dict,
+    store_url: str,
+    resume: str,  # noqa: ANN001
+    interrupted: bool,
+    quiet: bool,
+    as_json: bool,
+    interrupt_code: int = 130,
+) -> None:
     """Print the summary; exit ``interrupt_code`` when interrupted, 1 when a trial FAILED."""
     hints = []
     if interrupted:
         hints.append(f"interrupted — resume with: {resume}")
-    elif (summary["counts"].get(TrialState.FAILED.value)
-          and "--retry-failed" not in resume.split()):
+    elif summary["counts"].get(TrialState.FAILED.value) and "--retry-failed" not in resume.split():
         hints.append(f"run the FAILED trials again with: {resume} --retry-failed")
     try:
         if as_json:

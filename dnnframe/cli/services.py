@@ -22,13 +22,25 @@ GPU_FLAGS = "device=cuda,floatX=float32"
 @click.option("--host", default="127.0.0.1", show_default=True)
 @click.option("--port", default=5000, show_default=True, type=int)
 @click.option("--debug", is_flag=True)
-@click.option("--production", is_flag=True,
-              help="Serve with gunicorn: several worker processes, graceful shutdown, access log.")
-@click.option("--web-workers", type=click.IntRange(min=1), default=None,
-              help="gunicorn worker processes (implies --production; default "
-                   "$WEB_CONCURRENCY or 2).")
-def serve(store_url: str | None, host: str, port: int, debug: bool, production: bool,
-          web_workers: int | None) -> None:
+@click.option(
+    "--production",
+    is_flag=True,
+    help="Serve with gunicorn: several worker processes, graceful shutdown, access log.",
+)
+@click.option(
+    "--web-workers",
+    type=click.IntRange(min=1),
+    default=None,
+    help="gunicorn worker processes (implies --production; default $WEB_CONCURRENCY or 2).",
+)
+def serve(
+    store_url: str | None,
+    host: str,
+    port: int,
+    debug: bool,
+    production: bool,
+    web_workers: int | None,
+) -> None:
     """Start the dashboard (REST API and live experiment pages).
 
     Without --production one process serves it (Werkzeug's server, for a laptop); with it,
@@ -49,12 +61,22 @@ def serve(store_url: str | None, host: str, port: int, debug: bool, production: 
     if production or web_workers:
         require("gunicorn", "web", "dnnframe serve --production")
         bind = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-        args = [sys.executable, "-m", "gunicorn", "--config", "python:dashboard.gunicorn_config",
-                "--bind", bind]
+        args = [
+            sys.executable,
+            "-m",
+            "gunicorn",
+            "--config",
+            "python:dashboard.gunicorn_config",
+            "--bind",
+            bind,
+        ]
         if web_workers:
             args += ["--workers", str(web_workers)]
-        os.execve(sys.executable, [*args, "dashboard.wsgi:app"],
-                  settings.child_environ(store_url=store_url, bind_host=app_settings.bind_host))
+        os.execve(
+            sys.executable,
+            [*args, "dashboard.wsgi:app"],
+            settings.child_environ(store_url=store_url, bind_host=app_settings.bind_host),
+        )
     try:
         from dashboard import create_app
     except ImportError as exc:
@@ -76,17 +98,42 @@ def serve(store_url: str | None, host: str, port: int, debug: bool, production: 
 # --------------------------------------------------------------------------- worker
 @cli.command(context_settings={"ignore_unknown_options": True})
 @store_option
-@click.option("--broker", "broker_url", envvar="DNNFRAME_BROKER_URL", default=None, metavar="URL",
-              show_envvar=True, help="Broker (default amqp://guest:guest@127.0.0.1:5672//).")
-@click.option("--queues", "-Q", default="default", show_default=True,
-              help="Comma-separated queues to consume: default (CPU), gpu, or your own.")
-@click.option("--concurrency", "-c", type=click.IntRange(min=1), envvar="DNNFRAME_WORKERS",
-              default=None, help="Processes, each training one trial at a time (default: cores).")
+@click.option(
+    "--broker",
+    "broker_url",
+    envvar="DNNFRAME_BROKER_URL",
+    default=None,
+    metavar="URL",
+    show_envvar=True,
+    help="Broker (default amqp://guest:guest@127.0.0.1:5672//).",
+)
+@click.option(
+    "--queues",
+    "-Q",
+    default="default",
+    show_default=True,
+    help="Comma-separated queues to consume: default (CPU), gpu, or your own.",
+)
+@click.option(
+    "--concurrency",
+    "-c",
+    type=click.IntRange(min=1),
+    envvar="DNNFRAME_WORKERS",
+    default=None,
+    help="Processes, each training one trial at a time (default: cores).",
+)
 @click.option("--hostname", "-n", default=None, help="Node name (default celery@<host>).")
 @click.option("--loglevel", "-l", default="INFO", show_default=True)
 @click.argument("celery_args", nargs=-1, type=click.UNPROCESSED)
-def worker(store_url: str | None, broker_url: str | None, queues: str, concurrency: int | None,
-           hostname: str | None, loglevel: str, celery_args: tuple[str, ...]) -> None:
+def worker(
+    store_url: str | None,
+    broker_url: str | None,
+    queues: str,
+    concurrency: int | None,
+    hostname: str | None,
+    loglevel: str,
+    celery_args: tuple[str, ...],
+) -> None:
     """Start a Celery worker (``celery -A tasks worker`` with dnnframe's defaults).
 
     Arguments after ``--`` go to ``celery worker`` as they are (``-- --without-mingle``).
@@ -108,13 +155,27 @@ def worker(store_url: str | None, broker_url: str | None, queues: str, concurren
     # The worker (``celery -A tasks worker``, its pool processes and the reaper) reads its
     # configuration from its environment: built here for it, this process's left as it is.
     flags = None if os.environ.get("THEANO_FLAGS") or "gpu" not in names else GPU_FLAGS
-    env = settings.child_environ({"THEANO_FLAGS": flags}, base={**THREAD_ENV, **os.environ},
-                                 store_url=store_url, broker_url=broker_url)
+    env = settings.child_environ(
+        {"THEANO_FLAGS": flags},
+        base={**THREAD_ENV, **os.environ},
+        store_url=store_url,
+        broker_url=broker_url,
+    )
     refuse_unusable_device("start the worker", env)
-    argv = [sys.executable, "-m", "celery", "-A", "tasks", "worker",
-            f"--queues={','.join(names)}",
-            f"--concurrency={concurrency or settings.get().worker_count}",
-            "--prefetch-multiplier=1", "-O", "fair", f"--loglevel={loglevel}"]
+    argv = [
+        sys.executable,
+        "-m",
+        "celery",
+        "-A",
+        "tasks",
+        "worker",
+        f"--queues={','.join(names)}",
+        f"--concurrency={concurrency or settings.get().worker_count}",
+        "--prefetch-multiplier=1",
+        "-O",
+        "fair",
+        f"--loglevel={loglevel}",
+    ]
     if hostname:
         argv.append(f"--hostname={hostname}")
     os.execve(sys.executable, argv + list(celery_args), env)

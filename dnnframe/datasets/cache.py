@@ -91,11 +91,16 @@ def write_disk(path: Path, write: Callable[[IO[bytes]], Any]) -> None:
 
 def load_built(path: Path, name: str, task: Task, fingerprint: str) -> Dataset | None:
     """The Dataset saved at ``path``, or None when it is missing, damaged or of other data."""
+
     def read(f: IO[bytes]) -> Dataset | None:
         with np.load(f, allow_pickle=False) as z:
             meta = json.loads(str(z["meta"]))
-            if meta != {"name": name, "task": task, "fingerprint": fingerprint,
-                        "n_classes": meta.get("n_classes")}:
+            if meta != {
+                "name": name,
+                "task": task,
+                "fingerprint": fingerprint,
+                "n_classes": meta.get("n_classes"),
+            }:
                 return None
             arrays = [np.ascontiguousarray(z[array]) for array in ARRAYS]
         return frozen(name, task, arrays, meta["n_classes"], fingerprint)
@@ -104,10 +109,18 @@ def load_built(path: Path, name: str, task: Task, fingerprint: str) -> Dataset |
 
 
 def save_built(path: Path, data: Dataset) -> None:
-    meta = {"name": data.name, "task": data.task, "fingerprint": data.fingerprint,
-            "n_classes": data.n_classes}
-    write_disk(path, lambda f: np.savez(f, meta=np.array(json.dumps(meta)),
-                                        **{name: getattr(data, name) for name in ARRAYS}))
+    meta = {
+        "name": data.name,
+        "task": data.task,
+        "fingerprint": data.fingerprint,
+        "n_classes": data.n_classes,
+    }
+    write_disk(
+        path,
+        lambda f: np.savez(
+            f, meta=np.array(json.dumps(meta)), **{name: getattr(data, name) for name in ARRAYS}
+        ),
+    )
 
 
 # Keyed by the data's content fingerprint (as trial ids are), so a CSV edited in place is

@@ -27,14 +27,19 @@ class DatasetConfig(BaseModel):
     params: dict[str, Any] = Field(default_factory=dict)
     path: str | None = Field(None, max_length=4096, description="CSV file (name=csv)")
     upload: str | None = Field(None, max_length=64, description="uploaded CSV id (name=csv)")
-    label_column: str | None = Field(None, max_length=500,
-                                     description="the CSV column holding the label (name=csv)")
+    label_column: str | None = Field(
+        None, max_length=500, description="the CSV column holding the label (name=csv)"
+    )
     test_fraction: Annotated[float, Field(gt=0, lt=1, allow_inf_nan=False)] = Field(
-        0.2, description="share of the rows held out for the test metrics")
+        0.2, description="share of the rows held out for the test metrics"
+    )
     validation_fraction: Annotated[float, Field(ge=0, lt=1, allow_inf_nan=False)] = Field(
-        0.1, description="share held out for validation (early stopping, ASHA)")
-    standardize: bool = Field(True, description="scale features to zero mean, unit variance "
-                                                "(fitted on the training split)")
+        0.1, description="share held out for validation (early stopping, ASHA)"
+    )
+    standardize: bool = Field(
+        True,
+        description="scale features to zero mean, unit variance (fitted on the training split)",
+    )
     split_seed: int = Field(0, ge=0, le=2**32 - 1, description="seed of the split")
 
     @model_validator(mode="after")
@@ -85,8 +90,9 @@ def validate_dataset_config(cfg: DatasetConfig) -> None:
         params_model.model_validate(cfg.params)
     except ValidationError as exc:
         first = exc.errors(include_url=False)[0]
-        where = ".".join(brief(p) if isinstance(p, str) and len(p) > 40 else str(p)
-                         for p in first["loc"])
+        where = ".".join(
+            brief(p) if isinstance(p, str) and len(p) > 40 else str(p) for p in first["loc"]
+        )
         message = first["msg"]
         if first["type"] == "extra_forbidden":
             key = str(first["loc"][-1])

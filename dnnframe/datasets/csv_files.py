@@ -138,7 +138,8 @@ def parse_csv(
     header, rows = _rows(data, max_bytes)
     if label_column not in header:
         raise DatasetError(
-            f"label column {brief(label_column)} is not in the CSV header {brief(header)}", field="label_column"
+            f"label column {brief(label_column)} is not in the CSV header {brief(header)}",
+            field="label_column",
         )
     li = header.index(label_column)
     X = np.empty((len(rows), len(header) - 1))

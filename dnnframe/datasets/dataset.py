@@ -40,12 +40,23 @@ class Dataset:
         return self.n_classes
 
 
-def frozen(name: str, task: Task, arrays: list[np.ndarray], n_classes: int | None,
-           fingerprint: str) -> Dataset:
+def frozen(
+    name: str, task: Task, arrays: list[np.ndarray], n_classes: int | None, fingerprint: str
+) -> Dataset:
     """A Dataset of ``arrays`` (in :data:`ARRAYS` order), made read-only: it is shared by
     every trial in this process, so nobody may mutate it."""
     for a in arrays:
         a.setflags(write=False)
     X_train, y_train, X_val, y_val, X_test, y_test = arrays
-    return Dataset(name, task, X_train, y_train, X_val, y_val, X_test, y_test,
-                   n_classes=n_classes, fingerprint=fingerprint)
+    return Dataset(
+        name,
+        task,
+        X_train,
+        y_train,
+        X_val,
+        y_val,
+        X_test,
+        y_test,
+        n_classes=n_classes,
+        fingerprint=fingerprint,
+    )

@@ -30,49 +30,85 @@ class _NoParams(BaseModel):
 
 class MoonsParams(_Params):
     n_samples: int = Field(1000, ge=10, le=1_000_000, description="rows generated")
-    noise: float = Field(0.2, ge=0, le=10, allow_inf_nan=False,
-        description="standard deviation of the Gaussian noise added")
+    noise: float = Field(
+        0.2,
+        ge=0,
+        le=10,
+        allow_inf_nan=False,
+        description="standard deviation of the Gaussian noise added",
+    )
 
 
 class CirclesParams(_Params):
     n_samples: int = Field(1000, ge=10, le=1_000_000, description="rows generated")
-    noise: float = Field(0.1, ge=0, le=10, allow_inf_nan=False,
-        description="standard deviation of the Gaussian noise added")
-    factor: float = Field(0.5, gt=0, lt=1, allow_inf_nan=False,
-        description="inner circle's radius relative to the outer's")
+    noise: float = Field(
+        0.1,
+        ge=0,
+        le=10,
+        allow_inf_nan=False,
+        description="standard deviation of the Gaussian noise added",
+    )
+    factor: float = Field(
+        0.5,
+        gt=0,
+        lt=1,
+        allow_inf_nan=False,
+        description="inner circle's radius relative to the outer's",
+    )
 
 
 class SpiralsParams(_Params):
     n_samples: int = Field(1000, ge=10, le=1_000_000, description="rows generated")
     n_classes: int = Field(2, ge=2, le=20, description="classes, one arm each")
-    turns: float = Field(1.5, gt=0, le=10, allow_inf_nan=False,
-        description="turns of each spiral arm")
-    noise: float = Field(0.2, ge=0, le=10, allow_inf_nan=False,
-        description="Gaussian noise added, standard deviation noise/10 (arms span radius 1)")
+    turns: float = Field(
+        1.5, gt=0, le=10, allow_inf_nan=False, description="turns of each spiral arm"
+    )
+    noise: float = Field(
+        0.2,
+        ge=0,
+        le=10,
+        allow_inf_nan=False,
+        description="Gaussian noise added, standard deviation noise/10 (arms span radius 1)",
+    )
 
 
 class ClassificationParams(_Params):
     n_samples: int = Field(1000, ge=10, le=1_000_000, description="rows generated")
     n_features: int = Field(20, ge=1, le=10_000, description="feature columns")
     n_informative: int = Field(10, ge=1, le=10_000, description="features that carry the signal")
-    n_redundant: int = Field(0, ge=0, le=10_000,
-        description="features that are linear combinations of the informative ones")
+    n_redundant: int = Field(
+        0,
+        ge=0,
+        le=10_000,
+        description="features that are linear combinations of the informative ones",
+    )
     n_classes: int = Field(2, ge=2, le=1000, description="classes")
-    class_sep: float = Field(1.0, gt=0, le=100, allow_inf_nan=False,
-        description="how far apart the classes lie (larger is easier)")
+    class_sep: float = Field(
+        1.0,
+        gt=0,
+        le=100,
+        allow_inf_nan=False,
+        description="how far apart the classes lie (larger is easier)",
+    )
 
 
 class RegressionParams(_Params):
     n_samples: int = Field(1000, ge=10, le=1_000_000, description="rows generated")
     n_features: int = Field(10, ge=1, le=10_000, description="feature columns")
     n_informative: int = Field(5, ge=1, le=10_000, description="features that carry the signal")
-    noise: float = Field(0.1, ge=0, le=1000, allow_inf_nan=False,
-        description="standard deviation of the Gaussian noise added")
+    noise: float = Field(
+        0.1,
+        ge=0,
+        le=1000,
+        allow_inf_nan=False,
+        description="standard deviation of the Gaussian noise added",
+    )
 
 
 class Mnist1dParams(_Params):
-    num_samples: int = Field(5000, ge=100, le=200_000,
-        description="rows generated (MNIST-1D's num_samples)")
+    num_samples: int = Field(
+        5000, ge=100, le=200_000, description="rows generated (MNIST-1D's num_samples)"
+    )
     random_state: int = Field(42, ge=0, le=2**32 - 1, description="seed of the generator")
 
 

@@ -46,22 +46,26 @@ def _gpu_device(settings: FlagSettings):
     except ImportError:
         raise DeviceUnavailableError(
             f"{asked} needs JAX with CUDA support, but jax is not installed "
-            "(pip install 'dnnframe[gpu]')") from None
+            "(pip install 'dnnframe[gpu]')"
+        ) from None
     if not _has_cuda_plugin():
         raise DeviceUnavailableError(
             f"{asked} but this jax has no CUDA support (the jax[cuda12] plugin is not "
-            "installed: pip install 'dnnframe[gpu]')")
+            "installed: pip install 'dnnframe[gpu]')"
+        )
     try:
         gpus = jax.devices("cuda")
     except Exception as exc:  # no driver, no GPU, or JAX_PLATFORMS excludes cuda
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise DeviceUnavailableError(
             f"{asked} but JAX finds no usable CUDA GPU ({reason}); install 'dnnframe[gpu]' on a "
-            "machine with an NVIDIA GPU and driver, or use device=cpu") from None
+            "machine with an NVIDIA GPU and driver, or use device=cpu"
+        ) from None
     index = settings.gpu_index or 0
     if index >= len(gpus):
-        raise DeviceUnavailableError(f"{asked} but JAX sees {len(gpus)} CUDA GPU(s) "
-                                     f"(ordinals 0..{len(gpus) - 1})")
+        raise DeviceUnavailableError(
+            f"{asked} but JAX sees {len(gpus)} CUDA GPU(s) (ordinals 0..{len(gpus) - 1})"
+        )
     return gpus[index]
 
 
@@ -75,7 +79,9 @@ def require() -> Any:
     if settings.backend != "jax":
         return None
     # the linker's notice that it copies shared generators: seed_random_state handles that
-    warnings.filterwarnings("ignore", message="The RandomType SharedVariables", category=UserWarning)
+    warnings.filterwarnings(
+        "ignore", message="The RandomType SharedVariables", category=UserWarning
+    )
     # shape checks that XLA makes itself on static shapes
     warnings.filterwarnings("ignore", message="Skipping Assert", category=UserWarning)
     device = _gpu_device(settings) if settings.gpu_index is not None else None
@@ -131,12 +137,19 @@ def probe(env: dict[str, str] | None = None, timeout_s: float = 300.0) -> str | 
     A worker checks before it forks its pool: CUDA cannot be initialised in a parent that
     then forks, so the check runs in a child of its own.
     """
-    code = ("import sys\nfrom dnnframe.engine.backend import DeviceUnavailableError, require\n"
-            "try:\n    require()\nexcept DeviceUnavailableError as exc:\n"
-            "    print(exc, file=sys.stderr)\n    sys.exit(3)\n")
+    code = (
+        "import sys\nfrom dnnframe.engine.backend import DeviceUnavailableError, require\n"
+        "try:\n    require()\nexcept DeviceUnavailableError as exc:\n"
+        "    print(exc, file=sys.stderr)\n    sys.exit(3)\n"
+    )
     try:
-        proc = subprocess.run([sys.executable, "-c", code], env=env if env is not None else dict(os.environ),
-                              capture_output=True, text=True, timeout=timeout_s)
+        proc = subprocess.run(
+            [sys.executable, "-c", code],
+            env=env if env is not None else dict(os.environ),
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+        )
     except subprocess.TimeoutExpired:
         return f"the device check did not finish within {timeout_s:.0f} s"
     if proc.returncode == 0:

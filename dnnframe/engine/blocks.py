@@ -49,9 +49,12 @@ class LayerDesign:
     @classmethod
     def from_model(cls, model) -> LayerDesign:
         """The design of a spec's :class:`~dnnframe.spec.models.ModelConfig`."""
-        return cls(residual=model.residual,
-                   learnable_scale=model.residual == "rezero" or model.residual_learnable,
-                   normalization=model.normalization, norm_position=model.norm_position)
+        return cls(
+            residual=model.residual,
+            learnable_scale=model.residual == "rezero" or model.residual_learnable,
+            normalization=model.normalization,
+            norm_position=model.norm_position,
+        )
 
     @property
     def scaled(self) -> bool:
@@ -136,14 +139,24 @@ def _per_member_rows(v, like):
     product with ones, which elementwise fusion leaves apart. Broadcast from ``[K, 1, 1]``
     it slowed the fused loops over ``[K, units, B]`` 3-4x (every input constant along the
     batch axis does); rows vary along it, as the loops expect."""
-    ones = alloc(pt.constant(1, dtype=like.dtype), [like.shape[-1]],
-                 pt.TensorType(like.dtype, shape=(None,)))
+    ones = alloc(
+        pt.constant(1, dtype=like.dtype), [like.shape[-1]], pt.TensorType(like.dtype, shape=(None,))
+    )
     return pt.outer(v, ones).dimshuffle(0, "x", 1)
 
 
-def block_step(h, product: Callable, extras: dict, design: LayerDesign, act: Callable,
-               keep, deterministic: bool, product_input=None, saved: list | None = None,
-               keep_scale=None):
+def block_step(
+    h,
+    product: Callable,
+    extras: dict,
+    design: LayerDesign,
+    act: Callable,
+    keep,
+    deterministic: bool,
+    product_input=None,
+    saved: list | None = None,
+    keep_scale=None,
+):
     """One hidden layer: ``(output [K, units, B], (batch mean, batch variance) or None)``.
 
     ``product(u)`` is the layer's ``W u + b`` on its (possibly normalised) input, which is

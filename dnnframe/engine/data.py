@@ -15,7 +15,9 @@ if TYPE_CHECKING:
     from ..spec import TrialConfig
 
 
-def targets(y: np.ndarray, loss: str, classification: bool, n_outputs: int, dtype: str) -> np.ndarray:
+def targets(
+    y: np.ndarray, loss: str, classification: bool, n_outputs: int, dtype: str
+) -> np.ndarray:
     """Labels for the softmax loss, one-hot codes (squared error on classes) or columns."""
     if loss == "softmax_crossentropy":
         return y.astype(np.int64)
@@ -24,7 +26,9 @@ def targets(y: np.ndarray, loss: str, classification: bool, n_outputs: int, dtyp
     return y.reshape(-1, 1).astype(dtype)
 
 
-def prepare_data(config: TrialConfig) -> tuple[Any, dict[str, Any], dict[str, tuple[np.ndarray, np.ndarray]]]:
+def prepare_data(
+    config: TrialConfig,
+) -> tuple[Any, dict[str, Any], dict[str, tuple[np.ndarray, np.ndarray]]]:
     """Load ``config``'s dataset: (dataset, the graph-shape fields that follow from the data
     and the config, ``{"train"|"val"|"test": (X, y)}`` in the engine's dtype)."""
     from ..datasets import load_dataset
@@ -35,14 +39,22 @@ def prepare_data(config: TrialConfig) -> tuple[Any, dict[str, Any], dict[str, tu
     dtype = str(pytensor.config.floatX)
     classification = data.task == "classification"
     shape_args = dict(
-        n_features=data.n_features, n_outputs=data.n_outputs, activation=model_cfg.activation,
-        dropout=model_cfg.dropout > 0, grad_clip=config.training.grad_clip is not None,
-        loss=model_cfg.loss, classification=classification, optimizer=config.training.optimizer,
-        dtype=dtype, mode=configure().mode,
+        n_features=data.n_features,
+        n_outputs=data.n_outputs,
+        activation=model_cfg.activation,
+        dropout=model_cfg.dropout > 0,
+        grad_clip=config.training.grad_clip is not None,
+        loss=model_cfg.loss,
+        classification=classification,
+        optimizer=config.training.optimizer,
+        dtype=dtype,
+        mode=configure().mode,
     )
     splits = {}
     for split in ("train", "val", "test"):
         X, y = getattr(data, f"X_{split}"), getattr(data, f"y_{split}")
-        splits[split] = (np.ascontiguousarray(X, dtype=dtype),
-                         targets(y, model_cfg.loss, classification, data.n_outputs, dtype))
+        splits[split] = (
+            np.ascontiguousarray(X, dtype=dtype),
+            targets(y, model_cfg.loss, classification, data.n_outputs, dtype),
+        )
     return data, shape_args, splits

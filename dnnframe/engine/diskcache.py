@@ -30,8 +30,19 @@ from .. import settings
 from .constants import ENGINE_VERSION
 
 FORMAT = "1"
-_SOURCES = ("packgraph.py", "segments.py", "argmax.py", "layers.py", "blocks.py", "rewrites.py", "loops.py", "vecmath.py", "updates.py",
-            "diskcache.py", "pytensor_wall/internals.py")
+_SOURCES = (
+    "packgraph.py",
+    "segments.py",
+    "argmax.py",
+    "layers.py",
+    "blocks.py",
+    "rewrites.py",
+    "loops.py",
+    "vecmath.py",
+    "updates.py",
+    "diskcache.py",
+    "pytensor_wall/internals.py",
+)
 
 
 @functools.lru_cache(maxsize=1)
@@ -59,9 +70,23 @@ def cache_path(kind: str, key: Any) -> Path:
     import pytensor
 
     cfg = pytensor.config  # flags that change which rewrites and ops the graph got
-    text = "|".join([FORMAT, kind, repr(key), ENGINE_VERSION, _source_digest(), pytensor.__version__,
-                     numpy.__version__, platform.python_version(), platform.machine(),
-                     str(cfg.blas__ldflags), str(cfg.optimizer), str(cfg.cxx), str(cfg.floatX)])
+    text = "|".join(
+        [
+            FORMAT,
+            kind,
+            repr(key),
+            ENGINE_VERSION,
+            _source_digest(),
+            pytensor.__version__,
+            numpy.__version__,
+            platform.python_version(),
+            platform.machine(),
+            str(cfg.blas__ldflags),
+            str(cfg.optimizer),
+            str(cfg.cxx),
+            str(cfg.floatX),
+        ]
+    )
     return cache_dir() / f"{kind}-{hashlib.sha256(text.encode()).hexdigest()[:32]}.pkl"
 
 
@@ -84,7 +109,9 @@ def load(kind: str, key: Any) -> Any | None:
     except FileNotFoundError:
         return None
     except Exception as exc:  # truncated by a crash, or an incompatible pickle: rebuild
-        warnings.warn(f"ignoring unreadable compiled-model cache file {path}: {exc!r}", stacklevel=2)
+        warnings.warn(
+            f"ignoring unreadable compiled-model cache file {path}: {exc!r}", stacklevel=2
+        )
         return None
 
 
@@ -104,7 +131,9 @@ def store(kind: str, key: Any, model: Any) -> Path | None:
             os.unlink(tmp)
             raise
     except Exception as exc:
-        warnings.warn(f"could not write the compiled-model cache file {path}: {exc!r}", stacklevel=2)
+        warnings.warn(
+            f"could not write the compiled-model cache file {path}: {exc!r}", stacklevel=2
+        )
         return None
     return path
 
@@ -124,8 +153,17 @@ def _host_path(fact: str) -> Path:
         cpu = ""
     flags = next((line for line in cpu.splitlines() if line.startswith("flags")), "")
     cfg = pytensor.config
-    text = "|".join([platform.node(), platform.machine(), str(cfg.cxx), str(cfg.gcc__cxxflags),
-                     str(cfg.blas__ldflags), pytensor.__version__, flags])
+    text = "|".join(
+        [
+            platform.node(),
+            platform.machine(),
+            str(cfg.cxx),
+            str(cfg.gcc__cxxflags),
+            str(cfg.blas__ldflags),
+            pytensor.__version__,
+            flags,
+        ]
+    )
     # beside the compiled models: a process given a cache of its own works its facts out anew
     return cache_dir() / f"{fact}-{hashlib.sha256(text.encode()).hexdigest()[:32]}.json"
 

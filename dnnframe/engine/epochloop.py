@@ -40,8 +40,9 @@ OnPackEpoch = Callable[[int, EpochReport], "list[bool] | None"]
 LoadModel = Callable[[PackShape], "tuple[PackedModel, bool, bool]"]
 
 
-def evaluate(model: PackedModel, X: np.ndarray, y: np.ndarray, K: int, units: int,
-             classification: bool):
+def evaluate(
+    model: PackedModel, X: np.ndarray, y: np.ndarray, K: int, units: int, classification: bool
+):
     """Mean loss ``[K]`` and accuracy ``[K]`` (or None) of every member on one split."""
     if len(X) == 0:
         return None, None
@@ -49,7 +50,7 @@ def evaluate(model: PackedModel, X: np.ndarray, y: np.ndarray, K: int, units: in
     loss_sum = np.zeros(K)
     correct = np.zeros(K, dtype=np.int64)
     for start in range(0, len(X), chunk):
-        loss, c = model.eval_fn(X[start:start + chunk], y[start:start + chunk])
+        loss, c = model.eval_fn(X[start : start + chunk], y[start : start + chunk])
         loss_sum += loss
         correct += c
     return loss_sum / len(X), (correct / len(X) if classification else None)
@@ -60,8 +61,9 @@ class PackRun:
     ``load_model(shape)`` gives the compiled model and whether it came from this process's
     and the disk's cache. The caller restores the garbage collector's state afterwards."""
 
-    def __init__(self, configs: list[TrialConfig], on_epoch: OnPackEpoch | None,
-                 load_model: LoadModel):
+    def __init__(
+        self, configs: list[TrialConfig], on_epoch: OnPackEpoch | None, load_model: LoadModel
+    ):
         self.t_start = time.perf_counter()
         self.configs, self.on_epoch, self.K = configs, on_epoch, len(configs)
         first = configs[0]
@@ -70,12 +72,17 @@ class PackRun:
         self.seeds = [c.seed for c in configs]
         # this pack's widths; the compiled graph sees only what its backend needs of them
         static = shape_args["mode"] == JAX_MODE
-        self.segments, self.counts = segments_for(self.data.n_features, first.model.widths,
-                                                  static=static, pack_size=self.K)
+        self.segments, self.counts = segments_for(
+            self.data.n_features, first.model.widths, static=static, pack_size=self.K
+        )
         design = LayerDesign.from_model(first.model)
-        self.shape = PackShape(**shape_args, segments=graph_segments(self.segments, design, shape_args["mode"]),
-                               design=design, shared_input=len(set(self.seeds)) == 1,
-                               stack_layers=self.counts if static else None)
+        self.shape = PackShape(
+            **shape_args,
+            segments=graph_segments(self.segments, design, shape_args["mode"]),
+            design=design,
+            shared_input=len(set(self.seeds)) == 1,
+            stack_layers=self.counts if static else None,
+        )
         self.t_data = time.perf_counter()
         # building a graph creates hundreds of thousands of objects (a quarter of a build's
         # time went to the collector's passes over them), and training many small acyclic
@@ -98,19 +105,25 @@ class PackRun:
             self.notes.append(base_notes + more)
         self.ledger = PackLedger(configs, self.monitors)
         self.n_params, self.drop_rngs, self.shuffle_rngs = packstate.initialise(
-            model, configs, self.segments, self.counts)
-        row_of = {s: i for i, s in enumerate(self.shuffle_rngs)}  # a seed's row in an epoch's shuffles
+            model, configs, self.segments, self.counts
+        )
+        row_of = {
+            s: i for i, s in enumerate(self.shuffle_rngs)
+        }  # a seed's row in an epoch's shuffles
         self.seed_rows = np.array([row_of[s] for s in self.seeds], dtype=np.intp)
         self.n = len(self.splits["train"][0])
         self.batch = min(configs[0].training.batch_size, self.n)
         self.units = packstate.units(self.shape, self.segments, self.counts)
-        self.chunks = packstate.chunks(model, K, self.batch, self.units,
-                                       packstate.widest(self.shape, self.segments))
+        self.chunks = packstate.chunks(
+            model, K, self.batch, self.units, packstate.widest(self.shape, self.segments)
+        )
         self.active = np.ones(K, dtype=bool)
         self.best: list[np.ndarray] | None = None
         self.max_epochs = max(c.training.max_epochs for c in configs)
-        self.schedules = any(c.training.lr_schedule.kind != "none" or c.training.lr_schedule.warmup_epochs
-                             for c in configs)
+        self.schedules = any(
+            c.training.lr_schedule.kind != "none" or c.training.lr_schedule.warmup_epochs
+            for c in configs
+        )
         self.lr_at = model.hyper_index("learning_rate")
         self.keep_limits = packstate.keep_limits(configs) if self.shape.dropout else None
         self.initial = np.full(K, np.nan)
@@ -133,8 +146,17 @@ class PackRun:
         """Train and validate every running member for one epoch, then record it."""
         K, configs = self.K, self.configs
         running = self.active.sum()
-        lrs = np.array([c.training.learning_rate * c.training.lr_schedule.factor(epoch, c.training.max_epochs)
-                        for c in configs]) if self.schedules else None
+        lrs = (
+            np.array(
+                [
+                    c.training.learning_rate
+                    * c.training.lr_schedule.factor(epoch, c.training.max_epochs)
+                    for c in configs
+                ]
+            )
+            if self.schedules
+            else None
+        )
         # each seed's shuffle, then each member's row of them (one gather, not K rows stacked)
         orders = np.stack([rng.permutation(self.n) for rng in self.shuffle_rngs.values()])
         order = orders[0] if self.shape.shared_input else np.take(orders, self.seed_rows, axis=0)
@@ -161,15 +183,32 @@ class PackRun:
         model, active, shape = self.model, self.active, self.shape
         X_train, y_train = self.splits["train"]
         for start in range(0, self.n, self.batch):
-            idx = order[..., start:start + self.batch] if shape.shared_input \
-                else order[lo:hi, start:start + self.batch]
+            idx = (
+                order[..., start : start + self.batch]
+                if shape.shared_input
+                else order[lo:hi, start : start + self.batch]
+            )
             b = idx.shape[-1]
-            masks = [] if self.keep_limits is None else packstate.dropout_masks(
-                model, self.segments, self.counts, self.drop_rngs, active, self.keep_limits, b, lo, hi)
+            masks = (
+                []
+                if self.keep_limits is None
+                else packstate.dropout_masks(
+                    model,
+                    self.segments,
+                    self.counts,
+                    self.drop_rngs,
+                    active,
+                    self.keep_limits,
+                    b,
+                    lo,
+                    hi,
+                )
+            )
             called = time.perf_counter()
             # take, not X[idx]: NumPy's fancy indexing by a 2-D index array took 8x longer
-            loss, c = model.train_fn(np.take(X_train, idx, axis=0), np.take(y_train, idx, axis=0),
-                                     *masks)
+            loss, c = model.train_fn(
+                np.take(X_train, idx, axis=0), np.take(y_train, idx, axis=0), *masks
+            )
             self.compute += time.perf_counter() - called
             if epoch == 1 and start == 0:  # the loss at initialisation: before any update
                 self.initial[lo:hi] = loss
@@ -199,10 +238,17 @@ class PackRun:
         share, self.mark = (now - self.mark) / running, now
         if epoch == 1:
             self.ledger.initial_loss = self.initial
-        report = self.ledger.record(epoch, self.diverged, {
-            "train_loss": self.loss_sum / self.n,
-            "train_accuracy": self.correct / self.n if self.classification else None,
-            "val_loss": self.val_loss, "val_accuracy": self.val_acc}, share)
+        report = self.ledger.record(
+            epoch,
+            self.diverged,
+            {
+                "train_loss": self.loss_sum / self.n,
+                "train_accuracy": self.correct / self.n if self.classification else None,
+                "val_loss": self.val_loss,
+                "val_accuracy": self.val_acc,
+            },
+            share,
+        )
         flags = self.on_epoch(epoch, report) if self.on_epoch is not None else None
         improved = self.ledger.advance(epoch, report, flags)
         if improved.any():
@@ -213,7 +259,9 @@ class PackRun:
         """Every split's loss and accuracy per member, at its best epoch where it has one."""
         K, model = self.K, self.model
         restore = self.ledger.restore()
-        final = {split: (np.full(K, np.nan), np.full(K, np.nan)) for split in ("train", "val", "test")}
+        final = {
+            split: (np.full(K, np.nan), np.full(K, np.nan)) for split in ("train", "val", "test")
+        }
         for lo, hi, state in self.chunks:
             if self.best is not None and restore[lo:hi].any():  # final metrics: the best epoch's
                 keep = restore[lo:hi]
@@ -223,30 +271,50 @@ class PackRun:
             model.import_state(state)
             for split, (loss_all, acc_all) in final.items():
                 called = time.perf_counter()
-                loss, acc = evaluate(model, *self.splits[split], hi - lo, self.units, self.classification)
+                loss, acc = evaluate(
+                    model, *self.splits[split], hi - lo, self.units, self.classification
+                )
                 self.compute += time.perf_counter() - called
                 if loss is not None:
                     loss_all[lo:hi] = loss
                 if acc is not None:
                     acc_all[lo:hi] = acc
-        return {split: (None if len(self.splits[split][0]) == 0 else loss,
-                        acc if self.classification and len(self.splits[split][0]) else None)
-                for split, (loss, acc) in final.items()}
+        return {
+            split: (
+                None if len(self.splits[split][0]) == 0 else loss,
+                acc if self.classification and len(self.splits[split][0]) else None,
+            )
+            for split, (loss, acc) in final.items()
+        }
 
     def _results(self, final: dict[str, tuple[Any, Any]]) -> list[TrialResult]:
         K, ledger, first = self.K, self.ledger, self.configs[0]
         t_end = time.perf_counter()
-        shared = {"data": (self.t_data - self.t_start) / K, "compile": (self.t_compile - self.t_data) / K,
-                  "evaluate": (t_end - self.mark) / K}
+        shared = {
+            "data": (self.t_data - self.t_start) / K,
+            "compile": (self.t_compile - self.t_data) / K,
+            "evaluate": (t_end - self.mark) / K,
+        }
         # compute_seconds: inside the compiled calls; the rest of the wall after the compile
         # is the epoch loop's own Python (minibatches, masks, bookkeeping) and the callbacks
-        pack = {"size": K, "wall_seconds": t_end - self.t_start,
-                "compile_seconds": self.t_compile - self.t_data, "compute_seconds": self.compute}
+        pack = {
+            "size": K,
+            "wall_seconds": t_end - self.t_start,
+            "compile_seconds": self.t_compile - self.t_data,
+            "compute_seconds": self.compute,
+        }
         env = environment(self.cached)
-        env.update(compile_key=compile_key(first, K), pack_key=pack_key(first), disk_cache_hit=self.disk_hit)
+        env.update(
+            compile_key=compile_key(first, K),
+            pack_key=pack_key(first),
+            disk_cache_hit=self.disk_hit,
+        )
         histories = ledger.histories()
-        columns = {f"{split}_{kind}": (None if values is None else values.tolist())
-                   for split, pair in final.items() for kind, values in zip(("loss", "accuracy"), pair)}
+        columns = {
+            f"{split}_{kind}": (None if values is None else values.tolist())
+            for split, pair in final.items()
+            for kind, values in zip(("loss", "accuracy"), pair)
+        }
         train_seconds = ledger.train_seconds.tolist()
         diverged_at, best_epochs = ledger.diverged_epoch.tolist(), ledger.best_epoch.tolist()
         results = []
@@ -258,10 +326,20 @@ class PackRun:
                     metrics[f"{split}_{kind}"] = None if values is None else values[k]
             timings = {**shared, "train": train_seconds[k]}
             timings["total"] = sum(timings.values())
-            results.append(TrialResult(
-                status=ledger.status_of(k), metrics=metrics, history=histories[k], timings=timings,
-                n_params=self.n_params, environment=dict(env), pack=dict(pack, index=k),
-                diverged_epoch=diverged_at[k] or None, stopped_early=bool(ledger.stopped_early[k]),
-                epochs_run=len(histories[k]),
-                best_epoch=(best_epochs[k] or None) if self.monitors[k] else None, notes=self.notes[k]))
+            results.append(
+                TrialResult(
+                    status=ledger.status_of(k),
+                    metrics=metrics,
+                    history=histories[k],
+                    timings=timings,
+                    n_params=self.n_params,
+                    environment=dict(env),
+                    pack=dict(pack, index=k),
+                    diverged_epoch=diverged_at[k] or None,
+                    stopped_early=bool(ledger.stopped_early[k]),
+                    epochs_run=len(histories[k]),
+                    best_epoch=(best_epochs[k] or None) if self.monitors[k] else None,
+                    notes=self.notes[k],
+                )
+            )
         return results

@@ -94,12 +94,22 @@ class FlagSettings:
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe view for a trial's environment (the BLAS by its name unless the user
         gave its flags: the chosen library's flags are long, and stored with every trial)."""
-        shown = {k: v for k, v in self.pytensor_flags.items()
-                 if k != "blas__ldflags" or self.blas == "configured"}
-        return {"theano_flags": self.theano_flags, "pytensor_flags": shown,
-                "requested_device": self.requested_device, "device": self.device,
-                "mode": self.mode, "backend": self.backend, "blas": self.blas,
-                "dropped": list(self.dropped), "notes": list(self.notes)}
+        shown = {
+            k: v
+            for k, v in self.pytensor_flags.items()
+            if k != "blas__ldflags" or self.blas == "configured"
+        }
+        return {
+            "theano_flags": self.theano_flags,
+            "pytensor_flags": shown,
+            "requested_device": self.requested_device,
+            "device": self.device,
+            "mode": self.mode,
+            "backend": self.backend,
+            "blas": self.blas,
+            "dropped": list(self.dropped),
+            "notes": list(self.notes),
+        }
 
 
 def gpu_index(device: str | None) -> int | None:
@@ -122,15 +132,19 @@ def parse_flags(text: str, *, warn: bool = True) -> dict[str, str]:
         key, sep, value = item.partition("=")
         if not sep:
             if warn:
-                warnings.warn(f"THEANO_FLAGS entry {item!r} has no '=value' and is ignored",
-                              FlagWarning, stacklevel=3)
+                warnings.warn(
+                    f"THEANO_FLAGS entry {item!r} has no '=value' and is ignored",
+                    FlagWarning,
+                    stacklevel=3,
+                )
             continue
         out[key.strip()] = value.strip()
     return out
 
 
-def translate(theano_flags: str, pytensor_flags: str = "", *, warn: bool = True,
-              blas: bool = True) -> FlagSettings:
+def translate(
+    theano_flags: str, pytensor_flags: str = "", *, warn: bool = True, blas: bool = True
+) -> FlagSettings:
     """Translate THEANO_FLAGS (merged under PYTENSOR_FLAGS) without touching the process.
 
     ``device`` may come from either variable (PYTENSOR_FLAGS wins). A GPU device selects
@@ -152,8 +166,11 @@ def translate(theano_flags: str, pytensor_flags: str = "", *, warn: bool = True,
             continue
         if name in _GPU_FLAGS or name.split("__")[0] in _GPU_PREFIXES:
             if warn:
-                warnings.warn(f"THEANO_FLAGS {key}={value} has no PyTensor equivalent and is ignored",
-                              FlagWarning, stacklevel=3)
+                warnings.warn(
+                    f"THEANO_FLAGS {key}={value} has no PyTensor equivalent and is ignored",
+                    FlagWarning,
+                    stacklevel=3,
+                )
             settings.dropped.append(key)
             continue
         if name == "mode" and value.upper() == "FAST_RUN":
@@ -189,16 +206,21 @@ def _apply_device(settings: FlagSettings, out: dict[str, str], device: str, warn
         return
     index = gpu_index(device)
     if index is None:
-        settings.device_error = (f"device={device} cannot be used: dnnframe trains on device=cpu "
-                                 "or an NVIDIA GPU (device=cuda, cudaN, gpu, gpuN)")
+        settings.device_error = (
+            f"device={device} cannot be used: dnnframe trains on device=cpu "
+            "or an NVIDIA GPU (device=cuda, cudaN, gpu, gpuN)"
+        )
         return
     settings.device = f"cuda:{index}"
     for name in ("mode", "linker"):
         value = out.pop(name, None)
         if value is not None and value.upper() not in (JAX_MODE, "FAST_RUN", DEFAULT_MODE):
             if warn:
-                warnings.warn(f"{name}={value} is ignored: device={device} trains through mode=JAX",
-                              FlagWarning, stacklevel=4)
+                warnings.warn(
+                    f"{name}={value} is ignored: device={device} trains through mode=JAX",
+                    FlagWarning,
+                    stacklevel=4,
+                )
             settings.dropped.append(name)
     out["mode"] = JAX_MODE
     out.setdefault("floatX", "float32")  # as Theano on a GPU: float64 is slow there

@@ -139,9 +139,12 @@ def compile_key_fields(config: dict | TrialConfig, pack_size: int = 1) -> dict[s
         "v": KEY_VERSION,
         "dataset": config.dataset.model_dump(mode="json"),
         # a shortcut or pre-norm applies to the first layer only where its widths are equal
-        "runs": _runs(list(model.widths), static,
-                      model.residual != "none" or model.norm_position == "pre",
-                      unrolled_run(static, pack_size)),
+        "runs": _runs(
+            list(model.widths),
+            static,
+            model.residual != "none" or model.norm_position == "pre",
+            unrolled_run(static, pack_size),
+        ),
         "activation": model.activation,
         "residual": model.residual,
         "residual_learnable": model.residual == "rezero" or model.residual_learnable,
@@ -160,15 +163,20 @@ def pack_key_fields(config: dict | TrialConfig) -> dict[str, Any]:
     this key, before any pack's size is known; the widths below say the rest) plus the
     widths with the depth, and the batch size."""
     config = as_config(config)
-    return {**compile_key_fields(config), "widths": list(config.model.widths),
-            "batch_size": int(config.training.batch_size)}
+    return {
+        **compile_key_fields(config),
+        "widths": list(config.model.widths),
+        "batch_size": int(config.training.batch_size),
+    }
 
 
 def _key(fields: dict[str, Any], widths: str) -> str:
     text = canonical_json(fields)
     digest = hashlib.sha256(text.encode()).hexdigest()[:16]
-    return (f"{fields['dataset']['name']}-{widths}-{fields['activation']}-{fields['optimizer']}"
-            f"-{fields['dtype']}-{digest}")
+    return (
+        f"{fields['dataset']['name']}-{widths}-{fields['activation']}-{fields['optimizer']}"
+        f"-{fields['dtype']}-{digest}"
+    )
 
 
 def compile_key(config: dict | TrialConfig, pack_size: int = 1) -> str:
@@ -189,10 +197,16 @@ def pack_keys(configs: list[dict] | list[TrialConfig]) -> list[str]:
         doc = config if isinstance(config, dict) else config.model_dump(mode="json")
         model, training = doc.get("model") or {}, doc.get("training") or {}
         # every field the key reads, as given (a default left out only misses the memo)
-        fields = _memo_key([
-            doc.get("dataset"), {k: v for k, v in model.items() if k not in ("init", "dropout")},
-            (model.get("dropout") or 0) > 0, training.get("optimizer"),
-            training.get("batch_size"), training.get("grad_clip") is None])
+        fields = _memo_key(
+            [
+                doc.get("dataset"),
+                {k: v for k, v in model.items() if k not in ("init", "dropout")},
+                (model.get("dropout") or 0) > 0,
+                training.get("optimizer"),
+                training.get("batch_size"),
+                training.get("grad_clip") is None,
+            ]
+        )
         if fields not in by_fields:
             by_fields[fields] = pack_key(config)
         keys.append(by_fields[fields])
@@ -212,6 +226,9 @@ def pack_key(config: dict | TrialConfig) -> str:
     """A short stable string: equal for configs that can train together in one pack."""
     fields = pack_key_fields(config)
     widths = fields["widths"]
-    text = f"{widths[0]}x{len(widths)}" if widths and len(set(widths)) == 1 else \
-        "x".join(str(w) for w in widths) or "0"
+    text = (
+        f"{widths[0]}x{len(widths)}"
+        if widths and len(set(widths)) == 1
+        else "x".join(str(w) for w in widths) or "0"
+    )
     return _key(fields, f"{text}-b{fields['batch_size']}")

@@ -58,8 +58,9 @@ def keep_freed_memory() -> bool:
         mallopt = None
     if mallopt is None:
         return False
-    return bool(mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD)) and \
-        bool(mallopt(_M_TRIM_THRESHOLD, TRIM_THRESHOLD))
+    return bool(mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD)) and bool(
+        mallopt(_M_TRIM_THRESHOLD, TRIM_THRESHOLD)
+    )
 
 
 def settle(full: bool = False) -> None:

@@ -96,13 +96,17 @@ class PackedLayer:
         for key, shape in shapes.items():
             typed = (None, *shape) if static is not None else None
             placeholder = tuple(1 if n is None else n for n in shape)
-            self.shared[key] = pytensor.shared(np.zeros((1, *placeholder), dtype=self.dtype),
-                                               name=f"{name}.{key}", shape=typed)
-        self.params = [v for k, v in self.shared.items() if k in ("W", "b") or self.design.trained(k)]
+            self.shared[key] = pytensor.shared(
+                np.zeros((1, *placeholder), dtype=self.dtype), name=f"{name}.{key}", shape=typed
+            )
+        self.params = [
+            v for k, v in self.shared.items() if k in ("W", "b") or self.design.trained(k)
+        ]
         self.regularizable = [self.shared["W"]]
         self.stats = [self.shared[k] for k in ("mean", "var") if k in self.shared]
-        self.consts = [v for k, v in self.shared.items()
-                       if v not in self.params and v not in self.stats]
+        self.consts = [
+            v for k, v in self.shared.items() if v not in self.params and v not in self.stats
+        ]
 
     def __getstate__(self) -> dict:
         # activations may be lambdas (not picklable), and only building the graph needs them
@@ -119,12 +123,22 @@ class DenseLayer(PackedLayer):
     transposed, ``[K, n_out, n_in]``). ``act`` None makes it the linear output layer.
     ``n_in``/``n_out`` None: run-time widths (a residual layer needs them given and equal)."""
 
-    def __init__(self, n_in: int | None, n_out: int | None, act: Callable | None, design: LayerDesign,
-                 dtype: str, name: str, jax: bool = False):
+    def __init__(
+        self,
+        n_in: int | None,
+        n_out: int | None,
+        act: Callable | None,
+        design: LayerDesign,
+        dtype: str,
+        name: str,
+        jax: bool = False,
+    ):
         _check_positive("n_in", n_in)
         _check_positive("n_out", n_out)
         if design.residual != "none" and (n_in is None or n_in != n_out):
-            raise ValueError(f"a residual layer needs n_in == n_out, but got n_in={n_in}, n_out={n_out}")
+            raise ValueError(
+                f"a residual layer needs n_in == n_out, but got n_in={n_in}, n_out={n_out}"
+            )
         self.n_in, self.n_out, self.dtype, self.design = n_in, n_out, dtype, design
         self.act, self.jax = act, jax
         self.units = n_in if design.norm_position == "pre" else n_out
@@ -164,25 +178,43 @@ class DenseLayer(PackedLayer):
         # a shared input enters residual sums and normalisation feature-major, [1, D, B]
         h_fm = h.T.dimshuffle("x", 0, 1) if h.ndim == 2 else h
         extras = {k: v for k, v in self.shared.items() if k not in ("W", "b")}
-        out, stats = block_step(h_fm, product, extras, self.design, self.act, keep,
-                                deterministic, product_input=h, keep_scale=keep_scale)
+        out, stats = block_step(
+            h_fm,
+            product,
+            extras,
+            self.design,
+            self.act,
+            keep,
+            deterministic,
+            product_input=h,
+            keep_scale=keep_scale,
+        )
         return out, self._stat_updates(stats)
 
     def _stat_updates(self, stats) -> list:
         if stats is None:
             return []
-        return [(self.shared["mean"], running_update(self.shared["mean"], stats[0])),
-                (self.shared["var"], running_update(self.shared["var"], stats[1]))]
+        return [
+            (self.shared["mean"], running_update(self.shared["mean"], stats[0])),
+            (self.shared["var"], running_update(self.shared["var"], stats[1])),
+        ]
 
-    def initial_values(self, rng: np.random.Generator, init: str, residual_scale: float,
-                       n_in: int | None = None, n_out: int | None = None) -> list[np.ndarray]:
+    def initial_values(
+        self,
+        rng: np.random.Generator,
+        init: str,
+        residual_scale: float,
+        n_in: int | None = None,
+        n_out: int | None = None,
+    ) -> list[np.ndarray]:
         """One member's values, in ``shared`` order (draws one weight matrix from ``rng``);
         ``n_in``/``n_out``: the member's widths (default: the layer's own)."""
         n_in = self.n_in if n_in is None else n_in
         n_out = self.n_out if n_out is None else n_out
         if n_in is None or n_out is None:
-            raise ValueError(f"layer {self.shared['W'].name}: run-time widths need the "
-                             "member's n_in and n_out")
+            raise ValueError(
+                f"layer {self.shared['W'].name}: run-time widths need the member's n_in and n_out"
+            )
         units = n_in if self.design.norm_position == "pre" else n_out
         out = []
         for key in self.shared:
@@ -212,8 +244,17 @@ class StackLayer(PackedLayer):
     instead of recomputing them.
     """
 
-    def __init__(self, width: int | None, act: Callable, design: LayerDesign, dtype: str, name: str,
-                 n_layers: int | None = None, jax: bool = False, scan_mode=None):
+    def __init__(
+        self,
+        width: int | None,
+        act: Callable,
+        design: LayerDesign,
+        dtype: str,
+        name: str,
+        n_layers: int | None = None,
+        jax: bool = False,
+        scan_mode=None,
+    ):
         _check_positive("width", width)
         if n_layers is not None:
             _check_positive("n_layers", n_layers)
@@ -234,8 +275,11 @@ class StackLayer(PackedLayer):
         ``keep`` ``[n_layers, K, width, B]`` or None, and ``keep_scale`` as :func:`block_step`
         takes them."""
         design, act = self.design, self.act
-        names = [k for k in self.shared
-                 if k != "live" and not (k in ("mean", "var") and not deterministic)]
+        names = [
+            k
+            for k in self.shared
+            if k != "live" and not (k in ("mean", "var") and not deterministic)
+        ]
         live = self.shared.get("live")
         h_all, used = h, None
         if live is not None:
@@ -265,8 +309,17 @@ class StackLayer(PackedLayer):
                 return pt.matmul(W_eff, u) + b_eff.dimshuffle(0, 1, "x")
 
             saved = None if deterministic else []
-            out, stats = block_step(h, product, values, design, act, k, deterministic, saved=saved,
-                                    keep_scale=keep_scale)
+            out, stats = block_step(
+                h,
+                product,
+                values,
+                design,
+                act,
+                k,
+                deterministic,
+                saved=saved,
+                keep_scale=keep_scale,
+            )
             assert len(saved or ()) == n_saved
             # The gradient's scan swaps each of the step's outputs that it would recompute
             # for the value saved here, output by output in this order: last computed
@@ -276,8 +329,14 @@ class StackLayer(PackedLayer):
         n_steps = self.n_layers if self.n_layers is not None else self.shared["W"].shape[1]
         n_saved = 0 if deterministic else saved_count(design, keep is not None)
         outputs_info = [h] + [None] * (n_saved + 2 * training_bn)
-        outputs = pytensor.scan(step, sequences=seqs, outputs_info=outputs_info,
-                                n_steps=n_steps, return_updates=False, mode=self.scan_mode)
+        outputs = pytensor.scan(
+            step,
+            sequences=seqs,
+            outputs_info=outputs_info,
+            n_steps=n_steps,
+            return_updates=False,
+            mode=self.scan_mode,
+        )
         if not (n_saved or training_bn):
             return self._pass(outputs[-1], h_all, used), []
         if not training_bn:
@@ -285,7 +344,8 @@ class StackLayer(PackedLayer):
         hs, means, variances = outputs[0], outputs[-2], outputs[-1]
         return self._pass(hs[-1], h_all, used), [
             (s, self._keep_placeholder(s, running_update(s, stats.dimshuffle(1, 0, 2))))
-            for s, stats in ((self.shared["mean"], means), (self.shared["var"], variances))]
+            for s, stats in ((self.shared["mean"], means), (self.shared["var"], variances))
+        ]
 
     def _pass(self, out, h, used):
         """The stack's output: the scan's first ``used`` rows (all, or none for a stack of 0
@@ -300,15 +360,23 @@ class StackLayer(PackedLayer):
             return new
         return pt.switch(self.shared["live"].dimshuffle(0, "x", "x") > 0, new, running)
 
-    def initial_values(self, rng: np.random.Generator, init: str, residual_scale: float,
-                       n_layers: int = 1, width: int | None = None) -> list[np.ndarray]:
+    def initial_values(
+        self,
+        rng: np.random.Generator,
+        init: str,
+        residual_scale: float,
+        n_layers: int = 1,
+        width: int | None = None,
+    ) -> list[np.ndarray]:
         """One member's values for ``n_layers`` layers of ``width`` (default: the layer's
         own), in ``shared`` order (draws the layers' weight matrices from ``rng`` in order).
         ``n_layers`` 0 (a run-time depth only): one placeholder layer of zero weights,
         drawing nothing from ``rng``, and the ``live`` flag 0."""
         w = self.width if width is None else width
         if w is None:
-            raise ValueError(f"layer {self.shared['W'].name}: a run-time width needs the member's width")
+            raise ValueError(
+                f"layer {self.shared['W'].name}: a run-time width needs the member's width"
+            )
         if n_layers == 0 and "live" not in self.shared:
             raise ValueError("a stack of static depth needs n_layers >= 1")
         placeholder = n_layers == 0
@@ -320,8 +388,11 @@ class StackLayer(PackedLayer):
             elif key == "W" and placeholder:
                 out.append(np.zeros((1, w, w), dtype=self.dtype))
             elif key == "W":
-                out.append(np.stack([init_weights(rng, init, w, w).T for _ in range(n_layers)])
-                           .astype(self.dtype))
+                out.append(
+                    np.stack([init_weights(rng, init, w, w).T for _ in range(n_layers)]).astype(
+                        self.dtype
+                    )
+                )
             elif key == "b":
                 out.append(np.zeros((n_layers, w), dtype=self.dtype))
             else:

@@ -47,8 +47,10 @@ class PackLedger:
         self.factor = np.array([np.nan if f is None else f for f in factors], dtype=np.float64)
         # early stopping: members grouped by the metric they watch
         self.monitors = monitors
-        self.by_monitor = {m: np.array([k for k, x in enumerate(monitors) if x == m])
-                           for m in sorted({m for m in monitors if m})}
+        self.by_monitor = {
+            m: np.array([k for k, x in enumerate(monitors) if x == m])
+            for m in sorted({m for m in monitors if m})
+        }
         es = [c.training.early_stopping for c in configs]
         self.patience = np.array([e.patience if e else 0 for e in es], dtype=np.int64)
         self.min_delta = np.array([e.min_delta if e else 0.0 for e in es], dtype=np.float64)
@@ -58,8 +60,13 @@ class PackLedger:
         self.since_best = np.zeros(K, dtype=np.int64)
         self.epochs: list[EpochReport] = []  # every epoch, every member that trained in it
 
-    def record(self, epoch: int, non_finite: np.ndarray, columns: dict[str, np.ndarray | None],
-               share: float) -> EpochReport:
+    def record(
+        self,
+        epoch: int,
+        non_finite: np.ndarray,
+        columns: dict[str, np.ndarray | None],
+        share: float,
+    ) -> EpochReport:
         """Record an epoch of the members still running: their metrics (``columns``: the
         epoch metrics of :data:`EPOCH_COLUMNS` but ``seconds``, arrays over all members, or
         None where the pack has no such metric), who met a non-finite loss in a step
@@ -89,7 +96,9 @@ class PackLedger:
         self.running &= ~diverged
         lists: dict[str, list[float | None] | None] = {
             name: None if (column := columns.get(name)) is None else _plain_list(column)
-            for name in EPOCH_COLUMNS if name != "seconds"}
+            for name in EPOCH_COLUMNS
+            if name != "seconds"
+        }
         lists["seconds"] = [share] * self.K
         stored = EpochReport(epoch, lists, ran.tolist())  # one set of entries for both
         self.epochs.append(stored)
@@ -111,7 +120,11 @@ class PackLedger:
                 beats = value > best + delta if direction(metric) == "max" else value < best - delta
             better = ~self.has_best[idx] | beats
             won, lost = idx[better], idx[~better]
-            self.best_value[won], self.best_epoch[won], self.since_best[won] = value[better], epoch, 0
+            self.best_value[won], self.best_epoch[won], self.since_best[won] = (
+                value[better],
+                epoch,
+                0,
+            )
             self.has_best[won] = improved[won] = True
             self.since_best[lost] += 1
         # a stop that comes with a member's last epoch (a cancel that lands as it finishes)

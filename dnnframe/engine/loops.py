@@ -70,8 +70,13 @@ class ContiguousElemwise(LoopElemwise):
     def _task(self, node, nodename: str, plan: _Plan) -> str | None:
         """The scalar op's code for one element, on the loop function's names; None if it
         can fail (the function has no way to report it)."""
-        task = self.scalar_code(node, nodename + "_scalar_", [f"{n}_i" for n in plan.input_names],
-                                [f"{n}_i" for n in plan.output_names], {"fail": _FAIL})
+        task = self.scalar_code(
+            node,
+            nodename + "_scalar_",
+            [f"{n}_i" for n in plan.input_names],
+            [f"{n}_i" for n in plan.output_names],
+            {"fail": _FAIL},
+        )
         return None if _FAIL in task else task
 
     def c_support_code_apply(self, node, nodename):
@@ -80,8 +85,9 @@ class ContiguousElemwise(LoopElemwise):
         task = self._task(node, nodename, plan) if plan else None
         if task is None:
             return code
-        return code + "".join(self._function(plan, nodename, task, tail)
-                              for tail in range(plan.tail, plan.ndim))
+        return code + "".join(
+            self._function(plan, nodename, task, tail) for tail in range(plan.tail, plan.ndim)
+        )
 
     def _function(self, plan: _Plan, nodename: str, task: str, tail: int) -> str:
         """The loop with the inner loop over axes ``tail...``: one function per tail, as
@@ -104,14 +110,24 @@ class ContiguousElemwise(LoopElemwise):
                 inner.append(f"{dtype}& {name}_i = {name}_c[j];")
         defines = "".join(f"#define {o}_i {i}_i\n" for o, i in plan.aliases)
         undefs = "".join(f"#undef {o}_i\n" for o, _ in plan.aliases)
-        return "\n".join([
-            f"__attribute__((noinline)) static void {nodename}_contiguous{tail}("
-            f"{', '.join(params)}) {{",
-            *[f"for (npy_intp k{k} = 0; k{k} < n{k}; ++k{k}) {{" for k in outer], *body,
-            "#pragma GCC ivdep",
-            "for (npy_intp j = 0; j < T; ++j) {",
-            *inner, defines, task, undefs, "}",
-            *["}"] * tail, "}", ""])
+        return "\n".join(
+            [
+                f"__attribute__((noinline)) static void {nodename}_contiguous{tail}("
+                f"{', '.join(params)}) {{",
+                *[f"for (npy_intp k{k} = 0; k{k} < n{k}; ++k{k}) {{" for k in outer],
+                *body,
+                "#pragma GCC ivdep",
+                "for (npy_intp j = 0; j < T; ++j) {",
+                *inner,
+                defines,
+                task,
+                undefs,
+                "}",
+                *["}"] * tail,
+                "}",
+                "",
+            ]
+        )
 
     def wrap_loop(self, node, nodename, inames, onames, loop):
         """PyTensor's loop behind a run-time test for the contiguous ones."""
@@ -132,8 +148,10 @@ class ContiguousElemwise(LoopElemwise):
                 args += [f"{name}_stride{k}" for k in range(tail) if not p[k]]
                 if not p[tail]:
                     cond.append(f"{name}_stride{plan.ndim - 1} == 1")
-                    cond += [f"{name}_stride{k} == {name}_stride{k + 1} * {lengths[k + 1]}"
-                             for k in range(tail, plan.ndim - 1)]
+                    cond += [
+                        f"{name}_stride{k} == {name}_stride{k + 1} * {lengths[k + 1]}"
+                        for k in range(tail, plan.ndim - 1)
+                    ]
             call = f"{nodename}_contiguous{tail}({', '.join(args)});"
             loop = f"if ({' && '.join(cond) or '1'}) {{\n{call}\n}} else {{\n{loop}\n}}"
         return loop
@@ -147,11 +165,14 @@ def _contiguous(fgraph, node):
     if type(node.op) is not Elemwise:
         return None
     op = node.op
-    new = ContiguousElemwise(op.scalar_op, op.inplace_pattern, name=op.name,
-                             nfunc_spec=op.nfunc_spec, openmp=op.openmp)
+    new = ContiguousElemwise(
+        op.scalar_op, op.inplace_pattern, name=op.name, nfunc_spec=op.nfunc_spec, openmp=op.openmp
+    )
     return new.make_node(*node.inputs).outputs
 
 
 # compile_mode runs it after fusion (49) and before the in-place pass (50.5); the rewrite
 # wraps a plain function, which pickles by name with the compiled model
-CONTIGUOUS_LOOPS = in2out(node_rewriter([Elemwise])(_contiguous), name="contiguous_elementwise_loops")
+CONTIGUOUS_LOOPS = in2out(
+    node_rewriter([Elemwise])(_contiguous), name="contiguous_elementwise_loops"
+)

@@ -35,7 +35,9 @@ def packed_model(shape: PackShape) -> tuple[PackedModel, bool, bool]:
 
     def build() -> PackedModel:
         nonlocal disk_hit
-        if shape.mode == JAX_MODE:  # JAX keeps its own compiled executables on disk (backend.require)
+        if (
+            shape.mode == JAX_MODE
+        ):  # JAX keeps its own compiled executables on disk (backend.require)
             return PackedModel(shape)
         model, disk_hit = diskcache.load_or_build("packed", shape, lambda: PackedModel(shape))
         return model
@@ -59,12 +61,16 @@ def _check_configs(configs: list) -> list[TrialConfig]:
     keys = pack_keys(out)
     for i, key in enumerate(keys):
         if key != keys[0]:
-            raise ValueError(f"configs[{i}] has pack key {key!r} but configs[0] has {keys[0]!r}: "
-                             "a pack trains trials of one pack key only")
+            raise ValueError(
+                f"configs[{i}] has pack key {key!r} but configs[0] has {keys[0]!r}: "
+                "a pack trains trials of one pack key only"
+            )
     return out
 
 
-def train(config: TrialConfig | dict, on_epoch: Callable[[int, dict], bool | None] | None = None) -> TrialResult:
+def train(
+    config: TrialConfig | dict, on_epoch: Callable[[int, dict], bool | None] | None = None
+) -> TrialResult:
     """Train one trial: a pack of one.
 
     ``on_epoch(epoch, metrics)`` is called after every epoch with ``{"epoch", "train_loss",
@@ -85,7 +91,9 @@ def train(config: TrialConfig | dict, on_epoch: Callable[[int, dict], bool | Non
     return train_pack([config], each_epoch)[0]
 
 
-def train_pack(configs: Sequence[TrialConfig | dict], on_epoch: OnPackEpoch | None = None) -> list[TrialResult]:
+def train_pack(
+    configs: Sequence[TrialConfig | dict], on_epoch: OnPackEpoch | None = None
+) -> list[TrialResult]:
     """Train ``configs`` (all of one :func:`pack_key`) as one pack; one result per config.
 
     ``on_epoch(epoch, report)`` is called once per epoch with an

@@ -88,8 +88,9 @@ class PackShape:
     stack_layers: tuple[int, ...] | None = None
 
 
-def segments_for(n_features: int, widths: list[int] | tuple[int, ...],
-                 static: bool = False, pack_size: int = 1) -> tuple[tuple[Segment, ...], tuple[int, ...]]:
+def segments_for(
+    n_features: int, widths: list[int] | tuple[int, ...], static: bool = False, pack_size: int = 1
+) -> tuple[tuple[Segment, ...], tuple[int, ...]]:
     """Hidden widths as graph segments plus the layer count of each stack
     (:func:`~dnnframe.engine.segments.split_widths`), a run of equal widths unrolled up to
     :func:`~dnnframe.engine.graphkey.unrolled_run` layers (``static``: JAX's static depths;
@@ -101,7 +102,9 @@ def segments_for(n_features: int, widths: list[int] | tuple[int, ...],
     return split_widths(n_features, widths, unrolled_run(static, pack_size))
 
 
-def graph_segments(segments: tuple[Segment, ...], design: LayerDesign, mode: str) -> tuple[Segment, ...]:
+def graph_segments(
+    segments: tuple[Segment, ...], design: LayerDesign, mode: str
+) -> tuple[Segment, ...]:
     """``segments`` (of :func:`segments_for`) as the compiled graph depends on them.
 
     Under JAX, as they are (static shapes). Otherwise every tensor's shape is a run-time
@@ -151,15 +154,28 @@ class PackedModel:
         for k, seg in enumerate(shape.segments):
             if not seg.is_stack:
                 n_in, n_out = seg.n_in, seg.n_out
-                design = shape.design if n_in is not None and n_in == n_out \
-                    else shape.design.for_entry()
+                design = (
+                    shape.design if n_in is not None and n_in == n_out else shape.design.for_entry()
+                )
                 self.layers.append(DenseLayer(n_in, n_out, act, design, dtype, f"hidden{k}", jax))
             else:
                 n_static = next(counts) if shape.stack_layers is not None else None
-                self.layers.append(StackLayer(seg.width, act, shape.design, dtype, f"stack{k}",
-                                              n_static, jax, scan_mode=scan_mode))
+                self.layers.append(
+                    StackLayer(
+                        seg.width,
+                        act,
+                        shape.design,
+                        dtype,
+                        f"stack{k}",
+                        n_static,
+                        jax,
+                        scan_mode=scan_mode,
+                    )
+                )
         last = self.layers[-1].n_out if self.layers else shape.n_features  # None: run-time
-        self.layers.append(DenseLayer(last, shape.n_outputs, None, LayerDesign(), dtype, "output", jax))
+        self.layers.append(
+            DenseLayer(last, shape.n_outputs, None, LayerDesign(), dtype, "output", jax)
+        )
         self.params = [p for layer in self.layers for p in layer.params]
         self.stats = [s for layer in self.layers for s in layer.stats]
         self.consts = [c for layer in self.layers for c in layer.consts]
@@ -169,35 +185,52 @@ class PackedModel:
         X = pt.matrix("X", dtype=dtype) if shape.shared_input else pt.tensor3("X", dtype=dtype)
         y = self._y_type(0 if shape.shared_input else 1)
         hidden = self.layers[:-1]
-        masks = [pt.tensor(f"keep{i}", dtype="bool", shape=(None,) * (4 if isinstance(layer, StackLayer) else 3))
-                 for i, layer in enumerate(hidden)] if shape.dropout else []
+        masks = (
+            [
+                pt.tensor(
+                    f"keep{i}",
+                    dtype="bool",
+                    shape=(None,) * (4 if isinstance(layer, StackLayer) else 3),
+                )
+                for i, layer in enumerate(hidden)
+            ]
+            if shape.dropout
+            else []
+        )
         biased: dict | None = None if jax else {}
         keeps: list[TensorVariable | None] = list(masks) if masks else [None] * len(hidden)
         out, stat_updates = self._forward(X, keeps, False, biased)
         rows, correct = self._loss_rows(out, y)
         loss = rows.mean(axis=1)
         W_all = [layer.shared["W"] for layer in self.layers]
-        penalty = sum(_per_member_sum(W ** 2) for W in W_all)
+        penalty = sum(_per_member_sum(W**2) for W in W_all)
         objective = pt.sum(loss) + pt.sum(self.hyper["l2"] * penalty)
         grads = self._grads(objective, biased, X.shape[-2])
         if shape.grad_clip:
             grads = self._clip(grads)
         updates, self.opt_state = make_updates(
-            shape.optimizer, self.params, grads,
+            shape.optimizer,
+            self.params,
+            grads,
             lambda p: _first(self.hyper["learning_rate"], p.ndim),
-            lambda p: _first(self.hyper["momentum"], p.ndim))
+            lambda p: _first(self.hyper["momentum"], p.ndim),
+        )
         keep = self.active > 0
         # frozen members keep their values; adam's step counter is shared by all members
-        updates = [(v, pt.switch(_first(keep, v.ndim), e, v)) if v.ndim > 0 else (v, e)
-                   for v, e in updates + stat_updates]
-        self.train_fn = pytensor.function([X, y, *masks], [loss, correct], updates=updates,
-                                          mode=mode, name="packed_train_step")
+        updates = [
+            (v, pt.switch(_first(keep, v.ndim), e, v)) if v.ndim > 0 else (v, e)
+            for v, e in updates + stat_updates
+        ]
+        self.train_fn = pytensor.function(
+            [X, y, *masks], [loss, correct], updates=updates, mode=mode, name="packed_train_step"
+        )
         Xe = pt.matrix("X_eval", dtype=dtype)
         ye = self._y_type(0)
         out_e, _ = self._forward(Xe, [None] * len(hidden), True, None)
         rows_e, correct_e = self._loss_rows(out_e, ye)
-        self.eval_fn = pytensor.function([Xe, ye], [rows_e.sum(axis=1), correct_e],
-                                         mode=mode, name="packed_evaluate")
+        self.eval_fn = pytensor.function(
+            [Xe, ye], [rows_e.sum(axis=1), correct_e], mode=mode, name="packed_evaluate"
+        )
 
     def _y_type(self, extra: int):
         if self.shape.loss == "softmax_crossentropy":
@@ -229,8 +262,8 @@ class PackedModel:
         direct = [p for p in self.params if p not in biased]
         via_z = [p for p in self.params if p in biased]
         g = _grad_list(objective, [*direct, *(biased[b] for b in via_z)])
-        out = dict(zip(direct, g[:len(direct)]))
-        for b, z_grad in zip(via_z, g[len(direct):]):
+        out = dict(zip(direct, g[: len(direct)]))
+        for b, z_grad in zip(via_z, g[len(direct) :]):
             rows = z_grad.reshape((-1, batch))
             ones = pt.ones((batch,), dtype=z_grad.dtype)
             # the gemv written out, its output sized off b: the rewrite that turns a dot
@@ -244,7 +277,7 @@ class PackedModel:
     def _clip(self, grads: list) -> list:
         """Each member's gradients rescaled together so their global L2 norm is at most its
         threshold: directions are kept, only too-large steps shrink (Pascanu et al. 2013)."""
-        norm = pt.sqrt(sum(_per_member_sum(g ** 2) for g in grads))
+        norm = pt.sqrt(sum(_per_member_sum(g**2) for g in grads))
         factor = pt.minimum(1.0, self.hyper["grad_clip"] / pt.maximum(norm, 1e-12))
         return [pt.cast(g * _first(factor, g.ndim), g.dtype) for g in grads]
 
@@ -283,8 +316,7 @@ class PackedModel:
     @property
     def state_vars(self) -> list:
         """Every shared variable that holds per-pack state, :attr:`network` first."""
-        return [*self.network, *(s for s, _ in self.opt_state),
-                *self.hyper.values(), self.active]
+        return [*self.network, *(s for s, _ in self.opt_state), *self.hyper.values(), self.active]
 
     @property
     def n_best(self) -> int:
@@ -326,13 +358,22 @@ class PackedModel:
         """One member's count of trained parameters from its values (:attr:`network` order):
         a stack of 0 real layers (a run of one under the C backend) counts none."""
         counts = iter(stack_layers)
-        empty = {id(p) for layer in self.layers
-                 if isinstance(layer, StackLayer) and next(counts) == 0 for p in layer.params}
+        empty = {
+            id(p)
+            for layer in self.layers
+            if isinstance(layer, StackLayer) and next(counts) == 0
+            for p in layer.params
+        }
         return int(sum(v.size for p, v in zip(self.params, values) if id(p) not in empty))
 
-    def initial_network(self, rng: np.random.Generator, init: str, residual_scale: float,
-                        stack_layers: tuple[int, ...],
-                        segments: tuple[Segment, ...] | None = None) -> list[np.ndarray]:
+    def initial_network(
+        self,
+        rng: np.random.Generator,
+        init: str,
+        residual_scale: float,
+        stack_layers: tuple[int, ...],
+        segments: tuple[Segment, ...] | None = None,
+    ) -> list[np.ndarray]:
         """One member's initial values in :attr:`network` order, drawn layer by layer in
         order; hidden layers use ``init``, the output layer of every network uses Glorot.
         ``segments``: the member's own (of :func:`segments_for`, with its widths; default:

@@ -30,7 +30,9 @@ def units(shape: PackShape, segments: tuple[Segment, ...], counts: tuple[int, ..
     stacks = [seg.known_width for seg in segments if seg.is_stack]
     dense = [seg.known_width for seg in segments if not seg.is_stack]
     hidden = sum(dense) + sum(w * c for w, c in zip(stacks, counts))
-    return shape.n_features + shape.n_outputs + hidden * (1 + saved_count(shape.design, shape.dropout))
+    return (
+        shape.n_features + shape.n_outputs + hidden * (1 + saved_count(shape.design, shape.dropout))
+    )
 
 
 def widest(shape: PackShape, segments: tuple[Segment, ...]) -> int:
@@ -38,13 +40,17 @@ def widest(shape: PackShape, segments: tuple[Segment, ...]) -> int:
     return max([shape.n_features, shape.n_outputs, *(seg.known_width for seg in segments)])
 
 
-def chunks(model: PackedModel, K: int, batch: int, units: int,
-            widest: int) -> list[tuple[int, int, list[np.ndarray]]]:
+def chunks(
+    model: PackedModel, K: int, batch: int, units: int, widest: int
+) -> list[tuple[int, int, list[np.ndarray]]]:
     """Split the loaded pack state into ``(lo, hi, state)`` chunks of members whose
     activations stay within CHUNK_ELEMENTS per layer and DEEP_ELEMENTS in all. Under mode=JAX
     the pack is one chunk: XLA compiles per shape, and a GPU wants the whole pack at once."""
-    size = K if model.shape.mode == JAX_MODE else \
-        max(1, min(CHUNK_ELEMENTS // (batch * widest), DEEP_ELEMENTS // (batch * units)))
+    size = (
+        K
+        if model.shape.mode == JAX_MODE
+        else max(1, min(CHUNK_ELEMENTS // (batch * widest), DEEP_ELEMENTS // (batch * units)))
+    )
     full = model.export_state()
     out = []
     for lo in range(0, K, size):
@@ -53,7 +59,9 @@ def chunks(model: PackedModel, K: int, batch: int, units: int,
     return out
 
 
-def initialise(model: PackedModel, configs: list, segments: tuple[Segment, ...], counts: tuple[int, ...]):
+def initialise(
+    model: PackedModel, configs: list, segments: tuple[Segment, ...], counts: tuple[int, ...]
+):
     """Load every member's initial values and hyperparameters; return one member's parameter
     count, the members' dropout generators and one shuffling generator per distinct seed."""
     by_draw: dict[tuple[int, str], tuple[list[np.ndarray], int]] = {}
@@ -65,25 +73,38 @@ def initialise(model: PackedModel, configs: list, segments: tuple[Segment, ...],
         if key not in by_draw:
             init_ss, shuffle_ss = np.random.SeedSequence(c.seed).spawn(2)
             rng = np.random.default_rng(init_ss)
-            values = model.initial_network(rng, c.model.init, residual_scale(c.model), counts, segments)
+            values = model.initial_network(
+                rng, c.model.init, residual_scale(c.model), counts, segments
+            )
             by_draw[key] = (values, int(rng.integers(2**31)))
             shuffle_rngs.setdefault(c.seed, np.random.default_rng(shuffle_ss))
         values, drop_seed = by_draw[key]
         per_member.append(values)
         drop_rngs.append(np.random.default_rng(drop_seed) if model.shape.dropout else None)
     network = [np.stack(parts) for parts in zip(*per_member)]
-    hyper = {"learning_rate": [c.training.learning_rate for c in configs],
-             "momentum": [c.training.momentum for c in configs],
-             "l2": [c.training.l2 for c in configs],
-             "grad_clip": [c.training.grad_clip or 1.0 for c in configs],
-             "dropout_scale": [1.0 / (1.0 - c.model.dropout) for c in configs]}
+    hyper = {
+        "learning_rate": [c.training.learning_rate for c in configs],
+        "momentum": [c.training.momentum for c in configs],
+        "l2": [c.training.l2 for c in configs],
+        "grad_clip": [c.training.grad_clip or 1.0 for c in configs],
+        "dropout_scale": [1.0 / (1.0 - c.model.dropout) for c in configs],
+    }
     model.load(network, {k: np.asarray(v, dtype=np.float64) for k, v in hyper.items()})
     n_params = model.n_params(per_member[0], counts)
     return n_params, drop_rngs, shuffle_rngs
 
 
-def dropout_masks(model: PackedModel, segments: tuple[Segment, ...], counts: tuple[int, ...], drop_rngs,
-                   active, keep_limits: np.ndarray, b: int, lo: int, hi: int) -> list[np.ndarray]:
+def dropout_masks(
+    model: PackedModel,
+    segments: tuple[Segment, ...],
+    counts: tuple[int, ...],
+    drop_rngs,
+    active,
+    keep_limits: np.ndarray,
+    b: int,
+    lo: int,
+    hi: int,
+) -> list[np.ndarray]:
     """Boolean keep masks for members lo..hi (the graph scales them by each member's
     ``1 / (1 - p)``): ``[hi - lo, width, b]`` per unrolled hidden layer and ``[n_layers,
     hi - lo, width, b]`` per stack (layer-major, as its scan steps through them; ``segments``
@@ -99,8 +120,10 @@ def dropout_masks(model: PackedModel, segments: tuple[Segment, ...], counts: tup
     transposing run once for the whole chunk: done per member and layer they cost as much as
     the draws themselves. Raw 32-bit draws cost a third of doubles'."""
     stacks = iter(counts)
-    shapes = [(next(stacks) if isinstance(layer, StackLayer) else 1, seg.known_width)
-              for layer, seg in zip(model.hidden, segments)]
+    shapes = [
+        (next(stacks) if isinstance(layer, StackLayer) else 1, seg.known_width)
+        for layer, seg in zip(model.hidden, segments)
+    ]
     sizes = [n * w * b for n, w in shapes]
     total = sum(sizes)
     # a frozen member draws nothing (its updates are masked) and keeps nothing: its row of
@@ -117,7 +140,7 @@ def dropout_masks(model: PackedModel, segments: tuple[Segment, ...], counts: tup
         if not n:
             mask = np.zeros((1, hi - lo, w, b), dtype=bool)
         else:
-            part = keep[:, at:at + size].reshape(hi - lo, n, w, b)
+            part = keep[:, at : at + size].reshape(hi - lo, n, w, b)
             mask = np.ascontiguousarray(part.transpose(1, 0, 2, 3))
         at += size
         masks.append(mask if isinstance(layer, StackLayer) else mask[0])
@@ -127,11 +150,14 @@ def dropout_masks(model: PackedModel, segments: tuple[Segment, ...], counts: tup
 def keep_limits(configs: list) -> np.ndarray:
     """Each member's least 32-bit draw that keeps a unit at its dropout rate ``p``,
     ``[K, 1]``."""
-    return np.array([[min(round(c.model.dropout * 2**32), 2**32 - 1)] for c in configs],
-                    dtype=np.uint32)
+    return np.array(
+        [[min(round(c.model.dropout * 2**32), 2**32 - 1)] for c in configs], dtype=np.uint32
+    )
 
 
-def snapshot(model: PackedModel, chunks, best: list[np.ndarray] | None, improved: np.ndarray) -> list[np.ndarray]:
+def snapshot(
+    model: PackedModel, chunks, best: list[np.ndarray] | None, improved: np.ndarray
+) -> list[np.ndarray]:
     """Copy the parameters and running statistics of the members that improved into
     ``best`` (allocated once)."""
     n = model.n_best

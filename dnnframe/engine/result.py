@@ -10,8 +10,11 @@ from ..jsonsafe import json_copy
 from ..states import TrialState
 
 # The states a training run ends in, as the engine writes them into a result.
-COMPLETE, DIVERGED, CANCELLED = (TrialState.COMPLETE.value, TrialState.DIVERGED.value,
-                                 TrialState.CANCELLED.value)
+COMPLETE, DIVERGED, CANCELLED = (
+    TrialState.COMPLETE.value,
+    TrialState.DIVERGED.value,
+    TrialState.CANCELLED.value,
+)
 # (TrialState holds the names; mypy cannot read a Literal of variables: Any to it)
 Status = Literal[(COMPLETE, DIVERGED, CANCELLED)]  # type: ignore[valid-type]
 
@@ -48,11 +51,15 @@ class TrialResult:
         # no dataclasses.asdict: its deepcopy of every value cost a packed trial more than
         # its training; a history of plain finite entries (the engine's) is copied entry by
         # entry, five times quicker than a round trip through JSON
-        out = json_copy({f.name: getattr(self, f.name) for f in fields(self)
-                         if f.name != "history"})
+        out = json_copy(
+            {f.name: getattr(self, f.name) for f in fields(self) if f.name != "history"}
+        )
         if history:
-            out["history"] = [dict(entry) for entry in self.history] \
-                if _plain(self.history) else json_copy(self.history)
+            out["history"] = (
+                [dict(entry) for entry in self.history]
+                if _plain(self.history)
+                else json_copy(self.history)
+            )
         return out
 
 
@@ -63,8 +70,11 @@ def _plain(history: list[dict[str, Any]]) -> bool:
             return False
         for key, value in entry.items():
             kind = type(value)
-            if type(key) is not str or (kind is float and value - value != 0.0) or (
-                    kind not in _PLAIN and value is not None):
+            if (
+                type(key) is not str
+                or (kind is float and value - value != 0.0)
+                or (kind not in _PLAIN and value is not None)
+            ):
                 return False
     return True
 
@@ -88,8 +98,9 @@ class EpochReport(Sequence):
     when it needs them, instead of the engine building dicts nobody reads.
     """
 
-    def __init__(self, epoch: int, columns: dict[str, list[float | None] | None],
-                 reported: list[bool]) -> None:
+    def __init__(
+        self, epoch: int, columns: dict[str, list[float | None] | None], reported: list[bool]
+    ) -> None:
         self.epoch = epoch
         self.columns = columns
         self.reported = reported
@@ -100,8 +111,8 @@ class EpochReport(Sequence):
         """A report from one metrics dict (or None) per member, as a single-trial train
         function reports them."""
         columns: dict[str, list[float | None] | None] = {
-            name: [None if m is None else m.get(name) for m in metrics]
-            for name in EPOCH_COLUMNS}
+            name: [None if m is None else m.get(name) for m in metrics] for name in EPOCH_COLUMNS
+        }
         return cls(epoch, columns, [m is not None for m in metrics])
 
     def __len__(self) -> int:

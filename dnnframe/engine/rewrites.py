@@ -29,8 +29,13 @@ from .pytensor_wall.internals import extend_mode
 # local_second_to_alloc is replaced by SECOND_AS_ALLOC (the same rewrite, built cheaply).
 # The others look for diagonal, orthogonal or selection matrices in every product, walking
 # its ancestors each time (a tenth of the rest); no product of a pack has such an operand.
-EXCLUDED_REWRITES = ("ShapeOpt", "local_second_to_alloc", "dot_diag_to_elemwise",
-                     "orthogonal_dot_transpose_to_eye", "selection_dot_to_indexing")
+EXCLUDED_REWRITES = (
+    "ShapeOpt",
+    "local_second_to_alloc",
+    "dot_diag_to_elemwise",
+    "orthogonal_dot_transpose_to_eye",
+    "selection_dot_to_indexing",
+)
 
 
 def alloc(value, shape: list, otype) -> pt.TensorVariable:
@@ -50,18 +55,23 @@ def _sum_last_axes_as_gemv(fgraph, node):
     (x,), (out,) = node.inputs, node.outputs
     axes = node.op.axis
     # float32 sums accumulate in float64; a gemv would accumulate in float32
-    if axes is None or x.ndim < 2 or x.dtype not in ("float32", "float64") or \
-            out.dtype != x.dtype or node.op.acc_dtype != x.dtype:
+    if (
+        axes is None
+        or x.ndim < 2
+        or x.dtype not in ("float32", "float64")
+        or out.dtype != x.dtype
+        or node.op.acc_dtype != x.dtype
+    ):
         return None
     n = len(axes)
     if n == x.ndim or sorted(a % x.ndim for a in axes) != list(range(x.ndim - n, x.ndim)):
         return None
-    cols = pt.prod(x.shape[x.ndim - n:])
+    cols = pt.prod(x.shape[x.ndim - n :])
     rows = x.reshape((-1, cols))
     vector = pt.TensorType(x.dtype, shape=(None,))
     zeros = alloc(pt.constant(0, dtype=x.dtype), [rows.shape[0]], vector)
     ones = alloc(pt.constant(1, dtype=x.dtype), [cols], vector)
-    return [gemv_no_inplace(zeros, 1.0, rows, ones, 0.0).reshape(x.shape[:x.ndim - n])]
+    return [gemv_no_inplace(zeros, 1.0, rows, ones, 0.0).reshape(x.shape[: x.ndim - n])]
 
 
 def _second_as_alloc(fgraph, node):
@@ -91,6 +101,13 @@ def compile_mode(mode: str):
     pick their C ops) and :data:`~.loops.CONTIGUOUS_LOOPS` (after elementwise fusion)."""
     if mode != DEFAULT_MODE:
         return mode
-    return extend_mode(mode, EXCLUDED_REWRITES, [
-        (SECOND_AS_ALLOC, "after_stabilize"), (SUM_AS_GEMV, "before_blas"),
-        (SECOND_AS_ALLOC, "after_specialize"), (CONTIGUOUS_LOOPS, "after_fusion")])
+    return extend_mode(
+        mode,
+        EXCLUDED_REWRITES,
+        [
+            (SECOND_AS_ALLOC, "after_stabilize"),
+            (SUM_AS_GEMV, "before_blas"),
+            (SECOND_AS_ALLOC, "after_specialize"),
+            (CONTIGUOUS_LOOPS, "after_fusion"),
+        ],
+    )

@@ -69,8 +69,9 @@ class Segment:
         return self.n_out
 
 
-def split_widths(n_features: int | None, widths: Sequence[int],
-                 unrolled: int) -> tuple[tuple[Segment, ...], tuple[int, ...]]:
+def split_widths(
+    n_features: int | None, widths: Sequence[int], unrolled: int
+) -> tuple[tuple[Segment, ...], tuple[int, ...]]:
     """Hidden ``widths`` after an input of ``n_features`` (None where it is not known) as
     segments, and the number of layers of each stack, in order.
 

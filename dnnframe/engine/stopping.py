@@ -17,14 +17,17 @@ def better(metric: str, value: float, best: float | None, min_delta: float) -> b
     return improves(metric, value, best, min_delta)
 
 
-def monitor_for(config: TrialConfig, has_val: bool, classification: bool) -> tuple[str | None, list[str]]:
+def monitor_for(
+    config: TrialConfig, has_val: bool, classification: bool
+) -> tuple[str | None, list[str]]:
     """The metric early stopping watches (None without early stopping) and notes on fallbacks."""
     es = config.training.early_stopping
     monitor: str | None = es.metric if es else None
     notes: list[str] = []
     if monitor and monitor.startswith("val_") and not has_val:
-        notes.append(f"no validation split: early stopping monitors train_{monitor[4:]} "
-                     f"instead of {monitor}")
+        notes.append(
+            f"no validation split: early stopping monitors train_{monitor[4:]} instead of {monitor}"
+        )
         monitor = "train_" + monitor[4:]
     if monitor and monitor.endswith("accuracy") and not classification:
         monitor = monitor.replace("accuracy", "loss")

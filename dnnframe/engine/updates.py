@@ -52,18 +52,18 @@ def make_updates(name: str, params: list, grads: list, lr, momentum) -> tuple[li
         t_new = t + 1
         one = pt.constant(1.0, dtype=params[0].dtype)
         for p, g in zip(params, grads):
-            a_t = lr_of(p) * pt.sqrt(one - ADAM_BETA2 ** t_new) / (one - ADAM_BETA1 ** t_new)
+            a_t = lr_of(p) * pt.sqrt(one - ADAM_BETA2**t_new) / (one - ADAM_BETA1**t_new)
             m, v = _zeros_like(p), _zeros_like(p)
             state += [(m, p), (v, p)]
             m_new = ADAM_BETA1 * m + (1 - ADAM_BETA1) * g
-            v_new = ADAM_BETA2 * v + (1 - ADAM_BETA2) * g ** 2
+            v_new = ADAM_BETA2 * v + (1 - ADAM_BETA2) * g**2
             updates += [(m, m_new), (v, v_new), (p, p - a_t * m_new / (pt.sqrt(v_new) + ADAM_EPS))]
         updates.append((t, t_new))
     elif name == "rmsprop":
         for p, g in zip(params, grads):
             acc = _zeros_like(p)
             state.append((acc, p))
-            acc_new = RMSPROP_RHO * acc + (1 - RMSPROP_RHO) * g ** 2
+            acc_new = RMSPROP_RHO * acc + (1 - RMSPROP_RHO) * g**2
             updates += [(acc, acc_new), (p, p - lr_of(p) * g / pt.sqrt(acc_new + RMSPROP_EPS))]
     else:
         raise ValueError(f"optimizer must be one of {', '.join(OPTIMIZERS)}, but got {name!r}")

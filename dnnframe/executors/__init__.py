@@ -25,8 +25,12 @@ def __getattr__(name: str) -> object:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def make_executor(store_url: str | None = None, broker_url: str | None = None,
-                  workers: int | None = None, queue: str = "default") -> Executor:
+def make_executor(
+    store_url: str | None = None,
+    broker_url: str | None = None,
+    workers: int | None = None,
+    queue: str = "default",
+) -> Executor:
     """Pick the executor: Celery (publishing to ``queue``) when a broker URL is given (or
     ``$DNNFRAME_BROKER_URL``), otherwise a :class:`LocalExecutor` with ``workers`` processes."""
     broker_url = broker_url or settings.get().broker_url
@@ -43,5 +47,12 @@ def _celery_executor() -> type[CeleryExecutor]:
     return CeleryExecutor
 
 
-__all__ = ["CeleryExecutor", "Executor", "LocalExecutor", "LocalStats", "THREAD_ENV",
-           "make_executor", "pinned_threads"]
+__all__ = [
+    "CeleryExecutor",
+    "Executor",
+    "LocalExecutor",
+    "LocalStats",
+    "THREAD_ENV",
+    "make_executor",
+    "pinned_threads",
+]

@@ -135,8 +135,9 @@ class CeleryExecutor(Executor):
             started with ``THEANO_FLAGS=device=cuda``) or any name workers consume.
     """
 
-    def __init__(self, broker_url: str | None = None, store_url: str | None = None,
-                 queue: str = "default") -> None:
+    def __init__(
+        self, broker_url: str | None = None, store_url: str | None = None, queue: str = "default"
+    ) -> None:
         if not isinstance(queue, str) or not queue.strip():
             raise DnnframeError(f"queue must be a non-empty queue name, but got {queue!r}")
         self.broker_url = broker_url or settings.get().broker_url
@@ -183,8 +184,12 @@ class CeleryExecutor(Executor):
         try:
             known = liveness.worker_processes(self._open_store(), self.queue, consumers)
         except StoreError as exc:
-            log.warning("cannot read the workers from the store (%s); sizing packs for "
-                        "%d broker consumer(s)", exc, consumers or 0)
+            log.warning(
+                "cannot read the workers from the store (%s); sizing packs for "
+                "%d broker consumer(s)",
+                exc,
+                consumers or 0,
+            )
             known = consumers or None
         return known or settings.get().worker_count
 
@@ -226,7 +231,7 @@ class CeleryExecutor(Executor):
                 self._cursor = store.latest_seq()
         for start in range(0, len(packs), _PUBLISH_BATCH):
             try:
-                self._publish_batch(packs[start:start + _PUBLISH_BATCH])
+                self._publish_batch(packs[start : start + _PUBLISH_BATCH])
             except BrokerUnavailableError:
                 store.hold_dispatch([(t, self.queue) for p in packs[start:] for t in p])
                 raise
@@ -240,14 +245,16 @@ class CeleryExecutor(Executor):
 
     def _publish_batch(self, packs: list[list[str]]) -> None:
         try:
-            BROKER_PUBLISH.call(self._publish_once, packs,
-                                what=f"publishing {len(packs)} packs to {self.queue!r}")
+            BROKER_PUBLISH.call(
+                self._publish_once, packs, what=f"publishing {len(packs)} packs to {self.queue!r}"
+            )
         except Exception as exc:  # still refused/dropped: the caller holds the trials
             safe = self.app.connection_for_write().as_uri()  # password masked
             reason = " ".join(str(exc).split()) or type(exc).__name__
             raise BrokerUnavailableError(
                 f"the broker {safe} is unavailable ({reason}); the trials are stored and will "
-                "be sent when it is back") from exc
+                "be sent when it is back"
+            ) from exc
 
     def _publish_once(self, packs: list[list[str]]) -> None:
         """One attempt of :meth:`_publish_batch`: the whole batch in one AMQP transaction;
@@ -256,8 +263,9 @@ class CeleryExecutor(Executor):
             with self._lock:
                 if self._channel is None:  # one connection, kept open between submits
                     self._conn = self.app.connection_for_write()
-                    self._conn.ensure_connection(max_retries=1, interval_start=0.1,
-                                                 interval_step=0.1)
+                    self._conn.ensure_connection(
+                        max_retries=1, interval_start=0.1, interval_step=0.1
+                    )
                     self._channel = self._conn.channel()
                     self._channel.tx_select()
                 producer = Producer(self._channel)
@@ -266,9 +274,14 @@ class CeleryExecutor(Executor):
                     # channel that is not transactional, so the message went out at
                     # once and again when BROKER_PUBLISH redid the batch (after a broker
                     # restart, every pack twice). A failure here redoes the batch.
-                    self.app.send_task(PACK_TASK, args=[pack], queue=self.queue,
-                                       producer=producer, retry=False,
-                                       headers={STORE_HEADER: self._store_label})
+                    self.app.send_task(
+                        PACK_TASK,
+                        args=[pack],
+                        queue=self.queue,
+                        producer=producer,
+                        retry=False,
+                        headers={STORE_HEADER: self._store_label},
+                    )
                 self._channel.tx_commit()
         except Exception:  # connection refused/dropped: redo the whole batch
             self._close_connection()
@@ -304,8 +317,11 @@ class CeleryExecutor(Executor):
             cursor = self._cursor if self._cursor is not None else store.latest_seq()
         # Trials finished before the cursor was taken are seen here, the rest by the cursor.
         fresh = list(dict.fromkeys(t for t in unchecked if t not in self._remaining))
-        running = {t.id for t in (store.get_trials(fresh, fields=()) if fresh else [])
-                   if not t.state.is_finished}
+        running = {
+            t.id
+            for t in (store.get_trials(fresh, fields=()) if fresh else [])
+            if not t.state.is_finished
+        }
         self._ended += len(fresh) - len(running)
         self._remaining |= running
         while True:
@@ -321,8 +337,9 @@ class CeleryExecutor(Executor):
                 return True
             if deadline is not None and time.monotonic() >= deadline:
                 return False
-            time.sleep(poll_s if deadline is None
-                       else max(0.0, min(poll_s, deadline - time.monotonic())))
+            time.sleep(
+                poll_s if deadline is None else max(0.0, min(poll_s, deadline - time.monotonic()))
+            )
 
     def shutdown(self, wait: bool = True) -> None:
         """With ``wait``, block until submitted trials finish; then close connections.

@@ -67,9 +67,9 @@ def error_line(error: str | None) -> str | None:
     starts = [i for i, line in enumerate(lines) if line.startswith("Traceback (")]
     line = lines[0]
     if starts:  # after the last traceback's indented frames comes the exception line
-        line = next((x for x in lines[starts[-1] + 1:] if x and not x[0].isspace()), lines[-1])
+        line = next((x for x in lines[starts[-1] + 1 :] if x and not x[0].isspace()), lines[-1])
     line = line.strip()
-    return line if len(line) <= _ERROR_CHARS else line[:_ERROR_CHARS - 1] + "…"
+    return line if len(line) <= _ERROR_CHARS else line[: _ERROR_CHARS - 1] + "…"
 
 
 class ProgressSender:
@@ -92,8 +92,9 @@ class ProgressSender:
         with self._lock:
             self._pending = (task_id, hostname, fields)
             if self._thread is None or not self._thread.is_alive():
-                self._thread = threading.Thread(target=self._run, name="dnnframe-progress",
-                                                daemon=True)
+                self._thread = threading.Thread(
+                    target=self._run, name="dnnframe-progress", daemon=True
+                )
                 self._thread.start()
         self._wake.set()
 
@@ -133,8 +134,9 @@ class PackReport(PackObserver):
     builds the task's result from what it saw, reading the store only for members it did
     not train."""
 
-    def __init__(self, store: ResultStore, task_id: str | None, hostname: str,
-                 sender: ProgressSender | None) -> None:
+    def __init__(
+        self, store: ResultStore, task_id: str | None, hostname: str, sender: ProgressSender | None
+    ) -> None:
         self.store, self.task_id, self.hostname, self.sender = store, task_id, hostname, sender
         self.started = time.time()  # a trial the claim ended after this, this delivery ended
         self.won: dict[str, TrialRecord] = {}
@@ -150,20 +152,29 @@ class PackReport(PackObserver):
         for tid in metrics:
             self.epochs[tid] = epoch
         now = time.monotonic()
-        if self.sender is None or self.task_id is None or now - self._last_post < PROGRESS_INTERVAL_S:
+        if (
+            self.sender is None
+            or self.task_id is None
+            or now - self._last_post < PROGRESS_INTERVAL_S
+        ):
             return
         self._last_post = now
         of = {tid: _max_epochs(self.won[tid]) for tid in metrics if tid in self.won}
         progress = {
             "progress": f"epoch {epoch} of {max(of.values(), default=0)}",
-            "trials": {tid: f"{k}/{_max_epochs(self.won[tid])}" for tid, k in self.epochs.items()
-                       if tid in self.won and tid not in self.ended},
+            "trials": {
+                tid: f"{k}/{_max_epochs(self.won[tid])}"
+                for tid, k in self.epochs.items()
+                if tid in self.won and tid not in self.ended
+            },
         }
-        self.sender.post(self.task_id, self.hostname,
-                         {"result": repr(progress), "progress": progress})
+        self.sender.post(
+            self.task_id, self.hostname, {"result": repr(progress), "progress": progress}
+        )
 
-    def finished(self, trial_id: str, state: TrialState, result: dict[str, Any] | None,
-                 error: str | None) -> None:
+    def finished(
+        self, trial_id: str, state: TrialState, result: dict[str, Any] | None, error: str | None
+    ) -> None:
         self.ended[trial_id] = (state, result, error)
 
     # ------------------------------------------------------------ the task's result
@@ -181,8 +192,11 @@ class PackReport(PackObserver):
     def _member(self, tid: str) -> dict[str, Any]:
         if tid in self.ended:
             state, result, error = self.ended[tid]
-            out: dict[str, Any] = {"state": state.value, "delivery": "trained",
-                                   "attempt": self.won[tid].attempts}
+            out: dict[str, Any] = {
+                "state": state.value,
+                "delivery": "trained",
+                "attempt": self.won[tid].attempts,
+            }
             out.update(self._objective(self.won[tid].experiment_ids, result))
             if state in (TrialState.FAILED, TrialState.DIVERGED):
                 out["error"] = error_line(error)
@@ -190,34 +204,48 @@ class PackReport(PackObserver):
         try:
             record = self.store.get_trial(tid)
         except StoreError as exc:
-            return {"state": None, "delivery": "dropped" if tid in self.won else "no-op",
-                    "reason": f"store unavailable: {error_line(str(exc))}"}
+            return {
+                "state": None,
+                "delivery": "dropped" if tid in self.won else "no-op",
+                "reason": f"store unavailable: {error_line(str(exc))}",
+            }
         out = {"state": record.state.value}
         if tid in self.won:
-            out.update(delivery="dropped", attempt=self.won[tid].attempts,
-                       reason=f"trained, but {record.worker or 'the reaper'} owns it now: "
-                              "this delivery's result was not recorded")
-        elif (record.state in (TrialState.CANCELLED, TrialState.FAILED)
-              and (record.finished_at or 0) >= self.started):
+            out.update(
+                delivery="dropped",
+                attempt=self.won[tid].attempts,
+                reason=f"trained, but {record.worker or 'the reaper'} owns it now: "
+                "this delivery's result was not recorded",
+            )
+        elif (
+            record.state in (TrialState.CANCELLED, TrialState.FAILED)
+            and (record.finished_at or 0) >= self.started
+        ):
             out.update(delivery="refused", reason=error_line(record.error))
         elif record.state.is_finished:
             out.update(delivery="no-op", reason=f"already {record.state.value}")
             out.update(self._objective(record.experiment_ids, record.result))
         else:
-            out.update(delivery="no-op", reason=f"{record.state.value} under "
-                                                 f"{record.worker or 'no worker'}")
+            out.update(
+                delivery="no-op",
+                reason=f"{record.state.value} under {record.worker or 'no worker'}",
+            )
         if out["delivery"] == "no-op" and record.worker:
             out["by"] = record.worker
         return out
 
-    def _objective(self, experiment_ids: list[str], result: dict[str, Any] | None
-                   ) -> dict[str, Any]:
+    def _objective(
+        self, experiment_ids: list[str], result: dict[str, Any] | None
+    ) -> dict[str, Any]:
         # The first experiment's (the one that created the trial). Flat keys: the repr in
         # events shows three levels of nesting only.
         if result is None or not experiment_ids:
             return {}
         metric = self._metric(experiment_ids[0])
-        return {"metric": metric, "objective": value_at({"result": result}, resolve_sort_path(metric))}
+        return {
+            "metric": metric,
+            "objective": value_at({"result": result}, resolve_sort_path(metric)),
+        }
 
     def _metric(self, experiment_id: str) -> str:
         metric = _objective_metrics.get(experiment_id)
@@ -232,15 +260,23 @@ class PackReport(PackObserver):
     def raise_if_failed(self, result: dict[str, Any]) -> None:
         """Raise :class:`PackFailed` when this delivery left a member FAILED."""
         trials = result["trials"]
-        failed = [(tid, m) for tid, m in trials.items() if m["state"] == TrialState.FAILED.value
-                  and m["delivery"] in ("trained", "refused")]
+        failed = [
+            (tid, m)
+            for tid, m in trials.items()
+            if m["state"] == TrialState.FAILED.value and m["delivery"] in ("trained", "refused")
+        ]
         if not failed:
             return
-        listed = "; ".join(f"{tid}: {m.get('error') or m.get('reason') or TrialState.FAILED.value}"
-                           for tid, m in failed[:_LISTED_FAILURES])
-        more = f"; and {len(failed) - _LISTED_FAILURES} more" if len(failed) > _LISTED_FAILURES else ""
-        raise PackFailed(f"{len(failed)} of {len(trials)} trials FAILED ({listed}{more}) "
-                         f"[{result['summary']}]")
+        listed = "; ".join(
+            f"{tid}: {m.get('error') or m.get('reason') or TrialState.FAILED.value}"
+            for tid, m in failed[:_LISTED_FAILURES]
+        )
+        more = (
+            f"; and {len(failed) - _LISTED_FAILURES} more" if len(failed) > _LISTED_FAILURES else ""
+        )
+        raise PackFailed(
+            f"{len(failed)} of {len(trials)} trials FAILED ({listed}{more}) [{result['summary']}]"
+        )
 
 
 # experiment id -> its objective metric, per process (a spec never changes)
@@ -265,8 +301,14 @@ def _summary(trials: dict[str, dict[str, Any]]) -> str:
         named = list(workers.get(delivery, ()))
         by = ""
         if named:
-            more = f" and {len(named) - _LISTED_WORKERS} more" if len(named) > _LISTED_WORKERS else ""
+            more = (
+                f" and {len(named) - _LISTED_WORKERS} more" if len(named) > _LISTED_WORKERS else ""
+            )
             by = "; by " + ", ".join(named[:_LISTED_WORKERS]) + more
-        parts.append(f"{delivery} {sum(states.values())} ("
-                     + ", ".join(f"{s} {n}" for s, n in sorted(states.items())) + by + ")")
+        parts.append(
+            f"{delivery} {sum(states.values())} ("
+            + ", ".join(f"{s} {n}" for s, n in sorted(states.items()))
+            + by
+            + ")"
+        )
     return f"pack of {len(trials)}: " + ", ".join(parts)

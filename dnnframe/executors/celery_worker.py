@@ -95,8 +95,9 @@ class _ProcessState:
 
     def start_state_writer(self) -> None:
         if self.thread is None or not self.thread.is_alive():
-            self.thread = threading.Thread(target=self._beat, name="dnnframe-worker-state",
-                                           daemon=True)
+            self.thread = threading.Thread(
+                target=self._beat, name="dnnframe-worker-state", daemon=True
+            )
             self.thread.start()
 
     def _beat(self) -> None:
@@ -105,8 +106,9 @@ class _ProcessState:
         # the runner's own heartbeat thread (dnnframe.runner.heartbeat), batched per pack.
         last_state = 0.0
         while True:
-            self.wake.wait(max(0.0, last_state + STATE_WRITE_S - time.monotonic())
-                           if self.dirty else None)
+            self.wake.wait(
+                max(0.0, last_state + STATE_WRITE_S - time.monotonic()) if self.dirty else None
+            )
             self.wake.clear()
             now = time.monotonic()
             with self.lock:
@@ -121,16 +123,20 @@ class _ProcessState:
             except Exception:  # a store hiccup must not kill the thread; the next change retries
                 log.warning("worker state write failed", exc_info=True)
 
-    def set_state(self, node: str, queue: str | None,
-                  current: tuple[tuple[str, ...], str] | None) -> None:
+    def set_state(
+        self, node: str, queue: str | None, current: tuple[tuple[str, ...], str] | None
+    ) -> None:
         """Record the running pack (for heartbeats) and queue a worker-state write."""
         with self.lock:
             self.current = current
             self.state = {
-                "name": worker_name(node), "host": socket.gethostname(),
-                "pid": os.getpid(), "current_trial": current[0][0] if current else None,
+                "name": worker_name(node),
+                "host": socket.gethostname(),
+                "pid": os.getpid(),
+                "current_trial": current[0][0] if current else None,
                 "trials_done": self.trials_done,
-                "info": {"node": node, "queue": queue, "role": "process"}}
+                "info": {"node": node, "queue": queue, "role": "process"},
+            }
             self.dirty = True
         self.wake.set()
 
@@ -151,10 +157,14 @@ def train_pack(self: Task, trial_ids: list[str]) -> dict[str, object]:
     A redelivered pack runs again here the members an earlier delivery lost, as a pack (see
     :mod:`dnnframe.executors.redelivery`).
     """
-    if (not isinstance(trial_ids, list) or not trial_ids
-            or not all(isinstance(t, str) and t for t in trial_ids)):
-        raise DnnframeError(f"{PACK_TASK} needs a non-empty list of trial id strings, "
-                            f"but got {trial_ids!r}")
+    if (
+        not isinstance(trial_ids, list)
+        or not trial_ids
+        or not all(isinstance(t, str) and t for t in trial_ids)
+    ):
+        raise DnnframeError(
+            f"{PACK_TASK} needs a non-empty list of trial id strings, but got {trial_ids!r}"
+        )
     return _run_pack(self, trial_ids)
 
 
@@ -166,8 +176,9 @@ def _run_pack(task: Task, trial_ids: list[str]) -> dict[str, object]:
     try:
         store = proc.open_store()
     except StoreError as exc:
-        raise task.retry(exc=exc, countdown=min(60, 2 ** task.request.retries),
-                         max_retries=STORE_RETRIES) from exc
+        raise task.retry(
+            exc=exc, countdown=min(60, 2**task.request.retries), max_retries=STORE_RETRIES
+        ) from exc
     pack_train = proc.get_train_fn()  # None: the packed engine
     max_attempts = settings.get().max_attempts
     proc.start_state_writer()
@@ -176,30 +187,43 @@ def _run_pack(task: Task, trial_ids: list[str]) -> dict[str, object]:
     states: dict[str, TrialState | None] = dict.fromkeys(trial_ids)
     delivery = task.request.delivery_info or {}
     try:
-        to_run = redelivery.take_back(store, task.app, trial_ids, node, queue,
-                                      bool(delivery.get("redelivered")))
+        to_run = redelivery.take_back(
+            store, task.app, trial_ids, node, queue, bool(delivery.get("redelivered"))
+        )
         if to_run:
             # Beats well within the node timeout, so a live trial is never judged dead.
-            states.update(run_pack(to_run, store, worker=worker, max_attempts=max_attempts,
-                                   train_fn=pack_train, observer=report,
-                                   heartbeat_interval_s=liveness.trial_beat_interval()))
+            states.update(
+                run_pack(
+                    to_run,
+                    store,
+                    worker=worker,
+                    max_attempts=max_attempts,
+                    train_fn=pack_train,
+                    observer=report,
+                    heartbeat_interval_s=liveness.trial_beat_interval(),
+                )
+            )
     except NotFoundError as exc:
         theirs, mine = task.request.get(STORE_HEADER), liveness.store_label()
         if theirs and theirs != mine:
             _refuse_queue(task, node, queue, theirs, mine)
-            raise Reject(f"pack {trial_ids} is for the store {theirs}, not this worker's "
-                         f"{mine}", requeue=True) from None  # the reason is logged above
+            raise Reject(
+                f"pack {trial_ids} is for the store {theirs}, not this worker's {mine}",
+                requeue=True,
+            ) from None  # the reason is logged above
         raise DnnframeError(
             f"a trial of pack {trial_ids} is not in this worker's store "
             f"{default_store_url()!r}: the submitter and the workers must use the same "
-            "DNNFRAME_STORE_URL") from exc
+            "DNNFRAME_STORE_URL"
+        ) from exc
     except StoreError as exc:
         # Claim or final write failed: try again later. Members already finished are
         # no-ops then; one that was claimed stays RUNNING without heartbeats and is
         # requeued by the reaper, so nothing is lost.
         log.warning("pack %s: store unavailable (%s); retrying", trial_ids, exc)
-        raise task.retry(exc=exc, countdown=min(60, 2 ** task.request.retries),
-                         max_retries=STORE_RETRIES) from exc
+        raise task.retry(
+            exc=exc, countdown=min(60, 2**task.request.retries), max_retries=STORE_RETRIES
+        ) from exc
     finally:
         report.close()
         proc.trials_done += sum(state is not None for state in states.values())
@@ -213,10 +237,16 @@ def _refuse_queue(task: Task, node: str, queue: str | None, theirs: str, mine: s
     """This worker is on another store than the queue's submitter: stop consuming the queue
     (and its retry queue), so its messages stay for the workers that can serve them."""
     base = (queue or "default").removesuffix(RETRY_SUFFIX)
-    log.error("this worker is on the wrong store: messages on queue %r are for the store %s, but it "
-              "(%s) uses %s; it stops consuming %r and leaves the messages on the queue. "
-              "Give it the submitter's DNNFRAME_STORE_URL and restart it.",
-              base, theirs, node, mine, base)
+    log.error(
+        "this worker is on the wrong store: messages on queue %r are for the store %s, but it "
+        "(%s) uses %s; it stops consuming %r and leaves the messages on the queue. "
+        "Give it the submitter's DNNFRAME_STORE_URL and restart it.",
+        base,
+        theirs,
+        node,
+        mine,
+        base,
+    )
     for name in with_retry_queues([base]):
         task.app.control.cancel_consumer(name, destination=[node])
 
@@ -247,10 +277,13 @@ def _on_worker_init(**_: object) -> None:
 
 def _say_which_store() -> None:
     if settings.get().store_url is None:
-        log.warning("DNNFRAME_STORE_URL is not set: this worker uses its own %s in %s, which "
-                    "no submitter on another host shares; packs for another store are left "
-                    "on the queue and this worker stops consuming it", liveness.store_label(),
-                    os.getcwd())
+        log.warning(
+            "DNNFRAME_STORE_URL is not set: this worker uses its own %s in %s, which "
+            "no submitter on another host shares; packs for another store are left "
+            "on the queue and this worker stops consuming it",
+            liveness.store_label(),
+            os.getcwd(),
+        )
     else:
         log.info("dnnframe worker: store %s", liveness.store_label())
 
@@ -279,9 +312,11 @@ class _LostAckFilter(logging.Filter):
         if isinstance(record.msg, str) and record.msg.startswith("Couldn't ack"):
             args = record.args if isinstance(record.args, tuple) else ()
             tag, reason = (*args, None, None)[:2]
-            record.msg = ("could not acknowledge message %s (%s): the broker connection "
-                          "dropped; it will be redelivered, and its finished trials are "
-                          "no-ops then")
+            record.msg = (
+                "could not acknowledge message %s (%s): the broker connection "
+                "dropped; it will be redelivered, and its finished trials are "
+                "no-ops then"
+            )
             record.args = (tag, " ".join(str(reason).split()))
             record.levelno, record.levelname = logging.WARNING, "WARNING"
             record.exc_info = record.exc_text = None
@@ -302,8 +337,12 @@ def _ignore_connection_loss_warning() -> None:
     # late-ack tasks; dnnframe keeps them running on purpose
     # (worker_cancel_long_running_tasks_on_connection_loss=False). Installed once Celery's
     # logging setup has put its own "always" filter for these warnings in front.
-    warnings.filterwarnings("ignore", message=r"\s*In Celery 5\.1 we introduced an optional "
-                            "breaking change", category=CPendingDeprecationWarning)
+    warnings.filterwarnings(
+        "ignore",
+        message=r"\s*In Celery 5\.1 we introduced an optional "
+        "breaking change",
+        category=CPendingDeprecationWarning,
+    )
 
 
 _app: Celery | None = None
@@ -316,14 +355,21 @@ def install(celery_app: Celery) -> None:
     _quiet_expected_noise()
     # throws: a FAILED trial is an expected outcome, logged in one line (its traceback is
     # in the store); resultrepr_maxsize: task-succeeded events carry whole packs.
-    celery_app.task(name=PACK_TASK, bind=True, acks_late=True, reject_on_worker_lost=True,
-                    ignore_result=True, throws=(PackFailed,),
-                    resultrepr_maxsize=RESULT_REPR_MAX)(train_pack)
+    celery_app.task(
+        name=PACK_TASK,
+        bind=True,
+        acks_late=True,
+        reject_on_worker_lost=True,
+        ignore_result=True,
+        throws=(PackFailed,),
+        resultrepr_maxsize=RESULT_REPR_MAX,
+    )(train_pack)
     signals.worker_process_init.connect(_reset_process_state, dispatch_uid="dnnframe-proc")
     signals.worker_init.connect(_on_worker_init, dispatch_uid="dnnframe-init")
     signals.worker_ready.connect(_on_worker_ready, dispatch_uid="dnnframe-ready")
-    signals.celeryd_after_setup.connect(reaper.consume_retry_queues,
-                                        dispatch_uid="dnnframe-retry-queues")
+    signals.celeryd_after_setup.connect(
+        reaper.consume_retry_queues, dispatch_uid="dnnframe-retry-queues"
+    )
     signals.worker_shutdown.connect(_on_worker_shutdown, dispatch_uid="dnnframe-shutdown")
 
 

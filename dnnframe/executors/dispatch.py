@@ -38,8 +38,7 @@ PACK_TASK = "tasks.train_pack"
 STORE_HEADER = "dnnframe_store"
 RETRY_SUFFIX = ".retry"
 # Publishing to a down broker fails after this many tries (about a second and a half).
-_SEND_POLICY = {"max_retries": 2, "interval_start": 0.2, "interval_step": 0.5,
-                "interval_max": 1.0}
+_SEND_POLICY = {"max_retries": 2, "interval_start": 0.2, "interval_step": 0.5, "interval_max": 1.0}
 
 
 def retry_queue(queue: str) -> str:
@@ -53,21 +52,31 @@ def with_retry_queues(queues: Iterable[str]) -> list[str]:
     return names + [q for q in dict.fromkeys(map(retry_queue, names)) if q not in names]
 
 
-def repack(store: ResultStore, trial_ids: list[str], workers: int | None = None
-           ) -> list[list[str]]:
+def repack(store: ResultStore, trial_ids: list[str], workers: int | None = None) -> list[list[str]]:
     """The trials of ``trial_ids`` still QUEUED, in packs of trials that share a graph, sized
     for ``workers`` worker processes (default ``$DNNFRAME_WORKERS``, else the cores here);
     a pack with members that crashed before is split as :func:`split_after_crash` says."""
-    trials = {t.id: t for t in store.get_trials(list(trial_ids), fields=["config"])
-              if t.state is TrialState.QUEUED}
+    trials = {
+        t.id: t
+        for t in store.get_trials(list(trial_ids), fields=["config"])
+        if t.state is TrialState.QUEUED
+    }
     if not trials:
         return []
     current = settings.get()
-    packs = make_packs(list(trials), {t.id: t.config for t in trials.values()},
-                       current.pack_size, workers or current.worker_count)
-    return [piece for pack in packs for piece in
-            split_after_crash(pack, max(trials[t].attempts for t in pack),
-                              current.max_attempts)]
+    packs = make_packs(
+        list(trials),
+        {t.id: t.config for t in trials.values()},
+        current.pack_size,
+        workers or current.worker_count,
+    )
+    return [
+        piece
+        for pack in packs
+        for piece in split_after_crash(
+            pack, max(trials[t].attempts for t in pack), current.max_attempts
+        )
+    ]
 
 
 def crash_piece_size(attempts: int, max_attempts: int) -> int | None:
@@ -80,8 +89,7 @@ def crash_piece_size(attempts: int, max_attempts: int) -> int | None:
     return None if attempts <= 1 else 2 ** (left - 1)
 
 
-def split_after_crash(trial_ids: list[str], attempts: int, max_attempts: int
-                      ) -> list[list[str]]:
+def split_after_crash(trial_ids: list[str], attempts: int, max_attempts: int) -> list[list[str]]:
     """How a pack whose worker process died is sent again: whole after its first crash (a
     lost host, most likely), in halves or smaller pieces after a later one
     (:func:`crash_piece_size`), so that a trial that kills every process it runs in ends
@@ -93,7 +101,7 @@ def split_after_crash(trial_ids: list[str], attempts: int, max_attempts: int
     size = crash_piece_size(attempts, max_attempts) or len(ids)
     if attempts >= 2:
         size = min(size, math.ceil(len(ids) / 2))
-    return [ids[i:i + size] for i in range(0, len(ids), size)]
+    return [ids[i : i + size] for i in range(0, len(ids), size)]
 
 
 def lost_packs(store: ResultStore, owners: dict[str, str | None]) -> list[list[str]]:
@@ -108,8 +116,7 @@ def lost_packs(store: ResultStore, owners: dict[str, str | None]) -> list[list[s
     for ids in by_owner.values():
         queued = [t for t in store.get_trials(ids, fields=()) if t.state is TrialState.QUEUED]
         if queued:
-            packs += split_after_crash([t.id for t in queued],
-                                       max(t.attempts for t in queued), cap)
+            packs += split_after_crash([t.id for t in queued], max(t.attempts for t in queued), cap)
     return packs
 
 
@@ -120,12 +127,20 @@ def send(celery_app: Celery, by_queue: dict[str, list[list[str]]]) -> None:
     with celery_app.producer_or_acquire() as producer:
         for queue, packs in by_queue.items():
             for pack in packs:
-                celery_app.send_task(PACK_TASK, args=[pack], queue=queue, producer=producer,
-                                     headers=headers, retry=True, retry_policy=_SEND_POLICY)
+                celery_app.send_task(
+                    PACK_TASK,
+                    args=[pack],
+                    queue=queue,
+                    producer=producer,
+                    headers=headers,
+                    retry=True,
+                    retry_policy=_SEND_POLICY,
+                )
 
 
-def send_or_hold(store: ResultStore, celery_app: Celery,
-                 by_queue: dict[str, list[list[str]]]) -> bool:
+def send_or_hold(
+    store: ResultStore, celery_app: Celery, by_queue: dict[str, list[list[str]]]
+) -> bool:
     """Publish the packs; if the broker cannot take them, hold their trials in the store
     (sent later by :func:`send_held`). Returns True if they were published."""
     try:
@@ -134,8 +149,11 @@ def send_or_hold(store: ResultStore, celery_app: Celery,
     except Exception as exc:  # noqa: BLE001 - any broker failure: keep the trials, send later
         held = [(tid, queue) for queue, packs in by_queue.items() for p in packs for tid in p]
         store.hold_dispatch(held)
-        log.warning("broker unavailable (%s); %d trial(s) held in the store until it is back",
-                    exc, len(held))
+        log.warning(
+            "broker unavailable (%s); %d trial(s) held in the store until it is back",
+            exc,
+            len(held),
+        )
         return False
 
 
@@ -159,8 +177,14 @@ def send_held(store: ResultStore, celery_app: Celery, limit: int = 500) -> int:
             break
         try:
             # sized for the processes consuming the queue now, as a submit's are
-            packs = {queue: repack(store, ids, liveness.worker_processes(
-                store, queue.removesuffix(RETRY_SUFFIX), None)) for queue, ids in by_queue.items()}
+            packs = {
+                queue: repack(
+                    store,
+                    ids,
+                    liveness.worker_processes(store, queue.removesuffix(RETRY_SUFFIX), None),
+                )
+                for queue, ids in by_queue.items()
+            }
             send(celery_app, packs)
         except Exception:
             store.hold_dispatch(items)

@@ -100,8 +100,7 @@ def hand_all_queued(store: ResultStore, page: int = 5000) -> int:
     store's claim runs it once.
     """
     handed, offset = 0, 0
-    while batch := store.list_trials(state=TrialState.QUEUED, limit=page, offset=offset,
-                                     fields=()):
+    while batch := store.list_trials(state=TrialState.QUEUED, limit=page, offset=offset, fields=()):
         store.hold_dispatch([(t.id, LOCAL_POOL_QUEUE) for t in batch])
         handed += len(batch)
         offset += page
@@ -128,7 +127,7 @@ def take_handed(store: ResultStore, executor: Executor, limit: int = 500) -> int
             # there is (a pack larger than a take is trained in parts)
             cut = [item for item in mine if item[1] == mine[-1][1]]
             if len(cut) < len(mine):
-                carried, mine = cut, mine[:len(mine) - len(cut)]
+                carried, mine = cut, mine[: len(mine) - len(cut)]
         try:
             packs, keys = _regroup(store, mine, executor.parallelism)
             if packs:
@@ -144,14 +143,18 @@ def take_handed(store: ResultStore, executor: Executor, limit: int = 500) -> int
             return submitted
 
 
-def _regroup(store: ResultStore, items: list[tuple[str, str]], workers: int
-             ) -> tuple[list[list[str]], list[str]]:
+def _regroup(
+    store: ResultStore, items: list[tuple[str, str]], workers: int
+) -> tuple[list[list[str]], list[str]]:
     """Packs and their compile keys for the pool's entries ``items``: a handed pack's
     still-QUEUED members as one pack, unpacked trials packed by :func:`_packs`."""
     if not items:
         return [], []
-    queued = {t.id for t in store.get_trials([tid for tid, _ in items], fields=())
-              if t.state is TrialState.QUEUED}
+    queued = {
+        t.id
+        for t in store.get_trials([tid for tid, _ in items], fields=())
+        if t.state is TrialState.QUEUED
+    }
     by_queue: dict[str, list[str]] = {}
     for tid, queue in items:
         if tid in queued:
@@ -161,8 +164,11 @@ def _regroup(store: ResultStore, items: list[tuple[str, str]], workers: int
     for queue, ids in by_queue.items():
         if queue == LOCAL_POOL_QUEUE:
             loose = _packs(store, ids, workers)
-            configs = {t.id: t.config for t in store.get_trials(
-                [p[0] for p in loose], fields=["config"])} if loose else {}
+            configs = (
+                {t.id: t.config for t in store.get_trials([p[0] for p in loose], fields=["config"])}
+                if loose
+                else {}
+            )
             packs += loose
             keys += [compile_key(configs[p[0]], len(p)) for p in loose]
         else:
@@ -187,8 +193,9 @@ def _packs(store: ResultStore, trial_ids: list[str], workers: int) -> list[list[
 def _pack_size(store: ResultStore, experiment_id: str) -> int | None:
     """The pack size a submission of the stored experiment uses (:func:`resolve_pack_size`)."""
     try:
-        spec = parse_spec(store.get_experiment(experiment_id).spec,
-                          source=f"experiment {experiment_id}")
+        spec = parse_spec(
+            store.get_experiment(experiment_id).spec, source=f"experiment {experiment_id}"
+        )
     except (NotFoundError, SpecError):
         spec = None  # deleted meanwhile, or stored by another version: size them as usual
     return resolve_pack_size(spec)

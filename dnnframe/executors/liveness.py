@@ -50,7 +50,7 @@ def store_label(url: str | None = None) -> str:
     masked, a SQLite file by its absolute path."""
     url = url or default_store_url()
     if url.startswith("sqlite:///"):
-        url = "sqlite:///" + os.path.abspath(url[len("sqlite:///"):])
+        url = "sqlite:///" + os.path.abspath(url[len("sqlite:///") :])
     return redact(url, mask="**")  # as Celery masks the broker URL in its own logs
 
 
@@ -70,13 +70,22 @@ def trial_beat_interval() -> float:
     return max(0.1, min(settings.get().heartbeat_timeout / 5, node_timeout() / 3))
 
 
-def register_node(store: ResultStore, node: str, pid: int, queues: list[str],
-                  concurrency: int | None) -> None:
+def register_node(
+    store: ResultStore, node: str, pid: int, queues: list[str], concurrency: int | None
+) -> None:
     """Write node ``node``'s heartbeat row: host, main pid, queues, pool size and the pids
     of its processes (so an idle pool process on another host can be told alive)."""
-    store.register_worker(node, host=socket.gethostname(), pid=pid,
-                          info={"role": NODE_ROLE, "queues": queues,
-                                "concurrency": concurrency, "pids": _child_pids(pid)})
+    store.register_worker(
+        node,
+        host=socket.gethostname(),
+        pid=pid,
+        info={
+            "role": NODE_ROLE,
+            "queues": queues,
+            "concurrency": concurrency,
+            "pids": _child_pids(pid),
+        },
+    )
 
 
 def _child_pids(pid: int) -> list[int]:
@@ -126,16 +135,23 @@ def node_says_alive(node: WorkerRecord, worker: WorkerRecord, as_of: float) -> b
         return True
     _, pid = split_owner(worker.name)
     pids = (node.info or {}).get("pids")
-    return (not pids  # a host without /proc: the node's beat is all there is to go by
-            or pid == node.pid or pid in pids or worker.last_seen > node.last_seen)
+    return (
+        not pids  # a host without /proc: the node's beat is all there is to go by
+        or pid == node.pid
+        or pid in pids
+        or worker.last_seen > node.last_seen
+    )
 
 
 def live_nodes(store: ResultStore, queue: str | None = None) -> list[WorkerRecord]:
     """Nodes that registered within :func:`node_timeout` (consuming ``queue`` if given),
     freshest first."""
-    nodes = [w for w in store.list_workers(seen_within_s=node_timeout())
-             if (w.info or {}).get("role") == NODE_ROLE
-             and (queue is None or queue in ((w.info or {}).get("queues") or []))]
+    nodes = [
+        w
+        for w in store.list_workers(seen_within_s=node_timeout())
+        if (w.info or {}).get("role") == NODE_ROLE
+        and (queue is None or queue in ((w.info or {}).get("queues") or []))
+    ]
     return sorted(nodes, key=lambda w: -w.last_seen)
 
 
@@ -186,19 +202,23 @@ def owner_process_gone(pid: int, claimed_at: float | None) -> bool:
     except (OSError, IndexError):
         return False
     started = _process_started_at(pid)
-    return (claimed_at is not None and started is not None
-            and started > claimed_at + _START_SLACK_S)
+    return claimed_at is not None and started is not None and started > claimed_at + _START_SLACK_S
 
 
 def owner_gone_here(trial: TrialRecord, node: str) -> bool:
     """True when ``trial`` is RUNNING under a process of ``node`` (this node) that is gone."""
     owner_node, pid = split_owner(trial.worker)
-    return (trial.state is TrialState.RUNNING and owner_node == node and pid is not None
-            and owner_process_gone(pid, trial.started_at))
+    return (
+        trial.state is TrialState.RUNNING
+        and owner_node == node
+        and pid is not None
+        and owner_process_gone(pid, trial.started_at)
+    )
 
 
-def dead_node_trials(store: ResultStore, as_of: float,
-                     running: Iterable[TrialRecord] | None = None) -> dict[str, str]:
+def dead_node_trials(
+    store: ResultStore, as_of: float, running: Iterable[TrialRecord] | None = None
+) -> dict[str, str]:
     """RUNNING trials abandoned by a dead node, as of ``as_of`` (wall clock): their owner's
     node registered once but not within :func:`node_timeout`, and the trial's own heartbeat
     is that old too. Returns ``{trial_id: owner}``."""
@@ -209,7 +229,10 @@ def dead_node_trials(store: ResultStore, as_of: float,
     dead: dict[str, str] = {}
     for t in running:
         node = nodes.get(split_owner(t.worker)[0])
-        if (node is not None and node_is_silent(node, as_of)
-                and (t.heartbeat_at or 0.0) < as_of - timeout):
+        if (
+            node is not None
+            and node_is_silent(node, as_of)
+            and (t.heartbeat_at or 0.0) < as_of - timeout
+        ):
             dead[t.id] = t.worker or ""
     return dead

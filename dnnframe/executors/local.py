@@ -66,9 +66,15 @@ class LocalExecutor(Executor):
             database handles are inherited.
     """
 
-    def __init__(self, store_url: str | None = None, workers: int | None = None, *,
-                 train_fn: PackTrainFn | None = None, max_attempts: int | None = None,
-                 start_method: str = "spawn") -> None:
+    def __init__(
+        self,
+        store_url: str | None = None,
+        workers: int | None = None,
+        *,
+        train_fn: PackTrainFn | None = None,
+        max_attempts: int | None = None,
+        start_method: str = "spawn",
+    ) -> None:
         self.store_url = store_url or default_store_url()
         self.workers = int(workers) if workers is not None else settings.get().worker_count
         if self.workers < 1:
@@ -89,8 +95,9 @@ class LocalExecutor(Executor):
         with self._lock:
             for _ in range(self.workers):
                 self._pool.append(self._start_worker())
-        self._thread = threading.Thread(target=self._dispatch_loop, name="dnnframe-local-executor",
-                                        daemon=True)
+        self._thread = threading.Thread(
+            target=self._dispatch_loop, name="dnnframe-local-executor", daemon=True
+        )
         self._thread.start()
 
     # ------------------------------------------------------------------ public API
@@ -99,8 +106,7 @@ class LocalExecutor(Executor):
         """The number of worker processes."""
         return self.workers
 
-    def submit(self, packs: Sequence[list[str]],
-               compile_keys: Sequence[str] | None = None) -> None:
+    def submit(self, packs: Sequence[list[str]], compile_keys: Sequence[str] | None = None) -> None:
         """Queue packs (in order) for the worker processes.
 
         ``compile_keys`` (one per pack) lets a worker keep taking packs whose graph it has
@@ -109,8 +115,9 @@ class LocalExecutor(Executor):
         """
         keys = list(compile_keys) if compile_keys is not None else [None] * len(packs)
         if len(keys) != len(packs):
-            raise ValueError(f"compile_keys must have one key per pack ({len(packs)}), "
-                             f"but got {len(keys)}")
+            raise ValueError(
+                f"compile_keys must have one key per pack ({len(packs)}), but got {len(keys)}"
+            )
         with self._lock:
             if self._closing:
                 raise DnnframeError("this executor has been shut down")
@@ -145,8 +152,11 @@ class LocalExecutor(Executor):
             while True:
                 if self._error is not None:
                     raise self._error
-                if (not self._pending and not self._recording
-                        and not any(w.pack for w in self._pool)):
+                if (
+                    not self._pending
+                    and not self._recording
+                    and not any(w.pack for w in self._pool)
+                ):
                     return True
                 remaining = None if deadline is None else deadline - time.monotonic()
                 if remaining is not None and remaining <= 0:
@@ -191,10 +201,15 @@ class LocalExecutor(Executor):
         """A snapshot of the counters: submitted, finished, crashed, running trial ids, ..."""
         with self._lock:
             s = self._stats
-            return LocalStats(s.submitted, s.finished, s.crashed,
-                              [t for w in self._pool if w.pack for t in w.pack.trial_ids],
-                              self._pending.trial_count(),
-                              dict(s.states), s.worker_restarts)
+            return LocalStats(
+                s.submitted,
+                s.finished,
+                s.crashed,
+                [t for w in self._pool if w.pack for t in w.pack.trial_ids],
+                self._pending.trial_count(),
+                dict(s.states),
+                s.worker_restarts,
+            )
 
     def running_packs(self) -> int:
         """Packs handed to worker processes and not yet reported back."""
@@ -239,9 +254,12 @@ class LocalExecutor(Executor):
         parent, child = self._ctx.Pipe(duplex=True)
         # typeshed types get_context(str) as BaseContext, which lacks the Process that
         # every context it returns has
-        proc = self._ctx.Process(target=spawned.local_worker, name="dnnframe-worker",  # type: ignore[attr-defined]
-                                 args=(child, self.store_url, self._train_fn, self._max_attempts),
-                                 daemon=True)
+        proc = self._ctx.Process(  # type: ignore[attr-defined]
+            target=spawned.local_worker,
+            name="dnnframe-worker",
+            args=(child, self.store_url, self._train_fn, self._max_attempts),
+            daemon=True,
+        )
         # Spawned children copy os.environ when they start: pin their math libraries from
         # the first instruction (the parent's own environment is restored right after).
         with pinned_threads():
@@ -253,8 +271,10 @@ class LocalExecutor(Executor):
         """Record the dead workers' packs (outside the lock), then queue again, each in a
         pack of its own, the members that must run again, and count the others (inside)."""
         killing = self._killing
-        settled = [(pack, self._crashes.settle(pack.trial_ids, pid, code, killing))
-                   for pack, pid, code in crashes]
+        settled = [
+            (pack, self._crashes.settle(pack.trial_ids, pid, code, killing))
+            for pack, pid, code in crashes
+        ]
         with self._lock:
             for pack, outcomes in settled:
                 self._recording -= 1
@@ -279,8 +299,11 @@ class LocalExecutor(Executor):
         except BaseException as exc:  # surface in wait() instead of hanging it
             log.exception("local executor dispatcher failed")
             with self._lock:
-                self._error = exc if isinstance(exc, DnnframeError) else DnnframeError(
-                    f"local executor failed: {type(exc).__name__}: {exc}")
+                self._error = (
+                    exc
+                    if isinstance(exc, DnnframeError)
+                    else DnnframeError(f"local executor failed: {type(exc).__name__}: {exc}")
+                )
                 self._lock.notify_all()
         finally:
             self._crashes.close()
@@ -344,8 +367,9 @@ class LocalExecutor(Executor):
                             w.stopping = True  # stays dead; the loop ends when all are dead
                             continue
                         if startup_failures >= 3 * self.workers:
-                            raise DnnframeError("worker processes keep dying before they start; "
-                                                "see the log above")
+                            raise DnnframeError(
+                                "worker processes keep dying before they start; see the log above"
+                            )
                         self._stats.worker_restarts += 1
                         self._pool[i] = self._start_worker()
                 self._lock.notify_all()

@@ -28,8 +28,9 @@ class CrashRecorder:
         self._store: ResultStore | None = None
         self._requeued: set[str] = set()  # trials requeued after a pre-claim crash
 
-    def settle(self, trial_ids: list[str], pid: int | None, exitcode: int | None,
-               killing: bool) -> list[tuple[str, Outcome]]:
+    def settle(
+        self, trial_ids: list[str], pid: int | None, exitcode: int | None, killing: bool
+    ) -> list[tuple[str, Outcome]]:
         """Record how the members of a dead worker's pack ended. Returns each member with
         (the state to count, whether this crash failed it), or None when it must run again.
 
@@ -39,8 +40,11 @@ class CrashRecorder:
         the process is unknown: they are released to run again each in a pack of its own,
         so a poison trial fails alone and its packmates complete.
         """
-        reason = (f"interrupted: worker process {pid} was stopped" if killing
-                  else death_reason(exitcode, pid))
+        reason = (
+            f"interrupted: worker process {pid} was stopped"
+            if killing
+            else death_reason(exitcode, pid)
+        )
         owner = worker_name(pid=pid)
         outcomes: list[tuple[str, Outcome]] = []
         try:
@@ -48,8 +52,11 @@ class CrashRecorder:
                 self._store = open_store(self.store_url)
             store = self._store
             trials = {t.id: t for t in store.get_trials(list(trial_ids), fields=())}
-            running = [tid for tid, t in trials.items()
-                       if t.state is TrialState.RUNNING and t.worker == owner]
+            running = [
+                tid
+                for tid, t in trials.items()
+                if t.state is TrialState.RUNNING and t.worker == owner
+            ]
             for tid, t in trials.items():
                 if t.state.is_finished:
                     outcomes.append((tid, (t.state, False)))
@@ -59,15 +66,21 @@ class CrashRecorder:
                     if again:
                         outcomes.append((tid, None))
                     else:
-                        outcomes.append((tid, (TrialState.CANCELLED, False) if killing
-                                         else (TrialState.FAILED, True)))
+                        outcomes.append(
+                            (
+                                tid,
+                                (TrialState.CANCELLED, False)
+                                if killing
+                                else (TrialState.FAILED, True),
+                            )
+                        )
             if killing:
-                store.finish_trials([(tid, TrialState.CANCELLED, None, reason)
-                                     for tid in running], worker=owner)
+                store.finish_trials(
+                    [(tid, TrialState.CANCELLED, None, reason) for tid in running], worker=owner
+                )
                 outcomes += [(tid, (TrialState.CANCELLED, False)) for tid in running]
             elif len(running) == 1:
-                store.finish_trials([(running[0], TrialState.FAILED, None, reason)],
-                                    worker=owner)
+                store.finish_trials([(running[0], TrialState.FAILED, None, reason)], worker=owner)
                 log.warning("trial %s: %s", running[0], reason)
                 outcomes.append((running[0], (TrialState.FAILED, True)))
             else:
@@ -75,13 +88,15 @@ class CrashRecorder:
                     store.release_trial(tid, owner)
                     outcomes.append((tid, None))
                 if running:
-                    log.warning("trials %s: %s; each runs again alone to find the cause",
-                                ", ".join(running), reason.replace("this trial", "their pack"))
+                    log.warning(
+                        "trials %s: %s; each runs again alone to find the cause",
+                        ", ".join(running),
+                        reason.replace("this trial", "their pack"),
+                    )
         except Exception:
             log.exception("could not record the crash of pack %s", trial_ids)
             done = {tid for tid, _ in outcomes}
-            outcomes += [(tid, (TrialState.FAILED, True)) for tid in trial_ids
-                         if tid not in done]
+            outcomes += [(tid, (TrialState.FAILED, True)) for tid in trial_ids if tid not in done]
         return outcomes
 
     def close(self) -> None:

@@ -33,8 +33,10 @@ def death_reason(exitcode: int | None, pid: int | None) -> str:
             "SIGABRT": " (native code aborted)",
             "SIGBUS": " (a bus error in native code)",
         }.get(name, "")
-        return (f"worker process {pid} was killed by {name} ({-exitcode}) while running this "
-                f"trial{hint}")
+        return (
+            f"worker process {pid} was killed by {name} ({-exitcode}) while running this "
+            f"trial{hint}"
+        )
     return f"worker process {pid} exited with code {exitcode} while running this trial"
 
 
@@ -65,8 +67,12 @@ def _stop_on_sigterm_from_parent_only() -> None:
     threading.Thread(target=watch, name="dnnframe-sigterm", daemon=True).start()
 
 
-def worker_main(conn: multiprocessing.connection.Connection, store_url: str,
-                train_fn: PackTrainFn | None, max_attempts: int | None) -> None:
+def worker_main(
+    conn: multiprocessing.connection.Connection,
+    store_url: str,
+    train_fn: PackTrainFn | None,
+    max_attempts: int | None,
+) -> None:
     """Body of one long-lived worker process: receive packs, run them one at a time.
 
     Long-lived on purpose: the engine caches compiled PyTensor functions per process, so
@@ -97,8 +103,9 @@ def _settle_process() -> None:
     threadpool_limits(1)
 
 
-def _open(conn: multiprocessing.connection.Connection, store_url: str,
-          train_fn: PackTrainFn | None) -> tuple[PackTrainFn | None, ResultStore] | None:
+def _open(
+    conn: multiprocessing.connection.Connection, store_url: str, train_fn: PackTrainFn | None
+) -> tuple[PackTrainFn | None, ResultStore] | None:
     """The training function (the configured one when none is given) and the open store,
     or None after telling the parent why the worker cannot start."""
     try:
@@ -122,6 +129,7 @@ def _warm_up() -> None:
     try:
         from ..engine import diskcache
         from ..engine import train as _train  # noqa: F401
+
         diskcache.preload()
     except Exception:
         log.warning("worker warm-up import failed; trials will report it", exc_info=True)
@@ -131,8 +139,13 @@ class _PackLoop:
     """A worker's life once it is ready: packs from the parent, run one at a time, each
     answered, with the worker list kept up to date; the store is closed at the end."""
 
-    def __init__(self, conn: multiprocessing.connection.Connection, store: ResultStore,
-                 pack_train: PackTrainFn | None, max_attempts: int | None) -> None:
+    def __init__(
+        self,
+        conn: multiprocessing.connection.Connection,
+        store: ResultStore,
+        pack_train: PackTrainFn | None,
+        max_attempts: int | None,
+    ) -> None:
         self.conn, self.store = conn, store
         self.pack_train, self.max_attempts = pack_train, max_attempts
         self.worker = default_worker_name()
@@ -140,10 +153,14 @@ class _PackLoop:
 
     def register(self, current: str | None, stopped: bool = False) -> None:
         try:  # the worker list is informative; a failed write must not stop training
-            self.store.register_worker(self.worker, host=WorkerName.parse(self.worker).node,
-                                       pid=os.getpid(), current_trial=current,
-                                       trials_done=self.done,
-                                       info={"executor": "local", "stopped": stopped})
+            self.store.register_worker(
+                self.worker,
+                host=WorkerName.parse(self.worker).node,
+                pid=os.getpid(),
+                current_trial=current,
+                trials_done=self.done,
+                info={"executor": "local", "stopped": stopped},
+            )
         except Exception:
             log.warning("worker %s: could not register", self.worker, exc_info=True)
 
@@ -175,12 +192,21 @@ class _PackLoop:
         or None, what failed or None)``."""
         self.register(pack[0])
         try:
-            states = run_pack(pack, self.store, worker=self.worker,
-                              max_attempts=self.max_attempts, train_fn=self.pack_train)
+            states = run_pack(
+                pack,
+                self.store,
+                worker=self.worker,
+                max_attempts=self.max_attempts,
+                train_fn=self.pack_train,
+            )
         except Exception as exc:  # a store failure: run_pack handles training errors
             log.exception("worker %s: pack %s could not be run", self.worker, pack)
             return ("done", pack, {}, f"{type(exc).__name__}: {exc}")
         self.done += sum(state is not None for state in states.values())
         self.register(None)
-        return ("done", pack, {tid: state.value if state is not None else None
-                               for tid, state in states.items()}, None)
+        return (
+            "done",
+            pack,
+            {tid: state.value if state is not None else None for tid, state in states.items()},
+            None,
+        )

@@ -42,8 +42,7 @@ def trial_bytes(config: dict) -> int:
     return (_PARAMETER_COPIES * parameters + activations) * _BYTES_PER_VALUE
 
 
-def auto_pack_size(configs: Sequence[dict], workers: int,
-                   budget: int = PACK_MEMORY_BUDGET) -> int:
+def auto_pack_size(configs: Sequence[dict], workers: int, budget: int = PACK_MEMORY_BUDGET) -> int:
     """The pack size for ``configs`` (the queued trials) on ``workers`` parallel workers:
     as large as the memory budget allows for the largest member, but small enough that
     there are at least ``workers`` packs when there are that many trials, and with several
@@ -54,7 +53,9 @@ def auto_pack_size(configs: Sequence[dict], workers: int,
         return 1
     by_memory = max(1, budget // max(trial_bytes(c) for c in configs))
     workers = max(workers, 1)
-    by_workers = len(configs) if workers == 1 else math.ceil(len(configs) / (PACKS_PER_WORKER * workers))
+    by_workers = (
+        len(configs) if workers == 1 else math.ceil(len(configs) / (PACKS_PER_WORKER * workers))
+    )
     return max(1, min(by_memory, by_workers))
 
 
@@ -68,8 +69,9 @@ def resolve_pack_size(spec: ExperimentSpec | None, pack_size: int | None = None)
     return from_spec if from_spec is not None else settings.get().pack_size
 
 
-def make_packs(trial_ids: Sequence[str], configs_by_id: Mapping[str, dict],
-               pack_size: int | None, workers: int) -> list[list[str]]:
+def make_packs(
+    trial_ids: Sequence[str], configs_by_id: Mapping[str, dict], pack_size: int | None, workers: int
+) -> list[list[str]]:
     """Group ``trial_ids`` into packs of trials with the same :func:`pack_key`.
 
     Args:
@@ -102,12 +104,19 @@ def make_packs(trial_ids: Sequence[str], configs_by_id: Mapping[str, dict],
         start = 0
         for i in range(n_packs):
             size = base + (i < extra)
-            packs.append(members[start:start + size])
+            packs.append(members[start : start + size])
             start += size
     first = {tid: i for i, tid in enumerate(ids)}
     packs.sort(key=lambda pack: first[pack[0]])
     return packs
 
 
-__all__ = ["PACK_MEMORY_BUDGET", "auto_pack_size", "compile_key", "make_packs", "pack_key",
-           "resolve_pack_size", "trial_bytes"]
+__all__ = [
+    "PACK_MEMORY_BUDGET",
+    "auto_pack_size",
+    "compile_key",
+    "make_packs",
+    "pack_key",
+    "resolve_pack_size",
+    "trial_bytes",
+]

@@ -45,8 +45,13 @@ class LocalPoolService:
         ttl_s: the recovery lease's time to live (default ``$DNNFRAME_DRIVER_LEASE_S``).
     """
 
-    def __init__(self, store: ResultStore, executor: Callable[[], Executor],
-                 owner: str | None = None, ttl_s: float | None = None):
+    def __init__(
+        self,
+        store: ResultStore,
+        executor: Callable[[], Executor],
+        owner: str | None = None,
+        ttl_s: float | None = None,
+    ):
         self.store, self._make_executor = store, executor
         self.recovery = StoreRecovery(store, owner, ttl_s)
         self._executor: Executor | None = None
@@ -87,8 +92,9 @@ class LocalPoolService:
             executor.shutdown(wait=False)
 
 
-def serve(services: Sequence[Service], stop: threading.Event, poll_s: float,
-          parent_pid: int | None = None) -> None:
+def serve(
+    services: Sequence[Service], stop: threading.Event, poll_s: float, parent_pid: int | None = None
+) -> None:
     """Poll each of ``services`` every ``poll_s`` until ``stop`` is set (or, with
     ``parent_pid``, until that process, the one that started this one, is gone), then shut
     them down, the last first (a search driver stops asking before its pool stops)."""

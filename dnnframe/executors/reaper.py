@@ -87,17 +87,24 @@ class _StallGuard:
         ended = time.monotonic()
         gap = ended - (started if self.last_write is None else self.last_write)
         if gap > self.max_gap_s:
-            log.warning("reaper: no store write for %.1fs; not judging heartbeats until the "
-                        "store has worked for a timeout (they could not be written either)",
-                        gap)
+            log.warning(
+                "reaper: no store write for %.1fs; not judging heartbeats until the "
+                "store has worked for a timeout (they could not be written either)",
+                gap,
+            )
         if gap > self.max_gap_s or self.last_write is None:  # a first write starts the count
             self.working_since = ended
         self.last_write = ended
         return as_of, max(0.0, started - self.working_since)
 
 
-def _send_back(store: ResultStore, celery_app: Celery, owners: Mapping[str, str | None],
-               default_queue: str, why: Callable[[str], str]) -> list[tuple[str, str]]:
+def _send_back(
+    store: ResultStore,
+    celery_app: Celery,
+    owners: Mapping[str, str | None],
+    default_queue: str,
+    why: Callable[[str], str],
+) -> list[tuple[str, str]]:
     """Publish trials put back to QUEUED (``{trial_id: owner}``) to the retry queue of the
     queue their owner consumed (held in the store if the broker is down), the members of a
     lost pack together (:func:`.dispatch.lost_packs`), logging ``why(trial_id)`` for each;
@@ -116,9 +123,13 @@ def _send_back(store: ResultStore, celery_app: Celery, owners: Mapping[str, str 
     return sent
 
 
-def reap_once(store: ResultStore, celery_app: Celery, timeout_s: float,
-              default_queue: str = "default", as_of: float | None = None
-              ) -> list[tuple[str, str]]:
+def reap_once(
+    store: ResultStore,
+    celery_app: Celery,
+    timeout_s: float,
+    default_queue: str = "default",
+    as_of: float | None = None,
+) -> list[tuple[str, str]]:
     """Requeue RUNNING trials silent for ``timeout_s`` seconds (as of ``as_of``, default
     now) and publish them again, each lost pack as a pack, to the retry queue of the queue
     their owner consumed.
@@ -129,41 +140,64 @@ def reap_once(store: ResultStore, celery_app: Celery, timeout_s: float,
     # Who owned each running trial (requeue_stale clears the owner), to route it back.
     owners = {t.id: t.worker for t in store.running_owners()}
     requeued = store.requeue_stale(timeout_s, as_of=as_of)
-    return _send_back(store, celery_app, {tid: owners.get(tid) for tid in requeued},
-                      default_queue,
-                      lambda tid: f"had no heartbeat for {timeout_s:.0f}s (worker "
-                                  f"{owners.get(tid)} vanished) and was requeued")
+    return _send_back(
+        store,
+        celery_app,
+        {tid: owners.get(tid) for tid in requeued},
+        default_queue,
+        lambda tid: (
+            f"had no heartbeat for {timeout_s:.0f}s (worker "
+            f"{owners.get(tid)} vanished) and was requeued"
+        ),
+    )
 
 
-def reap_dead_nodes(store: ResultStore, celery_app: Celery, as_of: float,
-                    default_queue: str = "default") -> list[tuple[str, str]]:
+def reap_dead_nodes(
+    store: ResultStore, celery_app: Celery, as_of: float, default_queue: str = "default"
+) -> list[tuple[str, str]]:
     """Release the RUNNING trials of nodes that stopped registering (a lost host or
     container: :func:`.liveness.dead_node_trials`) and publish them again, each lost pack
     as a pack. Returns ``(trial_id, queue)`` for each trial released."""
     dead = liveness.dead_node_trials(store, as_of)
     released = {tid: owner for tid, owner in dead.items() if store.release_trial(tid, owner)}
     timeout = liveness.node_timeout()
-    return _send_back(store, celery_app, released, default_queue,
-                      lambda tid: f"lost its node (no sign of {released[tid]} for "
-                                  f"{timeout:.0f}s) and was released")
+    return _send_back(
+        store,
+        celery_app,
+        released,
+        default_queue,
+        lambda tid: (
+            f"lost its node (no sign of {released[tid]} for {timeout:.0f}s) and was released"
+        ),
+    )
 
 
-def release_own_dead(store: ResultStore, celery_app: Celery, node: str,
-                     default_queue: str = "default") -> list[tuple[str, str]]:
+def release_own_dead(
+    store: ResultStore, celery_app: Celery, node: str, default_queue: str = "default"
+) -> list[tuple[str, str]]:
     """Put back to work, at once, the RUNNING trials of this node's pool processes that
     died (SIGKILL, OOM; a pid reused by a later process is not the owner): the broker may
     redeliver their message to another node, whose claim refuses a RUNNING trial, and only
     this node can tell that the owner is gone. Returns ``(trial_id, queue)`` for each
     trial released and re-published."""
-    owners = {t.id: t.worker for t in store.running_owners()
-              if liveness.owner_gone_here(t, node)}
-    released = {tid: owner for tid, owner in owners.items()
-                if owner and store.release_trial(tid, owner)}
+    owners = {t.id: t.worker for t in store.running_owners() if liveness.owner_gone_here(t, node)}
+    released = {
+        tid: owner for tid, owner in owners.items() if owner and store.release_trial(tid, owner)
+    }
     for tid, owner in released.items():
-        log.warning("trial %s: its owner %s died (no such process on this node); released "
-                    "it to run again now", tid, owner)
-    return _send_back(store, celery_app, released, default_queue,
-                      lambda tid: f"lost its pool process {owners[tid]} and was released")
+        log.warning(
+            "trial %s: its owner %s died (no such process on this node); released "
+            "it to run again now",
+            tid,
+            owner,
+        )
+    return _send_back(
+        store,
+        celery_app,
+        released,
+        default_queue,
+        lambda tid: f"lost its pool process {owners[tid]} and was released",
+    )
 
 
 class OrphanWatch:
@@ -196,9 +230,12 @@ class OrphanWatch:
         target = retry_queue(default_queue)
         workers = liveness.worker_processes(store, default_queue, None)
         send_or_hold(store, celery_app, {target: repack(store, orphans, workers)})
-        log.warning("reaper: %d trial(s) QUEUED with no message on the broker (%s); sent "
-                    "again to %r", len(orphans), ", ".join(orphans[:5])
-                    + (", ..." if len(orphans) > 5 else ""), target)
+        log.warning(
+            "reaper: %d trial(s) QUEUED with no message on the broker (%s); sent again to %r",
+            len(orphans),
+            ", ".join(orphans[:5]) + (", ..." if len(orphans) > 5 else ""),
+            target,
+        )
         return orphans
 
 
@@ -211,8 +248,9 @@ def _ready(celery_app: Celery, queue: str) -> int:
             return 0
 
 
-def _loop(celery_app: Celery, hostname: str, queues: list[str], parent_pid: int,
-          concurrency: int | None) -> None:
+def _loop(
+    celery_app: Celery, hostname: str, queues: list[str], parent_pid: int, concurrency: int | None
+) -> None:
     timeout = settings.get().heartbeat_timeout
     node_timeout = liveness.node_timeout()
     beat = liveness.node_beat_interval()
@@ -258,8 +296,12 @@ def _loop(celery_app: Celery, hostname: str, queues: list[str], parent_pid: int,
                     orphans.check(store, celery_app, default_queue)
             release_own_dead(store, celery_app, hostname, default_queue)
         except broker_down as exc:  # one line: no traceback tells more about a lost connection
-            log.warning("reaper: pass failed, a connection is down (%s: %s); retrying in %.1fs",
-                        type(exc).__name__, " ".join(str(exc).split()), tick)
+            log.warning(
+                "reaper: pass failed, a connection is down (%s: %s); retrying in %.1fs",
+                type(exc).__name__,
+                " ".join(str(exc).split()),
+                tick,
+            )
         except Exception:  # keep reaping through store hiccups
             log.warning("reaper: pass failed; retrying in %.1fs", tick, exc_info=True)
         time.sleep(tick)
@@ -267,10 +309,12 @@ def _loop(celery_app: Celery, hostname: str, queues: list[str], parent_pid: int,
         store.close()
 
 
-def _process_main(broker_url: str, hostname: str, queues: list[str], parent_pid: int,
-                  concurrency: int | None) -> None:
-    logging.basicConfig(level=logging.INFO,
-                        format="[%(asctime)s: %(levelname)s/reaper] %(message)s")
+def _process_main(
+    broker_url: str, hostname: str, queues: list[str], parent_pid: int, concurrency: int | None
+) -> None:
+    logging.basicConfig(
+        level=logging.INFO, format="[%(asctime)s: %(levelname)s/reaper] %(message)s"
+    )
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the worker's to handle
     _loop(create_app(broker_url), hostname, queues, parent_pid, concurrency)
 
@@ -291,15 +335,21 @@ def start_reaper(celery_app: Celery, hostname: str, concurrency: int | None = No
         return
     queues: list[str] = []
     try:
-        queues = sorted(q for q in (celery_app.amqp.queues.consume_from or celery_app.amqp.queues)
-                        if not q.endswith(RETRY_SUFFIX))
+        queues = sorted(
+            q
+            for q in (celery_app.amqp.queues.consume_from or celery_app.amqp.queues)
+            if not q.endswith(RETRY_SUFFIX)
+        )
     except Exception:  # no queue information: requeued trials go to "default"
         pass
     broker = celery_app.connection_for_write().as_uri(include_password=True)
     ctx = multiprocessing.get_context("spawn")
-    _process = ctx.Process(target=_process_main, args=(broker, hostname, queues, os.getpid(),
-                                                          concurrency),
-                           name="dnnframe-reaper", daemon=True)
+    _process = ctx.Process(
+        target=_process_main,
+        args=(broker, hostname, queues, os.getpid(), concurrency),
+        name="dnnframe-reaper",
+        daemon=True,
+    )
     _process.start()
 
 

@@ -38,16 +38,23 @@ _WATCH_POLL_S = 0.5
 
 
 def _node_seen(store: ResultStore) -> dict[str, float]:
-    return {name: node.last_seen
-            for name, node in liveness.registered_nodes(store.list_workers()).items()}
+    return {
+        name: node.last_seen
+        for name, node in liveness.registered_nodes(store.list_workers()).items()
+    }
 
 
 def _release_gone_here(store: ResultStore, trials: list[TrialRecord], node: str) -> set[str]:
     released = set()
     for t in trials:
         if liveness.owner_gone_here(t, node) and t.worker and store.release_trial(t.id, t.worker):
-            log.warning("trial %s: its owner %s died (no such process on this node); released "
-                        "it to run again now (attempt %d so far)", t.id, t.worker, t.attempts)
+            log.warning(
+                "trial %s: its owner %s died (no such process on this node); released "
+                "it to run again now (attempt %d so far)",
+                t.id,
+                t.worker,
+                t.attempts,
+            )
             released.add(t.id)
     return released
 
@@ -63,20 +70,33 @@ def _watch_other_nodes(store: ResultStore, trial_ids: list[str], node: str) -> N
         seen = _node_seen(store)
         for t in store.get_trials(trial_ids, fields=()):
             owner_node, _ = split_owner(t.worker)
-            if (t.state is TrialState.RUNNING and owner_node != node and owner_node in seen
-                    and seen[owner_node] <= first_seen.get(owner_node, 0.0)):
+            if (
+                t.state is TrialState.RUNNING
+                and owner_node != node
+                and owner_node in seen
+                and seen[owner_node] <= first_seen.get(owner_node, 0.0)
+            ):
                 waiting.append(t)
         if not waiting:
             return
         if time.monotonic() >= deadline:
-            log.info("redelivered pack: %d member(s) left to their owners (%s)", len(waiting),
-                     ", ".join(sorted({t.worker or "" for t in waiting})))
+            log.info(
+                "redelivered pack: %d member(s) left to their owners (%s)",
+                len(waiting),
+                ", ".join(sorted({t.worker or "" for t in waiting})),
+            )
             return
         time.sleep(_WATCH_POLL_S)
 
 
-def take_back(store: ResultStore, app: Celery, trial_ids: list[str], node: str,
-              queue: str | None, redelivered: bool) -> list[str]:
+def take_back(
+    store: ResultStore,
+    app: Celery,
+    trial_ids: list[str],
+    node: str,
+    queue: str | None,
+    redelivered: bool,
+) -> list[str]:
     """The members of a pack message this delivery should claim and run (see the module
     docstring). Members whose owner on this node is gone are released first. Members that
     crashed before run here together only if :func:`.dispatch.crash_piece_size` allows
@@ -86,8 +106,11 @@ def take_back(store: ResultStore, app: Celery, trial_ids: list[str], node: str,
     released = _release_gone_here(store, store.get_trials(ids, fields=()), node)
     if redelivered:
         _watch_other_nodes(store, ids, node)
-    crashed = [t for t in store.get_trials(ids, fields=())
-               if t.state is TrialState.QUEUED and t.attempts >= 1]
+    crashed = [
+        t
+        for t in store.get_trials(ids, fields=())
+        if t.state is TrialState.QUEUED and t.attempts >= 1
+    ]
     if not crashed:
         return ids
     attempts = max(t.attempts for t in crashed)
@@ -99,8 +122,13 @@ def take_back(store: ResultStore, app: Celery, trial_ids: list[str], node: str,
         target = retry_queue(queue or "default")
         pieces = split_after_crash(mine, attempts, settings.get().max_attempts)
         send_or_hold(store, app, {target: pieces})
-        log.warning("pack: %d member(s) crashed %d times; sent again to %r in %d pieces of "
-                    "up to %d", len(mine), attempts, target, len(pieces),
-                    max(map(len, pieces)))
+        log.warning(
+            "pack: %d member(s) crashed %d times; sent again to %r in %d pieces of up to %d",
+            len(mine),
+            attempts,
+            target,
+            len(pieces),
+            max(map(len, pieces)),
+        )
     skipped = {t.id for t in crashed}
     return [tid for tid in ids if tid not in skipped]

@@ -55,8 +55,9 @@ class AshaRule:
     @classmethod
     def of(cls, experiment_id: str, search: SearchConfig) -> AshaRule:
         """The rule of an experiment's search settings (which ask for ASHA)."""
-        return cls(experiment_id, search.rung_metric, search.objective.mode, search.min_epochs,
-                   search.eta)
+        return cls(
+            experiment_id, search.rung_metric, search.objective.mode, search.min_epochs, search.eta
+        )
 
 
 class AshaPruner:
@@ -70,8 +71,9 @@ class AshaPruner:
         max_epochs: each member's ``training.max_epochs`` (no rung at or above it).
     """
 
-    def __init__(self, store: ResultStore, rules: dict[str, list[AshaRule]],
-                 max_epochs: dict[str, int]):
+    def __init__(
+        self, store: ResultStore, rules: dict[str, list[AshaRule]], max_epochs: dict[str, int]
+    ):
         self.store, self.rules, self.max_epochs = store, rules, max_epochs
 
     @property
@@ -79,8 +81,9 @@ class AshaPruner:
         """True when some member may be pruned."""
         return bool(self.rules)
 
-    def on_results(self, epoch: int, results: Mapping[str, Mapping[str, Any]]
-                   ) -> dict[str, Decision]:
+    def on_results(
+        self, epoch: int, results: Mapping[str, Mapping[str, Any]]
+    ) -> dict[str, Decision]:
         """Stop the members of ``results`` that reached a rung at ``epoch`` outside the top
         ``1/eta`` there; the reason names the epoch, metric, value and how many values the
         rung held. Members judged in one call see the same values at a rung."""
@@ -101,9 +104,16 @@ class AshaPruner:
                 values = cache[key]
                 if promoted(float(value), values, rule.eta, rule.mode):
                     break
-                notes.append({"experiment_id": rule.experiment_id, "epoch": epoch,
-                              "metric": rule.metric, "value": float(value),
-                              "trials_at_rung": len(values), "eta": rule.eta})
+                notes.append(
+                    {
+                        "experiment_id": rule.experiment_id,
+                        "epoch": epoch,
+                        "metric": rule.metric,
+                        "value": float(value),
+                        "trials_at_rung": len(values),
+                        "eta": rule.eta,
+                    }
+                )
             else:
                 if notes:
                     decisions[tid] = Decision(stop=True, reason=notes[0])

@@ -28,8 +28,9 @@ def pruner_for_pack(store: ResultStore, trials: Mapping[str, PackTrial]) -> Prun
         for e in trial.experiment_ids:
             if e not in by_experiment:
                 by_experiment[e] = _search_settings(store, e)
-        pruning = [(e, s) for e in trial.experiment_ids
-                   if (s := by_experiment[e]) is not None and s.prunes]
+        pruning = [
+            (e, s) for e in trial.experiment_ids if (s := by_experiment[e]) is not None and s.prunes
+        ]
         if pruning and len(pruning) == len(trial.experiment_ids):
             rules[tid] = [AshaRule.of(e, s) for e, s in pruning]
     if not rules:
@@ -40,8 +41,9 @@ def pruner_for_pack(store: ResultStore, trials: Mapping[str, PackTrial]) -> Prun
 # A submitted experiment's id is a hash of its spec, so its search settings never change:
 # every pack of a sweep asked the store again (a read that also counts its trials by state).
 # Kept per store object (a worker keeps one), forgotten with it.
-_SETTINGS: weakref.WeakKeyDictionary[ResultStore, dict[str, SearchConfig]] = \
+_SETTINGS: weakref.WeakKeyDictionary[ResultStore, dict[str, SearchConfig]] = (
     weakref.WeakKeyDictionary()
+)
 
 
 def _search_settings(store: ResultStore, experiment_id: str) -> SearchConfig | None:
@@ -52,8 +54,11 @@ def _search_settings(store: ResultStore, experiment_id: str) -> SearchConfig | N
         spec = store.get_experiment(experiment_id).spec
         search = SearchConfig.model_validate(spec.get("search", {}))
     except (NotFoundError, StoreError, ValueError):
-        log.warning("experiment %s: cannot read its search settings; its trials are not "
-                    "pruned", experiment_id, exc_info=True)
+        log.warning(
+            "experiment %s: cannot read its search settings; its trials are not pruned",
+            experiment_id,
+            exc_info=True,
+        )
         return None  # not remembered: the next pack asks again
     known[experiment_id] = search
     return search

@@ -33,7 +33,7 @@ class PackTrial(NamedTuple):
     """What a pruner is told about one member of a pack when it is made."""
 
     experiment_ids: Sequence[str]  # a trial may belong to several experiments
-    max_epochs: int                # its ``training.max_epochs``
+    max_epochs: int  # its ``training.max_epochs``
 
 
 class Pruner(Protocol):
@@ -44,8 +44,9 @@ class Pruner(Protocol):
         """True when some member may be stopped. The runner then stores every epoch before
         asking (a pruner may judge by what the store holds), and asks at every epoch."""
 
-    def on_results(self, epoch: int, results: Mapping[str, Mapping[str, Any]]
-                   ) -> dict[str, Decision]:
+    def on_results(
+        self, epoch: int, results: Mapping[str, Mapping[str, Any]]
+    ) -> dict[str, Decision]:
         """A decision for each trial of ``results`` (trial id -> its metrics of ``epoch``,
         already stored); the members of a pack that reach an epoch together are asked
         about in one call."""
@@ -56,6 +57,7 @@ class NoPruner:
 
     active = False
 
-    def on_results(self, epoch: int, results: Mapping[str, Mapping[str, Any]]
-                   ) -> dict[str, Decision]:
+    def on_results(
+        self, epoch: int, results: Mapping[str, Mapping[str, Any]]
+    ) -> dict[str, Decision]:
         return dict.fromkeys(results, CONTINUE)

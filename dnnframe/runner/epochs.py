@@ -42,8 +42,9 @@ class PackObserver:
         Epochs are written at most every :data:`METRICS_INTERVAL_S`, so several calls may
         come at once."""
 
-    def finished(self, trial_id: str, state: TrialState, result: dict[str, Any] | None,
-                 error: str | None) -> None:
+    def finished(
+        self, trial_id: str, state: TrialState, result: dict[str, Any] | None, error: str | None
+    ) -> None:
         """The store accepted this member's final state (nothing is called for a member
         lost to another worker)."""
 
@@ -54,9 +55,9 @@ class PackMember:
 
     trial_id: str
     config: dict[str, Any]
-    index: int = -1          # position in the trained pack (-1: not trained)
-    stopped: bool = False    # asked to stop (cancelled) or frozen by the engine
-    lost: bool = False       # another worker owns it now: nothing more is written
+    index: int = -1  # position in the trained pack (-1: not trained)
+    stopped: bool = False  # asked to stop (cancelled) or frozen by the engine
+    lost: bool = False  # another worker owns it now: nothing more is written
     experiment_ids: tuple[str, ...] = ()
     pruned: dict[str, Any] | None = None  # why the pruner stopped it
     outcome: tuple[TrialState, dict[str, Any] | None, str | None] | None = None
@@ -65,8 +66,14 @@ class PackMember:
 class PackEpochs:
     """The per-epoch bookkeeping of one pack: throttled metrics writes and checks."""
 
-    def __init__(self, store: ResultStore, worker: str, members: list[PackMember],
-                 heartbeat: Heartbeat, observer: PackObserver):
+    def __init__(
+        self,
+        store: ResultStore,
+        worker: str,
+        members: list[PackMember],
+        heartbeat: Heartbeat,
+        observer: PackObserver,
+    ):
         self.store, self.worker, self.members, self.heartbeat = store, worker, members, heartbeat
         self.observer = observer
         # The claim just beat and checked for cancellation: the first check is due an
@@ -76,10 +83,15 @@ class PackEpochs:
         self.last_write = -float("inf")
         self.pending: list[EpochReport] = []  # epochs not written
         self.stored: dict[str, int] = {}  # epochs of each member's curve the store confirmed
-        self.pruner = pruner_for_pack(store, {
-            m.trial_id: PackTrial(m.experiment_ids,
-                                  int(m.config.get("training", {}).get("max_epochs", 0)))
-            for m in members})
+        self.pruner = pruner_for_pack(
+            store,
+            {
+                m.trial_id: PackTrial(
+                    m.experiment_ids, int(m.config.get("training", {}).get("max_epochs", 0))
+                )
+                for m in members
+            },
+        )
 
     def live(self) -> list[PackMember]:
         return [m for m in self.members if not m.lost]
@@ -88,19 +100,24 @@ class PackEpochs:
         for m in self.members:
             if m.trial_id in ids and not m.lost:
                 m.lost = True
-                log.warning("trial %s: another worker owns it now; it is dropped from this "
-                            "pack", m.trial_id)
+                log.warning(
+                    "trial %s: another worker owns it now; it is dropped from this pack", m.trial_id
+                )
         self.heartbeat.untrack(ids)
 
-    def on_epoch(self, epoch: int, metrics: EpochReport | Sequence[dict[str, Any] | None]
-                 ) -> list[bool]:
+    def on_epoch(
+        self, epoch: int, metrics: EpochReport | Sequence[dict[str, Any] | None]
+    ) -> list[bool]:
         """Take the epoch's report (or one metrics dict or None per member); write what is
         due, ask the pruner, beat and check for cancellation when due. Returns one stop
         flag per member."""
         if len(metrics) != len(self.members):
-            raise ValueError(f"on_epoch got {len(metrics)} metrics for a pack of "
-                             f"{len(self.members)}")
-        report = metrics if isinstance(metrics, EpochReport) else EpochReport.of_dicts(epoch, metrics)
+            raise ValueError(
+                f"on_epoch got {len(metrics)} metrics for a pack of {len(self.members)}"
+            )
+        report = (
+            metrics if isinstance(metrics, EpochReport) else EpochReport.of_dicts(epoch, metrics)
+        )
         self.lose(self.heartbeat.lost)
         self.pending.append(report)
         try:
@@ -108,8 +125,11 @@ class PackEpochs:
             if self.pruner.active or time.monotonic() - self.last_write >= METRICS_INTERVAL_S:
                 self.write()
             if self.pruner.active:
-                written = {m.trial_id: report.entry(k) for k, m in enumerate(self.members)
-                           if report.reported[k] and not m.lost and not m.stopped}
+                written = {
+                    m.trial_id: report.entry(k)
+                    for k, m in enumerate(self.members)
+                    if report.reported[k] and not m.lost and not m.stopped
+                }
                 for tid, decision in self.pruner.on_results(epoch, written).items():
                     if decision.stop:
                         member = self._member(tid)
@@ -122,8 +142,12 @@ class PackEpochs:
                     for tid in self.store.cancel_requested(live):
                         self._member(tid).stopped = True
         except StoreError:
-            log.warning("pack of %d: could not record epoch %s; training goes on",
-                        len(self.members), epoch, exc_info=True)
+            log.warning(
+                "pack of %d: could not record epoch %s; training goes on",
+                len(self.members),
+                epoch,
+                exc_info=True,
+            )
         # None is a member with nothing this epoch (frozen by the engine, or not yet trained
         # by a one-by-one train function): it is neither stopped nor lost by that
         return [m.lost or m.stopped for m in self.members]
@@ -167,8 +191,9 @@ class PackEpochs:
         still unstored after that are named in an error (each result keeps its whole
         history)."""
         try:
-            FINAL_WRITE.call(self.write,
-                             what=f"pack of {len(self.members)}: recording its last epochs")
+            FINAL_WRITE.call(
+                self.write, what=f"pack of {len(self.members)}: recording its last epochs"
+            )
             return
         except StoreError as exc:
             failure = " ".join(str(exc).split())
@@ -178,10 +203,14 @@ class PackEpochs:
                 if not self.members[k].lost:
                     tid = self.members[k].trial_id
                     counts[tid] = counts.get(tid, 0) + 1
-        log.error("pack of %d: %s could not be stored in the trials' curves after %d tries "
-                  "(%s; their results keep the whole history)", len(self.members),
-                  ", ".join(f"{n} epochs of {tid}" for tid, n in counts.items()),
-                  FINAL_WRITE.attempts, failure)
+        log.error(
+            "pack of %d: %s could not be stored in the trials' curves after %d tries "
+            "(%s; their results keep the whole history)",
+            len(self.members),
+            ", ".join(f"{n} epochs of {tid}" for tid, n in counts.items()),
+            FINAL_WRITE.attempts,
+            failure,
+        )
 
     def _member(self, trial_id: str) -> PackMember:
         return next(m for m in self.members if m.trial_id == trial_id)

@@ -87,8 +87,12 @@ class Heartbeat:
             return set()
         lost = set(ids) - set(store.heartbeat_trials(ids, self.worker))
         if lost:
-            log.warning("worker %s lost %d trial(s) to another worker or the reaper: %s",
-                        self.worker, len(lost), ", ".join(sorted(lost)))
+            log.warning(
+                "worker %s lost %d trial(s) to another worker or the reaper: %s",
+                self.worker,
+                len(lost),
+                ", ".join(sorted(lost)),
+            )
             with self._lock:
                 self.lost |= lost
             self.untrack(lost)
@@ -101,19 +105,23 @@ class Heartbeat:
             try:
                 self.beat()
             except Exception:  # noqa: BLE001 - a store hiccup must not kill the thread
-                log.warning("heartbeat of %s failed; retrying in %.1fs", self.worker,
-                            self.interval_s, exc_info=True)
+                log.warning(
+                    "heartbeat of %s failed; retrying in %.1fs",
+                    self.worker,
+                    self.interval_s,
+                    exc_info=True,
+                )
 
     def start(self) -> None:
         """Start the thread unless it runs (again after ``fork``: threads do not survive it)."""
         with self._lock:
-            if (self._thread is not None and self._thread.is_alive()
-                    and self._pid == os.getpid()):
+            if self._thread is not None and self._thread.is_alive() and self._pid == os.getpid():
                 return
             self._pid = os.getpid()
             self._stop = threading.Event()
-            self._thread = threading.Thread(target=self._run, name=f"heartbeat-{self.worker}",
-                                            daemon=True)
+            self._thread = threading.Thread(
+                target=self._run, name=f"heartbeat-{self.worker}", daemon=True
+            )
             self._thread.start()
 
     def stop(self) -> None:

@@ -18,17 +18,24 @@ log = logging.getLogger(__name__)
 # best effort, the final write is retried before giving up (retrying.FINAL_WRITE).
 
 
-def finish_all(store: ResultStore, items: list[tuple[str, TrialState, dict[str, Any] | None,
-                                                      str | None]], worker: str) -> set[str]:
+def finish_all(
+    store: ResultStore,
+    items: list[tuple[str, TrialState, dict[str, Any] | None, str | None]],
+    worker: str,
+) -> set[str]:
     """Record every member's end in one ``finish_trials`` call, retried by FINAL_WRITE;
     returns the ids the store accepted (see ``ResultStore.finish_trials``)."""
     return FINAL_WRITE.call(
-        store.finish_trials, items, worker=worker,
-        what=f"trials {', '.join(i[0] for i in items)}: storing the final states")
+        store.finish_trials,
+        items,
+        worker=worker,
+        what=f"trials {', '.join(i[0] for i in items)}: storing the final states",
+    )
 
 
-def member_outcome(result: Any, index: int, pruned: dict[str, Any] | None = None,
-                   history: bool = True) -> tuple[TrialState, dict[str, Any] | None, str | None]:
+def member_outcome(
+    result: Any, index: int, pruned: dict[str, Any] | None = None, history: bool = True
+) -> tuple[TrialState, dict[str, Any] | None, str | None]:
     """The final state, result dict and error of one member from what the engine returned
     (a member stopped by the pruner comes back CANCELLED and becomes PRUNED, its curve
     kept). Not ``history``: the result leaves its history out, for the store's curve holds
@@ -42,12 +49,17 @@ def member_outcome(result: Any, index: int, pruned: dict[str, Any] | None = None
         data["status"], data["pruned"] = TrialState.PRUNED.value, pruned
         return TrialState.PRUNED, data, None
     if state is TrialState.FAILED:
-        error = getattr(result, "error", None) or "\n".join(result.notes) or \
-            f"the engine reported pack member {index} as FAILED"
+        error = (
+            getattr(result, "error", None)
+            or "\n".join(result.notes)
+            or f"the engine reported pack member {index} as FAILED"
+        )
     elif state is TrialState.DIVERGED:
-        error = f"diverged at epoch {getattr(result, 'diverged_epoch', None)} (loss became " \
-                "non-finite)"
+        error = (
+            f"diverged at epoch {getattr(result, 'diverged_epoch', None)} (loss became non-finite)"
+        )
     elif state is TrialState.CANCELLED:
-        error = f"cancelled after {getattr(result, 'epochs_run', '?')} epochs (experiment " \
-                "cancelled)"
+        error = (
+            f"cancelled after {getattr(result, 'epochs_run', '?')} epochs (experiment cancelled)"
+        )
     return state, data, error

@@ -39,10 +39,15 @@ def _heartbeat_interval() -> float:
     return max(0.2, settings.get().heartbeat_timeout / 5)
 
 
-def run_pack(trial_ids: list[str], store: ResultStore, worker: str | None = None,
-             max_attempts: int | None = None, train_fn: PackTrainFn | None = None,
-             heartbeat_interval_s: float | None = None,
-             observer: PackObserver | None = None) -> dict[str, TrialState | None]:
+def run_pack(
+    trial_ids: list[str],
+    store: ResultStore,
+    worker: str | None = None,
+    max_attempts: int | None = None,
+    train_fn: PackTrainFn | None = None,
+    heartbeat_interval_s: float | None = None,
+    observer: PackObserver | None = None,
+) -> dict[str, TrialState | None]:
     """Claim the trials of a pack, train the members won together, record each one's end.
 
     Args:
@@ -90,8 +95,15 @@ def run_pack(trial_ids: list[str], store: ResultStore, worker: str | None = None
     trained = [m for m in members if m.index >= 0]
     pack = {"id": uuid.uuid4().hex[:12], "size": len(trained)}
     if trained:
-        _train(store, worker, trained, configs, train_fn or _default_pack_train_fn(),
-               heartbeat_interval_s or _heartbeat_interval(), observer)
+        _train(
+            store,
+            worker,
+            trained,
+            configs,
+            train_fn or _default_pack_train_fn(),
+            heartbeat_interval_s or _heartbeat_interval(),
+            observer,
+        )
     items = []
     for m in members:
         if m.lost or m.outcome is None:
@@ -107,13 +119,23 @@ def run_pack(trial_ids: list[str], store: ResultStore, worker: str | None = None
             states[tid] = state
             observer.finished(tid, state, result, error)
         else:
-            log.warning("trial %s: the store refused its final state (another worker owns it "
-                        "now); result dropped", tid)
+            log.warning(
+                "trial %s: the store refused its final state (another worker owns it "
+                "now); result dropped",
+                tid,
+            )
     return states
 
 
-def _train(store: ResultStore, worker: str, members: list[PackMember], configs: list[TrialConfig],
-           train: PackTrainFn, interval_s: float, observer: PackObserver) -> None:
+def _train(
+    store: ResultStore,
+    worker: str,
+    members: list[PackMember],
+    configs: list[TrialConfig],
+    train: PackTrainFn,
+    interval_s: float,
+    observer: PackObserver,
+) -> None:
     """Train ``members`` together and set each one's ``outcome`` (left None when lost)."""
     started = time.perf_counter()
     heartbeat = Heartbeat.shared(store, worker, interval_s)
@@ -125,13 +147,14 @@ def _train(store: ResultStore, worker: str, members: list[PackMember], configs: 
         finally:
             run.write_rest()
         if len(results) != len(members):
-            raise RuntimeError(f"the train function returned {len(results)} results for a "
-                               f"pack of {len(members)}")
+            raise RuntimeError(
+                f"the train function returned {len(results)} results for a pack of {len(members)}"
+            )
     except KeyboardInterrupt:
         _end_all(members, TrialState.CANCELLED, "interrupted (KeyboardInterrupt)")
         # (ignored: mypy cannot see that _end_all gave every member an outcome)
-        finish_all(store, [(m.trial_id, *m.outcome) for m in members  # type: ignore[misc]
-                            if not m.lost], worker)
+        outcomes = [(m.trial_id, *m.outcome) for m in members if not m.lost]  # type: ignore[misc]
+        finish_all(store, outcomes, worker)
         for m in members:
             m.lost = True  # recorded already
         raise
@@ -143,9 +166,14 @@ def _train(store: ResultStore, worker: str, members: list[PackMember], configs: 
         # one line: the trials (their configs are in the store) and the error's first line;
         # the traceback is recorded on every member
         first = (str(exc).strip().splitlines() or [""])[0]
-        log.error("pack of %d (%s) failed after %.1fs: %s: %s", len(members),
-                  ", ".join(m.trial_id for m in members), time.perf_counter() - started,
-                  type(exc).__name__, first)
+        log.error(
+            "pack of %d (%s) failed after %.1fs: %s: %s",
+            len(members),
+            ", ".join(m.trial_id for m in members),
+            time.perf_counter() - started,
+            type(exc).__name__,
+            first,
+        )
         _end_all(members, TrialState.FAILED, tb)
         return
     finally:
@@ -155,11 +183,11 @@ def _train(store: ResultStore, worker: str, members: list[PackMember], configs: 
         if not m.lost:
             # the result keeps the history the store's curve does not hold in full
             stored = run.stored.get(m.trial_id, 0)
-            m.outcome = member_outcome(result, m.index, m.pruned,
-                                       history=stored != len(getattr(result, "history", ())))
+            m.outcome = member_outcome(
+                result, m.index, m.pruned, history=stored != len(getattr(result, "history", ()))
+            )
 
 
 def _end_all(members: list[PackMember], state: TrialState, error: str) -> None:
     for m in members:
         m.outcome = (state, None, error)
-

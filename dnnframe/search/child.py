@@ -57,9 +57,14 @@ class DriverChild:
             self.proc.wait()
 
 
-def supervise(args: list[str], stop: threading.Event, parent_pid: int | None = None,
-              restart_delay_s: float = 1.0, check_every_s: float = 0.5,
-              env: dict[str, str] | None = None) -> None:
+def supervise(
+    args: list[str],
+    stop: threading.Event,
+    parent_pid: int | None = None,
+    restart_delay_s: float = 1.0,
+    check_every_s: float = 0.5,
+    env: dict[str, str] | None = None,
+) -> None:
     """Run ``args`` (a ``dnnframe drive`` command) as a child, started again whenever it
     ends, until ``stop`` is set or the process ``parent_pid`` is gone; then stop the child.
 
@@ -72,12 +77,17 @@ def supervise(args: list[str], stop: threading.Event, parent_pid: int | None = N
         while not stop.is_set() and not _orphaned(parent_pid):
             if child is None or child.poll() is not None:
                 if child is not None:
-                    log.error("the driver service (pid %d) exited with %s; starting it again",
-                              child.pid, child.returncode)
+                    log.error(
+                        "the driver service (pid %d) exited with %s; starting it again",
+                        child.pid,
+                        child.returncode,
+                    )
                     if stop.wait(restart_delay_s):
                         break
-                child = subprocess.Popen([*args, f"--exit-with-parent={os.getpid()}"],  # noqa: S603
-                                         env=env)
+                child = subprocess.Popen(
+                    [*args, f"--exit-with-parent={os.getpid()}"],  # noqa: S603
+                    env=env,
+                )
             stop.wait(check_every_s)
     finally:
         if child is not None and child.poll() is None:

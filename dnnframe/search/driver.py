@@ -85,22 +85,32 @@ class SearchDriver:
             ``LeaseKeeper.held``, so a driver that lost its lease never asks again.
     """
 
-    def __init__(self, spec: ExperimentSpec, store: ResultStore, executor: Executor,
-                 pack_size: int | None = None, poll_s: float = 0.2,
-                 keep_going: Callable[[], bool] | None = None):
+    def __init__(
+        self,
+        spec: ExperimentSpec,
+        store: ResultStore,
+        executor: Executor,
+        pack_size: int | None = None,
+        poll_s: float = 0.2,
+        keep_going: Callable[[], bool] | None = None,
+    ):
         if not is_driven(spec):
-            raise ValueError(f"a driver needs search.method tpe or cmaes, got "
-                             f"{spec.search.method!r}")
+            raise ValueError(
+                f"a driver needs search.method tpe or cmaes, got {spec.search.method!r}"
+            )
         self.spec, self.store, self.executor, self.poll_s = spec, store, executor, poll_s
         self.keep_going = keep_going or (lambda: True)
         self.pack_size = resolve_pack_size(spec, pack_size)
         self.search = spec.search
         self.space = SpaceMap(spec_spaces(spec))
         self.metric = self.search.objective.metric
-        direction: Literal["maximize", "minimize"] = "maximize" if self.search.objective.mode == "max" else "minimize"
+        direction: Literal["maximize", "minimize"] = (
+            "maximize" if self.search.objective.mode == "max" else "minimize"
+        )
         optuna.logging.set_verbosity(optuna.logging.WARNING)
-        self.study = optuna.create_study(direction=direction,
-                                         sampler=make_sampler(self.search.method, 0))
+        self.study = optuna.create_study(
+            direction=direction, sampler=make_sampler(self.search.method, 0)
+        )
         self.seed = self.search.seed_list[0]
         self.waiting: dict[str, list[optuna.trial.Trial | None]] = {}  # id -> asks to tell
         self.fingerprints: dict[str, str] = {}
@@ -120,8 +130,9 @@ class SearchDriver:
         (:mod:`dnnframe.recovery`), and told when they end.
         """
         out = DriverResult(self.experiment_id)
-        self.store.create_experiment(self.experiment_id, self.spec.name, self.spec.to_dict(),
-                                     count_trials(self.spec))
+        self.store.create_experiment(
+            self.experiment_id, self.spec.name, self.spec.to_dict(), count_trials(self.spec)
+        )
         self.store.requeue_trials(self.experiment_id, [TrialState.CANCELLED])
         cursor = self.store.latest_seq()
         stored = self.store.list_trials(self.experiment_id)
@@ -188,9 +199,13 @@ class SearchDriver:
         value = self._value(t) if state is OptunaState.COMPLETE else None
         if state is OptunaState.COMPLETE and value is None:
             state = OptunaState.FAIL
-        return create_trial(state=state, value=value, params=params,
-                            distributions=self.space.distributions,
-                            intermediate_values=self._curve(t))
+        return create_trial(
+            state=state,
+            value=value,
+            params=params,
+            distributions=self.space.distributions,
+            intermediate_values=self._curve(t),
+        )
 
     def _value(self, t: TrialRecord) -> float | None:
         v = t.value(self.metric)
@@ -198,8 +213,11 @@ class SearchDriver:
 
     def _curve(self, t: TrialRecord) -> dict[int, float]:
         metric = self.search.rung_metric
-        return {int(m["epoch"]): float(m[metric]) for m in t.metrics
-                if isinstance(m.get("epoch"), int) and is_number(m.get(metric))}
+        return {
+            int(m["epoch"]): float(m[metric])
+            for m in t.metrics
+            if isinstance(m.get("epoch"), int) and is_number(m.get(metric))
+        }
 
     def _ask(self, n: int, out: DriverResult) -> list[str]:
         """Ask for ``n`` configurations and store each; returns the ids to train."""
@@ -212,8 +230,9 @@ class SearchDriver:
             # seeds its asks where the earlier driver left off, not again from the seed
             # one of its trials still in flight had
             number = len(self.study.get_trials(deepcopy=False)) + self._earlier_in_flight()
-            self.study.sampler = make_sampler(self.search.method,
-                                              _seed(self.search.random_seed, number))
+            self.study.sampler = make_sampler(
+                self.search.method, _seed(self.search.random_seed, number)
+            )
             trial = self.study.ask(self.space.distributions)
             try:
                 config = resolve(self.spec, self.space.assignment(trial.params), self.seed)
@@ -226,8 +245,12 @@ class SearchDriver:
             known = tid in self.waiting
             self.waiting.setdefault(tid, []).append(trial)
             if known:
-                log.info("experiment %s: asked trial %s (number %d), in flight already",
-                         self.experiment_id, tid, number)
+                log.info(
+                    "experiment %s: asked trial %s (number %d), in flight already",
+                    self.experiment_id,
+                    tid,
+                    number,
+                )
                 continue  # the same configuration is in flight already: told when it ends
             self.store.create_trials(self.experiment_id, [(tid, config.model_dump(mode="json"))])
             # logged once stored: a driver killed before the write asked nothing that lasts,
@@ -273,7 +296,9 @@ class SearchDriver:
             return
         configs = {t.id: t.config for t in self.store.get_trials(ids, fields=["config"])}
         packs = make_packs(ids, configs, self.pack_size, self.executor.parallelism)
-        self.executor.submit(packs, compile_keys=[compile_key(configs[p[0]], len(p)) for p in packs])
+        self.executor.submit(
+            packs, compile_keys=[compile_key(configs[p[0]], len(p)) for p in packs]
+        )
 
 
 def _seed(random_seed: int, number: int) -> int:

@@ -41,8 +41,9 @@ class LeaseKeeper:
             ``$DNNFRAME_DRIVER_LEASE_S``, 30 s); a dead holder's lease is free after that.
     """
 
-    def __init__(self, store: ResultStore, name: str, owner: str | None = None,
-                 ttl_s: float | None = None):
+    def __init__(
+        self, store: ResultStore, name: str, owner: str | None = None, ttl_s: float | None = None
+    ):
         self.store, self.name = store, name
         self.owner = owner or default_worker_name()
         self.ttl_s = float(ttl_s if ttl_s is not None else settings.get().driver_lease_s)
@@ -62,8 +63,9 @@ class LeaseKeeper:
         if not self._renew():
             return False
         if self._thread is None:
-            self._thread = threading.Thread(target=self._keep, daemon=True,
-                                            name=f"dnnframe-lease-{self.name}")
+            self._thread = threading.Thread(
+                target=self._keep, daemon=True, name=f"dnnframe-lease-{self.name}"
+            )
             self._thread.start()
         return True
 
@@ -76,8 +78,12 @@ class LeaseKeeper:
         try:
             self.store.release_lease(self.name, self.owner)
         except DnnframeError as exc:  # it expires by itself
-            log.warning("lease %s: could not release it (%s); it expires within %.0f s",
-                        self.name, exc, self.ttl_s)
+            log.warning(
+                "lease %s: could not release it (%s); it expires within %.0f s",
+                self.name,
+                exc,
+                self.ttl_s,
+            )
 
     def _renew(self) -> bool:
         started = time.monotonic()  # the store's expiry is counted from later than this
@@ -91,13 +97,20 @@ class LeaseKeeper:
         while not self._stop.wait(self.ttl_s / 3):
             try:
                 if not self._renew():
-                    log.warning("lease %s: lost to another owner (%s); this process stops "
-                                "driving", self.name, self._holder())
+                    log.warning(
+                        "lease %s: lost to another owner (%s); this process stops driving",
+                        self.name,
+                        self._holder(),
+                    )
                     return
             except DnnframeError as exc:
                 # the store did not answer: keep trying while the lease may still be ours
-                log.warning("lease %s: renewal failed (%s); held for %.1f s more at most",
-                            self.name, exc, max(0.0, self._valid_until - time.monotonic()))
+                log.warning(
+                    "lease %s: renewal failed (%s); held for %.1f s more at most",
+                    self.name,
+                    exc,
+                    max(0.0, self._valid_until - time.monotonic()),
+                )
 
     def _holder(self) -> str:
         try:

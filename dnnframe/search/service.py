@@ -57,15 +57,21 @@ def unfinished_driven(store: ResultStore, page: int = 100) -> list[ExperimentSpe
 
 def _driven_spec(exp: ExperimentRecord) -> ExperimentSpec | None:
     search = exp.spec.get("search") if isinstance(exp.spec, dict) else None
-    if exp.cancel_requested or not isinstance(search, dict) \
-            or search.get("method") not in MODEL_BASED_METHODS:
+    if (
+        exp.cancel_requested
+        or not isinstance(search, dict)
+        or search.get("method") not in MODEL_BASED_METHODS
+    ):
         return None  # read every second: skip the others without validating their specs
     try:
         spec = parse_spec(exp.spec, source=f"experiment {exp.id}")
     except SpecError:
         # a spec stored by another version of dnnframe: nothing this service can drive
-        log.warning("experiment %s: its stored spec no longer validates; it is not driven",
-                    exp.id, exc_info=True)
+        log.warning(
+            "experiment %s: its stored spec no longer validates; it is not driven",
+            exp.id,
+            exc_info=True,
+        )
         return None
     if not is_driven(spec) or spec.experiment_id != exp.id:
         return None
@@ -93,9 +99,16 @@ class DriverService:
             service's, a :class:`~dnnframe.executors.pool_service.LocalPoolService`'s pool).
     """
 
-    def __init__(self, store: ResultStore, executor: Callable[[], Executor],
-                 owner: str | None = None, ttl_s: float | None = None, poll_s: float = 1.0,
-                 pack_size: int | None = None, owns_executor: bool = True):
+    def __init__(
+        self,
+        store: ResultStore,
+        executor: Callable[[], Executor],
+        owner: str | None = None,
+        ttl_s: float | None = None,
+        poll_s: float = 1.0,
+        pack_size: int | None = None,
+        owns_executor: bool = True,
+    ):
         self.store, self._make_executor = store, executor
         self._owns_executor = owns_executor
         self.owner = owner or default_worker_name()
@@ -126,10 +139,10 @@ class DriverService:
             lease = LeaseKeeper(self.store, driver_lease_name(eid), self.owner, self.ttl_s)
             if not lease.acquire():
                 continue  # another process drives it
-            log.info("experiment %s: took lease %s as %s; driving it", eid, lease.name,
-                     self.owner)
-            thread = threading.Thread(target=self._drive, args=(spec, lease), daemon=True,
-                                      name=f"dnnframe-driver-{eid}")
+            log.info("experiment %s: took lease %s as %s; driving it", eid, lease.name, self.owner)
+            thread = threading.Thread(
+                target=self._drive, args=(spec, lease), daemon=True, name=f"dnnframe-driver-{eid}"
+            )
             self._running[eid] = _Running(thread, lease)
             thread.start()
             started.append(eid)
@@ -160,20 +173,34 @@ class DriverService:
     def _drive(self, spec: ExperimentSpec, lease: LeaseKeeper) -> None:
         eid = spec.experiment_id
         try:
-            driver = SearchDriver(spec, self.store, self._executor_now(),
-                                  pack_size=self.pack_size,
-                                  keep_going=lambda: lease.held and not self._stopping.is_set())
+            driver = SearchDriver(
+                spec,
+                self.store,
+                self._executor_now(),
+                pack_size=self.pack_size,
+                keep_going=lambda: lease.held and not self._stopping.is_set(),
+            )
             result = driver.run()
             if result.stopped and not self._stopping.is_set():
-                log.warning("experiment %s: lost lease %s; stopped driving after %d asks",
-                            eid, lease.name, len(result.asked))
+                log.warning(
+                    "experiment %s: lost lease %s; stopped driving after %d asks",
+                    eid,
+                    lease.name,
+                    len(result.asked),
+                )
             else:
-                log.info("experiment %s: driver done (%d asked, finished=%s, cancelled=%s)",
-                         eid, len(result.asked), result.finished, result.cancelled)
+                log.info(
+                    "experiment %s: driver done (%d asked, finished=%s, cancelled=%s)",
+                    eid,
+                    len(result.asked),
+                    result.finished,
+                    result.cancelled,
+                )
         except Exception:  # noqa: BLE001 - a thread has no caller: say so, retry later
             self._failed_at[eid] = time.monotonic()
-            log.exception("experiment %s: its search driver failed; retrying in %.0f s",
-                          eid, RETRY_AFTER_S)
+            log.exception(
+                "experiment %s: its search driver failed; retrying in %.0f s", eid, RETRY_AFTER_S
+            )
         finally:
             lease.release()
 
@@ -187,5 +214,6 @@ def store_driven(spec: ExperimentSpec, store: ResultStore) -> SubmitResult:
     store.create_experiment(eid, spec.name, spec.to_dict(), count_trials(spec))
     requeued = store.requeue_trials(eid, [TrialState.CANCELLED])
     existing = [t.id for t in store.list_trials(eid, fields=())]
-    return SubmitResult(store.get_experiment(eid), existing, [], requeued_trial_ids=requeued,
-                        created=created)
+    return SubmitResult(
+        store.get_experiment(eid), existing, [], requeued_trial_ids=requeued, created=created
+    )

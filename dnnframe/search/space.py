@@ -32,8 +32,7 @@ def param_name(path: KeyPath) -> str:
 
 
 def _encoded(space: Space) -> bool:
-    return space.kind in ("grid", "choice") and not all(
-        isinstance(v, _PLAIN) for v in space.values)
+    return space.kind in ("grid", "choice") and not all(isinstance(v, _PLAIN) for v in space.values)
 
 
 def distribution(space: Space) -> BaseDistribution:

@@ -28,8 +28,9 @@ def validate_many(docs: Sequence[dict[str, Any]]) -> list[TrialConfig | Exceptio
         key = None
         if type(seed) is int and 0 <= seed <= _SEED_MAX:
             try:
-                key = orjson.dumps({k: v for k, v in doc.items() if k != "seed"},
-                                   option=orjson.OPT_SORT_KEYS)
+                key = orjson.dumps(
+                    {k: v for k, v in doc.items() if k != "seed"}, option=orjson.OPT_SORT_KEYS
+                )
             except TypeError:
                 key = None  # not plain JSON: validated on its own below
         if key is not None and key in by_rest:

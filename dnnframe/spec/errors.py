@@ -126,9 +126,13 @@ def _one_union_member(errors: list[E]) -> list[E]:
         if len(by_member) < 2:
             continue
         depth = len(prefix) + 1
-        meant = [m for m, ix in by_member.items()
-                 if not all(errors[i]["type"].endswith("_type") and len(errors[i]["loc"]) == depth
-                            for i in ix)]
+        meant = [
+            m
+            for m, ix in by_member.items()
+            if not all(
+                errors[i]["type"].endswith("_type") and len(errors[i]["loc"]) == depth for i in ix
+            )
+        ]
         keep = meant or [next(iter(by_member))]
         drop.update(i for m, ix in by_member.items() if m not in keep for i in ix)
     return [err for i, err in enumerate(errors) if i not in drop] if drop else errors

@@ -110,8 +110,9 @@ def _base(spec: ExperimentSpec, spaces: list[Space]) -> dict[str, Any]:
     return base
 
 
-def _resolved(base: dict, assignment: dict[KeyPath, Any], seed: int,
-              max_epochs: int | None = None) -> TrialConfig:
+def _resolved(
+    base: dict, assignment: dict[KeyPath, Any], seed: int, max_epochs: int | None = None
+) -> TrialConfig:
     doc = with_values(base, {path: copy.deepcopy(v) for path, v in assignment.items()})
     if max_epochs is not None and isinstance(assignment.get(("training",)), dict):
         doc["training"] = {**doc["training"], "max_epochs": max_epochs}

@@ -27,9 +27,11 @@ def trial_id(
 def _hashed(config_text: str, fingerprint: str, engine_version: str | None = None) -> str:
     # canonical_json({"config": ..., "dataset": ..., "engine": ...}), composed from the
     # config's canonical text instead of parsing and re-encoding it (keys in sorted order)
-    payload = (f'{{"config":{config_text},'
-               f'"dataset":{canonical_json(fingerprint)},'
-               f'"engine":{canonical_json(engine_version or ENGINE_VERSION)}}}')
+    payload = (
+        f'{{"config":{config_text},'
+        f'"dataset":{canonical_json(fingerprint)},'
+        f'"engine":{canonical_json(engine_version or ENGINE_VERSION)}}}'
+    )
     return "t-" + hashlib.sha256(payload.encode()).hexdigest()[:24]
 
 
@@ -41,11 +43,13 @@ class _SeededText:
 
     def __init__(self, doc: dict[str, Any]):
         formatted = {**first_format(doc), "seed": 0}
-        parts = [f"{json.dumps(k)}:" + ("" if k == "seed" else canonical_json(formatted[k]))
-                 for k in sorted(formatted)]
+        parts = [
+            f"{json.dumps(k)}:" + ("" if k == "seed" else canonical_json(formatted[k]))
+            for k in sorted(formatted)
+        ]
         at = sorted(formatted).index("seed")
-        self.prefix = "{" + ",".join(parts[:at + 1])
-        self.suffix = "".join("," + p for p in parts[at + 1:]) + "}"
+        self.prefix = "{" + ",".join(parts[: at + 1])
+        self.suffix = "".join("," + p for p in parts[at + 1 :]) + "}"
 
     def text(self, seed: int) -> str:
         return f"{self.prefix}{seed}{self.suffix}"

@@ -56,8 +56,9 @@ class EarlyStopping(_Strict):
     """Stop when ``metric`` has not improved by ``min_delta`` for ``patience`` epochs."""
 
     metric: EpochMetric = Field("val_loss", description="the per-epoch metric watched")
-    patience: int = Field(5, ge=1, le=100_000,
-                          description="epochs without improvement before training stops")
+    patience: int = Field(
+        5, ge=1, le=100_000, description="epochs without improvement before training stops"
+    )
     min_delta: NonNegFloat = Field(0.0, description="the least change that counts as improvement")
 
 
@@ -73,10 +74,12 @@ class ModelConfig(_Strict):
     Smith 2020). ``normalization: batch`` keeps running statistics for evaluation.
     """
 
-    hidden_layers: int = Field(1, ge=0, le=MAX_HIDDEN_LAYERS,
-                               description="dense hidden layers (0: the output head alone)")
+    hidden_layers: int = Field(
+        1, ge=0, le=MAX_HIDDEN_LAYERS, description="dense hidden layers (0: the output head alone)"
+    )
     width: Width | list[Width] = Field(
-        32, description="units per hidden layer, or one width per layer: [64, 32, 16]")
+        32, description="units per hidden layer, or one width per layer: [64, 32, 16]"
+    )
     activation: Activation = Field("relu", description="the hidden layers' nonlinearity")
     init: Init = Field("glorot", description="weight initialisation")
     dropout: Fraction = Field(0.0, description="dropout rate after each hidden layer's activation")
@@ -85,12 +88,12 @@ class ModelConfig(_Strict):
         False, description="scaled: the branch scale is a learnable scalar per layer (SkipInit)"
     )
     normalization: Normalization = Field(
-        "none", description="batch (running statistics for evaluation) or layer normalisation")
+        "none", description="batch (running statistics for evaluation) or layer normalisation"
+    )
     norm_position: NormPosition = Field(
         "post", description="post: normalise pre-activations; pre: normalise the branch input"
     )
-    loss: Loss = Field("softmax_crossentropy",
-                       description="squared_error for regression datasets")
+    loss: Loss = Field("softmax_crossentropy", description="squared_error for regression datasets")
 
     @field_validator("residual", mode="before")
     @classmethod
@@ -142,11 +145,13 @@ class LrSchedule(_Strict):
     ``{kind: cosine}``."""
 
     kind: LrScheduleKind = Field("none", description="none (constant), cosine or step decay")
-    warmup_epochs: int = Field(0, ge=0, le=100_000,
-                               description="epochs of linear warm-up before the decay")
+    warmup_epochs: int = Field(
+        0, ge=0, le=100_000, description="epochs of linear warm-up before the decay"
+    )
     step_epochs: int = Field(10, ge=1, le=100_000, description="step: epochs between steps")
     step_factor: Annotated[float, Field(gt=0, le=1, allow_inf_nan=False)] = Field(
-        0.1, description="step: the learning rate's multiplier at each step")
+        0.1, description="step: the learning rate's multiplier at each step"
+    )
 
     def factor(self, epoch: int, max_epochs: int) -> float:
         """The multiplier of the base learning rate during ``epoch`` (1-based)."""
@@ -172,7 +177,8 @@ class TrainingConfig(_Strict):
     optimizer: Optimizer = Field("adam", description="the update rule")
     learning_rate: PositiveFloat = Field(1e-3, description="the base learning rate")
     momentum: Annotated[float, Field(ge=0, lt=1, allow_inf_nan=False)] = Field(
-        0.9, description="optimizer momentum and nesterov: the velocity's decay")
+        0.9, description="optimizer momentum and nesterov: the velocity's decay"
+    )
     batch_size: int = Field(64, ge=1, le=1_000_000, description="rows per minibatch")
     max_epochs: int = Field(20, ge=1, le=100_000, description="epochs at most")
     early_stopping: EarlyStopping | None = Field(None, description="null: train max_epochs")
@@ -180,12 +186,14 @@ class TrainingConfig(_Strict):
     grad_clip: PositiveFloat | None = Field(
         None, description="rescale the gradient to this global L2 norm when it is larger"
     )
-    lr_schedule: LrSchedule = Field(default_factory=LrSchedule,
-                                    description="the learning rate per epoch")
+    lr_schedule: LrSchedule = Field(
+        default_factory=LrSchedule, description="the learning rate per epoch"
+    )
     divergence_factor: Annotated[float, Field(gt=1, allow_inf_nan=False)] | None = Field(
         DIVERGENCE_FACTOR,
         description="a loss above this multiple of max(its loss at initialisation, 1) ends the "
-                    "trial DIVERGED (null: only a NaN/inf loss does)")
+        "trial DIVERGED (null: only a NaN/inf loss does)",
+    )
 
     @field_validator("lr_schedule", mode="before")
     @classmethod
@@ -221,10 +229,16 @@ class TrialConfig(_Strict):
 
 
 # Options added after the first spec format, with the value that means "as before".
-_LATER_MODEL_DEFAULTS = {"residual_learnable": False, "normalization": "none",
-                         "norm_position": "post"}
-_LATER_TRAINING_DEFAULTS = {"grad_clip": None, "lr_schedule": LrSchedule().model_dump(),
-                            "divergence_factor": DIVERGENCE_FACTOR}
+_LATER_MODEL_DEFAULTS = {
+    "residual_learnable": False,
+    "normalization": "none",
+    "norm_position": "post",
+}
+_LATER_TRAINING_DEFAULTS = {
+    "grad_clip": None,
+    "lr_schedule": LrSchedule().model_dump(),
+    "divergence_factor": DIVERGENCE_FACTOR,
+}
 
 
 def first_format(doc: dict[str, Any]) -> dict[str, Any]:
@@ -233,8 +247,9 @@ def first_format(doc: dict[str, Any]) -> dict[str, Any]:
     model = {k: v for k, v in doc["model"].items() if _LATER_MODEL_DEFAULTS.get(k, ...) != v}
     if model.get("residual") in ("none", "identity"):
         model["residual"] = model["residual"] == "identity"
-    training = {k: v for k, v in doc["training"].items()
-                if _LATER_TRAINING_DEFAULTS.get(k, ...) != v}
+    training = {
+        k: v for k, v in doc["training"].items() if _LATER_TRAINING_DEFAULTS.get(k, ...) != v
+    }
     return {**doc, "model": model, "training": training}
 
 
@@ -242,8 +257,9 @@ def first_format(doc: dict[str, Any]) -> dict[str, Any]:
 class Objective(_Strict):
     """What "best trial" means: the metric and whether higher or lower is better."""
 
-    metric: ObjectiveMetric = Field(DEFAULT_OBJECTIVE_METRIC,
-                                    description="the result the best trial is chosen by")
+    metric: ObjectiveMetric = Field(
+        DEFAULT_OBJECTIVE_METRIC, description="the result the best trial is chosen by"
+    )
     mode: ObjectiveMode = Field(DEFAULT_OBJECTIVE_MODE, description="max or min is better")
 
 
@@ -267,19 +283,30 @@ class SearchConfig(_Strict):
 
     method: SearchMethod = Field("grid", description="how configurations are chosen")
     num_samples: int = Field(
-        1, ge=1, le=1_000_000,
+        1,
+        ge=1,
+        le=1_000_000,
         description="random/asha: samples per grid point; tpe/cmaes: configurations in all",
     )
     seeds: (
         Annotated[int, Field(ge=1, le=10_000)] | list[Annotated[int, Field(ge=0, le=2**32 - 1)]]
-    ) = Field(1, description="how many seeds (3: seeds 0, 1, 2), or an explicit list [0, 7, 42]; "
-                             "tpe/cmaes take one")
+    ) = Field(
+        1,
+        description="how many seeds (3: seeds 0, 1, 2), or an explicit list [0, 7, 42]; "
+        "tpe/cmaes take one",
+    )
     random_seed: int = Field(0, ge=0, le=2**32 - 1, description="seed of the random sampler")
     objective: Objective = Field(default_factory=Objective, description="what best means")
-    max_trials: int = Field(DEFAULT_MAX_TRIALS, ge=1, le=10_000_000,
-                            description="larger sweeps are refused before anything is stored")
+    max_trials: int = Field(
+        DEFAULT_MAX_TRIALS,
+        ge=1,
+        le=10_000_000,
+        description="larger sweeps are refused before anything is stored",
+    )
     pack_size: int | None = Field(
-        None, ge=1, le=100_000,
+        None,
+        ge=1,
+        le=100_000,
         description="most trials trained together in one pack (default: automatic)",
     )
     pruner: Literal["none", "asha"] = Field(
@@ -287,7 +314,9 @@ class SearchConfig(_Strict):
     )
     min_epochs: int = Field(1, ge=1, le=100_000, description="ASHA: epochs of the first rung")
     max_epochs: int | None = Field(
-        None, ge=1, le=100_000,
+        None,
+        ge=1,
+        le=100_000,
         description="ASHA: epochs of a trial never pruned (default: training.max_epochs)",
     )
     eta: int = Field(3, ge=2, le=1000, description="ASHA: reduction factor between rungs")
@@ -345,9 +374,15 @@ class ExperimentSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    name: str = Field("experiment", min_length=1, max_length=200,
-                      description="shown in listings; `dnnframe status NAME` finds it")
-    description: str = Field("", max_length=10_000, description="free text, shown with the experiment")
+    name: str = Field(
+        "experiment",
+        min_length=1,
+        max_length=200,
+        description="shown in listings; `dnnframe status NAME` finds it",
+    )
+    description: str = Field(
+        "", max_length=10_000, description="free text, shown with the experiment"
+    )
     dataset: dict[str, Any]
     model: dict[str, Any] = Field(default_factory=dict)
     training: dict[str, Any] = Field(default_factory=dict)
@@ -374,4 +409,3 @@ def is_driven(spec: ExperimentSpec) -> bool:
     """True when ``spec``'s trials come from a driver (a model-based sampler, the
     ``search`` extra) rather than from expansion."""
     return spec.search.method in MODEL_BASED_METHODS
-

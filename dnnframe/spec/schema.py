@@ -66,7 +66,8 @@ def spec_json_schema(server_files: bool = True) -> dict[str, Any]:
     }
     # an upload the server takes is an upload id (or empty, which other datasets ignore)
     dataset["properties"]["upload"]["anyOf"][0]["pattern"] = (
-        "^(?:" + UPLOAD_ID.pattern.strip("^$") + ")?$")
+        "^(?:" + UPLOAD_ID.pattern.strip("^$") + ")?$"
+    )
     if not server_files:
         del dataset["properties"]["path"]
     resolved, sectioned = [], []
@@ -99,8 +100,10 @@ def spec_json_schema(server_files: bool = True) -> dict[str, Any]:
     for section in ("model", "training"):
         name = section.capitalize()
         props[section] = {
-            "anyOf": [{"$ref": f"#/$defs/{name}Section"},
-                      _space({"$ref": f"#/$defs/{name}Config"}, defs)],
+            "anyOf": [
+                {"$ref": f"#/$defs/{name}Section"},
+                _space({"$ref": f"#/$defs/{name}Config"}, defs),
+            ],
         }
     # free text: line breaks and tabs are expected
     props["description"].pop("pattern", None)
@@ -156,15 +159,18 @@ def _add_shorthands(defs: dict[str, Any]) -> None:
     # spellings the models turn into their canonical form before validating
     residual = defs["ModelConfig"]["properties"]["residual"]
     defs["ModelConfig"]["properties"]["residual"] = {
-        "anyOf": [{k: v for k, v in residual.items() if k in ("type", "enum")},
-                  {"type": "boolean", "description": "true: identity, false: none"}],
+        "anyOf": [
+            {k: v for k, v in residual.items() if k in ("type", "enum")},
+            {"type": "boolean", "description": "true: identity, false: none"},
+        ],
         **{k: v for k, v in residual.items() if k not in ("type", "enum")},
     }
     schedule = defs["TrainingConfig"]["properties"]["lr_schedule"]
     defs["TrainingConfig"]["properties"]["lr_schedule"] = {
-        "anyOf": [{"$ref": "#/$defs/LrSchedule"},
-                  {"type": "string", "enum": list(LR_SCHEDULES), "description": "short for "
-                   "{kind: …}"}],
+        "anyOf": [
+            {"$ref": "#/$defs/LrSchedule"},
+            {"type": "string", "enum": list(LR_SCHEDULES), "description": "short for {kind: …}"},
+        ],
         **{k: v for k, v in schedule.items() if k != "$ref"},
     }
 
@@ -228,8 +234,12 @@ def _space(value: dict[str, Any], defs: dict[str, Any]) -> dict[str, Any]:
     return {
         "title": "search space",
         "anyOf": [
-            {"type": "object", "properties": {kind: schema}, "required": [kind],
-             "additionalProperties": False}
+            {
+                "type": "object",
+                "properties": {kind: schema},
+                "required": [kind],
+                "additionalProperties": False,
+            }
             for kind, schema in kinds.items()
         ],
     }

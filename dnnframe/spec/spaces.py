@@ -96,11 +96,12 @@ def _check_int_range(path: KeyPath, arg: list, errors: ErrorList) -> Space | Non
     where = (*path, "int_range")
     # 2.0 is an integer in JSON (and to JSON Schema)
     if len(arg) not in (2, 3) or not all(
-        isinstance(v, int) and not isinstance(v, bool)
-        or isinstance(v, float) and v.is_integer() for v in arg
+        isinstance(v, int) and not isinstance(v, bool) or isinstance(v, float) and v.is_integer()
+        for v in arg
     ):
         errors.add(
-            where, f"int_range takes [low, high] or [low, high, step] integers, but got {brief(arg)}"
+            where,
+            f"int_range takes [low, high] or [low, high, step] integers, but got {brief(arg)}",
         )
         return None
     low, high, step = (int(v) for v in (*arg, 1)[:3])
@@ -137,8 +138,9 @@ def _check_continuous(
         errors.add(where, f"loguniform needs low > 0, but got low={arg[0]}")
         return None
     if method == "grid":
-        errors.add(where, f"{kind} is continuous and needs search.method: random "
-                          "(or asha, tpe, cmaes)")
+        errors.add(
+            where, f"{kind} is continuous and needs search.method: random (or asha, tpe, cmaes)"
+        )
         return None
     return Space(path, kind, [low, high])
 

@@ -59,8 +59,9 @@ def _raise_if(errors: ErrorList) -> None:
         raise _Invalid(errors)
 
 
-def parse_spec(data: Any, source: str | None = None,
-               trial_cap: int | None = None, json_types: bool = False) -> ExperimentSpec:
+def parse_spec(
+    data: Any, source: str | None = None, trial_cap: int | None = None, json_types: bool = False
+) -> ExperimentSpec:
     """Validate a spec document (already parsed JSON/YAML) into an :class:`ExperimentSpec`.
 
     ``trial_cap`` is a limit on the sweep's size that the spec cannot raise (a server's).
@@ -92,8 +93,9 @@ def _whole_numbers_as_ints(value: Any) -> Any:
     return value
 
 
-def _parse_spec(data: Any, source: str | None, trial_cap: int | None,
-                strict: bool) -> ExperimentSpec:
+def _parse_spec(
+    data: Any, source: str | None, trial_cap: int | None, strict: bool
+) -> ExperimentSpec:
     errors = ErrorList()
     set_aside: list[KeyPath] = []
     try:
@@ -113,8 +115,13 @@ def _parse_spec(data: Any, source: str | None, trial_cap: int | None,
         spec = _regression_objective(spec)
     except _Invalid as exc:
         # a field set aside took its default: what follows from that default is not news
-        errors.extend([e for e in exc.errors if not any(
-            is_ancestor(fmt_path(path), e["path"]) for path in set_aside)])
+        errors.extend(
+            [
+                e
+                for e in exc.errors
+                if not any(is_ancestor(fmt_path(path), e["path"]) for path in set_aside)
+            ]
+        )
     else:
         if not errors:
             return spec
@@ -143,8 +150,9 @@ def _check_document(data: Any) -> None:
 _SET_ASIDE_ROUNDS = 5
 
 
-def _validate_top_level(data: dict, errors: ErrorList, strict: bool
-                        ) -> tuple[ExperimentSpec | None, dict, list[KeyPath]]:
+def _validate_top_level(
+    data: dict, errors: ErrorList, strict: bool
+) -> tuple[ExperimentSpec | None, dict, list[KeyPath]]:
     """Top-level keys, the search section and free text; sections stay plain JSON.
 
     An invalid field is reported in ``errors`` and set aside (left out of a copy of the
@@ -193,11 +201,15 @@ def _check_trial_cap(spec: ExperimentSpec, spaces: list[Space], trial_cap: int |
         spaces, spec.search.method, spec.search.num_samples, len(spec.search.seed_list)
     )
     if trial_cap is not None and n > trial_cap and trial_cap <= spec.search.max_trials:
-        message = (f"the sweep has {n} trials, more than this server accepts ({trial_cap}); "
-                   "narrow the search spaces or use fewer seeds")
+        message = (
+            f"the sweep has {n} trials, more than this server accepts ({trial_cap}); "
+            "narrow the search spaces or use fewer seeds"
+        )
     elif n > spec.search.max_trials:
-        message = (f"the sweep has {n} trials, more than the cap of {spec.search.max_trials} "
-                   "(search.max_trials); narrow the spaces or raise the cap")
+        message = (
+            f"the sweep has {n} trials, more than the cap of {spec.search.max_trials} "
+            "(search.max_trials); narrow the spaces or raise the cap"
+        )
     else:
         return
     raise _Invalid([{"path": "search", "message": message}])
@@ -210,28 +222,63 @@ def _check_pruning_epochs(spec: ExperimentSpec) -> None:
         return
     given = spec.training.get("max_epochs")
     if is_space(given):
-        raise _Invalid([{"path": "training.max_epochs", "message": (
-            "ASHA prunes up to a fixed number of epochs; training.max_epochs must not be a "
-            "search space (set search.max_epochs)")}])
+        raise _Invalid(
+            [
+                {
+                    "path": "training.max_epochs",
+                    "message": (
+                        "ASHA prunes up to a fixed number of epochs; training.max_epochs must not be a "
+                        "search space (set search.max_epochs)"
+                    ),
+                }
+            ]
+        )
     if search.max_epochs is not None and given is not None and given != search.max_epochs:
-        raise _Invalid([{"path": "search.max_epochs", "message": (
-            f"search.max_epochs ({search.max_epochs}) and training.max_epochs ({given}) differ; "
-            "set one of them")}])
-    top = search.max_epochs or (given if isinstance(given, int) else None) \
+        raise _Invalid(
+            [
+                {
+                    "path": "search.max_epochs",
+                    "message": (
+                        f"search.max_epochs ({search.max_epochs}) and training.max_epochs ({given}) differ; "
+                        "set one of them"
+                    ),
+                }
+            ]
+        )
+    top = (
+        search.max_epochs
+        or (given if isinstance(given, int) else None)
         or TrainingConfig.model_fields["max_epochs"].default
+    )
     if search.min_epochs >= top:
-        raise _Invalid([{"path": "search.min_epochs", "message": (
-            f"min_epochs < max_epochs must hold for ASHA, but got min_epochs="
-            f"{search.min_epochs}, max_epochs={top}")}])
+        raise _Invalid(
+            [
+                {
+                    "path": "search.min_epochs",
+                    "message": (
+                        f"min_epochs < max_epochs must hold for ASHA, but got min_epochs="
+                        f"{search.min_epochs}, max_epochs={top}"
+                    ),
+                }
+            ]
+        )
 
 
 def _check_listed_values(spaces: list[Space]) -> None:
     """Refuse more listed values than validation may spend time on."""
     listed = sum(len(s.values) for s in spaces if s.kind in ("grid", "choice"))
     if listed > MAX_LISTED_VALUES:
-        raise _Invalid([{"path": "", "message": (
-            f"the spec lists {listed} values in grid and choice spaces, more than the limit of "
-            f"{MAX_LISTED_VALUES}; use int_range for long integer sweeps")}])
+        raise _Invalid(
+            [
+                {
+                    "path": "",
+                    "message": (
+                        f"the spec lists {listed} values in grid and choice spaces, more than the limit of "
+                        f"{MAX_LISTED_VALUES}; use int_range for long integer sweeps"
+                    ),
+                }
+            ]
+        )
 
 
 def _check_plain_values(data: dict) -> None:

@@ -23,9 +23,23 @@ from .notes import MAX_NOTE_CHARS, NoteRecord
 DEFAULT_STORE_URL = "sqlite:///dnnframe.db"
 
 __all__ = [
-    "DEFAULT_STORE_URL", "MAX_NOTE_CHARS", "MEMORY_PREFIX", "SCHEMA_VERSION", "ExperimentRecord",
-    "LeaseRecord", "NoteRecord", "NotFoundError", "ResultStore", "SchemaVersionError", "StoreCorruptError", "StoreError", "TrialRecord",
-    "TrialState", "WorkerRecord", "default_store_url", "open_store",
+    "DEFAULT_STORE_URL",
+    "MAX_NOTE_CHARS",
+    "MEMORY_PREFIX",
+    "SCHEMA_VERSION",
+    "ExperimentRecord",
+    "LeaseRecord",
+    "NoteRecord",
+    "NotFoundError",
+    "ResultStore",
+    "SchemaVersionError",
+    "StoreCorruptError",
+    "StoreError",
+    "TrialRecord",
+    "TrialState",
+    "WorkerRecord",
+    "default_store_url",
+    "open_store",
 ]
 
 
@@ -76,6 +90,8 @@ def open_store(url: str | ResultStore | None = None, create: bool = True) -> Res
         return PostgresStore(url, create=create)
     if url.startswith(MEMORY_PREFIX):
         return MemoryStore(url, create=create)
-    raise StoreError(f"store URL {url!r} is not supported: use sqlite:///path/to/file.db, "
-                     "mongodb://host:port/database, postgresql://user:password@host:5432/database, "
-                     "or mongomock:// or memory:// (tests, one process)")
+    raise StoreError(
+        f"store URL {url!r} is not supported: use sqlite:///path/to/file.db, "
+        "mongodb://host:port/database, postgresql://user:password@host:5432/database, "
+        "or mongomock:// or memory:// (tests, one process)"
+    )

@@ -108,16 +108,37 @@ from .records import (
 from .sorting import SORT_KEYS, resolve_sort_path
 from .workers import WorkerMethods
 
-__all__ = ["BULKY_FIELDS", "SCHEMA_VERSION", "SORT_KEYS", "ExperimentRecord", "FinishItem",
-           "LeaseRecord", "ResultStore", "TrialRecord", "TrialState", "WorkerRecord", "check_page", "dumps",
-           "json_safe", "now", "resolve_sort_path"]
+__all__ = [
+    "BULKY_FIELDS",
+    "SCHEMA_VERSION",
+    "SORT_KEYS",
+    "ExperimentRecord",
+    "FinishItem",
+    "LeaseRecord",
+    "ResultStore",
+    "TrialRecord",
+    "TrialState",
+    "WorkerRecord",
+    "check_page",
+    "dumps",
+    "json_safe",
+    "now",
+    "resolve_sort_path",
+]
 
 # Bumped whenever the on-disk layout changes; a store with a larger number refuses to open.
 SCHEMA_VERSION = 1
 
 
-class ResultStore(ExperimentMethods, TrialQueries, TrialMethods, OutboxMethods, WorkerMethods,
-                  LeaseMethods, NoteMethods):
+class ResultStore(
+    ExperimentMethods,
+    TrialQueries,
+    TrialMethods,
+    OutboxMethods,
+    WorkerMethods,
+    LeaseMethods,
+    NoteMethods,
+):
     """Where every experiment, trial and per-epoch metric lives; open one with ``open_store``.
 
     The composition of the contract's parts (see "Parts" in the module docstring): each

@@ -47,8 +47,9 @@ class TrialMethods(abc.ABC):
     """The trial life cycle of :class:`~dnnframe.store.base.ResultStore` (see there)."""
 
     # ---------------------------------------------------------------- trial life cycle
-    def claim_trials(self, trial_ids: list[str], worker: str,
-                     max_attempts: int | None = None) -> list[TrialRecord]:
+    def claim_trials(
+        self, trial_ids: list[str], worker: str, max_attempts: int | None = None
+    ) -> list[TrialRecord]:
         """Atomically take each QUEUED trial of ``trial_ids`` for ``worker``: QUEUED → RUNNING.
 
         Each claim sets ``worker``, ``started_at``, ``heartbeat_at``, increments ``attempts``
@@ -78,8 +79,9 @@ class TrialMethods(abc.ABC):
         """
         return self._heartbeat_trials(check_ids(trial_ids), worker)
 
-    def append_metrics_many(self, metrics_by_id: MetricsBatch[Epochs],
-                            worker: str | None = None) -> set[str]:
+    def append_metrics_many(
+        self, metrics_by_id: MetricsBatch[Epochs], worker: str | None = None
+    ) -> set[str]:
         """Append one epoch's metrics (a dict), or several epochs' in order (a list of
         dicts), to each RUNNING trial, also refreshing its heartbeat.
 
@@ -157,8 +159,9 @@ class TrialMethods(abc.ABC):
         return self._release_trial(trial_id, worker)
 
     # ---------------------------------------------------------------- single trials
-    def claim_trial(self, trial_id: str, worker: str,
-                    max_attempts: int | None = None) -> TrialRecord | None:
+    def claim_trial(
+        self, trial_id: str, worker: str, max_attempts: int | None = None
+    ) -> TrialRecord | None:
         """:meth:`claim_trials` of one: the record, or None when not claimed."""
         won = self.claim_trials([trial_id], worker, max_attempts=max_attempts)
         return won[0] if won else None
@@ -167,13 +170,20 @@ class TrialMethods(abc.ABC):
         """:meth:`heartbeat_trials` of one: False when the caller lost the trial."""
         return trial_id in self.heartbeat_trials([trial_id], worker)
 
-    def append_metrics(self, trial_id: str, metrics: dict[str, Any],
-                       worker: str | None = None) -> bool:
+    def append_metrics(
+        self, trial_id: str, metrics: dict[str, Any], worker: str | None = None
+    ) -> bool:
         """:meth:`append_metrics_many` of one: True if written."""
         return trial_id in self.append_metrics_many({trial_id: metrics}, worker=worker)
 
-    def finish_trial(self, trial_id: str, state: TrialState, result: dict[str, Any] | None = None,
-                     error: str | None = None, worker: str | None = None) -> bool:
+    def finish_trial(
+        self,
+        trial_id: str,
+        state: TrialState,
+        result: dict[str, Any] | None = None,
+        error: str | None = None,
+        worker: str | None = None,
+    ) -> bool:
         """:meth:`finish_trials` of one: True if this call finished the trial."""
         return trial_id in self.finish_trials([(trial_id, state, result, error)], worker=worker)
 
@@ -183,8 +193,9 @@ class TrialMethods(abc.ABC):
 
     # ---------------------------------------------------------------- what a backend implements
     @abc.abstractmethod
-    def _claim_trials(self, trial_ids: list[str], worker: str,
-                      max_attempts: int | None) -> list[TrialRecord]:
+    def _claim_trials(
+        self, trial_ids: list[str], worker: str, max_attempts: int | None
+    ) -> list[TrialRecord]:
         """:meth:`claim_trials`, its arguments checked."""
 
     @abc.abstractmethod
@@ -192,8 +203,9 @@ class TrialMethods(abc.ABC):
         """:meth:`heartbeat_trials`, its arguments checked."""
 
     @abc.abstractmethod
-    def _append_metrics_many(self, epochs_by_id: dict[str, list[dict[str, Any]]],
-                             worker: str | None) -> set[str]:
+    def _append_metrics_many(
+        self, epochs_by_id: dict[str, list[dict[str, Any]]], worker: str | None
+    ) -> set[str]:
         """:meth:`append_metrics_many`, its arguments checked."""
 
     @abc.abstractmethod

@@ -18,13 +18,15 @@ def check_trial_items(trials: list[tuple[str, dict[str, Any]]]) -> list[tuple[st
         try:
             tid, config = item
         except (TypeError, ValueError):
-            raise ValueError(f"trials[{i}] must be a (trial_id, config_dict) pair, "
-                             f"got {item!r:.100}") from None
+            raise ValueError(
+                f"trials[{i}] must be a (trial_id, config_dict) pair, got {item!r:.100}"
+            ) from None
         if not tid or not isinstance(tid, str):
             raise ValueError(f"trials[{i}]: trial id must be a non-empty string, got {tid!r}")
         if not isinstance(config, dict):
-            raise ValueError(f"trials[{i}] ({tid}): config must be a dict, "
-                             f"got {type(config).__name__}")
+            raise ValueError(
+                f"trials[{i}] ({tid}): config must be a dict, got {type(config).__name__}"
+            )
         items.append((tid, config))
     return items
 
@@ -34,21 +36,26 @@ def check_finish_state(state: TrialState | str) -> TrialState:
     try:
         st = TrialState(state)
     except ValueError:
-        raise ValueError(f"state={state!r} is not a trial state; use one of "
-                         f"{', '.join(s.value for s in TrialState)}") from None
+        raise ValueError(
+            f"state={state!r} is not a trial state; use one of "
+            f"{', '.join(s.value for s in TrialState)}"
+        ) from None
     if not st.is_finished:
         raise ValueError(f"finish_trial needs a finished state, got {st.value}")
     return st
 
 
-def requeue_state_list(states: list[TrialState] | tuple[TrialState, ...] | TrialState | str
-                       ) -> list[str]:
+def requeue_state_list(
+    states: list[TrialState] | tuple[TrialState, ...] | TrialState | str,
+) -> list[str]:
     """Validate the ``states`` of ``requeue_trials``: finished, and never COMPLETE."""
     names = state_list(states) or []
     bad = [s for s in names if s not in REQUEUABLE_STATES]
     if bad:
-        raise ValueError(f"requeue_trials cannot requeue {', '.join(bad)} trials; allowed: "
-                         f"{', '.join(REQUEUABLE_STATES)} (COMPLETE results are never discarded)")
+        raise ValueError(
+            f"requeue_trials cannot requeue {', '.join(bad)} trials; allowed: "
+            f"{', '.join(REQUEUABLE_STATES)} (COMPLETE results are never discarded)"
+        )
     return names
 
 
@@ -66,8 +73,10 @@ def state_list(state: StateFilter) -> list[str] | None:
         try:
             out.append(TrialState(s).value)
         except ValueError:
-            raise ValueError(f"state filter {s!r} is not a trial state; use one of "
-                             f"{', '.join(t.value for t in TrialState)}") from None
+            raise ValueError(
+                f"state filter {s!r} is not a trial state; use one of "
+                f"{', '.join(t.value for t in TrialState)}"
+            ) from None
     return out
 
 
@@ -97,10 +106,14 @@ def check_worker(worker: str, what: str = "worker") -> str:
 def check_held(items: list[tuple[str, str]]) -> None:
     """``(trial_id, queue)`` pairs of non-empty strings, else ValueError naming the pair."""
     for item in items:
-        if (not isinstance(item, (tuple, list)) or len(item) != 2
-                or not all(isinstance(x, str) and x for x in item)):
-            raise ValueError(f"held items must be (trial_id, queue) pairs of non-empty "
-                             f"strings, got {item!r}")
+        if (
+            not isinstance(item, (tuple, list))
+            or len(item) != 2
+            or not all(isinstance(x, str) and x for x in item)
+        ):
+            raise ValueError(
+                f"held items must be (trial_id, queue) pairs of non-empty strings, got {item!r}"
+            )
 
 
 def check_take_limit(limit: int) -> None:
@@ -138,13 +151,16 @@ Epochs = TypeVar("Epochs", bound="dict[str, Any] | list[dict[str, Any]]")
 MetricsBatch = dict[str, Epochs]
 
 
-def check_metrics_many(metrics_by_id: Mapping[str, dict[str, Any] | list[dict[str, Any]]]
-                       ) -> dict[str, list[dict[str, Any]]]:
+def check_metrics_many(
+    metrics_by_id: Mapping[str, dict[str, Any] | list[dict[str, Any]]],
+) -> dict[str, list[dict[str, Any]]]:
     """A dict of trial id -> one epoch's metrics dict or a list of them, as trial id -> list
     of epochs (empty lists dropped), else ValueError naming the bad entry."""
     if not isinstance(metrics_by_id, dict):
-        raise ValueError(f"metrics_by_id must be a dict of trial id -> metrics dict, "
-                         f"got {type(metrics_by_id).__name__}")
+        raise ValueError(
+            f"metrics_by_id must be a dict of trial id -> metrics dict, "
+            f"got {type(metrics_by_id).__name__}"
+        )
     out: dict[str, list[dict[str, Any]]] = {}
     for tid, metrics in metrics_by_id.items():
         if not tid or not isinstance(tid, str):
@@ -153,8 +169,10 @@ def check_metrics_many(metrics_by_id: Mapping[str, dict[str, Any] | list[dict[st
         if not all(type(m) is dict for m in epochs):  # type() first: quick, and the usual
             for m in epochs:
                 if not isinstance(m, dict):
-                    raise ValueError(f"metrics must be a dict or a list of dicts, got "
-                                     f"{type(m).__name__} for trial {tid!r}")
+                    raise ValueError(
+                        f"metrics must be a dict or a list of dicts, got "
+                        f"{type(m).__name__} for trial {tid!r}"
+                    )
         if epochs:
             out[tid] = epochs
     return out
@@ -181,8 +199,9 @@ def _numbered(x: Any) -> bool:
 CheckedFinish = tuple[str, TrialState, "dict[str, Any] | None", "str | None"]
 
 
-def check_finish_items(items: list[tuple[str, TrialState | str, dict[str, Any] | None,
-                                         str | None]]) -> list[CheckedFinish]:
+def check_finish_items(
+    items: list[tuple[str, TrialState | str, dict[str, Any] | None, str | None]],
+) -> list[CheckedFinish]:
     """Validate ``finish_trials`` input: (id, finished state, result, error) per trial."""
     out: list[CheckedFinish] = []
     seen: set[str] = set()
@@ -190,15 +209,17 @@ def check_finish_items(items: list[tuple[str, TrialState | str, dict[str, Any] |
         try:
             tid, state, result, error = item
         except (TypeError, ValueError):
-            raise ValueError(f"items[{i}] must be a (trial_id, state, result, error) tuple, "
-                             f"got {item!r:.100}") from None
+            raise ValueError(
+                f"items[{i}] must be a (trial_id, state, result, error) tuple, got {item!r:.100}"
+            ) from None
         if not tid or not isinstance(tid, str):
             raise ValueError(f"items[{i}]: trial id must be a non-empty string, got {tid!r}")
         if tid in seen:
             raise ValueError(f"items[{i}]: trial {tid!r} appears twice")
         if result is not None and not isinstance(result, dict):
-            raise ValueError(f"items[{i}] ({tid}): result must be a dict or None, "
-                             f"got {type(result).__name__}")
+            raise ValueError(
+                f"items[{i}] ({tid}): result must be a dict or None, got {type(result).__name__}"
+            )
         seen.add(tid)
         out.append((tid, check_finish_state(state), result, error))
     return out
@@ -229,8 +250,10 @@ def check_value_paths(paths: Sequence[str]) -> tuple[str, ...]:
     out = tuple(paths)
     for path in out:
         if not isinstance(path, str) or not _VALUE_PATH.fullmatch(path):
-            raise ValueError("each path must be config.<name>[.<name>...] or "
-                             f"result.<name>[.<name>...] (letters, digits, _), got {path!r}")
+            raise ValueError(
+                "each path must be config.<name>[.<name>...] or "
+                f"result.<name>[.<name>...] (letters, digits, _), got {path!r}"
+            )
     return out
 
 
@@ -244,7 +267,8 @@ def active_error(experiment_id: str, active: list[str]) -> ExperimentActiveError
     """The refusal to delete an experiment whose own trials still wait or run."""
     return ExperimentActiveError(
         f"experiment {experiment_id!r} still has {len(active)} trial(s) queued or running "
-        f"(first: {active[0]}); cancel it and let them stop before deleting it")
+        f"(first: {active[0]}); cancel it and let them stop before deleting it"
+    )
 
 
 def check_fields(fields: Any) -> frozenset[str]:
@@ -253,21 +277,27 @@ def check_fields(fields: Any) -> frozenset[str]:
     if fields is None:
         return frozenset(BULKY_FIELDS)
     if isinstance(fields, str) or not isinstance(fields, (list, tuple, set, frozenset)):
-        raise ValueError(f"fields must be a list of field names (any of "
-                         f"{', '.join(BULKY_FIELDS)}) or None, got {fields!r:.100}")
+        raise ValueError(
+            f"fields must be a list of field names (any of "
+            f"{', '.join(BULKY_FIELDS)}) or None, got {fields!r:.100}"
+        )
     for name in fields:
         if name not in BULKY_FIELDS:
-            raise ValueError(f"fields: {name!r} is not a field a read may leave out; use any "
-                             f"of {', '.join(BULKY_FIELDS)}")
+            raise ValueError(
+                f"fields: {name!r} is not a field a read may leave out; use any "
+                f"of {', '.join(BULKY_FIELDS)}"
+            )
     return frozenset(fields)
 
 
 def check_experiment_ids(experiment_ids: Any) -> list[str]:
     """Distinct non-empty experiment ids in their first-seen order, else ValueError."""
-    if isinstance(experiment_ids, str) or not isinstance(experiment_ids,
-                                                         (list, tuple, set, frozenset)):
-        raise ValueError(f"experiment_ids must be a list of experiment ids, "
-                         f"got {experiment_ids!r:.100}")
+    if isinstance(experiment_ids, str) or not isinstance(
+        experiment_ids, (list, tuple, set, frozenset)
+    ):
+        raise ValueError(
+            f"experiment_ids must be a list of experiment ids, got {experiment_ids!r:.100}"
+        )
     for i, eid in enumerate(experiment_ids):
         if not eid or not isinstance(eid, str):
             raise ValueError(f"experiment_ids[{i}] must be a non-empty string, got {eid!r}")

@@ -30,8 +30,9 @@ class ExperimentMethods(abc.ABC):
     """The experiments of :class:`~dnnframe.store.base.ResultStore` (see the module
     docstring)."""
 
-    def create_experiment(self, experiment_id: str, name: str, spec: dict[str, Any],
-                          n_trials: int) -> ExperimentRecord:
+    def create_experiment(
+        self, experiment_id: str, name: str, spec: dict[str, Any], n_trials: int
+    ) -> ExperimentRecord:
         """Record an experiment (idempotent: an existing one is returned unchanged).
 
         ``spec`` is the validated spec as JSON, ``n_trials`` how many trials it expands to.
@@ -66,9 +67,11 @@ class ExperimentMethods(abc.ABC):
         """
         return self._cancel_experiment(experiment_id)
 
-    def requeue_trials(self, experiment_id: str,
-                       states: list[TrialState] | tuple[TrialState, ...] | TrialState
-                       = (TrialState.CANCELLED,)) -> list[str]:
+    def requeue_trials(
+        self,
+        experiment_id: str,
+        states: list[TrialState] | tuple[TrialState, ...] | TrialState = (TrialState.CANCELLED,),
+    ) -> list[str]:
         """Resume an experiment: lift ``cancel_requested`` and put its trials in ``states`` back
         to QUEUED (the one sanctioned way out of a finished state).
 
@@ -125,8 +128,10 @@ class ExperimentMethods(abc.ABC):
         malformed id list."""
         ids = check_experiment_ids(experiment_ids)
         found = self._tally_many(ids) if ids else {}
-        return {eid: {**{s.value: 0 for s in TrialState}, **found.get(eid, TrialTally()).counts}
-                for eid in ids}
+        return {
+            eid: {**{s.value: 0 for s in TrialState}, **found.get(eid, TrialTally()).counts}
+            for eid in ids
+        }
 
     # ---------------------------------------------------------------- what a backend implements
     @abc.abstractmethod
@@ -139,13 +144,13 @@ class ExperimentMethods(abc.ABC):
         query (what its record's ``counts`` and ``reruns`` hold)."""
 
     @abc.abstractmethod
-    def _create_experiment(self, experiment_id: str, name: str, spec: dict[str, Any],
-                           n_trials: int) -> ExperimentRecord:
+    def _create_experiment(
+        self, experiment_id: str, name: str, spec: dict[str, Any], n_trials: int
+    ) -> ExperimentRecord:
         """:meth:`create_experiment`, its arguments checked."""
 
     @abc.abstractmethod
-    def _create_trials(self, experiment_id: str,
-                       trials: list[tuple[str, dict[str, Any]]]) -> int:
+    def _create_trials(self, experiment_id: str, trials: list[tuple[str, dict[str, Any]]]) -> int:
         """:meth:`create_trials`, its arguments checked."""
 
     @abc.abstractmethod

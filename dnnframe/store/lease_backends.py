@@ -47,22 +47,29 @@ class SQLiteLeases:
 
     def _acquire_lease(self, name: str, owner: str, at: float, expires_at: float) -> bool:
         with self._tx() as c:
-            row = c.execute("SELECT owner, expires_at FROM leases WHERE name = ?",
-                            (name,)).fetchone()
+            row = c.execute(
+                "SELECT owner, expires_at FROM leases WHERE name = ?", (name,)
+            ).fetchone()
             if row is not None and not may_take(row[0], row[1], owner, at):
                 return False
-            c.execute("INSERT OR REPLACE INTO leases (name, owner, expires_at) VALUES (?, ?, ?)",
-                      (name, owner, expires_at))
+            c.execute(
+                "INSERT OR REPLACE INTO leases (name, owner, expires_at) VALUES (?, ?, ?)",
+                (name, owner, expires_at),
+            )
             return True
 
     def _release_lease(self, name: str, owner: str) -> bool:
         with self._tx() as c:
-            return c.execute("DELETE FROM leases WHERE name = ? AND owner = ?",
-                             (name, owner)).rowcount > 0
+            return (
+                c.execute("DELETE FROM leases WHERE name = ? AND owner = ?", (name, owner)).rowcount
+                > 0
+            )
 
     def _list_leases(self, prefix: str) -> list[LeaseRecord]:
-        rows = self._read("SELECT name, owner, expires_at FROM leases WHERE substr(name, 1, ?) = ?",
-                          (len(prefix), prefix))
+        rows = self._read(
+            "SELECT name, owner, expires_at FROM leases WHERE substr(name, 1, ?) = ?",
+            (len(prefix), prefix),
+        )
         return [LeaseRecord(*r) for r in rows]
 
 
@@ -75,21 +82,36 @@ class PostgresLeases:
     def _acquire_lease(self, name: str, owner: str, at: float, expires_at: float) -> bool:
         # The WHERE is may_take for a row that exists (a missing row is simply inserted).
         def body(c: Any) -> bool:
-            return c.execute(
-                "INSERT INTO leases (name, owner, expires_at) VALUES (%s, %s, %s) "
-                "ON CONFLICT (name) DO UPDATE SET owner = EXCLUDED.owner, "
-                "expires_at = EXCLUDED.expires_at "
-                "WHERE leases.owner = EXCLUDED.owner OR leases.expires_at <= %s "
-                "RETURNING owner", (name, owner, expires_at, at)).fetchone() is not None
+            return (
+                c.execute(
+                    "INSERT INTO leases (name, owner, expires_at) VALUES (%s, %s, %s) "
+                    "ON CONFLICT (name) DO UPDATE SET owner = EXCLUDED.owner, "
+                    "expires_at = EXCLUDED.expires_at "
+                    "WHERE leases.owner = EXCLUDED.owner OR leases.expires_at <= %s "
+                    "RETURNING owner",
+                    (name, owner, expires_at, at),
+                ).fetchone()
+                is not None
+            )
+
         # not recorded: acquiring again after a lost answer renews what the first took
         return self._db.write(body, record=False)[0]
 
     def _release_lease(self, name: str, owner: str) -> bool:
-        return self._db.write(lambda c: c.execute(
-            "DELETE FROM leases WHERE name = %s AND owner = %s", (name, owner)).rowcount > 0)[0]
+        return self._db.write(
+            lambda c: (
+                c.execute(
+                    "DELETE FROM leases WHERE name = %s AND owner = %s", (name, owner)
+                ).rowcount
+                > 0
+            )
+        )[0]
 
     def _list_leases(self, prefix: str) -> list[LeaseRecord]:
-        rows = self._db.read(lambda c: c.execute(
-            "SELECT name, owner, expires_at FROM leases WHERE left(name, %s) = %s",
-            (len(prefix), prefix)).fetchall())
+        rows = self._db.read(
+            lambda c: c.execute(
+                "SELECT name, owner, expires_at FROM leases WHERE left(name, %s) = %s",
+                (len(prefix), prefix),
+            ).fetchall()
+        )
         return [LeaseRecord(*r) for r in rows]

@@ -39,12 +39,15 @@ class LeaseRecord:
         return self.expires_at > (now() if at is None else at)
 
 
-def may_take(held_owner: str | None, held_expires_at: float | None, owner: str,
-             at: float) -> bool:
+def may_take(held_owner: str | None, held_expires_at: float | None, owner: str, at: float) -> bool:
     """The one rule every backend applies: ``owner`` may take (or renew) a lease that is
     free, expired at ``at``, or its own."""
-    return (held_owner is None or held_owner == owner
-            or held_expires_at is None or held_expires_at <= at)
+    return (
+        held_owner is None
+        or held_owner == owner
+        or held_expires_at is None
+        or held_expires_at <= at
+    )
 
 
 def _check_name(name: str) -> str:

@@ -35,8 +35,10 @@ CANCELLED_BEFORE_START = "experiment cancelled before the trial started"
 
 def delivery_cap_error(attempts: int, max_attempts: int) -> str:
     """The error of a trial failed by the delivery cap instead of being claimed again."""
-    return (f"delivery cap reached: claimed {attempts} times, max_attempts={max_attempts} "
-            "(the trial keeps losing its worker)")
+    return (
+        f"delivery cap reached: claimed {attempts} times, max_attempts={max_attempts} "
+        "(the trial keeps losing its worker)"
+    )
 
 
 @dataclass(frozen=True)
@@ -60,9 +62,9 @@ class ClaimOutcome(str, enum.Enum):
     """What a claim of one trial does."""
 
     NOT_QUEUED = "not_queued"  # running elsewhere or finished: a redelivery is a no-op
-    CANCELLED = "cancelled"    # every experiment of it asked to cancel: it becomes CANCELLED
-    CAPPED = "capped"          # claimed max_attempts times already: it becomes FAILED
-    WON = "won"                # the caller runs it
+    CANCELLED = "cancelled"  # every experiment of it asked to cancel: it becomes CANCELLED
+    CAPPED = "capped"  # claimed max_attempts times already: it becomes FAILED
+    WON = "won"  # the caller runs it
 
 
 def all_experiments_cancelled(experiment_ids: Iterable[str], live: Iterable[str]) -> bool:
@@ -72,8 +74,9 @@ def all_experiments_cancelled(experiment_ids: Iterable[str], live: Iterable[str]
     return bool(ids) and not ids.intersection(live)
 
 
-def decide_claim(state: str, attempts: int, cancelled: bool, max_attempts: int | None,
-                 worker: str, at: float) -> tuple[ClaimOutcome, TrialUpdate | None]:
+def decide_claim(
+    state: str, attempts: int, cancelled: bool, max_attempts: int | None, worker: str, at: float
+) -> tuple[ClaimOutcome, TrialUpdate | None]:
     """The outcome of ``worker`` claiming a trial at time ``at``, and the write it makes
     (None when it writes nothing). ``cancelled``: :func:`all_experiments_cancelled`."""
     if state != QUEUED:
@@ -81,13 +84,18 @@ def decide_claim(state: str, attempts: int, cancelled: bool, max_attempts: int |
     if cancelled:
         return ClaimOutcome.CANCELLED, cancel_before_start(at)
     if max_attempts is not None and attempts >= max_attempts:
-        return ClaimOutcome.CAPPED, TrialUpdate({
-            "state": FAILED, "finished_at": at,
-            "error": delivery_cap_error(attempts, max_attempts)})
+        return ClaimOutcome.CAPPED, TrialUpdate(
+            {
+                "state": FAILED,
+                "finished_at": at,
+                "error": delivery_cap_error(attempts, max_attempts),
+            }
+        )
     # metrics left by an earlier (requeued) attempt are cleared: the curve starts afresh
     return ClaimOutcome.WON, TrialUpdate(
-        {"state": RUNNING, "worker": worker, "started_at": at, "heartbeat_at": at,
-         "metrics": []}, {"attempts": 1})
+        {"state": RUNNING, "worker": worker, "started_at": at, "heartbeat_at": at, "metrics": []},
+        {"attempts": 1},
+    )
 
 
 def cancel_before_start(at: float) -> TrialUpdate:
@@ -113,26 +121,39 @@ def finishable_from(new_state: TrialState | str) -> tuple[str, ...]:
     return (RUNNING, QUEUED) if TrialState(new_state) is TrialState.CANCELLED else (RUNNING,)
 
 
-def may_finish(state: str, owner: str | None, new_state: TrialState | str,
-               worker: str | None) -> bool:
+def may_finish(
+    state: str, owner: str | None, new_state: TrialState | str, worker: str | None
+) -> bool:
     """Whether ``finish_trials`` may move a trial from ``state`` to ``new_state``."""
     if state not in finishable_from(new_state):
         return False
     return state == QUEUED or worker is None or owner == worker
 
 
-def finish_update(new_state: TrialState | str, result: dict[str, Any] | None,
-                  error: str | None, at: float) -> TrialUpdate:
+def finish_update(
+    new_state: TrialState | str, result: dict[str, Any] | None, error: str | None, at: float
+) -> TrialUpdate:
     """The write that finishes a trial (its worker and heartbeat stay, for the record)."""
-    return TrialUpdate({"state": TrialState(new_state).value, "result": result,
-                        "error": error, "finished_at": at})
+    return TrialUpdate(
+        {"state": TrialState(new_state).value, "result": result, "error": error, "finished_at": at}
+    )
 
 
 # ---------------------------------------------------------------- back to the queue
 # requeue_trials: a fresh start, and the delivery cap counts afresh.
-REQUEUE_RESET = TrialUpdate({
-    "state": QUEUED, "result": None, "error": None, "worker": None, "attempts": 0,
-    "started_at": None, "finished_at": None, "heartbeat_at": None, "metrics": []})
+REQUEUE_RESET = TrialUpdate(
+    {
+        "state": QUEUED,
+        "result": None,
+        "error": None,
+        "worker": None,
+        "attempts": 0,
+        "started_at": None,
+        "finished_at": None,
+        "heartbeat_at": None,
+        "metrics": [],
+    }
+)
 # requeue_stale: attempts kept, so a trial that keeps killing workers meets the cap; the
 # worker is cleared, so a late write from the lost one is refused.
 REQUEUE_STALE = TrialUpdate({"state": QUEUED, "worker": None})

@@ -64,6 +64,7 @@ __all__ = ["MEMORY_PREFIX", "MemoryStore"]
 # In-memory stores live in one process: a URL that worker processes cannot share.
 MEMORY_PREFIX = "memory://"
 
+
 @dataclass
 class _Data:
     """Everything one ``memory://NAME`` store holds; dicts keep creation order."""
@@ -89,16 +90,20 @@ class MemoryStore(MemoryLeases, MemoryNotes, MemoryOutbox, MemoryWorkers, Result
 
     def __init__(self, url: str = MEMORY_PREFIX, create: bool = True):
         if not url.startswith(MEMORY_PREFIX):
-            raise StoreError(f"store URL {url!r}: an in-memory store URL looks like "
-                             f"{MEMORY_PREFIX} or {MEMORY_PREFIX}NAME")
+            raise StoreError(
+                f"store URL {url!r}: an in-memory store URL looks like "
+                f"{MEMORY_PREFIX} or {MEMORY_PREFIX}NAME"
+            )
         self.url = url
         self._closed = False
-        name = url[len(MEMORY_PREFIX):]
+        name = url[len(MEMORY_PREFIX) :]
         with _STORES_LOCK:
             data = _STORES.get(name)
             if data is None and not create:
-                raise StoreError(f"no store at {url!r} (no in-memory store of that name in "
-                                 "this process; nothing has been run with this store yet?)")
+                raise StoreError(
+                    f"no store at {url!r} (no in-memory store of that name in "
+                    "this process; nothing has been run with this store yet?)"
+                )
             if data is None:
                 data = _STORES[name] = _Data()
         self._data = data
@@ -123,8 +128,10 @@ class MemoryStore(MemoryLeases, MemoryNotes, MemoryOutbox, MemoryWorkers, Result
     def _require(self, d: _Data, ids: list[str]) -> None:
         missing = [tid for tid in ids if tid not in d.trials]
         if missing:
-            raise NotFoundError(f"trial {missing[0]!r} not found in {self.url}"
-                                + (f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""))
+            raise NotFoundError(
+                f"trial {missing[0]!r} not found in {self.url}"
+                + (f" (and {len(missing) - 1} more)" if len(missing) > 1 else "")
+            )
 
     def _experiment_doc(self, d: _Data, experiment_id: str) -> dict[str, Any]:
         doc = d.experiments.get(experiment_id)
@@ -152,34 +159,52 @@ class MemoryStore(MemoryLeases, MemoryNotes, MemoryOutbox, MemoryWorkers, Result
         return [doc for doc in d.trials.values() if experiment_id in doc["experiment_ids"]]
 
     @staticmethod
-    def _record(doc: dict[str, Any], fields: frozenset[str] = frozenset(BULKY_FIELDS)
-                ) -> TrialRecord:
+    def _record(
+        doc: dict[str, Any], fields: frozenset[str] = frozenset(BULKY_FIELDS)
+    ) -> TrialRecord:
         # the bulky fields not asked for are never copied
-        values = json_copy({k: v for k, v in doc.items()
-                            if k != "state" and (k not in BULKY_FIELDS or k in fields)})
+        values = json_copy(
+            {
+                k: v
+                for k, v in doc.items()
+                if k != "state" and (k not in BULKY_FIELDS or k in fields)
+            }
+        )
         values["experiment_ids"] = sorted(values["experiment_ids"])
         return TrialRecord(state=TrialState(doc["state"]), **{"config": {}, **values})
 
-    def _experiment(self, d: _Data, experiment_id: str,
-                    tally: TrialTally | None = None) -> ExperimentRecord:
+    def _experiment(
+        self, d: _Data, experiment_id: str, tally: TrialTally | None = None
+    ) -> ExperimentRecord:
         doc = self._experiment_doc(d, experiment_id)
         if tally is None:
             tally = self._tally_many([experiment_id]).get(experiment_id, TrialTally())
         return ExperimentRecord(
-            id=experiment_id, name=doc["name"], spec=json_copy(doc["spec"]),
-            n_trials=doc["n_trials"], created_at=doc["created_at"],
-            cancel_requested=doc["cancel_requested"], counts=tally.counts, reruns=tally.reruns)
+            id=experiment_id,
+            name=doc["name"],
+            spec=json_copy(doc["spec"]),
+            n_trials=doc["n_trials"],
+            created_at=doc["created_at"],
+            cancel_requested=doc["cancel_requested"],
+            counts=tally.counts,
+            reruns=tally.reruns,
+        )
 
     # ------------------------------------------------------------ experiments
-    def _create_experiment(self, experiment_id: str, name: str, spec: dict[str, Any],
-                           n_trials: int) -> ExperimentRecord:
+    def _create_experiment(
+        self, experiment_id: str, name: str, spec: dict[str, Any], n_trials: int
+    ) -> ExperimentRecord:
         with self._locked() as d:
             if experiment_id not in d.experiments:
                 d.experiment_order += 1
                 d.experiments[experiment_id] = {
-                    "name": name, "spec": json_copy(spec), "n_trials": n_trials,
-                    "created_at": now(), "cancel_requested": False,
-                    "order": d.experiment_order}
+                    "name": name,
+                    "spec": json_copy(spec),
+                    "n_trials": n_trials,
+                    "created_at": now(),
+                    "cancel_requested": False,
+                    "order": d.experiment_order,
+                }
             return self._experiment(d, experiment_id)
 
     def _get_experiment(self, experiment_id: str) -> ExperimentRecord:
@@ -188,9 +213,12 @@ class MemoryStore(MemoryLeases, MemoryNotes, MemoryOutbox, MemoryWorkers, Result
 
     def _list_experiments(self, limit: int | None, offset: int) -> list[ExperimentRecord]:
         with self._locked() as d:
-            ids = sorted(d.experiments, key=lambda e: (d.experiments[e]["created_at"],
-                                                       d.experiments[e]["order"]), reverse=True)
-            page = ids[offset:] if limit is None else ids[offset:offset + limit]
+            ids = sorted(
+                d.experiments,
+                key=lambda e: (d.experiments[e]["created_at"], d.experiments[e]["order"]),
+                reverse=True,
+            )
+            page = ids[offset:] if limit is None else ids[offset : offset + limit]
             tallies = self._tally_many(page)
             return [self._experiment(d, e, tallies.get(e, TrialTally())) for e in page]
 
@@ -202,15 +230,20 @@ class MemoryStore(MemoryLeases, MemoryNotes, MemoryOutbox, MemoryWorkers, Result
     def _tally_many(self, experiment_ids: list[str]) -> dict[str, TrialTally]:
         wanted = set(experiment_ids)
         with self._locked() as d:
-            return tally_rows((eid, doc["state"], doc["attempts"] > 1, 1)
-                              for doc in d.trials.values()
-                              for eid in wanted.intersection(doc["experiment_ids"]))
+            return tally_rows(
+                (eid, doc["state"], doc["attempts"] > 1, 1)
+                for doc in d.trials.values()
+                for eid in wanted.intersection(doc["experiment_ids"])
+            )
 
     def _cancel_experiment(self, experiment_id: str) -> int:
         with self._locked() as d:
             self._experiment_doc(d, experiment_id)["cancel_requested"] = True
-            docs = [doc for doc in self._linked(d, experiment_id)
-                    if doc["state"] == QUEUED and self._cancelled(d, doc)]
+            docs = [
+                doc
+                for doc in self._linked(d, experiment_id)
+                if doc["state"] == QUEUED and self._cancelled(d, doc)
+            ]
             t = now()
             for doc in docs:
                 self._write(d, doc, cancel_before_start(t))
@@ -254,25 +287,37 @@ class MemoryStore(MemoryLeases, MemoryNotes, MemoryOutbox, MemoryWorkers, Result
                 if doc is None:  # the first of a repeated id counts
                     d.seq += 1
                     d.trials[tid] = {
-                        "id": tid, "experiment_ids": [experiment_id], "state": QUEUED,
-                        "config": json_copy(config), "result": None, "metrics": [],
-                        "error": None, "worker": None, "attempts": 0, "created_at": t,
-                        "started_at": None, "finished_at": None, "heartbeat_at": None,
-                        "seq": d.seq}
+                        "id": tid,
+                        "experiment_ids": [experiment_id],
+                        "state": QUEUED,
+                        "config": json_copy(config),
+                        "result": None,
+                        "metrics": [],
+                        "error": None,
+                        "worker": None,
+                        "attempts": 0,
+                        "created_at": t,
+                        "started_at": None,
+                        "finished_at": None,
+                        "heartbeat_at": None,
+                        "seq": d.seq,
+                    }
                     created += 1
                 elif experiment_id not in doc["experiment_ids"]:
                     doc["experiment_ids"].append(experiment_id)
             return created
 
-    def _claim_trials(self, trial_ids: list[str], worker: str,
-                      max_attempts: int | None) -> list[TrialRecord]:
+    def _claim_trials(
+        self, trial_ids: list[str], worker: str, max_attempts: int | None
+    ) -> list[TrialRecord]:
         with self._locked() as d:
             self._require(d, trial_ids)
             t, won = now(), []
             for tid in trial_ids:
                 doc = d.trials[tid]
-                outcome, update = decide_claim(doc["state"], doc["attempts"],
-                                               self._cancelled(d, doc), max_attempts, worker, t)
+                outcome, update = decide_claim(
+                    doc["state"], doc["attempts"], self._cancelled(d, doc), max_attempts, worker, t
+                )
                 if update is not None:
                     self._write(d, doc, update)
                 if outcome is ClaimOutcome.WON:
@@ -284,14 +329,18 @@ class MemoryStore(MemoryLeases, MemoryNotes, MemoryOutbox, MemoryWorkers, Result
             t, alive = now(), set()
             for tid in trial_ids:
                 doc = d.trials.get(tid)
-                if doc is not None and worker is not None and owns(doc["state"], doc["worker"],
-                                                                    worker):
+                if (
+                    doc is not None
+                    and worker is not None
+                    and owns(doc["state"], doc["worker"], worker)
+                ):
                     doc["heartbeat_at"] = t  # a heartbeat moves no seq
                     alive.add(tid)
             return alive
 
-    def _append_metrics_many(self, epochs_by_id: dict[str, list[dict[str, Any]]],
-                             worker: str | None) -> set[str]:
+    def _append_metrics_many(
+        self, epochs_by_id: dict[str, list[dict[str, Any]]], worker: str | None
+    ) -> set[str]:
         with self._locked() as d:
             t, written = now(), set()
             for tid, epochs in epochs_by_id.items():
@@ -319,13 +368,19 @@ class MemoryStore(MemoryLeases, MemoryNotes, MemoryOutbox, MemoryWorkers, Result
     def _cancel_requested(self, trial_ids: list[str]) -> set[str]:
         with self._locked() as d:
             self._require(d, trial_ids)
-            return {tid for tid in trial_ids
-                    if stop_requested(d.trials[tid]["state"], self._cancelled(d, d.trials[tid]))}
+            return {
+                tid
+                for tid in trial_ids
+                if stop_requested(d.trials[tid]["state"], self._cancelled(d, d.trials[tid]))
+            }
 
     def _requeue_stale(self, cutoff: float) -> list[str]:
         with self._locked() as d:
-            docs = [doc for doc in d.trials.values()
-                    if is_stale(doc["state"], doc["heartbeat_at"], cutoff)]
+            docs = [
+                doc
+                for doc in d.trials.values()
+                if is_stale(doc["state"], doc["heartbeat_at"], cutoff)
+            ]
             for doc in docs:
                 self._write(d, doc, REQUEUE_STALE)
             return sorted(doc["id"] for doc in docs)
@@ -348,27 +403,44 @@ class MemoryStore(MemoryLeases, MemoryNotes, MemoryOutbox, MemoryWorkers, Result
             self._require(d, trial_ids)
             return [self._record(d.trials[tid], fields) for tid in trial_ids]
 
-    def _list_trials(self, experiment_id: str | None, states: list[str] | None,
-                     sort_by: str | None, descending: bool, limit: int | None, offset: int,
-                     since: int | None, fields: frozenset[str]) -> list[TrialRecord]:
+    def _list_trials(
+        self,
+        experiment_id: str | None,
+        states: list[str] | None,
+        sort_by: str | None,
+        descending: bool,
+        limit: int | None,
+        offset: int,
+        since: int | None,
+        fields: frozenset[str],
+    ) -> list[TrialRecord]:
         with self._locked() as d:
-            docs = [doc for doc in d.trials.values()
-                    if (experiment_id is None or experiment_id in doc["experiment_ids"])
-                    and (states is None or doc["state"] in states)
-                    and (since is None or doc["seq"] > since)]
+            docs = [
+                doc
+                for doc in d.trials.values()
+                if (experiment_id is None or experiment_id in doc["experiment_ids"])
+                and (states is None or doc["state"] in states)
+                and (since is None or doc["seq"] > since)
+            ]
             if sort_by is None:  # creation order, or change order for a cursor
-                docs.sort(key=(lambda doc: doc["seq"]) if since is not None else
-                          (lambda doc: doc["created_at"]))
+                docs.sort(
+                    key=(lambda doc: doc["seq"])
+                    if since is not None
+                    else (lambda doc: doc["created_at"])
+                )
                 if descending:
                     docs.reverse()
             else:
                 path = resolve_sort_path(sort_by)
                 values = [(doc, value_at(doc, path)) for doc in docs]
                 # stable sorts: ties stay in creation order; missing values last both ways
-                present = sorted([(doc, v) for doc, v in values if v is not None],
-                                 key=lambda dv: json_sort_key(dv[1]), reverse=descending)
+                present = sorted(
+                    [(doc, v) for doc, v in values if v is not None],
+                    key=lambda dv: json_sort_key(dv[1]),
+                    reverse=descending,
+                )
                 docs = [doc for doc, _ in present] + [doc for doc, v in values if v is None]
-            page = docs[offset:] if limit is None else docs[offset:offset + limit]
+            page = docs[offset:] if limit is None else docs[offset : offset + limit]
             return [self._record(doc, fields) for doc in page]
 
     def _rung_values(self, experiment_id: str, epoch: int, metric: str) -> list[float]:

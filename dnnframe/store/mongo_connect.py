@@ -35,8 +35,16 @@ class _Located(Protocol):
 S = TypeVar("S", bound=_Located)
 P = ParamSpec("P")
 R = TypeVar("R")
-COLLECTIONS = ("meta", "experiments", "trials", "workers", "counters", "held_dispatch",
-               "leases", "notes")
+COLLECTIONS = (
+    "meta",
+    "experiments",
+    "trials",
+    "workers",
+    "counters",
+    "held_dispatch",
+    "leases",
+    "notes",
+)
 # mongomock clients do not share data; one per host per process lets a second open_store()
 # of the same mongomock:// URL (a test's dashboard and runner) see the same documents.
 _MOCK_CLIENTS: dict[str, Any] = {}
@@ -51,11 +59,14 @@ def retry(fn: Callable[Concatenate[S, P], R]) -> Callable[Concatenate[S, P], R]:
     @functools.wraps(fn)
     def wrapper(self: S, *args: P.args, **kwargs: P.kwargs) -> R:
         try:
-            return STORE_WRITE.call(functools.partial(fn, self, *args, **kwargs),
-                                    what=f"store {redact(self.url)}")
+            return STORE_WRITE.call(
+                functools.partial(fn, self, *args, **kwargs), what=f"store {redact(self.url)}"
+            )
         except AutoReconnect as e:
-            raise StoreError(f"store {redact(self.url)}: still unreachable after "
-                             f"{STORE_WRITE.attempts} attempts: {e}") from e
+            raise StoreError(
+                f"store {redact(self.url)}: still unreachable after "
+                f"{STORE_WRITE.attempts} attempts: {e}"
+            ) from e
         except PyMongoError as e:
             raise StoreError(f"store {redact(self.url)}: {e}") from e
 
@@ -98,8 +109,9 @@ def connect(url: str) -> Any:
         try:
             import mongomock
         except ImportError as e:
-            raise StoreError(f"store URL {url!r} needs the mongomock package "
-                             "(pip install mongomock)") from e
+            raise StoreError(
+                f"store URL {url!r} needs the mongomock package (pip install mongomock)"
+            ) from e
         name = urlsplit(url).path.strip("/") or "dnnframe"
         key = urlsplit(url).netloc  # one fake server per host, like a real one
         with _MOCK_LOCK:
@@ -108,8 +120,9 @@ def connect(url: str) -> Any:
     try:
         parsed = pymongo.uri_parser.parse_uri(url)
         timeout_ms = int(settings.get().mongo_timeout_s * 1000)
-        client = pymongo.MongoClient(url, serverSelectionTimeoutMS=timeout_ms,
-                                     connectTimeoutMS=timeout_ms, retryWrites=True)
+        client = pymongo.MongoClient(
+            url, serverSelectionTimeoutMS=timeout_ms, connectTimeoutMS=timeout_ms, retryWrites=True
+        )
         client.admin.command("ping")
     except (InvalidURI, ConfigurationError, ValueError) as e:
         raise StoreError(f"store URL {redact(url)!r} is not a valid MongoDB URL: {e}") from e
@@ -127,18 +140,22 @@ def init_schema(db: Any, url: str, create: bool) -> None:
     """
     meta = db.meta.find_one({"_id": "schema"})
     if meta is None and not create:
-        raise StoreError(f"no store at {redact(url)!r}: database {db.name!r} "
-                         "holds no dnnframe data (nothing has been run with this store yet?)")
+        raise StoreError(
+            f"no store at {redact(url)!r}: database {db.name!r} "
+            "holds no dnnframe data (nothing has been run with this store yet?)"
+        )
     if meta is None:
         foreign = sorted(set(db.list_collection_names()) - set(COLLECTIONS))
         if foreign:
             raise StoreCorruptError(
                 f"store {redact(url)!r}: database {db.name!r} holds other "
                 f"collections ({', '.join(foreign)}) and no dnnframe schema document; "
-                "it was left untouched. Use another database name in the URL.")
+                "it was left untouched. Use another database name in the URL."
+            )
         try:
-            db.meta.insert_one({"_id": "schema", "version": SCHEMA_VERSION,
-                                      "app": "dnnframe", "created_at": now()})
+            db.meta.insert_one(
+                {"_id": "schema", "version": SCHEMA_VERSION, "app": "dnnframe", "created_at": now()}
+            )
         except DuplicateKeyError:  # another process initialised it first
             pass
         meta = db.meta.find_one({"_id": "schema"})
@@ -146,7 +163,8 @@ def init_schema(db: Any, url: str, create: bool) -> None:
     if version > SCHEMA_VERSION:
         raise SchemaVersionError(
             f"store {redact(url)!r} has schema version {version}, written by a newer "
-            f"dnnframe; this dnnframe reads up to version {SCHEMA_VERSION}. Upgrade dnnframe.")
+            f"dnnframe; this dnnframe reads up to version {SCHEMA_VERSION}. Upgrade dnnframe."
+        )
     t = db.trials
     t.create_index([("experiment_ids", 1), ("order", 1)])
     t.create_index([("state", 1), ("heartbeat_at", 1)])

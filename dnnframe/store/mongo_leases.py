@@ -23,7 +23,9 @@ class MongoLeases:
         try:
             self._db.leases.update_one(
                 {"_id": name, "$or": [{"owner": owner}, {"expires_at": {"$lte": at}}]},
-                {"$set": {"owner": owner, "expires_at": expires_at}}, upsert=True)
+                {"$set": {"owner": owner, "expires_at": expires_at}},
+                upsert=True,
+            )
         except DuplicateKeyError:
             return False
         return True
@@ -34,7 +36,9 @@ class MongoLeases:
 
     @retry
     def _list_leases(self, prefix: str) -> list[LeaseRecord]:
-        docs = self._db.leases.find({"_id": {"$gte": prefix}}) if prefix else \
-            self._db.leases.find()
-        return [LeaseRecord(d["_id"], d["owner"], d["expires_at"]) for d in docs
-                if d["_id"].startswith(prefix)]
+        docs = self._db.leases.find({"_id": {"$gte": prefix}}) if prefix else self._db.leases.find()
+        return [
+            LeaseRecord(d["_id"], d["owner"], d["expires_at"])
+            for d in docs
+            if d["_id"].startswith(prefix)
+        ]

@@ -19,8 +19,9 @@ def note_key(kind: str, target_id: str) -> str:
 
 
 def _note(doc: dict[str, Any] | None) -> NoteRecord:
-    return NoteRecord() if doc is None else NoteRecord(doc["text"], doc["version"],
-                                                      doc["updated_at"])
+    return (
+        NoteRecord() if doc is None else NoteRecord(doc["text"], doc["version"], doc["updated_at"])
+    )
 
 
 class MongoNotes:
@@ -45,8 +46,9 @@ class MongoNotes:
         return _note(self._db.notes.find_one({"_id": note_key(kind, target_id)}))
 
     @retry
-    def _write_note(self, kind: str, target_id: str, text: str, expected_version: int | None,
-                    at: float) -> NoteRecord:
+    def _write_note(
+        self, kind: str, target_id: str, text: str, expected_version: int | None, at: float
+    ) -> NoteRecord:
         self._note_target(kind, target_id)
         key = note_key(kind, target_id)
         held = _note(self._db.notes.find_one({"_id": key}))
@@ -60,15 +62,22 @@ class MongoNotes:
         for _ in range(2):  # a first save racing another inserts once, then updates
             try:
                 doc = self._db.notes.find_one_and_update(
-                    query, change, upsert=expected_version in (None, 0),
-                    return_document=ReturnDocument.AFTER)
+                    query,
+                    change,
+                    upsert=expected_version in (None, 0),
+                    return_document=ReturnDocument.AFTER,
+                )
                 break
             except DuplicateKeyError:  # the note exists: with a version expected, not that one
                 if expected_version is not None:
                     break
         if doc is None:
-            raise conflict(kind, target_id, expected_version or 0,
-                           _note(self._db.notes.find_one({"_id": key})).version)
+            raise conflict(
+                kind,
+                target_id,
+                expected_version or 0,
+                _note(self._db.notes.find_one({"_id": key})).version,
+            )
         try:
             self._note_target(kind, target_id)
         except NotFoundError:

@@ -22,8 +22,9 @@ class MongoOutbox:
     @retry
     def _hold_dispatch(self, items: list[tuple[str, str]]) -> None:
         for tid, queue in items:  # rare (a broker outage): one round trip each is fine
-            self._db.held_dispatch.replace_one({"_id": tid}, {"queue": queue, "held_at": now()},
-                                               upsert=True)
+            self._db.held_dispatch.replace_one(
+                {"_id": tid}, {"queue": queue, "held_at": now()}, upsert=True
+            )
 
     def _take_dispatch(self, limit: int) -> list[tuple[str, str]]:
         taken: list[tuple[str, str]] = []

@@ -45,12 +45,21 @@ def left_out(fields: frozenset[str]) -> dict[str, int] | None:
 
 def trial_record(doc: dict[str, Any]) -> TrialRecord:
     return TrialRecord(
-        id=doc["_id"], experiment_ids=sorted(doc.get("experiment_ids", [])),
-        state=TrialState(doc["state"]), config=doc.get("config") or {}, result=doc.get("result"),
-        metrics=doc.get("metrics") or [], error=doc.get("error"), worker=doc.get("worker"),
-        attempts=doc.get("attempts", 0), created_at=doc.get("created_at", 0.0),
-        started_at=doc.get("started_at"), finished_at=doc.get("finished_at"),
-        heartbeat_at=doc.get("heartbeat_at"), seq=doc.get("seq", 0))
+        id=doc["_id"],
+        experiment_ids=sorted(doc.get("experiment_ids", [])),
+        state=TrialState(doc["state"]),
+        config=doc.get("config") or {},
+        result=doc.get("result"),
+        metrics=doc.get("metrics") or [],
+        error=doc.get("error"),
+        worker=doc.get("worker"),
+        attempts=doc.get("attempts", 0),
+        created_at=doc.get("created_at", 0.0),
+        started_at=doc.get("started_at"),
+        finished_at=doc.get("finished_at"),
+        heartbeat_at=doc.get("heartbeat_at"),
+        seq=doc.get("seq", 0),
+    )
 
 
 def write_of(update: TrialUpdate, **stamps: Any) -> dict[str, Any]:
@@ -68,8 +77,9 @@ class MongoTrials:
     _db: Any
     _seq: SeqCounter
 
-    def _update_each(self, query: dict[str, Any], update: TrialUpdate,
-                     call: WriteCall) -> list[str]:
+    def _update_each(
+        self, query: dict[str, Any], update: TrialUpdate, call: WriteCall
+    ) -> list[str]:
         """``update`` (assignments only) on every trial matching ``query``, each with its
         own ``seq``.
 
@@ -90,8 +100,9 @@ class MongoTrials:
         if any(not isinstance(o, int) for o in orders):  # no order to number by: one by one
             with self._seq.block(len(ids)) as first:
                 for k, tid in enumerate(ids):
-                    self._db.trials.update_one({**query, "_id": tid},
-                                               {"$set": {**changes, "seq": first + k}})
+                    self._db.trials.update_one(
+                        {**query, "_id": tid}, {"$set": {**changes, "seq": first + k}}
+                    )
             return list(dict.fromkeys(self._stamped(ids, call) + earlier))
         low, span = orders[0], orders[-1] - orders[0] + 1
         sets = {k: {"$literal": v} for k, v in changes.items()}  # values, never expressions
@@ -99,7 +110,8 @@ class MongoTrials:
             base = first - low
             res = self._db.trials.update_many(
                 {**query, "_id": {"$in": ids}},
-                [{"$set": {**sets, "seq": {"$add": ["$order", base]}}}])
+                [{"$set": {**sets, "seq": {"$add": ["$order", base]}}}],
+            )
         if res.modified_count == len(ids):
             return list(dict.fromkeys(ids + earlier))
         # Some changed meanwhile: the ones updated carry this call's op (one written again
@@ -117,13 +129,21 @@ class MongoTrials:
 
     def _in_block(self, ids: list[str], first: int, n: int) -> set[str]:
         """Which of ``ids`` still carry a seq of the block ``[first, first + n)``."""
-        return {d["_id"] for d in self._db.trials.find(
-            {"_id": {"$in": ids}, "seq": {"$gte": first, "$lt": first + n}}, {"_id": 1})}
+        return {
+            d["_id"]
+            for d in self._db.trials.find(
+                {"_id": {"$in": ids}, "seq": {"$gte": first, "$lt": first + n}}, {"_id": 1}
+            )
+        }
 
     def _live_experiments(self, experiment_ids: set[str]) -> set[str]:
         """Those of ``experiment_ids`` that have not asked to cancel."""
-        return {d["_id"] for d in self._db.experiments.find(
-            {"_id": {"$in": sorted(experiment_ids)}, "cancel_requested": False}, {"_id": 1})}
+        return {
+            d["_id"]
+            for d in self._db.experiments.find(
+                {"_id": {"$in": sorted(experiment_ids)}, "cancel_requested": False}, {"_id": 1}
+            )
+        }
 
     def _update_all(self, ops: list[tuple[dict[str, Any], dict[str, Any]]]) -> int:
         """Apply ``(filter, update)`` pairs to trials in one bulk write; returns how many
@@ -132,29 +152,35 @@ class MongoTrials:
             return 0
         if self.url.startswith("mongomock://"):
             return sum(self._db.trials.update_one(f, u).modified_count for f, u in ops)
-        return self._db.trials.bulk_write([UpdateOne(f, u) for f, u in ops],
-                                          ordered=False).modified_count
+        return self._db.trials.bulk_write(
+            [UpdateOne(f, u) for f, u in ops], ordered=False
+        ).modified_count
 
     def _find_all(self, ids: list[str], fields: dict[str, int] | None) -> dict[str, dict[str, Any]]:
         docs = {d["_id"]: d for d in self._db.trials.find({"_id": {"$in": ids}}, fields)}
         missing = [tid for tid in ids if tid not in docs]
         if missing:
-            raise NotFoundError(f"trial {missing[0]!r} not found in {redact(self.url)}"
-                                + (f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""))
+            raise NotFoundError(
+                f"trial {missing[0]!r} not found in {redact(self.url)}"
+                + (f" (and {len(missing) - 1} more)" if len(missing) > 1 else "")
+            )
         return docs
 
     @retry_write
-    def _claim_trials(self, ids: list[str], worker: str, max_attempts: int | None, *,
-                      call: WriteCall) -> list[TrialRecord]:
+    def _claim_trials(
+        self, ids: list[str], worker: str, max_attempts: int | None, *, call: WriteCall
+    ) -> list[TrialRecord]:
         docs = self._find_all(ids, {"state": 1, "attempts": 1, "experiment_ids": 1, "op": 1})
         # won by an earlier attempt of this call, whose answer was lost
-        mine = [tid for tid in ids if docs[tid]["state"] == RUNNING
-                and docs[tid].get("op") == call.op]
+        mine = [
+            tid for tid in ids if docs[tid]["state"] == RUNNING and docs[tid].get("op") == call.op
+        ]
         queued = [tid for tid in ids if docs[tid]["state"] == QUEUED]
         if not queued and not mine:
             return []
-        live = self._live_experiments({e for tid in queued
-                                       for e in docs[tid].get("experiment_ids", [])})
+        live = self._live_experiments(
+            {e for tid in queued for e in docs[tid].get("experiment_ids", [])}
+        )
         t = now()
         ops, claims = [], []
         with self._seq.block(len(queued)) as first:
@@ -163,9 +189,13 @@ class MongoTrials:
                 query: dict[str, Any] = {"_id": tid, "state": QUEUED}
                 attempts = doc.get("attempts", 0)
                 outcome, update = decide_claim(
-                    QUEUED, attempts,
+                    QUEUED,
+                    attempts,
                     all_experiments_cancelled(doc.get("experiment_ids", []), live),
-                    max_attempts, worker, t)
+                    max_attempts,
+                    worker,
+                    t,
+                )
                 assert update is not None, "claiming a QUEUED trial always writes"
                 # the filter re-checks the attempts the decision was made on
                 if max_attempts is not None and outcome is ClaimOutcome.CAPPED:
@@ -179,9 +209,12 @@ class MongoTrials:
         if not claims and not mine:
             return []
         # A claim was won when the trial runs under this worker and carries this call's op.
-        won = {d["_id"]: trial_record(d) for d in self._db.trials.find(
-            {"_id": {"$in": claims + mine}, "state": RUNNING, "worker": worker,
-             "op": call.op})}
+        won = {
+            d["_id"]: trial_record(d)
+            for d in self._db.trials.find(
+                {"_id": {"$in": claims + mine}, "state": RUNNING, "worker": worker, "op": call.op}
+            )
+        }
         return [won[tid] for tid in ids if tid in won]
 
     @retry
@@ -192,8 +225,9 @@ class MongoTrials:
         return {d["_id"] for d in self._db.trials.find(owned, {"_id": 1})}
 
     @retry
-    def _append_metrics_many(self, epochs_by_id: dict[str, list[dict[str, Any]]],
-                             worker: str | None) -> set[str]:
+    def _append_metrics_many(
+        self, epochs_by_id: dict[str, list[dict[str, Any]]], worker: str | None
+    ) -> set[str]:
         pending = dict(epochs_by_id)
         written: set[str] = set()
         # Read how each curve ends, then push only the epochs it lacks, guarded by its length:
@@ -206,10 +240,20 @@ class MongoTrials:
             owned: dict[str, Any] = {"_id": {"$in": list(pending)}, "state": RUNNING}
             if worker is not None:
                 owned["worker"] = worker
-            ends = {d["_id"]: d for d in self._db.trials.aggregate([
-                {"$match": owned},
-                {"$project": {"n": {"$size": "$metrics"},
-                              "last": {"$arrayElemAt": ["$metrics", -1]}}}])}
+            ends = {
+                d["_id"]: d
+                for d in self._db.trials.aggregate(
+                    [
+                        {"$match": owned},
+                        {
+                            "$project": {
+                                "n": {"$size": "$metrics"},
+                                "last": {"$arrayElemAt": ["$metrics", -1]},
+                            }
+                        },
+                    ]
+                )
+            }
             pending = {tid: epochs for tid, epochs in pending.items() if tid in ends}
             if not pending:
                 break
@@ -219,19 +263,29 @@ class MongoTrials:
                 for k, (tid, epochs) in enumerate(pending.items()):
                     end = ends[tid]
                     tail = epochs_to_store(epochs, (end.get("last") or {}).get("epoch"))
-                    ops.append(({**owned, "_id": tid, "metrics": {"$size": end["n"]}},
-                                {"$push": {"metrics": {"$each": json_safe(tail)}},
-                                 "$set": {"heartbeat_at": t, "seq": first + k}}))
+                    ops.append(
+                        (
+                            {**owned, "_id": tid, "metrics": {"$size": end["n"]}},
+                            {
+                                "$push": {"metrics": {"$each": json_safe(tail)}},
+                                "$set": {"heartbeat_at": t, "seq": first + k},
+                            },
+                        )
+                    )
                 modified = self._update_all(ops)
-                done = set(pending) if modified == len(pending) else \
-                    self._in_block(list(pending), first, len(pending))
+                done = (
+                    set(pending)
+                    if modified == len(pending)
+                    else self._in_block(list(pending), first, len(pending))
+                )
             written |= done
             pending = {tid: epochs for tid, epochs in pending.items() if tid not in done}
         return written
 
     @retry_write
-    def _finish_trials(self, items: list[CheckedFinish], worker: str | None, *,
-                       call: WriteCall) -> set[str]:
+    def _finish_trials(
+        self, items: list[CheckedFinish], worker: str | None, *, call: WriteCall
+    ) -> set[str]:
         ids = [tid for tid, *_ in items]
         self._find_all(ids, {"_id": 1})
         t = now()
@@ -239,10 +293,18 @@ class MongoTrials:
             ops = []
             for k, (tid, st, result, error) in enumerate(items):
                 # lifecycle.may_finish as a filter: the owner counts for a RUNNING trial only
-                allowed = [{"state": s, "worker": worker} if s == RUNNING and worker is not None
-                           else {"state": s} for s in finishable_from(st)]
-                ops.append(({"_id": tid, "$or": allowed}, write_of(
-                    finish_update(st, result, error, t), seq=first + k, op=call.op)))
+                allowed = [
+                    {"state": s, "worker": worker}
+                    if s == RUNNING and worker is not None
+                    else {"state": s}
+                    for s in finishable_from(st)
+                ]
+                ops.append(
+                    (
+                        {"_id": tid, "$or": allowed},
+                        write_of(finish_update(st, result, error, t), seq=first + k, op=call.op),
+                    )
+                )
             modified = self._update_all(ops)
         if modified == len(ids):
             return set(ids)
@@ -251,10 +313,16 @@ class MongoTrials:
     @retry
     def _cancel_requested(self, ids: list[str]) -> set[str]:
         docs = self._find_all(ids, {"state": 1, "experiment_ids": 1})
-        live = self._live_experiments({e for d in docs.values()
-                                       for e in d.get("experiment_ids", [])})
-        return {tid for tid, d in docs.items() if stop_requested(
-            d["state"], all_experiments_cancelled(d.get("experiment_ids", []), live))}
+        live = self._live_experiments(
+            {e for d in docs.values() for e in d.get("experiment_ids", [])}
+        )
+        return {
+            tid
+            for tid, d in docs.items()
+            if stop_requested(
+                d["state"], all_experiments_cancelled(d.get("experiment_ids", []), live)
+            )
+        }
 
     @retry_write
     def _requeue_stale(self, cutoff: float, *, call: WriteCall) -> list[str]:
@@ -268,7 +336,8 @@ class MongoTrials:
             # lifecycle.owns as a filter
             res = self._db.trials.update_one(
                 {"_id": trial_id, "state": RUNNING, "worker": worker},
-                write_of(RELEASE, seq=seq, op=call.op))
+                write_of(RELEASE, seq=seq, op=call.op),
+            )
         if res.matched_count:
             return True
         doc = self._db.trials.find_one({"_id": trial_id}, {"op": 1, "state": 1})

@@ -79,8 +79,11 @@ class MongoStore(MongoLeases, MongoNotes, MongoOutbox, MongoWorkers, MongoTrials
     def _next(self, counter: str, n: int = 1) -> int:
         """Reserve ``n`` values of an ordering counter (not ``seq``); returns the last one."""
         doc = self._db.counters.find_one_and_update(
-            {"_id": counter}, {"$inc": {"value": n}}, upsert=True,
-            return_document=ReturnDocument.AFTER)
+            {"_id": counter},
+            {"$inc": {"value": n}},
+            upsert=True,
+            return_document=ReturnDocument.AFTER,
+        )
         return int(doc["value"])
 
     def close(self) -> None:
@@ -89,30 +92,46 @@ class MongoStore(MongoLeases, MongoNotes, MongoOutbox, MongoWorkers, MongoTrials
 
     # ------------------------------------------------------------ experiments
     @retry
-    def _create_experiment(self, experiment_id: str, name: str, spec: dict[str, Any],
-                           n_trials: int) -> ExperimentRecord:
+    def _create_experiment(
+        self, experiment_id: str, name: str, spec: dict[str, Any], n_trials: int
+    ) -> ExperimentRecord:
         self._db.experiments.update_one(
             {"_id": experiment_id},
-            {"$setOnInsert": {"name": name, "spec": json_safe(spec), "n_trials": n_trials,
-                              "created_at": now(), "cancel_requested": False,
-                              "order": self._next("experiment_order")}},
-            upsert=True)
+            {
+                "$setOnInsert": {
+                    "name": name,
+                    "spec": json_safe(spec),
+                    "n_trials": n_trials,
+                    "created_at": now(),
+                    "cancel_requested": False,
+                    "order": self._next("experiment_order"),
+                }
+            },
+            upsert=True,
+        )
         return self.get_experiment(experiment_id)
 
     @staticmethod
     def _experiment(doc: dict[str, Any], tally: TrialTally) -> ExperimentRecord:
-        return ExperimentRecord(id=doc["_id"], name=doc["name"], spec=doc["spec"],
-                                n_trials=doc["n_trials"], created_at=doc["created_at"],
-                                cancel_requested=bool(doc.get("cancel_requested")),
-                                counts=tally.counts, reruns=tally.reruns)
+        return ExperimentRecord(
+            id=doc["_id"],
+            name=doc["name"],
+            spec=doc["spec"],
+            n_trials=doc["n_trials"],
+            created_at=doc["created_at"],
+            cancel_requested=bool(doc.get("cancel_requested")),
+            counts=tally.counts,
+            reruns=tally.reruns,
+        )
 
     @retry
     def _get_experiment(self, experiment_id: str) -> ExperimentRecord:
         doc = self._db.experiments.find_one({"_id": experiment_id})
         if doc is None:
             raise NotFoundError(f"experiment {experiment_id!r} not found in {redact(self.url)}")
-        return self._experiment(doc, self._tally_many([experiment_id]).get(experiment_id,
-                                                                          TrialTally()))
+        return self._experiment(
+            doc, self._tally_many([experiment_id]).get(experiment_id, TrialTally())
+        )
 
     @retry
     def _list_experiments(self, limit: int | None, offset: int) -> list[ExperimentRecord]:
@@ -128,32 +147,51 @@ class MongoStore(MongoLeases, MongoNotes, MongoOutbox, MongoWorkers, MongoTrials
     @retry
     def _count_states(self, experiment_id: str | None) -> dict[str, int]:
         match = {} if experiment_id is None else {"experiment_ids": experiment_id}
-        rows = self._db.trials.aggregate([{"$match": match},
-                                          {"$group": {"_id": "$state", "n": {"$sum": 1}}}])
+        rows = self._db.trials.aggregate(
+            [{"$match": match}, {"$group": {"_id": "$state", "n": {"$sum": 1}}}]
+        )
         return {r["_id"]: r["n"] for r in rows}
 
     @retry
     def _tally_many(self, experiment_ids: list[str]) -> dict[str, TrialTally]:
         # a trial counts once for each of the wanted experiments it belongs to
         wanted = {"experiment_ids": {"$in": experiment_ids}}
-        rows = self._db.trials.aggregate([
-            {"$match": wanted},
-            {"$project": {"experiment_ids": 1, "state": 1,
-                          "rerun": {"$gt": [{"$ifNull": ["$attempts", 0]}, 1]}}},
-            {"$unwind": "$experiment_ids"}, {"$match": wanted},
-            {"$group": {"_id": {"e": "$experiment_ids", "s": "$state", "r": "$rerun"},
-                        "n": {"$sum": 1}}}])
+        rows = self._db.trials.aggregate(
+            [
+                {"$match": wanted},
+                {
+                    "$project": {
+                        "experiment_ids": 1,
+                        "state": 1,
+                        "rerun": {"$gt": [{"$ifNull": ["$attempts", 0]}, 1]},
+                    }
+                },
+                {"$unwind": "$experiment_ids"},
+                {"$match": wanted},
+                {
+                    "$group": {
+                        "_id": {"e": "$experiment_ids", "s": "$state", "r": "$rerun"},
+                        "n": {"$sum": 1},
+                    }
+                },
+            ]
+        )
         return tally_rows((r["_id"]["e"], r["_id"]["s"], r["_id"]["r"], r["n"]) for r in rows)
 
     @retry_write
     def _cancel_experiment(self, experiment_id: str, *, call: WriteCall) -> int:
-        res = self._db.experiments.update_one({"_id": experiment_id},
-                                              {"$set": {"cancel_requested": True}})
+        res = self._db.experiments.update_one(
+            {"_id": experiment_id}, {"$set": {"cancel_requested": True}}
+        )
         if res.matched_count == 0:
             raise NotFoundError(f"experiment {experiment_id!r} not found in {redact(self.url)}")
-        live = [d["_id"] for d in self._db.experiments.find({"cancel_requested": False}, {"_id": 1})]
-        query = {"$and": [{"experiment_ids": experiment_id}, {"experiment_ids": {"$nin": live}}],
-                 "state": QUEUED}
+        live = [
+            d["_id"] for d in self._db.experiments.find({"cancel_requested": False}, {"_id": 1})
+        ]
+        query = {
+            "$and": [{"experiment_ids": experiment_id}, {"experiment_ids": {"$nin": live}}],
+            "state": QUEUED,
+        }
         return len(self._update_each(query, cancel_before_start(now()), call))
 
     @retry_write
@@ -161,17 +199,28 @@ class MongoStore(MongoLeases, MongoNotes, MongoOutbox, MongoWorkers, MongoTrials
         if self._db.experiments.find_one({"_id": experiment_id}, {"_id": 1}) is None:
             return 0
         alone = {"experiment_ids": [experiment_id]}  # linked to this experiment only
-        active = [d["_id"] for d in self._db.trials.find(
-            {**alone, "state": {"$in": list(ACTIVE)}}, {"_id": 1}).sort("order", 1)]
+        active = [
+            d["_id"]
+            for d in self._db.trials.find(
+                {**alone, "state": {"$in": list(ACTIVE)}}, {"_id": 1}
+            ).sort("order", 1)
+        ]
         if active:
             raise active_error(experiment_id, active)
         own = [d["_id"] for d in self._db.trials.find(alone, {"_id": 1})]
         # the experiment goes last: a retry after a lost connection finds it and finishes
         self._db.held_dispatch.delete_many({"_id": {"$in": own}})
-        self._db.trials.delete_many(
-            {**alone, "_id": {"$in": own}, "state": {"$nin": list(ACTIVE)}})
-        self._db.notes.delete_many({"_id": {"$in": [note_key("experiment", experiment_id),
-                                                    *(note_key("trial", t) for t in own)]}})
+        self._db.trials.delete_many({**alone, "_id": {"$in": own}, "state": {"$nin": list(ACTIVE)}})
+        self._db.notes.delete_many(
+            {
+                "_id": {
+                    "$in": [
+                        note_key("experiment", experiment_id),
+                        *(note_key("trial", t) for t in own),
+                    ]
+                }
+            }
+        )
         shared = {"experiment_ids": experiment_id}
         ids = [d["_id"] for d in self._db.trials.find(shared, {"_id": 1})]
         self._db.trials.update_many(shared, {"$pull": {"experiment_ids": experiment_id}})
@@ -181,10 +230,12 @@ class MongoStore(MongoLeases, MongoNotes, MongoOutbox, MongoWorkers, MongoTrials
         return len(own)
 
     @retry_write
-    def _requeue_trials(self, experiment_id: str, names: list[str], *,
-                        call: WriteCall) -> list[str]:
-        res = self._db.experiments.update_one({"_id": experiment_id},
-                                              {"$set": {"cancel_requested": False}})
+    def _requeue_trials(
+        self, experiment_id: str, names: list[str], *, call: WriteCall
+    ) -> list[str]:
+        res = self._db.experiments.update_one(
+            {"_id": experiment_id}, {"$set": {"cancel_requested": False}}
+        )
         if res.matched_count == 0:
             raise NotFoundError(f"experiment {experiment_id!r} not found in {redact(self.url)}")
         if not names:
@@ -194,8 +245,9 @@ class MongoStore(MongoLeases, MongoNotes, MongoOutbox, MongoWorkers, MongoTrials
 
     # ------------------------------------------------------------ trials
     @retry_write
-    def _create_trials(self, experiment_id: str, trials: list[tuple[str, dict[str, Any]]], *,
-                       call: WriteCall) -> int:
+    def _create_trials(
+        self, experiment_id: str, trials: list[tuple[str, dict[str, Any]]], *, call: WriteCall
+    ) -> int:
         items = [(tid, json_safe(config)) for tid, config in trials]
         if self._db.experiments.find_one({"_id": experiment_id}, {"_id": 1}) is None:
             raise NotFoundError(f"experiment {experiment_id!r} not found in {redact(self.url)}")
@@ -203,7 +255,7 @@ class MongoStore(MongoLeases, MongoNotes, MongoOutbox, MongoWorkers, MongoTrials
         existing: set[str] = set()
         created = 0  # by an earlier attempt of this call, whose answer was lost
         for i in range(0, len(ids), 10_000):
-            for d in self._db.trials.find({"_id": {"$in": ids[i:i + 10_000]}}, {"op": 1}):
+            for d in self._db.trials.find({"_id": {"$in": ids[i : i + 10_000]}}, {"op": 1}):
                 existing.add(d["_id"])
                 created += d.get("op") == call.op
         new = [(t, c) for t, c in dict(items).items() if t not in existing]
@@ -213,19 +265,35 @@ class MongoStore(MongoLeases, MongoNotes, MongoOutbox, MongoWorkers, MongoTrials
             last = self._next("trial_order", len(new))
             t = now()
             with self._seq.block(len(new)) as first_seq:
-                docs = [{"_id": tid, "experiment_ids": [experiment_id], "state": QUEUED,
-                         "config": c, "result": None, "metrics": [], "error": None,
-                         "worker": None, "attempts": 0, "created_at": t, "started_at": None,
-                         "finished_at": None, "heartbeat_at": None, "seq": first_seq + k,
-                         "order": last - len(new) + 1 + k, "op": call.op}
-                        for k, (tid, c) in enumerate(new)]
+                docs = [
+                    {
+                        "_id": tid,
+                        "experiment_ids": [experiment_id],
+                        "state": QUEUED,
+                        "config": c,
+                        "result": None,
+                        "metrics": [],
+                        "error": None,
+                        "worker": None,
+                        "attempts": 0,
+                        "created_at": t,
+                        "started_at": None,
+                        "finished_at": None,
+                        "heartbeat_at": None,
+                        "seq": first_seq + k,
+                        "order": last - len(new) + 1 + k,
+                        "op": call.op,
+                    }
+                    for k, (tid, c) in enumerate(new)
+                ]
                 try:
                     created += len(self._db.trials.insert_many(docs, ordered=False).inserted_ids)
                 except BulkWriteError as e:  # a concurrent submit created some of them first
                     created += e.details.get("nInserted", 0)
         if existing or created < len(new):
-            self._db.trials.update_many({"_id": {"$in": ids}},
-                                        {"$addToSet": {"experiment_ids": experiment_id}})
+            self._db.trials.update_many(
+                {"_id": {"$in": ids}}, {"$addToSet": {"experiment_ids": experiment_id}}
+            )
         return created
 
     @retry
@@ -241,9 +309,17 @@ class MongoStore(MongoLeases, MongoNotes, MongoOutbox, MongoWorkers, MongoTrials
         return [trial_record(docs[tid]) for tid in trial_ids]
 
     @retry
-    def _list_trials(self, experiment_id: str | None, states: list[str] | None,
-                     sort_by: str | None, descending: bool, limit: int | None, offset: int,
-                     since: int | None, fields: frozenset[str]) -> list[TrialRecord]:
+    def _list_trials(
+        self,
+        experiment_id: str | None,
+        states: list[str] | None,
+        sort_by: str | None,
+        descending: bool,
+        limit: int | None,
+        offset: int,
+        since: int | None,
+        fields: frozenset[str],
+    ) -> list[TrialRecord]:
         match: dict[str, Any] = {}
         if experiment_id is not None:
             match["experiment_ids"] = experiment_id
@@ -257,8 +333,11 @@ class MongoStore(MongoLeases, MongoNotes, MongoOutbox, MongoWorkers, MongoTrials
             return []
         direction = -1 if descending else 1
         if sort_by is None:
-            keys = [("seq", direction), ("order", direction)] if since is not None else \
-                [("created_at", direction), ("order", direction)]
+            keys = (
+                [("seq", direction), ("order", direction)]
+                if since is not None
+                else [("created_at", direction), ("order", direction)]
+            )
             cur = self._db.trials.find(match, left_out(fields)).sort(keys).skip(offset)
             if limit is not None:
                 cur = cur.limit(limit)
@@ -269,8 +348,13 @@ class MongoStore(MongoLeases, MongoNotes, MongoOutbox, MongoWorkers, MongoTrials
             {"$match": match},
             {"$addFields": {"_sort_key": f"${field}"}},
             # Mongo sorts null/missing first ascending; dnnframe wants them last both ways.
-            {"$addFields": {"_sort_null": {"$cond": [
-                {"$eq": [{"$ifNull": ["$_sort_key", None]}, None]}, 1, 0]}}},
+            {
+                "$addFields": {
+                    "_sort_null": {
+                        "$cond": [{"$eq": [{"$ifNull": ["$_sort_key", None]}, None]}, 1, 0]
+                    }
+                }
+            },
             {"$sort": {"_sort_null": 1, "_sort_key": direction, "order": 1}},
             {"$skip": offset},
         ]
@@ -283,7 +367,8 @@ class MongoStore(MongoLeases, MongoNotes, MongoOutbox, MongoWorkers, MongoTrials
     def _rung_values(self, experiment_id: str, epoch: int, metric: str) -> list[float]:
         docs = self._db.trials.find(
             {"experiment_ids": experiment_id, f"metrics.{epoch - 1}.epoch": epoch},
-            {"_id": 0, "metrics": {"$slice": [epoch - 1, 1]}})
+            {"_id": 0, "metrics": {"$slice": [epoch - 1, 1]}},
+        )
         values = [d["metrics"][0].get(metric) for d in docs if d.get("metrics")]
         return [float(v) for v in values if is_number(v)]
 
@@ -292,13 +377,15 @@ class MongoStore(MongoLeases, MongoNotes, MongoOutbox, MongoWorkers, MongoTrials
         # project only the paths (a path inside another one asked for is read with it)
         wanted = [p for p in paths if not any(p.startswith(q + ".") for q in paths)]
         docs = self._db.trials.find(
-            {"experiment_ids": experiment_id},
-            {"state": 1, "error": 1, **dict.fromkeys(wanted, 1)}).sort(
-            [("created_at", 1), ("order", 1)])
+            {"experiment_ids": experiment_id}, {"state": 1, "error": 1, **dict.fromkeys(wanted, 1)}
+        ).sort([("created_at", 1), ("order", 1)])
         out = []
         for d in docs:
-            row: dict[str, Any] = {"id": d["_id"], "state": TrialState(d["state"]),
-                                   "error": d.get("error")}
+            row: dict[str, Any] = {
+                "id": d["_id"],
+                "state": TrialState(d["state"]),
+                "error": d.get("error"),
+            }
             for path in paths:
                 value: Any = d
                 for key in path.split("."):

@@ -45,8 +45,11 @@ class SeqCounter:
             try:
                 res = self._counters.update_one(
                     {"_id": _ID, "value": value},
-                    {"$set": {"value": value + n},
-                     "$push": {"inflight": {"first": value + 1, "at": time.time(), "by": mark}}})
+                    {
+                        "$set": {"value": value + n},
+                        "$push": {"inflight": {"first": value + 1, "at": time.time(), "by": mark}},
+                    },
+                )
                 won = bool(res.modified_count)
             except AutoReconnect:
                 if self._counters.find_one({"_id": _ID, "inflight.by": mark}, {"_id": 1}) is None:
@@ -75,6 +78,7 @@ class SeqCounter:
         marks = doc.get("inflight") or []
         live = [int(m["first"]) - 1 for m in marks if m.get("at", 0.0) >= cutoff]
         if len(live) < len(marks):  # abandoned by a writer that died: stop holding readers back
-            self._counters.update_one({"_id": _ID},
-                                      {"$pull": {"inflight": {"at": {"$lt": cutoff}}}})
+            self._counters.update_one(
+                {"_id": _ID}, {"$pull": {"inflight": {"at": {"$lt": cutoff}}}}
+            )
         return min([int(doc.get("value", 0)), *live])

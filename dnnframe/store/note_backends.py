@@ -18,15 +18,19 @@ from ..exceptions import NotFoundError
 from .notes import NoteRecord, conflict
 
 # kind -> (notes table, its key column, the table that key references)
-NOTE_TABLES = {"experiment": ("experiment_notes", "experiment_id", "experiments"),
-               "trial": ("trial_notes", "trial_id", "trials")}
+NOTE_TABLES = {
+    "experiment": ("experiment_notes", "experiment_id", "experiments"),
+    "trial": ("trial_notes", "trial_id", "trials"),
+}
 
 
 def _read_sql(kind: str, mark: str) -> str:
     """The target's id and its note's columns (NULL when it has none): no row, no target."""
     table, key, targets = NOTE_TABLES[kind]
-    return (f"SELECT t.id, n.text, n.version, n.updated_at FROM {targets} t LEFT JOIN {table} n "
-            f"ON n.{key} = t.id WHERE t.id = {mark}")
+    return (
+        f"SELECT t.id, n.text, n.version, n.updated_at FROM {targets} t LEFT JOIN {table} n "
+        f"ON n.{key} = t.id WHERE t.id = {mark}"
+    )
 
 
 def _note(row: tuple) -> NoteRecord:
@@ -49,8 +53,9 @@ class MemoryNotes:
             self._note_target(d, kind, target_id)
             return d.notes.get((kind, target_id), NoteRecord())
 
-    def _write_note(self, kind: str, target_id: str, text: str, expected_version: int | None,
-                    at: float) -> NoteRecord:
+    def _write_note(
+        self, kind: str, target_id: str, text: str, expected_version: int | None, at: float
+    ) -> NoteRecord:
         with self._locked() as d:
             self._note_target(d, kind, target_id)
             held = d.notes.get((kind, target_id), NoteRecord())
@@ -83,8 +88,9 @@ class SQLiteNotes:
             raise NotFoundError(f"{kind} {target_id!r} not found in {self.url}")
         return _note(rows[0])
 
-    def _write_note(self, kind: str, target_id: str, text: str, expected_version: int | None,
-                    at: float) -> NoteRecord:
+    def _write_note(
+        self, kind: str, target_id: str, text: str, expected_version: int | None, at: float
+    ) -> NoteRecord:
         table, key, _ = NOTE_TABLES[kind]
         with self._tx() as c:
             row = c.execute(_read_sql(kind, "?"), (target_id,)).fetchone()
@@ -96,8 +102,11 @@ class SQLiteNotes:
             current = held.version
             if expected_version is not None and expected_version != current:
                 raise conflict(kind, target_id, expected_version, current)
-            c.execute(f"INSERT OR REPLACE INTO {table} ({key}, text, version, updated_at) "
-                      "VALUES (?, ?, ?, ?)", (target_id, text, current + 1, at))
+            c.execute(
+                f"INSERT OR REPLACE INTO {table} ({key}, text, version, updated_at) "
+                "VALUES (?, ?, ?, ?)",
+                (target_id, text, current + 1, at),
+            )
         return NoteRecord(text, current + 1, at)
 
 
@@ -116,16 +125,23 @@ class PostgresNotes:
             raise NotFoundError(f"{kind} {target_id!r} not found in {self._where}")
         return _note(row)
 
-    def _write_note(self, kind: str, target_id: str, text: str, expected_version: int | None,
-                    at: float) -> NoteRecord:
+    def _write_note(
+        self, kind: str, target_id: str, text: str, expected_version: int | None, at: float
+    ) -> NoteRecord:
         table, key, targets = NOTE_TABLES[kind]
 
         def body(c: Any) -> NoteRecord:
-            if c.execute(f"SELECT 1 FROM {targets} WHERE id = %s FOR KEY SHARE",
-                         (target_id,)).fetchone() is None:
+            if (
+                c.execute(
+                    f"SELECT 1 FROM {targets} WHERE id = %s FOR KEY SHARE", (target_id,)
+                ).fetchone()
+                is None
+            ):
                 raise NotFoundError(f"{kind} {target_id!r} not found in {self._where}")
-            row = c.execute(f"SELECT text, version, updated_at FROM {table} WHERE {key} = %s "
-                            "FOR UPDATE", (target_id,)).fetchone()
+            row = c.execute(
+                f"SELECT text, version, updated_at FROM {table} WHERE {key} = %s FOR UPDATE",
+                (target_id,),
+            ).fetchone()
             held = NoteRecord(*row) if row else NoteRecord()
             if held.text == text:
                 return held
@@ -139,10 +155,12 @@ class PostgresNotes:
                 f"ON CONFLICT ({key}) DO UPDATE SET text = EXCLUDED.text, "
                 f"version = {table}.version + 1, updated_at = EXCLUDED.updated_at "
                 f"WHERE %s::bigint IS NULL OR {table}.version = %s::bigint RETURNING version",
-                (target_id, text, at, expected_version, expected_version)).fetchone()
+                (target_id, text, at, expected_version, expected_version),
+            ).fetchone()
             if saved is None:
-                row = c.execute(f"SELECT version FROM {table} WHERE {key} = %s",
-                                (target_id,)).fetchone()
+                row = c.execute(
+                    f"SELECT version FROM {table} WHERE {key} = %s", (target_id,)
+                ).fetchone()
                 raise conflict(kind, target_id, expected_version or 0, row[0] if row else 0)
             return NoteRecord(text, int(saved[0]), at)
 

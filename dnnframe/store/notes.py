@@ -28,8 +28,17 @@ from ..exceptions import NoteConflictError
 from .base_trials import now
 from .checks import check_experiment_id
 
-__all__ = ["MAX_NOTE_CHARS", "MAX_NOTE_VERSION", "NOTE_KINDS", "NOTE_TEXT_PATTERN", "NoteMethods",
-           "NoteRecord", "check_note_text", "check_note_version", "conflict"]
+__all__ = [
+    "MAX_NOTE_CHARS",
+    "MAX_NOTE_VERSION",
+    "NOTE_KINDS",
+    "NOTE_TEXT_PATTERN",
+    "NoteMethods",
+    "NoteRecord",
+    "check_note_text",
+    "check_note_version",
+    "conflict",
+]
 
 # A note is prose, not a data store: long enough for pages of findings, short enough that
 # every page showing one stays light.
@@ -61,17 +70,21 @@ def check_note_text(text: object) -> str:
     if not isinstance(text, str):
         raise ValueError(f"note text must be a string, got {type(text).__name__}")
     if len(text) > MAX_NOTE_CHARS:
-        raise ValueError(f"note text must be at most {MAX_NOTE_CHARS:,} characters, got "
-                         f"{len(text):,}")
+        raise ValueError(
+            f"note text must be at most {MAX_NOTE_CHARS:,} characters, got {len(text):,}"
+        )
     bad = _FORBIDDEN.search(text)
     if bad:
-        raise ValueError("note text must not contain control characters other than tabs and "
-                         f"line breaks, got {bad.group()!r} at character {bad.start() + 1}")
+        raise ValueError(
+            "note text must not contain control characters other than tabs and "
+            f"line breaks, got {bad.group()!r} at character {bad.start() + 1}"
+        )
     try:
         text.encode("utf-8")
     except UnicodeEncodeError as e:  # a lone surrogate, which no store can hold
-        raise ValueError(f"note text must be valid Unicode, got a lone surrogate at character "
-                         f"{e.start + 1}") from None
+        raise ValueError(
+            f"note text must be valid Unicode, got a lone surrogate at character {e.start + 1}"
+        ) from None
     return text
 
 
@@ -80,10 +93,14 @@ def check_note_version(version: object) -> int | None:
     ValueError naming it."""
     if version is None:
         return None
-    if (isinstance(version, bool) or not isinstance(version, int)
-            or not 0 <= version <= MAX_NOTE_VERSION):
-        raise ValueError(f"note version must be an integer from 0 to {MAX_NOTE_VERSION}, got "
-                         f"{version!r:.40}")
+    if (
+        isinstance(version, bool)
+        or not isinstance(version, int)
+        or not 0 <= version <= MAX_NOTE_VERSION
+    ):
+        raise ValueError(
+            f"note version must be an integer from 0 to {MAX_NOTE_VERSION}, got {version!r:.40}"
+        )
     return version
 
 
@@ -91,7 +108,9 @@ def conflict(kind: str, target_id: str, expected: int, current: int) -> NoteConf
     """The refusal of a save made from version ``expected`` of a note now at ``current``."""
     return NoteConflictError(
         f"the note of {kind} {target_id!r} was saved by someone else since version {expected} "
-        f"(it is at version {current} now): read it again before saving over it", current)
+        f"(it is at version {current} now): read it again before saving over it",
+        current,
+    )
 
 
 def _check_trial_id(trial_id: str) -> None:
@@ -111,8 +130,9 @@ class NoteMethods(abc.ABC):
         check_experiment_id(experiment_id)
         return self._read_note("experiment", experiment_id)
 
-    def set_experiment_note(self, experiment_id: str, text: str,
-                            expected_version: int | None = None) -> NoteRecord:
+    def set_experiment_note(
+        self, experiment_id: str, text: str, expected_version: int | None = None
+    ) -> NoteRecord:
         """Replace an experiment's note with ``text`` (``""`` empties it); returns it as
         stored, its ``version`` one more than before (the same when it held ``text``).
 
@@ -123,8 +143,13 @@ class NoteMethods(abc.ABC):
             :func:`check_note_version` refuses.
         """
         check_experiment_id(experiment_id)
-        return self._write_note("experiment", experiment_id, check_note_text(text),
-                                check_note_version(expected_version), now())
+        return self._write_note(
+            "experiment",
+            experiment_id,
+            check_note_text(text),
+            check_note_version(expected_version),
+            now(),
+        )
 
     def trial_note(self, trial_id: str) -> NoteRecord:
         """The note of a trial (shared by every experiment the trial belongs to); as
@@ -132,13 +157,15 @@ class NoteMethods(abc.ABC):
         _check_trial_id(trial_id)
         return self._read_note("trial", trial_id)
 
-    def set_trial_note(self, trial_id: str, text: str,
-                       expected_version: int | None = None) -> NoteRecord:
+    def set_trial_note(
+        self, trial_id: str, text: str, expected_version: int | None = None
+    ) -> NoteRecord:
         """Replace a trial's note; as :meth:`set_experiment_note`. The trial's state,
         results and ``seq`` are untouched, whatever state it is in."""
         _check_trial_id(trial_id)
-        return self._write_note("trial", trial_id, check_note_text(text),
-                                check_note_version(expected_version), now())
+        return self._write_note(
+            "trial", trial_id, check_note_text(text), check_note_version(expected_version), now()
+        )
 
     @abc.abstractmethod
     def _read_note(self, kind: str, target_id: str) -> NoteRecord:
@@ -146,8 +173,9 @@ class NoteMethods(abc.ABC):
         when that experiment or trial does not exist."""
 
     @abc.abstractmethod
-    def _write_note(self, kind: str, target_id: str, text: str, expected_version: int | None,
-                    at: float) -> NoteRecord:
+    def _write_note(
+        self, kind: str, target_id: str, text: str, expected_version: int | None, at: float
+    ) -> NoteRecord:
         """Atomically: NotFoundError for an unknown target; the stored note unchanged when
         it holds ``text`` already; :func:`conflict` when ``expected_version`` is not None and
         differs from the stored version (0 when none); else store ``text`` at version + 1,

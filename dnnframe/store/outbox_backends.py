@@ -39,13 +39,17 @@ class SQLiteOutbox:
 
     def _hold_dispatch(self, items: list[tuple[str, str]]) -> None:
         with self._tx() as c:
-            c.executemany("INSERT OR REPLACE INTO held_dispatch (trial_id, queue, held_at) "
-                          "VALUES (?, ?, ?)", [(tid, queue, now()) for tid, queue in items])
+            c.executemany(
+                "INSERT OR REPLACE INTO held_dispatch (trial_id, queue, held_at) VALUES (?, ?, ?)",
+                [(tid, queue, now()) for tid, queue in items],
+            )
 
     def _take_dispatch(self, limit: int) -> list[tuple[str, str]]:
         with self._tx() as c:
-            rows = c.execute("SELECT trial_id, queue FROM held_dispatch ORDER BY held_at, rowid "
-                             "LIMIT ?", (limit,)).fetchall()
+            rows = c.execute(
+                "SELECT trial_id, queue FROM held_dispatch ORDER BY held_at, rowid LIMIT ?",
+                (limit,),
+            ).fetchall()
             c.executemany("DELETE FROM held_dispatch WHERE trial_id = ?", [(r[0],) for r in rows])
         return [(r[0], r[1]) for r in rows]
 
@@ -63,10 +67,14 @@ class PostgresOutbox:
         params = (now(), list(latest), list(latest.values()))  # one time for every attempt
 
         def body(c: Any) -> None:
-            c.execute("INSERT INTO held_dispatch (trial_id, queue, held_at) "
-                      "SELECT u.id, u.q, %s FROM unnest(%s::text[], %s::text[]) AS u(id, q) "
-                      "ON CONFLICT (trial_id) DO UPDATE SET queue = EXCLUDED.queue, "
-                      "held_at = EXCLUDED.held_at, ord = DEFAULT", params)
+            c.execute(
+                "INSERT INTO held_dispatch (trial_id, queue, held_at) "
+                "SELECT u.id, u.q, %s FROM unnest(%s::text[], %s::text[]) AS u(id, q) "
+                "ON CONFLICT (trial_id) DO UPDATE SET queue = EXCLUDED.queue, "
+                "held_at = EXCLUDED.held_at, ord = DEFAULT",
+                params,
+            )
+
         self._db.write(body, record=False)
 
     def _take_dispatch(self, limit: int) -> list[tuple[str, str]]:
@@ -75,6 +83,9 @@ class PostgresOutbox:
             rows = c.execute(
                 "DELETE FROM held_dispatch WHERE trial_id IN (SELECT trial_id FROM "
                 "held_dispatch ORDER BY held_at, ord LIMIT %s FOR UPDATE SKIP LOCKED) "
-                "RETURNING trial_id, queue, held_at, ord", (limit,)).fetchall()
+                "RETURNING trial_id, queue, held_at, ord",
+                (limit,),
+            ).fetchall()
             return [[r[0], r[1]] for r in sorted(rows, key=lambda r: (r[2], r[3]))]
+
         return [(tid, queue) for tid, queue in self._db.write(body)[0]]

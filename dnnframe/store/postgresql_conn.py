@@ -70,8 +70,10 @@ class PgConnections:
             raise StoreError(f"store URL {self.where!r} is not a valid PostgreSQL URL: {e}") from e
         port = str(params.get("port") or "5432")
         if not all(p.isdigit() for p in port.split(",")):  # libpq would take it for a service
-            raise StoreError(f"store URL {self.where!r} is not a valid PostgreSQL URL: "
-                             f"port {port!r} is not a number")
+            raise StoreError(
+                f"store URL {self.where!r} is not a valid PostgreSQL URL: "
+                f"port {port!r} is not a number"
+            )
         try:  # no retries here: a wrong URL is reported at once
             conn = self._conn()
         except psycopg.OperationalError as e:
@@ -87,8 +89,11 @@ class PgConnections:
     def _connect_error(self, e: psycopg.OperationalError, create: bool = True) -> StoreError:
         text = str(e).strip()
         if "does not exist" in text and "database" in text:
-            hint = ("nothing has been run with this store yet?" if not create else
-                    "create it first, e.g. createdb -h HOST -U USER NAME")
+            hint = (
+                "nothing has been run with this store yet?"
+                if not create
+                else "create it first, e.g. createdb -h HOST -U USER NAME"
+            )
             return StoreError(f"no store at {self.where!r}: {text} ({hint})")
         return StoreError(f"store URL {self.where!r}: PostgreSQL server unreachable: {text}")
 
@@ -99,11 +104,16 @@ class PgConnections:
         if getattr(local, "pid", None) != pid or getattr(local, "conn", None) is None:
             if getattr(local, "pid", None) != pid and getattr(local, "conn", None) is not None:
                 _FORK_ORPHANS.append(local.conn)  # inherited through fork: never touch it
-            conn = psycopg.connect(self.url, connect_timeout=_CONNECT_TIMEOUT_S,
-                                   application_name="dnnframe", autocommit=True)
+            conn = psycopg.connect(
+                self.url,
+                connect_timeout=_CONNECT_TIMEOUT_S,
+                application_name="dnnframe",
+                autocommit=True,
+            )
             try:
-                conn.execute("SET idle_in_transaction_session_timeout = "
-                             f"'{_IDLE_IN_TRANSACTION_S}s'")
+                conn.execute(
+                    f"SET idle_in_transaction_session_timeout = '{_IDLE_IN_TRANSACTION_S}s'"
+                )
                 conn.autocommit = False
             except BaseException:
                 conn.close()
@@ -113,8 +123,11 @@ class PgConnections:
             # behind for each: close the connections of this process's finished threads.
             with self._lock:
                 done = [c for p, t, c, _ in self._conns if p == pid and not t.is_alive()]
-                self._conns = [(p, t, c, u) for p, t, c, u in self._conns
-                               if not (p == pid and not t.is_alive())]
+                self._conns = [
+                    (p, t, c, u)
+                    for p, t, c, u in self._conns
+                    if not (p == pid and not t.is_alive())
+                ]
                 self._conns.append((pid, threading.current_thread(), local.conn, local.using))
             for c in done:
                 with contextlib.suppress(Exception):
@@ -156,8 +169,12 @@ class PgConnections:
         """Run ``body`` in one (read) transaction, retried like a write."""
         return self._attempts(body, op=None)[0]
 
-    def write(self, body: Callable[[psycopg.Connection], Any], record: bool = True,
-              encode: Callable[[Any], Any] | None = None) -> tuple[Any, bool]:
+    def write(
+        self,
+        body: Callable[[psycopg.Connection], Any],
+        record: bool = True,
+        encode: Callable[[Any], Any] | None = None,
+    ) -> tuple[Any, bool]:
         """Run ``body`` in one transaction and commit; returns ``(answer, replayed)``.
 
         With ``record`` the call's answer (``encode(answer)``, JSON) is stored with its op id
@@ -167,25 +184,38 @@ class PgConnections:
         op = uuid.uuid4().hex if record else None
         return self._attempts(body, op=op, encode=encode)
 
-    def _attempts(self, body: Callable[[psycopg.Connection], Any], op: str | None,
-                  encode: Callable[[Any], Any] | None = None) -> Any:
+    def _attempts(
+        self,
+        body: Callable[[psycopg.Connection], Any],
+        op: str | None,
+        encode: Callable[[Any], Any] | None = None,
+    ) -> Any:
         try:
             for attempt in STORE_WRITE.retrying(f"store {self.where!r}"):
                 with attempt:
-                    return self._attempt(body, op, encode,
-                                         retried=attempt.retry_state.attempt_number > 1)
+                    return self._attempt(
+                        body, op, encode, retried=attempt.retry_state.attempt_number > 1
+                    )
         except _Unreachable as e:
             raise self._connect_error(e.error) from e.error
         except (psycopg.OperationalError, errors.IdleInTransactionSessionTimeout) as e:
-            raise StoreError(f"store {self.where!r}: still failing after "
-                             f"{STORE_WRITE.attempts} attempts: {str(e).strip()}") from e
+            raise StoreError(
+                f"store {self.where!r}: still failing after "
+                f"{STORE_WRITE.attempts} attempts: {str(e).strip()}"
+            ) from e
         except AttemptAgain as e:
-            raise StoreError(f"store {self.where!r}: still failing after "
-                             f"{STORE_WRITE.attempts} attempts") from e
+            raise StoreError(
+                f"store {self.where!r}: still failing after {STORE_WRITE.attempts} attempts"
+            ) from e
         raise AssertionError("unreachable: the last attempt returns or raises")
 
-    def _attempt(self, body: Callable[[psycopg.Connection], Any], op: str | None,
-                 encode: Callable[[Any], Any] | None, retried: bool) -> Any:
+    def _attempt(
+        self,
+        body: Callable[[psycopg.Connection], Any],
+        op: str | None,
+        encode: Callable[[Any], Any] | None,
+        retried: bool,
+    ) -> Any:
         """One attempt of :meth:`_attempts`; raises what :data:`STORE_WRITE` retries when
         the server may answer the next one."""
         try:  # a server restarting refuses connections for a while: wait for it
@@ -195,13 +225,18 @@ class PgConnections:
         with self._local.using:
             return self._run(conn, body, op, encode, retried)
 
-    def _run(self, conn: psycopg.Connection, body: Callable[[psycopg.Connection], Any],
-             op: str | None, encode: Callable[[Any], Any] | None, retried: bool) -> Any:
+    def _run(
+        self,
+        conn: psycopg.Connection,
+        body: Callable[[psycopg.Connection], Any],
+        op: str | None,
+        encode: Callable[[Any], Any] | None,
+        retried: bool,
+    ) -> Any:
         """:meth:`_attempt`'s transaction on ``conn``, which this thread holds."""
         try:
             if retried and op is not None:
-                row = conn.execute("SELECT answer FROM applied_ops WHERE op = %s",
-                                   (op,)).fetchone()
+                row = conn.execute("SELECT answer FROM applied_ops WHERE op = %s", (op,)).fetchone()
                 if row is not None:
                     conn.commit()
                     return row[0], True
@@ -233,8 +268,9 @@ class PgConnections:
 
     def _record(self, conn: psycopg.Connection, op: str, answer: Any) -> None:
         t = now()
-        conn.execute("INSERT INTO applied_ops (op, answer, at) VALUES (%s, %s, %s)",
-                     (op, Jsonb(answer), t))
+        conn.execute(
+            "INSERT INTO applied_ops (op, answer, at) VALUES (%s, %s, %s)", (op, Jsonb(answer), t)
+        )
         self._writes += 1
         if self._writes % _PRUNE_EVERY == 0:
             conn.execute("DELETE FROM applied_ops WHERE at < %s", (t - _OPS_KEPT_S,))

@@ -20,7 +20,9 @@ _MIGRATION_LOCK = 0x646E6E66
 # whatever the database's locale. ``ord`` numbers rows in creation order (the tie-break of
 # every listing); ``seq`` is the change cursor (see postgresql.py).
 MIGRATIONS: list[tuple[int, str]] = [
-    (1, """
+    (
+        1,
+        """
 CREATE TABLE experiments (
     id TEXT COLLATE "C" PRIMARY KEY, name TEXT NOT NULL, spec JSONB NOT NULL,
     n_trials INTEGER NOT NULL, created_at DOUBLE PRECISION NOT NULL,
@@ -52,24 +54,42 @@ CREATE TABLE held_dispatch (
 CREATE TABLE applied_ops (
     op TEXT PRIMARY KEY, answer JSONB, at DOUBLE PRECISION NOT NULL);
 CREATE INDEX applied_ops_at ON applied_ops (at);
-"""),
-    (2, """
+""",
+    ),
+    (
+        2,
+        """
 CREATE TABLE leases (
     name TEXT COLLATE "C" PRIMARY KEY, owner TEXT NOT NULL,
     expires_at DOUBLE PRECISION NOT NULL);
-"""),
+""",
+    ),
     # notes go with what they are about (notes.py)
-    (3, """
+    (
+        3,
+        """
 CREATE TABLE experiment_notes (
     experiment_id TEXT COLLATE "C" PRIMARY KEY REFERENCES experiments(id) ON DELETE CASCADE,
     text TEXT NOT NULL, version BIGINT NOT NULL, updated_at DOUBLE PRECISION NOT NULL);
 CREATE TABLE trial_notes (
     trial_id TEXT COLLATE "C" PRIMARY KEY REFERENCES trials(id) ON DELETE CASCADE,
     text TEXT NOT NULL, version BIGINT NOT NULL, updated_at DOUBLE PRECISION NOT NULL);
-"""),
+""",
+    ),
 ]
-TABLES = ("schema_version", "experiments", "trials", "experiment_trials", "change_counter",
-          "workers", "held_dispatch", "applied_ops", "leases", "experiment_notes", "trial_notes")
+TABLES = (
+    "schema_version",
+    "experiments",
+    "trials",
+    "experiment_trials",
+    "change_counter",
+    "workers",
+    "held_dispatch",
+    "applied_ops",
+    "leases",
+    "experiment_notes",
+    "trial_notes",
+)
 
 
 def latest_version() -> int:
@@ -85,27 +105,36 @@ def migrate(conn: Any, where: str, create: bool) -> int:
     """
     with conn.transaction():
         conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
-        tables = {r[0] for r in conn.execute(
-            "SELECT table_name FROM information_schema.tables "
-            "WHERE table_schema = current_schema()")}
+        tables = {
+            r[0]
+            for r in conn.execute(
+                "SELECT table_name FROM information_schema.tables "
+                "WHERE table_schema = current_schema()"
+            )
+        }
         if "schema_version" not in tables:
             if not create:
-                raise StoreError(f"no store at {where!r}: the database holds no dnnframe "
-                                 "tables (nothing has been run with this store yet?)")
+                raise StoreError(
+                    f"no store at {where!r}: the database holds no dnnframe "
+                    "tables (nothing has been run with this store yet?)"
+                )
             if tables:
                 raise StoreCorruptError(
                     f"store {where!r}: the database holds other tables "
                     f"({', '.join(sorted(tables))}) and no dnnframe schema_version table; it "
-                    "was left untouched. Name another database in the URL.")
-            conn.execute("CREATE TABLE schema_version (version INTEGER PRIMARY KEY, "
-                         "applied_at DOUBLE PRECISION NOT NULL)")
-        version = conn.execute("SELECT coalesce(max(version), 0) FROM schema_version"
-                               ).fetchone()[0]
+                    "was left untouched. Name another database in the URL."
+                )
+            conn.execute(
+                "CREATE TABLE schema_version (version INTEGER PRIMARY KEY, "
+                "applied_at DOUBLE PRECISION NOT NULL)"
+            )
+        version = conn.execute("SELECT coalesce(max(version), 0) FROM schema_version").fetchone()[0]
         if version > latest_version():
             raise SchemaVersionError(
                 f"store {where!r} has schema version {version}, written by a newer dnnframe; "
                 f"this dnnframe reads up to version {latest_version()}. Upgrade dnnframe "
-                "(pip install -U dnnframe) to open it.")
+                "(pip install -U dnnframe) to open it."
+            )
         for number, sql in MIGRATIONS:
             if number > version:
                 conn.execute(sql)

@@ -13,10 +13,12 @@ from .records import TrialRecord, TrialState, columns_reading
 from .sorting import resolve_sort_path
 
 Conn = psycopg.Connection
-TRIAL_COLS = ("t.id, t.state, t.config, t.result, t.metrics, t.error, t.worker, t.attempts, "
-              "t.created_at, t.started_at, t.finished_at, t.heartbeat_at, t.seq, "
-              "ARRAY(SELECT experiment_id FROM experiment_trials WHERE trial_id = t.id "
-              "ORDER BY experiment_id)")
+TRIAL_COLS = (
+    "t.id, t.state, t.config, t.result, t.metrics, t.error, t.worker, t.attempts, "
+    "t.created_at, t.started_at, t.finished_at, t.heartbeat_at, t.seq, "
+    "ARRAY(SELECT experiment_id FROM experiment_trials WHERE trial_id = t.id "
+    "ORDER BY experiment_id)"
+)
 
 
 @functools.cache
@@ -31,33 +33,54 @@ EXP_COLS = "id, name, spec, n_trials, created_at, cancel_requested"
 ALL_EXPERIMENTS_CANCELLED = (
     "(EXISTS (SELECT 1 FROM experiment_trials WHERE trial_id = t.id) AND NOT EXISTS "
     "(SELECT 1 FROM experiment_trials et JOIN experiments e ON e.id = et.experiment_id "
-    "WHERE et.trial_id = t.id AND NOT e.cancel_requested))")
+    "WHERE et.trial_id = t.id AND NOT e.cancel_requested))"
+)
 # The SQL type of each column a life-cycle update writes (values travel as typed arrays).
-_COLUMN_TYPES = {"state": "text", "worker": "text", "error": "text", "result": "jsonb",
-                 "metrics": "jsonb", "attempts": "int", "started_at": "float8",
-                 "finished_at": "float8", "heartbeat_at": "float8"}
+_COLUMN_TYPES = {
+    "state": "text",
+    "worker": "text",
+    "error": "text",
+    "result": "jsonb",
+    "metrics": "jsonb",
+    "attempts": "int",
+    "started_at": "float8",
+    "finished_at": "float8",
+    "heartbeat_at": "float8",
+}
 
 
 def trial_record(row: tuple) -> TrialRecord:
     """A row of :func:`trial_cols` (a bulky field not read is NULL: its empty value)."""
     return TrialRecord(
-        id=row[0], state=TrialState(row[1]), config=row[2] if row[2] is not None else {},
-        result=row[3], metrics=row[4] if row[4] is not None else [],
-        error=row[5], worker=row[6], attempts=row[7], created_at=row[8], started_at=row[9],
-        finished_at=row[10], heartbeat_at=row[11], seq=row[12], experiment_ids=list(row[13]))
+        id=row[0],
+        state=TrialState(row[1]),
+        config=row[2] if row[2] is not None else {},
+        result=row[3],
+        metrics=row[4] if row[4] is not None else [],
+        error=row[5],
+        worker=row[6],
+        attempts=row[7],
+        created_at=row[8],
+        started_at=row[9],
+        finished_at=row[10],
+        heartbeat_at=row[11],
+        seq=row[12],
+        experiment_ids=list(row[13]),
+    )
 
 
 def statement(sql: str, params: tuple) -> Any:
     """A transaction body running one statement, answering nothing."""
+
     def body(c: Conn) -> None:
         c.execute(sql, params)
+
     return body
 
 
 def reserve(c: Conn, n: int) -> int:
     """Take ``n`` seqs (the counter row stays locked until commit); returns the first."""
-    row = c.execute("UPDATE change_counter SET value = value + %s RETURNING value",
-                    (n,)).fetchone()
+    row = c.execute("UPDATE change_counter SET value = value + %s RETURNING value", (n,)).fetchone()
     assert row is not None, "the schema creates change_counter's one row"
     return row[0] - n + 1
 
@@ -86,15 +109,20 @@ def apply_updates(c: Conn, rows: list[tuple[str, int, TrialUpdate]]) -> None:
             arrays.append(f"%s::{kind}[]")
             params.append(values)
             names.append(f"s{i}")
-            assign.append(f"{name} = u.s{i}" + ("::jsonb" if _COLUMN_TYPES[name] == "jsonb" else ""))
+            assign.append(
+                f"{name} = u.s{i}" + ("::jsonb" if _COLUMN_TYPES[name] == "jsonb" else "")
+            )
         for i, name in enumerate(incs):
             arrays.append("%s::int[]")
             params.append([r[2].inc[name] for r in group])
             names.append(f"i{i}")
             assign.append(f"{name} = {name} + u.i{i}")
-        c.execute(f"UPDATE trials SET {', '.join([*assign, 'seq = u.seq'])} FROM "
-                  f"unnest({', '.join(arrays)}) AS u({', '.join(names)}) "
-                  "WHERE trials.id = u.id", params)
+        c.execute(
+            f"UPDATE trials SET {', '.join([*assign, 'seq = u.seq'])} FROM "
+            f"unnest({', '.join(arrays)}) AS u({', '.join(names)}) "
+            "WHERE trials.id = u.id",
+            params,
+        )
 
 
 def update_each(c: Conn, update: TrialUpdate, ids: list[str]) -> None:
@@ -107,21 +135,29 @@ def update_each(c: Conn, update: TrialUpdate, ids: list[str]) -> None:
 
 def lock_trials(c: Conn, where: str, params: tuple) -> list[str]:
     """Lock the trials matching ``where`` in id order; their ids in creation order."""
-    rows = c.execute(f"SELECT t.id, t.ord FROM trials t WHERE {where} ORDER BY t.id "
-                     "FOR NO KEY UPDATE OF t", params).fetchall()
+    rows = c.execute(
+        f"SELECT t.id, t.ord FROM trials t WHERE {where} ORDER BY t.id FOR NO KEY UPDATE OF t",
+        params,
+    ).fetchall()
     return [r[0] for r in sorted(rows, key=lambda r: r[1])]
 
 
-def trials_query(experiment_id: str | None, states: list[str] | None, sort_by: str | None,
-                 descending: bool, limit: int | None, offset: int,
-                 since: int | None, fields: frozenset[str]) -> tuple[str, tuple]:
+def trials_query(
+    experiment_id: str | None,
+    states: list[str] | None,
+    sort_by: str | None,
+    descending: bool,
+    limit: int | None,
+    offset: int,
+    since: int | None,
+    fields: frozenset[str],
+) -> tuple[str, tuple]:
     """The SELECT of ``list_trials`` (arguments checked already) and its parameters."""
     where: list[str] = []
     params: list[str | int | list[str]] = []
     order_params: list[list[str]] = []
     if experiment_id is not None:
-        where.append("t.id IN (SELECT trial_id FROM experiment_trials "
-                     "WHERE experiment_id = %s)")
+        where.append("t.id IN (SELECT trial_id FROM experiment_trials WHERE experiment_id = %s)")
         params.append(experiment_id)
     if states is not None:
         where.append("t.state = ANY(%s)")

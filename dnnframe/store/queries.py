@@ -43,8 +43,9 @@ class TrialQueries(abc.ABC):
         """The trial with config, metrics and result. Raises NotFoundError if unknown."""
         return self._get_trial(trial_id)
 
-    def get_trials(self, trial_ids: list[str],
-                   fields: Iterable[str] | None = None) -> list[TrialRecord]:
+    def get_trials(
+        self, trial_ids: list[str], fields: Iterable[str] | None = None
+    ) -> list[TrialRecord]:
         """Several trials in one read, in the order of ``trial_ids`` (a repeated id once).
 
         ``fields`` as for :meth:`list_trials`.
@@ -57,12 +58,17 @@ class TrialQueries(abc.ABC):
         wanted = check_fields(fields)
         return self._get_trials(ids, wanted) if ids else []
 
-    def list_trials(self, experiment_id: str | None = None,
-                    state: StateFilter = None,
-                    sort_by: str | None = None, descending: bool = False,
-                    limit: int | None = None, offset: int = 0,
-                    since: int | None = None,
-                    fields: Iterable[str] | None = None) -> list[TrialRecord]:
+    def list_trials(
+        self,
+        experiment_id: str | None = None,
+        state: StateFilter = None,
+        sort_by: str | None = None,
+        descending: bool = False,
+        limit: int | None = None,
+        offset: int = 0,
+        since: int | None = None,
+        fields: Iterable[str] | None = None,
+    ) -> list[TrialRecord]:
         """Trials, filtered, sorted and paginated.
 
         Args:
@@ -88,8 +94,9 @@ class TrialQueries(abc.ABC):
         wanted = check_fields(fields)
         if sort_by is not None:
             resolve_sort_path(sort_by)  # refused before any backend work
-        return self._list_trials(experiment_id, state_list(state), sort_by, descending, limit, offset,
-                                 since, wanted)
+        return self._list_trials(
+            experiment_id, state_list(state), sort_by, descending, limit, offset, since, wanted
+        )
 
     def running_owners(self) -> list[TrialRecord]:
         """The RUNNING trials with who owns them and since when (``worker``,
@@ -148,9 +155,12 @@ class TrialQueries(abc.ABC):
         """The cursor for ``since``: every change up to it is visible (0 for an empty store)."""
 
     # ---------------------------------------------------------------- conveniences
-    def best_trial(self, experiment_id: str | None = None,
-                   metric: str = DEFAULT_OBJECTIVE_METRIC,
-                   mode: str = DEFAULT_OBJECTIVE_MODE) -> TrialRecord | None:
+    def best_trial(
+        self,
+        experiment_id: str | None = None,
+        metric: str = DEFAULT_OBJECTIVE_METRIC,
+        mode: str = DEFAULT_OBJECTIVE_MODE,
+    ) -> TrialRecord | None:
         """The COMPLETE trial with the best ``metric`` (any ``sort_by`` key), or None; the
         first created wins a tie (the order :func:`dnnframe.metrics.best_first` ranks in).
 
@@ -158,34 +168,42 @@ class TrialQueries(abc.ABC):
             ValueError: ``mode`` not "max"/"min" or a bad metric key.
         """
         check_mode(mode)
-        rows = self.list_trials(experiment_id=experiment_id, state=SCORED_STATE,
-                                sort_by=metric, descending=(mode == "max"), limit=1)
+        rows = self.list_trials(
+            experiment_id=experiment_id,
+            state=SCORED_STATE,
+            sort_by=metric,
+            descending=(mode == "max"),
+            limit=1,
+        )
         if not rows or rows[0].value(metric) is None:
             return None
         return rows[0]
 
-    def iter_trials(self, experiment_id: str | None = None,
-                    state: StateFilter = None,
-                    page_size: int = 500) -> Iterator[TrialRecord]:
+    def iter_trials(
+        self, experiment_id: str | None = None, state: StateFilter = None, page_size: int = 500
+    ) -> Iterator[TrialRecord]:
         """Every matching trial in creation order, fetched a page at a time."""
         if not isinstance(page_size, int) or page_size < 1:
             raise ValueError(f"page_size must be an integer >= 1, got {page_size!r}")
         offset = 0
         while True:
-            page = self.list_trials(experiment_id=experiment_id, state=state, limit=page_size,
-                                    offset=offset)
+            page = self.list_trials(
+                experiment_id=experiment_id, state=state, limit=page_size, offset=offset
+            )
             yield from page
             if len(page) < page_size:
                 return
             offset += len(page)
 
-    def export_jsonl(self, out: str | Path | TextIO, experiment_id: str | None = None,
-                     state: StateFilter = None) -> int:
+    def export_jsonl(
+        self, out: str | Path | TextIO, experiment_id: str | None = None, state: StateFilter = None
+    ) -> int:
         """Write one JSON object per trial (``TrialRecord.to_dict()``, everything). Returns rows."""
         return write_jsonl(self.iter_trials(experiment_id, state), out)
 
-    def export_csv(self, out: str | Path | TextIO, experiment_id: str | None = None,
-                   state: StateFilter = None) -> int:
+    def export_csv(
+        self, out: str | Path | TextIO, experiment_id: str | None = None, state: StateFilter = None
+    ) -> int:
         """Write one flat row per trial (:func:`dnnframe.store.rows.export_row`: ids, state,
         ISO 8601 UTC times, ``config.*`` and ``result.*``). Returns the number of rows."""
         return write_csv(self.iter_trials(experiment_id, state), out)
@@ -200,9 +218,17 @@ class TrialQueries(abc.ABC):
         """:meth:`get_trial`, its arguments checked."""
 
     @abc.abstractmethod
-    def _list_trials(self, experiment_id: str | None, states: list[str] | None,
-                     sort_by: str | None, descending: bool, limit: int | None, offset: int,
-                     since: int | None, fields: frozenset[str]) -> list[TrialRecord]:
+    def _list_trials(
+        self,
+        experiment_id: str | None,
+        states: list[str] | None,
+        sort_by: str | None,
+        descending: bool,
+        limit: int | None,
+        offset: int,
+        since: int | None,
+        fields: frozenset[str],
+    ) -> list[TrialRecord]:
         """:meth:`list_trials`, its arguments checked."""
 
     @abc.abstractmethod

@@ -59,8 +59,9 @@ class ExperimentRecord:
         if running:
             return status.RUNNING.value
         # a cancel that came after everything had finished cancelled nothing
-        if self.cancel_requested and not (self.is_finished and
-                                          not self.counts.get(TrialState.CANCELLED.value)):
+        if self.cancel_requested and not (
+            self.is_finished and not self.counts.get(TrialState.CANCELLED.value)
+        ):
             return status.CANCELLED.value
         if queued:
             return (status.RUNNING if queued < total else status.QUEUED).value
@@ -117,17 +118,17 @@ class TrialRecord:
     id: str
     experiment_ids: list[str]
     state: TrialState
-    config: dict[str, Any]               # TrialConfig.model_dump(mode="json")
+    config: dict[str, Any]  # TrialConfig.model_dump(mode="json")
     result: dict[str, Any] | None = None  # TrialResult.to_dict() once finished
     metrics: list[dict[str, Any]] = field(default_factory=list)  # one dict per epoch
-    error: str | None = None             # traceback / reason for FAILED, DIVERGED, CANCELLED
+    error: str | None = None  # traceback / reason for FAILED, DIVERGED, CANCELLED
     worker: str | None = None
-    attempts: int = 0                    # how many times it was claimed (delivery cap)
+    attempts: int = 0  # how many times it was claimed (delivery cap)
     created_at: float = 0.0
     started_at: float | None = None
     finished_at: float | None = None
     heartbeat_at: float | None = None
-    seq: int = 0                         # monotonically increasing change cursor
+    seq: int = 0  # monotonically increasing change cursor
 
     def __post_init__(self) -> None:
         # A finished trial's learning curve is stored once, in ``metrics``; its result

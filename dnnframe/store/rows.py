@@ -30,12 +30,19 @@ if TYPE_CHECKING:
 
 # Each swept column of a row and where it lives in a trial's config.
 CONFIG_PATHS = {
-    "dataset": "config.dataset.name", "hidden_layers": "config.model.hidden_layers",
-    "width": "config.model.width", "activation": "config.model.activation",
-    "init": "config.model.init", "dropout": "config.model.dropout",
-    "residual": "config.model.residual", "optimizer": "config.training.optimizer",
-    "learning_rate": "config.training.learning_rate", "batch_size": "config.training.batch_size",
-    "max_epochs": "config.training.max_epochs", "l2": "config.training.l2", "seed": "config.seed",
+    "dataset": "config.dataset.name",
+    "hidden_layers": "config.model.hidden_layers",
+    "width": "config.model.width",
+    "activation": "config.model.activation",
+    "init": "config.model.init",
+    "dropout": "config.model.dropout",
+    "residual": "config.model.residual",
+    "optimizer": "config.training.optimizer",
+    "learning_rate": "config.training.learning_rate",
+    "batch_size": "config.training.batch_size",
+    "max_epochs": "config.training.max_epochs",
+    "l2": "config.training.l2",
+    "seed": "config.seed",
 }
 CONFIG_COLUMNS = tuple(CONFIG_PATHS)
 # Kept out of CSV rows: the per-epoch history and the environment would explode the columns
@@ -111,8 +118,16 @@ def summary_rows(store: ResultStore, experiment_id: str, metric: str) -> list[di
     trials with their learning curves."""
     path = resolve_sort_path(metric)
     values = store.trial_values(experiment_id, [*CONFIG_PATHS.values(), path])
-    return [{"trial_id": v["id"], "state": v["state"].value, **config_columns(v),
-             metric: v[path], "error": error_summary(v["error"])} for v in values]
+    return [
+        {
+            "trial_id": v["id"],
+            "state": v["state"].value,
+            **config_columns(v),
+            metric: v[path],
+            "error": error_summary(v["error"]),
+        }
+        for v in values
+    ]
 
 
 def export_row(trial: TrialRecord) -> dict[str, Any]:
@@ -121,10 +136,15 @@ def export_row(trial: TrialRecord) -> dict[str, Any]:
     Lists are written as JSON; the result's history and environment are left out.
     """
     row: dict[str, Any] = {
-        "id": trial.id, "experiment_ids": " ".join(trial.experiment_ids),
-        "state": trial.state.value, "attempts": trial.attempts, "worker": trial.worker,
-        "created_at": iso_utc(trial.created_at), "started_at": iso_utc(trial.started_at),
-        "finished_at": iso_utc(trial.finished_at), "epochs_logged": len(trial.metrics),
+        "id": trial.id,
+        "experiment_ids": " ".join(trial.experiment_ids),
+        "state": trial.state.value,
+        "attempts": trial.attempts,
+        "worker": trial.worker,
+        "created_at": iso_utc(trial.created_at),
+        "started_at": iso_utc(trial.started_at),
+        "finished_at": iso_utc(trial.finished_at),
+        "epochs_logged": len(trial.metrics),
         "error": error_summary(trial.error),
     }
     _flatten("config", trial.config, row)

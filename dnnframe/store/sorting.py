@@ -9,8 +9,17 @@ from ..jsonsafe import dumps
 from ..metrics import FINAL_METRICS
 
 # Columns ``list_trials(sort_by=...)`` accepts as they are.
-SORT_COLUMNS = ("created_at", "started_at", "finished_at", "heartbeat_at", "state", "attempts",
-                "seq", "worker", "id")
+SORT_COLUMNS = (
+    "created_at",
+    "started_at",
+    "finished_at",
+    "heartbeat_at",
+    "state",
+    "attempts",
+    "seq",
+    "worker",
+    "id",
+)
 # Short names for values inside the stored result.
 SORT_ALIASES = {
     **{m: f"result.metrics.{m}" for m in FINAL_METRICS},
@@ -42,12 +51,16 @@ def resolve_sort_path(sort_by: str) -> str:
         return sort_by
     path = SORT_ALIASES.get(sort_by, sort_by)
     parts = path.split(".")
-    if parts[0] not in ("result", "config") or len(parts) < 2 or not all(
-            _PATH_PART.match(p) for p in parts):
+    if (
+        parts[0] not in ("result", "config")
+        or len(parts) < 2
+        or not all(_PATH_PART.match(p) for p in parts)
+    ):
         raise ValueError(
             f"sort_by={sort_by!r} is not a sort key: use one of {', '.join(SORT_KEYS)}, or a "
             "dotted path of identifiers starting with 'result.' or 'config.' "
-            "(e.g. 'config.model.hidden_layers')")
+            "(e.g. 'config.model.hidden_layers')"
+        )
     return path
 
 
@@ -66,8 +79,10 @@ def since_order_fault(sort_by: str | None, descending: bool) -> str | None:
 
 def since_order_message(given: str) -> str:
     """The refusal of a ``since=`` query whose order was ``given`` (``"sort_by='x'"``)."""
-    return (f"since= pages in ascending change order only (sort_by None or 'seq', descending "
-            f"False), but got {given}: in any other order the cursor would skip rows")
+    return (
+        f"since= pages in ascending change order only (sort_by None or 'seq', descending "
+        f"False), but got {given}: in any other order the cursor would skip rows"
+    )
 
 
 def check_since_order(since: int | None, sort_by: str | None, descending: bool) -> None:

@@ -45,8 +45,9 @@ from .worker_backends import SQLiteWorkers
 __all__ = ["SQLiteStore", "parse_sqlite_url"]
 
 
-class SQLiteStore(SQLiteLeases, SQLiteNotes, SQLiteOutbox, SQLiteWorkers, SQLiteTrials,
-                  ResultStore):
+class SQLiteStore(
+    SQLiteLeases, SQLiteNotes, SQLiteOutbox, SQLiteWorkers, SQLiteTrials, ResultStore
+):
     """ResultStore in one SQLite file (WAL mode); one connection per process and thread."""
 
     def __init__(self, path: str | Path, url: str | None = None, create: bool = True):
@@ -58,46 +59,66 @@ class SQLiteStore(SQLiteLeases, SQLiteNotes, SQLiteOutbox, SQLiteWorkers, SQLite
         self._file.close()
 
     # ------------------------------------------------------------ experiments
-    def _create_experiment(self, experiment_id: str, name: str, spec: dict[str, Any],
-                           n_trials: int) -> ExperimentRecord:
+    def _create_experiment(
+        self, experiment_id: str, name: str, spec: dict[str, Any], n_trials: int
+    ) -> ExperimentRecord:
         with self._tx() as c:
-            c.execute("INSERT OR IGNORE INTO experiments (id, name, spec, n_trials, created_at) "
-                      "VALUES (?, ?, ?, ?, ?)", (experiment_id, name, dumps(spec), n_trials, now()))
+            c.execute(
+                "INSERT OR IGNORE INTO experiments (id, name, spec, n_trials, created_at) "
+                "VALUES (?, ?, ?, ?, ?)",
+                (experiment_id, name, dumps(spec), n_trials, now()),
+            )
         return self.get_experiment(experiment_id)
 
     @staticmethod
     def _experiment(row: tuple, tally: TrialTally) -> ExperimentRecord:
-        return ExperimentRecord(id=row[0], name=row[1], spec=json.loads(row[2]), n_trials=row[3],
-                                created_at=row[4], cancel_requested=bool(row[5]),
-                                counts=tally.counts, reruns=tally.reruns)
+        return ExperimentRecord(
+            id=row[0],
+            name=row[1],
+            spec=json.loads(row[2]),
+            n_trials=row[3],
+            created_at=row[4],
+            cancel_requested=bool(row[5]),
+            counts=tally.counts,
+            reruns=tally.reruns,
+        )
 
     def _get_experiment(self, experiment_id: str) -> ExperimentRecord:
-        rows = self._read("SELECT id, name, spec, n_trials, created_at, cancel_requested "
-                          "FROM experiments WHERE id = ?", (experiment_id,))
+        rows = self._read(
+            "SELECT id, name, spec, n_trials, created_at, cancel_requested "
+            "FROM experiments WHERE id = ?",
+            (experiment_id,),
+        )
         if not rows:
             raise NotFoundError(f"experiment {experiment_id!r} not found in {self.url}")
-        return self._experiment(rows[0], self._tally_many([experiment_id]).get(experiment_id,
-                                                                               TrialTally()))
+        return self._experiment(
+            rows[0], self._tally_many([experiment_id]).get(experiment_id, TrialTally())
+        )
 
     def _list_experiments(self, limit: int | None, offset: int) -> list[ExperimentRecord]:
-        rows = self._read("SELECT id, name, spec, n_trials, created_at, cancel_requested "
-                          "FROM experiments ORDER BY created_at DESC, rowid DESC LIMIT ? OFFSET ?",
-                          (-1 if limit is None else limit, offset))
+        rows = self._read(
+            "SELECT id, name, spec, n_trials, created_at, cancel_requested "
+            "FROM experiments ORDER BY created_at DESC, rowid DESC LIMIT ? OFFSET ?",
+            (-1 if limit is None else limit, offset),
+        )
         tallies = self._tally_many([r[0] for r in rows])
         return [self._experiment(r, tallies.get(r[0], TrialTally())) for r in rows]
 
     def _delete_experiment(self, experiment_id: str) -> int:
         with self._tx() as c:
-            if c.execute("SELECT 1 FROM experiments WHERE id = ?", (experiment_id,)).fetchone() is None:
+            if (
+                c.execute("SELECT 1 FROM experiments WHERE id = ?", (experiment_id,)).fetchone()
+                is None
+            ):
                 return 0
             rows = c.execute(
                 "SELECT t.id, t.state, EXISTS (SELECT 1 FROM experiment_trials o WHERE "
                 "o.trial_id = t.id AND o.experiment_id != ?) FROM experiment_trials et JOIN "
                 "trials t ON t.id = et.trial_id WHERE et.experiment_id = ? ORDER BY t.rowid",
-                (experiment_id, experiment_id)).fetchall()
+                (experiment_id, experiment_id),
+            ).fetchall()
             own = [tid for tid, _, shared in rows if not shared]
-            active = [tid for tid, state, shared in rows
-                      if not shared and state in ACTIVE]
+            active = [tid for tid, state, shared in rows if not shared and state in ACTIVE]
             if active:
                 raise active_error(experiment_id, active)
             c.execute("DELETE FROM experiment_trials WHERE experiment_id = ?", (experiment_id,))
@@ -112,9 +133,11 @@ class SQLiteStore(SQLiteLeases, SQLiteNotes, SQLiteOutbox, SQLiteWorkers, SQLite
         if experiment_id is None:
             rows = self._read("SELECT state, count(*) FROM trials GROUP BY state")
         else:
-            rows = self._read("SELECT t.state, count(*) FROM experiment_trials et JOIN trials t "
-                              "ON t.id = et.trial_id WHERE et.experiment_id = ? GROUP BY t.state",
-                              (experiment_id,))
+            rows = self._read(
+                "SELECT t.state, count(*) FROM experiment_trials et JOIN trials t "
+                "ON t.id = et.trial_id WHERE et.experiment_id = ? GROUP BY t.state",
+                (experiment_id,),
+            )
         return {s: n for s, n in rows}
 
     def _tally_many(self, experiment_ids: list[str]) -> dict[str, TrialTally]:
@@ -123,32 +146,51 @@ class SQLiteStore(SQLiteLeases, SQLiteNotes, SQLiteOutbox, SQLiteWorkers, SQLite
             rows += self._read(
                 "SELECT et.experiment_id, t.state, t.attempts > 1, count(*) FROM "
                 "experiment_trials et JOIN trials t ON t.id = et.trial_id WHERE "
-                f"et.experiment_id IN ({marks(chunk)}) GROUP BY 1, 2, 3", chunk)
+                f"et.experiment_id IN ({marks(chunk)}) GROUP BY 1, 2, 3",
+                chunk,
+            )
         return tally_rows(rows)
 
     def _cancel_experiment(self, experiment_id: str) -> int:
         with self._tx() as c:
-            if c.execute("UPDATE experiments SET cancel_requested = 1 WHERE id = ?",
-                         (experiment_id,)).rowcount == 0:
+            if (
+                c.execute(
+                    "UPDATE experiments SET cancel_requested = 1 WHERE id = ?", (experiment_id,)
+                ).rowcount
+                == 0
+            ):
                 raise NotFoundError(f"experiment {experiment_id!r} not found in {self.url}")
-            ids = [r[0] for r in c.execute(
-                "SELECT id FROM trials WHERE state = 'QUEUED' AND id IN (SELECT trial_id FROM "
-                f"experiment_trials WHERE experiment_id = ?) AND {ALL_EXPERIMENTS_CANCELLED} "
-                "ORDER BY rowid", (experiment_id,))]
+            ids = [
+                r[0]
+                for r in c.execute(
+                    "SELECT id FROM trials WHERE state = 'QUEUED' AND id IN (SELECT trial_id FROM "
+                    f"experiment_trials WHERE experiment_id = ?) AND {ALL_EXPERIMENTS_CANCELLED} "
+                    "ORDER BY rowid",
+                    (experiment_id,),
+                )
+            ]
             update_each(c, cancel_before_start(now()), ids)
             return len(ids)
 
     def _requeue_trials(self, experiment_id: str, names: list[str]) -> list[str]:
         with self._tx() as c:
-            if c.execute("UPDATE experiments SET cancel_requested = 0 WHERE id = ?",
-                         (experiment_id,)).rowcount == 0:
+            if (
+                c.execute(
+                    "UPDATE experiments SET cancel_requested = 0 WHERE id = ?", (experiment_id,)
+                ).rowcount
+                == 0
+            ):
                 raise NotFoundError(f"experiment {experiment_id!r} not found in {self.url}")
             if not names:
                 return []
-            ids = [r[0] for r in c.execute(
-                f"SELECT id FROM trials WHERE state IN ({', '.join('?' * len(names))}) AND id IN "
-                "(SELECT trial_id FROM experiment_trials WHERE experiment_id = ?) ORDER BY rowid",
-                (*names, experiment_id))]
+            ids = [
+                r[0]
+                for r in c.execute(
+                    f"SELECT id FROM trials WHERE state IN ({', '.join('?' * len(names))}) AND id IN "
+                    "(SELECT trial_id FROM experiment_trials WHERE experiment_id = ?) ORDER BY rowid",
+                    (*names, experiment_id),
+                )
+            ]
             update_each(c, REQUEUE_RESET, ids)
         return sorted(ids)
 
@@ -157,18 +199,25 @@ class SQLiteStore(SQLiteLeases, SQLiteNotes, SQLiteOutbox, SQLiteWorkers, SQLite
         rows = [(tid, dumps(config)) for tid, config in trials]
         t = now()
         with self._tx() as c:
-            if c.execute("SELECT 1 FROM experiments WHERE id = ?", (experiment_id,)).fetchone() is None:
+            if (
+                c.execute("SELECT 1 FROM experiments WHERE id = ?", (experiment_id,)).fetchone()
+                is None
+            ):
                 raise NotFoundError(f"experiment {experiment_id!r} not found in {self.url}")
             # One seq per row (gaps where an existing id is ignored are harmless): a cursor
             # reader paging with a limit must never meet a tie larger than its page.
             seq = next_seq(c)
             before = c.total_changes
-            c.executemany("INSERT OR IGNORE INTO trials (id, state, config, created_at, seq) "
-                          f"VALUES (?, 'QUEUED', ?, {t!r}, ?)",
-                          [(tid, cfg, seq + i) for i, (tid, cfg) in enumerate(rows)])
+            c.executemany(
+                "INSERT OR IGNORE INTO trials (id, state, config, created_at, seq) "
+                f"VALUES (?, 'QUEUED', ?, {t!r}, ?)",
+                [(tid, cfg, seq + i) for i, (tid, cfg) in enumerate(rows)],
+            )
             created = c.total_changes - before
-            c.executemany("INSERT OR IGNORE INTO experiment_trials (experiment_id, trial_id) "
-                          "VALUES (?, ?)", [(experiment_id, r[0]) for r in rows])
+            c.executemany(
+                "INSERT OR IGNORE INTO experiment_trials (experiment_id, trial_id) VALUES (?, ?)",
+                [(experiment_id, r[0]) for r in rows],
+            )
         return created
 
     # ------------------------------------------------------------ queries
@@ -179,14 +228,27 @@ class SQLiteStore(SQLiteLeases, SQLiteNotes, SQLiteOutbox, SQLiteWorkers, SQLite
         return trial_record(rows[0])
 
     def _get_trials(self, trial_ids: list[str], fields: frozenset[str]) -> list[TrialRecord]:
-        got = {r[0]: trial_record(r) for chunk in chunks(trial_ids) for r in self._read(
-            f"SELECT {trial_cols(fields)} FROM trials t WHERE t.id IN ({marks(chunk)})", chunk)}
+        got = {
+            r[0]: trial_record(r)
+            for chunk in chunks(trial_ids)
+            for r in self._read(
+                f"SELECT {trial_cols(fields)} FROM trials t WHERE t.id IN ({marks(chunk)})", chunk
+            )
+        }
         self._require(trial_ids, got)
         return [got[tid] for tid in trial_ids]
 
-    def _list_trials(self, experiment_id: str | None, states: list[str] | None,
-                     sort_by: str | None, descending: bool, limit: int | None, offset: int,
-                     since: int | None, fields: frozenset[str]) -> list[TrialRecord]:
+    def _list_trials(
+        self,
+        experiment_id: str | None,
+        states: list[str] | None,
+        sort_by: str | None,
+        descending: bool,
+        limit: int | None,
+        offset: int,
+        since: int | None,
+        fields: frozenset[str],
+    ) -> list[TrialRecord]:
         where: list[str] = []
         params: list[str | int] = []
         if experiment_id is not None:
@@ -200,8 +262,11 @@ class SQLiteStore(SQLiteLeases, SQLiteNotes, SQLiteOutbox, SQLiteWorkers, SQLite
             params.append(since)
         direction = "DESC" if descending else "ASC"
         if sort_by is None:
-            order = f"t.seq {direction}, t.rowid {direction}" if since is not None else \
-                f"t.created_at {direction}, t.rowid {direction}"
+            order = (
+                f"t.seq {direction}, t.rowid {direction}"
+                if since is not None
+                else f"t.created_at {direction}, t.rowid {direction}"
+            )
         else:
             path = resolve_sort_path(sort_by)
             if "." in path:
@@ -224,8 +289,10 @@ class SQLiteStore(SQLiteLeases, SQLiteNotes, SQLiteOutbox, SQLiteWorkers, SQLite
         rows = self._read(
             "SELECT json_extract(t.metrics, ?) FROM experiment_trials et JOIN trials t "
             "ON t.id = et.trial_id WHERE et.experiment_id = ? AND "
-            "json_extract(t.metrics, ?) = ?", (f"{at}.{metric}", experiment_id, f"{at}.epoch", epoch))
-        return [float(v) for v, in rows if is_number(v)]
+            "json_extract(t.metrics, ?) = ?",
+            (f"{at}.{metric}", experiment_id, f"{at}.epoch", epoch),
+        )
+        return [float(v) for (v,) in rows if is_number(v)]
 
     def _trial_values(self, experiment_id: str, paths: tuple[str, ...]) -> list[dict[str, Any]]:
         # one json_extract of several paths per column: a JSON array of their values, parsed
@@ -236,14 +303,19 @@ class SQLiteStore(SQLiteLeases, SQLiteNotes, SQLiteOutbox, SQLiteWorkers, SQLite
         for p in paths:
             by_column.setdefault(p.split(".")[0], []).append("$." + p.split(".", 1)[1])
         columns = list(by_column)
-        cols = "".join(f", json_extract(t.{c}, {', '.join('?' * max(2, len(by_column[c])))})"
-                       for c in columns)
-        params: list[Any] = [q for c in columns
-                             for q in (by_column[c] * 2 if len(by_column[c]) == 1 else by_column[c])]
+        cols = "".join(
+            f", json_extract(t.{c}, {', '.join('?' * max(2, len(by_column[c])))})" for c in columns
+        )
+        params: list[Any] = [
+            q
+            for c in columns
+            for q in (by_column[c] * 2 if len(by_column[c]) == 1 else by_column[c])
+        ]
         rows = self._read(
             f"SELECT t.id, t.state, t.error{cols} FROM trials t WHERE t.id IN (SELECT trial_id "
             "FROM experiment_trials WHERE experiment_id = ?) ORDER BY t.created_at, t.rowid",
-            [*params, experiment_id])
+            [*params, experiment_id],
+        )
         names = [[p for p in paths if p.split(".")[0] == c] for c in columns]
         nothing = [[None] * len(n) for n in names]
         out = []

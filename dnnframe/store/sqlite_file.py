@@ -55,15 +55,20 @@ CREATE TABLE IF NOT EXISTS trial_notes (
     text TEXT NOT NULL, version INTEGER NOT NULL, updated_at REAL NOT NULL) WITHOUT ROWID;
 """
 
+
 def parse_sqlite_url(url: str) -> Path:
     """``sqlite:///rel/path.db`` → ``rel/path.db``; ``sqlite:////abs/path.db`` → ``/abs/path.db``."""
     if not url.startswith("sqlite:///"):
-        raise StoreError(f"store URL {url!r}: a SQLite URL looks like sqlite:///relative/path.db "
-                         "or sqlite:////absolute/path.db")
-    path = url[len("sqlite:///"):]
+        raise StoreError(
+            f"store URL {url!r}: a SQLite URL looks like sqlite:///relative/path.db "
+            "or sqlite:////absolute/path.db"
+        )
+    path = url[len("sqlite:///") :]
     if path in ("", ":memory:") or path.startswith("file:"):
-        raise StoreError(f"store URL {url!r}: an in-memory or URI SQLite store cannot be shared "
-                         "by worker processes; give a file path")
+        raise StoreError(
+            f"store URL {url!r}: an in-memory or URI SQLite store cannot be shared "
+            "by worker processes; give a file path"
+        )
     return Path(path)
 
 
@@ -85,8 +90,10 @@ class SQLiteFile:
             # Read-only callers (status, ls, export, report) must not leave an empty store
             # behind for a mistyped path; an existing empty database is left untouched too.
             what = "the file is an empty database" if self.path.exists() else "no such file"
-            raise StoreError(f"no store at {str(self.path)!r} ({what}; nothing has been run "
-                             "with this store yet?)")
+            raise StoreError(
+                f"no store at {str(self.path)!r} ({what}; nothing has been run "
+                "with this store yet?)"
+            )
         self._init_schema()
 
     # ------------------------------------------------------------ opening and safety
@@ -113,29 +120,34 @@ class SQLiteFile:
         except sqlite3.Error as e:
             raise StoreError(f"store file {str(p)!r} cannot be opened: {e}") from e
         try:
-            tables = {r[0] for r in ro.execute(
-                "SELECT name FROM sqlite_master WHERE type = 'table'")}
+            tables = {
+                r[0] for r in ro.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+            }
             if not tables:
                 return False
             if _META not in tables:
                 raise StoreCorruptError(
                     f"store file {str(p)!r} is a SQLite database but not a dnnframe store "
-                    f"(tables: {', '.join(sorted(tables))}); it was left untouched.")
+                    f"(tables: {', '.join(sorted(tables))}); it was left untouched."
+                )
             row = ro.execute(f"SELECT value FROM {_META} WHERE key = 'schema_version'").fetchone()
             version = int(row[0]) if row else 0
             if version > SCHEMA_VERSION:
                 raise SchemaVersionError(
                     f"store file {str(p)!r} has schema version {version}, written by a newer "
                     f"dnnframe; this dnnframe reads up to version {SCHEMA_VERSION}. Upgrade "
-                    "dnnframe (pip install -U dnnframe) to open it.")
+                    "dnnframe (pip install -U dnnframe) to open it."
+                )
             return True
         except sqlite3.DatabaseError as e:
             if "not a database" in str(e):
                 raise StoreCorruptError(
                     f"store file {str(p)!r} is not a SQLite database (bad header); it was left "
-                    "untouched. Point DNNFRAME_STORE_URL at another file or move this one away.") from e
+                    "untouched. Point DNNFRAME_STORE_URL at another file or move this one away."
+                ) from e
             raise StoreCorruptError(
-                f"store file {str(p)!r} is damaged ({e}); it was left untouched.") from e
+                f"store file {str(p)!r} is damaged ({e}); it was left untouched."
+            ) from e
         finally:
             ro.close()
 
@@ -144,19 +156,27 @@ class SQLiteFile:
             for stmt in _SCHEMA.split(";"):
                 if stmt.strip():
                     c.execute(stmt)
-            c.execute(f"INSERT OR IGNORE INTO {_META} VALUES ('schema_version', ?)",
-                      (str(SCHEMA_VERSION),))
+            c.execute(
+                f"INSERT OR IGNORE INTO {_META} VALUES ('schema_version', ?)",
+                (str(SCHEMA_VERSION),),
+            )
             c.execute(f"INSERT OR IGNORE INTO {_META} VALUES ('created_at', ?)", (str(now()),))
 
     def _connect(self) -> sqlite3.Connection:
         try:
-            conn = sqlite3.connect(str(self.path), timeout=_BUSY_TIMEOUT_S, isolation_level=None,
-                                   check_same_thread=False)
+            conn = sqlite3.connect(
+                str(self.path),
+                timeout=_BUSY_TIMEOUT_S,
+                isolation_level=None,
+                check_same_thread=False,
+            )
             # WAL: readers never block the writer; NORMAL sync is durable across crashes of the
             # process (the OS keeps the WAL), only a power cut may lose the last commits.
             mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
             if mode.lower() != "wal":
-                raise StoreError(f"store file {str(self.path)!r}: cannot switch to WAL mode ({mode})")
+                raise StoreError(
+                    f"store file {str(self.path)!r}: cannot switch to WAL mode ({mode})"
+                )
             conn.execute("PRAGMA synchronous=NORMAL")
             conn.execute("PRAGMA foreign_keys=ON")
         except sqlite3.DatabaseError as e:
@@ -194,8 +214,10 @@ class SQLiteFile:
                 SQLITE_BUSY.call(conn.execute, "BEGIN IMMEDIATE", what=f"store {self.url!r}")
             except sqlite3.Error as e:  # a closed connection's ProgrammingError included
                 if SQLITE_BUSY.retries(e):
-                    raise StoreError(f"store {self.url!r} stayed locked by other writers for "
-                                     f"over {_BUSY_TIMEOUT_S * SQLITE_BUSY.attempts:.0f}s") from e
+                    raise StoreError(
+                        f"store {self.url!r} stayed locked by other writers for "
+                        f"over {_BUSY_TIMEOUT_S * SQLITE_BUSY.attempts:.0f}s"
+                    ) from e
                 raise self._wrap(e) from e
             try:
                 yield conn
@@ -226,4 +248,3 @@ class SQLiteFile:
         for c, using in mine:
             with using, contextlib.suppress(sqlite3.Error):
                 c.close()
-

@@ -11,10 +11,12 @@ from ..jsonsafe import dumps, loads
 from .lifecycle import TrialUpdate
 from .records import TrialRecord, TrialState, columns_reading
 
-TRIAL_COLS = ("t.id, t.state, t.config, t.result, t.metrics, t.error, t.worker, t.attempts, "
-              "t.created_at, t.started_at, t.finished_at, t.heartbeat_at, t.seq, "
-              "(SELECT json_group_array(experiment_id) FROM experiment_trials "
-              "WHERE trial_id = t.id)")
+TRIAL_COLS = (
+    "t.id, t.state, t.config, t.result, t.metrics, t.error, t.worker, t.attempts, "
+    "t.created_at, t.started_at, t.finished_at, t.heartbeat_at, t.seq, "
+    "(SELECT json_group_array(experiment_id) FROM experiment_trials "
+    "WHERE trial_id = t.id)"
+)
 
 
 @functools.cache
@@ -29,7 +31,8 @@ NEXT_SEQ = "(SELECT coalesce(max(seq), 0) + 1 FROM trials)"
 ALL_EXPERIMENTS_CANCELLED = (
     "(EXISTS (SELECT 1 FROM experiment_trials WHERE trial_id = trials.id) AND NOT EXISTS "
     "(SELECT 1 FROM experiment_trials et JOIN experiments e ON e.id = et.experiment_id "
-    "WHERE et.trial_id = trials.id AND e.cancel_requested = 0))")
+    "WHERE et.trial_id = trials.id AND e.cancel_requested = 0))"
+)
 # Columns holding JSON text.
 _JSON_COLUMNS = ("result", "metrics")
 
@@ -45,27 +48,36 @@ def marks(ids: list[str]) -> str:
 def chunks(items: list[Any], size: int = 500) -> Iterator[list[Any]]:
     """Slices of ``items`` small enough for SQLite's limit on bound parameters."""
     for i in range(0, len(items), size):
-        yield items[i:i + size]
+        yield items[i : i + size]
 
 
 def trial_record(row: tuple) -> TrialRecord:
     """A row of :func:`trial_cols` (a bulky field not read is NULL: its empty value)."""
     return TrialRecord(
-        id=row[0], state=TrialState(row[1]),
+        id=row[0],
+        state=TrialState(row[1]),
         config=loads(row[2]) if row[2] is not None else {},
         result=loads(row[3]) if row[3] is not None else None,
         metrics=loads(row[4]) if row[4] is not None else [],
-        error=row[5], worker=row[6], attempts=row[7], created_at=row[8], started_at=row[9],
-        finished_at=row[10], heartbeat_at=row[11], seq=row[12],
-        experiment_ids=sorted(loads(row[13])) if row[13] else [])
+        error=row[5],
+        worker=row[6],
+        attempts=row[7],
+        created_at=row[8],
+        started_at=row[9],
+        finished_at=row[10],
+        heartbeat_at=row[11],
+        seq=row[12],
+        experiment_ids=sorted(loads(row[13])) if row[13] else [],
+    )
 
 
 @functools.cache
 def _set_clause(sets: tuple[str, ...], incs: tuple[str, ...]) -> str:
     """The ``SET`` text of a life-cycle update with these fields (names come from
     lifecycle.py, never from a caller)."""
-    return ", ".join([*(f"{name} = ?" for name in sets),
-                      *(f"{name} = {name} + ?" for name in incs), "seq = ?"])
+    return ", ".join(
+        [*(f"{name} = ?" for name in sets), *(f"{name} = {name} + ?" for name in incs), "seq = ?"]
+    )
 
 
 def apply_updates(c: sqlite3.Connection, rows: list[tuple[str, int, TrialUpdate]]) -> None:
@@ -73,10 +85,13 @@ def apply_updates(c: sqlite3.Connection, rows: list[tuple[str, int, TrialUpdate]
     statement per kind of update, run for all its rows."""
     groups: dict[tuple[tuple[str, ...], tuple[str, ...]], list[tuple]] = {}
     for tid, seq, update in rows:
-        params = [dumps(value) if name in _JSON_COLUMNS and value is not None else value
-                  for name, value in update.set.items()]
+        params = [
+            dumps(value) if name in _JSON_COLUMNS and value is not None else value
+            for name, value in update.set.items()
+        ]
         groups.setdefault((tuple(update.set), tuple(update.inc)), []).append(
-            (*params, *update.inc.values(), seq, tid))
+            (*params, *update.inc.values(), seq, tid)
+        )
     for fields, group in groups.items():
         c.executemany(f"UPDATE trials SET {_set_clause(*fields)} WHERE id = ?", group)
 
@@ -93,11 +108,13 @@ def update_each(c: sqlite3.Connection, update: TrialUpdate, ids: list[str]) -> N
 # curve without its closing bracket, a comma and the tail without its opening one is the
 # longer array. One text per trial, built by C code, however many epochs it carries (a
 # json_insert pair per epoch needed a Python object and a parse of each).
-_APPEND = ("UPDATE trials SET heartbeat_at = ?1, seq = ?2, metrics = CASE "
-           "WHEN json_array_length(?3) = 0 THEN metrics "
-           "WHEN json_array_length(metrics) = 0 THEN json(?3) "
-           "ELSE substr(json(metrics), 1, length(json(metrics)) - 1) || ',' || substr(json(?3), 2) "
-           "END WHERE id = ?4")
+_APPEND = (
+    "UPDATE trials SET heartbeat_at = ?1, seq = ?2, metrics = CASE "
+    "WHEN json_array_length(?3) = 0 THEN metrics "
+    "WHEN json_array_length(metrics) = 0 THEN json(?3) "
+    "ELSE substr(json(metrics), 1, length(json(metrics)) - 1) || ',' || substr(json(?3), 2) "
+    "END WHERE id = ?4"
+)
 
 
 def append_epochs(c: sqlite3.Connection, rows: list[tuple[float, int, str, str]]) -> None:

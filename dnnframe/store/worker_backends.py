@@ -22,20 +22,34 @@ class MemoryWorkers:
 
     _locked: Callable[[], contextlib.AbstractContextManager[Any]]
 
-    def _register_worker(self, name: str, host: str | None, pid: int | None,
-                         current_trial: str | None, trials_done: int,
-                         info: dict[str, Any] | None) -> None:
+    def _register_worker(
+        self,
+        name: str,
+        host: str | None,
+        pid: int | None,
+        current_trial: str | None,
+        trials_done: int,
+        info: dict[str, Any] | None,
+    ) -> None:
         with self._locked() as d:
-            d.workers[name] = WorkerRecord(name=name, host=host, pid=pid,
-                                           current_trial=current_trial,
-                                           trials_done=trials_done, last_seen=now(),
-                                           info=json_copy(info or {}))
+            d.workers[name] = WorkerRecord(
+                name=name,
+                host=host,
+                pid=pid,
+                current_trial=current_trial,
+                trials_done=trials_done,
+                last_seen=now(),
+                info=json_copy(info or {}),
+            )
 
     def list_workers(self, seen_within_s: float | None = None) -> list[WorkerRecord]:
         with self._locked() as d:
             since = None if seen_within_s is None else now() - seen_within_s
-            return [replace(w, info=json_copy(w.info)) for _, w in sorted(d.workers.items())
-                    if since is None or w.last_seen >= since]
+            return [
+                replace(w, info=json_copy(w.info))
+                for _, w in sorted(d.workers.items())
+                if since is None or w.last_seen >= since
+            ]
 
 
 class SQLiteWorkers:
@@ -44,13 +58,21 @@ class SQLiteWorkers:
     _tx: Callable[[], contextlib.AbstractContextManager[sqlite3.Connection]]
     _read: Callable[..., list[tuple]]
 
-    def _register_worker(self, name: str, host: str | None, pid: int | None,
-                         current_trial: str | None, trials_done: int,
-                         info: dict[str, Any] | None) -> None:
+    def _register_worker(
+        self,
+        name: str,
+        host: str | None,
+        pid: int | None,
+        current_trial: str | None,
+        trials_done: int,
+        info: dict[str, Any] | None,
+    ) -> None:
         with self._tx() as c:
-            c.execute("INSERT OR REPLACE INTO workers (name, host, pid, current_trial, trials_done, "
-                      "last_seen, info) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                      (name, host, pid, current_trial, trials_done, now(), dumps(info or {})))
+            c.execute(
+                "INSERT OR REPLACE INTO workers (name, host, pid, current_trial, trials_done, "
+                "last_seen, info) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (name, host, pid, current_trial, trials_done, now(), dumps(info or {})),
+            )
 
     def list_workers(self, seen_within_s: float | None = None) -> list[WorkerRecord]:
         sql = "SELECT name, host, pid, current_trial, trials_done, last_seen, info FROM workers"
@@ -59,8 +81,18 @@ class SQLiteWorkers:
             sql += " WHERE last_seen >= ?"
             params = (now() - seen_within_s,)
         rows = self._read(sql + " ORDER BY name", params)
-        return [WorkerRecord(name=r[0], host=r[1], pid=r[2], current_trial=r[3], trials_done=r[4],
-                             last_seen=r[5], info=json.loads(r[6])) for r in rows]
+        return [
+            WorkerRecord(
+                name=r[0],
+                host=r[1],
+                pid=r[2],
+                current_trial=r[3],
+                trials_done=r[4],
+                last_seen=r[5],
+                info=json.loads(r[6]),
+            )
+            for r in rows
+        ]
 
 
 class PostgresWorkers:
@@ -68,9 +100,15 @@ class PostgresWorkers:
 
     _db: Any
 
-    def _register_worker(self, name: str, host: str | None, pid: int | None,
-                         current_trial: str | None, trials_done: int,
-                         info: dict[str, Any] | None) -> None:
+    def _register_worker(
+        self,
+        name: str,
+        host: str | None,
+        pid: int | None,
+        current_trial: str | None,
+        trials_done: int,
+        info: dict[str, Any] | None,
+    ) -> None:
         params = (name, host, pid, current_trial, trials_done, now(), dumps(info or {}))
 
         def body(c: Any) -> None:
@@ -79,7 +117,10 @@ class PostgresWorkers:
                 "info) VALUES (%s, %s, %s, %s, %s, %s, %s::jsonb) ON CONFLICT (name) DO UPDATE "
                 "SET host = EXCLUDED.host, pid = EXCLUDED.pid, "
                 "current_trial = EXCLUDED.current_trial, trials_done = EXCLUDED.trials_done, "
-                "last_seen = EXCLUDED.last_seen, info = EXCLUDED.info", params)
+                "last_seen = EXCLUDED.last_seen, info = EXCLUDED.info",
+                params,
+            )
+
         self._db.write(body, record=False)
 
     def list_workers(self, seen_within_s: float | None = None) -> list[WorkerRecord]:
@@ -89,5 +130,15 @@ class PostgresWorkers:
             sql += " WHERE last_seen >= %s"
             params = (now() - seen_within_s,)
         rows = self._db.read(lambda c: c.execute(sql + " ORDER BY name", params).fetchall())
-        return [WorkerRecord(name=r[0], host=r[1], pid=r[2], current_trial=r[3], trials_done=r[4],
-                             last_seen=r[5], info=r[6]) for r in rows]
+        return [
+            WorkerRecord(
+                name=r[0],
+                host=r[1],
+                pid=r[2],
+                current_trial=r[3],
+                trials_done=r[4],
+                last_seen=r[5],
+                info=r[6],
+            )
+            for r in rows
+        ]

@@ -22,9 +22,15 @@ class WorkerMethods(abc.ABC):
     """The worker registry of :class:`~dnnframe.store.base.ResultStore` (see the module
     docstring)."""
 
-    def register_worker(self, name: str, host: str | None = None, pid: int | None = None,
-                        current_trial: str | None = None, trials_done: int = 0,
-                        info: dict[str, Any] | None = None) -> None:
+    def register_worker(
+        self,
+        name: str,
+        host: str | None = None,
+        pid: int | None = None,
+        current_trial: str | None = None,
+        trials_done: int = 0,
+        info: dict[str, Any] | None = None,
+    ) -> None:
         """Record what worker ``name`` is doing now (a full upsert; ``last_seen`` = now)."""
         check_worker(name, "worker name")
         self._register_worker(name, host, pid, current_trial, trials_done, info)
@@ -34,7 +40,13 @@ class WorkerMethods(abc.ABC):
         """Workers by name; with ``seen_within_s``, only those seen that recently."""
 
     @abc.abstractmethod
-    def _register_worker(self, name: str, host: str | None, pid: int | None,
-                         current_trial: str | None, trials_done: int,
-                         info: dict[str, Any] | None) -> None:
+    def _register_worker(
+        self,
+        name: str,
+        host: str | None,
+        pid: int | None,
+        current_trial: str | None,
+        trials_done: int,
+        info: dict[str, Any] | None,
+    ) -> None:
         """:meth:`register_worker`, its arguments checked."""

@@ -41,14 +41,20 @@ def _result(status: str, history: list[dict[str, Any]], seconds: float) -> Trial
     last = history[-1] if history else {}
     return TrialResult(
         status=status,
-        metrics={"train_loss": last.get("train_loss"), "val_loss": last.get("val_loss"),
-                 "test_loss": last.get("val_loss"),
-                 "train_accuracy": last.get("train_accuracy"),
-                 "val_accuracy": last.get("val_accuracy"),
-                 "test_accuracy": last.get("val_accuracy")},
-        history=history, timings={"data": 0.0, "compile": 0.0, "train": seconds, "total": seconds},
-        n_params=0, environment={"train_fn": "dnnframe.testing.hooks", "pid": os.getpid()},
-        epochs_run=len(history))
+        metrics={
+            "train_loss": last.get("train_loss"),
+            "val_loss": last.get("val_loss"),
+            "test_loss": last.get("val_loss"),
+            "train_accuracy": last.get("train_accuracy"),
+            "val_accuracy": last.get("val_accuracy"),
+            "test_accuracy": last.get("val_accuracy"),
+        },
+        history=history,
+        timings={"data": 0.0, "compile": 0.0, "train": seconds, "total": seconds},
+        n_params=0,
+        environment={"train_fn": "dnnframe.testing.hooks", "pid": os.getpid()},
+        epochs_run=len(history),
+    )
 
 
 @one_by_one
@@ -57,27 +63,41 @@ def noop_train(config: TrialConfig, on_epoch: OnEpoch | None = None) -> TrialRes
     return _result(TrialState.COMPLETE.value, [], 0.0)
 
 
-def _sleepy_epochs(on_epoch: OnEpoch | None, curve: Callable[[int], tuple[float, float]]
-                   ) -> tuple[list[dict[str, Any]], bool, float]:
+def _sleepy_epochs(
+    on_epoch: OnEpoch | None, curve: Callable[[int], tuple[float, float]]
+) -> tuple[list[dict[str, Any]], bool, float]:
     """Sleep ``DNNFRAME_HOOK_EPOCH_SECONDS`` per epoch for ``DNNFRAME_HOOK_EPOCHS`` epochs,
     reporting each epoch (loss and accuracy from ``curve(epoch)``) and honouring
     cancellation like the engine does; returns the history, whether it was cancelled, and
     the seconds it took."""
-    return _epochs(on_epoch, int(os.environ.get("DNNFRAME_HOOK_EPOCHS", "3")),
-                   float(os.environ.get("DNNFRAME_HOOK_EPOCH_SECONDS", "0.5")), curve)
+    return _epochs(
+        on_epoch,
+        int(os.environ.get("DNNFRAME_HOOK_EPOCHS", "3")),
+        float(os.environ.get("DNNFRAME_HOOK_EPOCH_SECONDS", "0.5")),
+        curve,
+    )
 
 
-def _epochs(on_epoch: OnEpoch | None, epochs: int, per_epoch: float,
-            curve: Callable[[int], tuple[float, float]]
-            ) -> tuple[list[dict[str, Any]], bool, float]:
+def _epochs(
+    on_epoch: OnEpoch | None,
+    epochs: int,
+    per_epoch: float,
+    curve: Callable[[int], tuple[float, float]],
+) -> tuple[list[dict[str, Any]], bool, float]:
     started = time.perf_counter()
     history: list[dict[str, Any]] = []
     for epoch in range(1, epochs + 1):
         if per_epoch:
             time.sleep(per_epoch)
         loss, accuracy = curve(epoch)
-        metrics = {"epoch": epoch, "train_loss": loss, "train_accuracy": accuracy,
-                   "val_loss": loss, "val_accuracy": accuracy, "seconds": per_epoch}
+        metrics = {
+            "epoch": epoch,
+            "train_loss": loss,
+            "train_accuracy": accuracy,
+            "val_loss": loss,
+            "val_accuracy": accuracy,
+            "seconds": per_epoch,
+        }
         history.append(metrics)
         if on_epoch is not None and on_epoch(epoch, dict(metrics)):
             return history, True, time.perf_counter() - started
@@ -129,8 +149,14 @@ def gated_train(config: TrialConfig, on_epoch: OnEpoch | None = None) -> TrialRe
     history: list[dict[str, Any]] = []
     while True:
         time.sleep(per_epoch)
-        metrics = {"epoch": len(history) + 1, "train_loss": 1.0, "train_accuracy": 0.5,
-                   "val_loss": 1.0, "val_accuracy": 0.5, "seconds": per_epoch}
+        metrics = {
+            "epoch": len(history) + 1,
+            "train_loss": 1.0,
+            "train_accuracy": 0.5,
+            "val_loss": 1.0,
+            "val_accuracy": 0.5,
+            "seconds": per_epoch,
+        }
         history.append(metrics)
         if on_epoch is not None and on_epoch(len(history), dict(metrics)):
             return _result(TrialState.CANCELLED.value, history, time.perf_counter() - started)

@@ -54,9 +54,9 @@ def netns_problem() -> str | None:
 class NetnsHost:
     """One "machine": a network namespace and the veth pair that is its only cable."""
 
-    name: str          # the namespace (and the hostname a test gives its workers)
-    veth: str          # the pair's end in the root namespace: cut it to cut the host off
-    address: str       # that end's address: where the host reaches the root's services
+    name: str  # the namespace (and the hostname a test gives its workers)
+    veth: str  # the pair's end in the root namespace: cut it to cut the host off
+    address: str  # that end's address: where the host reaches the root's services
     peer_address: str  # the host's own address
 
     def set_link(self, up: bool) -> None:
@@ -80,7 +80,7 @@ def remove_stale_namespaces() -> None:
     listed = _ip("netns", "list", check=False).stdout.split("\n")
     for line in listed:
         name = line.split(" ")[0]
-        pid = name[len(NS_PREFIX):].split("-")[0]
+        pid = name[len(NS_PREFIX) :].split("-")[0]
         if name.startswith(NS_PREFIX) and pid.isdigit() and not _pid_alive(int(pid)):
             _ip("netns", "del", name, check=False)
 
@@ -104,11 +104,15 @@ def netns_hosts(count: int) -> Iterator[list[NetnsHost]]:
     remove_stale_namespaces()
     tag = uuid.uuid4().hex[:6]
     subnet = _free_subnet()
-    hosts = [NetnsHost(name=f"{NS_PREFIX}{os.getpid()}-{tag}-{i}",
-                       veth=f"dnf{tag}{i}",  # interface names are at most 15 characters
-                       address=f"{_SUBNETS}.{subnet}.{4 * i + 1}",
-                       peer_address=f"{_SUBNETS}.{subnet}.{4 * i + 2}")
-             for i in range(count)]
+    hosts = [
+        NetnsHost(
+            name=f"{NS_PREFIX}{os.getpid()}-{tag}-{i}",
+            veth=f"dnf{tag}{i}",  # interface names are at most 15 characters
+            address=f"{_SUBNETS}.{subnet}.{4 * i + 1}",
+            peer_address=f"{_SUBNETS}.{subnet}.{4 * i + 2}",
+        )
+        for i in range(count)
+    ]
     try:
         for h in hosts:
             _ip("netns", "add", h.name)

@@ -41,6 +41,7 @@ class one_by_one:  # noqa: N801 - used as a decorator, like a function
     def __call__(self, configs: list[TrialConfig], on_epoch: PackEpochFn) -> list[TrialResult]:
         results: list[Any] = []
         for i, config in enumerate(configs):
+
             def member_epoch(epoch: int, metrics: dict[str, Any], i: int = i) -> bool:
                 slots: list[dict[str, Any] | None] = [None] * len(configs)
                 slots[i] = metrics
@@ -66,11 +67,20 @@ class one_by_one:  # noqa: N801 - used as a decorator, like a function
         return (one_by_one, (self.train,))
 
 
-def run_one(trial_id: str, store: ResultStore, worker: str | None = None,
-            max_attempts: int | None = None,
-            train: TrialTrainFn | None = None) -> TrialState | None:
+def run_one(
+    trial_id: str,
+    store: ResultStore,
+    worker: str | None = None,
+    max_attempts: int | None = None,
+    train: TrialTrainFn | None = None,
+) -> TrialState | None:
     """Claim and train one trial: :func:`run_pack` of one, with a single-trial ``train``
     (default: the packed engine). The trial's final state, or None when it was not
     claimable or was lost (see run_pack)."""
-    return run_pack([trial_id], store, worker=worker, max_attempts=max_attempts,
-                    train_fn=one_by_one(train) if train is not None else None)[trial_id]
+    return run_pack(
+        [trial_id],
+        store,
+        worker=worker,
+        max_attempts=max_attempts,
+        train_fn=one_by_one(train) if train is not None else None,
+    )[trial_id]

@@ -18,8 +18,10 @@ import psycopg
 
 def server_bin() -> Path | None:
     """The newest installed PostgreSQL server's bin folder, or None."""
-    found = sorted(glob.glob("/usr/lib/postgresql/*/bin/pg_ctl"),
-                   key=lambda p: int(Path(p).parts[-3]) if Path(p).parts[-3].isdigit() else 0)
+    found = sorted(
+        glob.glob("/usr/lib/postgresql/*/bin/pg_ctl"),
+        key=lambda p: int(Path(p).parts[-3]) if Path(p).parts[-3].isdigit() else 0,
+    )
     return Path(found[-1]).parent if found else None
 
 
@@ -28,8 +30,9 @@ class PgCluster:
     trusting connections from 127.0.0.1 and ``trusted`` (CIDRs). Use as a context manager:
     it is stopped and its files deleted on exit."""
 
-    def __init__(self, port: int, addresses: list[str], trusted: list[str],
-                 parent: Path | None = None):
+    def __init__(
+        self, port: int, addresses: list[str], trusted: list[str], parent: Path | None = None
+    ):
         bin_dir = server_bin()
         if bin_dir is None:
             raise RuntimeError("no PostgreSQL server binaries under /usr/lib/postgresql")
@@ -43,14 +46,20 @@ class PgCluster:
         self._run("initdb", "-D", str(self.data), "-U", "postgres", "--auth=trust")
         # In the configuration files, not on pg_ctl's command line: a restart keeps them.
         with open(self.data / "postgresql.conf", "a") as conf:
-            conf.write(f"listen_addresses = '{','.join(['127.0.0.1', *addresses])}'\n"
-                       f"port = {port}\nunix_socket_directories = '{self.home}'\n")
+            conf.write(
+                f"listen_addresses = '{','.join(['127.0.0.1', *addresses])}'\n"
+                f"port = {port}\nunix_socket_directories = '{self.home}'\n"
+            )
         with open(self.data / "pg_hba.conf", "a") as hba:
             hba.writelines(f"host all all {cidr} trust\n" for cidr in trusted)
 
     def _run(self, tool: str, *args: str, timeout: float = 120) -> None:
-        proc = subprocess.run([*self._as_owner, str(self._bin / tool), *args],
-                              capture_output=True, text=True, timeout=timeout)
+        proc = subprocess.run(
+            [*self._as_owner, str(self._bin / tool), *args],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
         if proc.returncode != 0:
             log = self.log.read_text()[-3000:] if self.log.exists() else ""
             raise RuntimeError(f"{tool} {' '.join(args)} failed: {proc.stderr}\n{log}")
@@ -64,8 +73,14 @@ class PgCluster:
 
     def running(self) -> bool:
         """Whether the server runs (``pg_ctl status``)."""
-        return subprocess.run([*self._as_owner, str(self._bin / "pg_ctl"), "-D", str(self.data),
-                               "status"], capture_output=True, timeout=30).returncode == 0
+        return (
+            subprocess.run(
+                [*self._as_owner, str(self._bin / "pg_ctl"), "-D", str(self.data), "status"],
+                capture_output=True,
+                timeout=30,
+            ).returncode
+            == 0
+        )
 
     def restart(self) -> None:
         """A fast restart (``pg_ctl restart -m fast``): every session is ended."""
@@ -85,8 +100,9 @@ class PgCluster:
             rows = conn.execute(
                 "SELECT DISTINCT host(client_addr) FROM pg_stat_activity WHERE datname = %s "
                 "AND application_name = 'dnnframe' AND backend_start > to_timestamp(%s)",
-                (database, since)).fetchall()
-        return {addr for addr, in rows if addr is not None}
+                (database, since),
+            ).fetchall()
+        return {addr for (addr,) in rows if addr is not None}
 
     def __enter__(self) -> PgCluster:
         try:
@@ -97,6 +113,17 @@ class PgCluster:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        subprocess.run([*self._as_owner, str(self._bin / "pg_ctl"), "-D", str(self.data),
-                        "-m", "immediate", "stop"], capture_output=True, timeout=90)
+        subprocess.run(
+            [
+                *self._as_owner,
+                str(self._bin / "pg_ctl"),
+                "-D",
+                str(self.data),
+                "-m",
+                "immediate",
+                "stop",
+            ],
+            capture_output=True,
+            timeout=90,
+        )
         shutil.rmtree(self.home, ignore_errors=True)

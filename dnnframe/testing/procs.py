@@ -39,8 +39,9 @@ class WorkerProc:
 
     def children(self) -> list[int]:
         """PIDs of the pool processes (direct children of the worker's main process)."""
-        out = subprocess.run(["ps", "-o", "pid=", "--ppid", str(self.proc.pid)],
-                             capture_output=True, text=True).stdout
+        out = subprocess.run(
+            ["ps", "-o", "pid=", "--ppid", str(self.proc.pid)], capture_output=True, text=True
+        ).stdout
         return [int(p) for p in out.split()]
 
     def kill_group(self, sig: int = signal.SIGKILL) -> None:
@@ -65,20 +66,52 @@ class WorkerProc:
             pass
 
 
-
-def spawn_worker(name: str, queue: str, log: Path, env: dict[str, str], concurrency: int = 1,
-                 cli: bool = False, host: str | None = None,
-                 netns: str | None = None) -> WorkerProc:
+def spawn_worker(
+    name: str,
+    queue: str,
+    log: Path,
+    env: dict[str, str],
+    concurrency: int = 1,
+    cli: bool = False,
+    host: str | None = None,
+    netns: str | None = None,
+) -> WorkerProc:
     """Start worker ``name`` on ``queue`` with the whole environment ``env``, its output in
     ``log``; ``cli`` starts it through ``dnnframe worker``, ``host`` in a UTS namespace with
     that hostname, ``netns`` in that network namespace. Does not wait (see wait_ready)."""
     if cli:
-        cmd = [sys.executable, "-m", "dnnframe.cli", "worker", "-Q", queue, "-c",
-               str(concurrency), "-n", f"{name}@%h", "--"]
+        cmd = [
+            sys.executable,
+            "-m",
+            "dnnframe.cli",
+            "worker",
+            "-Q",
+            queue,
+            "-c",
+            str(concurrency),
+            "-n",
+            f"{name}@%h",
+            "--",
+        ]
     else:
-        cmd = [sys.executable, "-m", "celery", "-A", "tasks", "worker", "-Q", queue,
-               "-c", str(concurrency), "-n", f"{name}@%h", "--prefetch-multiplier=1",
-               "-O", "fair", "--loglevel=INFO"]
+        cmd = [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "tasks",
+            "worker",
+            "-Q",
+            queue,
+            "-c",
+            str(concurrency),
+            "-n",
+            f"{name}@%h",
+            "--prefetch-multiplier=1",
+            "-O",
+            "fair",
+            "--loglevel=INFO",
+        ]
     # mingle/gossip only slow the start-up of short-lived test workers down
     cmd += ["--without-mingle", "--without-gossip"]
     if host is not None:
@@ -86,8 +119,9 @@ def spawn_worker(name: str, queue: str, log: Path, env: dict[str, str], concurre
     if netns is not None:
         cmd = ["ip", "netns", "exec", netns, *cmd]
     with open(log, "wb") as fh:
-        proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=fh, stderr=subprocess.STDOUT,
-                                start_new_session=True)
+        proc = subprocess.Popen(
+            cmd, cwd=REPO, env=env, stdout=fh, stderr=subprocess.STDOUT, start_new_session=True
+        )
     return WorkerProc(name, proc, log, host=host)
 
 

@@ -32,8 +32,10 @@ def rabbitmq_missing() -> str | None:
     """Why no node can be started here (None when one can)."""
     server = RABBITMQ_BIN / "rabbitmq-server"
     if not server.exists():
-        return (f"RabbitMQ is not installed ({server} is missing); .ci/run installs the "
-                "Debian package rabbitmq-server")
+        return (
+            f"RabbitMQ is not installed ({server} is missing); .ci/run installs the "
+            "Debian package rabbitmq-server"
+        )
     return None
 
 
@@ -49,8 +51,13 @@ class RabbitNode:
 
     def ctl(self, *args: str, timeout: float = 120) -> str:
         """Run ``rabbitmqctl -n NODE ARGS`` against this node only; raises on an error."""
-        proc = subprocess.run([str(RABBITMQ_BIN / "rabbitmqctl"), "-n", self.name, *args],
-                              env=self.env, capture_output=True, text=True, timeout=timeout)
+        proc = subprocess.run(
+            [str(RABBITMQ_BIN / "rabbitmqctl"), "-n", self.name, *args],
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
         if proc.returncode != 0:
             raise RuntimeError(f"rabbitmqctl {' '.join(args)} on {self.name}: {proc.stderr}")
         return proc.stdout
@@ -66,30 +73,54 @@ class RabbitNode:
 
     def stop(self) -> None:
         """Stop the whole node (its data directory stays with ``root``)."""
-        subprocess.run([str(RABBITMQ_BIN / "rabbitmqctl"), "-n", self.name, "stop",
-                        str(self.root / "pid")], env=self.env, capture_output=True, timeout=60)
+        subprocess.run(
+            [str(RABBITMQ_BIN / "rabbitmqctl"), "-n", self.name, "stop", str(self.root / "pid")],
+            env=self.env,
+            capture_output=True,
+            timeout=60,
+        )
 
 
 def start_rabbit_node(root: Path) -> RabbitNode:
     """Boot a node on free ports with its files under ``root`` and wait until it is up;
     raises RuntimeError (with its logs) when it does not boot. Call ``stop()`` after."""
     amqp, dist = free_ports(2)
-    (root / "rabbitmq.conf").write_text(f"listeners.tcp.default = {amqp}\n"
-                                        "loopback_users.guest = true\n")
+    (root / "rabbitmq.conf").write_text(
+        f"listeners.tcp.default = {amqp}\nloopback_users.guest = true\n"
+    )
     (root / "enabled_plugins").write_text("[].\n")  # no management plugin: boots faster
     (root / "home").mkdir(exist_ok=True)
     name = f"dnnframe-test-{uuid.uuid4().hex[:8]}@localhost"
-    env = {**os.environ, "HOME": str(root / "home"), "RABBITMQ_NODENAME": name,
-           "RABBITMQ_CONFIG_FILE": str(root / "rabbitmq.conf"),
-           "RABBITMQ_MNESIA_BASE": str(root / "mnesia"), "RABBITMQ_LOG_BASE": str(root / "log"),
-           "RABBITMQ_ENABLED_PLUGINS_FILE": str(root / "enabled_plugins"),
-           "RABBITMQ_DIST_PORT": str(dist), "RABBITMQ_PID_FILE": str(root / "pid")}
-    subprocess.run([str(RABBITMQ_BIN / "rabbitmq-server"), "-detached"], env=env, check=True,
-                   timeout=60)
+    env = {
+        **os.environ,
+        "HOME": str(root / "home"),
+        "RABBITMQ_NODENAME": name,
+        "RABBITMQ_CONFIG_FILE": str(root / "rabbitmq.conf"),
+        "RABBITMQ_MNESIA_BASE": str(root / "mnesia"),
+        "RABBITMQ_LOG_BASE": str(root / "log"),
+        "RABBITMQ_ENABLED_PLUGINS_FILE": str(root / "enabled_plugins"),
+        "RABBITMQ_DIST_PORT": str(dist),
+        "RABBITMQ_PID_FILE": str(root / "pid"),
+    }
+    subprocess.run(
+        [str(RABBITMQ_BIN / "rabbitmq-server"), "-detached"], env=env, check=True, timeout=60
+    )
     node = RabbitNode(name, f"amqp://guest:guest@127.0.0.1:{amqp}//", env, root, amqp)
-    waited = subprocess.run([str(RABBITMQ_BIN / "rabbitmqctl"), "-n", name, "wait",
-                             str(root / "pid"), "--timeout", "90"], env=env,
-                            capture_output=True, text=True, timeout=120)
+    waited = subprocess.run(
+        [
+            str(RABBITMQ_BIN / "rabbitmqctl"),
+            "-n",
+            name,
+            "wait",
+            str(root / "pid"),
+            "--timeout",
+            "90",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     if waited.returncode != 0:
         node.stop()
         logs = "".join(p.read_text()[-3000:] for p in (root / "log").glob("*.log"))

@@ -55,7 +55,11 @@ def _type(param: click.Parameter, ctx: click.Context) -> str:
         return " or ".join(f"`{choice}`" for choice in param.type.choices)
     if isinstance(param.type, click.types._NumberRangeBase):
         info = param.type.to_info_dict()
-        bounds = [f"{'>' if info['min_open'] else '>='} {info['min']}"] if info["min"] is not None else []
+        bounds = (
+            [f"{'>' if info['min_open'] else '>='} {info['min']}"]
+            if info["min"] is not None
+            else []
+        )
         if info["max"] is not None:
             bounds.append(f"{'<' if info['max_open'] else '<='} {info['max']}")
         return f"{param.type.name.split()[0]}, {', '.join(bounds)}"
@@ -70,21 +74,33 @@ def _names(param: click.Parameter) -> str:
 def _command(name: str, command: click.Command) -> list[str]:
     ctx = click.Context(command, info_name=f"{PROG} {name}", parent=None)
     usage = " ".join(command.collect_usage_pieces(ctx))
-    out = [f"## `{PROG} {name}` {{#{command_anchor(name)}}}", "",
-           inspect.cleandoc(click.unstyle(command.help or command.short_help or "")), "",
-           "```text", f"{PROG} {name} {usage}", "```", ""]
+    out = [
+        f"## `{PROG} {name}` {{#{command_anchor(name)}}}",
+        "",
+        inspect.cleandoc(click.unstyle(command.help or command.short_help or "")),
+        "",
+        "```text",
+        f"{PROG} {name} {usage}",
+        "```",
+        "",
+    ]
     arguments = [p for p in command.params if isinstance(p, click.Argument)]
     options = [p for p in command.params if isinstance(p, click.Option) and not p.hidden]
     if arguments:
         out += ["| argument | type | required |", "| --- | --- | --- |"]
-        out += [f"| `{p.human_readable_name}` | {cell(_type(p, ctx))} "
-                f"| {'yes' if p.required else 'no'} |" for p in arguments]
+        out += [
+            f"| `{p.human_readable_name}` | {cell(_type(p, ctx))} "
+            f"| {'yes' if p.required else 'no'} |"
+            for p in arguments
+        ]
         out.append("")
     out += ["| option | type | default | description |", "| --- | --- | --- | --- |"]
     for p in options:
         envvar = f" (env `{p.envvar}`)" if isinstance(p.envvar, str) else ""
-        out.append(f"| {_names(p)} | {cell(_type(p, ctx))} | {cell(_default(p, ctx))} "
-                   f"| {cell((p.help or '') + envvar)} |")
+        out.append(
+            f"| {_names(p)} | {cell(_type(p, ctx))} | {cell(_default(p, ctx))} "
+            f"| {cell((p.help or '') + envvar)} |"
+        )
     out.append("| `--help` | flag |  | show the command's help and exit |")
     return out + [""]
 
@@ -92,8 +108,11 @@ def _command(name: str, command: click.Command) -> list[str]:
 def cli_page() -> str:
     out = [INTRO, "| command | what it does |", "| --- | --- |"]
     found = commands()
-    out += [f"| [`{PROG} {name}`](#{command_anchor(name)}) "
-            f"| {cell(command.get_short_help_str(limit=120))} |" for name, command in found.items()]
+    out += [
+        f"| [`{PROG} {name}`](#{command_anchor(name)}) "
+        f"| {cell(command.get_short_help_str(limit=120))} |"
+        for name, command in found.items()
+    ]
     out.append("")
     for name, command in found.items():
         out += _command(name, command)

@@ -60,12 +60,17 @@ def curl_line(path: str, method: str, op: dict[str, Any], example: dict[str, Any
     if "application/json" in content:
         # a body schema of the operation's own gives its example; a spec body, the spec's
         own = content["application/json"]["schema"].get("examples")
-        parts += ["-H", shlex.quote("Content-Type: application/json"),
-                  "-d", shlex.quote(json.dumps(own[0] if own else example))]
+        parts += [
+            "-H",
+            shlex.quote("Content-Type: application/json"),
+            "-d",
+            shlex.quote(json.dumps(own[0] if own else example)),
+        ]
     elif "multipart/form-data" in content:
         props = content["multipart/form-data"]["schema"]["properties"]
-        parts += ["-F", "file=@data.csv"] + (["-F", "label_column=y"]
-                                            if "label_column" in props else [])
+        parts += ["-F", "file=@data.csv"] + (
+            ["-F", "label_column=y"] if "label_column" in props else []
+        )
     return " ".join(parts)
 
 
@@ -73,19 +78,27 @@ def _parameters(op: dict[str, Any]) -> list[str]:
     params = op.get("parameters", [])
     if not params:
         return []
-    rows = ["| parameter | in | type | required | allowed values | description |",
-            "| --- | --- | --- | --- | --- | --- |"]
+    rows = [
+        "| parameter | in | type | required | allowed values | description |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
     for p in params:
         schema = p.get("schema", {})
-        rows.append(f"| `{p['name']}` | {p['in']} | {cell(type_text(schema, _ref_text))} "
-                    f"| {'yes' if p.get('required') else 'no'} | {cell(allowed_text(schema))} "
-                    f"| {cell(p.get('description', ''))} |")
+        rows.append(
+            f"| `{p['name']}` | {p['in']} | {cell(type_text(schema, _ref_text))} "
+            f"| {'yes' if p.get('required') else 'no'} | {cell(allowed_text(schema))} "
+            f"| {cell(p.get('description', ''))} |"
+        )
     return ["**Parameters**", "", *rows, ""]
 
 
 def _content(content: dict[str, Any]) -> str:
-    return "; ".join(f"`{kind}` {_schema_text(body.get('schema'))}".strip()
-                     for kind, body in content.items()) or "no body"
+    return (
+        "; ".join(
+            f"`{kind}` {_schema_text(body.get('schema'))}".strip() for kind, body in content.items()
+        )
+        or "no body"
+    )
 
 
 def _schema_text(schema: dict[str, Any] | None) -> str:
@@ -103,29 +116,47 @@ def _headers(response: dict[str, Any]) -> str:
     """The headers an answer declares besides those every answer carries (references to
     ``components.headers``)."""
     own = {name: h for name, h in response.get("headers", {}).items() if "$ref" not in h}
-    return "; ".join(f"`{name}`{'' if h.get('required') else ' (sometimes)'}: "
-                     f"{h.get('description', '')}" for name, h in own.items())
+    return "; ".join(
+        f"`{name}`{'' if h.get('required') else ' (sometimes)'}: {h.get('description', '')}"
+        for name, h in own.items()
+    )
 
 
 def _operation(path: str, method: str, op: dict[str, Any], example: dict[str, Any]) -> list[str]:
-    out = [f"### {method.upper()} `{path}` {{#{operation_anchor(op)}}}", "",
-           op.get("summary", ""), ""]
+    out = [
+        f"### {method.upper()} `{path}` {{#{operation_anchor(op)}}}",
+        "",
+        op.get("summary", ""),
+        "",
+    ]
     if op.get("description"):
         out += [op["description"], ""]
     if _writes(op):
-        out += ["A write: it needs `Authorization: Bearer $DNNFRAME_API_TOKEN` when the "
-                "server sets a token.", ""]
+        out += [
+            "A write: it needs `Authorization: Bearer $DNNFRAME_API_TOKEN` when the "
+            "server sets a token.",
+            "",
+        ]
     out += _parameters(op)
     body = op.get("requestBody")
     if body:
-        out += [f"**Request body**{' (required)' if body.get('required') else ''}: "
-                + _content(body["content"]), ""]
-    out += ["**Responses**", "", "| status | meaning | body | headers |",
-            "| --- | --- | --- | --- |"]
+        out += [
+            f"**Request body**{' (required)' if body.get('required') else ''}: "
+            + _content(body["content"]),
+            "",
+        ]
+    out += [
+        "**Responses**",
+        "",
+        "| status | meaning | body | headers |",
+        "| --- | --- | --- | --- |",
+    ]
     for status, response in op["responses"].items():
-        out.append(f"| {status} | {cell(response.get('description', ''))} "
-                   f"| {cell(_content(response.get('content', {})))} "
-                   f"| {cell(_headers(response))} |")
+        out.append(
+            f"| {status} | {cell(response.get('description', ''))} "
+            f"| {cell(_content(response.get('content', {})))} "
+            f"| {cell(_headers(response))} |"
+        )
     out += ["", "```bash", curl_line(path, method, op, example), "```", ""]
     return out
 
@@ -147,8 +178,10 @@ def rest_page() -> str:
         "[tokens and a reverse proxy](../how-to/tokens-and-proxy.md)). In the curl lines, "
         "`$EXPERIMENT_ID` and the like stand for ids the listing endpoints return. Every "
         "answer carries "
-        + ", ".join(f"`{name}: {h['schema']['const']}` ({h['description']})"
-                    for name, h in doc["components"]["headers"].items())
+        + ", ".join(
+            f"`{name}: {h['schema']['const']}` ({h['description']})"
+            for name, h in doc["components"]["headers"].items()
+        )
         + "; the headers an answer carries besides these are in its row below.",
         "",
         "## Endpoints",
@@ -157,10 +190,14 @@ def rest_page() -> str:
     for path, ops in doc["paths"].items():
         for method, op in ops.items():
             out += _operation(path, method, op, example)
-    out += ["## Schemas", "",
-            "The request and response bodies, as JSON Schema. The spec's own schemas "
-            "(`ExperimentSpec` and the sections it refers to) are laid out field by field in "
-            "the [spec reference](spec.md).", ""]
+    out += [
+        "## Schemas",
+        "",
+        "The request and response bodies, as JSON Schema. The spec's own schemas "
+        "(`ExperimentSpec` and the sections it refers to) are laid out field by field in "
+        "the [spec reference](spec.md).",
+        "",
+    ]
     for name, schema in schemas.items():
         out += [f"### `{name}` {{#{schema_anchor(name)}}}", ""]
         if schema.get("description"):

@@ -15,8 +15,12 @@ RefText = Callable[[str], str]
 # the spec's pattern for plain one-line text, said by the type already
 PLAIN_TEXT = "^[^\\x00-\\x1f\\x7f]*$"
 
-_BOUNDS = (("minimum", ">="), ("exclusiveMinimum", ">"), ("maximum", "<="),
-           ("exclusiveMaximum", "<"))
+_BOUNDS = (
+    ("minimum", ">="),
+    ("exclusiveMinimum", ">"),
+    ("maximum", "<="),
+    ("exclusiveMaximum", "<"),
+)
 
 
 def cell(text: object) -> str:

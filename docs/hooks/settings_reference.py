@@ -48,12 +48,17 @@ def settings_page() -> str:
         "| --- | --- | --- | --- |",
     ]
     for field, info in Settings.model_fields.items():
-        out.append(f"| `{variable(field)}` | {cell(_type(info))} | {cell(_default(info))} "
-                   f"| {cell(_relink(info.description or ''))} |")
-    out += ["", "Besides these, `THEANO_FLAGS` (and `PYTENSOR_FLAGS`) choose the backend and "
-            "device: see [GPU through THEANO_FLAGS](../how-to/gpu.md); and "
-            "`dnnframe/testing/hooks.py` reads knobs of its own, `DNNFRAME_HOOK_*`, in tests "
-            "and benchmarks only."]
+        out.append(
+            f"| `{variable(field)}` | {cell(_type(info))} | {cell(_default(info))} "
+            f"| {cell(_relink(info.description or ''))} |"
+        )
+    out += [
+        "",
+        "Besides these, `THEANO_FLAGS` (and `PYTENSOR_FLAGS`) choose the backend and "
+        "device: see [GPU through THEANO_FLAGS](../how-to/gpu.md); and "
+        "`dnnframe/testing/hooks.py` reads knobs of its own, `DNNFRAME_HOOK_*`, in tests "
+        "and benchmarks only.",
+    ]
     return "\n".join(out) + "\n"
 
 

@@ -41,6 +41,7 @@ def _link_for(defs_to_anchor: dict[str, str]):
     def ref_text(name: str) -> str:
         target = defs_to_anchor.get(name)
         return f"[`{name}`](#{target})" if target else code(name)
+
     return ref_text
 
 
@@ -64,8 +65,10 @@ def _example(name: str, prop: dict[str, Any]) -> str:
 
 def _table(schema: dict[str, Any], ref_text, section: str) -> list[str]:
     required = set(schema.get("required", []))
-    lines = ["| field | type | default | allowed values | description | example |",
-             "| --- | --- | --- | --- | --- | --- |"]
+    lines = [
+        "| field | type | default | allowed values | description | example |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
     for name, prop in schema["properties"].items():
         if section == "" and name in SPACE_SECTIONS + ("search",):
             kind = f"[section](#{anchor(name)})"
@@ -78,8 +81,9 @@ def _table(schema: dict[str, Any], ref_text, section: str) -> list[str]:
             kind, allowed = type_text(prop, ref_text), allowed_text(prop)
             default, example = default_text(prop, name in required), _example(name, prop)
         about = prop.get("description", "")
-        lines.append(f"| `{name}` | {cell(kind)} | {default} | {cell(allowed)} | {cell(about)} "
-                     f"| {example} |")
+        lines.append(
+            f"| `{name}` | {cell(kind)} | {default} | {cell(allowed)} | {cell(about)} | {example} |"
+        )
     return lines
 
 
@@ -120,21 +124,40 @@ def spec_page() -> str:
         "",
     ]
     for path, name in SECTIONS:
-        out += [f"## `{path}` {{#{anchor(path)}}}", "", _about(defs[name]), "",
-                *_table(defs[name], ref_text, path), ""]
+        out += [
+            f"## `{path}` {{#{anchor(path)}}}",
+            "",
+            _about(defs[name]),
+            "",
+            *_table(defs[name], ref_text, path),
+            "",
+        ]
         if path == "dataset":
             out += _dataset_names()
-    out += ["## Dataset parameters {#dataset-params}", "",
-            "`dataset.params` follows the named dataset's model; datasets without "
-            "parameters take `{}`.", ""]
+    out += [
+        "## Dataset parameters {#dataset-params}",
+        "",
+        "`dataset.params` follows the named dataset's model; datasets without "
+        "parameters take `{}`.",
+        "",
+    ]
     for target, name, names in params:
         if not defs[name]["properties"]:
             continue
-        out += [f"### `{name}` {{#{target}}}", "",
-                "For " + ", ".join(f"`{n}`" for n in names) + ".", "",
-                *_table(defs[name], ref_text, "dataset.params"), ""]
-    out += ["## Rules over several fields {#cross-field-rules}", "",
-            "A JSON Schema cannot say these; the server checks them and names the field:", ""]
+        out += [
+            f"### `{name}` {{#{target}}}",
+            "",
+            "For " + ", ".join(f"`{n}`" for n in names) + ".",
+            "",
+            *_table(defs[name], ref_text, "dataset.params"),
+            "",
+        ]
+    out += [
+        "## Rules over several fields {#cross-field-rules}",
+        "",
+        "A JSON Schema cannot say these; the server checks them and names the field:",
+        "",
+    ]
     out += [f"- {rule}" for rule in CROSS_FIELD_RULES]
     return "\n".join(out) + "\n"
 
@@ -145,11 +168,18 @@ def _about(schema: dict[str, Any]) -> str:
 
 
 def _dataset_names() -> list[str]:
-    rows = ["Built-in datasets (`dataset.name`):", "", "| name | task | what |",
-            "| --- | --- | --- |"]
+    rows = [
+        "Built-in datasets (`dataset.name`):",
+        "",
+        "| name | task | what |",
+        "| --- | --- | --- |",
+    ]
     rows += [f"| `{i.name}` | {i.task} | {cell(i.description)} |" for i in REGISTRY.values()]
-    rows += ["| `csv` | from the file | a CSV file: `path` (CLI) or `upload` (REST), and "
-             "`label_column`; see [CSV datasets](../how-to/csv-datasets.md) |", ""]
+    rows += [
+        "| `csv` | from the file | a CSV file: `path` (CLI) or `upload` (REST), and "
+        "`label_column`; see [CSV datasets](../how-to/csv-datasets.md) |",
+        "",
+    ]
     return rows
 
 

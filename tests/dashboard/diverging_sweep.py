@@ -21,8 +21,13 @@ DIVERGING_SWEEP: dict[str, Any] = {
     "name": "lr-decides",
     "dataset": {"name": "iris"},
     "model": {"hidden_layers": {"grid": [1, 2]}, "width": 16, "activation": "relu"},
-    "training": {"optimizer": "sgd", "learning_rate": {"grid": [0.05, 1000]},
-                 "batch_size": 16, "max_epochs": 4, "early_stopping": None},
+    "training": {
+        "optimizer": "sgd",
+        "learning_rate": {"grid": [0.05, 1000]},
+        "batch_size": 16,
+        "max_epochs": 4,
+        "early_stopping": None,
+    },
     "search": {"seeds": 2, "objective": {"metric": "test_accuracy", "mode": "max"}},
 }
 DIVERGING_RATE = 1000
@@ -34,9 +39,28 @@ def run_diverging_sweep(root: Path) -> tuple[str, str]:
     spec = root / "lr-decides.yaml"
     spec.write_text(yaml.safe_dump(DIVERGING_SWEEP), encoding="utf-8")
     url = f"sqlite:///{root / 'sweep.db'}"
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
-    proc = subprocess.run([sys.executable, "-m", "dnnframe.cli", "run", str(spec), "--store", url,
-                           "--workers", "2", "--json"], cwd=root, env=env, capture_output=True,
-                          text=True, timeout=600)
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
+    }
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "dnnframe.cli",
+            "run",
+            str(spec),
+            "--store",
+            url,
+            "--workers",
+            "2",
+            "--json",
+        ],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stderr
     return url, json.loads(proc.stdout)["experiment_id"]

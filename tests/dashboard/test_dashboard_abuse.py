@@ -24,12 +24,22 @@ def _login_csrf(client) -> str:
 
 
 # --------------------------------------------------------------------------- sign-in redirects
-@pytest.mark.parametrize("next_url", [
-    "/\t/evil.example/fake-login",   # browsers drop the tab: //evil.example
-    "/\n/evil.example", "/\r\n/evil.example", "/ /evil.example",
-    "//evil.example", "/\\evil.example", "\\\\evil.example", "/\\/evil.example",
-    "https://evil.example/", "javascript:alert(1)", "http:/evil.example",
-])
+@pytest.mark.parametrize(
+    "next_url",
+    [
+        "/\t/evil.example/fake-login",  # browsers drop the tab: //evil.example
+        "/\n/evil.example",
+        "/\r\n/evil.example",
+        "/ /evil.example",
+        "//evil.example",
+        "/\\evil.example",
+        "\\\\evil.example",
+        "/\\/evil.example",
+        "https://evil.example/",
+        "javascript:alert(1)",
+        "http:/evil.example",
+    ],
+)
 def test_sign_in_never_sends_the_browser_to_another_site(make_app, next_url):
     client = make_app(API_TOKEN="s3cret").test_client()
     csrf = _login_csrf(client)
@@ -43,8 +53,9 @@ def test_sign_in_never_sends_the_browser_to_another_site(make_app, next_url):
 def test_sign_in_goes_back_to_the_page_that_asked(make_app):
     client = make_app(API_TOKEN="s3cret").test_client()
     csrf = _login_csrf(client)
-    r = client.post("/login", data={"csrf_token": csrf, "token": "s3cret",
-                                    "next": "/experiments/new?x=1"})
+    r = client.post(
+        "/login", data={"csrf_token": csrf, "token": "s3cret", "next": "/experiments/new?x=1"}
+    )
     assert r.status_code == 303 and r.headers["Location"] == "/experiments/new?x=1"
 
 
@@ -52,8 +63,9 @@ def test_sign_in_goes_back_to_the_page_that_asked(make_app):
 def _finish_all(store, exp_id: str) -> None:
     ids = [t.id for t in store.list_trials(exp_id)]
     store.claim_trials(ids, "w")
-    store.finish_trials([(tid, TrialState.COMPLETE, {"metrics": {}}, None) for tid in ids],
-                        worker="w")
+    store.finish_trials(
+        [(tid, TrialState.COMPLETE, {"metrics": {}}, None) for tid in ids], worker="w"
+    )
 
 
 def test_cancel_refuses_a_finished_experiment_and_keeps_its_label(client, store, recorder):
@@ -65,18 +77,21 @@ def test_cancel_refuses_a_finished_experiment_and_keeps_its_label(client, store,
     exp = client.get(f"/api/v1/experiments/{exp_id}").json
     assert exp["status"] == "COMPLETE" and exp["counts"]["COMPLETE"] == 4
     # the page's form is refused the same way
-    csrf = re.search(r'name="csrf_token" value="([^"]+)"',
-                     client.get("/experiments/new").get_data(as_text=True)).group(1)
-    assert client.post(f"/experiments/{exp_id}/cancel",
-                       data={"csrf_token": csrf}).status_code == 409
+    csrf = re.search(
+        r'name="csrf_token" value="([^"]+)"', client.get("/experiments/new").get_data(as_text=True)
+    ).group(1)
+    assert (
+        client.post(f"/experiments/{exp_id}/cancel", data={"csrf_token": csrf}).status_code == 409
+    )
 
 
 def test_a_cancel_recorded_after_the_end_does_not_relabel_it(store):
     store.create_experiment("e", "e", {}, 2)
     store.create_trials("e", [("a", {}), ("b", {})])
     store.claim_trials(["a", "b"], "w")
-    store.finish_trials([("a", TrialState.COMPLETE, None, None),
-                         ("b", TrialState.FAILED, None, "boom")], worker="w")
+    store.finish_trials(
+        [("a", TrialState.COMPLETE, None, None), ("b", TrialState.FAILED, None, "boom")], worker="w"
+    )
     store.cancel_experiment("e")  # say, from the command line
     assert store.get_experiment("e").status == "COMPLETE_WITH_FAILURES"
 
@@ -118,10 +133,19 @@ def test_query_parameters_and_form_fields_are_quoted_briefly(client):
     for query in ("offset=" + "9" * 100_000, "limit=" + "x" * 100_000):
         r = client.get("/api/v1/experiments?" + query)
         assert r.status_code == 400 and len(r.data) < 1000
-    csrf = re.search(r'name="csrf_token" value="([^"]+)"',
-                     client.get("/experiments/new").get_data(as_text=True)).group(1)
-    r = client.post("/experiments/new", data={"csrf_token": csrf, "name": "n", "dataset": "iris",
-                                              "width": "W" * 1_000_000, "seeds": "S" * 1_000_000})
+    csrf = re.search(
+        r'name="csrf_token" value="([^"]+)"', client.get("/experiments/new").get_data(as_text=True)
+    ).group(1)
+    r = client.post(
+        "/experiments/new",
+        data={
+            "csrf_token": csrf,
+            "name": "n",
+            "dataset": "iris",
+            "width": "W" * 1_000_000,
+            "seeds": "S" * 1_000_000,
+        },
+    )
     page = r.get_data(as_text=True)
     assert r.status_code == 400
     # the form keeps what was typed (once, in its field), the messages quote it briefly
@@ -132,16 +156,20 @@ def test_query_parameters_and_form_fields_are_quoted_briefly(client):
 def test_the_analysis_views_quote_a_huge_value_briefly(client):
     exp_id = client.post("/api/v1/experiments", json=TINY_SPEC).json["id"]
     huge = "Z" * 100_000
-    for path in (f"/api/v1/experiments?status={huge}",
-                 f"/api/v1/experiments/{exp_id}/importance?mode={huge}",
-                 f"/api/v1/experiments/{exp_id}/importance?evaluator={huge}",
-                 f"/api/v1/experiments/{exp_id}/spec?format={huge}"):
+    for path in (
+        f"/api/v1/experiments?status={huge}",
+        f"/api/v1/experiments/{exp_id}/importance?mode={huge}",
+        f"/api/v1/experiments/{exp_id}/importance?evaluator={huge}",
+        f"/api/v1/experiments/{exp_id}/spec?format={huge}",
+    ):
         r = client.get(path)
         assert r.status_code == 400 and "Z" * 41 not in r.get_data(as_text=True), path[:80]
-    csrf = re.search(r'name="csrf_token" value="([^"]+)"',
-                     client.get("/experiments/new").get_data(as_text=True)).group(1)
-    r = client.delete(f"/api/v1/experiments/{exp_id}?confirm={huge}",
-                      headers={"X-CSRF-Token": csrf})
+    csrf = re.search(
+        r'name="csrf_token" value="([^"]+)"', client.get("/experiments/new").get_data(as_text=True)
+    ).group(1)
+    r = client.delete(
+        f"/api/v1/experiments/{exp_id}?confirm={huge}", headers={"X-CSRF-Token": csrf}
+    )
     assert r.status_code == 400 and "Z" * 41 not in r.get_data(as_text=True)
 
 
@@ -156,20 +184,24 @@ def _bearer(token: str) -> dict:
 def test_wrong_bearer_tokens_are_throttled_per_client(make_app):
     client = make_app(API_TOKEN="s3cret", TOKEN_GUESS_LIMIT="5 per minute").test_client()
     for i in range(5):
-        r = client.post("/api/v1/validate", json=TINY_SPEC, headers=_bearer(f"guess{i}"),
-                        environ_overrides=A)
+        r = client.post(
+            "/api/v1/validate", json=TINY_SPEC, headers=_bearer(f"guess{i}"), environ_overrides=A
+        )
         assert r.status_code == 401
-    r = client.post("/api/v1/validate", json=TINY_SPEC, headers=_bearer("guess5"),
-                    environ_overrides=A)
+    r = client.post(
+        "/api/v1/validate", json=TINY_SPEC, headers=_bearer("guess5"), environ_overrides=A
+    )
     assert r.status_code == 429 and 0 < int(r.headers["Retry-After"]) <= 60
     assert "too many wrong API tokens" in r.json["message"]
     # the guesser gets nothing more, not even with the right token...
-    r = client.post("/api/v1/validate", json=TINY_SPEC, headers=_bearer("s3cret"),
-                    environ_overrides=A)
+    r = client.post(
+        "/api/v1/validate", json=TINY_SPEC, headers=_bearer("s3cret"), environ_overrides=A
+    )
     assert r.status_code == 429
     # ...while the holder of the token on another client is not locked out
-    r = client.post("/api/v1/validate", json=TINY_SPEC, headers=_bearer("s3cret"),
-                    environ_overrides=B)
+    r = client.post(
+        "/api/v1/validate", json=TINY_SPEC, headers=_bearer("s3cret"), environ_overrides=B
+    )
     assert r.status_code == 200
 
 
@@ -183,8 +215,9 @@ def test_wrong_tokens_at_sign_in_are_throttled_per_client(make_app):
     r = guesser.post("/login", data={"csrf_token": csrf, "token": "s3cret"}, environ_overrides=A)
     assert r.status_code == 429 and int(r.headers["Retry-After"]) > 0
     # a bearer guess from the same client is refused too: one count per client
-    r = guesser.post("/api/v1/validate", json=TINY_SPEC, headers=_bearer("s3cret"),
-                     environ_overrides=A)
+    r = guesser.post(
+        "/api/v1/validate", json=TINY_SPEC, headers=_bearer("s3cret"), environ_overrides=A
+    )
     assert r.status_code == 429
     csrf = _login_csrf(holder)
     r = holder.post("/login", data={"csrf_token": csrf, "token": "s3cret"}, environ_overrides=B)
@@ -192,28 +225,35 @@ def test_wrong_tokens_at_sign_in_are_throttled_per_client(make_app):
 
 
 def _guess(client, environ, headers=None):
-    return client.post("/api/v1/validate", json=TINY_SPEC,
-                       headers={**_bearer("wrong"), **(headers or {})}, environ_overrides=environ)
+    return client.post(
+        "/api/v1/validate",
+        json=TINY_SPEC,
+        headers={**_bearer("wrong"), **(headers or {})},
+        environ_overrides=environ,
+    )
 
 
 def test_behind_a_trusted_proxy_clients_are_told_apart_by_forwarded_for(make_app):
     proxy = {"REMOTE_ADDR": "10.0.0.2"}
-    client = make_app(API_TOKEN="s3cret", TOKEN_GUESS_LIMIT="2 per minute",
-                      TRUSTED_PROXIES=1).test_client()
+    client = make_app(
+        API_TOKEN="s3cret", TOKEN_GUESS_LIMIT="2 per minute", TRUSTED_PROXIES=1
+    ).test_client()
     guesser = {"X-Forwarded-For": "203.0.113.9"}
     assert [_guess(client, proxy, guesser).status_code for _ in range(3)] == [401, 401, 429]
     # another client behind the same proxy is not locked out with the guesser
-    r = client.post("/api/v1/validate", json=TINY_SPEC,
-                    headers={**_bearer("s3cret"), "X-Forwarded-For": "203.0.113.10"},
-                    environ_overrides=proxy)
+    r = client.post(
+        "/api/v1/validate",
+        json=TINY_SPEC,
+        headers={**_bearer("s3cret"), "X-Forwarded-For": "203.0.113.10"},
+        environ_overrides=proxy,
+    )
     assert r.status_code == 200
 
 
 def test_without_trusted_proxies_a_forwarded_for_header_changes_nothing(make_app):
     client = make_app(API_TOKEN="s3cret", TOKEN_GUESS_LIMIT="2 per minute").test_client()
     # a guesser that invents a new address for each guess is still one client
-    codes = [_guess(client, A, {"X-Forwarded-For": f"203.0.113.{i}"}).status_code
-             for i in range(3)]
+    codes = [_guess(client, A, {"X-Forwarded-For": f"203.0.113.{i}"}).status_code for i in range(3)]
     assert codes == [401, 401, 429]
 
 
@@ -229,9 +269,23 @@ def redis_url(tmp_path) -> Iterator[str]:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    proc = subprocess.Popen([server, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-                             "--appendonly", "no", "--dir", str(tmp_path)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [
+            server,
+            "--port",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--dir",
+            str(tmp_path),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     url = f"redis://127.0.0.1:{port}/0"
     try:
         client = redis.Redis.from_url(url, socket_timeout=2)
@@ -242,8 +296,9 @@ def redis_url(tmp_path) -> Iterator[str]:
                 break
             except redis.ConnectionError:
                 if proc.poll() is not None or time.monotonic() > deadline:
-                    pytest.fail(f"redis-server on port {port} did not start "
-                                f"(exit code {proc.poll()})")
+                    pytest.fail(
+                        f"redis-server on port {port} did not start (exit code {proc.poll()})"
+                    )
                 time.sleep(0.05)
         yield url
     finally:
@@ -255,8 +310,11 @@ def test_a_shared_guess_storage_counts_every_process_together(make_app, redis_ur
     url = redis_url
     # two apps stand for two gunicorn processes; a fresh address per run keeps runs apart
     client = {"REMOTE_ADDR": f"198.18.{secrets.randbelow(250)}.{secrets.randbelow(250) + 1}"}
-    config = {"API_TOKEN": "s3cret", "TOKEN_GUESS_LIMIT": "3 per minute",
-              "TOKEN_GUESS_STORAGE": url}
+    config = {
+        "API_TOKEN": "s3cret",
+        "TOKEN_GUESS_LIMIT": "3 per minute",
+        "TOKEN_GUESS_STORAGE": url,
+    }
     first, second = make_app(**config).test_client(), make_app(**config).test_client()
     codes = [_guess(c, client).status_code for c in (first, second, first, second)]
     assert codes == [401, 401, 401, 429]
@@ -265,7 +323,9 @@ def test_a_shared_guess_storage_counts_every_process_together(make_app, redis_ur
 def test_an_unknown_guess_storage_is_a_settings_error_naming_it(make_app):
     from dnnframe.settings import SettingsError
 
-    with pytest.raises(SettingsError, match="DNNFRAME_TOKEN_GUESS_STORAGE='bogus://x': unknown storage scheme"):
+    with pytest.raises(
+        SettingsError, match="DNNFRAME_TOKEN_GUESS_STORAGE='bogus://x': unknown storage scheme"
+    ):
         make_app(TOKEN_GUESS_STORAGE="bogus://x")
 
 
@@ -277,8 +337,7 @@ REMOTE = {"REMOTE_ADDR": "198.51.100.7"}
 def store_down(make_app, monkeypatch):
     """A dashboard whose MongoDB store refuses connections (a port nothing listens on)."""
     monkeypatch.setenv("DNNFRAME_MONGO_TIMEOUT_S", "0.2")
-    return make_app(STORE_URL="mongodb://dnn:pw-s3cret@127.0.0.1:1/results",
-                    API_TOKEN="s3cret")
+    return make_app(STORE_URL="mongodb://dnn:pw-s3cret@127.0.0.1:1/results", API_TOKEN="s3cret")
 
 
 @pytest.mark.parametrize("path", ["/api/v1/health", "/api/v1/experiments", "/"])
@@ -293,14 +352,16 @@ def test_an_outage_tells_the_public_a_state_word_only(store_down, path, caplog):
 
 
 def test_the_token_holder_reads_what_is_wrong(store_down):
-    r = store_down.test_client().get("/api/v1/health", environ_overrides=REMOTE,
-                                     headers={"Authorization": "Bearer s3cret"})
+    r = store_down.test_client().get(
+        "/api/v1/health", environ_overrides=REMOTE, headers={"Authorization": "Bearer s3cret"}
+    )
     assert r.status_code == 503
     assert "mongodb://dnn:***@127.0.0.1:1/results" in r.json["message"]
     assert "pw-s3cret" not in r.get_data(as_text=True)
     # a wrong token reads nothing more than the public, and counts as a guess
-    r = store_down.test_client().get("/api/v1/health", environ_overrides=REMOTE,
-                                     headers={"Authorization": "Bearer nope"})
+    r = store_down.test_client().get(
+        "/api/v1/health", environ_overrides=REMOTE, headers={"Authorization": "Bearer nope"}
+    )
     assert r.status_code == 503 and "mongodb://" not in r.json["message"]
 
 
@@ -310,16 +371,30 @@ def test_a_sweep_over_the_servers_cap_is_not_told_to_raise_it(client):
     r = client.post("/api/v1/validate", json=body)
     assert r.status_code == 400
     (error,) = r.json["errors"]
-    assert error == {"path": "search", "message": "the sweep has 600000 trials, more than "
-                     "this server accepts (10000); narrow the search spaces or use fewer seeds"}
+    assert error == {
+        "path": "search",
+        "message": "the sweep has 600000 trials, more than "
+        "this server accepts (10000); narrow the search spaces or use fewer seeds",
+    }
 
 
 def test_the_form_preview_shows_the_cap_that_applies(client, app):
-    csrf = re.search(r'name="csrf_token" value="([^"]+)"',
-                     client.get("/experiments/new").get_data(as_text=True)).group(1)
-    form = {"csrf_token": csrf, "name": "n", "dataset": "iris", "hidden_layers": "1",
-            "width": "4", "activation": "relu", "optimizer": "adam", "learning_rate": "0.01",
-            "epochs": "1", "batch_size": "32", "seeds": "1"}
+    csrf = re.search(
+        r'name="csrf_token" value="([^"]+)"', client.get("/experiments/new").get_data(as_text=True)
+    ).group(1)
+    form = {
+        "csrf_token": csrf,
+        "name": "n",
+        "dataset": "iris",
+        "hidden_layers": "1",
+        "width": "4",
+        "activation": "relu",
+        "optimizer": "adam",
+        "learning_rate": "0.01",
+        "epochs": "1",
+        "batch_size": "32",
+        "seeds": "1",
+    }
     r = client.post("/api/v1/validate", data=form, headers={"X-CSRF-Token": csrf})
     assert r.status_code == 200, r.json
     assert r.json["spec"]["search"]["max_trials"] == app.config["MAX_TRIALS"] == 10_000

@@ -153,8 +153,13 @@ def test_a_cancelled_experiment_says_how_many_were_cancelled(client, store):
 
 # --------------------------------------------------------------------------- experiment list
 def _named(name, width):
-    return {**LR_SPEC, "name": name, "model": {"hidden_layers": 1, "width": width},
-            "training": {"max_epochs": 2}, "search": {"seeds": 1}}
+    return {
+        **LR_SPEC,
+        "name": name,
+        "model": {"hidden_layers": 1, "width": width},
+        "training": {"max_epochs": 2},
+        "search": {"seeds": 1},
+    }
 
 
 def test_the_list_pages_searches_and_filters_by_status(client, store):
@@ -220,8 +225,10 @@ def test_sweep_again_around_the_best_fills_the_spec_box_from_the_best_trial(clie
     exp_id = _lr_experiment(client, store)  # best: 3 layers, lr 0.1, seed 1
     spec = _spec_box(client.get(f"/experiments/new?around={exp_id}").get_data(as_text=True))
     assert spec["name"] == "lr-matters-around-best"
-    assert spec["model"] == {"hidden_layers": {"int_range": [2, 4, 1]},
-                             "width": {"grid": [2, 4, 8]}}
+    assert spec["model"] == {
+        "hidden_layers": {"int_range": [2, 4, 1]},
+        "width": {"grid": [2, 4, 8]},
+    }
     assert spec["training"] == {"max_epochs": 2, "learning_rate": {"grid": [0.0333, 0.1, 0.3]}}
     assert spec["search"]["seeds"] == 2
     assert client.get("/experiments/new?around=exp-nope").status_code == 404
@@ -230,9 +237,14 @@ def test_sweep_again_around_the_best_fills_the_spec_box_from_the_best_trial(clie
 def test_sweep_again_centres_on_the_best_mean_over_seeds_not_a_lucky_seed(client, store):
     spec = {**LR_SPEC, "model": {"hidden_layers": 2, "width": 4}}
     exp_id = client.post("/api/v1/experiments", json=spec).json["id"]
-    scores = {(0.1, 0): 0.9721, (0.1, 1): 0.9721,  # the best mean, on both seeds
-              (0.01, 0): 0.99, (0.01, 1): 0.90,  # one lucky seed
-              (0.001, 0): 0.9721, (0.001, 1): 0.95}
+    scores = {
+        (0.1, 0): 0.9721,
+        (0.1, 1): 0.9721,  # the best mean, on both seeds
+        (0.01, 0): 0.99,
+        (0.01, 1): 0.90,  # one lucky seed
+        (0.001, 0): 0.9721,
+        (0.001, 1): 0.95,
+    }
     for t in store.list_trials(exp_id):
         acc = scores[(t.config["training"]["learning_rate"], t.config["seed"])]
         _finish(store, t.id, {"test_accuracy": acc, "test_loss": 1 - acc})
@@ -243,12 +255,25 @@ def test_sweep_again_centres_on_the_best_mean_over_seeds_not_a_lucky_seed(client
 REGRESSION_SWEEP = {
     "name": "regress-full",
     "dataset": {"name": "diabetes"},
-    "model": {"hidden_layers": {"grid": [1, 2]}, "width": 8, "loss": "squared_error",
-              "init": "he", "dropout": {"grid": [0.0, 0.2]}},
-    "training": {"max_epochs": 4, "learning_rate": 0.01, "l2": 0.0001,
-                 "early_stopping": {"metric": "val_loss", "patience": 2}},
-    "search": {"method": "random", "num_samples": 1, "seeds": 2,
-               "objective": {"metric": "test_loss", "mode": "min"}},
+    "model": {
+        "hidden_layers": {"grid": [1, 2]},
+        "width": 8,
+        "loss": "squared_error",
+        "init": "he",
+        "dropout": {"grid": [0.0, 0.2]},
+    },
+    "training": {
+        "max_epochs": 4,
+        "learning_rate": 0.01,
+        "l2": 0.0001,
+        "early_stopping": {"metric": "val_loss", "patience": 2},
+    },
+    "search": {
+        "method": "random",
+        "num_samples": 1,
+        "seeds": 2,
+        "objective": {"metric": "test_loss", "mode": "min"},
+    },
 }
 
 
@@ -260,9 +285,13 @@ def test_sweep_again_on_a_regression_keeps_every_field_it_does_not_change(client
     html = client.get(f"/experiments/new?around={exp_id}").get_data(as_text=True)
     spec = _spec_box(html)
     # the best: one layer, no dropout; what the sweep again does not change stays as it was
-    assert spec["model"] == {"hidden_layers": {"int_range": [1, 2, 1]},
-                             "width": {"grid": [4, 8, 16]}, "loss": "squared_error",
-                             "init": "he", "dropout": 0.0}
+    assert spec["model"] == {
+        "hidden_layers": {"int_range": [1, 2, 1]},
+        "width": {"grid": [4, 8, 16]},
+        "loss": "squared_error",
+        "init": "he",
+        "dropout": 0.0,
+    }
     assert spec["training"]["l2"] == 0.0001
     assert spec["training"]["early_stopping"] == {"metric": "val_loss", "patience": 2}
     assert spec["search"]["objective"] == {"metric": "test_loss", "mode": "min"}
@@ -273,12 +302,16 @@ def test_sweep_again_on_a_regression_keeps_every_field_it_does_not_change(client
 
     text = html_lib.unescape(text)
     token = _csrf(client)
-    r = client.post("/api/v1/validate", data={"spec_text": text, "csrf_token": token},
-                    headers={"X-CSRF-Token": token})
+    r = client.post(
+        "/api/v1/validate",
+        data={"spec_text": text, "csrf_token": token},
+        headers={"X-CSRF-Token": token},
+    )
     # random search crosses the grids (width, learning rate) and draws the depth
     assert r.status_code == 200 and r.json["n_trials"] == 18, r.json
-    r = client.post("/experiments/new", data={"spec_text": text, "csrf_token": token,
-                                              "dataset": "iris"})
+    r = client.post(
+        "/experiments/new", data={"spec_text": text, "csrf_token": token, "dataset": "iris"}
+    )
     assert r.status_code == 303, r.get_data(as_text=True)
     new_id = r.headers["Location"].rsplit("/", 1)[1]
     stored = client.get(f"/api/v1/experiments/{new_id}/spec").json
@@ -289,13 +322,15 @@ def test_sweep_again_on_a_regression_keeps_every_field_it_does_not_change(client
 def test_the_spec_box_reports_each_error_with_its_path_and_keeps_the_text(client):
     token = _csrf(client)
     text = "name: broken\ndataset: diabetes\nmodel: {width: 0}\n"
-    r = client.post("/api/v1/validate", data={"spec_text": text},
-                    headers={"X-CSRF-Token": token})
+    r = client.post("/api/v1/validate", data={"spec_text": text}, headers={"X-CSRF-Token": token})
     assert r.status_code == 400
     message = r.json["fields"]["spec_text"]
     assert message.startswith("model.width: ")
-    r = client.post("/api/v1/validate", data={"spec_text": "a: &x [1]\nb: *x\n"},
-                    headers={"X-CSRF-Token": token})
+    r = client.post(
+        "/api/v1/validate",
+        data={"spec_text": "a: &x [1]\nb: *x\n"},
+        headers={"X-CSRF-Token": token},
+    )
     assert r.status_code == 400 and "aliases" in r.json["fields"]["spec_text"]
     page = client.post("/experiments/new", data={"spec_text": text, "csrf_token": token})
     assert page.status_code == 400
@@ -305,9 +340,18 @@ def test_the_spec_box_reports_each_error_with_its_path_and_keeps_the_text(client
 
 def test_a_blank_regression_sweep_from_the_form_fields_is_valid(client):
     token = _csrf(client)
-    form = {"name": "blank-regression", "dataset": "diabetes", "hidden_layers": "1",
-            "width": "4", "activation": "relu", "optimizer": "adam", "learning_rate": "0.01",
-            "epochs": "2", "batch_size": "32", "seeds": "1"}
+    form = {
+        "name": "blank-regression",
+        "dataset": "diabetes",
+        "hidden_layers": "1",
+        "width": "4",
+        "activation": "relu",
+        "optimizer": "adam",
+        "learning_rate": "0.01",
+        "epochs": "2",
+        "batch_size": "32",
+        "seeds": "1",
+    }
     r = client.post("/api/v1/validate", data=form, headers={"X-CSRF-Token": token})
     assert r.status_code == 200, r.json
     assert r.json["spec"]["model"]["loss"] == "squared_error"
@@ -320,8 +364,13 @@ def test_delete_needs_the_token_and_a_confirmation_and_keeps_shared_trials(make_
     client, store = app.test_client(), app.extensions["dnnframe"].store
     auth = {"Authorization": "Bearer s3cret"}
     gone = client.post("/api/v1/experiments", json=LR_SPEC, headers=auth).json["id"]
-    kept_spec = {**LR_SPEC, "name": "kept", "training": {"max_epochs": 2, "learning_rate": 0.001},
-                 "model": {"hidden_layers": 1, "width": 4}, "search": {"seeds": 1}}
+    kept_spec = {
+        **LR_SPEC,
+        "name": "kept",
+        "training": {"max_epochs": 2, "learning_rate": 0.001},
+        "model": {"hidden_layers": 1, "width": 4},
+        "search": {"seeds": 1},
+    }
     kept = client.post("/api/v1/experiments", json=kept_spec, headers=auth).json["id"]
     shared = store.list_trials(kept)[0].id
     assert gone in store.get_trial(shared).experiment_ids  # the two share one trial
@@ -337,15 +386,15 @@ def test_delete_needs_the_token_and_a_confirmation_and_keeps_shared_trials(make_
     assert client.get(url).status_code == 404
     assert store.get_trial(shared).experiment_ids == [kept]
     assert client.delete(url + f"?confirm={gone}", headers=auth).status_code == 404
-    assert "delete" in client.get("/api/v1/openapi.json").json["paths"][
-        "/experiments/{experiment_id}"]
+    assert (
+        "delete" in client.get("/api/v1/openapi.json").json["paths"]["/experiments/{experiment_id}"]
+    )
 
 
 def test_the_page_says_why_a_running_experiment_is_not_deleted(client, store):
     exp_id = client.post("/api/v1/experiments", json=LR_SPEC).json["id"]
     token = _csrf(client, f"/experiments/{exp_id}")
-    r = client.post(f"/experiments/{exp_id}/delete", data={"csrf_token": token,
-                                                           "confirm": exp_id})
+    r = client.post(f"/experiments/{exp_id}/delete", data={"csrf_token": token, "confirm": exp_id})
     assert r.status_code == 409
     page = r.get_data(as_text=True)
     assert 'id="delete-error"' in page and "cancel it" in page
@@ -359,30 +408,43 @@ def test_the_page_deletes_after_the_name_is_typed(client, store):
     client.post(f"/api/v1/experiments/{exp_id}/cancel")
     html = client.get(f"/experiments/{exp_id}").get_data(as_text=True)
     token = re.search(r'name="csrf_token" value="([^"]+)"', html).group(1)
-    wrong = client.post(f"/experiments/{exp_id}/delete", data={"csrf_token": token,
-                                                               "confirm": "lr"})
+    wrong = client.post(
+        f"/experiments/{exp_id}/delete", data={"csrf_token": token, "confirm": "lr"}
+    )
     # the page again, its delete form open with what was typed and why it is not enough
     assert wrong.status_code == 400
     page = wrong.get_data(as_text=True)
     assert '<details class="danger-zone" id="delete-zone" open>' in page
     assert 'value="lr"' in page and 'id="delete-error"' in page
-    assert (f"to delete experiment &#39;lr-matters&#39; ({exp_id}), confirm must repeat its "
-            "name or its id, but got &#39;lr&#39;") in page
+    assert (
+        f"to delete experiment &#39;lr-matters&#39; ({exp_id}), confirm must repeat its "
+        "name or its id, but got &#39;lr&#39;"
+    ) in page
     forged = client.post(f"/experiments/{exp_id}/delete", data={"confirm": "lr-matters"})
-    assert forged.status_code == 400 and client.get(f"/api/v1/experiments/{exp_id}").status_code == 200
-    r = client.post(f"/experiments/{exp_id}/delete", data={"csrf_token": token,
-                                                           "confirm": "lr-matters"})
+    assert (
+        forged.status_code == 400 and client.get(f"/api/v1/experiments/{exp_id}").status_code == 200
+    )
+    r = client.post(
+        f"/experiments/{exp_id}/delete", data={"csrf_token": token, "confirm": "lr-matters"}
+    )
     assert r.status_code == 303 and r.headers["Location"].endswith(f"/?deleted={exp_id}")
     assert client.get(f"/api/v1/experiments/{exp_id}").status_code == 404
-    assert f"Deleted experiment <code>{exp_id}</code>" in client.get(r.headers["Location"]).get_data(
-        as_text=True)
+    assert f"Deleted experiment <code>{exp_id}</code>" in client.get(
+        r.headers["Location"]
+    ).get_data(as_text=True)
 
 
 # --------------------------------------------------------------------------- compare
 def test_compare_shows_the_settings_that_differ_and_the_best_of_each(client, store):
     a = _lr_experiment(client, store)
-    b = client.post("/api/v1/experiments", json={**LR_SPEC, "name": "wider",
-                    "model": {"hidden_layers": {"grid": [1, 2, 3]}, "width": 16}}).json["id"]
+    b = client.post(
+        "/api/v1/experiments",
+        json={
+            **LR_SPEC,
+            "name": "wider",
+            "model": {"hidden_layers": {"grid": [1, 2, 3]}, "width": 16},
+        },
+    ).json["id"]
     html = client.get(f"/compare?ids={a},{b}").get_data(as_text=True)
     rows = re.findall(r'<tr class="difference"><th><code>([^<]+)</code>', html)
     assert rows == ["name", "model.width"]
@@ -397,8 +459,14 @@ def test_compare_shows_the_settings_that_differ_and_the_best_of_each(client, sto
 
 
 @pytest.mark.parametrize(
-    "module", ["dashboard.params", "dashboard.importance", "dashboard.around", "dashboard.compare",
-               "dashboard.ranking"]
+    "module",
+    [
+        "dashboard.params",
+        "dashboard.importance",
+        "dashboard.around",
+        "dashboard.compare",
+        "dashboard.ranking",
+    ],
 )
 def test_module_examples_run(module):
     import doctest
@@ -412,8 +480,11 @@ def test_a_dataset_this_server_cannot_load_is_named_not_a_failed_page(client, st
     # an experiment run from the CLI on another machine, with a CSV only that machine has
     spec = {"name": "elsewhere", "dataset": {"name": "csv", "path": "/data/theirs.csv"}}
     store.create_experiment("exp-elsewhere", "elsewhere", spec, 1)
-    config = {"dataset": {"name": "csv", "path": "/data/theirs.csv", "label_column": "y"},
-              "model": {"hidden_layers": 1, "width": 4}, "seed": 0}
+    config = {
+        "dataset": {"name": "csv", "path": "/data/theirs.csv", "label_column": "y"},
+        "model": {"hidden_layers": 1, "width": 4},
+        "seed": 0,
+    }
     store.create_trials("exp-elsewhere", [("t-elsewhere", config)])
     r = client.get("/experiments/exp-elsewhere")
     assert r.status_code == 200

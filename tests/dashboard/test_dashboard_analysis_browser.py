@@ -81,14 +81,18 @@ ACTIVATION_LR = {
 
 def _lr_decides(config):
     lr = config["training"]["learning_rate"]
-    return {0.001: 0.4, 0.01: 0.7, 0.1: 0.9}[lr] + (0.02 if config["model"]["activation"] == "relu" else 0)
+    return {0.001: 0.4, 0.01: 0.7, 0.1: 0.9}[lr] + (
+        0.02 if config["model"]["activation"] == "relu" else 0
+    )
 
 
 def test_axes_follow_what_the_sweep_varies_and_the_reader_can_change_them(quiet_server):
     from playwright.sync_api import expect, sync_playwright
 
     base, store = quiet_server
-    exp_id = requests.post(base + "/api/v1/experiments", json=ACTIVATION_LR, timeout=30).json()["id"]
+    exp_id = requests.post(base + "/api/v1/experiments", json=ACTIVATION_LR, timeout=30).json()[
+        "id"
+    ]
     _finish_all(store, exp_id, _lr_decides)
     with sync_playwright() as p:
         b, page, problems = _open(p, base, f"/experiments/{exp_id}")
@@ -108,7 +112,9 @@ def test_axes_follow_what_the_sweep_varies_and_the_reader_can_change_them(quiet_
                 "y": "test accuracy",
             }
             # the table's columns are what varies, not a fixed set
-            heads = page.eval_on_selector_all("#trials thead th", "ths => ths.map(t => t.dataset.key)")
+            heads = page.eval_on_selector_all(
+                "#trials thead th", "ths => ths.map(t => t.dataset.key)"
+            )
             assert heads[:4] == ["state", "activation", "learning_rate", "seed"]
             assert "hidden_layers" not in heads
 
@@ -116,9 +122,10 @@ def test_axes_follow_what_the_sweep_varies_and_the_reader_can_change_them(quiet_
             expect(page.locator("#chart-accuracy .ytitle")).to_have_text("test loss")
             page.select_option("#x-param", "activation")
             expect(page.locator("#chart-accuracy .xtitle")).to_have_text("activation")
-            assert page.evaluate(
-                "document.getElementById('chart-accuracy').layout.xaxis.type"
-            ) == "category"
+            assert (
+                page.evaluate("document.getElementById('chart-accuracy').layout.xaxis.type")
+                == "category"
+            )
             # the activation is on x now: the grouping moves to the next varied parameter
             expect(page.locator("#group-by")).to_have_value("learning_rate")
             assert page.evaluate("document.getElementById('chart-accuracy').data.length") == 3
@@ -166,7 +173,9 @@ def test_charts_keep_their_size_through_a_window_resize(quiet_server):
     from playwright.sync_api import expect, sync_playwright
 
     base, store = quiet_server
-    exp_id = requests.post(base + "/api/v1/experiments", json=ACTIVATION_LR, timeout=30).json()["id"]
+    exp_id = requests.post(base + "/api/v1/experiments", json=ACTIVATION_LR, timeout=30).json()[
+        "id"
+    ]
     _finish_all(store, exp_id, _lr_decides)
     with sync_playwright() as p:
         b, page, problems = _open(p, base, f"/experiments/{exp_id}", width=1400, height=1000)
@@ -232,19 +241,24 @@ def test_learning_curves_stay_readable_with_500_trials(quiet_server):
                         y: d[1].y.slice(0, 3)}; }""")
             assert curves["n"] == 10
             assert curves["legend"] == [
-                "learning rate 0.0003 (100)", "learning rate 0.001 (100)",
-                "learning rate 0.003 (100)", "learning rate 0.01 (100)", "learning rate 0.03 (100)",
+                "learning rate 0.0003 (100)",
+                "learning rate 0.001 (100)",
+                "learning rate 0.003 (100)",
+                "learning rate 0.01 (100)",
+                "learning rate 0.03 (100)",
             ]
             # smoothing changes the drawn values; the first epoch stays as it was
             page.fill("#smoothing", "0.6")
             page.dispatch_event("#smoothing", "input")
-            smoothed = page.evaluate("document.getElementById('chart-curves').data[1].y.slice(0, 3)")
+            smoothed = page.evaluate(
+                "document.getElementById('chart-curves').data[1].y.slice(0, 3)"
+            )
             assert smoothed[0] == pytest.approx(curves["y"][0])
             assert smoothed[1] < curves["y"][1]  # rising curves: the average lags behind
             page.check("#log-y")
-            assert page.evaluate(
-                "document.getElementById('chart-curves').layout.yaxis.type"
-            ) == "log"
+            assert (
+                page.evaluate("document.getElementById('chart-curves').layout.yaxis.type") == "log"
+            )
             # a click on a legend entry hides that group, band included
             page.locator("#chart-curves .legend .traces").first.click()
             page.wait_for_function(
@@ -273,7 +287,11 @@ def test_learning_curves_stay_readable_with_500_trials(quiet_server):
 REGRESSION = {
     "name": "regress",
     "dataset": {"name": "diabetes"},
-    "model": {"hidden_layers": {"grid": [1, 2]}, "width": {"grid": [4, 8]}, "loss": "squared_error"},
+    "model": {
+        "hidden_layers": {"grid": [1, 2]},
+        "width": {"grid": [4, 8]},
+        "loss": "squared_error",
+    },
     "training": {"max_epochs": 5},
     "search": {"seeds": 1},
 }
@@ -287,29 +305,34 @@ def test_status_tells_the_truth_for_a_cancelled_regression_with_live_epochs(quie
     first, second, running, queued = [t.id for t in store.list_trials(exp_id)]
     for tid, loss in ((first, 0.3), (second, 0.5)):
         assert store.claim_trial(tid, "w1")
-        result = {"metrics": {"test_loss": loss, "val_loss": loss + 0.1, "test_accuracy": None},
-                  "timings": {"train": 1.0, "compile": 0.2}, "epochs_run": 5}
+        result = {
+            "metrics": {"test_loss": loss, "val_loss": loss + 0.1, "test_accuracy": None},
+            "timings": {"train": 1.0, "compile": 0.2},
+            "epochs_run": 5,
+        }
         assert store.finish_trial(tid, TrialState.COMPLETE, result=result, worker="w1")
     with sync_playwright() as p:
         b, page, problems = _open(p, base, f"/experiments/{exp_id}")
         try:
             # a regression: the best line and the table speak of the loss, lowest first
             expect(page.locator("#best")).to_contain_text("best test loss 0.3 (lowest)")
-            heads = page.eval_on_selector_all("#trials thead th", "ths => ths.map(t => t.dataset.key)")
+            heads = page.eval_on_selector_all(
+                "#trials thead th", "ths => ths.map(t => t.dataset.key)"
+            )
             assert "test_loss" in heads and "test_accuracy" not in heads
             # a running trial shows its epochs as they are written, before it finishes
             assert store.claim_trial(running, "w2")
             for epoch in (1, 2, 3):
-                assert store.append_metrics(running, {"epoch": epoch, "val_loss": 1.0 / epoch},
-                                            worker="w2")
+                assert store.append_metrics(
+                    running, {"epoch": epoch, "val_loss": 1.0 / epoch}, worker="w2"
+                )
             row = page.locator(f"#trials tbody tr[data-trial='{running}']")
             expect(row).to_have_attribute("data-state", "RUNNING")
             epoch_col = heads.index("epoch") + 1
             expect(row.locator(f"td:nth-child({epoch_col})")).to_have_text("3")
 
             requests.post(base + f"/api/v1/experiments/{exp_id}/cancel", timeout=30)
-            assert store.finish_trial(running, TrialState.CANCELLED, error="cancelled",
-                                      worker="w2")
+            assert store.finish_trial(running, TrialState.CANCELLED, error="cancelled", worker="w2")
             expect(page.locator("#status")).to_have_text(
                 "cancelled: 2 of 4 complete, 2 cancelled", timeout=10_000
             )
@@ -330,15 +353,21 @@ def test_a_regression_sweeps_again_from_the_browser_with_its_loss_and_objective(
     from playwright.sync_api import expect, sync_playwright
 
     base, store = quiet_server
-    spec = {**REGRESSION, "name": "regress-again",
-            "model": {**REGRESSION["model"], "dropout": 0.1},
-            "search": {"seeds": 1, "objective": {"metric": "test_loss", "mode": "min"}}}
+    spec = {
+        **REGRESSION,
+        "name": "regress-again",
+        "model": {**REGRESSION["model"], "dropout": 0.1},
+        "search": {"seeds": 1, "objective": {"metric": "test_loss", "mode": "min"}},
+    }
     exp_id = requests.post(base + "/api/v1/experiments", json=spec, timeout=30).json()["id"]
     for t in store.list_trials(exp_id):
         assert store.claim_trial(t.id, "w1")
         loss = 0.2 * t.config["model"]["hidden_layers"] + 0.01 * t.config["model"]["width"]
-        result = {"metrics": {"test_loss": loss, "test_accuracy": None},
-                  "timings": {"train": 1.0, "compile": 0.2}, "epochs_run": 5}
+        result = {
+            "metrics": {"test_loss": loss, "test_accuracy": None},
+            "timings": {"train": 1.0, "compile": 0.2},
+            "epochs_run": 5,
+        }
         assert store.finish_trial(t.id, TrialState.COMPLETE, result=result, worker="w1")
     with sync_playwright() as p:
         b, page, problems = _open(p, base, f"/experiments/{exp_id}")
@@ -384,14 +413,18 @@ def test_spec_commands_sweep_again_and_small_screens(quiet_server):
     from playwright.sync_api import expect, sync_playwright
 
     base, store = quiet_server
-    exp_id = requests.post(base + "/api/v1/experiments", json=ACTIVATION_LR, timeout=30).json()["id"]
+    exp_id = requests.post(base + "/api/v1/experiments", json=ACTIVATION_LR, timeout=30).json()[
+        "id"
+    ]
     _finish_all(store, exp_id, _lr_decides)
     with sync_playwright() as p:
         b, page, problems = _open(p, base, f"/experiments/{exp_id}", width=390, height=844)
         try:
             expect(page.locator("#chart-accuracy .main-svg").first).to_be_visible(timeout=10_000)
             spec = yaml.safe_load(page.inner_text("#spec-yaml"))
-            assert spec == requests.get(base + f"/api/v1/experiments/{exp_id}/spec", timeout=30).json()
+            assert (
+                spec == requests.get(base + f"/api/v1/experiments/{exp_id}/spec", timeout=30).json()
+            )
             expect(page.locator("#command-run")).to_contain_text("dnnframe run activation-lr.yaml")
             expect(page.locator("#dataset")).to_contain_text("105 train · 15 validation · 30 test")
             # nothing runs off sideways on a phone, on any page
@@ -408,8 +441,11 @@ def test_spec_commands_sweep_again_and_small_screens(quiet_server):
             page.click("#sweep-again")
             page.wait_for_url("**/experiments/new?around=*")
             around = yaml.safe_load(page.input_value("#spec_text"))
-            assert around["model"] == {"hidden_layers": {"int_range": [1, 3, 1]},
-                                       "width": {"grid": [4, 8, 16]}, "activation": "relu"}
+            assert around["model"] == {
+                "hidden_layers": {"int_range": [1, 3, 1]},
+                "width": {"grid": [4, 8, 16]},
+                "activation": "relu",
+            }
             assert around["training"]["learning_rate"] == {"grid": [0.0333, 0.1, 0.3]}
             expect(page.locator("#form-fields")).to_be_hidden()
             expect(page.locator("#trial-count")).to_have_text("54 trials", timeout=10_000)
@@ -472,9 +508,10 @@ def test_compare_two_experiments_from_the_list(quiet_server):
                     assert mean + plus <= 1 + 1e-12
             expect(page.locator("#compared td.best-configuration").first).to_contain_text("seeds")
             page.select_option("#x-param", "activation")
-            assert page.evaluate(
-                "document.getElementById('chart-compare-metric').data[0].x"
-            ) == ["relu", "tanh"]
+            assert page.evaluate("document.getElementById('chart-compare-metric').data[0].x") == [
+                "relu",
+                "tanh",
+            ]
             page.screenshot(path=str(artifacts_dir() / "dashboard-compare.png"), full_page=True)
             assert problems == []
         finally:
@@ -522,35 +559,56 @@ def test_the_best_configuration_is_the_best_mean_live_and_after_a_reload(quiet_s
     from playwright.sync_api import expect, sync_playwright
 
     base, store = quiet_server
-    exp_id = requests.post(base + "/api/v1/experiments", json=ACTIVATION_LR, timeout=30).json()["id"]
+    exp_id = requests.post(base + "/api/v1/experiments", json=ACTIVATION_LR, timeout=30).json()[
+        "id"
+    ]
     # five trials tie at 0.9721; only relu at 0.1 scores it on both seeds
-    scores = {("relu", 0.1, 0): 0.9721, ("relu", 0.1, 1): 0.9721,
-              ("tanh", 0.1, 0): 0.9721, ("tanh", 0.1, 1): 0.96,
-              ("tanh", 0.01, 0): 0.9721, ("tanh", 0.01, 1): 0.3,
-              ("relu", 0.01, 0): 0.5, ("relu", 0.01, 1): 0.9721}
+    scores = {
+        ("relu", 0.1, 0): 0.9721,
+        ("relu", 0.1, 1): 0.9721,
+        ("tanh", 0.1, 0): 0.9721,
+        ("tanh", 0.1, 1): 0.96,
+        ("tanh", 0.01, 0): 0.9721,
+        ("tanh", 0.01, 1): 0.3,
+        ("relu", 0.01, 0): 0.5,
+        ("relu", 0.01, 1): 0.9721,
+    }
     trials = store.list_trials(exp_id)
-    key = {t.id: (t.config["model"]["activation"], t.config["training"]["learning_rate"],
-                  t.config["seed"]) for t in trials}
+    key = {
+        t.id: (
+            t.config["model"]["activation"],
+            t.config["training"]["learning_rate"],
+            t.config["seed"],
+        )
+        for t in trials
+    }
     best = sorted(tid for tid, k in key.items() if k[:2] == ("relu", 0.1))
     # the lucky single seeds finish first, the best configuration last
-    order = sorted(key, key=lambda tid: (key[tid][:2] == ("relu", 0.1), key[tid][2] == 0, tid),
-                   reverse=False)
+    order = sorted(
+        key, key=lambda tid: (key[tid][:2] == ("relu", 0.1), key[tid][2] == 0, tid), reverse=False
+    )
     with sync_playwright() as p:
         b, page, problems = _open(p, base, f"/experiments/{exp_id}")
         try:
-            page.wait_for_function("() => document.body.dataset.live === 'stream'",
-                                   timeout=10_000)
+            page.wait_for_function("() => document.body.dataset.live === 'stream'", timeout=10_000)
             for tid in order:
                 assert store.claim_trial(tid, "w1")
                 acc = scores.get(key[tid], 0.2)
-                result = {"metrics": {"test_accuracy": acc, "test_loss": 1 - acc},
-                          "timings": {"train": 1.0}, "epochs_run": 3}
+                result = {
+                    "metrics": {"test_accuracy": acc, "test_loss": 1 - acc},
+                    "timings": {"train": 1.0},
+                    "epochs_run": 3,
+                }
                 assert store.finish_trial(tid, TrialState.COMPLETE, result=result, worker="w1")
-            expected = ("best test accuracy 0.9721 ± 0 (highest mean of 2 seeds) — "
-                        "activation relu, learning rate 0.1")
+            expected = (
+                "best test accuracy 0.9721 ± 0 (highest mean of 2 seeds) — "
+                "activation relu, learning rate 0.1"
+            )
             expect(page.locator("#best")).to_have_text(expected, timeout=15_000)
-            live = page.evaluate("[document.getElementById('best').dataset.trial,"
-                                 " document.getElementById('best').dataset.trials]")
+            live = page.evaluate(
+                "[document.getElementById('best').dataset.trial,"
+                " document.getElementById('best').dataset.trials]"
+            )
             assert live == [best[0], " ".join(best)]
             page.reload()
             expect(page.locator("#best")).to_have_text(expected, timeout=15_000)

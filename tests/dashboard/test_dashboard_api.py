@@ -56,7 +56,9 @@ def test_openapi_schemas_come_from_the_spec_models(client):
     # the layer-design options, with their choices
     model = schemas["ModelConfig"]["properties"]
     assert {"rezero", "scaled"} <= set(json.dumps(model["residual"]).replace('"', " ").split())
-    assert "layer" in json.dumps(model["normalization"]) and "pre" in json.dumps(model["norm_position"])
+    assert "layer" in json.dumps(model["normalization"]) and "pre" in json.dumps(
+        model["norm_position"]
+    )
     assert {"grad_clip", "lr_schedule"} <= set(schemas["TrainingConfig"]["properties"])
     assert "cosine" in json.dumps(schemas["LrSchedule"])
     # that every route is in it: test_dashboard_openapi.py
@@ -249,8 +251,9 @@ def test_a_starting_experiment_says_how_many_of_its_graphs_are_built(client, sto
     assert len(trials) == 8
 
     first = trials[0]
-    [twin] = [t for t in trials if compile_key(t.config) == compile_key(first.config)
-              and t.id != first.id]
+    [twin] = [
+        t for t in trials if compile_key(t.config) == compile_key(first.config) and t.id != first.id
+    ]
     other = next(t for t in trials if compile_key(t.config) != compile_key(first.config))
     for t in (first, twin, other):
         assert store.claim_trial(t.id, "w1") is not None
@@ -260,8 +263,9 @@ def test_a_starting_experiment_says_how_many_of_its_graphs_are_built(client, sto
     assert client.get(trials_url).json["graphs"] == {"ready": 1, "total": 4}
     # the page's notice is for the start: once a trial is over the progress bar moves
     store.append_metrics(first.id, {"epoch": 1, "val_accuracy": 0.5, "val_loss": 1.0})
-    assert store.finish_trial(first.id, TrialState.COMPLETE,
-                              result={"metrics": {"test_accuracy": 0.5}}, worker="w1")
+    assert store.finish_trial(
+        first.id, TrialState.COMPLETE, result={"metrics": {"test_accuracy": 0.5}}, worker="w1"
+    )
     assert client.get(trials_url).json["graphs"] is None
 
 
@@ -562,27 +566,36 @@ def test_a_spec_with_per_layer_widths_is_submitted(client, recorder):
 def test_the_document_says_writes_need_a_token_only_when_one_is_set(make_app):
     for token, security in ((None, [{}, {"bearer": []}]), ("s3cret", [{"bearer": []}])):
         doc = make_app(API_TOKEN=token).test_client().get("/api/v1/openapi.json").json
-        writes = [op for ops in doc["paths"].values() for m, op in ops.items()
-                  if m in ("post", "delete")]
+        writes = [
+            op for ops in doc["paths"].values() for m, op in ops.items() if m in ("post", "delete")
+        ]
         assert writes and all(op["security"] == security for op in writes)
 
 
 def test_created_experiments_link_to_the_operations_taking_their_id(client):
     doc = client.get("/api/v1/openapi.json").json
     links = doc["paths"]["/experiments"]["post"]["responses"]["201"]["links"]
-    taking_id = {op["operationId"] for path, ops in doc["paths"].items()
-                 if "{experiment_id}" in path for op in ops.values()}
+    taking_id = {
+        op["operationId"]
+        for path, ops in doc["paths"].items()
+        if "{experiment_id}" in path
+        for op in ops.values()
+    }
     assert {link["operationId"] for link in links.values()} == taking_id
-    assert all(link["parameters"]["experiment_id"] == "$response.body#/id"
-               for link in links.values())
+    assert all(
+        link["parameters"]["experiment_id"] == "$response.body#/id" for link in links.values()
+    )
 
 
-@pytest.mark.parametrize("query, name", [
-    ("q=" + "x" * 201, "q"),
-    ("limit=+5", "limit"),
-    ("offset=" + "9" * 30, "offset"),
-    ("status=done", "status"),
-])
+@pytest.mark.parametrize(
+    "query, name",
+    [
+        ("q=" + "x" * 201, "q"),
+        ("limit=+5", "limit"),
+        ("offset=" + "9" * 30, "offset"),
+        ("status=done", "status"),
+    ],
+)
 def test_a_query_parameter_beyond_its_documented_limit_is_refused_by_name(client, query, name):
     r = client.get("/api/v1/experiments?" + query)
     assert r.status_code == 400, r.json

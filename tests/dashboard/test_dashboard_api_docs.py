@@ -45,6 +45,7 @@ def test_swagger_ui_shows_every_operation_under_the_policy(make_app):
     with serving(app) as base, sync_playwright() as p, watched_page(p) as (page, errors):
         page.goto(base + "/api/docs/")
         page.wait_for_function(
-            f"() => document.querySelectorAll('.opblock').length === {operations}", timeout=30_000)
+            f"() => document.querySelectorAll('.opblock').length === {operations}", timeout=30_000
+        )
         assert page.evaluate("window.__blocked") == []
         assert errors == []

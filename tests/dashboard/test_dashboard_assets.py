@@ -31,11 +31,21 @@ def _versioned(html: str, name: str) -> str:
     return found.group(1)
 
 
-@pytest.mark.parametrize(("header", "chosen"), [
-    ("gzip, deflate, br, zstd", "br"), ("gzip", "gzip"), ("br;q=0, gzip", "gzip"),
-    ("identity", None), ("", None), ("*", "br"), ("*;q=0", None), ("zstd", None),
-    ("GZIP;q=0.5", "gzip"), ("br;q=oops, gzip", "gzip"),
-])
+@pytest.mark.parametrize(
+    ("header", "chosen"),
+    [
+        ("gzip, deflate, br, zstd", "br"),
+        ("gzip", "gzip"),
+        ("br;q=0, gzip", "gzip"),
+        ("identity", None),
+        ("", None),
+        ("*", "br"),
+        ("*;q=0", None),
+        ("zstd", None),
+        ("GZIP;q=0.5", "gzip"),
+        ("br;q=oops, gzip", "gzip"),
+    ],
+)
 def test_the_encoding_is_the_smallest_the_client_accepts(header, chosen):
     assert negotiate(header) == chosen
 
@@ -59,12 +69,15 @@ def test_a_file_asked_for_without_its_hash_is_revalidated_each_time(client, cach
         r = client.get(url, headers={"Accept-Encoding": "gzip"})
         assert r.status_code == 200 and r.headers["Cache-Control"] == "no-cache"
         assert gzip.decompress(r.data) == (STATIC / "experiment.js").read_bytes()
-        again = client.get(url, headers={"Accept-Encoding": "gzip",
-                                         "If-None-Match": r.headers["ETag"]})
+        again = client.get(
+            url, headers={"Accept-Encoding": "gzip", "If-None-Match": r.headers["ETag"]}
+        )
         assert again.status_code == 304 and again.data == b""
     # the ETag names the encoding: a client that takes brotli does not get gzip's 304
-    other = client.get("/static/experiment.js", headers={"Accept-Encoding": "br",
-                                                         "If-None-Match": r.headers["ETag"]})
+    other = client.get(
+        "/static/experiment.js",
+        headers={"Accept-Encoding": "br", "If-None-Match": r.headers["ETag"]},
+    )
     assert other.status_code == 200 and other.headers["Content-Encoding"] == "br"
 
 
@@ -75,8 +88,9 @@ def test_identity_is_the_file_itself(client, cache):
     assert r.mimetype == "text/javascript"
 
 
-@pytest.mark.parametrize("path", ["/static/../__init__.py", "/static/nope.js",
-                                  "/static/%2e%2e/__init__.py"])
+@pytest.mark.parametrize(
+    "path", ["/static/../__init__.py", "/static/nope.js", "/static/%2e%2e/__init__.py"]
+)
 def test_nothing_outside_the_static_folder_is_served(client, cache, path):
     assert client.get(path).status_code == 404
 
@@ -91,11 +105,14 @@ def test_a_changed_file_gets_a_new_hash_in_the_pages(client, cache, tmp_path, mo
     (folder / "style.css").write_text("body { color: blue }")
     second = _versioned(client.get("/experiments/new").get_data(as_text=True), "style.css")
     assert first != second
-    assert client.get(second, headers={"Accept-Encoding": "identity"}).data == b"body { color: blue }"
+    assert (
+        client.get(second, headers={"Accept-Encoding": "identity"}).data == b"body { color: blue }"
+    )
 
 
 def test_a_large_file_is_sent_quickly_compressed_until_its_best_copy_is_made(
-        client, cache, monkeypatch):
+    client, cache, monkeypatch
+):
     monkeypatch.setattr(assets, "BACKGROUND_BYTES", 1000)
     data = (STATIC / "experiment-charts.js").read_bytes()
     version = assets.asset(STATIC / "experiment-charts.js").version

@@ -24,9 +24,9 @@ def dead_port() -> Iterator[int]:
 
 
 def test_submit_with_broker_unreachable_is_503_and_trials_are_held(
-        make_app, dead_port: int, monkeypatch: pytest.MonkeyPatch):
-    monkeypatch.setenv("DNNFRAME_BROKER_URL",
-                       f"amqp://someone:s3cret-pw@127.0.0.1:{dead_port}//")
+    make_app, dead_port: int, monkeypatch: pytest.MonkeyPatch
+):
+    monkeypatch.setenv("DNNFRAME_BROKER_URL", f"amqp://someone:s3cret-pw@127.0.0.1:{dead_port}//")
     app = make_app(EXECUTOR=None)  # the executor the environment configures: Celery
     # kombu's waits between connection attempts, recorded instead of slept: what the
     # request waits by design, whatever the machine's load

@@ -19,6 +19,7 @@ from dashboard import create_app
 
 pytestmark = pytest.mark.browser
 
+
 @pytest.fixture
 def live_server(tmp_path, data_dir, monkeypatch):
     """The app on a real werkzeug server with the real local executor (no broker)."""
@@ -52,8 +53,10 @@ def test_submit_sweep_in_chromium_and_watch_it_complete(live_server):
     from playwright.sync_api import expect, sync_playwright
 
     base, app, gate = live_server
-    with sync_playwright() as p, \
-            watched_page(p, viewport={"width": 1280, "height": 1400}) as (page, errors):
+    with (
+        sync_playwright() as p,
+        watched_page(p, viewport={"width": 1280, "height": 1400}) as (page, errors),
+    ):
         page.on(
             "request",
             lambda req: (
@@ -109,9 +112,7 @@ def test_submit_sweep_in_chromium_and_watch_it_complete(live_server):
         # the page changed without a reload: it showed unfinished trials first
         assert any(s["states"].count("COMPLETE") < 2 for s in samples), samples
         assert samples[0]["points"] < final["points"], samples
-        expect(page.locator("#progress-text")).to_have_text(
-            "2 of 2 trials done: 2 complete"
-        )
+        expect(page.locator("#progress-text")).to_have_text("2 of 2 trials done: 2 complete")
         # the table sorts by a clicked column
         column = "#trials tbody tr td:nth-child(2)"
         page.click("#trials th[data-key=hidden_layers]")  # numbers sort descending first
@@ -125,8 +126,7 @@ def test_submit_sweep_in_chromium_and_watch_it_complete(live_server):
             "2",
         ]
         assert (
-            page.evaluate("document.getElementById('chart-parallel').data[0].type")
-            == "parcoords"
+            page.evaluate("document.getElementById('chart-parallel').data[0].type") == "parcoords"
         )
         # a trial's own page draws its learning curve
         page.click("#trials tbody tr:first-child td:last-child a")
@@ -235,17 +235,17 @@ def test_experiment_page_waits_then_draws_readable_charts_in_a_stable_table(quie
     }
     exp_id = requests.post(base + "/api/v1/experiments", json=spec, timeout=30).json()["id"]
     trial_ids = [t.id for t in store.list_trials(exp_id)]
-    with sync_playwright() as p, \
-            watched_page(p, viewport={"width": 1280, "height": 1400}) as (page, errors):
+    with (
+        sync_playwright() as p,
+        watched_page(p, viewport={"width": 1280, "height": 1400}) as (page, errors),
+    ):
         page.goto(base + f"/experiments/{exp_id}")
         expect(page.locator("#trials tbody tr")).to_have_count(4, timeout=10_000)
         for chart in CHARTS:  # no empty axes before the first result
             expect(page.locator(f"#{chart}")).to_contain_text("Waiting for the first")
             assert page.evaluate(f"document.getElementById('{chart}').data") is None
         page.screenshot(path=str(artifacts_dir() / "dashboard-experiment-waiting.png"))
-        order = page.eval_on_selector_all(
-            "#trials tbody tr", "rs => rs.map(r => r.dataset.trial)"
-        )
+        order = page.eval_on_selector_all("#trials tbody tr", "rs => rs.map(r => r.dataset.trial)")
 
         # the last row finishes first: rows keep their places while states change
         _train(store, order[-1], 40, 0.8)

@@ -10,6 +10,7 @@ from dnnframe.store import TrialState
 
 pytestmark = pytest.mark.browser
 
+
 @pytest.fixture
 def served(make_app, recorder):
     app = make_app()
@@ -22,13 +23,29 @@ def _finished_experiment(client, store) -> tuple[str, str]:
     ids = [t.id for t in store.list_trials(exp_id)]
     store.claim_trials(ids, "w")
     for k, tid in enumerate(ids):
-        history = [{"epoch": e, "train_loss": 1.0 / e, "val_loss": 1.2 / e,
-                    "val_accuracy": 0.5 + 0.1 * e + 0.01 * k} for e in (1, 2)]
+        history = [
+            {
+                "epoch": e,
+                "train_loss": 1.0 / e,
+                "val_loss": 1.2 / e,
+                "val_accuracy": 0.5 + 0.1 * e + 0.01 * k,
+            }
+            for e in (1, 2)
+        ]
         store.append_metrics_many({tid: history}, worker="w")
-        store.finish_trial(tid, TrialState.COMPLETE, worker="w", result={
-            "status": "COMPLETE", "history": history, "epochs_run": 2, "n_params": 40,
-            "metrics": {"test_accuracy": 0.6 + 0.05 * k, "test_loss": 0.9 - 0.1 * k},
-            "timings": {"data": 0.0, "compile": 0.1, "train": 0.2 + k, "total": 0.3 + k}})
+        store.finish_trial(
+            tid,
+            TrialState.COMPLETE,
+            worker="w",
+            result={
+                "status": "COMPLETE",
+                "history": history,
+                "epochs_run": 2,
+                "n_params": 40,
+                "metrics": {"test_accuracy": 0.6 + 0.05 * k, "test_loss": 0.9 - 0.1 * k},
+                "timings": {"data": 0.0, "compile": 0.1, "train": 0.2 + k, "total": 0.3 + k},
+            },
+        )
     return exp_id, ids[0]
 
 
@@ -47,17 +64,21 @@ def test_pages_run_under_their_policy_and_cancel_asks_first(served, recorder):
             page.wait_for_load_state("load")
             assert page.evaluate("window.__blocked") == [], path
         # the trial's curves and the comparison's charts draw under the policy
-        for path, chart in ((f"/trials/{trial_id}", "chart-loss"),
-                            (f"/compare?ids={done_id},{running_id}", "chart-compare-curves")):
+        for path, chart in (
+            (f"/trials/{trial_id}", "chart-loss"),
+            (f"/compare?ids={done_id},{running_id}", "chart-compare-curves"),
+        ):
             page.goto(base + path)
             page.wait_for_function(
-                f"() => document.querySelector('#{chart} .main-svg') !== null", timeout=30_000)
+                f"() => document.querySelector('#{chart} .main-svg') !== null", timeout=30_000
+            )
             assert page.evaluate("window.__blocked") == [], path
         page.goto(base + f"/experiments/{done_id}")
         for chart in ("chart-accuracy", "chart-curves", "chart-parallel"):
             page.wait_for_function(
                 f"() => document.querySelector('#{chart} .main-svg, #{chart} canvas') !== null",
-                timeout=30_000)
+                timeout=30_000,
+            )
         assert page.evaluate("window.__blocked") == []
         expect(page.locator("#cancel")).to_have_count(0)  # finished: nothing to cancel
 

@@ -19,8 +19,11 @@ from dnnframe.store.base import TrialState
 GRID = {
     "name": "large",
     "dataset": {"name": "iris"},
-    "model": {"hidden_layers": {"grid": [1, 2, 3, 4]}, "width": {"grid": [4, 8, 16, 32]},
-              "activation": {"grid": ["relu", "tanh", "elu"]}},
+    "model": {
+        "hidden_layers": {"grid": [1, 2, 3, 4]},
+        "width": {"grid": [4, 8, 16, 32]},
+        "activation": {"grid": ["relu", "tanh", "elu"]},
+    },
     "training": {"max_epochs": 30, "learning_rate": 0.01},
     "search": {"seeds": 2},
 }
@@ -30,12 +33,24 @@ def _finish_with_histories(store, exp_id: str, epochs: int = 30) -> None:
     ids = [t.id for t in store.list_trials(exp_id)]
     assert len(store.claim_trials(ids, "w1")) == len(ids)
     for epoch in range(1, epochs + 1):
-        store.append_metrics_many({tid: {"epoch": epoch, "val_accuracy": epoch / (epochs + i),
-                                         "val_loss": 1 - epoch / (epochs + i)}
-                                   for i, tid in enumerate(ids)}, worker="w1")
+        store.append_metrics_many(
+            {
+                tid: {
+                    "epoch": epoch,
+                    "val_accuracy": epoch / (epochs + i),
+                    "val_loss": 1 - epoch / (epochs + i),
+                }
+                for i, tid in enumerate(ids)
+            },
+            worker="w1",
+        )
     for tid in ids:
-        assert store.finish_trial(tid, TrialState.COMPLETE, worker="w1", result={
-            "metrics": {"test_accuracy": 0.9, "test_loss": 0.1}, "epochs_run": epochs})
+        assert store.finish_trial(
+            tid,
+            TrialState.COMPLETE,
+            worker="w1",
+            result={"metrics": {"test_accuracy": 0.9, "test_loss": 0.1}, "epochs_run": epochs},
+        )
 
 
 def test_a_large_trial_list_is_gzip_when_asked_and_the_same_decompressed(client, store):
@@ -55,8 +70,9 @@ def test_a_large_trial_list_is_gzip_when_asked_and_the_same_decompressed(client,
     assert best.headers["Content-Encoding"] == "zstd"
 
 
-@pytest.mark.parametrize("path", ["/static/experiment-charts.js", "/static/style.css",
-                                  "/vendor/plotly.min.js"])
+@pytest.mark.parametrize(
+    "path", ["/static/experiment-charts.js", "/static/style.css", "/vendor/plotly.min.js"]
+)
 def test_static_files_are_compressed_and_revalidate_against_the_compressed_etag(client, path):
     plain = client.get(path, headers={"Accept-Encoding": "identity"})
     assert plain.status_code == 200 and "Content-Encoding" not in plain.headers
@@ -64,16 +80,20 @@ def test_static_files_are_compressed_and_revalidate_against_the_compressed_etag(
     assert packed.status_code == 200 and packed.headers["Content-Encoding"] == "gzip"
     body = packed.get_data()
     assert gzip.decompress(body) == plain.data and len(body) < len(plain.data) / 2
-    again = client.get(path, headers={"Accept-Encoding": "gzip",
-                                      "If-None-Match": packed.headers["ETag"]})
+    again = client.get(
+        path, headers={"Accept-Encoding": "gzip", "If-None-Match": packed.headers["ETag"]}
+    )
     assert again.status_code == 304
 
 
 def test_an_event_stream_is_never_compressed_and_delivers_each_event(client, store):
     exp_id = client.post("/api/v1/experiments", json=GRID).json["id"]
     cursor = store.latest_seq()
-    r = client.get(f"/api/v1/experiments/{exp_id}/events?since={cursor}", buffered=False,
-                   headers={"Accept-Encoding": "gzip, deflate, br, zstd"})
+    r = client.get(
+        f"/api/v1/experiments/{exp_id}/events?since={cursor}",
+        buffered=False,
+        headers={"Accept-Encoding": "gzip, deflate, br, zstd"},
+    )
     assert r.status_code == 200 and r.mimetype == "text/event-stream"
     assert "Content-Encoding" not in r.headers
     events = read_events(r)
@@ -88,16 +108,24 @@ def test_an_event_stream_is_never_compressed_and_delivers_each_event(client, sto
 def test_an_event_stream_over_a_real_socket_flushes_each_event(tmp_path: Path, data_dir):
     from dashboard_support import RecordingExecutor, serving
 
-    app = create_app({"STORE_URL": f"sqlite:///{tmp_path / 'events.db'}",
-                      "EXECUTOR": RecordingExecutor(), "ALLOWED_HOSTS": "127.0.0.1"})
+    app = create_app(
+        {
+            "STORE_URL": f"sqlite:///{tmp_path / 'events.db'}",
+            "EXECUTOR": RecordingExecutor(),
+            "ALLOWED_HOSTS": "127.0.0.1",
+        }
+    )
     store = app.extensions["dnnframe"].store
     try:
         with serving(app) as base:
             exp_id = requests.post(base + "/api/v1/experiments", json=GRID, timeout=30).json()["id"]
             cursor = store.latest_seq()
-            r = requests.get(f"{base}/api/v1/experiments/{exp_id}/events?since={cursor}",
-                             stream=True, timeout=30,
-                             headers={"Accept-Encoding": "gzip, deflate, br, zstd"})
+            r = requests.get(
+                f"{base}/api/v1/experiments/{exp_id}/events?since={cursor}",
+                stream=True,
+                timeout=30,
+                headers={"Accept-Encoding": "gzip, deflate, br, zstd"},
+            )
             assert "Content-Encoding" not in r.headers
             lines: queue.Queue = queue.Queue()
 

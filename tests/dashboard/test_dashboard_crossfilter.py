@@ -14,8 +14,11 @@ from dnnframe.store.base import TrialState
 SPEC = {
     "name": "brushed",
     "dataset": {"name": "iris"},
-    "model": {"hidden_layers": {"grid": [1, 2]}, "width": 4,
-              "activation": {"grid": ["relu", "tanh"]}},
+    "model": {
+        "hidden_layers": {"grid": [1, 2]},
+        "width": 4,
+        "activation": {"grid": ["relu", "tanh"]},
+    },
     "training": {"max_epochs": 2, "learning_rate": {"grid": [0.001, 0.01, 0.1]}},
     "search": {"seeds": 1},
 }
@@ -38,8 +41,10 @@ def test_brushing_the_parallel_coordinates_filters_the_table_and_charts(quiet_se
         acc = 0.5 + 4 * t.config["training"]["learning_rate"]
         result = {"metrics": {"test_accuracy": acc, "test_loss": 1 - acc}, "epochs_run": 2}
         assert store.finish_trial(t.id, TrialState.COMPLETE, result=result, worker="w1")
-    with sync_playwright() as p, \
-            watched_page(p, viewport={"width": 1280, "height": 1100}) as (page, errors):
+    with (
+        sync_playwright() as p,
+        watched_page(p, viewport={"width": 1280, "height": 1100}) as (page, errors),
+    ):
         # a brush in the URL: the learning rate between 0.005 and 0.5
         brush = json.dumps({"learning_rate": {"ranges": [[0.005, 0.5]]}})
         page.goto(base + f"/experiments/{exp_id}?" + f"brush={requests.utils.quote(brush)}")
@@ -57,7 +62,8 @@ def test_brushing_the_parallel_coordinates_filters_the_table_and_charts(quiet_se
         # the reader drags along the activation axis: a brush over relu
         axes = page.locator("#chart-parallel g.y-axis")
         labels = page.eval_on_selector_all(
-            "#chart-parallel g.y-axis text.axis-title", "ts => ts.map(t => t.textContent)")
+            "#chart-parallel g.y-axis text.axis-title", "ts => ts.map(t => t.textContent)"
+        )
         axis = axes.nth(labels.index("activation")).locator("rect.background").first
         axis.scroll_into_view_if_needed()
         box = axis.bounding_box()
@@ -71,7 +77,8 @@ def test_brushing_the_parallel_coordinates_filters_the_table_and_charts(quiet_se
         assert {config[t] for t in _rows(page)} == {(0.01, "relu"), (0.1, "relu")}
         assert json.loads(requests.utils.unquote(page.url.split("brush=")[1])) == {
             "learning_rate": {"ranges": [[pytest.approx(0.005), pytest.approx(0.5)]]},
-            "activation": {"values": ["relu"]}}
+            "activation": {"values": ["relu"]},
+        }
         # a reload keeps the brushes; "show every trial" lets them go
         page.reload()
         expect(page.locator("#trials tbody tr")).to_have_count(4, timeout=15_000)
@@ -86,22 +93,28 @@ def test_brushing_the_parallel_coordinates_filters_the_table_and_charts(quiet_se
 
 @pytest.mark.browser
 def test_column_filters_narrow_the_table_and_charts_with_the_brush_and_survive_a_reload(
-        quiet_server):
+    quiet_server,
+):
     from playwright.sync_api import expect, sync_playwright
 
     base, store = quiet_server
     exp_id = requests.post(base + "/api/v1/experiments", json=SPEC, timeout=30).json()["id"]
     config = {}
     for t in store.list_trials(exp_id):
-        config[t.id] = (t.config["training"]["learning_rate"], t.config["model"]["activation"],
-                        t.config["model"]["hidden_layers"])
+        config[t.id] = (
+            t.config["training"]["learning_rate"],
+            t.config["model"]["activation"],
+            t.config["model"]["hidden_layers"],
+        )
         assert store.claim_trial(t.id, "w1")
         acc = 0.5 + 4 * t.config["training"]["learning_rate"]
         result = {"metrics": {"test_accuracy": acc, "test_loss": 1 - acc}, "epochs_run": 2}
         assert store.finish_trial(t.id, TrialState.COMPLETE, result=result, worker="w1")
     slice_sizes = "document.getElementById('chart-slice').data.map(s => s.x.length)"
-    with sync_playwright() as p, \
-            watched_page(p, viewport={"width": 1280, "height": 1100}) as (page, errors):
+    with (
+        sync_playwright() as p,
+        watched_page(p, viewport={"width": 1280, "height": 1100}) as (page, errors),
+    ):
         page.goto(base + f"/experiments/{exp_id}")
         expect(page.locator("#trials tbody tr")).to_have_count(12, timeout=15_000)
         expect(page.locator("#chart-slice.drawn")).to_have_count(1, timeout=15_000)

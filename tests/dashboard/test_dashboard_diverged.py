@@ -60,14 +60,18 @@ def test_importance_ranks_the_learning_rate_that_decides_divergence_first(sweep_
     assert body["note"] == (
         "rests on 8 trials for 2 parameters, fewer than 5 a parameter: a rough guide; "
         "4 diverged trials count as the worst test_accuracy (0), and every trial diverged at "
-        "learning_rate 1000")
+        "learning_rate 1000"
+    )
 
 
 @pytest.mark.slow
 def test_a_loss_counts_diverged_trials_as_the_worst_loss_reached(sweep_client, diverging_sweep):
     client, exp_id = sweep_client
-    trained = [t.result["metrics"]["test_loss"] for t in _trials(diverging_sweep)
-               if t.state is TrialState.COMPLETE]
+    trained = [
+        t.result["metrics"]["test_loss"]
+        for t in _trials(diverging_sweep)
+        if t.state is TrialState.COMPLETE
+    ]
     body = client.get(f"/api/v1/experiments/{exp_id}/importance?metric=test_loss").json
     assert body["mode"] == "min" and body["ranking"][0] == "learning_rate", body
     # a loss has no bound above: the worst a trained trial reached, not a diverged 1e37
@@ -92,8 +96,9 @@ def test_a_timing_of_a_diverged_trial_is_its_own(diverging_sweep):
 @pytest.mark.slow
 def test_the_pages_first_read_carries_the_same_importance(sweep_client):
     client, exp_id = sweep_client
-    body = client.get(f"/experiments/{exp_id}/page-data?metric=test_accuracy"
-                      "&evaluator=ped_anova").json
+    body = client.get(
+        f"/experiments/{exp_id}/page-data?metric=test_accuracy&evaluator=ped_anova"
+    ).json
     api = client.get(f"/api/v1/experiments/{exp_id}/importance").json
     assert body["importance"] == api and api["ranking"][0] == "learning_rate"
     # every trial is in it, the diverged ones with their state for the charts to mark
@@ -102,13 +107,22 @@ def test_the_pages_first_read_carries_the_same_importance(sweep_client):
 
 
 def test_importance_says_when_nothing_but_the_seed_varies(client, store):
-    spec = {"name": "seeds-only", "dataset": {"name": "iris"}, "model": {"width": 4},
-            "training": {"max_epochs": 2}, "search": {"seeds": 3}}
+    spec = {
+        "name": "seeds-only",
+        "dataset": {"name": "iris"},
+        "model": {"width": 4},
+        "training": {"max_epochs": 2},
+        "search": {"seeds": 3},
+    }
     exp_id = client.post("/api/v1/experiments", json=spec).json["id"]
     for t in store.list_trials(exp_id):
         assert store.claim_trial(t.id, "w1") is not None
-        assert store.finish_trial(t.id, TrialState.COMPLETE, worker="w1", result={
-            "metrics": {"test_accuracy": 0.9 + 0.01 * t.config["seed"]}})
+        assert store.finish_trial(
+            t.id,
+            TrialState.COMPLETE,
+            worker="w1",
+            result={"metrics": {"test_accuracy": 0.9 + 0.01 * t.config["seed"]}},
+        )
     body = client.get(f"/api/v1/experiments/{exp_id}/importance").json
     # three seeds differ in their accuracy, and still nothing is ranked: the seed is no parameter
     assert body["ranking"] == [] and body["importances"] == {} and body["params"] == []

@@ -15,8 +15,18 @@ from dashboard import create_app
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]  # the sweep trains for real
 
-CHARTS = ("chart-accuracy", "chart-importance", "chart-contour", "chart-slice", "chart-parallel",
-          "chart-depth", "chart-rank", "chart-ecdf", "chart-curves", "chart-best")
+CHARTS = (
+    "chart-accuracy",
+    "chart-importance",
+    "chart-contour",
+    "chart-slice",
+    "chart-parallel",
+    "chart-depth",
+    "chart-rank",
+    "chart-ecdf",
+    "chart-curves",
+    "chart-best",
+)
 
 
 @pytest.fixture
@@ -36,15 +46,18 @@ def _traces(page, chart_id):
 
 def _title(page, chart_id):
     return page.evaluate(
-        "id => document.getElementById(id).layout.title.text.replaceAll('<br>', ' ')", chart_id)
+        "id => document.getElementById(id).layout.title.text.replaceAll('<br>', ' ')", chart_id
+    )
 
 
 def test_group_by_and_importance_show_the_rate_that_decided_divergence(sweep_server):
     from playwright.sync_api import expect, sync_playwright
 
     base, exp_id = sweep_server
-    with sync_playwright() as p, \
-            watched_page(p, viewport={"width": 1280, "height": 1100}) as (page, errors):
+    with (
+        sync_playwright() as p,
+        watched_page(p, viewport={"width": 1280, "height": 1100}) as (page, errors),
+    ):
         page.goto(base + f"/experiments/{exp_id}?x=hidden_layers&group=learning_rate")
         expect(page.locator("#group-by")).to_have_value("learning_rate", timeout=15_000)
         # every chart drawn, or saying why not
@@ -52,7 +65,9 @@ def test_group_by_and_importance_show_the_rate_that_decided_divergence(sweep_ser
             "ids => ids.every(id => document.getElementById(id).classList.contains('drawn')"
             " || document.querySelector('#' + id + ' .chart-waiting:not(:empty)')"
             " && !document.getElementById(id).textContent.includes('Loading'))",
-            arg=list(CHARTS), timeout=30_000)
+            arg=list(CHARTS),
+            timeout=30_000,
+        )
 
         # grouped by the learning rate both rates are lines: 1000 at the worst accuracy, ✕
         lines = {t["name"]: t for t in _traces(page, "chart-accuracy")}
@@ -79,8 +94,14 @@ def test_group_by_and_importance_show_the_rate_that_decided_divergence(sweep_ser
 
         # the contour: two parameters vary, the rate's 1000 a column of its own at 0
         heat = _traces(page, "chart-contour")[0]
-        rate_axis = "x" if "learning" in page.evaluate(
-            "() => document.getElementById('chart-contour').layout.xaxis.title.text") else "y"
+        rate_axis = (
+            "x"
+            if "learning"
+            in page.evaluate(
+                "() => document.getElementById('chart-contour').layout.xaxis.title.text"
+            )
+            else "y"
+        )
         assert heat[rate_axis] == ["0.05", str(DIVERGING_RATE)]
         column = heat[rate_axis].index(str(DIVERGING_RATE))
         cells = [row[column] for row in heat["z"]] if rate_axis == "x" else heat["z"][column]
@@ -88,8 +109,10 @@ def test_group_by_and_importance_show_the_rate_that_decided_divergence(sweep_ser
 
         # every other view counts all eight trials, the four diverged ones at the worst
         lr_slice = next(t for t in _traces(page, "chart-slice") if t["name"] == "learning rate")
-        assert sorted(x for x, y in zip(lr_slice["x"], lr_slice["y"], strict=True) if y == 0) == \
-            [DIVERGING_RATE] * 4
+        assert (
+            sorted(x for x, y in zip(lr_slice["x"], lr_slice["y"], strict=True) if y == 0)
+            == [DIVERGING_RATE] * 4
+        )
         parallel = _traces(page, "chart-parallel")[0]
         assert len(parallel["dimensions"][-1]["values"]) == 8
         mean = next(t for t in _traces(page, "chart-depth") if t["name"].endswith("· mean"))
@@ -97,8 +120,10 @@ def test_group_by_and_importance_show_the_rate_that_decided_divergence(sweep_ser
         rank = {t["name"]: t for t in _traces(page, "chart-rank")}
         assert rank["diverged (4, the worst, ranked last)"]["x"] == [5, 6, 7, 8]
         ecdf = [t["name"] for t in _traces(page, "chart-ecdf")]
-        assert ecdf == ["learning rate 0.05 (4)",
-                        f"learning rate {DIVERGING_RATE} (4, 4 diverged: counted as 0, the worst)"]
+        assert ecdf == [
+            "learning rate 0.05 (4)",
+            f"learning rate {DIVERGING_RATE} (4, 4 diverged: counted as 0, the worst)",
+        ]
         curves = [t for t in _traces(page, "chart-curves") if t.get("meta") == "DIVERGED"]
         assert len(curves) == 4 and all(c["marker"]["symbol"] == "x-thin-open" for c in curves)
         best = {t["name"]: t for t in _traces(page, "chart-best")}

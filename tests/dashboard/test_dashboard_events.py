@@ -12,8 +12,12 @@ from dashboard_support import TINY_SPEC, browser, next_event, read_events, servi
 
 from dnnframe.store.base import TrialState
 
-OTHER = {**TINY_SPEC, "name": "other", "model": {"hidden_layers": 3, "width": 4},
-         "search": {"seeds": 1}}
+OTHER = {
+    **TINY_SPEC,
+    "name": "other",
+    "model": {"hidden_layers": 3, "width": 4},
+    "search": {"seeds": 1},
+}
 
 
 def test_a_stream_announces_changes_of_its_experiment_only(client, store):
@@ -24,7 +28,8 @@ def test_a_stream_announces_changes_of_its_experiment_only(client, store):
     assert r.status_code == 200 and r.mimetype == "text/event-stream"
     events = read_events(r)
     assert next_event(events) == (
-        f'event: change\ndata: {{"cursor": {cursor}, "experiment_id": "{exp_id}"}}')
+        f'event: change\ndata: {{"cursor": {cursor}, "experiment_id": "{exp_id}"}}'
+    )
     # a change of another experiment says nothing here; one of this experiment comes with
     # the changed trial and the experiment's counts
     assert store.claim_trial(store.list_trials(other)[0].id, "w1")
@@ -58,8 +63,9 @@ def _finish_every_trial(store, exp_id):
 
 def test_a_stream_ends_when_its_experiment_is_over_and_none_opens_after(client, store):
     exp_id = client.post("/api/v1/experiments", json=TINY_SPEC).json["id"]
-    r = client.get(f"/api/v1/experiments/{exp_id}/events?since={store.latest_seq()}",
-                   buffered=False)
+    r = client.get(
+        f"/api/v1/experiments/{exp_id}/events?since={store.latest_seq()}", buffered=False
+    )
     events = read_events(r)
     assert next_event(events).startswith("event: change")
     _finish_every_trial(store, exp_id)
@@ -83,17 +89,25 @@ def test_one_stream_follows_several_experiments_and_closes_after_the_last(client
     """The stream every tab of a browser shares: each event names its experiment."""
     first = client.post("/api/v1/experiments", json=TINY_SPEC).json["id"]
     second = client.post("/api/v1/experiments", json=OTHER).json["id"]
-    over = client.post("/api/v1/experiments", json={**OTHER, "name": "over", "search": {
-        "seeds": [5]}}).json["id"]
+    over = client.post(
+        "/api/v1/experiments", json={**OTHER, "name": "over", "search": {"seeds": [5]}}
+    ).json["id"]
     _finish_every_trial(store, over)
-    r = client.get(f"/api/v1/events?experiment={first}&experiment={second}&experiment={over}"
-                   f"&experiment=exp-gone&experiment={first}", buffered=False)
+    r = client.get(
+        f"/api/v1/events?experiment={first}&experiment={second}&experiment={over}"
+        f"&experiment=exp-gone&experiment={first}",
+        buffered=False,
+    )
     assert r.status_code == 200 and r.mimetype == "text/event-stream"
     events = read_events(r)
     # a finished or unknown experiment ends at once; each followed one is read up to date
     opening = [_name_and_data(next_event(events)) for _ in range(4)]
-    assert opening == [("end", {"experiment_id": over}), ("end", {"experiment_id": "exp-gone"}),
-                       ("change", {"experiment_id": first}), ("change", {"experiment_id": second})]
+    assert opening == [
+        ("end", {"experiment_id": over}),
+        ("end", {"experiment_id": "exp-gone"}),
+        ("change", {"experiment_id": first}),
+        ("change", {"experiment_id": second}),
+    ]
     trial = store.list_trials(second)[0].id
     assert store.claim_trial(trial, "w1")
     name, update = _name_and_data(next_event(events))
@@ -110,8 +124,12 @@ def test_one_stream_follows_several_experiments_and_closes_after_the_last(client
     for t in store.list_trials(second):
         if t.state == TrialState.QUEUED:
             assert store.claim_trial(t.id, "w1")
-        assert store.finish_trial(t.id, TrialState.COMPLETE, result={
-            "metrics": {"test_accuracy": 0.5}, "epochs_run": 2}, worker="w1")
+        assert store.finish_trial(
+            t.id,
+            TrialState.COMPLETE,
+            result={"metrics": {"test_accuracy": 0.5}, "epochs_run": 2},
+            worker="w1",
+        )
     names = []
     while not names or names[-1] != "":
         names.append(next_event(events).split("\n", 1)[0])
@@ -173,13 +191,20 @@ def test_the_page_polls_when_the_server_refuses_a_stream(tmp_path, data_dir):
 
     from dashboard import create_app
 
-    app = create_app({"STORE_URL": f"sqlite:///{tmp_path / 'poll.db'}", "EVENT_STREAMS": 0,
-                      "EXECUTOR": RecordingExecutor(), "ALLOWED_HOSTS": "127.0.0.1"})
+    app = create_app(
+        {
+            "STORE_URL": f"sqlite:///{tmp_path / 'poll.db'}",
+            "EVENT_STREAMS": 0,
+            "EXECUTOR": RecordingExecutor(),
+            "ALLOWED_HOSTS": "127.0.0.1",
+        }
+    )
     try:
         with serving(app) as base:
             store = app.extensions["dnnframe"].store
-            exp_id = requests.post(base + "/api/v1/experiments", json=TINY_SPEC,
-                                   timeout=30).json()["id"]
+            exp_id = requests.post(base + "/api/v1/experiments", json=TINY_SPEC, timeout=30).json()[
+                "id"
+            ]
             assert _page_follows_changes(base, store, exp_id) == "poll"
     finally:
         app.extensions["dnnframe"].shutdown()
@@ -202,20 +227,21 @@ def test_seven_tabs_of_a_finished_experiment_and_the_list_all_load(quiet_server)
             first = context.new_page()
             first.on("pageerror", lambda exc: errors.append(str(exc)))
             first.goto(url)
-            first.wait_for_function("() => document.body.dataset.live === 'stream'",
-                                    timeout=10_000)
+            first.wait_for_function("() => document.body.dataset.live === 'stream'", timeout=10_000)
             # the experiment finishes while its page listens: the stream ends, for good
             _finish_every_trial(store, exp_id)
-            first.wait_for_function("() => document.body.dataset.live === 'finished'",
-                                    timeout=15_000)
+            first.wait_for_function(
+                "() => document.body.dataset.live === 'finished'", timeout=15_000
+            )
             expect(first.locator("#status")).to_contain_text("finished")
             for _ in range(6):
                 page = context.new_page()
                 page.on("pageerror", lambda exc: errors.append(str(exc)))
                 page.goto(url, timeout=15_000)
                 expect(page.locator("#trials tbody tr[data-state=COMPLETE]")).to_have_count(4)
-                page.wait_for_function("() => document.body.dataset.live === 'finished'",
-                                       timeout=10_000)
+                page.wait_for_function(
+                    "() => document.body.dataset.live === 'finished'", timeout=10_000
+                )
             listing = context.new_page()
             listing.goto(base + "/", timeout=15_000)
             expect(listing.locator(f"tr[data-experiment='{exp_id}']")).to_be_visible()
@@ -233,13 +259,21 @@ def test_eight_tabs_of_live_experiments_share_one_stream_and_a_tenth_loads(tmp_p
 
     from dashboard import create_app
 
-    app = create_app({"STORE_URL": f"sqlite:///{tmp_path / 'tabs.db'}",
-                      "EXECUTOR": RecordingExecutor(), "ALLOWED_HOSTS": "127.0.0.1"})
+    app = create_app(
+        {
+            "STORE_URL": f"sqlite:///{tmp_path / 'tabs.db'}",
+            "EXECUTOR": RecordingExecutor(),
+            "ALLOWED_HOSTS": "127.0.0.1",
+        }
+    )
     try:
         with serving(app) as base, sync_playwright() as p:
             store = app.extensions["dnnframe"].store
-            post = lambda spec: requests.post(base + "/api/v1/experiments", json=spec,  # noqa: E731
-                                              timeout=30).json()["id"]
+
+            def post(spec):
+                answer = requests.post(base + "/api/v1/experiments", json=spec, timeout=30)
+                return answer.json()["id"]
+
             exp_id, other = post(TINY_SPEC), post(OTHER)
             b = browser(p)
             try:
@@ -251,18 +285,21 @@ def test_eight_tabs_of_live_experiments_share_one_stream_and_a_tenth_loads(tmp_p
                     page = context.new_page()
                     page.on("pageerror", lambda exc: errors.append(str(exc)))
                     page.goto(base + f"/experiments/{target}", timeout=15_000)
-                    page.wait_for_function("() => document.body.dataset.live === 'stream'",
-                                           timeout=15_000)
+                    page.wait_for_function(
+                        "() => document.body.dataset.live === 'stream'", timeout=15_000
+                    )
                     pages.append(page)
                 trial = store.list_trials(exp_id)[0].id
                 other_trial = store.list_trials(other)[0].id
                 assert store.claim_trial(trial, "w1") and store.claim_trial(other_trial, "w1")
                 for page, watched in zip(pages, [trial] * 8 + [other_trial]):
                     expect(page.locator(f"tr[data-trial='{watched}']")).to_have_attribute(
-                        "data-state", "RUNNING", timeout=15_000)
+                        "data-state", "RUNNING", timeout=15_000
+                    )
                 # the eighth tab's API calls and a tenth tab's page complete
                 status = pages[7].evaluate(
-                    "async (url) => (await fetch(url)).status", f"/api/v1/experiments/{exp_id}")
+                    "async (url) => (await fetch(url)).status", f"/api/v1/experiments/{exp_id}"
+                )
                 assert status == 200
                 listing = context.new_page()
                 listing.goto(base + "/", timeout=15_000)
@@ -270,8 +307,9 @@ def test_eight_tabs_of_live_experiments_share_one_stream_and_a_tenth_loads(tmp_p
                 # the experiment finishes: its tabs stop following, the other tab goes on
                 _finish_every_trial(store, exp_id)
                 for page in pages[:8]:  # nine tabs redraw their charts on two loaded cores
-                    page.wait_for_function("() => document.body.dataset.live === 'finished'",
-                                           timeout=30_000)
+                    page.wait_for_function(
+                        "() => document.body.dataset.live === 'finished'", timeout=30_000
+                    )
                 assert pages[8].evaluate("document.body.dataset.live") == "stream"
                 assert errors == []
             finally:
@@ -288,17 +326,25 @@ def test_a_running_trials_page_follows_its_epochs_and_shows_its_end(quiet_server
     exp_id = requests.post(base + "/api/v1/experiments", json=TINY_SPEC, timeout=30).json()["id"]
     trial = store.list_trials(exp_id)[0].id
     assert store.claim_trial(trial, "w1")
-    assert store.append_metrics(trial, {"epoch": 1, "val_loss": 0.9, "train_loss": 1.0}, worker="w1")
+    assert store.append_metrics(
+        trial, {"epoch": 1, "val_loss": 0.9, "train_loss": 1.0}, worker="w1"
+    )
     with sync_playwright() as p, watched_page(p) as (page, errors):
         page.goto(base + f"/trials/{trial}")
         page.wait_for_function("() => document.body.dataset.live === 'stream'", timeout=15_000)
         assert page.evaluate("document.getElementById('chart-loss').data[1].y") == [0.9]
         for epoch in (2, 3):
-            assert store.append_metrics(trial, {"epoch": epoch, "val_loss": 0.9 - 0.1 * epoch,
-                                                "train_loss": 1.0}, worker="w1")
+            assert store.append_metrics(
+                trial,
+                {"epoch": epoch, "val_loss": 0.9 - 0.1 * epoch, "train_loss": 1.0},
+                worker="w1",
+            )
         page.wait_for_function("() => document.body.dataset.epochs === '3'", timeout=15_000)
         assert page.evaluate("document.getElementById('chart-loss').data[1].y") == [
-            0.9, pytest.approx(0.7), pytest.approx(0.6)]
+            0.9,
+            pytest.approx(0.7),
+            pytest.approx(0.6),
+        ]
         expect(page.locator("#state")).to_have_text("RUNNING")
         # it ends: the page shows its final state and metrics
         result = {"metrics": {"test_accuracy": 0.75, "test_loss": 0.5}, "epochs_run": 3}
@@ -328,7 +374,8 @@ def test_a_page_polls_when_the_shared_stream_worker_cannot_start(quiet_server):
             trial = store.list_trials(exp_id)[0].id
             assert store.claim_trial(trial, "w1")
             expect(page.locator(f"tr[data-trial='{trial}']")).to_have_attribute(
-                "data-state", "RUNNING", timeout=15_000)
+                "data-state", "RUNNING", timeout=15_000
+            )
             assert errors == []
         finally:
             b.close()

@@ -37,7 +37,10 @@ def test_a_note_is_read_saved_and_replaced_on_an_experiment_and_a_trial(client, 
         # the same text again (a retried save) changes nothing
         assert client.put(path, json={"text": "replaced", "version": 1}).json["version"] == 2
         assert client.put(path, json={"text": ""}).json == {
-            **client.get(path).json, "text": "", "version": 3}
+            **client.get(path).json,
+            "text": "",
+            "version": 3,
+        }
 
 
 def test_a_save_from_a_stale_version_is_409_and_keeps_the_newer_note(client, store):
@@ -51,23 +54,29 @@ def test_a_save_from_a_stale_version_is_409_and_keeps_the_newer_note(client, sto
         assert client.get(path).json["text"] == "theirs"
 
 
-@pytest.mark.parametrize("body, fields", [
-    ({"text": "x" * (MAX_NOTE_CHARS + 1)}, {"text": "at most 10,000 characters, got 10,001"}),
-    ({"text": 7}, {"text": "note text must be a string, got int"}),
-    ({"text": None}, {"text": "must be a string, got NoneType"}),
-    ({"text": "nul \u0000 here"}, {"text": "control characters"}),
-    ({"text": "half \ud800 a pair"}, {"text": "lone surrogate"}),
-    ({}, {"text": "required"}),
-    ({"text": "ok", "version": -1}, {"version": "integer from 0"}),
-    ({"text": "ok", "version": True}, {"version": "integer from 0"}),
-    ({"text": "ok", "version": "1"}, {"version": "integer from 0"}),
-    ({"text": "ok", "version": 1.5}, {"version": "integer from 0"}),
-    ({"text": "ok", "version": None}, {"version": "got null"}),
-    ({"text": "ok", "colour": "red"}, {"colour": "unknown field"}),
-    ({"text": 1, "version": -1, "x": 0}, {"text": "string", "version": "integer", "x": "unknown"}),
-    (["text"], {"": "expected a JSON object"}),
-    ("just text", {"": "expected a JSON object"}),
-])
+@pytest.mark.parametrize(
+    "body, fields",
+    [
+        ({"text": "x" * (MAX_NOTE_CHARS + 1)}, {"text": "at most 10,000 characters, got 10,001"}),
+        ({"text": 7}, {"text": "note text must be a string, got int"}),
+        ({"text": None}, {"text": "must be a string, got NoneType"}),
+        ({"text": "nul \u0000 here"}, {"text": "control characters"}),
+        ({"text": "half \ud800 a pair"}, {"text": "lone surrogate"}),
+        ({}, {"text": "required"}),
+        ({"text": "ok", "version": -1}, {"version": "integer from 0"}),
+        ({"text": "ok", "version": True}, {"version": "integer from 0"}),
+        ({"text": "ok", "version": "1"}, {"version": "integer from 0"}),
+        ({"text": "ok", "version": 1.5}, {"version": "integer from 0"}),
+        ({"text": "ok", "version": None}, {"version": "got null"}),
+        ({"text": "ok", "colour": "red"}, {"colour": "unknown field"}),
+        (
+            {"text": 1, "version": -1, "x": 0},
+            {"text": "string", "version": "integer", "x": "unknown"},
+        ),
+        (["text"], {"": "expected a JSON object"}),
+        ("just text", {"": "expected a JSON object"}),
+    ],
+)
 def test_a_bad_body_is_400_naming_each_field_and_saves_nothing(client, store, body, fields):
     for path in _paths(client, store):
         r = client.put(path, json=body)
@@ -81,9 +90,11 @@ def test_a_bad_body_is_400_naming_each_field_and_saves_nothing(client, store, bo
 
 def test_a_body_that_is_not_json_is_400(client, store):
     for path in _paths(client, store):
-        for kwargs in ({"data": "text=hi", "content_type": "text/plain"},
-                       {"data": "{not json", "content_type": "application/json"},
-                       {"data": {"text": "hi"}}):
+        for kwargs in (
+            {"data": "text=hi", "content_type": "text/plain"},
+            {"data": "{not json", "content_type": "application/json"},
+            {"data": {"text": "hi"}},
+        ):
             r = client.put(path, **kwargs)
             assert r.status_code == 400 and r.is_json, kwargs
 
@@ -96,10 +107,15 @@ def test_the_longest_note_is_taken_whole(client, store):
         assert client.get(path).json["text"] == text
 
 
-@pytest.mark.parametrize("path", ["/api/v1/experiments/exp-nope/note", "/api/v1/trials/t-nope/note"])
+@pytest.mark.parametrize(
+    "path", ["/api/v1/experiments/exp-nope/note", "/api/v1/trials/t-nope/note"]
+)
 def test_unknown_ids_are_404_for_reads_and_saves(client, path):
-    for r in (client.get(path), client.put(path, json={"text": "x"}),
-              client.put(path, json={"text": "x", "version": 0})):
+    for r in (
+        client.get(path),
+        client.put(path, json={"text": "x"}),
+        client.put(path, json={"text": "x", "version": 0}),
+    ):
         assert r.status_code == 404 and r.is_json
         assert "nope" in r.json["message"] and "not found" in r.json["message"]
 
@@ -111,7 +127,9 @@ def test_a_note_changes_no_trial_and_moves_no_cursor(client, store):
     page = client.get(f"/api/v1/experiments/{exp_id}/trials?since=0").json
     trials_before = [client.get(f"/api/v1/trials/{t}").json for t in trial_ids]
     for t in trial_ids:
-        assert client.put(f"/api/v1/trials/{t}/note", json={"text": f"about {t}"}).status_code == 200
+        assert (
+            client.put(f"/api/v1/trials/{t}/note", json={"text": f"about {t}"}).status_code == 200
+        )
     client.put(f"/api/v1/experiments/{exp_id}/note", json={"text": "about the sweep"})
     after = client.get(f"/api/v1/experiments/{exp_id}/trials?since={page['cursor']}").json
     assert after["trials"] == [] and after["cursor"] == page["cursor"]
@@ -145,15 +163,18 @@ def _signed_in(client) -> str:
 def test_with_a_token_saves_need_it_or_a_signed_in_page_session(make_app):
     app = make_app(API_TOKEN=TOKEN)
     client, store = app.test_client(), app.extensions["dnnframe"].store
-    exp_id = client.post("/api/v1/experiments", json=TINY_SPEC,
-                         headers={"Authorization": f"Bearer {TOKEN}"}).json["id"]
+    exp_id = client.post(
+        "/api/v1/experiments", json=TINY_SPEC, headers={"Authorization": f"Bearer {TOKEN}"}
+    ).json["id"]
     trial_id = store.list_trials(exp_id)[0].id
     for path in (f"/api/v1/experiments/{exp_id}/note", f"/api/v1/trials/{trial_id}/note"):
         for headers in ({}, {"Authorization": "Bearer wrong"}):
             r = client.put(path, json={"text": "x"}, headers=headers)
             assert r.status_code == 401 and r.headers["WWW-Authenticate"].startswith("Bearer")
         assert client.get(path).json["version"] == 0  # reads are public
-        r = client.put(path, json={"text": "by token"}, headers={"Authorization": f"Bearer {TOKEN}"})
+        r = client.put(
+            path, json={"text": "by token"}, headers={"Authorization": f"Bearer {TOKEN}"}
+        )
         assert r.status_code == 200
     # the pages' own session: signed in, and its CSRF token with each save
     page = make_app(API_TOKEN=TOKEN).test_client()
@@ -177,7 +198,7 @@ def test_without_a_token_a_cross_site_save_is_refused(client, store):
 # --------------------------------------------------------------------------- the pages
 
 
-ATTACK = "</script><script>window.pwned = 1</script><img src=x onerror=\"window.pwned = 2\">"
+ATTACK = '</script><script>window.pwned = 1</script><img src=x onerror="window.pwned = 2">'
 
 
 def test_pages_embed_the_note_as_data_never_as_markup(client, store):
@@ -188,6 +209,7 @@ def test_pages_embed_the_note_as_data_never_as_markup(client, store):
         html = client.get(page).get_data(as_text=True)
         assert "window.pwned" in html  # the text is there, as JSON ...
         assert "<img src=x" not in html and "<script>window" not in html  # ... never as markup
-        data = re.search(r'<script id="note-data" type="application/json">(.*?)</script>',
-                         html, re.S)
+        data = re.search(
+            r'<script id="note-data" type="application/json">(.*?)</script>', html, re.S
+        )
         assert data and "\\u003cimg src=x onerror" in data.group(1)

@@ -12,18 +12,27 @@ from dnnframe.store import TrialState
 
 pytestmark = pytest.mark.browser
 
-EXPERIMENT_NOTE = ("# Baseline\nwidth 4 is **enough** here, see https://example.org/runs.\n\n"
-                   "- depth 2 overfits\n- seed `1` diverged")
+EXPERIMENT_NOTE = (
+    "# Baseline\nwidth 4 is **enough** here, see https://example.org/runs.\n\n"
+    "- depth 2 overfits\n- seed `1` diverged"
+)
 TRIAL_NOTE = "Curve flattens after epoch 1.\nRerun with **lr 0.005**?"
 # what the note view shows of them, read by _shown
-SHOWN_EXPERIMENT = {"headings": ["Baseline"], "strong": ["enough"], "items": [
-    "depth 2 overfits", "seed 1 diverged"], "code": ["1"], "links": ["https://example.org/runs"]}
+SHOWN_EXPERIMENT = {
+    "headings": ["Baseline"],
+    "strong": ["enough"],
+    "items": ["depth 2 overfits", "seed 1 diverged"],
+    "code": ["1"],
+    "links": ["https://example.org/runs"],
+}
 SHOWN_TRIAL = {"headings": [], "strong": ["lr 0.005"], "items": [], "code": [], "links": []}
-ATTACK = ('<script>window.__pwned = "script"</script>\n'
-          '<img src=x onerror="window.__pwned = \'img\'">\n'
-          '**<b onmouseover="window.__pwned = 1">bold</b>** `<svg onload="window.__pwned = 2">`\n'
-          '- [link](javascript:window.__pwned=3) javascript:alert(1)\n'
-          'https://example.org/"><img src=y onerror="window.__pwned = 4">')
+ATTACK = (
+    '<script>window.__pwned = "script"</script>\n'
+    "<img src=x onerror=\"window.__pwned = 'img'\">\n"
+    '**<b onmouseover="window.__pwned = 1">bold</b>** `<svg onload="window.__pwned = 2">`\n'
+    "- [link](javascript:window.__pwned=3) javascript:alert(1)\n"
+    'https://example.org/"><img src=y onerror="window.__pwned = 4">'
+)
 
 
 @pytest.fixture
@@ -44,10 +53,19 @@ def _finish(store, trial_id: str, accuracy: float = 0.8) -> None:
         store.claim_trial(trial_id, "w")
     history = [{"epoch": 1, "train_loss": 0.9, "val_loss": 1.0, "val_accuracy": accuracy}]
     store.append_metrics_many({trial_id: history}, worker="w")
-    assert store.finish_trial(trial_id, TrialState.COMPLETE, worker="w", result={
-        "status": "COMPLETE", "history": history, "epochs_run": 1, "n_params": 40,
-        "metrics": {"test_accuracy": accuracy, "test_loss": 0.5},
-        "timings": {"data": 0.0, "compile": 0.1, "train": 0.2, "total": 0.3}})
+    assert store.finish_trial(
+        trial_id,
+        TrialState.COMPLETE,
+        worker="w",
+        result={
+            "status": "COMPLETE",
+            "history": history,
+            "epochs_run": 1,
+            "n_params": 40,
+            "metrics": {"test_accuracy": accuracy, "test_loss": 0.5},
+            "timings": {"data": 0.0, "compile": 0.1, "train": 0.2, "total": 0.3},
+        },
+    )
 
 
 def _state(page, state: str) -> None:
@@ -94,7 +112,8 @@ def test_notes_are_seen_after_a_reload_and_from_another_browser(served):
         page.reload()
         assert _shown(page) == SHOWN_TRIAL
         assert page.evaluate("document.querySelector('#note-view p').innerText") == (
-            "Curve flattens after epoch 1.\nRerun with lr 0.005?")
+            "Curve flattens after epoch 1.\nRerun with lr 0.005?"
+        )
 
         # another browser (no cookie or storage shared) sees both ...
         other = page.context.browser.new_context().new_page()
@@ -148,10 +167,12 @@ def test_a_note_is_shown_as_text_whatever_it_holds(served):
             assert found["pwned"] is None and found["elements"] == 0, (path, found)
             assert found["hrefs"] == ["https://example.org/"], (path, found)
         for shown in pages:
-            for text in ('<script>window.__pwned = "script"</script>',
-                         '<img src=x onerror="window.__pwned = \'img\'">',
-                         "[link](javascript:window.__pwned=3) javascript:alert(1)",
-                         '"><img src=y onerror="window.__pwned = 4">'):
+            for text in (
+                '<script>window.__pwned = "script"</script>',
+                "<img src=x onerror=\"window.__pwned = 'img'\">",
+                "[link](javascript:window.__pwned=3) javascript:alert(1)",
+                '"><img src=y onerror="window.__pwned = 4">',
+            ):
                 assert text in shown, (text, shown)
         assert page.evaluate("window.__pwned") is None
         # nothing of the note even tried to run (the page policy would have reported it)
@@ -175,7 +196,8 @@ def test_a_live_page_keeps_a_note_being_typed(served):
         page.fill("#note-text", typed)
         _finish(store, other)
         expect(page.locator(f"#trials tbody tr[data-trial='{other}']")).to_have_attribute(
-            "data-state", "COMPLETE", timeout=15_000)
+            "data-state", "COMPLETE", timeout=15_000
+        )
         assert page.input_value("#note-text") == typed and page.is_visible("#note-form")
         page.click("#note-save")
         _state(page, "saved")
@@ -185,13 +207,15 @@ def test_a_live_page_keeps_a_note_being_typed(served):
         page.goto(base + f"/trials/{running}")
         page.click("#note-edit")
         page.fill("#note-text", typed)
-        store.append_metrics(running, {"epoch": 1, "train_loss": 0.9, "val_loss": 1.0},
-                             worker="w")
+        store.append_metrics(running, {"epoch": 1, "train_loss": 0.9, "val_loss": 1.0}, worker="w")
         page.wait_for_function("() => document.body.dataset.epochs === '1'", timeout=15_000)
         assert page.input_value("#note-text") == typed
         _finish(store, running)
-        page.wait_for_function("""() => document.getElementById('state').textContent === 'COMPLETE'
-            && document.getElementById('notes').dataset.waiting === '1'""", timeout=15_000)
+        page.wait_for_function(
+            """() => document.getElementById('state').textContent === 'COMPLETE'
+            && document.getElementById('notes').dataset.waiting === '1'""",
+            timeout=15_000,
+        )
         assert page.input_value("#note-text") == typed
         expect(page.locator("#note-status")).to_contain_text("The trial is over")
         with page.expect_navigation():

@@ -16,8 +16,7 @@ IMPLIED = {"HEAD", "OPTIONS"}
 
 
 def _operations(doc):
-    return [(path, method, op) for path, ops in doc["paths"].items()
-            for method, op in ops.items()]
+    return [(path, method, op) for path, ops in doc["paths"].items() for method, op in ops.items()]
 
 
 def test_every_api_route_is_an_operation_of_the_document_or_says_why_not(app):
@@ -33,7 +32,8 @@ def test_every_api_route_is_an_operation_of_the_document_or_says_why_not(app):
         path = rule.rule.removeprefix(SERVER).replace("<", "{").replace(">", "}")
         for method in rule.methods - IMPLIED:
             assert documented.get((path, method.lower())) == op.operation_id, (
-                f"{method} {rule.rule} is not in the OpenAPI document")
+                f"{method} {rule.rule} is not in the OpenAPI document"
+            )
     assert any(rule.rule.startswith(API_PREFIX) and outside for rule, _, outside in routes)
 
 
@@ -44,8 +44,9 @@ def test_the_document_names_only_paths_and_methods_the_app_serves(app):
         try:
             endpoint, _ = urls.match(url, method=method.upper())
         except (NotFound, MethodNotAllowed) as exc:
-            pytest.fail(f"{method.upper()} {path} is in the document, but the app answers "
-                        f"{exc.code}")
+            pytest.fail(
+                f"{method.upper()} {path} is in the document, but the app answers {exc.code}"
+            )
         served = operation_of(app.view_functions[endpoint])
         assert served is not None and served.operation_id == op["operationId"], (path, method)
         # the document's parameters are the ones the route declares, path and query
@@ -58,8 +59,11 @@ def _invalid(schema):
     if schema["type"] == "integer":
         return ["1.5"]
     if schema["type"] == "array":
-        return [str(i) for i in range(schema["maxItems"] + 1)] if "maxItems" in schema \
+        return (
+            [str(i) for i in range(schema["maxItems"] + 1)]
+            if "maxItems" in schema
             else ["\N{SNOWMAN}"]
+        )
     if "maxLength" in schema:
         return ["x" * (schema["maxLength"] + 1)]
     if "pattern" in schema or "enum" in schema or "anyOf" in schema:
@@ -80,10 +84,15 @@ def test_the_server_reads_every_query_parameter_the_document_lists(client, app):
                 free_text.append(param["name"])
                 continue
             url = SERVER + path.replace("{", "").replace("}", "")
-            r = client.open(url, method=method.upper(),
-                            query_string=[(param["name"], v) for v in bad])
+            r = client.open(
+                url, method=method.upper(), query_string=[(param["name"], v) for v in bad]
+            )
             assert r.status_code == 400 and r.json["errors"][0]["path"] == param["name"], (
-                op["operationId"], param["name"], r.status_code, r.get_data(as_text=True))
+                op["operationId"],
+                param["name"],
+                r.status_code,
+                r.get_data(as_text=True),
+            )
     # what any text is allowed for is checked where it is used (delete's confirmation)
     assert free_text == ["confirm"]
 
@@ -117,8 +126,11 @@ def test_an_operation_that_does_not_fit_its_route_stops_the_document(make_app):
         return trial_id
 
     app = make_app()
-    app.add_url_rule(SERVER + "/things/<trial_id>", "thing",
-                     operation("thing", responses={200: {"description": "ok"}})(view))
+    app.add_url_rule(
+        SERVER + "/things/<trial_id>",
+        "thing",
+        operation("thing", responses={200: {"description": "ok"}})(view),
+    )
     with pytest.raises(UndocumentedRoute, match=r"takes \['trial_id'\]"):
         openapi_document(app)
 

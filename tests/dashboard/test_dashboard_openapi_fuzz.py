@@ -38,34 +38,55 @@ REFUSED_ACROSS_VALUES = {
     "deleteExperiment": "confirm must repeat the experiment's id",
 }
 # Messages of a rule on one value (pydantic's and the spec's own), which the document states.
-SINGLE_VALUE_MESSAGES = ("Input should", "Field required", "String should", "List should",
-                         "Extra inputs", "unknown key", "must not contain control characters")
+SINGLE_VALUE_MESSAGES = (
+    "Input should",
+    "Field required",
+    "String should",
+    "List should",
+    "Extra inputs",
+    "unknown key",
+    "must not contain control characters",
+)
 
 
 @schemathesis.check
 def spec_refusals_are_across_values(ctx, response, case):
     """A 400 to a schema-valid spec names only rules over several values."""
     meta = case.meta
-    if (response.status_code != 400 or meta is None or not meta.generation.mode.is_positive
-            or case.operation.label not in SPEC_LABELS or case.media_type != "application/json"):
+    if (
+        response.status_code != 400
+        or meta is None
+        or not meta.generation.mode.is_positive
+        or case.operation.label not in SPEC_LABELS
+        or case.media_type != "application/json"
+    ):
         return None
-    single = [e for e in response.json().get("errors", [])
-              if e["message"].startswith(SINGLE_VALUE_MESSAGES)]
+    single = [
+        e
+        for e in response.json().get("errors", [])
+        if e["message"].startswith(SINGLE_VALUE_MESSAGES)
+    ]
     if single:
-        raise Failure(operation=case.operation.label, title="Schema-valid value refused",
-                      message=f"the document allows what the server refuses: {single}")
+        raise Failure(
+            operation=case.operation.label,
+            title="Schema-valid value refused",
+            message=f"the document allows what the server refuses: {single}",
+        )
     return None
 
 
 def _config(*, token: str | None, phases: str, operations: str = "") -> SchemathesisConfig:
     auth = f'[auth.openapi.bearer]\nbearer = "{token}"\n' if token else ""
-    enabled = "\n".join(f"{p}.enabled = {str(p in phases.split(',')).lower()}"
-                        for p in ("examples", "coverage", "fuzzing", "stateful"))
+    enabled = "\n".join(
+        f"{p}.enabled = {str(p in phases.split(',')).lower()}"
+        for p in ("examples", "coverage", "fuzzing", "stateful")
+    )
     refused = "\n".join(
         f'[[operations]]\ninclude-operation-id = "{op}"\n'
-        'checks.positive_data_acceptance.expected-statuses = '
+        "checks.positive_data_acceptance.expected-statuses = "
         '["2xx", "400", "401", "403", "404", "409", "429"]\n'
-        for op in REFUSED_ACROSS_VALUES)
+        for op in REFUSED_ACROSS_VALUES
+    )
     # identity: schemathesis' WSGI transport hands the body over as the app sent it, and
     # the checks would read a compressed answer (which a real client decodes) as garbage
     return SchemathesisConfig.from_str(f"""
@@ -88,8 +109,9 @@ enabled = true
 """)
 
 
-def _run(app, config: SchemathesisConfig, *, authenticated: bool = False,
-         operation_id: str | None = None) -> tuple[int, list[str]]:
+def _run(
+    app, config: SchemathesisConfig, *, authenticated: bool = False, operation_id: str | None = None
+) -> tuple[int, list[str]]:
     """Run the engine; the number of cases and every failure, described."""
     if authenticated:
         # schemathesis' WSGI transport passes requests' max_redirects to werkzeug when it
@@ -115,7 +137,8 @@ def _execute(schema) -> tuple[int, list[str]]:
                     f"{event.recorder.label}: {c.name}: {c.failure_info.failure.title}\n"
                     f"{c.failure_info.failure.message}\n"
                     f"{c.failure_info.steps[-1].curl if c.failure_info.steps else ''}"
-                    for c in checks if c.failure_info is not None
+                    for c in checks
+                    if c.failure_info is not None
                 ]
         elif isinstance(event, (events.NonFatalError, events.FatalError)):
             failures.append(f"error: {event}")
@@ -132,13 +155,16 @@ def test_every_check_passes_in_every_phase(make_app, token):
     app = make_app(TOKEN_GUESS_LIMIT="100000 per minute", EVENT_STREAMS=1000, **settings_)
     doc = app.test_client().get("/api/v1/openapi.json").json
     assert doc["paths"]["/experiments"]["post"]["security"] == (
-        [{"bearer": []}] if token else [{}, {"bearer": []}])
+        [{"bearer": []}] if token else [{}, {"bearer": []}]
+    )
     # a spec body's coverage cases (thousands) run once, in the test below
     skip_spec_coverage = "".join(
         f'[[operations]]\ninclude-operation-id = "{op}"\nphases.coverage.enabled = false\n'
-        for op in SPEC_OPERATIONS)
-    config = _config(token=token, phases="examples,coverage,fuzzing,stateful",
-                     operations=skip_spec_coverage)
+        for op in SPEC_OPERATIONS
+    )
+    config = _config(
+        token=token, phases="examples,coverage,fuzzing,stateful", operations=skip_spec_coverage
+    )
     cases, failures = _run(app, config, authenticated=bool(token))
     assert cases > 500
     assert not failures, "\n\n".join(failures)
@@ -161,8 +187,13 @@ SPEC_LEVELS = (None, "model", "training", "dataset", "search")
 
 @st.composite
 def specs_with_odd_keys(draw) -> tuple[dict, tuple]:
-    spec = {"name": "odd", "dataset": {"name": "iris"}, "model": {"width": 4},
-            "training": {"max_epochs": 1}, "search": {"seeds": 1}}
+    spec = {
+        "name": "odd",
+        "dataset": {"name": "iris"},
+        "model": {"width": 4},
+        "training": {"max_epochs": 1},
+        "search": {"seeds": 1},
+    }
     level = draw(st.sampled_from(SPEC_LEVELS))
     key = draw(ODD_KEYS)
     section = spec if level is None else spec[level]
@@ -179,19 +210,36 @@ def test_unknown_keys_of_any_spelling_are_refused_by_name(make_app, path, method
     operation = schema[path][method]
 
     @given(drawn=specs_with_odd_keys())
-    @settings(max_examples=MAX_EXAMPLES, deadline=None, derandomize=True, database=None,
-              suppress_health_check=list(HealthCheck))
+    @settings(
+        max_examples=MAX_EXAMPLES,
+        deadline=None,
+        derandomize=True,
+        database=None,
+        suppress_health_check=list(HealthCheck),
+    )
     def check(drawn):
         spec, at = drawn
         response = operation.Case(body=spec, media_type="application/json").call_and_validate(
-            checks=[not_a_server_error])
-        if at[-1] not in {"name", "width", "max_epochs", "seeds", "dataset", "model",
-                          "training", "search", "description"}:
+            checks=[not_a_server_error]
+        )
+        if at[-1] not in {
+            "name",
+            "width",
+            "max_epochs",
+            "seeds",
+            "dataset",
+            "model",
+            "training",
+            "search",
+            "description",
+        }:
             assert response.status_code == 400, response.text
             # named where it is, the key as written (unprintable characters escaped)
             paths = [e["path"] for e in response.json()["errors"]]
             spelt = (at[-1], repr(at[-1])[1:-1])
-            assert any(p.startswith(at[0] if len(at) == 2 else "") and
-                       any(k in p for k in spelt) for p in paths), paths
+            assert any(
+                p.startswith(at[0] if len(at) == 2 else "") and any(k in p for k in spelt)
+                for p in paths
+            ), paths
 
     check()

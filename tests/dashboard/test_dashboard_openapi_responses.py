@@ -34,8 +34,12 @@ from dnnframe.store.base import TrialState
 TRANSPORT = {"content-type", "content-length", "content-encoding", "transfer-encoding", "vary"}
 TOKEN = "responses-test-token"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
-OTHER = {**TINY_SPEC, "name": "other", "model": {"hidden_layers": 3, "width": 4},
-         "search": {"seeds": 1}}
+OTHER = {
+    **TINY_SPEC,
+    "name": "other",
+    "model": {"hidden_layers": 3, "width": 4},
+    "search": {"seeds": 1},
+}
 CSV = b"a,b,species\n1,2,x\n4,5,y\n7,8,x\n1.5,2.5,y\n"
 
 
@@ -74,8 +78,9 @@ class Conformance:
         assert status in item["responses"], f"{where}: status not documented"
         self.exercised.add((op_id, status))
         documented = item["responses"][status]
-        declared = {name.lower(): self._header(h)
-                    for name, h in documented.get("headers", {}).items()}
+        declared = {
+            name.lower(): self._header(h) for name, h in documented.get("headers", {}).items()
+        }
         sent = {name.lower(): value for name, value in response.headers.items()}
         undeclared = set(sent) - set(declared) - TRANSPORT
         assert not undeclared, f"{where}: undeclared headers {sorted(undeclared)}"
@@ -99,13 +104,19 @@ class Conformance:
             return  # text: its schema says only that it is a string
         schema = documented["content"][media]["schema"]
         error = best_match(self._schema(schema).iter_errors(body))
-        assert error is None, (f"{where}: the body does not fit its schema at "
-                               f"/{'/'.join(map(str, error.absolute_path))}: {error.message}")
+        assert error is None, (
+            f"{where}: the body does not fit its schema at "
+            f"/{'/'.join(map(str, error.absolute_path))}: {error.message}"
+        )
 
     def declared_headers(self) -> set[str]:
-        return {name.lower() for ops in self.doc["paths"].values() for item in ops.values()
-                for response in item["responses"].values()
-                for name in response.get("headers", {})}
+        return {
+            name.lower()
+            for ops in self.doc["paths"].values()
+            for item in ops.values()
+            for response in item["responses"].values()
+            for name in response.get("headers", {})
+        }
 
 
 class Client:
@@ -136,12 +147,14 @@ def _train_part_of(store, exp_id: str) -> str:
         assert store.claim_trial(tid, "w1") is not None
         store.append_metrics(tid, {"epoch": 1, "val_accuracy": 0.5 + n / 10, "val_loss": 0.5})
         if n < 2:
-            result = {"metrics": {"test_accuracy": 0.8 + n / 10, "test_loss": 0.2},
-                      "timings": {"train": 1.0, "compile": 0.1, "total": 1.2}, "epochs_run": 1}
+            result = {
+                "metrics": {"test_accuracy": 0.8 + n / 10, "test_loss": 0.2},
+                "timings": {"train": 1.0, "compile": 0.1, "total": 1.2},
+                "epochs_run": 1,
+            }
             assert store.finish_trial(tid, TrialState.COMPLETE, result=result, worker="w1")
         elif n == 2:
-            assert store.finish_trial(tid, TrialState.FAILED, error="Traceback\nboom",
-                                      worker="w1")
+            assert store.finish_trial(tid, TrialState.FAILED, error="Traceback\nboom", worker="w1")
     store.register_worker("w1", host="elsewhere", pid=123, current_trial=ids[3])
     return ids[3]
 
@@ -154,8 +167,13 @@ def test_every_answer_is_one_the_document_describes(apps, make_app):
     call("GET", "/health", 200)
     call("GET", "/openapi.json", 200)
     call("POST", "/validate", 200, json=TINY_SPEC, headers=AUTH)
-    call("POST", "/validate", 400, data={"dataset": "iris", "width": "0", "epochs": "two"},
-         headers=AUTH)
+    call(
+        "POST",
+        "/validate",
+        400,
+        data={"dataset": "iris", "width": "0", "epochs": "two"},
+        headers=AUTH,
+    )
     call("POST", "/validate", 400, json={**TINY_SPEC, "model": {"width": "wide"}}, headers=AUTH)
     exp_id = call("POST", "/experiments", 201, json=TINY_SPEC, headers=AUTH).json["id"]
     call("POST", "/experiments", 200, json=TINY_SPEC, headers=AUTH)
@@ -181,8 +199,11 @@ def test_every_answer_is_one_the_document_describes(apps, make_app):
     call("GET", f"/experiments/{exp_id}/spec", 200)
     call("GET", f"/experiments/{exp_id}/spec?format=yaml", 200)
     # a spec stored by a run from the command line may name a file on the server
-    from_cli = {**TINY_SPEC, "name": "from-cli",
-                "dataset": {"name": "csv", "path": "/data/x.csv", "label_column": "y"}}
+    from_cli = {
+        **TINY_SPEC,
+        "name": "from-cli",
+        "dataset": {"name": "csv", "path": "/data/x.csv", "label_column": "y"},
+    }
     store.create_experiment("exp-cli", "from-cli", from_cli, 0)
     for fmt in ("json", "yaml"):
         call("GET", f"/experiments/exp-cli/spec?format={fmt}", 200)
@@ -201,21 +222,29 @@ def test_every_answer_is_one_the_document_describes(apps, make_app):
     for note in ("/experiments/exp-nope/note", "/trials/t-nope/note"):
         call("GET", note, 404)
         call("PUT", note, 404, json={"text": "x"}, headers=AUTH)
-    call("POST", "/datasets", 201, headers=AUTH,
-         data={"file": (io.BytesIO(CSV), "data.csv"), "label_column": "species"})
+    call(
+        "POST",
+        "/datasets",
+        201,
+        headers=AUTH,
+        data={"file": (io.BytesIO(CSV), "data.csv"), "label_column": "species"},
+    )
     call("POST", "/datasets", 400, headers=AUTH, data={"file": (io.BytesIO(b"x"), "d.csv")})
 
     # live updates: a stream while a trial runs, none once the experiment is over
     stream = call("GET", f"/experiments/{exp_id}/events?since=0", 200, buffered=False)
     stream.close()
-    stream = call("GET", f"/events?experiment={exp_id}&experiment=exp-gone", 200,
-                  buffered=False)
+    stream = call("GET", f"/events?experiment={exp_id}&experiment=exp-gone", 200, buffered=False)
     stream.close()
     call("GET", f"/experiments/{exp_id}/events?since=x", 400)
     call("GET", "/events", 400)
     call("DELETE", f"/experiments/{exp_id}?confirm={exp_id}", 409, headers=AUTH)
-    assert store.finish_trial(running, TrialState.COMPLETE, worker="w1",
-                              result={"metrics": {"test_accuracy": 0.7}, "epochs_run": 1})
+    assert store.finish_trial(
+        running,
+        TrialState.COMPLETE,
+        worker="w1",
+        result={"metrics": {"test_accuracy": 0.7}, "epochs_run": 1},
+    )
     call("GET", f"/experiments/{exp_id}/events", 204)
     call("GET", f"/events?experiment={exp_id}", 204)
     call("POST", f"/experiments/{exp_id}/cancel", 409, headers=AUTH)
@@ -232,23 +261,28 @@ def test_every_answer_is_one_the_document_describes(apps, make_app):
     # servers configured otherwise: no token (a cross-site write), a small body limit, a
     # store that is not there, no event streams to give
     open_app = make_app()
-    Client(open_app, conformance)("POST", f"/experiments/{other}/cancel", 403,
-                                  headers={"Origin": "http://elsewhere.example"})
+    Client(open_app, conformance)(
+        "POST", f"/experiments/{other}/cancel", 403, headers={"Origin": "http://elsewhere.example"}
+    )
     Client(make_app(MAX_CONTENT_LENGTH=100), conformance)(
-        "POST", "/validate", 413, json={**TINY_SPEC, "description": "x" * 200})
+        "POST", "/validate", 413, json={**TINY_SPEC, "description": "x" * 200}
+    )
     Client(make_app(STORE_URL="nosuchscheme://x"), conformance)("GET", "/health", 503)
-    second = Client(open_app, conformance)("POST", "/experiments", 201, json=OTHER | {
-        "name": "third"}).json["id"]
-    Client(make_app(EVENT_STREAMS=0), conformance)("GET", f"/experiments/{second}/events",
-                                                   503)
+    second = Client(open_app, conformance)(
+        "POST", "/experiments", 201, json=OTHER | {"name": "third"}
+    ).json["id"]
+    Client(make_app(EVENT_STREAMS=0), conformance)("GET", f"/experiments/{second}/events", 503)
 
-    documented = {item["operationId"] for ops in conformance.doc["paths"].values()
-                  for item in ops.values()}
+    documented = {
+        item["operationId"] for ops in conformance.doc["paths"].values() for item in ops.values()
+    }
     assert documented == {op for op, _ in conformance.exercised}, (
         "operations this scenario does not call: "
-        f"{sorted(documented - {op for op, _ in conformance.exercised})}")
+        f"{sorted(documented - {op for op, _ in conformance.exercised})}"
+    )
     assert conformance.declared_headers() <= conformance.headers_seen, (
-        f"declared, never sent: {sorted(conformance.declared_headers() - conformance.headers_seen)}")
+        f"declared, never sent: {sorted(conformance.declared_headers() - conformance.headers_seen)}"
+    )
 
 
 def test_a_method_a_path_does_not_document_is_405_with_the_methods_it_does(client, app):

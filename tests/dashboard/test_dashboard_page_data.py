@@ -27,14 +27,29 @@ def _finish(store, exp_id: str, epochs: int = 6) -> None:
     ids = [t.id for t in store.list_trials(exp_id)]
     assert len(store.claim_trials(ids, "w1")) == len(ids)
     for epoch in range(1, epochs + 1):
-        store.append_metrics_many({tid: {"epoch": epoch, "val_accuracy": 1 / 3 + epoch / (7 * epochs + i),
-                                         "val_loss": math.pi / (epoch + i)}
-                                   for i, tid in enumerate(ids)}, worker="w1")
+        store.append_metrics_many(
+            {
+                tid: {
+                    "epoch": epoch,
+                    "val_accuracy": 1 / 3 + epoch / (7 * epochs + i),
+                    "val_loss": math.pi / (epoch + i),
+                }
+                for i, tid in enumerate(ids)
+            },
+            worker="w1",
+        )
     for i, tid in enumerate(ids):
         acc = 0.5 + i / 97
-        assert store.finish_trial(tid, TrialState.COMPLETE, worker="w1", result={
-            "metrics": {"test_accuracy": acc, "test_loss": 1 - acc}, "epochs_run": epochs,
-            "timings": {"train": 0.1 + i / 31, "compile": 1.5, "total": 1.7 + i / 31}})
+        assert store.finish_trial(
+            tid,
+            TrialState.COMPLETE,
+            worker="w1",
+            result={
+                "metrics": {"test_accuracy": acc, "test_loss": 1 - acc},
+                "epochs_run": epochs,
+                "timings": {"train": 0.1 + i / 31, "compile": 1.5, "total": 1.7 + i / 31},
+            },
+        )
 
 
 @pytest.fixture(autouse=True)
@@ -45,8 +60,9 @@ def _no_cached_answers(monkeypatch):
 def test_one_read_holds_every_trial_with_its_curves_as_columns_and_the_importance(client, store):
     exp_id = client.post("/api/v1/experiments", json=GRID).json["id"]
     _finish(store, exp_id)
-    body = client.get(f"/experiments/{exp_id}/page-data?metric=test_accuracy"
-                      "&evaluator=ped_anova").json
+    body = client.get(
+        f"/experiments/{exp_id}/page-data?metric=test_accuracy&evaluator=ped_anova"
+    ).json
     api = client.get(f"/api/v1/experiments/{exp_id}/trials?history=1&since=0").json
     assert len(body["trials"]) == 24 and body["more"] is False
     for key in ("cursor", "counts", "n_trials", "status", "status_text", "can_cancel"):
@@ -57,11 +73,13 @@ def test_one_read_holds_every_trial_with_its_curves_as_columns_and_the_importanc
         assert ours == theirs  # the table's values keep every digit
         assert list(columns) == ["epoch", "val_accuracy", "val_loss"]
         for key, values in columns.items():
-            assert values == [float(f"{h[key]:.6g}") if isinstance(h[key], float) else h[key]
-                              for h in curve]
+            assert values == [
+                float(f"{h[key]:.6g}") if isinstance(h[key], float) else h[key] for h in curve
+            ]
             assert values == pytest.approx([h[key] for h in curve], rel=1e-5)
-    importance = client.get(f"/api/v1/experiments/{exp_id}/importance?metric=test_accuracy"
-                            "&evaluator=ped_anova").json
+    importance = client.get(
+        f"/api/v1/experiments/{exp_id}/importance?metric=test_accuracy&evaluator=ped_anova"
+    ).json
     assert body["importance"] == importance
 
 
@@ -85,7 +103,9 @@ def test_a_finished_experiments_answer_is_built_and_compressed_once(client, stor
     assert brotli.decompress(packed.data) == plain.data
     assert packed.data == brotli.compress(plain.data, quality=11)
     assert len(built) == 1
-    again = client.get(url, headers={"Accept-Encoding": "br", "If-None-Match": packed.headers["ETag"]})
+    again = client.get(
+        url, headers={"Accept-Encoding": "br", "If-None-Match": packed.headers["ETag"]}
+    )
     assert again.status_code == 304 and len(built) == 1
     assert packed.headers["Cache-Control"] == "no-cache"
 
@@ -111,6 +131,7 @@ def _recording(app) -> list[tuple[str, int]]:
         def start(status, headers, exc_info=None):
             log.append((environ["PATH_INFO"], int(status.split()[0])))
             return start_response(status, headers, exc_info)
+
         return inner(environ, start)
 
     app.wsgi_app = wsgi
@@ -123,16 +144,25 @@ CHARTS_DRAWN = """() => Array.from(document.querySelectorAll('.chart'))
 
 @pytest.mark.browser
 def test_the_page_draws_every_chart_from_one_read_and_a_revisit_sends_no_static_file(
-        tmp_path, data_dir):
+    tmp_path, data_dir
+):
     from playwright.sync_api import expect, sync_playwright
 
-    app = create_app({"STORE_URL": f"sqlite:///{tmp_path / 'page.db'}",
-                      "EXECUTOR": RecordingExecutor(), "ALLOWED_HOSTS": "127.0.0.1"})
+    app = create_app(
+        {
+            "STORE_URL": f"sqlite:///{tmp_path / 'page.db'}",
+            "EXECUTOR": RecordingExecutor(),
+            "ALLOWED_HOSTS": "127.0.0.1",
+        }
+    )
     store = app.extensions["dnnframe"].store
     log = _recording(app)
     try:
-        with serving(app) as base, sync_playwright() as p, \
-                watched_page(p, viewport={"width": 1280, "height": 1000}) as (page, errors):
+        with (
+            serving(app) as base,
+            sync_playwright() as p,
+            watched_page(p, viewport={"width": 1280, "height": 1000}) as (page, errors),
+        ):
             exp_id = requests.post(base + "/api/v1/experiments", json=GRID, timeout=30).json()["id"]
             _finish(store, exp_id)
             log.clear()
@@ -142,7 +172,9 @@ def test_the_page_draws_every_chart_from_one_read_and_a_revisit_sends_no_static_
             importance = page.evaluate("document.getElementById('chart-importance').data[0]")
             # the three parameters (the seed is the noise floor, no bar)
             assert importance["type"] == "bar" and len(importance["y"]) == 3
-            assert page.evaluate("document.getElementById('chart-contour').data[0].type") == "heatmap"
+            assert (
+                page.evaluate("document.getElementById('chart-contour').data[0].type") == "heatmap"
+            )
             curves = page.evaluate("document.getElementById('chart-curves').data")
             assert curves and all(len(c["x"]) in (6, 12) for c in curves)
             data = [path for path, _ in log if "/api/" in path or path.endswith("/page-data")]

@@ -101,9 +101,7 @@ def test_csv_cell_over_the_field_limit_is_400(client, data_dir):
             headers=headers,
         )
         assert r.status_code == 400, r.json
-        assert (
-            "cells are limited to" in r.json["message"] and r.json["errors"][0]["path"] == "file"
-        )
+        assert "cells are limited to" in r.json["message"] and r.json["errors"][0]["path"] == "file"
     assert not (data_dir / "uploads").exists() or not list((data_dir / "uploads").iterdir())
 
 

@@ -20,8 +20,12 @@ def test_the_first_tab_reaches_a_skip_link_that_moves_focus_to_the_content(quiet
     other = {**TINY_SPEC, "name": "other", "model": {"hidden_layers": 3, "width": 4}}
     other_id = requests.post(base + "/api/v1/experiments", json=other, timeout=30).json()["id"]
     with sync_playwright() as p, watched_page(p) as (page, errors):
-        for path in [*PAGES, f"/experiments/{exp_id}", f"/trials/{trial_id}",
-                     f"/compare?ids={exp_id},{other_id}"]:
+        for path in [
+            *PAGES,
+            f"/experiments/{exp_id}",
+            f"/trials/{trial_id}",
+            f"/compare?ids={exp_id},{other_id}",
+        ]:
             page.goto(base + path)
             link = page.locator("a.skip-link")
             expect(link).to_have_count(1)
@@ -36,6 +40,8 @@ def test_the_first_tab_reaches_a_skip_link_that_moves_focus_to_the_content(quiet
             expect(main).to_be_focused()
             # the next Tab goes on from the content, not back to the navigation
             page.keyboard.press("Tab")
-            inside = page.evaluate("document.querySelector('main').contains(document.activeElement)")
+            inside = page.evaluate(
+                "document.querySelector('main').contains(document.activeElement)"
+            )
             assert inside, path
         assert errors == []

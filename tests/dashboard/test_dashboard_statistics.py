@@ -17,8 +17,7 @@ DIVERGING = {
     "name": "diverging",
     "dataset": {"name": "iris"},
     "model": {"hidden_layers": {"grid": [1, 2]}, "width": 4},
-    "training": {"optimizer": "sgd", "max_epochs": 3,
-                 "learning_rate": {"grid": [0.05, 1000]}},
+    "training": {"optimizer": "sgd", "max_epochs": 3, "learning_rate": {"grid": [0.05, 1000]}},
     "search": {"seeds": 2},
 }
 TIES = {
@@ -32,6 +31,7 @@ TIES = {
 
 def _contrast(fg: str, bg: str) -> float:
     """WCAG contrast ratio of two CSS ``rgb(r, g, b)`` colours."""
+
     def luminance(css: str) -> float:
         channels = [int(c) / 255 for c in re.findall(r"\d+", css)[:3]]
         linear = [c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4 for c in channels]
@@ -53,12 +53,22 @@ def _diverging(client, store):
     exp_id = client.post("/api/v1/experiments", json=DIVERGING).json["id"]
     for t in store.list_trials(exp_id):
         if t.config["training"]["learning_rate"] == 1000:
-            _finish(store, t.id, TrialState.DIVERGED, {"test_loss": float("nan")},
-                    [{"epoch": 1, "val_loss": 3e9}, {"epoch": 2, "val_loss": float("inf")}])
+            _finish(
+                store,
+                t.id,
+                TrialState.DIVERGED,
+                {"test_loss": float("nan")},
+                [{"epoch": 1, "val_loss": 3e9}, {"epoch": 2, "val_loss": float("inf")}],
+            )
         else:
             acc = 0.9 + 0.01 * t.config["model"]["hidden_layers"] + 0.001 * t.config["seed"]
-            _finish(store, t.id, TrialState.COMPLETE, {"test_accuracy": acc, "test_loss": 1 - acc},
-                    [{"epoch": 1, "val_loss": 0.6}, {"epoch": 2, "val_loss": 0.4}])
+            _finish(
+                store,
+                t.id,
+                TrialState.COMPLETE,
+                {"test_accuracy": acc, "test_loss": 1 - acc},
+                [{"epoch": 1, "val_loss": 0.6}, {"epoch": 2, "val_loss": 0.4}],
+            )
     return exp_id
 
 
@@ -71,14 +81,23 @@ def test_importance_counts_diverged_trials_as_the_worst_and_names_what_decided_t
         assert body["params"] == ["hidden_layers", "learning_rate"]
         assert body["ranking"][0] == "learning_rate" and "seed" not in body["ranking"]
         assert body["diverged_at"] == {"learning_rate": [1000]}
-        assert body["note"].endswith("; 4 diverged trials count as the worst test_accuracy (0), "
-                                     "and every trial diverged at learning_rate 1000")
+        assert body["note"].endswith(
+            "; 4 diverged trials count as the worst test_accuracy (0), "
+            "and every trial diverged at learning_rate 1000"
+        )
         # eight trials for two parameters: it says the answer is rough
         assert body["few_trials"] is True and body["note"].startswith(
-            "rests on 8 trials for 2 parameters, fewer than 5 a parameter: a rough guide")
+            "rests on 8 trials for 2 parameters, fewer than 5 a parameter: a rough guide"
+        )
     # an experiment where nothing diverged says nothing of it
-    plain = client.post("/api/v1/experiments", json={**DIVERGING, "name": "calm", "training": {
-        "optimizer": "sgd", "max_epochs": 3, "learning_rate": 0.01}}).json["id"]
+    plain = client.post(
+        "/api/v1/experiments",
+        json={
+            **DIVERGING,
+            "name": "calm",
+            "training": {"optimizer": "sgd", "max_epochs": 3, "learning_rate": 0.01},
+        },
+    ).json["id"]
     for t in store.list_trials(plain):
         _finish(store, t.id, TrialState.COMPLETE, {"test_accuracy": 0.9 + 0.01 * t.config["seed"]})
     body = client.get(f"/api/v1/experiments/{plain}/importance").json
@@ -87,16 +106,23 @@ def test_importance_counts_diverged_trials_as_the_worst_and_names_what_decided_t
 
 
 def test_importance_names_the_seed_as_the_noise_floor_and_what_sits_below_it(client, store):
-    spec = {"name": "noise", "dataset": {"name": "iris"},
-            "model": {"hidden_layers": {"grid": [1, 2, 3]}, "width": {"grid": [4, 8]}},
-            "training": {"max_epochs": 2, "learning_rate": {"grid": [0.001, 0.01, 0.1]}},
-            "search": {"seeds": 3}}
+    spec = {
+        "name": "noise",
+        "dataset": {"name": "iris"},
+        "model": {"hidden_layers": {"grid": [1, 2, 3]}, "width": {"grid": [4, 8]}},
+        "training": {"max_epochs": 2, "learning_rate": {"grid": [0.001, 0.01, 0.1]}},
+        "search": {"seeds": 3},
+    }
     exp_id = client.post("/api/v1/experiments", json=spec).json["id"]
     for t in store.list_trials(exp_id):
         lr, seed = t.config["training"]["learning_rate"], t.config["seed"]
         # the rate decides; the seed moves it a little; depth and width not at all
-        _finish(store, t.id, TrialState.COMPLETE,
-                {"test_accuracy": {0.001: 0.4, 0.01: 0.6, 0.1: 0.9}[lr] + 0.02 * seed})
+        _finish(
+            store,
+            t.id,
+            TrialState.COMPLETE,
+            {"test_accuracy": {0.001: 0.4, 0.01: 0.6, 0.1: 0.9}[lr] + 0.02 * seed},
+        )
     body = client.get(f"/api/v1/experiments/{exp_id}/importance").json
     assert body["n_trials"] == 54 and body["few_trials"] is False and "note" not in body
     # the seed is fitted, as the noise floor, and never ranked as a parameter
@@ -120,8 +146,12 @@ def test_diverged_trials_come_back_as_diverged_not_as_numbers(client, store):
 
 def test_the_best_configuration_is_ranked_by_its_mean_and_reports_ties(client, store):
     exp_id = client.post("/api/v1/experiments", json=TIES).json["id"]
-    scores = {("relu", 0.1): [0.95, 0.97], ("tanh", 0.1): [0.96, 0.96],
-              ("relu", 0.01): [0.99, 0.5], ("tanh", 0.01): [0.96]}
+    scores = {
+        ("relu", 0.1): [0.95, 0.97],
+        ("tanh", 0.1): [0.96, 0.96],
+        ("relu", 0.01): [0.99, 0.5],
+        ("tanh", 0.01): [0.96],
+    }
     ids: dict[tuple, list[str]] = {}
     for t in store.list_trials(exp_id):
         key = (t.config["model"]["activation"], t.config["training"]["learning_rate"])
@@ -154,21 +184,39 @@ def test_the_page_shows_diverged_trials_ties_and_best_so_far_in_finishing_order(
     ids = {t.id for t in store.list_trials(exp_id)}
     for t in sorted(store.list_trials(exp_id), key=lambda t: t.id):
         if t.config["training"]["learning_rate"] == 1000:
-            _finish(store, t.id, TrialState.DIVERGED, {"test_loss": float("nan")},
-                    [{"epoch": 1, "val_loss": 3e9}, {"epoch": 2, "val_loss": float("inf")}])
+            _finish(
+                store,
+                t.id,
+                TrialState.DIVERGED,
+                {"test_loss": float("nan")},
+                [{"epoch": 1, "val_loss": 3e9}, {"epoch": 2, "val_loss": float("inf")}],
+            )
         else:  # both depths score 0.94 and 0.96 on their two seeds: a tie
             acc = 0.94 + 0.02 * t.config["seed"]
-            _finish(store, t.id, TrialState.COMPLETE, {"test_accuracy": acc, "test_loss": 1 - acc},
-                    [{"epoch": 1, "val_loss": 0.6}, {"epoch": 2, "val_loss": 0.4}])
-    with sync_playwright() as p, \
-            watched_page(p, viewport={"width": 1280, "height": 1100}) as (page, errors):
+            _finish(
+                store,
+                t.id,
+                TrialState.COMPLETE,
+                {"test_accuracy": acc, "test_loss": 1 - acc},
+                [{"epoch": 1, "val_loss": 0.6}, {"epoch": 2, "val_loss": 0.4}],
+            )
+    with (
+        sync_playwright() as p,
+        watched_page(p, viewport={"width": 1280, "height": 1100}) as (page, errors),
+    ):
         page.goto(base + f"/experiments/{exp_id}")
         # the best is one of two configurations tied on the mean, and says so
         expect(page.locator("#best")).to_contain_text(
-            "tied on the mean with 1 other configuration", timeout=15_000)
+            "tied on the mean with 1 other configuration", timeout=15_000
+        )
         assert page.evaluate("document.getElementById('best').dataset.ties") == "1"
-        for chart in ("chart-accuracy", "chart-best", "chart-curves", "chart-importance",
-                      "chart-contour"):
+        for chart in (
+            "chart-accuracy",
+            "chart-best",
+            "chart-curves",
+            "chart-importance",
+            "chart-contour",
+        ):
             expect(page.locator(f"#{chart}.drawn")).to_have_count(1, timeout=15_000)
         layout = "(id) => document.getElementById(id).layout"
         data = "(id) => document.getElementById(id).data"
@@ -183,14 +231,22 @@ def test_the_page_shows_diverged_trials_ties_and_best_so_far_in_finishing_order(
         assert lost["marker"]["symbol"] == ["x-thin-open"] * 2
         assert lost["text"] == ["2 trial(s), 2 diverged: counted as 0, the worst"] * 2
         # the learning rate's slice has the four that diverged at 1000, ✕ at the worst
-        lr_slice = next(t for t in page.evaluate(data, "chart-slice") if t["name"] == "learning rate")
-        at_1000 = [(y, m) for x, y, m in zip(lr_slice["x"], lr_slice["y"], lr_slice["marker"]["symbol"],
-                                             strict=True) if x == 1000]
+        lr_slice = next(
+            t for t in page.evaluate(data, "chart-slice") if t["name"] == "learning rate"
+        )
+        at_1000 = [
+            (y, m)
+            for x, y, m in zip(
+                lr_slice["x"], lr_slice["y"], lr_slice["marker"]["symbol"], strict=True
+            )
+            if x == 1000
+        ]
         assert at_1000 == [(0, "x-thin-open")] * 4 and len(lr_slice["x"]) == 8
         # best so far over the 8 trials in finishing order, the diverged ones ✕ at the worst
         best = {t["name"]: t for t in page.evaluate(data, "chart-best")}
-        assert sorted(best["completed trial"]["x"] + best["diverged trial (the worst)"]["x"]) == \
-            list(range(1, 9))
+        assert sorted(
+            best["completed trial"]["x"] + best["diverged trial (the worst)"]["x"]
+        ) == list(range(1, 9))
         assert best["diverged trial (the worst)"]["y"] == [0] * 4
         assert best["best so far"]["x"] == best["completed trial"]["x"]
         # curves: the diverged ones (3e9) do not stretch the axis of those that trained
@@ -199,7 +255,10 @@ def test_the_page_shows_diverged_trials_ties_and_best_so_far_in_finishing_order(
         # importance counts the diverged trials as the worst, so the rate ranks first, and
         # says it rests on few trials
         importance_title = page.evaluate(title, "chart-importance")
-        assert "8 trials" in importance_title and "4 diverged, counted as the worst (0)" in importance_title
+        assert (
+            "8 trials" in importance_title
+            and "4 diverged, counted as the worst (0)" in importance_title
+        )
         assert "too few: a rough guide" in importance_title
         # the seed is no bar: it is the noise floor, a dashed line
         bars = page.evaluate(data, "chart-importance")[0]
@@ -216,7 +275,8 @@ def test_the_page_shows_diverged_trials_ties_and_best_so_far_in_finishing_order(
             expect(described).to_have_attribute("role", "img")
             assert " values" in described.get_attribute("aria-label")
         assert page.get_attribute("#chart-best", "aria-label").startswith(
-            "Highest test accuracy so far (4 diverged, ✕ at the worst): 12 values in 3 series")
+            "Highest test accuracy so far (4 diverged, ✕ at the worst): 12 values in 3 series"
+        )
         # every state's badge reads at 4.5:1 or more (WCAG AA for its 11 px text)
         for name, fg, bg in page.evaluate("""() => {
             const v = JSON.parse(document.getElementById('dnnframe-vocabulary').textContent);
@@ -265,8 +325,10 @@ def test_chart_choices_survive_a_reload_and_charts_respect_direction_bounds_and_
         acc = 1.0 - 0.1 * t.config["seed"] if lr == 1e-2 else 0.5 + 0.01 * depth + lr / 10
         _finish(store, t.id, TrialState.COMPLETE, {"test_accuracy": acc, "test_loss": 1 - acc})
     url = base + f"/experiments/{exp_id}"
-    with sync_playwright() as p, \
-            watched_page(p, viewport={"width": 1280, "height": 1100}) as (page, errors):
+    with (
+        sync_playwright() as p,
+        watched_page(p, viewport={"width": 1280, "height": 1100}) as (page, errors),
+    ):
         page.goto(url + "?x=learning_rate&group=hidden_layers&y=test_loss&log_y=1")
         # the choices in the URL are the page's
         expect(page.locator("#x-param")).to_have_value("learning_rate", timeout=15_000)
@@ -292,8 +354,9 @@ def test_chart_choices_survive_a_reload_and_charts_respect_direction_bounds_and_
         assert "y=test_accuracy" in page.url and "log_y" not in page.url
         # an accuracy's ± sd stops at 1 (and at 0)
         for trace in page.evaluate(data, "chart-accuracy"):
-            for mean, plus, minus in zip(trace["y"], trace["error_y"]["array"],
-                                         trace["error_y"]["arrayminus"]):
+            for mean, plus, minus in zip(
+                trace["y"], trace["error_y"]["array"], trace["error_y"]["arrayminus"]
+            ):
                 assert mean + plus <= 1 + 1e-12 and mean - minus >= -1e-12
         assert page.evaluate(data, "chart-contour")[0]["reversescale"] is False
         # the table sorts from the keyboard, says its order, and keeps it in the URL
@@ -313,10 +376,13 @@ def test_chart_choices_survive_a_reload_and_charts_respect_direction_bounds_and_
         expect(page.locator("#group-by")).to_have_value("hidden_layers")
         assert not page.is_checked("#log-y")
         expect(page.locator("#trials th[data-key=learning_rate]")).to_have_attribute(
-            "aria-sort", "ascending")
+            "aria-sort", "ascending"
+        )
         expect(page.locator("#trials th[data-key=state]")).to_have_attribute("aria-sort", "none")
-        assert store.get_trial(page.evaluate(first_rate)).config["training"][
-            "learning_rate"] == RATES[0]
+        assert (
+            store.get_trial(page.evaluate(first_rate)).config["training"]["learning_rate"]
+            == RATES[0]
+        )
         assert errors == []
 
 
@@ -341,11 +407,17 @@ def test_a_sampled_rate_is_binned_in_the_contour_and_pruned_trials_stay_visible(
         lr, depth = t.config["training"]["learning_rate"], t.config["model"]["hidden_layers"]
         acc = 0.6 + 0.05 * math.log10(lr) + 0.1 * depth
         epochs = 1 if i % 2 else 3  # every other trial stopped at the first rung
-        _finish(store, t.id, TrialState.PRUNED if i % 2 else TrialState.COMPLETE,
-                {"test_accuracy": acc, "test_loss": 1 - acc},
-                [{"epoch": e, "val_accuracy": acc} for e in range(1, epochs + 1)])
-    with sync_playwright() as p, \
-            watched_page(p, viewport={"width": 1280, "height": 1100}) as (page, errors):
+        _finish(
+            store,
+            t.id,
+            TrialState.PRUNED if i % 2 else TrialState.COMPLETE,
+            {"test_accuracy": acc, "test_loss": 1 - acc},
+            [{"epoch": e, "val_accuracy": acc} for e in range(1, epochs + 1)],
+        )
+    with (
+        sync_playwright() as p,
+        watched_page(p, viewport={"width": 1280, "height": 1100}) as (page, errors),
+    ):
         page.goto(base + f"/experiments/{exp_id}?mode=trials")
         for chart in ("chart-curves", "chart-contour"):
             expect(page.locator(f"#{chart}.drawn")).to_have_count(1, timeout=15_000)
@@ -374,9 +446,11 @@ def test_an_empty_integer_query_parameter_is_refused_by_name(client, store):
     """The document says integer: "limit=" is no integer, as "+5" is not (a form's empty
     field)."""
     exp_id = client.post("/api/v1/experiments", json=TIES).json["id"]
-    for url, name in [("/api/v1/experiments?limit=", "limit"),
-                      (f"/api/v1/experiments/{exp_id}/trials?offset=", "offset"),
-                      (f"/api/v1/experiments/{exp_id}/events?since=", "since")]:
+    for url, name in [
+        ("/api/v1/experiments?limit=", "limit"),
+        (f"/api/v1/experiments/{exp_id}/trials?offset=", "offset"),
+        (f"/api/v1/experiments/{exp_id}/events?since=", "since"),
+    ]:
         r = client.get(url)
         assert r.status_code == 400 and r.json["errors"][0]["path"] == name, (url, r.json)
         assert f"query parameter {name} must be an integer, but got ''" in r.json["message"]

@@ -324,9 +324,11 @@ def test_trial_page_names_the_pack_whose_time_the_timings_share(client, store):
     exp_id = client.post("/api/v1/experiments", json=TINY_SPEC).json["id"]
     tid = store.list_trials(exp_id)[0].id
     store.claim_trial(tid, "w1")
-    result = {"metrics": {"test_accuracy": 0.5}, "timings": {"train": 1.5},
-              "pack": {"id": "p7", "size": 4, "index": 1, "wall_seconds": 6.2,
-                       "compile_seconds": 2.0}}
+    result = {
+        "metrics": {"test_accuracy": 0.5},
+        "timings": {"train": 1.5},
+        "pack": {"id": "p7", "size": 4, "index": 1, "wall_seconds": 6.2, "compile_seconds": 2.0},
+    }
     store.finish_trial(tid, TrialState.COMPLETE, result=result, worker="w1")
     html = client.get(f"/trials/{tid}").get_data(as_text=True)
     pack = re.search(r'id="pack"[^>]*>(.*?)</td>', html, re.S).group(1)
@@ -344,9 +346,18 @@ def test_form_offers_the_layer_design_options(client):
 
 
 def test_form_layer_design_fields_become_the_spec():
-    form = MultiDict([*FORM.items(), ("residual", "rezero"), ("residual", "scaled"),
-                      ("normalization", "layer"), ("norm_position", "pre"),
-                      ("grad_clip", "1.5"), ("lr_schedule", "cosine"), ("warmup_epochs", "3")])
+    form = MultiDict(
+        [
+            *FORM.items(),
+            ("residual", "rezero"),
+            ("residual", "scaled"),
+            ("normalization", "layer"),
+            ("norm_position", "pre"),
+            ("grad_clip", "1.5"),
+            ("lr_schedule", "cosine"),
+            ("warmup_epochs", "3"),
+        ]
+    )
     spec = form_to_spec(form)
     assert spec["model"]["residual"] == {"grid": ["rezero", "scaled"]}
     assert (spec["model"]["normalization"], spec["model"]["norm_position"]) == ("layer", "pre")
@@ -359,8 +370,16 @@ def test_form_layer_design_fields_become_the_spec():
 
 def test_form_design_errors_are_shown_next_to_their_fields(client, recorder):
     token = _csrf(client)
-    r = client.post("/experiments/new", data={**FORM, "csrf_token": token, "grad_clip": "-1",
-                                              "norm_position": "pre", "warmup_epochs": "x"})
+    r = client.post(
+        "/experiments/new",
+        data={
+            **FORM,
+            "csrf_token": token,
+            "grad_clip": "-1",
+            "norm_position": "pre",
+            "warmup_epochs": "x",
+        },
+    )
     html = r.get_data(as_text=True)
     assert r.status_code == 400 and recorder.submitted == []
     assert re.search(r'id="error-grad_clip"[^>]*>[^<]*greater than 0', html)
@@ -369,13 +388,17 @@ def test_form_design_errors_are_shown_next_to_their_fields(client, recorder):
 
 def test_pages_get_the_vocabulary_from_the_server(client):
     html = client.get("/").get_data(as_text=True)
-    found = re.search(r'<script id="dnnframe-vocabulary" type="application/json">(.*?)</script>',
-                      html, re.S)
+    found = re.search(
+        r'<script id="dnnframe-vocabulary" type="application/json">(.*?)</script>', html, re.S
+    )
     assert found, "base.html must carry the vocabulary"
     served = json.loads(found.group(1))
     assert served["done"] == ["COMPLETE", "FAILED", "DIVERGED", "PRUNED"]
     assert served["bar"] == ["COMPLETE", "PRUNED", "DIVERGED", "FAILED", "CANCELLED", "RUNNING"]
     assert served["objective"] == {"metric": "test_accuracy", "mode": "max"}
-    assert served["metrics"]["val_loss"] == {"direction": "min", "label": "val loss",
-                                             "bounds": [0.0, None]}
+    assert served["metrics"]["val_loss"] == {
+        "direction": "min",
+        "label": "val loss",
+        "bounds": [0.0, None],
+    }
     assert served["metrics"]["val_accuracy"]["bounds"] == [0.0, 1.0]

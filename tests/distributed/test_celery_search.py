@@ -19,16 +19,27 @@ from dnnframe.submit import submit_experiment
 
 pytestmark = pytest.mark.slow
 
-RATE = {"DNNFRAME_TRAIN_FN": "dnnframe.testing.hooks:rate_train", "DNNFRAME_HOOK_EPOCHS": "4",
-        "DNNFRAME_HOOK_EPOCH_SECONDS": "0.2"}
+RATE = {
+    "DNNFRAME_TRAIN_FN": "dnnframe.testing.hooks:rate_train",
+    "DNNFRAME_HOOK_EPOCHS": "4",
+    "DNNFRAME_HOOK_EPOCH_SECONDS": "0.2",
+}
 ORDER = [5, 1, 7, 3, 8, 2, 6, 4]  # learning rate in hundredths, in the order submitted
 
 
 def _asha_spec(name: str) -> dict:
-    return {"name": name, "dataset": {"name": "iris"}, "model": {"width": 8},
-            "training": {"max_epochs": 4, "learning_rate": {"grid": [q / 100 for q in ORDER]}},
-            "search": {"method": "asha", "objective": {"metric": "test_accuracy"},
-                       "min_epochs": 1, "eta": 2}}
+    return {
+        "name": name,
+        "dataset": {"name": "iris"},
+        "model": {"width": 8},
+        "training": {"max_epochs": 4, "learning_rate": {"grid": [q / 100 for q in ORDER]}},
+        "search": {
+            "method": "asha",
+            "objective": {"metric": "test_accuracy"},
+            "min_epochs": 1,
+            "eta": 2,
+        },
+    }
 
 
 def _check_rung_decisions(store, trials) -> None:
@@ -50,8 +61,9 @@ def _check_rung_decisions(store, trials) -> None:
 
 
 @pytest.mark.parametrize("pack_size", [1, 4])
-def test_asha_prunes_on_celery_workers(broker_url, store_url, queue_name, start_worker, store,
-                                       pack_size):
+def test_asha_prunes_on_celery_workers(
+    broker_url, store_url, queue_name, start_worker, store, pack_size
+):
     workers = [start_worker(queue_name, **RATE) for _ in range(2)]
     spec = parse_spec(_asha_spec(f"celery-asha-{pack_size}"))
     with CeleryExecutor(broker_url, store_url, queue=queue_name) as ex:
@@ -69,19 +81,30 @@ def test_asha_prunes_on_celery_workers(broker_url, store_url, queue_name, start_
     # no coordinator: the decisions were made on both workers
     assert {t.worker.split(":")[0] for t in trials} == {w.nodename for w in workers}
     assert store.counts_by_state(spec.experiment_id)["PRUNED"] == sum(
-        t.state is TrialState.PRUNED for t in trials)
+        t.state is TrialState.PRUNED for t in trials
+    )
 
 
-def test_tpe_with_asha_drives_celery_workers(broker_url, store_url, queue_name, start_worker,
-                                             store, monkeypatch):
+def test_tpe_with_asha_drives_celery_workers(
+    broker_url, store_url, queue_name, start_worker, store, monkeypatch
+):
     monkeypatch.setenv("DNNFRAME_WORKERS", "2")  # the executor's parallelism: two workers
     workers = [start_worker(queue_name, **RATE) for _ in range(2)]
-    spec = parse_spec({**_asha_spec("celery-tpe"),
-                       "training": {"max_epochs": 4,
-                                    "learning_rate": {"loguniform": [0.001, 0.09]}},
-                       "search": {"method": "tpe", "pruner": "asha", "num_samples": 10,
-                                  "random_seed": 2, "min_epochs": 1, "eta": 2,
-                                  "objective": {"metric": "test_accuracy"}}})
+    spec = parse_spec(
+        {
+            **_asha_spec("celery-tpe"),
+            "training": {"max_epochs": 4, "learning_rate": {"loguniform": [0.001, 0.09]}},
+            "search": {
+                "method": "tpe",
+                "pruner": "asha",
+                "num_samples": 10,
+                "random_seed": 2,
+                "min_epochs": 1,
+                "eta": 2,
+                "objective": {"metric": "test_accuracy"},
+            },
+        }
+    )
     with CeleryExecutor(broker_url, store_url, queue=queue_name) as ex:
         driver = SearchDriver(spec, store, ex)
         result = driver.run()

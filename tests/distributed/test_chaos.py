@@ -35,8 +35,9 @@ def test_a_seeded_chaos_run_keeps_every_invariant(tmp_path: Path):
     problem = deployment_missing() or netns_problem()
     if problem:
         pytest.skip(problem)
-    report = chaos_run(tmp_path, SEED, SECONDS, settings_for("hook", 3.0, 3.0),
-                       settle_s=60.0, gap=4.0)
+    report = chaos_run(
+        tmp_path, SEED, SECONDS, settings_for("hook", 3.0, 3.0), settle_s=60.0, gap=4.0
+    )
     print(report.text())  # shown with -s, and with the failure below
     assert report.netns
     assert sum(report.faults.values()) >= len(DEFAULT_KINDS) and report.overlapping > 0

@@ -34,8 +34,9 @@ def test_a_schedule_stays_in_its_window_uses_every_kind_and_overlaps_some():
     assert {f.kind for f in faults} == set(DEFAULT_KINDS)
     assert overlaps(faults) > 0
     for i, f in enumerate(faults):  # the same fault on the same target never twice at once
-        assert not any((g.kind, g.target) == (f.kind, f.target) and g.end >= f.start
-                       for g in faults[:i])
+        assert not any(
+            (g.kind, g.target) == (f.kind, f.target) and g.end >= f.start for g in faults[:i]
+        )
 
 
 def test_a_schedule_refuses_an_unknown_kind_by_name():
@@ -44,21 +45,29 @@ def test_a_schedule_refuses_an_unknown_kind_by_name():
 
 
 def _trial(tid: str, state: TrialState, epochs: list[int], lr: float = 0.01) -> TrialRecord:
-    return TrialRecord(id=tid, experiment_ids=["e"], state=state,
-                       config={"training": {"learning_rate": lr}},
-                       metrics=[{"epoch": e} for e in epochs])
+    return TrialRecord(
+        id=tid,
+        experiment_ids=["e"],
+        state=state,
+        config={"training": {"learning_rate": lr}},
+        metrics=[{"epoch": e} for e in epochs],
+    )
 
 
 def test_the_workload_counts_its_trials():
     made = specs(0, waves=2)
-    assert [expected_trials(made[r]) for r in ("grid", "resumed", "asha", "tpe", "wave2")] \
-        == [8, 12, 9, 8, 6]  # every other wave is ASHA
+    assert [expected_trials(made[r]) for r in ("grid", "resumed", "asha", "tpe", "wave2")] == [
+        8,
+        12,
+        9,
+        8,
+        6,
+    ]  # every other wave is ASHA
 
 
 def test_a_sound_experiment_has_no_findings():
     spec = specs(0)["tpe"]
-    trials = [_trial(f"t{i}", TrialState.COMPLETE, [1, 2, 3], lr=0.01 * (i + 1))
-              for i in range(8)]
+    trials = [_trial(f"t{i}", TrialState.COMPLETE, [1, 2, 3], lr=0.01 * (i + 1)) for i in range(8)]
     found = Findings()
     check_experiment("tpe", spec, trials, 3, False, found)
     assert (found.violations, found.lost, found.duplicated) == ([], 0, 0)
@@ -67,18 +76,24 @@ def test_a_sound_experiment_has_no_findings():
 
 def test_lost_trials_unfinished_ones_and_broken_curves_are_found():
     spec = specs(0)["grid"]  # 8 trials
-    trials = [_trial("a", TrialState.COMPLETE, [1, 2]),           # an epoch missing
-              _trial("b", TrialState.PRUNED, [1, 1]),             # an epoch written twice
-              _trial("c", TrialState.RUNNING, [1]),               # never ended
-              _trial("d", TrialState.CANCELLED, []),              # not cancelled by anyone
-              *[_trial(f"x{i}", TrialState.COMPLETE, [1, 2, 3]) for i in range(3)]]
+    trials = [
+        _trial("a", TrialState.COMPLETE, [1, 2]),  # an epoch missing
+        _trial("b", TrialState.PRUNED, [1, 1]),  # an epoch written twice
+        _trial("c", TrialState.RUNNING, [1]),  # never ended
+        _trial("d", TrialState.CANCELLED, []),  # not cancelled by anyone
+        *[_trial(f"x{i}", TrialState.COMPLETE, [1, 2, 3]) for i in range(3)],
+    ]
     found = Findings()
     check_experiment("grid", spec, trials, 3, False, found)
     text = "\n".join(found.violations)
     assert found.lost == 1 and found.duplicated == 1
-    for part in ("7 trials stored, 8 submitted", "trial a is COMPLETE with epochs [1, 2]",
-                 "trial b (PRUNED) has epochs written twice", "trial c still RUNNING",
-                 "trial d CANCELLED"):
+    for part in (
+        "7 trials stored, 8 submitted",
+        "trial a is COMPLETE with epochs [1, 2]",
+        "trial b (PRUNED) has epochs written twice",
+        "trial c still RUNNING",
+        "trial d CANCELLED",
+    ):
         assert part in text
 
 
@@ -91,17 +106,21 @@ def test_a_tpe_configuration_asked_twice_is_a_duplicate():
 
 def test_the_api_may_refuse_with_a_reason_but_never_fail_hang_or_vanish_while_up():
     down = [(10.0, 12.0)]
-    calls = [Call(1.0, "GET", "/ok", 200, 0.1), Call(2.0, "GET", "/busy", 503, 0.1),
-             Call(3.0, "POST", "/bad", 400, 0.1),
-             Call(11.0, "GET", "/down", None, 0.0, "ConnectionError: refused")]
+    calls = [
+        Call(1.0, "GET", "/ok", 200, 0.1),
+        Call(2.0, "GET", "/busy", 503, 0.1),
+        Call(3.0, "POST", "/bad", 400, 0.1),
+        Call(11.0, "GET", "/down", None, 0.0, "ConnectionError: refused"),
+    ]
     assert api_violations(calls, down) == []
-    wrong = [Call(4.0, "GET", "/boom", 500, 0.1),
-             Call(5.0, "GET", "/mute", 503, 0.1, "503 without a reason: "),
-             Call(6.0, "GET", "/hang", None, 15.0, "ReadTimeout: read timed out"),
-             Call(20.0, "GET", "/gone", None, 0.0, "ConnectionError: refused")]
+    wrong = [
+        Call(4.0, "GET", "/boom", 500, 0.1),
+        Call(5.0, "GET", "/mute", 503, 0.1, "503 without a reason: "),
+        Call(6.0, "GET", "/hang", None, 15.0, "ReadTimeout: read timed out"),
+        Call(20.0, "GET", "/gone", None, 0.0, "ConnectionError: refused"),
+    ]
     found = api_violations(wrong, down)
-    assert [v.split(":")[0] for v in found] == ["GET /boom", "GET /mute", "GET /hang",
-                                               "GET /gone"]
+    assert [v.split(":")[0] for v in found] == ["GET /boom", "GET /mute", "GET /hang", "GET /gone"]
 
 
 def test_p99_and_recovery_times():
@@ -115,11 +134,13 @@ def test_p99_and_recovery_times():
 
 def test_the_workers_at_rest_are_the_processes_that_exist():
     node = {"role": "node"}
-    rows = [{"name": "h0w2@a", "alive": True, "info": node},
-            {"name": "h0w2@a:41", "alive": True, "info": {}},
-            {"name": "h1w1@b", "alive": True, "info": node},
-            {"name": "h0w1@a", "alive": False, "info": node},  # killed, and known to be
-            {"name": "h0w1@a:17", "alive": False, "info": {}}]
+    rows = [
+        {"name": "h0w2@a", "alive": True, "info": node},
+        {"name": "h0w2@a:41", "alive": True, "info": {}},
+        {"name": "h1w1@b", "alive": True, "info": node},
+        {"name": "h0w1@a", "alive": False, "info": node},  # killed, and known to be
+        {"name": "h0w1@a:17", "alive": False, "info": {}},
+    ]
     exist = {"h0w2@a": {40, 41, 42}, "h1w1@b": {50, 51}}
     assert workers_disagree(rows, exist) is None
     rows[3]["alive"] = True  # a killed node still called alive
@@ -137,9 +158,11 @@ def test_flower_at_rest_calls_alive_exactly_the_nodes_that_exist():
     assert flower_disagrees({"h0w2@a": True, "h1w1@b": True, "h0w1@a": False}, exist) is None
     assert flower_disagrees({"h0w2@a": True, "h1w1@b": True}, exist) is None  # never seen
     assert "Flower calls alive ['h0w1@a', 'h0w2@a', 'h1w1@b']" in flower_disagrees(
-        {"h0w2@a": True, "h1w1@b": True, "h0w1@a": True}, exist)  # a killed one alive
+        {"h0w2@a": True, "h1w1@b": True, "h0w1@a": True}, exist
+    )  # a killed one alive
     assert "Flower calls alive ['h0w2@a']" in flower_disagrees(
-        {"h0w2@a": True, "h1w1@b": False}, exist)  # a live one dead
+        {"h0w2@a": True, "h1w1@b": False}, exist
+    )  # a live one dead
     assert flower_disagrees({}, exist) is not None
 
 
@@ -155,10 +178,14 @@ def test_a_faults_window_holds_its_action_and_every_fault_is_undone_at_cancel():
 
     acted: list[tuple[str, float]] = []
     killed = threading.Event()
-    dashboard = SimpleNamespace(kill=lambda: (acted.append(("kill", time.monotonic())),
-                                              killed.set()))
-    dep = SimpleNamespace(hosts=[None], dashboard=dashboard,
-                          start_dashboard=lambda: acted.append(("start", time.monotonic())))
+    dashboard = SimpleNamespace(
+        kill=lambda: (acted.append(("kill", time.monotonic())), killed.set())
+    )
+    dep = SimpleNamespace(
+        hosts=[None],
+        dashboard=dashboard,
+        start_dashboard=lambda: acted.append(("start", time.monotonic())),
+    )
     t0 = time.monotonic()
     runner = FaultRunner(dep, [Fault("dashboard_kill", 0.0, 600.0)], t0).start()
     assert killed.wait(30)  # the kill is done at once; its undo is 600 s away
@@ -186,8 +213,12 @@ def test_a_worker_restarted_while_the_broker_is_down_does_not_hold_the_broker_do
     def fake_worker(name: str) -> SimpleNamespace:
         proc = SimpleNamespace(returncode=None, poll=lambda: None, wait=lambda timeout: 0)
         return SimpleNamespace(
-            name=name, proc=proc, kill_group=lambda sig: None, alive=lambda: True,
-            log_text=lambda: " ready." if broker_up.is_set() else "connecting...")
+            name=name,
+            proc=proc,
+            kill_group=lambda sig: None,
+            alive=lambda: True,
+            log_text=lambda: " ready." if broker_up.is_set() else "connecting...",
+        )
 
     host = SimpleNamespace(worker=fake_worker("w1"))
 

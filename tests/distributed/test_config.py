@@ -31,11 +31,14 @@ def test_default_time_limit_below_rabbitmq_consumer_timeout(monkeypatch):
     assert create_app("amqp://x//").conf.task_time_limit == 21600
 
 
-@pytest.mark.parametrize("name,value,needle", [
-    ("DNNFRAME_TASK_TIME_LIMIT", "soon", "DNNFRAME_TASK_TIME_LIMIT must be a number"),
-    ("DNNFRAME_HEARTBEAT_TIMEOUT", "-5", "DNNFRAME_HEARTBEAT_TIMEOUT must be > 0"),
-    ("DNNFRAME_MAX_ATTEMPTS", "0", "DNNFRAME_MAX_ATTEMPTS must be a positive integer"),
-])
+@pytest.mark.parametrize(
+    "name,value,needle",
+    [
+        ("DNNFRAME_TASK_TIME_LIMIT", "soon", "DNNFRAME_TASK_TIME_LIMIT must be a number"),
+        ("DNNFRAME_HEARTBEAT_TIMEOUT", "-5", "DNNFRAME_HEARTBEAT_TIMEOUT must be > 0"),
+        ("DNNFRAME_MAX_ATTEMPTS", "0", "DNNFRAME_MAX_ATTEMPTS must be a positive integer"),
+    ],
+)
 def test_bad_settings_name_the_variable(monkeypatch, name, value, needle):
     monkeypatch.setenv(name, value)
     with pytest.raises(SettingsError, match=needle):
@@ -80,28 +83,38 @@ def test_a_hook_reaches_a_spawned_local_worker_by_name():
     assert isinstance(wrapped, one_by_one) and wrapped.train is hooks._sleepy
 
 
-@pytest.mark.parametrize("spec", [
-    "json:dumps",  # a function of another package
-    "tests.distributed.test_config:test_train_fn_hook",  # a test's own function
-    "dnnframe.engine:train",  # the engine itself
-    "dnnframe.testingx.hooks:noop_train",  # a package whose name only starts alike
-    "dnnframe.testing.hooks:TrialResult",  # imported into the testing package from elsewhere
-])
+@pytest.mark.parametrize(
+    "spec",
+    [
+        "json:dumps",  # a function of another package
+        "tests.distributed.test_config:test_train_fn_hook",  # a test's own function
+        "dnnframe.engine:train",  # the engine itself
+        "dnnframe.testingx.hooks:noop_train",  # a package whose name only starts alike
+        "dnnframe.testing.hooks:TrialResult",  # imported into the testing package from elsewhere
+    ],
+)
 def test_the_train_fn_hook_names_only_functions_of_the_testing_package(monkeypatch, spec):
     monkeypatch.setenv("DNNFRAME_TRAIN_FN", spec)
     with pytest.raises(SettingsError) as refused:
         resolve_train_fn()
     assert str(refused.value) == (
         f"DNNFRAME_TRAIN_FN={spec!r} is refused: it is a test hook and may only name a "
-        "function defined in the dnnframe.testing package; unset it to train with the engine")
+        "function defined in the dnnframe.testing package; unset it to train with the engine"
+    )
 
 
-@pytest.mark.parametrize("name,value,message", [
-    ("DNNFRAME_WORKERS", "x", "DNNFRAME_WORKERS must be a positive integer, but got 'x'"),
-    ("DNNFRAME_PACK_SIZE", "0", "DNNFRAME_PACK_SIZE must be a positive integer, but got '0'"),
-    ("DNNFRAME_TASK_TIME_LIMIT", "inf",
-     "DNNFRAME_TASK_TIME_LIMIT must be > 0 seconds, but got 'inf'"),
-])
+@pytest.mark.parametrize(
+    "name,value,message",
+    [
+        ("DNNFRAME_WORKERS", "x", "DNNFRAME_WORKERS must be a positive integer, but got 'x'"),
+        ("DNNFRAME_PACK_SIZE", "0", "DNNFRAME_PACK_SIZE must be a positive integer, but got '0'"),
+        (
+            "DNNFRAME_TASK_TIME_LIMIT",
+            "inf",
+            "DNNFRAME_TASK_TIME_LIMIT must be > 0 seconds, but got 'inf'",
+        ),
+    ],
+)
 def test_settings_errors_name_the_variable_and_value(monkeypatch, name, value, message):
     monkeypatch.setenv(name, value)
     with pytest.raises(SettingsError) as info:
@@ -125,14 +138,17 @@ def test_settings_are_read_afresh_and_empty_means_default(monkeypatch):
     assert settings.get().max_attempts == 9
 
 
-@pytest.mark.parametrize(("size", "attempts", "cap", "pieces"), [
-    (4, 1, 3, [4]),              # first crash: the whole pack again
-    (4, 2, 3, [1, 1, 1, 1]),     # one claim left: alone, so only the poison trial fails
-    (8, 2, 5, [4, 4]),           # claims to spare: halves
-    (8, 3, 5, [2, 2, 2, 2]),     # two claims left: pieces that can still reach one trial
-    (3, 1, 2, [1, 1, 1]),        # a cap of 2 leaves no room for the whole pack again
-    (1, 2, 3, [1]),
-])
+@pytest.mark.parametrize(
+    ("size", "attempts", "cap", "pieces"),
+    [
+        (4, 1, 3, [4]),  # first crash: the whole pack again
+        (4, 2, 3, [1, 1, 1, 1]),  # one claim left: alone, so only the poison trial fails
+        (8, 2, 5, [4, 4]),  # claims to spare: halves
+        (8, 3, 5, [2, 2, 2, 2]),  # two claims left: pieces that can still reach one trial
+        (3, 1, 2, [1, 1, 1]),  # a cap of 2 leaves no room for the whole pack again
+        (1, 2, 3, [1]),
+    ],
+)
 def test_a_crashed_pack_is_sent_whole_then_split(size, attempts, cap, pieces):
     from dnnframe.executors.dispatch import split_after_crash
 

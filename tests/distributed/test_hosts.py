@@ -29,20 +29,31 @@ def _two_hosts(start_worker, store, queue_name: str, **env: str):
     """A worker on host ``hosta`` and one on ``hostb`` (one process each), both registered
     in the store as nodes of ``queue_name``."""
     assert "DNNFRAME_HEARTBEAT_TIMEOUT" not in os.environ  # the default (300 s) applies
-    workers = [start_worker(queue_name, host=host, DNNFRAME_TRAIN_FN=SLEEPY, **env)
-               for host in ("hosta", "hostb")]
-    wait_until(lambda: {w.name for w in live_nodes(store, queue_name)}
-               == {w.nodename for w in workers}, 30, "both nodes to register in the store")
+    workers = [
+        start_worker(queue_name, host=host, DNNFRAME_TRAIN_FN=SLEEPY, **env)
+        for host in ("hosta", "hostb")
+    ]
+    wait_until(
+        lambda: {w.name for w in live_nodes(store, queue_name)} == {w.nodename for w in workers},
+        30,
+        "both nodes to register in the store",
+    )
     return workers
 
 
 def test_one_shape_sweep_is_shared_by_the_workers_consuming_the_queue(
-        broker_url, store_url, queue_name, start_worker, store, monkeypatch):
+    broker_url, store_url, queue_name, start_worker, store, monkeypatch
+):
     """A 40-trial sweep of one shape submitted where DNNFRAME_WORKERS=1 (the dashboard's
     setting in compose: processes per container) is packed for the two worker processes
     that consume the queue, and both hosts train."""
-    _two_hosts(start_worker, store, queue_name, DNNFRAME_HOOK_EPOCHS="1",
-               DNNFRAME_HOOK_EPOCH_SECONDS="0.05")
+    _two_hosts(
+        start_worker,
+        store,
+        queue_name,
+        DNNFRAME_HOOK_EPOCHS="1",
+        DNNFRAME_HOOK_EPOCH_SECONDS="0.05",
+    )
     monkeypatch.setenv("DNNFRAME_WORKERS", "1")
     spec = make_spec("shared-by-hosts", 40)
     with CeleryExecutor(broker_url, store_url, queue=queue_name) as ex:
@@ -57,13 +68,20 @@ def test_one_shape_sweep_is_shared_by_the_workers_consuming_the_queue(
 
 
 def test_killed_host_its_pack_runs_again_as_a_pack_within_a_minute(
-        broker_url, store_url, queue_name, start_worker, store, tmp_path: Path):
+    broker_url, store_url, queue_name, start_worker, store, tmp_path: Path
+):
     """SIGKILL the whole process tree of one host's worker while it trains a pack, with
     default settings: the other host starts the lost members again within 60 s (not after
     the 300 s heartbeat timeout), together as one pack, and every trial completes once."""
     done_log = tmp_path / "completions.jsonl"
-    workers = _two_hosts(start_worker, store, queue_name, DNNFRAME_HOOK_EPOCHS="4",
-                         DNNFRAME_HOOK_EPOCH_SECONDS="0.5", DNNFRAME_HOOK_LOG=str(done_log))
+    workers = _two_hosts(
+        start_worker,
+        store,
+        queue_name,
+        DNNFRAME_HOOK_EPOCHS="4",
+        DNNFRAME_HOOK_EPOCH_SECONDS="0.5",
+        DNNFRAME_HOOK_LOG=str(done_log),
+    )
     spec = make_spec("host-lost", 8)
     with CeleryExecutor(broker_url, store_url, queue=queue_name) as ex:
         result = submit_experiment(spec, store, ex, pack_size=4)
@@ -74,8 +92,11 @@ def test_killed_host_its_pack_runs_again_as_a_pack_within_a_minute(
             mine = [t for t in running if t.worker.startswith(f"{w.nodename}:")]
             return mine if len(mine) == 4 and any(t.metrics for t in mine) else []
 
-        wait_until(lambda: all(training_on(w) for w in workers), 30,
-                   "each host to be an epoch into its pack")
+        wait_until(
+            lambda: all(training_on(w) for w in workers),
+            30,
+            "each host to be an epoch into its pack",
+        )
         victim, survivor = workers
         lost = sorted(t.id for t in training_on(victim))
         victim.kill_group(signal.SIGKILL)
@@ -94,12 +115,15 @@ def test_killed_host_its_pack_runs_again_as_a_pack_within_a_minute(
     packs = {(t.result["pack"]["id"], t.result["pack"]["size"]) for t in rerun}
     assert len(packs) == 1 and next(iter(packs))[1] == 4, packs  # one pack again
     # Flower's view: the dead host's message, redelivered, trained the pack itself.
-    assert any("'summary': 'pack of 4: trained 4 (COMPLETE 4)', 'redelivered': True" in line
-               for line in survivor.log_text().splitlines()), survivor.log_text()[-3000:]
+    assert any(
+        "'summary': 'pack of 4: trained 4 (COMPLETE 4)', 'redelivered': True" in line
+        for line in survivor.log_text().splitlines()
+    ), survivor.log_text()[-3000:]
 
 
 def test_a_killed_hosts_worker_is_listed_not_alive_within_the_node_timeout(
-        broker_url, store_url, queue_name, start_worker, store):
+    broker_url, store_url, queue_name, start_worker, store
+):
     """SIGKILL the whole process tree of one host's worker while it trains: /api/v1/workers
     lists its node and its pool process not alive within the node timeout (the moment the
     reaper may release its trials), not after the 300 s heartbeat timeout, while the other
@@ -107,8 +131,13 @@ def test_a_killed_hosts_worker_is_listed_not_alive_within_the_node_timeout(
     from dashboard import create_app
     from dnnframe.executors.liveness import node_timeout
 
-    workers = _two_hosts(start_worker, store, queue_name, DNNFRAME_HOOK_EPOCHS="100",
-                         DNNFRAME_HOOK_EPOCH_SECONDS="0.5")
+    workers = _two_hosts(
+        start_worker,
+        store,
+        queue_name,
+        DNNFRAME_HOOK_EPOCHS="100",
+        DNNFRAME_HOOK_EPOCH_SECONDS="0.5",
+    )
     victim, survivor = workers
     app = create_app({"TESTING": True, "STORE_URL": store_url, "EXECUTOR": None})
     client = app.test_client()
@@ -116,8 +145,11 @@ def test_a_killed_hosts_worker_is_listed_not_alive_within_the_node_timeout(
     def listed(w) -> dict[str, bool]:
         """``w``'s rows in the API's worker list (its node and its processes): alive?"""
         rows = client.get("/api/v1/workers").json["workers"]
-        return {r["name"]: r["alive"] for r in rows
-                if r["name"] == w.nodename or r["name"].startswith(f"{w.nodename}:")}
+        return {
+            r["name"]: r["alive"]
+            for r in rows
+            if r["name"] == w.nodename or r["name"].startswith(f"{w.nodename}:")
+        }
 
     spec = make_spec("host-killed-listed", 2)
     # not waited for: the trials outlast the test (the workers are killed at teardown)
@@ -125,20 +157,33 @@ def test_a_killed_hosts_worker_is_listed_not_alive_within_the_node_timeout(
     try:
         submit_experiment(spec, store, ex, pack_size=1)
         # each host's node and the pool process training its trial are listed alive
-        wait_until(lambda: all(len(listed(w)) == 2 and all(listed(w).values())
-                               and any(t.worker.startswith(f"{w.nodename}:") and t.metrics
-                                       for t in store.list_trials(
-                                           spec.experiment_id, state=TrialState.RUNNING))
-                               for w in workers), 60, "each host to train a trial")
+        wait_until(
+            lambda: all(
+                len(listed(w)) == 2
+                and all(listed(w).values())
+                and any(
+                    t.worker.startswith(f"{w.nodename}:") and t.metrics
+                    for t in store.list_trials(spec.experiment_id, state=TrialState.RUNNING)
+                )
+                for w in workers
+            ),
+            60,
+            "each host to train a trial",
+        )
         victim.kill_group(signal.SIGKILL)
         victim.proc.wait(timeout=10)
         killed_at = time.monotonic()
         # the node's last beat came before the kill: it is silent for the node timeout by
         # killed_at + node_timeout() at the latest (a second more for the requests)
-        wait_until(lambda: not any(listed(victim).values()), node_timeout() + 1,
-                   f"{victim.nodename}'s rows to be listed not alive")
-        print(f"host killed: its worker listed not alive "
-              f"{time.monotonic() - killed_at:.1f}s after the SIGKILL")
+        wait_until(
+            lambda: not any(listed(victim).values()),
+            node_timeout() + 1,
+            f"{victim.nodename}'s rows to be listed not alive",
+        )
+        print(
+            f"host killed: its worker listed not alive "
+            f"{time.monotonic() - killed_at:.1f}s after the SIGKILL"
+        )
         assert len(listed(victim)) == 2
         assert all(listed(survivor).values()) and len(listed(survivor)) == 2
     finally:

@@ -62,12 +62,18 @@ def host_brokers(hosts: list[NetnsHost], broker_url: str) -> Iterator[dict[str, 
     """The machine's broker (on 127.0.0.1 only) offered on each cable's address: the URL a
     worker of each host uses, by host name."""
     parts = urlsplit(broker_url)
-    forwarders = {h.name: TcpForwarder((h.address, 0), (parts.hostname, parts.port or 5672))
-                  for h in hosts}
+    forwarders = {
+        h.name: TcpForwarder((h.address, 0), (parts.hostname, parts.port or 5672)) for h in hosts
+    }
     try:
-        yield {name: urlunsplit(parts._replace(
-            netloc=f"{parts.username}:{parts.password}@{hosts[i].address}:{f.port}"))
-            for i, (name, f) in enumerate(forwarders.items())}
+        yield {
+            name: urlunsplit(
+                parts._replace(
+                    netloc=f"{parts.username}:{parts.password}@{hosts[i].address}:{f.port}"
+                )
+            )
+            for i, (name, f) in enumerate(forwarders.items())
+        }
     finally:
         for f in forwarders.values():
             f.close()
@@ -90,28 +96,50 @@ def pg_store(cluster: PgCluster, database: str) -> Iterator[ResultStore]:
 
 
 @pytest.fixture
-def start_hosts(start_worker: Callable[..., WorkerProc], hosts: list[NetnsHost],
-                cluster: PgCluster, database: str, host_brokers: dict[str, str],
-                queue_name: str, pg_store: ResultStore) -> Callable[..., list[WorkerProc]]:
+def start_hosts(
+    start_worker: Callable[..., WorkerProc],
+    hosts: list[NetnsHost],
+    cluster: PgCluster,
+    database: str,
+    host_brokers: dict[str, str],
+    queue_name: str,
+    pg_store: ResultStore,
+) -> Callable[..., list[WorkerProc]]:
     """Factory: ``start_hosts(env_a, env_b)`` → one sleepy worker (one process) on each
     host, each with its extra environment, both registered in the store."""
 
     def start(*envs: dict[str, str]) -> list[WorkerProc]:
         assert "DNNFRAME_HEARTBEAT_TIMEOUT" not in os.environ  # the defaults apply
-        workers = [start_worker(queue_name, host=h.name, netns=h.name, DNNFRAME_TRAIN_FN=SLEEPY,
-                                DNNFRAME_STORE_URL=cluster.url(database, h.address),
-                                DNNFRAME_BROKER_URL=host_brokers[h.name], **env)
-                   for h, env in zip(hosts, envs)]
-        wait_until(lambda: {w.name for w in live_nodes(pg_store, queue_name)}
-                   == {w.nodename for w in workers}, 60, "both hosts to register in the store")
+        workers = [
+            start_worker(
+                queue_name,
+                host=h.name,
+                netns=h.name,
+                DNNFRAME_TRAIN_FN=SLEEPY,
+                DNNFRAME_STORE_URL=cluster.url(database, h.address),
+                DNNFRAME_BROKER_URL=host_brokers[h.name],
+                **env,
+            )
+            for h, env in zip(hosts, envs)
+        ]
+        wait_until(
+            lambda: (
+                {w.name for w in live_nodes(pg_store, queue_name)} == {w.nodename for w in workers}
+            ),
+            60,
+            "both hosts to register in the store",
+        )
         return workers
 
     return start
 
 
 def _hook_env(epochs: int, epoch_s: float, log: Path) -> dict[str, str]:
-    return {"DNNFRAME_HOOK_EPOCHS": str(epochs), "DNNFRAME_HOOK_EPOCH_SECONDS": str(epoch_s),
-            "DNNFRAME_HOOK_LOG": str(log)}
+    return {
+        "DNNFRAME_HOOK_EPOCHS": str(epochs),
+        "DNNFRAME_HOOK_EPOCH_SECONDS": str(epoch_s),
+        "DNNFRAME_HOOK_LOG": str(log),
+    }
 
 
 def _completions(log: Path) -> Counter:
@@ -125,12 +153,16 @@ def _host_of(trial) -> str:
 
 def _running_on(store: ResultStore, experiment_id: str, w: WorkerProc) -> list[str]:
     """Trials ``w`` holds and has recorded an epoch of."""
-    return [t.id for t in store.list_trials(experiment_id, state=TrialState.RUNNING)
-            if t.worker.startswith(f"{w.nodename}:") and t.metrics]
+    return [
+        t.id
+        for t in store.list_trials(experiment_id, state=TrialState.RUNNING)
+        if t.worker.startswith(f"{w.nodename}:") and t.metrics
+    ]
 
 
-def test_a_sweep_is_shared_by_workers_on_two_hosts(broker_url, cluster, database, queue_name,
-                                                   hosts, start_hosts, pg_store, tmp_path: Path):
+def test_a_sweep_is_shared_by_workers_on_two_hosts(
+    broker_url, cluster, database, queue_name, hosts, start_hosts, pg_store, tmp_path: Path
+):
     """Each host reaches the broker and the store only over its cable: a 12-trial sweep
     completes, every trial once, and both hosts trained some."""
     done = tmp_path / "completions.jsonl"
@@ -148,8 +180,9 @@ def test_a_sweep_is_shared_by_workers_on_two_hosts(broker_url, cluster, database
     assert cluster.clients(database) >= {h.peer_address for h in hosts}
 
 
-def test_a_host_cut_off_mid_sweep(broker_url, cluster, database, queue_name, hosts, start_hosts,
-                                  pg_store, tmp_path: Path):
+def test_a_host_cut_off_mid_sweep(
+    broker_url, cluster, database, queue_name, hosts, start_hosts, pg_store, tmp_path: Path
+):
     """Pull out host A's cable while it trains a pack of 2: host B's reaper releases the pack
     after the node timeout and B trains it. Plug the cable back
     in: A's late writes are refused (the trials are B's now), every trial is COMPLETE once,
@@ -163,27 +196,46 @@ def test_a_host_cut_off_mid_sweep(broker_url, cluster, database, queue_name, hos
     with CeleryExecutor(broker_url, cluster.url(database), queue=queue_name) as ex:
         result = submit_experiment(spec, pg_store, ex, pack_size=2)
         assert len(result.packs) == 4
-        wait_until(lambda: _running_on(pg_store, spec.experiment_id, a), 60,
-                   "host A to be an epoch into a pack")
-        lost = {t.id for t in pg_store.list_trials(spec.experiment_id, state=TrialState.RUNNING)
-                if t.worker.startswith(f"{a.nodename}:")}
+        wait_until(
+            lambda: _running_on(pg_store, spec.experiment_id, a),
+            60,
+            "host A to be an epoch into a pack",
+        )
+        lost = {
+            t.id
+            for t in pg_store.list_trials(spec.experiment_id, state=TrialState.RUNNING)
+            if t.worker.startswith(f"{a.nodename}:")
+        }
         cable.set_link(False)
         cut_at = time.time()
         try:
-            wait_until(lambda: all((pg_store.get_trial(tid).worker or "").startswith(
-                f"{b.nodename}:") for tid in lost), 120, "host B to take host A's pack")
+            wait_until(
+                lambda: all(
+                    (pg_store.get_trial(tid).worker or "").startswith(f"{b.nodename}:")
+                    for tid in lost
+                ),
+                120,
+                "host B to take host A's pack",
+            )
             recovered_s = min(pg_store.get_trial(tid).started_at for tid in lost) - cut_at
         finally:
             cable.set_link(True)
         up_at = time.time()
-        wait_until(lambda: "another worker owns it now" in a.log_text()
-                   or "the store refused its final state" in a.log_text(), 180,
-                   "host A, back on the network, to be refused its late writes")
+        wait_until(
+            lambda: (
+                "another worker owns it now" in a.log_text()
+                or "the store refused its final state" in a.log_text()
+            ),
+            180,
+            "host A, back on the network, to be refused its late writes",
+        )
         refused_s = time.time() - up_at
         assert ex.wait(timeout=120), pg_store.counts_by_state(spec.experiment_id)
-    print(f"cable cut: host A's pack of {len(lost)} started again on host B "
-          f"{recovered_s:.1f}s after the cut; A's late writes refused {refused_s:.1f}s after "
-          "the cable was back")
+    print(
+        f"cable cut: host A's pack of {len(lost)} started again on host B "
+        f"{recovered_s:.1f}s after the cut; A's late writes refused {refused_s:.1f}s after "
+        "the cable was back"
+    )
     # released by B's reaper (the node timeout), not left for the 300 s heartbeat timeout,
     # which the 120 s wait above could not outlast
     assert all(f"reaper: trial {tid}" in b.log_text() for tid in lost), b.log_text()[-3000:]
@@ -224,22 +276,50 @@ store.create_trials("cut-writer", [("t-cut-writer", {})])
 
 
 def test_a_host_cut_off_in_the_middle_of_a_store_write(
-        broker_url, cluster, database, queue_name, hosts, start_worker, host_brokers,
-        pg_store, tmp_path: Path):
+    broker_url,
+    cluster,
+    database,
+    queue_name,
+    hosts,
+    start_worker,
+    host_brokers,
+    pg_store,
+    tmp_path: Path,
+):
     """Host A's cable is cut between the statements of a store write (it has locked the
     change counter that every seq-giving write takes; its COMMIT goes into the cut cable):
     the server ends A's session after a short idle-in-transaction limit, so host B's
     worker goes on with its sweep instead of waiting for A's commit forever."""
     a, b = hosts
     done = tmp_path / "completions.jsonl"
-    worker = start_worker(queue_name, host=b.name, netns=b.name, DNNFRAME_TRAIN_FN=SLEEPY,
-                          DNNFRAME_STORE_URL=cluster.url(database, b.address),
-                          DNNFRAME_BROKER_URL=host_brokers[b.name], **_hook_env(2, 0.2, done))
+    worker = start_worker(
+        queue_name,
+        host=b.name,
+        netns=b.name,
+        DNNFRAME_TRAIN_FN=SLEEPY,
+        DNNFRAME_STORE_URL=cluster.url(database, b.address),
+        DNNFRAME_BROKER_URL=host_brokers[b.name],
+        **_hook_env(2, 0.2, done),
+    )
     spec = make_spec("netns-cut-writer", 12)
     writer = subprocess.Popen(
-        ["ip", "netns", "exec", a.name, sys.executable, "-c", _WRITER,
-         cluster.url(database, a.address)], cwd=REPO, env=worker_env("", ""),
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, start_new_session=True)
+        [
+            "ip",
+            "netns",
+            "exec",
+            a.name,
+            sys.executable,
+            "-c",
+            _WRITER,
+            cluster.url(database, a.address),
+        ],
+        cwd=REPO,
+        env=worker_env("", ""),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
 
     def tell(line: str) -> None:
         writer.stdin.write(f"{line}\n")
@@ -249,8 +329,11 @@ def test_a_host_cut_off_in_the_middle_of_a_store_write(
         assert writer.stdout.readline().strip() == "ready"  # blocks until it is
         with CeleryExecutor(broker_url, cluster.url(database), queue=queue_name) as ex:
             submit_experiment(spec, pg_store, ex, pack_size=1)
-            wait_until(lambda: pg_store.counts_by_state(spec.experiment_id)["COMPLETE"] >= 2,
-                       60, "host B's sweep to be under way")
+            wait_until(
+                lambda: pg_store.counts_by_state(spec.experiment_id)["COMPLETE"] >= 2,
+                60,
+                "host B's sweep to be under way",
+            )
             tell("hold")
             assert writer.stdout.readline().strip() == "holding"
             a.set_link(False)
@@ -271,8 +354,9 @@ def test_a_host_cut_off_in_the_middle_of_a_store_write(
     assert "terminating connection due to idle-in-transaction timeout" in cluster.log.read_text()
 
 
-def test_the_store_restarts_mid_sweep(broker_url, cluster, database, queue_name, hosts,
-                                      start_hosts, pg_store, tmp_path: Path):
+def test_the_store_restarts_mid_sweep(
+    broker_url, cluster, database, queue_name, hosts, start_hosts, pg_store, tmp_path: Path
+):
     """Restart the PostgreSQL server (``pg_ctl restart -m fast``, every session ends) while
     both hosts train: the workers wait for it and go on; every trial completes once with
     its whole curve."""
@@ -285,6 +369,7 @@ def test_the_store_restarts_mid_sweep(broker_url, cluster, database, queue_name,
         def mid_sweep() -> bool:
             counts = pg_store.counts_by_state(spec.experiment_id)
             return counts["COMPLETE"] >= 2 and counts["RUNNING"] >= 1
+
         wait_until(mid_sweep, 60, "the sweep to be under way")
         restarted_at = time.time()
         cluster.restart()

@@ -37,9 +37,23 @@ def build(directory: Path) -> Site:
     """``mkdocs build --strict`` into ``directory``, as CI and a contributor run it."""
     env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
     proc = subprocess.run(
-        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(directory),
-         "--config-file", str(ROOT / "mkdocs.yml")],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+        [
+            sys.executable,
+            "-m",
+            "mkdocs",
+            "build",
+            "--strict",
+            "--site-dir",
+            str(directory),
+            "--config-file",
+            str(ROOT / "mkdocs.yml"),
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     return Site(directory, proc.returncode, proc.stdout + proc.stderr)
 
 

@@ -25,8 +25,14 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Site:
 def test_the_site_builds_strictly_without_a_warning(site: Site) -> None:
     assert site.returncode == 0, site.log
     assert "WARNING" not in site.log, site.log
-    for page in ("reference/spec.md", "reference/cli.md", "reference/rest-api.md",
-                 "reference/settings.md", "deploy.md", "paper/README.md"):
+    for page in (
+        "reference/spec.md",
+        "reference/cli.md",
+        "reference/rest-api.md",
+        "reference/settings.md",
+        "deploy.md",
+        "paper/README.md",
+    ):
         assert "<h1" in site.page(page.replace("README.md", "")), page
 
 
@@ -77,8 +83,9 @@ def _first_cells(section: str) -> set[str]:
     """The code in each table row's first cell: the names a reference table lists."""
     import re
 
-    return {c for row in re.findall(r"<tr>\s*<td>(.*?)</td>", section, flags=re.S)
-            for c in codes(row)}
+    return {
+        c for row in re.findall(r"<tr>\s*<td>(.*?)</td>", section, flags=re.S) for c in codes(row)
+    }
 
 
 def test_every_spec_field_has_a_row(site: Site) -> None:
@@ -113,8 +120,11 @@ def test_every_cli_command_and_option_is_listed(site: Site) -> None:
         for param in command.params:
             if getattr(param, "hidden", False):
                 continue
-            wanted = ([param.human_readable_name] if isinstance(param, click.Argument)
-                      else [*param.opts, *param.secondary_opts])
+            wanted = (
+                [param.human_readable_name]
+                if isinstance(param, click.Argument)
+                else [*param.opts, *param.secondary_opts]
+            )
             for opt in wanted:
                 assert opt in listed, f"dnnframe {name}: {opt} is not in the CLI reference"
 
@@ -148,14 +158,16 @@ def test_every_setting_is_listed_with_its_meaning(site: Site) -> None:
     from dnnframe.settings import ENV_PREFIX, Settings
 
     page = site.page("reference/settings.md")
-    rows = dict(re.findall(r"<tr>\s*<td><code>(DNNFRAME_\w+)</code></td>(.*?)</tr>", page,
-                           flags=re.S))
+    rows = dict(
+        re.findall(r"<tr>\s*<td><code>(DNNFRAME_\w+)</code></td>(.*?)</tr>", page, flags=re.S)
+    )
     for field in Settings.model_fields:
         name = f"{ENV_PREFIX}{field.upper()}"
         assert name in rows, f"{name} is not in the settings reference"
         meaning = re.findall(r"<td>(.*?)</td>", rows[name], flags=re.S)[-1]
-        assert meaning.strip(), (f"{name} has no meaning (give its field a description in "
-                                 "dnnframe/settings.py)")
+        assert meaning.strip(), (
+            f"{name} has no meaning (give its field a description in dnnframe/settings.py)"
+        )
 
 
 def test_every_default_shown_is_the_models(site: Site) -> None:
@@ -168,12 +180,14 @@ def test_every_default_shown_is_the_models(site: Site) -> None:
     from dnnframe.settings import ENV_PREFIX, Settings
 
     page = site.page("reference/settings.md")
-    rows = dict(re.findall(r"<tr>\s*<td><code>(DNNFRAME_\w+)</code></td>(.*?)</tr>", page,
-                           flags=re.S))
+    rows = dict(
+        re.findall(r"<tr>\s*<td><code>(DNNFRAME_\w+)</code></td>(.*?)</tr>", page, flags=re.S)
+    )
     assert Settings.model_fields["max_trials"].default is not None
     for field, info in Settings.model_fields.items():
-        shown = html.unescape(re.findall(r"<td>(.*?)</td>", rows[f"{ENV_PREFIX}{field.upper()}"],
-                                         flags=re.S)[1])
+        shown = html.unescape(
+            re.findall(r"<td>(.*?)</td>", rows[f"{ENV_PREFIX}{field.upper()}"], flags=re.S)[1]
+        )
         if info.default is None:
             assert shown.startswith("unset"), (field, shown)
         else:

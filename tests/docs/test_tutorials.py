@@ -31,14 +31,19 @@ def runnable_blocks(page: Path) -> list[str]:
     return [body for _, body in found]
 
 
-PAGES = sorted(p for p in (ROOT / "docs").rglob("*.md")
-               if MARKER in p.read_text("utf-8").splitlines())
+PAGES = sorted(
+    p for p in (ROOT / "docs").rglob("*.md") if MARKER in p.read_text("utf-8").splitlines()
+)
 
 
 def test_the_tutorials_have_runnable_blocks() -> None:
     names = {p.relative_to(ROOT / "docs").as_posix() for p in PAGES}
-    assert {"tutorials/first-sweep.md", "tutorials/depth-study.md",
-            "tutorials/adaptive-search.md", "how-to/csv-datasets.md"} <= names, names
+    assert {
+        "tutorials/first-sweep.md",
+        "tutorials/depth-study.md",
+        "tutorials/adaptive-search.md",
+        "how-to/csv-datasets.md",
+    } <= names, names
 
 
 @pytest.mark.slow
@@ -49,12 +54,19 @@ def test_runnable_blocks_run(page: Path, tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("DNNFRAME_")}
     # the commands of the environment running the tests: dnnframe, python
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
-    proc = subprocess.run(["bash", "-c", script], cwd=tmp_path, env=env,
-                          stdin=subprocess.DEVNULL, capture_output=True, text=True,
-                          timeout=540)
+    proc = subprocess.run(
+        ["bash", "-c", script],
+        cwd=tmp_path,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=540,
+    )
     assert proc.returncode == 0, (
         f"{page.name}: exit {proc.returncode}\n--- stdout\n{proc.stdout[-4000:]}"
-        f"\n--- stderr\n{proc.stderr[-4000:]}")
+        f"\n--- stderr\n{proc.stderr[-4000:]}"
+    )
 
 
 def _dnnframe_commands() -> list[tuple[str, str]]:

@@ -39,9 +39,13 @@ def _hard_values(dtype: str) -> np.ndarray:
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
 def test_every_row_is_numpys_argmax(dtype):
     fn = _compiled(dtype)
-    for x in (_hard_values(dtype), RNG.normal(size=(40, 3, 32)).astype(dtype),
-              RNG.normal(size=(1, 1, 5)).astype(dtype), np.zeros((0, 3, 4), dtype),
-              np.zeros((3, 2, 0), dtype)):
+    for x in (
+        _hard_values(dtype),
+        RNG.normal(size=(40, 3, 32)).astype(dtype),
+        RNG.normal(size=(1, 1, 5)).astype(dtype),
+        np.zeros((0, 3, 4), dtype),
+        np.zeros((3, 2, 0), dtype),
+    ):
         got = fn(x)
         assert got.dtype == np.int64 and got.shape == (x.shape[0], x.shape[2])
         np.testing.assert_array_equal(got, np.argmax(x, axis=1))
@@ -50,8 +54,12 @@ def test_every_row_is_numpys_argmax(dtype):
 def test_strided_and_transposed_inputs():
     fn = _compiled("float64")
     base = _hard_values("float64")
-    for x in (base[:, :, ::2], base[::2, ::-1, :], np.transpose(_hard_values("float64"), (2, 1, 0)),
-              np.asfortranarray(base)):
+    for x in (
+        base[:, :, ::2],
+        base[::2, ::-1, :],
+        np.transpose(_hard_values("float64"), (2, 1, 0)),
+        np.asfortranarray(base),
+    ):
         np.testing.assert_array_equal(fn(x), np.argmax(x, axis=1))
 
 
@@ -69,17 +77,20 @@ def test_only_three_dimensional_floats():
         class_argmax(pt.tensor3("i", dtype="int64"))
 
 
-@pytest.mark.parametrize("dataset,loss", [("iris", "softmax_crossentropy"),
-                                          ("diabetes", "squared_error")])
+@pytest.mark.parametrize(
+    "dataset,loss", [("iris", "softmax_crossentropy"), ("diabetes", "squared_error")]
+)
 def test_the_packed_graphs_predict_with_it(dataset, loss, tmp_path, monkeypatch):
     """Training and evaluation, for classes and for a regression's targets alike."""
     monkeypatch.setenv("DNNFRAME_CACHE_DIR", str(tmp_path))
     from dnnframe.engine import packed, train_pack
 
-    config = {"dataset": {"name": dataset}, "seed": 0,
-              "model": {"hidden_layers": 2, "width": 8, "activation": "tanh",
-                        "loss": loss},
-              "training": {"optimizer": "sgd", "learning_rate": 0.01, "max_epochs": 1}}
+    config = {
+        "dataset": {"name": dataset},
+        "seed": 0,
+        "model": {"hidden_layers": 2, "width": 8, "activation": "tanh", "loss": loss},
+        "training": {"optimizer": "sgd", "learning_rate": 0.01, "max_epochs": 1},
+    }
     packed._CACHE.clear()  # then the one model in this process's cache is this trial's
     [result] = train_pack([config])
     assert result.status == "COMPLETE"

@@ -60,8 +60,9 @@ def test_without_the_systems_openblas_a_worker_trains_on_the_wheels_with_no_warn
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     env.pop("PYTENSOR_FLAGS", None)
     env.pop("THEANO_FLAGS", None)
-    proc = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
-                          text=True, timeout=900)
+    proc = subprocess.run(
+        [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=900
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     assert out == {"status": "COMPLETE", "blas": "pypi", "loaded": True, "system": False}, out

@@ -21,14 +21,21 @@ DESIGNS = {
     "batch-post": LayerDesign(normalization="batch"),
     "layer-post": LayerDesign(normalization="layer"),
     "layer-pre-scaled": LayerDesign(residual="scaled", normalization="layer", norm_position="pre"),
-    "batch-pre-rezero": LayerDesign(residual="rezero", learnable_scale=True,
-                                    normalization="batch", norm_position="pre"),
+    "batch-pre-rezero": LayerDesign(
+        residual="rezero", learnable_scale=True, normalization="batch", norm_position="pre"
+    ),
 }
 K = 2  # members: every check runs on a pack, so member values must not mix
 
 
-def make(kind: str, design: LayerDesign, width: int = 5, act: str = "tanh", n_layers: int = 3,
-         seed: int = 0):
+def make(
+    kind: str,
+    design: LayerDesign,
+    width: int = 5,
+    act: str = "tanh",
+    n_layers: int = 3,
+    seed: int = 0,
+):
     """A layer of ``kind`` with ``K`` members, each drawn independently and moved off its
     initial values (a zero ReZero scale, unit gains) so each gradient path carries signal."""
     rng = np.random.default_rng(seed)
@@ -88,7 +95,9 @@ def test_layer_norm_matches_numpy_per_member():
         h = x[k].T  # rows x units
         for layer_i in range(2):
             z = h @ W[k, layer_i].T + b[k, layer_i]  # W is stored [n_out, n_in]
-            z = (z - z.mean(axis=1, keepdims=True)) / np.sqrt(z.var(axis=1, keepdims=True) + NORM_EPS)
+            z = (z - z.mean(axis=1, keepdims=True)) / np.sqrt(
+                z.var(axis=1, keepdims=True) + NORM_EPS
+            )
             h = np.maximum(z * gain[k, layer_i] + shift[k, layer_i], 0)
         np.testing.assert_allclose(got[k], h.T, rtol=1e-12, atol=1e-12)
 
@@ -106,7 +115,9 @@ def test_batch_norm_trains_on_each_members_batch_statistics_and_evaluates_on_run
     eval_out, _ = layer.forward(H, None, True)
     evaluate = pytensor.function([H], eval_out)
     rng = np.random.default_rng(3)
-    x = np.stack([3.0 + 2.0 * rng.standard_normal((3, 8)), -1.0 + 0.5 * rng.standard_normal((3, 8))])
+    x = np.stack(
+        [3.0 + 2.0 * rng.standard_normal((3, 8)), -1.0 + 0.5 * rng.standard_normal((3, 8))]
+    )
 
     out = step(x)
     # training mode: every unit of every layer is standardised over its member's minibatch
@@ -138,5 +149,6 @@ def test_a_stack_graph_serves_every_depth():
     layer.shared["b"].set_value(b[:, :1].copy())
     h = x
     for k in range(K):
-        np.testing.assert_allclose(fn(x)[k], h[k] + np.tanh(W[k, 0] @ h[k] + b[k, 0][:, None]),
-                                   rtol=1e-12)
+        np.testing.assert_allclose(
+            fn(x)[k], h[k] + np.tanh(W[k, 0] @ h[k] + b[k, 0][:, None]), rtol=1e-12
+        )

@@ -27,6 +27,7 @@ def test_lru_evicts_least_recently_used_beyond_the_byte_bound():
         def make():
             built.append(name)
             return Blob(size)
+
         return make
 
     cache = ModelCache(max_bytes=250, size=lambda m: m.nbytes)
@@ -46,7 +47,9 @@ def test_bound_from_the_environment(monkeypatch):
     monkeypatch.setenv("DNNFRAME_MODEL_CACHE_BYTES", "12345")
     assert default_max_bytes() == 12345
     monkeypatch.setenv("DNNFRAME_MODEL_CACHE_BYTES", "a lot")
-    with pytest.raises(ValueError, match="DNNFRAME_MODEL_CACHE_BYTES: Input should be a valid integer"):
+    with pytest.raises(
+        ValueError, match="DNNFRAME_MODEL_CACHE_BYTES: Input should be a valid integer"
+    ):
         default_max_bytes()
     monkeypatch.delenv("DNNFRAME_MODEL_CACHE_BYTES")
     assert default_max_bytes() == 2**30
@@ -57,8 +60,11 @@ def test_engine_cache_evicts_compiled_models(monkeypatch):
     from dnnframe.engine import packed, train
 
     monkeypatch.setattr(packed._CACHE, "max_bytes", 1)
-    base = {"dataset": {"name": "iris"}, "training": {"max_epochs": 1, "optimizer": "sgd"},
-            "model": {"hidden_layers": 1, "width": 4, "activation": "relu"}}
+    base = {
+        "dataset": {"name": "iris"},
+        "training": {"max_epochs": 1, "optimizer": "sgd"},
+        "model": {"hidden_layers": 1, "width": 4, "activation": "relu"},
+    }
     other = {**base, "model": {**base["model"], "activation": "tanh"}}
     train(base)
     assert train(base).environment["compile_cache_hit"]
@@ -118,8 +124,9 @@ PRELOADED_CHILD = textwrap.dedent("""
 def test_a_preloaded_process_loads_from_disk_with_its_imports_done(tmp_path):
     first = run_child(tmp_path)
     env = dict(os.environ, DNNFRAME_CACHE_DIR=str(tmp_path))
-    out = subprocess.run([sys.executable, "-c", PRELOADED_CHILD], env=env, capture_output=True,
-                         text=True)
+    out = subprocess.run(
+        [sys.executable, "-c", PRELOADED_CHILD], env=env, capture_output=True, text=True
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     child = json.loads(out.stdout.strip().splitlines()[-1])
     assert child["setuptools"] and child["index_read"]
@@ -159,7 +166,9 @@ def test_a_fresh_process_reuses_the_hosts_blas_check(tmp_path):
     env = dict(os.environ, DNNFRAME_CACHE_DIR=str(tmp_path))
     children = []
     for _ in range(2):
-        out = subprocess.run([sys.executable, "-c", GEMV_CHILD], env=env, capture_output=True, text=True)
+        out = subprocess.run(
+            [sys.executable, "-c", GEMV_CHILD], env=env, capture_output=True, text=True
+        )
         assert out.returncode == 0, out.stderr[-3000:]
         children.append(json.loads(out.stdout.strip().splitlines()[-1]))
     first, second = children
@@ -179,7 +188,10 @@ def test_unreadable_cache_file_is_rebuilt(tmp_path, monkeypatch):
     with pytest.warns(UserWarning, match="unreadable"):
         model, hit = diskcache.load_or_build("packed", ("some", "shape"), lambda: {"built": True})
     assert model == {"built": True} and not hit
-    assert diskcache.load_or_build("packed", ("some", "shape"), lambda: None) == ({"built": True}, True)
+    assert diskcache.load_or_build("packed", ("some", "shape"), lambda: None) == (
+        {"built": True},
+        True,
+    )
     assert not list(tmp_path.glob("*.tmp"))
 
 
@@ -234,8 +246,11 @@ HEAP_CHILD = textwrap.dedent("""
 def test_worker_heap_is_frozen_after_builds_and_dropped_models_are_reclaimed():
     """Opted-in processes freeze their long-lived objects after each build (the collector's
     full passes skip them) and still reclaim the cycles of a model the cache evicts."""
-    out = json.loads(subprocess.run([sys.executable, "-c", HEAP_CHILD], check=True,
-                                    capture_output=True, text=True).stdout)
+    out = json.loads(
+        subprocess.run(
+            [sys.executable, "-c", HEAP_CHILD], check=True, capture_output=True, text=True
+        ).stdout
+    )
     assert out["before"] == 0 and out["library_caller"] == 0
     assert out["enabled"] > 1000  # the imports
     assert out["frozen_with_a"] > 1000 and not out["gen2_sees_a"]  # a is frozen
@@ -278,10 +293,16 @@ def test_worker_heap_settles_a_build_without_a_full_pass_until_a_model_is_droppe
     """After a build only the objects made since the last freeze are collected (the build's
     garbage goes, the frozen heap of earlier models is not walked again); an eviction
     collects everything, so what died among the frozen objects is reclaimed then."""
-    out = json.loads(subprocess.run([sys.executable, "-c", HEAP_YOUNG_CHILD], check=True,
-                                    capture_output=True, text=True).stdout)
-    assert out == {"build_garbage_reclaimed": True, "frozen_garbage_still_frozen": True,
-                   "frozen_garbage_reclaimed_on_eviction": True}
+    out = json.loads(
+        subprocess.run(
+            [sys.executable, "-c", HEAP_YOUNG_CHILD], check=True, capture_output=True, text=True
+        ).stdout
+    )
+    assert out == {
+        "build_garbage_reclaimed": True,
+        "frozen_garbage_still_frozen": True,
+        "frozen_garbage_reclaimed_on_eviction": True,
+    }
 
 
 MALLOC_CHILD = textwrap.dedent("""
@@ -309,7 +330,10 @@ MALLOC_CHILD = textwrap.dedent("""
 def test_worker_processes_reuse_freed_memory_instead_of_faulting_it_in_again():
     """Freed intermediates are reused: no fresh page faults per step once a worker opts in
     (glibc's default returned them to the kernel, about 1,000 faults per step here)."""
-    out = json.loads(subprocess.run([sys.executable, "-c", MALLOC_CHILD], check=True,
-                                    capture_output=True, text=True).stdout)
+    out = json.loads(
+        subprocess.run(
+            [sys.executable, "-c", MALLOC_CHILD], check=True, capture_output=True, text=True
+        ).stdout
+    )
     assert out["kept"] < 5, out
     assert out["default"] > 10 * max(out["kept"], 1), out

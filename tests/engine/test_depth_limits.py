@@ -22,21 +22,41 @@ REPO = Path(__file__).resolve().parents[2]
 
 @pytest.mark.slow
 def test_plain_stacks_at_the_spec_limits_train_through_dnnframe_run(tmp_path):
-    spec = {"name": "deepest", "dataset": {"name": "iris"},
-            "model": {"hidden_layers": {"grid": [5, 1000, 2000]}, "width": 16,
-                      "activation": "relu"},
-            "training": {"optimizer": "sgd", "learning_rate": 0.01, "max_epochs": 1,
-                         "batch_size": 64},
-            "search": {"seeds": 1}}
+    spec = {
+        "name": "deepest",
+        "dataset": {"name": "iris"},
+        "model": {"hidden_layers": {"grid": [5, 1000, 2000]}, "width": 16, "activation": "relu"},
+        "training": {"optimizer": "sgd", "learning_rate": 0.01, "max_epochs": 1, "batch_size": 64},
+        "search": {"seeds": 1},
+    }
     path = tmp_path / "deep.yaml"
     path.write_text(yaml.safe_dump(spec), encoding="utf-8")
     url = f"sqlite:///{tmp_path / 'deep.db'}"
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
-           "DNNFRAME_CACHE_DIR": str(tmp_path / "graphs")}  # no graph from an earlier run
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
+        "DNNFRAME_CACHE_DIR": str(tmp_path / "graphs"),
+    }  # no graph from an earlier run
     env.pop("DNNFRAME_STORE_URL", None)
-    proc = subprocess.run([sys.executable, "-m", "dnnframe.cli", "run", str(path), "--store", url,
-                           "--workers", "1", "--json"], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, timeout=800)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "dnnframe.cli",
+            "run",
+            str(path),
+            "--store",
+            url,
+            "--workers",
+            "1",
+            "--json",
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=800,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     counts = json.loads(proc.stdout)["counts"]
     assert counts["COMPLETE"] == 3 and sum(counts.values()) == 3, counts

@@ -14,12 +14,26 @@ from dnnframe.store import TrialState, open_store
 pytensor = pytest.importorskip("pytensor")
 
 # every graph-changing option on at once
-ALL_ON = {"dataset": {"name": "iris"},
-          "model": {"hidden_layers": 10, "width": 8, "activation": "relu", "init": "he",
-                    "residual": "rezero", "normalization": "batch", "norm_position": "pre",
-                    "dropout": 0.1},
-          "training": {"optimizer": "adam", "learning_rate": 0.01, "max_epochs": 2,
-                       "grad_clip": 1.0, "lr_schedule": {"kind": "cosine", "warmup_epochs": 1}}}
+ALL_ON = {
+    "dataset": {"name": "iris"},
+    "model": {
+        "hidden_layers": 10,
+        "width": 8,
+        "activation": "relu",
+        "init": "he",
+        "residual": "rezero",
+        "normalization": "batch",
+        "norm_position": "pre",
+        "dropout": 0.1,
+    },
+    "training": {
+        "optimizer": "adam",
+        "learning_rate": 0.01,
+        "max_epochs": 2,
+        "grad_clip": 1.0,
+        "lr_schedule": {"kind": "cosine", "warmup_epochs": 1},
+    },
+}
 
 
 def test_depth_10_and_1000_share_one_compiled_graph_with_every_option_on():
@@ -31,9 +45,16 @@ def test_depth_10_and_1000_share_one_compiled_graph_with_every_option_on():
 
 
 def test_a_step_schedule_changes_the_learning_rate_per_epoch():
-    config = {"dataset": {"name": "iris"}, "model": {"hidden_layers": 1, "width": 8},
-              "training": {"optimizer": "sgd", "learning_rate": 0.1, "max_epochs": 4,
-                           "lr_schedule": {"kind": "step", "step_epochs": 1, "step_factor": 1e-12}}}
+    config = {
+        "dataset": {"name": "iris"},
+        "model": {"hidden_layers": 1, "width": 8},
+        "training": {
+            "optimizer": "sgd",
+            "learning_rate": 0.1,
+            "max_epochs": 4,
+            "lr_schedule": {"kind": "step", "step_epochs": 1, "step_factor": 1e-12},
+        },
+    }
     curve = [h["val_loss"] for h in train(config).history]
     # epoch 1 learns at 0.1; from epoch 2 on the rate is 1e-12 or less: the weights stay put
     assert curve[0] == pytest.approx(curve[1], abs=1e-9) == pytest.approx(curve[3], abs=1e-9)
@@ -44,8 +65,11 @@ def test_a_step_schedule_changes_the_learning_rate_per_epoch():
 
 
 def test_a_clipped_network_trains_differently_from_an_unclipped_one():
-    config = {"dataset": {"name": "iris"}, "model": {"hidden_layers": 2, "width": 8},
-              "training": {"optimizer": "sgd", "learning_rate": 0.5, "max_epochs": 1}}
+    config = {
+        "dataset": {"name": "iris"},
+        "model": {"hidden_layers": 2, "width": 8},
+        "training": {"optimizer": "sgd", "learning_rate": 0.5, "max_epochs": 1},
+    }
     free = train(config)
     clipped = train({**config, "training": {**config["training"], "grad_clip": 1e-3}})
     # a norm of 1e-3 at lr 0.5 moves weights by at most 5e-4 a step: the loss barely moves
@@ -53,9 +77,13 @@ def test_a_clipped_network_trains_differently_from_an_unclipped_one():
     assert abs(clipped.metrics["val_loss"] - free.metrics["val_loss"]) > 1e-3
 
 
-SPEC = {"name": "designs-pack", "dataset": {"name": "iris"},
-        "model": {"hidden_layers": 3, "width": 8, "residual": {"grid": ["identity", "rezero"]}},
-        "training": {"max_epochs": 2, "batch_size": 32}, "search": {"seeds": 2}}
+SPEC = {
+    "name": "designs-pack",
+    "dataset": {"name": "iris"},
+    "model": {"hidden_layers": 3, "width": 8, "residual": {"grid": ["identity", "rezero"]}},
+    "training": {"max_epochs": 2, "batch_size": 32},
+    "search": {"seeds": 2},
+}
 
 
 def test_packs_of_every_design_train_together_through_the_runner(tmp_path):
@@ -81,8 +109,17 @@ def test_pre_norm_leaves_the_entry_layer_plain_and_post_norm_does_not():
     # iris: 4 features -> 8 units -> 3 classes = 4*8 + 8 + 8*3 + 3 = 67 weights and biases
     base = {"dataset": {"name": "iris"}, "training": {"max_epochs": 1}}
     plain = train({**base, "model": {"hidden_layers": 1, "width": 8}})
-    pre = train({**base, "model": {"hidden_layers": 1, "width": 8, "normalization": "layer",
-                                   "norm_position": "pre"}})
+    pre = train(
+        {
+            **base,
+            "model": {
+                "hidden_layers": 1,
+                "width": 8,
+                "normalization": "layer",
+                "norm_position": "pre",
+            },
+        }
+    )
     post = train({**base, "model": {"hidden_layers": 1, "width": 8, "normalization": "layer"}})
     assert plain.n_params == pre.n_params == 67
     assert post.n_params == 67 + 2 * 8  # a gain and a shift per unit

@@ -17,11 +17,16 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_parse_flags_splits_pairs():
-    assert parse_flags("floatX=float32, mode=FAST_RUN,,") == {"floatX": "float32", "mode": "FAST_RUN"}
+    assert parse_flags("floatX=float32, mode=FAST_RUN,,") == {
+        "floatX": "float32",
+        "mode": "FAST_RUN",
+    }
 
 
 def test_translate_maps_theano_names_and_defaults_to_the_c_backend():
-    s = translate("floatX=float32,mode=FAST_RUN,blas.ldflags=-lblas,compiledir=/tmp/cc,exception_verbosity=high")
+    s = translate(
+        "floatX=float32,mode=FAST_RUN,blas.ldflags=-lblas,compiledir=/tmp/cc,exception_verbosity=high"
+    )
     assert s.pytensor_flags["floatX"] == "float32"
     assert s.pytensor_flags["mode"] == DEFAULT_MODE == "CVM"  # Theano's FAST_RUN was C, not numba
     assert s.pytensor_flags["blas__ldflags"] == "-lblas"  # a user's BLAS choice is kept
@@ -33,7 +38,9 @@ def test_translate_maps_theano_names_and_defaults_to_the_c_backend():
 
 def test_linker_alone_selects_fast_run_with_that_linker():
     s = translate("linker=py")
-    assert s.pytensor_flags == {**s.pytensor_flags, "linker": "py"} and "mode" not in s.pytensor_flags
+    assert (
+        s.pytensor_flags == {**s.pytensor_flags, "linker": "py"} and "mode" not in s.pytensor_flags
+    )
     assert s.mode == "FAST_RUN"
 
 
@@ -42,14 +49,18 @@ def test_pytensor_flags_win_and_openblas_is_added_when_installed():
 
     s = translate("floatX=float32,mode=FAST_COMPILE", "floatX=float64")
     assert s.pytensor_flags["floatX"] == "float64" and s.pytensor_flags["mode"] == "FAST_COMPILE"
-    assert ctypes.util.find_library("openblas"), "libopenblas is missing: install Debian's libopenblas-dev"
+    assert ctypes.util.find_library("openblas"), (
+        "libopenblas is missing: install Debian's libopenblas-dev"
+    )
     assert s.pytensor_flags["blas__ldflags"] == "-lopenblas"
 
 
 def test_gpu_only_flags_warn_and_are_dropped():
     with pytest.warns(FlagWarning) as record:
         s = translate("device=cpu,gpuarray.preallocate=0.9,floatX=float32")
-    assert any("gpuarray.preallocate=0.9 has no PyTensor equivalent" in str(w.message) for w in record)
+    assert any(
+        "gpuarray.preallocate=0.9 has no PyTensor equivalent" in str(w.message) for w in record
+    )
     assert s.requested_device == "cpu" and s.device == "cpu"
     assert s.dropped == ["gpuarray.preallocate"]
     assert "device" not in s.pytensor_flags and "gpuarray__preallocate" not in s.pytensor_flags
@@ -68,11 +79,13 @@ def test_importing_pytensor_through_the_flags_logs_nothing_at_info():
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     env.pop("PYTENSOR_FLAGS", None)
     env.pop("THEANO_FLAGS", None)
-    proc = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
-                          text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert [line for line in proc.stderr.splitlines() if "pytensor" in line] == [
-        "WARNING pytensor.configparser still shown"], proc.stderr[-3000:]
+        "WARNING pytensor.configparser still shown"
+    ], proc.stderr[-3000:]
 
 
 def test_theano_flags_in_a_fresh_process_train_in_float32():
@@ -91,11 +104,20 @@ def test_theano_flags_in_a_fresh_process_train_in_float32():
         print(json.dumps({"result": result.to_dict(), "floatX": pytensor.config.floatX,
                           "mode": str(pytensor.config.mode)}))
     """)
-    env = {**os.environ, "THEANO_FLAGS": "floatX=float32,device=cpu,no_such_flag=1", "PYTHONPATH": str(ROOT)}
+    env = {
+        **os.environ,
+        "THEANO_FLAGS": "floatX=float32,device=cpu,no_such_flag=1",
+        "PYTHONPATH": str(ROOT),
+    }
     env.pop("PYTENSOR_FLAGS", None)
-    proc = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=600
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "flag no_such_flag=1 (from THEANO_FLAGS/PYTENSOR_FLAGS) has no PyTensor equivalent" in proc.stderr
+    assert (
+        "flag no_such_flag=1 (from THEANO_FLAGS/PYTENSOR_FLAGS) has no PyTensor equivalent"
+        in proc.stderr
+    )
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     assert out["floatX"] == "float32" and out["mode"] == "CVM"
     result = out["result"]

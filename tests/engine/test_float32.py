@@ -22,10 +22,21 @@ RTOL = 1e-5
 
 def paper_pack(depth: int, activation: str) -> list[dict]:
     rates = (0.001, 0.003, 0.01, 0.03, 0.1)
-    return [{"dataset": {"name": "iris"}, "seed": i,
-             "model": {"hidden_layers": depth, "width": 16, "activation": activation},
-             "training": {"optimizer": "sgd", "learning_rate": rates[i % 5], "batch_size": 32,
-                          "max_epochs": 20, "early_stopping": None}} for i in range(10)]
+    return [
+        {
+            "dataset": {"name": "iris"},
+            "seed": i,
+            "model": {"hidden_layers": depth, "width": 16, "activation": activation},
+            "training": {
+                "optimizer": "sgd",
+                "learning_rate": rates[i % 5],
+                "batch_size": 32,
+                "max_epochs": 20,
+                "early_stopping": None,
+            },
+        }
+        for i in range(10)
+    ]
 
 
 def float32_results(packs: list[list[dict]]) -> list[list[dict]]:
@@ -39,8 +50,14 @@ def float32_results(packs: list[list[dict]]) -> list[list[dict]]:
     """)
     env = {**os.environ, "THEANO_FLAGS": "floatX=float32", "PYTHONPATH": str(ROOT)}
     env.pop("PYTENSOR_FLAGS", None)
-    proc = subprocess.run([sys.executable, "-c", script], input=json.dumps(packs), env=env,
-                          capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [sys.executable, "-c", script],
+        input=json.dumps(packs),
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
 

@@ -26,9 +26,12 @@ def compile_key(config, pack_size: int = BIG) -> str:
 def compile_key_fields(config, pack_size: int = BIG) -> dict:
     return graphkey.compile_key_fields(config, pack_size)
 
-BASE = {"dataset": {"name": "iris"},
-        "model": {"hidden_layers": 2, "width": 16, "activation": "tanh"},
-        "training": {"optimizer": "sgd", "learning_rate": 0.1, "batch_size": 32, "max_epochs": 20}}
+
+BASE = {
+    "dataset": {"name": "iris"},
+    "model": {"hidden_layers": 2, "width": 16, "activation": "tanh"},
+    "training": {"optimizer": "sgd", "learning_rate": 0.1, "batch_size": 32, "max_epochs": 20},
+}
 
 
 def variant(**changes) -> dict:
@@ -47,12 +50,27 @@ def test_fields_are_literal(monkeypatch):
     monkeypatch.delenv("THEANO_FLAGS", raising=False)
     compiled = {
         "v": "6",
-        "dataset": {"name": "iris", "params": {}, "path": None, "upload": None, "label_column": None,
-                    "test_fraction": 0.2, "validation_fraction": 0.1, "standardize": True,
-                    "split_seed": 0},
-        "runs": ["w", "w"], "activation": "tanh", "residual": "none",
-        "residual_learnable": False, "normalization": "none", "norm_position": "post",
-        "dropout": False, "grad_clip": False, "loss": "softmax_crossentropy", "optimizer": "sgd",
+        "dataset": {
+            "name": "iris",
+            "params": {},
+            "path": None,
+            "upload": None,
+            "label_column": None,
+            "test_fraction": 0.2,
+            "validation_fraction": 0.1,
+            "standardize": True,
+            "split_seed": 0,
+        },
+        "runs": ["w", "w"],
+        "activation": "tanh",
+        "residual": "none",
+        "residual_learnable": False,
+        "normalization": "none",
+        "norm_position": "post",
+        "dropout": False,
+        "grad_clip": False,
+        "loss": "softmax_crossentropy",
+        "optimizer": "sgd",
         "dtype": "float64",
     }
     assert compile_key_fields(BASE) == compiled
@@ -81,7 +99,11 @@ def test_short_runs_are_unrolled_and_longer_ones_share_one_key(c_backend):
     longer one is a layer plus a scanned stack, whose length is out of the compile key."""
     shallow = [1, 2, 3, 4]
     assert [compile_key_fields(variant(model__hidden_layers=d))["runs"] for d in shallow] == [
-        ["w"], ["w", "w"], ["w", "w", "w"], ["w", "w", "w", "w"]]
+        ["w"],
+        ["w", "w"],
+        ["w", "w", "w"],
+        ["w", "w", "w", "w"],
+    ]
     assert len({compile_key(variant(model__hidden_layers=d)) for d in shallow}) == 4
     deep = [5, 6, 10, 100, 1000, 2000]
     assert len({compile_key(variant(model__hidden_layers=d)) for d in shallow + deep}) == 5
@@ -105,13 +127,17 @@ def test_run_time_values_share_one_key():
     epochs and early stopping get one key."""
     configs = []
     for i in range(20):
-        configs.append(variant(
-            seed=i,
-            training__learning_rate=10.0 ** -(1 + i % 5), training__momentum=0.5 + i / 100,
-            training__l2=i * 1e-4, training__max_epochs=5 + i,
-            training__early_stopping=None if i % 2 else {"patience": 1 + i},
-            model__init=["glorot", "he", "lecun", "orthogonal"][i % 4],
-        ))
+        configs.append(
+            variant(
+                seed=i,
+                training__learning_rate=10.0 ** -(1 + i % 5),
+                training__momentum=0.5 + i / 100,
+                training__l2=i * 1e-4,
+                training__max_epochs=5 + i,
+                training__early_stopping=None if i % 2 else {"patience": 1 + i},
+                model__init=["glorot", "he", "lecun", "orthogonal"][i % 4],
+            )
+        )
     assert len({pack_key(c) for c in configs}) == 1
     # a dropout rate, a clipping threshold and a schedule are run-time values
     assert pack_key(variant(model__dropout=0.1)) == pack_key(variant(model__dropout=0.5))
@@ -120,24 +146,27 @@ def test_run_time_values_share_one_key():
     assert pack_key(variant(training__divergence_factor=None)) == pack_key(BASE)
 
 
-@pytest.mark.parametrize("change", [
-    {"dataset": {"name": "wine"}},
-    {"dataset": {"name": "iris", "split_seed": 1}},
-    {"model__hidden_layers": 3},  # one more unrolled layer
-    {"model__hidden_layers": 5},  # a layer and a scanned stack
-    {"model__activation": "relu"},
-    {"model__residual": True},
-    {"model__residual": "rezero"},
-    {"model__residual": "scaled"},
-    {"model__residual": "scaled", "model__residual_learnable": True},
-    {"model__normalization": "batch"},
-    {"model__normalization": "layer", "model__norm_position": "pre"},
-    {"model__normalization": "layer"},
-    {"training__grad_clip": 1.0},
-    {"model__dropout": 0.2},
-    {"model__loss": "squared_error"},
-    {"training__optimizer": "adam"},
-])
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"dataset": {"name": "wine"}},
+        {"dataset": {"name": "iris", "split_seed": 1}},
+        {"model__hidden_layers": 3},  # one more unrolled layer
+        {"model__hidden_layers": 5},  # a layer and a scanned stack
+        {"model__activation": "relu"},
+        {"model__residual": True},
+        {"model__residual": "rezero"},
+        {"model__residual": "scaled"},
+        {"model__residual": "scaled", "model__residual_learnable": True},
+        {"model__normalization": "batch"},
+        {"model__normalization": "layer", "model__norm_position": "pre"},
+        {"model__normalization": "layer"},
+        {"training__grad_clip": 1.0},
+        {"model__dropout": 0.2},
+        {"model__loss": "squared_error"},
+        {"training__optimizer": "adam"},
+    ],
+)
 def test_graph_changes_change_both_keys(change):
     assert compile_key(variant(**change)) != compile_key(BASE)
     assert pack_key(variant(**change)) != pack_key(BASE)
@@ -152,6 +181,7 @@ def c_backend(monkeypatch):
 def test_widths_are_out_of_the_compile_key_under_the_c_backend(c_backend):
     """A width is a run-time shape there: every width of a structure (the runs of equal
     widths, and which of them are stacks) shares one key; the pack key keeps the widths."""
+
     def widths(w):
         return variant(model__width=w, model__hidden_layers=len(w))
 
@@ -166,11 +196,17 @@ def test_widths_are_out_of_the_compile_key_under_the_c_backend(c_backend):
     assert compile_key(widths([32] + [8] * 5)) == compile_key(widths([32] + [8] * 12))
 
 
-@pytest.mark.parametrize("design", [{"model__residual": "identity"},
-                                    {"model__normalization": "layer", "model__norm_position": "pre"}])
+@pytest.mark.parametrize(
+    "design",
+    [
+        {"model__residual": "identity"},
+        {"model__normalization": "layer", "model__norm_position": "pre"},
+    ],
+)
 def test_the_first_width_stays_where_the_first_layer_may_be_a_shortcut(c_backend, design):
     """With a shortcut or pre-norm the first layer's design depends on whether its width
     equals the input's, which the key cannot see: that width stays (later ones go)."""
+
     def widths(w):
         return variant(model__width=w, model__hidden_layers=len(w), **design)
 
@@ -192,8 +228,9 @@ def test_widths_stay_in_the_compile_key_under_jax(monkeypatch, flags):
     assert compile_key(variant(model__width=32)) != compile_key(BASE)
     # static depths: a single layer is unrolled, its own graph
     assert compile_key_fields(variant(model__hidden_layers=1))["runs"] == [16]
-    assert compile_key_fields(variant(model__width=[8, 16, 16], model__hidden_layers=3))["runs"] \
-        == [8, 16, "stack"]
+    assert compile_key_fields(variant(model__width=[8, 16, 16], model__hidden_layers=3))[
+        "runs"
+    ] == [8, 16, "stack"]
     monkeypatch.setenv("PYTENSOR_FLAGS", "mode=CVM")
     monkeypatch.setenv("THEANO_FLAGS", "floatX=float64")
     assert compile_key(variant(model__width=32)) == compile_key(BASE)
@@ -212,18 +249,21 @@ def test_dtype_follows_the_flags(monkeypatch):
     assert compile_key_fields(BASE)["dtype"] == "float64"
 
 
-@pytest.mark.parametrize("theano, pytensor, dtype, static", [
-    ("", "", "float64", False),
-    ("device=cuda", "", "float32", True),
-    ("device=gpu1,floatX=float64", "", "float64", True),
-    ("device=cuda", "mode=CVM", "float32", True),  # a GPU trains through JAX whatever the mode
-    ("device=cuda", "device=cpu", "float64", False),  # PYTENSOR_FLAGS' device wins
-    ("mode=jax", "", "float64", True),
-    ("mode=JAX", "mode=CVM", "float64", False),
-    ("mode=FAST_RUN,floatX=float32", "floatX=float64", "float64", False),
-    ("device=opencl0", "", "float64", False),  # no such backend: refused when training starts
-    ("gpuarray.preallocate=0.9,bare,device=cuda0", "", "float32", True),
-])
+@pytest.mark.parametrize(
+    "theano, pytensor, dtype, static",
+    [
+        ("", "", "float64", False),
+        ("device=cuda", "", "float32", True),
+        ("device=gpu1,floatX=float64", "", "float64", True),
+        ("device=cuda", "mode=CVM", "float32", True),  # a GPU trains through JAX whatever the mode
+        ("device=cuda", "device=cpu", "float64", False),  # PYTENSOR_FLAGS' device wins
+        ("mode=jax", "", "float64", True),
+        ("mode=JAX", "mode=CVM", "float64", False),
+        ("mode=FAST_RUN,floatX=float32", "floatX=float64", "float64", False),
+        ("device=opencl0", "", "float64", False),  # no such backend: refused when training starts
+        ("gpuarray.preallocate=0.9,bare,device=cuda0", "", "float32", True),
+    ],
+)
 def test_the_keys_read_the_flags_as_the_engine_does(monkeypatch, theano, pytensor, dtype, static):
     """The floatX and static shapes come from flags.translate, the engine's own reading,
     silently (a submission is not the place to warn about GPU-only flags) and without
@@ -254,8 +294,10 @@ def test_typed_and_dict_configs_agree():
 
 
 def test_importing_the_engine_does_not_load_pytensor():
-    code = ("import sys, dnnframe.engine as e; e.pack_key({'dataset': {'name': 'iris'}}); "
-            "print('pytensor' in sys.modules)")
+    code = (
+        "import sys, dnnframe.engine as e; e.pack_key({'dataset': {'name': 'iris'}}); "
+        "print('pytensor' in sys.modules)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
 
@@ -265,12 +307,26 @@ def test_pack_keys_are_each_configs_pack_key():
     (defaults given or left out) and validated configs alike."""
     from dnnframe.spec import TrialConfig
 
-    configs = [variant(training__learning_rate=lr, model__dropout=p, model__init=init,
-                       training__grad_clip=clip, model__hidden_layers=d)
-               for lr in (0.1, 0.01) for p in (0.0, 0.2, 0.5) for init in ("he", "glorot")
-               for clip in (None, 1.0, 2.0) for d in (1, 3)]
-    configs += [variant(model__residual="none"), variant(dataset={"name": "wine"}),
-                variant(training__batch_size=8), variant(training__optimizer="adam")]
+    configs = [
+        variant(
+            training__learning_rate=lr,
+            model__dropout=p,
+            model__init=init,
+            training__grad_clip=clip,
+            model__hidden_layers=d,
+        )
+        for lr in (0.1, 0.01)
+        for p in (0.0, 0.2, 0.5)
+        for init in ("he", "glorot")
+        for clip in (None, 1.0, 2.0)
+        for d in (1, 3)
+    ]
+    configs += [
+        variant(model__residual="none"),
+        variant(dataset={"name": "wine"}),
+        variant(training__batch_size=8),
+        variant(training__optimizer="adam"),
+    ]
     typed = [TrialConfig.model_validate(c) for c in configs]
     expected = [pack_key(c) for c in configs]
     assert graphkey.pack_keys(configs) == expected == graphkey.pack_keys(typed)

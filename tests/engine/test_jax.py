@@ -28,8 +28,11 @@ pytestmark = pytest.mark.filterwarnings("ignore::dnnframe.engine.flags.FlagWarni
 
 
 def _env(theano_flags: str = "", pytensor_flags: str = "", **extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("THEANO_FLAGS", "PYTENSOR_FLAGS", "JAX_PLATFORMS")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("THEANO_FLAGS", "PYTENSOR_FLAGS", "JAX_PLATFORMS")
+    }
     env.update(THEANO_FLAGS=theano_flags, PYTHONPATH=str(ROOT), **extra)
     if pytensor_flags:
         env["PYTENSOR_FLAGS"] = pytensor_flags
@@ -38,16 +41,31 @@ def _env(theano_flags: str = "", pytensor_flags: str = "", **extra: str) -> dict
 
 def _run(script: str, env: dict[str, str], timeout: int = 900) -> dict:
     """Run ``script`` in a fresh interpreter; it prints one JSON line last."""
-    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(script)], env=env, cwd=ROOT,
-                          capture_output=True, text=True, timeout=timeout)
+    proc = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(script)],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
     assert proc.returncode == 0, proc.stderr[-4000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
 # --------------------------------------------------------------------------- flags
-@pytest.mark.parametrize("device, index", [
-    ("cuda", 0), ("cuda0", 0), ("cuda1", 1), ("gpu", 0), ("gpu0", 0), ("gpu3", 3), ("CUDA2", 2),
-])
+@pytest.mark.parametrize(
+    "device, index",
+    [
+        ("cuda", 0),
+        ("cuda0", 0),
+        ("cuda1", 1),
+        ("gpu", 0),
+        ("gpu0", 0),
+        ("gpu3", 3),
+        ("CUDA2", 2),
+    ],
+)
 @pytest.mark.parametrize("variable", ["THEANO_FLAGS", "PYTENSOR_FLAGS"])
 def test_every_gpu_spelling_selects_jax_on_that_gpu_in_float32(device, index, variable):
     text = f"device={device}"
@@ -74,26 +92,39 @@ def test_mode_jax_alone_is_jax_on_the_cpu_with_floatx_untouched(text):
 
 def test_floatx_is_honoured_on_a_gpu():
     assert translate("device=cuda,floatX=float64").pytensor_flags["floatX"] == "float64"
-    assert translate("device=cuda,floatX=float32", "floatX=float64").pytensor_flags["floatX"] == "float64"
+    assert (
+        translate("device=cuda,floatX=float32", "floatX=float64").pytensor_flags["floatX"]
+        == "float64"
+    )
 
 
 def test_a_gpu_keeps_theano_fast_run_and_drops_other_modes_with_a_warning():
     assert translate("mode=FAST_RUN,device=gpu").mode == "JAX"
-    with pytest.warns(FlagWarning, match="mode=FAST_COMPILE is ignored: device=cuda trains through mode=JAX"):
+    with pytest.warns(
+        FlagWarning, match="mode=FAST_COMPILE is ignored: device=cuda trains through mode=JAX"
+    ):
         s = translate("device=cuda,mode=FAST_COMPILE")
     assert s.mode == "JAX" and "mode" in s.dropped
 
 
 def test_a_device_that_is_no_nvidia_gpu_is_an_error_not_a_cpu_run():
     s = translate("device=opencl0")
-    assert s.device_error == ("device=opencl0 cannot be used: dnnframe trains on device=cpu or an "
-                              "NVIDIA GPU (device=cuda, cudaN, gpu, gpuN)")
+    assert s.device_error == (
+        "device=opencl0 cannot be used: dnnframe trains on device=cpu or an "
+        "NVIDIA GPU (device=cuda, cudaN, gpu, gpuN)"
+    )
 
 
-@pytest.mark.parametrize("flags, dtype", [
-    ("", "float64"), ("device=cpu", "float64"), ("device=cuda", "float32"),
-    ("device=gpu1,floatX=float64", "float64"), ("mode=JAX", "float64"),
-])
+@pytest.mark.parametrize(
+    "flags, dtype",
+    [
+        ("", "float64"),
+        ("device=cpu", "float64"),
+        ("device=cuda", "float32"),
+        ("device=gpu1,floatX=float64", "float64"),
+        ("mode=JAX", "float64"),
+    ],
+)
 def test_the_keys_dtype_follows_the_gpu_default(monkeypatch, flags, dtype):
     monkeypatch.setenv("THEANO_FLAGS", flags)
     monkeypatch.delenv("PYTENSOR_FLAGS", raising=False)
@@ -121,39 +152,61 @@ def test_probe_names_why_the_gpu_cannot_be_used():
 
 
 @needs_no_gpu
-@pytest.mark.parametrize("args, flags, device", [
-    (["--queues=gpu"], "", "cuda"),  # the gpu queue implies device=cuda
-    (["--queues=default"], "device=cuda1,floatX=float32", "cuda1"),
-])
+@pytest.mark.parametrize(
+    "args, flags, device",
+    [
+        (["--queues=gpu"], "", "cuda"),  # the gpu queue implies device=cuda
+        (["--queues=default"], "device=cuda1,floatX=float32", "cuda1"),
+    ],
+)
 def test_worker_refuses_to_start_without_a_usable_gpu(args, flags, device):
     # a port nothing listens on: a worker that did start would retry there until the timeout
-    cmd = [sys.executable, "-c", "from dnnframe.cli import main; main()", "worker", *args,
-           "--broker", "amqp://guest:guest@127.0.0.1:1//"]
-    proc = subprocess.run(cmd, env=_env(flags), cwd=ROOT, capture_output=True, text=True, timeout=300)
+    cmd = [
+        sys.executable,
+        "-c",
+        "from dnnframe.cli import main; main()",
+        "worker",
+        *args,
+        "--broker",
+        "amqp://guest:guest@127.0.0.1:1//",
+    ]
+    proc = subprocess.run(
+        cmd, env=_env(flags), cwd=ROOT, capture_output=True, text=True, timeout=300
+    )
     assert proc.returncode == 1, proc.stderr[-2000:]
     [line] = proc.stderr.strip().splitlines()
     assert line.startswith(f"error: refusing to start the worker: device={device} but "), line
 
 
 def test_worker_refuses_an_unknown_device():
-    cmd = [sys.executable, "-c", "from dnnframe.cli import main; main()", "worker",
-           "--broker", "amqp://guest:guest@127.0.0.1:1//"]
-    proc = subprocess.run(cmd, env=_env("device=opencl0"), cwd=ROOT, capture_output=True,
-                          text=True, timeout=300)
+    cmd = [
+        sys.executable,
+        "-c",
+        "from dnnframe.cli import main; main()",
+        "worker",
+        "--broker",
+        "amqp://guest:guest@127.0.0.1:1//",
+    ]
+    proc = subprocess.run(
+        cmd, env=_env("device=opencl0"), cwd=ROOT, capture_output=True, text=True, timeout=300
+    )
     assert proc.returncode == 1
-    assert proc.stderr.strip() == ("error: refusing to start the worker: device=opencl0 cannot be "
-                                   "used: dnnframe trains on device=cpu or an NVIDIA GPU (device=cuda, "
-                                   "cudaN, gpu, gpuN)")
+    assert proc.stderr.strip() == (
+        "error: refusing to start the worker: device=opencl0 cannot be "
+        "used: dnnframe trains on device=cpu or an NVIDIA GPU (device=cuda, "
+        "cudaN, gpu, gpuN)"
+    )
 
 
 @needs_no_gpu
 def test_a_trial_asking_for_a_missing_gpu_fails_with_the_reason_and_never_trains(tmp_path):
-    out = _run(f"""
+    out = _run(
+        f"""
         import json
         from dnnframe.runner import run_pack
         from dnnframe.spec import expand_with_ids, parse_spec
         from dnnframe.store import open_store
-        store = open_store("sqlite:///{tmp_path / 'gpu.db'}")
+        store = open_store("sqlite:///{tmp_path / "gpu.db"}")
         spec = parse_spec({{"name": "gpu", "dataset": {{"name": "iris"}},
                            "model": {{"hidden_layers": 2, "width": 8}}, "training": {{"max_epochs": 2}}}})
         pairs = [(tid, cfg.model_dump(mode="json")) for tid, cfg in expand_with_ids(spec)]
@@ -162,7 +215,9 @@ def test_a_trial_asking_for_a_missing_gpu_fails_with_the_reason_and_never_trains
         run_pack([pairs[0][0]], store, worker="w")
         t = store.get_trial(pairs[0][0])
         print(json.dumps({{"state": t.state.value, "error": t.error, "result": t.result}}))
-    """, _env("device=cuda"))
+    """,
+        _env("device=cuda"),
+    )
     assert out["state"] == "FAILED" and out["result"] is None
     (line,) = out["error"].strip().splitlines()  # the reason, not a traceback
     assert line.startswith("dnnframe.engine.backend.DeviceUnavailableError: device=cuda but "), line
@@ -170,38 +225,77 @@ def test_a_trial_asking_for_a_missing_gpu_fails_with_the_reason_and_never_trains
 
 # --------------------------------------------------------------------------- parity
 def _cfg(depth=3, width=16, activation="tanh", optimizer="sgd", lr=0.05, epochs=4, **extra):
-    model = {"hidden_layers": depth, "width": width, "activation": activation,
-             **extra.pop("model", {})}
-    training = {"optimizer": optimizer, "learning_rate": lr, "batch_size": 35, "max_epochs": epochs,
-                "momentum": 0.9, **extra.pop("training", {})}
-    return {"dataset": {"name": "iris"}, "seed": extra.pop("seed", 3), "model": model,
-            "training": training}
+    model = {
+        "hidden_layers": depth,
+        "width": width,
+        "activation": activation,
+        **extra.pop("model", {}),
+    }
+    training = {
+        "optimizer": optimizer,
+        "learning_rate": lr,
+        "batch_size": 35,
+        "max_epochs": epochs,
+        "momentum": 0.9,
+        **extra.pop("training", {}),
+    }
+    return {
+        "dataset": {"name": "iris"},
+        "seed": extra.pop("seed", 3),
+        "model": model,
+        "training": training,
+    }
 
 
 # batch 35 divides iris's 105 training rows: one train-step shape to compile per graph
 PARITY = {
     "sgd-tanh": _cfg(),
-    "momentum-relu-mixed-widths": _cfg(width=[16, 8, 8], activation="relu", optimizer="momentum",
-                                       lr=0.01),
-    "nesterov-elu-residual": _cfg(depth=6, activation="elu", optimizer="nesterov", lr=0.01,
-                                  model={"residual": True}),
-    "adam-selu-l2": _cfg(depth=2, activation="selu", optimizer="adam", lr=0.003,
-                         model={"init": "lecun"}, training={"l2": 0.001}),
-    "rmsprop-sigmoid-squared-error": _cfg(activation="sigmoid", optimizer="rmsprop", lr=0.003,
-                                          model={"loss": "squared_error"}),
+    "momentum-relu-mixed-widths": _cfg(
+        width=[16, 8, 8], activation="relu", optimizer="momentum", lr=0.01
+    ),
+    "nesterov-elu-residual": _cfg(
+        depth=6, activation="elu", optimizer="nesterov", lr=0.01, model={"residual": True}
+    ),
+    "adam-selu-l2": _cfg(
+        depth=2,
+        activation="selu",
+        optimizer="adam",
+        lr=0.003,
+        model={"init": "lecun"},
+        training={"l2": 0.001},
+    ),
+    "rmsprop-sigmoid-squared-error": _cfg(
+        activation="sigmoid", optimizer="rmsprop", lr=0.003, model={"loss": "squared_error"}
+    ),
     # orthogonal tanh keeps a deep stack well conditioned: a residual stack of 500 glorot
     # layers has gradients so large that rounding differences grow into different curves
     "depth-500": _cfg(depth=500, width=8, lr=0.01, epochs=2, model={"init": "orthogonal"}),
-    "early-stopping": _cfg(lr=0.5, epochs=40,  # the graph of sgd-tanh
-                           training={"early_stopping": {"patience": 2, "metric": "val_loss"}}),
+    "early-stopping": _cfg(
+        lr=0.5,
+        epochs=40,  # the graph of sgd-tanh
+        training={"early_stopping": {"patience": 2, "metric": "val_loss"}},
+    ),
     "diverges": _cfg(activation="linear", lr=1.0, epochs=10, model={"loss": "squared_error"}),
     # the layer designs: normalisation, scaled residual branches, clipping, schedules
-    "rezero-batchnorm-clip-cosine": _cfg(depth=5, optimizer="adam", lr=0.01, model={
-        "residual": "rezero", "normalization": "batch"}, training={
-        "grad_clip": 1.0, "lr_schedule": {"kind": "cosine", "warmup_epochs": 1}}),
-    "prenorm-layernorm-scaled-skipinit": _cfg(depth=6, activation="relu", lr=0.05, model={
-        "residual": "scaled", "residual_learnable": True, "normalization": "layer",
-        "norm_position": "pre"}, training={"lr_schedule": "step"}),
+    "rezero-batchnorm-clip-cosine": _cfg(
+        depth=5,
+        optimizer="adam",
+        lr=0.01,
+        model={"residual": "rezero", "normalization": "batch"},
+        training={"grad_clip": 1.0, "lr_schedule": {"kind": "cosine", "warmup_epochs": 1}},
+    ),
+    "prenorm-layernorm-scaled-skipinit": _cfg(
+        depth=6,
+        activation="relu",
+        lr=0.05,
+        model={
+            "residual": "scaled",
+            "residual_learnable": True,
+            "normalization": "layer",
+            "norm_position": "pre",
+        },
+        training={"lr_schedule": "step"},
+    ),
 }
 PACK = [_cfg(depth=2, lr=lr, optimizer="adam") for lr in (0.001, 0.01, 0.1)]
 PACK_DROPOUT = [_cfg(depth=2, lr=0.01, seed=s, model={"dropout": 0.2}) for s in (1, 2)]
@@ -243,9 +337,13 @@ def _same(c: dict, j: dict, where: str) -> None:
         if value is None:
             assert j["metrics"][name] is None, (where, name)
         else:
-            assert j["metrics"][name] == pytest.approx(value, rel=1e-6, abs=1e-9, nan_ok=True), \
-                (where, name)
-    curves = [[math.nan if v is None else v for v in r["train_loss"]] for r in (c, j)]  # None: diverged
+            assert j["metrics"][name] == pytest.approx(value, rel=1e-6, abs=1e-9, nan_ok=True), (
+                where,
+                name,
+            )
+    curves = [
+        [math.nan if v is None else v for v in r["train_loss"]] for r in (c, j)
+    ]  # None: diverged
     assert curves[1] == pytest.approx(curves[0], rel=1e-6, abs=1e-9, nan_ok=True), where
 
 
@@ -285,7 +383,9 @@ def test_the_environment_records_backend_and_device(both_backends):
     assert c["environment"]["backend"] == "c" and j["environment"]["backend"] == "jax"
     for env in (c["environment"], j["environment"]):
         assert env["device"] == "cpu" and env["device_name"]
-    assert j["environment"]["mode"] == "JAX" and j["environment"]["jax"] and j["environment"]["jaxlib"]
+    assert (
+        j["environment"]["mode"] == "JAX" and j["environment"]["jax"] and j["environment"]["jaxlib"]
+    )
     assert j["environment"]["cuda"] is None  # JAX on the CPU
 
 
@@ -297,7 +397,8 @@ def test_the_program_jax_compiles_at_depth_1000_is_the_size_of_depth_10s(tmp_pat
     depth. Each jitted function is traced once per distinct input signature it is called
     with."""
     base = json.dumps(_cfg(epochs=1, lr=0.001, model={"residual": True}))
-    out = _run(f"""
+    out = _run(
+        f"""
         import json
         import jax
         from pytensor.link.jax.linker import JAXLinker
@@ -344,7 +445,9 @@ def test_the_program_jax_compiles_at_depth_1000_is_the_size_of_depth_10s(tmp_pat
             assert result.status == "COMPLETE", result.error
             sizes[depth] = traced[before:]
         print(json.dumps(sizes))
-    """, _env(pytensor_flags="mode=JAX", DNNFRAME_CACHE_DIR=str(tmp_path)))
+    """,
+        _env(pytensor_flags="mode=JAX", DNNFRAME_CACHE_DIR=str(tmp_path)),
+    )
     assert out["10"], "no JAX program was traced: the run did not go through JAX"
     # depth 1,000 may need no new trace at all; any it needs is one of depth 10's sizes
     assert set(out["1000"]) <= set(out["10"]), f"operations traced by depth: {out}"

@@ -36,8 +36,7 @@ def _both(inputs, outputs, values, updates_of=None):
     results = []
     for mode in (OURS, THEIRS):
         shared = updates_of() if updates_of else None
-        fn = pytensor.function(inputs, outputs, mode=mode,
-                               updates=shared[1] if shared else None)
+        fn = pytensor.function(inputs, outputs, mode=mode, updates=shared[1] if shared else None)
         ops = _elemwise_ops(fn.maker.fgraph)
         assert ops and all(isinstance(op, ContiguousElemwise) for op in ops) == (mode is OURS)
         if mode is OURS:  # each node carries its loop functions
@@ -54,7 +53,7 @@ def _both(inputs, outputs, values, updates_of=None):
 def _adam_like(x, c, m, v):
     """A fused multi-output loop with sqrt, division, a comparison and a select."""
     m_new = 0.9 * m + 0.1 * x
-    v_new = 0.999 * v + 0.001 * x ** 2
+    v_new = 0.999 * v + 0.001 * x**2
     step = c * m_new / (pt.sqrt(v_new) + 1e-8)
     return [pt.switch(c > 0.5, x - step, x), m_new, v_new]
 
@@ -76,8 +75,12 @@ def test_every_broadcasting_pattern_gives_pytensors_values(pattern):
     full, small = PATTERNS[pattern]
     x, m, v = (pt.tensor(n, shape=(None,) * len(full)) for n in "xmv")
     c = pt.tensor("c", shape=small)
-    values = [RNG.normal(size=full), RNG.random(tuple(1 if s == 1 else n for s, n in zip(small, full))),
-              RNG.normal(size=full), RNG.random(full)]
+    values = [
+        RNG.normal(size=full),
+        RNG.random(tuple(1 if s == 1 else n for s, n in zip(small, full))),
+        RNG.normal(size=full),
+        RNG.random(full),
+    ]
     ours, theirs = _both([x, c, m, v], _adam_like(x, c, m, v), values)
     for a, b in zip(ours, theirs, strict=True):
         np.testing.assert_array_equal(a, b)
@@ -112,8 +115,11 @@ def test_in_place_updates_of_shared_values_give_pytensors_values():
         new = [W - lr * m_new / (pt.sqrt(v_new) + 1e-8), m_new, v_new]
         return [W, m, v], [(s, pt.switch(keep, e, s)) for s, e in zip((W, m, v), new)]
 
-    values = [RNG.normal(size=(4, 3, 5, 5)), RNG.random((4, 1, 1, 1)),
-              np.array([True, False, True, True]).reshape(4, 1, 1, 1)]
+    values = [
+        RNG.normal(size=(4, 3, 5, 5)),
+        RNG.random((4, 1, 1, 1)),
+        np.array([True, False, True, True]).reshape(4, 1, 1, 1),
+    ]
     ours, theirs = _both([g, lr, keep], [], values, updates_of)
     for a, b in zip(ours, theirs, strict=True):
         np.testing.assert_array_equal(a, b)
@@ -146,10 +152,19 @@ def test_a_packs_graphs_use_the_contiguous_loops(tmp_path, monkeypatch):
     from dnnframe.engine import packed, train_pack
 
     # five layers: a layer and a scanned stack (shorter runs are unrolled)
-    config = {"dataset": {"name": "iris"}, "seed": 0,
-              "model": {"hidden_layers": 5, "width": 8, "activation": "relu",
-                        "residual": "rezero", "normalization": "layer", "norm_position": "pre"},
-              "training": {"optimizer": "adam", "learning_rate": 0.01, "max_epochs": 1}}
+    config = {
+        "dataset": {"name": "iris"},
+        "seed": 0,
+        "model": {
+            "hidden_layers": 5,
+            "width": 8,
+            "activation": "relu",
+            "residual": "rezero",
+            "normalization": "layer",
+            "norm_position": "pre",
+        },
+        "training": {"optimizer": "adam", "learning_rate": 0.01, "max_epochs": 1},
+    }
     packed._CACHE.clear()  # then the one model in this process's cache is this trial's
     [result] = train_pack([config])
     assert result.status == "COMPLETE"

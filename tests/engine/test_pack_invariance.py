@@ -19,27 +19,57 @@ def paper(n: int) -> list[dict]:
     # the last diverges at once; a rate that keeps a member chaotic (about 5 here) would
     # amplify the last-bit differences this test allows into different curves
     rates = (0.001, 0.01, 0.1, 0.3, 1e4)
-    return [{"dataset": {"name": "iris"}, "seed": i,
-             "model": {"hidden_layers": 3, "width": 16, "activation": "tanh"},
-             "training": {"optimizer": "sgd", "learning_rate": rates[i % 5], "batch_size": 32,
-                          "max_epochs": 8 + i % 5,
-                          "early_stopping": {"metric": "val_loss", "patience": 2} if i % 2 else None}}
-            for i in range(n)]
+    return [
+        {
+            "dataset": {"name": "iris"},
+            "seed": i,
+            "model": {"hidden_layers": 3, "width": 16, "activation": "tanh"},
+            "training": {
+                "optimizer": "sgd",
+                "learning_rate": rates[i % 5],
+                "batch_size": 32,
+                "max_epochs": 8 + i % 5,
+                "early_stopping": {"metric": "val_loss", "patience": 2} if i % 2 else None,
+            },
+        }
+        for i in range(n)
+    ]
 
 
 def regression(n: int) -> list[dict]:
-    return [{"dataset": {"name": "diabetes"}, "seed": i,
-             "model": {"hidden_layers": 2, "width": 8, "loss": "squared_error"},
-             "training": {"optimizer": "adam", "learning_rate": 0.003 * (i + 1), "max_epochs": 6}}
-            for i in range(n)]
+    return [
+        {
+            "dataset": {"name": "diabetes"},
+            "seed": i,
+            "model": {"hidden_layers": 2, "width": 8, "loss": "squared_error"},
+            "training": {"optimizer": "adam", "learning_rate": 0.003 * (i + 1), "max_epochs": 6},
+        }
+        for i in range(n)
+    ]
 
 
 def rq2(n: int) -> list[dict]:
-    return [{"dataset": {"name": "iris"}, "seed": i,
-             "model": {"hidden_layers": 6, "width": 16, "activation": "relu", "residual": "rezero",
-                       "normalization": "layer", "norm_position": "pre", "dropout": 0.05 * (1 + i % 3)},
-             "training": {"optimizer": "adam", "learning_rate": 0.002 * (1 + i % 4), "max_epochs": 5}}
-            for i in range(n)]
+    return [
+        {
+            "dataset": {"name": "iris"},
+            "seed": i,
+            "model": {
+                "hidden_layers": 6,
+                "width": 16,
+                "activation": "relu",
+                "residual": "rezero",
+                "normalization": "layer",
+                "norm_position": "pre",
+                "dropout": 0.05 * (1 + i % 3),
+            },
+            "training": {
+                "optimizer": "adam",
+                "learning_rate": 0.002 * (1 + i % 4),
+                "max_epochs": 5,
+            },
+        }
+        for i in range(n)
+    ]
 
 
 def outcome(result) -> dict:

@@ -19,12 +19,35 @@ from dnnframe.engine import pack_key, train, train_pack
 pytestmark = pytest.mark.timeout(900)
 
 
-def config(seed=0, lr=0.1, optimizer="sgd", layers=2, width=8, activation="tanh", epochs=4,
-           model=None, training=None, dataset="iris") -> dict:
-    return {"dataset": {"name": dataset}, "seed": seed,
-            "model": {"hidden_layers": layers, "width": width, "activation": activation, **(model or {})},
-            "training": {"optimizer": optimizer, "learning_rate": lr, "batch_size": 32,
-                         "max_epochs": epochs, **(training or {})}}
+def config(
+    seed=0,
+    lr=0.1,
+    optimizer="sgd",
+    layers=2,
+    width=8,
+    activation="tanh",
+    epochs=4,
+    model=None,
+    training=None,
+    dataset="iris",
+) -> dict:
+    return {
+        "dataset": {"name": dataset},
+        "seed": seed,
+        "model": {
+            "hidden_layers": layers,
+            "width": width,
+            "activation": activation,
+            **(model or {}),
+        },
+        "training": {
+            "optimizer": optimizer,
+            "learning_rate": lr,
+            "batch_size": 32,
+            "max_epochs": epochs,
+            **(training or {}),
+        },
+    }
 
 
 def check_pack(configs, on_epoch=None) -> list:
@@ -38,23 +61,36 @@ def check_pack(configs, on_epoch=None) -> list:
 
 def test_seeds_and_learning_rates_in_one_pack():
     """Different seeds: every member has its own init and minibatch order."""
-    configs = [config(seed=s, lr=lr, model={"init": init})
-               for s in (0, 3) for lr, init in ((0.01, "glorot"), (0.3, "he"), (1.0, "orthogonal"))]
+    configs = [
+        config(seed=s, lr=lr, model={"init": init})
+        for s in (0, 3)
+        for lr, init in ((0.01, "glorot"), (0.3, "he"), (1.0, "orthogonal"))
+    ]
     check_pack(configs)
 
 
 def test_shared_minibatch_order_and_l2():
-    configs = [config(lr=lr, training={"l2": l2}, epochs=3 + i)
-               for i, (lr, l2) in enumerate(((0.05, 0.0), (0.2, 1e-3), (0.5, 1e-2)))]
+    configs = [
+        config(lr=lr, training={"l2": l2}, epochs=3 + i)
+        for i, (lr, l2) in enumerate(((0.05, 0.0), (0.2, 1e-3), (0.5, 1e-2)))
+    ]
     results = check_pack(configs)
     assert [r.epochs_run for r in results] == [3, 4, 5]  # each member runs its own max_epochs
 
 
 @pytest.mark.parametrize("optimizer", ["momentum", "nesterov", "adam", "rmsprop"])
 def test_optimisers(optimizer):
-    configs = [config(seed=s, lr=lr, optimizer=optimizer, activation="relu",
-                      training={"momentum": m}, layers=1)
-               for s, lr, m in ((0, 0.01, 0.9), (1, 0.003, 0.5), (0, 0.03, 0.0))]
+    configs = [
+        config(
+            seed=s,
+            lr=lr,
+            optimizer=optimizer,
+            activation="relu",
+            training={"momentum": m},
+            layers=1,
+        )
+        for s, lr, m in ((0, 0.01, 0.9), (1, 0.003, 0.5), (0, 0.03, 0.0))
+    ]
     check_pack(configs)
 
 
@@ -62,8 +98,10 @@ def test_dropout_masks_match(monkeypatch):
     from dnnframe.engine import packstate
 
     monkeypatch.setattr(packstate, "CHUNK_ELEMENTS", 1)  # the pack runs one member at a time
-    configs = [config(seed=s, model={"dropout": p, "residual": True}, activation="relu", layers=3)
-               for s, p in ((0, 0.1), (5, 0.5), (0, 0.3))]
+    configs = [
+        config(seed=s, model={"dropout": p, "residual": True}, activation="relu", layers=3)
+        for s, p in ((0, 0.1), (5, 0.5), (0, 0.3))
+    ]
     check_pack(configs)
 
 
@@ -77,10 +115,12 @@ def test_early_stopping_divergence_and_cancellation_per_member(chunk, monkeypatc
         monkeypatch.setattr(packstate, "CHUNK_ELEMENTS", chunk)
     es = {"patience": 1, "metric": "val_accuracy"}
     relu = {"activation": "relu", "epochs": 12}
-    configs = [config(lr=0.5, training={"early_stopping": es}, **relu),
-               config(lr=1e200, **relu),
-               config(lr=0.05, **relu),
-               config(lr=0.1, training={"early_stopping": {"patience": 3}}, **relu)]
+    configs = [
+        config(lr=0.5, training={"early_stopping": es}, **relu),
+        config(lr=1e200, **relu),
+        config(lr=0.05, **relu),
+        config(lr=0.1, training={"early_stopping": {"patience": 3}}, **relu),
+    ]
     cancel_at = 4
     seen = []
 
@@ -114,22 +154,36 @@ def test_mixed_pack_keys_are_refused():
 def test_shared_order_paths_dropout_residual_and_no_hidden_layers():
     """One seed for all members: the first layer is one wide product (with dropout and a
     residual first layer), and a net without hidden layers goes straight to the output."""
-    check_pack([config(lr=lr, width=4, layers=2, activation="relu",
-                       model={"dropout": p, "residual": True})
-                for lr, p in ((0.05, 0.2), (0.2, 0.5))])
+    check_pack(
+        [
+            config(
+                lr=lr, width=4, layers=2, activation="relu", model={"dropout": p, "residual": True}
+            )
+            for lr, p in ((0.05, 0.2), (0.2, 0.5))
+        ]
+    )
     check_pack([config(lr=lr, layers=0) for lr in (0.05, 0.5)])
 
 
 # every layer design, with per-member clipping thresholds, schedules and dropout rates; depth 5
 # is an unrolled first layer and a scanned stack of 4 (shallower runs are unrolled whole)
 DESIGNS = {
-    "batch-post-clip-cosine": ({"normalization": "batch"},
-                               {"grad_clip": 0.5, "lr_schedule": {"kind": "cosine", "warmup_epochs": 1}}),
-    "rezero-layer-pre-dropout": ({"residual": "rezero", "normalization": "layer",
-                                  "norm_position": "pre", "dropout": 0.2}, {"lr_schedule": "step"}),
-    "skipinit-layer-post": ({"residual": "scaled", "residual_learnable": True,
-                             "normalization": "layer"}, {"grad_clip": 2.0}),
-    "scaled-batch-pre": ({"residual": "scaled", "normalization": "batch", "norm_position": "pre"}, {}),
+    "batch-post-clip-cosine": (
+        {"normalization": "batch"},
+        {"grad_clip": 0.5, "lr_schedule": {"kind": "cosine", "warmup_epochs": 1}},
+    ),
+    "rezero-layer-pre-dropout": (
+        {"residual": "rezero", "normalization": "layer", "norm_position": "pre", "dropout": 0.2},
+        {"lr_schedule": "step"},
+    ),
+    "skipinit-layer-post": (
+        {"residual": "scaled", "residual_learnable": True, "normalization": "layer"},
+        {"grad_clip": 2.0},
+    ),
+    "scaled-batch-pre": (
+        {"residual": "scaled", "normalization": "batch", "norm_position": "pre"},
+        {},
+    ),
 }
 
 
@@ -137,20 +191,42 @@ DESIGNS = {
 def test_layer_designs(name):
     model, training = DESIGNS[name]
     clip = {"grad_clip": 0.1} if "grad_clip" in training else {}
-    variants = [(0, 0.01, {}), (1, 0.05, clip), (0, 0.003, {"lr_schedule": "none"}),
-                (2, 0.02, {"l2": 1e-3})]
-    configs = [config(seed=s, lr=lr, optimizer="adam", activation="relu", layers=5, epochs=5,
-                      model={**model, **({"dropout": 0.4} if s == 2 and model.get("dropout") else {})},
-                      training={**training, **extra})
-               for s, lr, extra in variants]
+    variants = [
+        (0, 0.01, {}),
+        (1, 0.05, clip),
+        (0, 0.003, {"lr_schedule": "none"}),
+        (2, 0.02, {"l2": 1e-3}),
+    ]
+    configs = [
+        config(
+            seed=s,
+            lr=lr,
+            optimizer="adam",
+            activation="relu",
+            layers=5,
+            epochs=5,
+            model={**model, **({"dropout": 0.4} if s == 2 and model.get("dropout") else {})},
+            training={**training, **extra},
+        )
+        for s, lr, extra in variants
+    ]
     check_pack(configs)
 
 
 def test_a_deep_scanned_stack_with_early_stopping_and_divergence():
     es = {"patience": 1, "metric": "val_loss"}
-    configs = [config(seed=s, lr=lr, layers=60, width=6, epochs=6, model={"init": "orthogonal"},
-                      training={"early_stopping": es} if s else {})
-               for s, lr in ((0, 0.05), (1, 0.02), (0, 1e200))]
+    configs = [
+        config(
+            seed=s,
+            lr=lr,
+            layers=60,
+            width=6,
+            epochs=6,
+            model={"init": "orthogonal"},
+            training={"early_stopping": es} if s else {},
+        )
+        for s, lr in ((0, 0.05), (1, 0.02), (0, 1e200))
+    ]
     results = check_pack(configs)
     assert results[2].status == "DIVERGED"
 
@@ -169,4 +245,5 @@ def test_member_times_are_shares_that_add_up_to_the_pack():
     for r in results:
         assert sum(h["seconds"] for h in r.history) == pytest.approx(r.timings["train"], rel=1e-9)
         assert r.timings["total"] == pytest.approx(
-            sum(r.timings[k] for k in ("data", "compile", "train", "evaluate")), rel=1e-12)
+            sum(r.timings[k] for k in ("data", "compile", "train", "evaluate")), rel=1e-12
+        )

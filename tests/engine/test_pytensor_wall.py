@@ -29,9 +29,18 @@ from dnnframe.engine.pytensor_wall import internals  # noqa: E402
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.mark.parametrize("version, inside", [
-    ("3.0.0", True), ("3.0.7", True), ("3.0.7+12.gabc", True), ("3.1.0", False),
-    ("2.31.7", False), ("4.0.0", False), ("nightly", False)])
+@pytest.mark.parametrize(
+    "version, inside",
+    [
+        ("3.0.0", True),
+        ("3.0.7", True),
+        ("3.0.7+12.gabc", True),
+        ("3.1.0", False),
+        ("2.31.7", False),
+        ("4.0.0", False),
+        ("nightly", False),
+    ],
+)
 def test_the_version_range_is_named_when_outside_it(version, inside):
     problem = version_problem(version)
     assert (problem is None) is inside
@@ -62,8 +71,13 @@ def _fresh(script: str, **env: str) -> dict:
     full = {**os.environ, "PYTHONPATH": str(ROOT), **env}
     for name in ("PYTENSOR_FLAGS", "JAX_PLATFORMS"):
         full.pop(name, None)
-    proc = subprocess.run([sys.executable, "-W", "error::UserWarning", "-c", textwrap.dedent(script)],
-                          env=full, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-W", "error::UserWarning", "-c", textwrap.dedent(script)],
+        env=full,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
@@ -73,7 +87,8 @@ def test_nothing_is_configured_on_import_and_training_configures_first():
     variable that steers PyTensor or JAX, nor loads PyTensor; asking the engine for train_pack configures PyTensor
     before importing it (THEANO_FLAGS' floatX reaches it, and no module warns that it came
     first)."""
-    got = _fresh("""
+    got = _fresh(
+        """
         import json, os, sys
         before = dict(os.environ)
         import dnnframe, dnnframe.cli, dnnframe.engine.backend, dnnframe.engine.graphkey
@@ -85,7 +100,9 @@ def test_nothing_is_configured_on_import_and_training_configures_first():
         import pytensor
         print(json.dumps({"quiet": quiet, "flags": os.environ.get("PYTENSOR_FLAGS", ""),
                           "floatX": pytensor.config.floatX, "mode": str(pytensor.config.mode)}))
-    """, THEANO_FLAGS="floatX=float32")
+    """,
+        THEANO_FLAGS="floatX=float32",
+    )
     assert got["quiet"]
     assert "floatX=float32" in got["flags"] and "mode=CVM" in got["flags"]
     assert (got["floatX"], got["mode"]) == ("float32", "CVM")
@@ -120,12 +137,21 @@ def test_extend_mode_registers_in_order_and_excludes():
         return [getattr(r, "name", None) or type(r).__name__ for r in mode.optimizer.data]
 
     plain = names(internals.extend_mode(DEFAULT_MODE, (), []))
-    ours = names(internals.extend_mode(DEFAULT_MODE, ("ShapeOpt",), [
-        (SECOND_AS_ALLOC, "after_stabilize"), (SUM_AS_GEMV, "before_blas"),
-        (CONTIGUOUS_LOOPS, "after_fusion")]))
+    ours = names(
+        internals.extend_mode(
+            DEFAULT_MODE,
+            ("ShapeOpt",),
+            [
+                (SECOND_AS_ALLOC, "after_stabilize"),
+                (SUM_AS_GEMV, "before_blas"),
+                (CONTIGUOUS_LOOPS, "after_fusion"),
+            ],
+        )
+    )
     assert "ShapeOpt" in plain and "ShapeOpt" not in ours
-    assert [n for n in ours if n in (SECOND_AS_ALLOC.name, SUM_AS_GEMV.name, CONTIGUOUS_LOOPS.name)] == [
-        SECOND_AS_ALLOC.name, SUM_AS_GEMV.name, CONTIGUOUS_LOOPS.name]
+    assert [
+        n for n in ours if n in (SECOND_AS_ALLOC.name, SUM_AS_GEMV.name, CONTIGUOUS_LOOPS.name)
+    ] == [SECOND_AS_ALLOC.name, SUM_AS_GEMV.name, CONTIGUOUS_LOOPS.name]
     at = ours.index
     assert at("stabilize") < at(SECOND_AS_ALLOC.name) < at(SUM_AS_GEMV.name) < at("BlasOpt")
     assert at("elemwise_fusion") < at(CONTIGUOUS_LOOPS.name) < at("inplace_elemwise")
@@ -171,8 +197,10 @@ def test_host_facts_fill_in_only_what_pytensor_lacks(monkeypatch):
 
     internals.set_host_facts(read)
     assert gcc.march_flags == ["-march=test"]
-    assert internals.host_facts() == {"march": ["-march=test"],
-                                      "gemv-beta": True if check is not None else None}
+    assert internals.host_facts() == {
+        "march": ["-march=test"],
+        "gemv-beta": True if check is not None else None,
+    }
     asked.clear()
     internals.set_host_facts(read)  # known now: not read again, not replaced
     assert asked == [] and gcc.march_flags == ["-march=test"]

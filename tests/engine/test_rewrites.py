@@ -35,11 +35,11 @@ def _layer_norm_scan_step():
     def step(Wl, gl, h):
         mean = h.mean(axis=1, keepdims=True)
         c = h - mean
-        u = c / pt.sqrt((c ** 2).mean(axis=1, keepdims=True) + 1e-5) * gl.dimshuffle(0, 1, "x")
+        u = c / pt.sqrt((c**2).mean(axis=1, keepdims=True) + 1e-5) * gl.dimshuffle(0, 1, "x")
         return h + pt.tanh(pt.matmul(Wl, u))
 
     out = pytensor.scan(step, sequences=[W, g], outputs_info=[x], return_updates=False)[-1]
-    loss = (out ** 2).mean()
+    loss = (out**2).mean()
     return [x, W, g], [loss, *pytensor.grad(loss, [W, g])]
 
 

@@ -20,10 +20,17 @@ pytestmark = pytest.mark.timeout(900)
 
 def make_config(dataset="iris", seed=0, **sections) -> TrialConfig:
     model = {"hidden_layers": 1, "width": 16, "activation": "relu", **sections.pop("model", {})}
-    training = {"optimizer": "adam", "learning_rate": 0.01, "batch_size": 32, "max_epochs": 3,
-                **sections.pop("training", {})}
+    training = {
+        "optimizer": "adam",
+        "learning_rate": 0.01,
+        "batch_size": 32,
+        "max_epochs": 3,
+        **sections.pop("training", {}),
+    }
     ds = dataset if isinstance(dataset, dict) else {"name": dataset}
-    return TrialConfig.model_validate({"dataset": ds, "model": model, "training": training, "seed": seed})
+    return TrialConfig.model_validate(
+        {"dataset": ds, "model": model, "training": training, "seed": seed}
+    )
 
 
 def comparable(result) -> dict:
@@ -64,28 +71,51 @@ def test_gradients_match_finite_differences(layout):
 
     assert pytensor.config.floatX == "float64", "the gradient check needs float64"
     segments, counts = segments_for(4, [5, 5, 5], pack_size=UNROLL_MIN_PACK)
-    assert segments == (Segment.dense(4, 5), Segment.dense(5, 5), Segment.dense(5, 5)) and counts == ()
+    assert (
+        segments == (Segment.dense(4, 5), Segment.dense(5, 5), Segment.dense(5, 5)) and counts == ()
+    )
     if layout == "scanned":
         segments, counts = (Segment.dense(4, 5), Segment.stack(5)), (2,)
-    shape = PackShape(n_features=4, n_outputs=3, segments=segments, activation="tanh",
-                      design=LayerDesign(residual="identity"), dropout=False, grad_clip=False,
-                      loss="softmax_crossentropy", classification=True, optimizer="sgd",
-                      dtype="float64", mode=configure().mode, shared_input=True)
+    shape = PackShape(
+        n_features=4,
+        n_outputs=3,
+        segments=segments,
+        activation="tanh",
+        design=LayerDesign(residual="identity"),
+        dropout=False,
+        grad_clip=False,
+        loss="softmax_crossentropy",
+        classification=True,
+        optimizer="sgd",
+        dtype="float64",
+        mode=configure().mode,
+        shared_input=True,
+    )
     model = PackedModel(shape)
     rng = np.random.default_rng(4)
     # non-zero biases too, so every path carries gradient
-    network = [rng.normal(scale=0.5, size=(2, *v.shape))
-               for v in model.initial_network(rng, "glorot", 1.0, counts)]
+    network = [
+        rng.normal(scale=0.5, size=(2, *v.shape))
+        for v in model.initial_network(rng, "glorot", 1.0, counts)
+    ]
     lr = 0.1
-    model.load(network, {"learning_rate": [lr, lr], "momentum": [0, 0], "l2": [0, 0],
-                         "grad_clip": [1, 1], "dropout_scale": [1, 1]})
+    model.load(
+        network,
+        {
+            "learning_rate": [lr, lr],
+            "momentum": [0, 0],
+            "l2": [0, 0],
+            "grad_clip": [1, 1],
+            "dropout_scale": [1, 1],
+        },
+    )
     X = rng.normal(size=(6, 4))
     y = np.array([0, 1, 2, 0, 1, 2])
 
     def loss() -> np.ndarray:
         return model.eval_fn(X, y)[0] / len(X)
 
-    before = [v.copy() for v in model.export_state()[:len(model.params)]]
+    before = [v.copy() for v in model.export_state()[: len(model.params)]]
     numeric = []
     eps = 1e-6
     for p, value in zip(model.params, before):
@@ -111,8 +141,11 @@ def test_gradients_match_finite_differences(layout):
 def test_digits_reaches_95_percent():
     from dnnframe.engine import train
 
-    config = make_config("digits", model={"width": 64},
-                         training={"learning_rate": 1e-3, "max_epochs": 30, "batch_size": 32})
+    config = make_config(
+        "digits",
+        model={"width": 64},
+        training={"learning_rate": 1e-3, "max_epochs": 30, "batch_size": 32},
+    )
     result = train(config)
     assert result.status == "COMPLETE"
     assert result.metrics["test_accuracy"] >= 0.95, result.metrics
@@ -131,15 +164,28 @@ def test_accuracy_close_to_sklearn_mlp(dataset):
     from dnnframe.engine import train
 
     epochs, width, lr, batch = 20, 32, 1e-3, 32
-    config = make_config(dataset, model={"width": width},
-                         training={"learning_rate": lr, "max_epochs": epochs, "batch_size": batch})
+    config = make_config(
+        dataset,
+        model={"width": width},
+        training={"learning_rate": lr, "max_epochs": epochs, "batch_size": batch},
+    )
     ours = [train(config.model_copy(update={"seed": s})).metrics["test_accuracy"] for s in range(3)]
     data = load_dataset(config.dataset)
     theirs = []
     for s in range(3):
-        clf = MLPClassifier(hidden_layer_sizes=(width,), activation="relu", solver="adam",
-                            learning_rate_init=lr, batch_size=batch, max_iter=epochs, alpha=0.0,
-                            shuffle=True, random_state=s, tol=0.0, n_iter_no_change=epochs + 1)
+        clf = MLPClassifier(
+            hidden_layer_sizes=(width,),
+            activation="relu",
+            solver="adam",
+            learning_rate_init=lr,
+            batch_size=batch,
+            max_iter=epochs,
+            alpha=0.0,
+            shuffle=True,
+            random_state=s,
+            tol=0.0,
+            n_iter_no_change=epochs + 1,
+        )
         with pytest.warns(ConvergenceWarning):
             clf.fit(data.X_train, data.y_train)
         theirs.append(clf.score(data.X_test, data.y_test))
@@ -174,8 +220,9 @@ def test_a_loss_that_explodes_is_divergence_and_the_bound_is_configurable():
     assert result.status == "DIVERGED", result.history
     last = result.history[-1]
     assert last["train_loss"] is not None and last["train_loss"] > 1e4  # finite, but exploded
-    unbounded = train(make_config(model={"activation": "relu"},
-                                  training={**training, "divergence_factor": None}))
+    unbounded = train(
+        make_config(model={"activation": "relu"}, training={**training, "divergence_factor": None})
+    )
     assert unbounded.status == "COMPLETE" and unbounded.epochs_run == 4
     assert unbounded.metrics["train_loss"] > 1e4
 
@@ -205,7 +252,14 @@ def test_on_epoch_true_cancels():
     result = train(make_config(training={"max_epochs": 10}), on_epoch=on_epoch)
     assert result.status == "CANCELLED" and result.epochs_run == 2
     assert [e for e, _ in seen] == [1, 2]
-    assert set(seen[0][1]) == {"epoch", "train_loss", "train_accuracy", "val_loss", "val_accuracy", "seconds"}
+    assert set(seen[0][1]) == {
+        "epoch",
+        "train_loss",
+        "train_accuracy",
+        "val_loss",
+        "val_accuracy",
+        "seconds",
+    }
     assert result.metrics["test_accuracy"] is not None
 
 
@@ -224,8 +278,11 @@ def test_regression_without_validation_split_and_squared_error_classification():
     from dnnframe.engine import train
 
     es = {"metric": "val_accuracy", "patience": 50}
-    config = make_config({"name": "diabetes", "validation_fraction": 0.0},
-                         model={"loss": "squared_error"}, training={"early_stopping": es})
+    config = make_config(
+        {"name": "diabetes", "validation_fraction": 0.0},
+        model={"loss": "squared_error"},
+        training={"early_stopping": es},
+    )
     result = train(config)
     assert result.status == "COMPLETE"
     assert result.metrics["test_accuracy"] is None and result.metrics["val_loss"] is None
@@ -240,12 +297,20 @@ def test_deep_stack_trains_and_shares_the_compiled_graph():
     reuses the same compiled functions."""
     from dnnframe.engine import train
 
-    deep = train(make_config(model={"hidden_layers": 300, "width": 8, "init": "orthogonal", "activation": "tanh"},
-                             training={"max_epochs": 1}))
+    deep = train(
+        make_config(
+            model={"hidden_layers": 300, "width": 8, "init": "orthogonal", "activation": "tanh"},
+            training={"max_epochs": 1},
+        )
+    )
     assert deep.status == "COMPLETE" and np.isfinite(deep.metrics["test_loss"])
     assert deep.n_params == 4 * 8 + 8 + 299 * (8 * 8 + 8) + 8 * 3 + 3
-    shallow = train(make_config(model={"hidden_layers": 5, "width": 8, "init": "orthogonal", "activation": "tanh"},
-                                training={"max_epochs": 1}))
+    shallow = train(
+        make_config(
+            model={"hidden_layers": 5, "width": 8, "init": "orthogonal", "activation": "tanh"},
+            training={"max_epochs": 1},
+        )
+    )
     assert shallow.environment["compile_cache_hit"] is True
 
 
@@ -261,22 +326,38 @@ def test_width_list_builds_dense_and_stacked_segments():
     # and a stack of 0 layers); JAX's static depths unroll a run of one only
     widths = [8] * 6 + [6, 6] + [3]
     assert segments_for(4, widths, pack_size=UNROLL_MIN_PACK) == (
-        (dense(4, 8), stack(8), dense(8, 6), dense(6, 6), dense(6, 3)), (5,))
+        (dense(4, 8), stack(8), dense(8, 6), dense(6, 6), dense(6, 3)),
+        (5,),
+    )
     assert segments_for(4, widths) == (
-        (dense(4, 8), stack(8), dense(8, 6), stack(6), dense(6, 3), stack(3)), (5, 1, 0))
+        (dense(4, 8), stack(8), dense(8, 6), stack(6), dense(6, 3), stack(3)),
+        (5, 1, 0),
+    )
     assert segments_for(4, widths, static=True) == (
-        (dense(4, 8), stack(8), dense(8, 6), stack(6), dense(6, 3)), (5, 1))
-    result = train(make_config(model={"hidden_layers": 9, "width": widths, "residual": True},
-                               training={"max_epochs": 2}))
+        (dense(4, 8), stack(8), dense(8, 6), stack(6), dense(6, 3)),
+        (5, 1),
+    )
+    result = train(
+        make_config(
+            model={"hidden_layers": 9, "width": widths, "residual": True},
+            training={"max_epochs": 2},
+        )
+    )
     assert result.status == "COMPLETE"
     assert result.n_params == (4 * 8 + 8) + 5 * 72 + (8 * 6 + 6) + 42 + (6 * 3 + 3) + (3 * 3 + 3)
 
 
-@pytest.mark.parametrize("setting", [
-    *[("activation", a) for a in ["relu", "leaky_relu", "elu", "selu", "tanh", "sigmoid", "softplus", "linear"]],
-    *[("init", i) for i in ["glorot", "he", "lecun", "orthogonal"]],
-    *[("optimizer", o) for o in ["sgd", "momentum", "nesterov", "adam", "rmsprop"]],
-])
+@pytest.mark.parametrize(
+    "setting",
+    [
+        *[
+            ("activation", a)
+            for a in ["relu", "leaky_relu", "elu", "selu", "tanh", "sigmoid", "softplus", "linear"]
+        ],
+        *[("init", i) for i in ["glorot", "he", "lecun", "orthogonal"]],
+        *[("optimizer", o) for o in ["sgd", "momentum", "nesterov", "adam", "rmsprop"]],
+    ],
+)
 def test_every_activation_init_and_optimizer_runs(setting):
     from dnnframe.engine import train
 
@@ -293,8 +374,13 @@ def test_no_hidden_layers_from_a_config_dict():
     """Depth 0 is logistic regression; a stored config dict is accepted as well."""
     from dnnframe.engine import train
 
-    result = train({"dataset": {"name": "iris"}, "model": {"hidden_layers": 0},
-                    "training": {"max_epochs": 30, "learning_rate": 0.05}})
+    result = train(
+        {
+            "dataset": {"name": "iris"},
+            "model": {"hidden_layers": 0},
+            "training": {"max_epochs": 30, "learning_rate": 0.05},
+        }
+    )
     assert result.status == "COMPLETE" and result.n_params == 4 * 3 + 3
     assert result.metrics["test_accuracy"] >= 0.8
 
@@ -305,7 +391,11 @@ def test_a_well_conditioned_deep_stack_learns():
     alive), so chance accuracy of deep relu stacks is a property of the net, not the engine."""
     from dnnframe.engine import train
 
-    result = train(make_config("digits", model={"hidden_layers": 100, "width": 32, "activation": "tanh",
-                                                "init": "orthogonal"},
-                               training={"learning_rate": 1e-3, "max_epochs": 10, "batch_size": 64}))
+    result = train(
+        make_config(
+            "digits",
+            model={"hidden_layers": 100, "width": 32, "activation": "tanh", "init": "orthogonal"},
+            training={"learning_rate": 1e-3, "max_epochs": 10, "batch_size": 64},
+        )
+    )
     assert result.metrics["test_accuracy"] >= 0.8, result.metrics

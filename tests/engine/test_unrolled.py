@@ -24,10 +24,19 @@ pytestmark = pytest.mark.timeout(900)
 
 
 def config(layers=3, width=8, seed=0, lr=0.05, model=None, optimizer="adam") -> dict:
-    return {"dataset": {"name": "iris"}, "seed": seed,
-            "model": {"hidden_layers": layers, "width": width, "activation": "tanh", **(model or {})},
-            "training": {"optimizer": optimizer, "learning_rate": lr, "batch_size": 16,
-                         "max_epochs": 3, "l2": 1e-4, "momentum": 0.9}}
+    return {
+        "dataset": {"name": "iris"},
+        "seed": seed,
+        "model": {"hidden_layers": layers, "width": width, "activation": "tanh", **(model or {})},
+        "training": {
+            "optimizer": optimizer,
+            "learning_rate": lr,
+            "batch_size": 16,
+            "max_epochs": 3,
+            "l2": 1e-4,
+            "momentum": 0.9,
+        },
+    }
 
 
 @pytest.fixture
@@ -52,22 +61,51 @@ def scanned(monkeypatch, pack: list[dict]) -> list:
 
 CASES = {
     # two seeds: members read their own minibatches; one seed: the wide shared-input product
-    "plain-sgd": [config(width=16, seed=s, lr=lr, optimizer="sgd") for s, lr in ((0, 0.1), (1, 0.02))],
-    "plain-shared-input-rmsprop": [config(width=16, lr=lr, optimizer="rmsprop") for lr in (0.01, 0.002)],
-    "rezero-pre-layer-norm-dropout-adam": [config(width=4, seed=s, model={
-        "residual": "rezero", "normalization": "layer", "norm_position": "pre", "dropout": 0.2})
-        for s in (0, 1)],
-    "batch-norm-momentum": [config(width=8, seed=s, optimizer="momentum",
-                                   model={"normalization": "batch"}) for s in (0, 1)],
-    "identity-nesterov-dropout-two-runs": [config(layers=4, width=[4, 8, 8, 8], seed=s, optimizer="nesterov",
-                                                  model={"residual": "identity", "dropout": 0.1})
-                                           for s in (0, 1)],
+    "plain-sgd": [
+        config(width=16, seed=s, lr=lr, optimizer="sgd") for s, lr in ((0, 0.1), (1, 0.02))
+    ],
+    "plain-shared-input-rmsprop": [
+        config(width=16, lr=lr, optimizer="rmsprop") for lr in (0.01, 0.002)
+    ],
+    "rezero-pre-layer-norm-dropout-adam": [
+        config(
+            width=4,
+            seed=s,
+            model={
+                "residual": "rezero",
+                "normalization": "layer",
+                "norm_position": "pre",
+                "dropout": 0.2,
+            },
+        )
+        for s in (0, 1)
+    ],
+    "batch-norm-momentum": [
+        config(width=8, seed=s, optimizer="momentum", model={"normalization": "batch"})
+        for s in (0, 1)
+    ],
+    "identity-nesterov-dropout-two-runs": [
+        config(
+            layers=4,
+            width=[4, 8, 8, 8],
+            seed=s,
+            optimizer="nesterov",
+            model={"residual": "identity", "dropout": 0.1},
+        )
+        for s in (0, 1)
+    ],
 }
 
 
 def _values(result) -> tuple:
-    return (result.status, result.n_params, result.epochs_run, result.best_epoch, result.metrics,
-            [{k: v for k, v in h.items() if k != "seconds"} for h in result.history])
+    return (
+        result.status,
+        result.n_params,
+        result.epochs_run,
+        result.best_epoch,
+        result.metrics,
+        [{k: v for k, v in h.items() if k != "seconds"} for h in result.history],
+    )
 
 
 @pytest.mark.slow
@@ -88,8 +126,10 @@ def test_an_unrolled_run_trains_as_through_a_scan(name, fresh, unrolling, monkey
 def test_depth_three_in_a_pack_trains_as_alone(fresh, unrolling):
     """Members that differ in seed, learning rate, init and L2, with dropout and batch
     norm, each against the same config trained alone (a pack of one)."""
-    pack = [config(seed=s, lr=lr, model={"init": init, "dropout": 0.2, "normalization": "batch"})
-            for s, lr, init in ((0, 0.05, "he"), (1, 0.01, "glorot"), (0, 0.2, "orthogonal"))]
+    pack = [
+        config(seed=s, lr=lr, model={"init": init, "dropout": 0.2, "normalization": "batch"})
+        for s, lr, init in ((0, 0.05, "he"), (1, 0.01, "glorot"), (0, 0.2, "orthogonal"))
+    ]
     pack[1]["training"]["l2"] = 1e-2
     for r, c in zip(train_pack(pack), pack):
         assert_same(r, train(c))
@@ -99,15 +139,18 @@ def test_depth_three_in_a_pack_trains_as_alone(fresh, unrolling):
 def test_each_unrolled_depth_builds_its_graph_and_longer_runs_share_one(fresh, unrolling):
     """Depths 1 to 4 of one structure are four graphs; depths 5, 7 and 20 are one more (a
     layer and a scanned stack whose length is a run-time shape)."""
-    results = [train_pack([config(width=8, layers=d, model={"normalization": "batch"})])[0]
-               for d in (1, 2, 3, 4, 5, 7, 20)]
+    results = [
+        train_pack([config(width=8, layers=d, model={"normalization": "batch"})])[0]
+        for d in (1, 2, 3, 4, 5, 7, 20)
+    ]
     assert [r.environment["compile_cache_hit"] for r in results] == [False] * 5 + [True] * 2
     assert len(packed._CACHE) == 5
     assert len({compile_key(config(layers=d)) for d in (1, 2, 3, 4, 5, 7, 20)}) == 5
     assert len({pack_key(config(layers=d)) for d in (1, 2, 3, 4, 5, 7, 20)}) == 7
     per_layer = 8 * 8 + 8 + 2 * 8  # W, b, gain and shift
-    assert [r.n_params for r in results] == [4 * 8 + 8 + 2 * 8 + 8 * 3 + 3 + k * per_layer
-                                             for k in (0, 1, 2, 3, 4, 6, 19)]
+    assert [r.n_params for r in results] == [
+        4 * 8 + 8 + 2 * 8 + 8 * 3 + 3 + k * per_layer for k in (0, 1, 2, 3, 4, 6, 19)
+    ]
 
 
 def test_only_a_big_pack_unrolls_and_its_stacks_are_never_empty():

@@ -25,10 +25,17 @@ pytestmark = pytest.mark.timeout(900)
 
 
 def config(width, layers=3, seed=0, lr=0.05, model=None, optimizer="adam") -> dict:
-    return {"dataset": {"name": "iris"}, "seed": seed,
-            "model": {"hidden_layers": layers, "width": width, "activation": "tanh", **(model or {})},
-            "training": {"optimizer": optimizer, "learning_rate": lr, "batch_size": 16,
-                         "max_epochs": 3}}
+    return {
+        "dataset": {"name": "iris"},
+        "seed": seed,
+        "model": {"hidden_layers": layers, "width": width, "activation": "tanh", **(model or {})},
+        "training": {
+            "optimizer": optimizer,
+            "learning_rate": lr,
+            "batch_size": 16,
+            "max_epochs": 3,
+        },
+    }
 
 
 def width_baked(monkeypatch, packs: list[list[dict]]) -> list:
@@ -50,11 +57,28 @@ CASES = {
     "two-runs": ([[config([a, b, b], model=None)] for a, b in ((8, 3), (2, 12), (5, 6))]),
     # a layer and a scanned stack: an unrolled pre-norm layer keeps its widths (its design
     # needs them equal), a stack does not
-    "rezero-pre-layer-norm-dropout": ([[config(w, layers=5, seed=s, model={
-        "residual": "rezero", "normalization": "layer", "norm_position": "pre", "dropout": 0.2})
-        for s in (0, 1)] for w in (8, 16, 5)]),
-    "batch-norm-sgd": ([[config(w, model={"normalization": "batch"}, optimizer="momentum")]
-                        for w in (6, 10)]),
+    "rezero-pre-layer-norm-dropout": (
+        [
+            [
+                config(
+                    w,
+                    layers=5,
+                    seed=s,
+                    model={
+                        "residual": "rezero",
+                        "normalization": "layer",
+                        "norm_position": "pre",
+                        "dropout": 0.2,
+                    },
+                )
+                for s in (0, 1)
+            ]
+            for w in (8, 16, 5)
+        ]
+    ),
+    "batch-norm-sgd": (
+        [[config(w, model={"normalization": "batch"}, optimizer="momentum")] for w in (6, 10)]
+    ),
 }
 
 
@@ -108,8 +132,12 @@ def test_the_disk_cache_serves_every_width_and_stack_depth_of_a_known_structure(
     env = dict(os.environ, DNNFRAME_CACHE_DIR=str(tmp_path))
 
     def child(width: int, depth: int) -> dict:
-        out = subprocess.run([sys.executable, "-c", CHILD, str(width), str(depth)], env=env,
-                             capture_output=True, text=True)
+        out = subprocess.run(
+            [sys.executable, "-c", CHILD, str(width), str(depth)],
+            env=env,
+            capture_output=True,
+            text=True,
+        )
         assert out.returncode == 0, out.stderr[-3000:]
         return json.loads(out.stdout.strip().splitlines()[-1])
 

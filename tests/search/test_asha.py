@@ -21,25 +21,42 @@ ORDER = [5, 1, 7, 3, 8, 2, 6, 4]
 
 
 def _spec(max_epochs: int, **search) -> dict:
-    return {"name": "asha", "dataset": {"name": "iris"}, "model": {"width": 8},
-            "training": {"max_epochs": max_epochs,
-                         "learning_rate": {"grid": [q / 100 for q in ORDER]}},
-            "search": {"method": "asha", "objective": {"metric": "test_accuracy"},
-                       "min_epochs": 1, "eta": 2, **search}}
+    return {
+        "name": "asha",
+        "dataset": {"name": "iris"},
+        "model": {"width": 8},
+        "training": {"max_epochs": max_epochs, "learning_rate": {"grid": [q / 100 for q in ORDER]}},
+        "search": {
+            "method": "asha",
+            "objective": {"metric": "test_accuracy"},
+            "min_epochs": 1,
+            "eta": 2,
+            **search,
+        },
+    }
 
 
 def _metrics(config, epoch: int) -> dict:
     # val_accuracy grows with the learning rate and a little with each epoch
-    return {"epoch": epoch, "train_loss": 1.0 / epoch,
-            "val_accuracy": config.training.learning_rate * 10 + epoch / 1000,
-            "val_loss": 1.0 - config.training.learning_rate}
+    return {
+        "epoch": epoch,
+        "train_loss": 1.0 / epoch,
+        "val_accuracy": config.training.learning_rate * 10 + epoch / 1000,
+        "val_loss": 1.0 - config.training.learning_rate,
+    }
 
 
 def _result(status: str, history: list[dict]) -> TrialResult:
     last = history[-1]
-    return TrialResult(status=status, metrics={"test_accuracy": last["val_accuracy"]},
-                       history=history, timings={"train": 0.0, "total": 0.0}, n_params=1,
-                       environment={}, epochs_run=len(history))
+    return TrialResult(
+        status=status,
+        metrics={"test_accuracy": last["val_accuracy"]},
+        history=history,
+        timings={"train": 0.0, "total": 0.0},
+        n_params=1,
+        environment={},
+        epochs_run=len(history),
+    )
 
 
 def curve_train(config, on_epoch=None):
@@ -108,8 +125,13 @@ def test_one_by_one_the_bad_half_is_pruned_at_the_first_rung(store):
     for q in ORDER:
         run_one(ids[q], store, worker="w", train=curve_train)
     assert _ends(store, ids) == {
-        1: ("PRUNED", 1), 2: ("PRUNED", 1), 3: ("PRUNED", 1), 4: ("PRUNED", 1),
-        5: ("COMPLETE", 4), 7: ("COMPLETE", 4), 8: ("COMPLETE", 4),
+        1: ("PRUNED", 1),
+        2: ("PRUNED", 1),
+        3: ("PRUNED", 1),
+        4: ("PRUNED", 1),
+        5: ("COMPLETE", 4),
+        7: ("COMPLETE", 4),
+        8: ("COMPLETE", 4),
         6: ("PRUNED", 2),  # 5, 7 and 8 were ahead of it at the second rung
     }
     pruned = store.get_trial(ids[3])
@@ -125,8 +147,14 @@ def test_members_of_a_pack_are_pruned_one_by_one(store):
     states = run_pack([ids[q] for q in ORDER], store, worker="w", train_fn=pack_train)
     assert states[ids[8]] is TrialState.COMPLETE
     assert _ends(store, ids) == {
-        1: ("PRUNED", 1), 2: ("PRUNED", 1), 3: ("PRUNED", 1), 4: ("PRUNED", 1),
-        5: ("PRUNED", 2), 6: ("PRUNED", 2), 7: ("PRUNED", 4), 8: ("COMPLETE", 8),
+        1: ("PRUNED", 1),
+        2: ("PRUNED", 1),
+        3: ("PRUNED", 1),
+        4: ("PRUNED", 1),
+        5: ("PRUNED", 2),
+        6: ("PRUNED", 2),
+        7: ("PRUNED", 4),
+        8: ("COMPLETE", 8),
     }
 
 
@@ -141,11 +169,21 @@ def test_trials_of_a_grid_experiment_are_never_pruned(store):
 
 def _random_asha(tmp_path, name: str) -> set[float]:
     url = f"sqlite:///{tmp_path / name}"
-    raw = {"name": "asha-random", "dataset": {"name": "iris"}, "model": {"width": 8},
-           "training": {"learning_rate": {"loguniform": [0.001, 0.09]}},
-           "search": {"method": "asha", "num_samples": 12, "random_seed": 7,
-                      "max_epochs": 9, "min_epochs": 1, "eta": 3,
-                      "objective": {"metric": "val_accuracy"}}}
+    raw = {
+        "name": "asha-random",
+        "dataset": {"name": "iris"},
+        "model": {"width": 8},
+        "training": {"learning_rate": {"loguniform": [0.001, 0.09]}},
+        "search": {
+            "method": "asha",
+            "num_samples": 12,
+            "random_seed": 7,
+            "max_epochs": 9,
+            "min_epochs": 1,
+            "eta": 3,
+            "objective": {"metric": "val_accuracy"},
+        },
+    }
     store = open_store(url)
     with LocalExecutor(url, workers=1, train_fn=one_by_one(curve_train)) as ex:
         result = submit_experiment(parse_spec(raw), store, ex, pack_size=1)
@@ -154,8 +192,7 @@ def _random_asha(tmp_path, name: str) -> set[float]:
     store.close()
     assert len(trials) == 12 and all(t.config["training"]["max_epochs"] == 9 for t in trials)
     assert {t.state for t in trials} == {TrialState.PRUNED, TrialState.COMPLETE}
-    return {t.config["training"]["learning_rate"] for t in trials
-            if t.state is TrialState.PRUNED}
+    return {t.config["training"]["learning_rate"] for t in trials if t.state is TrialState.PRUNED}
 
 
 def test_one_worker_and_a_fixed_seed_prune_the_same_trials(tmp_path):
@@ -163,16 +200,31 @@ def test_one_worker_and_a_fixed_seed_prune_the_same_trials(tmp_path):
 
 
 def test_the_packed_engine_prunes_members_at_the_rungs(store):
-    raw = {"name": "asha-engine", "dataset": {"name": "iris"}, "model": {"width": 8},
-           "training": {"max_epochs": 4, "batch_size": 16,
-                        "learning_rate": {"grid": [0.01, 0.02, 0.05, 0.1]}},
-           "search": {"method": "asha", "min_epochs": 1, "eta": 2,
-                      "objective": {"metric": "test_loss", "mode": "min"}}}
+    raw = {
+        "name": "asha-engine",
+        "dataset": {"name": "iris"},
+        "model": {"width": 8},
+        "training": {
+            "max_epochs": 4,
+            "batch_size": 16,
+            "learning_rate": {"grid": [0.01, 0.02, 0.05, 0.1]},
+        },
+        "search": {
+            "method": "asha",
+            "min_epochs": 1,
+            "eta": 2,
+            "objective": {"metric": "test_loss", "mode": "min"},
+        },
+    }
     ids = list(_stored(store, raw).values())
     run_pack(ids, store, worker="w")  # the default: dnnframe.engine.train_pack
     trials = [store.get_trial(t) for t in ids]
     assert sorted((t.state.value, len(t.metrics)) for t in trials) == [
-        ("COMPLETE", 4), ("PRUNED", 1), ("PRUNED", 1), ("PRUNED", 2)]
+        ("COMPLETE", 4),
+        ("PRUNED", 1),
+        ("PRUNED", 1),
+        ("PRUNED", 2),
+    ]
     assert all(t.result["status"] == t.state.value for t in trials)
     survivor = next(t for t in trials if t.state is TrialState.COMPLETE)
     at_two = [t for t in trials if len(t.metrics) >= 2]

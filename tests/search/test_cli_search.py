@@ -17,21 +17,45 @@ from dnnframe.store import open_store
 REPO = Path(__file__).resolve().parents[2]
 
 
-SPEC = {"name": "cli-tpe", "dataset": {"name": "iris"}, "model": {"width": 8},
-        "training": {"learning_rate": {"loguniform": [0.001, 0.1]}, "max_epochs": 2},
-        "search": {"method": "tpe", "num_samples": 4, "random_seed": 1}}
+SPEC = {
+    "name": "cli-tpe",
+    "dataset": {"name": "iris"},
+    "model": {"width": 8},
+    "training": {"learning_rate": {"loguniform": [0.001, 0.1]}, "max_epochs": 2},
+    "search": {"method": "tpe", "num_samples": 4, "random_seed": 1},
+}
 
 
 def _run(tmp_path: Path, url: str) -> subprocess.CompletedProcess:
     path = tmp_path / "tpe.yaml"
     path.write_text(yaml.safe_dump(SPEC), encoding="utf-8")
-    env = {**os.environ, "PYTHONPATH": str(REPO),
-           "DNNFRAME_TRAIN_FN": "dnnframe.testing.hooks:sleepy_train",
-           "DNNFRAME_HOOK_EPOCHS": "2", "DNNFRAME_HOOK_EPOCH_SECONDS": "0"}
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(REPO),
+        "DNNFRAME_TRAIN_FN": "dnnframe.testing.hooks:sleepy_train",
+        "DNNFRAME_HOOK_EPOCHS": "2",
+        "DNNFRAME_HOOK_EPOCH_SECONDS": "0",
+    }
     env.pop("DNNFRAME_STORE_URL", None)
-    return subprocess.run([sys.executable, "-m", "dnnframe.cli", "run", str(path), "--store",
-                           url, "--workers", "1", "--json"], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "dnnframe.cli",
+            "run",
+            str(path),
+            "--store",
+            url,
+            "--workers",
+            "1",
+            "--json",
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def test_dnnframe_run_drives_a_tpe_search(tmp_path):

@@ -22,32 +22,52 @@ from dnnframe.spec.expand import spec_spaces
 from dnnframe.store import TrialState, open_store
 from dnnframe.testing.packs import one_by_one
 
-RAW = {"name": "tpe", "dataset": {"name": "iris"},
-       "model": {"hidden_layers": {"int_range": [1, 3]},
-                 "activation": {"choice": ["relu", "tanh"]}, "width": 8},
-       "training": {"learning_rate": {"loguniform": [0.001, 1.0]}, "max_epochs": 4},
-       "search": {"method": "tpe", "num_samples": 12, "random_seed": 3,
-                  "objective": {"metric": "test_accuracy"}}}
+RAW = {
+    "name": "tpe",
+    "dataset": {"name": "iris"},
+    "model": {
+        "hidden_layers": {"int_range": [1, 3]},
+        "activation": {"choice": ["relu", "tanh"]},
+        "width": 8,
+    },
+    "training": {"learning_rate": {"loguniform": [0.001, 1.0]}, "max_epochs": 4},
+    "search": {
+        "method": "tpe",
+        "num_samples": 12,
+        "random_seed": 3,
+        "objective": {"metric": "test_accuracy"},
+    },
+}
 
 
 def score(config) -> float:
     """Best at learning rate 0.03 with tanh: a known function of the hyperparameters."""
     lr = config.training.learning_rate
-    return 0.9 - (math.log10(lr) - math.log10(0.03)) ** 2 / 10 \
+    return (
+        0.9
+        - (math.log10(lr) - math.log10(0.03)) ** 2 / 10
         - (0.05 if config.model.activation == "relu" else 0.0)
+    )
 
 
 def shaped_train(config, on_epoch=None):
     history = []
     for epoch in range(1, config.training.max_epochs + 1):
-        history.append({"epoch": epoch, "train_loss": 1.0 / epoch,
-                        "val_accuracy": score(config) - 0.1 / epoch})
+        history.append(
+            {"epoch": epoch, "train_loss": 1.0 / epoch, "val_accuracy": score(config) - 0.1 / epoch}
+        )
         if on_epoch(epoch, dict(history[-1])):
             break
     status = "COMPLETE" if len(history) == config.training.max_epochs else "CANCELLED"
-    return TrialResult(status=status, metrics={"test_accuracy": history[-1]["val_accuracy"]},
-                       history=history, timings={"train": 0.0, "total": 0.0}, n_params=1,
-                       environment={}, epochs_run=len(history))
+    return TrialResult(
+        status=status,
+        metrics={"test_accuracy": history[-1]["val_accuracy"]},
+        history=history,
+        timings={"train": 0.0, "total": 0.0},
+        n_params=1,
+        environment={},
+        epochs_run=len(history),
+    )
 
 
 def first_waits_for_two_more(config, on_epoch=None):
@@ -68,8 +88,9 @@ def first_waits_for_two_more(config, on_epoch=None):
     return shaped_train(config, on_epoch)
 
 
-def _drive(url: str, raw: dict = RAW, limit: int | None = None,
-           workers: int = 1) -> tuple[SearchDriver, object]:
+def _drive(
+    url: str, raw: dict = RAW, limit: int | None = None, workers: int = 1
+) -> tuple[SearchDriver, object]:
     store = open_store(url)
     with LocalExecutor(url, workers=workers, train_fn=one_by_one(shaped_train)) as ex:
         driver = SearchDriver(parse_spec(raw), store, ex)
@@ -78,19 +99,35 @@ def _drive(url: str, raw: dict = RAW, limit: int | None = None,
 
 
 def test_spaces_become_optuna_distributions_and_back():
-    spaces = SpaceMap(spec_spaces(parse_spec({**RAW, "model": {
-        **RAW["model"], "width": {"grid": [[8, 4], [16, 8]]}, "hidden_layers": 2}})))
+    spaces = SpaceMap(
+        spec_spaces(
+            parse_spec(
+                {
+                    **RAW,
+                    "model": {
+                        **RAW["model"],
+                        "width": {"grid": [[8, 4], [16, 8]]},
+                        "hidden_layers": 2,
+                    },
+                }
+            )
+        )
+    )
     assert spaces.distributions == {
         "model.activation": CategoricalDistribution(["relu", "tanh"]),
         "model.width": CategoricalDistribution(["[8,4]", "[16,8]"]),
         "training.learning_rate": FloatDistribution(0.001, 1.0, log=True),
     }
-    assert spaces.assignment({"model.activation": "tanh", "model.width": "[16,8]",
-                              "training.learning_rate": 0.5}) == {
-        ("model", "activation"): "tanh", ("model", "width"): [16, 8],
-        ("training", "learning_rate"): 0.5}
-    assert SpaceMap(spec_spaces(parse_spec(RAW))).distributions["model.hidden_layers"] == \
-        IntDistribution(1, 3, step=1)
+    assert spaces.assignment(
+        {"model.activation": "tanh", "model.width": "[16,8]", "training.learning_rate": 0.5}
+    ) == {
+        ("model", "activation"): "tanh",
+        ("model", "width"): [16, 8],
+        ("training", "learning_rate"): 0.5,
+    }
+    assert SpaceMap(spec_spaces(parse_spec(RAW))).distributions[
+        "model.hidden_layers"
+    ] == IntDistribution(1, 3, step=1)
 
 
 def test_tpe_runs_num_samples_trials_and_is_reproducible(tmp_path):
@@ -157,8 +194,11 @@ def test_method_must_be_model_based(tmp_path):
 
 
 def test_cmaes_runs_num_samples_trials(tmp_path):
-    raw = {**RAW, "model": {"width": 8}, "search": {**RAW["search"], "method": "cmaes",
-                                                   "num_samples": 4}}
+    raw = {
+        **RAW,
+        "model": {"width": 8},
+        "search": {**RAW["search"], "method": "cmaes", "num_samples": 4},
+    }
     driver, result = _drive(f"sqlite:///{tmp_path / 'c.db'}", raw)
     assert result.finished and len(set(result.asked)) == 4
     assert [t.state for t in driver.study.trials] == [OptunaState.COMPLETE] * 4

@@ -34,13 +34,23 @@ pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parents[2]
 TOKEN = "failover-token"
 SAMPLES = 12
-SPEC = {"name": "failover-tpe", "dataset": {"name": "digits"},
-        "model": {"hidden_layers": 1, "width": 16},
-        "training": {"learning_rate": {"loguniform": [0.001, 0.1]}, "max_epochs": 3},
-        "search": {"method": "tpe", "num_samples": SAMPLES, "random_seed": 11,
-                   "objective": {"metric": "test_accuracy"}}}
-LINE = re.compile(r"^(?P<t>\d+\.\d+) (?P<pid>\d+) \S+ \w+ experiment (?P<eid>[\w-]+): "
-                  r"(?:asked trial (?P<tid>[\w-]+)|took lease (?P<lease>\S+))", re.M)
+SPEC = {
+    "name": "failover-tpe",
+    "dataset": {"name": "digits"},
+    "model": {"hidden_layers": 1, "width": 16},
+    "training": {"learning_rate": {"loguniform": [0.001, 0.1]}, "max_epochs": 3},
+    "search": {
+        "method": "tpe",
+        "num_samples": SAMPLES,
+        "random_seed": 11,
+        "objective": {"metric": "test_accuracy"},
+    },
+}
+LINE = re.compile(
+    r"^(?P<t>\d+\.\d+) (?P<pid>\d+) \S+ \w+ experiment (?P<eid>[\w-]+): "
+    r"(?:asked trial (?P<tid>[\w-]+)|took lease (?P<lease>\S+))",
+    re.M,
+)
 
 
 def _wait(predicate, timeout: float, what: str, server=None) -> None:  # noqa: ANN001
@@ -57,20 +67,42 @@ class Serve:
 
     def __init__(self, tmp_path: Path, url: str):
         self.log = tmp_path / "serve.log"
-        env = {**os.environ, "PYTHONPATH": str(REPO), "PYTHONUNBUFFERED": "1",
-               "DNNFRAME_API_TOKEN": TOKEN, "DNNFRAME_WORKERS": "2",
-               "DNNFRAME_TRAIN_FN": "dnnframe.testing.hooks:rate_train",
-               "DNNFRAME_HOOK_EPOCHS": "3", "DNNFRAME_HOOK_EPOCH_SECONDS": "0.3",
-               "DNNFRAME_DRIVER_LEASE_S": "4",
-               "DNNFRAME_DATA_DIR": str(tmp_path / "data"), "TMPDIR": str(tmp_path)}
+        env = {
+            **os.environ,
+            "PYTHONPATH": str(REPO),
+            "PYTHONUNBUFFERED": "1",
+            "DNNFRAME_API_TOKEN": TOKEN,
+            "DNNFRAME_WORKERS": "2",
+            "DNNFRAME_TRAIN_FN": "dnnframe.testing.hooks:rate_train",
+            "DNNFRAME_HOOK_EPOCHS": "3",
+            "DNNFRAME_HOOK_EPOCH_SECONDS": "0.3",
+            "DNNFRAME_DRIVER_LEASE_S": "4",
+            "DNNFRAME_DATA_DIR": str(tmp_path / "data"),
+            "TMPDIR": str(tmp_path),
+        }
         for name in ("DNNFRAME_STORE_URL", "DNNFRAME_BROKER_URL", "WEB_CONCURRENCY"):
             env.pop(name, None)
         with open(self.log, "wb") as fh:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "dnnframe.cli", "serve", "--production",
-                 "--web-workers", "3", "--port", "0", "--store", url],
-                cwd=tmp_path, env=env, stdout=fh, stderr=subprocess.STDOUT,
-                start_new_session=True)
+                [
+                    sys.executable,
+                    "-m",
+                    "dnnframe.cli",
+                    "serve",
+                    "--production",
+                    "--web-workers",
+                    "3",
+                    "--port",
+                    "0",
+                    "--store",
+                    url,
+                ],
+                cwd=tmp_path,
+                env=env,
+                stdout=fh,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
         found: list[str] = []
 
         def listening() -> bool:
@@ -105,23 +137,31 @@ def test_a_killed_driver_service_is_replaced_and_no_trial_is_asked_twice(tmp_pat
     store = open_store(url)
     server = Serve(tmp_path, url)
     try:
-        response = requests.post(server.base + "/api/v1/experiments", json=SPEC, timeout=30,
-                                 headers={"Authorization": f"Bearer {TOKEN}"})
+        response = requests.post(
+            server.base + "/api/v1/experiments",
+            json=SPEC,
+            timeout=30,
+            headers={"Authorization": f"Bearer {TOKEN}"},
+        )
         assert response.status_code == 201, response.text
         eid = response.json()["id"]
         lease = driver_lease_name(eid)
         done = lambda: store.counts_by_state(eid)["COMPLETE"]  # noqa: E731
-        _wait(lambda: done() >= 3 and store.get_lease(lease) is not None, 120,
-              "three trials of the first driver", server)
+        _wait(
+            lambda: done() >= 3 and store.get_lease(lease) is not None,
+            120,
+            "three trials of the first driver",
+            server,
+        )
         first = store.get_lease(lease).owner
         first_pid = int(first.rsplit(":", 1)[1])
         os.kill(first_pid, signal.SIGKILL)
         killed_at = time.time()
-        assert len(store.list_trials(eid, fields=())) < SAMPLES, \
+        assert len(store.list_trials(eid, fields=())) < SAMPLES, (
             "the first driver asked for every trial before the kill: nothing left to take over"
+        )
 
-        _wait(lambda: done() == SAMPLES, 180, f"{SAMPLES} COMPLETE trials after the kill",
-              server)
+        _wait(lambda: done() == SAMPLES, 180, f"{SAMPLES} COMPLETE trials after the kill", server)
         _wait(lambda: store.get_lease(lease) is None, 60, "the last driver to let go", server)
         body = requests.get(f"{server.base}/api/v1/experiments/{eid}", timeout=10).json()
         assert body["status"] == "COMPLETE"
@@ -164,20 +204,33 @@ def test_without_a_broker_the_web_workers_share_the_driver_services_one_pool(tmp
     store = open_store(url)
     server = Serve(tmp_path, url)
     try:
-        spec = {"name": "one-pool", "dataset": {"name": "digits"},
-                "model": {"hidden_layers": 1, "width": 16},
-                "training": {"learning_rate": {"grid": [0.001, 0.002, 0.005, 0.01, 0.02, 0.05]},
-                             "max_epochs": 3}}
+        spec = {
+            "name": "one-pool",
+            "dataset": {"name": "digits"},
+            "model": {"hidden_layers": 1, "width": 16},
+            "training": {
+                "learning_rate": {"grid": [0.001, 0.002, 0.005, 0.01, 0.02, 0.05]},
+                "max_epochs": 3,
+            },
+        }
         ids = []
         for _ in range(3):  # the same spec again is a no-op; any web worker may answer
-            response = requests.post(server.base + "/api/v1/experiments", json=spec, timeout=30,
-                                     headers={"Authorization": f"Bearer {TOKEN}"})
+            response = requests.post(
+                server.base + "/api/v1/experiments",
+                json=spec,
+                timeout=30,
+                headers={"Authorization": f"Bearer {TOKEN}"},
+            )
             assert response.status_code in (200, 201), response.text
             ids.append(response.json()["id"])
         eid = ids[0]
         assert set(ids) == {eid}
-        _wait(lambda: store.counts_by_state(eid).get("COMPLETE", 0) == 6, 120,
-              "six COMPLETE trials", server)
+        _wait(
+            lambda: store.counts_by_state(eid).get("COMPLETE", 0) == 6,
+            120,
+            "six COMPLETE trials",
+            server,
+        )
         web = {int(p) for p in re.findall(r"Booting worker with pid: (\d+)", server.text(0))}
         owners = {int(t.worker.rsplit(":", 1)[1]) for t in store.list_trials(eid)}
         parents = {_parent(pid) for pid in owners}

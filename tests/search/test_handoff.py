@@ -50,9 +50,15 @@ def _spec(name: str, pack_size: int | None = None, seeds: int = 6, width: int = 
     search = {"seeds": list(range(seeds))}
     if pack_size is not None:
         search["pack_size"] = pack_size
-    return parse_spec({"name": name, "dataset": {"name": "iris"},
-                       "model": {"hidden_layers": 1, "width": width},
-                       "training": {"max_epochs": 1}, "search": search})
+    return parse_spec(
+        {
+            "name": name,
+            "dataset": {"name": "iris"},
+            "model": {"hidden_layers": 1, "width": width},
+            "training": {"max_epochs": 1},
+            "search": search,
+        }
+    )
 
 
 def test_the_web_tier_only_leaves_trials_in_the_store_and_the_service_packs_them():

@@ -8,8 +8,11 @@ from dnnframe.exceptions import SpecError
 from dnnframe.executors.packing import resolve_pack_size
 from dnnframe.spec import count_trials, expand, parse_spec
 
-BASE = {"dataset": "iris", "model": {"width": 8},
-        "training": {"learning_rate": {"loguniform": [0.001, 0.1]}}}
+BASE = {
+    "dataset": "iris",
+    "model": {"width": 8},
+    "training": {"learning_rate": {"loguniform": [0.001, 0.1]}},
+}
 
 
 def _spec(**search):
@@ -33,29 +36,60 @@ def test_asha_samples_like_random_and_sets_max_epochs():
 
 
 def test_tpe_counts_num_samples_in_all():
-    raw = {**BASE, "model": {"width": {"grid": [8, 16]}},
-           "search": {"method": "tpe", "num_samples": 7, "seeds": [5]}}
+    raw = {
+        **BASE,
+        "model": {"width": {"grid": [8, 16]}},
+        "search": {"method": "tpe", "num_samples": 7, "seeds": [5]},
+    }
     assert count_trials(parse_spec(raw)) == 7
     assert [c.seed for c in expand(parse_spec(raw))] == [5] * 7
 
 
-@pytest.mark.parametrize("search, training, path, words", [
-    ({"method": "asha", "min_epochs": 5, "max_epochs": 5}, {}, "search",
-     "min_epochs < max_epochs must hold for ASHA, but got min_epochs=5, max_epochs=5"),
-    ({"method": "asha", "min_epochs": 20}, {}, "search.min_epochs",
-     "min_epochs < max_epochs must hold for ASHA, but got min_epochs=20, max_epochs=20"),
-    ({"method": "asha", "max_epochs": 9}, {"max_epochs": 10}, "search.max_epochs",
-     "search.max_epochs (9) and training.max_epochs (10) differ"),
-    ({"method": "asha"}, {"max_epochs": {"grid": [3, 9]}}, "training.max_epochs",
-     "must not be a search space"),
-    ({"method": "tpe", "pruner": "asha", "objective": {"metric": "train_seconds"}}, {},
-     "search", "'train_seconds' is not"),
-    ({"method": "asha", "eta": 1}, {}, "search.eta", "greater than or equal to 2"),
-    ({"method": "tpe", "seeds": 2}, {}, "search",
-     "method tpe trains each proposed configuration once; seeds must be 1"),
-])
+@pytest.mark.parametrize(
+    "search, training, path, words",
+    [
+        (
+            {"method": "asha", "min_epochs": 5, "max_epochs": 5},
+            {},
+            "search",
+            "min_epochs < max_epochs must hold for ASHA, but got min_epochs=5, max_epochs=5",
+        ),
+        (
+            {"method": "asha", "min_epochs": 20},
+            {},
+            "search.min_epochs",
+            "min_epochs < max_epochs must hold for ASHA, but got min_epochs=20, max_epochs=20",
+        ),
+        (
+            {"method": "asha", "max_epochs": 9},
+            {"max_epochs": 10},
+            "search.max_epochs",
+            "search.max_epochs (9) and training.max_epochs (10) differ",
+        ),
+        (
+            {"method": "asha"},
+            {"max_epochs": {"grid": [3, 9]}},
+            "training.max_epochs",
+            "must not be a search space",
+        ),
+        (
+            {"method": "tpe", "pruner": "asha", "objective": {"metric": "train_seconds"}},
+            {},
+            "search",
+            "'train_seconds' is not",
+        ),
+        ({"method": "asha", "eta": 1}, {}, "search.eta", "greater than or equal to 2"),
+        (
+            {"method": "tpe", "seeds": 2},
+            {},
+            "search",
+            "method tpe trains each proposed configuration once; seeds must be 1",
+        ),
+    ],
+)
 def test_refusals_name_the_field_and_the_rule(search, training, path, words):
     with pytest.raises(SpecError) as info:
         parse_spec({**BASE, "training": {**BASE["training"], **training}, "search": search})
-    assert any(e["path"] == path and words in e["message"] for e in info.value.errors), \
+    assert any(e["path"] == path and words in e["message"] for e in info.value.errors), (
         info.value.errors
+    )

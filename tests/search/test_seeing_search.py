@@ -48,8 +48,11 @@ def test_status_and_report_count_pruned_trials(pruned, tmp_path):
     assert "PRUNED: 5" in out.read_text(encoding="utf-8")
     listing = runner.invoke(cli, ["ls", "--store", url], env={"COLUMNS": "200"})
     assert listing.exit_code == 0, listing.output
-    header, row = [line.split() for line in listing.output.splitlines()
-                   if line.strip() and not set(line.strip()) <= set("─ ")][:2]
+    header, row = [
+        line.split()
+        for line in listing.output.splitlines()
+        if line.strip() and not set(line.strip()) <= set("─ ")
+    ][:2]
     assert row[header.index("pruned") + 1] == "5"  # the created column is two words
 
 
@@ -57,8 +60,12 @@ def test_the_api_gives_the_rungs_of_the_experiment(pruned):
     url, eid = pruned
     app = create_app({"TESTING": True, "STORE_URL": url})
     body = app.test_client().get(f"/api/v1/experiments/{eid}").get_json()
-    assert body["search"] == {"method": "asha", "prunes": True, "rung_metric": "val_accuracy",
-                              "rungs": [1, 2]}
+    assert body["search"] == {
+        "method": "asha",
+        "prunes": True,
+        "rung_metric": "val_accuracy",
+        "rungs": [1, 2],
+    }
     assert body["counts"]["PRUNED"] == 5
     assert body["status_text"] == "finished, 5 of 8 pruned"
 
@@ -75,17 +82,16 @@ def test_experiment_page_draws_the_rung_chart_and_best_so_far(pruned):
     thread.start()
     try:
         with sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=CHROMIUM, headless=True,
-                                        args=["--no-sandbox", "--disable-gpu"])
+            browser = p.chromium.launch(
+                executable_path=CHROMIUM, headless=True, args=["--no-sandbox", "--disable-gpu"]
+            )
             try:
                 page = browser.new_page(viewport={"width": 1280, "height": 1600})
                 errors: list[str] = []
                 page.on("pageerror", lambda exc: errors.append(str(exc)))
                 page.goto(f"http://127.0.0.1:{server.server_port}/experiments/{eid}")
-                expect(page.locator("#chart-curves .main-svg").first).to_be_visible(
-                    timeout=15_000)
-                expect(page.locator("#chart-best .main-svg").first).to_be_visible(
-                    timeout=15_000)
+                expect(page.locator("#chart-curves .main-svg").first).to_be_visible(timeout=15_000)
+                expect(page.locator("#chart-best .main-svg").first).to_be_visible(timeout=15_000)
                 rung = page.evaluate("""() => {
                     const el = document.getElementById('chart-curves');
                     return {title: el.layout.title.text,

@@ -20,9 +20,13 @@ from dnnframe.store import TrialState, open_store
 
 REPO = Path(__file__).resolve().parents[2]
 TOKEN = "resume-token"
-SPEC = {"name": "resumed-tpe", "dataset": {"name": "iris"}, "model": {"width": 8},
-        "training": {"learning_rate": {"loguniform": [0.001, 0.1]}, "max_epochs": 2},
-        "search": {"method": "tpe", "num_samples": 8, "random_seed": 5}}
+SPEC = {
+    "name": "resumed-tpe",
+    "dataset": {"name": "iris"},
+    "model": {"width": 8},
+    "training": {"learning_rate": {"loguniform": [0.001, 0.1]}, "max_epochs": 2},
+    "search": {"method": "tpe", "num_samples": 8, "random_seed": 5},
+}
 
 
 def _free_port() -> int:
@@ -42,21 +46,41 @@ def _wait(predicate, timeout: float, what: str) -> None:
 class Server:
     """``dnnframe serve`` in its own session (so the local pool dies with it)."""
 
-    def __init__(self, tmp_path: Path, url: str, port: int, n: int,
-                 extra: tuple[str, ...] = ()):
+    def __init__(self, tmp_path: Path, url: str, port: int, n: int, extra: tuple[str, ...] = ()):
         self.base = f"http://127.0.0.1:{port}"
         self.log = tmp_path / f"serve-{n}.log"
-        env = {**os.environ, "PYTHONPATH": str(REPO), "DNNFRAME_API_TOKEN": TOKEN,
-               "DNNFRAME_WORKERS": "1", "DNNFRAME_TRAIN_FN": "dnnframe.testing.hooks:sleepy_train",
-               "DNNFRAME_HOOK_EPOCHS": "2", "DNNFRAME_HOOK_EPOCH_SECONDS": "0.2",
-               "DNNFRAME_DATA_DIR": str(tmp_path / "data"), "TMPDIR": str(tmp_path),
-               "DNNFRAME_DRIVER_LEASE_S": "3"}
+        env = {
+            **os.environ,
+            "PYTHONPATH": str(REPO),
+            "DNNFRAME_API_TOKEN": TOKEN,
+            "DNNFRAME_WORKERS": "1",
+            "DNNFRAME_TRAIN_FN": "dnnframe.testing.hooks:sleepy_train",
+            "DNNFRAME_HOOK_EPOCHS": "2",
+            "DNNFRAME_HOOK_EPOCH_SECONDS": "0.2",
+            "DNNFRAME_DATA_DIR": str(tmp_path / "data"),
+            "TMPDIR": str(tmp_path),
+            "DNNFRAME_DRIVER_LEASE_S": "3",
+        }
         env.pop("DNNFRAME_STORE_URL", None)
         with open(self.log, "wb") as fh:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "dnnframe.cli", "serve", "--store", url,
-                 "--port", str(port), *extra], cwd=tmp_path, env=env, stdout=fh,
-                stderr=subprocess.STDOUT, start_new_session=True)
+                [
+                    sys.executable,
+                    "-m",
+                    "dnnframe.cli",
+                    "serve",
+                    "--store",
+                    url,
+                    "--port",
+                    str(port),
+                    *extra,
+                ],
+                cwd=tmp_path,
+                env=env,
+                stdout=fh,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
         _wait(self._up, 60, f"the server on {self.base}:\n{self.text()}")
 
     def _up(self) -> bool:
@@ -79,16 +103,21 @@ class Server:
         self.proc.wait(timeout=30)
 
 
-@pytest.mark.parametrize("restart", [(), ("--production", "--web-workers", "2")],
-                         ids=["werkzeug", "gunicorn"])
+@pytest.mark.parametrize(
+    "restart", [(), ("--production", "--web-workers", "2")], ids=["werkzeug", "gunicorn"]
+)
 def test_a_killed_server_resumes_its_tpe_driver_on_restart(tmp_path, restart):
     url = f"sqlite:///{tmp_path / 'serve.db'}"
     port = _free_port()
     store = open_store(url)
     first = Server(tmp_path, url, port, 1)
     try:
-        response = requests.post(first.base + "/api/v1/experiments", json=SPEC, timeout=30,
-                                 headers={"Authorization": f"Bearer {TOKEN}"})
+        response = requests.post(
+            first.base + "/api/v1/experiments",
+            json=SPEC,
+            timeout=30,
+            headers={"Authorization": f"Bearer {TOKEN}"},
+        )
         assert response.status_code == 201, response.text
         eid = response.json()["id"]
         done = lambda: store.counts_by_state(eid).get("COMPLETE", 0)  # noqa: E731

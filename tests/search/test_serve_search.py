@@ -58,8 +58,9 @@ def test_a_posted_tpe_spec_is_stored_and_a_driver_service_fills_it(tmp_path, mon
         assert not app.extensions["dnnframe"].has_executor
         assert store.list_trials(eid) == [] and store.get_lease(driver_lease_name(eid)) is None
         with LocalExecutor(url, workers=1, train_fn=one_by_one(shaped_train)) as ex:
-            running = Running(DriverService(store, lambda: ex, owner="svc:1", ttl_s=30,
-                                            poll_s=0.05))
+            running = Running(
+                DriverService(store, lambda: ex, owner="svc:1", ttl_s=30, poll_s=0.05)
+            )
             try:
                 _wait(lambda: store.counts_by_state(eid)["COMPLETE"] == 5, 300, "5 trials")
                 _wait(lambda: not running.service.driving, 60, "the driver to end")
@@ -118,7 +119,9 @@ def test_a_driver_that_loses_its_lease_asks_nothing_more(tmp_path, monkeypatch):
     lease.release()
     assert result.stopped and not result.finished
     assert asked_after_loss == [True]  # asked once more, answered no, and stopped
-    assert len(result.asked) < 12 and len(store.list_trials(spec.experiment_id)) == len(result.asked)
+    assert len(result.asked) < 12 and len(store.list_trials(spec.experiment_id)) == len(
+        result.asked
+    )
     assert store.get_lease(name).owner == "second:2"  # the old holder's release left it alone
     store.close()
 

@@ -83,8 +83,17 @@ def atomic_operations(backend, monkeypatch):
     import mongomock
 
     lock = threading.RLock()
-    for name in ("update_one", "update_many", "find_one", "find_one_and_update", "insert_one",
-                 "insert_many", "count_documents", "aggregate", "find_one_and_delete"):
+    for name in (
+        "update_one",
+        "update_many",
+        "find_one",
+        "find_one_and_update",
+        "insert_one",
+        "insert_many",
+        "count_documents",
+        "aggregate",
+        "find_one_and_delete",
+    ):
         real = getattr(mongomock.collection.Collection, name)
 
         def locked(self, *args, _real=real, **kwargs):

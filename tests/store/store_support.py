@@ -13,8 +13,9 @@ from dnnframe.store import ResultStore, TrialState
 
 MONGODB_URL = os.environ.get("DNNFRAME_TEST_MONGODB_URL")
 # The server the PostgreSQL cases create their databases on (trust auth in CI, see .ci/run).
-POSTGRESQL_URL = os.environ.get("DNNFRAME_TEST_POSTGRESQL_URL",
-                                "postgresql://postgres@127.0.0.1:5432/postgres")
+POSTGRESQL_URL = os.environ.get(
+    "DNNFRAME_TEST_POSTGRESQL_URL", "postgresql://postgres@127.0.0.1:5432/postgres"
+)
 # The real-server case joins the suite only when a server is configured;
 # test_store_mongodb.py::test_real_mongodb_server says once, explicitly, when it is not.
 BACKENDS = ["sqlite", "mongomock", "memory", "postgresql"] + (["mongodb"] if MONGODB_URL else [])
@@ -28,8 +29,10 @@ def postgresql_unreachable() -> str | None:
     try:
         psycopg.connect(POSTGRESQL_URL, connect_timeout=3, autocommit=True).close()
     except psycopg.Error as e:
-        return (f"no PostgreSQL server answers at {POSTGRESQL_URL} ({' '.join(str(e).split())}); "
-                ".ci/run installs and starts one, or set DNNFRAME_TEST_POSTGRESQL_URL")
+        return (
+            f"no PostgreSQL server answers at {POSTGRESQL_URL} ({' '.join(str(e).split())}); "
+            ".ci/run installs and starts one, or set DNNFRAME_TEST_POSTGRESQL_URL"
+        )
     return None
 
 
@@ -84,11 +87,21 @@ def make(store: ResultStore, n: int = 3, eid: str = "exp1") -> list[str]:
     return ids
 
 
-def run(store: ResultStore, tid: str, acc: float | None, state=TrialState.COMPLETE,
-        epochs: int = 2, worker: str = "w") -> None:
+def run(
+    store: ResultStore,
+    tid: str,
+    acc: float | None,
+    state=TrialState.COMPLETE,
+    epochs: int = 2,
+    worker: str = "w",
+) -> None:
     assert store.claim_trial(tid, worker) is not None
     for e in range(epochs):
         store.append_metrics(tid, {"epoch": e, "val_loss": 1.0 / (e + 1)})
-    result = {"status": state.value, "metrics": {"test_accuracy": acc},
-              "timings": {"train": 10 - (acc or 0)}, "history": [{"epoch": 0}]}
+    result = {
+        "status": state.value,
+        "metrics": {"test_accuracy": acc},
+        "timings": {"train": 10 - (acc or 0)},
+        "history": [{"epoch": 0}],
+    }
     assert store.finish_trial(tid, state, result=result, worker=worker)

@@ -12,15 +12,16 @@ from dnnframe.store import TrialState
 
 def test_claim_trials_wins_what_it_can_and_applies_the_cap_per_trial(store):
     ids = make(store, 5)
-    assert store.claim_trial(ids[2], "dead") is not None      # one delivery already spent
+    assert store.claim_trial(ids[2], "dead") is not None  # one delivery already spent
     assert store.requeue_stale(0) == [ids[2]]
     assert store.claim_trial(ids[0], "other") is not None  # running elsewhere
-    run(store, ids[1], 0.5)                                   # finished
+    run(store, ids[1], 0.5)  # finished
     cursor = store.latest_seq()
     won = store.claim_trials([*ids, ids[3]], "w", max_attempts=1)
     assert [r.id for r in won] == [ids[3], ids[4]]
-    assert all((r.state, r.worker, r.attempts, r.metrics) == (TrialState.RUNNING, "w", 1, [])
-               for r in won)
+    assert all(
+        (r.state, r.worker, r.attempts, r.metrics) == (TrialState.RUNNING, "w", 1, []) for r in won
+    )
     capped = store.get_trial(ids[2])
     assert capped.state is TrialState.FAILED and capped.error.startswith("delivery cap reached")
     assert store.get_trial(ids[0]).worker == "other"
@@ -48,8 +49,10 @@ def test_batches_naming_an_unknown_trial_change_nothing(store):
     assert store.get_trial(ids[0]).state is TrialState.QUEUED
     store.claim_trial(ids[0], "w")
     with pytest.raises(NotFoundError, match="nope"):
-        store.finish_trials([(ids[0], TrialState.COMPLETE, None, None),
-                             ("nope", TrialState.COMPLETE, None, None)], worker="w")
+        store.finish_trials(
+            [(ids[0], TrialState.COMPLETE, None, None), ("nope", TrialState.COMPLETE, None, None)],
+            worker="w",
+        )
     assert store.get_trial(ids[0]).state is TrialState.RUNNING
     with pytest.raises(NotFoundError, match="nope"):
         store.cancel_requested([ids[0], "nope"])
@@ -95,11 +98,19 @@ def test_append_metrics_many_writes_owned_running_trials_only(store):
     cursor = store.latest_seq()
     for epoch in (1, 2):
         written = store.append_metrics_many(
-            {a: {"epoch": epoch, "val_loss": float("nan")}, b: {"epoch": epoch},
-             c: {"epoch": epoch}, d: {"epoch": epoch}}, worker="w")
+            {
+                a: {"epoch": epoch, "val_loss": float("nan")},
+                b: {"epoch": epoch},
+                c: {"epoch": epoch},
+                d: {"epoch": epoch},
+            },
+            worker="w",
+        )
         assert written == {a, b}
-    assert store.get_trial(a).metrics == [{"epoch": 1, "val_loss": None},
-                                          {"epoch": 2, "val_loss": None}]
+    assert store.get_trial(a).metrics == [
+        {"epoch": 1, "val_loss": None},
+        {"epoch": 2, "val_loss": None},
+    ]
     assert [m["epoch"] for m in store.get_trial(b).metrics] == [1, 2]
     assert store.get_trial(c).metrics == [] and store.get_trial(d).metrics == []
     changed = store.list_trials(since=cursor)
@@ -114,12 +125,19 @@ def test_append_metrics_many_appends_several_epochs_in_order(store):
     store.append_metrics_many({a: {"epoch": 1}}, worker="w")
     cursor = store.latest_seq()
     written = store.append_metrics_many(
-        {a: [{"epoch": 2}, {"epoch": 3, "val_loss": float("inf")}],
-         b: [{"epoch": 1}, {"epoch": 2}, {"epoch": 3}, {"epoch": 4}],
-         c: [{"epoch": 1}, {"epoch": 2}]}, worker="w")
+        {
+            a: [{"epoch": 2}, {"epoch": 3, "val_loss": float("inf")}],
+            b: [{"epoch": 1}, {"epoch": 2}, {"epoch": 3}, {"epoch": 4}],
+            c: [{"epoch": 1}, {"epoch": 2}],
+        },
+        worker="w",
+    )
     assert written == {a, b}
-    assert store.get_trial(a).metrics == [{"epoch": 1}, {"epoch": 2},
-                                          {"epoch": 3, "val_loss": None}]
+    assert store.get_trial(a).metrics == [
+        {"epoch": 1},
+        {"epoch": 2},
+        {"epoch": 3, "val_loss": None},
+    ]
     assert [m["epoch"] for m in store.get_trial(b).metrics] == [1, 2, 3, 4]
     assert store.get_trial(c).metrics == []
     assert sorted(t.id for t in store.list_trials(since=cursor)) == sorted([a, b])
@@ -131,13 +149,16 @@ def test_finish_trials_applies_each_trials_rules(store):
     store.claim_trials([a, b], "w")
     store.claim_trial(c, "other")
     result = {"status": "COMPLETE", "metrics": {"test_accuracy": 0.75}}
-    done = store.finish_trials([
-        (a, TrialState.COMPLETE, result, None),
-        (b, "DIVERGED", None, "diverged at epoch 3"),
-        (c, TrialState.COMPLETE, result, None),          # another worker's: refused
-        (d, TrialState.CANCELLED, None, "user"),         # QUEUED may be cancelled
-        (e, TrialState.COMPLETE, result, None),          # QUEUED may not complete
-    ], worker="w")
+    done = store.finish_trials(
+        [
+            (a, TrialState.COMPLETE, result, None),
+            (b, "DIVERGED", None, "diverged at epoch 3"),
+            (c, TrialState.COMPLETE, result, None),  # another worker's: refused
+            (d, TrialState.CANCELLED, None, "user"),  # QUEUED may be cancelled
+            (e, TrialState.COMPLETE, result, None),  # QUEUED may not complete
+        ],
+        worker="w",
+    )
     assert done == {a, b, d}
     ta, tb = store.get_trial(a), store.get_trial(b)
     assert ta.state is TrialState.COMPLETE and ta.result["metrics"]["test_accuracy"] == 0.75

@@ -54,8 +54,9 @@ RACE = textwrap.dedent("""
 @pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
 def test_closing_a_store_under_reading_threads_ends_their_reads_cleanly(url, backend):
     rounds = 40 if backend == "sqlite" else 10
-    done = subprocess.run([sys.executable, "-c", RACE, url, str(rounds)],
-                          capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-c", RACE, url, str(rounds)], capture_output=True, text=True, timeout=300
+    )
     assert done.returncode == 0, f"exit {done.returncode}:\n{done.stderr[-3000:]}"
     errors, other = map(int, done.stdout.split())
     assert (errors, other) == (4 * rounds, 0), done.stderr[-3000:]

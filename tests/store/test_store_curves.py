@@ -39,8 +39,7 @@ def test_any_number_of_epochs_in_one_write_is_stored_in_order(store, counts):
     assert store.append_metrics_many(more, worker="w") == set(ids)
     for tid, n in zip(ids, counts):
         assert store.get_trial(tid).metrics == _epochs(1, 2 * n)
-    assert store.rung_values("e", 50, "val_loss") == \
-        [1.0 / 50 for n in counts if 2 * n >= 50]
+    assert store.rung_values("e", 50, "val_loss") == [1.0 / 50 for n in counts if 2 * n >= 50]
 
 
 def test_an_epoch_already_stored_is_not_stored_again(store):
@@ -48,8 +47,9 @@ def test_an_epoch_already_stored_is_not_stored_again(store):
     assert store.append_metrics_many({a: _epochs(1, 3, "first try")}, worker="w") == {a}
     # the same write again (its answer was lost), then resent with the next epochs
     assert store.append_metrics_many({a: _epochs(1, 3, "again")}, worker="w") == {a}
-    assert store.append_metrics_many({a: _epochs(1, 5, "resent"), b: _epochs(1, 2)},
-                                     worker="w") == {a, b}
+    assert store.append_metrics_many(
+        {a: _epochs(1, 5, "resent"), b: _epochs(1, 2)}, worker="w"
+    ) == {a, b}
     assert store.get_trial(a).metrics == _epochs(1, 3, "first try") + _epochs(4, 5, "resent")
     assert store.get_trial(b).metrics == _epochs(1, 2)
 
@@ -65,8 +65,13 @@ FAST_SPEC = {
     "name": "fast-epochs",
     "dataset": {"name": "iris"},
     "model": {"hidden_layers": 1, "width": 8, "activation": "relu"},
-    "training": {"optimizer": "adam", "learning_rate": 0.01, "batch_size": 256,
-                 "max_epochs": 400, "early_stopping": None},
+    "training": {
+        "optimizer": "adam",
+        "learning_rate": 0.01,
+        "batch_size": 256,
+        "max_epochs": 400,
+        "early_stopping": None,
+    },
     "search": {"seeds": 4},
 }
 
@@ -76,9 +81,23 @@ def test_a_sweep_of_fast_epochs_stores_every_epoch(tmp_path):
     spec = tmp_path / "fast.yaml"
     spec.write_text(yaml.safe_dump(FAST_SPEC))
     url = f"sqlite:///{tmp_path / 'fast.db'}"
-    done = subprocess.run([sys.executable, "-m", "dnnframe.cli", "run", str(spec), "-w", "1",
-                           "--store", url, "--json"], capture_output=True, text=True,
-                          timeout=300)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "dnnframe.cli",
+            "run",
+            str(spec),
+            "-w",
+            "1",
+            "--store",
+            url,
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     assert "could not record" not in done.stderr
     assert json.loads(done.stdout)["counts"]["COMPLETE"] == 4

@@ -7,19 +7,31 @@ import io
 
 from dnnframe.store import TrialState
 
-EVIL = ["=HYPERLINK(\"http://evil.example\",\"x\")", "+1+cmd|' /C calc'!A0", "-2+3",
-        "@SUM(A1)", "\tcell", "\rcell"]
+EVIL = [
+    '=HYPERLINK("http://evil.example","x")',
+    "+1+cmd|' /C calc'!A0",
+    "-2+3",
+    "@SUM(A1)",
+    "\tcell",
+    "\rcell",
+]
 
 
 def test_csv_cells_that_spreadsheets_would_run_are_quoted(store):
     store.create_experiment("e", "e", {}, len(EVIL))
     ids = [f"t{i}" for i in range(len(EVIL))]
-    store.create_trials("e", [(tid, {"dataset": {"name": "csv", "label_column": text},
-                                     "=key": text, "seed": -1})
-                              for tid, text in zip(ids, EVIL)])
+    store.create_trials(
+        "e",
+        [
+            (tid, {"dataset": {"name": "csv", "label_column": text}, "=key": text, "seed": -1})
+            for tid, text in zip(ids, EVIL)
+        ],
+    )
     store.claim_trials(ids, "w")
-    store.finish_trials([(tid, TrialState.COMPLETE, {"metrics": {"test_loss": -0.25}}, None)
-                         for tid in ids], worker="w")
+    store.finish_trials(
+        [(tid, TrialState.COMPLETE, {"metrics": {"test_loss": -0.25}}, None) for tid in ids],
+        worker="w",
+    )
     buf = io.StringIO()
     assert store.export_csv(buf, experiment_id="e") == len(EVIL)
     table = list(csv.reader(io.StringIO(buf.getvalue(), newline="")))

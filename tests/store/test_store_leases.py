@@ -109,8 +109,10 @@ def test_of_processes_acquiring_at_once_exactly_one_wins(url, backend):
         pass  # create the store before the race, so the processes race only for the lease
     ctx = mp.get_context("spawn")  # fresh interpreters: nothing shared but the store
     out, barrier = ctx.Queue(), ctx.Barrier(n)
-    procs = [ctx.Process(target=_acquire_in_process, args=(url, f"p:{k}", barrier, out))
-             for k in range(n)]
+    procs = [
+        ctx.Process(target=_acquire_in_process, args=(url, f"p:{k}", barrier, out))
+        for k in range(n)
+    ]
     for p in procs:
         p.start()
     results = dict(out.get(timeout=120) for _ in procs)

@@ -18,9 +18,11 @@ from dnnframe.store.mongodb import redact
 def test_real_mongodb_server():
     """The contract suite runs against a real server only when one is configured."""
     if not MONGODB_URL:
-        skip_optional("no MongoDB server can be installed on this machine; set "
-                    "DNNFRAME_TEST_MONGODB_URL=mongodb://host:27017 to run the whole contract "
-                    "suite and the multi-process test against a real server")
+        skip_optional(
+            "no MongoDB server can be installed on this machine; set "
+            "DNNFRAME_TEST_MONGODB_URL=mongodb://host:27017 to run the whole contract "
+            "suite and the multi-process test against a real server"
+        )
     s = open_store(MONGODB_URL.rstrip("/") + "/dnnframe_test_ping")
     try:
         assert s.list_experiments(limit=1) is not None
@@ -31,7 +33,9 @@ def test_real_mongodb_server():
 
 def test_unreachable_server_names_url_without_password(monkeypatch):
     monkeypatch.setenv("DNNFRAME_MONGO_TIMEOUT_S", "0.3")
-    with pytest.raises(StoreError, match=r"mongodb://user:\*\*\*@127\.0\.0\.1:1/db.*unreachable") as e:
+    with pytest.raises(
+        StoreError, match=r"mongodb://user:\*\*\*@127\.0\.0\.1:1/db.*unreachable"
+    ) as e:
         open_store("mongodb://user:secret@127.0.0.1:1/db")
     assert "secret" not in str(e.value)
 
@@ -101,7 +105,9 @@ def test_persistent_outage_becomes_store_error(monkeypatch):
 
     monkeypatch.setattr("dnnframe.retrying.pause", lambda s: None)
     monkeypatch.setattr(mongomock.collection.Collection, "find_one", down)
-    with pytest.raises(StoreError, match="mongomock://localhost/outage.*unreachable after 6 attempts"):
+    with pytest.raises(
+        StoreError, match="mongomock://localhost/outage.*unreachable after 6 attempts"
+    ):
         s.get_experiment("e")
 
 
@@ -195,5 +201,8 @@ def test_take_dispatch_gives_back_what_it_took_when_the_server_drops_mid_way(mon
     with pytest.raises(StoreError, match="connection reset"):
         s.take_dispatch()
     monkeypatch.undo()
-    assert sorted(s.take_dispatch()) == [("t1", "default.retry"), ("t2", "default.retry"),
-                                         ("t3", "gpu.retry")]
+    assert sorted(s.take_dispatch()) == [
+        ("t1", "default.retry"),
+        ("t2", "default.retry"),
+        ("t3", "gpu.retry"),
+    ]

@@ -40,8 +40,9 @@ def test_a_note_is_empty_until_written_then_replaced_whole(store, clock):
     clock[0] = 1005.0
     assert store.set_experiment_note("e", "shorter") == NoteRecord("shorter", 2, 1005.0)
     assert store.experiment_note("e") == NoteRecord("shorter", 2, 1005.0)
-    assert store.set_trial_note("t0", "odd curve", expected_version=0) == \
-        NoteRecord("odd curve", 1, 1005.0)
+    assert store.set_trial_note("t0", "odd curve", expected_version=0) == NoteRecord(
+        "odd curve", 1, 1005.0
+    )
     assert store.trial_note("t1") == NoteRecord()  # each trial has its own
     clock[0] = 1010.0
     assert store.set_experiment_note("e", "", expected_version=2) == NoteRecord("", 3, 1010.0)
@@ -84,10 +85,12 @@ def test_a_save_from_a_stale_version_is_refused_and_changes_nothing(store):
 
 def test_unknown_experiments_and_trials_are_not_found_and_get_no_note(store):
     _experiment(store)
-    for call in (lambda: store.experiment_note("nope"),
-                 lambda: store.set_experiment_note("nope", "x"),
-                 lambda: store.trial_note("nope"),
-                 lambda: store.set_trial_note("nope", "x", expected_version=0)):
+    for call in (
+        lambda: store.experiment_note("nope"),
+        lambda: store.set_experiment_note("nope", "x"),
+        lambda: store.trial_note("nope"),
+        lambda: store.set_trial_note("nope", "x", expected_version=0),
+    ):
         with pytest.raises(NotFoundError, match="'nope' not found"):
             call()
     # an experiment id is no trial id, and the reverse
@@ -99,16 +102,19 @@ def test_unknown_experiments_and_trials_are_not_found_and_get_no_note(store):
     assert store.experiment_note("nope") == NoteRecord()
 
 
-@pytest.mark.parametrize("text, message", [
-    (None, "note text must be a string, got NoneType"),
-    (42, "note text must be a string, got int"),
-    ("x" * (MAX_NOTE_CHARS + 1), f"at most {MAX_NOTE_CHARS:,} characters, got 10,001"),
-    ("a\x00b", r"control characters .* got '\\x00' at character 2"),
-    ("bell\x07", r"got '\\x07' at character 5"),
-    ("\x1b[31m", "control characters"),
-    ("del\x7f", "control characters"),
-    ("half \ud800 a pair", "lone surrogate at character 6"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        (None, "note text must be a string, got NoneType"),
+        (42, "note text must be a string, got int"),
+        ("x" * (MAX_NOTE_CHARS + 1), f"at most {MAX_NOTE_CHARS:,} characters, got 10,001"),
+        ("a\x00b", r"control characters .* got '\\x00' at character 2"),
+        ("bell\x07", r"got '\\x07' at character 5"),
+        ("\x1b[31m", "control characters"),
+        ("del\x7f", "control characters"),
+        ("half \ud800 a pair", "lone surrogate at character 6"),
+    ],
+)
 def test_a_bad_text_is_refused_by_name(store, text, message):
     _experiment(store)
     with pytest.raises(ValueError, match=message):
@@ -200,8 +206,10 @@ def test_threads_writing_different_notes_lose_none(store, atomic_operations):
     for t in threads:
         t.join()
     assert failures == []
-    assert (store.experiment_note("e").text, store.experiment_note("e").version) == \
-        (f"e round {rounds - 1}", rounds)
+    assert (store.experiment_note("e").text, store.experiment_note("e").version) == (
+        f"e round {rounds - 1}",
+        rounds,
+    )
     for tid in trials:
         note = store.trial_note(tid)
         assert (note.text, note.version) == (f"{tid} round {rounds - 1}", rounds)
@@ -249,8 +257,7 @@ def test_processes_saving_at_once_lose_nothing_and_one_first_save_wins(url, back
         _experiment(s, "e", tuple(f"t{k}" for k in range(n)))
     ctx = mp.get_context("spawn")  # fresh interpreters: nothing shared but the store
     out, barrier = ctx.Queue(), ctx.Barrier(n)
-    procs = [ctx.Process(target=_save_in_process, args=(url, k, barrier, out))
-             for k in range(n)]
+    procs = [ctx.Process(target=_save_in_process, args=(url, k, barrier, out)) for k in range(n)]
     for p in procs:
         p.start()
     results = dict(out.get(timeout=120) for _ in procs)
@@ -262,7 +269,8 @@ def test_processes_saving_at_once_lose_nothing_and_one_first_save_wins(url, back
     with open_store(url) as s:
         assert s.experiment_note("e").text == f"from process {winners[0]}"
         assert [s.trial_note(f"t{k}").text for k in range(n)] == [
-            f"process {k} was here" for k in range(n)]
+            f"process {k} was here" for k in range(n)
+        ]
 
 
 def test_a_sqlite_store_from_before_notes_gets_them_when_opened(tmp_path):
@@ -282,8 +290,7 @@ def test_a_sqlite_store_from_before_notes_gets_them_when_opened(tmp_path):
 
 
 @pytest.mark.parametrize("backend", ["postgresql"])
-def test_a_postgresql_store_from_before_notes_is_migrated_when_opened(url, backend,
-                                                                      monkeypatch):
+def test_a_postgresql_store_from_before_notes_is_migrated_when_opened(url, backend, monkeypatch):
     before_notes = [m for m in postgresql_schema.MIGRATIONS if m[0] < 3]
     with monkeypatch.context() as m:  # the dnnframe of before: its migrations only
         m.setattr(postgresql_schema, "MIGRATIONS", before_notes)

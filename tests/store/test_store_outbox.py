@@ -12,7 +12,10 @@ def test_held_dispatch_is_taken_once_oldest_first(store):
     store.hold_dispatch([("t1", "default"), ("t2", "gpu")])
     store.hold_dispatch([("t3", "default"), ("t1", "default")])  # held again: one entry
     assert sorted(store.take_dispatch(limit=2) + store.take_dispatch()) == [
-        ("t1", "default"), ("t2", "gpu"), ("t3", "default")]
+        ("t1", "default"),
+        ("t2", "gpu"),
+        ("t3", "default"),
+    ]
     assert store.take_dispatch() == []
     store.hold_dispatch([])
     with pytest.raises(ValueError, match="trial_id, queue"):

@@ -70,20 +70,35 @@ def private_cluster() -> Iterator[tuple[str, Callable[[], None], Callable[[], No
     data, log = home / "data", home / "server.log"
 
     def ctl(*args: str) -> None:
-        subprocess.run([*as_owner, pg_ctl, "-D", str(data), "-l", str(log), "-w", "-t", "60",
-                        *args], check=True, capture_output=True, timeout=90)
+        subprocess.run(
+            [*as_owner, pg_ctl, "-D", str(data), "-l", str(log), "-w", "-t", "60", *args],
+            check=True,
+            capture_output=True,
+            timeout=90,
+        )
 
-    subprocess.run([*as_owner, initdb[-1], "-D", str(data), "-U", "postgres", "--auth=trust"],
-                   check=True, capture_output=True, timeout=120)
-    start = functools.partial(ctl, "-o", f"-c listen_addresses=127.0.0.1 -p {port} "
-                              f"-c unix_socket_directories={home}", "start")
+    subprocess.run(
+        [*as_owner, initdb[-1], "-D", str(data), "-U", "postgres", "--auth=trust"],
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
+    start = functools.partial(
+        ctl,
+        "-o",
+        f"-c listen_addresses=127.0.0.1 -p {port} -c unix_socket_directories={home}",
+        "start",
+    )
     stop = functools.partial(ctl, "-m", "fast", "stop")
     start()
     try:
         yield f"postgresql://postgres@127.0.0.1:{port}/postgres", start, stop
     finally:
-        subprocess.run([*as_owner, pg_ctl, "-D", str(data), "-m", "immediate", "stop"],
-                       capture_output=True, timeout=90)
+        subprocess.run(
+            [*as_owner, pg_ctl, "-D", str(data), "-m", "immediate", "stop"],
+            capture_output=True,
+            timeout=90,
+        )
         shutil.rmtree(home, ignore_errors=True)
 
 
@@ -123,7 +138,8 @@ class LostCommits:
 
 @pytest.mark.parametrize("write", list(WRITES))
 def test_a_write_committed_before_its_answer_was_lost_is_not_applied_twice(
-        write, new_db, monkeypatch):
+    write, new_db, monkeypatch
+):
     setup, action = WRITES[write]
     lost = LostCommits(monkeypatch)
     with open_store(new_db()) as clean:
@@ -146,8 +162,9 @@ def test_a_connection_killed_by_the_server_is_replaced(new_db):
         with psycopg.connect(s.url, autocommit=True) as admin:
             killed = admin.execute(
                 "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE "
-                "datname = current_database() AND application_name = 'dnnframe'").fetchall()
-        assert killed and all(ok for ok, in killed)
+                "datname = current_database() AND application_name = 'dnnframe'"
+            ).fetchall()
+        assert killed and all(ok for (ok,) in killed)
         assert [r.id for r in s.claim_trials(["a", "b"], "w")] == ["a", "b"]
         assert s.get_experiment("e").counts == {"RUNNING": 2}
 
@@ -187,11 +204,16 @@ def test_a_server_that_stays_away_is_retried_then_named(new_db, monkeypatch):
         admin_url = psycopg.conninfo.make_conninfo(s.url, dbname="postgres")
         with psycopg.connect(admin_url, autocommit=True) as admin:
             admin.execute(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS false')
-            admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                          "WHERE datname = %s AND application_name = 'dnnframe'", (name,))
+            admin.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                "WHERE datname = %s AND application_name = 'dnnframe'",
+                (name,),
+            )
             try:
-                with pytest.raises(StoreError, match="PostgreSQL server unreachable.*not "
-                                                     "currently accepting connections"):
+                with pytest.raises(
+                    StoreError,
+                    match="PostgreSQL server unreachable.*not currently accepting connections",
+                ):
                     s.create_trials("e", [("a", {})])
             finally:
                 admin.execute(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS true')
@@ -217,8 +239,9 @@ def test_a_writer_stopped_inside_its_transaction_does_not_hold_the_store(new_db,
     url = new_db()
     with open_store(url) as s, open_store(url) as other:
         s.create_experiment("e", "e", {}, 2)
-        writer = threading.Thread(target=lambda: s.create_trials("e", [("a", {})]),
-                                  name="stopped-writer")
+        writer = threading.Thread(
+            target=lambda: s.create_trials("e", [("a", {})]), name="stopped-writer"
+        )
         writer.start()
         _wait_for(stopped.is_set, "the writer to stop inside its transaction")
         done = threading.Thread(target=lambda: other.create_trials("e", [("b", {})]))
@@ -239,10 +262,16 @@ def test_threads_that_ended_leave_no_connection_behind(new_db):
             t.join(timeout=60)
         s.list_trials()  # this thread's connection; the ended threads' ones are closed
         with psycopg.connect(s.url, autocommit=True) as watch:
-            _wait_for(lambda: watch.execute(
-                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
-                "AND application_name = 'dnnframe'").fetchone()[0] <= 2,
-                "the ended threads' connections to close")
+            _wait_for(
+                lambda: (
+                    watch.execute(
+                        "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                        "AND application_name = 'dnnframe'"
+                    ).fetchone()[0]
+                    <= 2
+                ),
+                "the ended threads' connections to close",
+            )
 
 
 def test_a_cursor_reader_never_passes_a_write_still_in_flight(new_db):
@@ -253,17 +282,25 @@ def test_a_cursor_reader_never_passes_a_write_still_in_flight(new_db):
         # Another writer has taken its seq and not committed yet.
         slow = psycopg.connect(s.url)
         slow.execute("UPDATE change_counter SET value = value + 1")
-        slow.execute("UPDATE trials SET state = 'CANCELLED', seq = (SELECT value FROM "
-                      "change_counter) WHERE id = 'slow'")
+        slow.execute(
+            "UPDATE trials SET state = 'CANCELLED', seq = (SELECT value FROM "
+            "change_counter) WHERE id = 'slow'"
+        )
         done = threading.Event()
         worker = threading.Thread(target=lambda: (s.claim_trial("fast", "w"), done.set()))
         worker.start()
         try:
             with psycopg.connect(s.url, autocommit=True) as watch:
-                _wait_for(lambda: watch.execute(
-                    "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
-                    "AND wait_event_type = 'Lock'").fetchone()[0] >= 1,
-                    "the second writer to wait for the first")
+                _wait_for(
+                    lambda: (
+                        watch.execute(
+                            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                            "AND wait_event_type = 'Lock'"
+                        ).fetchone()[0]
+                        >= 1
+                    ),
+                    "the second writer to wait for the first",
+                )
             # The later write has not landed ahead of the earlier one, and nothing is shown.
             assert not done.is_set()
             assert s.list_trials(since=cursor) == [] and s.latest_seq() == cursor
@@ -273,8 +310,10 @@ def test_a_cursor_reader_never_passes_a_write_still_in_flight(new_db):
             worker.join(timeout=60)
         assert done.is_set()
         changed = s.list_trials(since=cursor)
-        assert [(t.id, t.state) for t in changed] == [("slow", TrialState.CANCELLED),
-                                                      ("fast", TrialState.RUNNING)]
+        assert [(t.id, t.state) for t in changed] == [
+            ("slow", TrialState.CANCELLED),
+            ("fast", TrialState.RUNNING),
+        ]
         assert changed[0].seq < changed[1].seq == s.latest_seq()
 
 
@@ -299,8 +338,9 @@ def test_schema_is_versioned_and_newer_ones_are_refused(new_db):
     with open_store(url) as s:
         s.create_experiment("e", "e", {}, 0)
     with psycopg.connect(url, autocommit=True) as c:
-        assert [r[0] for r in c.execute("SELECT version FROM schema_version ORDER BY 1")] == \
-            [n for n, _ in schema.MIGRATIONS]
+        assert [r[0] for r in c.execute("SELECT version FROM schema_version ORDER BY 1")] == [
+            n for n, _ in schema.MIGRATIONS
+        ]
         c.execute("INSERT INTO schema_version VALUES (%s, 0)", (schema.latest_version() + 1,))
     with pytest.raises(SchemaVersionError, match=r"schema version \d+, written by a newer"):
         open_store(url)
@@ -311,15 +351,21 @@ def test_a_new_migration_is_applied_once_to_an_existing_store(new_db, monkeypatc
     with open_store(url) as s:
         s.create_experiment("e", "e", {}, 0)
     nxt = schema.latest_version() + 1
-    monkeypatch.setattr(schema, "MIGRATIONS", [*schema.MIGRATIONS,
-                                               (nxt, "ALTER TABLE trials ADD COLUMN note TEXT")])
+    monkeypatch.setattr(
+        schema, "MIGRATIONS", [*schema.MIGRATIONS, (nxt, "ALTER TABLE trials ADD COLUMN note TEXT")]
+    )
     for _ in range(2):  # the second open finds it applied
         with open_store(url) as s:
             assert s.get_experiment("e").name == "e"
     with psycopg.connect(url, autocommit=True) as c:
         assert c.execute("SELECT max(version) FROM schema_version").fetchone()[0] == nxt
-        assert c.execute("SELECT count(*) FROM information_schema.columns WHERE "
-                         "table_name = 'trials' AND column_name = 'note'").fetchone()[0] == 1
+        assert (
+            c.execute(
+                "SELECT count(*) FROM information_schema.columns WHERE "
+                "table_name = 'trials' AND column_name = 'note'"
+            ).fetchone()[0]
+            == 1
+        )
 
 
 def test_a_foreign_database_is_refused_untouched(new_db):
@@ -329,16 +375,20 @@ def test_a_foreign_database_is_refused_untouched(new_db):
     with pytest.raises(StoreCorruptError, match=r"other tables \(users\).*left untouched"):
         open_store(url)
     with psycopg.connect(url, autocommit=True) as c:
-        assert [r[0] for r in c.execute("SELECT table_name FROM information_schema.tables "
-                                        "WHERE table_schema = 'public'")] == ["users"]
+        assert [
+            r[0]
+            for r in c.execute(
+                "SELECT table_name FROM information_schema.tables WHERE table_schema = 'public'"
+            )
+        ] == ["users"]
 
 
-def test_unreachable_server_and_missing_database_are_named_without_password(new_db,
-                                                                           monkeypatch):
+def test_unreachable_server_and_missing_database_are_named_without_password(new_db, monkeypatch):
     slept: list[float] = []
     monkeypatch.setattr(retrying, "pause", slept.append)
-    with pytest.raises(StoreError, match=r"postgresql://u:\*\*\*@127\.0\.0\.1:1/db.*unreachable"
-                       ) as e:
+    with pytest.raises(
+        StoreError, match=r"postgresql://u:\*\*\*@127\.0\.0\.1:1/db.*unreachable"
+    ) as e:
         open_store("postgresql://u:secret@127.0.0.1:1/db")
     assert "secret" not in str(e.value)
     assert slept == []  # refused at once: opening a store is not retried

@@ -29,7 +29,10 @@ def filled(store):
 def test_filter_by_state(filled):
     store, ids = filled
     assert {t.id for t in store.list_trials(state=TrialState.RUNNING)} == {ids[4]}
-    assert {t.id for t in store.list_trials(state=["QUEUED", TrialState.RUNNING])} == {ids[4], ids[5]}
+    assert {t.id for t in store.list_trials(state=["QUEUED", TrialState.RUNNING])} == {
+        ids[4],
+        ids[5],
+    }
     with pytest.raises(ValueError, match="'DONE' is not a trial state"):
         store.list_trials(state="DONE")
 
@@ -38,7 +41,9 @@ def test_sort_by_metric_nulls_last_both_ways(filled):
     store, ids = filled
     asc = [t.id for t in store.list_trials(sort_by="test_accuracy")]
     assert asc[:3] == [ids[0], ids[3], ids[1]]
-    desc = [t.id for t in store.list_trials(sort_by="result.metrics.test_accuracy", descending=True)]
+    desc = [
+        t.id for t in store.list_trials(sort_by="result.metrics.test_accuracy", descending=True)
+    ]
     assert desc[:3] == [ids[1], ids[3], ids[0]]
     assert set(asc[3:]) == set(desc[3:]) == {ids[2], ids[4], ids[5]}
     secs = [t.id for t in store.list_trials(sort_by="train_seconds", limit=2)]
@@ -47,15 +52,18 @@ def test_sort_by_metric_nulls_last_both_ways(filled):
 
 def test_sort_by_config_path_and_columns(filled):
     store, ids = filled
-    by_layers = [t.id for t in store.list_trials(sort_by="config.model.hidden_layers", descending=True)]
+    by_layers = [
+        t.id for t in store.list_trials(sort_by="config.model.hidden_layers", descending=True)
+    ]
     assert by_layers == list(reversed(ids))
     by_state = [t.state.value for t in store.list_trials(sort_by="state")]
     assert by_state == sorted(by_state)
     assert [t.id for t in store.list_trials()] == ids  # default: creation order
 
 
-@pytest.mark.parametrize("bad", ["result; DROP TABLE trials", "config.a-b", "$where", "spec.x",
-                                 "result.metrics.'x'", ""])
+@pytest.mark.parametrize(
+    "bad", ["result; DROP TABLE trials", "config.a-b", "$where", "spec.x", "result.metrics.'x'", ""]
+)
 def test_sort_by_is_validated(store, bad):
     with pytest.raises(ValueError, match="sort_by"):
         store.list_trials(sort_by=bad)
@@ -110,8 +118,11 @@ def test_csv_times_are_iso_8601_utc(store):
     buf = io.StringIO()
     store.export_csv(buf)
     (row,) = csv.DictReader(io.StringIO(buf.getvalue()))
-    for column, value in (("created_at", t.created_at), ("started_at", t.started_at),
-                          ("finished_at", t.finished_at)):
+    for column, value in (
+        ("created_at", t.created_at),
+        ("started_at", t.started_at),
+        ("finished_at", t.finished_at),
+    ):
         assert row[column].endswith("Z") and "T" in row[column]
         parsed = datetime.datetime.fromisoformat(row[column].replace("Z", "+00:00"))
         assert parsed.tzinfo is not None
@@ -156,15 +167,31 @@ def test_trial_values_read_config_and_result_paths_of_each_trial(store):
     store.claim_trial(b, "w")
     store.finish_trial(b, TrialState.FAILED, error="boom", worker="w")
     store.claim_trial(c, "w")
-    store.finish_trial(c, TrialState.COMPLETE, worker="w", result={
-        "metrics": {"test_accuracy": None, "flag": True, "curve": [1, 2]},
-        "deep": {"list": {"x": False}}})
-    paths = ["config.model.hidden_layers", "config.missing.key", "result.metrics.test_accuracy",
-             "result.metrics.flag", "result.metrics.curve", "result.deep.list", "config.model"]
+    store.finish_trial(
+        c,
+        TrialState.COMPLETE,
+        worker="w",
+        result={
+            "metrics": {"test_accuracy": None, "flag": True, "curve": [1, 2]},
+            "deep": {"list": {"x": False}},
+        },
+    )
+    paths = [
+        "config.model.hidden_layers",
+        "config.missing.key",
+        "result.metrics.test_accuracy",
+        "result.metrics.flag",
+        "result.metrics.curve",
+        "result.deep.list",
+        "config.model",
+    ]
     rows = store.trial_values("exp1", paths)
     assert [r["id"] for r in rows] == [a, b, c]  # creation order, only this experiment's
-    assert [r["state"] for r in rows] == [TrialState.COMPLETE, TrialState.FAILED,
-                                          TrialState.COMPLETE]
+    assert [r["state"] for r in rows] == [
+        TrialState.COMPLETE,
+        TrialState.FAILED,
+        TrialState.COMPLETE,
+    ]
     assert rows[1]["error"] == "boom" and rows[0]["error"] is None
     assert [r["config.model.hidden_layers"] for r in rows] == [1, 2, 3]
     assert all(r["config.missing.key"] is None for r in rows)
@@ -176,15 +203,27 @@ def test_trial_values_read_config_and_result_paths_of_each_trial(store):
     assert rows[0]["config.model"] == {"hidden_layers": 1, "width": 8}  # and a path inside it
     # the same values as the whole rows hold
     whole = {t.id: t for t in store.list_trials("exp1")}
-    assert all(r["config.model.hidden_layers"] == whole[r["id"]].config["model"]["hidden_layers"]
-               for r in rows)
+    assert all(
+        r["config.model.hidden_layers"] == whole[r["id"]].config["model"]["hidden_layers"]
+        for r in rows
+    )
     # one path of a column, and a path given twice, read the same
-    single = store.trial_values("exp1", ["result.deep.list", "config.model.hidden_layers",
-                                         "config.model.hidden_layers"])
+    single = store.trial_values(
+        "exp1", ["result.deep.list", "config.model.hidden_layers", "config.model.hidden_layers"]
+    )
     assert [(r["result.deep.list"], r["config.model.hidden_layers"]) for r in single] == [
-        (None, 1), (None, 2), ({"x": False}, 3)]
+        (None, 1),
+        (None, 2),
+        ({"x": False}, 3),
+    ]
     assert store.trial_values("nope", paths) == []
-    for bad in (["metrics.x"], ["config"], ["config.a b"], ["result.x') OR 1=1 --"], "config.model"):
+    for bad in (
+        ["metrics.x"],
+        ["config"],
+        ["config.a b"],
+        ["result.x') OR 1=1 --"],
+        "config.model",
+    ):
         with pytest.raises(ValueError, match="path"):
             store.trial_values("exp1", bad)
 
@@ -202,12 +241,16 @@ def test_since_cursor_returns_changes_only(store):
     store.claim_trial(a, "w")
     assert [t.id for t in store.list_trials(since=cursor2)] == [b, a]  # in change order
     assert store.latest_seq() > cursor2
-    assert [t.id for t in store.list_trials(since=cursor, experiment_id="exp1",
-                                            state=TrialState.RUNNING)] == [b, a]
+    assert [
+        t.id
+        for t in store.list_trials(since=cursor, experiment_id="exp1", state=TrialState.RUNNING)
+    ] == [b, a]
 
 
-@pytest.mark.parametrize("sort_by, descending", [("test_accuracy", False), ("created_at", True),
-                                                 ("seq", True), ("state", False)])
+@pytest.mark.parametrize(
+    "sort_by, descending",
+    [("test_accuracy", False), ("created_at", True), ("seq", True), ("state", False)],
+)
 def test_since_is_refused_in_any_order_but_change_order(store, sort_by, descending):
     with pytest.raises(ValueError, match="since= pages in ascending change order only"):
         store.list_trials(since=0, sort_by=sort_by, descending=descending)
@@ -249,7 +292,8 @@ def test_cursor_pages_see_every_row_of_a_batch_larger_than_a_page(store):
 
 
 def test_interleaved_writers_never_hide_a_finished_trial_from_a_cursor_reader(
-        store, atomic_operations):
+    store, atomic_operations
+):
     ids = make(store, 120)
     stop = threading.Event()
     seen: dict[str, TrialRecord] = {}
@@ -271,10 +315,11 @@ def test_interleaved_writers_never_hide_a_finished_trial_from_a_cursor_reader(
         try:
             mine = ids[k::4]
             for start in range(0, len(mine), 5):
-                pack = [r.id for r in store.claim_trials(mine[start:start + 5], f"w{k}")]
+                pack = [r.id for r in store.claim_trials(mine[start : start + 5], f"w{k}")]
                 store.append_metrics_many({t: {"epoch": 1} for t in pack}, worker=f"w{k}")
-                store.finish_trials([(t, TrialState.COMPLETE, {"k": k}, None) for t in pack],
-                                    worker=f"w{k}")
+                store.finish_trials(
+                    [(t, TrialState.COMPLETE, {"k": k}, None) for t in pack], worker=f"w{k}"
+                )
         except BaseException as exc:  # noqa: BLE001 - reported by the main thread
             errors.append(exc)
 

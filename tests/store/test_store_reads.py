@@ -13,16 +13,23 @@ from dnnframe.store import ResultStore, TrialState
 def make(store: ResultStore, n: int, eid: str) -> list[str]:
     store.create_experiment(eid, f"name-{eid}", {"spec": eid}, n)
     ids = [f"{eid}-t{i}" for i in range(n)]
-    store.create_trials(eid, [(t, {"model": {"hidden_layers": i + 1}, "seed": i})
-                              for i, t in enumerate(ids)])
+    store.create_trials(
+        eid, [(t, {"model": {"hidden_layers": i + 1}, "seed": i}) for i, t in enumerate(ids)]
+    )
     return ids
 
 
 def finish(store: ResultStore, tid: str, acc: float, worker: str = "w") -> None:
     assert store.claim_trial(tid, worker) is not None
-    store.append_metrics_many({tid: [{"epoch": 1, "val_loss": 0.5}, {"epoch": 2, "val_loss": 0.25}]})
-    assert store.finish_trial(tid, TrialState.COMPLETE, worker=worker,
-                              result={"metrics": {"test_accuracy": acc}, "history": [{"epoch": 1}]})
+    store.append_metrics_many(
+        {tid: [{"epoch": 1, "val_loss": 0.5}, {"epoch": 2, "val_loss": 0.25}]}
+    )
+    assert store.finish_trial(
+        tid,
+        TrialState.COMPLETE,
+        worker=worker,
+        result={"metrics": {"test_accuracy": acc}, "history": [{"epoch": 1}]},
+    )
 
 
 @pytest.fixture
@@ -55,15 +62,16 @@ def test_list_trials_reads_only_the_fields_asked_for(three, store, fields):
 
 def test_lean_list_trials_still_filters_sorts_and_pages_on_the_whole_row(three, store):
     finish(store, three[2], 0.5)
-    best = store.list_trials(state="COMPLETE", sort_by="test_accuracy", descending=True,
-                             fields=())
+    best = store.list_trials(state="COMPLETE", sort_by="test_accuracy", descending=True, fields=())
     assert [(t.id, t.result) for t in best] == [(three[0], None), (three[2], None)]
-    by_config = store.list_trials(sort_by="config.model.hidden_layers", descending=True,
-                                  limit=2, fields=["metrics"])
+    by_config = store.list_trials(
+        sort_by="config.model.hidden_layers", descending=True, limit=2, fields=["metrics"]
+    )
     assert [t.id for t in by_config] == [three[2], three[1]]
     assert by_config[1].metrics == [{"epoch": 1, "val_loss": 0.9}]
-    assert store.list_trials("e", state=TrialState.RUNNING, fields=()) == \
-        [t for t in store.list_trials(fields=()) if t.state is TrialState.RUNNING]
+    assert store.list_trials("e", state=TrialState.RUNNING, fields=()) == [
+        t for t in store.list_trials(fields=()) if t.state is TrialState.RUNNING
+    ]
 
 
 def test_lean_change_cursor_sees_every_change(three, store):

@@ -50,25 +50,44 @@ def _cancelled(s: ResultStore) -> None:
 # name -> (set-up, the write)
 WRITES: dict[str, tuple[Callable[[ResultStore], Any], Callable[[ResultStore], Any]]] = {
     "create_experiment": (lambda s: None, lambda s: s.create_experiment("e", "e", {"a": 1}, 3)),
-    "create_trials": (lambda s: s.create_experiment("e", "e", {}, 3),
-                      lambda s: s.create_trials("e", [(t, {"seed": 1}) for t in IDS])),
+    "create_trials": (
+        lambda s: s.create_experiment("e", "e", {}, 3),
+        lambda s: s.create_trials("e", [(t, {"seed": 1}) for t in IDS]),
+    ),
     "cancel_experiment": (_base, lambda s: s.cancel_experiment("e")),
     "requeue_trials": (_cancelled, lambda s: s.requeue_trials("e")),
     "claim_trials": (_base, lambda s: s.claim_trials(IDS, "w", max_attempts=3)),
     "heartbeat_trials": (_claimed, lambda s: s.heartbeat_trials(IDS, "w")),
-    "append_metrics_many": (_claimed, lambda s: s.append_metrics_many(
-        {t: [{"epoch": e, "loss": 1.0 / e} for e in (1, 2, 3)] for t in IDS}, worker="w")),
-    "finish_trials": (_claimed, lambda s: s.finish_trials(
-        [("t0", TrialState.COMPLETE, {"metrics": {"test_accuracy": 0.5}}, None),
-         ("t1", TrialState.FAILED, None, "Traceback: boom"),
-         ("t2", TrialState.CANCELLED, None, "stopped")], worker="w")),
+    "append_metrics_many": (
+        _claimed,
+        lambda s: s.append_metrics_many(
+            {t: [{"epoch": e, "loss": 1.0 / e} for e in (1, 2, 3)] for t in IDS}, worker="w"
+        ),
+    ),
+    "finish_trials": (
+        _claimed,
+        lambda s: s.finish_trials(
+            [
+                ("t0", TrialState.COMPLETE, {"metrics": {"test_accuracy": 0.5}}, None),
+                ("t1", TrialState.FAILED, None, "Traceback: boom"),
+                ("t2", TrialState.CANCELLED, None, "stopped"),
+            ],
+            worker="w",
+        ),
+    ),
     "requeue_stale": (_claimed, lambda s: s.requeue_stale(0, as_of=time.time() + 60)),
     "release_trial": (_claimed, lambda s: s.release_trial("t1", "w")),
     "hold_dispatch": (_base, lambda s: s.hold_dispatch([("t0", "q"), ("t1", "gpu")])),
-    "register_worker": (lambda s: None, lambda s: s.register_worker(
-        "w", host="h", pid=7, current_trial="t0", trials_done=2, info={"queue": "q"})),
-    "set_experiment_note": (_base, lambda s: s.set_experiment_note(
-        "e", "a finding", expected_version=0)),
+    "register_worker": (
+        lambda s: None,
+        lambda s: s.register_worker(
+            "w", host="h", pid=7, current_trial="t0", trials_done=2, info={"queue": "q"}
+        ),
+    ),
+    "set_experiment_note": (
+        _base,
+        lambda s: s.set_experiment_note("e", "a finding", expected_version=0),
+    ),
     "set_trial_note": (_base, lambda s: s.set_trial_note("t1", "an odd curve", 0)),
 }
 
@@ -88,15 +107,24 @@ def _answer(value: Any) -> Any:
 
 def _contents(s: ResultStore) -> Any:
     """Everything a reader can see, without times."""
-    trials = [(t.id, t.state, t.worker, t.attempts, t.metrics, t.result, t.error,
-               t.experiment_ids) for t in s.list_trials()]
-    experiments = [(e.id, e.name, e.spec, e.n_trials, e.cancel_requested, e.counts)
-                   for e in s.list_experiments()]
-    workers = [(w.name, w.host, w.pid, w.current_trial, w.trials_done, w.info)
-               for w in s.list_workers()]
-    notes = [(n.text, n.version) for n in [*(s.experiment_note(e.id) for e in
-                                             s.list_experiments()),
-                                           *(s.trial_note(t.id) for t in s.list_trials())]]
+    trials = [
+        (t.id, t.state, t.worker, t.attempts, t.metrics, t.result, t.error, t.experiment_ids)
+        for t in s.list_trials()
+    ]
+    experiments = [
+        (e.id, e.name, e.spec, e.n_trials, e.cancel_requested, e.counts)
+        for e in s.list_experiments()
+    ]
+    workers = [
+        (w.name, w.host, w.pid, w.current_trial, w.trials_done, w.info) for w in s.list_workers()
+    ]
+    notes = [
+        (n.text, n.version)
+        for n in [
+            *(s.experiment_note(e.id) for e in s.list_experiments()),
+            *(s.trial_note(t.id) for t in s.list_trials()),
+        ]
+    ]
     return trials, experiments, workers, sorted(s.take_dispatch()), notes
 
 
@@ -104,8 +132,17 @@ class LostAnswers:
     """Applies the ``fail_at``-th mongomock write of a call, then raises AutoReconnect as a
     dropped connection would (once); with ``fail_at=None`` only counts the writes."""
 
-    METHODS = ("update_one", "update_many", "insert_one", "insert_many", "replace_one",
-               "find_one_and_update", "find_one_and_delete", "delete_one", "delete_many")
+    METHODS = (
+        "update_one",
+        "update_many",
+        "insert_one",
+        "insert_many",
+        "replace_one",
+        "find_one_and_update",
+        "find_one_and_delete",
+        "delete_one",
+        "delete_many",
+    )
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch):
         self.count, self.fail_at, self.armed = 0, None, False
@@ -122,6 +159,7 @@ class LostAnswers:
                 if self.count == self.fail_at:
                     raise AutoReconnect("connection closed after the write was applied")
             return result
+
         return write
 
     def run(self, action: Callable[[], Any], fail_at: int | None) -> Any:
@@ -138,7 +176,8 @@ def _fresh(backend: str, tmp_path, n: int) -> ResultStore:
 
 @pytest.mark.parametrize("write", list(WRITES))
 def test_a_write_applied_before_the_connection_dropped_is_not_applied_twice(
-        write, tmp_path, monkeypatch):
+    write, tmp_path, monkeypatch
+):
     setup, action = WRITES[write]
     lost = LostAnswers(monkeypatch)
     clean = _fresh("mongomock", tmp_path, 0)

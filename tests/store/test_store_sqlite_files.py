@@ -21,11 +21,14 @@ def snapshot(path: Path) -> dict[str, bytes]:
     return {p.name: p.read_bytes() for p in path.parent.iterdir() if p.name.startswith(path.name)}
 
 
-@pytest.mark.parametrize("content", [
-    b"this is a CSV file, not a database\n1,2,3\n" * 10,
-    b"SQLite format 3\x00" + b"\xff" * 5000,   # right header, garbage after it
-    b"SQLite",                                 # truncated header
-])
+@pytest.mark.parametrize(
+    "content",
+    [
+        b"this is a CSV file, not a database\n1,2,3\n" * 10,
+        b"SQLite format 3\x00" + b"\xff" * 5000,  # right header, garbage after it
+        b"SQLite",  # truncated header
+    ],
+)
 def test_corrupt_file_is_refused_and_untouched(tmp_path, content):
     path = tmp_path / "results.db"
     path.write_bytes(content)
@@ -52,8 +55,10 @@ def test_newer_schema_version_is_refused(tmp_path):
     path = tmp_path / "new.db"
     open_store(f"sqlite:///{path}").close()
     con = sqlite3.connect(path)
-    con.execute("UPDATE dnnframe_meta SET value = ? WHERE key = 'schema_version'",
-                (str(SCHEMA_VERSION + 1),))
+    con.execute(
+        "UPDATE dnnframe_meta SET value = ? WHERE key = 'schema_version'",
+        (str(SCHEMA_VERSION + 1),),
+    )
     con.commit()
     con.close()
     before = snapshot(path)
@@ -81,13 +86,16 @@ def test_empty_file_is_initialised(tmp_path):
     assert path.stat().st_size > 0
 
 
-@pytest.mark.parametrize("url, message", [
-    ("sqlite:///{tmp}/missing/dir/x.db", "does not exist"),
-    ("sqlite:///{tmp}", "is a directory"),
-    ("sqlite:///:memory:", "in-memory"),
-    ("sqlite://relative.db", "sqlite:///relative/path.db"),
-    ("mysql://db/x", "not supported"),
-])
+@pytest.mark.parametrize(
+    "url, message",
+    [
+        ("sqlite:///{tmp}/missing/dir/x.db", "does not exist"),
+        ("sqlite:///{tmp}", "is a directory"),
+        ("sqlite:///:memory:", "in-memory"),
+        ("sqlite://relative.db", "sqlite:///relative/path.db"),
+        ("mysql://db/x", "not supported"),
+    ],
+)
 def test_bad_urls_name_the_url(tmp_path, url, message):
     url = url.format(tmp=tmp_path)
     with pytest.raises(StoreError, match=message) as err:
@@ -158,9 +166,12 @@ def test_processes_claim_and_finish_each_trial_exactly_once(url, backend):
     ctx = mp.get_context("spawn")  # fresh interpreters: nothing shared but the file
     out = ctx.Queue()
     barrier = ctx.Barrier(procs)
-    workers = [ctx.Process(target=_worker,
-                           args=(url, f"w{k}", ids[k * 50:] + ids[:k * 50], out, barrier))
-               for k in range(procs)]
+    workers = [
+        ctx.Process(
+            target=_worker, args=(url, f"w{k}", ids[k * 50 :] + ids[: k * 50], out, barrier)
+        )
+        for k in range(procs)
+    ]
     for p in workers:
         p.start()
     results = dict(out.get(timeout=120) for _ in workers)

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 
 def test_workers(store, clock):
-    store.register_worker("w1", host="h", pid=12, current_trial="t", trials_done=3,
-                          info={"queue": "default"})
+    store.register_worker(
+        "w1", host="h", pid=12, current_trial="t", trials_done=3, info={"queue": "default"}
+    )
     store.register_worker("w2", host="h", pid=13)
     store.register_worker("w1", host="h", pid=12, current_trial=None, trials_done=4)
     ws = store.list_workers()

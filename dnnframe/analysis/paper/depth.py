@@ -111,8 +111,9 @@ def collapse_depth(
     return out
 
 
-def _by_dataset_style(groups: Iterable[dict[str, Any]]
-                      ) -> list[tuple[tuple[str, str], list[dict[str, Any]]]]:
+def _by_dataset_style(
+    groups: Iterable[dict[str, Any]],
+) -> list[tuple[tuple[str, str], list[dict[str, Any]]]]:
     """Groups with an accuracy, gathered per (dataset, style), in sorted order."""
     by_key: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
     for g in groups:

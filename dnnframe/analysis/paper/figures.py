@@ -233,15 +233,28 @@ def _add_baseline(fig: Any, baseline: Sequence[dict[str, Any]], datasets: list[s
     for i, st in enumerate(styles):
         colour = qualitative.Pastel[i % len(qualitative.Pastel)]
         for col, ds in enumerate(datasets, start=1):
-            gs = sorted((g for g in baseline if g["dataset"] == ds and g["style"] == st
-                         and g["acc_mean"] is not None), key=lambda g: g["depth"])
+            gs = sorted(
+                (
+                    g
+                    for g in baseline
+                    if g["dataset"] == ds and g["style"] == st and g["acc_mean"] is not None
+                ),
+                key=lambda g: g["depth"],
+            )
             if gs:
                 fig.add_trace(
-                    go.Scatter(x=[g["depth"] for g in gs], y=[g["acc_mean"] for g in gs],
-                               mode="lines", name=f"earlier: {st}", legendgroup=f"b-{st}",
-                               showlegend=col == 1, line={"color": colour, "dash": "dot",
-                                                          "width": 1.5}),
-                    row=1, col=col)
+                    go.Scatter(
+                        x=[g["depth"] for g in gs],
+                        y=[g["acc_mean"] for g in gs],
+                        mode="lines",
+                        name=f"earlier: {st}",
+                        legendgroup=f"b-{st}",
+                        showlegend=col == 1,
+                        line={"color": colour, "dash": "dot", "width": 1.5},
+                    ),
+                    row=1,
+                    col=col,
+                )
 
 
 def write_figures_html(

@@ -211,8 +211,14 @@ def _training_time(summary: dict[str, Any]) -> list[str]:
     per_epoch = _table(
         ("dataset", "style", "slope (ms / layer / epoch)", "intercept s", "R²", "trials"),
         [
-            (f["dataset"], f["style"], f"{f['slope'] * 1000:.3f}", f"{f['intercept']:.3f}",
-             f"{f['r2']:.3f}", f["n"])
+            (
+                f["dataset"],
+                f["style"],
+                f"{f['slope'] * 1000:.3f}",
+                f"{f['intercept']:.3f}",
+                f"{f['r2']:.3f}",
+                f["n"],
+            )
             for f in summary["fits_seconds_per_epoch"]
         ],
     )
@@ -267,12 +273,29 @@ def _collapse(summary: dict[str, Any]) -> list[str]:
 
 def _plateau(summary: dict[str, Any]) -> list[str]:
     """RQ2: whether accuracy still improves past the 500–700 layer band."""
-    header = ("dataset", "style", "best depth", "best acc", "mean acc 500–700", "deepest",
-              "acc there", "chance", "improves past 700")
+    header = (
+        "dataset",
+        "style",
+        "best depth",
+        "best acc",
+        "mean acc 500–700",
+        "deepest",
+        "acc there",
+        "chance",
+        "improves past 700",
+    )
     rows = [
-        (p["dataset"], p["style"], p["best_depth"], _fmt(p["best_acc"]),
-         _fmt(p["band_acc_mean"]), p["deepest_depth"], _fmt(p["deepest_acc"]),
-         _fmt(p["chance"]), p["improves_past_band"])
+        (
+            p["dataset"],
+            p["style"],
+            p["best_depth"],
+            _fmt(p["best_acc"]),
+            _fmt(p["band_acc_mean"]),
+            p["deepest_depth"],
+            _fmt(p["deepest_acc"]),
+            _fmt(p["chance"]),
+            p["improves_past_band"],
+        )
         for p in summary["plateau"]
     ]
     return ["## Plateau past 500–700 layers? (RQ2)", _table(header, rows)]
@@ -280,12 +303,27 @@ def _plateau(summary: dict[str, Any]) -> list[str]:
 
 def _deepest(summary: dict[str, Any]) -> list[str]:
     """Whether the deepest network keeps the accuracy of the best depth."""
-    header = ("dataset", "style", "best depth", "best acc", "deepest", "acc there (± std)",
-              "gap", "keeps")
+    header = (
+        "dataset",
+        "style",
+        "best depth",
+        "best acc",
+        "deepest",
+        "acc there (± std)",
+        "gap",
+        "keeps",
+    )
     rows = [
-        (d["dataset"], d["style"], d["best_depth"], _fmt(d["best_acc"]), d["deepest_depth"],
-         f"{_fmt(d['deepest_acc'])} ± {_fmt(d['deepest_std'])}", _fmt(d["gap"]),
-         "yes" if d["keeps_accuracy"] else "no")
+        (
+            d["dataset"],
+            d["style"],
+            d["best_depth"],
+            _fmt(d["best_acc"]),
+            d["deepest_depth"],
+            f"{_fmt(d['deepest_acc'])} ± {_fmt(d['deepest_std'])}",
+            _fmt(d["gap"]),
+            "yes" if d["keeps_accuracy"] else "no",
+        )
         for d in summary["deepest_vs_best"]
     ]
     return [

@@ -64,8 +64,9 @@ def signal_at_init(
 
     data = load_dataset(DatasetConfig(name=dataset))
     if data.n_classes is None:
-        raise ValueError(f"the signal study needs a classification dataset; {dataset!r} is "
-                         "a regression one")
+        raise ValueError(
+            f"the signal study needs a classification dataset; {dataset!r} is a regression one"
+        )
     n_classes = data.n_classes
     X, y = data.X_train, data.y_train
     Y = np.eye(n_classes)[y]

@@ -52,9 +52,11 @@ def version_problem(version: str) -> str | None:
     (lo, hi) = WRITTEN_FOR
     if major_minor is not None and lo <= major_minor < hi:
         return None
-    return (f"PyTensor {version} is installed, but dnnframe's overrides of PyTensor internals "
-            f"(engine/pytensor_wall.py) were written for >={lo[0]}.{lo[1]},<{hi[0]}.{hi[1]}: "
-            "compiled results may differ or fail; install a PyTensor in that range")
+    return (
+        f"PyTensor {version} is installed, but dnnframe's overrides of PyTensor internals "
+        f"(engine/pytensor_wall.py) were written for >={lo[0]}.{lo[1]},<{hi[0]}.{hi[1]}: "
+        "compiled results may differ or fail; install a PyTensor in that range"
+    )
 
 
 def check_version() -> str | None:
@@ -85,7 +87,9 @@ def configure() -> FlagSettings:
     settings = translate(os.environ.get("THEANO_FLAGS", ""), os.environ.get("PYTENSOR_FLAGS", ""))
     already = "pytensor" in sys.modules
     if not already:
-        os.environ["PYTENSOR_FLAGS"] = ",".join(f"{k}={v}" for k, v in settings.pytensor_flags.items())
+        os.environ["PYTENSOR_FLAGS"] = ",".join(
+            f"{k}={v}" for k, v in settings.pytensor_flags.items()
+        )
     if settings.backend == "jax" and "jax" not in sys.modules:
         # mode=JAX alone means the CPU even where jax[cuda] is installed; a GPU means that
         # platform only, so a missing GPU is an error rather than JAX's silent CPU fallback
@@ -101,9 +105,13 @@ def configure() -> FlagSettings:
     if config_log.level == logging.NOTSET:
         config_log.setLevel(logging.WARNING)
     if settings.blas == "numpy":
-        warnings.warn("no BLAS library for PyTensor's C code (the scipy-openblas32 wheel is not "
-                      "installed: pip install scipy-openblas32); products run through NumPy, "
-                      "slower on wide layers", FlagWarning, stacklevel=2)
+        warnings.warn(
+            "no BLAS library for PyTensor's C code (the scipy-openblas32 wheel is not "
+            "installed: pip install scipy-openblas32); products run through NumPy, "
+            "slower on wide layers",
+            FlagWarning,
+            stacklevel=2,
+        )
     import pytensor
 
     check_version()
@@ -118,16 +126,22 @@ def _apply_known_flags(config: Any, settings: FlagSettings, already: bool) -> No
     known = config._config_var_dict
     for name, value in list(settings.pytensor_flags.items()):
         if name not in known:
-            warnings.warn(f"flag {name}={value} (from THEANO_FLAGS/PYTENSOR_FLAGS) has no PyTensor "
-                          "equivalent and is ignored", FlagWarning, stacklevel=3)
+            warnings.warn(
+                f"flag {name}={value} (from THEANO_FLAGS/PYTENSOR_FLAGS) has no PyTensor "
+                "equivalent and is ignored",
+                FlagWarning,
+                stacklevel=3,
+            )
             settings.dropped.append(name)
             del settings.pytensor_flags[name]
         elif already and str(getattr(config, name)) != value:
             try:
                 setattr(config, name, value)
             except Exception:  # immutable after import (compiledir, floatX in some versions)
-                settings.notes.append(f"{name}={value} could not be applied: PyTensor was imported "
-                                      "before dnnframe.engine.pytensor_wall.configure()")
+                settings.notes.append(
+                    f"{name}={value} could not be applied: PyTensor was imported "
+                    "before dnnframe.engine.pytensor_wall.configure()"
+                )
 
 
 def configured() -> bool:

@@ -13,9 +13,13 @@ from pytensor.tensor.elemwise import Elemwise
 from . import ConfigureFirstWarning, configured
 
 if not configured():  # every module that builds graphs imports this one
-    warnings.warn("dnnframe's engine was imported before dnnframe.engine.pytensor_wall.configure(): "
-                  "call it first (dnnframe.engine.train and train_pack do), so PyTensor reads the "
-                  "flags THEANO_FLAGS asks for", ConfigureFirstWarning, stacklevel=2)
+    warnings.warn(
+        "dnnframe's engine was imported before dnnframe.engine.pytensor_wall.configure(): "
+        "call it first (dnnframe.engine.train and train_pack do), so PyTensor reads the "
+        "flags THEANO_FLAGS asks for",
+        ConfigureFirstWarning,
+        stacklevel=2,
+    )
 _APPLIED: set[str] = set()  # the patches applied in this process, by name
 
 
@@ -33,8 +37,11 @@ POSITIONS = {
 def extend_mode(mode: str, excluded: tuple[str, ...], rewrites: list[tuple[Any, str]]):
     """PyTensor's mode ``mode`` less the rewrites named in ``excluded``, plus each
     ``(rewrite, place)`` at :data:`POSITIONS`\\ [place], in the order given."""
-    return get_mode(mode).excluding(*excluded).register(
-        *[(rewrite, POSITIONS[place]) for rewrite, place in rewrites])
+    return (
+        get_mode(mode)
+        .excluding(*excluded)
+        .register(*[(rewrite, POSITIONS[place]) for rewrite, place in rewrites])
+    )
 
 
 class LoopElemwise(Elemwise):
@@ -45,10 +52,14 @@ class LoopElemwise(Elemwise):
         decl, checks, alloc, loop, rest = super()._c_all(node, nodename, inames, onames, sub)
         return decl, checks, alloc, self.wrap_loop(node, nodename, inames, onames, loop), rest
 
-    def wrap_loop(self, node, nodename: str, inames: list[str], onames: list[str], loop: str) -> str:
+    def wrap_loop(
+        self, node, nodename: str, inames: list[str], onames: list[str], loop: str
+    ) -> str:
         return loop
 
-    def scalar_code(self, node, nodename: str, inames: list[str], onames: list[str], sub: dict) -> str:
+    def scalar_code(
+        self, node, nodename: str, inames: list[str], onames: list[str], sub: dict
+    ) -> str:
         """The scalar op's C code for one element of ``node``, on the given names (through
         the scalar node PyTensor keeps on the node's tag)."""
         if not hasattr(node.tag, "fake_node"):
@@ -73,8 +84,10 @@ def host_facts() -> dict[str, Any]:
 
     check = _gemv_check()
     march = GCC_compiler.march_flags
-    return {"march": list(march) if march is not None else None,
-            "gemv-beta": check._force_init_beta if check is not None else None}
+    return {
+        "march": list(march) if march is not None else None,
+        "gemv-beta": check._force_init_beta if check is not None else None,
+    }
 
 
 def set_host_facts(read: Callable[[str], Any]) -> None:

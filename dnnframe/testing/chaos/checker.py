@@ -66,8 +66,14 @@ def check_curve(trial: TrialRecord, epochs: int) -> tuple[str | None, bool]:
     return None, False
 
 
-def check_experiment(role: str, spec: dict[str, Any], trials: list[TrialRecord], epochs: int,
-                     cancelled_for_good: bool, found: Findings) -> None:
+def check_experiment(
+    role: str,
+    spec: dict[str, Any],
+    trials: list[TrialRecord],
+    epochs: int,
+    cancelled_for_good: bool,
+    found: Findings,
+) -> None:
     """Add what is wrong with one experiment's trials to ``found``."""
     want = expected_trials(spec)
     ids = Counter(t.id for t in trials)
@@ -83,8 +89,10 @@ def check_experiment(role: str, spec: dict[str, Any], trials: list[TrialRecord],
         if t.state not in FINISHED_STATES:
             found.violations.append(f"{role}: trial {t.id} still {t.state.value}")
         elif t.state is TrialState.CANCELLED and not cancelled_for_good:
-            found.violations.append(f"{role}: trial {t.id} CANCELLED though its experiment "
-                                    "was resubmitted or never cancelled")
+            found.violations.append(
+                f"{role}: trial {t.id} CANCELLED though its experiment "
+                "was resubmitted or never cancelled"
+            )
         problem, doubled = check_curve(t, epochs)
         found.duplicated += doubled
         if problem:
@@ -106,8 +114,9 @@ def api_violations(calls: Iterable[Call], down: list[tuple[float, float]]) -> li
             bad.append(f"{c.method} {c.path}: {c.status} {c.error or ''}".strip())
         elif c.status is None and "Timeout" in (c.error or ""):
             bad.append(f"{c.method} {c.path}: no answer within the bound ({c.error})")
-        elif c.status is None and not any(a <= c.t + c.latency and c.t <= b + DOWN_GRACE_S
-                                          for a, b in down):
+        elif c.status is None and not any(
+            a <= c.t + c.latency and c.t <= b + DOWN_GRACE_S for a, b in down
+        ):
             bad.append(f"{c.method} {c.path}: no answer while the dashboard ran ({c.error})")
     return bad
 
@@ -135,8 +144,7 @@ def recovery_times(ends: list[float], samples: list[tuple[float, int, int]]) -> 
     return out
 
 
-def workers_disagree(rows: list[dict[str, Any]], processes: dict[str, set[int]]
-                     ) -> str | None:
+def workers_disagree(rows: list[dict[str, Any]], processes: dict[str, set[int]]) -> str | None:
     """How ``/api/v1/workers``'s rows disagree with the worker nodes that exist
     (``processes``: each node's name -> the pids of its processes) (None when they agree):
     every existing node alive, no other node alive, and no process alive that is not one of
@@ -153,10 +161,12 @@ def workers_disagree(rows: list[dict[str, Any]], processes: dict[str, set[int]]
             ghosts.append(r["name"])
     if alive_nodes == nodes and not strays and not ghosts:
         return None
-    return (f"/api/v1/workers calls alive nodes {sorted(alive_nodes)}, processes of gone "
-            f"nodes {sorted(strays)} and processes that do not exist {sorted(ghosts)}; the "
-            f"nodes that exist are {sorted(nodes)} with processes "
-            f"{ {n: sorted(p) for n, p in sorted(processes.items())} }")
+    return (
+        f"/api/v1/workers calls alive nodes {sorted(alive_nodes)}, processes of gone "
+        f"nodes {sorted(strays)} and processes that do not exist {sorted(ghosts)}; the "
+        f"nodes that exist are {sorted(nodes)} with processes "
+        f"{ {n: sorted(p) for n, p in sorted(processes.items())} }"
+    )
 
 
 def flower_disagrees(status: dict[str, bool], nodes: set[str]) -> str | None:
@@ -165,5 +175,7 @@ def flower_disagrees(status: dict[str, bool], nodes: set[str]) -> str | None:
     alive = {name for name, up in status.items() if up}
     if alive == nodes:
         return None
-    return (f"Flower calls alive {sorted(alive)} (of {sorted(status)}); the nodes that "
-            f"exist are {sorted(nodes)}")
+    return (
+        f"Flower calls alive {sorted(alive)} (of {sorted(status)}); the nodes that "
+        f"exist are {sorted(nodes)}"
+    )

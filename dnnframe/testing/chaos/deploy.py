@@ -71,9 +71,14 @@ class Service:
 
     def start(self) -> None:
         with open(self.log, "ab") as fh:
-            self.proc = subprocess.Popen([sys.executable, "-m", self.module, *self.args],
-                                         cwd=REPO, env=self.env, stdout=fh,
-                                         stderr=subprocess.STDOUT, start_new_session=True)
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", self.module, *self.args],
+                cwd=REPO,
+                env=self.env,
+                stdout=fh,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
 
     def kill(self) -> None:
         """SIGKILL the whole process group (the serve's own driver child with it)."""
@@ -112,8 +117,9 @@ class Deployment:
     def server(self) -> PgCluster:
         """The store's server, for the faults that need one."""
         if self.cluster is None:
-            raise RuntimeError(f"a SQLite store has no server: {', '.join(SERVER_KINDS)} "
-                               "need the PostgreSQL store")
+            raise RuntimeError(
+                f"a SQLite store has no server: {', '.join(SERVER_KINDS)} need the PostgreSQL store"
+            )
         return self.cluster
 
     @property
@@ -122,8 +128,15 @@ class Deployment:
 
     def _env(self, **extra: str) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith("DNNFRAME_")}
-        env.update({"PYTHONPATH": str(REPO), "PYTHONUNBUFFERED": "1", **self.settings,
-                    "DNNFRAME_DATA_DIR": str(self.workdir / "data"), **extra})
+        env.update(
+            {
+                "PYTHONPATH": str(REPO),
+                "PYTHONUNBUFFERED": "1",
+                **self.settings,
+                "DNNFRAME_DATA_DIR": str(self.workdir / "data"),
+                **extra,
+            }
+        )
         return env
 
     def start_worker(self, host: Host, wait: bool = True) -> WorkerProc:
@@ -132,9 +145,13 @@ class Deployment:
         name = f"h{host.index}w{host.restarts}"
         ns = host.ns.name if host.ns else None
         host.worker = spawn_worker(
-            name, QUEUE, self.workdir / f"{name}.log",
+            name,
+            QUEUE,
+            self.workdir / f"{name}.log",
             self._env(DNNFRAME_STORE_URL=host.store_url, DNNFRAME_BROKER_URL=host.broker_url),
-            host=ns or f"chaos-host{host.index}", netns=ns)
+            host=ns or f"chaos-host{host.index}",
+            netns=ns,
+        )
         problem = wait_ready(host.worker, 120) if wait else None
         if problem:
             raise RuntimeError(problem)
@@ -196,27 +213,49 @@ def _start_answering(service: Service, url: str) -> None:
                 return
         proc = service.proc
         if (proc is not None and proc.poll() is not None) or time.monotonic() > deadline:
-            raise RuntimeError(f"the {service.name} did not start:\n"
-                               f"{service.log.read_text(errors='replace')[-3000:]}")
+            raise RuntimeError(
+                f"the {service.name} did not start:\n"
+                f"{service.log.read_text(errors='replace')[-3000:]}"
+            )
         time.sleep(0.2)
 
 
-def _services(workdir: Path, env: dict[str, str], store_url: str, broker_url: str
-              ) -> tuple[Service, Service, str, Service, str]:
+def _services(
+    workdir: Path, env: dict[str, str], store_url: str, broker_url: str
+) -> tuple[Service, Service, str, Service, str]:
     port, flower_port = free_ports(2)
-    driver = Service("driver", ["drive", "--store", store_url, "--broker", broker_url,
-                                "--poll", "0.5"], workdir / "driver.log", env)
-    dashboard = Service("dashboard", ["serve", "--port", str(port), "--store", store_url],
-                        workdir / "dashboard.log",
-                        {**env, "DNNFRAME_BROKER_URL": broker_url,
-                         "DNNFRAME_API_TOKEN": TOKEN})
+    driver = Service(
+        "driver",
+        ["drive", "--store", store_url, "--broker", broker_url, "--poll", "0.5"],
+        workdir / "driver.log",
+        env,
+    )
+    dashboard = Service(
+        "dashboard",
+        ["serve", "--port", str(port), "--store", store_url],
+        workdir / "dashboard.log",
+        {**env, "DNNFRAME_BROKER_URL": broker_url, "DNNFRAME_API_TOKEN": TOKEN},
+    )
     # on the loopback only, so its API needs no login here
-    flower = Service("flower", ["-A", "tasks", "flower", f"--port={flower_port}",
-                                "--address=127.0.0.1"], workdir / "flower.log",
-                     {**env, "DNNFRAME_BROKER_URL": broker_url, "DNNFRAME_STORE_URL": store_url,
-                      "FLOWER_UNAUTHENTICATED_API": "1"}, module="celery")
-    return (driver, dashboard, f"http://127.0.0.1:{port}", flower,
-            f"http://127.0.0.1:{flower_port}")
+    flower = Service(
+        "flower",
+        ["-A", "tasks", "flower", f"--port={flower_port}", "--address=127.0.0.1"],
+        workdir / "flower.log",
+        {
+            **env,
+            "DNNFRAME_BROKER_URL": broker_url,
+            "DNNFRAME_STORE_URL": store_url,
+            "FLOWER_UNAUTHENTICATED_API": "1",
+        },
+        module="celery",
+    )
+    return (
+        driver,
+        dashboard,
+        f"http://127.0.0.1:{port}",
+        flower,
+        f"http://127.0.0.1:{flower_port}",
+    )
 
 
 @contextlib.contextmanager
@@ -236,8 +275,12 @@ def _small_disk(workdir: Path, use: bool) -> Iterator[Path | None]:
         return
     disk = workdir / "store-disk"
     disk.mkdir(exist_ok=True)
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=160m,mode=0777", "tmpfs", str(disk)],
-                   check=True, capture_output=True, timeout=30)
+    subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=160m,mode=0777", "tmpfs", str(disk)],
+        check=True,
+        capture_output=True,
+        timeout=30,
+    )
     try:
         yield disk
     finally:
@@ -245,8 +288,9 @@ def _small_disk(workdir: Path, use: bool) -> Iterator[Path | None]:
 
 
 @contextlib.contextmanager
-def _store(workdir: Path, store: str, spaces: list[NetnsHost | None], disk: Path | None
-           ) -> Iterator[tuple[PgCluster | None, Callable[[str], str]]]:
+def _store(
+    workdir: Path, store: str, spaces: list[NetnsHost | None], disk: Path | None
+) -> Iterator[tuple[PgCluster | None, Callable[[str], str]]]:
     """The store's server (None for SQLite) and its URL as seen from an address."""
     if store not in STORES:
         raise ValueError(f"store must be one of {', '.join(STORES)}, got {store!r}")
@@ -268,8 +312,13 @@ def _store(workdir: Path, store: str, spaces: list[NetnsHost | None], disk: Path
 
 
 @contextlib.contextmanager
-def deployment(workdir: Path, settings: dict[str, str], use_netns: bool = True,
-               small_disk: bool = False, store: str = "postgresql") -> Iterator[Deployment]:
+def deployment(
+    workdir: Path,
+    settings: dict[str, str],
+    use_netns: bool = True,
+    small_disk: bool = False,
+    store: str = "postgresql",
+) -> Iterator[Deployment]:
     """Start every part (workers ready, dashboard answering) and stop them all on exit;
     ``small_disk`` puts the store's files on a filesystem of their own (for disk_full);
     ``store``: ``postgresql`` (a cluster of its own) or ``sqlite`` (a file)."""
@@ -278,8 +327,11 @@ def deployment(workdir: Path, settings: dict[str, str], use_netns: bool = True,
         raise RuntimeError(problem)
     workdir.mkdir(parents=True, exist_ok=True)
     (workdir / "rabbit").mkdir(exist_ok=True)
-    with _small_disk(workdir, small_disk) as disk, _namespaces(use_netns) as spaces, \
-            _store(workdir, store, spaces, disk) as (cluster, store_at):
+    with (
+        _small_disk(workdir, small_disk) as disk,
+        _namespaces(use_netns) as spaces,
+        _store(workdir, store, spaces, disk) as (cluster, store_at),
+    ):
         node = start_rabbit_node(workdir / "rabbit")
         forwarders: list[TcpForwarder] = []
         try:
@@ -290,17 +342,41 @@ def deployment(workdir: Path, settings: dict[str, str], use_netns: bool = True,
                     continue
                 fwd = TcpForwarder((ns.address, 0), ("127.0.0.1", node.port))
                 forwarders.append(fwd)
-                hosts.append(Host(i, ns, store_at(ns.address),
-                                  node.url.replace(f"127.0.0.1:{node.port}",
-                                                   f"{ns.address}:{fwd.port}")))
+                hosts.append(
+                    Host(
+                        i,
+                        ns,
+                        store_at(ns.address),
+                        node.url.replace(f"127.0.0.1:{node.port}", f"{ns.address}:{fwd.port}"),
+                    )
+                )
             base_env = {k: v for k, v in os.environ.items() if not k.startswith("DNNFRAME_")}
-            env = {**base_env, "PYTHONPATH": str(REPO), "PYTHONUNBUFFERED": "1", **settings,
-                   "DNNFRAME_DATA_DIR": str(workdir / "data")}
+            env = {
+                **base_env,
+                "PYTHONPATH": str(REPO),
+                "PYTHONUNBUFFERED": "1",
+                **settings,
+                "DNNFRAME_DATA_DIR": str(workdir / "data"),
+            }
             store_url = store_at("127.0.0.1")
-            driver, dashboard, base, flower, flower_url = _services(workdir, env, store_url,
-                                                                    node.url)
-            dep = Deployment(workdir, settings, cluster, store_url, node, hosts, driver,
-                             dashboard, base, flower, flower_url, forwarders, disk)
+            driver, dashboard, base, flower, flower_url = _services(
+                workdir, env, store_url, node.url
+            )
+            dep = Deployment(
+                workdir,
+                settings,
+                cluster,
+                store_url,
+                node,
+                hosts,
+                driver,
+                dashboard,
+                base,
+                flower,
+                flower_url,
+                forwarders,
+                disk,
+            )
             yield from _running(dep)
         finally:
             for fwd in forwarders:

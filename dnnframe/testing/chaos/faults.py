@@ -26,8 +26,8 @@ READY_S = 300.0
 @dataclass
 class Applied:
     fault: Fault
-    began: float = 0.0      # monotonic time it was done
-    ended: float = 0.0      # monotonic time it was undone (the part answering again)
+    began: float = 0.0  # monotonic time it was done
+    ended: float = 0.0  # monotonic time it was undone (the part answering again)
     error: str | None = None
 
 
@@ -104,8 +104,12 @@ class FaultRunner:
 
     def active_at(self, t: float, kind: str | None = None) -> bool:
         """Whether a fault (of ``kind``) was in effect at monotonic time ``t``."""
-        return any(a.began and a.began <= t <= (a.ended or float("inf"))
-                   and (kind is None or a.fault.kind == kind) for a in self.applied)
+        return any(
+            a.began
+            and a.began <= t <= (a.ended or float("inf"))
+            and (kind is None or a.fault.kind == kind)
+            for a in self.applied
+        )
 
     @property
     def last_end(self) -> float:
@@ -144,11 +148,15 @@ class FaultRunner:
                 self._await_ready(a, started)
             elif undo:
                 a.ended = now  # after it: the part is back (a restarted one answers)
-            print(f"[{now - self.t0:7.1f}s] {'undone' if undo else 'done  '} "
-                  f"{a.fault.describe().strip()}", flush=True)
+            print(
+                f"[{now - self.t0:7.1f}s] {'undone' if undo else 'done  '} "
+                f"{a.fault.describe().strip()}",
+                flush=True,
+            )
 
     def _await_ready(self, a: Applied, worker: WorkerProc) -> None:
         """Mark ``a`` undone once ``worker`` is ready, in a thread of its own."""
+
         def wait() -> None:
             problem = wait_ready(worker, READY_S)
             if problem and worker.proc.returncode == -signal.SIGKILL:
@@ -156,9 +164,11 @@ class FaultRunner:
             if problem:
                 a.error = f"undo: {problem}"
             a.ended = time.monotonic()
-            print(f"[{a.ended - self.t0:7.1f}s] ready  {worker.name}"
-                  f"{' (killed before)' if worker.proc.returncode is not None else ''}",
-                  flush=True)
+            print(
+                f"[{a.ended - self.t0:7.1f}s] ready  {worker.name}"
+                f"{' (killed before)' if worker.proc.returncode is not None else ''}",
+                flush=True,
+            )
 
         th = threading.Thread(target=wait, name=f"chaos-ready-{worker.name}", daemon=True)
         th.start()

@@ -126,34 +126,51 @@ def _settled(store_url: str, ids: dict[str, str], tpe_samples: int) -> bool:
         store.close()
 
 
-def chaos_run(workdir: Path, seed: int, seconds: float, settings: dict[str, str],
-              settle_s: float = 120.0, kinds: tuple[str, ...] = DEFAULT_KINDS,
-              use_netns: bool = True, gap: float = 6.0, store: str = "postgresql") -> Report:
+def chaos_run(
+    workdir: Path,
+    seed: int,
+    seconds: float,
+    settings: dict[str, str],
+    settle_s: float = 120.0,
+    kinds: tuple[str, ...] = DEFAULT_KINDS,
+    use_netns: bool = True,
+    gap: float = 6.0,
+    store: str = "postgresql",
+) -> Report:
     """Run the workload under ``seconds`` of seeded faults; then wait ``settle_s`` at most
     for every trial to end; check and report. ``gap``: mean seconds between faults;
     ``store``: ``postgresql`` or ``sqlite`` (which has no server to stop: its
     :data:`~.deploy.SERVER_KINDS` are refused)."""
     if store == "sqlite" and set(kinds) & set(SERVER_KINDS):
-        raise ValueError(f"a SQLite store has no server: leave out "
-                         f"{sorted(set(kinds) & set(SERVER_KINDS))}")
+        raise ValueError(
+            f"a SQLite store has no server: leave out {sorted(set(kinds) & set(SERVER_KINDS))}"
+        )
     with deployment(workdir, settings, use_netns, "disk_full" in kinds, store) as dep:
         if not dep.netns and "link_cut" in kinds:
-            print("hosts are processes (no network namespaces): no link_cut faults",
-                  flush=True)
+            print("hosts are processes (no network namespaces): no link_cut faults", flush=True)
             kinds = tuple(k for k in kinds if k != "link_cut")
         faults = make_schedule(seed, seconds, kinds, hosts=len(dep.hosts), gap=gap)
         print(format_schedule(seed, faults), flush=True)
-        report = Report(seed, seconds, dep.netns, store, Counter(f.kind for f in faults),
-                        overlaps(faults))
+        report = Report(
+            seed, seconds, dep.netns, store, Counter(f.kind for f in faults), overlaps(faults)
+        )
         api = Api(dep.base_url)
         progress = Progress(dep.store_url).start()
         t0 = time.monotonic()
         workload = Workload(api, seed, seconds)
-        rung_metrics = {role: SearchConfig.model_validate(spec["search"]).rung_metric
-                        for role, spec in workload.specs.items() if _prunes(spec)}
-        watch = RungWatch(dep.store_url, lambda: {
-            workload.ids[role]: metric for role, metric in rung_metrics.items()
-            if role in workload.ids}).start()
+        rung_metrics = {
+            role: SearchConfig.model_validate(spec["search"]).rung_metric
+            for role, spec in workload.specs.items()
+            if _prunes(spec)
+        }
+        watch = RungWatch(
+            dep.store_url,
+            lambda: {
+                workload.ids[role]: metric
+                for role, metric in rung_metrics.items()
+                if role in workload.ids
+            },
+        ).start()
         workload.start(t0)
         runner = FaultRunner(dep, faults, t0).start()
         try:
@@ -166,8 +183,9 @@ def chaos_run(workdir: Path, seed: int, seconds: float, settings: dict[str, str]
             while not _settled(dep.store_url, workload.ids, tpe) and time.monotonic() < deadline:
                 time.sleep(0.5)
             report.settled_after = time.monotonic() - runner.last_end
-            problems, report.at_rest = _workers_at_rest(dep, api, float(settings.get(
-                "DNNFRAME_HEARTBEAT_TIMEOUT", "30")))
+            problems, report.at_rest = _workers_at_rest(
+                dep, api, float(settings.get("DNNFRAME_HEARTBEAT_TIMEOUT", "30"))
+            )
             report.violations += problems
         finally:
             workload.stop()
@@ -176,16 +194,27 @@ def chaos_run(workdir: Path, seed: int, seconds: float, settings: dict[str, str]
             watch.stop()
         # the engine trains a pack's members in lockstep; a train function set by
         # DNNFRAME_TRAIN_FN trains them one after another, each judged on its own
-        _check(report, dep.store_url, workload, runner, api, progress, watch,
-               lockstep="DNNFRAME_TRAIN_FN" not in settings)
+        _check(
+            report,
+            dep.store_url,
+            workload,
+            runner,
+            api,
+            progress,
+            watch,
+            lockstep="DNNFRAME_TRAIN_FN" not in settings,
+        )
         _keep(workdir, api, runner)
     return report
 
 
 def _processes(dep: Deployment) -> dict[str, set[int]]:
     """Each live worker node's name -> the pids of its processes (main and children)."""
-    return {h.worker.nodename: {h.worker.proc.pid, *h.worker.children()}
-            for h in dep.hosts if h.worker is not None and h.worker.alive()}
+    return {
+        h.worker.nodename: {h.worker.proc.pid, *h.worker.children()}
+        for h in dep.hosts
+        if h.worker is not None and h.worker.alive()
+    }
 
 
 def _flower_status(dep: Deployment) -> dict[str, bool] | None:
@@ -218,9 +247,11 @@ def _workers_at_rest(dep: Deployment, api: Api, heartbeat_s: float) -> tuple[lis
             break
         time.sleep(0.5)
     problems = [f"at rest: {p}" for p in (api_problem, flower_problem) if p]
-    line = (f"{len(processes)} nodes, {sum(map(len, processes.values()))} processes alive; "
-            f"/api/v1/workers {'agrees' if api_problem is None else 'DISAGREES'}, "
-            f"Flower {'agrees' if flower_problem is None else 'DISAGREES'}")
+    line = (
+        f"{len(processes)} nodes, {sum(map(len, processes.values()))} processes alive; "
+        f"/api/v1/workers {'agrees' if api_problem is None else 'DISAGREES'}, "
+        f"Flower {'agrees' if flower_problem is None else 'DISAGREES'}"
+    )
     return problems, line
 
 
@@ -232,8 +263,17 @@ def _keep(workdir: Path, api: Api, runner: FaultRunner) -> None:
             fh.write(json.dumps({**asdict(c), "t": round(c.t - t0, 3)}) + "\n")
     with open(workdir / "faults.jsonl", "w") as fh:
         for a in runner.applied:
-            fh.write(json.dumps({"fault": asdict(a.fault), "began": round(a.began - t0, 3),
-                                 "ended": round(a.ended - t0, 3), "error": a.error}) + "\n")
+            fh.write(
+                json.dumps(
+                    {
+                        "fault": asdict(a.fault),
+                        "began": round(a.began - t0, 3),
+                        "ended": round(a.ended - t0, 3),
+                        "error": a.error,
+                    }
+                )
+                + "\n"
+            )
 
 
 def _prunes(spec: dict) -> bool:
@@ -245,12 +285,22 @@ def _decisions(trials: list[TrialRecord], watch: RungWatch) -> str:
     pruned = sum(t.state is TrialState.PRUNED for t in trials)
     went_on = sum(len(t.metrics) > 1 for t in trials)
     snaps = sum(map(len, watch.snapshots.values()))
-    return (f"{len(watch.snapshots)} experiments, {went_on} trials went past a rung, "
-            f"{pruned} were pruned; checked against {snaps} snapshots of their rungs")
+    return (
+        f"{len(watch.snapshots)} experiments, {went_on} trials went past a rung, "
+        f"{pruned} were pruned; checked against {snaps} snapshots of their rungs"
+    )
 
 
-def _check(report: Report, store_url: str, workload: Workload, runner: FaultRunner,
-           api: Api, progress: Progress, watch: RungWatch, lockstep: bool) -> None:
+def _check(
+    report: Report,
+    store_url: str,
+    workload: Workload,
+    runner: FaultRunner,
+    api: Api,
+    progress: Progress,
+    watch: RungWatch,
+    lockstep: bool,
+) -> None:
     found = Findings()
     pruning: list[TrialRecord] = []  # the trials of experiments that prune
     try:
@@ -268,13 +318,18 @@ def _check(report: Report, store_url: str, workload: Workload, runner: FaultRunn
             if _prunes(spec):
                 eid = workload.ids[role]
                 pruning += trials
-                found.violations += [f"{role}: {v}" for v in asha_violations(
-                    eid, spec["search"], trials, watch.snapshots.get(eid, []), lockstep)]
+                found.violations += [
+                    f"{role}: {v}"
+                    for v in asha_violations(
+                        eid, spec["search"], trials, watch.snapshots.get(eid, []), lockstep
+                    )
+                ]
     finally:
         store.close()
     report.asha = _decisions(pruning, watch)
-    found.violations += [f"fault {a.fault.describe().strip()}: {a.error}"
-                         for a in runner.applied if a.error]
+    found.violations += [
+        f"fault {a.fault.describe().strip()}: {a.error}" for a in runner.applied if a.error
+    ]
     down = [(a.began, a.ended) for a in runner.applied if a.fault.kind == "dashboard_kill"]
     found.violations += api_violations(api.calls, down)
     during = [c.latency for c in api.calls if c.status is not None and runner.active_at(c.t)]

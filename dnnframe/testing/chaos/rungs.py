@@ -81,9 +81,9 @@ def _window(snaps: Sequence[Snapshot], trial: str, rung: int, b: int, g: int) ->
     """The values at ``rung`` that a read made after snapshot ``b`` (-1: before any) and
     before snapshot ``g`` could have seen, from every trial but ``trial``."""
     w = _Window()
-    others = {tid for s in snaps[max(b, 0):g + 1] for tid in s} - {trial}
+    others = {tid for s in snaps[max(b, 0) : g + 1] for tid in s} - {trial}
     for tid in sorted(others):
-        obs = [s.get(tid) for s in snaps[max(b, 0):g + 1]]
+        obs = [s.get(tid) for s in snaps[max(b, 0) : g + 1]]
         present = [o for o in obs if o is not None]
         runs = list(dict.fromkeys(o.run for o in present))
         first_known = b >= 0 and obs[0] is not None
@@ -112,8 +112,11 @@ def may_promote(x: float, w: _Window, eta: int, mode: str) -> bool:
     better = sum(_better(v, x, mode) for v in w.certain)
     b_maybe = sum(_better(v, x, mode) for v in w.maybe)
     free = len(w.maybe) - b_maybe + w.wildcards  # values that may count as not better
-    return any(base + i + j < eta or better + i < (base + i + j) // eta
-               for i in range(b_maybe + 1) for j in range(free + 1))
+    return any(
+        base + i + j < eta or better + i < (base + i + j) // eta
+        for i in range(b_maybe + 1)
+        for j in range(free + 1)
+    )
 
 
 def may_prune(x: float, n: int, w: _Window, eta: int, mode: str) -> bool:
@@ -128,15 +131,30 @@ def may_prune(x: float, n: int, w: _Window, eta: int, mode: str) -> bool:
     return better >= n // eta
 
 
-def _first(snaps: Sequence[Snapshot], tid: str, test: Callable[[Seen], bool],
-           run: tuple[int, float | None] | None = None) -> int | None:
+def _first(
+    snaps: Sequence[Snapshot],
+    tid: str,
+    test: Callable[[Seen], bool],
+    run: tuple[int, float | None] | None = None,
+) -> int | None:
     """The first snapshot where ``tid`` (in ``run``, if given) passes ``test``."""
-    return next((i for i, s in enumerate(snaps)
-                 if tid in s and (run is None or s[tid].run == run) and test(s[tid])), None)
+    return next(
+        (
+            i
+            for i, s in enumerate(snaps)
+            if tid in s and (run is None or s[tid].run == run) and test(s[tid])
+        ),
+        None,
+    )
 
 
-def asha_violations(experiment_id: str, search: dict[str, Any], trials: list[TrialRecord],
-                    snapshots: Sequence[Snapshot], lockstep: bool = False) -> list[str]:
+def asha_violations(
+    experiment_id: str,
+    search: dict[str, Any],
+    trials: list[TrialRecord],
+    snapshots: Sequence[Snapshot],
+    lockstep: bool = False,
+) -> list[str]:
     """What is wrong with the ASHA decisions of one experiment: ``trials`` as stored at the
     end (every field), ``snapshots`` of them taken while it ran, oldest first (the final
     state is added as the last); ``lockstep``: a pack's members were judged together at
@@ -160,8 +178,7 @@ def asha_violations(experiment_id: str, search: dict[str, Any], trials: list[Tri
     return out
 
 
-def _packs(own: list[TrialRecord], min_epochs: int, eta: int, mode: str,
-           metric: str) -> list[str]:
+def _packs(own: list[TrialRecord], min_epochs: int, eta: int, mode: str, metric: str) -> list[str]:
     """The decisions of one call (a pack in lockstep, one rung) against each other."""
     groups: dict[tuple[str, int], list[tuple[TrialRecord, float]]] = {}
     for t in own:
@@ -173,40 +190,63 @@ def _packs(own: list[TrialRecord], min_epochs: int, eta: int, mode: str,
                 groups.setdefault((str(pack), r), []).append((t, x))
     out = []
     for (pack, r), members in sorted(groups.items()):
-        pruned = [(t, x) for t, x in members if t.state is TrialState.PRUNED
-                  and ((t.result or {}).get("pruned") or {}).get("epoch") == r]
+        pruned = [
+            (t, x)
+            for t, x in members
+            if t.state is TrialState.PRUNED
+            and ((t.result or {}).get("pruned") or {}).get("epoch") == r
+        ]
         kept = [(t, x) for t, x in members if any(m["epoch"] > r for m in t.metrics)]
         ns = {(t.result or {})["pruned"].get("trials_at_rung") for t, _ in pruned}
         where = f"pack {pack} at rung {r}"
         if len(ns) > 1:
-            out.append(f"{where}: pruned in one call as one of different counts {sorted(ns, key=str)}")
+            out.append(
+                f"{where}: pruned in one call as one of different counts {sorted(ns, key=str)}"
+            )
         for k, x in kept:
             for p, y in pruned:
                 if not _better(x, y, mode):
-                    out.append(f"{where}: trial {k.id} kept with {x}, trial {p.id} pruned "
-                               f"with {y} in the same call")
+                    out.append(
+                        f"{where}: trial {k.id} kept with {x}, trial {p.id} pruned "
+                        f"with {y} in the same call"
+                    )
         if len(ns) == 1:
             (n,) = ns
             if len(members) > n:
-                out.append(f"{where}: {len(members)} members at the rung, but pruned as "
-                           f"one of {n} values")
+                out.append(
+                    f"{where}: {len(members)} members at the rung, but pruned as one of {n} values"
+                )
             for k, x in kept:
                 ahead = sum(_better(y, x, mode) for _, y in members)
                 if n >= eta and ahead >= n // eta:
-                    out.append(f"{where}: trial {k.id} kept with {x}, though {ahead} of the "
-                               f"pack were better of {n} values")
+                    out.append(
+                        f"{where}: trial {k.id} kept with {x}, though {ahead} of the "
+                        f"pack were better of {n} values"
+                    )
     return out
 
 
-def _pruned(t: TrialRecord, at: list[int], metric: str, eta: int, mode: str,
-            experiment_id: str, snaps: Sequence[Snapshot]) -> str | None:
+def _pruned(
+    t: TrialRecord,
+    at: list[int],
+    metric: str,
+    eta: int,
+    mode: str,
+    experiment_id: str,
+    snaps: Sequence[Snapshot],
+) -> str | None:
     reason = (t.result or {}).get("pruned")
     if not isinstance(reason, dict):
         return "PRUNED without the pruner's reason"
     r, n, x = reason.get("epoch"), reason.get("trials_at_rung"), reason.get("value")
-    if (r not in at or reason.get("metric") != metric or reason.get("eta") != eta
-            or reason.get("experiment_id") != experiment_id or not isinstance(n, int)
-            or not is_number(x)):
+    if (
+        r not in at
+        or reason.get("metric") != metric
+        or reason.get("eta") != eta
+        or reason.get("experiment_id") != experiment_id
+        or not isinstance(n, int)
+        or not is_number(x)
+    ):
         return f"pruned for a reason that is not this experiment's rung rule: {reason}"
     epochs = [int(m["epoch"]) for m in t.metrics]
     if epochs != list(range(1, r + 1)):
@@ -220,14 +260,15 @@ def _pruned(t: TrialRecord, at: list[int], metric: str, eta: int, mode: str,
     assert f is not None and g is not None  # the final snapshot holds both
     w = _window(snaps, t.id, r, f - 1, g)
     if not may_prune(x, n, w, eta, mode):
-        return (f"pruned at rung {r} ({metric} {x}) as one of {n} values, but the rung held "
-                f"{sorted(w.certain)} for certain and maybe {sorted(w.maybe)} "
-                f"(+{w.wildcards} unknown) then: no such read prunes it")
+        return (
+            f"pruned at rung {r} ({metric} {x}) as one of {n} values, but the rung held "
+            f"{sorted(w.certain)} for certain and maybe {sorted(w.maybe)} "
+            f"(+{w.wildcards} unknown) then: no such read prunes it"
+        )
     return None
 
 
-def _promotions(tid: str, r: int, eta: int, mode: str,
-                snaps: Sequence[Snapshot]) -> list[str]:
+def _promotions(tid: str, r: int, eta: int, mode: str, snaps: Sequence[Snapshot]) -> list[str]:
     """Each run of ``tid`` that went past rung ``r`` must have held a value there, and some
     read between its rung and its next epoch must keep it."""
     out = []
@@ -237,8 +278,10 @@ def _promotions(tid: str, r: int, eta: int, mode: str,
         if g is None:
             continue  # this run never showed an epoch past the rung
         if r not in snaps[g][tid].values:
-            out.append(f"went past rung {r} without a value stored there (epochs "
-                       f"{sorted(snaps[g][tid].values)})")
+            out.append(
+                f"went past rung {r} without a value stored there (epochs "
+                f"{sorted(snaps[g][tid].values)})"
+            )
             continue
         x = snaps[g][tid].values[r]
         if x is None:
@@ -247,9 +290,11 @@ def _promotions(tid: str, r: int, eta: int, mode: str,
         assert f is not None  # snapshot g holds it
         w = _window(snaps, tid, r, f - 1, g)
         if not may_promote(x, w, eta, mode):
-            out.append(f"promoted past rung {r} with {x}, but the rung held "
-                       f"{sorted(w.certain)} for certain and maybe {sorted(w.maybe)} "
-                       f"(+{w.wildcards} unknown) then: no such read keeps it")
+            out.append(
+                f"promoted past rung {r} with {x}, but the rung held "
+                f"{sorted(w.certain)} for certain and maybe {sorted(w.maybe)} "
+                f"(+{w.wildcards} unknown) then: no such read keeps it"
+            )
     return out
 
 

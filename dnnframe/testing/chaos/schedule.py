@@ -11,14 +11,14 @@ from dataclasses import dataclass
 
 #: Every kind of fault, with (shortest, longest) seconds it lasts before it is undone.
 KINDS: dict[str, tuple[float, float]] = {
-    "worker_kill": (0.0, 0.0),        # SIGKILL of a host's worker group, then a new worker
-    "worker_stop": (2.0, 8.0),        # SIGSTOP of a host's worker group, then SIGCONT
-    "link_cut": (3.0, 10.0),          # a host's cable pulled out, then plugged back in
-    "broker_restart": (1.0, 5.0),     # the RabbitMQ application stopped, then started
-    "store_restart": (1.0, 5.0),      # PostgreSQL stopped (fast), then started
-    "driver_kill": (0.0, 3.0),        # SIGKILL of the driver service, then a new one
-    "dashboard_kill": (0.0, 3.0),     # SIGKILL of `dnnframe serve`, then a new one
-    "disk_full": (2.0, 6.0),          # the store's filesystem filled, then freed
+    "worker_kill": (0.0, 0.0),  # SIGKILL of a host's worker group, then a new worker
+    "worker_stop": (2.0, 8.0),  # SIGSTOP of a host's worker group, then SIGCONT
+    "link_cut": (3.0, 10.0),  # a host's cable pulled out, then plugged back in
+    "broker_restart": (1.0, 5.0),  # the RabbitMQ application stopped, then started
+    "store_restart": (1.0, 5.0),  # PostgreSQL stopped (fast), then started
+    "driver_kill": (0.0, 3.0),  # SIGKILL of the driver service, then a new one
+    "dashboard_kill": (0.0, 3.0),  # SIGKILL of `dnnframe serve`, then a new one
+    "disk_full": (2.0, 6.0),  # the store's filesystem filled, then freed
 }
 #: Kinds a run has unless asked for others (a full disk needs a filesystem of its own).
 DEFAULT_KINDS = tuple(k for k in KINDS if k != "disk_full")
@@ -29,7 +29,7 @@ HOST_KINDS = ("worker_kill", "worker_stop", "link_cut")
 @dataclass(frozen=True)
 class Fault:
     kind: str
-    start: float     # seconds after the workload starts
+    start: float  # seconds after the workload starts
     duration: float  # seconds until it is undone
     target: int = 0  # the host, for HOST_KINDS
 
@@ -46,8 +46,13 @@ class Fault:
 FAULT_SHARE = 0.7
 
 
-def make_schedule(seed: int, seconds: float, kinds: tuple[str, ...] = DEFAULT_KINDS,
-                  hosts: int = 2, gap: float = 6.0) -> list[Fault]:
+def make_schedule(
+    seed: int,
+    seconds: float,
+    kinds: tuple[str, ...] = DEFAULT_KINDS,
+    hosts: int = 2,
+    gap: float = 6.0,
+) -> list[Fault]:
     """Faults over the first :data:`FAULT_SHARE` of ``seconds`` (the rest lets everything finish): one
     every ``gap`` seconds on average, each kind at least once when there is room, and about
     a third started while the previous one still lasts (overlapping faults)."""
@@ -60,7 +65,7 @@ def make_schedule(seed: int, seconds: float, kinds: tuple[str, ...] = DEFAULT_KI
     window = FAULT_SHARE * seconds
     count = max(1, int(window / gap))
     order = list(kinds) * (count // len(kinds) + 1)
-    picked = order[:len(kinds)]
+    picked = order[: len(kinds)]
     rng.shuffle(picked)
     picked += [rng.choice(kinds) for _ in range(count - len(picked))]
     faults: list[Fault] = []

@@ -22,50 +22,92 @@ EPOCHS = 3
 #: A request not answered within this many seconds is a hang.
 REQUEST_TIMEOUT_S = 15.0
 _MODEL = {"hidden_layers": 1, "width": 4, "activation": "relu"}
-_TRAINING = {"optimizer": "adam", "learning_rate": 0.01, "batch_size": 32,
-             "max_epochs": EPOCHS, "early_stopping": None}
+_TRAINING = {
+    "optimizer": "adam",
+    "learning_rate": 0.01,
+    "batch_size": 32,
+    "max_epochs": EPOCHS,
+    "early_stopping": None,
+}
 
 
 def specs(seed: int, waves: int = 0) -> dict[str, dict[str, Any]]:
     """The experiments, by role; the seed varies the samplers of ASHA and TPE. ``waves``
     small experiments (``wave1``...: grids, every other one ASHA) are submitted one after
     another while the faults go on."""
+
     def spec(name: str, model: dict, training: dict, search: dict) -> dict[str, Any]:
-        return {"name": name, "dataset": {"name": "iris"}, "model": {**_MODEL, **model},
-                "training": {**_TRAINING, **training}, "search": search}
+        return {
+            "name": name,
+            "dataset": {"name": "iris"},
+            "model": {**_MODEL, **model},
+            "training": {**_TRAINING, **training},
+            "search": search,
+        }
 
     rate = {"loguniform": [0.001, 0.1]}
 
     def asha(name: str, samples: int, random_seed: int) -> dict[str, Any]:
-        return spec(name, {}, {"learning_rate": rate},
-                    {"method": "asha", "num_samples": samples, "seeds": 1,
-                     "random_seed": random_seed, "min_epochs": 1, "eta": 3,
-                     "objective": {"metric": "val_accuracy", "mode": "max"}})
+        return spec(
+            name,
+            {},
+            {"learning_rate": rate},
+            {
+                "method": "asha",
+                "num_samples": samples,
+                "seeds": 1,
+                "random_seed": random_seed,
+                "min_epochs": 1,
+                "eta": 3,
+                "objective": {"metric": "val_accuracy", "mode": "max"},
+            },
+        )
 
     # every other wave is an ASHA experiment, so rungs are judged while faults go on
-    waved = {f"wave{i}": asha(f"chaos-asha-wave{i}", 6, seed + i) if i % 2 == 0 else
-             spec(f"chaos-wave{i}", {"width": {"grid": [3, 5]}},
-                  {"learning_rate": 0.01 + i / 1000}, {"seeds": 2})
-             for i in range(1, waves + 1)}
-    return {**waved,
-        "grid": spec("chaos-grid", {"hidden_layers": {"grid": [1, 2]},
-                                    "width": {"grid": [4, 8]}}, {}, {"seeds": 2}),
-        "resumed": spec("chaos-resumed", {"activation": {"grid": ["relu", "tanh", "sigmoid"]}},
-                        {}, {"seeds": 4}),
+    waved = {
+        f"wave{i}": asha(f"chaos-asha-wave{i}", 6, seed + i)
+        if i % 2 == 0
+        else spec(
+            f"chaos-wave{i}",
+            {"width": {"grid": [3, 5]}},
+            {"learning_rate": 0.01 + i / 1000},
+            {"seeds": 2},
+        )
+        for i in range(1, waves + 1)
+    }
+    return {
+        **waved,
+        "grid": spec(
+            "chaos-grid",
+            {"hidden_layers": {"grid": [1, 2]}, "width": {"grid": [4, 8]}},
+            {},
+            {"seeds": 2},
+        ),
+        "resumed": spec(
+            "chaos-resumed", {"activation": {"grid": ["relu", "tanh", "sigmoid"]}}, {}, {"seeds": 4}
+        ),
         "cancelled": spec("chaos-cancelled", {"width": {"grid": [4, 6, 8]}}, {}, {"seeds": 4}),
         "asha": asha("chaos-asha", 9, seed),
-        "tpe": spec("chaos-tpe", {}, {"learning_rate": rate},
-                    {"method": "tpe", "num_samples": 8, "random_seed": seed,
-                     "objective": {"metric": "val_accuracy", "mode": "max"}}),
+        "tpe": spec(
+            "chaos-tpe",
+            {},
+            {"learning_rate": rate},
+            {
+                "method": "tpe",
+                "num_samples": 8,
+                "random_seed": seed,
+                "objective": {"metric": "val_accuracy", "mode": "max"},
+            },
+        ),
     }
 
 
 @dataclass
 class Call:
-    t: float                 # monotonic time the request was sent
+    t: float  # monotonic time the request was sent
     method: str
     path: str
-    status: int | None       # None: no answer (refused, reset or timed out)
+    status: int | None  # None: no answer (refused, reset or timed out)
     latency: float
     error: str | None = None  # the exception, or a 503's missing reason
 
@@ -84,8 +126,9 @@ class Api:
         headers = {"Authorization": f"Bearer {TOKEN}"} if method != "GET" else {}
         response, error = None, None
         try:
-            response = requests.request(method, self.base + path, headers=headers,
-                                        timeout=REQUEST_TIMEOUT_S, **kwargs)
+            response = requests.request(
+                method, self.base + path, headers=headers, timeout=REQUEST_TIMEOUT_S, **kwargs
+            )
         except requests.RequestException as exc:
             error = f"{type(exc).__name__}: {exc}"
         status = response.status_code if response is not None else None
@@ -115,8 +158,10 @@ class Workload:
         self.rng = random.Random(seed)
         self.ids: dict[str, str] = {}
         self.stopped = threading.Event()
-        self._threads = [threading.Thread(target=self._steps, daemon=True, name="chaos-steps"),
-                         threading.Thread(target=self._reader, daemon=True, name="chaos-read")]
+        self._threads = [
+            threading.Thread(target=self._steps, daemon=True, name="chaos-steps"),
+            threading.Thread(target=self._reader, daemon=True, name="chaos-read"),
+        ]
 
     def start(self, t0: float) -> Workload:
         self.t0 = t0
@@ -135,8 +180,7 @@ class Workload:
 
     def _until(self, fraction: float) -> bool:
         """Wait until ``fraction`` of the run; False when stopped first."""
-        return not self.stopped.wait(max(0.0, self.t0 + fraction * self.seconds
-                                         - time.monotonic()))
+        return not self.stopped.wait(max(0.0, self.t0 + fraction * self.seconds - time.monotonic()))
 
     def _persist(self, method: str, path: str, **kwargs: Any) -> requests.Response | None:
         """Send until an answer other than 503 or no answer comes (faults end)."""
