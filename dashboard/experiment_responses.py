@@ -142,6 +142,8 @@ class TiedConfiguration(TypedDict):
 
     params: dict[str, Any]
     n: int
+    n_diverged: int
+    n_pruned: int
     sd: float
     trial_ids: list[str]
 
@@ -153,9 +155,15 @@ class BestConfiguration(TypedDict):
     params: dict[str, Any]
     mean: float
     sd: Annotated[float, about("sample standard deviation over its seeds; 0 for one")]
-    n: Annotated[int, about("seeds that completed with a value")]
+    n: Annotated[
+        int, about("seeds counted: complete or pruned with a value, or diverged (as the worst)")
+    ]
+    n_diverged: Annotated[
+        int, about("of the n seeds, those that diverged: counted as the metric's worst value")
+    ]
+    n_pruned: Annotated[int, about("of the n seeds, those pruned: counted with their value")]
     trial_ids: list[str]
-    best_trial_id: Annotated[str, about("its trial with the best value")]
+    best_trial_id: Annotated[str, about("its trial with the best value (a trained one first)")]
     n_configurations: Annotated[int, about("configurations ranked")]
     ties: list[TiedConfiguration]
 

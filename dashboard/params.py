@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dnnframe.jsonsafe import dotted_items
-from dnnframe.metrics import METRICS, is_number, worst_value
+from dnnframe.metrics import METRICS, counted_values, is_number
 from dnnframe.states import ANALYSED_STATES, TrialState
 
 # What a trial's result records besides its metrics, under the names the charts use.
@@ -82,6 +82,7 @@ class Outcome:
     params: dict[str, Any]
     state: str
     value: float
+    trial_id: str | None = None
 
 
 def outcomes(trials: Iterable[Any], metric: str, mode: str) -> list[Outcome]:
@@ -107,12 +108,12 @@ def outcomes(trials: Iterable[Any], metric: str, mode: str) -> list[Outcome]:
         state = str(getattr(trial.state, "value", trial.state))
         if state in _ANALYSED:
             counted.append((trial, state, trial_values(trial.result).get(metric)))
-    scored = [v for _, state, v in counted if state != _DIVERGED]
-    worst = None if metric in MEASURED_VALUES else worst_value(metric, mode, scored)
-    out = []
-    for trial, state, value in counted:
-        if state == _DIVERGED and metric not in MEASURED_VALUES:
-            value = worst
-        if value is not None:
-            out.append(Outcome(trial_params(trial.config), state, float(value)))
-    return out
+    if metric in MEASURED_VALUES:
+        values = [v for _, _, v in counted]
+    else:
+        values = counted_values([(s == _DIVERGED, v) for _, s, v in counted], metric, mode)
+    return [
+        Outcome(trial_params(trial.config), state, float(value), getattr(trial, "id", None))
+        for (trial, state, _), value in zip(counted, values)
+        if value is not None
+    ]

@@ -1,14 +1,18 @@
 """Which configuration is best: trials that differ only in their seed are one configuration,
-ranked by its mean over the seeds that completed, shown with their spread and count.
+ranked by its mean over its seeds, shown with their spread and count. Seeds count as every
+analysis counts trials (:func:`dashboard.params.outcomes`): a complete or pruned seed with
+its value, a diverged one as the metric's worst value, and how many diverged or were pruned
+is told beside the mean.
 
 A single trial's value is one draw of the seed's noise, so five trials tying at 0.9721 say
 little; a configuration that scored 0.9721 on both its seeds says more. The order is total
 and depends on nothing but the values, so the live page, a reloaded page and "sweep again"
 name the same configuration: a better mean first, then more seeds, then a smaller spread,
-then the smallest trial id. experiment.js ranks the same way (sums taken over the values in
+then the smallest trial id. plotting.js ranks the same way (sums taken over the values in
 ascending order, so both give the same floating-point mean).
 
 >>> from types import SimpleNamespace as T
+>>> from dnnframe.states import SCORED_STATE
 >>> def trial(tid, lr, seed, acc):
 ...     return T(id=tid, state=SCORED_STATE, result={"metrics": {"test_accuracy": acc}},
 ...              config={"model": {}, "training": {"learning_rate": lr}, "seed": seed})
@@ -25,6 +29,15 @@ spread, the smallest trial id) is only a rule that makes the choice repeatable.
 
 >>> [c.params["learning_rate"] for c in tied_with_best([best, *rest])]
 [0.3]
+
+A seed that diverged counts as the worst value (an accuracy's 0), so the configuration that
+kept one good seed no longer holds the lead with it:
+
+>>> lost = T(id="f", state="DIVERGED", result={"metrics": {}},
+...          config={"model": {}, "training": {"learning_rate": 0.3}, "seed": 1})
+>>> [(c.params["learning_rate"], c.n, c.n_diverged) for c in
+...  rank_configurations([*trials, lost], "test_accuracy", "max")]
+[(0.1, 2, 0), (0.01, 2, 0), (0.3, 2, 1)]
 """
 
 from __future__ import annotations
@@ -35,9 +48,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from dnnframe.states import SCORED_STATE
+from dnnframe.states import TrialState
 
-from .params import trial_params, trial_values
+from .params import Outcome, outcomes
+
+_DIVERGED = TrialState.DIVERGED.value
+_PRUNED = TrialState.PRUNED.value
 
 if TYPE_CHECKING:
     from .experiment_responses import BestConfiguration, TiedConfiguration
@@ -50,15 +66,21 @@ class RankedConfiguration:
     params: dict[str, Any]
     mean: float
     sd: float  # sample standard deviation over seeds; 0 for one seed
-    n: int  # seeds that completed with a value
+    n: int  # seeds counted: complete or pruned with a value, or diverged
     trial_ids: tuple[str, ...]  # sorted
-    best_trial_id: str  # its trial with the best value (the smallest id among equals)
+    best_trial_id: (
+        str  # its trial with the best value (a trained one, the smallest id among equals)
+    )
+    n_diverged: int = 0  # of its n seeds, those that diverged (counted as the worst value)
+    n_pruned: int = 0  # of its n seeds, those pruned (counted with the value they stopped at)
 
     def tie_json(self) -> TiedConfiguration:
         """The configuration as the API shows one tied with the best."""
         return {
             "params": self.params,
             "n": self.n,
+            "n_diverged": self.n_diverged,
+            "n_pruned": self.n_pruned,
             "sd": self.sd,
             "trial_ids": list(self.trial_ids),
         }
@@ -80,27 +102,34 @@ def mean_sd(values: list[float]) -> tuple[float, float]:
 
 
 def rank_configurations(trials: Iterable[Any], metric: str, mode: str) -> list[RankedConfiguration]:
-    """The configurations of ``trials`` (COMPLETE ones with a finite ``metric``), best first."""
-    groups: dict[str, list[tuple[str, float]]] = {}
-    params_of: dict[str, dict[str, Any]] = {}
-    for trial in trials:
-        if trial.state != SCORED_STATE:
-            continue
-        value = trial_values(trial.result).get(metric)
-        if value is None:
-            continue
-        params = trial_params(trial.config)
+    """The configurations of ``trials`` best first, each seed counted by :func:`outcomes`'
+    rule: a complete or pruned seed with its value, a diverged one as the worst value, so a
+    configuration whose other seed blew up cannot keep the mean of its good one."""
+    groups: dict[str, list[Outcome]] = {}
+    for outcome in outcomes(trials, metric, mode):
+        params = dict(outcome.params)
         params.pop("seed", None)
-        key = json.dumps(params, sort_keys=True, default=str)
-        params_of.setdefault(key, params)
-        groups.setdefault(key, []).append((trial.id, float(value)))
+        groups.setdefault(json.dumps(params, sort_keys=True, default=str), []).append(outcome)
     sign = -1.0 if mode == "max" else 1.0
     ranked = []
-    for key, members in groups.items():
-        mean, sd = mean_sd([v for _, v in members])
-        best_id = min(members, key=lambda m: (sign * m[1], m[0]))[0]
-        ids = tuple(sorted(tid for tid, _ in members))
-        ranked.append(RankedConfiguration(params_of[key], mean, sd, len(members), ids, best_id))
+    for members in groups.values():
+        mean, sd = mean_sd([m.value for m in members])
+        # a trained seed is the one to show (and sweep around) before a diverged equal
+        best = min(members, key=lambda m: (sign * m.value, m.state == _DIVERGED, str(m.trial_id)))
+        params = dict(members[0].params)
+        params.pop("seed", None)
+        ranked.append(
+            RankedConfiguration(
+                params,
+                mean,
+                sd,
+                len(members),
+                tuple(sorted(str(m.trial_id) for m in members)),
+                str(best.trial_id),
+                sum(m.state == _DIVERGED for m in members),
+                sum(m.state == _PRUNED for m in members),
+            )
+        )
     ranked.sort(key=lambda c: (sign * c.mean, -c.n, c.sd, c.trial_ids[0]))
     return ranked
 
@@ -134,6 +163,8 @@ def best_configuration_json(ranked: list[RankedConfiguration]) -> BestConfigurat
         "mean": best.mean,
         "sd": best.sd,
         "n": best.n,
+        "n_diverged": best.n_diverged,
+        "n_pruned": best.n_pruned,
         "trial_ids": list(best.trial_ids),
         "best_trial_id": best.best_trial_id,
         "n_configurations": len(ranked),

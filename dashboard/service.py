@@ -19,8 +19,8 @@ from dnnframe.pruning.asha import rungs
 from dnnframe.search.service import store_driven
 from dnnframe.spec.models import SearchConfig, is_driven
 from dnnframe.states import (
+    ANALYSED_STATES,
     OUTCOME_STATES,
-    SCORED_STATE,
     ExperimentStatus,
     TrialState,
     count_done,
@@ -178,9 +178,11 @@ def experiment_json(exp: Any, store: Any | None = None, best: bool = False) -> E
         out["objective"] = {"metric": metric, "mode": mode}
         out["search"] = search_json(exp.spec)
         out["best_trial"] = trial_json(trial) if trial is not None else None
-        scored = store.list_trials(exp.id, state=SCORED_STATE, fields=["config", "result"])
+        counted = store.list_trials(
+            exp.id, state=list(ANALYSED_STATES), fields=["config", "result"]
+        )
         out["best_configuration"] = best_configuration_json(
-            rank_configurations(scored, metric, mode)
+            rank_configurations(counted, metric, mode)
         )
     return out
 

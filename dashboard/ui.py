@@ -16,7 +16,7 @@ from flask import (
 
 from dnnframe.datasets import list_datasets
 from dnnframe.metrics import metrics_json
-from dnnframe.states import EXPERIMENT_STATUSES, SCORED_STATE, states_json
+from dnnframe.states import ANALYSED_STATES, EXPERIMENT_STATUSES, states_json
 from dnnframe.store.notes import MAX_NOTE_CHARS, NoteRecord
 from dnnframe.vocabulary import (
     ACTIVATIONS,
@@ -206,7 +206,7 @@ def _spec_around(experiment_id: str) -> dict[str, Any]:
     store = services().store
     exp = store.get_experiment(experiment_id)
     metric, mode = exp.objective
-    trials = store.list_trials(exp.id, state=SCORED_STATE, fields=["config", "result"])
+    trials = store.list_trials(exp.id, state=list(ANALYSED_STATES), fields=["config", "result"])
     ranked = rank_configurations(trials, metric, mode)
     by_id = {t.id: t for t in trials}
     return spec_around_best(exp.spec, by_id[ranked[0].best_trial_id].config if ranked else {})

@@ -145,6 +145,23 @@ def worst_value(metric: str, mode: str, values: Sequence[Any]) -> float | None:
     return min(finite) if mode == "max" else max(finite)
 
 
+def counted_values(
+    values: Sequence[tuple[bool, Any]], metric: str, mode: str
+) -> list[float | None]:
+    """The value each trial counts with in an analysis, given ``(diverged, recorded)`` for
+    each: its own finite value (None when it has none), or for a diverged trial, whose
+    scores mean nothing, :func:`worst_value` over what the others recorded. The one rule
+    every chart, ranking and report counts diverged trials by.
+
+    >>> counted_values([(False, 0.3), (True, None), (False, 2.5)], "test_loss", "min")
+    [0.3, 2.5, 2.5]
+    >>> counted_values([(False, 0.9), (True, float("nan"))], "test_accuracy", "max")
+    [0.9, 0.0]
+    """
+    worst = worst_value(metric, mode, [v for diverged, v in values if not diverged])
+    return [worst if diverged else float(v) if is_number(v) else None for diverged, v in values]
+
+
 def is_number(value: Any) -> TypeGuard[float]:
     """A finite int or float (not a bool): a value that can be ranked."""
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)

@@ -85,8 +85,58 @@ def test_aggregate_leaves_out_unfinished_and_missing_values():
         {"state": "COMPLETE", "hidden_layers": 1, "m": math.nan},
     ]
     assert report.aggregate(rows, "hidden_layers", "m") == [
-        {"hidden_layers": 1, "metric": "m", "n": 1, "mean": 1.0, "std": 0.0, "min": 1.0, "max": 1.0}
+        {
+            **{"hidden_layers": 1, "metric": "m", "n": 1, "mean": 1.0, "std": 0.0},
+            **{"min": 1.0, "max": 1.0, "diverged": 0, "pruned": 0},
+        }
     ]
+
+
+def diverging_train(config, on_epoch=None):
+    """:func:`known_train`, but depth 4 blows up on seed 2."""
+    result = known_train(config, on_epoch)
+    if (config.model.hidden_layers, config.seed) != (4, 2):
+        return result
+    lost = {"test_accuracy": math.nan, "test_loss": math.nan}
+    return TrialResult(**{**result.__dict__, "status": "DIVERGED", "metrics": lost})
+
+
+@pytest.fixture
+def with_a_diverged_seed(tmp_path):
+    store = open_store(f"sqlite:///{tmp_path / 'diverged.db'}")
+    result = submit_experiment(parse_spec(SPEC), store)
+    for tid in result.trial_ids:
+        run_one(tid, store, train=diverging_train)
+    yield store, result.experiment
+    store.close()
+
+
+def test_the_report_counts_a_diverged_trial_as_the_worst_and_says_so(with_a_diverged_seed):
+    store, exp = with_a_diverged_seed
+    rows = report.trial_rows(store, exp.id)
+    fig = report.figures(rows, "test_accuracy", "max")["depth_metric"]
+    lost = [t for t in fig.data if t.name.startswith("diverged")]
+    assert len(lost) == 1 and list(lost[0].x) == [4] and list(lost[0].y) == [0.0]
+    assert "1 diverged, counted as 0, the worst" in fig.layout.title.text
+    mean = next(t for t in fig.data if t.name.startswith("mean"))
+    # depth 4: seeds 0 and 1 at 0.86 and 0.861, seed 2 counted as 0
+    assert mean.y[-1] == pytest.approx((0.86 + 0.861) / 3)
+    page = report.render_html(store, exp.id)
+    assert "1 diverged trial count as the worst test_accuracy (0)" in page
+    by_depth = page[page.index("By depth") : page.index("By configuration")]
+    cells = re.findall(r"<tr><td>4</td><td>(\d+)</td><td>(\d+)</td>", by_depth)
+    assert cells == [("3", "1")]  # n, diverged
+
+
+def test_the_runs_summary_ranks_configurations_counting_a_diverged_seed(with_a_diverged_seed):
+    from dnnframe.cli.common import _summary
+
+    store, exp = with_a_diverged_seed
+    summary = _summary(store, exp, "sqlite://")
+    configs = summary["best_configs"]
+    assert [c["hidden_layers"] for c in configs] == [1, 2, 3, 4]
+    assert (configs[-1]["n"], configs[-1]["diverged"]) == (3, 1)
+    assert configs[-1]["mean"] == pytest.approx((0.86 + 0.861) / 3)
 
 
 def test_time_vs_depth_fit_recovers_the_line(populated):

@@ -3,7 +3,7 @@
 // colour per experiment.
 (function () {
   "use strict";
-  const P = window.DnnPlot;
+  const P = window.DnnPlot, O = window.DnnOutcomes;
   const ids = JSON.parse(document.getElementById("compare-data").textContent);
   const meta = JSON.parse(document.getElementById("compare-meta").textContent);
   const byExperiment = ids.map(function () { return []; });
@@ -43,7 +43,7 @@
     const paramKeys = new Set(), metricKeys = new Set(), curveKeys = new Set();
     for (const t of all) {
       Object.keys(t.params).forEach(function (k) { paramKeys.add(k); });
-      if (t.state === P.VOCAB.scored) Object.keys(t.metrics).forEach(function (k) { metricKeys.add(k); });
+      if (O.counts(t)) Object.keys(t.metrics).forEach(function (k) { metricKeys.add(k); });
       for (const h of t.history || []) Object.keys(h).forEach(function (k) { if (k !== "epoch") curveKeys.add(k); });
     }
     const varied = P.varying(all, Array.from(paramKeys)).filter(function (p) { return p !== "seed"; });
@@ -66,21 +66,33 @@
     options(controls.y, ys, y);
     options(controls.curve, curves, curve);
 
-    const value = function (t, key) { return key in t.metrics ? t.metrics[key] : t[key]; };
+    // every chart's rule (outcomes.js): complete and pruned trials with their value, a
+    // diverged one as the worst value any compared trial reached, drawn apart as a red ✕
+    const outcome = O.over(all, function (key) { return key === objective ? (meta.objectives[0] || {}).mode : P.direction(key); });
+    const value = outcome.value;
     const metricTraces = [], curveTraces = [], bestTraces = [], timeTraces = [];
     ids.forEach(function (id, i) {
       const col = P.colour(i), name = meta.experiments[i], rows = done(i);
-      const groups = P.groupBy(rows.filter(function (t) { return typeof value(t, y) === "number"; }),
-        function (t) { return t.params[x]; });
+      const counted = byExperiment[i].filter(function (t) { return typeof value(t, y) === "number"; });
+      const groups = P.groupBy(counted, function (t) { return t.params[x]; });
       const stats = groups.map(function (g) { return P.meanStd(g[1].map(function (t) { return value(t, y); })); });
       metricTraces.push({ type: "scatter", mode: "lines+markers", name: name, x: groups.map(function (g) { return g[0]; }),
         y: stats.map(function (s) { return s[0]; }),
+        text: groups.map(function (g) { return g[1].length + " trial(s)" + O.divergedText(g[1], y, value); }),
         error_y: { type: "data", symmetric: false, array: stats.map(function (s) { return P.band(s[0], s[1], y)[1]; }),
           arrayminus: stats.map(function (s) { return P.band(s[0], s[1], y)[0]; }) },
         line: { color: col }, marker: { color: col } });
-      const times = P.groupBy(rows, function (t) { return t.params[x]; });
+      const lost = counted.filter(O.diverged);
+      if (lost.length && O.voids(y)) {
+        metricTraces.push({ type: "scatter", mode: "markers", name: name + ": " + lost.length + " diverged, counted as " +
+          P.fmt(value(lost[0], y)) + ", the worst", x: lost.map(function (t) { return t.params[x]; }),
+          y: lost.map(function (t) { return value(t, y); }), text: lost.map(function (t) { return t.id; }),
+          marker: { symbol: lost.map(function (t) { return O.symbol(t); }), color: O.DIVERGED_COLOUR, size: 11, line: { width: 2 } } });
+      }
+      // a diverged trial's training time is a measurement, and stands
+      const times = P.groupBy(byExperiment[i].filter(O.counts), function (t) { return t.params[x]; });
       timeTraces.push({ type: "scatter", mode: "lines+markers", name: name, x: times.map(function (g) { return g[0]; }),
-        y: times.map(function (g) { const v = numbers(g[1].map(function (t) { return t.train_seconds; })); return v.length ? P.meanStd(v)[0] : null; }),
+        y: times.map(function (g) { const v = numbers(g[1].map(function (t) { return value(t, "train_seconds"); })); return v.length ? P.meanStd(v)[0] : null; }),
         line: { color: col }, marker: { color: col } });
       const perEpoch = new Map();
       // a diverged trial's losses (1e9 and up) would be the mean: it is left out of it
@@ -103,7 +115,7 @@
         x: finished.map(function (_, k) { return k + 1; }),
         y: finished.map(function (t) { best = best === null ? t.metrics[objective] : mode(best, t.metrics[objective]); return best; }) });
     });
-    const any = all.some(function (t) { return t.state === P.VOCAB.scored; });
+    const any = all.some(O.counts);
     const allEpochs = [].concat.apply([], curveTraces.map(function (c) { return c.x; }));
     const xAxis = P.axisFor(x, all.map(function (t) { return t.params[x]; }));
     P.draw("chart-compare-metric", any ? metricTraces : [], P.layout({ title: P.label(y) + " vs " + P.label(x) + " (mean ± sd)",

@@ -192,8 +192,13 @@
     const objective = meta.objective || V.objective;
     // the best configuration by its mean over seeds: one lucky seed does not make it best,
     // and the order does not depend on the order the trials arrived in
-    const ranked = P.rankConfigurations(Array.from(trials.values()), function (t) {
-      return t.state === V.scored ? t.metrics[objective.metric] : null;
+    // seeds count as the charts count them: a diverged one as the worst value
+    const everything = Array.from(trials.values());
+    const counted = window.DnnOutcomes.over(everything, function (key) {
+      return key === objective.metric ? objective.mode : P.direction(key);
+    });
+    const ranked = P.rankConfigurations(everything, function (t) {
+      return counted.value(t, objective.metric);
     }, objective.mode);
     if (ranked.length) {
       const el = document.getElementById("best");

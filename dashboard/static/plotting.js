@@ -135,8 +135,11 @@ window.DnnPlot = (function () {
   // Trials that differ only in their seed are one configuration, ranked by its mean over
   // seeds: a better mean, then more seeds, then a smaller spread, then the smallest trial id
   // (dashboard/ranking.py ranks the same way; sums run over the values in ascending order so
-  // both give the same mean). `value(t)` is a trial's number, or null to leave it out.
+  // both give the same mean). `value(t)` is the number a trial counts with by outcomes.js'
+  // rule (a diverged seed as the worst value), or null to leave it out; how many seeds
+  // diverged or were pruned is counted beside.
   function rankConfigurations(trialList, value, mode) {
+    const S = VOCAB.states;
     const groups = new Map();
     for (const t of trialList) {
       const v = value(t);
@@ -145,10 +148,11 @@ window.DnnPlot = (function () {
       delete params.seed;
       const key = JSON.stringify(Object.keys(params).sort().map(function (k) { return [k, params[k]]; }));
       if (!groups.has(key)) groups.set(key, { params: params, members: [] });
-      groups.get(key).members.push([t.id, v]);
+      groups.get(key).members.push([t.id, v, t.state === S.DIVERGED ? 1 : 0, t.state === S.PRUNED ? 1 : 0]);
     }
     const sign = mode === "max" ? -1 : 1;
     const byId = function (a, b) { return a < b ? -1 : a > b ? 1 : 0; };
+    const sum = function (ms, i) { return ms.reduce(function (a, m) { return a + m[i]; }, 0); };
     const ranked = Array.from(groups.values()).map(function (g) {
       const values = g.members.map(function (m) { return m[1]; }).sort(function (a, b) { return a - b; });
       let total = 0;
@@ -156,9 +160,13 @@ window.DnnPlot = (function () {
       const mean = total / values.length;
       let squares = 0;
       for (const v of values) squares += (v - mean) * (v - mean);
-      const best = g.members.slice().sort(function (a, b) { return sign * a[1] - sign * b[1] || byId(a[0], b[0]); })[0];
+      // a trained seed is the one to show before a diverged equal
+      const best = g.members.slice().sort(function (a, b) {
+        return sign * a[1] - sign * b[1] || a[2] - b[2] || byId(a[0], b[0]);
+      })[0];
       return { params: g.params, mean: mean, n: values.length,
         sd: values.length > 1 ? Math.sqrt(squares / (values.length - 1)) : 0,
+        diverged: sum(g.members, 2), pruned: sum(g.members, 3),
         trialIds: g.members.map(function (m) { return m[0]; }).sort(byId), bestTrialId: best[0] };
     });
     ranked.sort(function (a, b) {
@@ -176,8 +184,10 @@ window.DnnPlot = (function () {
     const params = function (c) {
       return shown.map(function (p) { return label(p) + " " + fmt(c.params[p]); }).join(", ");
     };
+    const lost = (best.diverged ? ", " + best.diverged + " diverged" : "") +
+      (best.pruned ? ", " + best.pruned + " pruned" : "");
     const spread = best.n > 1 ? " ± " + fmt(best.sd) + " (" + (min ? "lowest" : "highest") +
-      " mean of " + best.n + " seeds)" : " (" + (min ? "lowest" : "highest") + ")";
+      " mean of " + best.n + " seeds" + lost + ")" : " (" + (min ? "lowest" : "highest") + lost + ")";
     let text = "best " + label(objective.metric) + " " + fmt(best.mean) + spread + " — " +
       (params(best) || "the only configuration");
     const ties = ranked.slice(1).filter(function (c) {

@@ -25,13 +25,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..metrics import DEFAULT_OBJECTIVE_METRIC, METRICS, is_number, rank
-from ..states import SCORED_STATE
+from ..metrics import DEFAULT_OBJECTIVE_METRIC, METRICS, counted_values, direction, is_number, rank
+from ..states import ANALYSED_STATES, SCORED_STATE, TrialState
 from ..store.base import ResultStore, TrialRecord
 from ..store.rows import CONFIG_COLUMNS, trial_row
 
 # the state value report rows are scored in (only such trials have final metrics)
 _SCORED = SCORED_STATE.value
+_ANALYSED = frozenset(s.value for s in ANALYSED_STATES)
+_DIVERGED = TrialState.DIVERGED.value
+_PRUNED = TrialState.PRUNED.value
 
 
 # --------------------------------------------------------------------------- rows
@@ -57,31 +60,45 @@ def varied_columns(rows: Sequence[dict[str, Any]]) -> list[str]:
 _finite = is_number
 
 
+def counted_rows(rows: Iterable[dict[str, Any]], metric: str, mode: str) -> list[dict[str, Any]]:
+    """The rows an analysis of ``metric`` counts, by the rule every chart and ranking counts
+    by (:func:`dnnframe.metrics.counted_values`): complete and pruned trials with their
+    value, a diverged one with the worst value of ``metric`` (``mode``: its direction)."""
+    rows = [r for r in rows if r.get("state", _SCORED) in _ANALYSED]
+    values = counted_values(
+        [(r.get("state") == _DIVERGED, r.get(metric)) for r in rows], metric, mode
+    )
+    return [{**r, metric: v} for r, v in zip(rows, values)]
+
+
 def aggregate(
     rows: Iterable[dict[str, Any]],
     by: str | Sequence[str],
     metric: str,
     states: Sequence[str] | None = (_SCORED,),
 ) -> list[dict[str, Any]]:
-    """Group rows by ``by`` and summarise ``metric``: n, mean, std (sample; 0 for n=1), min, max.
+    """Group rows by ``by`` and summarise ``metric``: n, mean, std (sample; 0 for n=1), min,
+    max, and of the n how many ``diverged`` and were ``pruned``.
 
     Rows whose metric is missing/non-finite or whose state is not in ``states`` (None: any)
-    are left out. Groups come sorted by their key.
+    are left out (pass :func:`counted_rows` and None to count diverged trials as the worst).
+    Groups come sorted by their key.
     """
     keys = [by] if isinstance(by, str) else list(by)
-    groups: dict[tuple, list[float]] = defaultdict(list)
+    groups: dict[tuple, list[tuple[float, str]]] = defaultdict(list)
     for r in rows:
-        if states is not None and r.get("state", _SCORED) not in states:
+        state = r.get("state", _SCORED)
+        if states is not None and state not in states:
             continue
         v = r.get(metric)
         if _finite(v):
-            groups[tuple(r.get(k) for k in keys)].append(float(v))
+            groups[tuple(r.get(k) for k in keys)].append((float(v), state))
     out = []
     for key in sorted(
         groups,
         key=lambda k: tuple((x is None, x if not isinstance(x, str) else 0, str(x)) for x in k),
     ):
-        vals = groups[key]
+        vals = [v for v, _ in groups[key]]
         out.append(
             {
                 **dict(zip(keys, key)),
@@ -91,9 +108,18 @@ def aggregate(
                 "std": statistics.stdev(vals) if len(vals) > 1 else 0.0,
                 "min": min(vals),
                 "max": max(vals),
+                "diverged": sum(state == _DIVERGED for _, state in groups[key]),
+                "pruned": sum(state == _PRUNED for _, state in groups[key]),
             }
         )
     return out
+
+
+def best_aggregates(aggregates: Sequence[dict[str, Any]], mode: str) -> list[dict[str, Any]]:
+    """``aggregates`` best first as the dashboard ranks configurations: a better mean, then
+    more seeds, then a smaller spread."""
+    sign = -1.0 if mode == "max" else 1.0
+    return sorted(aggregates, key=lambda a: (sign * a["mean"], -a["n"], a["std"]))
 
 
 def aggregate_by_depth(
@@ -191,11 +217,19 @@ def first_builds(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 # --------------------------------------------------------------------------- figures
+# a diverged trial as the dashboard's charts draw it (outcomes.js): a red ✕
+_DIVERGED_MARKER = {"symbol": "x-thin-open", "color": "#c0392b", "size": 10, "line": {"width": 2}}
+
+
 def figures(
-    rows: Sequence[dict[str, Any]], metric: str = DEFAULT_OBJECTIVE_METRIC
+    rows: Sequence[dict[str, Any]], metric: str = DEFAULT_OBJECTIVE_METRIC, mode: str | None = None
 ) -> dict[str, Any]:
     """The report's plotly figures keyed by name: ``depth_metric``, ``depth_time``,
     ``depth_compile`` and ``learning_curves`` (those with no data are left out).
+
+    ``depth_metric`` counts trials as every analysis does (:func:`counted_rows`, ``mode``
+    the objective's direction): a diverged trial as the worst value, drawn apart as a red
+    ✕ and counted in the title.
 
     ``depth_compile`` shows first builds only (mean, spread and fit); trials whose graph
     came from the compile cache (row key :data:`COMPILE_REUSED` True) are a separate,
@@ -205,25 +239,35 @@ def figures(
 
     figs: dict[str, Any] = {}
     done = [r for r in rows if r.get("state") == _SCORED]
+    counted = counted_rows(rows, metric, mode or direction(metric))
 
     def depth_figure(
         pts_rows: list[dict[str, Any]], column: str, title: str, ytitle: str, fit: bool
     ) -> Any | None:
-        agg = aggregate_by_depth(pts_rows, column)
+        agg = aggregate_by_depth(pts_rows, column, states=None)  # the rows are those counted
         if not agg:
             return None
         fig = go.Figure()
         pts = [r for r in pts_rows if _finite(r.get(column))]
-        fig.add_trace(
-            go.Scatter(
-                x=[r["hidden_layers"] for r in pts],
-                y=[r[column] for r in pts],
-                mode="markers",
-                name="trials",
-                opacity=0.45,
-                text=[f"{r['trial_id']} seed={r['seed']}" for r in pts],
-            )
-        )
+        lost = [r for r in pts if r.get("state") == _DIVERGED]
+        for name, marked, marker in (
+            ("trials", [r for r in pts if r.get("state") != _DIVERGED], {}),
+            ("diverged (counted as the worst)", lost, _DIVERGED_MARKER),
+        ):
+            if marked:
+                fig.add_trace(
+                    go.Scatter(
+                        x=[r["hidden_layers"] for r in marked],
+                        y=[r[column] for r in marked],
+                        mode="markers",
+                        name=name,
+                        opacity=0.45 if not marker else 0.9,
+                        marker=marker,
+                        text=[f"{r['trial_id']} seed={r['seed']}" for r in marked],
+                    )
+                )
+        if lost:
+            title += f" ({len(lost)} diverged, counted as {lost[0][column]:.4g}, the worst)"
         fig.add_trace(
             go.Scatter(
                 x=[a["hidden_layers"] for a in agg],
@@ -262,7 +306,7 @@ def figures(
         f" ({len(reused)} cache hits shown apart, not in mean or fit)" if reused else ""
     )
     for name, pts_rows, column, title, ytitle, fit in (
-        ("depth_metric", done, metric, f"Hidden layers vs {metric}", metric, False),
+        ("depth_metric", counted, metric, f"Hidden layers vs {metric}", metric, False),
         (
             "depth_time",
             done,
@@ -340,6 +384,20 @@ def _html_table(rows: Sequence[dict[str, Any]], columns: Sequence[str]) -> str:
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
+def _diverged_note(counted: Sequence[dict[str, Any]], metric: str) -> str:
+    """A sentence saying how many trials diverged and the worst value they count as ("" when
+    none did)."""
+    lost = [r for r in counted if r.get("state") == _DIVERGED]
+    if not lost:
+        return ""
+    worst = lost[0].get(metric)
+    value = f" ({worst:.4g})" if _finite(worst) else ""
+    return (
+        f"<p>{len(lost)} diverged trial{'s' if len(lost) != 1 else ''} count as the worst "
+        f"{html.escape(metric)}{value} in the charts and tables by depth and configuration.</p>"
+    )
+
+
 def render_html(store: ResultStore, experiment_id: str) -> str:
     """One self-contained HTML report of an experiment: plotly.js inlined, no network needed."""
     import plotly.io as pio
@@ -352,7 +410,7 @@ def render_html(store: ResultStore, experiment_id: str) -> str:
     metric, mode = exp.objective
     if metric not in METRICS:
         metric = DEFAULT_OBJECTIVE_METRIC
-    figs = figures(rows, metric)
+    figs = figures(rows, metric, mode)
     parts = []
     for i, fig in enumerate(figs.values()):
         # plotly.js (from the installed plotly package) goes in once, inline, with the first chart
@@ -365,8 +423,9 @@ def render_html(store: ResultStore, experiment_id: str) -> str:
     for r in rows:
         counts[r["state"]] += 1
     varied = [c for c in varied_columns(rows) if c != "seed"]
-    by_config = aggregate(rows, varied, metric) if varied else []
-    by_config = rank(by_config, lambda a: a["mean"], mode)
+    counted = counted_rows(rows, metric, mode)
+    by_config = best_aggregates(aggregate(counted, varied, metric, None), mode) if varied else []
+    by_depth = aggregate(counted, "hidden_layers", metric, None)
     done = rank(
         [r for r in rows if r["state"] == _SCORED], lambda r: r.get(metric), mode, scored_only=True
     )
@@ -395,7 +454,9 @@ def render_html(store: ResultStore, experiment_id: str) -> str:
         "n_params",
         "error",
     ]
-    summary_cols = [*varied, "n", "mean", "std", "min", "max"]
+    summary_cols = [*varied, "n", "diverged", "pruned", "mean", "std", "min", "max"]
+    depth_cols = ["hidden_layers", "n", "diverged", "pruned", "mean", "std", "min", "max"]
+    counting = _diverged_note(counted, metric)
     esc = html.escape
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
@@ -414,6 +475,9 @@ objective: {esc(mode)} <code>{esc(metric)}</code> · generated {time.strftime("%
 <h2>Charts</h2>
 {"".join(parts) or "<p>No finished trials yet.</p>"}
 <h2>Timing fits</h2><ul>{"".join(fit_lines) or "<li>not enough depths for a fit</li>"}</ul>
+{counting}
+<h2>By depth ({esc(metric)}, mean over trials)</h2>
+{_html_table(by_depth, depth_cols) if by_depth else "<p>No counted trials yet.</p>"}
 <h2>By configuration ({esc(metric)}, mean over seeds)</h2>
 {_html_table(by_config, summary_cols) if by_config else "<p>Only one configuration.</p>"}
 <h2>Best trials</h2>

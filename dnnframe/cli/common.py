@@ -224,7 +224,7 @@ def _summary(
     top: int = 5,
 ) -> dict:  # noqa: ANN001
     """Machine-readable summary of an experiment (``--json`` output)."""
-    from ..analysis.report import aggregate, varied_columns
+    from ..analysis.report import aggregate, best_aggregates, counted_rows, varied_columns
     from ..store.rows import summary_rows
 
     exp = store.get_experiment(exp.id)
@@ -237,9 +237,9 @@ def _summary(
         mode,
         scored_only=True,
     )
-    best_configs = rank(
-        aggregate(rows, varied, metric) if varied else [], lambda a: a["mean"], mode
-    )
+    # seeds count as every analysis counts them: a diverged one as the worst value
+    counted = counted_rows(rows, metric, mode)
+    best_configs = best_aggregates(aggregate(counted, varied, metric, None), mode) if varied else []
     counts = store.counts_by_state(exp.id)
     failed = [
         {"trial_id": r["trial_id"], "error": r["error"]}
@@ -298,7 +298,7 @@ def _print_summary(
     )
     if summary["best_configs"]:
         table = Table(title=f"Best configurations by mean {metric} over seeds")
-        cols = [*summary["varied"], "n", "mean", "std"]
+        cols = [*summary["varied"], "n", "diverged", "pruned", "mean", "std"]
         for c in cols:
             table.add_column(c, justify="right")
         for a in summary["best_configs"]:

@@ -252,6 +252,46 @@ def test_sweep_again_centres_on_the_best_mean_over_seeds_not_a_lucky_seed(client
     assert spec["training"]["learning_rate"] == {"grid": [0.0333, 0.1, 0.3]}
 
 
+def test_sweep_again_and_the_best_configuration_count_a_diverged_seed_as_the_worst(client, store):
+    spec = {**LR_SPEC, "model": {"hidden_layers": 2, "width": 4}, "search": {"seeds": 3}}
+    exp_id = client.post("/api/v1/experiments", json=spec).json["id"]
+    # lr 0.01 scores best on two seeds and blows up on the third: its mean counts an
+    # accuracy of 0 there, so the steady lr 0.1 is the best configuration
+    steady = {0.001: 0.5, 0.1: 0.9}
+    for t in store.list_trials(exp_id):
+        lr, seed = t.config["training"]["learning_rate"], t.config["seed"]
+        if lr == 0.01 and seed == 2:
+            _finish(store, t.id, {"test_loss": float("nan")}, TrialState.DIVERGED)
+        elif lr == 0.01:
+            _finish(store, t.id, {"test_accuracy": 0.99, "test_loss": 0.01})
+        else:
+            acc = steady[lr]
+            _finish(store, t.id, {"test_accuracy": acc, "test_loss": 1 - acc})
+    best = client.get(f"/api/v1/experiments/{exp_id}").json["best_configuration"]
+    assert best["params"]["learning_rate"] == 0.1
+    assert (best["n"], best["n_diverged"], best["n_pruned"]) == (3, 0, 0)
+    sweep = _spec_box(client.get(f"/experiments/new?around={exp_id}").get_data(as_text=True))
+    assert sweep["training"]["learning_rate"] == {"grid": [0.0333, 0.1, 0.3]}
+
+
+def test_a_diverged_seed_counts_as_the_worst_loss_any_trained_trial_reached(client, store):
+    spec = {
+        **LR_SPEC,
+        "model": {"hidden_layers": 2, "width": 4},
+        "search": {"seeds": 2, "objective": {"metric": "test_loss", "mode": "min"}},
+    }
+    exp_id = client.post("/api/v1/experiments", json=spec).json["id"]
+    losses = {(0.001, 0): 0.8, (0.001, 1): 0.7, (0.01, 0): 0.1, (0.1, 0): 0.3, (0.1, 1): 0.3}
+    for t in store.list_trials(exp_id):
+        key = (t.config["training"]["learning_rate"], t.config["seed"])
+        if key in losses:
+            _finish(store, t.id, {"test_loss": losses[key]})
+        else:  # lr 0.01, seed 1: counts as 0.8, the worst loss reached, so its mean is 0.45
+            _finish(store, t.id, {"test_loss": float("inf")}, TrialState.DIVERGED)
+    best = client.get(f"/api/v1/experiments/{exp_id}").json["best_configuration"]
+    assert best["params"]["learning_rate"] == 0.1 and best["mean"] == 0.3
+
+
 REGRESSION_SWEEP = {
     "name": "regress-full",
     "dataset": {"name": "diabetes"},

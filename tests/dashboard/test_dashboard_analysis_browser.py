@@ -572,7 +572,9 @@ def test_the_best_configuration_is_the_best_mean_live_and_after_a_reload(quiet_s
         ("tanh", 0.01, 1): 0.3,
         ("relu", 0.01, 0): 0.5,
         ("relu", 0.01, 1): 0.9721,
+        ("tanh", 0.001, 0): 0.99,  # its other seed diverges: a mean of 0.495, not 0.99
     }
+    diverged = ("tanh", 0.001, 1)
     trials = store.list_trials(exp_id)
     key = {
         t.id: (
@@ -599,7 +601,10 @@ def test_the_best_configuration_is_the_best_mean_live_and_after_a_reload(quiet_s
                     "timings": {"train": 1.0},
                     "epochs_run": 3,
                 }
-                assert store.finish_trial(tid, TrialState.COMPLETE, result=result, worker="w1")
+                state = TrialState.DIVERGED if key[tid] == diverged else TrialState.COMPLETE
+                if state is TrialState.DIVERGED:
+                    result["metrics"] = {"test_accuracy": None, "test_loss": None}
+                assert store.finish_trial(tid, state, result=result, worker="w1")
             expected = (
                 "best test accuracy 0.9721 ± 0 (highest mean of 2 seeds) — "
                 "activation relu, learning rate 0.1"
@@ -610,9 +615,52 @@ def test_the_best_configuration_is_the_best_mean_live_and_after_a_reload(quiet_s
                 " document.getElementById('best').dataset.trials]"
             )
             assert live == [best[0], " ".join(best)]
+            told = requests.get(base + f"/api/v1/experiments/{exp_id}", timeout=30).json()
+            assert told["best_configuration"]["trial_ids"] == best  # the server's best too
             page.reload()
             expect(page.locator("#best")).to_have_text(expected, timeout=15_000)
             assert page.evaluate("document.getElementById('best').dataset.trial") == best[0]
+            assert problems == []
+        finally:
+            b.close()
+
+
+def test_compare_counts_a_diverged_trial_as_the_worst_and_draws_it_apart(quiet_server):
+    from playwright.sync_api import expect, sync_playwright
+
+    base, store = quiet_server
+    first = requests.post(base + "/api/v1/experiments", json=ACTIVATION_LR, timeout=30).json()["id"]
+    wider = {**ACTIVATION_LR, "name": "wider", "model": {**ACTIVATION_LR["model"], "width": 32}}
+    second = requests.post(base + "/api/v1/experiments", json=wider, timeout=30).json()["id"]
+    _finish_all(store, first, _lr_decides)
+    # the wider sweep trains as well, but for one trial that blew up: relu at 0.1, seed 1
+    trials = store.list_trials(second)
+    assert len(store.claim_trials([t.id for t in trials], "w1")) == len(trials)
+    items = []
+    for t in trials:
+        acc = _lr_decides(t.config)
+        lost = (t.config["model"]["activation"], t.config["training"]["learning_rate"]) == (
+            "relu",
+            0.1,
+        ) and t.config["seed"] == 1
+        metrics = {"test_accuracy": None if lost else acc, "test_loss": None if lost else 1 - acc}
+        state = TrialState.DIVERGED if lost else TrialState.COMPLETE
+        items.append((t.id, state, {"metrics": metrics, "timings": {"train": 1.0}}, None))
+    assert len(store.finish_trials(items, worker="w1")) == len(trials)
+    with sync_playwright() as p:
+        b, page, problems = _open(p, base, f"/compare?ids={second},{first}")
+        try:
+            expect(page.locator("#chart-compare-metric .main-svg").first).to_be_visible(
+                timeout=10_000
+            )
+            traces = page.evaluate("document.getElementById('chart-compare-metric').data")
+            apart = [t for t in traces if "diverged" in t["name"]]
+            assert [t["name"] for t in apart] == ["wider: 1 diverged, counted as 0, the worst"]
+            assert apart[0]["x"] == [0.1] and apart[0]["y"] == [0]
+            assert apart[0]["marker"]["symbol"] == ["x-thin-open"]
+            # the mean at 0.1 counts it: relu's other seed 0.92, tanh's two 0.9, and 0
+            means = dict(zip(traces[0]["x"], traces[0]["y"]))
+            assert means[0.1] == pytest.approx((0.92 + 0.9 + 0.9 + 0) / 4)
             assert problems == []
         finally:
             b.close()
