@@ -28,7 +28,7 @@ EVENT_STREAM = {
         "type": "object",
         "required": ["event", "data"],
         "properties": {
-            "event": {"enum": ["trials", "change", "end"]},
+            "event": {"enum": ["trials", "change", "note", "end"]},
             "data": {"type": "string", "description": "JSON"},
         },
     }
@@ -48,15 +48,16 @@ EVENT_STREAM = {
 )
 def experiment_events(experiment_id: str, since: int) -> Response:
     """Server-sent events: `trials` (the changed trials and the experiment's counts) as they
-    change; `change`: catch up with trials?since=; `end`: the experiment is finished and the
-    stream closes.
+    change; `change`: catch up with trials?since=; `note`: the experiment's note (its `kind`,
+    `id`, text, version and updated_at) after each save; `end`: the
+    experiment is finished and the stream closes.
 
     An experiment already finished answers 204, which EventSource does not retry. A server
     that streams to as many pages as it may answers 503: poll trials?since= instead."""
     svc = services()
     if svc.store.get_experiment(experiment_id).is_finished:  # 404 for an unknown id
         return _nothing_to_stream()
-    return _event_response([experiment_id], [], since)
+    return _event_response([experiment_id], [], since, [])
 
 
 @bp.get("/events")
@@ -64,11 +65,17 @@ def experiment_events(experiment_id: str, since: int) -> Response:
     "events",
     query=[
         RepeatedArg(
+            "trial",
+            "a trial whose note a page shows: its saves come as `note` events (repeated)",
+            max_items=MAX_STREAMED,
+            min_items=0,
+        ),
+        RepeatedArg(
             "experiment",
             "an experiment id (repeated for each)",
             max_items=MAX_STREAMED,
             required=True,
-        )
+        ),
     ],
     responses={
         200: content("an event stream (text/event-stream)", EVENT_STREAM, STREAM_HEADERS),
@@ -76,10 +83,11 @@ def experiment_events(experiment_id: str, since: int) -> Response:
     },
     errors=(503,),
 )
-def events(experiment: list[str]) -> Response:
+def events(experiment: list[str], trial: list[str]) -> Response:
     """One event stream for several experiments, as each experiment's own stream gives them,
     every event naming its `experiment_id` (a browser's tabs share one); `end` at once for an
-    experiment finished or unknown."""
+    experiment finished or unknown. `note` events carry the experiments' notes and those of
+    the trials named, each naming its `kind` and `id`."""
     store = services().store
     live: list[str] = []
     ended: list[str] = []
@@ -92,7 +100,7 @@ def events(experiment: list[str]) -> Response:
             ended.append(experiment_id)
     if not live:
         return _nothing_to_stream()
-    return _event_response(live, ended, None)
+    return _event_response(live, ended, None, trial)
 
 
 def _nothing_to_stream() -> Response:
@@ -103,10 +111,14 @@ def _nothing_to_stream() -> Response:
     return response
 
 
-def _event_response(live: list[str], ended: list[str], since: int | None) -> Response:
+def _event_response(
+    live: list[str], ended: list[str], since: int | None, trials: list[str]
+) -> Response:
     svc = services()
     svc.feed.describe = update_json
-    starts = svc.feed.open_stream(live)
+    # a page shows its experiment's note, a trial page its trial's too
+    notes = [("experiment", e) for e in live] + [("trial", t) for t in trials]
+    starts = svc.feed.open_stream(live, notes)
     if starts is None:
         raise APIError(
             503,
@@ -114,7 +126,9 @@ def _event_response(live: list[str], ended: list[str], since: int | None) -> Res
             "trials?since= instead",
             headers=RETRY_LATER.pair(STREAMS_FULL_RETRY_SECONDS),
         )
-    response = Response(event_stream(svc.feed, starts, since, ended), mimetype="text/event-stream")
+    response = Response(
+        event_stream(svc.feed, starts, since, ended, notes), mimetype="text/event-stream"
+    )
     for header in STREAM_HEADERS:
         response.headers.update(header.pair())
     return response

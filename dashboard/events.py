@@ -32,6 +32,8 @@ from typing import Any, NamedTuple
 
 from dnnframe.exceptions import DnnframeError
 
+from .note_feed import NoteFeed, Target
+
 log = logging.getLogger(__name__)
 
 INTERVAL_S = 0.5  # how often the feed reads the store's changes while streams are open
@@ -66,6 +68,8 @@ class ChangeFeed:
         self._cursor = 0
         self._watched: Counter[str] = Counter()  # experiment id → open streams
         self._updates: dict[str, deque[Update]] = {}
+        # the notes the streams' pages show, followed by their own versions
+        self.notes = NoteFeed(self._cond)
         self._open = 0
         self._thread: threading.Thread | None = None
         self.closed = False
@@ -76,8 +80,11 @@ class ChangeFeed:
             self.closed = True
             self._cond.notify_all()
 
-    def open_stream(self, experiment_ids: Iterable[str]) -> dict[str, int | None] | None:
-        """Take one stream slot for ``experiment_ids`` (starting the reader if it is idle).
+    def open_stream(
+        self, experiment_ids: Iterable[str], notes: Iterable[Target] = ()
+    ) -> dict[str, int | None] | None:
+        """Take one stream slot for ``experiment_ids`` and the ``notes`` its pages show
+        (starting the reader if it is idle).
 
         Returns None when every slot is taken, else each experiment's latest update's change
         number (None before its first): where the new stream's updates start.
@@ -88,6 +95,7 @@ class ChangeFeed:
                 return None
             self._open += 1
             self._watched.update(ids)
+            self.notes.follow(notes)
             if self._thread is None:
                 # the reader's cursor is set before any stream waits, so no change made
                 # after this call can be missed
@@ -100,20 +108,26 @@ class ChangeFeed:
             for e in ids:
                 updates = self._updates.get(e)
                 starts[e] = updates[-1].seq if updates else None
-            return starts
+        # the notes' versions as the stream starts, so a save from now on is sent on
+        self.notes.read(self._store(), notes)
+        return starts
 
-    def close_stream(self, experiment_ids: Iterable[str]) -> None:
+    def close_stream(self, experiment_ids: Iterable[str], notes: Iterable[Target] = ()) -> None:
         with self._cond:
             self._open -= 1
+            self.notes.unfollow(notes)
             for e in dict.fromkeys(experiment_ids):
                 self._watched[e] -= 1
                 if self._watched[e] <= 0:
                     del self._watched[e]
                     self._updates.pop(e, None)
 
-    def updates(self, after: dict[str, int | None], timeout: float) -> dict[str, list[Update]]:
-        """Each experiment's updates past its change number in ``after`` (waiting up to
-        ``timeout`` for one); experiments with none are left out."""
+    def updates(
+        self, after: dict[str, int | None], timeout: float, notes: dict[Target, int] | None = None
+    ) -> tuple[dict[str, list[Update]], dict[Target, tuple[int, str]]]:
+        """Each experiment's updates past its change number in ``after``, and the notes of
+        ``notes`` saved since the version given there (waiting up to ``timeout`` for
+        either); experiments and notes with none are left out."""
 
         def newer() -> dict[str, list[Update]]:
             found = {}
@@ -124,8 +138,11 @@ class ChangeFeed:
             return found
 
         with self._cond:
-            self._cond.wait_for(lambda: self.closed or bool(newer()), timeout)
-            return newer()
+            seen = notes or {}
+            self._cond.wait_for(
+                lambda: self.closed or bool(newer()) or bool(self.notes.newer(seen)), timeout
+            )
+            return newer(), self.notes.newer(seen)
 
     def _follow(self) -> None:
         while True:
@@ -153,6 +170,7 @@ class ChangeFeed:
         # starts by reading for itself, which then sees every row read here
         with self._cond:
             watched = set(self._watched)
+        self.notes.read(store)
         changed: dict[str, dict[str, Any]] = {}  # experiment id → its changed trials by id
         for trial in rows:
             for experiment_id in watched.intersection(trial.experiment_ids):
@@ -188,16 +206,19 @@ def stream(
     starts: dict[str, int | None],
     since: int | None = None,
     ended: Iterable[str] = (),
+    notes: Iterable[Target] = (),
 ) -> Iterator[str]:
     """The event stream of one page, or of every tab of one browser (the caller took a slot
-    with ``open_stream``, which gave ``starts``: the experiments it follows).
+    with ``open_stream``, which gave ``starts``: the experiments it follows, and ``notes``:
+    the notes its pages show).
 
     ``ended`` are experiments asked for that are already over (or unknown): each gets ``end``
     at once. Then a ``change`` event for each followed experiment, so the page reads whatever
     changed between its cursor (``since``, when the page gave one) and the stream's start;
     then ``trials`` events carry the changed trials (and the experiment's counts) as the feed
-    reads them. An experiment whose stream fell more than ``UPDATES_KEPT`` updates behind gets
-    a ``change`` event instead, and its page reads. After the update that finishes an
+    reads them, and a ``note`` event each note of ``notes`` saved meanwhile (:mod:`.note_feed`).
+    An experiment whose stream fell more than ``UPDATES_KEPT`` updates behind gets a
+    ``change`` event instead, and its page reads. After the update that finishes an
     experiment comes its ``end``; the stream closes after the last one.
     """
     cursor = {} if since is None else {"cursor": since}
@@ -207,17 +228,21 @@ def stream(
             + [_event("change", {**cursor, "experiment_id": e}) for e in starts]
         )
         seen = dict(starts)
+        noted = feed.notes.versions(notes)  # each note's version sent on
         ends = time.monotonic() + STREAM_SECONDS
         while seen and time.monotonic() < ends and not feed.closed:
-            found = feed.updates(seen, KEEPALIVE_S)
-            if not found:
+            found, saved = feed.updates(seen, KEEPALIVE_S, noted)
+            if not found and not saved:
                 yield ": keep-alive\n\n"
                 continue
-            yield "".join(_sent(e, updates, seen, cursor) for e, updates in found.items())
+            noted.update((target, version) for target, (version, _) in saved.items())
+            yield "".join(f"event: note\ndata: {body}\n\n" for _, body in saved.values()) + "".join(
+                _sent(e, updates, seen, cursor) for e, updates in found.items()
+            )
             if seen:
                 time.sleep(MIN_GAP_S)
     finally:
-        feed.close_stream(starts)
+        feed.close_stream(starts, notes)
 
 
 def _sent(

@@ -198,22 +198,26 @@ class ChoicesArg(QueryArg):
 
 @dataclass(frozen=True)
 class RepeatedArg(QueryArg):
-    """Between one and ``max_items`` values, the parameter repeated, none of them empty;
-    the first of each value kept."""
+    """Between ``min_items`` (one, unless told) and ``max_items`` values, the parameter
+    repeated, none of them empty; the first of each value kept."""
 
     max_items: int = 1
+    min_items: int = 1
 
     def read(self, args: Args) -> list[str]:
         given = args.getlist(self.name)
-        if not given or len(given) > self.max_items or not all(given):
-            rule = f"must name between 1 and {self.max_items} {self.name}s, none of them empty"
+        if not self.min_items <= len(given) <= self.max_items or not all(given):
+            rule = (
+                f"must name between {self.min_items} and {self.max_items} {self.name}s, "
+                "none of them empty"
+            )
             raise self.refuse(f"query parameter {self.name} {rule}", rule)
         return list(dict.fromkeys(given))
 
     def schema(self) -> dict[str, Any]:
         return {
             "type": "array",
-            "minItems": 1,
+            "minItems": self.min_items,
             "maxItems": self.max_items,
             "items": {"type": "string", "minLength": 1},
         }

@@ -354,7 +354,10 @@
 
   function onLive(message) {
     if (!following) return;
-    if (message.type === "change") {
+    if (message.type === "note") {
+      // the experiment's note saved elsewhere (the box waits while one is being typed here)
+      if (window.DnnNotes && message.data.kind === "experiment") window.DnnNotes.receive(message.data);
+    } else if (message.type === "change") {
       document.body.dataset.live = "stream";
       refresh().then(function (finished) { if (finished) stopFollowing(); }).catch(lostContact);
     } else if (message.type === "trials") {

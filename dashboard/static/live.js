@@ -1,13 +1,13 @@
 // A page's side of the live stream every tab of this site shares (live-worker.js).
 //
-// DnnLive.watch(id, eventsUrl, workerUrl, onMessage) → true when the shared stream will
-// deliver the experiment's events to onMessage, false when this browser has no SharedWorker
+// DnnLive.watch(id, eventsUrl, workerUrl, onMessage, trialId) → true when the shared stream
+// will deliver the experiment's events (and, with trialId, that trial's note) to onMessage, false when this browser has no SharedWorker
 // (the page then polls: a poll holds no connection between reads, so it never starves
 // other tabs as a stream per tab would). DnnLive.unwatch(id) stops them.
 window.DnnLive = (function () {
   "use strict";
   let port = null, broken = false;
-  const watched = new Map(); // experiment id → { eventsUrl, onMessage }
+  const watched = new Map(); // experiment id → { eventsUrl, onMessage, trialId }
 
   // The worker did not start (its script failed to load or run): every page that counted
   // on it is told its stream is closed, and polls; later watches answer false.
@@ -40,10 +40,10 @@ window.DnnLive = (function () {
     return port;
   }
 
-  function watch(id, eventsUrl, workerUrl, onMessage) {
+  function watch(id, eventsUrl, workerUrl, onMessage, trialId) {
     if (!eventsUrl || !window.EventSource || !connect(workerUrl)) return false;
-    watched.set(id, { eventsUrl: eventsUrl, onMessage: onMessage });
-    port.postMessage({ type: "watch", experiment_id: id, events_url: eventsUrl });
+    watched.set(id, { eventsUrl: eventsUrl, onMessage: onMessage, trialId: trialId });
+    port.postMessage({ type: "watch", experiment_id: id, events_url: eventsUrl, trial_id: trialId });
     return true;
   }
 
@@ -61,7 +61,7 @@ window.DnnLive = (function () {
   window.addEventListener("pageshow", function (event) {
     if (!event.persisted || !port) return;
     for (const [id, held] of watched) {
-      port.postMessage({ type: "watch", experiment_id: id, events_url: held.eventsUrl });
+      port.postMessage({ type: "watch", experiment_id: id, events_url: held.eventsUrl, trial_id: held.trialId });
     }
   });
 

@@ -190,7 +190,25 @@
   });
   render(note.text);
 
+  // A version of the note saved elsewhere, as the live stream brings it: shown at once, or
+  // once the note being typed here is saved or cancelled (a save from here meanwhile is
+  // refused as a conflict, so neither text is lost); an older or equal version is stale.
+  function receive(saved) {
+    if (!saved || typeof saved.version !== "number" || saved.version <= note.version) return;
+    const take = function () {
+      if (saved.version <= note.version) return;
+      note = { text: saved.text, version: saved.version, updated_at: saved.updated_at };
+      render(note.text);
+      box.dataset.version = String(note.version);
+      show("viewing", "Changed elsewhere at " + new Date(note.updated_at * 1000).toLocaleTimeString() + ".");
+    };
+    if (!editing) return take();
+    box.dataset.incoming = String(saved.version);
+    window.DnnNotes.whenIdle(take, "This note was changed elsewhere: save anyway to replace it, or cancel to see it.");
+  }
+
   window.DnnNotes = {
+    receive: receive,
     // Run fn now, or once the note being edited is saved or its editing cancelled (saying
     // why the page waits, when a reason is given).
     whenIdle: function (fn, reason) {

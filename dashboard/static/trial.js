@@ -73,6 +73,10 @@
 
   function onLive(message) {
     if (!following) return;
+    if (message.type === "note") { // this trial's note saved elsewhere (not its experiment's)
+      if (message.data.kind === "trial" && message.data.id === meta.id && window.DnnNotes) DnnNotes.receive(message.data);
+      return;
+    }
     if (message.type === "trials") {
       const mine = message.data.trials.filter(function (t) { return t.id === meta.id; });
       if (mine.length) take(mine[0]);
@@ -88,7 +92,7 @@
   draw();
   if (ACTIVE.has(meta.state) && meta.experiment_id) {
     following = true;
-    if (!window.DnnLive || !DnnLive.watch(meta.experiment_id, meta.live_url, meta.live_worker, onLive)) {
+    if (!window.DnnLive || !DnnLive.watch(meta.experiment_id, meta.live_url, meta.live_worker, onLive, meta.id)) {
       document.body.dataset.live = "poll";
       poll();
     }

@@ -224,3 +224,49 @@ def test_a_live_page_keeps_a_note_being_typed(served):
         assert page.evaluate("document.querySelector('#note-view p').innerText") == typed
         assert errors == []
     assert store.trial_note(running).text == typed
+
+
+def test_a_saved_note_reaches_other_open_pages_live_without_clobbering_typing(served):
+    from playwright.sync_api import expect, sync_playwright
+
+    base, app = served
+    store = app.extensions["dnnframe"].store
+    exp_id, trial_ids = _submitted(app)
+    store.claim_trial(trial_ids[0], "w")  # running: both pages follow it live
+    experiment = base + f"/experiments/{exp_id}"
+    live = "() => document.body.dataset.live === 'stream'"
+    with sync_playwright() as p, watched_page(p) as (page, errors):
+        other = page.context.browser.new_context().new_page()  # another browser's page
+        for each in (page, other):
+            each.goto(experiment)
+            each.wait_for_function(live, timeout=15_000)
+        _write(page, "first finding")
+        expect(other.locator("#note-view")).to_have_text("first finding", timeout=15_000)
+        # the other page is typing when a second save arrives: its text stays as typed
+        other.click("#note-edit")
+        other.fill("#note-text", "typing here")
+        page.click("#note-edit")
+        page.fill("#note-text", "second finding")
+        page.click("#note-save")
+        _state(page, "saved")
+        other.wait_for_function(
+            "() => document.getElementById('notes').dataset.incoming === '2'", timeout=15_000
+        )
+        assert other.input_value("#note-text") == "typing here" and other.is_visible("#note-form")
+        expect(other.locator("#note-status")).to_contain_text("changed elsewhere")
+        other.fill("#note-text", "first finding")  # back to what it opened: cancel asks nothing
+        other.click("#note-cancel")
+        expect(other.locator("#note-view")).to_have_text("second finding")
+
+        # a running trial's note, on two of its pages (each follows the trial live)
+        trial = base + f"/trials/{trial_ids[0]}"
+        for each in (page, other):
+            each.goto(trial)
+            each.wait_for_function(live, timeout=15_000)
+        _write(page, "trial finding")
+        expect(other.locator("#note-view")).to_have_text("trial finding", timeout=15_000)
+        _write(page, "trial finding, again")
+        expect(other.locator("#note-view")).to_have_text("trial finding, again", timeout=15_000)
+        assert errors == []
+    assert store.experiment_note(exp_id).text == "second finding"
+    assert store.trial_note(trial_ids[0]).text == "trial finding, again"
