@@ -1,5 +1,5 @@
 """The documentation's screenshots of the experiment page, taken in Debian's Chromium from
-the 192-trial digits sweep that ``bench/dashboard_192.py`` measures (trained here by
+the 192-trial digits sweep that ``bench/dashboard_page.py`` measures (trained here by
 ``dnnframe run``, served by this checkout's dashboard):
 
     python bench/screenshots.py            # writes docs/screenshot.png, docs/dashboard-analysis.png
@@ -16,7 +16,7 @@ import argparse
 import tempfile
 from pathlib import Path
 
-from dashboard_192 import ARGS, CHROMIUM, REPO, make_store, serve
+from dashboard_page import ARGS, CHROMIUM, REPO, make_store, serve
 
 WIDTH, HEIGHT = 1400, 1000
 READY = (

@@ -304,6 +304,16 @@ window.DnnCharts = (function () {
   }
 
   // ---------------------------------------------------------------- all charts
+  // How many times render() has drawn; the first drawing's parallel coordinates wait.
+  let drawings = 0;
+
+  // Runs fn in a task after the next frame is painted (at once in a hidden tab, which
+  // paints none).
+  function afterPaint(fn) {
+    if (document.hidden) setTimeout(fn, 0);
+    else requestAnimationFrame(function () { setTimeout(fn, 0); });
+  }
+
   // brushes and column filters see the value a chart draws (a diverged trial's worst)
   function keeps(t) { return window.DnnFilter.keeps(t, counted); }
 
@@ -330,17 +340,24 @@ window.DnnCharts = (function () {
     const nDiverged = done.filter(O.diverged).length;
     const asWorst = nDiverged ? nDiverged + " diverged" + (O.voids(y) ? ", ✕ at the worst" : ", ✕") : "";
 
-    // The parallel coordinates first: they are WebGL on three canvases, and plotly waits for
-    // the first two to draw; without a GPU the last one's shaders compile in the GPU process
-    // for a few hundred ms, while the SVG charts after it are drawn.
+    // The parallel coordinates are WebGL on three canvases, and without a GPU plotly waits
+    // (0.4 s to over a second each) for each canvas's shaders to compile in software. On the
+    // page's first drawing they come last, in a task after the SVG charts have painted, so
+    // those show without that wait; a later drawing (a choice, a brush, new trials) draws
+    // them at once, and a first one still pending is dropped.
     const varied = choice.varied;
     const dims = varied.filter(function (p) { return p !== "seed"; });
     const allDone = everything.filter(O.counts);
     const allDiverged = allDone.filter(O.diverged).length;
-    P.draw("chart-parallel", parallelTraces(allDone, dims.length ? dims : varied, y),
-      P.layout({ title: "Parameters → " + P.label(y) + " (drag along an axis to filter the table and charts)" +
-        (allDiverged ? " (" + allDiverged + " diverged, at the worst " + P.label(y) + ")" : ""),
-      margin: { l: 60, r: 90, t: 90, b: 30 } }), waiting);
+    const drawParallel = function () {
+      P.draw("chart-parallel", parallelTraces(allDone, dims.length ? dims : varied, y),
+        P.layout({ title: "Parameters → " + P.label(y) + " (drag along an axis to filter the table and charts)" +
+          (allDiverged ? " (" + allDiverged + " diverged, at the worst " + P.label(y) + ")" : ""),
+        margin: { l: 60, r: 90, t: 90, b: 30 } }), waiting);
+      listenForBrushes();
+    };
+    const turn = ++drawings;
+    if (turn > 1) drawParallel();
 
     P.draw("chart-accuracy", byXTraces(done, x, y, group), P.layout({
       title: P.label(y) + " vs " + P.label(x) + grouped + " (mean ± sd" + (asWorst ? "; " + asWorst : "") + ")", xaxis: xAxis,
@@ -423,8 +440,18 @@ window.DnnCharts = (function () {
       : "Waiting for the first trial to start…");
 
     for (const id of ["chart-slice", "chart-best", "chart-rank", "chart-timeline"]) linkPoints(id, meta);
-    listenForBrushes();
     window.DnnImportance.show(meta, y, choice.evaluator, done, counted);
+    // every chart drawn or saying why not (the importance of a metric the page's first read
+    // did not bring is asked for apart): what a test or a benchmark waits for
+    if (turn > 1) {
+      document.body.dataset.charts = "drawn";
+    } else {
+      afterPaint(function () {
+        if (turn !== drawings) return; // a later drawing drew them
+        drawParallel();
+        document.body.dataset.charts = "drawn";
+      });
+    }
   }
 
   return { render: render, prepare: prepare, value: value, keeps: keeps };

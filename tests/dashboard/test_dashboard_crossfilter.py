@@ -51,7 +51,8 @@ def test_brushing_the_parallel_coordinates_filters_the_table_and_charts(quiet_se
         expect(page.locator("#trials tbody tr")).to_have_count(8, timeout=15_000)
         assert {config[t][0] for t in _rows(page)} == {0.01, 0.1}
         expect(page.locator("#brushed")).to_contain_text("Showing 8 of 12 trials")
-        expect(page.locator("#chart-slice.drawn")).to_have_count(1, timeout=15_000)
+        # every chart, the parallel coordinates (drawn last on a first load) included
+        expect(page.locator("body[data-charts=drawn]")).to_have_count(1, timeout=15_000)
         slices = page.evaluate("document.getElementById('chart-slice').data")
         assert all(len(s["x"]) == 8 for s in slices)
         # the parallel chart draws every trial, with the brush on the rate's (log) axis

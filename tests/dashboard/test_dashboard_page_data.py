@@ -138,7 +138,9 @@ def _recording(app) -> list[tuple[str, int]]:
     return log
 
 
-CHARTS_DRAWN = """() => Array.from(document.querySelectorAll('.chart'))
+# the page's own mark that its drawing is done: every chart holds plotly's drawing by then
+CHARTS_DRAWN = "() => document.body.dataset.charts === 'drawn'"
+EVERY_CHART = """() => Array.from(document.querySelectorAll('.chart'))
     .every(c => c.querySelector('.main-svg'))"""
 
 
@@ -169,6 +171,7 @@ def test_the_page_draws_every_chart_from_one_read_and_a_revisit_sends_no_static_
             page.goto(f"{base}/experiments/{exp_id}")
             expect(page.locator("#trials tbody tr")).to_have_count(24, timeout=15_000)
             page.wait_for_function(CHARTS_DRAWN, timeout=30_000)
+            assert page.evaluate(EVERY_CHART)
             importance = page.evaluate("document.getElementById('chart-importance').data[0]")
             # the three parameters (the seed is the noise floor, no bar)
             assert importance["type"] == "bar" and len(importance["y"]) == 3
@@ -187,6 +190,7 @@ def test_the_page_draws_every_chart_from_one_read_and_a_revisit_sends_no_static_
             log.clear()
             page.goto(f"{base}/experiments/{exp_id}")
             page.wait_for_function(CHARTS_DRAWN, timeout=30_000)
+            assert page.evaluate(EVERY_CHART)
             assert [p for p, _ in log if p.startswith(("/static/", "/vendor/"))] == []
             assert (f"/experiments/{exp_id}/page-data", 304) in log
             assert errors == []
