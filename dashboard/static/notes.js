@@ -157,6 +157,7 @@
       render(note.text);
       close();
       show("saved", "Saved at " + new Date(note.updated_at * 1000).toLocaleTimeString() + ".");
+      if (tabs) tabs.postMessage({ url: data.url, note: note });
     } else if (res.status === 409) {
       overwrite = true;
       save.textContent = "Save anyway";
@@ -206,6 +207,27 @@
     box.dataset.incoming = String(saved.version);
     window.DnnNotes.whenIdle(take, "This note was changed elsewhere: save anyway to replace it, or cancel to see it.");
   }
+
+  // A page with no live stream (its experiment or trial is over, or the browser fell back
+  // to polling) still sees a note saved elsewhere: this browser's other tabs say so at once,
+  // and a page brought back into view reads the note again (one small request).
+  const tabs = "BroadcastChannel" in window ? new BroadcastChannel("dnnframe-notes") : null;
+  if (tabs) tabs.onmessage = function (m) { if (m.data && m.data.url === data.url) receive(m.data.note); };
+  let reading = false;
+  async function reread() {
+    if (reading || document.visibilityState !== "visible") return;
+    reading = true;
+    try {
+      const res = await fetch(data.url, { credentials: "same-origin", headers: { "Accept": "application/json" } });
+      if (res.ok) receive(await res.json());
+    } catch (e) {
+      // offline for a moment: the next return to the page reads again
+    } finally {
+      reading = false;
+    }
+  }
+  document.addEventListener("visibilitychange", reread);
+  window.addEventListener("focus", reread);
 
   window.DnnNotes = {
     receive: receive,

@@ -270,3 +270,32 @@ def test_a_saved_note_reaches_other_open_pages_live_without_clobbering_typing(se
         assert errors == []
     assert store.experiment_note(exp_id).text == "second finding"
     assert store.trial_note(trial_ids[0]).text == "trial finding, again"
+
+
+def test_pages_of_a_finished_experiment_see_a_saved_note_without_a_reload(served):
+    """A finished experiment's pages hold no live stream: another tab of the browser learns of
+    a save at once, another browser's page when it is brought back into view."""
+    from playwright.sync_api import expect, sync_playwright
+
+    base, app = served
+    store = app.extensions["dnnframe"].store
+    exp_id, trial_ids = _submitted(app)
+    for tid in trial_ids:
+        _finish(store, tid)
+    with sync_playwright() as p, watched_page(p) as (first, errors):
+        mine = first.context.browser.new_context()
+        page, tab = mine.new_page(), mine.new_page()  # two tabs of one browser
+        other = first.context.browser.new_context().new_page()  # another person's browser
+        for each in (page, tab, other):
+            each.on("pageerror", lambda exc: errors.append(str(exc)))
+        for url in (f"/experiments/{exp_id}", f"/trials/{trial_ids[0]}"):
+            for each in (page, tab, other):
+                each.goto(base + url)
+                expect(each.locator("#note-view")).to_have_text("No notes yet.")
+            assert page.evaluate("document.body.dataset.live") != "stream"
+            _write(page, f"finding on {url}")
+            expect(tab.locator("#note-view")).to_have_text(f"finding on {url}")
+            expect(other.locator("#note-view")).to_have_text("No notes yet.")
+            other.evaluate("() => document.dispatchEvent(new Event('visibilitychange'))")
+            expect(other.locator("#note-view")).to_have_text(f"finding on {url}")
+        assert errors == []
