@@ -7,7 +7,7 @@ import os
 import pytest
 
 # markers by service, a missing service's skip and CI's refusal of skips (tests/tiers.py);
-# pytester runs small suites through that plugin to test it; how -n 2 splits the suite
+# pytester runs small suites through that plugin to test it; how xdist splits the suite
 # (tests/xdist_units.py)
 pytest_plugins = ["tiers", "pytester", "xdist_units"]
 
@@ -20,6 +20,14 @@ def pytest_configure(config) -> None:  # noqa: ANN001 - pytest hook
     for name in list(os.environ):
         if name.startswith("DNNFRAME_") and not name.startswith("DNNFRAME_TEST_"):
             del os.environ[name]
+    # Playwright's expect() polls for what it asserts, 5 s by default: a busy machine (CI's,
+    # with every xdist worker at once) can take longer to load and draw a page, so the limit
+    # is where a page that never gets there fails, not a measure of speed
+    try:
+        from playwright.sync_api import expect
+    except ImportError:  # the browser tests skip, naming what is missing (tests/tiers.py)
+        return
+    expect.set_options(timeout=30_000)
 
 
 @pytest.fixture
