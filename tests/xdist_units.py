@@ -1,4 +1,5 @@
-"""How ``-n 2`` (pytest-xdist: the README's full run and its fast tier) splits the suite.
+"""How pytest-xdist's workers (the README's full run, ``-n 3``, and its fast tier, ``-n 2``)
+split the suite.
 
 A unit of work goes to one worker as a whole: a test file (its module-scoped fixtures, a
 Celery fleet, a compiled JAX graph, a network-namespace pair, are then built once), and
