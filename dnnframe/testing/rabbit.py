@@ -81,6 +81,22 @@ class RabbitNode:
         )
 
 
+def erlang_home(root: Path) -> Path:
+    """A HOME for a node and the CLI that talks to it, holding their Erlang cookie.
+
+    Written before either starts: left to themselves, the server and a ``rabbitmqctl`` started
+    beside it may each create a cookie there, and a CLI that read its own is refused by the
+    node ("Invalid challenge reply") until its wait times out.
+    """
+    home = root / "home"
+    home.mkdir(parents=True, exist_ok=True)
+    cookie = home / ".erlang.cookie"
+    if not cookie.exists():  # a node booted here before keeps its cookie
+        cookie.write_text(uuid.uuid4().hex.upper())
+        cookie.chmod(0o400)  # Erlang refuses a cookie file others can read
+    return home
+
+
 def start_rabbit_node(root: Path) -> RabbitNode:
     """Boot a node on free ports with its files under ``root`` and wait until it is up;
     raises RuntimeError (with its logs) when it does not boot. Call ``stop()`` after."""
@@ -89,11 +105,10 @@ def start_rabbit_node(root: Path) -> RabbitNode:
         f"listeners.tcp.default = {amqp}\nloopback_users.guest = true\n"
     )
     (root / "enabled_plugins").write_text("[].\n")  # no management plugin: boots faster
-    (root / "home").mkdir(exist_ok=True)
     name = f"dnnframe-test-{uuid.uuid4().hex[:8]}@localhost"
     env = {
         **os.environ,
-        "HOME": str(root / "home"),
+        "HOME": str(erlang_home(root)),
         "RABBITMQ_NODENAME": name,
         "RABBITMQ_CONFIG_FILE": str(root / "rabbitmq.conf"),
         "RABBITMQ_MNESIA_BASE": str(root / "mnesia"),

@@ -17,7 +17,7 @@ from collections.abc import Iterator
 import pytest
 from deploy_support import REPO
 
-from dnnframe.testing.rabbit import RABBITMQ_BIN, free_ports
+from dnnframe.testing.rabbit import RABBITMQ_BIN, erlang_home, free_ports
 
 DEPLOY = REPO / "deploy" / "rabbitmq"
 SERVER_BIN = RABBITMQ_BIN
@@ -44,10 +44,9 @@ def scratch_node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str
     )
     shutil.copy(DEPLOY / "rabbitmq.conf", conf_d / "90-dnnframe.conf")
     node = f"dnnframe-conftest-{uuid.uuid4().hex[:8]}@localhost"
-    (root / "home").mkdir()
     env = {
         **os.environ,
-        "HOME": str(root / "home"),
+        "HOME": str(erlang_home(root)),
         "RABBITMQ_NODENAME": node,
         "RABBITMQ_CONFIG_FILES": str(conf_d),
         "RABBITMQ_CONFIG_FILE": str(root / "none"),
