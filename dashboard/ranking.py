@@ -68,9 +68,8 @@ class RankedConfiguration:
     sd: float  # sample standard deviation over seeds; 0 for one seed
     n: int  # seeds counted: complete or pruned with a value, or diverged
     trial_ids: tuple[str, ...]  # sorted
-    best_trial_id: (
-        str  # its trial with the best value (a trained one, the smallest id among equals)
-    )
+    # its trial with the best value (a trained one, the smallest id among equals)
+    best_trial_id: str
     n_diverged: int = 0  # of its n seeds, those that diverged (counted as the worst value)
     n_pruned: int = 0  # of its n seeds, those pruned (counted with the value they stopped at)
 
