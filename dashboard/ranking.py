@@ -48,6 +48,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from dnnframe.metrics import configuration_order
 from dnnframe.states import TrialState
 
 from .params import Outcome, outcomes
@@ -129,7 +130,7 @@ def rank_configurations(trials: Iterable[Any], metric: str, mode: str) -> list[R
                 sum(m.state == _PRUNED for m in members),
             )
         )
-    ranked.sort(key=lambda c: (sign * c.mean, -c.n, c.sd, c.trial_ids[0]))
+    ranked.sort(key=lambda c: (*configuration_order(c.mean, c.n, c.sd, mode), c.trial_ids[0]))
     return ranked
 
 

@@ -162,6 +162,12 @@ def counted_values(
     return [worst if diverged else float(v) if is_number(v) else None for diverged, v in values]
 
 
+def configuration_order(mean: float, n: int, sd: float, mode: str) -> tuple[float, int, float]:
+    """The key configurations are ranked by, best first (the dashboard's ranking and the
+    CLI's summary alike): a better mean over seeds, then more seeds, then a smaller spread."""
+    return (-mean if mode == "max" else mean, -n, sd)
+
+
 def is_number(value: Any) -> TypeGuard[float]:
     """A finite int or float (not a bool): a value that can be ranked."""
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)

@@ -25,7 +25,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..metrics import DEFAULT_OBJECTIVE_METRIC, METRICS, counted_values, direction, is_number, rank
+from ..metrics import (
+    DEFAULT_OBJECTIVE_METRIC,
+    METRICS,
+    configuration_order,
+    counted_values,
+    direction,
+    is_number,
+    rank,
+)
 from ..states import ANALYSED_STATES, SCORED_STATE, TrialState
 from ..store.base import ResultStore, TrialRecord
 from ..store.rows import CONFIG_COLUMNS, trial_row
@@ -118,8 +126,7 @@ def aggregate(
 def best_aggregates(aggregates: Sequence[dict[str, Any]], mode: str) -> list[dict[str, Any]]:
     """``aggregates`` best first as the dashboard ranks configurations: a better mean, then
     more seeds, then a smaller spread."""
-    sign = -1.0 if mode == "max" else 1.0
-    return sorted(aggregates, key=lambda a: (sign * a["mean"], -a["n"], a["std"]))
+    return sorted(aggregates, key=lambda a: configuration_order(a["mean"], a["n"], a["std"], mode))
 
 
 def aggregate_by_depth(
