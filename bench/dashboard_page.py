@@ -11,7 +11,8 @@ ASHA pruning at half the epochs): the largest learning rate diverges, about half
 are pruned. Each checkout serves it from its own process (Werkzeug, threaded), and a
 headless Chromium with an empty cache (a new context per load) opens the experiment page.
 Measured per load, from the navigation's start: DOMContentLoaded, the table ready (a row per
-trial), each chart drawn (its element holds plotly's SVG), all charts drawn, the next frame
+trial), each chart drawn (its element holds plotly's SVG, or the parallel coordinates' own),
+all charts drawn, the next frame
 after that (painted), and the bytes sent over the wire (Chromium's encoded length of every
 response, headers included), with the trial data's (``/trials``, ``/importance`` and the
 page's ``/page-data`` read) and plotly.js's shares. ``--cached`` adds a second visit in the
@@ -172,7 +173,7 @@ new MutationObserver(function () {
   }
   const charts = document.querySelectorAll(".chart");
   for (const c of charts) {
-    if (m.charts[c.id] === undefined && c.querySelector(".main-svg")) m.charts[c.id] = performance.now();
+    if (m.charts[c.id] === undefined && c.querySelector(".main-svg, .parallel-svg")) m.charts[c.id] = performance.now();
   }
   if (m.all === undefined && charts.length && Object.keys(m.charts).length === charts.length) {
     m.all = performance.now();

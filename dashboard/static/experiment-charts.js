@@ -204,54 +204,65 @@ window.DnnCharts = (function () {
     return { traces: pts.length ? traces : [], axes: axes, diverged: pts.filter(O.diverged).length };
   }
 
-  // The parallel coordinates of every counted trial (a diverged one at the worst value);
-  // brushing an axis filters the table and the other charts (trial-filter.js), so each axis
-  // is described in `parallelInfos` for it.
-  let parallelInfos = [];
-  function parallelTraces(list, varied, y) {
+  // The parallel coordinates of every counted trial (a diverged one at the worst value), for
+  // parallel-chart.js: an axis per varied parameter (log for positive numbers spanning more
+  // than a decade, labelled with real values; a text one's categories in order) and the
+  // metric, each with its brush from trial-filter.js; the lines coloured by the metric.
+  function parallelSpec(list, varied, y) {
     const pts = list.filter(function (t) { return isNumber(counted(t, y)); });
-    const infos = [];
     const dims = varied.map(function (p) {
       const raw = pts.map(function (t) { return t.params[p]; });
       if (raw.every(function (v) { return typeof v === "number"; })) {
         const distinct = Array.from(new Set(raw)).sort(function (a, b) { return a - b; });
         const lo = distinct[0], hi = distinct[distinct.length - 1];
         const log = lo > 0 && hi / lo > 10;
-        const dim = { label: P.label(p) + (log ? " (log)" : ""), values: raw.map(log ? Math.log10 : Number) };
+        const dim = { key: p, label: P.label(p) + (log ? " (log)" : ""), log: log, categories: null,
+          values: raw.map(log ? Math.log10 : Number) };
         if (distinct.length <= 10) {
           dim.tickvals = distinct.map(log ? Math.log10 : Number);
           dim.ticktext = distinct.map(P.fmt);
         } else if (log) { // the axis holds log10 values: label its decades with real ones
           Object.assign(dim, P.logTicks(lo, hi));
         }
-        infos.push({ key: p, log: log, categories: null });
         return dim;
       }
       const values = Array.from(new Set(raw.map(String))).sort();
-      infos.push({ key: p, log: false, categories: values });
-      return { label: P.label(p), values: raw.map(function (v) { return values.indexOf(String(v)); }),
+      return { key: p, label: P.label(p), log: false, categories: values,
+        values: raw.map(function (v) { return values.indexOf(String(v)); }),
         tickvals: values.map(function (_, i) { return i; }), ticktext: values };
     });
-    dims.push({ label: P.label(y), values: pts.map(function (t) { return counted(t, y); }) });
-    infos.push({ key: y, log: false, categories: null });
-    dims.forEach(function (d, i) {
-      const range = window.DnnFilter.constraint(infos[i]);
-      if (range) d.constraintrange = range;
+    const metric = pts.map(function (t) { return counted(t, y); });
+    dims.push({ key: y, label: P.label(y), log: false, categories: null, values: metric });
+    dims.forEach(function (d) {
+      const range = window.DnnFilter.constraint(d);
+      if (range) d.brush = range;
     });
-    parallelInfos = infos;
-    return pts.length ? [{ type: "parcoords", dimensions: dims, labelangle: 0, labelside: "top",
-      tickfont: { size: 11, shadow: "auto" },
-      line: { color: pts.map(function (t) { return counted(t, y); }), colorscale: "Viridis", showscale: true,
-        reversescale: P.direction(y) === "min", // the better end is the bright one
-        colorbar: { thickness: 12, x: 1.04 } } }] : [];
+    return { dimensions: dims, ids: pts.map(function (t) { return t.id; }),
+      kinds: pts.map(function (t) { return O.diverged(t) ? "diverged" : O.pruned(t) ? "pruned" : ""; }),
+      // the better end is the bright one
+      colour: { label: P.label(y), values: metric, reversescale: P.direction(y) === "min" } };
   }
 
-  // A drag on an axis restyles the chart: read the brushes back from it.
-  function listenForBrushes() {
+  // The parallel coordinates over every counted trial the page holds (brushed ones too).
+  function drawParallel(everything, meta, varied, y, waiting) {
     const el = document.getElementById("chart-parallel");
-    if (!el || typeof el.on !== "function") return;
-    el.removeAllListeners("plotly_restyle");
-    el.on("plotly_restyle", function () { window.DnnFilter.read(el.data[0].dimensions, parallelInfos); });
+    if (!el) return;
+    const dims = varied.filter(function (p) { return p !== "seed"; });
+    const allDone = everything.filter(O.counts);
+    const spec = parallelSpec(allDone, dims.length ? dims : varied, y);
+    if (!P.note(el, spec.ids.length ? null : waiting, window.DnnParallel.clear)) return;
+    const lost = spec.kinds.filter(function (k) { return k === "diverged"; }).length;
+    const pruned = spec.kinds.filter(function (k) { return k === "pruned"; }).length;
+    spec.title = "Parameters → " + P.label(y) + " (drag along an axis to filter the table and charts" +
+      (lost ? "; " + lost + " diverged, red, at the worst " + P.label(y) : "") +
+      (pruned ? "; " + pruned + " pruned, fainter" : "") + ")";
+    spec.summary = spec.ids.length + " trials over " + spec.dimensions.length + " axes (" +
+      spec.dimensions.map(function (d) { return d.label; }).join(", ") + "), " +
+      spec.ids.length * spec.dimensions.length + " values";
+    el.style.height = "";
+    window.DnnParallel.draw(el, spec, { brushed: window.DnnFilter.read, open: function (id) {
+      window.location.href = meta.trial_page.replace("TRIAL_ID", encodeURIComponent(id));
+    } });
   }
 
   // Depth profile: for each layer design the best and the mean of the metric against depth
@@ -304,16 +315,6 @@ window.DnnCharts = (function () {
   }
 
   // ---------------------------------------------------------------- all charts
-  // How many times render() has drawn; the first drawing's parallel coordinates wait.
-  let drawings = 0;
-
-  // Runs fn in a task after the next frame is painted (at once in a hidden tab, which
-  // paints none).
-  function afterPaint(fn) {
-    if (document.hidden) setTimeout(fn, 0);
-    else requestAnimationFrame(function () { setTimeout(fn, 0); });
-  }
-
   // brushes and column filters see the value a chart draws (a diverged trial's worst)
   function keeps(t) { return window.DnnFilter.keeps(t, counted); }
 
@@ -322,7 +323,6 @@ window.DnnCharts = (function () {
   // chart shows them all, with its brushes on).
   function render(everything, meta, choice) {
     prepare(everything, meta);
-    if (typeof Plotly === "undefined") return;
     const brushed = window.DnnFilter.active();
     const all = brushed ? everything.filter(keeps) : everything;
     // the trials every analysis chart counts (outcomes.js): complete, pruned and diverged
@@ -340,25 +340,10 @@ window.DnnCharts = (function () {
     const nDiverged = done.filter(O.diverged).length;
     const asWorst = nDiverged ? nDiverged + " diverged" + (O.voids(y) ? ", ✕ at the worst" : ", ✕") : "";
 
-    // The parallel coordinates are WebGL on three canvases, and without a GPU plotly waits
-    // (0.4 s to over a second each) for each canvas's shaders to compile in software. On the
-    // page's first drawing they come last, in a task after the SVG charts have painted, so
-    // those show without that wait; a later drawing (a choice, a brush, new trials) draws
-    // them at once, and a first one still pending is dropped.
+    // the parallel coordinates draw every trial, brushes on (no plotly.js needed)
+    drawParallel(everything, meta, choice.varied, y, waiting);
+    if (typeof Plotly === "undefined") return;
     const varied = choice.varied;
-    const dims = varied.filter(function (p) { return p !== "seed"; });
-    const allDone = everything.filter(O.counts);
-    const allDiverged = allDone.filter(O.diverged).length;
-    const drawParallel = function () {
-      P.draw("chart-parallel", parallelTraces(allDone, dims.length ? dims : varied, y),
-        P.layout({ title: "Parameters → " + P.label(y) + " (drag along an axis to filter the table and charts)" +
-          (allDiverged ? " (" + allDiverged + " diverged, at the worst " + P.label(y) + ")" : ""),
-        margin: { l: 60, r: 90, t: 90, b: 30 } }), waiting);
-      listenForBrushes();
-    };
-    const turn = ++drawings;
-    if (turn > 1) drawParallel();
-
     P.draw("chart-accuracy", byXTraces(done, x, y, group), P.layout({
       title: P.label(y) + " vs " + P.label(x) + grouped + " (mean ± sd" + (asWorst ? "; " + asWorst : "") + ")", xaxis: xAxis,
       yaxis: { title: { text: P.label(y) }, type: choice.logY ? "log" : "linear" } }), waiting);
@@ -443,15 +428,7 @@ window.DnnCharts = (function () {
     window.DnnImportance.show(meta, y, choice.evaluator, done, counted);
     // every chart drawn or saying why not (the importance of a metric the page's first read
     // did not bring is asked for apart): what a test or a benchmark waits for
-    if (turn > 1) {
-      document.body.dataset.charts = "drawn";
-    } else {
-      afterPaint(function () {
-        if (turn !== drawings) return; // a later drawing drew them
-        drawParallel();
-        document.body.dataset.charts = "drawn";
-      });
-    }
+    document.body.dataset.charts = "drawn";
   }
 
   return { render: render, prepare: prepare, value: value, keeps: keeps };

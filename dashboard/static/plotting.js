@@ -269,38 +269,43 @@ window.DnnPlot = (function () {
   function describe(el, chartLayout, traces) {
     const title = String((chartLayout.title && chartLayout.title.text) || "chart").replace(/<br>/g, " ");
     const named = traces.filter(function (t) { return t.name && t.showlegend !== false; }).map(function (t) { return t.name; });
-    const points = traces.reduce(function (n, t) {
-      return n + (t.type === "parcoords" ? (t.dimensions[0] || { values: [] }).values.length : (t.y || t.x || []).length || 0);
-    }, 0);
+    const points = traces.reduce(function (n, t) { return n + ((t.y || t.x || []).length || 0); }, 0);
     el.setAttribute("role", "img");
     el.setAttribute("aria-label", title + ": " + points + " values" +
       (named.length ? " in " + named.length + " series (" + named.slice(0, 8).join("; ") + (named.length > 8 ? "; …" : "") + ")" : ""));
   }
 
-  // A chart with nothing to draw says why instead of showing empty default axes.
+  // A chart with nothing to draw says why instead of showing empty default axes; clear(el)
+  // first takes its drawing away; emptyText null: there is one to draw, and the note goes.
+  // Returns whether the element is to hold a drawing.
+  function note(el, emptyText, clear) {
+    if (emptyText === null) {
+      if (el.dataset.waiting !== undefined) {
+        el.textContent = "";
+        delete el.dataset.waiting;
+      }
+      return true;
+    }
+    if (el.dataset.waiting !== emptyText) {
+      clear(el);
+      el.removeAttribute("role"); // the note below is text a screen reader reads
+      el.removeAttribute("aria-label");
+      el.style.height = "";
+      el.classList.remove("drawn");
+      el.textContent = "";
+      const text = document.createElement("div");
+      text.className = "chart-waiting";
+      text.textContent = emptyText;
+      el.appendChild(text);
+      el.dataset.waiting = emptyText;
+    }
+    return false;
+  }
+
   function draw(id, traces, chartLayout, emptyText) {
     const el = document.getElementById(id);
     if (!el) return;
-    if (!traces.length) {
-      if (el.dataset.waiting !== emptyText) {
-        Plotly.purge(el);
-        el.removeAttribute("role"); // the note below is text a screen reader reads
-        el.removeAttribute("aria-label");
-        el.style.height = "";
-        el.classList.remove("drawn");
-        el.textContent = "";
-        const note = document.createElement("div");
-        note.className = "chart-waiting";
-        note.textContent = emptyText;
-        el.appendChild(note);
-        el.dataset.waiting = emptyText;
-      }
-      return;
-    }
-    if (el.dataset.waiting !== undefined) {
-      el.textContent = "";
-      delete el.dataset.waiting;
-    }
+    if (!note(el, traces.length ? null : emptyText, Plotly.purge)) return;
     const laid = fitTitle(chartLayout, el.clientWidth);
     // On a window resize plotly's responsive mode drops the layout's height and takes the
     // container's in both directions, so the container holds the chart's height: otherwise
@@ -325,5 +330,5 @@ window.DnnPlot = (function () {
     bounds: bounds, direction: direction, band: band, logTicks: logTicks, bins: bins,
     rankConfigurations: rankConfigurations, describeBest: describeBest,
     compare: compare, groupName: groupName, varying: varying, smooth: smooth, groupBy: groupBy, colour: colour,
-    rgba: rgba, draw: draw };
+    rgba: rgba, note: note, draw: draw };
 })();

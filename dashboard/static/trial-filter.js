@@ -5,8 +5,9 @@
 //
 // A brush is kept in real terms, so it survives redraws and new trials: a number
 // parameter's (or the metric's) ranges of values, a text parameter's chosen values. Each
-// parallel axis is described by an info { key, log, categories }: the axis holds log10 of the
-// values when `log`, a category's position when `categories` is a list.
+// parallel axis (parallel-chart.js's dimension) is { key, log, categories, brush }: the axis
+// holds log10 of the values when `log`, a category's position when `categories` is a list,
+// and `brush` is its brushed ranges in those units.
 //
 // A column filter is the text the reader typed: against a number "a..b", "a..", "..b" or
 // "a" (equal); against text "=value" (equal) or anything else (contains, any case).
@@ -77,7 +78,7 @@ window.DnnFilter = (function () {
   // The column filters in force, as [key, text] pairs (the table names them, shown or not).
   function columnFilters() { return Object.keys(columns).map(function (k) { return [k, columns[k].text]; }); }
 
-  // The brush of one axis in its own units (plotly's constraintrange), or undefined.
+  // The brush of one axis in its own units, or undefined.
   function constraint(info) {
     const b = brushes[info.key];
     if (!b) return undefined;
@@ -91,13 +92,11 @@ window.DnnFilter = (function () {
   }
 
   // The brushes as the reader left them on the chart's axes (after a drag).
-  function read(dimensions, infos) {
+  function read(dimensions) {
     const next = {};
-    dimensions.forEach(function (d, i) {
-      const info = infos[i];
-      let ranges = d.constraintrange;
-      if (!info || !ranges || !ranges.length) return;
-      if (!Array.isArray(ranges[0])) ranges = [ranges];
+    dimensions.forEach(function (info) {
+      const ranges = info.brush;
+      if (!ranges || !ranges.length) return;
       if (info.categories) {
         next[info.key] = { values: info.categories.filter(function (_, k) {
           return ranges.some(function (r) { return k >= r[0] && k <= r[1]; });

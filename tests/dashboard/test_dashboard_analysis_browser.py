@@ -163,7 +163,7 @@ def test_axes_follow_what_the_sweep_varies_and_the_reader_can_change_them(quiet_
 
 # each chart card's size and its plot's, as [id, card width, card height, plot width, plot height]
 CHART_SIZES = """() => Array.from(document.querySelectorAll('.chart')).map(el => {
-    const svg = el.querySelector('.main-svg');
+    const svg = el.querySelector('.main-svg, .parallel-svg');
     return [el.id, el.clientWidth, el.clientHeight,
             svg ? Math.round(svg.getBoundingClientRect().width) : null,
             svg ? Math.round(svg.getBoundingClientRect().height) : null]; })"""

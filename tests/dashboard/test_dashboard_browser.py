@@ -125,9 +125,12 @@ def test_submit_sweep_in_chromium_and_watch_it_complete(live_server):
             "1",
             "2",
         ]
-        assert (
-            page.evaluate("document.getElementById('chart-parallel').data[0].type") == "parcoords"
-        )
+        # the parallel coordinates: a line per trial on a canvas, axes and ticks in SVG
+        parallel = page.evaluate("document.getElementById('chart-parallel').parallel")
+        rows = page.eval_on_selector_all("#trials tbody tr", "rs => rs.map(r => r.dataset.trial)")
+        assert sorted(parallel["ids"]) == sorted(rows)
+        expect(page.locator("#chart-parallel canvas")).to_have_count(1)
+        expect(page.locator("#chart-parallel .parallel-axis")).to_have_count(2)
         # a trial's own page draws its learning curve
         page.click("#trials tbody tr:first-child td:last-child a")
         page.wait_for_url("**/trials/t-*")
@@ -243,7 +246,10 @@ def test_experiment_page_waits_then_draws_readable_charts_in_a_stable_table(quie
         expect(page.locator("#trials tbody tr")).to_have_count(4, timeout=10_000)
         for chart in CHARTS:  # no empty axes before the first result
             expect(page.locator(f"#{chart}")).to_contain_text("Waiting for the first")
-            assert page.evaluate(f"document.getElementById('{chart}').data") is None
+            assert (
+                page.evaluate(f"(el => el.data || el.parallel)(document.getElementById('{chart}'))")
+                is None
+            )
         page.screenshot(path=str(artifacts_dir() / "dashboard-experiment-waiting.png"))
         order = page.eval_on_selector_all("#trials tbody tr", "rs => rs.map(r => r.dataset.trial)")
 
@@ -292,7 +298,7 @@ def test_experiment_page_waits_then_draws_readable_charts_in_a_stable_table(quie
         ]
         assert len(curves["ticks"]) <= 8
         # parallel coordinates spend no axis on the seed while other parameters vary
-        dims = page.evaluate("""() => document.getElementById('chart-parallel').data[0]
+        dims = page.evaluate("""() => document.getElementById('chart-parallel').parallel
             .dimensions.map(d => [d.label, d.tickvals])""")
         assert dims == [["hidden layers", [1, 2]], ["test accuracy", None]]
         expect(page.locator("#status")).to_have_text("finished")

@@ -24,8 +24,29 @@ SPEC = {
 }
 
 
+# what the parallel chart shows (parallel-chart.js keeps it on its element), and an axis
+PARALLEL = "document.getElementById('chart-parallel').parallel"
+AXIS = "#chart-parallel .parallel-axis[data-key=%s]"
+
+
 def _rows(page) -> list[str]:
     return page.eval_on_selector_all("#trials tbody tr", "rs => rs.map(r => r.dataset.trial)")
+
+
+def _brushes(page) -> dict:
+    return json.loads(requests.utils.unquote(page.url.split("brush=")[1].split("&")[0]))
+
+
+def _drag(page, key: str, start: float, end: float) -> None:
+    """A real mouse drag along an axis, from and to fractions of its height from the top."""
+    axis = page.locator(f"{AXIS % key} .parallel-hit")
+    axis.scroll_into_view_if_needed()
+    box = axis.bounding_box()
+    x = box["x"] + box["width"] / 2
+    page.mouse.move(x, box["y"] + box["height"] * start)
+    page.mouse.down()
+    page.mouse.move(x, box["y"] + box["height"] * end, steps=5)
+    page.mouse.up()
 
 
 @pytest.mark.browser
@@ -55,40 +76,100 @@ def test_brushing_the_parallel_coordinates_filters_the_table_and_charts(quiet_se
         expect(page.locator("body[data-charts=drawn]")).to_have_count(1, timeout=15_000)
         slices = page.evaluate("document.getElementById('chart-slice').data")
         assert all(len(s["x"]) == 8 for s in slices)
-        # the parallel chart draws every trial, with the brush on the rate's (log) axis
-        parallel = page.evaluate("document.getElementById('chart-parallel').data[0]")
+        # the parallel chart draws every trial, with the brush on the rate's (log) axis, and
+        # the brush's box on that axis
+        parallel = page.evaluate(PARALLEL)
         rate = next(d for d in parallel["dimensions"] if d["label"].startswith("learning"))
-        assert len(rate["values"]) == 12
-        assert rate["constraintrange"] == [[pytest.approx(-2.30103), pytest.approx(-0.30103)]]
+        assert len(rate["values"]) == 12 and len(parallel["ids"]) == 12
+        assert rate["brush"] == [[pytest.approx(-2.30103), pytest.approx(-0.30103)]]
+        expect(page.locator(f"{AXIS % 'learning_rate'} .parallel-brush")).to_have_count(1)
         # the reader drags along the activation axis: a brush over relu
-        axes = page.locator("#chart-parallel g.y-axis")
-        labels = page.eval_on_selector_all(
-            "#chart-parallel g.y-axis text.axis-title", "ts => ts.map(t => t.textContent)"
-        )
-        axis = axes.nth(labels.index("activation")).locator("rect.background").first
-        axis.scroll_into_view_if_needed()
-        box = axis.bounding_box()
-        # relu is the axis's bottom value: drag over the bottom fifth of it
-        x = box["x"] + box["width"] / 2
-        page.mouse.move(x, box["y"] + box["height"] * 0.97)
-        page.mouse.down()
-        page.mouse.move(x, box["y"] + box["height"] * 0.85, steps=5)
-        page.mouse.up()
+        _drag(page, "activation", 0.97, 0.85)  # relu is the axis's bottom value
         expect(page.locator("#trials tbody tr")).to_have_count(4, timeout=15_000)
         assert {config[t] for t in _rows(page)} == {(0.01, "relu"), (0.1, "relu")}
-        assert json.loads(requests.utils.unquote(page.url.split("brush=")[1])) == {
+        assert _brushes(page) == {
             "learning_rate": {"ranges": [[pytest.approx(0.005), pytest.approx(0.5)]]},
             "activation": {"values": ["relu"]},
         }
+        # a drag inside the brush moves it: up to tanh, the axis's top value
+        _drag(page, "activation", 0.99, 0.02)
+        page.wait_for_function("() => decodeURIComponent(location.search).includes('tanh')")
+        assert _brushes(page)["activation"] == {"values": ["tanh"]}
+        expect(page.locator("#trials tbody tr")).to_have_count(4, timeout=15_000)
+        assert {config[t] for t in _rows(page)} == {(0.01, "tanh"), (0.1, "tanh")}
         # a reload keeps the brushes; "show every trial" lets them go
         page.reload()
         expect(page.locator("#trials tbody tr")).to_have_count(4, timeout=15_000)
+        expect(page.locator(f"{AXIS % 'activation'} .parallel-brush")).to_have_count(1)
         page.click("#clear-brush")
         expect(page.locator("#trials tbody tr")).to_have_count(12)
         expect(page.locator("#brushed")).to_be_hidden()
         assert "brush=" not in page.url
-        parallel = page.evaluate("document.getElementById('chart-parallel').data[0]")
-        assert all("constraintrange" not in d for d in parallel["dimensions"])
+        assert all("brush" not in d for d in page.evaluate(PARALLEL)["dimensions"])
+        expect(page.locator("#chart-parallel .parallel-brush")).to_have_count(0)
+        # a click on an axis (no drag) clears its brush alone
+        _drag(page, "activation", 0.97, 0.85)
+        expect(page.locator("#trials tbody tr")).to_have_count(6, timeout=15_000)
+        _drag(page, "activation", 0.5, 0.5)
+        expect(page.locator("#trials tbody tr")).to_have_count(12, timeout=15_000)
+        assert "brush=" not in page.url
+        assert errors == []
+
+
+@pytest.mark.browser
+def test_the_parallel_coordinates_answer_the_keyboard_and_name_and_open_a_trial(quiet_server):
+    from playwright.sync_api import expect, sync_playwright
+
+    base, store = quiet_server
+    exp_id = requests.post(base + "/api/v1/experiments", json=SPEC, timeout=30).json()["id"]
+    config = {}
+    for t in store.list_trials(exp_id):
+        config[t.id] = (t.config["training"]["learning_rate"], t.config["model"]["activation"])
+        assert store.claim_trial(t.id, "w1")
+        acc = 0.5 + 4 * t.config["training"]["learning_rate"]
+        result = {"metrics": {"test_accuracy": acc, "test_loss": 1 - acc}, "epochs_run": 2}
+        assert store.finish_trial(t.id, TrialState.COMPLETE, result=result, worker="w1")
+    with (
+        sync_playwright() as p,
+        watched_page(p, viewport={"width": 1280, "height": 1100}) as (page, errors),
+    ):
+        page.goto(base + f"/experiments/{exp_id}")
+        expect(page.locator("body[data-charts=drawn]")).to_have_count(1, timeout=15_000)
+        # drawn on a 2D canvas: no WebGL context, whose shaders a GPU-less browser compiles slowly
+        assert page.evaluate("""() => { const c = document.querySelector('#chart-parallel canvas');
+            return c.getContext('webgl') === null && c.getContext('2d') !== null; }""")
+        # an axis takes the focus: the arrow keys step a brush through its values
+        page.focus(AXIS % "learning_rate")
+        page.keyboard.press("ArrowUp")  # from the bottom: the smallest rate
+        expect(page.locator("#trials tbody tr")).to_have_count(4, timeout=15_000)
+        assert {config[t][0] for t in _rows(page)} == {0.001}
+        page.keyboard.press("ArrowUp")  # the next: halfway (in log terms) to its neighbours
+        page.wait_for_function("() => decodeURIComponent(location.search).includes('0.0316')")
+        expect(page.locator("#trials tbody tr")).to_have_count(4, timeout=15_000)
+        assert {config[t][0] for t in _rows(page)} == {0.01}
+        # the focus stays on the axis through the redraw; Escape clears its brush
+        assert page.evaluate("document.activeElement.dataset.key") == "learning_rate"
+        page.keyboard.press("Escape")
+        expect(page.locator("#trials tbody tr")).to_have_count(12, timeout=15_000)
+        assert "brush=" not in page.url
+        # hovering a line names its trial; clicking it opens the trial's page
+        svg = page.locator("#chart-parallel .parallel-svg")
+        box = svg.bounding_box()
+        axes = page.eval_on_selector_all(
+            "#chart-parallel .parallel-axis > line:first-child",
+            "ls => ls.map(l => +l.getAttribute('x1'))",
+        )
+        found = None
+        for y in range(0, int(box["height"]), 2):
+            page.mouse.move(box["x"] + (axes[0] + axes[1]) / 2, box["y"] + y)
+            found = page.get_attribute("#chart-parallel", "data-hovered")
+            if found:
+                break
+        assert found in config
+        expect(page.locator("#chart-parallel .parallel-tip")).to_contain_text(f"trial {found}")
+        page.mouse.down()
+        page.mouse.up()
+        page.wait_for_url(f"**/trials/{found}", timeout=15_000)
         assert errors == []
 
 

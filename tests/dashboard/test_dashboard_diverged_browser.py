@@ -113,8 +113,18 @@ def test_group_by_and_importance_show_the_rate_that_decided_divergence(sweep_ser
             sorted(x for x, y in zip(lr_slice["x"], lr_slice["y"], strict=True) if y == 0)
             == [DIVERGING_RATE] * 4
         )
-        parallel = _traces(page, "chart-parallel")[0]
+        parallel = page.evaluate("document.getElementById('chart-parallel').parallel")
         assert len(parallel["dimensions"][-1]["values"]) == 8
+        assert sorted(parallel["kinds"]) == [
+            "",
+            "",
+            "",
+            "",
+            "diverged",
+            "diverged",
+            "diverged",
+            "diverged",
+        ]
         mean = next(t for t in _traces(page, "chart-depth") if t["name"].endswith("· mean"))
         assert mean["marker"]["symbol"] == ["x-thin-open", "x-thin-open"]
         rank = {t["name"]: t for t in _traces(page, "chart-rank")}

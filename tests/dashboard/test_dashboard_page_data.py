@@ -138,10 +138,11 @@ def _recording(app) -> list[tuple[str, int]]:
     return log
 
 
-# the page's own mark that its drawing is done: every chart holds plotly's drawing by then
+# the page's own mark that its drawing is done: every chart holds its drawing by then (plotly's,
+# or the parallel coordinates' own)
 CHARTS_DRAWN = "() => document.body.dataset.charts === 'drawn'"
 EVERY_CHART = """() => Array.from(document.querySelectorAll('.chart'))
-    .every(c => c.querySelector('.main-svg'))"""
+    .every(c => c.querySelector('.main-svg, .parallel-svg'))"""
 
 
 @pytest.mark.browser

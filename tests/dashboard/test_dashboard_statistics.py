@@ -274,8 +274,12 @@ def test_the_page_shows_diverged_trials_ties_and_best_so_far_in_finishing_order(
         # each chart has a text alternative: what it shows, and how much
         for chart in ("chart-accuracy", "chart-best", "chart-slice", "chart-parallel"):
             described = page.locator(f"#{chart}")
-            expect(described).to_have_attribute("role", "img")
+            # the parallel coordinates are a figure: their axes inside take the focus
+            expect(described).to_have_attribute(
+                "role", "figure" if chart == "chart-parallel" else "img"
+            )
             assert " values" in described.get_attribute("aria-label")
+        assert "8 trials over 3 axes" in page.get_attribute("#chart-parallel", "aria-label")
         assert page.get_attribute("#chart-best", "aria-label").startswith(
             "Highest test accuracy so far (4 diverged, ✕ at the worst): 12 values in 3 series"
         )
@@ -343,8 +347,8 @@ def test_chart_choices_survive_a_reload_and_charts_respect_direction_bounds_and_
         data = "(id) => document.getElementById(id).data"
         # a loss's heatmap and parallel coordinates make the lowest (best) value bright
         assert page.evaluate(data, "chart-contour")[0]["reversescale"] is True
-        parallel = page.evaluate(data, "chart-parallel")[0]
-        assert parallel["line"]["reversescale"] is True
+        parallel = page.evaluate("document.getElementById('chart-parallel').parallel")
+        assert parallel["colour"]["reversescale"] is True
         # the learning rate's log axes are labelled with real values, a tick a decade
         lr_dim = next(d for d in parallel["dimensions"] if d["label"].startswith("learning"))
         assert lr_dim["ticktext"] == ["0.0001", "0.001", "0.01", "0.1", "1"]
