@@ -114,11 +114,9 @@ def every_response_headers(response: Response) -> Response:
 
 
 # --------------------------------------------------------------------------- page policy
-# The page whose charts plotly draws with WebGL (parallel coordinates): its regl library
-# builds functions from strings, which a policy without 'unsafe-eval' blocks. Scripts
-# injected into a page stay blocked there too: only this site's files and scripts
-# carrying the response's nonce run.
-EVAL_PAGES = frozenset({"ui.experiment_page"})
+# No page builds code from strings ('unsafe-eval'): plotly draws only SVG charts (its WebGL
+# ones would need it), and scripts injected into a page stay blocked: only this site's files
+# and scripts carrying the response's nonce run.
 
 
 def csp_nonce() -> str:
@@ -133,8 +131,6 @@ def content_security_policy(response: Response) -> Response:
     if response.mimetype != "text/html":
         return response
     scripts = f"'self' 'nonce-{csp_nonce()}'"
-    if request.endpoint in EVAL_PAGES:
-        scripts += " 'unsafe-eval'"
     response.headers.setdefault(
         "Content-Security-Policy",
         "; ".join(

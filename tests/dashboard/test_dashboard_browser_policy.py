@@ -1,5 +1,6 @@
 """In real headless Chromium: every page works under its Content-Security-Policy (scripts,
-the plotly charts, WebGL parallel coordinates included), and Cancel asks before it acts."""
+the plotly charts and the parallel coordinates, with no 'unsafe-eval'), and Cancel asks
+before it acts."""
 
 from __future__ import annotations
 
