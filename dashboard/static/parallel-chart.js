@@ -363,9 +363,10 @@ window.DnnParallel = (function () {
       });
       // a new width redraws the lines (a canvas stretches rather than reflows)
       let width = el.clientWidth;
-      new ResizeObserver(function () {
-        if (el.parallelState === state && el.clientWidth !== width) { width = el.clientWidth; layOut(state); }
-      }).observe(el);
+      state.resized = new ResizeObserver(function () {
+        if (el.clientWidth !== width) { width = el.clientWidth; layOut(state); }
+      });
+      state.resized.observe(el);
       el.parallelState = state;
     }
     state.spec = spec;
@@ -380,6 +381,7 @@ window.DnnParallel = (function () {
 
   // The chart leaves the element (which is about to say why there is nothing to draw).
   function clear(el) {
+    if (el.parallelState) el.parallelState.resized.disconnect();
     delete el.parallelState;
     delete el.parallel;
   }
