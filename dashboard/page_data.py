@@ -19,7 +19,7 @@ from collections import OrderedDict
 from typing import Any
 
 import brotli
-from flask import Response, current_app, request
+from flask import Response, current_app, request, url_for
 
 from dnnframe.metrics import is_number
 
@@ -77,6 +77,20 @@ def _compress(raw: bytes, encoding: str, best: bool) -> bytes:
         quality = 5 if not best else 11 if len(raw) <= BEST_BYTES else 9
         return brotli.compress(raw, quality=quality)
     return gzip.compress(raw, compresslevel=9 if best else 6, mtime=0)
+
+
+def first_read(experiment_id: str, objective_metric: str) -> dict[str, str]:
+    """The read the experiment page opens with, for the page's URL (its ``y`` and
+    ``evaluator`` choices, as experiment.js reads them): the metric, the evaluator and the
+    page-data URL. The page preloads it from its head, so the answer is in by the time its
+    scripts ask, while plotly.js is still being compiled."""
+    metric = request.args.get("y") or objective_metric
+    evaluator = request.args.get("evaluator", "")
+    evaluator = evaluator if evaluator in EVALUATORS else EVALUATORS[0]
+    url = url_for(
+        "ui.experiment_page_data", experiment_id=experiment_id, metric=metric, evaluator=evaluator
+    )
+    return {"metric": metric, "evaluator": evaluator, "url": url}
 
 
 def page_response(experiment_id: str) -> Response:

@@ -35,7 +35,7 @@ from .context import services
 from .errors import APIError
 from .formatting import duration, significant
 from .forms import CHECKBOX_FIELDS, DEFAULT_FORM, SPEC_TEXT_FIELD, check_form
-from .page_data import page_response
+from .page_data import first_read, page_response
 from .params import MEASURED_VALUES
 from .ranking import rank_configurations
 from .security import (
@@ -248,6 +248,7 @@ def _experiment_page(experiment_id: str, delete_error: str = "", confirm: str = 
         ),
         delete_error=delete_error,
         confirm=confirm,
+        first_read=first_read(exp.id, exp.objective[0]),
         note=_note_box(
             store.experiment_note(exp.id), url_for("api.put_experiment_note", experiment_id=exp.id)
         ),

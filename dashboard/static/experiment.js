@@ -223,10 +223,11 @@
     window.DnnCharts.render(all, meta, choice);
   }
 
-  // The charts alone (the table is drawn already): once plotly.js has run.
+  // The plotly charts alone (the table and the parallel coordinates are drawn already): once
+  // plotly.js has run.
   function drawCharts() {
     const all = Array.from(trials.values());
-    window.DnnCharts.render(all, meta, choose(all));
+    window.DnnCharts.render(all, meta, choose(all), true);
   }
 
   // A curve as the page-data read sends it (one list per metric) back into per-epoch records.
@@ -244,10 +245,12 @@
 
   // The first read, one request: every trial (curves as columns) and the importance of the
   // metric the charts show first, so they are all drawn from it. Later reads are the API's.
+  // The page's head preloads the read its URL asks for (meta.first_read): the same URL here.
   async function firstRead() {
     const y = chosen.y || (meta.objective && meta.objective.metric) || "";
-    const res = await fetch(meta.page_data_url + "?metric=" + encodeURIComponent(y) +
-      "&evaluator=" + encodeURIComponent(controls.evaluator.value));
+    const ahead = meta.first_read;
+    const res = await fetch(ahead && ahead.metric === y && ahead.evaluator === controls.evaluator.value ? ahead.url
+      : meta.page_data_url + "?metric=" + encodeURIComponent(y) + "&evaluator=" + encodeURIComponent(controls.evaluator.value));
     if (!res.ok) throw new Error("HTTP " + res.status);
     const body = await res.json();
     let counted = 0; // the trials the charts and the importance count (outcomes.js)
@@ -384,7 +387,7 @@
 
   // plotly.js loads deferred: the table shows once the trials are in, the charts once
   // plotly has run too (whichever comes last draws them)
-  P.whenPlotly(function () { if (last) drawCharts(); });
+  P.whenPlotly(function () { if (last && document.body.dataset.charts !== "drawn") drawCharts(); });
 
   refresh().then(function (finished) {
     if (finished) rest(); else follow();

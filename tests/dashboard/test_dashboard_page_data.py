@@ -182,8 +182,12 @@ def test_the_page_draws_every_chart_from_one_read_and_a_revisit_sends_no_static_
             curves = page.evaluate("document.getElementById('chart-curves').data")
             assert curves and all(len(c["x"]) in (6, 12) for c in curves)
             data = [path for path, _ in log if "/api/" in path or path.endswith("/page-data")]
-            # one read for the trials and the importance: no /trials, no /importance
+            # one read for the trials and the importance: no /trials, no /importance; the
+            # page's head preloads it (the script's fetch takes that answer)
             assert data == [f"/experiments/{exp_id}/page-data"], data
+            reads = page.evaluate("""() => performance.getEntriesByType('resource')
+                .filter(e => e.name.includes('/page-data')).map(e => e.initiatorType)""")
+            assert reads == ["link"], reads
             assert errors == [] and page.evaluate("window.__blocked") == []
 
             # a second visit: every static file and plotly.js come from the browser's cache
