@@ -315,13 +315,15 @@ window.DnnCharts = (function () {
   }
 
   // ---------------------------------------------------------------- all charts
+  let plotted = false; // whether render() has drawn the plotly charts yet
   // brushes and column filters see the value a chart draws (a diverged trial's worst)
   function keeps(t) { return window.DnnFilter.keeps(t, counted); }
 
   // Every chart from `everything` the page holds; while the parallel coordinates are brushed
   // or the table's columns filtered, the others show only the trials that pass (the parallel
-  // chart shows them all, with its brushes on).
-  function render(everything, meta, choice) {
+  // chart shows them all, with its brushes on). `plotlyOnly`: the parallel coordinates, drawn
+  // already from the same trials, are left as they are.
+  function render(everything, meta, choice, plotlyOnly) {
     prepare(everything, meta);
     const brushed = window.DnnFilter.active();
     const all = brushed ? everything.filter(keeps) : everything;
@@ -341,94 +343,107 @@ window.DnnCharts = (function () {
     const asWorst = nDiverged ? nDiverged + " diverged" + (O.voids(y) ? ", ✕ at the worst" : ", ✕") : "";
 
     // the parallel coordinates draw every trial, brushes on (no plotly.js needed)
-    drawParallel(everything, meta, choice.varied, y, waiting);
+    if (!plotlyOnly) drawParallel(everything, meta, choice.varied, y, waiting);
     if (typeof Plotly === "undefined") return;
     const varied = choice.varied;
-    P.draw("chart-accuracy", byXTraces(done, x, y, group), P.layout({
-      title: P.label(y) + " vs " + P.label(x) + grouped + " (mean ± sd" + (asWorst ? "; " + asWorst : "") + ")", xaxis: xAxis,
-      yaxis: { title: { text: P.label(y) }, type: choice.logY ? "log" : "linear" } }), waiting);
-    P.draw("chart-time", byXTraces(done, x, "train_seconds", group), P.layout({
-      title: "Training time per trial vs " + P.label(x) + grouped + (nDiverged ? " (" + nDiverged + " diverged, ✕)" : ""),
-      xaxis: xAxis, yaxis: { title: { text: "seconds" }, rangemode: "tozero" } }), waiting);
+    const charts = function () {
+      P.draw("chart-accuracy", byXTraces(done, x, y, group), P.layout({
+        title: P.label(y) + " vs " + P.label(x) + grouped + " (mean ± sd" + (asWorst ? "; " + asWorst : "") + ")", xaxis: xAxis,
+        yaxis: { title: { text: P.label(y) }, type: choice.logY ? "log" : "linear" } }), waiting);
+      P.draw("chart-time", byXTraces(done, x, "train_seconds", group), P.layout({
+        title: "Training time per trial vs " + P.label(x) + grouped + (nDiverged ? " (" + nDiverged + " diverged, ✕)" : ""),
+        xaxis: xAxis, yaxis: { title: { text: "seconds" }, rangemode: "tozero" } }), waiting);
 
-    // learning curves; with ASHA pruning the rungs are marked and pruned trials dotted
-    const search = meta.search || { prunes: false, rungs: [] };
-    // a trial that diverged in its first epoch has no curve, and still its ✕
-    const withHistory = all.filter(function (t) { return (t.history && t.history.length) || O.diverged(t); });
-    const curveMetric = choice.curveMetric;
-    const curves = curveMetric ? curveTraces(withHistory, curveMetric, group, choice) : [];
-    const epochs = curves.reduce(function (a, trace) { return a.concat(trace.x); }, []);
-    const rungLines = (search.rungs || []).map(function (r) {
-      return { type: "line", xref: "x", yref: "paper", x0: r, x1: r, y0: 0, y1: 1, line: { color: "#999", width: 1, dash: "dash" } };
-    });
-    const nPruned = all.filter(O.pruned).length;
-    const curvesDiverged = withHistory.filter(O.diverged).length;
-    const what = choice.mode === "trials" ? withHistory.length + " trials" : "mean ± sd of " + withHistory.length + " trials";
-    const curveTitle = (search.prunes ? "Rung chart: " : "Learning curves: ") + P.label(curveMetric || "") +
-      (search.prunes ? " by epoch" : "") + grouped +
-      " (" + what + (search.prunes ? "; rungs dashed, " + nPruned + " pruned" : "") +
-      (curvesDiverged ? "; " + curvesDiverged + " diverged, red dotted, ending in ✕" : "") + ")";
-    P.draw("chart-curves", curves, P.layout({ title: curveTitle, shapes: rungLines,
-      xaxis: epochs.length ? P.integerAxis(epochs.concat(search.rungs || []), "epoch") : {},
-      yaxis: Object.assign({ title: { text: P.label(curveMetric || "") }, type: choice.logY ? "log" : "linear" },
-        choice.logY ? {} : curveRange(curves)) }),
-    over ? "No learning curve was recorded" : "Waiting for the first epoch…");
+      // learning curves; with ASHA pruning the rungs are marked and pruned trials dotted
+      const search = meta.search || { prunes: false, rungs: [] };
+      // a trial that diverged in its first epoch has no curve, and still its ✕
+      const withHistory = all.filter(function (t) { return (t.history && t.history.length) || O.diverged(t); });
+      const curveMetric = choice.curveMetric;
+      const curves = curveMetric ? curveTraces(withHistory, curveMetric, group, choice) : [];
+      const epochs = curves.reduce(function (a, trace) { return a.concat(trace.x); }, []);
+      const rungLines = (search.rungs || []).map(function (r) {
+        return { type: "line", xref: "x", yref: "paper", x0: r, x1: r, y0: 0, y1: 1, line: { color: "#999", width: 1, dash: "dash" } };
+      });
+      const nPruned = all.filter(O.pruned).length;
+      const curvesDiverged = withHistory.filter(O.diverged).length;
+      const what = choice.mode === "trials" ? withHistory.length + " trials" : "mean ± sd of " + withHistory.length + " trials";
+      const curveTitle = (search.prunes ? "Rung chart: " : "Learning curves: ") + P.label(curveMetric || "") +
+        (search.prunes ? " by epoch" : "") + grouped +
+        " (" + what + (search.prunes ? "; rungs dashed, " + nPruned + " pruned" : "") +
+        (curvesDiverged ? "; " + curvesDiverged + " diverged, red dotted, ending in ✕" : "") + ")";
+      P.draw("chart-curves", curves, P.layout({ title: curveTitle, shapes: rungLines,
+        xaxis: epochs.length ? P.integerAxis(epochs.concat(search.rungs || []), "epoch") : {},
+        yaxis: Object.assign({ title: { text: P.label(curveMetric || "") }, type: choice.logY ? "log" : "linear" },
+          choice.logY ? {} : curveRange(curves)) }),
+      over ? "No learning curve was recorded" : "Waiting for the first epoch…");
 
-    const best = bestSoFar(done, objective.metric, objective.mode);
-    P.draw("chart-best", best.traces, P.layout({
-      title: (objective.mode === "min" ? "Lowest " : "Highest ") + P.label(objective.metric) + " so far" +
-        (best.diverged ? " (" + best.diverged + " diverged, ✕ at the worst)" : ""),
-      xaxis: { title: { text: "trials in the order they finished" }, rangemode: "tozero" },
-      yaxis: { title: { text: P.label(objective.metric) } } }), waiting);
+      const best = bestSoFar(done, objective.metric, objective.mode);
+      P.draw("chart-best", best.traces, P.layout({
+        title: (objective.mode === "min" ? "Lowest " : "Highest ") + P.label(objective.metric) + " so far" +
+          (best.diverged ? " (" + best.diverged + " diverged, ✕ at the worst)" : ""),
+        xaxis: { title: { text: "trials in the order they finished" }, rangemode: "tozero" },
+        yaxis: { title: { text: P.label(objective.metric) } } }), waiting);
 
-    const slices = sliceTraces(done, varied, y);
-    const cols = Math.min(3, Math.max(1, varied.length));
-    const rows = Math.ceil(varied.length / cols);
-    P.draw("chart-slice", slices.traces, P.layout(Object.assign({
-      title: "Slices: " + P.label(y) + " against each varied parameter" + (asWorst ? " (" + asWorst + ")" : ""),
-      grid: { rows: rows, columns: cols, pattern: "independent", xgap: 0.12, ygap: 0.35 },
-      height: 120 + 220 * rows, margin: { l: 60, r: 20, t: 48, b: 50 } }, slices.axes)),
-    varied.length ? waiting : "The sweep varies no parameter");
+      const slices = sliceTraces(done, varied, y);
+      const cols = Math.min(3, Math.max(1, varied.length));
+      const rows = Math.ceil(varied.length / cols);
+      P.draw("chart-slice", slices.traces, P.layout(Object.assign({
+        title: "Slices: " + P.label(y) + " against each varied parameter" + (asWorst ? " (" + asWorst + ")" : ""),
+        grid: { rows: rows, columns: cols, pattern: "independent", xgap: 0.12, ygap: 0.35 },
+        height: 120 + 220 * rows, margin: { l: 60, r: 20, t: 48, b: 50 } }, slices.axes)),
+      varied.length ? waiting : "The sweep varies no parameter");
 
-    if (varied.indexOf("hidden_layers") >= 0) {
-      const depths = xs.length ? done.map(function (t) { return t.params.hidden_layers; }) : [1];
-      P.draw("chart-depth", depthProfile(done, y, yMode, varied), P.layout({
-        title: "Depth profile: " + P.label(y) + " (mean solid, best dashed" + (asWorst ? "; " + asWorst : "") +
-          ") and time per trial (train solid, compile dotted)",
-        grid: { rows: 1, columns: 2, pattern: "independent", xgap: 0.12 }, height: 380,
-        xaxis: P.integerAxis(depths, "hidden layers"), xaxis2: P.integerAxis(depths, "hidden layers"),
-        yaxis: { title: { text: P.label(y) } }, yaxis2: { title: { text: "seconds per trial" }, rangemode: "tozero" } }), waiting);
-    } else {
-      P.draw("chart-depth", [], null, "Depth profile: this sweep does not vary the number of hidden layers");
-    }
-    const better = yMode === "min" ? "lowest" : "highest";
-    const ranked = window.DnnRankCharts.rankPlot(done, y, yMode, choice.rankColour || null, counted);
-    const rankNotes = [];
-    if (ranked.pruned) rankNotes.push(ranked.pruned + " pruned, marked x");
-    if (ranked.diverged) rankNotes.push(ranked.diverged + " diverged, ✕ at the worst, ranked last");
-    P.draw("chart-rank", ranked.traces, P.layout({
-      title: "Rank: " + P.label(y) + " of " + ranked.last + " trials (" + ranked.complete + " complete), " + better + " first" +
-        (choice.rankColour ? ", coloured by " + P.label(choice.rankColour) : "") +
-        (rankNotes.length ? " (" + rankNotes.join("; ") + ")" : ""),
-      xaxis: Object.assign(P.integerAxis([1, Math.max(1, ranked.last)], "rank (1 = best)"),
-        { range: [0, ranked.last + 1], autorange: false }),
-      yaxis: { title: { text: P.label(y) }, type: choice.logY ? "log" : "linear" } }), waiting);
+      if (varied.indexOf("hidden_layers") >= 0) {
+        const depths = xs.length ? done.map(function (t) { return t.params.hidden_layers; }) : [1];
+        P.draw("chart-depth", depthProfile(done, y, yMode, varied), P.layout({
+          title: "Depth profile: " + P.label(y) + " (mean solid, best dashed" + (asWorst ? "; " + asWorst : "") +
+            ") and time per trial (train solid, compile dotted)",
+          grid: { rows: 1, columns: 2, pattern: "independent", xgap: 0.12 }, height: 380,
+          xaxis: P.integerAxis(depths, "hidden layers"), xaxis2: P.integerAxis(depths, "hidden layers"),
+          yaxis: { title: { text: P.label(y) } }, yaxis2: { title: { text: "seconds per trial" }, rangemode: "tozero" } }), waiting);
+      } else {
+        P.draw("chart-depth", [], null, "Depth profile: this sweep does not vary the number of hidden layers");
+      }
+      const better = yMode === "min" ? "lowest" : "highest";
+      const ranked = window.DnnRankCharts.rankPlot(done, y, yMode, choice.rankColour || null, counted);
+      const rankNotes = [];
+      if (ranked.pruned) rankNotes.push(ranked.pruned + " pruned, marked x");
+      if (ranked.diverged) rankNotes.push(ranked.diverged + " diverged, ✕ at the worst, ranked last");
+      P.draw("chart-rank", ranked.traces, P.layout({
+        title: "Rank: " + P.label(y) + " of " + ranked.last + " trials (" + ranked.complete + " complete), " + better + " first" +
+          (choice.rankColour ? ", coloured by " + P.label(choice.rankColour) : "") +
+          (rankNotes.length ? " (" + rankNotes.join("; ") + ")" : ""),
+        xaxis: Object.assign(P.integerAxis([1, Math.max(1, ranked.last)], "rank (1 = best)"),
+          { range: [0, ranked.last + 1], autorange: false }),
+        yaxis: { title: { text: P.label(y) }, type: choice.logY ? "log" : "linear" } }), waiting);
 
-    const ecdfGroup = choice.ecdfGroup || null;
-    P.draw("chart-ecdf", window.DnnRankCharts.ecdfTraces(done, y, ecdfGroup, counted), P.layout({
-      title: "Distribution of " + P.label(y) + (ecdfGroup ? " by " + P.label(ecdfGroup) : "") +
-        " (share of trials at or below" + (nDiverged ? ", diverged ones at the worst" : "") + "; " + better + " is better)",
-      xaxis: { title: { text: P.label(y) }, type: choice.logY ? "log" : "linear" },
-      yaxis: { title: { text: "share of trials" }, range: [0, 1.05], tickformat: ".0%" } }), waiting);
+      const ecdfGroup = choice.ecdfGroup || null;
+      P.draw("chart-ecdf", window.DnnRankCharts.ecdfTraces(done, y, ecdfGroup, counted), P.layout({
+        title: "Distribution of " + P.label(y) + (ecdfGroup ? " by " + P.label(ecdfGroup) : "") +
+          " (share of trials at or below" + (nDiverged ? ", diverged ones at the worst" : "") + "; " + better + " is better)",
+        xaxis: { title: { text: P.label(y) }, type: choice.logY ? "log" : "linear" },
+        yaxis: { title: { text: "share of trials" }, range: [0, 1.05], tickformat: ".0%" } }), waiting);
 
-    window.DnnTimeline.draw(all, choice.timelineRows, brushed ? waiting : over ? "No trial started"
-      : "Waiting for the first trial to start…");
+      window.DnnTimeline.draw(all, choice.timelineRows, brushed ? waiting : over ? "No trial started"
+        : "Waiting for the first trial to start…");
 
-    for (const id of ["chart-slice", "chart-best", "chart-rank", "chart-timeline"]) linkPoints(id, meta);
-    window.DnnImportance.show(meta, y, choice.evaluator, done, counted);
+      window.DnnImportance.show(meta, y, choice.evaluator, done, counted);
+    };
     // every chart drawn or saying why not (the importance of a metric the page's first read
     // did not bring is asked for apart): what a test or a benchmark waits for
-    document.body.dataset.charts = "drawn";
+    const drawn = function () {
+      for (const id of ["chart-slice", "chart-best", "chart-rank", "chart-timeline"]) linkPoints(id, meta);
+      document.body.dataset.charts = "drawn";
+    };
+    // the page's first drawing puts the charts in view first; a later one (a choice, a brush,
+    // new trials) draws them all at once
+    if (plotted) {
+      charts();
+      drawn();
+    } else {
+      plotted = true;
+      P.inViewFirst(charts, drawn);
+    }
   }
 
   return { render: render, prepare: prepare, value: value, keeps: keeps };

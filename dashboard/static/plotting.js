@@ -302,9 +302,20 @@ window.DnnPlot = (function () {
     return false;
   }
 
+  // Charts in view first: while `deferring`, a chart out of the window's view is kept in
+  // `pending` (its latest drawing), and drawn after the next paint by inViewFirst().
+  let deferring = false;
+  const pending = new Map();
+  function outOfView(el) {
+    const box = el.getBoundingClientRect();
+    return box.top >= window.innerHeight || box.bottom <= 0;
+  }
+
   function draw(id, traces, chartLayout, emptyText) {
     const el = document.getElementById(id);
     if (!el) return;
+    if (deferring && outOfView(el)) { pending.set(id, [id, traces, chartLayout, emptyText]); return; }
+    pending.delete(id);
     if (!note(el, traces.length ? null : emptyText, Plotly.purge)) return;
     const laid = fitTitle(chartLayout, el.clientWidth);
     // On a window resize plotly's responsive mode drops the layout's height and takes the
@@ -314,6 +325,21 @@ window.DnnPlot = (function () {
     el.classList.add("drawn");
     Plotly.react(el, traces, laid, CONFIG);
     describe(el, laid, traces);
+  }
+
+  // Runs fn, which draws charts: those in view are drawn at once, the others in a task after
+  // the next frame is painted (the reader sees the charts in view a few hundred ms sooner);
+  // then done() runs. A chart drawn again meanwhile is drawn as it was last asked for.
+  function inViewFirst(fn, done) {
+    deferring = !document.hidden; // a hidden tab paints no frame
+    try { fn(); } finally { deferring = false; }
+    if (!pending.size) { done(); return; }
+    requestAnimationFrame(function () {
+      setTimeout(function () {
+        for (const args of Array.from(pending.values())) draw.apply(null, args);
+        done();
+      }, 0);
+    });
   }
 
   // Calls fn once plotly.js has run: now, or when its deferred script (id plotly-js) has.
@@ -330,5 +356,5 @@ window.DnnPlot = (function () {
     bounds: bounds, direction: direction, band: band, logTicks: logTicks, bins: bins,
     rankConfigurations: rankConfigurations, describeBest: describeBest,
     compare: compare, groupName: groupName, varying: varying, smooth: smooth, groupBy: groupBy, colour: colour,
-    rgba: rgba, note: note, draw: draw };
+    rgba: rgba, note: note, draw: draw, inViewFirst: inViewFirst };
 })();

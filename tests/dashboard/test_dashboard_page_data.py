@@ -143,6 +143,17 @@ def _recording(app) -> list[tuple[str, int]]:
 CHARTS_DRAWN = "() => document.body.dataset.charts === 'drawn'"
 EVERY_CHART = """() => Array.from(document.querySelectorAll('.chart'))
     .every(c => c.querySelector('.main-svg, .parallel-svg'))"""
+# the frame (counted by requestAnimationFrame) in which each chart first held plotly's drawing
+FRAMES = """
+window.__frameOf = {};
+let frame = 0;
+(function tick() { frame++; requestAnimationFrame(tick); })();
+new MutationObserver(function () {
+  for (const c of document.querySelectorAll('.chart')) {
+    if (!(c.id in window.__frameOf) && c.querySelector('.main-svg')) window.__frameOf[c.id] = frame;
+  }
+}).observe(document, { childList: true, subtree: true });
+"""
 
 
 @pytest.mark.browser
@@ -169,10 +180,14 @@ def test_the_page_draws_every_chart_from_one_read_and_a_revisit_sends_no_static_
             exp_id = requests.post(base + "/api/v1/experiments", json=GRID, timeout=30).json()["id"]
             _finish(store, exp_id)
             log.clear()
+            page.add_init_script(FRAMES)
             page.goto(f"{base}/experiments/{exp_id}")
             expect(page.locator("#trials tbody tr")).to_have_count(24, timeout=15_000)
             page.wait_for_function(CHARTS_DRAWN, timeout=30_000)
             assert page.evaluate(EVERY_CHART)
+            # the charts in view come first, the ones below the window in a later frame
+            frames = page.evaluate("window.__frameOf")
+            assert frames["chart-accuracy"] == frames["chart-curves"] < frames["chart-timeline"]
             importance = page.evaluate("document.getElementById('chart-importance').data[0]")
             # the three parameters (the seed is the noise floor, no bar)
             assert importance["type"] == "bar" and len(importance["y"]) == 3
