@@ -321,9 +321,11 @@ window.DnnCharts = (function () {
 
   // Every chart from `everything` the page holds; while the parallel coordinates are brushed
   // or the table's columns filtered, the others show only the trials that pass (the parallel
-  // chart shows them all, with its brushes on). `plotlyOnly`: the parallel coordinates, drawn
-  // already from the same trials, are left as they are.
+  // chart shows them all, with its brushes on). `plotlyOnly`: the first drawing of the plotly
+  // charts, once plotly.js has run (nothing when one drew them already); the parallel
+  // coordinates, drawn from the same trials, are left as they are.
   function render(everything, meta, choice, plotlyOnly) {
+    if (plotlyOnly && plotted) return;
     prepare(everything, meta);
     const brushed = window.DnnFilter.active();
     const all = brushed ? everything.filter(keeps) : everything;

@@ -223,8 +223,8 @@
     window.DnnCharts.render(all, meta, choice);
   }
 
-  // The plotly charts alone (the table and the parallel coordinates are drawn already): once
-  // plotly.js has run.
+  // The plotly charts alone (the table and the parallel coordinates are drawn already), once
+  // plotly.js has run, unless the first read's drawing drew them.
   function drawCharts() {
     const all = Array.from(trials.values());
     window.DnnCharts.render(all, meta, choose(all), true);
@@ -387,7 +387,7 @@
 
   // plotly.js loads deferred: the table shows once the trials are in, the charts once
   // plotly has run too (whichever comes last draws them)
-  P.whenPlotly(function () { if (last && document.body.dataset.charts !== "drawn") drawCharts(); });
+  P.whenPlotly(function () { if (last) drawCharts(); });
 
   refresh().then(function (finished) {
     if (finished) rest(); else follow();

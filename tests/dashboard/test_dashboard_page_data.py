@@ -143,10 +143,17 @@ def _recording(app) -> list[tuple[str, int]]:
 CHARTS_DRAWN = "() => document.body.dataset.charts === 'drawn'"
 EVERY_CHART = """() => Array.from(document.querySelectorAll('.chart'))
     .every(c => c.querySelector('.main-svg, .parallel-svg'))"""
-# the frame (counted by requestAnimationFrame) in which each chart first held plotly's drawing
+# the frame (counted by requestAnimationFrame) in which each chart first held plotly's drawing,
+# and how many times plotly drew each chart
 FRAMES = """
 window.__frameOf = {};
-let frame = 0;
+window.__draws = {};
+let frame = 0, plotly;
+Object.defineProperty(window, 'Plotly', { configurable: true, get() { return plotly; }, set(v) {
+  plotly = v;
+  const react = v.react;
+  v.react = function (el) { window.__draws[el.id] = (window.__draws[el.id] || 0) + 1; return react.apply(this, arguments); };
+} });
 (function tick() { frame++; requestAnimationFrame(tick); })();
 new MutationObserver(function () {
   for (const c of document.querySelectorAll('.chart')) {
@@ -185,9 +192,12 @@ def test_the_page_draws_every_chart_from_one_read_and_a_revisit_sends_no_static_
             expect(page.locator("#trials tbody tr")).to_have_count(24, timeout=15_000)
             page.wait_for_function(CHARTS_DRAWN, timeout=30_000)
             assert page.evaluate(EVERY_CHART)
-            # the charts in view come first, the ones below the window in a later frame
+            # the charts in view come first, the ones below the window in a later frame, and
+            # each is drawn once
             frames = page.evaluate("window.__frameOf")
             assert frames["chart-accuracy"] == frames["chart-curves"] < frames["chart-timeline"]
+            draws = page.evaluate("window.__draws")
+            assert len(draws) == 11 and set(draws.values()) == {1}, draws
             importance = page.evaluate("document.getElementById('chart-importance').data[0]")
             # the three parameters (the seed is the noise floor, no bar)
             assert importance["type"] == "bar" and len(importance["y"]) == 3
