@@ -6,8 +6,8 @@ the 192-trial digits sweep that ``bench/dashboard_page.py`` measures (trained he
 
 ``docs/screenshot.png`` (the README's and the site's front page) is the page's top at
 1400 px wide; ``docs/dashboard-analysis.png`` its analysis charts, from the axes chooser's
-chart to the rank plot and the distribution (grouped curves, importance, the contour, best
-so far, time per trial between them).
+chart to the slices and the parallel coordinates (grouped curves, importance, the contour,
+best so far, time per trial, the rank plot and the distribution between them).
 """
 
 from __future__ import annotations
@@ -19,9 +19,10 @@ from pathlib import Path
 from dashboard_page import ARGS, CHROMIUM, REPO, make_store, serve
 
 WIDTH, HEIGHT = 1400, 1000
+# the page marks its body once every chart is drawn (plotly's and the parallel coordinates')
 READY = (
     "() => document.querySelectorAll('#trials tbody tr').length > 0 && "
-    "Array.from(document.querySelectorAll('.chart')).every((c) => c.querySelector('.main-svg'))"
+    "document.body.dataset.charts === 'drawn'"
 )
 
 
@@ -45,7 +46,7 @@ def main() -> None:
                 page.wait_for_timeout(500)  # plotly's transitions settle
                 page.screenshot(path=str(args.out / "screenshot.png"))
                 first = page.locator(".chart").nth(0).bounding_box()
-                last = page.locator("#chart-ecdf").bounding_box()
+                last = page.locator("#chart-parallel").bounding_box()
                 if first is None or last is None:
                     raise SystemExit("the page drew no chart")
                 top = max(0.0, first["y"] - 40)
