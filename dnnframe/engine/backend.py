@@ -94,6 +94,10 @@ def require() -> Any:
     from .diskcache import cache_dir
 
     jax.config.update("jax_compilation_cache_dir", str(cache_dir() / "jax"))
+    # every executable, not only those over JAX's default second: a pack's programs are
+    # many small ones (about 130 for the parity cases, 2 MB), which together were most of a
+    # restarted process's compile time
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
     return device
 
 

@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING
 
 from . import diskcache
 from .epochloop import OnPackEpoch, PackRun
-from .flags import JAX_MODE
 from .graphkey import pack_keys
 from .modelcache import ModelCache
 from .packgraph import PackedModel, PackShape
@@ -35,10 +34,9 @@ def packed_model(shape: PackShape) -> tuple[PackedModel, bool, bool]:
 
     def build() -> PackedModel:
         nonlocal disk_hit
-        if (
-            shape.mode == JAX_MODE
-        ):  # JAX keeps its own compiled executables on disk (backend.require)
-            return PackedModel(shape)
+        # under JAX too: the pickle holds the rewritten graph (PyTensor's rewrites were most
+        # of a fresh JAX process's build), and loading links it through jax.jit again, whose
+        # executables XLA keeps on disk itself (backend.require)
         model, disk_hit = diskcache.load_or_build("packed", shape, lambda: PackedModel(shape))
         return model
 

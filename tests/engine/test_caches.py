@@ -84,20 +84,27 @@ CHILD = textwrap.dedent("""
 """)
 
 
-def run_child(cache_dir) -> list[dict]:
-    env = dict(os.environ, DNNFRAME_CACHE_DIR=str(cache_dir))
+def run_child(cache_dir, pytensor_flags: str = "") -> list[dict]:
+    env = dict(os.environ, DNNFRAME_CACHE_DIR=str(cache_dir), PYTENSOR_FLAGS=pytensor_flags)
+    env.pop("THEANO_FLAGS", None)
     out = subprocess.run([sys.executable, "-c", CHILD], env=env, capture_output=True, text=True)
     assert out.returncode == 0, out.stderr[-3000:]
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 @pytest.mark.slow
-def test_fresh_process_loads_the_compiled_pack_from_disk(tmp_path):
-    first = run_child(tmp_path)
+@pytest.mark.parametrize("flags, backend", [("", "c"), ("mode=JAX", "jax")])
+def test_fresh_process_loads_the_compiled_pack_from_disk(tmp_path, flags, backend):
+    first = run_child(tmp_path, flags)
     assert [r["env"]["disk_cache_hit"] for r in first] == [False, False]
     assert len(list(tmp_path.glob("packed-*.pkl"))) == 1
-    second = run_child(tmp_path)
+    xla = set((tmp_path / "jax").glob("*")) if backend == "jax" else set()
+    assert bool(xla) == (backend == "jax")  # XLA's executables, small ones included
+    second = run_child(tmp_path, flags)
     assert [r["env"]["disk_cache_hit"] for r in second] == [True, True]
+    if backend == "jax":  # every program the second process ran was on disk already
+        assert set((tmp_path / "jax").glob("*")) == xla
+    assert {r["env"]["backend"] for r in first + second} == {backend}
     assert [r["metrics"] for r in second] == [r["metrics"] for r in first]
 
 
