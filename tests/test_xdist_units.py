@@ -1,12 +1,15 @@
 """How -n 2 splits the suite (tests/xdist_units.py), run on a small suite through pytester
-with two real xdist workers: each file stays on one worker, tests/deploy stays together."""
+with two real xdist workers: each file stays on one worker, tests/deploy stays together, and
+the junit file names the worker that ran each test and when it started."""
 
 from __future__ import annotations
 
 import os
 import re
+import time
 from collections import defaultdict
 from pathlib import Path
+from xml.etree import ElementTree
 
 import pytest
 from xdist_units import DOCKER_UNIT, unit_of
@@ -38,12 +41,23 @@ def test_files_and_the_docker_tests_each_go_to_one_worker(
     ):
         (pytester.path / path).parent.mkdir(parents=True, exist_ok=True)
         (pytester.path / path).write_text(TESTS)
-    result = pytester.runpytest_subprocess("-n", "2", "-v", "tests")
+    before = time.time()
+    result = pytester.runpytest_subprocess("-n", "2", "-v", "--junitxml=junit.xml", "tests")
     assert result.ret == 0, result.stdout.str()
     workers: dict[str, set[str]] = defaultdict(set)
+    ran_on: dict[str, str] = {}
     for line in result.stdout.lines:
-        if m := re.match(r"\[(gw\d)\] .*PASSED (\S+)::", line):
+        if m := re.match(r"\[(gw\d)\] .*PASSED (\S+)", line):
             workers[unit_of(m.group(2))].add(m.group(1))
+            ran_on[m.group(2)] = m.group(1)
+    # the junit file names each test's worker and start, as the output does
+    recorded = {}
+    for case in ElementTree.parse(pytester.path / "junit.xml").iter("testcase"):
+        props = {p.get("name"): p.get("value") for p in case.iter("property")}
+        assert before <= float(props["started"]) <= time.time()
+        path = case.get("classname").replace(".", "/") + ".py"
+        recorded[f"{path}::{case.get('name')}"] = props["worker"]
+    assert recorded == ran_on
     assert set(workers) == {
         DOCKER_UNIT,
         "tests/test_one.py",

@@ -16,6 +16,7 @@ This is xdist's scope scheduler with our own units (``pytest_xdist_make_schedule
 from __future__ import annotations
 
 import os
+import time
 from typing import Any
 
 import pytest
@@ -56,3 +57,12 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         if any(item.get_closest_marker(name) for name in _HEAVY)
     }
     items.sort(key=lambda item: unit_of(item.nodeid) not in heavy)  # stable: files stay whole
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    # which worker ran each test and when it started, kept in CI's junit file beside the
+    # test's time: a run that grew can be read back as a timeline (the unit that ran last,
+    # a worker left idle) rather than guessed at
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+    item.user_properties += [("worker", worker), ("started", f"{time.time():.3f}")]
