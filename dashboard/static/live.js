@@ -6,8 +6,12 @@
 // other tabs as a stream per tab would). DnnLive.unwatch(id) stops them.
 window.DnnLive = (function () {
   "use strict";
-  let port = null, broken = false;
+  let port = null, broken = false, heard = false;
   const watched = new Map(); // experiment id → { eventsUrl, onMessage, trialId }
+  // A worker whose script never ran need not raise an error (seen in Chromium with a failed
+  // script fetch): one that has said nothing this long after a watch (its stream's first
+  // event tells each tab to catch up) is taken for lost. Tests may shorten it.
+  const SILENCE_MS = window.DNN_LIVE_SILENCE_MS || 10000;
 
   // The worker did not start (its script failed to load or run): every page that counted
   // on it is told its stream is closed, and polls; later watches answer false.
@@ -30,6 +34,7 @@ window.DnnLive = (function () {
       return null;
     }
     port.onmessage = function (event) {
+      heard = true;
       const m = event.data || {};
       const held = watched.get(m.experiment_id);
       // the stream is over for it (ended, refused or lost): the page decides what next
@@ -44,6 +49,8 @@ window.DnnLive = (function () {
     if (!eventsUrl || !window.EventSource || !connect(workerUrl)) return false;
     watched.set(id, { eventsUrl: eventsUrl, onMessage: onMessage, trialId: trialId });
     port.postMessage({ type: "watch", experiment_id: id, events_url: eventsUrl, trial_id: trialId });
+    const asked = port;
+    setTimeout(function () { if (!heard && port === asked) lost(); }, SILENCE_MS);
     return true;
   }
 

@@ -355,7 +355,16 @@ def test_a_running_trials_page_follows_its_epochs_and_shows_its_end(quiet_server
 
 
 @pytest.mark.browser
-def test_a_page_polls_when_the_shared_stream_worker_cannot_start(quiet_server):
+@pytest.mark.parametrize(
+    "worker_script",
+    [
+        {"status": 404},  # cannot be had (a proxy, a broken deploy): the worker errs
+        # runs but never answers (a stale or foreign script): no error, only silence
+        {"status": 200, "body": "", "content_type": "text/javascript"},
+    ],
+    ids=["missing", "silent"],
+)
+def test_a_page_polls_when_the_shared_stream_worker_cannot_start(quiet_server, worker_script):
     from playwright.sync_api import expect, sync_playwright
 
     base, store = quiet_server
@@ -364,8 +373,9 @@ def test_a_page_polls_when_the_shared_stream_worker_cannot_start(quiet_server):
         b = browser(p)
         try:
             context = b.new_context()
-            # the worker's script cannot be had (a proxy, a broken deploy)
-            context.route("**/live-worker.js*", lambda route: route.fulfill(status=404))
+            context.route("**/live-worker.js*", lambda route: route.fulfill(**worker_script))
+            # the page's patience with a silent worker, shortened (10 s by default)
+            context.add_init_script("window.DNN_LIVE_SILENCE_MS = 1000")
             page = context.new_page()
             errors: list[str] = []
             page.on("pageerror", lambda exc: errors.append(str(exc)))
