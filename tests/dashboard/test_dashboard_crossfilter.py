@@ -37,6 +37,21 @@ def _brushes(page) -> dict:
     return json.loads(requests.utils.unquote(page.url.split("brush=")[1].split("&")[0]))
 
 
+def _finished_sweep(quiet_server) -> tuple[str, str, dict[str, tuple[float, str]]]:
+    """The server's base URL, a finished 12-trial experiment whose accuracy grows with the
+    learning rate, and each trial's (learning rate, activation)."""
+    base, store = quiet_server
+    exp_id = requests.post(base + "/api/v1/experiments", json=SPEC, timeout=30).json()["id"]
+    config = {}
+    for t in store.list_trials(exp_id):
+        config[t.id] = (t.config["training"]["learning_rate"], t.config["model"]["activation"])
+        assert store.claim_trial(t.id, "w1")
+        acc = 0.5 + 4 * t.config["training"]["learning_rate"]
+        result = {"metrics": {"test_accuracy": acc, "test_loss": 1 - acc}, "epochs_run": 2}
+        assert store.finish_trial(t.id, TrialState.COMPLETE, result=result, worker="w1")
+    return base, exp_id, config
+
+
 def _drag(page, key: str, start: float, end: float) -> None:
     """A real mouse drag along an axis, from and to fractions of its height from the top."""
     axis = page.locator(f"{AXIS % key} .parallel-hit")
@@ -53,15 +68,7 @@ def _drag(page, key: str, start: float, end: float) -> None:
 def test_brushing_the_parallel_coordinates_filters_the_table_and_charts(quiet_server):
     from playwright.sync_api import expect, sync_playwright
 
-    base, store = quiet_server
-    exp_id = requests.post(base + "/api/v1/experiments", json=SPEC, timeout=30).json()["id"]
-    config = {}
-    for t in store.list_trials(exp_id):
-        config[t.id] = (t.config["training"]["learning_rate"], t.config["model"]["activation"])
-        assert store.claim_trial(t.id, "w1")
-        acc = 0.5 + 4 * t.config["training"]["learning_rate"]
-        result = {"metrics": {"test_accuracy": acc, "test_loss": 1 - acc}, "epochs_run": 2}
-        assert store.finish_trial(t.id, TrialState.COMPLETE, result=result, worker="w1")
+    base, exp_id, config = _finished_sweep(quiet_server)
     with (
         sync_playwright() as p,
         watched_page(p, viewport={"width": 1280, "height": 1100}) as (page, errors),
@@ -120,15 +127,7 @@ def test_brushing_the_parallel_coordinates_filters_the_table_and_charts(quiet_se
 def test_the_parallel_coordinates_answer_the_keyboard_and_name_and_open_a_trial(quiet_server):
     from playwright.sync_api import expect, sync_playwright
 
-    base, store = quiet_server
-    exp_id = requests.post(base + "/api/v1/experiments", json=SPEC, timeout=30).json()["id"]
-    config = {}
-    for t in store.list_trials(exp_id):
-        config[t.id] = (t.config["training"]["learning_rate"], t.config["model"]["activation"])
-        assert store.claim_trial(t.id, "w1")
-        acc = 0.5 + 4 * t.config["training"]["learning_rate"]
-        result = {"metrics": {"test_accuracy": acc, "test_loss": 1 - acc}, "epochs_run": 2}
-        assert store.finish_trial(t.id, TrialState.COMPLETE, result=result, worker="w1")
+    base, exp_id, config = _finished_sweep(quiet_server)
     with (
         sync_playwright() as p,
         watched_page(p, viewport={"width": 1280, "height": 1100}) as (page, errors),
