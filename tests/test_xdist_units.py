@@ -12,7 +12,7 @@ from pathlib import Path
 from xml.etree import ElementTree
 
 import pytest
-from xdist_units import DOCKER_UNIT, unit_of
+from xdist_units import DOCKER_UNIT, hand_out_order, unit_of
 
 TESTS = "".join(f"def test_{i}():\n    pass\n\n" for i in range(6))
 
@@ -22,6 +22,31 @@ def test_units() -> None:
     assert unit_of("tests/deploy/test_stack.py::TestX::test_a") == DOCKER_UNIT
     assert unit_of("tests/deploy/sub/test_y.py::test_b") == DOCKER_UNIT
     assert unit_of("tests/deployment/test_z.py::test_c") == "tests/deployment/test_z.py"
+
+
+def test_waiting_and_computing_units_alternate_before_the_rest() -> None:
+    marks = {
+        "tests/dashboard/test_a.py": {"browser"},
+        "tests/dashboard/test_b.py": {"browser", "broker"},
+        "tests/deploy": {"docker", "slow"},
+        "tests/distributed/test_c.py": {"broker"},
+        "tests/distributed/test_d.py": {"netns", "slow"},
+        "tests/engine/test_e.py": {"slow"},
+        "tests/engine/test_f.py": set(),
+        "tests/test_g.py": set(),
+        "tests/test_h.py": {"slow"},
+    }
+    assert hand_out_order(marks) == [
+        "tests/dashboard/test_b.py",  # waits (a broker, with a browser)
+        "tests/dashboard/test_a.py",
+        "tests/deploy",
+        "tests/engine/test_e.py",
+        "tests/distributed/test_c.py",
+        "tests/test_h.py",
+        "tests/distributed/test_d.py",  # no computing unit left to pair it with
+        "tests/engine/test_f.py",  # the light units last, in collection order
+        "tests/test_g.py",
+    ]
 
 
 def test_files_and_the_docker_tests_each_go_to_one_worker(
