@@ -8,7 +8,8 @@
 //
 // Tab → worker: {type: "watch"|"unwatch", experiment_id, events_url, trial_id}: a trial page
 // names its trial too, whose note the stream then follows (a "note" event of kind "trial").
-// Worker → tab: {type: "change"|"trials"|"note"|"end"|"closed", experiment_id, data}; "closed"
+// Worker → tab: {type: "watching"} at once (this worker runs), then {type: "change"|"trials"|
+// "note"|"end"|"closed", experiment_id, data}; "closed"
 // says the stream was refused or lost for good (503, the server gone): the tab reads and
 // polls for itself, and may watch again later.
 "use strict";
@@ -119,6 +120,8 @@ self.onconnect = function (event) {
     if (typeof m.experiment_id !== "string") return;
     if (m.type === "watch") {
       eventsUrl = m.events_url || eventsUrl;
+      // at once, before any stream answers: the tab knows this worker runs (live.js)
+      port.postMessage({ type: "watching", experiment_id: m.experiment_id });
       watch(port, m.experiment_id, typeof m.trial_id === "string" ? m.trial_id : null);
     } else if (m.type === "unwatch") {
       // the stream keeps following it until it ends or the stream is swapped: swapping it

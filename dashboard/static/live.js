@@ -9,8 +9,8 @@ window.DnnLive = (function () {
   let port = null, broken = false, heard = false;
   const watched = new Map(); // experiment id → { eventsUrl, onMessage, trialId }
   // A worker whose script never ran need not raise an error (seen in Chromium with a failed
-  // script fetch): one that has said nothing this long after a watch (its stream's first
-  // event tells each tab to catch up) is taken for lost. Tests may shorten it.
+  // script fetch): one that has not acknowledged a watch this long after it (it does at
+  // once, whatever the server does) is taken for lost. Tests may shorten it.
   const SILENCE_MS = window.DNN_LIVE_SILENCE_MS || 10000;
 
   // The worker did not start (its script failed to load or run): every page that counted
@@ -36,6 +36,7 @@ window.DnnLive = (function () {
     port.onmessage = function (event) {
       heard = true;
       const m = event.data || {};
+      if (m.type === "watching") return; // the acknowledgement alone
       const held = watched.get(m.experiment_id);
       // the stream is over for it (ended, refused or lost): the page decides what next
       if (m.type === "end" || m.type === "closed") watched.delete(m.experiment_id);
