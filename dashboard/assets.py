@@ -21,6 +21,7 @@ import logging
 import mimetypes
 import os
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -28,6 +29,7 @@ import brotli
 import plotly
 from flask import Flask, Response, abort, request
 
+from dashboard import plotly_bundle
 from dnnframe import settings
 
 log = logging.getLogger(__name__)
@@ -177,13 +179,16 @@ _assets: dict[Path, Asset] = {}
 _assets_lock = threading.Lock()
 
 
-def asset(path: Path) -> Asset:
-    """``path``'s :class:`Asset`, read again when the file changed (a stat per call)."""
+def asset(path: Path, derive: Callable[[bytes], bytes] | None = None) -> Asset:
+    """``path``'s :class:`Asset` (its bytes passed through ``derive`` when given: one path
+    is always read the same way), read again when the file changed (a stat per call)."""
     stat = path.stat()
     held = _assets.get(path)
     if held is not None and held.mtime_ns == stat.st_mtime_ns:
         return held
     data = path.read_bytes()
+    if derive is not None:
+        data = derive(data)
     mimetype = (
         "text/javascript"
         if path.suffix == ".js"
@@ -198,6 +203,11 @@ def asset(path: Path) -> Asset:
 def plotly_path() -> Path:
     """plotly.js as the installed plotly package ships it (nothing comes from a CDN)."""
     return Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
+
+
+def plotly_asset() -> Asset:
+    """plotly.js as the pages load it: with only the trace types they draw registered."""
+    return asset(plotly_path(), plotly_bundle.trim)
 
 
 def static_path(filename: str) -> Path | None:
@@ -237,10 +247,9 @@ def serve_static(filename: str) -> Response:
 
 
 def serve_plotly() -> Response:
-    path = plotly_path()
-    if not path.is_file():
+    if not plotly_path().is_file():
         abort(404, description="plotly.min.js is missing from the installed plotly package")
-    return respond(asset(path))
+    return respond(plotly_asset())
 
 
 def _version_urls(endpoint: str, values: dict[str, object]) -> None:
@@ -252,7 +261,7 @@ def _version_urls(endpoint: str, values: dict[str, object]) -> None:
             if path is not None:
                 values["v"] = asset(path).version
         elif endpoint == "ui.plotly_js":
-            values["v"] = asset(plotly_path()).version
+            values["v"] = plotly_asset().version
     except OSError:  # a missing file is the view's 404, not a broken page
         pass
 
@@ -267,12 +276,11 @@ def install_assets(app: Flask) -> None:
 def precompress() -> list[Path]:
     """Make the best copy of every file in both encodings now (the disk keeps them for
     every process): gunicorn's master calls it before its workers start."""
-    paths = [p for p in sorted(STATIC.rglob("*")) if p.is_file()] + [plotly_path()]
-    for path in paths:
-        found = asset(path)
+    files = [asset(p) for p in sorted(STATIC.rglob("*")) if p.is_file()] + [plotly_asset()]
+    for found in files:
         for encoding in ENCODINGS:
             found.compress(encoding)
-    return paths
+    return [found.path for found in files]
 
 
 if __name__ == "__main__":

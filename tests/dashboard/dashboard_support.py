@@ -142,3 +142,20 @@ def next_event(events: queue.Queue, timeout: float = 20.0) -> str:
             return ""
         if block.startswith("event:"):
             return block
+
+
+# each trace a page drew: the type its script asked for, and the type plotly.js drew it as
+# (a type plotly.js has not registered is drawn as a scatter, silently)
+_TRACE_TYPES = """() => [...document.querySelectorAll('.js-plotly-plot')].flatMap((gd) =>
+    (gd._fullData || []).map((t) => [(t._input && t._input.type) || 'scatter', t.type]))"""
+
+
+def drawn_trace_types(page) -> set[str]:  # noqa: ANN001
+    """The trace types the page's charts drew, each checked to be registered in the
+    plotly.js the dashboard serves (dashboard/plotly_bundle.py's TRACES)."""
+    from dashboard.plotly_bundle import TRACES
+
+    pairs = page.evaluate(_TRACE_TYPES)
+    unregistered = {asked for asked, drawn in pairs if asked != drawn or asked not in TRACES}
+    assert not unregistered, f"trace types plotly.js does not register here: {unregistered}"
+    return {asked for asked, _ in pairs}

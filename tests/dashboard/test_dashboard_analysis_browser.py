@@ -15,7 +15,7 @@ import math
 import pytest
 import requests
 import yaml
-from dashboard_support import artifacts_dir, browser
+from dashboard_support import artifacts_dir, browser, drawn_trace_types
 
 from dnnframe.store.base import TrialState
 
@@ -150,6 +150,7 @@ def test_axes_follow_what_the_sweep_varies_and_the_reader_can_change_them(quiet_
             pair = page.evaluate("""() => { const t = document.getElementById('chart-contour').data[0];
                 return [t.type, t.x, t.y]; }""")
             assert pair == ["heatmap", ["0.001", "0.01", "0.1"], ["relu", "tanh"]]
+            assert "heatmap" in drawn_trace_types(page)
             # one slice per varied parameter; the depth profile says why it is empty
             assert page.evaluate("document.getElementById('chart-slice').data.length") == 3
             expect(page.locator("#chart-depth")).to_contain_text("does not vary the number")

@@ -11,7 +11,7 @@ from pathlib import Path
 import brotli
 import pytest
 
-from dashboard import assets
+from dashboard import assets, plotly_bundle
 from dashboard.assets import negotiate
 
 STATIC = Path(assets.__file__).parent / "static"
@@ -146,8 +146,12 @@ def test_plotly_is_linked_by_hash_and_loaded_deferred(client, store, cache):
     html = client.get(f"/experiments/{exp_id}").get_data(as_text=True)
     tag = re.search(r"<script[^>]*/vendor/plotly\.min\.js[^>]*>", html).group(0)
     assert " defer" in tag and 'id="plotly-js"' in tag
-    version = assets.asset(assets.plotly_path()).version
+    version = assets.plotly_asset().version
     assert f"/vendor/plotly.min.js?v={version}" in tag
+    # what that URL sends is the trimmed bundle (dashboard/plotly_bundle.py), not the file
+    sent = client.get(f"/vendor/plotly.min.js?v={version}", headers={"Accept-Encoding": ""})
+    assert sent.data == plotly_bundle.trim(assets.plotly_path().read_bytes())
+    assert len(sent.data) < assets.plotly_path().stat().st_size
 
 
 def test_precompress_makes_every_copy_once(cache, monkeypatch):

@@ -5,7 +5,7 @@ before it acts."""
 from __future__ import annotations
 
 import pytest
-from dashboard_support import TINY_SPEC, serving, watched_page
+from dashboard_support import TINY_SPEC, drawn_trace_types, serving, watched_page
 
 from dnnframe.store import TrialState
 
@@ -74,12 +74,15 @@ def test_pages_run_under_their_policy_and_cancel_asks_first(served, recorder):
                 f"() => document.querySelector('#{chart} .main-svg') !== null", timeout=30_000
             )
             assert page.evaluate("window.__blocked") == [], path
+            assert "scatter" in drawn_trace_types(page), path
         page.goto(base + f"/experiments/{done_id}")
         for chart in ("chart-accuracy", "chart-curves", "chart-parallel"):
             page.wait_for_function(
                 f"() => document.querySelector('#{chart} .main-svg, #{chart} canvas') !== null",
                 timeout=30_000,
             )
+        page.wait_for_function("() => document.body.dataset.charts === 'drawn'", timeout=30_000)
+        assert {"scatter", "bar"} <= drawn_trace_types(page)
         assert page.evaluate("window.__blocked") == []
         expect(page.locator("#cancel")).to_have_count(0)  # finished: nothing to cancel
 
