@@ -1,6 +1,7 @@
-"""How -n 2 splits the suite (tests/xdist_units.py), run on a small suite through pytester
-with two real xdist workers: each file stays on one worker, tests/deploy stays together, and
-the junit file names the worker that ran each test and when it started."""
+"""How the workers split the suite (tests/xdist_units.py), run on a small suite through pytester
+with three real xdist workers: each file stays on one worker, tests/deploy stays together,
+one worker starts on the units that wait and the others on those that compute, and the junit
+file names the worker that ran each test and when it started."""
 
 from __future__ import annotations
 
@@ -12,9 +13,11 @@ from pathlib import Path
 from xml.etree import ElementTree
 
 import pytest
-from xdist_units import DOCKER_UNIT, hand_out_order, unit_of
+from xdist_units import DOCKER_UNIT, Lanes, hand_out_order, unit_of
 
 TESTS = "".join(f"def test_{i}():\n    pass\n\n" for i in range(6))
+BROKER = "import pytest\npytestmark = pytest.mark.broker\n" + TESTS
+SLOW = "import pytest\npytestmark = pytest.mark.slow\n" + TESTS
 
 
 def test_units() -> None:
@@ -49,6 +52,34 @@ def test_waiting_and_computing_units_alternate_before_the_rest() -> None:
     ]
 
 
+def test_one_lane_takes_the_waiting_units_and_the_others_compute_first() -> None:
+    marks = {
+        "w1": {"broker"},
+        "c1": {"slow"},
+        "w2": {"netns", "slow"},
+        "c2": {"browser"},
+        "l1": set(),
+        "w3": {"docker"},
+    }
+    lane, other = object(), object()
+    lanes = Lanes(marks, lane)
+    queue = list(marks) + ["unknown"]  # a unit without marks is light
+
+    def take(worker: object) -> str:
+        unit = lanes.pick(worker, queue)
+        queue.remove(unit)
+        return unit
+
+    assert [take(lane), take(other), take(other), take(lane)] == ["w1", "c1", "c2", "w2"]
+    # computing run out: the others take the light units before any that waits
+    assert [take(other), take(other)] == ["l1", "unknown"]
+    assert [take(other), take(lane) if queue else None] == ["w3", None]
+    # a lane whose kind has run out takes the next: computing, then light
+    assert Lanes(marks, lane).pick(lane, ["l1", "c2"]) == "c2"
+    # no marks read (the file missing): the hand-out order as it is
+    assert Lanes({}, lane).pick(lane, ["c1", "w1"]) == "c1"
+
+
 def test_files_and_the_docker_tests_each_go_to_one_worker(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -57,24 +88,36 @@ def test_files_and_the_docker_tests_each_go_to_one_worker(
         "PYTHONPATH", os.pathsep.join(filter(None, [here, os.environ.get("PYTHONPATH")]))
     )
     pytester.makeconftest('pytest_plugins = ["xdist_units"]\n')
-    for path in (
-        "tests/deploy/test_build.py",
-        "tests/deploy/test_stack.py",
-        "tests/test_one.py",
-        "tests/test_two.py",
-        "tests/test_three.py",
+    pytester.makeini("[pytest]\nmarkers =\n    broker: waits\n    slow: computes\n")
+    for path, text in (
+        ("tests/deploy/test_build.py", TESTS),
+        ("tests/deploy/test_stack.py", TESTS),
+        ("tests/test_one.py", BROKER),
+        ("tests/test_two.py", BROKER),
+        ("tests/test_three.py", SLOW),
+        ("tests/test_four.py", SLOW),
+        ("tests/test_five.py", TESTS),
     ):
         (pytester.path / path).parent.mkdir(parents=True, exist_ok=True)
-        (pytester.path / path).write_text(TESTS)
+        (pytester.path / path).write_text(text)
     before = time.time()
-    result = pytester.runpytest_subprocess("-n", "2", "-v", "--junitxml=junit.xml", "tests")
+    result = pytester.runpytest_subprocess("-n", "3", "-v", "--junitxml=junit.xml", "tests")
     assert result.ret == 0, result.stdout.str()
     workers: dict[str, set[str]] = defaultdict(set)
     ran_on: dict[str, str] = {}
+    first: dict[str, str] = {}
     for line in result.stdout.lines:
         if m := re.match(r"\[(gw\d)\] .*PASSED (\S+)", line):
             workers[unit_of(m.group(2))].add(m.group(1))
             ran_on[m.group(2)] = m.group(1)
+            first.setdefault(m.group(1), unit_of(m.group(2)))
+    # the first units are handed out before any runs: one worker waits, two compute (handed
+    # out in order, the waiting units alternating with the others, two would wait at once)
+    assert sorted(first.values()) == [
+        "tests/test_four.py",
+        "tests/test_one.py",
+        "tests/test_three.py",
+    ], first
     # the junit file names each test's worker and start, as the output does
     recorded = {}
     for case in ElementTree.parse(pytester.path / "junit.xml").iter("testcase"):
@@ -85,9 +128,7 @@ def test_files_and_the_docker_tests_each_go_to_one_worker(
     assert recorded == ran_on
     assert set(workers) == {
         DOCKER_UNIT,
-        "tests/test_one.py",
-        "tests/test_two.py",
-        "tests/test_three.py",
+        *(f"tests/test_{n}.py" for n in ("one", "two", "three", "four", "five")),
     }, result.stdout.str()
     assert all(len(ws) == 1 for ws in workers.values()), dict(workers)
-    assert {w for ws in workers.values() for w in ws} == {"gw0", "gw1"}  # both worked
+    assert {w for ws in workers.values() for w in ws} == {"gw0", "gw1", "gw2"}  # all worked

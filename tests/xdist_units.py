@@ -6,10 +6,12 @@ Celery fleet, a compiled JAX graph, a network-namespace pair, are then built onc
 everything under ``tests/deploy`` together (those tests build, tag and remove the same
 images in one Docker engine, so two at once would race). The units that hold a slow,
 Docker, namespace, broker or browser test are handed out first, so the run does not end with
-one worker idle while the others work through a long file; and among them, those that mostly
-wait on processes (a broker, hosts, containers: their faults wait out timeouts) alternate
-with those that compute, so the waits overlap computing rather than each other (handed out
-in file order, the distributed tests once ran together for three minutes at half the CPU).
+one worker idle while the others work through a long file. Those that mostly wait on
+processes (a broker, hosts, containers: their faults wait out timeouts) go to one worker, one
+after another, while the others compute (:class:`Lanes`), so the waits overlap computing
+rather than each other: handed out in file order, the distributed tests once ran together
+for three minutes at half the CPU, and alternated with computing units, two of three workers
+still started on waiting ones.
 
 This is xdist's scope scheduler with our own units (``pytest_xdist_make_scheduler``), not
 ``--dist loadgroup``: that mode marks a group by rewriting a test's node id, which pytest
@@ -19,8 +21,11 @@ This is xdist's scope scheduler with our own units (``pytest_xdist_make_schedule
 from __future__ import annotations
 
 import itertools
+import json
 import os
+import tempfile
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -29,6 +34,8 @@ DOCKER_UNIT = "tests/deploy"
 # a unit holding one of these goes before the rest; the first three mostly wait
 _WAITS = ("docker", "netns", "broker")
 _HEAVY = (*_WAITS, "slow", "browser")
+_MARKS_KEY = "dnnframe_unit_marks"
+_MARKS_PATH = pytest.StashKey[Path]()
 
 
 def unit_of(nodeid: str) -> str:
@@ -40,12 +47,30 @@ def unit_of(nodeid: str) -> str:
 
 
 @pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
+    # the workers' collection marks each unit (below); the controller, which collects
+    # nothing, reads those marks from this file to choose what each worker gets next
+    node.workerinput[_MARKS_KEY] = str(_marks_file(node.config))
+
+
+@pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     from xdist.scheduler import LoadScopeScheduling
 
+    marks_file = _marks_file(config)
+
     class Units(LoadScopeScheduling):
+        lanes: Lanes | None = None
+
         def _split_scope(self, nodeid: str) -> str:
             return unit_of(nodeid)
+
+        def _assign_work_unit(self, node: Any) -> None:
+            if self.lanes is None:
+                self.lanes = Lanes(_read_marks(marks_file), self.nodes[0])
+            unit = self.lanes.pick(node, list(self.workqueue))
+            self.workqueue.move_to_end(unit, last=False)  # the parent takes the first
+            super()._assign_work_unit(node)
 
     # keep the order the workers collected (heavy units first, below), not by test count
     config.option.loadscopereorder = False
@@ -53,7 +78,7 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
 
 
 @pytest.hookimpl(trylast=True)  # after tests/tiers.py has marked the services
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     if not os.environ.get("PYTEST_XDIST_WORKER"):
         return  # a run in one process keeps the collection order
     marks: dict[str, set[str]] = {}
@@ -62,6 +87,59 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         marks.setdefault(unit_of(item.nodeid), set()).update(names)
     rank = {unit: i for i, unit in enumerate(hand_out_order(marks))}
     items.sort(key=lambda item: rank[unit_of(item.nodeid)])  # stable: files stay whole
+    where = getattr(config, "workerinput", {}).get(_MARKS_KEY)
+    if where:  # every worker writes the same marks; whole or absent for the reader
+        part = Path(f"{where}.{os.getpid()}")
+        part.write_text(json.dumps({unit: sorted(names) for unit, names in marks.items()}))
+        part.replace(where)
+
+
+def _marks_file(config: pytest.Config) -> Path:
+    """This run's file of each unit's heavy markers (made once, by the controller)."""
+    path = config.stash.get(_MARKS_PATH, None)
+    if path is None:
+        fd, name = tempfile.mkstemp(prefix="dnnframe-unit-marks-", suffix=".json")
+        os.close(fd)
+        path = config.stash[_MARKS_PATH] = Path(name)
+        config.add_cleanup(lambda: path.unlink(missing_ok=True))
+    return path
+
+
+def _read_marks(path: Path) -> dict[str, set[str]]:
+    try:
+        return {unit: set(names) for unit, names in json.loads(path.read_text()).items()}
+    except (OSError, ValueError):  # no marks: every unit is light, handed out in order
+        return {}
+
+
+class Lanes:
+    """Which unit a worker gets next. One worker is the waiting lane: it takes the units
+    that mostly wait (a broker, hosts, containers) one after another, so that no more than
+    one of them runs at a time while any is left, and the other workers take the heavy
+    computing units, then the light ones. A worker whose kind has run out takes the next
+    kind (the waiting lane: computing, then light; the others: light, then waiting)."""
+
+    def __init__(self, marks: dict[str, set[str]], waiting_lane: object) -> None:
+        self.marks = marks
+        self.waiting_lane = waiting_lane
+
+    def kind(self, unit: str) -> str:
+        names = self.marks.get(unit, set())
+        if names & set(_WAITS):
+            return "wait"
+        return "compute" if names else "light"
+
+    def pick(self, worker: object, queue: list[str]) -> str:
+        """The unit of ``queue`` (in hand-out order) for ``worker`` to run next."""
+        if worker is self.waiting_lane:
+            order = ("wait", "compute", "light")
+        else:
+            order = ("compute", "light", "wait")
+        for kind in order:
+            for unit in queue:
+                if self.kind(unit) == kind:
+                    return unit
+        return queue[0]
 
 
 def hand_out_order(marks: dict[str, set[str]]) -> list[str]:
