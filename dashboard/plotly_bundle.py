@@ -101,7 +101,10 @@ def registered(source: str) -> list[Registered] | None:
 def trim(data: bytes) -> bytes:
     """``data`` (plotly.min.js) with only :data:`TRACES` and :data:`COMPONENTS` (and any
     entry not told) registered; unchanged if its list cannot be found."""
-    source = data.decode("utf-8")
+    try:
+        source = data.decode("utf-8")
+    except UnicodeDecodeError:
+        source = ""
     entries = registered(source)
     if entries is None:
         log.info("plotly.js has no register list this dashboard knows: served whole")
