@@ -65,15 +65,17 @@ def test_one_lane_takes_the_waiting_units_and_the_others_compute_first() -> None
     lanes = Lanes(marks, lane)
     queue = list(marks) + ["unknown"]  # a unit without marks is light
 
-    def take(worker: object) -> str:
-        unit = lanes.pick(worker, queue)
+    def take(worker: object, waiting: int = 1) -> str:
+        unit = lanes.pick(worker, queue, waiting)
         queue.remove(unit)
         return unit
 
     assert [take(lane), take(other), take(other), take(lane)] == ["w1", "c1", "c2", "w2"]
-    # computing run out: the others take the light units before any that waits
-    assert [take(other), take(other)] == ["l1", "unknown"]
-    assert [take(other), take(lane) if queue else None] == ["w3", None]
+    # computing run out: another worker waits too while fewer than two waiting units run,
+    # else it takes the light units first
+    assert take(other, waiting=2) == "l1"
+    assert take(other, waiting=1) == "w3"
+    assert [take(other, waiting=2), take(lane) if queue else None] == ["unknown", None]
     # a lane whose kind has run out takes the next: computing, then light
     assert Lanes(marks, lane).pick(lane, ["l1", "c2"]) == "c2"
     # no marks read (the file missing): the hand-out order as it is

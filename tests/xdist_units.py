@@ -11,7 +11,8 @@ processes (a broker, hosts, containers: their faults wait out timeouts) go to on
 after another, while the others compute (:class:`Lanes`), so the waits overlap computing
 rather than each other: handed out in file order, the distributed tests once ran together
 for three minutes at half the CPU, and alternated with computing units, two of three workers
-still started on waiting ones.
+still started on waiting ones. There are more waiting units than one worker gets through
+while the others compute, so a second takes them once the computing units are handed out.
 
 This is xdist's scope scheduler with our own units (``pytest_xdist_make_scheduler``), not
 ``--dist loadgroup``: that mode marks a group by rewriting a test's node id, which pytest
@@ -34,6 +35,9 @@ DOCKER_UNIT = "tests/deploy"
 # a unit holding one of these goes before the rest; the first three mostly wait
 _WAITS = ("docker", "netns", "broker")
 _HEAVY = (*_WAITS, "slow", "browser")
+# at most this many waiting units run at once while other work is left: more left the CPU
+# idle (three at once: 30-75 % idle), one alone made them the run's last three minutes
+WAITING_AT_ONCE = 2
 _MARKS_KEY = "dnnframe_unit_marks"
 _MARKS_PATH = pytest.StashKey[Path]()
 
@@ -68,7 +72,14 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
         def _assign_work_unit(self, node: Any) -> None:
             if self.lanes is None:
                 self.lanes = Lanes(_read_marks(marks_file), self.nodes[0])
-            unit = self.lanes.pick(node, list(self.workqueue))
+            waiting = sum(
+                1
+                for other, units in self.assigned_work.items()
+                if other is not node
+                for unit, tests in units.items()
+                if self.lanes.kind(unit) == "wait" and not all(tests.values())
+            )
+            unit = self.lanes.pick(node, list(self.workqueue), waiting)
             self.workqueue.move_to_end(unit, last=False)  # the parent takes the first
             super()._assign_work_unit(node)
 
@@ -114,10 +125,12 @@ def _read_marks(path: Path) -> dict[str, set[str]]:
 
 class Lanes:
     """Which unit a worker gets next. One worker is the waiting lane: it takes the units
-    that mostly wait (a broker, hosts, containers) one after another, so that no more than
-    one of them runs at a time while any is left, and the other workers take the heavy
-    computing units, then the light ones. A worker whose kind has run out takes the next
-    kind (the waiting lane: computing, then light; the others: light, then waiting)."""
+    that mostly wait (a broker, hosts, containers) one after another, and the other workers
+    take the heavy computing units first. The waiting units are more than one worker can run
+    in the time the others compute, so once the computing ones are handed out a worker takes
+    a waiting unit while fewer than :data:`WAITING_AT_ONCE` run, else a light one (the light
+    units, many and short, fill the end of the run). A worker whose kinds have run out takes
+    what is left."""
 
     def __init__(self, marks: dict[str, set[str]], waiting_lane: object) -> None:
         self.marks = marks
@@ -129,10 +142,13 @@ class Lanes:
             return "wait"
         return "compute" if names else "light"
 
-    def pick(self, worker: object, queue: list[str]) -> str:
-        """The unit of ``queue`` (in hand-out order) for ``worker`` to run next."""
+    def pick(self, worker: object, queue: list[str], waiting: int = 0) -> str:
+        """The unit of ``queue`` (in hand-out order) for ``worker`` to run next, while
+        ``waiting`` waiting units run on the other workers."""
         if worker is self.waiting_lane:
             order = ("wait", "compute", "light")
+        elif waiting < WAITING_AT_ONCE:
+            order = ("compute", "wait", "light")
         else:
             order = ("compute", "light", "wait")
         for kind in order:
