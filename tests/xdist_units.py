@@ -35,8 +35,8 @@ DOCKER_UNIT = "tests/deploy"
 # a unit holding one of these goes before the rest; the first three mostly wait
 _WAITS = ("docker", "netns", "broker")
 _HEAVY = (*_WAITS, "slow", "browser")
-# at most this many waiting units run at once while other work is left: more left the CPU
-# idle (three at once: 30-75 % idle), one alone made them the run's last three minutes
+# at most this many workers run waiting units at once while other work is left: more left
+# the CPU idle (three at once: 30-75 % idle), one alone made them the run's last 90 s
 WAITING_AT_ONCE = 2
 _MARKS_KEY = "dnnframe_unit_marks"
 _MARKS_PATH = pytest.StashKey[Path]()
@@ -72,12 +72,15 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
         def _assign_work_unit(self, node: Any) -> None:
             if self.lanes is None:
                 self.lanes = Lanes(_read_marks(marks_file), self.nodes[0])
+            # workers busy with waiting units: a worker runs its units one after another,
+            # so a waiting unit it holds next to one it runs is no second one at once
             waiting = sum(
-                1
+                any(
+                    self.lanes.kind(unit) == "wait" and not all(tests.values())
+                    for unit, tests in units.items()
+                )
                 for other, units in self.assigned_work.items()
                 if other is not node
-                for unit, tests in units.items()
-                if self.lanes.kind(unit) == "wait" and not all(tests.values())
             )
             unit = self.lanes.pick(node, list(self.workqueue), waiting)
             self.workqueue.move_to_end(unit, last=False)  # the parent takes the first
@@ -128,9 +131,9 @@ class Lanes:
     that mostly wait (a broker, hosts, containers) one after another, and the other workers
     take the heavy computing units first. The waiting units are more than one worker can run
     in the time the others compute, so once the computing ones are handed out a worker takes
-    a waiting unit while fewer than :data:`WAITING_AT_ONCE` run, else a light one (the light
-    units, many and short, fill the end of the run). A worker whose kinds have run out takes
-    what is left."""
+    a waiting unit while fewer than :data:`WAITING_AT_ONCE` workers run them, else a light
+    one (the light units, many and short, fill the end of the run). A worker whose kinds have
+    run out takes what is left."""
 
     def __init__(self, marks: dict[str, set[str]], waiting_lane: object) -> None:
         self.marks = marks
@@ -144,7 +147,7 @@ class Lanes:
 
     def pick(self, worker: object, queue: list[str], waiting: int = 0) -> str:
         """The unit of ``queue`` (in hand-out order) for ``worker`` to run next, while
-        ``waiting`` waiting units run on the other workers."""
+        ``waiting`` other workers run waiting units."""
         if worker is self.waiting_lane:
             order = ("wait", "compute", "light")
         elif waiting < WAITING_AT_ONCE:
