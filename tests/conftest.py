@@ -22,7 +22,9 @@ def pytest_configure(config) -> None:  # noqa: ANN001 - pytest hook
             del os.environ[name]
     # Playwright's expect() polls for what it asserts, 5 s by default: a busy machine (CI's,
     # with every xdist worker at once) can take longer to load and draw a page, so the limit
-    # is where a page that never gets there fails, not a measure of speed
+    # is where a page that never gets there fails, not a measure of speed. The browser tests
+    # pass no shorter limit (nor to wait_for_function, 30 s by default): a page under CI's load
+    # once took over 10 s to start following its experiment
     try:
         from playwright.sync_api import expect
     except ImportError:  # the browser tests skip, naming what is missing (tests/tiers.py)

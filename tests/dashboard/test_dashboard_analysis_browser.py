@@ -133,12 +133,11 @@ def test_axes_follow_what_the_sweep_varies_and_the_reader_can_change_them(quiet_
             assert page.evaluate("document.getElementById('chart-accuracy').data.length") == 1
 
             # importance of the chosen metric: the learning rate decides it (top bar)
-            expect(page.locator("#chart-importance .main-svg").first).to_be_visible(timeout=20_000)
+            expect(page.locator("#chart-importance .main-svg").first).to_be_visible()
             page.wait_for_function(
                 "() => (document.getElementById('chart-importance').layout || {}).title"
                 " && document.getElementById('chart-importance').layout.title.text"
                 ".includes('test loss')",
-                timeout=20_000,
             )
             bars = page.evaluate("document.getElementById('chart-importance').data[0].y")
             # the seed is no bar: it is the noise floor, not one more parameter
@@ -181,7 +180,7 @@ def test_charts_keep_their_size_through_a_window_resize(quiet_server):
     with sync_playwright() as p:
         b, page, problems = _open(p, base, f"/experiments/{exp_id}", width=1400, height=1000)
         try:
-            expect(page.locator("#chart-importance .main-svg").first).to_be_visible(timeout=20_000)
+            expect(page.locator("#chart-importance .main-svg").first).to_be_visible()
             expect(page.locator("#chart-slice .main-svg").first).to_be_visible()
             before = page.evaluate(CHART_SIZES)
             drawn = {i for i, _, _, plot_w, _ in before if plot_w}
@@ -195,7 +194,7 @@ def test_charts_keep_their_size_through_a_window_resize(quiet_server):
             )
             for width, height in ((1200, 900), (1000, 800), (1400, 1000)):
                 page.set_viewport_size({"width": width, "height": height})
-                page.wait_for_function(settled, timeout=10_000)
+                page.wait_for_function(settled)
                 sizes = page.evaluate(CHART_SIZES)
                 if width == 1000:  # narrower: the plots follow their cards in
                     assert sizes[0][3] < before[0][3], sizes
@@ -334,9 +333,7 @@ def test_status_tells_the_truth_for_a_cancelled_regression_with_live_epochs(quie
 
             requests.post(base + f"/api/v1/experiments/{exp_id}/cancel", timeout=30)
             assert store.finish_trial(running, TrialState.CANCELLED, error="cancelled", worker="w2")
-            expect(page.locator("#status")).to_have_text(
-                "cancelled: 2 of 4 complete, 2 cancelled", timeout=10_000
-            )
+            expect(page.locator("#status")).to_have_text("cancelled: 2 of 4 complete, 2 cancelled")
             expect(page.locator("#progress-text")).to_have_text(
                 "2 of 4 trials done: 2 complete, 2 cancelled"
             )
@@ -376,7 +373,7 @@ def test_a_regression_sweeps_again_from_the_browser_with_its_loss_and_objective(
             page.click("#sweep-again")
             page.wait_for_url("**/experiments/new?around=*")
             # best: 1 layer of 4 units → depth 1-2, widths 2/4/8, three learning rates
-            expect(page.locator("#trial-count")).to_have_text("18 trials", timeout=10_000)
+            expect(page.locator("#trial-count")).to_have_text("18 trials")
             expect(page.locator("#error-spec_text")).to_have_text("")
             page.click("#submit")
             page.wait_for_url("**/experiments/exp-*")
@@ -390,7 +387,7 @@ def test_a_regression_sweeps_again_from_the_browser_with_its_loss_and_objective(
             page.goto(base + "/experiments/new")
             page.select_option("#dataset", "diabetes")
             page.fill("#seeds", "1")
-            expect(page.locator("#trial-count")).to_have_text("3 trials", timeout=10_000)
+            expect(page.locator("#trial-count")).to_have_text("3 trials")
             page.click("#spec-box summary")
             page.click("#edit-spec")
             expect(page.locator("#form-fields")).to_be_hidden()
@@ -399,11 +396,11 @@ def test_a_regression_sweeps_again_from_the_browser_with_its_loss_and_objective(
             edited["training"]["early_stopping"] = {"metric": "val_loss", "patience": "soon"}
             page.fill("#spec_text", json.dumps(edited))
             expect(page.locator("#error-spec_text")).to_contain_text(
-                "training.early_stopping.patience", timeout=10_000
+                "training.early_stopping.patience"
             )
             page.click("#use-form")
             expect(page.locator("#form-fields")).to_be_visible()
-            expect(page.locator("#trial-count")).to_have_text("3 trials", timeout=10_000)
+            expect(page.locator("#trial-count")).to_have_text("3 trials")
             # the browser logs the validation's 400 for the broken spec, which was on purpose
             assert [m for m in problems if "status of 400" not in m] == []
         finally:
@@ -421,7 +418,7 @@ def test_spec_commands_sweep_again_and_small_screens(quiet_server):
     with sync_playwright() as p:
         b, page, problems = _open(p, base, f"/experiments/{exp_id}", width=390, height=844)
         try:
-            expect(page.locator("#chart-accuracy .main-svg").first).to_be_visible(timeout=10_000)
+            expect(page.locator("#chart-accuracy .main-svg").first).to_be_visible()
             spec = yaml.safe_load(page.inner_text("#spec-yaml"))
             assert (
                 spec == requests.get(base + f"/api/v1/experiments/{exp_id}/spec", timeout=30).json()
@@ -449,7 +446,7 @@ def test_spec_commands_sweep_again_and_small_screens(quiet_server):
             }
             assert around["training"]["learning_rate"] == {"grid": [0.0333, 0.1, 0.3]}
             expect(page.locator("#form-fields")).to_be_hidden()
-            expect(page.locator("#trial-count")).to_have_text("54 trials", timeout=10_000)
+            expect(page.locator("#trial-count")).to_have_text("54 trials")
             # delete it: open the danger zone, type the name, and it is gone from the list
             page.goto(base + f"/experiments/{exp_id}")
             page.click("#delete-zone summary")
@@ -491,9 +488,7 @@ def test_compare_two_experiments_from_the_list(quiet_server):
             page.click("#compare")
             page.wait_for_url("**/compare?ids=*")
             expect(page.locator("#compared tr.difference th")).to_have_text(["name", "model.width"])
-            expect(page.locator("#chart-compare-metric .main-svg").first).to_be_visible(
-                timeout=10_000
-            )
+            expect(page.locator("#chart-compare-metric .main-svg").first).to_be_visible()
             chart = page.evaluate("""() => { const el = document.getElementById('chart-compare-metric');
                 return {names: el.data.map(t => t.name), x: el.data[0].x}; }""")
             # newest first, as the list showed them; x is what each sweep varies
@@ -541,14 +536,14 @@ def test_the_list_updates_while_trials_run_without_losing_what_the_reader_typed(
                 result = {"metrics": {"test_loss": 0.4}, "epochs_run": 5}
                 assert store.finish_trial(tid, TrialState.COMPLETE, result=result, worker="w1")
             # the row catches up by itself, and nothing the reader did is undone
-            expect(row.locator("td").nth(5)).to_have_text("2 / 4", timeout=15_000)
+            expect(row.locator("td").nth(5)).to_have_text("2 / 4")
             assert page.evaluate("window.notReloaded") is True
             assert page.is_checked(f"input[name=ids][value={done}]")
             assert page.input_value("#q") == "regr"
             assert page.evaluate("document.activeElement.id") == "q"
             # once nothing runs, the list stops asking
             requests.post(base + f"/api/v1/experiments/{running}/cancel", timeout=30)
-            expect(row.locator(".state")).to_contain_text("cancelled", timeout=15_000)
+            expect(row.locator(".state")).to_contain_text("cancelled")
             expect(page.locator("#experiments")).to_have_attribute("data-active", "0")
             assert page.is_checked(f"input[name=ids][value={done}]")
             assert problems == []
@@ -593,7 +588,7 @@ def test_the_best_configuration_is_the_best_mean_live_and_after_a_reload(quiet_s
     with sync_playwright() as p:
         b, page, problems = _open(p, base, f"/experiments/{exp_id}")
         try:
-            page.wait_for_function("() => document.body.dataset.live === 'stream'", timeout=10_000)
+            page.wait_for_function("() => document.body.dataset.live === 'stream'")
             for tid in order:
                 assert store.claim_trial(tid, "w1")
                 acc = scores.get(key[tid], 0.2)
@@ -610,7 +605,7 @@ def test_the_best_configuration_is_the_best_mean_live_and_after_a_reload(quiet_s
                 "best test accuracy 0.9721 ± 0 (highest mean of 2 seeds) — "
                 "activation relu, learning rate 0.1"
             )
-            expect(page.locator("#best")).to_have_text(expected, timeout=15_000)
+            expect(page.locator("#best")).to_have_text(expected)
             live = page.evaluate(
                 "[document.getElementById('best').dataset.trial,"
                 " document.getElementById('best').dataset.trials]"
@@ -619,7 +614,7 @@ def test_the_best_configuration_is_the_best_mean_live_and_after_a_reload(quiet_s
             told = requests.get(base + f"/api/v1/experiments/{exp_id}", timeout=30).json()
             assert told["best_configuration"]["trial_ids"] == best  # the server's best too
             page.reload()
-            expect(page.locator("#best")).to_have_text(expected, timeout=15_000)
+            expect(page.locator("#best")).to_have_text(expected)
             assert page.evaluate("document.getElementById('best').dataset.trial") == best[0]
             assert problems == []
         finally:
@@ -651,9 +646,7 @@ def test_compare_counts_a_diverged_trial_as_the_worst_and_draws_it_apart(quiet_s
     with sync_playwright() as p:
         b, page, problems = _open(p, base, f"/compare?ids={second},{first}")
         try:
-            expect(page.locator("#chart-compare-metric .main-svg").first).to_be_visible(
-                timeout=10_000
-            )
+            expect(page.locator("#chart-compare-metric .main-svg").first).to_be_visible()
             traces = page.evaluate("document.getElementById('chart-compare-metric').data")
             apart = [t for t in traces if "diverged" in t["name"]]
             assert [t["name"] for t in apart] == ["wider: 1 diverged, counted as 0, the worst"]

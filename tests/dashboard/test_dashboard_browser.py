@@ -76,19 +76,17 @@ def test_submit_sweep_in_chromium_and_watch_it_complete(live_server):
         page.fill("#batch_size", "32")
         # a bad value: the server's message appears next to the field before submitting
         page.fill("#learning_rate", "-0.5")
-        expect(page.locator("#error-learning_rate")).to_contain_text(
-            "greater than 0", timeout=10_000
-        )
+        expect(page.locator("#error-learning_rate")).to_contain_text("greater than 0")
         page.fill("#learning_rate", "0.05")
-        expect(page.locator("#trial-count")).to_have_text("2 trials", timeout=10_000)
+        expect(page.locator("#trial-count")).to_have_text("2 trials")
         expect(page.locator("#error-learning_rate")).to_have_text("")
 
         page.click("#submit")
         page.wait_for_url("**/experiments/exp-*", timeout=30_000)
-        expect(page.locator("#trials tbody tr")).to_have_count(2, timeout=10_000)
+        expect(page.locator("#trials tbody tr")).to_have_count(2)
 
         # the trials wait at the gate: the page shows them unfinished first
-        expect(page.locator("#progress-text")).to_contain_text("0 of 2", timeout=10_000)
+        expect(page.locator("#progress-text")).to_contain_text("0 of 2")
         samples = [_table_state(page)]
         gate.touch()
         deadline = time.monotonic() + 240
@@ -134,7 +132,7 @@ def test_submit_sweep_in_chromium_and_watch_it_complete(live_server):
         # a trial's own page draws its learning curve
         page.click("#trials tbody tr:first-child td:last-child a")
         page.wait_for_url("**/trials/t-*")
-        expect(page.locator("#chart-loss .main-svg").first).to_be_visible(timeout=10_000)
+        expect(page.locator("#chart-loss .main-svg").first).to_be_visible()
         assert page.evaluate("document.getElementById('chart-loss').data[1].y.length") == 2
         assert errors == []
 
@@ -155,21 +153,21 @@ def test_csv_upload_fills_label_choices_and_counts(live_server, tmp_path):
             page.select_option("#dataset", "csv")
             expect(page.locator("#csv-fields")).to_be_visible()
             page.set_input_files("#csv-file", str(csv_file))
-            expect(page.locator("#upload-info")).to_contain_text("40 rows", timeout=10_000)
+            expect(page.locator("#upload-info")).to_contain_text("40 rows")
             assert page.eval_on_selector_all(
                 "#label_column option", "os => os.map(o => o.value)"
             ) == ["petal", "sepal", "kind"]
             expect(page.locator("#label_column")).to_have_value("kind")  # the non-numeric column
             page.fill("#hidden_layers", "1, 3")
             page.fill("#seeds", "1")
-            expect(page.locator("#trial-count")).to_have_text("2 trials", timeout=10_000)
+            expect(page.locator("#trial-count")).to_have_text("2 trials")
             # a numeric column as label makes 'kind' a (non-numeric) feature: error at the field
             page.select_option("#label_column", "petal")
             expect(page.locator("#error-label_column")).to_contain_text(
-                "'kind': feature values must be numeric", timeout=10_000
+                "'kind': feature values must be numeric"
             )
             page.select_option("#label_column", "kind")
-            expect(page.locator("#trial-count")).to_have_text("2 trials", timeout=10_000)
+            expect(page.locator("#trial-count")).to_have_text("2 trials")
             upload_id = page.input_value("#upload")
             assert (
                 Path(os.environ["DNNFRAME_DATA_DIR"]) / "uploads" / f"{upload_id}.csv"
@@ -192,7 +190,7 @@ def test_a_refused_csv_shows_the_servers_message_in_the_form(live_server, tmp_pa
             page.select_option("#dataset", "csv")
             page.set_input_files("#csv-file", str(csv_file))
             expect(page.locator("#error-upload")).to_contain_text(
-                "upload failed: CSV needs at least one feature column", timeout=10_000
+                "upload failed: CSV needs at least one feature column"
             )
             assert "cannot reach" not in page.inner_text("#sweep-form")
             assert page.input_value("#upload") == ""
@@ -243,7 +241,7 @@ def test_experiment_page_waits_then_draws_readable_charts_in_a_stable_table(quie
         watched_page(p, viewport={"width": 1280, "height": 1400}) as (page, errors),
     ):
         page.goto(base + f"/experiments/{exp_id}")
-        expect(page.locator("#trials tbody tr")).to_have_count(4, timeout=10_000)
+        expect(page.locator("#trials tbody tr")).to_have_count(4)
         for chart in CHARTS:  # no empty axes before the first result
             expect(page.locator(f"#{chart}")).to_contain_text("Waiting for the first")
             assert (
@@ -256,19 +254,17 @@ def test_experiment_page_waits_then_draws_readable_charts_in_a_stable_table(quie
         # the last row finishes first: rows keep their places while states change
         _train(store, order[-1], 40, 0.8)
         expect(page.locator(f"#trials tbody tr[data-trial='{order[-1]}']")).to_have_attribute(
-            "data-state", "COMPLETE", timeout=10_000
+            "data-state", "COMPLETE"
         )
         assert (
             page.eval_on_selector_all("#trials tbody tr", "rs => rs.map(r => r.dataset.trial)")
             == order
         )
-        expect(page.locator("#chart-accuracy .main-svg").first).to_be_visible(timeout=10_000)
+        expect(page.locator("#chart-accuracy .main-svg").first).to_be_visible()
 
         for trial_id, accuracy in zip(order[:-1], (0.6, 0.7, 0.9)):
             _train(store, trial_id, 40, accuracy)
-        expect(page.locator("#trials tbody tr[data-state=COMPLETE]")).to_have_count(
-            4, timeout=10_000
-        )
+        expect(page.locator("#trials tbody tr[data-state=COMPLETE]")).to_have_count(4)
         assert (
             page.eval_on_selector_all("#trials tbody tr", "rs => rs.map(r => r.dataset.trial)")
             == order

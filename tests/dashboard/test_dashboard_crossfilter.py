@@ -76,11 +76,11 @@ def test_brushing_the_parallel_coordinates_filters_the_table_and_charts(quiet_se
         # a brush in the URL: the learning rate between 0.005 and 0.5
         brush = json.dumps({"learning_rate": {"ranges": [[0.005, 0.5]]}})
         page.goto(base + f"/experiments/{exp_id}?" + f"brush={requests.utils.quote(brush)}")
-        expect(page.locator("#trials tbody tr")).to_have_count(8, timeout=15_000)
+        expect(page.locator("#trials tbody tr")).to_have_count(8)
         assert {config[t][0] for t in _rows(page)} == {0.01, 0.1}
         expect(page.locator("#brushed")).to_contain_text("Showing 8 of 12 trials")
         # every chart, the parallel coordinates (drawn last on a first load) included
-        expect(page.locator("body[data-charts=drawn]")).to_have_count(1, timeout=15_000)
+        expect(page.locator("body[data-charts=drawn]")).to_have_count(1)
         slices = page.evaluate("document.getElementById('chart-slice').data")
         assert all(len(s["x"]) == 8 for s in slices)
         # the parallel chart draws every trial, with the brush on the rate's (log) axis, and
@@ -92,7 +92,7 @@ def test_brushing_the_parallel_coordinates_filters_the_table_and_charts(quiet_se
         expect(page.locator(f"{AXIS % 'learning_rate'} .parallel-brush")).to_have_count(1)
         # the reader drags along the activation axis: a brush over relu
         _drag(page, "activation", 0.97, 0.85)  # relu is the axis's bottom value
-        expect(page.locator("#trials tbody tr")).to_have_count(4, timeout=15_000)
+        expect(page.locator("#trials tbody tr")).to_have_count(4)
         assert {config[t] for t in _rows(page)} == {(0.01, "relu"), (0.1, "relu")}
         assert _brushes(page) == {
             "learning_rate": {"ranges": [[pytest.approx(0.005), pytest.approx(0.5)]]},
@@ -102,11 +102,11 @@ def test_brushing_the_parallel_coordinates_filters_the_table_and_charts(quiet_se
         _drag(page, "activation", 0.99, 0.02)
         page.wait_for_function("() => decodeURIComponent(location.search).includes('tanh')")
         assert _brushes(page)["activation"] == {"values": ["tanh"]}
-        expect(page.locator("#trials tbody tr")).to_have_count(4, timeout=15_000)
+        expect(page.locator("#trials tbody tr")).to_have_count(4)
         assert {config[t] for t in _rows(page)} == {(0.01, "tanh"), (0.1, "tanh")}
         # a reload keeps the brushes; "show every trial" lets them go
         page.reload()
-        expect(page.locator("#trials tbody tr")).to_have_count(4, timeout=15_000)
+        expect(page.locator("#trials tbody tr")).to_have_count(4)
         expect(page.locator(f"{AXIS % 'activation'} .parallel-brush")).to_have_count(1)
         page.click("#clear-brush")
         expect(page.locator("#trials tbody tr")).to_have_count(12)
@@ -116,9 +116,9 @@ def test_brushing_the_parallel_coordinates_filters_the_table_and_charts(quiet_se
         expect(page.locator("#chart-parallel .parallel-brush")).to_have_count(0)
         # a click on an axis (no drag) clears its brush alone
         _drag(page, "activation", 0.97, 0.85)
-        expect(page.locator("#trials tbody tr")).to_have_count(6, timeout=15_000)
+        expect(page.locator("#trials tbody tr")).to_have_count(6)
         _drag(page, "activation", 0.5, 0.5)
-        expect(page.locator("#trials tbody tr")).to_have_count(12, timeout=15_000)
+        expect(page.locator("#trials tbody tr")).to_have_count(12)
         assert "brush=" not in page.url
         assert errors == []
 
@@ -133,23 +133,23 @@ def test_the_parallel_coordinates_answer_the_keyboard_and_name_and_open_a_trial(
         watched_page(p, viewport={"width": 1280, "height": 1100}) as (page, errors),
     ):
         page.goto(base + f"/experiments/{exp_id}")
-        expect(page.locator("body[data-charts=drawn]")).to_have_count(1, timeout=15_000)
+        expect(page.locator("body[data-charts=drawn]")).to_have_count(1)
         # drawn on a 2D canvas: no WebGL context, whose shaders a GPU-less browser compiles slowly
         assert page.evaluate("""() => { const c = document.querySelector('#chart-parallel canvas');
             return c.getContext('webgl') === null && c.getContext('2d') !== null; }""")
         # an axis takes the focus: the arrow keys step a brush through its values
         page.focus(AXIS % "learning_rate")
         page.keyboard.press("ArrowUp")  # from the bottom: the smallest rate
-        expect(page.locator("#trials tbody tr")).to_have_count(4, timeout=15_000)
+        expect(page.locator("#trials tbody tr")).to_have_count(4)
         assert {config[t][0] for t in _rows(page)} == {0.001}
         page.keyboard.press("ArrowUp")  # the next: halfway (in log terms) to its neighbours
         page.wait_for_function("() => decodeURIComponent(location.search).includes('0.0316')")
-        expect(page.locator("#trials tbody tr")).to_have_count(4, timeout=15_000)
+        expect(page.locator("#trials tbody tr")).to_have_count(4)
         assert {config[t][0] for t in _rows(page)} == {0.01}
         # the focus stays on the axis through the redraw; Escape clears its brush
         assert page.evaluate("document.activeElement.dataset.key") == "learning_rate"
         page.keyboard.press("Escape")
-        expect(page.locator("#trials tbody tr")).to_have_count(12, timeout=15_000)
+        expect(page.locator("#trials tbody tr")).to_have_count(12)
         assert "brush=" not in page.url
         # hovering a line names its trial; clicking it opens the trial's page
         svg = page.locator("#chart-parallel .parallel-svg")
@@ -168,7 +168,7 @@ def test_the_parallel_coordinates_answer_the_keyboard_and_name_and_open_a_trial(
         expect(page.locator("#chart-parallel .parallel-tip")).to_contain_text(f"trial {found}")
         page.mouse.down()
         page.mouse.up()
-        page.wait_for_url(f"**/trials/{found}", timeout=15_000)
+        page.wait_for_url(f"**/trials/{found}")
         assert errors == []
 
 
@@ -197,8 +197,8 @@ def test_column_filters_narrow_the_table_and_charts_with_the_brush_and_survive_a
         watched_page(p, viewport={"width": 1280, "height": 1100}) as (page, errors),
     ):
         page.goto(base + f"/experiments/{exp_id}")
-        expect(page.locator("#trials tbody tr")).to_have_count(12, timeout=15_000)
-        expect(page.locator("#chart-slice.drawn")).to_have_count(1, timeout=15_000)
+        expect(page.locator("#trials tbody tr")).to_have_count(12)
+        expect(page.locator("#chart-slice.drawn")).to_have_count(1)
         rate = page.get_by_label("Filter learning rate")
         expect(rate).to_have_attribute("placeholder", "a..b")
         # each filter sits under its own column's header, in one row
@@ -212,14 +212,14 @@ def test_column_filters_narrow_the_table_and_charts_with_the_brush_and_survive_a
         assert len({top for top, _ in placed}) == 1 and all(inside for _, inside in placed), placed
         # a range on a number column: the table and the charts keep the trials inside it
         rate.fill("0.005..0.5")
-        expect(page.locator("#trials tbody tr")).to_have_count(8, timeout=15_000)
+        expect(page.locator("#trials tbody tr")).to_have_count(8)
         assert {config[t][0] for t in _rows(page)} == {0.01, 0.1}
         expect(page.locator("#brushed")).to_contain_text("Showing 8 of 12 trials")
         expect(page.locator("#brushed")).to_contain_text("learning rate 0.005..0.5")
         page.wait_for_function(f"{slice_sizes}.every(n => n === 8)")
         # text on a text column: "=relu" is the value itself; it adds to the range
         page.get_by_label("Filter activation").fill("=relu")
-        expect(page.locator("#trials tbody tr")).to_have_count(4, timeout=15_000)
+        expect(page.locator("#trials tbody tr")).to_have_count(4)
         page.wait_for_function(f"{slice_sizes}.every(n => n === 4)")
         assert {config[t][:2] for t in _rows(page)} == {(0.01, "relu"), (0.1, "relu")}
         # the filters combine with a brush (here one on depth) through the same test
@@ -227,11 +227,11 @@ def test_column_filters_narrow_the_table_and_charts_with_the_brush_and_survive_a
         filters = json.loads(requests.utils.unquote(page.url.split("filter=")[1].split("&")[0]))
         assert filters == {"learning_rate": "0.005..0.5", "activation": "=relu"}
         page.goto(page.url + f"&brush={requests.utils.quote(brush)}")
-        expect(page.locator("#trials tbody tr")).to_have_count(2, timeout=15_000)
+        expect(page.locator("#trials tbody tr")).to_have_count(2)
         assert {config[t] for t in _rows(page)} == {(0.01, "relu", 2), (0.1, "relu", 2)}
         # a reload keeps them, in the inputs too
         page.reload()
-        expect(page.locator("#trials tbody tr")).to_have_count(2, timeout=15_000)
+        expect(page.locator("#trials tbody tr")).to_have_count(2)
         expect(page.get_by_label("Filter learning rate")).to_have_value("0.005..0.5")
         expect(page.get_by_label("Filter activation")).to_have_value("=relu")
         page.wait_for_function(f"{slice_sizes}.every(n => n === 2)")

@@ -59,7 +59,7 @@ def test_group_by_and_importance_show_the_rate_that_decided_divergence(sweep_ser
         watched_page(p, viewport={"width": 1280, "height": 1100}) as (page, errors),
     ):
         page.goto(base + f"/experiments/{exp_id}?x=hidden_layers&group=learning_rate")
-        expect(page.locator("#group-by")).to_have_value("learning_rate", timeout=15_000)
+        expect(page.locator("#group-by")).to_have_value("learning_rate")
         # every chart drawn, or saying why not
         page.wait_for_function(
             "ids => ids.every(id => document.getElementById(id).classList.contains('drawn')"

@@ -166,14 +166,12 @@ def _page_follows_changes(base, store, exp_id) -> str:
 
     with sync_playwright() as p, watched_page(p) as (page, errors):
         page.goto(base + f"/experiments/{exp_id}")
-        expect(page.locator("#trials tbody tr")).to_have_count(4, timeout=10_000)
-        page.wait_for_function("() => document.body.dataset.live", timeout=10_000)
+        expect(page.locator("#trials tbody tr")).to_have_count(4)
+        page.wait_for_function("() => document.body.dataset.live")
         live = page.evaluate("document.body.dataset.live")
         trial = store.list_trials(exp_id)[0].id
         assert store.claim_trial(trial, "w1")
-        expect(page.locator(f"tr[data-trial='{trial}']")).to_have_attribute(
-            "data-state", "RUNNING", timeout=10_000
-        )
+        expect(page.locator(f"tr[data-trial='{trial}']")).to_have_attribute("data-state", "RUNNING")
         assert errors == []
         return live
 
@@ -227,23 +225,19 @@ def test_seven_tabs_of_a_finished_experiment_and_the_list_all_load(quiet_server)
             first = context.new_page()
             first.on("pageerror", lambda exc: errors.append(str(exc)))
             first.goto(url)
-            first.wait_for_function("() => document.body.dataset.live === 'stream'", timeout=10_000)
+            first.wait_for_function("() => document.body.dataset.live === 'stream'")
             # the experiment finishes while its page listens: the stream ends, for good
             _finish_every_trial(store, exp_id)
-            first.wait_for_function(
-                "() => document.body.dataset.live === 'finished'", timeout=15_000
-            )
+            first.wait_for_function("() => document.body.dataset.live === 'finished'")
             expect(first.locator("#status")).to_contain_text("finished")
             for _ in range(6):
                 page = context.new_page()
                 page.on("pageerror", lambda exc: errors.append(str(exc)))
-                page.goto(url, timeout=15_000)
+                page.goto(url)
                 expect(page.locator("#trials tbody tr[data-state=COMPLETE]")).to_have_count(4)
-                page.wait_for_function(
-                    "() => document.body.dataset.live === 'finished'", timeout=10_000
-                )
+                page.wait_for_function("() => document.body.dataset.live === 'finished'")
             listing = context.new_page()
-            listing.goto(base + "/", timeout=15_000)
+            listing.goto(base + "/")
             expect(listing.locator(f"tr[data-experiment='{exp_id}']")).to_be_visible()
             assert errors == []
         finally:
@@ -284,17 +278,15 @@ def test_eight_tabs_of_live_experiments_share_one_stream_and_a_tenth_loads(tmp_p
                 for target in [exp_id] * 8 + [other]:
                     page = context.new_page()
                     page.on("pageerror", lambda exc: errors.append(str(exc)))
-                    page.goto(base + f"/experiments/{target}", timeout=15_000)
-                    page.wait_for_function(
-                        "() => document.body.dataset.live === 'stream'", timeout=15_000
-                    )
+                    page.goto(base + f"/experiments/{target}")
+                    page.wait_for_function("() => document.body.dataset.live === 'stream'")
                     pages.append(page)
                 trial = store.list_trials(exp_id)[0].id
                 other_trial = store.list_trials(other)[0].id
                 assert store.claim_trial(trial, "w1") and store.claim_trial(other_trial, "w1")
                 for page, watched in zip(pages, [trial] * 8 + [other_trial]):
                     expect(page.locator(f"tr[data-trial='{watched}']")).to_have_attribute(
-                        "data-state", "RUNNING", timeout=15_000
+                        "data-state", "RUNNING"
                     )
                 # the eighth tab's API calls and a tenth tab's page complete
                 status = pages[7].evaluate(
@@ -302,7 +294,7 @@ def test_eight_tabs_of_live_experiments_share_one_stream_and_a_tenth_loads(tmp_p
                 )
                 assert status == 200
                 listing = context.new_page()
-                listing.goto(base + "/", timeout=15_000)
+                listing.goto(base + "/")
                 expect(listing.locator(f"tr[data-experiment='{other}']")).to_be_visible()
                 # the experiment finishes: its tabs stop following, the other tab goes on
                 _finish_every_trial(store, exp_id)
@@ -331,7 +323,7 @@ def test_a_running_trials_page_follows_its_epochs_and_shows_its_end(quiet_server
     )
     with sync_playwright() as p, watched_page(p) as (page, errors):
         page.goto(base + f"/trials/{trial}")
-        page.wait_for_function("() => document.body.dataset.live === 'stream'", timeout=15_000)
+        page.wait_for_function("() => document.body.dataset.live === 'stream'")
         assert page.evaluate("document.getElementById('chart-loss').data[1].y") == [0.9]
         for epoch in (2, 3):
             assert store.append_metrics(
@@ -339,7 +331,7 @@ def test_a_running_trials_page_follows_its_epochs_and_shows_its_end(quiet_server
                 {"epoch": epoch, "val_loss": 0.9 - 0.1 * epoch, "train_loss": 1.0},
                 worker="w1",
             )
-        page.wait_for_function("() => document.body.dataset.epochs === '3'", timeout=15_000)
+        page.wait_for_function("() => document.body.dataset.epochs === '3'")
         assert page.evaluate("document.getElementById('chart-loss').data[1].y") == [
             0.9,
             pytest.approx(0.7),
@@ -349,8 +341,8 @@ def test_a_running_trials_page_follows_its_epochs_and_shows_its_end(quiet_server
         # it ends: the page shows its final state and metrics
         result = {"metrics": {"test_accuracy": 0.75, "test_loss": 0.5}, "epochs_run": 3}
         assert store.finish_trial(trial, TrialState.COMPLETE, result=result, worker="w1")
-        expect(page.locator("#state")).to_have_text("COMPLETE", timeout=15_000)
-        expect(page.locator("#final-metrics")).to_contain_text("test_accuracy", timeout=15_000)
+        expect(page.locator("#state")).to_have_text("COMPLETE")
+        expect(page.locator("#final-metrics")).to_contain_text("test_accuracy")
         assert errors == []
 
 
@@ -380,11 +372,11 @@ def test_a_page_polls_when_the_shared_stream_worker_cannot_start(quiet_server, w
             errors: list[str] = []
             page.on("pageerror", lambda exc: errors.append(str(exc)))
             page.goto(base + f"/experiments/{exp_id}")
-            page.wait_for_function("() => document.body.dataset.live === 'poll'", timeout=15_000)
+            page.wait_for_function("() => document.body.dataset.live === 'poll'")
             trial = store.list_trials(exp_id)[0].id
             assert store.claim_trial(trial, "w1")
             expect(page.locator(f"tr[data-trial='{trial}']")).to_have_attribute(
-                "data-state", "RUNNING", timeout=15_000
+                "data-state", "RUNNING"
             )
             assert errors == []
         finally:

@@ -196,7 +196,7 @@ def test_a_live_page_keeps_a_note_being_typed(served):
         page.fill("#note-text", typed)
         _finish(store, other)
         expect(page.locator(f"#trials tbody tr[data-trial='{other}']")).to_have_attribute(
-            "data-state", "COMPLETE", timeout=15_000
+            "data-state", "COMPLETE"
         )
         assert page.input_value("#note-text") == typed and page.is_visible("#note-form")
         page.click("#note-save")
@@ -208,13 +208,12 @@ def test_a_live_page_keeps_a_note_being_typed(served):
         page.click("#note-edit")
         page.fill("#note-text", typed)
         store.append_metrics(running, {"epoch": 1, "train_loss": 0.9, "val_loss": 1.0}, worker="w")
-        page.wait_for_function("() => document.body.dataset.epochs === '1'", timeout=15_000)
+        page.wait_for_function("() => document.body.dataset.epochs === '1'")
         assert page.input_value("#note-text") == typed
         _finish(store, running)
         page.wait_for_function(
             """() => document.getElementById('state').textContent === 'COMPLETE'
             && document.getElementById('notes').dataset.waiting === '1'""",
-            timeout=15_000,
         )
         assert page.input_value("#note-text") == typed
         expect(page.locator("#note-status")).to_contain_text("The trial is over")
@@ -239,9 +238,9 @@ def test_a_saved_note_reaches_other_open_pages_live_without_clobbering_typing(se
         other = page.context.browser.new_context().new_page()  # another browser's page
         for each in (page, other):
             each.goto(experiment)
-            each.wait_for_function(live, timeout=15_000)
+            each.wait_for_function(live)
         _write(page, "first finding")
-        expect(other.locator("#note-view")).to_have_text("first finding", timeout=15_000)
+        expect(other.locator("#note-view")).to_have_text("first finding")
         # the other page is typing when a second save arrives: its text stays as typed
         other.click("#note-edit")
         other.fill("#note-text", "typing here")
@@ -249,9 +248,7 @@ def test_a_saved_note_reaches_other_open_pages_live_without_clobbering_typing(se
         page.fill("#note-text", "second finding")
         page.click("#note-save")
         _state(page, "saved")
-        other.wait_for_function(
-            "() => document.getElementById('notes').dataset.incoming === '2'", timeout=15_000
-        )
+        other.wait_for_function("() => document.getElementById('notes').dataset.incoming === '2'")
         assert other.input_value("#note-text") == "typing here" and other.is_visible("#note-form")
         expect(other.locator("#note-status")).to_contain_text("changed elsewhere")
         other.fill("#note-text", "first finding")  # back to what it opened: cancel asks nothing
@@ -262,11 +259,11 @@ def test_a_saved_note_reaches_other_open_pages_live_without_clobbering_typing(se
         trial = base + f"/trials/{trial_ids[0]}"
         for each in (page, other):
             each.goto(trial)
-            each.wait_for_function(live, timeout=15_000)
+            each.wait_for_function(live)
         _write(page, "trial finding")
-        expect(other.locator("#note-view")).to_have_text("trial finding", timeout=15_000)
+        expect(other.locator("#note-view")).to_have_text("trial finding")
         _write(page, "trial finding, again")
-        expect(other.locator("#note-view")).to_have_text("trial finding, again", timeout=15_000)
+        expect(other.locator("#note-view")).to_have_text("trial finding, again")
         assert errors == []
     assert store.experiment_note(exp_id).text == "second finding"
     assert store.trial_note(trial_ids[0]).text == "trial finding, again"

@@ -189,7 +189,7 @@ def test_the_page_draws_every_chart_from_one_read_and_a_revisit_sends_no_static_
             log.clear()
             page.add_init_script(FRAMES)
             page.goto(f"{base}/experiments/{exp_id}")
-            expect(page.locator("#trials tbody tr")).to_have_count(24, timeout=15_000)
+            expect(page.locator("#trials tbody tr")).to_have_count(24)
             page.wait_for_function(CHARTS_DRAWN, timeout=30_000)
             assert page.evaluate(EVERY_CHART)
             # the charts in view come first, the ones below the window in a later frame, and

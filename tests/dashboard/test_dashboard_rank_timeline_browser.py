@@ -89,8 +89,8 @@ def test_rank_distribution_and_timeline_follow_choices_filters_and_reloads(quiet
         watched_page(p, viewport={"width": 1280, "height": 1100}) as (page, errors),
     ):
         page.goto(base + f"/experiments/{exp_id}")
-        expect(page.locator("#trials tbody tr")).to_have_count(12, timeout=15_000)
-        expect(page.locator("#chart-rank.drawn")).to_have_count(1, timeout=15_000)
+        expect(page.locator("#trials tbody tr")).to_have_count(12)
+        expect(page.locator("#chart-rank.drawn")).to_have_count(1)
         # rank: coloured by the grouping (activation), the pruned trial after the complete
         expect(page.locator("#rank-colour")).to_have_value("activation")
         rank = _chart(page, "chart-rank")
@@ -135,7 +135,7 @@ def test_rank_distribution_and_timeline_follow_choices_filters_and_reloads(quiet
 
         # the column filter narrows all three
         page.get_by_label("Filter activation").fill("=relu")
-        expect(page.locator("#trials tbody tr")).to_have_count(6, timeout=15_000)
+        expect(page.locator("#trials tbody tr")).to_have_count(6)
         page.wait_for_function("() => document.getElementById('chart-ecdf').data.length === 1")
         relu = {i for i, p in plan.items() if p[2] == "relu"}
         rank = _chart(page, "chart-rank")
@@ -151,7 +151,7 @@ def test_rank_distribution_and_timeline_follow_choices_filters_and_reloads(quiet
         page.wait_for_function("() => document.getElementById('chart-ecdf').data.length === 3")
         assert "rankColour=learning_rate" in page.url and "timelineRows=workers" in page.url
         page.reload()
-        expect(page.locator("#chart-timeline.drawn")).to_have_count(1, timeout=15_000)
+        expect(page.locator("#chart-timeline.drawn")).to_have_count(1)
         expect(page.locator("#rank-colour")).to_have_value("learning_rate")
         expect(page.locator("#ecdf-group")).to_have_value("learning_rate")
         expect(page.locator("#timeline-rows")).to_have_value("workers")
@@ -205,7 +205,7 @@ def test_a_live_regression_ranks_its_loss_lowest_first_as_trials_finish(quiet_se
         watched_page(p, viewport={"width": 1280, "height": 1100}) as (page, errors),
     ):
         page.goto(base + f"/experiments/{exp_id}")
-        expect(page.locator("#chart-rank.drawn")).to_have_count(1, timeout=15_000)
+        expect(page.locator("#chart-rank.drawn")).to_have_count(1)
         page.select_option("#rank-colour", "")
         rank = _chart(page, "chart-rank")
         assert [(t["x"], t["y"], t["ids"]) for t in rank] == [([1, 2], [0.3, 0.5], [second, first])]
@@ -216,9 +216,7 @@ def test_a_live_regression_ranks_its_loss_lowest_first_as_trials_finish(quiet_se
         expect(page.locator("#chart-timeline .gtitle")).to_contain_text("1 not started")
         # the running trial finishes best: the page redraws live
         finish(running, 0.1)
-        page.wait_for_function(
-            "() => document.getElementById('chart-rank').data[0].x.length === 3", timeout=15_000
-        )
+        page.wait_for_function("() => document.getElementById('chart-rank').data[0].x.length === 3")
         rank = _chart(page, "chart-rank")
         assert rank[0]["y"] == [0.1, 0.3, 0.5] and rank[0]["ids"][0] == running
         times = _chart(page, "chart-timeline")
@@ -251,7 +249,7 @@ def test_a_parameter_of_many_values_colours_the_rank_plot_on_a_log_scale(quiet_s
         watched_page(p, viewport={"width": 1280, "height": 1100}) as (page, errors),
     ):
         page.goto(base + f"/experiments/{exp_id}?rankColour=learning_rate")
-        expect(page.locator("#chart-rank.drawn")).to_have_count(1, timeout=15_000)
+        expect(page.locator("#chart-rank.drawn")).to_have_count(1)
         expect(page.locator("#rank-colour")).to_have_value("learning_rate")
         marker = page.evaluate("() => document.getElementById('chart-rank').data[0].marker")
         # twelve values: one colour scale (log10 of the rate), its bar ticked in real values

@@ -61,7 +61,6 @@ def test_the_page_and_the_server_rank_configurations_alike(edge_sweep, data_dir)
                 page.wait_for_function(
                     "(id) => document.getElementById('best').dataset.trial === id",
                     arg=best["best_trial_id"],
-                    timeout=15_000,
                 )
                 shown = page.evaluate("document.getElementById('best').dataset.trials")
                 assert shown == " ".join(best["trial_ids"])

@@ -208,9 +208,7 @@ def test_the_page_shows_diverged_trials_ties_and_best_so_far_in_finishing_order(
     ):
         page.goto(base + f"/experiments/{exp_id}")
         # the best is one of two configurations tied on the mean, and says so
-        expect(page.locator("#best")).to_contain_text(
-            "tied on the mean with 1 other configuration", timeout=15_000
-        )
+        expect(page.locator("#best")).to_contain_text("tied on the mean with 1 other configuration")
         assert page.evaluate("document.getElementById('best').dataset.ties") == "1"
         for chart in (
             "chart-accuracy",
@@ -219,7 +217,7 @@ def test_the_page_shows_diverged_trials_ties_and_best_so_far_in_finishing_order(
             "chart-importance",
             "chart-contour",
         ):
-            expect(page.locator(f"#{chart}.drawn")).to_have_count(1, timeout=15_000)
+            expect(page.locator(f"#{chart}.drawn")).to_have_count(1)
         layout = "(id) => document.getElementById(id).layout"
         data = "(id) => document.getElementById(id).data"
         title = "(id) => document.getElementById(id).layout.title.text.replaceAll('<br>', ' ')"
@@ -302,7 +300,7 @@ def test_the_page_shows_diverged_trials_ties_and_best_so_far_in_finishing_order(
         point.scroll_into_view_if_needed()
         box = point.bounding_box()
         page.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
-        page.wait_for_url("**/trials/t-*", timeout=15_000)
+        page.wait_for_url("**/trials/t-*")
         assert page.url.rsplit("/", 1)[1] in ids
         assert errors == []
 
@@ -337,12 +335,12 @@ def test_chart_choices_survive_a_reload_and_charts_respect_direction_bounds_and_
     ):
         page.goto(url + "?x=learning_rate&group=hidden_layers&y=test_loss&log_y=1")
         # the choices in the URL are the page's
-        expect(page.locator("#x-param")).to_have_value("learning_rate", timeout=15_000)
+        expect(page.locator("#x-param")).to_have_value("learning_rate")
         expect(page.locator("#group-by")).to_have_value("hidden_layers")
         expect(page.locator("#y-metric")).to_have_value("test_loss")
         assert page.is_checked("#log-y")
         for chart in ("chart-accuracy", "chart-contour", "chart-parallel"):
-            expect(page.locator(f"#{chart}.drawn")).to_have_count(1, timeout=15_000)
+            expect(page.locator(f"#{chart}.drawn")).to_have_count(1)
         layout = "(id) => document.getElementById(id).layout"
         data = "(id) => document.getElementById(id).data"
         # a loss's heatmap and parallel coordinates make the lowest (best) value bright
@@ -378,7 +376,7 @@ def test_chart_choices_survive_a_reload_and_charts_respect_direction_bounds_and_
         expect(header).to_have_attribute("aria-sort", "ascending")
         assert "desc" not in page.url
         page.reload()
-        expect(page.locator("#y-metric")).to_have_value("test_accuracy", timeout=15_000)
+        expect(page.locator("#y-metric")).to_have_value("test_accuracy")
         expect(page.locator("#group-by")).to_have_value("hidden_layers")
         assert not page.is_checked("#log-y")
         expect(page.locator("#trials th[data-key=learning_rate]")).to_have_attribute(
@@ -426,7 +424,7 @@ def test_a_sampled_rate_is_binned_in_the_contour_and_pruned_trials_stay_visible(
     ):
         page.goto(base + f"/experiments/{exp_id}?mode=trials")
         for chart in ("chart-curves", "chart-contour"):
-            expect(page.locator(f"#{chart}.drawn")).to_have_count(1, timeout=15_000)
+            expect(page.locator(f"#{chart}.drawn")).to_have_count(1)
         # every pruned trial's one point is drawn with a marker, not as an invisible line
         curves = page.evaluate("document.getElementById('chart-curves').data")
         pruned = [c for c in curves if c["meta"] == "PRUNED"]

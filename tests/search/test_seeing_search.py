@@ -90,8 +90,8 @@ def test_experiment_page_draws_the_rung_chart_and_best_so_far(pruned):
                 errors: list[str] = []
                 page.on("pageerror", lambda exc: errors.append(str(exc)))
                 page.goto(f"http://127.0.0.1:{server.server_port}/experiments/{eid}")
-                expect(page.locator("#chart-curves .main-svg").first).to_be_visible(timeout=15_000)
-                expect(page.locator("#chart-best .main-svg").first).to_be_visible(timeout=15_000)
+                expect(page.locator("#chart-curves .main-svg").first).to_be_visible()
+                expect(page.locator("#chart-best .main-svg").first).to_be_visible()
                 rung = page.evaluate("""() => {
                     const el = document.getElementById('chart-curves');
                     return {title: el.layout.title.text,
