@@ -159,3 +159,25 @@ def drawn_trace_types(page) -> set[str]:  # noqa: ANN001
     unregistered = {asked for asked, drawn in pairs if asked != drawn or asked not in TRACES}
     assert not unregistered, f"trace types plotly.js does not register here: {unregistered}"
     return {asked for asked, _ in pairs}
+
+
+# what a page had loaded and when (ms from its navigation), for a wait that failed
+_LOADED = """() => ({
+    ready: document.readyState,
+    live: document.body ? document.body.dataset.live || null : null,
+    resources: performance.getEntriesByType('resource').map((e) =>
+        [e.name.split('/').pop().split('?')[0], Math.round(e.startTime), Math.round(e.responseEnd)]),
+})"""
+
+
+def wait_until(page, expression: str) -> None:  # noqa: ANN001
+    """``page.wait_for_function(expression)`` (the suite's 30 s), failing with what the page
+    had loaded by then: a page under CI's load has been seen to stop loading its scripts."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    try:
+        page.wait_for_function(expression)
+    except PlaywrightTimeout as exc:
+        raise AssertionError(
+            f"{expression} never held; the page: {page.evaluate(_LOADED)}"
+        ) from exc

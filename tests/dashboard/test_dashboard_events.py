@@ -8,7 +8,15 @@ import json
 
 import pytest
 import requests
-from dashboard_support import TINY_SPEC, browser, next_event, read_events, serving, watched_page
+from dashboard_support import (
+    TINY_SPEC,
+    browser,
+    next_event,
+    read_events,
+    serving,
+    wait_until,
+    watched_page,
+)
 
 from dnnframe.store.base import TrialState
 
@@ -167,7 +175,7 @@ def _page_follows_changes(base, store, exp_id) -> str:
     with sync_playwright() as p, watched_page(p) as (page, errors):
         page.goto(base + f"/experiments/{exp_id}")
         expect(page.locator("#trials tbody tr")).to_have_count(4)
-        page.wait_for_function("() => document.body.dataset.live")
+        wait_until(page, "() => document.body.dataset.live")
         live = page.evaluate("document.body.dataset.live")
         trial = store.list_trials(exp_id)[0].id
         assert store.claim_trial(trial, "w1")
@@ -225,17 +233,17 @@ def test_seven_tabs_of_a_finished_experiment_and_the_list_all_load(quiet_server)
             first = context.new_page()
             first.on("pageerror", lambda exc: errors.append(str(exc)))
             first.goto(url)
-            first.wait_for_function("() => document.body.dataset.live === 'stream'")
+            wait_until(first, "() => document.body.dataset.live === 'stream'")
             # the experiment finishes while its page listens: the stream ends, for good
             _finish_every_trial(store, exp_id)
-            first.wait_for_function("() => document.body.dataset.live === 'finished'")
+            wait_until(first, "() => document.body.dataset.live === 'finished'")
             expect(first.locator("#status")).to_contain_text("finished")
             for _ in range(6):
                 page = context.new_page()
                 page.on("pageerror", lambda exc: errors.append(str(exc)))
                 page.goto(url)
                 expect(page.locator("#trials tbody tr[data-state=COMPLETE]")).to_have_count(4)
-                page.wait_for_function("() => document.body.dataset.live === 'finished'")
+                wait_until(page, "() => document.body.dataset.live === 'finished'")
             listing = context.new_page()
             listing.goto(base + "/")
             expect(listing.locator(f"tr[data-experiment='{exp_id}']")).to_be_visible()
@@ -279,7 +287,7 @@ def test_eight_tabs_of_live_experiments_share_one_stream_and_a_tenth_loads(tmp_p
                     page = context.new_page()
                     page.on("pageerror", lambda exc: errors.append(str(exc)))
                     page.goto(base + f"/experiments/{target}")
-                    page.wait_for_function("() => document.body.dataset.live === 'stream'")
+                    wait_until(page, "() => document.body.dataset.live === 'stream'")
                     pages.append(page)
                 trial = store.list_trials(exp_id)[0].id
                 other_trial = store.list_trials(other)[0].id
@@ -323,7 +331,7 @@ def test_a_running_trials_page_follows_its_epochs_and_shows_its_end(quiet_server
     )
     with sync_playwright() as p, watched_page(p) as (page, errors):
         page.goto(base + f"/trials/{trial}")
-        page.wait_for_function("() => document.body.dataset.live === 'stream'")
+        wait_until(page, "() => document.body.dataset.live === 'stream'")
         assert page.evaluate("document.getElementById('chart-loss').data[1].y") == [0.9]
         for epoch in (2, 3):
             assert store.append_metrics(
@@ -331,7 +339,7 @@ def test_a_running_trials_page_follows_its_epochs_and_shows_its_end(quiet_server
                 {"epoch": epoch, "val_loss": 0.9 - 0.1 * epoch, "train_loss": 1.0},
                 worker="w1",
             )
-        page.wait_for_function("() => document.body.dataset.epochs === '3'")
+        wait_until(page, "() => document.body.dataset.epochs === '3'")
         assert page.evaluate("document.getElementById('chart-loss').data[1].y") == [
             0.9,
             pytest.approx(0.7),
@@ -372,7 +380,7 @@ def test_a_page_polls_when_the_shared_stream_worker_cannot_start(quiet_server, w
             errors: list[str] = []
             page.on("pageerror", lambda exc: errors.append(str(exc)))
             page.goto(base + f"/experiments/{exp_id}")
-            page.wait_for_function("() => document.body.dataset.live === 'poll'")
+            wait_until(page, "() => document.body.dataset.live === 'poll'")
             trial = store.list_trials(exp_id)[0].id
             assert store.claim_trial(trial, "w1")
             expect(page.locator(f"tr[data-trial='{trial}']")).to_have_attribute(
