@@ -84,8 +84,10 @@ def registered(source: str) -> list[Registered] | None:
     """The bundle's register list, each entry told where it can be; None when the bundle
     has no such list."""
     found = _REGISTER.search(source)
-    if found is None:
-        return None
+    return None if found is None else _told(source, found)
+
+
+def _told(source: str, found: re.Match[str]) -> list[Registered]:
     calls = found.group(1).split(",")
     first = re.search(rf"(?<![\w$.]){re.escape(calls[0][:-2])}=({_NAME})\(", source)
     if first is None:
@@ -105,11 +107,10 @@ def trim(data: bytes) -> bytes:
         source = data.decode("utf-8")
     except UnicodeDecodeError:
         source = ""
-    entries = registered(source)
-    if entries is None:
+    found = _REGISTER.search(source)
+    if found is None:
         log.info("plotly.js has no register list this dashboard knows: served whole")
         return data
+    entries = _told(source, found)
     keep = [e.call for e in entries if e.kind not in _KEPT or e.name in _KEPT[e.kind]]
-    found = _REGISTER.search(source)
-    assert found is not None  # registered() found it
     return (source[: found.start(1)] + ",".join(keep) + source[found.end(1) :]).encode("utf-8")

@@ -13,7 +13,7 @@ from pathlib import Path
 from xml.etree import ElementTree
 
 import pytest
-from xdist_units import DOCKER_UNIT, Lanes, hand_out_order, unit_of
+from xdist_units import DOCKER_UNIT, Lanes, hand_out_order, kind_of, unit_of
 
 TESTS = "".join(f"def test_{i}():\n    pass\n\n" for i in range(6))
 BROKER = "import pytest\npytestmark = pytest.mark.broker\n" + TESTS
@@ -27,28 +27,28 @@ def test_units() -> None:
     assert unit_of("tests/deployment/test_z.py::test_c") == "tests/deployment/test_z.py"
 
 
-def test_waiting_and_computing_units_alternate_before_the_rest() -> None:
+def test_heavy_units_go_before_the_light_ones_each_in_collection_order() -> None:
     marks = {
         "tests/dashboard/test_a.py": {"browser"},
         "tests/dashboard/test_b.py": {"browser", "broker"},
         "tests/deploy": {"docker", "slow"},
-        "tests/distributed/test_c.py": {"broker"},
-        "tests/distributed/test_d.py": {"netns", "slow"},
-        "tests/engine/test_e.py": {"slow"},
         "tests/engine/test_f.py": set(),
+        "tests/distributed/test_c.py": {"broker"},
         "tests/test_g.py": set(),
         "tests/test_h.py": {"slow"},
     }
     assert hand_out_order(marks) == [
-        "tests/dashboard/test_b.py",  # waits (a broker, with a browser)
         "tests/dashboard/test_a.py",
+        "tests/dashboard/test_b.py",
         "tests/deploy",
-        "tests/engine/test_e.py",
         "tests/distributed/test_c.py",
         "tests/test_h.py",
-        "tests/distributed/test_d.py",  # no computing unit left to pair it with
         "tests/engine/test_f.py",  # the light units last, in collection order
         "tests/test_g.py",
+    ]
+    assert [kind_of(marks[u]) for u in ("tests/dashboard/test_b.py", "tests/test_h.py")] == [
+        "wait",  # a broker, with a browser: it mostly waits
+        "compute",
     ]
 
 

@@ -21,7 +21,6 @@ This is xdist's scope scheduler with our own units (``pytest_xdist_make_schedule
 
 from __future__ import annotations
 
-import itertools
 import json
 import os
 import tempfile
@@ -140,10 +139,7 @@ class Lanes:
         self.waiting_lane = waiting_lane
 
     def kind(self, unit: str) -> str:
-        names = self.marks.get(unit, set())
-        if names & set(_WAITS):
-            return "wait"
-        return "compute" if names else "light"
+        return kind_of(self.marks.get(unit, set()))
 
     def pick(self, worker: object, queue: list[str], waiting: int = 0) -> str:
         """The unit of ``queue`` (in hand-out order) for ``worker`` to run next, while
@@ -161,15 +157,18 @@ class Lanes:
         return queue[0]
 
 
+def kind_of(names: set[str]) -> str:
+    """A unit's kind by the heavy markers its tests carry: "wait", "compute" or "light"."""
+    if names & set(_WAITS):
+        return "wait"
+    return "compute" if names else "light"
+
+
 def hand_out_order(marks: dict[str, set[str]]) -> list[str]:
-    """The units (in collection order, each with the heavy markers its tests carry) in the
-    order the workers get them: waiting and computing heavy units alternately, the rest
-    after."""
-    waits = [u for u, names in marks.items() if names & set(_WAITS)]
-    computes = [u for u, names in marks.items() if names and not names & set(_WAITS)]
-    rest = [u for u, names in marks.items() if not names]
-    alternate = [u for pair in itertools.zip_longest(waits, computes) for u in pair if u]
-    return alternate + rest
+    """The units (in collection order, each with the heavy markers its tests carry) as the
+    workers collect them: the heavy ones first, the light ones after (:class:`Lanes` then
+    picks from this order by kind)."""
+    return sorted(marks, key=lambda unit: kind_of(marks[unit]) == "light")  # stable
 
 
 @pytest.hookimpl(tryfirst=True)
