@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 
 import pytest
 
@@ -32,13 +33,12 @@ def pytest_configure(config) -> None:  # noqa: ANN001 - pytest hook
     expect.set_options(timeout=30_000)
 
 
-# Tests run without coverage's tracer (pytest-cov's no_cover marker) under --cov. On Python
-# 3.11 tracing makes all Python slower, libraries' own included. The engine's equivalence
-# tests that train graphs in this process took 1.5 to 1.7 times their CPU traced
-# (test_widths.py with test_blocks.py: 51-58 s untraced, 80-97 s traced) and reach no line of
-# dnnframe/ the other engine tests do not (measured with coverage's per-test contexts); the
-# schemathesis runs send thousands of requests down the API tests' paths and took 2.2 times
-# as long traced (42 s against 92 s for the spec body's coverage phase).
+# Tests run without coverage's tracer under --cov. On Python 3.11 tracing makes all Python
+# slower, libraries' own included. The engine's equivalence tests that train graphs in this
+# process took 1.5 to 1.7 times their CPU traced (test_widths.py with test_blocks.py: 51-58 s
+# untraced, 80-97 s traced) and reach no line of dnnframe/ the other engine tests do not
+# (measured with coverage's per-test contexts); the schemathesis runs send thousands of
+# requests down the API tests' paths and took 1.5 (under xdist) to 2.2 times as long traced.
 UNTRACED = {
     "engine/test_widths.py",
     "engine/test_unrolled.py",
@@ -51,10 +51,25 @@ UNTRACED = {
 _TESTS = os.path.dirname(os.path.abspath(__file__))
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    for item in items:
-        if os.path.relpath(item.path, _TESTS) in UNTRACED:
-            item.add_marker(pytest.mark.no_cover)
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
+    # Not pytest-cov's no_cover marker: an xdist worker holds two started coverages, and the
+    # marker stops only the newest, which resumes the other (the test was traced all the
+    # same). Every started one is stopped here, and started again in the same order after.
+    if os.path.relpath(item.path, _TESTS) not in UNTRACED:
+        yield
+        return
+    import coverage
+
+    stopped = []
+    while (current := coverage.Coverage.current()) is not None:
+        current.stop()
+        stopped.append(current)
+    try:
+        yield
+    finally:
+        for cov in reversed(stopped):
+            cov.start()
 
 
 @pytest.fixture
