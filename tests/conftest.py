@@ -47,6 +47,7 @@ UNTRACED = {
     "engine/test_float32.py",
     "engine/test_rewrites.py",
     "dashboard/test_dashboard_openapi_fuzz.py",
+    "test_untraced.py",  # checks that these run untraced
 }
 _TESTS = os.path.dirname(os.path.abspath(__file__))
 
