@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import queue
 import threading
@@ -47,6 +48,16 @@ def browser(playwright):
     return playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
 
 
+def log_failed_requests(page) -> None:  # noqa: ANN001
+    """Log each of ``page``'s requests that failed in the network, with Chromium's error: a
+    script that could not be loaded raises no page error and still lets the load event fire,
+    so a page stuck half loaded says why in the failure's captured log."""
+    page.on(
+        "requestfailed",
+        lambda r: logging.getLogger("browser").warning("request failed: %s %s", r.url, r.failure),
+    )
+
+
 @contextlib.contextmanager
 def watched_page(playwright, **page_args) -> Iterator[tuple[Any, list[str]]]:  # noqa: ANN001
     """A page of a new headless Chromium that records its uncaught script errors (the list
@@ -58,6 +69,7 @@ def watched_page(playwright, **page_args) -> Iterator[tuple[Any, list[str]]]:  #
         page.add_init_script(WATCH_POLICY)
         errors: list[str] = []
         page.on("pageerror", lambda exc: errors.append(str(exc)))
+        log_failed_requests(page)
         yield page, errors
     finally:
         b.close()

@@ -11,6 +11,7 @@ import requests
 from dashboard_support import (
     TINY_SPEC,
     browser,
+    log_failed_requests,
     next_event,
     read_events,
     serving,
@@ -232,6 +233,7 @@ def test_seven_tabs_of_a_finished_experiment_and_the_list_all_load(quiet_server)
             errors: list[str] = []
             first = context.new_page()
             first.on("pageerror", lambda exc: errors.append(str(exc)))
+            log_failed_requests(first)
             first.goto(url)
             wait_until(first, "() => document.body.dataset.live === 'stream'")
             # the experiment finishes while its page listens: the stream ends, for good
@@ -241,6 +243,7 @@ def test_seven_tabs_of_a_finished_experiment_and_the_list_all_load(quiet_server)
             for _ in range(6):
                 page = context.new_page()
                 page.on("pageerror", lambda exc: errors.append(str(exc)))
+                log_failed_requests(page)
                 page.goto(url)
                 expect(page.locator("#trials tbody tr[data-state=COMPLETE]")).to_have_count(4)
                 wait_until(page, "() => document.body.dataset.live === 'finished'")
@@ -286,6 +289,7 @@ def test_eight_tabs_of_live_experiments_share_one_stream_and_a_tenth_loads(tmp_p
                 for target in [exp_id] * 8 + [other]:
                     page = context.new_page()
                     page.on("pageerror", lambda exc: errors.append(str(exc)))
+                    log_failed_requests(page)
                     page.goto(base + f"/experiments/{target}")
                     wait_until(page, "() => document.body.dataset.live === 'stream'")
                     pages.append(page)
@@ -379,6 +383,7 @@ def test_a_page_polls_when_the_shared_stream_worker_cannot_start(quiet_server, w
             page = context.new_page()
             errors: list[str] = []
             page.on("pageerror", lambda exc: errors.append(str(exc)))
+            log_failed_requests(page)
             page.goto(base + f"/experiments/{exp_id}")
             wait_until(page, "() => document.body.dataset.live === 'poll'")
             trial = store.list_trials(exp_id)[0].id

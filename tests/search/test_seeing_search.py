@@ -5,6 +5,7 @@ in real headless Chromium (rung chart, best so far against time)."""
 from __future__ import annotations
 
 import json
+import logging
 import threading
 
 import pytest
@@ -89,6 +90,13 @@ def test_experiment_page_draws_the_rung_chart_and_best_so_far(pruned):
                 page = browser.new_page(viewport={"width": 1280, "height": 1600})
                 errors: list[str] = []
                 page.on("pageerror", lambda exc: errors.append(str(exc)))
+                # a script that could not be loaded raises no page error: say which, and why
+                page.on(
+                    "requestfailed",
+                    lambda r: logging.getLogger("browser").warning(
+                        "request failed: %s %s", r.url, r.failure
+                    ),
+                )
                 page.goto(f"http://127.0.0.1:{server.server_port}/experiments/{eid}")
                 expect(page.locator("#chart-curves .main-svg").first).to_be_visible()
                 expect(page.locator("#chart-best .main-svg").first).to_be_visible()
