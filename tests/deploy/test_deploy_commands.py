@@ -90,8 +90,11 @@ def running(
             proc.wait(timeout=10)
 
 
-def wait_until(check, proc: subprocess.Popen, log: Path, what: str, timeout: float = 60):
-    """Poll ``check()`` until it is truthy; fail with the process log if it never is."""
+def wait_until(check, proc: subprocess.Popen, log: Path, what: str, timeout: float = 300):
+    """Poll ``check()`` until it is truthy; fail with the process log if it never is. The
+    deadline only bounds a failure: gunicorn's master compresses every asset at brotli's best
+    before its workers start when the disk holds no copy yet (8 s of one core quiet, past a
+    minute on a loaded 2-core machine), so a start may take minutes there."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
@@ -295,7 +298,7 @@ def test_worker_process_passes_its_healthcheck(stack, process_env, tmp_path: Pat
     log = tmp_path / "worker.log"
     try:
         with running(cmd, env, log) as proc:
-            wait_until(lambda: "ready" in log.read_text(), proc, log, "worker", timeout=90)
+            wait_until(lambda: "ready" in log.read_text(), proc, log, "worker")
             hc = run_healthcheck(test, check_env, {})
             assert hc.returncode == 0, f"worker healthcheck failed:\n{hc.stdout}{hc.stderr}"
             # A shorter reply timeout only so the test does not wait 10 s for a silence.
