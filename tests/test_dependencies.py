@@ -57,6 +57,7 @@ EXTRA_OF: dict[str, tuple[str, ...]] = {
     "dnnframe.engine.backend": ("jax", "gpu"),
     "dnnframe.datasets.registry": ("mnist1d",),
     "dnnframe.testing.chaos": ("dev",),  # a tool run from a development install
+    "dnnframe.testing.chromium": ("dev",),  # the browser tests' Chromium
     "tests": ("dev",),
 }
 

@@ -20,8 +20,10 @@ from pathlib import Path
 
 import pytest
 
+from dnnframe.testing import chromium
+
 CI_VARIABLE = "DNNFRAME_TEST_CI"
-CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM = Path(chromium.CHROMIUM)
 
 # marker -> what it needs, as the pytest configuration lists it
 TIERS = {

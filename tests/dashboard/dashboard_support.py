@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import logging
 import os
 import queue
 import threading
@@ -13,18 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from dnnframe.executors import Executor
-
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-    "--disable-quic",
-]
-
+from dnnframe.testing.chromium import launch, log_failed_requests
 
 # Collects what the browser blocked, from before any page script runs.
 WATCH_POLICY = """
@@ -43,19 +31,10 @@ def artifacts_dir() -> Path:
 
 
 def browser(playwright):
-    """Headless Debian Chromium through Playwright (a test marked ``browser`` skips, naming
-    the package, when it is missing: tests/tiers.py)."""
-    return playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
-
-
-def log_failed_requests(page) -> None:  # noqa: ANN001
-    """Log each of ``page``'s requests that failed in the network, with Chromium's error: a
-    script that could not be loaded raises no page error and still lets the load event fire,
-    so a page stuck half loaded says why in the failure's captured log."""
-    page.on(
-        "requestfailed",
-        lambda r: logging.getLogger("browser").warning("request failed: %s %s", r.url, r.failure),
-    )
+    """Headless Debian Chromium through Playwright, blind to the machine's interface changes
+    (dnnframe/testing/chromium.py; a test marked ``browser`` skips, naming the package, when
+    it is missing: tests/tiers.py)."""
+    return launch(playwright)
 
 
 @contextlib.contextmanager

@@ -11,7 +11,6 @@ import requests
 from dashboard_support import (
     TINY_SPEC,
     browser,
-    log_failed_requests,
     next_event,
     read_events,
     serving,
@@ -20,6 +19,7 @@ from dashboard_support import (
 )
 
 from dnnframe.store.base import TrialState
+from dnnframe.testing.chromium import log_failed_requests
 
 OTHER = {
     **TINY_SPEC,

@@ -5,7 +5,6 @@ in real headless Chromium (rung chart, best so far against time)."""
 from __future__ import annotations
 
 import json
-import logging
 import threading
 
 import pytest
@@ -15,9 +14,8 @@ from test_asha import ORDER, _spec, _stored, curve_train
 from dashboard import create_app
 from dnnframe.cli import cli
 from dnnframe.store import open_store
+from dnnframe.testing.chromium import launch, log_failed_requests
 from dnnframe.testing.packs import run_one
-
-CHROMIUM = "/usr/bin/chromium"
 
 
 @pytest.fixture
@@ -83,20 +81,12 @@ def test_experiment_page_draws_the_rung_chart_and_best_so_far(pruned):
     thread.start()
     try:
         with sync_playwright() as p:
-            browser = p.chromium.launch(
-                executable_path=CHROMIUM, headless=True, args=["--no-sandbox", "--disable-gpu"]
-            )
+            browser = launch(p)
             try:
                 page = browser.new_page(viewport={"width": 1280, "height": 1600})
                 errors: list[str] = []
                 page.on("pageerror", lambda exc: errors.append(str(exc)))
-                # a script that could not be loaded raises no page error: say which, and why
-                page.on(
-                    "requestfailed",
-                    lambda r: logging.getLogger("browser").warning(
-                        "request failed: %s %s", r.url, r.failure
-                    ),
-                )
+                log_failed_requests(page)
                 page.goto(f"http://127.0.0.1:{server.server_port}/experiments/{eid}")
                 expect(page.locator("#chart-curves .main-svg").first).to_be_visible()
                 expect(page.locator("#chart-best .main-svg").first).to_be_visible()
