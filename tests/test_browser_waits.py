@@ -25,3 +25,18 @@ def test_no_browser_wait_is_shorter_than_the_suites_limit() -> None:
                 if int(m.group(1)) < 30
             ]
     assert not short, "waits shorter than 30 s:\n" + "\n".join(short)
+
+
+def test_every_browser_test_starts_the_chromium_blind_to_interface_changes() -> None:
+    # dnnframe/testing/chromium.py says why; the one test that starts a plain Chromium shows
+    # the difference
+    direct = [
+        f"{path.relative_to(TESTS)}:{number}: {line.strip()}"
+        for path in sorted(TESTS.rglob("*.py"))
+        if path.name not in ("test_chromium_network.py", Path(__file__).name)
+        for number, line in enumerate(path.read_text().splitlines(), 1)
+        if "chromium.launch(" in line or "executable_path=" in line
+    ]
+    assert not direct, "Chromium started by its path, not dnnframe.testing.chromium:\n" + "\n".join(
+        direct
+    )
