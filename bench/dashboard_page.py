@@ -47,17 +47,9 @@ from pathlib import Path
 import requests
 from idle_dashboard import SERVER
 
+from dnnframe.testing.chromium import ARGS, CHROMIUM
+
 REPO = Path(__file__).resolve().parents[1]
-CHROMIUM = "/usr/bin/chromium"
-ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-    "--disable-quic",
-]
 N_TRIALS = 192
 
 
