@@ -33,9 +33,6 @@ ARGS = [
     "--no-first-run",
     "--disable-quic",
 ]
-# socket(2) arguments the filter refuses: the routing family's netlink (interfaces, addresses)
-_AF_NETLINK = 16
-_NETLINK_ROUTE = 0
 
 
 def blind() -> None:
@@ -43,6 +40,7 @@ def blind() -> None:
     and of everything it starts or executes. Raises ImportError (no pyseccomp), RuntimeError
     (no libseccomp) or OSError (the kernel refused the filter)."""
     import errno
+    import socket
 
     import pyseccomp as seccomp
 
@@ -50,8 +48,8 @@ def blind() -> None:
     rules.add_rule(
         seccomp.ERRNO(errno.EACCES),
         "socket",
-        seccomp.Arg(0, seccomp.EQ, _AF_NETLINK),
-        seccomp.Arg(2, seccomp.EQ, _NETLINK_ROUTE),
+        seccomp.Arg(0, seccomp.EQ, socket.AF_NETLINK),
+        seccomp.Arg(2, seccomp.EQ, socket.NETLINK_ROUTE),  # interfaces, addresses
     )
     rules.load()
 
