@@ -125,6 +125,7 @@ def test_files_and_the_docker_tests_each_go_to_one_worker(
     for case in ElementTree.parse(pytester.path / "junit.xml").iter("testcase"):
         props = {p.get("name"): p.get("value") for p in case.iter("property")}
         assert before <= float(props["started"]) <= time.time()
+        assert float(props["cpu"]) >= 0  # the CPU it used, its processes' included
         path = case.get("classname").replace(".", "/") + ".py"
         recorded[f"{path}::{case.get('name')}"] = props["worker"]
     assert recorded == ran_on

@@ -23,8 +23,10 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -178,3 +180,27 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     # a worker left idle) rather than guessed at
     worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
     item.user_properties += [("worker", worker), ("started", f"{time.time():.3f}")]
+    item.stash[_CPU_AT_START] = _cpu_seconds()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_teardown(item: pytest.Item) -> Iterator[None]:
+    yield
+    # the CPU the test used, its own process's and that of the processes it started and
+    # waited for (workers, hosts, CLI runs; not a container's): on two shared cores the
+    # run's length is this work, so a test that grew costlier shows here even when its
+    # wall time hides it behind another's wait
+    start = item.stash.get(_CPU_AT_START, None)
+    if start is not None:
+        item.user_properties.append(("cpu", f"{_cpu_seconds() - start:.2f}"))
+
+
+_CPU_AT_START = pytest.StashKey[float]()
+
+
+def _cpu_seconds() -> float:
+    own, children = (
+        resource.getrusage(resource.RUSAGE_SELF),
+        resource.getrusage(resource.RUSAGE_CHILDREN),
+    )
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
