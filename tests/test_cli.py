@@ -1116,3 +1116,35 @@ def test_an_in_memory_store_is_refused_where_training_runs_in_other_processes(tm
             "error: store URL 'memory://x' is an in-memory store, for tests and one-process use"
         ), proc.stderr
         assert "Traceback" not in proc.stderr
+
+
+def test_processes_spawned_under_the_console_script_do_not_run_it_again(monkeypatch):
+    # pip's console script is a main module with a path and no spec: multiprocessing would
+    # run it again in every spawned worker, importing the whole CLI there; run as
+    # ``python -m dnnframe.cli``, a package's __main__, it is skipped
+    import multiprocessing.spawn
+    import types
+
+    import dnnframe.cli
+
+    script = types.ModuleType("__main__")
+    script.__file__ = str(Path(sys.prefix, "bin", "dnnframe"))
+    script.main = dnnframe.cli.main
+    script.__spec__ = None
+    monkeypatch.setitem(sys.modules, "__main__", script)
+    assert "init_main_from_path" in multiprocessing.spawn.get_preparation_data("w")
+    monkeypatch.setattr(dnnframe.cli, "cli", types.SimpleNamespace(main=lambda **_: None))
+    dnnframe.cli.main([])
+    data = multiprocessing.spawn.get_preparation_data("w")
+    assert data["init_main_from_name"] == "dnnframe.cli.__main__"
+    assert "init_main_from_path" not in data
+
+    # a program of the user's that calls main() keeps its own main module
+    program = types.ModuleType("__main__")
+    program.__file__, program.__spec__ = "/home/me/sweep.py", None
+    monkeypatch.setitem(sys.modules, "__main__", program)
+    dnnframe.cli.main([])
+    assert program.__spec__ is None
+    assert multiprocessing.spawn.get_preparation_data("w")["init_main_from_path"] == (
+        "/home/me/sweep.py"
+    )
