@@ -135,3 +135,8 @@ def test_files_and_the_docker_tests_each_go_to_one_worker(
     }, result.stdout.str()
     assert all(len(ws) == 1 for ws in workers.values()), dict(workers)
     assert {w for ws in workers.values() for w in ws} == {"gw0", "gw1", "gw2"}  # all worked
+    # the summary lists the units by the CPU their tests used, as the junit file has it
+    out = result.stdout.lines
+    start = next(i for i, line in enumerate(out) if "CPU by unit" in line)
+    listed = [line.split()[-1] for line in out[start + 1 : start + 7]]
+    assert sorted(listed) == sorted(workers), out[start:]

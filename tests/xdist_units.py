@@ -204,3 +204,37 @@ def _cpu_seconds() -> float:
         resource.getrusage(resource.RUSAGE_CHILDREN),
     )
     return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+CPU_SHOWN = 15  # units in the summary's list
+
+
+class UnitCpu:
+    """The CPU of each unit (its tests' ``cpu`` properties), printed at the end of the run
+    where the summary is: the controller under xdist, which receives every test's report
+    with its properties, or the one process."""
+
+    def __init__(self) -> None:
+        self.by_unit: dict[str, float] = {}
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        for name, value in report.user_properties if report.when == "teardown" else ():
+            if name == "cpu":
+                unit = unit_of(report.nodeid)
+                self.by_unit[unit] = self.by_unit.get(unit, 0.0) + float(value)
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        if not self.by_unit:
+            return
+        total = sum(self.by_unit.values())
+        terminalreporter.write_sep(
+            "=", f"CPU by unit, its processes' included: {total:.0f} s in all, the costliest"
+        )
+        for unit, cpu in sorted(self.by_unit.items(), key=lambda kv: -kv[1])[:CPU_SHOWN]:
+            share = 100 * cpu / total if total else 0.0
+            terminalreporter.write_line(f"{cpu:8.1f} s  {share:5.1f} %  {unit}")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if not os.environ.get("PYTEST_XDIST_WORKER"):  # workers print no summary
+        config.pluginmanager.register(UnitCpu(), "dnnframe-unit-cpu")
