@@ -1148,3 +1148,26 @@ def test_processes_spawned_under_the_console_script_do_not_run_it_again(monkeypa
     assert multiprocessing.spawn.get_preparation_data("w")["init_main_from_path"] == (
         "/home/me/sweep.py"
     )
+
+
+def test_a_sweep_smaller_than_the_pool_starts_a_worker_per_trial(tmp_path):
+    # each worker costs a second or more of CPU to import and warm up: a one-trial run on
+    # four workers starts one
+    spec = write_spec(tmp_path / "one.yaml", {**TINY, "model": {"width": 4}, "search": {}})
+    url = f"sqlite:///{tmp_path / 'one.db'}"
+    proc = cli("run", str(spec), "--store", url, "--workers", "4", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "1 to run in 1 packs on 1 local worker;" in proc.stderr, proc.stderr
+
+    from dnnframe.cli.lazy_executor import StartOnSubmit
+
+    with open_store(url) as store:
+        asked: list[int] = []
+
+        def lazy() -> StartOnSubmit:
+            return StartOnSubmit(store, lambda k: asked.append(k), 4, "4 local workers", False)
+
+        lazy().start(2), lazy().start(9), lazy().start(), lazy().start(0)
+        remote = StartOnSubmit(store, lambda k: asked.append(k), 4, "amqp://", remote=True)
+        remote.start(1)  # a broker's workers are not this run's to start
+    assert asked == [2, 4, 4, 4, 4]

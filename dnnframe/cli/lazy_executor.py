@@ -24,15 +24,19 @@ def run_executor(
     if broker_url:
         return StartOnSubmit(
             store,
-            lambda: make_executor(store_url, broker_url=broker_url, queue=queue),
+            lambda _: make_executor(store_url, broker_url=broker_url, queue=queue),
             settings.get().worker_count,
             _shown_url(broker_url),
             remote=True,
         )
     n = workers if workers is not None else settings.get().worker_count
     return StartOnSubmit(
-        store, lambda: LocalExecutor(store_url, workers=n), n, f"{n} local workers", remote=False
+        store, lambda k: LocalExecutor(store_url, workers=k), n, _local_workers(n), remote=False
     )
+
+
+def _local_workers(n: int) -> str:
+    return f"{n} local worker{'' if n == 1 else 's'}"
 
 
 class StartOnSubmit(Executor):
@@ -42,7 +46,7 @@ class StartOnSubmit(Executor):
     def __init__(
         self,
         store,
-        factory: Callable[[], Executor],
+        factory: Callable[[int], Executor],  # the parallelism to start with
         parallelism: int,  # noqa: ANN001
         where: str,
         remote: bool,
@@ -61,12 +65,17 @@ class StartOnSubmit(Executor):
         """The parallelism the executor will have, known before it exists."""
         return self._parallelism
 
-    def start(self) -> Executor:
+    def start(self, trials: int | None = None) -> Executor:
         """Make the executor now (once): a local pool's processes then start (imports,
-        opening the store) while this process expands and stores the sweep."""
+        opening the store) while this process expands and stores the sweep. Told the
+        sweep's size, ``trials``, a local pool starts no more processes than it has trials
+        (each costs a second or more of CPU to import and warm up, for nothing)."""
         if self.started is None:
+            if trials is not None and not self.remote and 0 < trials < self._parallelism:
+                self._parallelism = trials
+                self.where = _local_workers(trials)
             self.first_seq = self._store.latest_seq()
-            self.started = self._factory()
+            self.started = self._factory(self._parallelism)
         return self.started
 
     def submit(self, packs: Sequence[list[str]], compile_keys: Sequence[str] | None = None) -> None:

@@ -16,6 +16,7 @@ import click
 from ..exceptions import DnnframeError
 from ..executors.base import Executor
 from ..extras import require
+from ..spec.expand import count_trials
 from ..spec.models import is_driven
 from ..states import TrialState
 from .common import (
@@ -46,7 +47,7 @@ from .output import make_console, silence_closed_output
     envvar="DNNFRAME_WORKERS",
     show_envvar=True,
     default=None,
-    help="Worker processes (default: one per core).",
+    help="Worker processes (default: one per core; never more than a new sweep has trials).",
 )
 @click.option(
     "--broker",
@@ -283,7 +284,8 @@ def _submit_and_follow_inner(
                 )
             return driven.cancelled, len(driven.asked)
         if not executor.remote and not _stored_before(store, spec.experiment_id):
-            executor.start()  # a new sweep surely trains: its workers start meanwhile
+            # a new sweep surely trains: its workers start meanwhile
+            executor.start(count_trials(spec))
         result = submit_experiment(
             spec, store, executor, retry_failed=retry_failed, pack_size=pack_size
         )
