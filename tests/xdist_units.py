@@ -236,5 +236,7 @@ class UnitCpu:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    if not os.environ.get("PYTEST_XDIST_WORKER"):  # workers print no summary
+    # not on an xdist worker, which prints no summary (not by its environment variable:
+    # a run started from a worker's test, as pytester's are, inherits it)
+    if not hasattr(config, "workerinput"):
         config.pluginmanager.register(UnitCpu(), "dnnframe-unit-cpu")
