@@ -218,7 +218,9 @@ class UnitCpu:
         self.by_unit: dict[str, float] = {}
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        for name, value in report.user_properties if report.when == "teardown" else ():
+        if report.when != "teardown":  # the property is added at teardown
+            return
+        for name, value in report.user_properties:
             if name == "cpu":
                 unit = unit_of(report.nodeid)
                 self.by_unit[unit] = self.by_unit.get(unit, 0.0) + float(value)
