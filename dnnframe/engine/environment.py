@@ -11,7 +11,9 @@ from typing import Any
 import numpy as np
 import pytensor
 
+from . import mvec
 from .backend import describe
+from .flags import JAX_MODE
 from .pytensor_wall import configure
 
 
@@ -31,6 +33,8 @@ def environment(cached: bool) -> dict[str, Any]:
         "floatX": str(pytensor.config.floatX),
         "mode": flags.mode,
         "blas": flags.blas,
+        # how the C backend's pack computes tanh (results differ by a few ulps between them)
+        "vector_math": "xla" if flags.mode == JAX_MODE else mvec.describe(),
         "flags": flags.to_dict(),
         "requested_device": flags.requested_device,
         **describe(),  # backend, device, device_name (+ jax, jaxlib, cuda)

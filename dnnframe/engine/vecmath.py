@@ -2,10 +2,12 @@
 
 PyTensor's C backend computes ``tanh`` and ``exp`` one element at a time through libm
 (tens of ns per element on this class of CPU); NumPy's SIMD loops are about ten times
-faster. On the large activation arrays of a pack that is the difference between the
-elementwise work and the matrix products dominating. The ops here run NumPy in
-``perform`` (a few microseconds of call overhead) and give symbolic gradients that
-reuse the output, so the backward pass needs no further transcendental calls.
+faster. Where NumPy's float tanh is libm's scalar loop too (a CPU without AVX-512),
+:mod:`.mvec` calls glibc's vector tanh instead. On the large activation arrays of a pack
+that is the difference between the elementwise work and the matrix products dominating.
+The ops here run NumPy in ``perform`` (a few microseconds of call overhead) and give
+symbolic gradients that reuse the output, so the backward pass needs no further
+transcendental calls.
 
 Results agree with libm to within a few units in the last place, not bit for bit.
 """
@@ -17,12 +19,14 @@ import pytensor.tensor as pt
 from pytensor.graph.basic import Apply
 from pytensor.graph.op import Op
 
+from . import mvec
+
 
 class _Unary(Op):
     """``out = ufunc(x)`` with ``d out / dx`` written in terms of ``out``."""
 
     __props__ = ("name",)
-    ufuncs = {"tanh": np.tanh, "exp": np.exp, "relu": lambda x: np.maximum(x, 0)}
+    ufuncs = {"tanh": mvec.tanh, "exp": np.exp, "relu": lambda x: np.maximum(x, 0)}
 
     def __init__(self, name: str):
         self.name = name
