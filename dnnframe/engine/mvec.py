@@ -7,7 +7,7 @@ client cores) float64 tanh calls libm one element at a time. On a Zen 3 core tha
 tanh was then most of a tanh pack's compiled time. glibc ships those loops since 2.35.
 
 This module builds a two-function library that calls them (once per machine and source,
-in the engine's cache directory, with the C++ compiler PyTensor uses) and calls it through
+in PyTensor's compile directory, with the C++ compiler PyTensor uses) and calls it through
 ctypes. Each value's result is that of one vector call (a short tail is padded to a whole
 vector), so a member's numbers never depend on its neighbours in the pack. Against libm
 the results differ by at most 2 units in the last place in float64, 1 in float32; infinities,
@@ -132,6 +132,17 @@ def _build(path: Path, cxx: str) -> None:
         os.replace(out, path)
 
 
+def _library_path() -> tuple[str, Path]:
+    """The compiler and where the library it builds lives: beside PyTensor's own compiled
+    modules (a directory per platform and CPU), not in DNNFRAME_CACHE_DIR, so a process
+    with a fresh graph cache needs no rebuild."""
+    import pytensor
+
+    cxx = str(pytensor.config.cxx or "")
+    digest = hashlib.sha256(f"{SOURCE}{cxx}{platform.machine()}".encode()).hexdigest()[:16]
+    return cxx, Path(pytensor.config.compiledir) / "dnnframe" / f"mvec-{digest}.so"
+
+
 @functools.lru_cache(maxsize=1)
 def _built() -> tuple[ctypes.CDLL | None, str]:
     """The library built and loaded, or None and why not."""
@@ -140,13 +151,7 @@ def _built() -> tuple[ctypes.CDLL | None, str]:
         reason = "no libmvec with AVX2 tanh (glibc < 2.35)"
     if reason is not None:
         return None, reason
-    import pytensor
-
-    from .diskcache import cache_dir
-
-    cxx = str(pytensor.config.cxx or "")
-    digest = hashlib.sha256(f"{SOURCE}{cxx}{platform.machine()}".encode()).hexdigest()[:16]
-    path = cache_dir() / f"mvec-{digest}.so"
+    cxx, path = _library_path()
     try:
         if not path.exists():
             if not cxx:

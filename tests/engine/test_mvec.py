@@ -5,6 +5,9 @@ and a pack's results within rounding of NumPy's tanh's."""
 
 from __future__ import annotations
 
+import platform
+import subprocess
+
 import numpy as np
 import pytest
 
@@ -41,9 +44,9 @@ def _values(dtype: type) -> np.ndarray:
     special += [1e-8, -1e-8, 0.5, 19.0, 20.0, 22.0, 710.0, info.max, -info.max]
     special += [np.inf, -np.inf, np.nan]
     rng = np.random.default_rng(0)
-    return np.concatenate(
-        [np.linspace(-30, 30, 60_001), rng.normal(0, 3, 20_000), special]
-    ).astype(dtype)
+    return np.concatenate([np.linspace(-30, 30, 60_001), rng.normal(0, 3, 20_000), special]).astype(
+        dtype
+    )
 
 
 @pytest.mark.parametrize(("dtype", "max_ulp"), [(np.float64, 2), (np.float32, 1)])
@@ -115,3 +118,50 @@ def test_a_pack_trains_to_numpys_results_within_rounding(monkeypatch):
             assert a.metrics[name] == pytest.approx(value, rel=rel, abs=0), name
         for ea, eb in zip(a.history, b.history):
             assert ea["train_loss"] == pytest.approx(eb["train_loss"], rel=rel, abs=0)
+
+
+@pytest.fixture
+def uncached():
+    """mvec's per-process answers worked out again, before and after the test."""
+
+    def clear() -> None:
+        for fn in (mvec._built, mvec._chosen, mvec.vector_tanh):
+            fn.cache_clear()
+
+    clear()
+    yield
+    clear()
+
+
+def test_a_failed_build_leaves_numpys_tanh_and_says_why(monkeypatch, tmp_path, uncached):
+    def fail(path, cxx):
+        raise subprocess.CalledProcessError(1, [cxx, "-shared"], stderr=b"no immintrin.h")
+
+    monkeypatch.setattr(mvec, "_library_path", lambda: ("g++", tmp_path / "mvec.so"))
+    monkeypatch.setattr(mvec, "_build", fail)
+    x = np.linspace(-5, 5, 1001)
+    assert np.array_equal(mvec.tanh(x), np.tanh(x))
+    assert mvec.vector_tanh(np.dtype(np.float64)) is None
+    runnable = mvec.why_not(mvec._features(), platform.machine(), platform.system()) is None
+    if runnable and mvec._libmvec() and not mvec.numpy_is_simd(mvec._features()):
+        assert mvec.describe().startswith("numpy (libmvec's tanh could not be built (")
+    else:  # not even tried here: the reason is the CPU's or NumPy's
+        assert mvec.describe().startswith("numpy (")
+
+
+def test_the_library_is_built_once_where_it_is_missing(monkeypatch, tmp_path, uncached):
+    if mvec.why_not(mvec._features(), platform.machine(), platform.system()) or not mvec._libmvec():
+        assert mvec.vector_tanh(np.dtype(np.float64)) is None
+        return
+    built = []
+    real = mvec._build
+    monkeypatch.setattr(mvec, "_library_path", lambda: ("g++", tmp_path / "lib" / "mvec.so"))
+    monkeypatch.setattr(mvec, "_build", lambda path, cxx: built.append(path) or real(path, cxx))
+    fn = mvec.vector_tanh(np.dtype(np.float64))
+    assert fn is not None and built == [tmp_path / "lib" / "mvec.so"]
+    assert sorted(p.name for p in (tmp_path / "lib").iterdir()) == ["mvec.so"]  # no leftovers
+    x = np.linspace(-3, 3, 11)
+    assert _ulps(fn(x), np.tanh(x)) <= 2
+    mvec._built.cache_clear()
+    mvec.vector_tanh.cache_clear()
+    assert mvec.vector_tanh(np.dtype(np.float64)) is not None and len(built) == 1
