@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import compileall
 import os
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -13,7 +16,23 @@ import pytest
 pytest_plugins = ["tiers", "pytester", "xdist_units"]
 
 
+def _write_bytecode(config) -> None:  # noqa: ANN001 - pytest's Config
+    """The project's modules compiled once, before the run. Where PYTHONDONTWRITEBYTECODE is
+    set (CI's machine sets it) no process caches what it compiles, so each of the hundreds
+    of processes the tests start (CLI runs, local and Celery workers, servers) compiled
+    dnnframe's modules from source again: 0.1-0.2 s of CPU each (test_cli and test_local_run
+    used 104 core-s, 96 with the modules compiled). The test processes cache what they
+    compile too (pytest's rewritten test modules among it); subprocesses keep the setting."""
+    sys.dont_write_bytecode = False
+    if hasattr(config, "workerinput"):
+        return  # xdist's controller compiled them before starting this worker
+    root = Path(__file__).resolve().parents[1]
+    for package in ("dnnframe", "dashboard", "tasks"):
+        compileall.compile_dir(root / package, quiet=1)
+
+
 def pytest_configure(config) -> None:  # noqa: ANN001 - pytest hook
+    _write_bytecode(config)
     # Settings a user may have exported (a broker, a store, a token) would reroute the CLI
     # and the app under test; each test that needs one sets it itself. Removed for the whole
     # session, before any fixture (module-scoped ones included) starts a subprocess.
