@@ -78,6 +78,9 @@ def test_a_values_result_does_not_depend_on_its_neighbours(dtype):
             assert part.shape == (n,)
             assert np.array_equal(part, whole[start : start + n])
     assert np.array_equal(fn(x[::3]), whole[::3])  # strided input is copied first
+    frozen = x.copy()
+    frozen.flags.writeable = False  # a read-only input too
+    assert np.array_equal(fn(frozen), whole) and np.array_equal(fn(x[:0]), whole[:0])
     grid = x.reshape(25, 40)
     assert np.array_equal(fn(grid.T), whole.reshape(25, 40).T)
     assert np.array_equal(mvec.tanh(grid.T), fn(grid.T))  # the op's entry, whatever it chose
