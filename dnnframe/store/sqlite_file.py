@@ -172,7 +172,11 @@ class SQLiteFile:
             )
             # WAL: readers never block the writer; NORMAL sync is durable across crashes of the
             # process (the OS keeps the WAL), only a power cut may lose the last commits.
-            mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+            # retried like a write: opening while another process creates, closes or
+            # checkpoints the file can answer "database is locked" at once, past busy_timeout
+            mode = SQLITE_BUSY.call(
+                conn.execute, "PRAGMA journal_mode=WAL", what=f"store {self.url!r}"
+            ).fetchone()[0]
             if mode.lower() != "wal":
                 raise StoreError(
                     f"store file {str(self.path)!r}: cannot switch to WAL mode ({mode})"
