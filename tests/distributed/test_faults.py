@@ -168,6 +168,14 @@ def test_sigkill_pool_process_redelivered_to_another_node(
             ex.app.control.cancel_consumer(
                 queue, destination=[owner_node.nodename], reply=True, timeout=5
             )
+
+        def consumes_nothing() -> bool:
+            # the reply above comes before the cancel is done (the worker defers it to its
+            # event loop): until then the retry queue could still hand the owner the trial
+            replies = ex.app.control.inspect([owner_node.nodename], timeout=2).active_queues()
+            return bool(replies) and replies.get(owner_node.nodename) == []
+
+        wait_until(consumes_nothing, 30, "the owner's node to consume from no queue")
         wait_until(
             lambda: _running_on(store, spec.experiment_id, owner_node.nodename),
             30,
