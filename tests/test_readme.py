@@ -21,7 +21,7 @@ def test_ci_runs_the_readme_install_and_test_commands_verbatim() -> None:
     install = [c for c in commands if "pip install" in c]
     tests = [c for c in commands if "pytest" in c]
     assert install == ['python3 -m venv .venv && . .venv/bin/activate && pip install -e ".[dev]"']
-    assert tests == ["python -m pytest -n 3"]
+    assert tests == ["python -m pytest -n 4"]
     # the fast tier sits beside it (a console block: it is not what CI runs)
     section = (ROOT / "README.md").read_text(encoding="utf-8").split("## A fresh machine")[1]
     section = section.split("\n## ", 1)[0]

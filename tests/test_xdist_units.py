@@ -13,7 +13,7 @@ from pathlib import Path
 from xml.etree import ElementTree
 
 import pytest
-from xdist_units import DOCKER_UNIT, Lanes, hand_out_order, kind_of, unit_of
+from xdist_units import DOCKER_UNIT, Lanes, hand_out_order, kind_of, unit_of, waiting_lanes
 
 TESTS = "".join(f"def test_{i}():\n    pass\n\n" for i in range(6))
 BROKER = "import pytest\npytestmark = pytest.mark.broker\n" + TESTS
@@ -62,7 +62,7 @@ def test_one_lane_takes_the_waiting_units_and_the_others_compute_first() -> None
         "w3": {"docker"},
     }
     lane, other = object(), object()
-    lanes = Lanes(marks, lane)
+    lanes = Lanes(marks, [lane])
     queue = list(marks) + ["unknown"]  # a unit without marks is light
 
     def take(worker: object, waiting: int = 1) -> str:
@@ -77,9 +77,23 @@ def test_one_lane_takes_the_waiting_units_and_the_others_compute_first() -> None
     assert take(other, waiting=1) == "w3"
     assert [take(other, waiting=2), take(lane) if queue else None] == ["unknown", None]
     # a lane whose kind has run out takes the next: computing, then light
-    assert Lanes(marks, lane).pick(lane, ["l1", "c2"]) == "c2"
+    assert Lanes(marks, [lane]).pick(lane, ["l1", "c2"]) == "c2"
     # no marks read (the file missing): the hand-out order as it is
-    assert Lanes({}, lane).pick(lane, ["c1", "w1"]) == "c1"
+    assert Lanes({}, [lane]).pick(lane, ["c1", "w1"]) == "c1"
+
+
+def test_workers_beyond_the_cores_wait_and_each_core_keeps_one_computing() -> None:
+    assert [waiting_lanes(n, 2) for n in (1, 2, 3, 4, 5, 8)] == [1, 1, 1, 2, 2, 2]
+    assert [waiting_lanes(n, 8) for n in (3, 4, 9, 10)] == [1, 1, 1, 2]
+    marks = {"w1": {"broker"}, "w2": {"docker"}, "w3": {"netns"}, "c1": {"slow"}, "c2": {"slow"}}
+    lanes, others = [object(), object()], [object(), object()]
+    pick = Lanes(marks, lanes).pick
+    queue = list(marks)
+    firsts = []
+    for worker in [*lanes, *others]:  # xdist hands each worker its first unit in turn
+        firsts.append(pick(worker, queue, sum(kind_of(marks[u]) == "wait" for u in firsts)))
+        queue.remove(firsts[-1])
+    assert firsts == ["w1", "w2", "c1", "c2"]  # both lanes wait from the start, both cores compute
 
 
 def test_files_and_the_docker_tests_each_go_to_one_worker(

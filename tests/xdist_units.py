@@ -1,4 +1,4 @@
-"""How pytest-xdist's workers (the README's full run, ``-n 3``, and its fast tier, ``-n 2``)
+"""How pytest-xdist's workers (the README's full run, ``-n 4``, and its fast tier, ``-n 2``)
 split the suite.
 
 A unit of work goes to one worker as a whole: a test file (its module-scoped fixtures, a
@@ -7,12 +7,13 @@ everything under ``tests/deploy`` together (those tests build, tag and remove th
 images in one Docker engine, so two at once would race). The units that hold a slow,
 Docker, namespace, broker or browser test are handed out first, so the run does not end with
 one worker idle while the others work through a long file. Those that mostly wait on
-processes (a broker, hosts, containers: their faults wait out timeouts) go to one worker, one
-after another, while the others compute (:class:`Lanes`), so the waits overlap computing
+processes (a broker, hosts, containers: their faults wait out timeouts) go to the waiting
+lanes, one after another on each, while a worker per core computes (:class:`Lanes`; with
+``-n 4`` on two cores, two lanes wait and two compute), so the waits overlap computing
 rather than each other: handed out in file order, the distributed tests once ran together
 for three minutes at half the CPU, and alternated with computing units, two of three workers
-still started on waiting ones. There are more waiting units than one worker gets through
-while the others compute, so a second takes them once the computing units are handed out.
+still started on waiting ones. Where the lanes do not get through the waiting units while
+the others compute, another worker takes them once the computing units are handed out.
 
 This is xdist's scope scheduler with our own units (``pytest_xdist_make_scheduler``), not
 ``--dist loadgroup``: that mode marks a group by rewriting a test's node id, which pytest
@@ -26,7 +27,7 @@ import os
 import resource
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -72,7 +73,8 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
 
         def _assign_work_unit(self, node: Any) -> None:
             if self.lanes is None:
-                self.lanes = Lanes(_read_marks(marks_file), self.nodes[0])
+                count = waiting_lanes(len(self.nodes), len(os.sched_getaffinity(0)))
+                self.lanes = Lanes(_read_marks(marks_file), self.nodes[:count])
             # workers busy with waiting units: a worker runs its units one after another,
             # so a waiting unit it holds next to one it runs is no second one at once
             waiting = sum(
@@ -127,18 +129,29 @@ def _read_marks(path: Path) -> dict[str, set[str]]:
         return {}
 
 
-class Lanes:
-    """Which unit a worker gets next. One worker is the waiting lane: it takes the units
-    that mostly wait (a broker, hosts, containers) one after another, and the other workers
-    take the heavy computing units first. The waiting units are more than one worker can run
-    in the time the others compute, so once the computing ones are handed out a worker takes
-    a waiting unit while fewer than :data:`WAITING_AT_ONCE` workers run them, else a light
-    one (the light units, many and short, fill the end of the run). A worker whose kinds have
-    run out takes what is left."""
+def waiting_lanes(workers: int, cores: int) -> int:
+    """How many of ``workers`` are waiting lanes on ``cores`` CPUs: those beyond one per
+    core (each core keeps a computing worker), at least one, at most
+    :data:`WAITING_AT_ONCE`. The waiting units add up to more wall time than the run
+    (900 s of it in a 710 s run of ``-n 3``): with one lane, a second worker took them once
+    the computing units were handed out, and for the last 200 s one worker computed while
+    two waited (the CPU 25-40 % idle)."""
+    return max(1, min(WAITING_AT_ONCE, workers - cores))
 
-    def __init__(self, marks: dict[str, set[str]], waiting_lane: object) -> None:
+
+class Lanes:
+    """Which unit a worker gets next. The waiting lanes (one worker, or more where there
+    are more workers than cores: :func:`waiting_lanes`) take the units that mostly wait (a
+    broker, hosts, containers) one after another, and the other workers take the heavy
+    computing units first. Where the waiting units are more than the lanes run in the time
+    the others compute, once the computing ones are handed out a worker takes a waiting unit
+    while fewer than :data:`WAITING_AT_ONCE` workers run them, else a light one (the light
+    units, many and short, fill the end of the run). A worker whose kinds have run out takes
+    what is left."""
+
+    def __init__(self, marks: dict[str, set[str]], waiting_lanes: Sequence[object]) -> None:
         self.marks = marks
-        self.waiting_lane = waiting_lane
+        self.waiting_lanes = list(waiting_lanes)
 
     def kind(self, unit: str) -> str:
         return kind_of(self.marks.get(unit, set()))
@@ -146,7 +159,7 @@ class Lanes:
     def pick(self, worker: object, queue: list[str], waiting: int = 0) -> str:
         """The unit of ``queue`` (in hand-out order) for ``worker`` to run next, while
         ``waiting`` other workers run waiting units."""
-        if worker is self.waiting_lane:
+        if any(worker is lane for lane in self.waiting_lanes):
             order = ("wait", "compute", "light")
         elif waiting < WAITING_AT_ONCE:
             order = ("compute", "wait", "light")
