@@ -26,9 +26,16 @@ def _write_bytecode(config) -> None:  # noqa: ANN001 - pytest's Config
     sys.dont_write_bytecode = False
     if hasattr(config, "workerinput"):
         return  # xdist's controller compiled them before starting this worker
+    from xdist_units import rewrite_test_modules, rewritten  # a plugin, loaded by now
+
     root = Path(__file__).resolve().parents[1]
     for package in ("dnnframe", "dashboard", "tasks"):
         compileall.compile_dir(root / package, quiet=1)
+    for helper in Path(_TESTS).rglob("*.py"):  # the tests' helpers: imported, not rewritten
+        if not rewritten(helper):
+            compileall.compile_file(helper, quiet=1)
+    if config.getoption("numprocesses", None):
+        rewrite_test_modules(config)  # before xdist starts its workers
 
 
 def pytest_configure(config) -> None:  # noqa: ANN001 - pytest hook

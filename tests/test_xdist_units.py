@@ -13,7 +13,15 @@ from pathlib import Path
 from xml.etree import ElementTree
 
 import pytest
-from xdist_units import DOCKER_UNIT, Lanes, hand_out_order, kind_of, unit_of, waiting_lanes
+from xdist_units import (
+    DOCKER_UNIT,
+    Lanes,
+    hand_out_order,
+    kind_of,
+    rewrite_test_modules,
+    unit_of,
+    waiting_lanes,
+)
 
 TESTS = "".join(f"def test_{i}():\n    pass\n\n" for i in range(6))
 BROKER = "import pytest\npytestmark = pytest.mark.broker\n" + TESTS
@@ -154,3 +162,23 @@ def test_files_and_the_docker_tests_each_go_to_one_worker(
     start = next(i for i, line in enumerate(out) if "CPU by unit" in line)
     listed = [line.split()[-1] for line in out[start + 1 : start + 7]]
     assert sorted(listed) == sorted(workers), out[start:]
+
+
+def test_the_controller_caches_every_rewritten_test_module_for_the_workers(
+    pytestconfig: pytest.Config,
+) -> None:
+    if pytestconfig.getoption("assertmode") != "rewrite":
+        pytest.skip("assertions are not rewritten in this run (--assert=plain)")
+    from _pytest.assertion import rewrite
+
+    cached = rewrite_test_modules(pytestconfig)
+    here = Path(__file__).resolve().parent
+    # every test module and conftest file (an empty list: pytest's private functions moved)
+    assert Path(__file__).resolve() in cached and here / "conftest.py" in cached
+    assert len(cached) == len([p for p in here.rglob("*.py") if p.name.startswith("test_")]) + len(
+        [p for p in here.rglob("*.py") if p.stem in ("conftest", "tiers", "xdist_units")]
+    )
+    state = pytestconfig.stash[rewrite.assertstate_key]
+    for fn in cached:  # what a worker's import reads back instead of rewriting
+        pyc = rewrite.get_cache_dir(fn) / (fn.name[:-3] + rewrite.PYC_TAIL)
+        assert rewrite._read_pyc(fn, pyc, state.trace) is not None, fn
