@@ -112,29 +112,34 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 def rewrite_test_modules(config: pytest.Config) -> list[Path]:
-    """The test modules rewritten for pytest's assertions and cached, by the controller
-    before xdist starts its workers; the modules cached. Each worker collects every module,
-    and on a clean clone all four rewrote and compiled the same 130 files at once: 14-16 s
-    of CPU each to collect rather than 8-9 with the cache, the run's first 25 to 30 s. This
-    is pytest's own rewriting and its atomic cache writes (private functions: where they
-    have changed nothing is cached, and each worker rewrites what it imports, as before;
-    tests/test_xdist_units.py says so)."""
-    done: list[Path] = []
+    """Rewrite the test modules for pytest's assertions and cache them, in the controller
+    before xdist starts its workers; return the modules cached. Each worker collects every
+    module, and on a clean clone all four rewrote and compiled the same 130 files at once:
+    14-16 s of CPU each to collect rather than 8-9 with the cache, the run's first 25 to
+    30 s. This is pytest's own rewriting and its atomic cache writes, through private
+    functions: where they have changed, nothing more is cached and each worker rewrites
+    what it imports, as before (tests/test_xdist_units.py fails then, to say so)."""
     try:
         from _pytest.assertion import rewrite
 
         state = config.stash[rewrite.assertstate_key]
-        for fn in sorted(Path(__file__).resolve().parent.rglob("*.py")):
-            if not rewritten(fn):
-                continue
+    except (ImportError, AttributeError, KeyError):  # no rewriting (--assert=plain)
+        return []
+    done: list[Path] = []
+    for fn in sorted(Path(__file__).resolve().parent.rglob("*.py")):
+        if not rewritten(fn):
+            continue
+        try:
             pyc = rewrite.get_cache_dir(fn) / (fn.name[:-3] + rewrite.PYC_TAIL)
             if rewrite._read_pyc(fn, pyc, state.trace) is None:
                 source_hash, code = rewrite._rewrite_test(fn, config)
                 pyc.parent.mkdir(exist_ok=True)
                 rewrite._write_pyc(state, code, source_hash, pyc)
-            done.append(fn)
-    except (ImportError, AttributeError, KeyError, TypeError):
-        return []
+        except (SyntaxError, OSError, ValueError):
+            continue  # pytest reports it where it imports the module
+        except (AttributeError, TypeError):
+            return done  # pytest's private functions changed
+        done.append(fn)
     return done
 
 
@@ -182,9 +187,9 @@ class Lanes:
     units, many and short, fill the end of the run). A worker whose kinds have run out takes
     what is left."""
 
-    def __init__(self, marks: dict[str, set[str]], waiting_lanes: Sequence[object]) -> None:
+    def __init__(self, marks: dict[str, set[str]], lanes: Sequence[object]) -> None:
         self.marks = marks
-        self.waiting_lanes = list(waiting_lanes)
+        self.waiting_lanes = list(lanes)
 
     def kind(self, unit: str) -> str:
         return kind_of(self.marks.get(unit, set()))
