@@ -73,7 +73,7 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
 
         def _assign_work_unit(self, node: Any) -> None:
             if self.lanes is None:
-                count = waiting_lanes(len(self.nodes), len(os.sched_getaffinity(0)))
+                count = waiting_lanes(len(self.nodes), _cores())
                 self.lanes = Lanes(_read_marks(marks_file), self.nodes[:count])
             # workers busy with waiting units: a worker runs its units one after another,
             # so a waiting unit it holds next to one it runs is no second one at once
@@ -165,6 +165,13 @@ def _read_marks(path: Path) -> dict[str, set[str]]:
         return {unit: set(names) for unit, names in json.loads(path.read_text()).items()}
     except (OSError, ValueError):  # no marks: every unit is light, handed out in order
         return {}
+
+
+def _cores() -> int:
+    """The CPUs this process may run on (its affinity, where the platform has one)."""
+    if hasattr(os, "sched_getaffinity"):  # Linux; not macOS
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
 
 
 def waiting_lanes(workers: int, cores: int) -> int:
