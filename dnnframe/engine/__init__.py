@@ -17,7 +17,29 @@ from .result import TrialResult
 if TYPE_CHECKING:
     from .packed import train, train_pack
 
-__all__ = ["ENGINE_VERSION", "TrialResult", "compile_key", "pack_key", "train", "train_pack"]
+__all__ = [
+    "ENGINE_VERSION",
+    "TrialResult",
+    "compile_key",
+    "pack_key",
+    "train",
+    "train_pack",
+    "warm_up",
+]
+
+
+def warm_up() -> None:
+    """Load now what every trial needs: PyTensor (THEANO_FLAGS applied first), the engine,
+    the C linker's lazily imported modules and PyTensor's compiled-module index; about a
+    second of CPU a process otherwise pays on its first trial. A worker calls it as it
+    starts; a Celery worker's main process calls it before it forks its pool, so every
+    pool process starts with it loaded."""
+    from .pytensor_wall import configure
+
+    configure()
+    from . import diskcache, packed  # noqa: F401 - packed: the engine's graph code
+
+    diskcache.preload()
 
 
 def __getattr__(name: str):

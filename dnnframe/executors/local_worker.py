@@ -122,15 +122,14 @@ def _open(
 
 
 def _warm_up() -> None:
-    """Import what every trial needs (PyTensor via the engine, which applies THEANO_FLAGS
-    first; the C linker and its module index) while the parent is still submitting, so the
-    first trial of each worker does not pay seconds of imports. Datasets come from the
-    host's dataset cache, without scikit-learn, once any process loaded them."""
+    """The engine's warm-up (:func:`dnnframe.engine.warm_up`) while the parent is still
+    submitting, so the first trial of each worker does not pay seconds of imports. Datasets
+    come from the host's dataset cache, without scikit-learn, once any process loaded
+    them."""
     try:
-        from ..engine import diskcache
-        from ..engine import train as _train  # noqa: F401
+        from ..engine import warm_up
 
-        diskcache.preload()
+        warm_up()
     except Exception:
         log.warning("worker warm-up import failed; trials will report it", exc_info=True)
 

@@ -57,9 +57,26 @@ def test_sweep_completes_through_two_workers(
     assert queue_depth(broker_url, queue_name) == 0
 
 
+def _maps(pid: int) -> str:
+    return Path(f"/proc/{pid}/maps").read_text()
+
+
+def _cmdline(pid: int) -> bytes:
+    return Path(f"/proc/{pid}/cmdline").read_bytes()
+
+
 def test_real_engine_trial_through_celery(broker_url, store_url, queue_name, start_worker, store):
-    """No hooks: the worker trains digits with the PyTensor engine and stores the result."""
-    start_worker(queue_name)
+    """No hooks: the worker trains digits with the PyTensor engine and stores the result.
+    Its pool process starts with the engine loaded by the main process before the fork
+    (PyTensor's C virtual machine is mapped before any task arrives), so no pack pays for
+    the imports."""
+    w = start_worker(queue_name)
+    # the pool processes are forks of the main process (the same command line); its other
+    # children (the reaper, multiprocessing's resource tracker) are spawned interpreters
+    pool = [pid for pid in w.children() if _cmdline(pid) == _cmdline(w.proc.pid)]
+    assert pool, "the worker has no pool process"
+    for pid in pool:
+        assert "lazylinker_ext" in _maps(pid), f"pool process {pid} started without PyTensor"
     spec = make_spec("engine", 1, max_epochs=2)
     with CeleryExecutor(broker_url, store_url, queue=queue_name) as ex:
         submit_experiment(spec, store, ex)

@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
 from dnnframe import settings
@@ -156,3 +161,41 @@ def test_a_crashed_pack_is_sent_whole_then_split(size, attempts, cap, pieces):
     split = split_after_crash(ids, attempts, cap)
     assert [len(p) for p in split] == pieces
     assert [t for p in split for t in p] == ids
+
+
+_WORKER_INIT = (
+    "import sys\n"
+    "from dnnframe.executors import celery_worker\n"
+    "celery_worker._on_worker_init()\n"
+    "print('pytensor' in sys.modules, 'jax' in sys.modules)\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("env", "loaded"),
+    [
+        ({}, "True False"),  # the C backend: loaded before the pool forks
+        ({"THEANO_FLAGS": "mode=JAX"}, "False False"),  # no fork once JAX may have threads
+        ({"DNNFRAME_TRAIN_FN": "dnnframe.testing.hooks:sleepy_train"}, "False False"),
+    ],
+)
+def test_a_worker_main_process_loads_the_engine_before_its_pool_forks(env, loaded):
+    """Celery's ``worker_init`` runs in the worker's main process before the pool forks:
+    under the C backend the engine is loaded there (each pool process inherits it), not
+    under JAX nor for a test hook that does not train with it. A fresh interpreter each,
+    as a worker is."""
+    clean = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("THEANO_FLAGS", "PYTENSOR_FLAGS", "DNNFRAME_TRAIN_FN")
+    }
+    out = subprocess.run(
+        [sys.executable, "-c", _WORKER_INIT],
+        env={**clean, **env},
+        cwd=Path(__file__).resolve().parents[2],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == loaded, out.stdout + out.stderr
