@@ -325,10 +325,10 @@ class CeleryExecutor(Executor):
         self._ended += len(fresh) - len(running)
         self._remaining |= running
         while True:
-            changed = store.list_trials(since=cursor, fields=())  # ids, states, seqs
+            changed = store.changed_states(cursor)
             if changed:
-                cursor = max(cursor, max(t.seq for t in changed))
-                ended = self._remaining & {t.id for t in changed if t.state.is_finished}
+                cursor = max(cursor, changed[-1][2])
+                ended = self._remaining & {tid for tid, state, _ in changed if state.is_finished}
                 self._remaining -= ended
                 self._ended += len(ended)
             with self._lock:

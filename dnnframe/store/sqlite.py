@@ -329,3 +329,12 @@ class SQLiteStore(
 
     def latest_seq(self) -> int:
         return self._read("SELECT coalesce(max(seq), 0) FROM trials")[0][0]
+
+    def _changed_states(self, since: int) -> list[tuple[str, TrialState, int]]:
+        # id and state lead the row and seq is in its index: SQLite reaches them without
+        # walking the curve and result stored before the other columns (a lean row read
+        # them too: 7 us a row against 2, at 10,000 trials of 20 epochs)
+        rows = self._read(
+            "SELECT id, state, seq FROM trials WHERE seq > ? ORDER BY seq, rowid", [since]
+        )
+        return [(tid, TrialState(state), seq) for tid, state, seq in rows]

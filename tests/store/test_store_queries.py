@@ -297,6 +297,7 @@ def test_interleaved_writers_never_hide_a_finished_trial_from_a_cursor_reader(
     ids = make(store, 120)
     stop = threading.Event()
     seen: dict[str, TrialRecord] = {}
+    states: dict[str, TrialState] = {}  # what a reader of changed_states saw last
     errors: list[BaseException] = []
 
     def reader():
@@ -306,6 +307,18 @@ def test_interleaved_writers_never_hide_a_finished_trial_from_a_cursor_reader(
                 done = stop.is_set()  # read before the last sweep, so it sees the final writes
                 cursor, page = follow(store, cursor, 7)
                 seen.update(page)
+                if done:
+                    return
+        except BaseException as exc:  # noqa: BLE001 - reported by the main thread
+            errors.append(exc)
+
+    def state_reader():
+        cursor = 0
+        try:
+            while True:
+                done = stop.is_set()
+                for tid, state, seq in store.changed_states(cursor):
+                    states[tid], cursor = state, max(cursor, seq)
                 if done:
                     return
         except BaseException as exc:  # noqa: BLE001 - reported by the main thread
@@ -324,14 +337,17 @@ def test_interleaved_writers_never_hide_a_finished_trial_from_a_cursor_reader(
             errors.append(exc)
 
     threads = [threading.Thread(target=writer, args=(k,)) for k in range(4)]
-    watcher = threading.Thread(target=reader)
-    watcher.start()
+    watchers = [threading.Thread(target=reader), threading.Thread(target=state_reader)]
+    for th in watchers:
+        th.start()
     for th in threads:
         th.start()
     for th in threads:
         th.join()
     stop.set()
-    watcher.join()
+    for th in watchers:
+        th.join()
     assert errors == []
     assert sorted(seen) == sorted(ids)
     assert {t.state for t in seen.values()} == {TrialState.COMPLETE}
+    assert states == dict.fromkeys(ids, TrialState.COMPLETE)

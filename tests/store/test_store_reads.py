@@ -83,6 +83,27 @@ def test_lean_change_cursor_sees_every_change(three, store):
     assert changed[0].seq == store.latest_seq()
 
 
+def test_changed_states_are_the_change_cursors_ids_states_and_seqs(three, store):
+    """What a follower counting ended trials reads: the rows ``since=`` returns, as
+    ``(id, state, seq)``, from any cursor; nothing after the newest change."""
+    start = store.latest_seq()
+    assert store.changed_states(start) == []
+    store.append_metrics(three[1], {"epoch": 2, "val_loss": 0.8}, worker="node:7")
+    store.finish_trial(three[1], TrialState.PRUNED, worker="node:7")
+    assert store.claim_trial(three[2], "node:8") is not None
+    for since in range(store.latest_seq() + 1):
+        assert store.changed_states(since) == [
+            (t.id, t.state, t.seq) for t in store.list_trials(since=since, fields=())
+        ]
+    assert [(tid, state) for tid, state, _ in store.changed_states(start)] == [
+        (three[1], TrialState.PRUNED),
+        (three[2], TrialState.RUNNING),
+    ]
+    for bad in (-1, "3", True, 1.5):
+        with pytest.raises(ValueError, match="since must be a non-negative integer"):
+            store.changed_states(bad)
+
+
 def test_get_trials_reads_several_in_the_order_asked(three, store):
     asked = [three[2], three[0], three[2], three[1]]
     got = store.get_trials(asked)
