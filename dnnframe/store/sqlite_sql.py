@@ -104,21 +104,27 @@ def update_each(c: sqlite3.Connection, update: TrialUpdate, ids: list[str]) -> N
     apply_updates(c, [(tid, seq + i, update) for i, tid in enumerate(ids)])
 
 
-# A curve and the epochs to append are JSON arrays: json() writes each minified, so the
-# curve without its closing bracket, a comma and the tail without its opening one is the
-# longer array. One text per trial, built by C code, however many epochs it carries (a
-# json_insert pair per epoch needed a Python object and a parse of each).
+# A curve and the epochs to append are JSON arrays, each written minified: the curve
+# without its closing bracket, a comma and the tail without its opening one is the longer
+# array. One text per trial, built by C code, however many epochs it carries (a
+# json_insert pair per epoch needed a Python object and a parse of each). The epochs are
+# this store's own compact JSON; a curve shaped as the store writes one ("[{...}]") is
+# joined as it is, since parsing it with json() on every write cost more than the update
+# itself; any other stored text (an empty curve, one another program wrote) goes through
+# json() first.
 _APPEND = (
     "UPDATE trials SET heartbeat_at = ?1, seq = ?2, metrics = CASE "
-    "WHEN json_array_length(?3) = 0 THEN metrics "
-    "WHEN json_array_length(metrics) = 0 THEN json(?3) "
-    "ELSE substr(json(metrics), 1, length(json(metrics)) - 1) || ',' || substr(json(?3), 2) "
+    "WHEN ?3 = '[]' THEN metrics "
+    "WHEN metrics LIKE '[{%}]' THEN substr(metrics, 1, length(metrics) - 1) || ',' || "
+    "substr(?3, 2) "
+    "WHEN json_array_length(metrics) = 0 THEN ?3 "
+    "ELSE substr(json(metrics), 1, length(json(metrics)) - 1) || ',' || substr(?3, 2) "
     "END WHERE id = ?4"
 )
 
 
 def append_epochs(c: sqlite3.Connection, rows: list[tuple[float, int, str, str]]) -> None:
-    """Append to each trial's curve its epochs, given as ``(heartbeat_at, seq, JSON array
-    text of the epochs in order, trial id)``; the heartbeat and change number are set in
-    the same statement."""
+    """Append to each trial's curve its epochs, given as ``(heartbeat_at, seq, compact JSON
+    array text of the epochs in order, as :func:`~dnnframe.jsonsafe.dumps` writes it, trial
+    id)``; the heartbeat and change number are set in the same statement."""
     c.executemany(_APPEND, rows)

@@ -8,6 +8,7 @@ returned.
 from __future__ import annotations
 
 import json
+import sqlite3
 import subprocess
 import sys
 
@@ -59,6 +60,36 @@ def test_unnumbered_epochs_are_appended_as_given(store):
     store.append_metrics(a, {"loss": 1.0}, worker="w")
     store.append_metrics(a, {"loss": 1.0}, worker="w")
     assert store.get_trial(a).metrics == [{"loss": 1.0}, {"loss": 1.0}]
+
+
+@pytest.mark.parametrize(
+    "stored",
+    [
+        '[ {"epoch": 1, "val_loss": 1.0, "tag": ""} ]',  # spaced, as another program writes
+        '[{"epoch":1,"val_loss":1.0,"tag":""}]\n',  # a trailing newline
+        "[\n]",  # an empty curve that is not spelled []
+        '[{"epoch":1,"val_loss":1.0,"tag":""}]',  # the store's own spelling
+    ],
+)
+def test_sqlite_appends_to_a_curve_however_its_text_is_spelled(tmp_path, stored):
+    """SQLite joins the store's own compact curve text as it is and parses any other first:
+    what is read back is the whole curve, whatever the stored text looked like."""
+    path = tmp_path / "curves.db"
+    store = open_store(f"sqlite:///{path}")
+    try:
+        (a,) = _running(store, 1)
+        con = sqlite3.connect(path)
+        with con:
+            con.execute("UPDATE trials SET metrics = ? WHERE id = ?", (stored, a))
+        con.close()
+        before = json.loads(stored)
+        assert store.append_metrics_many({a: _epochs(2, 4)}, worker="w") == {a}
+        assert store.get_trial(a).metrics == before + _epochs(2, 4)
+        # stored already: nothing is added
+        assert store.append_metrics_many({a: _epochs(3, 4, "again")}, worker="w") == {a}
+        assert store.get_trial(a).metrics == before + _epochs(2, 4)
+    finally:
+        store.close()
 
 
 FAST_SPEC = {
