@@ -103,22 +103,41 @@ class TrialMethods(abc.ABC):
         checked = check_metrics_many(metrics_by_id)
         return self._append_metrics_many(checked, worker) if checked else set()
 
-    def finish_trials(self, items: list[FinishItem], worker: str | None = None) -> set[str]:
+    def finish_trials(
+        self,
+        items: list[FinishItem],
+        worker: str | None = None,
+        epochs: MetricsBatch[Epochs] | None = None,
+    ) -> set[str]:
         """Finish trials: ``items`` are ``(trial_id, state, result, error)`` tuples.
 
         Each trial gets its state, ``result`` (``TrialResult.to_dict()``), ``error`` and
         ``finished_at``. Allowed from RUNNING (when ``worker`` is given it must be the owner)
         to any finished state, and from QUEUED to CANCELLED.
 
+        ``epochs`` (trial id -> the last epochs of its curve, as ``append_metrics_many``
+        takes them) are appended to the curve of each trial this call finishes, in the same
+        write: a reader never sees the end without them, and a trial this call refuses
+        keeps its curve as it was. As with ``append_metrics_many``, epochs a curve holds
+        already are skipped, so a retried call stores each once. A pack's runner sends the
+        epochs it has not written yet this way: its curves and ends cost one write a trial.
+
         Returns:
             The ids this call finished; the others were refused (already finished, QUEUED
             with a state other than CANCELLED, or owned by another worker).
         Raises:
             NotFoundError: an unknown trial (nothing is finished).  ValueError: a state that
-            is not a finished state, or a malformed item.
+            is not a finished state, a malformed item, or epochs for a trial not among
+            ``items`` (nothing is written).
         """
         checked = check_finish_items(items)
-        return self._finish_trials(checked, worker) if checked else set()
+        tails = check_metrics_many(epochs) if epochs else {}
+        strays = set(tails).difference(tid for tid, *_ in checked)
+        if strays:
+            raise ValueError(
+                f"epochs for trial {sorted(strays)[0]!r}, which is not among the trials to finish"
+            )
+        return self._finish_trials(checked, worker, tails) if checked else set()
 
     def cancel_requested(self, trial_ids: list[str]) -> set[str]:
         """The ids whose trial is CANCELLED or all of whose experiments asked to cancel
@@ -209,8 +228,14 @@ class TrialMethods(abc.ABC):
         """:meth:`append_metrics_many`, its arguments checked."""
 
     @abc.abstractmethod
-    def _finish_trials(self, items: list[CheckedFinish], worker: str | None) -> set[str]:
-        """:meth:`finish_trials`, its arguments checked."""
+    def _finish_trials(
+        self,
+        items: list[CheckedFinish],
+        worker: str | None,
+        epochs: dict[str, list[dict[str, Any]]],
+    ) -> set[str]:
+        """:meth:`finish_trials`, its arguments checked (``epochs`` holds only trials of
+        ``items``, none with an empty list)."""
 
     @abc.abstractmethod
     def _cancel_requested(self, trial_ids: list[str]) -> set[str]:

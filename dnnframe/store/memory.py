@@ -347,20 +347,26 @@ class MemoryStore(MemoryLeases, MemoryNotes, MemoryOutbox, MemoryWorkers, Result
                 doc = d.trials.get(tid)
                 if doc is None or not owns(doc["state"], doc["worker"], worker):
                     continue
-                last = doc["metrics"][-1].get("epoch") if doc["metrics"] else None
-                doc["metrics"] = doc["metrics"] + json_copy(epochs_to_store(epochs, last))
+                _extend_curve(doc, epochs)
                 doc["heartbeat_at"] = t
                 self._write(d, doc, TrialUpdate({}))
                 written.add(tid)
             return written
 
-    def _finish_trials(self, items: list[CheckedFinish], worker: str | None) -> set[str]:
+    def _finish_trials(
+        self,
+        items: list[CheckedFinish],
+        worker: str | None,
+        epochs: dict[str, list[dict[str, Any]]],
+    ) -> set[str]:
         with self._locked() as d:
             self._require(d, [tid for tid, *_ in items])
             t, done = now(), set()
             for tid, state, result, error in items:
                 doc = d.trials[tid]
                 if may_finish(doc["state"], doc["worker"], state, worker):
+                    if tid in epochs:
+                        _extend_curve(doc, epochs[tid])
                     self._write(d, doc, finish_update(state, result, error, t))
                     done.add(tid)
             return done
@@ -456,3 +462,9 @@ class MemoryStore(MemoryLeases, MemoryNotes, MemoryOutbox, MemoryWorkers, Result
     def latest_seq(self) -> int:
         with self._locked() as d:
             return d.seq
+
+
+def _extend_curve(doc: dict[str, Any], epochs: list[dict[str, Any]]) -> None:
+    """Append to a trial's curve the epochs it lacks (a new list: readers hold the old)."""
+    last = doc["metrics"][-1].get("epoch") if doc["metrics"] else None
+    doc["metrics"] = doc["metrics"] + json_copy(epochs_to_store(epochs, last))

@@ -156,7 +156,7 @@ class MongoTrials:
             [UpdateOne(f, u) for f, u in ops], ordered=False
         ).modified_count
 
-    def _find_all(self, ids: list[str], fields: dict[str, int] | None) -> dict[str, dict[str, Any]]:
+    def _find_all(self, ids: list[str], fields: dict[str, Any] | None) -> dict[str, dict[str, Any]]:
         docs = {d["_id"]: d for d in self._db.trials.find({"_id": {"$in": ids}}, fields)}
         missing = [tid for tid in ids if tid not in docs]
         if missing:
@@ -284,10 +284,16 @@ class MongoTrials:
 
     @retry_write
     def _finish_trials(
-        self, items: list[CheckedFinish], worker: str | None, *, call: WriteCall
+        self,
+        items: list[CheckedFinish],
+        worker: str | None,
+        epochs: dict[str, list[dict[str, Any]]],
+        *,
+        call: WriteCall,
     ) -> set[str]:
         ids = [tid for tid, *_ in items]
-        self._find_all(ids, {"_id": 1})
+        # how each curve ends is read only where epochs come with the end
+        ends = self._find_all(ids, {"_id": 1, "metrics": {"$slice": -1}} if epochs else {"_id": 1})
         t = now()
         with self._seq.block(len(items)) as first:
             ops = []
@@ -299,12 +305,15 @@ class MongoTrials:
                     else {"state": s}
                     for s in finishable_from(st)
                 ]
-                ops.append(
-                    (
-                        {"_id": tid, "$or": allowed},
-                        write_of(finish_update(st, result, error, t), seq=first + k, op=call.op),
-                    )
-                )
+                write = write_of(finish_update(st, result, error, t), seq=first + k, op=call.op)
+                # In the finishing update itself: a refused trial's curve stays as it was,
+                # and an attempt applied before the connection dropped (the trial is
+                # finished now) is not applied again.
+                curve = ends[tid].get("metrics") or [{}]
+                tail = epochs_to_store(epochs[tid], curve[-1].get("epoch")) if tid in epochs else []
+                if tail:
+                    write["$push"] = {"metrics": {"$each": json_safe(tail)}}
+                ops.append(({"_id": tid, "$or": allowed}, write))
             modified = self._update_all(ops)
         if modified == len(ids):
             return set(ids)

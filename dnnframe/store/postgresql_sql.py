@@ -95,13 +95,19 @@ def _column(name: str, values: list[Any]) -> tuple[str, list[Any]]:
     return kind, values
 
 
-def apply_updates(c: Conn, rows: list[tuple[str, int, TrialUpdate]]) -> None:
+def apply_updates(
+    c: Conn, rows: list[tuple[str, int, TrialUpdate]], tails: dict[str, str] | None = None
+) -> None:
     """Write ``(trial_id, seq, update)`` rows (locked already): one statement per set of
-    fields, its values sent as one array per column (field names come from lifecycle.py)."""
-    groups: dict[tuple[tuple[str, ...], tuple[str, ...]], list[tuple[str, int, TrialUpdate]]] = {}
+    fields, its values sent as one array per column (field names come from lifecycle.py).
+    ``tails``: trial id -> epochs (JSON array text) appended to its curve in the same
+    statement."""
+    tails = tails or {}
+    groups: dict[tuple[tuple[str, ...], tuple[str, ...], bool], list[tuple[str, int, TrialUpdate]]]
+    groups = {}
     for row in rows:
-        groups.setdefault((tuple(row[2].set), tuple(row[2].inc)), []).append(row)
-    for (sets, incs), group in groups.items():
+        groups.setdefault((tuple(row[2].set), tuple(row[2].inc), row[0] in tails), []).append(row)
+    for (sets, incs, tailed), group in groups.items():
         arrays, params, names, assign = ["%s::text[]", "%s::bigint[]"], [], ["id", "seq"], []
         params += [[r[0] for r in group], [r[1] for r in group]]
         for i, name in enumerate(sets):
@@ -117,6 +123,11 @@ def apply_updates(c: Conn, rows: list[tuple[str, int, TrialUpdate]]) -> None:
             params.append([r[2].inc[name] for r in group])
             names.append(f"i{i}")
             assign.append(f"{name} = {name} + u.i{i}")
+        if tailed:
+            arrays.append("%s::text[]")
+            params.append([tails[r[0]] for r in group])
+            names.append("tail")
+            assign.append("metrics = metrics || u.tail::jsonb")
         c.execute(
             f"UPDATE trials SET {', '.join([*assign, 'seq = u.seq'])} FROM "
             f"unnest({', '.join(arrays)}) AS u({', '.join(names)}) "

@@ -146,16 +146,23 @@ class PostgresTrials:
 
         return set(self._db.write(body)[0])
 
-    def _finish_trials(self, items: list[CheckedFinish], worker: str | None) -> set[str]:
+    def _finish_trials(
+        self,
+        items: list[CheckedFinish],
+        worker: str | None,
+        epochs: dict[str, list[dict[str, Any]]],
+    ) -> set[str]:
         ids, t = [tid for tid, *_ in items], now()
+        # how each curve ends is read only where epochs come with the end
+        last = "t.metrics -> -1 -> 'epoch'" if epochs else "NULL"
 
         def body(c: Conn) -> list[str]:
             # In id order, as every writer locks: two batches never deadlock on each other.
             found = {
-                tid: (state, owner)
-                for tid, state, owner in c.execute(
-                    "SELECT t.id, t.state, t.worker FROM trials t WHERE t.id = ANY(%s) "
-                    "ORDER BY t.id FOR NO KEY UPDATE OF t",
+                tid: (state, owner, ends_at)
+                for tid, state, owner, ends_at in c.execute(
+                    f"SELECT t.id, t.state, t.worker, {last} FROM trials t "
+                    "WHERE t.id = ANY(%s) ORDER BY t.id FOR NO KEY UPDATE OF t",
                     (ids,),
                 )
             }
@@ -163,7 +170,7 @@ class PostgresTrials:
             done = [
                 (tid, st, result, error)
                 for tid, st, result, error in items
-                if may_finish(*found[tid], st, worker)
+                if may_finish(*found[tid][:2], st, worker)
             ]
             if done:
                 first = reserve(c, len(done))
@@ -173,6 +180,11 @@ class PostgresTrials:
                         (tid, first + k, finish_update(st, result, error, t))
                         for k, (tid, st, result, error) in enumerate(done)
                     ],
+                    {
+                        tid: dumps(epochs_to_store(epochs[tid], found[tid][2]))
+                        for tid, *_ in done
+                        if tid in epochs
+                    },
                 )
             return [tid for tid, *_ in done]
 

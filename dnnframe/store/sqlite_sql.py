@@ -72,28 +72,39 @@ def trial_record(row: tuple) -> TrialRecord:
 
 
 @functools.cache
-def _set_clause(sets: tuple[str, ...], incs: tuple[str, ...]) -> str:
-    """The ``SET`` text of a life-cycle update with these fields (names come from
-    lifecycle.py, never from a caller)."""
-    return ", ".join(
-        [*(f"{name} = ?" for name in sets), *(f"{name} = {name} + ?" for name in incs), "seq = ?"]
-    )
+def _update_sql(sets: tuple[str, ...], incs: tuple[str, ...], tail: bool) -> str:
+    """The ``UPDATE`` of a life-cycle update with these fields (names come from
+    lifecycle.py, never from a caller), numbered parameters in the order ``apply_updates``
+    gives them; with ``tail``, the curve gets epochs appended in the same statement."""
+    assign = [f"{name} = ?" for name in sets] + [f"{name} = {name} + ?" for name in incs]
+    assign.append("seq = ?")
+    numbered = [a.replace("?", f"?{i}") for i, a in enumerate(assign, 1)]
+    if tail:
+        numbered.append(f"metrics = {_joined(f'?{len(numbered) + 1}')}")
+    return f"UPDATE trials SET {', '.join(numbered)} WHERE id = ?{len(numbered) + 1}"
 
 
-def apply_updates(c: sqlite3.Connection, rows: list[tuple[str, int, TrialUpdate]]) -> None:
+def apply_updates(
+    c: sqlite3.Connection,
+    rows: list[tuple[str, int, TrialUpdate]],
+    tails: dict[str, str] | None = None,
+) -> None:
     """Write ``(trial_id, seq, update)`` rows inside the caller's transaction: one
-    statement per kind of update, run for all its rows."""
-    groups: dict[tuple[tuple[str, ...], tuple[str, ...]], list[tuple]] = {}
+    statement per kind of update, run for all its rows. ``tails``: trial id -> the epochs
+    to append to its curve in the same statement (compact JSON array text, as
+    :func:`append_epochs` takes it)."""
+    groups: dict[tuple[tuple[str, ...], tuple[str, ...], bool], list[tuple]] = {}
     for tid, seq, update in rows:
         params = [
             dumps(value) if name in _JSON_COLUMNS and value is not None else value
             for name, value in update.set.items()
         ]
-        groups.setdefault((tuple(update.set), tuple(update.inc)), []).append(
-            (*params, *update.inc.values(), seq, tid)
+        tail = tails.get(tid) if tails else None
+        groups.setdefault((tuple(update.set), tuple(update.inc), tail is not None), []).append(
+            (*params, *update.inc.values(), seq, *(() if tail is None else (tail,)), tid)
         )
     for fields, group in groups.items():
-        c.executemany(f"UPDATE trials SET {_set_clause(*fields)} WHERE id = ?", group)
+        c.executemany(_update_sql(*fields), group)
 
 
 def update_each(c: sqlite3.Connection, update: TrialUpdate, ids: list[str]) -> None:
@@ -112,15 +123,19 @@ def update_each(c: sqlite3.Connection, update: TrialUpdate, ids: list[str]) -> N
 # joined as it is, since parsing it with json() on every write cost more than the update
 # itself; any other stored text (an empty curve, one another program wrote) goes through
 # json() first.
-_APPEND = (
-    "UPDATE trials SET heartbeat_at = ?1, seq = ?2, metrics = CASE "
-    "WHEN ?3 = '[]' THEN metrics "
-    "WHEN metrics LIKE '[{%}]' THEN substr(metrics, 1, length(metrics) - 1) || ',' || "
-    "substr(?3, 2) "
-    "WHEN json_array_length(metrics) = 0 THEN ?3 "
-    "ELSE substr(json(metrics), 1, length(json(metrics)) - 1) || ',' || substr(?3, 2) "
-    "END WHERE id = ?4"
-)
+def _joined(tail: str) -> str:
+    """The curve with the epochs of parameter ``tail`` (JSON array text) appended."""
+    return (
+        f"CASE WHEN {tail} = '[]' THEN metrics "
+        f"WHEN metrics LIKE '[{{%}}]' THEN substr(metrics, 1, length(metrics) - 1) || ',' || "
+        f"substr({tail}, 2) "
+        f"WHEN json_array_length(metrics) = 0 THEN {tail} "
+        f"ELSE substr(json(metrics), 1, length(json(metrics)) - 1) || ',' || substr({tail}, 2) "
+        "END"
+    )
+
+
+_APPEND = f"UPDATE trials SET heartbeat_at = ?1, seq = ?2, metrics = {_joined('?3')} WHERE id = ?4"
 
 
 def append_epochs(c: sqlite3.Connection, rows: list[tuple[float, int, str, str]]) -> None:

@@ -132,20 +132,30 @@ class SQLiteTrials:
             )
         return set(written)
 
-    def _finish_trials(self, items: list[CheckedFinish], worker: str | None) -> set[str]:
+    def _finish_trials(
+        self,
+        items: list[CheckedFinish],
+        worker: str | None,
+        epochs: dict[str, list[dict[str, Any]]],
+    ) -> set[str]:
         t = now()
         ids = [tid for tid, *_ in items]
         with self._tx() as c:
-            found = {r[0]: r[1:] for r in self._rows(c, "state, worker", ids)}
+            # how each curve ends is read only where epochs come with the end
+            last = "json_extract(metrics, '$[#-1].epoch')" if epochs else "NULL"
+            found = {r[0]: r[1:] for r in self._rows(c, f"state, worker, {last}", ids)}
             # Raising rolls the whole batch back: an unknown id finishes nothing.
             self._require(ids, found)
             first = next_seq(c)
             rows: list[tuple[str, int, TrialUpdate]] = []
+            tails: dict[str, str] = {}
             for tid, st, result, error in items:
-                state, owner = found[tid]
+                state, owner, ends_at = found[tid]
                 if may_finish(state, owner, st, worker):
                     rows.append((tid, first + len(rows), finish_update(st, result, error, t)))
-            apply_updates(c, rows)
+                    if tid in epochs:
+                        tails[tid] = dumps(epochs_to_store(epochs[tid], ends_at))
+            apply_updates(c, rows, tails)
         return {tid for tid, _, _ in rows}
 
     def _cancel_requested(self, trial_ids: list[str]) -> set[str]:

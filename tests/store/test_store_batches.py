@@ -169,6 +169,73 @@ def test_finish_trials_applies_each_trials_rules(store):
     assert again == set() and store.get_trial(a) == ta  # finished rows are read-only
 
 
+def _numbered(first: int, last: int, tag: str = "") -> list[dict]:
+    return [{"epoch": e, "loss": 1.0 / e, "tag": tag} for e in range(first, last + 1)]
+
+
+def test_finish_trials_appends_the_last_epochs_of_the_trials_it_finishes(store):
+    a, b, c, d, e = make(store, 5)
+    store.claim_trials([a, b, d, e], "w")
+    store.claim_trial(c, "other")
+    assert store.append_metrics_many({a: _numbered(1, 2), c: _numbered(1, 1)}, "w") == {a}
+    assert store.append_metrics_many({c: _numbered(1, 1, "other's")}, "other") == {c}
+    cursor = store.latest_seq()
+    result = {"status": "COMPLETE", "metrics": {"test_accuracy": 0.75}}
+    done = store.finish_trials(
+        [
+            (a, TrialState.COMPLETE, result, None),
+            (b, TrialState.FAILED, None, "singular matrix"),
+            (c, TrialState.COMPLETE, result, None),  # another worker's: refused
+            (d, TrialState.COMPLETE, result, None),  # no epochs: finished as before
+        ],
+        worker="w",
+        epochs={
+            a: _numbered(1, 5, "resent"),  # 1 and 2 are stored already
+            b: {"epoch": 1, "loss": 1.0, "tag": ""},  # one epoch, as a dict
+            c: _numbered(2, 3),
+        },
+    )
+    assert done == {a, b, d}
+    ta, tb, tc, td = (store.get_trial(t) for t in (a, b, c, d))
+    assert ta.metrics == _numbered(1, 2) + _numbered(3, 5, "resent")
+    assert (ta.state, ta.result["metrics"]) == (TrialState.COMPLETE, result["metrics"])
+    assert (tb.state, tb.error, tb.metrics) == (
+        TrialState.FAILED,
+        "singular matrix",
+        _numbered(1, 1),
+    )
+    assert (tc.state, tc.metrics) == (TrialState.RUNNING, _numbered(1, 1, "other's"))
+    assert (td.state, td.metrics) == (TrialState.COMPLETE, [])
+    changed = store.list_trials(since=cursor)
+    assert sorted(t.id for t in changed) == sorted([a, b, d])
+    assert len({t.seq for t in changed}) == 3  # one seq per row
+    # sent again (its answer was lost): refused, and nothing is stored twice
+    assert (
+        store.finish_trials([(a, TrialState.COMPLETE, result, None)], "w", {a: _numbered(4, 6)})
+        == set()
+    )
+    assert store.get_trial(a) == ta
+
+
+def test_finish_trials_refuses_epochs_of_a_trial_it_is_not_finishing(store):
+    a, b = make(store, 2)
+    store.claim_trials([a, b], "w")
+    before = [store.get_trial(a), store.get_trial(b)]
+    with pytest.raises(ValueError, match=repr(b)):
+        store.finish_trials(
+            [(a, TrialState.COMPLETE, None, None)], "w", {a: _numbered(1, 1), b: _numbered(1, 1)}
+        )
+    with pytest.raises(ValueError, match="list of dicts"):
+        store.finish_trials([(a, TrialState.COMPLETE, None, None)], "w", {a: [1.0]})
+    with pytest.raises(NotFoundError):
+        store.finish_trials(
+            [(a, TrialState.COMPLETE, None, None), ("nope", TrialState.COMPLETE, None, None)],
+            "w",
+            {a: _numbered(1, 1)},
+        )
+    assert [store.get_trial(a), store.get_trial(b)] == before
+
+
 def test_cancel_requested_in_one_call(store):
     a, b = make(store, 2)
     store.create_experiment("other", "o", {}, 1)

@@ -75,6 +75,17 @@ WRITES: dict[str, tuple[Callable[[ResultStore], Any], Callable[[ResultStore], An
             worker="w",
         ),
     ),
+    "finish_trials with the last epochs": (
+        _claimed,
+        lambda s: s.finish_trials(
+            [
+                ("t0", TrialState.COMPLETE, {"metrics": {"test_accuracy": 0.5}}, None),
+                ("t1", TrialState.FAILED, None, "Traceback: boom"),
+            ],
+            worker="w",
+            epochs={t: [{"epoch": e, "loss": 1.0 / e} for e in (1, 2, 3)] for t in ("t0", "t1")},
+        ),
+    ),
     "requeue_stale": (_claimed, lambda s: s.requeue_stale(0, as_of=time.time() + 60)),
     "release_trial": (_claimed, lambda s: s.release_trial("t1", "w")),
     "hold_dispatch": (_base, lambda s: s.hold_dispatch([("t0", "q"), ("t1", "gpu")])),
