@@ -297,9 +297,20 @@ def test_a_pack_survives_divergence_failure_cancellation_and_a_lost_member(store
     assert diverged.result["pack"]["id"] == complete.result["pack"]["id"]
 
 
-def test_fast_epochs_are_written_together_first_at_once_all_before_the_end(
-    store, pack_ids, monkeypatch
-):
+def _counting_finish(store) -> list[dict[str, list[int]]]:
+    """Each ``finish_trials`` call's epochs (trial id -> epoch numbers), as the runner sent them."""
+    calls: list[dict[str, list[int]]] = []
+    real_finish = store.finish_trials
+
+    def counting_finish(items, worker=None, epochs=None):
+        calls.append({tid: [m["epoch"] for m in e] for tid, e in (epochs or {}).items()})
+        return real_finish(items, worker, epochs)
+
+    store.finish_trials = counting_finish
+    return calls
+
+
+def test_fast_epochs_are_written_first_at_once_then_with_the_ends(store, pack_ids, monkeypatch):
     monkeypatch.setattr(pack_epochs, "METRICS_INTERVAL_S", 3600.0)  # no epoch is ever slow enough
     by_seed = {_seed(store, t): t for t in pack_ids}
     seen = {}
@@ -319,13 +330,15 @@ def test_fast_epochs_are_written_together_first_at_once_all_before_the_end(
         return real_append(batch, worker)
 
     store.append_metrics_many = counting_append
+    finishes = _counting_finish(store)
     train = StandInPack(epochs=6, hooks={2: look, 4: lose_seed_3})
     states = run_pack(pack_ids, store, worker="w1", train_fn=train)
 
     assert seen == dict.fromkeys(pack_ids, [1])
-    assert writes[0] == dict.fromkeys(pack_ids, [1])
-    # the other epochs in one write after training; the lost member's not at all
-    assert writes[1:] == [{t: [2, 3, 4, 5, 6] for t in pack_ids if t != by_seed[3]}]
+    assert writes == [dict.fromkeys(pack_ids, [1])]
+    # the other epochs go with the ends, in the one write that finishes each trial; the
+    # lost member's not at all
+    assert finishes == [{t: [2, 3, 4, 5, 6] for t in pack_ids if t != by_seed[3]}]
     assert states[by_seed[3]] is None
     for tid in pack_ids:
         t = store.get_trial(tid)
@@ -339,7 +352,7 @@ def test_fast_epochs_are_written_together_first_at_once_all_before_the_end(
 def test_a_pack_of_fast_epochs_checks_nothing_of_its_own(store, pack_ids, monkeypatch):
     """A pack that ends within the check interval beats and asks for cancellation never
     (the claim did both); its curves are written twice: the first epoch at once, the rest
-    at the end."""
+    with the ends."""
     monkeypatch.setattr(pack_epochs, "METRICS_INTERVAL_S", 3600.0)
     monkeypatch.setattr(pack_epochs, "CHECK_INTERVAL_S", 3600.0)
     calls = []
@@ -351,35 +364,47 @@ def test_a_pack_of_fast_epochs_checks_nothing_of_its_own(store, pack_ids, monkey
             return _real(*args, **kwargs)
 
         setattr(store, name, counting)
+    finishes = _counting_finish(store)
     states = run_pack(pack_ids, store, worker="w1", train_fn=StandInPack(epochs=5))
     assert set(states.values()) == {TrialState.COMPLETE}
-    assert calls.count("append_metrics_many") == 2
+    assert calls.count("append_metrics_many") == 1
+    assert finishes == [dict.fromkeys(pack_ids, [2, 3, 4, 5])]
     assert "cancel_requested" not in calls and "heartbeat_trials" not in calls
     for tid in pack_ids:
         assert [m["epoch"] for m in store.get_trial(tid).metrics] == [1, 2, 3, 4, 5]
 
 
 def test_a_failed_epoch_write_is_sent_again_with_the_next_one(store, pack_ids, monkeypatch):
-    """Every epoch is written (METRICS_INTERVAL_S 0); the writes of epochs 2, 3 and 4 fail, as
-    does the first try at the end: each stored curve still holds every epoch once."""
+    """Every epoch is written (METRICS_INTERVAL_S 0); the writes of epochs 2, 3 and 4 fail, so
+    they go with the ends, whose first try fails too: each stored curve still holds every
+    epoch once."""
     from dnnframe.exceptions import StoreError
 
     monkeypatch.setattr(pack_epochs, "METRICS_INTERVAL_S", 0.0)
     monkeypatch.setattr(retrying, "pause", lambda s: None)  # the end's back-off
-    real_append = store.append_metrics_many
+    real_append, real_finish = store.append_metrics_many, store.finish_trials
     calls = []
 
     def flaky(batch, worker=None):
         epochs = sorted({m["epoch"] for ms in batch.values() for m in ms})
         calls.append(epochs)
-        if len(calls) in (2, 3, 4, 5):
+        if len(calls) in (2, 3, 4):
             raise StoreError("the store went away")
         return real_append(batch, worker)
 
-    store.append_metrics_many = flaky
+    ends = []
+
+    def flaky_finish(items, worker=None, epochs=None):
+        ends.append(sorted({m["epoch"] for ms in (epochs or {}).values() for m in ms}))
+        if len(ends) == 1:
+            raise StoreError("the store went away")
+        return real_finish(items, worker, epochs)
+
+    store.append_metrics_many, store.finish_trials = flaky, flaky_finish
     states = run_pack(pack_ids, store, worker="w1", train_fn=StandInPack(epochs=4))
     assert set(states.values()) == {TrialState.COMPLETE}
-    assert calls == [[1], [2], [2, 3], [2, 3, 4], [2, 3, 4], [2, 3, 4]]
+    assert calls == [[1], [2], [2, 3], [2, 3, 4]]
+    assert ends == [[2, 3, 4], [2, 3, 4]]
     for tid in pack_ids:
         assert [m["epoch"] for m in store.get_trial(tid).metrics] == [1, 2, 3, 4]
 
@@ -403,10 +428,11 @@ def test_a_stored_curve_is_the_results_history_and_is_written_once(store, pack_i
 
 
 def test_a_result_keeps_its_history_when_the_curve_could_not_be_stored(
-    store, pack_ids, monkeypatch
+    store, pack_ids, monkeypatch, caplog
 ):
-    """Every curve write fails, the end's retries too: the final states still land, each
-    result with the whole history the engine returned."""
+    """Every curve write fails, with the ends too, retries included: the final states still
+    land, without the epochs, each result with the whole history the engine returned, and
+    an error names the epochs the curves lack."""
     from dnnframe.exceptions import StoreError
 
     monkeypatch.setattr(retrying, "pause", lambda s: None)  # the end's back-off
@@ -414,13 +440,23 @@ def test_a_result_keeps_its_history_when_the_curve_could_not_be_stored(
     def broken(batch, worker=None):
         raise StoreError("the curves' table is unwritable")
 
-    store.append_metrics_many = broken
+    real_finish = store.finish_trials
+
+    def finish_without_curves(items, worker=None, epochs=None):
+        if epochs:
+            raise StoreError("the curves' table is unwritable")
+        return real_finish(items, worker)
+
+    store.append_metrics_many, store.finish_trials = broken, finish_without_curves
     states = run_pack(pack_ids, store, worker="w1", train_fn=StandInPack(epochs=3))
     assert set(states.values()) == {TrialState.COMPLETE}
     for tid in pack_ids:
         t = store.get_trial(tid)
         assert t.metrics == []
         assert [h["epoch"] for h in t.result["history"]] == [1, 2, 3]
+    (error,) = [r for r in caplog.records if r.levelname == "ERROR"]
+    assert f"3 epochs of {pack_ids[0]}" in error.getMessage()
+    assert "the curves' table is unwritable" in error.getMessage()
 
 
 def test_an_engine_exception_fails_every_member_with_the_traceback(store, pack_ids):

@@ -13,7 +13,6 @@ from ..engine.result import EpochReport
 from ..exceptions import StoreError
 from ..pruning.factory import pruner_for_pack
 from ..pruning.pruner import PackTrial
-from ..retrying import FINAL_WRITE
 from ..states import TrialState
 from ..store.base import ResultStore, TrialRecord
 from .heartbeat import Heartbeat
@@ -61,6 +60,7 @@ class PackMember:
     experiment_ids: tuple[str, ...] = ()
     pruned: dict[str, Any] | None = None  # why the pruner stopped it
     outcome: tuple[TrialState, dict[str, Any] | None, str | None] | None = None
+    trained: Any = None  # what the engine returned for it (its whole history, if needed)
 
 
 class PackEpochs:
@@ -97,6 +97,8 @@ class PackEpochs:
         return [m for m in self.members if not m.lost]
 
     def lose(self, ids: set[str]) -> None:
+        if not ids:  # the common case, asked every epoch: no walk over the pack
+            return
         for m in self.members:
             if m.trial_id in ids and not m.lost:
                 m.lost = True
@@ -157,60 +159,44 @@ class PackEpochs:
         was recorded. Owner-checked: a worker whose trial was requeued and claimed by
         another never writes into its curve, and drops the trial. A failed write (StoreError)
         keeps its epochs for the next write: the store skips epochs a curve already holds,
-        so sending them again stores each once. Each member's entries are made here, once,
-        from the reports' arrays."""
+        so sending them again stores each once."""
         self.last_write = time.monotonic()
-        live = [k for k, m in enumerate(self.members) if not m.lost]
-        by_trial: dict[str, list[dict[str, Any]]] = {}
-        entries: list[tuple[int, dict[str, dict[str, Any]]]] = []
-        for report in self.pending:
-            batch = {}
-            shared, reported = report.entries(), report.reported
-            for k in live:
-                if reported[k]:
-                    tid = self.members[k].trial_id
-                    batch[tid] = shared[k]
-                    by_trial.setdefault(tid, []).append(shared[k])
-            entries.append((report.epoch, batch))
+        by_trial = self.unwritten()
         if not by_trial:
             self.pending = []
             return
         written = self.store.append_metrics_many(by_trial, self.worker)
-        self.pending = []
-        for tid in written:
-            self.stored[tid] = self.stored.get(tid, 0) + len(by_trial[tid])
+        self.recorded(written, by_trial)
         self.lose(set(by_trial) - written)
-        for epoch, batch in entries:
-            recorded = {tid: x for tid, x in batch.items() if tid in written}
-            if recorded:
-                self.observer.epoch(epoch, recorded)
 
-    def write_rest(self) -> None:
-        """:meth:`write` at the end of training, before any member's end is recorded; no
-        later write would carry these epochs, so it is retried like the final states. Epochs
-        still unstored after that are named in an error (each result keeps its whole
-        history)."""
-        try:
-            FINAL_WRITE.call(
-                self.write, what=f"pack of {len(self.members)}: recording its last epochs"
-            )
-            return
-        except StoreError as exc:
-            failure = " ".join(str(exc).split())
-        counts: dict[str, int] = {}
+    def unwritten(self) -> dict[str, list[dict[str, Any]]]:
+        """Each live member's epochs not written yet, in order (the engine's entries, built
+        once from the reports' arrays). At the end of training they go to the store with
+        the members' ends (``finish_trials(..., epochs=)``): one write a trial, not two."""
+        live = [k for k, m in enumerate(self.members) if not m.lost]
+        by_trial: dict[str, list[dict[str, Any]]] = {}
         for report in self.pending:
-            for k in report.indices():
-                if not self.members[k].lost:
-                    tid = self.members[k].trial_id
-                    counts[tid] = counts.get(tid, 0) + 1
-        log.error(
-            "pack of %d: %s could not be stored in the trials' curves after %d tries "
-            "(%s; their results keep the whole history)",
-            len(self.members),
-            ", ".join(f"{n} epochs of {tid}" for tid, n in counts.items()),
-            FINAL_WRITE.attempts,
-            failure,
-        )
+            shared, reported = report.entries(), report.reported
+            for k in live:
+                if reported[k]:
+                    by_trial.setdefault(self.members[k].trial_id, []).append(shared[k])
+        return by_trial
+
+    def recorded(self, written: set[str], by_trial: dict[str, list[dict[str, Any]]]) -> None:
+        """The store took ``by_trial``'s epochs of the ``written`` members: count them, tell
+        the observer epoch by epoch, and forget every pending epoch."""
+        for tid in written:
+            self.stored[tid] = self.stored.get(tid, 0) + len(by_trial.get(tid, ()))
+        ids = {k: self.members[k].trial_id for k in range(len(self.members))}
+        for report in self.pending:
+            recorded = {
+                ids[k]: report.entries()[k]
+                for k in report.indices()
+                if ids[k] in written and ids[k] in by_trial
+            }
+            if recorded:
+                self.observer.epoch(report.epoch, recorded)
+        self.pending = []
 
     def _member(self, trial_id: str) -> PackMember:
         return next(m for m in self.members if m.trial_id == trial_id)

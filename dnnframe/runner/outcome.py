@@ -22,13 +22,16 @@ def finish_all(
     store: ResultStore,
     items: list[tuple[str, TrialState, dict[str, Any] | None, str | None]],
     worker: str,
+    epochs: dict[str, list[dict[str, Any]]] | None = None,
 ) -> set[str]:
-    """Record every member's end in one ``finish_trials`` call, retried by FINAL_WRITE;
-    returns the ids the store accepted (see ``ResultStore.finish_trials``)."""
+    """Record every member's end in one ``finish_trials`` call, with the last ``epochs`` of
+    their curves, retried by FINAL_WRITE; returns the ids the store accepted (see
+    ``ResultStore.finish_trials``)."""
     return FINAL_WRITE.call(
         store.finish_trials,
         items,
         worker=worker,
+        epochs=epochs,
         what=f"trials {', '.join(i[0] for i in items)}: storing the final states",
     )
 

@@ -13,10 +13,13 @@ import logging
 import time
 import traceback
 import uuid
+from typing import Any
 
 from .. import settings
-from ..exceptions import TrialCancelled, failure_text
+from ..exceptions import StoreError, TrialCancelled, failure_text
+from ..jsonsafe import json_copy
 from ..owners import default_worker_name
+from ..retrying import FINAL_WRITE
 from ..spec import TrialConfig
 from ..spec.batch import validate_many
 from ..states import TrialState
@@ -74,7 +77,8 @@ def run_pack(
     An exception from ``train_fn`` fails every member still held, with the traceback;
     cancellation seen after an epoch stops that member (CANCELLED); a KeyboardInterrupt
     makes every member held CANCELLED and is re-raised. All finishes go to the store in one
-    call, after training; nothing else changes a finished row.
+    call, after training, with the epochs not written yet (each trial's curve and end in
+    one write); nothing else changes a finished row.
     """
     worker = worker or default_worker_name()
     ids = list(dict.fromkeys(trial_ids))
@@ -94,8 +98,9 @@ def run_pack(
         m.index = len(configs) - 1
     trained = [m for m in members if m.index >= 0]
     pack = {"id": uuid.uuid4().hex[:12], "size": len(trained)}
+    run = None
     if trained:
-        _train(
+        run = _train(
             store,
             worker,
             trained,
@@ -113,7 +118,7 @@ def run_pack(
             # the engine's pack (size, wall and compile seconds) with this run's id
             result["pack"] = {**(result.get("pack") or {}), **pack, "index": m.index}
         items.append((m.trial_id, state, result, error))
-    finished = finish_all(store, items, worker) if items else set()
+    finished = _finish(store, worker, items, members, run) if items else set()
     for tid, state, result, error in items:
         if tid in finished:
             states[tid] = state
@@ -135,17 +140,16 @@ def _train(
     train: PackTrainFn,
     interval_s: float,
     observer: PackObserver,
-) -> None:
-    """Train ``members`` together and set each one's ``outcome`` (left None when lost)."""
+) -> PackEpochs:
+    """Train ``members`` together and set each one's ``outcome`` (left None when lost).
+    Returns the pack's bookkeeping: the epochs it has not written yet go to the store with
+    the members' ends (:func:`_finish`)."""
     started = time.perf_counter()
     heartbeat = Heartbeat.shared(store, worker, interval_s)
     heartbeat.track(m.trial_id for m in members)
     run = PackEpochs(store, worker, members, heartbeat, observer)
     try:
-        try:
-            results = train(configs, run.on_epoch)
-        finally:
-            run.write_rest()
+        results = train(configs, run.on_epoch)
         if len(results) != len(members):
             raise RuntimeError(
                 f"the train function returned {len(results)} results for a pack of {len(members)}"
@@ -154,13 +158,13 @@ def _train(
         _end_all(members, TrialState.CANCELLED, "interrupted (KeyboardInterrupt)")
         # (ignored: mypy cannot see that _end_all gave every member an outcome)
         outcomes = [(m.trial_id, *m.outcome) for m in members if not m.lost]  # type: ignore[misc]
-        finish_all(store, outcomes, worker)
+        _finish(store, worker, outcomes, members, run)
         for m in members:
             m.lost = True  # recorded already
         raise
     except TrialCancelled as exc:
         _end_all(members, TrialState.CANCELLED, f"cancelled: {exc}")
-        return
+        return run
     except Exception as exc:
         tb = failure_text(exc)
         # one line: the trials (their configs are in the store) and the error's first line;
@@ -175,17 +179,64 @@ def _train(
             first,
         )
         _end_all(members, TrialState.FAILED, tb)
-        return
+        return run
     finally:
         heartbeat.untrack(m.trial_id for m in members)
         run.lose(heartbeat.lost)
+    unwritten = run.unwritten()
     for m, result in zip(members, results):
         if not m.lost:
-            # the result keeps the history the store's curve does not hold in full
-            stored = run.stored.get(m.trial_id, 0)
+            # the result keeps the history the store's curve will not hold in full
+            m.trained = result
+            curve = run.stored.get(m.trial_id, 0) + len(unwritten.get(m.trial_id, ()))
             m.outcome = member_outcome(
-                result, m.index, m.pruned, history=stored != len(getattr(result, "history", ()))
+                result, m.index, m.pruned, history=curve != len(getattr(result, "history", ()))
             )
+    return run
+
+
+def _finish(
+    store: ResultStore,
+    worker: str,
+    items: list[tuple[str, TrialState, dict[str, Any] | None, str | None]],
+    members: list[PackMember],
+    run: PackEpochs | None,
+) -> set[str]:
+    """Record the members' ends (``items``) with the epochs the pack has not written yet,
+    each trial's in one write; returns the ids the store finished. Where those epochs
+    cannot be stored even so (retried), the ends are recorded without them, each result
+    then carrying its whole history, and the error names what is missing from the curves."""
+    ids = {tid for tid, *_ in items}
+    tails = {tid: e for tid, e in (run.unwritten() if run else {}).items() if tid in ids}
+    try:
+        finished = finish_all(store, items, worker, tails)
+    except StoreError as exc:
+        if not tails:
+            raise
+        log.error(
+            "pack of %d: %s could not be stored in the trials' curves with their ends after "
+            "%d tries (%s); the ends are stored without them, each result with its whole "
+            "history",
+            len(members),
+            ", ".join(f"{len(e)} epochs of {tid}" for tid, e in tails.items()),
+            FINAL_WRITE.attempts,
+            " ".join(str(exc).split()),
+        )
+        trained = {m.trial_id: m.trained for m in members}
+        return finish_all(store, [_with_history(i, trained.get(i[0])) for i in items], worker)
+    if run is not None:
+        run.recorded(finished, tails)
+    return finished
+
+
+def _with_history(
+    item: tuple[str, TrialState, dict[str, Any] | None, str | None], trained: Any
+) -> tuple[str, TrialState, dict[str, Any] | None, str | None]:
+    """``item`` with its result carrying the whole history the engine returned."""
+    tid, state, result, error = item
+    if result is None or "history" in result or not hasattr(trained, "history"):
+        return item
+    return tid, state, {**result, "history": json_copy(trained.history)}, error
 
 
 def _end_all(members: list[PackMember], state: TrialState, error: str) -> None:
