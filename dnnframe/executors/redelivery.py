@@ -103,14 +103,14 @@ def take_back(
     that many; otherwise they are left to the pieces their releaser sent (this delivery
     sends them when it released them itself)."""
     ids = list(dict.fromkeys(trial_ids))
-    released = _release_gone_here(store, store.get_trials(ids, fields=()), node)
+    first = store.get_trials(ids, fields=())
+    released = _release_gone_here(store, first, node)
     if redelivered:
         _watch_other_nodes(store, ids, node)
-    crashed = [
-        t
-        for t in store.get_trials(ids, fields=())
-        if t.state is TrialState.QUEUED and t.attempts >= 1
-    ]
+    # read again only after this delivery changed or waited on them (a lean read of a
+    # pack's rows is a few tens of milliseconds on SQLite, which walks each row to its end)
+    current = store.get_trials(ids, fields=()) if released or redelivered else first
+    crashed = [t for t in current if t.state is TrialState.QUEUED and t.attempts >= 1]
     if not crashed:
         return ids
     attempts = max(t.attempts for t in crashed)
