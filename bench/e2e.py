@@ -18,8 +18,9 @@ compiled calls and the rest (per-member Python, the runner, the store).
     python bench/e2e.py --base /tmp/base --celery        # through RabbitMQ and Celery
     python bench/e2e.py                                   # this checkout alone
 
-The goal: at least 4x the previous main's configurations per second, the parent under 5 %
-of the CPU; the paper's headline is 10,000 configurations per second.
+The goal: at least 4x the configurations per second of the main before the speed work
+(d52fbda), 3x through Celery, the parent under 5 % of the CPU; the paper's headline is
+10,000 configurations per second.
 """
 
 from __future__ import annotations
@@ -279,7 +280,8 @@ def main() -> None:
     if args.base:
         ratio = summary["base"]["median_wall"] / summary["this"]["median_wall"]
         print(
-            f"this / base: {ratio:.2f}x faster (goal >= 4x); the paper's headline is "
+            f"this / base: {ratio:.2f}x faster (goal >= {3 if args.celery else 4}x, against the "
+            "main before the speed work); the paper's headline is "
             f"10,000 configs/s"
         )
         summary["ratio"] = ratio
