@@ -187,10 +187,11 @@ class PackEpochs:
         the observer epoch by epoch, and forget every pending epoch."""
         for tid in written:
             self.stored[tid] = self.stored.get(tid, 0) + len(by_trial.get(tid, ()))
-        ids = {k: self.members[k].trial_id for k in range(len(self.members))}
+        ids = [m.trial_id for m in self.members]
         for report in self.pending:
+            entries = report.entries()
             recorded = {
-                ids[k]: report.entries()[k]
+                ids[k]: entries[k]
                 for k in report.indices()
                 if ids[k] in written and ids[k] in by_trial
             }

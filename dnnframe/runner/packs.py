@@ -215,7 +215,7 @@ def _finish(
             raise
         log.error(
             "pack of %d: %s could not be stored in the trials' curves with their ends after "
-            "%d tries (%s); the ends are stored without them, each result with its whole "
+            "%d tries (%s); storing the ends without them, each result with its whole "
             "history",
             len(members),
             ", ".join(f"{len(e)} epochs of {tid}" for tid, e in tails.items()),
