@@ -76,6 +76,8 @@ NOT_IMPORTED: dict[tuple[str, str], str] = {
     ("mkdocs-material", "docs"): "the site's theme, named in mkdocs.yml",
     ("mypy", "dev"): "a program (`python -m mypy` in CI)",
     ("pytest-cov", "dev"): "a pytest plugin (`--cov` on the fast tier)",
+    ("setuptools", "core"): "PyTensor's C backend imports it; declared for a version "
+    "whose import is cheap in every worker",
 }
 
 # Import names whose distribution is not installed by the dev extra (the GPU build).
